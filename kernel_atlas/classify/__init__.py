@@ -1,0 +1,1 @@
+"""Kernel → (op_mapping, category) with provenance, from rules kept as data in catalogs/."""

@@ -1,0 +1,38 @@
+"""Fill a seed-format catalog: label the TBD/empty entries, keep every existing label."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernel_atlas.classify.classifier import UNLABELLED, Classifier, default_classifier
+from kernel_atlas.classify.taxonomy import load_taxonomy
+
+
+def fill_catalog(entries: list[dict[str, Any]], classifier: Classifier | None = None) -> list[dict[str, Any]]:
+    """A copy of `entries` where every entry has `op_mapping`, `category`, `operation` and
+    `label` (rule, evidence, confidence). Existing labels are facts and are kept as they are."""
+    classifier = classifier or default_classifier()
+    taxonomy = load_taxonomy()
+    filled = []
+    for entry in entries:
+        entry = dict(entry)
+        if entry.get("op_mapping") in UNLABELLED:
+            label = classifier.classify(
+                entry.get("kernel_name", ""), entry.get("kernel_implementation"), entry.get("call_stack")
+            )
+            entry["op_mapping"] = label.op_mapping
+            entry["label"] = {
+                "rule": label.rule,
+                "evidence": label.evidence,
+                "confidence": round(label.confidence, 2),
+                "detail": label.detail,
+            }
+        else:
+            entry.setdefault(
+                "label", {"rule": "given", "evidence": "catalog", "confidence": 1.0, "detail": "label given by the source catalog"}
+            )
+        entry["category"] = taxonomy.category(entry["op_mapping"])
+        if entry.get("operation") in UNLABELLED:
+            entry["operation"] = taxonomy.operation_of.get(entry["op_mapping"], "")
+        filled.append(entry)
+    return filled

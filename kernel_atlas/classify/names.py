@@ -1,0 +1,83 @@
+"""Kernel-name normalisation: the parts of a GPU kernel name that identify its family.
+
+    void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>(int, ...)
+        base   → at::native::vectorized_elementwise_kernel
+    _ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256E...
+        base   → aiter::add_rmsnorm_quant_kernel            (Itanium nested-name prefix decoded)
+    triton_poi_fused_clamp_sub_0 / fused_ge_lt___and____2266955281149801844
+        family → triton_poi_fused_clamp_sub_# / fused_ge_lt___and__#
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+_ANON = "(anonymous namespace)"
+_DIGITS = re.compile(r"\d+")
+_HASH_SUFFIX = re.compile(r"_+[0-9a-f]{12,}$|_\d+$")
+
+
+def _itanium_prefix(mangled: str) -> str | None:
+    """Decode the qualified name of an Itanium-mangled symbol, ignoring templates and args."""
+    pos = 2
+    nested = mangled.startswith("_ZN")
+    if nested:
+        pos = 3
+        while pos < len(mangled) and mangled[pos] in "rVK":  # cv-qualifiers of member functions
+            pos += 1
+    parts: list[str] = []
+    while pos < len(mangled) and mangled[pos].isdigit():
+        end = pos
+        while end < len(mangled) and mangled[end].isdigit():
+            end += 1
+        length = int(mangled[pos:end])
+        parts.append(mangled[end : end + length])
+        pos = end + length
+        if not nested:
+            break
+        # a template argument list ("I…E") ends the part we can name without a full demangler
+        if pos < len(mangled) and mangled[pos] in "IE":
+            break
+    return "::".join(parts) if parts else None
+
+
+def _strip_templates(text: str) -> str:
+    out = []
+    depth = 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+@lru_cache(maxsize=65536)
+def base_name(name: str) -> str:
+    """Qualified function name without return type, template arguments or parameters."""
+    text = name.strip()
+    if text.startswith("_Z"):
+        decoded = _itanium_prefix(text)
+        if decoded:
+            return decoded
+    text = text.replace(_ANON, "anon").replace("operator()", "operator")
+    text = _strip_templates(text)
+    text = text.split("(", 1)[0].strip()
+    return text.rsplit(" ", 1)[-1] if " " in text else text
+
+
+@lru_cache(maxsize=65536)
+def family_key(name: str) -> str:
+    """Base name with generated suffixes (Triton indices, Inductor hashes) and digits collapsed."""
+    base = _HASH_SUFFIX.sub("_#", base_name(name))
+    return _DIGITS.sub("#", base)
+
+
+@lru_cache(maxsize=65536)
+def name_texts(name: str) -> tuple[str, ...]:
+    """What name rules search, in order: the decoded base name, then the full name as written."""
+    base = base_name(name)
+    return (name,) if base == name else (base, name)

@@ -1,0 +1,42 @@
+"""The label vocabulary, loaded from catalogs/taxonomy.toml."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kernel_atlas.paths import catalogs_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+UNKNOWN_OP = "unknown"
+OTHER_CATEGORY = "other"
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    category_of: dict[str, str]  # op_mapping → category
+    operation_of: dict[str, str]  # op_mapping → formula in words
+
+    def category(self, op_mapping: str | None) -> str:
+        return self.category_of.get(op_mapping or UNKNOWN_OP, OTHER_CATEGORY)
+
+    def is_op(self, op_mapping: str) -> bool:
+        return op_mapping in self.category_of
+
+
+@lru_cache(maxsize=1)
+def load_taxonomy() -> Taxonomy:
+    with (catalogs_dir() / "taxonomy.toml").open("rb") as handle:
+        data = tomllib.load(handle)
+    category_of: dict[str, str] = {}
+    operation_of: dict[str, str] = {}
+    for category, body in data["categories"].items():
+        for op, operation in body["ops"].items():
+            category_of[op] = category
+            operation_of[op] = operation
+    return Taxonomy(category_of=category_of, operation_of=operation_of)

@@ -1,0 +1,141 @@
+"""`atlas`: the command line. Only wiring: parse options, call library functions, print."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from kernel_atlas.errors import AtlasError
+
+app = typer.Typer(
+    name="atlas",
+    help="Kernel Atlas: where a PyTorch model's GPU time goes, kernel by kernel, and how far each "
+    "kernel is from the hardware limit. Start with `atlas ingest TRACE.json.gz`.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err_console = Console(stderr=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_line_errors(func: F) -> F:
+    """Bad input → one line naming the file and the problem, exit code 2, no traceback."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except AtlasError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            err_console.print("interrupted")
+            raise typer.Exit(130) from None
+        except MemoryError:
+            err_console.print("[bold red]error:[/] out of memory")
+            raise typer.Exit(3) from None
+        except Exception as exc:
+            if os.environ.get("ATLAS_DEBUG"):
+                raise
+            err_console.print(
+                f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (set ATLAS_DEBUG=1 for a traceback)",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.command()
+@_one_line_errors
+def ingest(
+    traces: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz, .json.zst); several = one per rank.")],
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Output directory (default: <first-trace-stem>.atlas next to it).")
+    ] = None,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", help="Traces processed in parallel.")] = 1,
+    top: Annotated[int, typer.Option(help="Kernels shown in the summary table.")] = 10,
+    quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only print the output directory.")] = False,
+) -> None:
+    """Parse traces into kernels.parquet (one row per GPU kernel/memcpy/memset, linked to its
+    launch, CPU op, shapes, call stack, module and step), catalog.json and summary.json."""
+    from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, write_outputs
+    from kernel_atlas.report.terminal import print_ingest_summary, progress
+
+    out_dir = out or default_out_dir(traces[0])
+    with progress(console, len(traces), disable=quiet) as advance:
+        result = ingest_paths(traces, jobs=jobs, on_done=lambda _p: advance())
+    files = write_outputs(result, out_dir)
+    for warning in result.warnings:
+        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    if quiet:
+        console.print(str(out_dir))
+        return
+    print_ingest_summary(console, result, files, top=top)
+
+
+@app.command()
+@_one_line_errors
+def classify(
+    catalog: Annotated[Path, typer.Argument(help="A kernel catalog in the seed's format (JSON list).")],
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write the filled catalog here (default: stdout).")] = None,
+) -> None:
+    """Fill the TBD/empty op_mapping entries of a catalog, keep existing labels, add category,
+    operation and the provenance of every new label."""
+    from kernel_atlas.classify.classifier import load_catalog
+    from kernel_atlas.classify.fill import fill_catalog
+
+    try:
+        entries = load_catalog(catalog)
+    except FileNotFoundError:
+        raise AtlasError(catalog, "no such file") from None
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise AtlasError(catalog, f"not a kernel catalog ({exc})") from None
+    filled = fill_catalog(entries)
+    text = json.dumps(filled, indent=1) + "\n"
+    if out is None:
+        sys.stdout.write(text)
+        return
+    out.write_text(text)
+    newly = sum(1 for a, b in zip(entries, filled) if a.get("op_mapping") != b["op_mapping"])
+    unknown = sum(1 for e in filled if e["op_mapping"] == "unknown")
+    err_console.print(f"{len(filled)} entries, {newly} newly labelled, {unknown} unknown → {out}")
+
+
+@app.command()
+@_one_line_errors
+def explain(
+    kernel_name: Annotated[str, typer.Argument(help="The GPU kernel name as the trace shows it.")],
+    launcher: Annotated[str | None, typer.Option("--launcher", "-l", help="Launching CPU op, e.g. aten::mm.")] = None,
+    stack: Annotated[
+        list[str] | None, typer.Option("--stack", "-s", help="A call-stack frame (repeat, innermost first).")
+    ] = None,
+    all_steps: Annotated[bool, typer.Option("--all", help="Show every rule, not only up to the first match.")] = False,
+) -> None:
+    """Show the label of a kernel and the chain of rules that produced it."""
+    from kernel_atlas.classify.classifier import default_classifier
+    from kernel_atlas.classify.names import base_name, family_key
+    from kernel_atlas.ingest.frames import STACK_SEPARATOR
+    from kernel_atlas.report.terminal import print_explanation
+
+    classifier = default_classifier()
+    call_stack = STACK_SEPARATOR.join(stack) if stack else None
+    label = classifier.classify(kernel_name, launcher, call_stack)
+    steps = classifier.explain(kernel_name, launcher, call_stack)
+    print_explanation(console, kernel_name, base_name(kernel_name), family_key(kernel_name), label, steps, all_steps)
+
+
+def main() -> None:  # pragma: no cover - console-script entry point
+    app()

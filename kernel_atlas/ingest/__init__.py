@@ -1,0 +1,1 @@
+"""Trace bytes → linked kernel tables."""

@@ -1,0 +1,102 @@
+"""Distinct kernels of a kernels table, in the seed catalog's schema (catalog.json)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.ingest.frames import STACK_SEPARATOR
+
+_FILE_FRAME = re.compile(r"\(\d+\): ")
+# Frames of the profiler/compiler/runtime machinery, skipped when naming the source of a launch.
+_MACHINERY = ("torch/", "triton/", "<built-in", "<string>", "nn.Module: ", "cuda/bindings/", "threading.py")
+
+
+def _loads(text: object) -> list[Any] | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, list) else None
+
+
+def params_from(dims: object, types: object, concrete: object) -> list[dict[str, Any]]:
+    """Seed-style params from a launching op's `Input Dims`/`Input type`/`Concrete Inputs`."""
+    dim_list, type_list, value_list = _loads(dims) or [], _loads(types) or [], _loads(concrete) or []
+    count = max(len(dim_list), len(type_list))
+    params = []
+    for i in range(count):
+        param: dict[str, Any] = {
+            "id": i,
+            "role": "input",
+            "example_dim": dim_list[i] if i < len(dim_list) else [],
+            "example_dtype": type_list[i] if i < len(type_list) else "",
+            "description": "",
+        }
+        if i < len(value_list) and value_list[i] not in ("", None):
+            param["example_value"] = value_list[i]
+        params.append(param)
+    return params
+
+
+def source_frame(call_stack: object) -> str:
+    """The innermost user-code Python frame of a stack (where the launch comes from)."""
+    if not isinstance(call_stack, str):
+        return ""
+    for frame in call_stack.split(STACK_SEPARATOR)[1:]:
+        if _FILE_FRAME.search(frame) and not frame.startswith(_MACHINERY):
+            return frame
+    return ""
+
+
+def build_catalog(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """One entry per distinct (kernel name, launcher), heaviest first.
+
+    The example shapes and stack are those of the entry's most frequent shape signature.
+    """
+    if frame.empty:
+        return []
+    work = frame[["name", "launcher", "call_stack", "input_dims", "input_types", "concrete_inputs", "dur_us"]].copy()
+    for col in ("name", "launcher", "call_stack", "input_dims", "input_types", "concrete_inputs"):
+        work[col] = work[col].astype(object)
+    work["launcher"] = work["launcher"].fillna("")
+    work["input_dims"] = work["input_dims"].fillna("")
+    labels = frame[["op_mapping", "category", "label_rule", "label_evidence", "label_confidence"]]
+    work = work.join(labels.astype(object))
+    totals = work.groupby(["name", "launcher"], sort=False)["dur_us"].agg(["count", "sum"])
+    shape_counts = (
+        work.groupby(["name", "launcher", "input_dims"], sort=False).size().rename("n").reset_index()
+    )
+    best_shape = shape_counts.sort_values("n", ascending=False, kind="stable").drop_duplicates(["name", "launcher"])
+    representative = work.drop_duplicates(["name", "launcher", "input_dims"]).merge(
+        best_shape[["name", "launcher", "input_dims"]], on=["name", "launcher", "input_dims"]
+    )
+    representative = representative.set_index(["name", "launcher"]).join(totals).reset_index()
+    representative = representative.sort_values("sum", ascending=False, kind="stable")
+    entries = []
+    for row in representative.itertuples(index=False):
+        entries.append(
+            {
+                "kernel_name": row.name,
+                "kernel_implementation": row.launcher or "",
+                "op_mapping": row.op_mapping,
+                "operation": "",
+                "source_code": source_frame(row.call_stack),
+                "call_stack": row.call_stack or "",
+                "params": params_from(row.input_dims or None, row.input_types, row.concrete_inputs),
+                "count": int(row.count),
+                "total_us": round(float(row.sum), 3),
+                "category": row.category,
+                "label": {
+                    "rule": row.label_rule,
+                    "evidence": row.label_evidence,
+                    "confidence": None if row.label_confidence is None else round(float(row.label_confidence), 2),
+                },
+            }
+        )
+    return entries

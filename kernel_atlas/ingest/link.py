@@ -1,0 +1,237 @@
+"""Link every GPU activity to its launch, launching op, call stack and step — vectorised.
+
+Rules (see shared/kineto-format.md, checked on the shared traces):
+* activity → runtime launch: same `correlation`; a graph launch owns every kernel it replays;
+* launch → enclosing ranges: time nesting on the launch's (pid, tid) (`nesting.py`);
+* launcher = innermost enclosing CPU op or Python frame; shapes come from the innermost
+  enclosing CPU op; when the launch has no enclosing op the kernel's `External id` may
+  still name one (linked "by external id");
+* graph-replayed kernels keep the graph launch's stack but get no launcher and no shapes:
+  the op around `cudaGraphLaunch` did not launch them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+import numpy as np
+
+from kernel_atlas.ingest.columns import (
+    ANNOTATION,
+    CPU_OP,
+    RUNTIME,
+    TraceColumns,
+    decode_shape_args,
+    step_number,
+)
+from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
+from kernel_atlas.ingest.nesting import nesting_parents
+
+GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
+
+# Why a GPU activity has no launcher, as reported in summary.json.
+UNLINKED_NO_CORRELATION = "no correlation id on the GPU event"
+UNLINKED_NO_LAUNCH = "launch not in the trace (issued before the profiling window opened)"
+UNLINKED_NO_CPU_OP = "launch has no enclosing CPU op or Python frame"
+UNLINKED_GRAPH = "replayed from a CUDA/HIP graph (no per-kernel launcher)"
+
+_HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
+
+
+@dataclass
+class LinkedColumns:
+    """Per-GPU-activity link results, aligned with `TraceColumns.gpu`."""
+
+    launch: list[str | None]
+    launch_ts: np.ndarray
+    graph_launch: np.ndarray
+    launcher: list[str | None]
+    cpu_op: list[str | None]
+    call_stack: list[str | None]
+    module: list[str | None]
+    step: np.ndarray  # int64, -1 none
+    input_dims: list[str | None]
+    input_types: list[str | None]
+    input_strides: list[str | None]
+    concrete_inputs: list[str | None]
+    link: list[str]
+    external_id_mismatch: int = 0
+    unlinked: dict[str, int] = field(default_factory=dict)
+
+
+def _first_matching(start: np.ndarray, parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Walk up from `start` to the first node where `wanted` holds; -1 when none."""
+    cur = start.copy()
+    found = np.full(len(cur), -1, dtype=np.int64)
+    active = cur >= 0
+    while active.any():
+        hit = active & wanted[np.where(cur >= 0, cur, 0)]
+        found[hit] = cur[hit]
+        active &= ~hit
+        cur[active] = parent[cur[active]]
+        active &= cur >= 0
+    return found
+
+
+def _canonical_json(raw: msgspec.Raw | None, cache: dict[bytes, str | None]) -> str | None:
+    if raw is None or not raw:
+        return None
+    key = bytes(raw)
+    if key not in cache:
+        try:
+            cache[key] = msgspec.json.encode(msgspec.json.decode(key)).decode()
+        except msgspec.DecodeError:
+            cache[key] = None
+    return cache[key]
+
+
+def link(cols: TraceColumns) -> LinkedColumns:
+    gpu, host = cols.gpu, cols.host
+    n = len(gpu)
+    names = host.names
+    is_profiler_step = np.array([step_number(s) is not None for s in names], dtype=bool)
+
+    parent = nesting_parents(host.thread, host.ts, host.end)
+
+    # --- activity → launch by correlation -------------------------------------------------
+    runtime_idx = np.flatnonzero((host.family == RUNTIME) & (host.correlation >= 0))
+    corr = host.correlation[runtime_idx]
+    order = np.argsort(corr, kind="stable")
+    corr_sorted, runtime_sorted = corr[order], runtime_idx[order]
+    pos = np.searchsorted(corr_sorted, gpu.correlation)
+    pos_ok = pos < len(corr_sorted)
+    launch_idx = np.full(n, -1, dtype=np.int64)
+    hit = pos_ok.copy()
+    hit[pos_ok] = corr_sorted[pos[pos_ok]] == gpu.correlation[pos_ok]
+    hit &= gpu.correlation >= 0
+    launch_idx[hit] = runtime_sorted[pos[hit]]
+    has_launch = launch_idx >= 0
+
+    launch_name_code = np.where(has_launch, host.name_code[np.where(has_launch, launch_idx, 0)], -1)
+    graph_code = np.array([s.startswith(GRAPH_LAUNCH_PREFIXES) for s in names], dtype=bool)
+    graph = has_launch & graph_code[np.where(launch_name_code >= 0, launch_name_code, 0)]
+
+    # --- launch → enclosing ranges --------------------------------------------------------
+    enclosing = np.where(has_launch, parent[np.where(has_launch, launch_idx, 0)], -1)
+    wanted_launcher = (host.family != ANNOTATION) | ~is_profiler_step[host.name_code]
+    launcher_idx = _first_matching(enclosing, parent, wanted_launcher)
+    cpu_op_idx = _first_matching(enclosing, parent, host.family == CPU_OP)
+    step_idx = _first_matching(enclosing, parent, (host.family == ANNOTATION) & is_profiler_step[host.name_code])
+
+    # External id fallback / cross-check (0 and -1 mean "not recorded").
+    ext = host.external_id
+    op_rows = np.flatnonzero((host.family == CPU_OP) & (ext > 0))
+    ext_order = op_rows[np.argsort(ext[op_rows], kind="stable")]
+    ext_sorted = ext[ext_order]
+    kpos = np.searchsorted(ext_sorted, gpu.external_id)
+    kpos_ok = (kpos < len(ext_sorted)) & (gpu.external_id > 0)
+    ext_match = np.full(n, -1, dtype=np.int64)
+    ok = kpos_ok.copy()
+    ok[kpos_ok] = ext_sorted[kpos[kpos_ok]] == gpu.external_id[kpos_ok]
+    ext_match[ok] = ext_order[kpos[ok]]
+    # The kernel's External id names the op that was current at launch. Older Kineto wrote
+    # the correlation id there instead; those traces have nothing to cross-check.
+    checked = (cpu_op_idx >= 0) & (gpu.external_id > 0) & (gpu.external_id != gpu.correlation) & ~graph
+    mismatch = checked & (ext[np.where(cpu_op_idx >= 0, cpu_op_idx, 0)] != gpu.external_id)
+    fallback = (cpu_op_idx < 0) & (ext_match >= 0) & ~graph
+    cpu_op_idx = np.where(fallback, ext_match, cpu_op_idx)
+    launcher_idx = np.where((launcher_idx < 0) & fallback, ext_match, launcher_idx)
+
+    # --- call stacks: one string per distinct frame chain ---------------------------------
+    stack_hash = np.zeros(n, dtype=np.uint64)
+    cur = np.where(has_launch, launch_idx, -1)
+    chain_nodes = np.where(fallback, ext_match, cur)
+    cur = chain_nodes.copy()
+    active = cur >= 0
+    with np.errstate(over="ignore"):
+        while active.any():
+            node = cur[active]
+            skip = (host.family[node] == ANNOTATION) & is_profiler_step[host.name_code[node]]
+            code = (host.name_code[node] + 1).astype(np.uint64)
+            stack_hash[active] = np.where(skip, stack_hash[active], stack_hash[active] * _HASH_MULT + code)
+            cur[active] = parent[node]
+            active = cur >= 0
+    short = [short_frame(s) for s in names]
+    stack_text: dict[int, tuple[str, str | None]] = {}
+    call_stack: list[str | None] = [None] * n
+    module: list[str | None] = [None] * n
+    for i in np.flatnonzero(chain_nodes >= 0).tolist():
+        key = int(stack_hash[i])
+        if key not in stack_text:
+            frames = []
+            node = int(chain_nodes[i])
+            while node >= 0:
+                code = int(host.name_code[node])
+                if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
+                    frames.append(short[code])
+                node = int(parent[node])
+            stack_text[key] = (STACK_SEPARATOR.join(frames), module_path(frames))
+        call_stack[i], module[i] = stack_text[key]
+
+    # --- shapes of the launching op -------------------------------------------------------
+    shape_source = np.where(graph, -1, cpu_op_idx)
+    cache: dict[bytes, str | None] = {}
+    decoded: dict[int, tuple[str | None, ...]] = {}
+    input_dims: list[str | None] = [None] * n
+    input_types: list[str | None] = [None] * n
+    input_strides: list[str | None] = [None] * n
+    concrete: list[str | None] = [None] * n
+    for i in np.flatnonzero(shape_source >= 0).tolist():
+        op = int(shape_source[i])
+        if op not in decoded:
+            shapes = decode_shape_args(host.args[op])
+            decoded[op] = tuple(
+                _canonical_json(raw, cache) for raw in (shapes.dims, shapes.types, shapes.strides, shapes.concrete)
+            )
+        input_dims[i], input_types[i], input_strides[i], concrete[i] = decoded[op]
+
+    # --- steps: CPU-side ProfilerStep of the launch, else the GPU-side annotation ----------
+    step = np.full(n, -1, dtype=np.int64)
+    has_step = step_idx >= 0
+    step_of_name = np.array([step_number(s) if step_number(s) is not None else -1 for s in names], np.int64)
+    step[has_step] = step_of_name[host.name_code[step_idx[has_step]]]
+    gs = cols.gpu_steps
+    if len(gs.step):
+        missing = np.flatnonzero(~has_step)
+        order_s = np.argsort(gs.ts)
+        p = np.searchsorted(gs.ts[order_s], gpu.ts[missing], side="right") - 1
+        ok = p >= 0
+        cand = order_s[np.where(ok, p, 0)]
+        inside = ok & (gpu.ts[missing] <= gs.end[cand])
+        step[missing[inside]] = gs.step[cand[inside]]
+
+    # --- names and reasons ----------------------------------------------------------------
+    def name_or_none(idx: np.ndarray) -> list[str | None]:
+        return [None if k < 0 else names[k] for k in np.where(idx >= 0, host.name_code[idx], -1).tolist()]
+
+    launcher_final = np.where(graph, -1, launcher_idx)
+    link_reason = np.full(n, "correlation", dtype=object)
+    link_reason[fallback] = "external id"
+    link_reason[gpu.correlation < 0] = UNLINKED_NO_CORRELATION
+    link_reason[(gpu.correlation >= 0) & ~has_launch] = UNLINKED_NO_LAUNCH
+    link_reason[has_launch & (launcher_idx < 0) & ~graph] = UNLINKED_NO_CPU_OP
+    link_reason[graph] = UNLINKED_GRAPH
+    unlinked: dict[str, int] = {}
+    for reason in (UNLINKED_NO_CORRELATION, UNLINKED_NO_LAUNCH, UNLINKED_NO_CPU_OP, UNLINKED_GRAPH):
+        count = int((link_reason == reason).sum())
+        if count:
+            unlinked[reason] = count
+
+    return LinkedColumns(
+        launch=name_or_none(launch_idx),
+        launch_ts=np.where(has_launch, host.ts[np.where(has_launch, launch_idx, 0)], np.nan),
+        graph_launch=graph,
+        launcher=[None if k < 0 else short[host.name_code[k]] for k in launcher_final.tolist()],
+        cpu_op=name_or_none(np.where(graph, -1, cpu_op_idx)),
+        call_stack=call_stack,
+        module=module,
+        step=step,
+        input_dims=input_dims,
+        input_types=input_types,
+        input_strides=input_strides,
+        concrete_inputs=concrete,
+        link=link_reason.tolist(),
+        external_id_mismatch=int(mismatch.sum()),
+        unlinked=unlinked,
+    )

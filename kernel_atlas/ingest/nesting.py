@@ -1,0 +1,50 @@
+"""Vectorised interval nesting: the parent of every host range on its thread.
+
+Ranges on one thread nest (an op inside a Python frame inside a step). For ranges sorted
+by (start, longer first), the depth of range i is the number of earlier ranges still open
+when i starts; its parent is the last earlier range one level up. Both are computed with
+sorts and binary searches, looping only over depth levels (tens), never over events.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Kineto rounds timestamps to ns; a child may overhang its parent (or a sibling its
+# predecessor) by a few ns. Ranges closer than this are treated as not overlapping.
+NEST_TOLERANCE_US = 0.005
+
+
+def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Index of the innermost enclosing range on the same thread, -1 for top-level ranges."""
+    n = len(start)
+    parent = np.full(n, -1, dtype=np.int64)
+    if n == 0:
+        return parent
+    order = np.lexsort((-(end - start), start, thread))
+    sorted_thread = thread[order]
+    cuts = np.flatnonzero(np.diff(sorted_thread)) + 1
+    bounds = np.concatenate(([0], cuts, [n]))
+    eps = NEST_TOLERANCE_US
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        idx = order[lo:hi]
+        s = start[idx]
+        # Zero-length ranges stay "open" for 2·eps so they never count as closed before a
+        # range that starts at the same instant but sorts ahead of them.
+        e = np.maximum(end[idx], s + 2 * eps)
+        closed = np.searchsorted(np.sort(e), s + eps, side="right")
+        depth = np.maximum(np.arange(hi - lo) - closed, 0)
+        local_parent = np.full(hi - lo, -1, dtype=np.int64)
+        by_depth = np.argsort(depth, kind="stable")
+        level_starts = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
+        for d in range(1, depth.max() + 1):
+            here = by_depth[level_starts[d] : level_starts[d + 1]]
+            above = by_depth[level_starts[d - 1] : level_starts[d]]
+            if len(here) == 0 or len(above) == 0:
+                continue
+            pos = np.searchsorted(above, here) - 1
+            ok = pos >= 0
+            local_parent[here[ok]] = above[pos[ok]]
+        has = local_parent >= 0
+        parent[idx[has]] = idx[local_parent[has]]
+    return parent

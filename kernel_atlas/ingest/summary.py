@@ -1,0 +1,100 @@
+"""Trace facts for summary.json: GPU, ranks, steps, spans, busy/idle time, link coverage."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.ingest.reader import RawTrace
+
+# Metadata keys that may hold credentials are never copied into any output.
+_SECRET_KEY = re.compile(r"token|secret|password|passwd|key|credential|auth|cookie", re.IGNORECASE)
+_DEVICE_FIELDS = ("id", "name", "numSms", "totalGlobalMem", "computeMajor", "computeMinor", "warpSize")
+_DISTRIBUTED_FIELDS = ("backend", "rank", "world_size")
+
+
+def is_secret_key(key: str) -> bool:
+    return bool(_SECRET_KEY.search(key))
+
+
+def safe_fields(source: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
+    """Only whitelisted, non-secret scalar fields of a metadata dict."""
+    return {
+        k: source[k]
+        for k in allowed
+        if k in source and not is_secret_key(k) and isinstance(source[k], (int, float, str, bool))
+    }
+
+
+def union_length(start: np.ndarray, end: np.ndarray) -> float:
+    """Total length covered by a set of intervals (overlaps counted once)."""
+    if len(start) == 0:
+        return 0.0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new_segment = np.empty(len(s), dtype=bool)
+    new_segment[0] = True
+    new_segment[1:] = s[1:] > reach[:-1]
+    seg_start = s[new_segment]
+    seg_end = np.maximum.reduceat(e, np.flatnonzero(new_segment))
+    return float((seg_end - seg_start).sum())
+
+
+def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
+    """Span, busy (union over streams) and idle time per device, and time per kind."""
+    devices = []
+    for (rank, device), group in frame.groupby(["rank", "device"], observed=True, dropna=False):
+        start = group["ts_us"].to_numpy()
+        end = start + group["dur_us"].to_numpy()
+        span = float(end.max() - start.min()) if len(start) else 0.0
+        busy = union_length(start, end)
+        kernels = group["kind"] == "kernel"
+        kernel_busy = union_length(start[kernels.to_numpy()], end[kernels.to_numpy()])
+        devices.append(
+            {
+                "rank": int(rank),
+                "device": None if pd.isna(device) else int(device),
+                "span_us": span,
+                "busy_us": busy,
+                "kernel_busy_us": kernel_busy,
+                "idle_us": span - busy,
+                "busy_pct": 100.0 * busy / span if span > 0 else 0.0,
+                "streams": sorted(int(s) for s in group["stream"].dropna().unique()),
+            }
+        )
+    by_kind = {
+        str(kind): {"count": int(len(g)), "total_us": float(g["dur_us"].sum())}
+        for kind, g in frame.groupby("kind", observed=True)
+    }
+    return {"devices": devices, "by_kind": by_kind}
+
+
+def trace_facts(trace: RawTrace, frame: pd.DataFrame, rank: int, link_facts: dict[str, Any]) -> dict[str, Any]:
+    """Per-trace facts: everything a reader checks before trusting the tables."""
+    used_devices = {int(d) for d in frame["device"].dropna().unique()} if len(frame) else set()
+    props = [safe_fields(p, _DEVICE_FIELDS) for p in trace.device_properties]
+    gpus = [p for p in props if not used_devices or p.get("id") in used_devices] or props
+    steps = sorted(int(s) for s in frame["step"].dropna().unique()) if len(frame) else []
+    kernels = frame[frame["kind"] == "kernel"] if len(frame) else frame
+    return {
+        "file": trace.path.name,
+        "size_bytes": trace.size_bytes,
+        "events": link_facts.pop("events"),
+        "runtime": trace.runtime,
+        "rank": rank,
+        "distributed": safe_fields(trace.distributed_info, _DISTRIBUTED_FIELDS),
+        "gpus": gpus,
+        "steps": steps,
+        "gpu_activities": int(len(frame)),
+        "kernels": int(len(kernels)),
+        "kernel_time_us": float(kernels["dur_us"].sum()) if len(kernels) else 0.0,
+        "graph_launched_kernels": int(frame["graph_launch"].sum()) if len(frame) else 0,
+        "with_launcher": int(frame["launcher"].notna().sum()) if len(frame) else 0,
+        "with_shapes": int(frame["input_dims"].notna().sum()) if len(frame) else 0,
+        **link_facts,
+        **(gpu_time_facts(frame) if len(frame) else {"devices": [], "by_kind": {}}),
+    }

@@ -1,0 +1,107 @@
+"""The kernels table: its declared schema and its assembly from linked columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from kernel_atlas.ingest.columns import TraceColumns
+from kernel_atlas.ingest.link import LinkedColumns
+
+# Every column of kernels.parquet, written down once (README documents each).
+KERNEL_COLUMNS: dict[str, pa.DataType] = {
+    "trace": pa.dictionary(pa.int32(), pa.string()),
+    "rank": pa.int32(),
+    "name": pa.dictionary(pa.int32(), pa.string()),
+    "kind": pa.dictionary(pa.int8(), pa.string()),
+    "ts_us": pa.float64(),
+    "dur_us": pa.float64(),
+    "device": pa.int32(),
+    "stream": pa.int64(),
+    "step": pa.int64(),
+    "correlation": pa.int64(),
+    "external_id": pa.int64(),
+    "launch": pa.dictionary(pa.int32(), pa.string()),
+    "launch_ts_us": pa.float64(),
+    "graph_launch": pa.bool_(),
+    "launcher": pa.dictionary(pa.int32(), pa.string()),
+    "cpu_op": pa.dictionary(pa.int32(), pa.string()),
+    "link": pa.dictionary(pa.int8(), pa.string()),
+    "call_stack": pa.dictionary(pa.int32(), pa.string()),
+    "module": pa.dictionary(pa.int32(), pa.string()),
+    "input_dims": pa.dictionary(pa.int32(), pa.string()),
+    "input_types": pa.dictionary(pa.int32(), pa.string()),
+    "input_strides": pa.dictionary(pa.int32(), pa.string()),
+    "concrete_inputs": pa.dictionary(pa.int32(), pa.string()),
+    "grid": pa.list_(pa.int32()),
+    "block": pa.list_(pa.int32()),
+    "bytes": pa.int64(),
+    "op_mapping": pa.dictionary(pa.int32(), pa.string()),
+    "category": pa.dictionary(pa.int32(), pa.string()),
+    "label_rule": pa.dictionary(pa.int32(), pa.string()),
+    "label_evidence": pa.dictionary(pa.int8(), pa.string()),
+    "label_confidence": pa.float32(),
+}
+KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
+
+_CATEGORICAL = [name for name, kind in KERNEL_COLUMNS.items() if pa.types.is_dictionary(kind)]
+
+
+def _nullable_int(values: np.ndarray) -> pd.arrays.IntegerArray:
+    """-1 (our "missing") → <NA>."""
+    return pd.arrays.IntegerArray(values.astype(np.int64), mask=values < 0)
+
+
+def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColumns) -> pd.DataFrame:
+    """One row per GPU activity, in trace order; labels are left for `classify`."""
+    gpu = cols.gpu
+    n = len(gpu)
+    frame = pd.DataFrame(
+        {
+            "trace": [trace_name] * n,
+            "rank": np.full(n, rank, dtype=np.int32),
+            "name": gpu.name,
+            "kind": gpu.kind,
+            "ts_us": gpu.ts,
+            "dur_us": gpu.dur,
+            "device": _nullable_int(gpu.device).astype("Int32"),
+            "stream": _nullable_int(gpu.stream),
+            "step": _nullable_int(linked.step),
+            "correlation": _nullable_int(gpu.correlation),
+            "external_id": _nullable_int(gpu.external_id),
+            "launch": linked.launch,
+            "launch_ts_us": linked.launch_ts,
+            "graph_launch": linked.graph_launch,
+            "launcher": linked.launcher,
+            "cpu_op": linked.cpu_op,
+            "link": linked.link,
+            "call_stack": linked.call_stack,
+            "module": linked.module,
+            "input_dims": linked.input_dims,
+            "input_types": linked.input_types,
+            "input_strides": linked.input_strides,
+            "concrete_inputs": linked.concrete_inputs,
+            "grid": gpu.grid,
+            "block": gpu.block,
+            "bytes": _nullable_int(gpu.bytes),
+            "op_mapping": ["unknown"] * n,
+            "category": ["other"] * n,
+            "label_rule": [None] * n,
+            "label_evidence": [None] * n,
+            "label_confidence": np.zeros(n, dtype=np.float32),
+        }
+    )
+    return as_categoricals(frame)
+
+
+def as_categoricals(frame: pd.DataFrame) -> pd.DataFrame:
+    for name in _CATEGORICAL:
+        if name in frame and not isinstance(frame[name].dtype, pd.CategoricalDtype):
+            frame[name] = frame[name].astype("category")
+    return frame
+
+
+def to_arrow(frame: pd.DataFrame) -> pa.Table:
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    return table.cast(KERNEL_SCHEMA) if table.schema != KERNEL_SCHEMA else table

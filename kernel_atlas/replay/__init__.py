@@ -1,0 +1,1 @@
+"""Replaying recorded kernels on a device (needs the `replay` extra)."""

@@ -1,0 +1,1 @@
+"""Presentation: rich terminal output and plotly HTML over the analysis tables."""

@@ -1,0 +1,110 @@
+"""Rich terminal output for `atlas ingest` and `atlas explain`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from kernel_atlas.classify.classifier import Label, Step
+    from kernel_atlas.ingest.pipeline import IngestResult
+
+
+def fmt_us(us: float) -> str:
+    if us >= 1e6:
+        return f"{us / 1e6:.3f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} µs"
+
+
+@contextmanager
+def progress(console: Console, total: int, disable: bool = False) -> Iterator[Any]:
+    """A progress bar over traces (shown only when there is more than one)."""
+    if disable or total <= 1:
+        yield lambda: None
+        return
+    with Progress(
+        TextColumn("ingesting"), BarColumn(), TextColumn("{task.completed}/{task.total} traces"),
+        TimeElapsedColumn(), console=console, transient=True,
+    ) as bar:
+        task = bar.add_task("ingest", total=total)
+        yield lambda: bar.advance(task)
+
+
+def print_ingest_summary(console: Console, result: IngestResult, files: dict[str, Path], top: int = 10) -> None:
+    frame = result.frame
+    for facts in result.facts["traces"]:
+        gpus = ", ".join(sorted({g.get("name", "?") for g in facts["gpus"]})) or "unknown GPU"
+        console.print(
+            f"[bold]{facts['file']}[/]  rank {facts['rank']}  {gpus}  "
+            f"{facts['events']:,} events  {facts['kernels']:,} kernels  "
+            f"{facts['gpu_activities'] - facts['kernels']:,} memcpy/memset",
+            highlight=False,
+        )
+        for dev in facts["devices"]:
+            console.print(
+                f"  device {dev['device']}: span {fmt_us(dev['span_us'])}, busy {fmt_us(dev['busy_us'])} "
+                f"({dev['busy_pct']:.1f}%), idle {fmt_us(dev['idle_us'])}, streams {dev['streams']}",
+                highlight=False,
+            )
+        linked = facts["with_launcher"]
+        total = facts["gpu_activities"]
+        if total:
+            console.print(
+                f"  launcher known for {linked:,}/{total:,} ({100 * linked / total:.1f}%), "
+                f"shapes for {facts['with_shapes']:,}, graph-replayed {facts['graph_launched_kernels']:,}",
+                highlight=False,
+            )
+    if len(frame):
+        kernel_time = float(frame["dur_us"].sum())
+        grouped = (
+            frame.groupby(["name", "category", "op_mapping"], observed=True)["dur_us"]
+            .agg(["count", "sum"])
+            .sort_values("sum", ascending=False)
+            .head(top)
+        )
+        table = Table(title=f"Top {len(grouped)} kernels by GPU time", title_justify="left")
+        table.add_column("time", justify="right")
+        table.add_column("%", justify="right")
+        table.add_column("calls", justify="right")
+        table.add_column("category")
+        table.add_column("op")
+        table.add_column("kernel", overflow="ellipsis", no_wrap=True, max_width=80)
+        for (name, category, op), row in grouped.iterrows():
+            table.add_row(
+                fmt_us(row["sum"]), f"{100 * row['sum'] / kernel_time:.1f}", f"{int(row['count']):,}",
+                str(category), str(op), str(name),
+            )
+        console.print(table)
+    console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
+
+
+def print_explanation(
+    console: Console, name: str, base: str, family: str, label: Label, steps: list[Step], all_steps: bool
+) -> None:
+    console.print(f"[bold]kernel[/]   {name}", highlight=False)
+    console.print(f"[bold]base[/]     {base}", highlight=False)
+    console.print(f"[bold]family[/]   {family}", highlight=False)
+    console.print(
+        f"[bold]label[/]    op_mapping=[green]{label.op_mapping}[/] category=[green]{label.category}[/] "
+        f"rule={label.rule} evidence={label.evidence} confidence={label.confidence:.2f}",
+        highlight=False,
+    )
+    table = Table(title="rule chain (first match wins)", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("step")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for i, step in enumerate(steps, 1):
+        mark = f"[green]→ {step.op_mapping}[/]" if step.matched else "[dim]no[/]"
+        table.add_row(str(i), step.rule, mark, step.detail)
+        if step.matched and not all_steps:
+            break
+    console.print(table)

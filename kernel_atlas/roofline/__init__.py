@@ -1,0 +1,1 @@
+"""Costs (FLOPs, bytes), device peaks and reports."""
