@@ -21,12 +21,13 @@ from kernel_atlas.ingest.columns import (
     ANNOTATION,
     CPU_OP,
     RUNTIME,
+    HostTable,
     TraceColumns,
     decode_shape_args,
     step_number,
 )
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
-from kernel_atlas.ingest.nesting import nesting_parents
+from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, nesting_parents
 
 GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 
@@ -74,6 +75,34 @@ def _first_matching(start: np.ndarray, parent: np.ndarray, wanted: np.ndarray) -
     return found
 
 
+def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: np.ndarray) -> np.ndarray:
+    """The `ProfilerStep#N` range on the launch's thread that contains the launch (-1 none).
+
+    Looked up by time, not through the nesting: the step range opens inside the Python frame
+    of `profiler.step()` and outlives it, so it is not properly nested with the frames."""
+    found = np.full(len(launch_idx), -1, dtype=np.int64)
+    steps = np.flatnonzero((host.family == ANNOTATION) & is_profiler_step[host.name_code])
+    has = launch_idx >= 0
+    if len(steps) == 0 or not has.any():
+        return found
+    order = steps[np.lexsort((host.ts[steps], host.thread[steps]))]
+    launches = launch_idx[has]
+    result = np.full(len(launches), -1, dtype=np.int64)
+    for thread in np.unique(host.thread[launches]).tolist():
+        on_thread = order[host.thread[order] == thread]
+        if len(on_thread) == 0:
+            continue
+        mine = np.flatnonzero(host.thread[launches] == thread)
+        t = host.ts[launches[mine]]
+        p = np.searchsorted(host.ts[on_thread], t + NEST_TOLERANCE_US, side="right") - 1
+        ok = p >= 0
+        cand = on_thread[np.where(ok, p, 0)]
+        inside = ok & (t <= host.end[cand] + NEST_TOLERANCE_US)
+        result[mine[inside]] = cand[inside]
+    found[has] = result
+    return found
+
+
 def _canonical_json(raw: msgspec.Raw | None, cache: dict[bytes, str | None]) -> str | None:
     if raw is None or not raw:
         return None
@@ -117,7 +146,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
     wanted_launcher = (host.family != ANNOTATION) | ~is_profiler_step[host.name_code]
     launcher_idx = _first_matching(enclosing, parent, wanted_launcher)
     cpu_op_idx = _first_matching(enclosing, parent, host.family == CPU_OP)
-    step_idx = _first_matching(enclosing, parent, (host.family == ANNOTATION) & is_profiler_step[host.name_code])
+    step_idx = _enclosing_step(host, is_profiler_step, launch_idx)
 
     # External id fallback / cross-check (0 and -1 mean "not recorded").
     ext = host.external_id

@@ -2,8 +2,9 @@
 
 Ranges on one thread nest (an op inside a Python frame inside a step). For ranges sorted
 by (start, longer first), the depth of range i is the number of earlier ranges still open
-when i starts; its parent is the last earlier range one level up. Both are computed with
-sorts and binary searches, looping only over depth levels (tens), never over events.
+when i starts; its parent is the last earlier range one level up, climbing further while
+that range ends before i does (ranges that overlap without nesting). Everything is sorts
+and binary searches, looping only over depth levels (tens), never over events.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
         return parent
+    # Work relative to the first timestamp: absolute µs near 1.7e15 leave float64 a
+    # resolution of 0.25 µs, too coarse for the ns tolerance below.
+    origin = start.min()
+    start = start - origin
+    end = end - origin
     order = np.lexsort((-(end - start), start, thread))
     sorted_thread = thread[order]
     cuts = np.flatnonzero(np.diff(sorted_thread)) + 1
@@ -45,6 +51,16 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
             pos = np.searchsorted(above, here) - 1
             ok = pos >= 0
             local_parent[here[ok]] = above[pos[ok]]
+        # Ranges that are not properly nested (e.g. `ProfilerStep#N` opens inside the Python
+        # frame of `profiler.step()` and outlives it) can make the depth-level parent one that
+        # ends before the child does: climb until the parent really contains the child.
+        child_end = end[idx]
+        for _ in range(hi - lo):
+            bad = np.flatnonzero(local_parent >= 0)
+            bad = bad[child_end[local_parent[bad]] + eps < child_end[bad]]
+            if len(bad) == 0:
+                break
+            local_parent[bad] = local_parent[local_parent[bad]]
         has = local_parent >= 0
         parent[idx[has]] = idx[local_parent[has]]
     return parent

@@ -103,5 +103,7 @@ def as_categoricals(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_arrow(frame: pd.DataFrame) -> pa.Table:
+    if frame.empty:
+        return KERNEL_SCHEMA.empty_table()
     table = pa.Table.from_pandas(frame, preserve_index=False)
     return table.cast(KERNEL_SCHEMA) if table.schema != KERNEL_SCHEMA else table
