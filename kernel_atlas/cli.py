@@ -61,9 +61,12 @@ def _one_line_errors(func: F) -> F:
 @app.command()
 @_one_line_errors
 def ingest(
-    traces: Annotated[list[Path], typer.Argument(help="Trace files (.json, .json.gz, .json.zst); several = one per rank.")],
+    traces: Annotated[
+        list[Path], typer.Argument(help="Trace files (.json, .json.gz, .json.zst); several = one per rank.")
+    ],
     out: Annotated[
-        Path | None, typer.Option("-o", "--out", help="Output directory (default: <first-trace-stem>.atlas next to it).")
+        Path | None,
+        typer.Option("-o", "--out", help="Output directory (default: <first-trace-stem>.atlas next to it)."),
     ] = None,
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Traces processed in parallel.")] = 1,
     top: Annotated[int, typer.Option(help="Kernels shown in the summary table.")] = 10,
@@ -90,7 +93,9 @@ def ingest(
 @_one_line_errors
 def classify(
     catalog: Annotated[Path, typer.Argument(help="A kernel catalog in the seed's format (JSON list).")],
-    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write the filled catalog here (default: stdout).")] = None,
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Write the filled catalog here (default: stdout).")
+    ] = None,
 ) -> None:
     """Fill the TBD/empty op_mapping entries of a catalog, keep existing labels, add category,
     operation and the provenance of every new label."""
@@ -109,7 +114,7 @@ def classify(
         sys.stdout.write(text)
         return
     out.write_text(text)
-    newly = sum(1 for a, b in zip(entries, filled) if a.get("op_mapping") != b["op_mapping"])
+    newly = sum(1 for a, b in zip(entries, filled, strict=True) if a.get("op_mapping") != b["op_mapping"])
     unknown = sum(1 for e in filled if e["op_mapping"] == "unknown")
     err_console.print(f"{len(filled)} entries, {newly} newly labelled, {unknown} unknown → {out}")
 

@@ -39,7 +39,7 @@ def trace_path(stem: str) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def raw_events(stem: str) -> list[dict[str, Any]]:
     """The trace's events as plain JSON, read independently of kernel_atlas."""
     with gzip.open(trace_path(stem)) as handle:
@@ -47,7 +47,7 @@ def raw_events(stem: str) -> list[dict[str, Any]]:
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ingested(stem: str):  # -> IngestResult
     from kernel_atlas.ingest.pipeline import ingest_trace
 

@@ -79,8 +79,16 @@ def test_events_missing_fields_and_bare_list(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "kernel", "name": "k1", "ts": 10, "dur": 2, "args": {"correlation": 7}},
         {"ph": "X", "cat": "kernel", "name": "k2", "ts": 20},  # no args, no dur
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": "p", "tid": "t", "ts": 5, "dur": 1,
-         "args": {"correlation": 7}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": "p",
+            "tid": "t",
+            "ts": 5,
+            "dur": 1,
+            "args": {"correlation": 7},
+        },
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": "p", "tid": "t", "ts": 4, "dur": 3},
     ]
     path = tmp_path / "bare.json"

@@ -52,15 +52,19 @@ class Classifier:
         self.rules = rules
         self.launchers = launchers
         self.taxonomy = load_taxonomy()
+        self.catalog = catalog
         self.exact: dict[tuple[str, str], str] = {}
+        self.source: dict[str, str] = {}  # kernel name → where the catalog's label came from
         by_name: dict[str, set[str]] = {}
         by_family: dict[str, set[str]] = {}
-        for entry in catalog:
+        for index, entry in enumerate(catalog):
             op = _entry_op(entry)
             if op is None:
                 continue
             name = entry["kernel_name"]
             self.exact[(name, entry.get("kernel_implementation") or "")] = op
+            origin = (entry.get("label") or {}).get("rule", "given")
+            self.source.setdefault(name, f"catalog entry #{index}, labelled by {origin}")
             by_name.setdefault(name, set()).add(op)
             by_family.setdefault(family_key(name), set()).add(op)
         # Name-only and family matches are used only where the catalog is unambiguous.
@@ -75,9 +79,11 @@ class Classifier:
         if rule.use == "catalog_exact":
             op = self.exact.get((name, launcher))
             if op is not None:
-                return op, "kernel name and launcher equal a catalog entry"
+                return op, f"kernel name and launcher equal {self.source[name]}"
             op = self.by_name.get(name)
-            return (op, "kernel name equals a catalog entry") if op else (None, "no catalog entry with this name")
+            if op is None:
+                return None, "no catalog entry with this name"
+            return op, f"kernel name equals {self.source[name]}"
         if rule.use == "catalog_family":
             op = self.by_family.get(family_key(name))
             if op:

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel_atlas.classify.classifier import UNLABELLED, Classifier, default_classifier
+from kernel_atlas.classify.classifier import UNLABELLED, Classifier
+from kernel_atlas.classify.rules import load_rules
 from kernel_atlas.classify.taxonomy import load_taxonomy
 
 
 def fill_catalog(entries: list[dict[str, Any]], classifier: Classifier | None = None) -> list[dict[str, Any]]:
     """A copy of `entries` where every entry has `op_mapping`, `category`, `operation` and
     `label` (rule, evidence, confidence). Existing labels are facts and are kept as they are."""
-    classifier = classifier or default_classifier()
+    if classifier is None:
+        # The catalog's own labels are the known kernels; the shipped catalog is not consulted,
+        # so a label is never justified by an earlier run of this same function.
+        rules, launchers = load_rules()
+        classifier = Classifier(rules, launchers, entries)
     taxonomy = load_taxonomy()
     filled = []
     for entry in entries:
@@ -29,7 +34,13 @@ def fill_catalog(entries: list[dict[str, Any]], classifier: Classifier | None = 
             }
         else:
             entry.setdefault(
-                "label", {"rule": "given", "evidence": "catalog", "confidence": 1.0, "detail": "label given by the source catalog"}
+                "label",
+                {
+                    "rule": "given",
+                    "evidence": "catalog",
+                    "confidence": 1.0,
+                    "detail": "label given by the source catalog",
+                },
             )
         entry["category"] = taxonomy.category(entry["op_mapping"])
         if entry.get("operation") in UNLABELLED:

@@ -1,11 +1,11 @@
 """Kernel-name normalisation: the parts of a GPU kernel name that identify its family.
 
-    void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>(int, ...)
-        base   → at::native::vectorized_elementwise_kernel
-    _ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256E...
-        base   → aiter::add_rmsnorm_quant_kernel            (Itanium nested-name prefix decoded)
-    triton_poi_fused_clamp_sub_0 / fused_ge_lt___and____2266955281149801844
-        family → triton_poi_fused_clamp_sub_# / fused_ge_lt___and__#
+void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>(int, ...)
+    base   → at::native::vectorized_elementwise_kernel
+_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256E...
+    base   → aiter::add_rmsnorm_quant_kernel            (Itanium nested-name prefix decoded)
+triton_poi_fused_clamp_sub_0 / fused_ge_lt___and____2266955281149801844
+    family → triton_poi_fused_clamp_sub_# / fused_ge_lt___and__#
 """
 
 from __future__ import annotations

@@ -54,11 +54,34 @@ def source_frame(call_stack: object) -> str:
     return ""
 
 
-def build_catalog(frame: pd.DataFrame) -> list[dict[str, Any]]:
+def _known_params(known: list[dict[str, Any]] | None) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    table: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for entry in known or []:
+        table.setdefault(
+            (entry.get("kernel_name", ""), entry.get("kernel_implementation", "")), entry.get("params", [])
+        )
+    return table
+
+
+def name_params(params: list[dict[str, Any]], known: list[dict[str, Any]] | None) -> bool:
+    """Take argument names and roles from a known catalog entry with as many params (a trace
+    records shapes and dtypes, not names). Returns whether anything was taken."""
+    if not known or len(known) != len(params):
+        return False
+    for param, ref in zip(params, known, strict=True):
+        param["role"] = ref.get("role", param["role"])
+        param["description"] = ref.get("description", "")
+    return True
+
+
+def build_catalog(frame: pd.DataFrame, known: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One entry per distinct (kernel name, launcher), heaviest first.
 
     The example shapes and stack are those of the entry's most frequent shape signature.
+    Argument names and roles come from `known` (a catalog such as catalogs/kernels.json)
+    where it has the same kernel and launcher with as many params.
     """
+    known_params = _known_params(known)
     if frame.empty:
         return []
     work = frame[["name", "launcher", "call_stack", "input_dims", "input_types", "concrete_inputs", "dur_us"]].copy()
@@ -69,9 +92,7 @@ def build_catalog(frame: pd.DataFrame) -> list[dict[str, Any]]:
     labels = frame[["op_mapping", "category", "label_rule", "label_evidence", "label_confidence"]]
     work = work.join(labels.astype(object))
     totals = work.groupby(["name", "launcher"], sort=False)["dur_us"].agg(["count", "sum"])
-    shape_counts = (
-        work.groupby(["name", "launcher", "input_dims"], sort=False).size().rename("n").reset_index()
-    )
+    shape_counts = work.groupby(["name", "launcher", "input_dims"], sort=False).size().rename("n").reset_index()
     best_shape = shape_counts.sort_values("n", ascending=False, kind="stable").drop_duplicates(["name", "launcher"])
     representative = work.drop_duplicates(["name", "launcher", "input_dims"]).merge(
         best_shape[["name", "launcher", "input_dims"]], on=["name", "launcher", "input_dims"]
@@ -80,6 +101,8 @@ def build_catalog(frame: pd.DataFrame) -> list[dict[str, Any]]:
     representative = representative.sort_values("sum", ascending=False, kind="stable")
     entries = []
     for row in representative.itertuples(index=False):
+        params = params_from(row.input_dims or None, row.input_types, row.concrete_inputs)
+        named = name_params(params, known_params.get((row.name, row.launcher or "")))
         entries.append(
             {
                 "kernel_name": row.name,
@@ -88,7 +111,8 @@ def build_catalog(frame: pd.DataFrame) -> list[dict[str, Any]]:
                 "operation": "",
                 "source_code": source_frame(row.call_stack),
                 "call_stack": row.call_stack or "",
-                "params": params_from(row.input_dims or None, row.input_types, row.concrete_inputs),
+                "params": params,
+                "params_named_from": "catalog" if named else None,
                 "count": int(row.count),
                 "total_us": round(float(row.sum), 3),
                 "category": row.category,

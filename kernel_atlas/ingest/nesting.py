@@ -9,6 +9,8 @@ and binary searches, looping only over depth levels (tens), never over events.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 # Kineto rounds timestamps to ns; a child may overhang its parent (or a sibling its
@@ -32,7 +34,7 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     cuts = np.flatnonzero(np.diff(sorted_thread)) + 1
     bounds = np.concatenate(([0], cuts, [n]))
     eps = NEST_TOLERANCE_US
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         idx = order[lo:hi]
         s = start[idx]
         # Zero-length ranges stay "open" for 2·eps so they never count as closed before a

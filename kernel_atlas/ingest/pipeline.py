@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from kernel_atlas.classify.classifier import label_frame
+from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
@@ -93,7 +93,7 @@ def ingest_paths(
     results: list[IngestResult] = []
     if jobs > 1 and len(work) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
-            for item, result in zip(work, pool.map(_ingest_for_pool, work)):
+            for item, result in zip(work, pool.map(_ingest_for_pool, work), strict=True):
                 results.append(result)
                 if on_done:
                     on_done(Path(item[0]))
@@ -126,7 +126,7 @@ def write_outputs(result: IngestResult, out_dir: Path) -> dict[str, Path]:
         "summary": out_dir / "summary.json",
     }
     pq.write_table(to_arrow(result.frame), files["kernels"], compression="zstd")
-    catalog = build_catalog(result.frame)
+    catalog = build_catalog(result.frame, known=default_classifier().catalog)
     files["catalog"].write_text(json.dumps(catalog, indent=1) + "\n")
     summary = {**result.facts, "warnings": result.warnings, "distinct_kernels": len(catalog)}
     files["summary"].write_text(json.dumps(summary, indent=1) + "\n")

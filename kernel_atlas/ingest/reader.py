@@ -17,7 +17,6 @@ import msgspec
 
 from kernel_atlas.errors import AtlasError
 
-
 _EMPTY = msgspec.Raw(b"")
 
 
@@ -37,12 +36,12 @@ class Event(msgspec.Struct, gc=False):
 class _TraceDocument(msgspec.Struct, gc=False):
     """Top-level object of a Kineto trace. Unknown keys (user metadata, env dumps) are skipped."""
 
-    traceEvents: list[Event] | None = None  # noqa: N815 (trace format's spelling)
-    deviceProperties: msgspec.Raw = _EMPTY  # noqa: N815
-    distributedInfo: msgspec.Raw = _EMPTY  # noqa: N815
-    displayTimeUnit: str | None = None  # noqa: N815
-    schemaVersion: msgspec.Raw = _EMPTY  # noqa: N815
-    baseTimeNanoseconds: msgspec.Raw = _EMPTY  # noqa: N815
+    traceEvents: list[Event] | None = None
+    deviceProperties: msgspec.Raw = _EMPTY
+    distributedInfo: msgspec.Raw = _EMPTY
+    displayTimeUnit: str | None = None
+    schemaVersion: msgspec.Raw = _EMPTY
+    baseTimeNanoseconds: msgspec.Raw = _EMPTY
     cuda_runtime_version: msgspec.Raw = _EMPTY
     hip_runtime_version: msgspec.Raw = _EMPTY
     roctracer_version: msgspec.Raw = _EMPTY

@@ -67,7 +67,7 @@ def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
             }
         )
     by_kind = {
-        str(kind): {"count": int(len(g)), "total_us": float(g["dur_us"].sum())}
+        str(kind): {"count": len(g), "total_us": float(g["dur_us"].sum())}
         for kind, g in frame.groupby("kind", observed=True)
     }
     return {"devices": devices, "by_kind": by_kind}
@@ -89,8 +89,8 @@ def trace_facts(trace: RawTrace, frame: pd.DataFrame, rank: int, link_facts: dic
         "distributed": safe_fields(trace.distributed_info, _DISTRIBUTED_FIELDS),
         "gpus": gpus,
         "steps": steps,
-        "gpu_activities": int(len(frame)),
-        "kernels": int(len(kernels)),
+        "gpu_activities": len(frame),
+        "kernels": len(kernels),
         "kernel_time_us": float(kernels["dur_us"].sum()) if len(kernels) else 0.0,
         "graph_launched_kernels": int(frame["graph_launch"].sum()) if len(frame) else 0,
         "with_launcher": int(frame["launcher"].notna().sum()) if len(frame) else 0,

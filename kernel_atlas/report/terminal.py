@@ -31,8 +31,12 @@ def progress(console: Console, total: int, disable: bool = False) -> Iterator[An
         yield lambda: None
         return
     with Progress(
-        TextColumn("ingesting"), BarColumn(), TextColumn("{task.completed}/{task.total} traces"),
-        TimeElapsedColumn(), console=console, transient=True,
+        TextColumn("ingesting"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} traces"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
     ) as bar:
         task = bar.add_task("ingest", total=total)
         yield lambda: bar.advance(task)
@@ -79,8 +83,12 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
         table.add_column("kernel", overflow="ellipsis", no_wrap=True, max_width=80)
         for (name, category, op), row in grouped.iterrows():
             table.add_row(
-                fmt_us(row["sum"]), f"{100 * row['sum'] / kernel_time:.1f}", f"{int(row['count']):,}",
-                str(category), str(op), str(name),
+                fmt_us(row["sum"]),
+                f"{100 * row['sum'] / kernel_time:.1f}",
+                f"{int(row['count']):,}",
+                str(category),
+                str(op),
+                str(name),
             )
         console.print(table)
     console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
@@ -99,7 +107,7 @@ def print_explanation(
     )
     table = Table(title="rule chain (first match wins)", title_justify="left")
     table.add_column("#", justify="right")
-    table.add_column("step")
+    table.add_column("step", overflow="fold")
     table.add_column("result")
     table.add_column("detail", overflow="fold")
     for i, step in enumerate(steps, 1):
