@@ -6,7 +6,8 @@ launches and CPU ops (their `External id`). Everything downstream is vectorised.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import msgspec
 import numpy as np
@@ -188,17 +189,47 @@ def step_number(name: str) -> int | None:
 
 
 def build_columns(trace: RawTrace) -> TraceColumns:
-    events = trace.events
-    family_of = _FAMILY.get
-    codes = np.fromiter(
-        (family_of(e.cat, -1) if e.ph == "X" else -1 for e in events), dtype=np.int16, count=len(events)
-    )
+    """Column tables of a trace, built chunk by chunk so that only one chunk of event
+    objects is alive at a time."""
     scale = 1e-3 if trace.time_unit_ns else 1.0
-    gpu = _gpu_table(events, np.flatnonzero((codes >= 10) & (codes < 20)), scale)
-    host_idx = np.flatnonzero((codes >= 0) & (codes < 10))
-    host = _host_table(events, host_idx, codes[host_idx], scale)
-    gpu_steps = _gpu_steps(events, np.flatnonzero(codes == 20), scale)
-    return TraceColumns(gpu=gpu, host=host, gpu_steps=gpu_steps, event_count=len(events))
+    names: dict[str, int] = {}
+    threads: dict[tuple[int | str, int | str], int] = {}
+    gpu_parts, host_parts, step_parts = [], [], []
+    event_count = 0
+    for events in trace.event_chunks():
+        family_of = _FAMILY.get
+        codes = np.fromiter(
+            (family_of(e.cat, -1) if e.ph == "X" else -1 for e in events), dtype=np.int16, count=len(events)
+        )
+        gpu_parts.append(_gpu_table(events, np.flatnonzero((codes >= 10) & (codes < 20)), scale))
+        host_idx = np.flatnonzero((codes >= 0) & (codes < 10))
+        host_parts.append(_host_table(events, host_idx, codes[host_idx], scale, names, threads))
+        step_parts.append(_gpu_steps(events, np.flatnonzero(codes == 20), scale))
+        event_count += len(events)
+    if not gpu_parts:
+        empty = np.empty(0, np.int64)
+        gpu_parts.append(_gpu_table([], empty, scale))
+        host_parts.append(_host_table([], empty, np.empty(0, np.int16), scale, names, threads))
+        step_parts.append(_gpu_steps([], empty, scale))
+    host = _concat(host_parts)
+    host.names = list(names)
+    return TraceColumns(gpu=_concat(gpu_parts), host=host, gpu_steps=_concat(step_parts), event_count=event_count)
+
+
+T = TypeVar("T", GpuTable, HostTable, GpuAnnotations)
+
+
+def _concat(parts: list[T]) -> T:
+    if len(parts) == 1:
+        return parts[0]
+    values = {}
+    for spec in fields(parts[0]):
+        first = getattr(parts[0], spec.name)
+        if isinstance(first, np.ndarray):
+            values[spec.name] = np.concatenate([getattr(p, spec.name) for p in parts])
+        else:
+            values[spec.name] = [item for p in parts for item in getattr(p, spec.name)]
+    return type(parts[0])(**values)
 
 
 def _gpu_table(events: list[Event], idx: np.ndarray, scale: float) -> GpuTable:
@@ -222,12 +253,17 @@ def _gpu_table(events: list[Event], idx: np.ndarray, scale: float) -> GpuTable:
     )
 
 
-def _host_table(events: list[Event], idx: np.ndarray, family: np.ndarray, scale: float) -> HostTable:
+def _host_table(
+    events: list[Event],
+    idx: np.ndarray,
+    family: np.ndarray,
+    scale: float,
+    lookup: dict[str, int],
+    threads: dict[tuple[int | str, int | str], int],
+) -> HostTable:
     sub = [events[i] for i in idx]
     n = len(sub)
-    lookup: dict[str, int] = {}
     name_code = np.fromiter((lookup.setdefault(e.name, len(lookup)) for e in sub), np.int64, n)
-    threads: dict[tuple[int | str, int | str], int] = {}
     thread = np.fromiter((threads.setdefault((e.pid, e.tid), len(threads)) for e in sub), np.int64, n)
     ts = np.fromiter((e.ts for e in sub), np.float64, n) * scale
     dur = np.fromiter((e.dur for e in sub), np.float64, n) * scale
@@ -247,7 +283,7 @@ def _host_table(events: list[Event], idx: np.ndarray, family: np.ndarray, scale:
     return HostTable(
         family=family,
         name_code=name_code,
-        names=list(lookup),
+        names=[],  # filled once all chunks are read
         thread=thread,
         ts=ts,
         end=ts + np.maximum(dur, 0.0),

@@ -57,7 +57,6 @@ def ingest_trace(path: str | Path, rank: int | None = None) -> IngestResult:
     rank = detected if detected is not None else (rank if rank is not None else 0)
     cols = build_columns(trace)
     event_count = cols.event_count
-    trace.events = []  # the typed events are no longer needed; free them before linking
     linked = link(cols)
     frame = assemble(trace_stem(path), rank, cols, linked)
     del cols
