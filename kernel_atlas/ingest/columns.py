@@ -131,8 +131,8 @@ class GpuTable:
     stream: np.ndarray  # int64 (-1 unknown)
     correlation: np.ndarray  # int64 (-1 missing)
     external_id: np.ndarray  # int64 (-1 missing)
-    grid: list[list[int] | None]
-    block: list[list[int] | None]
+    grid: list[str | None]  # "[x, y, z]", shared strings
+    block: list[str | None]
     bytes: np.ndarray  # int64 (-1 unknown)
 
     def __len__(self) -> int:
@@ -194,6 +194,7 @@ def build_columns(trace: RawTrace) -> TraceColumns:
     scale = 1e-3 if trace.time_unit_ns else 1.0
     names: dict[str, int] = {}
     threads: dict[tuple[int | str, int | str], int] = {}
+    strings: dict[str, str] = {}
     gpu_parts, host_parts, step_parts = [], [], []
     event_count = 0
     for events in trace.event_chunks():
@@ -201,14 +202,15 @@ def build_columns(trace: RawTrace) -> TraceColumns:
         codes = np.fromiter(
             (family_of(e.cat, -1) if e.ph == "X" else -1 for e in events), dtype=np.int16, count=len(events)
         )
-        gpu_parts.append(_gpu_table(events, np.flatnonzero((codes >= 10) & (codes < 20)), scale))
+        gpu_parts.append(_gpu_table(events, np.flatnonzero((codes >= 10) & (codes < 20)), scale, strings))
         host_idx = np.flatnonzero((codes >= 0) & (codes < 10))
         host_parts.append(_host_table(events, host_idx, codes[host_idx], scale, names, threads))
         step_parts.append(_gpu_steps(events, np.flatnonzero(codes == 20), scale))
         event_count += len(events)
+        del events, codes  # free this chunk's event objects before the next is decoded
     if not gpu_parts:
         empty = np.empty(0, np.int64)
-        gpu_parts.append(_gpu_table([], empty, scale))
+        gpu_parts.append(_gpu_table([], empty, scale, strings))
         host_parts.append(_host_table([], empty, np.empty(0, np.int16), scale, names, threads))
         step_parts.append(_gpu_steps([], empty, scale))
     host = _concat(host_parts)
@@ -232,14 +234,22 @@ def _concat(parts: list[T]) -> T:
     return type(parts[0])(**values)
 
 
-def _gpu_table(events: list[Event], idx: np.ndarray, scale: float) -> GpuTable:
+def _dims_text(dims: list[int] | None, strings: dict[str, str]) -> str | None:
+    if dims is None:
+        return None
+    text = "[" + ", ".join(map(str, dims)) + "]"
+    return strings.setdefault(text, text)
+
+
+def _gpu_table(events: list[Event], idx: np.ndarray, scale: float, strings: dict[str, str]) -> GpuTable:
+    """`strings` makes repeated names and launch shapes one shared object each."""
     sub = [events[i] for i in idx]
     args = [_decode_gpu_args(e.args) for e in sub]
     n = len(sub)
     pid_fallback = [e.pid if isinstance(e.pid, int) else None for e in sub]
     tid_fallback = [e.tid if isinstance(e.tid, int) else None for e in sub]
     return GpuTable(
-        name=[e.name for e in sub],
+        name=[strings.setdefault(e.name, e.name) for e in sub],
         kind=np.array([GPU_KINDS[e.cat] for e in sub], dtype=object),
         ts=np.fromiter((e.ts for e in sub), np.float64, n) * scale,
         dur=np.fromiter((e.dur for e in sub), np.float64, n) * scale,
@@ -247,8 +257,8 @@ def _gpu_table(events: list[Event], idx: np.ndarray, scale: float) -> GpuTable:
         stream=_int_column([a.stream if a.stream is not None else t for a, t in zip(args, tid_fallback, strict=True)]),
         correlation=_int_column([a.correlation for a in args]),
         external_id=_int_column([a.external_id for a in args]),
-        grid=[a.grid for a in args],
-        block=[a.block for a in args],
+        grid=[_dims_text(a.grid, strings) for a in args],
+        block=[_dims_text(a.block, strings) for a in args],
         bytes=_int_column([a.bytes for a in args]),
     )
 

@@ -58,6 +58,10 @@ def ingest_trace(path: str | Path, rank: int | None = None) -> IngestResult:
     cols = build_columns(trace)
     event_count = cols.event_count
     linked = link(cols)
+    # Shapes are decoded; drop the file buffer (and the raw args pointing into it) before
+    # the table is assembled, so the two never coexist.
+    cols.host.args = []
+    trace.buffer = bytearray()
     frame = assemble(trace_stem(path), rank, cols, linked)
     del cols
     frame = label_frame(frame)

@@ -1,7 +1,7 @@
 """Bytes → typed events: the only place that touches the trace file.
 
 The file is read once into one buffer. The top level is decoded with msgspec, keeping the
-`traceEvents` array undecoded; the array is then decoded in chunks of about 64 MB into
+`traceEvents` array undecoded; the array is then decoded in chunks of about 16 MB into
 small typed structs whose `args` stay undecoded (`msgspec.Raw`), so only one chunk of event
 objects exists at a time and later stages decode `args` only for the events they need.
 """
@@ -62,7 +62,7 @@ _ANY_RAW = msgspec.json.Decoder(msgspec.Raw)
 # (the quote would be escaped); a split inside nested args leaves unbalanced JSON, which the
 # chunk decode rejects, and the next candidate boundary is tried.
 _EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"")
-CHUNK_BYTES = 64 << 20
+CHUNK_BYTES = 16 << 20
 
 
 @dataclass
@@ -110,9 +110,10 @@ class RawTrace:
                     search_from = match.end()  # the boundary was inside nested args: take the next
                 finally:
                     buffer[pos - 1], buffer[stop] = before, after
+            first_event += len(events)
             if events:
                 yield events
-            first_event += len(events)
+            del events  # hold no chunk while the next one is decoded
             if match is None:
                 return
             pos = match.start() + match.group().index(b"{")
