@@ -144,3 +144,32 @@ def explain(
 
 def main() -> None:  # pragma: no cover - console-script entry point
     app()
+
+
+@app.command()
+@_one_line_errors
+def report(
+    source: Annotated[
+        Path, typer.Argument(help="An `atlas ingest` output directory, or a trace file (ingested first).")
+    ],
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            "-d",
+            help="Peaks to use, e.g. h100-sxm, h200, mi300x (default: the traced GPU). "
+            "Another GPU's peaks project the traced times onto it.",
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Write the interactive report here (default: OUT/report.html).")
+    ] = None,
+    top: Annotated[int, typer.Option(help="Rows in the terminal tables.")] = 12,
+) -> None:
+    """Where the GPU time goes and how far each kernel is from the roofline: writes
+    roofline.parquet, timeshare.csv, report.json and report.html next to kernels.parquet."""
+    from kernel_atlas.report.build import build_report
+    from kernel_atlas.report.terminal import print_report
+
+    result = build_report(source, device, html)
+    print_report(console, result, top=top)

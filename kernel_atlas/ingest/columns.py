@@ -37,6 +37,12 @@ class _GpuArgs(msgspec.Struct, gc=False):
     grid: list[int] | None = None
     block: list[int] | None = None
     bytes: int | None = None
+    # NCCL kernels carry their collective's parameters
+    collective: str | None = msgspec.field(default=None, name="Collective name")
+    in_nelems: int | None = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
+    group_size: int | None = msgspec.field(default=None, name="Group size")
+    msg_dtype: str | None = msgspec.field(default=None, name="dtype")
 
 
 class _IdArgs(msgspec.Struct, gc=False):
@@ -92,6 +98,11 @@ def _decode_gpu_args(raw: msgspec.Raw | None) -> _GpuArgs:
             grid=dims("grid"),
             block=dims("block"),
             bytes=_loose_int(loose.get("bytes")),
+            collective=loose.get("Collective name") if isinstance(loose.get("Collective name"), str) else None,
+            in_nelems=_loose_int(loose.get("In msg nelems")),
+            out_nelems=_loose_int(loose.get("Out msg nelems")),
+            group_size=_loose_int(loose.get("Group size")),
+            msg_dtype=loose.get("dtype") if isinstance(loose.get("dtype"), str) else None,
         )
 
 
@@ -134,6 +145,11 @@ class GpuTable:
     grid: list[str | None]  # "[x, y, z]", shared strings
     block: list[str | None]
     bytes: np.ndarray  # int64 (-1 unknown)
+    collective: list[str | None]
+    in_nelems: np.ndarray  # int64 (-1 unknown)
+    out_nelems: np.ndarray
+    group_size: np.ndarray
+    msg_dtype: list[str | None]
 
     def __len__(self) -> int:
         return len(self.name)
@@ -260,6 +276,11 @@ def _gpu_table(events: list[Event], idx: np.ndarray, scale: float, strings: dict
         grid=[_dims_text(a.grid, strings) for a in args],
         block=[_dims_text(a.block, strings) for a in args],
         bytes=_int_column([a.bytes for a in args]),
+        collective=[None if a.collective is None else strings.setdefault(a.collective, a.collective) for a in args],
+        in_nelems=_int_column([a.in_nelems for a in args]),
+        out_nelems=_int_column([a.out_nelems for a in args]),
+        group_size=_int_column([a.group_size for a in args]),
+        msg_dtype=[None if a.msg_dtype is None else strings.setdefault(a.msg_dtype, a.msg_dtype) for a in args],
     )
 
 

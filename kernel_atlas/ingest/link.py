@@ -57,6 +57,7 @@ class LinkedColumns:
     input_strides: list[str | None]
     concrete_inputs: list[str | None]
     link: list[str]
+    cpu_op_id: np.ndarray  # int64: the launching op's event index in the trace (one per op call), -1 none
     external_id_mismatch: int = 0
     unlinked: dict[str, int] = field(default_factory=dict)
 
@@ -261,6 +262,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         input_strides=input_strides,
         concrete_inputs=concrete,
         link=link_reason.tolist(),
+        cpu_op_id=shape_source,
         external_id_mismatch=int(mismatch.sum()),
         unlinked=unlinked,
     )

@@ -131,7 +131,8 @@ def write_outputs(result: IngestResult, out_dir: Path) -> dict[str, Path]:
     pq.write_table(to_arrow(result.frame), files["kernels"], compression="zstd")
     catalog = build_catalog(result.frame, known=default_classifier().catalog)
     files["catalog"].write_text(json.dumps(catalog, indent=1) + "\n")
-    summary = {**result.facts, "warnings": result.warnings, "distinct_kernels": len(catalog)}
+    facts = result.facts if "traces" in result.facts else {"traces": [result.facts]}
+    summary = {**facts, "warnings": result.warnings, "distinct_kernels": len(catalog)}
     files["summary"].write_text(json.dumps(summary, indent=1) + "\n")
     return files
 

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kernel_atlas.classify.names import base_name
+
 if TYPE_CHECKING:
     from kernel_atlas.classify.classifier import Label, Step
     from kernel_atlas.ingest.pipeline import IngestResult
@@ -80,7 +82,7 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
         table.add_column("calls", justify="right")
         table.add_column("category")
         table.add_column("op")
-        table.add_column("kernel", overflow="ellipsis", no_wrap=True, max_width=80)
+        table.add_column("kernel", overflow="fold", min_width=30)
         for (name, category, op), row in grouped.iterrows():
             table.add_row(
                 fmt_us(row["sum"]),
@@ -88,7 +90,7 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
                 f"{int(row['count']):,}",
                 str(category),
                 str(op),
-                str(name),
+                base_name(str(name)),
             )
         console.print(table)
     console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
@@ -116,3 +118,69 @@ def print_explanation(
         if step.matched and not all_steps:
             break
     console.print(table)
+
+
+def print_report(console: Console, report: Any, top: int = 12) -> None:
+    analysis = report.analysis
+    facts = analysis.facts
+    device = report.device
+    if device is None:
+        console.print(f"[yellow]GPU {report.traced_gpu!r} is not in catalogs/devices.toml: pass --device for peaks[/]")
+    else:
+        projected = (
+            " [bold yellow](projection: the trace ran on " + str(report.traced_gpu) + ")[/]"
+            if facts.get("projection")
+            else ""
+        )
+        console.print(
+            f"[bold]device[/] {device.name} — {device.memory_gbps:g} GB/s, "
+            f"bf16 {device.tensor.get('bf16', float('nan')):g} TFLOP/s{projected}",
+            highlight=False,
+        )
+    for d in facts["devices"]:
+        console.print(
+            f"rank {d['rank']} device {d['device']}: busy {fmt_us(d['busy_us'])} of {fmt_us(d['span_us'])} "
+            f"({100 * d['busy_us'] / d['span_us'] if d['span_us'] else 0:.1f}%), idle {fmt_us(d['idle_us'])}; "
+            f"communication {fmt_us(d['communication_us'])}, {d['overlap_pct_of_communication']:.0f}% overlapped",
+            highlight=False,
+        )
+    share = analysis.timeshare[analysis.timeshare["level"] == "category"]
+    table = Table(title="GPU time by category", title_justify="left")
+    for column in ("category", "time", "%", "count"):
+        table.add_column(column, justify="right" if column != "category" else "left")
+    for row in share.itertuples(index=False):
+        table.add_row(row.key, fmt_us(row.total_us), f"{row.pct:.1f}", f"{row.count:,}")
+    console.print(table)
+    roof = analysis.roofline
+    ranked = roof[roof["headroom_us"].notna()].head(top)
+    table = Table(
+        title="Where optimisation pays most (headroom = time above the roofline-attainable time)", title_justify="left"
+    )
+    for column in ("headroom", "time", "TFLOP/s", "GB/s", "SOL%", "bound", "op: kernel ×calls shapes"):
+        wide = column.startswith("op:")
+        table.add_column(
+            column,
+            justify="left" if wide or column == "bound" else "right",
+            overflow="fold" if wide else "ellipsis",
+            no_wrap=not wide,
+            min_width=30 if wide else None,
+        )
+    for row in ranked.itertuples(index=False):
+        table.add_row(
+            fmt_us(row.headroom_us),
+            fmt_us(row.op_time_us),
+            f"{row.achieved_tflops:.2f}",
+            f"{row.achieved_gbps:.0f}",
+            f"{row.sol_pct:.1f}",
+            str(row.bound),
+            f"{row.op_mapping}: {base_name(str(row.name))} ×{row.count} {row.input_dims}",
+        )
+    console.print(table)
+    missing = facts["no_shape_time_us"] + facts["no_model_time_us"]
+    if missing:
+        console.print(
+            f"{fmt_us(missing)} of GPU time has no cost (no recorded shapes or no cost model); "
+            "see `note` in roofline.parquet",
+            highlight=False,
+        )
+    console.print("wrote " + ", ".join(str(p) for p in report.files.values()), highlight=False)

@@ -1,0 +1,69 @@
+"""`atlas report`: an ingest output (or a trace, ingested first) → roofline and time-share files."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
+from kernel_atlas.roofline.analysis import Analysis, analyse
+from kernel_atlas.roofline.devices import Device, get_device, match_device
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    analysis: Analysis
+    device: Device | None
+    traced_gpu: str | None
+    files: dict[str, Path]
+
+
+def _resolve_input(source: Path) -> Path:
+    """An ingest output directory for `source` (ingesting a trace file first)."""
+    if source.is_dir():
+        if not (source / "kernels.parquet").exists():
+            raise AtlasError(source, "not an ingest output (no kernels.parquet); give a trace or run `atlas ingest`")
+        return source
+    out_dir = default_out_dir(source)
+    write_outputs(ingest_paths([source]), out_dir)
+    return out_dir
+
+
+def _traced_gpu(summary: dict[str, Any]) -> tuple[str | None, int | None, int | None]:
+    for trace in summary.get("traces", []):
+        for gpu in trace.get("gpus", []):
+            world = trace.get("distributed", {}).get("world_size")
+            return gpu.get("name"), gpu.get("numSms"), world
+    return None, None, None
+
+
+def build_report(source: str | Path, device_key: str | None = None, html: Path | None = None) -> Report:
+    out_dir = _resolve_input(Path(source))
+    frame = load_kernels(out_dir)
+    summary_path = out_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    gpu_name, sms, world = _traced_gpu(summary)
+    device = get_device(device_key) if device_key else match_device(gpu_name, sms)
+    if frame.empty:
+        raise AtlasError(out_dir, "no GPU activities to report on")
+    analysis = analyse(frame, device, world)
+    analysis.facts["traced_gpu"] = gpu_name
+    analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
+    files = {
+        "roofline": out_dir / "roofline.parquet",
+        "timeshare": out_dir / "timeshare.csv",
+        "facts": out_dir / "report.json",
+        "html": html or out_dir / "report.html",
+    }
+    analysis.roofline.to_parquet(files["roofline"], index=False)
+    analysis.timeshare.to_csv(files["timeshare"], index=False)
+    files["facts"].write_text(json.dumps(analysis.facts, indent=1) + "\n")
+    from kernel_atlas.report.html import write_html
+
+    title = f"Kernel Atlas — {out_dir.name}"
+    write_html(analysis, device, files["html"], title)
+    return Report(out_dir, analysis, device, gpu_name, files)

@@ -1,0 +1,271 @@
+"""Kernels table + device → per-kernel costs, the roofline table and time shares.
+
+Costs are per CPU-op call: the kernels launched by one call (same `cpu_op_id`: a cuDNN
+convolution and its layout transforms, a GEMM and its split-K reduce) share one cost, counted
+on the call's longest kernel ("main"); the others are "helper" rows. A call's achieved FLOP/s
+and bytes/s use the summed time of all its kernels. Collectives are costed from the message
+sizes NCCL records, memcpy/memset from their byte counts. Kernels without recorded shapes
+(graph replays, launches outside the profiling window) keep their time and get the reason.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.ingest.summary import union_length
+from kernel_atlas.paths import catalogs_dir
+from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
+from kernel_atlas.roofline.devices import VECTOR, Device
+from kernel_atlas.roofline.shapes import dtypes, parse_args
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# A call whose attainable time is this small is dominated by launch and latency, not by a roof.
+LATENCY_US = 4.0
+
+ROOFLINE_COLUMNS = [
+    "name", "launcher", "op_mapping", "category", "input_dims", "input_types", "role", "count", "total_us",
+    "op_time_us", "mean_us", "flops", "bytes", "intensity", "precision", "peak_label", "achieved_tflops",
+    "achieved_gbps", "peak_tflops", "peak_gbps", "attainable_us", "sol_pct", "bound", "headroom_us", "note",
+    "formula",
+]  # fmt: skip
+_COMM_DTYPES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Char": 1, "Byte": 1}
+
+
+@dataclass
+class Analysis:
+    kernels: pd.DataFrame  # the kernels table plus role, flops, bytes, op_time_us, note
+    roofline: pd.DataFrame
+    timeshare: pd.DataFrame
+    facts: dict[str, Any]
+
+
+@lru_cache(maxsize=1)
+def _bus_factors() -> dict[str, str]:
+    with (catalogs_dir() / "costs.toml").open("rb") as handle:
+        return tomllib.load(handle)["bus_factor"]
+
+
+def bus_factor(op: str, ranks: int) -> float:
+    expression = _bus_factors().get(op, "1")
+    return float(eval(expression, {"__builtins__": {}}, {"n": ranks}))
+
+
+def _comm_cost(row: Any, world_size: int | None) -> tuple[Cost | None, str]:
+    nelems = (
+        max(v for v in (row.msg_in_nelems, row.msg_out_nelems) if not pd.isna(v))
+        if not (pd.isna(row.msg_in_nelems) and pd.isna(row.msg_out_nelems))
+        else None
+    )
+    if nelems is None:
+        return None, "collective message size not recorded on the kernel"
+    size = _COMM_DTYPES.get(str(row.msg_dtype), dtypes().get(str(row.msg_dtype), None))
+    itemsize = size if isinstance(size, int) else getattr(size, "bytes", None)
+    if itemsize is None:
+        return None, f"unknown collective dtype {row.msg_dtype!r}"
+    ranks = int(row.group_size) if not pd.isna(row.group_size) else (world_size or 0)
+    if ranks < 1:
+        return None, "group size unknown"
+    message = float(nelems) * itemsize
+    factor = bus_factor(str(row.op_mapping), ranks)
+    formula = f"bus bytes = {int(nelems)}·{itemsize} B · {factor:.3f} ({row.op_mapping}, n={ranks})"
+    return Cost(0.0, message * factor, "int", "link", formula), ""
+
+
+def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
+    """role, flops, bytes, precision, unit, note, formula, op_time_us per kernel row."""
+    n = len(frame)
+    role = np.full(n, "no shapes", dtype=object)
+    note = frame["link"].astype(object).where(frame["link"].astype(object) != "correlation", "").to_numpy(copy=True)
+    flops = np.full(n, np.nan)
+    nbytes = np.full(n, np.nan)
+    precision = np.full(n, None, dtype=object)
+    unit = np.full(n, None, dtype=object)
+    formula = np.full(n, "", dtype=object)
+    op_time = frame["dur_us"].to_numpy(copy=True)
+
+    # one group per op call; the longest kernel of the call carries its cost
+    has_call = frame["cpu_op_id"].notna().to_numpy() & (frame["kind"] == "kernel").to_numpy()
+    calls = frame.loc[has_call, ["trace", "rank", "cpu_op_id", "dur_us"]].copy()
+    calls["_row"] = np.flatnonzero(has_call)
+    calls["_call_time"] = calls.groupby(["trace", "rank", "cpu_op_id"], observed=True)["dur_us"].transform("sum")
+    calls = calls.sort_values("dur_us", ascending=False, kind="stable")
+    main_rows = calls.drop_duplicates(["trace", "rank", "cpu_op_id"])["_row"].to_numpy()
+    helper_rows = np.setdiff1d(calls["_row"].to_numpy(), main_rows)
+    op_time[calls["_row"].to_numpy()] = calls["_call_time"].to_numpy()
+    role[helper_rows] = "helper"
+    firsts = calls.drop_duplicates(["trace", "rank", "cpu_op_id"])
+    call_keys = firsts[["trace", "rank", "cpu_op_id"]].itertuples(index=False, name=None)
+    main_name = dict(zip(call_keys, frame["name"].to_numpy()[main_rows], strict=True))
+    for r in helper_rows.tolist():
+        key = (frame["trace"].iat[r], frame["rank"].iat[r], frame["cpu_op_id"].iat[r])
+        note[r] = f"cost counted on {str(main_name[key])[:60]} (same {frame['cpu_op'].iat[r]} call)"
+
+    cache: dict[tuple, tuple[Cost | None, str]] = {}
+    cols = frame[["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "name"]]
+    for r in main_rows.tolist():
+        launcher, op, dims, types, concrete, name = (cols[c].iat[r] for c in cols.columns)
+        key = (launcher, op, dims, types, concrete, "tf32" in str(name).lower())
+        if key not in cache:
+            try:
+                call = Call(str(launcher or ""), str(op), parse_args(dims, types, concrete), str(name))
+                cache[key] = (cost_of(call), "")
+            except NoCost as exc:
+                cache[key] = (None, str(exc))
+            except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+                cache[key] = (None, f"unexpected recorded shapes for {launcher} ({type(exc).__name__})")
+        cost, why = cache[key]
+        if cost is None:
+            role[r], note[r] = "no model", why
+            continue
+        role[r], flops[r], nbytes[r] = "main", cost.flops, cost.bytes
+        precision[r], unit[r], formula[r] = cost.precision, cost.unit, cost.formula
+
+    # memcpy / memset: their own byte counts. Host<->device copies are bounded by the host
+    # link; a device-to-device copy reads and writes device memory.
+    copies = (frame["kind"] != "kernel").to_numpy() & frame["bytes"].notna().to_numpy()
+    for r in np.flatnonzero(copies).tolist():
+        moved = float(frame["bytes"].iat[r])
+        name = str(frame["name"].iat[r])
+        host = any(tag in name for tag in ("HtoD", "DtoH", "HtoH", "Pinned", "Pageable"))
+        traffic = moved if host or frame["kind"].iat[r] == "memset" else 2 * moved
+        role[r], flops[r], nbytes[r], precision[r] = "main", 0.0, traffic, "int"
+        unit[r] = "host" if host else VECTOR
+        what = "over the host link" if host else ("written" if traffic == moved else "read + written")
+        formula[r], note[r], op_time[r] = f"{int(moved)} bytes {what}", "", frame["dur_us"].iat[r]
+    return pd.DataFrame(
+        {"role": role, "flops": flops, "bytes": nbytes, "precision": precision, "unit": unit,
+         "note": note, "formula": formula, "op_time_us": op_time},
+        index=frame.index,
+    )  # fmt: skip
+
+
+def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None = None) -> Analysis:
+    kernels = frame.copy()
+    costs = _call_costs(kernels)
+    for column in costs.columns:
+        kernels[column] = costs[column]
+    comm = (kernels["category"] == "communication").to_numpy() & kernels["collective"].notna().to_numpy()
+    for r in np.flatnonzero(comm).tolist():
+        cost, why = _comm_cost(kernels.iloc[r], world_size)
+        idx = kernels.index[r]
+        if cost is None:
+            kernels.loc[idx, ["role", "note"]] = ["no model", why]
+            continue
+        kernels.loc[idx, ["role", "flops", "bytes", "precision", "unit", "formula", "note", "op_time_us"]] = [
+            "main", 0.0, cost.bytes, "int", "link", cost.formula, "", kernels["dur_us"].iat[r],
+        ]  # fmt: skip
+    roofline = _roofline_table(kernels, device)
+    timeshare = _timeshare(kernels)
+    facts = _facts(kernels, device)
+    return Analysis(kernels=kernels, roofline=roofline, timeshare=timeshare, facts=facts)
+
+
+def _roofline_table(kernels: pd.DataFrame, device: Device | None) -> pd.DataFrame:
+    keys = ["name", "launcher", "input_dims", "role"]
+    values = ["op_mapping", "category", "input_types", "dur_us", "op_time_us", "flops", "bytes", "precision", "unit"]
+    work = kernels[[*keys, *values, "note", "formula"]].copy()
+    for column in ("name", "launcher", "input_dims", "op_mapping", "category", "input_types"):
+        work[column] = work[column].astype(object).fillna("")
+    grouped = work.groupby(keys, sort=False, dropna=False)
+    table = grouped.agg(
+        op_mapping=("op_mapping", "first"), category=("category", "first"), input_types=("input_types", "first"),
+        count=("dur_us", "size"), total_us=("dur_us", "sum"), op_time_us=("op_time_us", "sum"),
+        flops=("flops", "first"), bytes=("bytes", "first"), precision=("precision", "first"),
+        unit=("unit", "first"), note=("note", "first"), formula=("formula", "first"),
+    ).reset_index()  # fmt: skip
+    table["mean_us"] = table["op_time_us"] / table["count"]
+    table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
+    peaks_t, peaks_g, labels = [], [], []
+    for row in table.itertuples(index=False):
+        if device is None or row.role != "main" or row.precision is None:
+            peaks_t.append(np.nan), peaks_g.append(np.nan), labels.append(None)
+            continue
+        if row.unit in ("link", "host"):
+            bandwidth = device.link_gbps if row.unit == "link" else device.host_link_gbps
+            peaks_t.append(np.nan), peaks_g.append(bandwidth), labels.append(f"{row.unit} bandwidth")
+            continue
+        peak = device.peak(str(row.precision), str(row.unit))
+        peaks_t.append(peak.tflops), peaks_g.append(device.memory_gbps), labels.append(peak.label)
+    table["peak_tflops"], table["peak_gbps"], table["peak_label"] = peaks_t, peaks_g, labels
+    calls = table["count"]
+    table["achieved_tflops"] = table["flops"] * calls / (table["op_time_us"] * 1e6)
+    table["achieved_gbps"] = table["bytes"] * calls / (table["op_time_us"] * 1e3)
+    compute_us = (table["flops"] / (table["peak_tflops"] * 1e6)).fillna(0.0)
+    memory_us = table["bytes"] / (table["peak_gbps"] * 1e3)
+    table["attainable_us"] = np.maximum(compute_us, memory_us)
+    table["sol_pct"] = 100.0 * table["attainable_us"] * calls / table["op_time_us"]
+    bound = np.where(compute_us > memory_us, "compute", "memory").astype(object)
+    bound[(table["unit"] == "link").to_numpy()] = "communication"
+    bound[(table["unit"] == "host").to_numpy()] = "host link"
+    bound[(table["attainable_us"] < LATENCY_US).to_numpy() & (table["sol_pct"] < 50).to_numpy()] = "latency"
+    bound[table["attainable_us"].isna().to_numpy()] = None
+    table["bound"] = bound
+    table["headroom_us"] = (table["op_time_us"] - table["attainable_us"] * calls).clip(lower=0.0)
+    table = table.sort_values(["headroom_us", "total_us"], ascending=False, na_position="last", kind="stable")
+    return table[ROOFLINE_COLUMNS].reset_index(drop=True)
+
+
+def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Time per category, op, kernel, module and stream; each level sums to the GPU time.
+
+    GPU time = sum of durations of all GPU activities: activities that overlap on different
+    streams are each counted in full (busy time, which counts overlap once, is in the facts)."""
+    total = float(kernels["dur_us"].sum())
+    parts = []
+    levels = {
+        "category": kernels["category"].astype(object),
+        "op_mapping": kernels["op_mapping"].astype(object),
+        "kernel": kernels["name"].astype(object),
+        "module": kernels["module"].astype(object).fillna("(no module)"),
+        "stream": kernels["stream"].astype("Int64").astype(str).replace("<NA>", "(unknown)"),
+        "kind": kernels["kind"].astype(object),
+    }
+    for level, key in levels.items():
+        g = kernels.groupby(key.to_numpy(), sort=False)["dur_us"].agg(["sum", "size"])
+        g = g.sort_values("sum", ascending=False)
+        parts.append(pd.DataFrame({"level": level, "key": g.index.astype(str), "total_us": g["sum"].to_numpy(),
+                                   "count": g["size"].to_numpy(),
+                                   "pct": 100.0 * g["sum"].to_numpy() / total if total else 0.0}))  # fmt: skip
+    return pd.concat(parts, ignore_index=True)
+
+
+def _facts(kernels: pd.DataFrame, device: Device | None) -> dict[str, Any]:
+    start = kernels["ts_us"].to_numpy()
+    end = start + kernels["dur_us"].to_numpy()
+    comm = (kernels["category"] == "communication").to_numpy()
+    facts: dict[str, Any] = {
+        "device": None if device is None else {"key": device.key, "name": device.name, "source": device.source},
+        "gpu_time_us": float(kernels["dur_us"].sum()),
+        "kernel_time_us": float(kernels.loc[kernels["kind"] == "kernel", "dur_us"].sum()),
+        "devices": [],
+    }
+    for (rank, dev), _ in kernels.groupby(["rank", "device"], observed=True, dropna=False):
+        rows = np.flatnonzero(
+            (kernels["rank"] == rank).to_numpy() & (kernels["device"].astype(object) == dev).to_numpy()
+        )
+        s, e, c = start[rows], end[rows], comm[rows]
+        span = float(e.max() - s.min()) if len(rows) else 0.0
+        busy = union_length(s, e)
+        comm_busy = union_length(s[c], e[c])
+        compute_busy = union_length(s[~c], e[~c])
+        overlap = comm_busy + compute_busy - busy
+        facts["devices"].append({
+            "rank": int(rank), "device": None if pd.isna(dev) else int(dev), "span_us": span, "busy_us": busy,
+            "idle_us": span - busy, "communication_us": comm_busy, "compute_us": compute_busy,
+            "overlap_us": overlap, "overlap_pct_of_communication": 100.0 * overlap / comm_busy if comm_busy else 0.0,
+        })  # fmt: skip
+    costed = kernels["role"] == "main"
+    facts["costed_time_us"] = float(kernels.loc[costed, "op_time_us"].sum())
+    facts["no_shape_time_us"] = float(kernels.loc[kernels["role"] == "no shapes", "dur_us"].sum())
+    facts["no_model_time_us"] = float(kernels.loc[kernels["role"] == "no model", "dur_us"].sum())
+    return facts

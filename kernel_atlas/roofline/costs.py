@@ -1,0 +1,474 @@
+"""FLOPs and bytes of one op call from its recorded inputs: a registry of small formulas.
+
+Each formula serves the launchers (CPU ops) it is registered for, or an op_mapping as a
+fallback, and returns a `Cost` or raises `NoCost` with the reason (a missing input, an op
+whose recorded inputs are only workspaces). Bytes are the minimum traffic: every input read
+once, every output written once. Elementwise-style ops count `flops_per_element` (catalogs/
+costs.toml) FLOPs per output element.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kernel_atlas.paths import catalogs_dir
+from kernel_atlas.roofline.devices import MATRIX, VECTOR
+from kernel_atlas.roofline.shapes import Arg, int_list, truthy
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: float
+    bytes: float
+    precision: str  # key into the device's peaks: bf16, fp32, fp8, int, ...
+    unit: str  # MATRIX or VECTOR
+    formula: str  # the arithmetic, for people checking it
+
+
+class NoCost(Exception):
+    """No cost for this call, and why."""
+
+
+@dataclass(frozen=True)
+class Call:
+    launcher: str
+    op_mapping: str
+    args: tuple[Arg, ...]
+    kernel: str = ""
+
+
+Formula = Callable[[Call], Cost]
+BY_LAUNCHER: dict[str, Formula] = {}
+BY_OP: dict[str, Formula] = {}
+
+
+def register(*, launchers: tuple[str, ...] = (), ops: tuple[str, ...] = ()) -> Callable[[Formula], Formula]:
+    def wrap(func: Formula) -> Formula:
+        for name in launchers:
+            BY_LAUNCHER[name] = func
+        for op in ops:
+            BY_OP[op] = func
+        return func
+
+    return wrap
+
+
+@lru_cache(maxsize=1)
+def flops_per_element() -> dict[str, float]:
+    with (catalogs_dir() / "costs.toml").open("rb") as handle:
+        data = tomllib.load(handle)
+    return {k: float(v) for k, v in data["flops_per_element"].items()}
+
+
+def cost_of(call: Call) -> Cost:
+    formula = BY_LAUNCHER.get(call.launcher) or BY_OP.get(call.op_mapping)
+    if formula is None:
+        raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
+    return formula(call)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _tensors(call: Call) -> list[Arg]:
+    return [a for a in call.args if a.is_tensor]
+
+
+def _tensor(call: Call, index: int, what: str) -> Arg:
+    if index >= len(call.args) or not call.args[index].is_tensor:
+        raise NoCost(
+            f"{call.launcher}: input {index} ({what}) has no recorded shape or a dtype not in catalogs/dtypes.toml"
+        )
+    return call.args[index]
+
+
+def _gemm_precision(call: Call, arg: Arg) -> tuple[str, str]:
+    precision = arg.precision
+    if precision == "fp32":
+        return ("tf32", MATRIX) if "tf32" in call.kernel.lower() else ("fp32", VECTOR)
+    if precision == "int":
+        return "int", VECTOR
+    return precision, MATRIX
+
+
+def _gemm(
+    call: Call, batch: int, m: int, n: int, k: int, inputs: list[Arg], out_itemsize: int, extra: str = ""
+) -> Cost:
+    precision, unit = _gemm_precision(call, inputs[0])
+    flops = 2.0 * batch * m * n * k
+    read = sum(a.nbytes for a in inputs)
+    written = batch * m * n * out_itemsize
+    b = f"{batch}·" if batch != 1 else ""
+    formula = f"2·{b}M·N·K = 2·{b}{m}·{n}·{k}; bytes = inputs {read} + output {b}{m}·{n}·{out_itemsize}{extra}"
+    return Cost(flops, read + written, precision, unit, formula)
+
+
+def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(rank):
+        sizes = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]
+        out.append(max(sizes) if sizes else 1)
+    return tuple(out)
+
+
+# --- GEMMs -----------------------------------------------------------------------------------
+
+
+@register(launchers=("aten::mm", "aten::_int_mm"))
+def _mm(call: Call) -> Cost:
+    a, b = _tensor(call, 0, "self"), _tensor(call, 1, "mat2")
+    (m, k), (_, n) = a.dims, b.dims
+    return _gemm(call, 1, m, n, k, [a, b], a.itemsize if a.precision != "int8" else 4)
+
+
+@register(launchers=("aten::addmm", "aten::_addmm_activation"))
+def _addmm(call: Call) -> Cost:
+    bias, a, b = _tensor(call, 0, "self"), _tensor(call, 1, "mat1"), _tensor(call, 2, "mat2")
+    (m, k), (_, n) = a.dims, b.dims
+    return _gemm(call, 1, m, n, k, [a, b, bias], a.itemsize, " (inputs include the bias)")
+
+
+@register(launchers=("aten::linear",))
+def _linear(call: Call) -> Cost:
+    x, w = _tensor(call, 0, "input"), _tensor(call, 1, "weight")
+    inputs = [x, w] + ([call.args[2]] if len(call.args) > 2 and call.args[2].is_tensor else [])
+    m = math.prod(x.dims[:-1])
+    n, k = w.dims
+    return _gemm(call, 1, m, n, k, inputs, x.itemsize)
+
+
+@register(launchers=("aten::matmul",))
+def _matmul(call: Call) -> Cost:
+    a, b = _tensor(call, 0, "self"), _tensor(call, 1, "other")
+    if len(a.dims) < 2 or len(b.dims) < 2:
+        raise NoCost("aten::matmul with a vector operand: see the mv/dot kernels it launches")
+    batch = math.prod(_broadcast([a.dims[:-2], b.dims[:-2]]))
+    return _gemm(call, batch, a.dims[-2], b.dims[-1], a.dims[-1], [a, b], a.itemsize)
+
+
+@register(launchers=("aten::bmm",))
+def _bmm(call: Call) -> Cost:
+    a, b = _tensor(call, 0, "self"), _tensor(call, 1, "mat2")
+    (batch, m, k), (_, _, n) = a.dims, b.dims
+    return _gemm(call, batch, m, n, k, [a, b], a.itemsize)
+
+
+@register(launchers=("aten::baddbmm",))
+def _baddbmm(call: Call) -> Cost:
+    c, a, b = _tensor(call, 0, "self"), _tensor(call, 1, "batch1"), _tensor(call, 2, "batch2")
+    (batch, m, k), (_, _, n) = a.dims, b.dims
+    return _gemm(call, batch, m, n, k, [a, b, c], a.itemsize)
+
+
+@register(launchers=("aten::_scaled_mm",))
+def _scaled_mm(call: Call) -> Cost:
+    a, b = _tensor(call, 0, "self"), _tensor(call, 1, "mat2")
+    (m, k), (_, n) = a.dims, b.dims
+    scales = [x for x in call.args[2:] if x.is_tensor]
+    # out_dtype is recorded as a ScalarType code, not a name: assume a 2-byte (bf16/fp16) result
+    return _gemm(call, 1, m, n, k, [a, b, *scales], 2, " (scales included; 2-byte output assumed)")
+
+
+# --- convolution -----------------------------------------------------------------------------
+
+
+@register(
+    launchers=(
+        "aten::cudnn_convolution",
+        "aten::miopen_convolution",
+        "aten::_convolution",
+        "aten::convolution",
+        "aten::conv2d",
+        "aten::conv1d",
+        "aten::conv3d",
+    )
+)
+def _conv(call: Call) -> Cost:
+    x, w = _tensor(call, 0, "input"), _tensor(call, 1, "weight")
+    spatial = len(x.dims) - 2
+    if spatial < 1 or len(w.dims) != len(x.dims):
+        raise NoCost(f"{call.launcher}: unexpected input/weight ranks {x.dims} / {w.dims}")
+    lists = [int_list(a.value) for a in call.args[2:] if a.dtype == "ScalarList"]
+    lists = [v for v in lists if v is not None]
+    # cudnn/miopen_convolution: (padding, stride, dilation); convolution/conv2d: (stride, padding, dilation)
+    if call.launcher in ("aten::cudnn_convolution", "aten::miopen_convolution"):
+        padding, stride, dilation = [*lists, [0], [1], [1]][:3]
+    else:
+        stride, padding, dilation = [*lists, [1], [0], [1]][:3]
+    if len(lists) < 3:
+        raise NoCost(f"{call.launcher}: stride/padding/dilation not recorded (Concrete Inputs missing)")
+    out_spatial = []
+    for axis in range(spatial):
+        p = padding[axis % len(padding)]
+        s = stride[axis % len(stride)]
+        d = dilation[axis % len(dilation)]
+        out_spatial.append((x.dims[2 + axis] + 2 * p - d * (w.dims[2 + axis] - 1) - 1) // s + 1)
+    n, k = x.dims[0], w.dims[0]
+    macs_per_output = math.prod(w.dims[1:])  # C/groups · R · S
+    outputs = n * k * math.prod(out_spatial)
+    bias = [a for a in call.args[2:3] if a.is_tensor]
+    flops = 2.0 * outputs * macs_per_output
+    read = x.nbytes + w.nbytes + sum(a.nbytes for a in bias)
+    written = outputs * x.itemsize
+    precision, unit = _gemm_precision(call, x)
+    formula = (
+        f"2·N·K·out·(C/g·R·S) = 2·{n}·{k}·{'·'.join(map(str, out_spatial))}·{macs_per_output}; "
+        f"bytes = input {x.nbytes} + weight {w.nbytes} + output {written}"
+    )
+    return Cost(flops, read + written, precision, unit, formula)
+
+
+# --- attention -------------------------------------------------------------------------------
+
+
+def _attention(call: Call, layout: str, causal_index: int | None) -> Cost:
+    q, k, v = _tensor(call, 0, "query"), _tensor(call, 1, "key"), _tensor(call, 2, "value")
+    if len(q.dims) != 4:
+        raise NoCost(f"{call.launcher}: query of rank {len(q.dims)} (varlen/packed layout: sequence lengths missing)")
+    if layout == "BSHD":
+        b, sq, h, d = q.dims
+        skv, dv = k.dims[1], v.dims[3]
+    else:  # BHSD
+        b, h, sq, d = q.dims
+        skv, dv = k.dims[2], v.dims[3]
+    causal = False
+    if causal_index is not None and causal_index < len(call.args):
+        causal = bool(truthy(call.args[causal_index].value))
+    factor = 0.5 if causal else 1.0
+    flops = 2.0 * b * h * sq * skv * (d + dv) * factor
+    out = b * h * sq * dv * q.itemsize
+    read = q.nbytes + k.nbytes + v.nbytes
+    half = " · ½ (causal)" if causal else ""
+    formula = f"2·B·H·Sq·Skv·(d+dv){half} = 2·{b}·{h}·{sq}·{skv}·({d}+{dv}); bytes = q+k+v {read} + out {out}"
+    return Cost(flops, read + out, q.precision, MATRIX, formula)
+
+
+@register(launchers=("aten::_flash_attention_forward",))
+def _flash_forward(call: Call) -> Cost:
+    # (query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...), [B, S, H, D]
+    if len(call.args) > 3 and call.args[3].is_tensor:
+        raise NoCost(
+            "aten::_flash_attention_forward with cumulative sequence lengths (varlen): "
+            "per-sequence lengths not recorded"
+        )
+    return _attention(call, "BSHD", 8)
+
+
+@register(launchers=("aten::_efficient_attention_forward",))
+def _efficient_forward(call: Call) -> Cost:
+    # (query, key, value, bias, cu_seqlens_q, cu_seqlens_k, max_q, max_k, dropout_p, custom_mask_type, ...)
+    return _attention(call, "BSHD", None)
+
+
+@register(
+    launchers=(
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+    )
+)
+def _sdpa(call: Call) -> Cost:
+    # (query, key, value, dropout_p, is_causal, ...) for the flash variant; SDPA itself has
+    # attn_mask at 3 and is_causal at 5; cuDNN: (q, k, v, attn_bias, compute_lse, dropout_p, is_causal)
+    index = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_cudnn_attention": 6}.get(
+        call.launcher, 4
+    )
+    return _attention(call, "BHSD", index)
+
+
+@register(launchers=("aten::_scaled_dot_product_efficient_attention",))
+def _sdpa_efficient(call: Call) -> Cost:
+    return _attention(call, "BHSD", 6)
+
+
+@register(ops=("attention",))
+def _attention_unknown(call: Call) -> Cost:
+    raise NoCost(
+        f"{call.launcher or 'graph replay'}: paged/ragged attention records only workspace buffers; "
+        "sequence lengths and head counts are missing"
+    )
+
+
+# --- fused MoE -------------------------------------------------------------------------------
+
+
+@register(
+    launchers=(
+        "sglang::inplace_fused_experts",
+        "sglang::outplace_fused_experts",
+        "vllm::inplace_fused_experts",
+        "vllm::outplace_fused_experts",
+    )
+)
+def _fused_experts(call: Call) -> Cost:
+    x, w1, w2 = _tensor(call, 0, "hidden_states"), _tensor(call, 1, "w1"), _tensor(call, 2, "w2")
+    topk = _tensor(call, 3, "topk_weights")
+    tokens, hidden = x.dims
+    experts, n1, _ = w1.dims
+    _, _, n2 = w2.dims
+    k = topk.dims[-1]
+    flops = 2.0 * tokens * k * n1 * hidden + 2.0 * tokens * k * hidden * n2
+    touched = min(experts, tokens * k) / experts
+    read = x.nbytes + touched * (w1.nbytes + w2.nbytes)
+    written = x.nbytes
+    precision, unit = _gemm_precision(call, w1)
+    formula = (
+        f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}·{n1}·{hidden} + 2·{tokens}·{k}·{hidden}·{n2}; "
+        f"bytes = x + out + {touched:.3f} of the expert weights"
+    )
+    return Cost(flops, read + written, precision, unit, formula)
+
+
+# --- bytes-dominated ops ---------------------------------------------------------------------
+
+
+def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
+    tensors = _tensors(call)
+    if not tensors:
+        raise NoCost(f"{call.launcher or call.op_mapping}: no input tensor shapes recorded")
+    out_shape = _broadcast([a.dims for a in tensors])
+    out_numel = math.prod(out_shape)
+    size = out_itemsize if out_itemsize is not None else tensors[0].itemsize
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    read = sum(a.nbytes for a in tensors)
+    written = out_numel * size
+    formula = f"{per:g} FLOP × {out_numel} elements; bytes = inputs {read} + output {out_numel}·{size}"
+    return Cost(per * out_numel, read + written, tensors[0].precision, VECTOR, formula)
+
+
+@register(
+    ops=(
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "pow",
+        "tanh",
+        "exp",
+        "neg",
+        "minimum",
+        "maximum",
+        "clamp",
+        "where",
+        "fused_elementwise",
+        "gelu",
+        "silu",
+        "relu",
+        "sigmoid",
+        "rotary_embedding",
+        "layer_norm",
+        "rms_norm",
+        "group_norm",
+        "batch_norm",
+        "softmax",
+        "dequantize",
+    )
+)
+def _elementwise(call: Call) -> Cost:
+    return _pointwise(call)
+
+
+@register(ops=("compare", "bitwise_not", "bitwise_and", "bitwise_or"))
+def _logical(call: Call) -> Cost:
+    return _pointwise(call, out_itemsize=1)
+
+
+@register(ops=("masked_fill_",))
+def _masked_fill(call: Call) -> Cost:
+    return _pointwise(call)
+
+
+@register(ops=("silu_and_mul", "gelu_and_mul"))
+def _gated(call: Call) -> Cost:
+    tensors = _tensors(call)
+    if not tensors:
+        raise NoCost(f"{call.launcher}: no tensor shapes recorded")
+    x = max(tensors, key=lambda a: a.numel)  # the [.., 2d] input
+    out_numel = x.numel // 2
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    formula = f"{per:g} FLOP × {out_numel} outputs; bytes = input {x.nbytes} + output {out_numel}·{x.itemsize}"
+    return Cost(per * out_numel, x.nbytes + out_numel * x.itemsize, x.precision, VECTOR, formula)
+
+
+@register(ops=("quantize",))
+def _quantize(call: Call) -> Cost:
+    tensors = _tensors(call)
+    if not tensors:
+        raise NoCost(f"{call.launcher}: no tensor shapes recorded")
+    x = max(tensors, key=lambda a: a.numel)
+    out = x.numel  # one byte per fp8/int8 element; scales are small and counted as inputs
+    read = sum(a.nbytes for a in tensors)
+    formula = f"{x.numel} elements; bytes = inputs {read} + 1-byte output {out}"
+    return Cost(2.0 * x.numel, read + out, x.precision, VECTOR, formula)
+
+
+@register(ops=("sum", "mean", "max", "argmax", "cumsum", "topk", "sort"))
+def _reduction(call: Call) -> Cost:
+    tensors = _tensors(call)
+    if not tensors:
+        raise NoCost(f"{call.launcher}: no tensor shapes recorded")
+    x = tensors[0]
+    reduced = None
+    for arg in call.args[1:3]:
+        dims = int_list(arg.value) if arg.value else None
+        if dims is not None:
+            reduced = [d % len(x.dims) for d in dims] if dims and x.dims else list(range(len(x.dims)))
+            break
+    if call.op_mapping in ("cumsum", "sort", "topk"):
+        out_numel = x.numel
+    elif reduced is None:
+        out_numel = 1 if len(x.dims) <= 1 else 0  # unknown reduced dims: output counted as 0 bytes
+    else:
+        out_numel = math.prod(s for i, s in enumerate(x.dims) if i not in reduced)
+    formula = f"{x.numel} elements read; output {out_numel} elements"
+    return Cost(float(x.numel), x.nbytes + out_numel * x.itemsize, x.precision, VECTOR, formula)
+
+
+@register(
+    ops=(
+        "copy_",
+        "fill_",
+        "arange",
+        "cat",
+        "index",
+        "index_select",
+        "index_put_",
+        "gather",
+        "scatter",
+        "kv_cache_write",
+    )
+)
+def _memory(call: Call) -> Cost:
+    tensors = _tensors(call)
+    if not tensors:
+        raise NoCost(f"{call.launcher or call.op_mapping}: no tensor shapes recorded")
+    op = call.op_mapping
+    if op in ("fill_", "arange"):
+        written = tensors[0].nbytes
+        return Cost(0.0, written, tensors[0].precision, VECTOR, f"writes {written} bytes")
+    if op == "copy_" and len(tensors) >= 2:
+        dst, src = tensors[0], tensors[1]
+        return Cost(0.0, src.nbytes + dst.nbytes, dst.precision, VECTOR, f"reads {src.nbytes} + writes {dst.nbytes}")
+    if op == "index_select" and len(tensors) >= 2:
+        table, index = tensors[0], tensors[-1]
+        row = table.nbytes // max(table.dims[0], 1) if table.dims else table.itemsize
+        moved = index.numel * row
+        return Cost(
+            0.0,
+            index.nbytes + 2 * moved,
+            table.precision,
+            VECTOR,
+            f"{index.numel} rows of {row} bytes read and written",
+        )
+    read = sum(a.nbytes for a in tensors)
+    return Cost(0.0, 2.0 * read, tensors[0].precision, VECTOR, f"inputs {read} read and written once")

@@ -1,0 +1,271 @@
+"""Roofline costs derived by hand from shapes in the H100 traces, time shares, devices, report files."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from kernel_atlas.cli import app
+from kernel_atlas.ingest.pipeline import write_outputs
+from kernel_atlas.report.build import build_report
+from kernel_atlas.roofline.analysis import bus_factor
+from kernel_atlas.roofline.devices import get_device, load_devices, match_device
+from tests.conftest import ingested
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    out = {}
+    for stem in ("h100_bert_small_infer", "h100_vit_image_classify_infer", "a100_nccl_8rank_rank0"):
+        folder = tmp_path_factory.mktemp(stem)
+        write_outputs(ingested(stem), folder)
+        out[stem] = build_report(folder)
+    return out
+
+
+def _row(report, correlation: int) -> pd.Series:
+    kernels = report.analysis.kernels
+    rows = kernels[kernels["correlation"] == correlation]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def _first(report, launcher: str, dims: str) -> pd.Series:
+    kernels = report.analysis.kernels
+    rows = kernels[
+        (kernels["cpu_op"] == launcher)
+        & (kernels["input_dims"] == dims)
+        & (kernels["role"] == "main")
+        & (kernels["kind"] == "kernel")
+    ]
+    assert len(rows) >= 1, (launcher, dims)
+    return rows.iloc[0]
+
+
+def test_gemm_costs_by_hand(reports) -> None:
+    # bert, aten::addmm(bias[512], x[141,512], W[512,512]): 2·M·N·K = 2·141·512·512
+    row = _row(reports["h100_bert_small_infer"], 8404)
+    assert row["flops"] == 2 * 141 * 512 * 512 == 73_924_608
+    # bias 512·2 + x 141·512·2 + W 512·512·2 + out 141·512·2 (bf16 = 2 bytes)
+    assert row["bytes"] == 1024 + 144_384 + 524_288 + 144_384 == 814_080
+    # vit, aten::addmm(bias[3072], x[788,768], W[768,3072])
+    row = _first(reports["h100_vit_image_classify_infer"], "aten::addmm", "[[3072],[788,768],[768,3072],[],[]]")
+    assert row["flops"] == 2 * 788 * 768 * 3072 == 3_718_250_496
+    assert row["bytes"] == 6_144 + 1_210_368 + 4_718_592 + 4_841_472
+
+
+def test_attention_costs_by_hand(reports) -> None:
+    # aten::_flash_attention_forward, q/k/v [B=1, S=141, H=8, d=64], is_causal False:
+    # QK^T and PV: 2·B·H·Sq·Skv·(d + dv)
+    row = _first(
+        reports["h100_bert_small_infer"],
+        "aten::_flash_attention_forward",
+        "[[1,141,8,64],[1,141,8,64],[1,141,8,64],[],[],[],[],[],[],[],[],[],[],[],[]]",
+    )
+    assert row["flops"] == 2 * 1 * 8 * 141 * 141 * (64 + 64) == 40_716_288
+    assert row["bytes"] == 4 * (141 * 8 * 64 * 2) == 577_536  # q, k, v read, out written
+    row = _first(
+        reports["h100_vit_image_classify_infer"],
+        "aten::_flash_attention_forward",
+        "[[4,197,12,64],[4,197,12,64],[4,197,12,64],[],[],[],[],[],[],[],[],[],[],[],[]]",
+    )
+    assert row["flops"] == 2 * 4 * 12 * 197 * 197 * 128 == 476_884_992
+    assert row["bytes"] == 4 * (4 * 197 * 12 * 64 * 2) == 4_841_472
+
+
+def test_conv_and_elementwise_costs_by_hand(reports) -> None:
+    # cudnn_convolution(x[4,3,224,224], w[768,3,16,16], padding [0,0], stride [16,16]) → 14×14 outputs
+    row = _first(
+        reports["h100_vit_image_classify_infer"],
+        "aten::cudnn_convolution",
+        "[[4,3,224,224],[768,3,16,16],[],[],[],[],[],[],[]]",
+    )
+    assert row["flops"] == 2 * 4 * 768 * 14 * 14 * (3 * 16 * 16) == 924_844_032
+    assert row["bytes"] == 4 * 3 * 224 * 224 * 2 + 768 * 3 * 16 * 16 * 2 + 4 * 768 * 14 * 14 * 2
+    # its layout-transform kernels are helpers of the same call: no double counting
+    kernels = reports["h100_vit_image_classify_infer"].analysis.kernels
+    same_call = kernels[(kernels["cpu_op_id"] == row["cpu_op_id"]) & (kernels["kind"] == "kernel")]
+    assert (same_call["role"] == "main").sum() == 1 and len(same_call) > 1
+    assert row["op_time_us"] == pytest.approx(same_call["dur_us"].sum())
+    # aten::add([1,141,512], [1,141,512]): one FLOP per output, two inputs read, one output written
+    row = _first(reports["h100_bert_small_infer"], "aten::add", "[[1,141,512],[1,141,512],[]]")
+    assert row["flops"] == 141 * 512 == 72_192
+    assert row["bytes"] == 3 * 141 * 512 * 2 == 433_152
+
+
+def test_roofline_arithmetic(reports) -> None:
+    report = reports["h100_bert_small_infer"]
+    device = report.device
+    assert device.key == "h100-sxm"
+    table = report.roofline if hasattr(report, "roofline") else report.analysis.roofline
+    row = table[
+        (table["launcher"] == "aten::addmm") & (table["input_dims"] == "[[512],[141,512],[512,512],[],[]]")
+    ].iloc[0]
+    assert row["peak_tflops"] == 989.4 and row["peak_gbps"] == 3350
+    assert row["achieved_tflops"] == pytest.approx(row["flops"] * row["count"] / (row["op_time_us"] * 1e6))
+    assert row["achieved_gbps"] == pytest.approx(row["bytes"] * row["count"] / (row["op_time_us"] * 1e3))
+    attainable = max(row["flops"] / 989.4e6, row["bytes"] / 3350e3)
+    assert row["attainable_us"] == pytest.approx(attainable)
+    assert row["sol_pct"] == pytest.approx(100 * attainable * row["count"] / row["op_time_us"])
+    assert row["headroom_us"] == pytest.approx(row["op_time_us"] - attainable * row["count"])
+    # ranked: the first row is where optimisation pays most
+    assert table["headroom_us"].iloc[0] == table["headroom_us"].max()
+
+
+@pytest.mark.parametrize("stem", ["h100_bert_small_infer", "h100_vit_image_classify_infer", "a100_nccl_8rank_rank0"])
+def test_time_shares_add_up_to_the_trace(reports, stem: str) -> None:
+    report = reports[stem]
+    total = ingested(stem).frame["dur_us"].sum()
+    share = report.analysis.timeshare
+    for level, rows in share.groupby("level"):
+        assert rows["total_us"].sum() == pytest.approx(total), level
+        assert rows["pct"].sum() == pytest.approx(100.0), level
+    assert report.analysis.roofline["total_us"].sum() == pytest.approx(total)
+    csv = pd.read_csv(report.files["timeshare"])
+    assert csv.groupby("level")["total_us"].sum().to_dict() == pytest.approx(
+        share.groupby("level")["total_us"].sum().to_dict()
+    )
+
+
+def test_collectives_use_bus_bandwidth(reports) -> None:
+    report = reports["a100_nccl_8rank_rank0"]
+    kernels = report.analysis.kernels
+    row = kernels[(kernels["op_mapping"] == "all_reduce") & (kernels["role"] == "main")].iloc[0]
+    n = int(row["group_size"])
+    assert row["bytes"] == pytest.approx(row["msg_in_nelems"] * 4 * 2 * (n - 1) / n)  # Float = 4 bytes
+    assert bus_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    assert bus_factor("all_gather", 8) == pytest.approx(7 / 8)
+    table = report.analysis.roofline
+    comm = table[table["op_mapping"] == "all_reduce"]
+    assert set(comm["bound"].dropna()) <= {"communication", "latency"}
+    assert (comm["peak_gbps"].dropna() == 300).all()  # A100 NVLink per direction
+    facts = report.analysis.facts["devices"][0]
+    assert 0 <= facts["overlap_us"] <= facts["communication_us"]
+
+
+def test_device_catalog_reference_values() -> None:
+    h100, h200, mi300x, b200 = (get_device(k) for k in ("h100-sxm", "h200", "mi300x", "b200"))
+    assert (h100.tensor["bf16"], h100.tensor["fp8"], h100.tensor["tf32"], h100.vector["fp32"]) == (
+        989.4,
+        1978.9,
+        494.7,
+        66.9,
+    )
+    assert (h100.memory_gbps, h100.link_gbps) == (3350, 450)
+    assert h200.tensor == h100.tensor and h200.memory_gbps == 4800
+    assert (mi300x.tensor["bf16"], mi300x.memory_gbps) == (1307.4, 5300)
+    assert (b200.tensor["bf16"], b200.memory_gbps) == (2250, 7700)
+    for key in (
+        "h100-sxm",
+        "h100-pcie",
+        "h100-nvl",
+        "h200",
+        "a100-sxm-80gb",
+        "b200",
+        "gb200",
+        "mi300x",
+        "mi325x",
+        "l40s",
+        "v100",
+    ):
+        device = load_devices()[key]
+        assert device.source.startswith("https://") and device.memory_gbps > 0 and device.link_gbps > 0
+    assert match_device("NVIDIA H100 80GB HBM3", 132).key == "h100-sxm"
+    assert match_device("NVIDIA A100-PG509-200", 108).key == "a100-sxm-80gb"
+    assert match_device("AMD Instinct MI300X", 304).key == "mi300x"
+    assert match_device("Tesla V100-SXM2-16GB", 80).key == "v100"
+    assert match_device("AMD Radeon Graphics", 104) is None
+    # fallbacks are stated: V100 has no bf16 matrix units
+    assert "no bf16 tensor peak" in get_device("v100").peak("bf16", "tensor").label
+
+
+def test_projection_onto_another_gpu(tmp_path: Path) -> None:
+    write_outputs(ingested("h100_bert_small_infer"), tmp_path)
+    own = build_report(tmp_path)
+    projected = build_report(tmp_path, "h200")
+    assert projected.device.key == "h200" and projected.analysis.facts["projection"]
+    a = own.analysis.roofline.set_index(["name", "launcher", "input_dims", "role"])
+    b = projected.analysis.roofline.set_index(["name", "launcher", "input_dims", "role"])
+    memory_bound = a[(a["bound"] == "memory")].index
+    assert len(memory_bound)
+    # more bandwidth → lower attainable time for memory-bound calls, same traced time
+    assert (b.loc[memory_bound, "attainable_us"] < a.loc[memory_bound, "attainable_us"]).all()
+    assert (b.loc[memory_bound, "op_time_us"] == a.loc[memory_bound, "op_time_us"]).all()
+
+
+def _figures(html_text: str) -> dict[str, dict]:
+    figures = {}
+    for match in re.finditer(r'Plotly\.newPlot\(\s*"([^"]+)",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{', html_text, re.S):
+        figures[match.group(1)] = {"data": json.loads(match.group(2)), "layout": json.loads(match.group(3))}
+    return figures
+
+
+def test_report_html_contains_its_figures(reports) -> None:
+    report = reports["h100_bert_small_infer"]
+    text = report.files["html"].read_text()
+    figures = _figures(text)
+    assert set(figures) == {"roofline", "timeshare", "top-kernels", "headroom"}
+    roof = figures["roofline"]
+    assert roof["layout"]["xaxis"]["type"] == "log" and roof["layout"]["yaxis"]["type"] == "log"
+    names = {t.get("name") for t in roof["data"]}
+    assert {"gemm", "attention"} <= names and "ridge point" in names
+    treemap = figures["timeshare"]["data"][0]
+    assert treemap["type"] == "treemap" and "gemm" in treemap["labels"]
+    assert len(text) > 1_000_000  # plotly.js is inlined: the file works offline
+
+
+def test_report_html_opens_in_headless_chromium(reports, tmp_path: Path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip("no Chromium on this machine")
+    page = reports["h100_bert_small_infer"].files["html"]
+    proc = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path}",
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
+    errors = [line for line in console if re.search(r"error|uncaught", line, re.I)]
+    assert not errors, errors
+    assert proc.stdout.count('class="main-svg"') >= 4  # plotly drew every figure
+
+
+def test_report_command_and_bad_input(tmp_path: Path) -> None:
+    runner = CliRunner()
+    write_outputs(ingested("h100_bert_small_infer"), tmp_path / "bert")
+    result = runner.invoke(app, ["report", str(tmp_path / "bert"), "--device", "h200"])
+    assert result.exit_code == 0, result.output
+    assert "H200" in result.output and "headroom" in result.output
+    assert (tmp_path / "bert" / "roofline.parquet").exists()
+    roofline = pd.read_parquet(tmp_path / "bert" / "roofline.parquet")
+    required = {
+        "name",
+        "launcher",
+        "op_mapping",
+        "category",
+        "input_dims",
+        "count",
+        "total_us",
+        "flops",
+        "bytes",
+        "achieved_tflops",
+        "achieved_gbps",
+        "peak_tflops",
+        "peak_gbps",
+        "sol_pct",
+        "bound",
+        "headroom_us",
+    }
+    assert required <= set(roofline.columns)
+    result = runner.invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 2 and "no kernels.parquet" in result.output
+    result = runner.invoke(app, ["report", str(tmp_path / "bert"), "--device", "tpu-v9"])
+    assert result.exit_code == 2 and "unknown device" in result.output
