@@ -78,8 +78,8 @@ def ingest(
     from kernel_atlas.report.terminal import print_ingest_summary, progress
 
     out_dir = out or default_out_dir(traces[0])
-    with progress(console, len(traces), disable=quiet) as advance:
-        result = ingest_paths(traces, jobs=jobs, on_done=lambda _p: advance())
+    with progress(err_console, traces, disable=quiet) as (on_done, on_progress):
+        result = ingest_paths(traces, jobs=jobs, on_done=on_done, on_progress=on_progress)
     files = write_outputs(result, out_dir)
     for warning in result.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)

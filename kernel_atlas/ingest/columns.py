@@ -6,6 +6,7 @@ launches and CPU ops (their `External id`). Everything downstream is vectorised.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TypeVar
 
@@ -204,9 +205,9 @@ def step_number(name: str) -> int | None:
     return None
 
 
-def build_columns(trace: RawTrace) -> TraceColumns:
+def build_columns(trace: RawTrace, on_progress: Callable[[float], None] | None = None) -> TraceColumns:
     """Column tables of a trace, built chunk by chunk so that only one chunk of event
-    objects is alive at a time."""
+    objects is alive at a time. `on_progress` gets the decoded fraction after each chunk."""
     scale = 1e-3 if trace.time_unit_ns else 1.0
     names: dict[str, int] = {}
     threads: dict[tuple[int | str, int | str], int] = {}
@@ -224,6 +225,8 @@ def build_columns(trace: RawTrace) -> TraceColumns:
         step_parts.append(_gpu_steps(events, np.flatnonzero(codes == 20), scale))
         event_count += len(events)
         del events, codes  # free this chunk's event objects before the next is decoded
+        if on_progress is not None:
+            on_progress(trace.decoded_fraction)
     if not gpu_parts:
         empty = np.empty(0, np.int64)
         gpu_parts.append(_gpu_table([], empty, scale, strings))

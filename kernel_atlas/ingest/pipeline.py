@@ -48,15 +48,21 @@ def _rank_of(path: Path, distributed: dict[str, Any]) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def ingest_trace(path: str | Path, rank: int | None = None) -> IngestResult:
+Progress = Callable[[str, float], None]  # (stage, fraction of the trace done)
+
+
+def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progress | None = None) -> IngestResult:
     """Read, link and label one trace. Raises `AtlasError` on unusable input."""
     path = Path(path)
+    report = on_progress or (lambda _stage, _fraction: None)
+    report("reading", 0.0)
     trace = read_trace(path)
     warnings: list[str] = []
     detected = _rank_of(path, trace.distributed_info)
     rank = detected if detected is not None else (rank if rank is not None else 0)
-    cols = build_columns(trace)
+    cols = build_columns(trace, lambda fraction: report("decoding", 0.05 + 0.75 * fraction))
     event_count = cols.event_count
+    report("linking", 0.8)
     linked = link(cols)
     # Shapes are decoded; drop the file buffer (and the raw args pointing into it) before
     # the table is assembled, so the two never coexist.
@@ -64,7 +70,9 @@ def ingest_trace(path: str | Path, rank: int | None = None) -> IngestResult:
     trace.buffer = bytearray()
     frame = assemble(trace_stem(path), rank, cols, linked)
     del cols
+    report("classifying", 0.9)
     frame = label_frame(frame)
+    report("done", 1.0)
     if frame.empty:
         warnings.append(f"{path}: no GPU events (kernels, memcpys, memsets) in this trace; tables are empty")
     unlinked = sum(linked.unlinked.values())
@@ -88,6 +96,7 @@ def ingest_paths(
     paths: Sequence[str | Path],
     jobs: int = 1,
     on_done: Callable[[Path], None] | None = None,
+    on_progress: Progress | None = None,
 ) -> IngestResult:
     """Ingest several traces (e.g. one per rank) into one table with a `rank` column."""
     if not paths:
@@ -102,7 +111,7 @@ def ingest_paths(
                     on_done(Path(item[0]))
     else:
         for item in work:
-            results.append(_ingest_for_pool(item))
+            results.append(ingest_trace(item[0], item[1], on_progress))
             if on_done:
                 on_done(Path(item[0]))
     warnings = [w for r in results for w in r.warnings]

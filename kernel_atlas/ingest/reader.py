@@ -78,6 +78,12 @@ class RawTrace:
     runtime: str = "unknown"  # "cuda", "rocm" or "unknown"
     time_unit_ns: bool = False
     size_bytes: int = 0
+    decoded_to: int = 0  # how far `event_chunks` has got, in bytes of `buffer`
+
+    @property
+    def decoded_fraction(self) -> float:
+        span = self.events_end - self.events_start
+        return 1.0 if span <= 0 else (self.decoded_to - self.events_start) / span
 
     def event_chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[Event]]:
         """The events, in order, as lists decoded from consecutive slices of the array.
@@ -111,10 +117,12 @@ class RawTrace:
                 finally:
                     buffer[pos - 1], buffer[stop] = before, after
             first_event += len(events)
+            self.decoded_to = stop
             if events:
                 yield events
             del events  # hold no chunk while the next one is decoded
             if match is None:
+                self.decoded_to = self.events_end
                 return
             pos = match.start() + match.group().index(b"{")
 

@@ -27,21 +27,28 @@ def fmt_us(us: float) -> str:
 
 
 @contextmanager
-def progress(console: Console, total: int, disable: bool = False) -> Iterator[Any]:
-    """A progress bar over traces (shown only when there is more than one)."""
-    if disable or total <= 1:
-        yield lambda: None
+def progress(console: Console, paths: list[Path], disable: bool = False) -> Iterator[tuple[Any, Any]]:
+    """Progress for `atlas ingest`: per stage of one large trace (over 50 MB), per trace for several.
+
+    Yields (on_done(path), on_progress(stage, fraction)) callbacks."""
+    sizes = [p.stat().st_size if p.is_file() else 0 for p in paths]
+    if disable or (len(paths) == 1 and sizes[0] < 50 << 20):
+        yield (lambda _p: None), None
         return
     with Progress(
-        TextColumn("ingesting"),
+        TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed}/{task.total} traces"),
+        TextColumn("{task.percentage:>3.0f}%"),
         TimeElapsedColumn(),
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("ingest", total=total)
-        yield lambda: bar.advance(task)
+        if len(paths) == 1:
+            task = bar.add_task("reading", total=1.0)
+            yield (lambda _p: None), (lambda stage, fraction: bar.update(task, completed=fraction, description=stage))
+        else:
+            task = bar.add_task(f"ingesting {len(paths)} traces", total=len(paths))
+            yield (lambda _p: bar.advance(task)), None
 
 
 def print_ingest_summary(console: Console, result: IngestResult, files: dict[str, Path], top: int = 10) -> None:

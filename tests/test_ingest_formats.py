@@ -1,0 +1,76 @@
+"""Input dialects: .json/.gz/.zst, ns timestamps, several ranks at once."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import zstandard
+from typer.testing import CliRunner
+
+from kernel_atlas.cli import app
+from kernel_atlas.ingest.pipeline import ingest_paths, ingest_trace
+from tests.conftest import EXAMPLE
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def example_doc() -> dict:
+    return json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+
+
+def test_plain_gzip_and_zstd_give_the_same_table(tmp_path: Path) -> None:
+    raw = gzip.decompress(EXAMPLE.read_bytes())
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    zst = tmp_path / "t.json.zst"
+    zst.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    frames = [ingest_trace(p).frame.drop(columns="trace") for p in (EXAMPLE, plain, zst)]
+    for other in frames[1:]:
+        pd.testing.assert_frame_equal(frames[0], other)
+
+
+def test_nanosecond_timestamps_are_converted(tmp_path: Path, example_doc: dict) -> None:
+    doc = json.loads(json.dumps(example_doc))
+    for event in doc["traceEvents"]:
+        for key in ("ts", "dur"):
+            if isinstance(event.get(key), (int, float)):
+                event[key] = event[key] * 1000
+    doc["displayTimeUnit"] = "ns"
+    path = tmp_path / "ns.json"
+    path.write_text(json.dumps(doc))
+    ns = ingest_trace(path).frame
+    us = ingest_trace(EXAMPLE).frame
+    assert ns["dur_us"].to_numpy() == pytest.approx(us["dur_us"].to_numpy())
+    assert (ns["launcher"].astype(str) == us["launcher"].astype(str)).all()
+
+
+def test_several_ranks_in_parallel(tmp_path: Path, example_doc: dict) -> None:
+    paths = []
+    for rank in range(3):
+        doc = json.loads(json.dumps(example_doc))
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 3}
+        path = tmp_path / f"rank-{rank}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    result = ingest_paths(paths, jobs=2)
+    assert sorted(result.frame["rank"].unique()) == [0, 1, 2]
+    assert len(result.frame) == 3 * 61
+    assert [t["rank"] for t in result.facts["traces"]] == [0, 1, 2]
+    out = tmp_path / "out"
+    cli = runner.invoke(app, ["ingest", *map(str, paths), "-j", "2", "-o", str(out)])
+    assert cli.exit_code == 0, cli.output
+    table = pd.read_parquet(out / "kernels.parquet")
+    assert table.groupby("rank").size().to_dict() == {0: 61, 1: 61, 2: 61}
+    summary = json.loads((out / "summary.json").read_text())
+    assert len(summary["traces"]) == 3 and summary["distinct_kernels"] == len(json.loads((out / "catalog.json").read_text())) == 13
+
+
+def test_rank_from_file_name_when_distributed_info_is_missing(tmp_path: Path) -> None:
+    path = tmp_path / "worker_rank7.json.gz"
+    path.write_bytes(EXAMPLE.read_bytes())
+    assert set(ingest_trace(path).frame["rank"]) == {7}
