@@ -67,7 +67,10 @@ def test_several_ranks_in_parallel(tmp_path: Path, example_doc: dict) -> None:
     table = pd.read_parquet(out / "kernels.parquet")
     assert table.groupby("rank").size().to_dict() == {0: 61, 1: 61, 2: 61}
     summary = json.loads((out / "summary.json").read_text())
-    assert len(summary["traces"]) == 3 and summary["distinct_kernels"] == len(json.loads((out / "catalog.json").read_text())) == 13
+    assert (
+        len(summary["traces"]) == 3
+        and summary["distinct_kernels"] == len(json.loads((out / "catalog.json").read_text())) == 13
+    )
 
 
 def test_rank_from_file_name_when_distributed_info_is_missing(tmp_path: Path) -> None:

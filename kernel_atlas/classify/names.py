@@ -81,3 +81,43 @@ def name_texts(name: str) -> tuple[str, ...]:
     """What name rules search, in order: the decoded base name, then the full name as written."""
     base = base_name(name)
     return (name,) if base == name else (base, name)
+
+
+# Kernels whose base name says little: their first informative template argument is shown too.
+_GENERIC_BASES = ("Kernel", "Kernel2", "device_kernel", "elementwise_kernel", "reduce_kernel", "kernel")
+
+
+def _template_args(name: str) -> list[str]:
+    start = name.find("<")
+    if start < 0:
+        return []
+    args, depth, current = [], 0, []
+    for ch in name[start + 1 :]:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            args.append("".join(current).strip())
+            current = []
+            continue
+        current.append(ch)
+    args.append("".join(current).strip())
+    return args
+
+
+@lru_cache(maxsize=65536)
+def display_name(name: str) -> str:
+    """A short readable name: the base name, plus the first informative template argument for
+    generic launch wrappers (`cutlass::Kernel2<cutlass_80_tensorop_…>`,
+    `vectorized_elementwise_kernel<CUDAFunctor_add>`)."""
+    base = base_name(name)
+    if not base.rsplit("::", 1)[-1].endswith(_GENERIC_BASES):
+        return base
+    for arg in _template_args(name.replace(_ANON, "anon")):
+        if arg and not arg.lstrip("-").isdigit():
+            inner = base_name(arg) if "(" in arg or "<" in arg else arg
+            return f"{base}<{inner.rsplit('::', 1)[-1]}>"
+    return base

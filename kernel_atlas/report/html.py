@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from kernel_atlas.classify.names import display_name
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.roofline.devices import Device
 
@@ -17,6 +18,7 @@ FIGURE_IDS = ("roofline", "timeshare", "top-kernels", "headroom")
 
 
 def _short(name: str, width: int = 70) -> str:
+    name = display_name(name)
     return name if len(name) <= width else name[: width - 1] + "…"
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kernel_atlas.classify.names import base_name
+from kernel_atlas.classify.names import display_name
 
 if TYPE_CHECKING:
     from kernel_atlas.classify.classifier import Label, Step
@@ -97,7 +97,7 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
                 f"{int(row['count']):,}",
                 str(category),
                 str(op),
-                base_name(str(name)),
+                display_name(str(name)),
             )
         console.print(table)
     console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
@@ -180,7 +180,7 @@ def print_report(console: Console, report: Any, top: int = 12) -> None:
             f"{row.achieved_gbps:.0f}",
             f"{row.sol_pct:.1f}",
             str(row.bound),
-            f"{row.op_mapping}: {base_name(str(row.name))} ×{row.count} {row.input_dims}",
+            f"{row.op_mapping}: {display_name(str(row.name))} ×{row.count} {row.input_dims}",
         )
     console.print(table)
     missing = facts["no_shape_time_us"] + facts["no_model_time_us"]
