@@ -173,3 +173,27 @@ def report(
 
     result = build_report(source, device, html)
     print_report(console, result, top=top)
+
+
+@app.command()
+@_one_line_errors
+def dashboard(
+    source: Annotated[Path, typer.Argument(help="An `atlas ingest` output directory, or a trace file.")],
+    notebook: Annotated[str, typer.Option(help="dashboard, compare or replay.")] = "dashboard",
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Run the notebook headless and write a static HTML page here.")
+    ] = None,
+) -> None:
+    """Open the notebook dashboard for a run in Jupyter (filters, roofline, time share, timeline),
+    or with --html run it headless and save the result as one HTML page."""
+    from kernel_atlas.report.dashboard import resolve_source
+    from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
+
+    out_dir = resolve_source(source)
+    env = {"ATLAS_OUT": str(out_dir.resolve())}
+    if html is None:
+        raise typer.Exit(open_in_jupyter(notebook, env))
+    with console.status(f"running notebooks/{notebook}.ipynb on {out_dir}"):
+        executed = execute(notebook, env)
+    to_html(executed, html)
+    console.print(f"wrote {html}")

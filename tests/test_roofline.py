@@ -227,11 +227,26 @@ def test_report_html_opens_in_headless_chromium(reports, tmp_path: Path) -> None
         pytest.skip("no Chromium on this machine")
     page = reports["h100_bert_small_infer"].files["html"]
     proc = subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path}",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
     errors = [line for line in console if re.search(r"error|uncaught", line, re.I)]
     assert not errors, errors

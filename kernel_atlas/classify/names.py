@@ -59,6 +59,8 @@ def _strip_templates(text: str) -> str:
 def base_name(name: str) -> str:
     """Qualified function name without return type, template arguments or parameters."""
     text = name.strip()
+    if text.startswith(("Memcpy ", "Memset ")):  # Kineto's names for GPU copies and sets
+        return text
     if text.startswith("_Z"):
         decoded = _itanium_prefix(text)
         if decoded:

@@ -22,6 +22,14 @@ def _short(name: str, width: int = 70) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
+def _stack_hint(call_stack: object, frames: int = 6) -> str:
+    """The innermost frames of a call stack, one per line, for hover text."""
+    if not isinstance(call_stack, str) or not call_stack:
+        return ""
+    parts = call_stack.split(" <- ")[1 : frames + 1]
+    return "<br>".join(html.escape(_short(p, 90)) for p in parts)
+
+
 def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
     table = analysis.roofline
     points = table[(table["role"] == "main") & table["achieved_tflops"].notna() & (table["flops"] > 0)]
@@ -33,14 +41,20 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
             f"<br>shapes {html.escape(str(r.input_dims))}"
             f"<br>{r.count} calls, {r.op_time_us:.1f} µs<br>{r.achieved_tflops:.2f} TFLOP/s, {r.achieved_gbps:.0f} GB/s"
             f"<br>SOL {r.sol_pct:.1f}% ({r.bound}), headroom {r.headroom_us:.1f} µs"
+            f"<br><i>{_stack_hint(r.call_stack)}</i>"
             for r in group.itertuples(index=False)
         ]
         fig.add_trace(
             go.Scatter(
-                x=group["intensity"], y=group["achieved_tflops"], mode="markers", name=str(category),
-                marker={"size": size, "opacity": 0.75}, text=hover, hovertemplate="%{text}<extra></extra>",
+                x=group["intensity"],
+                y=group["achieved_tflops"],
+                mode="markers",
+                name=str(category),
+                marker={"size": size, "opacity": 0.75},
+                text=hover,
+                hovertemplate="%{text}<extra></extra>",
             )
-        )  # fmt: skip
+        )
     if device is not None and len(points):
         lo = max(points["intensity"].min() / 4, 1e-3)
         hi = max(points["intensity"].max() * 4, 10.0)
@@ -55,32 +69,50 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
                 continue
             fig.add_trace(
                 go.Scatter(
-                    x=x, y=np.minimum(peak, bw_tflops * x), mode="lines", name=f"roof {label} {peak:g} TF/s",
-                    line={"dash": "dot", "width": 1}, hoverinfo="name",
+                    x=x,
+                    y=np.minimum(peak, bw_tflops * x),
+                    mode="lines",
+                    name=f"roof {label} {peak:g} TF/s",
+                    line={"dash": "dot", "width": 1},
+                    hoverinfo="name",
                 )
-            )  # fmt: skip
+            )
         ridge_peak = device.tensor.get("bf16") or device.vector.get("fp32", 1.0)
         fig.add_trace(
             go.Scatter(
-                x=[ridge_peak / bw_tflops], y=[ridge_peak], mode="markers+text", name="ridge point",
-                text=[f"ridge {ridge_peak / bw_tflops:.0f} FLOP/B"], textposition="top left",
+                x=[ridge_peak / bw_tflops],
+                y=[ridge_peak],
+                mode="markers+text",
+                name="ridge point",
+                text=[f"ridge {ridge_peak / bw_tflops:.0f} FLOP/B"],
+                textposition="top left",
                 marker={"symbol": "x", "size": 10, "color": "black"},
             )
-        )  # fmt: skip
+        )
     title = f"Roofline — {device.name if device else 'no device peaks'}"
     fig.update_layout(
-        title=title, xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
-        yaxis={"type": "log", "title": "achieved TFLOP/s"}, height=600,
-    )  # fmt: skip
+        title=title,
+        xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
+        yaxis={"type": "log", "title": "achieved TFLOP/s"},
+        height=600,
+    )
     return fig
 
 
 def timeshare_figure(analysis: Analysis) -> go.Figure:
     k = analysis.kernels
-    frame = pd.DataFrame(
-        {"category": k["category"].astype(str), "op": k["op_mapping"].astype(str),
-         "kernel": k["name"].astype(str).map(_short), "time": k["dur_us"]}
-    ).groupby(["category", "op", "kernel"], as_index=False)["time"].sum()  # fmt: skip
+    frame = (
+        pd.DataFrame(
+            {
+                "category": k["category"].astype(str),
+                "op": k["op_mapping"].astype(str),
+                "kernel": k["name"].astype(str).map(_short),
+                "time": k["dur_us"],
+            }
+        )
+        .groupby(["category", "op", "kernel"], as_index=False)["time"]
+        .sum()
+    )
     ids, labels, parents, values = [], [], [], []
     for category, g in frame.groupby("category"):
         ids.append(category), labels.append(category), parents.append(""), values.append(g["time"].sum())
@@ -91,9 +123,15 @@ def timeshare_figure(analysis: Analysis) -> go.Figure:
                 ids.append(f"{op_id}/{row.kernel}"), labels.append(row.kernel), parents.append(op_id)
                 values.append(row.time)
     fig = go.Figure(
-        go.Treemap(ids=ids, labels=labels, parents=parents, values=values, branchvalues="total",
-                   hovertemplate="%{label}<br>%{value:.1f} µs (%{percentRoot:.1%})<extra></extra>")
-    )  # fmt: skip
+        go.Treemap(
+            ids=ids,
+            labels=labels,
+            parents=parents,
+            values=values,
+            branchvalues="total",
+            hovertemplate="%{label}<br>%{value:.1f} µs (%{percentRoot:.1%})<extra></extra>",
+        )
+    )
     fig.update_layout(title="GPU time: category → op → kernel", height=600)
     return fig
 
@@ -119,11 +157,18 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
         f"{len(rows) - i}. {_short(str(r.name), 50)} {r.input_dims}"[:90]
         for i, r in enumerate(rows.itertuples(index=False))
     ]
-    fig = go.Figure(go.Bar(x=rows["headroom_us"], y=labels, orientation="h",
-                           text=rows["sol_pct"].map(lambda p: f"SOL {p:.0f}%"),
-                           hovertemplate="%{y}<br>headroom %{x:.1f} µs<extra></extra>"))  # fmt: skip
-    fig.update_layout(title="Headroom: time above the roofline-attainable time", xaxis_title="µs",
-                      height=max(400, 24 * len(rows)))  # fmt: skip
+    fig = go.Figure(
+        go.Bar(
+            x=rows["headroom_us"],
+            y=labels,
+            orientation="h",
+            text=rows["sol_pct"].map(lambda p: f"SOL {p:.0f}%"),
+            hovertemplate="%{y}<br>headroom %{x:.1f} µs<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title="Headroom: time above the roofline-attainable time", xaxis_title="µs", height=max(400, 24 * len(rows))
+    )
     return fig
 
 

@@ -33,11 +33,34 @@ else:  # pragma: no cover
 LATENCY_US = 4.0
 
 ROOFLINE_COLUMNS = [
-    "name", "launcher", "op_mapping", "category", "input_dims", "input_types", "role", "count", "total_us",
-    "op_time_us", "mean_us", "flops", "bytes", "intensity", "precision", "peak_label", "achieved_tflops",
-    "achieved_gbps", "peak_tflops", "peak_gbps", "attainable_us", "sol_pct", "bound", "headroom_us", "note",
+    "name",
+    "launcher",
+    "op_mapping",
+    "category",
+    "input_dims",
+    "input_types",
+    "role",
+    "count",
+    "total_us",
+    "op_time_us",
+    "mean_us",
+    "flops",
+    "bytes",
+    "intensity",
+    "precision",
+    "peak_label",
+    "achieved_tflops",
+    "achieved_gbps",
+    "peak_tflops",
+    "peak_gbps",
+    "attainable_us",
+    "sol_pct",
+    "bound",
+    "headroom_us",
+    "note",
     "formula",
-]  # fmt: skip
+    "call_stack",
+]
 _COMM_DTYPES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Char": 1, "Byte": 1}
 
 
@@ -143,10 +166,18 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         what = "over the host link" if host else ("written" if traffic == moved else "read + written")
         formula[r], note[r], op_time[r] = f"{int(moved)} bytes {what}", "", frame["dur_us"].iat[r]
     return pd.DataFrame(
-        {"role": role, "flops": flops, "bytes": nbytes, "precision": precision, "unit": unit,
-         "note": note, "formula": formula, "op_time_us": op_time},
+        {
+            "role": role,
+            "flops": flops,
+            "bytes": nbytes,
+            "precision": precision,
+            "unit": unit,
+            "note": note,
+            "formula": formula,
+            "op_time_us": op_time,
+        },
         index=frame.index,
-    )  # fmt: skip
+    )
 
 
 def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None = None) -> Analysis:
@@ -162,8 +193,15 @@ def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None =
             kernels.loc[idx, ["role", "note"]] = ["no model", why]
             continue
         kernels.loc[idx, ["role", "flops", "bytes", "precision", "unit", "formula", "note", "op_time_us"]] = [
-            "main", 0.0, cost.bytes, "int", "link", cost.formula, "", kernels["dur_us"].iat[r],
-        ]  # fmt: skip
+            "main",
+            0.0,
+            cost.bytes,
+            "int",
+            "link",
+            cost.formula,
+            "",
+            kernels["dur_us"].iat[r],
+        ]
     roofline = _roofline_table(kernels, device)
     timeshare = _timeshare(kernels)
     facts = _facts(kernels, device)
@@ -173,16 +211,25 @@ def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None =
 def _roofline_table(kernels: pd.DataFrame, device: Device | None) -> pd.DataFrame:
     keys = ["name", "launcher", "input_dims", "role"]
     values = ["op_mapping", "category", "input_types", "dur_us", "op_time_us", "flops", "bytes", "precision", "unit"]
-    work = kernels[[*keys, *values, "note", "formula"]].copy()
+    work = kernels[[*keys, *values, "note", "formula", "call_stack"]].copy()
     for column in ("name", "launcher", "input_dims", "op_mapping", "category", "input_types"):
         work[column] = work[column].astype(object).fillna("")
     grouped = work.groupby(keys, sort=False, dropna=False)
     table = grouped.agg(
-        op_mapping=("op_mapping", "first"), category=("category", "first"), input_types=("input_types", "first"),
-        count=("dur_us", "size"), total_us=("dur_us", "sum"), op_time_us=("op_time_us", "sum"),
-        flops=("flops", "first"), bytes=("bytes", "first"), precision=("precision", "first"),
-        unit=("unit", "first"), note=("note", "first"), formula=("formula", "first"),
-    ).reset_index()  # fmt: skip
+        op_mapping=("op_mapping", "first"),
+        category=("category", "first"),
+        input_types=("input_types", "first"),
+        count=("dur_us", "size"),
+        total_us=("dur_us", "sum"),
+        op_time_us=("op_time_us", "sum"),
+        flops=("flops", "first"),
+        bytes=("bytes", "first"),
+        precision=("precision", "first"),
+        unit=("unit", "first"),
+        note=("note", "first"),
+        formula=("formula", "first"),
+        call_stack=("call_stack", "first"),
+    ).reset_index()
     table["mean_us"] = table["op_time_us"] / table["count"]
     table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
     peaks_t, peaks_g, labels = [], [], []
@@ -233,9 +280,17 @@ def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
     for level, key in levels.items():
         g = kernels.groupby(key.to_numpy(), sort=False)["dur_us"].agg(["sum", "size"])
         g = g.sort_values("sum", ascending=False)
-        parts.append(pd.DataFrame({"level": level, "key": g.index.astype(str), "total_us": g["sum"].to_numpy(),
-                                   "count": g["size"].to_numpy(),
-                                   "pct": 100.0 * g["sum"].to_numpy() / total if total else 0.0}))  # fmt: skip
+        parts.append(
+            pd.DataFrame(
+                {
+                    "level": level,
+                    "key": g.index.astype(str),
+                    "total_us": g["sum"].to_numpy(),
+                    "count": g["size"].to_numpy(),
+                    "pct": 100.0 * g["sum"].to_numpy() / total if total else 0.0,
+                }
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -259,11 +314,19 @@ def _facts(kernels: pd.DataFrame, device: Device | None) -> dict[str, Any]:
         comm_busy = union_length(s[c], e[c])
         compute_busy = union_length(s[~c], e[~c])
         overlap = comm_busy + compute_busy - busy
-        facts["devices"].append({
-            "rank": int(rank), "device": None if pd.isna(dev) else int(dev), "span_us": span, "busy_us": busy,
-            "idle_us": span - busy, "communication_us": comm_busy, "compute_us": compute_busy,
-            "overlap_us": overlap, "overlap_pct_of_communication": 100.0 * overlap / comm_busy if comm_busy else 0.0,
-        })  # fmt: skip
+        facts["devices"].append(
+            {
+                "rank": int(rank),
+                "device": None if pd.isna(dev) else int(dev),
+                "span_us": span,
+                "busy_us": busy,
+                "idle_us": span - busy,
+                "communication_us": comm_busy,
+                "compute_us": compute_busy,
+                "overlap_us": overlap,
+                "overlap_pct_of_communication": 100.0 * overlap / comm_busy if comm_busy else 0.0,
+            }
+        )
     costed = kernels["role"] == "main"
     facts["costed_time_us"] = float(kernels.loc[costed, "op_time_us"].sum())
     facts["no_shape_time_us"] = float(kernels.loc[kernels["role"] == "no shapes", "dur_us"].sum())

@@ -1,0 +1,290 @@
+"""Data and figures behind the notebook dashboards (notebooks/*.ipynb) and `atlas dashboard`.
+
+Notebooks only call these functions: loading a run, filtering it, the figures, comparing two
+runs, and replayed-vs-traced tables. Everything works on the Parquet/JSON files that
+`atlas ingest` / `atlas report` / `atlas replay` write.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from kernel_atlas.classify.names import display_name
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
+from kernel_atlas.report.html import headroom_figure, roofline_figure, timeshare_figure, top_kernels_figure
+from kernel_atlas.roofline.analysis import Analysis, analyse
+from kernel_atlas.roofline.devices import Device, get_device, match_device
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_TRACE = REPO / "examples" / "h100_bert_small_infer.json.gz"
+
+
+@dataclass
+class Run:
+    """One ingest output, loaded for exploration."""
+
+    out_dir: Path
+    kernels: pd.DataFrame
+    summary: dict[str, Any]
+    device: Device | None
+    world_size: int | None
+    replay: pd.DataFrame | None
+
+    @property
+    def label(self) -> str:
+        return self.out_dir.name.removesuffix(".atlas")
+
+    def analyse(self, kernels: pd.DataFrame | None = None) -> Analysis:
+        return analyse(self.kernels if kernels is None else kernels, self.device, self.world_size)
+
+
+def resolve_source(source: str | Path | None = None, suffix: str = "") -> Path:
+    """An ingest output directory: `source`, else $ATLAS_OUT<suffix>, else $ATLAS_TRACE<suffix>
+    (ingested on first use), else the example trace bundled with the repository."""
+    if source is None:
+        source = os.environ.get(f"ATLAS_OUT{suffix}") or os.environ.get(f"ATLAS_TRACE{suffix}") or EXAMPLE_TRACE
+    path = Path(source)
+    if path.is_dir():
+        return path
+    if not path.exists():
+        raise AtlasError(path, "no such trace or ingest output")
+    out_dir = default_out_dir(path)
+    if not (out_dir / "kernels.parquet").exists() or out_dir.stat().st_mtime < path.stat().st_mtime:
+        write_outputs(ingest_paths([path]), out_dir)
+    return out_dir
+
+
+def load_run(source: str | Path | None = None, device: str | None = None, suffix: str = "") -> Run:
+    out_dir = resolve_source(source, suffix)
+    kernels = load_kernels(out_dir)
+    summary_path = out_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    gpu, sms, world = None, None, None
+    for trace in summary.get("traces", []):
+        world = world or trace.get("distributed", {}).get("world_size")
+        for entry in trace.get("gpus", []):
+            gpu, sms = gpu or entry.get("name"), sms or entry.get("numSms")
+    found = get_device(device) if device else match_device(gpu, sms)
+    replay_path = out_dir / "replay.parquet"
+    replay = pd.read_parquet(replay_path) if replay_path.exists() else None
+    return Run(out_dir, kernels, summary, found, world, replay)
+
+
+def filter_kernels(
+    kernels: pd.DataFrame,
+    step: int | None = None,
+    rank: int | None = None,
+    stream: int | None = None,
+    category: str | None = None,
+    module: str | None = None,
+    min_us: float = 0.0,
+) -> pd.DataFrame:
+    """Rows matching every given filter; `module` matches a module path prefix."""
+    mask = np.ones(len(kernels), dtype=bool)
+    if step is not None:
+        mask &= (kernels["step"] == step).fillna(False).to_numpy()
+    if rank is not None:
+        mask &= (kernels["rank"] == rank).to_numpy()
+    if stream is not None:
+        mask &= (kernels["stream"] == stream).fillna(False).to_numpy()
+    if category is not None:
+        mask &= (kernels["category"].astype(str) == category).to_numpy()
+    if module is not None:
+        mask &= kernels["module"].astype(str).str.startswith(module).to_numpy()
+    if min_us:
+        mask &= (kernels["dur_us"] >= min_us).to_numpy()
+    return kernels[mask]
+
+
+def choices(kernels: pd.DataFrame) -> dict[str, list[Any]]:
+    """Filter values present in a run, for dropdowns."""
+
+    def values(column: str) -> list[Any]:
+        return sorted(v for v in kernels[column].dropna().unique().tolist())
+
+    modules = kernels["module"].dropna().astype(str)
+    top_modules = sorted({".".join(m.split(".")[:2]) for m in modules})
+    return {
+        "step": [int(v) for v in values("step")],
+        "rank": [int(v) for v in values("rank")],
+        "stream": [int(v) for v in values("stream")],
+        "category": [str(v) for v in values("category")],
+        "module": top_modules,
+    }
+
+
+def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
+    """HTML cards: GPU, kernels, busy/idle, top category."""
+    analysis = run.analyse(kernels) if len(kernels) else None
+    busy = sum(d["busy_us"] for d in analysis.facts["devices"]) if analysis else 0.0
+    span = sum(d["span_us"] for d in analysis.facts["devices"]) if analysis else 0.0
+    gpus = sorted({g.get("name", "?") for t in run.summary.get("traces", []) for g in t.get("gpus", [])})
+    top = kernels.groupby("category", observed=True)["dur_us"].sum().sort_values(ascending=False)
+    cards = [
+        ("GPU", ", ".join(gpus) or "unknown"),
+        ("peaks", run.device.name if run.device else "no device peaks"),
+        ("GPU activities", f"{len(kernels):,}"),
+        ("GPU time", f"{kernels['dur_us'].sum() / 1e3:.3f} ms"),
+        ("busy / span", f"{busy / 1e3:.3f} / {span / 1e3:.3f} ms ({100 * busy / span if span else 0:.1f}%)"),
+        ("idle", f"{(span - busy) / 1e3:.3f} ms"),
+        ("top category", f"{top.index[0]} {100 * top.iloc[0] / top.sum():.1f}%" if len(top) else "–"),
+    ]
+    style = "display:inline-block;margin:4px;padding:8px 12px;border:1px solid #ccc;border-radius:6px"
+    body = "".join(
+        f"<div style='{style}'><div style='font-size:11px;color:#666'>{html.escape(k)}</div>"
+        f"<div style='font-size:16px'>{html.escape(v)}</div></div>"
+        for k, v in cards
+    )
+    return f"<div>{body}</div>"
+
+
+def module_figure(kernels: pd.DataFrame, depth: int = 3, top: int = 25) -> go.Figure:
+    """GPU time per nn.Module path, cut at `depth` levels."""
+    modules = kernels["module"].astype(object).fillna("(no module)").astype(str)
+    cut = modules.map(lambda m: ".".join(m.split(".")[:depth]))
+    times = kernels.groupby(cut.to_numpy())["dur_us"].sum().sort_values(ascending=False).head(top).iloc[::-1]
+    fig = go.Figure(
+        go.Bar(
+            x=times.to_numpy(),
+            y=times.index.tolist(),
+            orientation="h",
+            hovertemplate="%{y}<br>%{x:.1f} µs<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=f"GPU time per nn.Module (first {depth} levels)", xaxis_title="µs", height=max(350, 22 * len(times))
+    )
+    return fig
+
+
+def timeline_figure(kernels: pd.DataFrame, step: int | None = None, limit: int = 4000) -> go.Figure:
+    """GPU activities of one step (the first by default) per stream, coloured by category."""
+    rows = kernels
+    if step is None and kernels["step"].notna().any():
+        step = int(kernels["step"].dropna().min())
+    if step is not None:
+        rows = rows[(rows["step"] == step).fillna(False).to_numpy()]
+    rows = rows.sort_values("ts_us").head(limit)
+    fig = go.Figure()
+    if len(rows):
+        origin = rows["ts_us"].min()
+        for category, group in rows.groupby("category", observed=True):
+            fig.add_trace(
+                go.Bar(
+                    base=group["ts_us"] - origin,
+                    x=group["dur_us"],
+                    y=group["stream"].astype(str),
+                    orientation="h",
+                    name=str(category),
+                    text=[display_name(str(n)) for n in group["name"]],
+                    hovertemplate="%{text}<br>start %{base:.1f} µs, %{x:.2f} µs<extra></extra>",
+                )
+            )
+    title = "Timeline" + (f" of step {step}" if step is not None else "") + " (µs from its first kernel, per stream)"
+    fig.update_layout(title=title, barmode="overlay", xaxis_title="µs", yaxis_title="stream", height=400)
+    return fig
+
+
+def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
+    analysis = run.analyse(kernels)
+    return {
+        "timeshare": timeshare_figure(analysis),
+        "top-kernels": top_kernels_figure(analysis),
+        "roofline": roofline_figure(analysis, run.device),
+        "headroom": headroom_figure(analysis),
+        "modules": module_figure(kernels),
+        "timeline": timeline_figure(kernels),
+    }
+
+
+def kernel_details(kernels: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Shapes, launcher and call stack of one kernel's distinct calls (for a click-to-inspect view)."""
+    rows = kernels[kernels["name"].astype(str) == name]
+    columns = ["launcher", "input_dims", "input_types", "module", "call_stack"]
+    grouped = rows.groupby(columns, dropna=False, observed=True)["dur_us"].agg(["count", "sum", "mean"])
+    return grouped.sort_values("sum", ascending=False).reset_index()
+
+
+# --- comparing two runs --------------------------------------------------------------------
+
+
+def compare_runs(a: Run, b: Run, by: str = "category") -> pd.DataFrame:
+    """Time per `by` (category, op_mapping or name) in both runs, the change and the ratio."""
+    ta = a.kernels.groupby(a.kernels[by].astype(str))["dur_us"].agg(["sum", "size"])
+    tb = b.kernels.groupby(b.kernels[by].astype(str))["dur_us"].agg(["sum", "size"])
+    table = ta.join(tb, how="outer", lsuffix="_a", rsuffix="_b").fillna(0.0)
+    table.columns = ["us_a", "count_a", "us_b", "count_b"]
+    table["delta_us"] = table["us_b"] - table["us_a"]
+    table["ratio"] = table["us_b"] / table["us_a"].where(table["us_a"] > 0)
+    table["status"] = np.select(
+        [table["count_a"] == 0, table["count_b"] == 0], ["appeared", "vanished"], default="both"
+    )
+    return table.sort_values("delta_us", ascending=False).rename_axis(by).reset_index()
+
+
+def compare_figure(table: pd.DataFrame, key: str, label_a: str, label_b: str, top: int = 20) -> go.Figure:
+    rows = table.reindex(table[["us_a", "us_b"]].max(axis=1).sort_values(ascending=False).index).head(top)
+    names = [display_name(str(v))[:60] for v in rows[key]]
+    fig = go.Figure([go.Bar(name=label_a, x=names, y=rows["us_a"]), go.Bar(name=label_b, x=names, y=rows["us_b"])])
+    fig.update_layout(
+        barmode="group", title=f"GPU time per {key}: {label_a} vs {label_b}", yaxis_title="µs", height=450
+    )
+    return fig
+
+
+# --- replay -----------------------------------------------------------------------------------
+
+
+def replay_vs_traced(run: Run) -> pd.DataFrame | None:
+    """Replayed (median) against traced time per replayed kernel and shape, when replay.parquet exists."""
+    if run.replay is None or run.replay.empty:
+        return None
+    table = run.replay.copy()
+    if "traced_us" in table and "median_us" in table:
+        table["ratio"] = table["median_us"] / table["traced_us"].where(table["traced_us"] > 0)
+    return table
+
+
+def replay_figure(table: pd.DataFrame) -> go.Figure:
+    fig = go.Figure(
+        go.Scatter(
+            x=table["traced_us"],
+            y=table["median_us"],
+            mode="markers",
+            text=[f"{display_name(str(k))} {d}" for k, d in zip(table["kernel"], table["input_dims"], strict=True)],
+            hovertemplate="%{text}<br>traced %{x:.2f} µs, replayed %{y:.2f} µs<extra></extra>",
+        )
+    )
+    top = float(np.nanmax([table["traced_us"].max(), table["median_us"].max(), 1.0]))
+    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="replayed = traced", line={"dash": "dot"}))
+    fig.update_layout(
+        title="Replayed vs traced time per kernel and shape",
+        xaxis_title="traced µs",
+        yaxis_title="replayed µs (median)",
+        height=500,
+    )
+    return fig
+
+
+def display_output(item: go.Figure | str) -> dict[str, Any]:
+    """An output record for an ipywidgets `Output` panel: a plotly figure (interactive in
+    JupyterLab and classic notebooks) or an HTML snippet."""
+    if isinstance(item, go.Figure):
+        data = {
+            "application/vnd.plotly.v1+json": json.loads(item.to_json()),
+            "text/html": item.to_html(include_plotlyjs=False, full_html=False),
+            "text/plain": f"<Figure: {item.layout.title.text}>",
+        }
+    else:
+        data = {"text/html": item, "text/plain": "<HTML>"}
+    return {"output_type": "display_data", "data": data, "metadata": {}}
