@@ -197,3 +197,59 @@ def dashboard(
         executed = execute(notebook, env)
     to_html(executed, html)
     console.print(f"wrote {html}")
+
+
+@app.command()
+@_one_line_errors
+def replay(
+    kernel: Annotated[str | None, typer.Option("--kernel", "-k", help="Kernel name or regular expression.")] = None,
+    op: Annotated[str | None, typer.Option("--op", help="Only this op_mapping.")] = None,
+    category: Annotated[str | None, typer.Option("--category", help="Only this category.")] = None,
+    source: Annotated[
+        Path | None, typer.Option("--from", help="An `atlas ingest` output (default: catalogs/kernels.json).")
+    ] = None,
+    catalog: Annotated[Path | None, typer.Option("--catalog", help="A seed-format catalog to replay from.")] = None,
+    replay_all: Annotated[bool, typer.Option("--all", help="Replay everything replayable (with --from).")] = False,
+    device: Annotated[str | None, typer.Option("--device", help="cuda or cpu (default: cuda when available).")] = None,
+    shape: Annotated[int | None, typer.Option("--shape", help="Only the N-th matching shape (0-based).")] = None,
+    all_shapes: Annotated[bool, typer.Option("--all-shapes", help="Every matching shape, not only the first.")] = False,
+    scale: Annotated[
+        float, typer.Option(help="Shrink large dimensions by this factor (Triton interpreter on the CPU).")
+    ] = 1.0,
+    max_gib: Annotated[float, typer.Option("--max-gib", help="Refuse shapes whose inputs exceed this.")] = 16.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
+) -> None:
+    """Re-run kernels with their recorded shapes, dtypes, strides and scalars; time them (CUDA
+    events, L2 flushed, CUDA graphs for short kernels; wall clock on the CPU) and check them
+    against a float64 or plain-torch reference."""
+    from kernel_atlas.paths import catalogs_dir
+    from kernel_atlas.replay.runner import (
+        default_device,
+        select,
+        targets_from_catalog,
+        targets_from_output,
+    )
+    from kernel_atlas.replay.runner import (
+        replay_all as run_all,
+    )
+    from kernel_atlas.report.terminal import print_replay
+
+    device = device or default_device()
+    if source is not None:
+        targets = targets_from_output(source)
+    else:
+        targets = targets_from_catalog(catalog or catalogs_dir() / "kernels.json")
+    targets = select(targets, kernel, op, category)
+    if not (replay_all or all_shapes or shape is not None):
+        targets = targets[:1]
+    elif shape is not None:
+        targets = targets[shape : shape + 1]
+    if not targets:
+        raise AtlasError(source or catalog, "no kernel matches the filters")
+    results = run_all(targets, device, scale=scale, max_gib=max_gib)
+    if source is not None and replay_all:
+        results.to_parquet(Path(source) / "replay.parquet", index=False)
+    if as_json:
+        sys.stdout.write(results.to_json(orient="records", indent=1) + "\n")
+        return
+    print_replay(console, results, device)

@@ -191,3 +191,47 @@ def print_report(console: Console, report: Any, top: int = 12) -> None:
             highlight=False,
         )
     console.print("wrote " + ", ".join(str(p) for p in report.files.values()), highlight=False)
+
+
+def print_replay(console: Console, results: Any, device: str) -> None:
+    table = Table(
+        title=f"Replay on {device}" + (" (wall clock: CPU times are not GPU times)" if device == "cpu" else ""),
+        title_justify="left",
+    )
+    for column in (
+        "kernel / shapes",
+        "implementation",
+        "median",
+        "p10–p90",
+        "traced",
+        "ratio",
+        "TFLOP/s",
+        "GB/s",
+        "check",
+    ):
+        table.add_column(
+            column,
+            overflow="fold",
+            justify="left" if column in ("kernel / shapes", "implementation", "check") else "right",
+        )
+    for row in results.itertuples(index=False):
+        timed = row.median_us == row.median_us and row.median_us is not None
+        table.add_row(
+            f"{display_name(str(row.kernel))} {row.input_dims or ''}",
+            str(row.implementation),
+            fmt_us(row.median_us) if timed else "–",
+            f"{row.p10_us:.1f}–{row.p90_us:.1f}" if timed else "–",
+            fmt_us(row.traced_us) if row.traced_us == row.traced_us and row.traced_us is not None else "–",
+            f"{row.ratio:.2f}" if row.ratio == row.ratio and row.ratio is not None else "–",
+            f"{row.achieved_tflops:.2f}"
+            if row.achieved_tflops == row.achieved_tflops and row.achieved_tflops is not None
+            else "–",
+            f"{row.achieved_gbps:.0f}"
+            if row.achieved_gbps == row.achieved_gbps and row.achieved_gbps is not None
+            else "–",
+            f"{row.check}: {row.reason}",
+        )
+    console.print(table)
+    done = int((results["check"] != "skipped").sum()) if len(results) else 0
+    methods = ", ".join(sorted(set(results["method"].dropna()) - {""})) or "–"
+    console.print(f"{done}/{len(results)} replayed; timing method: {methods}")

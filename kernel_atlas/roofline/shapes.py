@@ -20,13 +20,14 @@ else:  # pragma: no cover
 class DType:
     bytes: int
     precision: str
+    torch: str  # torch dtype name used for replay
 
 
 @lru_cache(maxsize=1)
 def dtypes() -> dict[str, DType]:
     with (catalogs_dir() / "dtypes.toml").open("rb") as handle:
         data = tomllib.load(handle)
-    return {name: DType(int(v["bytes"]), v["precision"]) for name, v in data["dtypes"].items()}
+    return {name: DType(int(v["bytes"]), v["precision"], v["torch"]) for name, v in data["dtypes"].items()}
 
 
 @dataclass(frozen=True)

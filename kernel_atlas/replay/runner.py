@@ -1,0 +1,290 @@
+"""`atlas replay`: choose what to replay, replay it, measure it, check it, tabulate it."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.pipeline import load_kernels
+from kernel_atlas.replay.inputs import NotReplayable, nbytes, parse_recorded
+from kernel_atlas.roofline.costs import Call, NoCost, cost_of
+from kernel_atlas.roofline.shapes import parse_args
+
+# Kernel families that one process on one GPU cannot replay, and why.
+NOT_REPLAYABLE = [
+    (
+        re.compile(r"nccl|rccl|cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter", re.I),
+        "a collective across ranks: not replayable on one GPU",
+    ),
+    (re.compile(r"deep_ep::", re.I), "DeepEP dispatch/combine needs the expert-parallel ranks and their buffers"),
+    (
+        re.compile(r"deep_gemm::", re.I),
+        "DeepGEMM kernels are JIT-built for the exact shape; use the block-fp8 stand-in",
+    ),
+]
+
+
+@dataclass
+class Target:
+    kernel: str
+    launcher: str
+    op_mapping: str
+    category: str
+    input_dims: str | None
+    input_types: str | None
+    input_strides: str | None
+    concrete_inputs: str | None
+    traced_us: float | None
+    count: int
+    source: str  # "trace" or "catalog"
+
+
+@dataclass
+class Result:
+    kernel: str
+    launcher: str
+    op_mapping: str
+    category: str
+    input_dims: str | None
+    implementation: str
+    device: str
+    device_name: str
+    method: str
+    median_us: float | None
+    p10_us: float | None
+    p90_us: float | None
+    reps: int
+    traced_us: float | None
+    ratio: float | None
+    flops: float | None
+    bytes: float | None
+    achieved_tflops: float | None
+    achieved_gbps: float | None
+    check: str
+    reason: str
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None or (isinstance(value, float) and value != value) else str(value)
+
+
+def targets_from_output(out_dir: str | Path) -> list[Target]:
+    """One target per distinct (launching op, recorded inputs) of an ingest output; the traced
+    time is the mean time of one op call (all of its kernels)."""
+    frame = load_kernels(out_dir)
+    frame = frame[(frame["kind"] == "kernel") & frame["cpu_op"].notna()].copy()
+    if frame.empty:
+        return []
+    calls = frame.groupby(["trace", "rank", "cpu_op_id"], observed=True).agg(
+        call_us=("dur_us", "sum"),
+        name=("name", "first"),
+        cpu_op=("cpu_op", "first"),
+        op_mapping=("op_mapping", "first"),
+        category=("category", "first"),
+        input_dims=("input_dims", "first"),
+        input_types=("input_types", "first"),
+        input_strides=("input_strides", "first"),
+        concrete_inputs=("concrete_inputs", "first"),
+    )
+    for column in ("name", "cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs"):
+        calls[column] = calls[column].astype(object).fillna("")
+    signature = ["cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs"]
+    grouped = (
+        calls.groupby(signature, sort=False)
+        .agg(
+            name=("name", "first"),
+            op_mapping=("op_mapping", "first"),
+            category=("category", "first"),
+            traced_us=("call_us", "mean"),
+            count=("call_us", "size"),
+        )
+        .reset_index()
+    )
+    return [
+        Target(
+            str(r.name),
+            str(r.cpu_op),
+            str(r.op_mapping),
+            str(r.category),
+            r.input_dims or None,
+            r.input_types or None,
+            r.input_strides or None,
+            r.concrete_inputs or None,
+            float(r.traced_us),
+            int(r.count),
+            "trace",
+        )
+        for r in grouped.itertuples(index=False)
+    ]
+
+
+def targets_from_catalog(path: str | Path) -> list[Target]:
+    """One target per catalog entry, with the entry's example shapes."""
+    try:
+        entries = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise AtlasError(path, f"cannot read the catalog ({exc})") from None
+    targets = []
+    for entry in entries:
+        params = entry.get("params", [])
+        dims = [p["example_dim"] if isinstance(p.get("example_dim"), list) else [] for p in params]
+        types = [p.get("example_dtype") or "" for p in params]
+        targets.append(
+            Target(
+                entry["kernel_name"],
+                entry.get("kernel_implementation", ""),
+                entry.get("op_mapping", ""),
+                entry.get("category", ""),
+                json.dumps(dims),
+                json.dumps(types),
+                None,
+                None,
+                None,
+                1,
+                "catalog",
+            )
+        )
+    return targets
+
+
+def select(targets: list[Target], kernel: str | None, op: str | None, category: str | None) -> list[Target]:
+    pattern = re.compile(kernel) if kernel else None
+    return [
+        t
+        for t in targets
+        if (pattern is None or pattern.search(t.kernel))
+        and (op is None or t.op_mapping == op)
+        and (category is None or t.category == category)
+    ]
+
+
+def _cost(target: Target) -> tuple[float | None, float | None]:
+    try:
+        cost = cost_of(
+            Call(
+                target.launcher,
+                target.op_mapping,
+                parse_args(target.input_dims, target.input_types, target.concrete_inputs),
+                target.kernel,
+            )
+        )
+    except (NoCost, ValueError, IndexError, TypeError, ZeroDivisionError):
+        return None, None
+    return cost.flops, cost.bytes
+
+
+def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float = 1.0) -> Result:
+    from kernel_atlas.replay.kernels import find_implementation
+    from kernel_atlas.replay.timing import measure
+
+    flops, nbytes_ = _cost(target)
+
+    def skipped(reason: str, implementation: str = "none") -> Result:
+        return Result(
+            target.kernel,
+            target.launcher,
+            target.op_mapping,
+            target.category,
+            target.input_dims,
+            implementation,
+            device,
+            "",
+            "",
+            None,
+            None,
+            None,
+            0,
+            target.traced_us,
+            None,
+            flops,
+            nbytes_,
+            None,
+            None,
+            "skipped",
+            reason,
+        )
+
+    recorded = parse_recorded(target.input_dims, target.input_types, target.input_strides, target.concrete_inputs)
+    size = nbytes(recorded)
+    if size > max_gib * (1 << 30):
+        return skipped(f"inputs need {size / (1 << 30):.1f} GiB, more than --max-gib {max_gib:g}")
+    try:
+        special = find_implementation(target, device, scale)
+        if special is not None:
+            case = special
+        elif target.launcher.startswith("aten::"):
+            from kernel_atlas.replay.aten import build_case
+
+            case = build_case(
+                target.launcher,
+                target.input_dims,
+                target.input_types,
+                target.input_strides,
+                target.concrete_inputs,
+                device,
+            )
+        else:
+            reason = next((why for pattern, why in NOT_REPLAYABLE if pattern.search(target.kernel)), None)
+            raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
+        timing = measure(case.run, device)
+        check, why = case.check()
+    except NotReplayable as exc:
+        return skipped(str(exc))
+    except (RuntimeError, TypeError, ValueError, IndexError, NotImplementedError) as exc:
+        return skipped(f"replay failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+    traced = target.traced_us
+    ratio = timing.median_us / traced if traced else None
+    tflops = flops / (timing.median_us * 1e6) if flops else None
+    gbps = nbytes_ / (timing.median_us * 1e3) if nbytes_ else None
+    return Result(
+        target.kernel,
+        target.launcher,
+        target.op_mapping,
+        target.category,
+        target.input_dims,
+        case.implementation,
+        device,
+        timing.device_name,
+        timing.method,
+        timing.median_us,
+        timing.p10_us,
+        timing.p90_us,
+        timing.reps,
+        traced,
+        ratio,
+        flops,
+        nbytes_,
+        tflops,
+        gbps,
+        check,
+        why,
+    )
+
+
+def replay_all(
+    targets: list[Target], device: str, on_done: Callable[[Result], None] | None = None, **options: Any
+) -> pd.DataFrame:
+    rows = []
+    for target in targets:
+        result = replay_one(target, device, **options)
+        rows.append(asdict(result))
+        if on_done:
+            on_done(result)
+    return pd.DataFrame(rows, columns=list(Result.__dataclass_fields__))
+
+
+def default_device() -> str:
+    try:
+        import torch
+    except ImportError:
+        raise AtlasError(
+            None, "replay needs PyTorch: `pip install torch==2.13.0` (or a CUDA build), then retry"
+        ) from None
+    return "cuda" if torch.cuda.is_available() else "cpu"
