@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -184,6 +185,9 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
     from kernel_atlas.replay.kernels import find_implementation
     from kernel_atlas.replay.timing import measure
 
+    if not device.startswith("cuda"):
+        # Triton kernels run in the interpreter on the CPU; it must be on before they are defined
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     flops, nbytes_ = _cost(target)
 
     def skipped(reason: str, implementation: str = "none") -> Result:
@@ -233,13 +237,17 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
         else:
             reason = next((why for pattern, why in NOT_REPLAYABLE if pattern.search(target.kernel)), None)
             raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
-        timing = measure(case.run, device)
+        light = not device.startswith("cuda") and "interpreter" in case.implementation
+        timing = measure(case.run, device, **({"warmup": 1, "min_reps": 3, "budget_s": 0.0} if light else {}))
         check, why = case.check()
     except NotReplayable as exc:
         return skipped(str(exc))
     except (RuntimeError, TypeError, ValueError, IndexError, NotImplementedError) as exc:
         return skipped(f"replay failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
     traced = target.traced_us
+    if scale < 1.0 and "scaled" in case.implementation:
+        # the replay ran smaller shapes than recorded: costs and traced time do not apply
+        flops = nbytes_ = traced = None
     ratio = timing.median_us / traced if traced else None
     tflops = flops / (timing.median_us * 1e6) if flops else None
     gbps = nbytes_ / (timing.median_us * 1e3) if nbytes_ else None

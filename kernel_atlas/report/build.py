@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
 from kernel_atlas.roofline.analysis import Analysis, analyse
@@ -20,6 +22,27 @@ class Report:
     device: Device | None
     traced_gpu: str | None
     files: dict[str, Path]
+
+
+def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
+    """Replayed times next to traced ones: per (launcher, input shapes), the replay's median
+    per call, its device and check, and the achieved throughput of the replay."""
+    timed = replay[replay["median_us"].notna()]
+    if timed.empty:
+        return roofline
+    columns = {
+        "median_us": "replay_us",
+        "device_name": "replay_device",
+        "check": "replay_check",
+        "implementation": "replay_implementation",
+    }
+    keyed = timed.rename(columns=columns)[["launcher", "input_dims", *columns.values()]]
+    keyed = keyed.drop_duplicates(["launcher", "input_dims"])
+    merged = roofline.merge(keyed, on=["launcher", "input_dims"], how="left")
+    main = merged["role"] == "main"
+    merged["replay_tflops"] = (merged["flops"] / (merged["replay_us"] * 1e6)).where(main)
+    merged["replay_gbps"] = (merged["bytes"] / (merged["replay_us"] * 1e3)).where(main)
+    return merged
 
 
 def _resolve_input(source: Path) -> Path:
@@ -51,6 +74,9 @@ def build_report(source: str | Path, device_key: str | None = None, html: Path |
     if frame.empty:
         raise AtlasError(out_dir, "no GPU activities to report on")
     analysis = analyse(frame, device, world)
+    replay_path = out_dir / "replay.parquet"
+    if replay_path.exists():
+        analysis.roofline = merge_replay(analysis.roofline, pd.read_parquet(replay_path))
     analysis.facts["traced_gpu"] = gpu_name
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
     files = {

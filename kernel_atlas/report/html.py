@@ -55,6 +55,24 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
                 hovertemplate="%{text}<extra></extra>",
             )
         )
+    if "replay_tflops" in table:
+        replayed = points[points["replay_tflops"].notna()]
+        if len(replayed):
+            fig.add_trace(
+                go.Scatter(
+                    x=replayed["intensity"],
+                    y=replayed["replay_tflops"],
+                    mode="markers",
+                    name="replayed",
+                    marker={"symbol": "diamond-open", "size": 11, "color": "black"},
+                    text=[
+                        f"replayed {html.escape(_short(str(r.name)))}: {r.replay_us:.2f} µs on "
+                        f"{html.escape(str(r.replay_device))} ({r.replay_check})"
+                        for r in replayed.itertuples()
+                    ],
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
     if device is not None and len(points):
         lo = max(points["intensity"].min() / 4, 1e-3)
         hi = max(points["intensity"].max() * 4, 10.0)

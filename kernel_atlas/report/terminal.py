@@ -220,7 +220,7 @@ def print_replay(console: Console, results: Any, device: str) -> None:
             f"{display_name(str(row.kernel))} {row.input_dims or ''}",
             str(row.implementation),
             fmt_us(row.median_us) if timed else "–",
-            f"{row.p10_us:.1f}–{row.p90_us:.1f}" if timed else "–",
+            f"{fmt_us(row.p10_us)}–{fmt_us(row.p90_us)}" if timed else "–",
             fmt_us(row.traced_us) if row.traced_us == row.traced_us and row.traced_us is not None else "–",
             f"{row.ratio:.2f}" if row.ratio == row.ratio and row.ratio is not None else "–",
             f"{row.achieved_tflops:.2f}"

@@ -1,0 +1,148 @@
+"""RMSNorm kernels of serving engines: plain, fused residual-add (flashinfer/sgl-kernel
+semantics) and SGLang's dual-residual variant, as Triton kernels with one program per row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+from kernel_atlas.replay.aten import Case
+from kernel_atlas.replay.inputs import NotReplayable
+from kernel_atlas.replay.kernels import register
+from kernel_atlas.replay.kernels.common import compute_dtype, label, scaled, shapes
+
+EPS = 1e-6
+
+
+@triton.jit
+def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + row * n_cols + cols, (x * rstd * w).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def fused_add_rmsnorm_kernel(x_ptr, res_ptr, w_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    """residual += x; x = rmsnorm(residual) · w (both in place)."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    offs = row * n_cols + cols
+    total = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32) + tl.load(
+        res_ptr + offs, mask=mask, other=0.0
+    ).to(tl.float32)
+    tl.store(res_ptr + offs, total.to(res_ptr.dtype.element_ty), mask=mask)
+    rstd = 1.0 / tl.sqrt(tl.sum(total * total, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(x_ptr + offs, (total * rstd * w).to(x_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def dual_residual_rmsnorm_kernel(out_ptr, mid_ptr, x_ptr, res_ptr, w1_ptr, w2_ptr, n_cols, eps, BLOCK: tl.constexpr):
+    """mid = rmsnorm(x)·w1 + residual; out = rmsnorm(mid)·w2."""
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    offs = row * n_cols + cols
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    w1 = tl.load(w1_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    mid = x * rstd * w1 + tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    tl.store(mid_ptr + offs, mid.to(mid_ptr.dtype.element_ty), mask=mask)
+    rstd2 = 1.0 / tl.sqrt(tl.sum(mid * mid, axis=0) / n_cols + eps)
+    w2 = tl.load(w2_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(out_ptr + offs, (mid * rstd2 * w2).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def rmsnorm_reference(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    x32 = x.float()
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+
+
+def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
+    rows, cols = x.shape
+    out = torch.empty_like(x)
+    rmsnorm_kernel[(rows,)](x, w, out, cols, eps, BLOCK=triton.next_power_of_2(cols))
+    return out
+
+
+def fused_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> None:
+    rows, cols = x.shape
+    fused_add_rmsnorm_kernel[(rows,)](x, residual, w, cols, eps, BLOCK=triton.next_power_of_2(cols))
+
+
+def dual_residual_rmsnorm(x, residual, w1, w2, eps: float = EPS) -> tuple[torch.Tensor, torch.Tensor]:
+    rows, cols = x.shape
+    out, mid = torch.empty_like(x), torch.empty_like(x)
+    dual_residual_rmsnorm_kernel[(rows,)](out, mid, x, residual, w1, w2, cols, eps, BLOCK=triton.next_power_of_2(cols))
+    return out, mid
+
+
+def _rows_cols(target: Any, scale: float) -> tuple[int, int]:
+    found = [s for s in shapes(target) if len(s) == 2]
+    if not found:
+        raise NotReplayable("no [tokens, hidden] activation shape recorded")
+    rows, cols = found[0]
+    return scaled(rows, scale), scaled(cols, scale)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
+    error = float((a.float() - b.float()).abs().max())
+    tolerance = 2e-2 if a.dtype in (torch.bfloat16, torch.float16) else 1e-4
+    scale = max(float(b.float().abs().max()), 1e-6)
+    return ("pass" if error <= tolerance * scale else "fail"), f"max |error| {error:.3g} vs plain-torch reference"
+
+
+@register(r"FusedAddRMSNormKernel|fused_add_rmsnorm|add_rmsnorm")
+def _fused_add(target: Any, device: str, scale: float) -> Case:
+    rows, cols = _rows_cols(target, scale)
+    dtype = compute_dtype(device)
+    x0 = torch.randn(rows, cols, device=device, dtype=dtype)
+    r0 = torch.randn(rows, cols, device=device, dtype=dtype)
+    w = torch.randn(cols, device=device, dtype=dtype)
+    x, r = x0.clone(), r0.clone()
+
+    def check() -> tuple[str, str]:
+        xc, rc = x0.clone(), r0.clone()
+        fused_add_rmsnorm(xc, rc, w)
+        total = (x0.float() + r0.float()).to(dtype)
+        verdict, why = _close(xc, rmsnorm_reference(total, w))
+        residual_ok = _close(rc, total)[0] == "pass"
+        return (verdict if residual_ok else "fail"), why + ("" if residual_ok else "; residual wrong")
+
+    return Case(lambda: fused_add_rmsnorm(x, r, w), label("Triton fused_add_rmsnorm_kernel", device, scale), check)
+
+
+@register(r"^fused_dual_residual_rmsnorm_kernel$|dual_residual_rmsnorm")
+def _dual(target: Any, device: str, scale: float) -> Case:
+    rows, cols = _rows_cols(target, scale)
+    dtype = compute_dtype(device)
+    x, r = (torch.randn(rows, cols, device=device, dtype=dtype) for _ in range(2))
+    w1, w2 = (torch.randn(cols, device=device, dtype=dtype) for _ in range(2))
+
+    def check() -> tuple[str, str]:
+        out, mid = dual_residual_rmsnorm(x, r, w1, w2)
+        ref_mid = (rmsnorm_reference(x, w1).float() + r.float()).to(dtype)
+        verdict, why = _close(out, rmsnorm_reference(ref_mid, w2))
+        return (verdict if _close(mid, ref_mid)[0] == "pass" else "fail"), why
+
+    return Case(lambda: dual_residual_rmsnorm(x, r, w1, w2),
+                label("Triton fused_dual_residual_rmsnorm_kernel", device, scale), check)  # fmt: skip
+
+
+# registered last: the patterns above are more specific
+@register(r"(?<!Add)(?<!Gemma)RMSNormKernel|^fused_rmsnorm_kernel$|^rmsnorm_kernel|^_rms_norm")
+def _plain(target: Any, device: str, scale: float) -> Case:
+    rows, cols = _rows_cols(target, scale)
+    dtype = compute_dtype(device)
+    x = torch.randn(rows, cols, device=device, dtype=dtype)
+    w = torch.randn(cols, device=device, dtype=dtype)
+    return Case(lambda: rmsnorm(x, w), label("Triton rmsnorm_kernel", device, scale),
+                lambda: _close(rmsnorm(x, w), rmsnorm_reference(x, w)))  # fmt: skip

@@ -1,0 +1,57 @@
+"""Shared pieces of the Triton replay kernels: shapes from targets, scaling, device policy."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from typing import Any
+
+from kernel_atlas.replay.inputs import NotReplayable
+
+# The Triton interpreter runs kernels in NumPy: keep CPU replays small.
+INTERPRETER_FLOP_LIMIT = 5e9
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def compute_dtype(device: str) -> Any:
+    """bf16 on a GPU; fp32 under the Triton interpreter, whose bf16 tl.dot is wrong."""
+    import torch
+
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+
+
+def shapes(target: Any) -> list[tuple[int, ...]]:
+    """The recorded/catalog tensor shapes of a target, in order ("N/A" and scalars skipped)."""
+    try:
+        dims = json.loads(target.input_dims or "[]")
+    except ValueError:
+        dims = []
+    return [tuple(d) for d in dims if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
+
+
+def scaled(n: int, scale: float, multiple: int = 16) -> int:
+    """A dimension shrunk by `scale` (dimensions under 64 are kept), rounded to `multiple`."""
+    if scale >= 1.0 or n < 64:
+        return n
+    return max(multiple, int(round(n * scale / multiple)) * multiple)
+
+
+def guard_interpreter(device: str, flops: float, what: str) -> None:
+    if not device.startswith("cuda") and flops > INTERPRETER_FLOP_LIMIT:
+        raise NotReplayable(
+            f"{what}: {flops / 1e9:.0f} GFLOP is too much for the Triton interpreter on the CPU; "
+            f"pass --scale {max(2 ** -int(math.log2(flops / INTERPRETER_FLOP_LIMIT) + 1), 2**-8):g} to shrink it"
+        )
+
+
+def label(implementation: str, device: str, scale: float, triton: bool = True) -> str:
+    parts = [implementation]
+    if not device.startswith("cuda"):
+        parts.append("Triton interpreter (fp32)" if triton and interpreting() else "CPU")
+    if scale < 1.0:
+        parts.append(f"dimensions ≥ 64 scaled by {scale:g}")
+    return ", ".join(parts)
