@@ -37,7 +37,7 @@ def scaled(n: int, scale: float, multiple: int = 16) -> int:
     """A dimension shrunk by `scale` (dimensions under 64 are kept), rounded to `multiple`."""
     if scale >= 1.0 or n < 64:
         return n
-    return max(multiple, int(round(n * scale / multiple)) * multiple)
+    return max(multiple, round(n * scale / multiple) * multiple)
 
 
 def guard_interpreter(device: str, flops: float, what: str) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F  # noqa: N812
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 
@@ -25,12 +25,31 @@ from kernel_atlas.replay.kernels.common import compute_dtype, guard_interpreter,
 
 @triton.jit
 def fused_moe_kernel(
-    a_ptr, b_ptr, c_ptr, topk_weights_ptr, sorted_token_ids_ptr, expert_ids_ptr, num_tokens_post_padded_ptr,
-    N, K, EM, num_valid_tokens,
-    stride_am, stride_ak, stride_be, stride_bk, stride_bn, stride_cm, stride_cn,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr,
-    MUL_ROUTED_WEIGHT: tl.constexpr, top_k: tl.constexpr,
-):  # fmt: skip
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    topk_weights_ptr,
+    sorted_token_ids_ptr,
+    expert_ids_ptr,
+    num_tokens_post_padded_ptr,
+    N,
+    K,
+    EM,
+    num_valid_tokens,
+    stride_am,
+    stride_ak,
+    stride_be,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+    MUL_ROUTED_WEIGHT: tl.constexpr,
+    top_k: tl.constexpr,
+):
     pid = tl.program_id(axis=0)
     num_pid_m = tl.cdiv(EM, BLOCK_SIZE_M)
     num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
@@ -71,8 +90,9 @@ def fused_moe_kernel(
 
 
 @triton.jit
-def moe_sum_reduce_kernel(x_ptr, out_ptr, num_tokens, hidden, scaling, TOPK: tl.constexpr,
-                          BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):  # fmt: skip
+def moe_sum_reduce_kernel(
+    x_ptr, out_ptr, num_tokens, hidden, scaling, TOPK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr
+):
     """out[t, :] = scaling · Σ_k x[t, k, :]."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
@@ -123,10 +143,28 @@ def invoke_fused_moe(a, w, c, topk_weights, sorted_ids, expert_ids, post_padded,
     em = sorted_ids.numel()
     grid = (triton.cdiv(em, blocks["BLOCK_SIZE_M"]) * triton.cdiv(n, blocks["BLOCK_SIZE_N"]),)
     fused_moe_kernel[grid](
-        a, w, c, topk_weights, sorted_ids, expert_ids, post_padded, n, k, em, num_valid,
-        a.stride(0), a.stride(1), w.stride(0), w.stride(2), w.stride(1), c.stride(0), c.stride(1),
-        MUL_ROUTED_WEIGHT=mul_routed, top_k=top_k, **blocks,
-    )  # fmt: skip
+        a,
+        w,
+        c,
+        topk_weights,
+        sorted_ids,
+        expert_ids,
+        post_padded,
+        n,
+        k,
+        em,
+        num_valid,
+        a.stride(0),
+        a.stride(1),
+        w.stride(0),
+        w.stride(2),
+        w.stride(1),
+        c.stride(0),
+        c.stride(1),
+        MUL_ROUTED_WEIGHT=mul_routed,
+        top_k=top_k,
+        **blocks,
+    )
 
 
 def moe_sum_reduce(x: torch.Tensor, scaling: float = 1.0) -> torch.Tensor:
@@ -239,5 +277,8 @@ def _align(target: Any, device: str, scale: float) -> Case:
             ok &= all(flat[i] == expert for i in sorted_ids[block * 16 : (block + 1) * 16].tolist() if i < len(flat))
         return ("pass" if ok else "fail"), "every slot once, each block holds one expert's tokens"
 
-    return Case(lambda: moe_align_block_size(ids, 16, experts),
-                label("torch moe_align_block_size (same output layout)", device, scale, triton=False), check)  # fmt: skip
+    return Case(
+        lambda: moe_align_block_size(ids, 16, experts),
+        label("torch moe_align_block_size (same output layout)", device, scale, triton=False),
+        check,
+    )

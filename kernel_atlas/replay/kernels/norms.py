@@ -133,8 +133,11 @@ def _dual(target: Any, device: str, scale: float) -> Case:
         verdict, why = _close(out, rmsnorm_reference(ref_mid, w2))
         return (verdict if _close(mid, ref_mid)[0] == "pass" else "fail"), why
 
-    return Case(lambda: dual_residual_rmsnorm(x, r, w1, w2),
-                label("Triton fused_dual_residual_rmsnorm_kernel", device, scale), check)  # fmt: skip
+    return Case(
+        lambda: dual_residual_rmsnorm(x, r, w1, w2),
+        label("Triton fused_dual_residual_rmsnorm_kernel", device, scale),
+        check,
+    )
 
 
 # registered last: the patterns above are more specific
@@ -144,5 +147,8 @@ def _plain(target: Any, device: str, scale: float) -> Case:
     dtype = compute_dtype(device)
     x = torch.randn(rows, cols, device=device, dtype=dtype)
     w = torch.randn(cols, device=device, dtype=dtype)
-    return Case(lambda: rmsnorm(x, w), label("Triton rmsnorm_kernel", device, scale),
-                lambda: _close(rmsnorm(x, w), rmsnorm_reference(x, w)))  # fmt: skip
+    return Case(
+        lambda: rmsnorm(x, w),
+        label("Triton rmsnorm_kernel", device, scale),
+        lambda: _close(rmsnorm(x, w), rmsnorm_reference(x, w)),
+    )

@@ -18,8 +18,16 @@ BLOCK = 512
 
 
 @triton.jit
-def write_req_to_token_pool_kernel(req_to_token, req_pool_indices, pre_lens, seq_lens, extend_lens, out_cache_loc,
-                                   stride: tl.constexpr, BLOCK_SIZE: tl.constexpr):  # fmt: skip
+def write_req_to_token_pool_kernel(
+    req_to_token,
+    req_pool_indices,
+    pre_lens,
+    seq_lens,
+    extend_lens,
+    out_cache_loc,
+    stride: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
     """req_to_token[req, pre_len : seq_len] = out_cache_loc[this request's slice]."""
     pid = tl.program_id(0)
     req = tl.load(req_pool_indices + pid)
@@ -36,8 +44,16 @@ def write_req_to_token_pool_kernel(req_to_token, req_pool_indices, pre_lens, seq
 
 
 @triton.jit
-def create_kv_indices_kernel(req_to_token, req_pool_indices, page_kernel_lens, kv_indptr, kv_start_idx, kv_indices,
-                             stride: tl.constexpr, BLOCK_SIZE: tl.constexpr):  # fmt: skip
+def create_kv_indices_kernel(
+    req_to_token,
+    req_pool_indices,
+    page_kernel_lens,
+    kv_indptr,
+    kv_start_idx,
+    kv_indices,
+    stride: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+):
     """kv_indices[kv_indptr[b] : +len_b] = req_to_token[req_b, start_b : start_b + len_b]."""
     pid = tl.program_id(0)
     req = tl.load(req_pool_indices + pid)
@@ -91,8 +107,11 @@ def _requests(target: Any, scale: float, device: str) -> dict[str, Any]:
     return {
         "req_to_token": torch.zeros((rows, stride), dtype=torch.int32, device=device),
         "req_pool": torch.randperm(rows, generator=generator)[:batch].to(device),
-        "pre": pre.to(device), "seq": seq.to(device), "extend": (seq - pre).to(device), "stride": stride,
-    }  # fmt: skip
+        "pre": pre.to(device),
+        "seq": seq.to(device),
+        "extend": (seq - pre).to(device),
+        "stride": stride,
+    }
 
 
 @register(r"^write_req_to_token_pool")
@@ -103,8 +122,16 @@ def _write_req_to_token(target: Any, device: str, scale: float) -> Case:
     batch = p["seq"].numel()
 
     def run() -> None:
-        write_req_to_token_pool_kernel[(batch,)](p["req_to_token"], p["req_pool"], p["pre"], p["seq"], p["extend"],
-                                                 out_cache_loc, stride=p["stride"], BLOCK_SIZE=BLOCK)  # fmt: skip
+        write_req_to_token_pool_kernel[(batch,)](
+            p["req_to_token"],
+            p["req_pool"],
+            p["pre"],
+            p["seq"],
+            p["extend"],
+            out_cache_loc,
+            stride=p["stride"],
+            BLOCK_SIZE=BLOCK,
+        )
 
     def check() -> tuple[str, str]:
         run()
@@ -130,8 +157,9 @@ def _kv_indices(target: Any, device: str, scale: float) -> Case:
     starts = torch.zeros(lens.numel(), dtype=torch.int64, device=device)
 
     def run() -> None:
-        create_kv_indices_kernel[(lens.numel(),)](p["req_to_token"], p["req_pool"], lens, indptr, starts, kv_indices,
-                                                   stride=p["stride"], BLOCK_SIZE=BLOCK)  # fmt: skip
+        create_kv_indices_kernel[(lens.numel(),)](
+            p["req_to_token"], p["req_pool"], lens, indptr, starts, kv_indices, stride=p["stride"], BLOCK_SIZE=BLOCK
+        )
 
     def check() -> tuple[str, str]:
         run()
@@ -183,8 +211,9 @@ def _group_quant(target: Any, device: str, scale: float) -> Case:
     staging = torch.empty(rows, cols, device=device, dtype=torch.float32) if interpreting() else y_q
 
     def run() -> None:
-        per_token_group_quant_fp8_kernel[(groups,)](y, staging, y_s, group, 1e-10, info.min, info.max,
-                                                    BLOCK_SIZE=triton.next_power_of_2(group))  # fmt: skip
+        per_token_group_quant_fp8_kernel[(groups,)](
+            y, staging, y_s, group, 1e-10, info.min, info.max, BLOCK_SIZE=triton.next_power_of_2(group)
+        )
         if staging is not y_q:
             y_q.copy_(staging.to(torch.float8_e4m3fn))
 
