@@ -51,23 +51,47 @@ def test_aten_signatures_of_the_h100_traces_replay_on_cpu(h100_outputs) -> None:
 
 
 def test_inputs_follow_recorded_strides_dtypes_and_index_ranges() -> None:
-    recorded = parse_recorded('[[4,6],[],[3]]', '["c10::BFloat16","Scalar","long int"]', '[[1,4],[],[1]]', '["","0",""]')
+    recorded = parse_recorded(
+        "[[4,6],[],[3]]", '["c10::BFloat16","Scalar","long int"]', "[[1,4],[],[1]]", '["","0",""]'
+    )
     assert [r.kind for r in recorded] == ["tensor", "scalar", "tensor"]
     t = make_tensor(recorded[0].dims, recorded[0].dtype, "cpu", recorded[0].strides)
     assert t.dtype == torch.bfloat16 and t.stride() == (1, 4) and t.shape == (4, 6)
-    target = Target("k", "aten::index_select", "index_select", "memory", "[[30522,8],[],[64]]",
-                    '["float","Scalar","long int"]', None, '["","0",""]', None, 1, "trace")
+    target = Target(
+        "k",
+        "aten::index_select",
+        "index_select",
+        "memory",
+        "[[30522,8],[],[64]]",
+        '["float","Scalar","long int"]',
+        None,
+        '["","0",""]',
+        None,
+        1,
+        "trace",
+    )
     result = replay_one(target, "cpu")
     assert result.check == "pass", result.reason
     fp8 = make_tensor((16, 32), "c10::Float8_e4m3fn", "cpu")
     assert fp8.dtype == torch.float8_e4m3fn and torch.isfinite(fp8.float()).all()
-    lists = parse_recorded('[[[4,1,8],[4,3,8]],[]]', '["TensorList","Scalar"]', None, '["","1"]')
+    lists = parse_recorded("[[[4,1,8],[4,3,8]],[]]", '["TensorList","Scalar"]', None, '["","1"]')
     assert lists[0].kind == "tensor_list" and lists[0].dims == [(4, 1, 8), (4, 3, 8)]
 
 
 def test_shapes_over_the_memory_limit_are_refused() -> None:
-    target = Target("k", "aten::mm", "matmul", "gemm", "[[65536,65536],[65536,65536]]", '["float","float"]',
-                    None, None, None, 1, "trace")
+    target = Target(
+        "k",
+        "aten::mm",
+        "matmul",
+        "gemm",
+        "[[65536,65536],[65536,65536]]",
+        '["float","float"]',
+        None,
+        None,
+        None,
+        1,
+        "trace",
+    )
     result = replay_one(target, "cpu", max_gib=1.0)
     assert result.check == "skipped" and "--max-gib" in result.reason
 
@@ -80,14 +104,17 @@ def test_shapes_over_the_memory_limit_are_refused() -> None:
     ],
 )
 def test_kernels_that_need_several_gpus_say_why(kernel: str, why: str) -> None:
-    result = replay_one(Target(kernel, "record_param_comms", "all_reduce", "communication", "[]", "[]",
-                               None, None, None, 1, "catalog"), "cpu")  # fmt: skip
+    result = replay_one(
+        Target(kernel, "record_param_comms", "all_reduce", "communication", "[]", "[]", None, None, None, 1, "catalog"),
+        "cpu",
+    )
     assert result.check == "skipped" and why in result.reason
 
 
 def _catalog_target(name: str, dims: list, types: list[str]) -> Target:
-    return Target(name, "<built-in function launch>", "", "", json.dumps(dims), json.dumps(types), None, None,
-                  None, 1, "catalog")  # fmt: skip
+    return Target(
+        name, "<built-in function launch>", "", "", json.dumps(dims), json.dumps(types), None, None, None, 1, "catalog"
+    )
 
 
 @pytest.mark.parametrize(
@@ -103,18 +130,32 @@ def _catalog_target(name: str, dims: list, types: list[str]) -> Target:
         ("create_flashinfer_kv_indices_triton", [[8, 512], [1], [1], [2], [0]]),
         ("compute_position_kernel", [[1], [1]]),
         ("_per_token_group_quant_fp8", [[16, 256]]),
+        ("_fwd_kernel_ep_scatter_1", [[24, 256], [64, 256], [64, 2]]),
+        ("_fwd_kernel_ep_gather", [[24, 256]]),
+        ("_w8a8_block_fp8_matmul", [[24, 256], [256, 256]]),
+        (
+            "void deep_gemm::fp8_gemm_kernel<256u, 256u, 64u, (deep_gemm::GemmType)0>(__nv_bfloat16*)",
+            [[24, 256], [24, 2], [256, 256], [2, 2], [24, 256]],
+        ),
     ],
 )
 def test_triton_kernels_match_their_torch_references(kernel: str, dims: list) -> None:
     result = replay_one(_catalog_target(kernel, dims, ["c10::BFloat16"] * len(dims)), "cpu")
     assert result.check == "pass", (result.implementation, result.reason)
     assert result.median_us > 0
-    expected = "torch moe_align" if "align" in kernel else "Triton"
+    expected = (
+        "torch moe_align" if "align" in kernel else "stand-in for DeepGEMM" if "deep_gemm" in kernel else "Triton"
+    )
     assert result.implementation.startswith(expected)
 
 
 def test_fused_moe_pieces_against_a_loop_reference() -> None:
-    from kernel_atlas.replay.kernels.fused_moe import fused_experts, fused_experts_reference, moe_align_block_size, route
+    from kernel_atlas.replay.kernels.fused_moe import (
+        fused_experts,
+        fused_experts_reference,
+        moe_align_block_size,
+        route,
+    )
 
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(10, 32, generator=generator)
@@ -125,7 +166,7 @@ def test_fused_moe_pieces_against_a_loop_reference() -> None:
     out = fused_experts(x, w1, w2, weights, ids, "cpu")
     assert torch.allclose(out, fused_experts_reference(x, w1, w2, weights, ids), atol=1e-4)
     sorted_ids, expert_ids, total = moe_align_block_size(ids, 16, 3)
-    assert int(total) % 16 == 0 and len(expert_ids) * 16 == int(total)
+    assert int(total) % 16 == 0 and len(expert_ids) * 16 == int(total) == len(sorted_ids)
 
 
 def test_cpu_timing_is_wall_clock_with_quantiles() -> None:
@@ -135,16 +176,32 @@ def test_cpu_timing_is_wall_clock_with_quantiles() -> None:
 
 
 def test_replay_command_on_the_seed_catalog_and_json_output() -> None:
-    result = runner.invoke(app, ["replay", "--kernel", "^fused_moe_kernel$", "--device", "cpu", "--scale", "0.03125",
-                                 "--json"])  # fmt: skip
+    result = runner.invoke(
+        app, ["replay", "--kernel", "^fused_moe_kernel$", "--device", "cpu", "--scale", "0.03125", "--json"]
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.output[result.output.index("[") :])
     assert len(rows) == 1
     row = rows[0]
-    for key in ("kernel", "launcher", "input_dims", "implementation", "device", "median_us", "p10_us", "p90_us",
-                "traced_us", "check", "reason"):  # fmt: skip
+    for key in (
+        "kernel",
+        "launcher",
+        "input_dims",
+        "implementation",
+        "device",
+        "median_us",
+        "p10_us",
+        "p90_us",
+        "traced_us",
+        "check",
+        "reason",
+    ):
         assert key in row
-    assert row["check"] == "pass" and "interpreter" in row["implementation"] and "scaled by 0.03125" in row["implementation"]
+    assert (
+        row["check"] == "pass"
+        and "interpreter" in row["implementation"]
+        and "scaled by 0.03125" in row["implementation"]
+    )
     full = runner.invoke(app, ["replay", "--kernel", "^fused_moe_kernel$", "--device", "cpu", "--json"])
     assert full.exit_code == 0, full.output
     refused = json.loads(full.output[full.output.index("[") :])[0]

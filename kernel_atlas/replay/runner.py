@@ -25,10 +25,6 @@ NOT_REPLAYABLE = [
         "a collective across ranks: not replayable on one GPU",
     ),
     (re.compile(r"deep_ep::", re.I), "DeepEP dispatch/combine needs the expert-parallel ranks and their buffers"),
-    (
-        re.compile(r"deep_gemm::", re.I),
-        "DeepGEMM kernels are JIT-built for the exact shape; use the block-fp8 stand-in",
-    ),
 ]
 
 

@@ -13,6 +13,7 @@ from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
 from kernel_atlas.replay.kernels.common import compute_dtype, label, scaled, shapes
+from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module
 
 EPS = 1e-6
 
@@ -147,6 +148,13 @@ def _plain(target: Any, device: str, scale: float) -> Case:
     dtype = compute_dtype(device)
     x = torch.randn(rows, cols, device=device, dtype=dtype)
     w = torch.randn(cols, device=device, dtype=dtype)
+    library = flashinfer_module(device) if "flashinfer" in target.kernel else None
+    if library is not None:
+        return Case(
+            lambda: library.norm.rmsnorm(x, w, EPS),
+            label("flashinfer.norm.rmsnorm", device, scale, triton=False),
+            lambda: _close(library.norm.rmsnorm(x, w, EPS), rmsnorm_reference(x, w)),
+        )
     return Case(
         lambda: rmsnorm(x, w),
         label("Triton rmsnorm_kernel", device, scale),

@@ -1,0 +1,56 @@
+"""Kernels flashinfer provides (RMSNorm, fused add-RMSNorm, SiLU/GeLU-and-mul): flashinfer on a
+GPU where it is installed, the Triton/torch implementations otherwise (the label says which)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from kernel_atlas.replay.aten import Case
+from kernel_atlas.replay.inputs import NotReplayable
+from kernel_atlas.replay.kernels import register
+from kernel_atlas.replay.kernels.common import compute_dtype, label, scaled, shapes
+
+
+def flashinfer_module(device: str) -> Any | None:
+    if not device.startswith("cuda"):
+        return None
+    try:
+        import flashinfer
+    except ImportError:
+        return None
+    return flashinfer
+
+
+def _gated(kind: str, x: torch.Tensor) -> torch.Tensor:
+    gate, up = x.float().chunk(2, dim=-1)
+    act = F.silu(gate) if kind == "silu" else F.gelu(gate, approximate="tanh" if kind == "gelu_tanh" else "none")
+    return (act * up).to(x.dtype)
+
+
+@register(r"act_and_mul_kernel.*(silu|gelu)|silu_and_mul|gelu_and_mul|gelu_tanh_and_mul")
+def _act_and_mul(target: Any, device: str, scale: float) -> Case:
+    found = [s for s in shapes(target) if len(s) == 2]
+    if not found:
+        raise NotReplayable("no [tokens, 2·d] input recorded")
+    rows, cols = max(found, key=lambda s: s[1])
+    rows, cols = scaled(rows, scale), scaled(cols, scale, 32)
+    kind = "gelu_tanh" if "gelu_tanh" in target.kernel else "gelu" if "gelu" in target.kernel else "silu"
+    x = torch.randn(rows, cols, device=device, dtype=compute_dtype(device))
+    library = flashinfer_module(device)
+    if library is not None:
+        function = getattr(library.activation, f"{kind}_and_mul")
+        implementation = f"flashinfer.activation.{kind}_and_mul"
+    else:
+        function = lambda t: _gated(kind, t)  # noqa: E731
+        implementation = f"torch {kind}(x[:, :d]) · x[:, d:] (flashinfer not available on {device})"
+
+    def check() -> tuple[str, str]:
+        out, ref = function(x), _gated(kind, x.double()).to(x.dtype)
+        error = float((out.float() - ref.float()).abs().max())
+        ok = error <= 2e-2 * max(float(ref.float().abs().max()), 1e-6)
+        return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs float64 torch"
+
+    return Case(lambda: function(x), label(implementation, device, scale, triton=False), check)
