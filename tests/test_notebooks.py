@@ -98,7 +98,8 @@ def test_compare_notebook_on_two_gpus(tmp_path: Path) -> None:
 
 def test_replay_notebook_without_replay_results(vit_out: Path) -> None:
     notebook = execute("replay", {"ATLAS_OUT": str(vit_out)})
-    assert "no replay.parquet" in str(notebook)
+    printed = "".join(o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
+    assert "no replay.parquet" in printed
     assert any("Roofline" in t for t in _figure_titles(notebook))
 
 
@@ -109,3 +110,17 @@ def test_dashboard_command_writes_static_html(tmp_path: Path, vit_out: Path) -> 
     text = page.read_text()
     assert PLOTLY in text or "plotly" in text.lower()
     assert "Roofline" in text
+
+
+def test_replay_notebook_with_replay_results(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from kernel_atlas.replay.runner import replay_all, targets_from_output
+
+    out = tmp_path / "bert.atlas"
+    write_outputs(ingested("h100_bert_small_infer"), out)
+    replay_all(targets_from_output(out), "cpu").to_parquet(out / "replay.parquet", index=False)
+    notebook = execute("replay", {"ATLAS_OUT": str(out)})
+    titles = _figure_titles(notebook)
+    assert any("Replayed vs traced" in t for t in titles), titles
+    printed = "".join(o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
+    assert "no replay.parquet" not in printed
