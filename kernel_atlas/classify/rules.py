@@ -11,19 +11,13 @@ catalog lookups and the ATen launcher table sit in the order.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from kernel_atlas.classify.taxonomy import load_taxonomy
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.paths import catalogs_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from kernel_atlas.paths import catalogs_dir, read_toml
 
 SPECIAL_STEPS = ("catalog_exact", "launcher_table", "catalog_family")
 
@@ -81,8 +75,7 @@ def _check_op(source: Path, rule_id: str, op: str) -> str:
 
 
 def parse_rules(source: Path) -> tuple[Rule, ...]:
-    with source.open("rb") as handle:
-        data = tomllib.load(handle)
+    data = read_toml(source)
     rules = []
     seen: set[str] = set()
     for raw in data.get("rule", []):
@@ -122,8 +115,7 @@ def parse_rules(source: Path) -> tuple[Rule, ...]:
 
 
 def parse_launchers(source: Path) -> LauncherTable:
-    with source.open("rb") as handle:
-        data = tomllib.load(handle)
+    data = read_toml(source)
     exact = {}
     for op, names in data.get("ops", {}).items():
         _check_op(source, f"ops.{op}", op)

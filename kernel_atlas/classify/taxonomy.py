@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kernel_atlas.paths import catalogs_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from kernel_atlas.paths import read_toml
 
 UNKNOWN_OP = "unknown"
 OTHER_CATEGORY = "other"
@@ -31,8 +25,7 @@ class Taxonomy:
 
 @lru_cache(maxsize=1)
 def load_taxonomy() -> Taxonomy:
-    with (catalogs_dir() / "taxonomy.toml").open("rb") as handle:
-        data = tomllib.load(handle)
+    data = read_toml("taxonomy.toml")
     category_of: dict[str, str] = {}
     operation_of: dict[str, str] = {}
     for category, body in data["categories"].items():

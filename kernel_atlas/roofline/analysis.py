@@ -10,7 +10,6 @@ sizes NCCL records, memcpy/memset from their byte counts. Kernels without record
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -19,15 +18,10 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.summary import union_length
-from kernel_atlas.paths import catalogs_dir
+from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
 from kernel_atlas.roofline.devices import VECTOR, Device
 from kernel_atlas.roofline.shapes import dtypes, parse_args
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 # A call whose attainable time is this small is dominated by launch and latency, not by a roof.
 LATENCY_US = 4.0
@@ -74,8 +68,7 @@ class Analysis:
 
 @lru_cache(maxsize=1)
 def _bus_factors() -> dict[str, str]:
-    with (catalogs_dir() / "costs.toml").open("rb") as handle:
-        return tomllib.load(handle)["bus_factor"]
+    return read_toml("costs.toml")["bus_factor"]
 
 
 def bus_factor(op: str, ranks: int) -> float:

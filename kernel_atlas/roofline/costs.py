@@ -10,19 +10,13 @@ costs.toml) FLOPs per output element.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kernel_atlas.paths import catalogs_dir
+from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
 from kernel_atlas.roofline.shapes import Arg, int_list, truthy
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 @dataclass(frozen=True)
@@ -64,8 +58,7 @@ def register(*, launchers: tuple[str, ...] = (), ops: tuple[str, ...] = ()) -> C
 
 @lru_cache(maxsize=1)
 def flops_per_element() -> dict[str, float]:
-    with (catalogs_dir() / "costs.toml").open("rb") as handle:
-        data = tomllib.load(handle)
+    data = read_toml("costs.toml")
     return {k: float(v) for k, v in data["flops_per_element"].items()}
 
 

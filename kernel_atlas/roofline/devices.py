@@ -3,17 +3,11 @@
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.paths import catalogs_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from kernel_atlas.paths import read_toml
 
 MATRIX = "tensor"
 VECTOR = "vector"
@@ -55,9 +49,7 @@ class Device:
 
 @lru_cache(maxsize=1)
 def load_devices() -> dict[str, Device]:
-    path = catalogs_dir() / "devices.toml"
-    with path.open("rb") as handle:
-        data = tomllib.load(handle)
+    data = read_toml("devices.toml")
     devices = {}
     for key, raw in data["devices"].items():
         devices[key] = Device(

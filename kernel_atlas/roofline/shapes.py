@@ -4,16 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kernel_atlas.paths import catalogs_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from kernel_atlas.paths import read_toml
 
 
 @dataclass(frozen=True)
@@ -25,8 +19,7 @@ class DType:
 
 @lru_cache(maxsize=1)
 def dtypes() -> dict[str, DType]:
-    with (catalogs_dir() / "dtypes.toml").open("rb") as handle:
-        data = tomllib.load(handle)
+    data = read_toml("dtypes.toml")
     return {name: DType(int(v["bytes"]), v["precision"], v["torch"]) for name, v in data["dtypes"].items()}
 
 
