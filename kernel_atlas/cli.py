@@ -217,6 +217,10 @@ def replay(
         float, typer.Option(help="Shrink large dimensions by this factor (Triton interpreter on the CPU).")
     ] = 1.0,
     max_gib: Annotated[float, typer.Option("--max-gib", help="Refuse shapes whose inputs exceed this.")] = 16.0,
+    seq_len: Annotated[
+        int | None, typer.Option("--seq-len", help="KV length per request where a trace records only workspaces.")
+    ] = None,
+    batch: Annotated[int | None, typer.Option("--batch", help="Requests per call, likewise.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
 ) -> None:
     """Re-run kernels with their recorded shapes, dtypes, strides and scalars; time them (CUDA
@@ -235,6 +239,9 @@ def replay(
     from kernel_atlas.report.terminal import print_replay
 
     device = device or default_device()
+    for name, value in (("SEQ_LEN", seq_len), ("BATCH", batch)):
+        if value is not None:
+            os.environ[f"ATLAS_REPLAY_{name}"] = str(value)  # read by the attention replays
     if source is not None:
         targets = targets_from_output(source)
     else:

@@ -218,3 +218,67 @@ def test_replay_all_writes_parquet_that_the_report_merges(h100_outputs) -> None:
     merged = report.analysis.roofline
     assert merged["replay_us"].notna().sum() >= 10
     assert "replayed" in report.files["html"].read_text()
+
+
+@pytest.mark.parametrize(
+    ("kernel", "dims", "expect"),
+    [
+        (
+            "void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0>(half*)",
+            [[4096], [4096], [10], [2, 8, 64], [999999, 1, 2, 64], [999999, 1, 2, 64], [3], [200], [2]],
+            "2 request(s), 1 query and 100 KV tokens each (decode",
+        ),
+        (
+            "void flashinfer::PrefillWithKVCacheKernel<flashinfer::CollectiveMainloop<RaggedParams>>(Params)",
+            [[4096], [4096], [8], [64, 4, 32], [64, 4, 32], [64, 4, 32], [2], [2], [64, 4, 32]],
+            "1 request(s), 64 query and 64 KV tokens each (ragged prefill",
+        ),
+        (
+            "void flashinfer::mla::hopper::BatchMLAPageAttentionHopperKernel<Traits>(Params)",
+            [[4096], [4096], [18], [2, 4, 64], [2, 4, 16], [999999, 1, 64], [999999, 1, 16], [96], [2, 4, 64]],
+            "2 request(s) × 48 KV tokens",
+        ),
+        ("void merge_attn_states_kernel<__nv_bfloat16, 128u>(__nv_bfloat16*)", [[40, 4, 32], [40, 4]], "merge_state"),
+        (
+            "void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadParallelismKernel<true, 64u>(half*)",
+            [[16, 4, 64], [16, 2, 64], [16, 4, 64], [16, 2, 64], [8192, 64], [16]],
+            "NeoX",
+        ),
+        (
+            "void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadParallelismKernel<false, 64u>(half*)",
+            [[16, 4, 64], [16, 2, 64], [16, 4, 64], [16, 2, 64], [8192, 64], [16]],
+            "interleaved",
+        ),
+        (
+            "void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &(silu(float const&))>(int)",
+            [[8, 64], [8, 128], []],
+            "silu",
+        ),
+    ],
+)
+def test_attention_rope_and_activation_stand_ins(kernel: str, dims: list, expect: str) -> None:
+    result = replay_one(_catalog_target(kernel, dims, ["c10::BFloat16"] * len(dims)), "cpu")
+    assert result.check == "pass", (result.implementation, result.reason)
+    assert expect in result.implementation
+
+
+def test_sequence_length_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATLAS_REPLAY_SEQ_LEN", "37")
+    target = _catalog_target(
+        "void flashinfer::BatchDecodeWithPagedKVCacheKernel<0>(half*)",
+        [[4096], [4096], [10], [1, 8, 64], [999999, 1, 8, 64], [999999, 1, 8, 64], [2], [9]],
+        ["c10::BFloat16"] * 8,
+    )
+    result = replay_one(target, "cpu")
+    assert result.check == "pass" and "37 KV tokens" in result.implementation
+
+
+def test_rope_reference_rotates_by_position() -> None:
+    from kernel_atlas.replay.kernels.attention import rope_reference
+
+    cache = torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])  # position 1: a 90° turn
+    q = torch.tensor([[[1.0, 2.0, 3.0, 4.0]]])
+    neox, _ = rope_reference(torch.tensor([1]), q, q, cache, True)
+    assert torch.allclose(neox, torch.tensor([[[-3.0, -4.0, 1.0, 2.0]]]))
+    same, _ = rope_reference(torch.tensor([0]), q, q, cache, False)
+    assert torch.allclose(same, q)

@@ -211,15 +211,19 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
             reason,
         )
 
-    recorded = parse_recorded(target.input_dims, target.input_types, target.input_strides, target.concrete_inputs)
-    size = nbytes(recorded)
-    if size > max_gib * (1 << 30):
-        return skipped(f"inputs need {size / (1 << 30):.1f} GiB, more than --max-gib {max_gib:g}")
     try:
-        special = find_implementation(target, device, scale)
+        # ATen ops replay through their schema; other launchers by kernel family (these
+        # implementations allocate only what they replay, not the recorded pools)
+        special = None if target.launcher.startswith("aten::") else find_implementation(target, device, scale)
         if special is not None:
             case = special
         elif target.launcher.startswith("aten::"):
+            recorded = parse_recorded(
+                target.input_dims, target.input_types, target.input_strides, target.concrete_inputs
+            )
+            size = nbytes(recorded)
+            if size > max_gib * (1 << 30):
+                return skipped(f"inputs need {size / (1 << 30):.1f} GiB, more than --max-gib {max_gib:g}")
             from kernel_atlas.replay.aten import build_case
 
             case = build_case(

@@ -41,7 +41,7 @@ def _load() -> None:
         return
     _LOADED = True
     try:
-        from kernel_atlas.replay.kernels import ep, flashinfer_ops, fused_moe, norms, serving  # noqa: F401
+        from kernel_atlas.replay.kernels import attention, ep, flashinfer_ops, fused_moe, norms, serving  # noqa: F401
     except ImportError as exc:  # triton missing: ATen replay still works
         if "triton" not in str(exc):
             raise
