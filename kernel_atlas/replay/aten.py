@@ -89,7 +89,28 @@ def _bounds(schema: Any, recorded: list[Recorded]) -> dict[int, int]:
     return bounds
 
 
-def _materialise(schema: Any, recorded: list[Recorded], device: str, generator: Any) -> tuple[list, dict]:
+def _optional(arg: Any) -> bool:
+    kind = str(arg.type)
+    return kind.endswith("?") or "Optional" in kind
+
+
+def _assumed(arg: Any, shape: tuple[int, ...]) -> Any:
+    """A value for a required argument the recording has no value for (catalog shapes carry no
+    `Concrete Inputs`): the last dimension for shape lists, 0 for dims, 1 for numbers."""
+    kind = str(arg.type)
+    if "[]" in kind or "List" in kind:
+        return list(shape[-1:]) if "shape" in arg.name or "size" in arg.name else []
+    if kind in ("int", "SymInt"):
+        return -1 if arg.name == "dim" and "index" not in arg.name else 0
+    if kind == "bool":
+        return False
+    return 1
+
+
+def _materialise(
+    schema: Any, recorded: list[Recorded], device: str, generator: Any, assumed: list[str] | None = None
+) -> tuple[list, dict]:
+    assumed = assumed if assumed is not None else []
     bounds = _bounds(schema, recorded)
     positional: list[Any] = []
     keywords: dict[str, Any] = {}
@@ -107,6 +128,9 @@ def _materialise(schema: Any, recorded: list[Recorded], device: str, generator: 
             value = None if rec.kind == "none" else rec.value
             if value is None and arg.has_default_value():
                 value = arg.default_value  # e.g. gelu's `approximate`, recorded without a value
+            elif value is None and not _optional(arg):
+                value = _assumed(arg, source_shape)
+                assumed.append(f"{arg.name}={value!r}")
         if arg.kwarg_only:
             keywords[arg.name] = value
         else:
@@ -227,7 +251,8 @@ def build_case(
     overload = find_overload(name, recorded)
     schema = overload._schema
     generator = torch.Generator().manual_seed(seed)
-    positional, keywords = _materialise(schema, recorded, device, generator)
+    assumed: list[str] = []
+    positional, keywords = _materialise(schema, recorded, device, generator, assumed)
 
     def run_op() -> Any:
         return overload(*positional, **keywords)
@@ -247,7 +272,8 @@ def build_case(
             return "skipped", f"no float64 reference ({str(exc).splitlines()[0][:80]})"
         return _compare(overload(*fresh, **keywords), reference, dtype_name)
 
-    return Case(run_op, f"{name} ({schema.name}.{schema.overload_name or 'default'})", check_op)
+    note = f"; assumed {', '.join(assumed)} (not recorded)" if assumed else ""
+    return Case(run_op, f"{name} ({schema.name}.{schema.overload_name or 'default'}){note}", check_op)
 
 
 def _dtype_of(recorded: Recorded | None) -> Any:

@@ -54,3 +54,29 @@ def _act_and_mul(target: Any, device: str, scale: float) -> Case:
         return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs float64 torch"
 
     return Case(lambda: function(x), label(implementation, device, scale, triton=False), check)
+
+
+@register(r"fused_a_gemm|router_gemm|dsv3_.*gemm")
+def _small_gemm(target: Any, device: str, scale: float) -> Case:
+    """sgl-kernel's DeepSeek-V3 small-M GEMMs (fused-A projection, router): torch.mm stand-in."""
+    found = [s for s in shapes(target) if len(s) == 2]
+    if len(found) >= 3:
+        found = found[1:]  # sgl-kernel passes the output first: (out, mat1, mat2)
+    if len(found) < 2 or found[0][1] not in found[1]:
+        raise NotReplayable("needs mat1 [M, K] and mat2 [K, N] or [N, K]")
+    (m, k), w = found[0], found[1]
+    n = w[1] if w[0] == k else w[0]
+    m, n, k = scaled(m, scale), scaled(n, scale), scaled(k, scale)
+    dtype = compute_dtype(device)
+    a = torch.randn(m, k, device=device, dtype=dtype)
+    b = torch.randn(k, n, device=device, dtype=dtype) / k**0.5
+
+    def check() -> tuple[str, str]:
+        out, ref = torch.mm(a, b), a.double() @ b.double()
+        error = float((out.double() - ref).abs().max())
+        ok = error <= 2e-2 * max(float(ref.abs().max()), 1e-6)
+        return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs float64"
+
+    return Case(
+        lambda: torch.mm(a, b), label(f"stand-in: torch.mm [{m}×{k}]·[{k}×{n}]", device, scale, triton=False), check
+    )
