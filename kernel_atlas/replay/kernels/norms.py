@@ -94,6 +94,13 @@ def _rows_cols(target: Any, scale: float) -> tuple[int, int]:
     return scaled(rows, scale), scaled(cols, scale)
 
 
+def _flashinfer_fused_add_check(library: Any, x0, r0, w) -> tuple[str, str]:  # pragma: no cover - GPU
+    xc, rc = x0.clone(), r0.clone()
+    library.norm.fused_add_rmsnorm(xc, rc, w, EPS)
+    total = (x0.float() + r0.float()).to(x0.dtype)
+    return _close(xc, rmsnorm_reference(total, w))
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
     error = float((a.float() - b.float()).abs().max())
     tolerance = 2e-2 if a.dtype in (torch.bfloat16, torch.float16) else 1e-4
@@ -109,6 +116,13 @@ def _fused_add(target: Any, device: str, scale: float) -> Case:
     r0 = torch.randn(rows, cols, device=device, dtype=dtype)
     w = torch.randn(cols, device=device, dtype=dtype)
     x, r = x0.clone(), r0.clone()
+    library = flashinfer_module(device) if "flashinfer" in target.kernel else None
+    if library is not None:
+        return Case(
+            lambda: library.norm.fused_add_rmsnorm(x, r, w, EPS),
+            label("flashinfer.norm.fused_add_rmsnorm", device, scale, triton=False),
+            lambda: _flashinfer_fused_add_check(library, x0, r0, w),
+        )
 
     def check() -> tuple[str, str]:
         xc, rc = x0.clone(), r0.clone()
