@@ -186,29 +186,33 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
         os.environ.setdefault("TRITON_INTERPRET", "1")
     flops, nbytes_ = _cost(target)
 
-    def skipped(reason: str, implementation: str = "none") -> Result:
+    fields = {
+        "kernel": target.kernel,
+        "launcher": target.launcher,
+        "op_mapping": target.op_mapping,
+        "category": target.category,
+        "input_dims": target.input_dims,
+        "device": device,
+    }
+
+    def skipped(reason: str) -> Result:
         return Result(
-            target.kernel,
-            target.launcher,
-            target.op_mapping,
-            target.category,
-            target.input_dims,
-            implementation,
-            device,
-            "",
-            "",
-            None,
-            None,
-            None,
-            0,
-            target.traced_us,
-            None,
-            flops,
-            nbytes_,
-            None,
-            None,
-            "skipped",
-            reason,
+            **fields,
+            implementation="none",
+            device_name="",
+            method="",
+            median_us=None,
+            p10_us=None,
+            p90_us=None,
+            reps=0,
+            traced_us=target.traced_us,
+            ratio=None,
+            flops=flops,
+            bytes=nbytes_,
+            achieved_tflops=None,
+            achieved_gbps=None,
+            check="skipped",
+            reason=reason,
         )
 
     try:
@@ -252,27 +256,22 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
     tflops = flops / (timing.median_us * 1e6) if flops else None
     gbps = nbytes_ / (timing.median_us * 1e3) if nbytes_ else None
     return Result(
-        target.kernel,
-        target.launcher,
-        target.op_mapping,
-        target.category,
-        target.input_dims,
-        case.implementation,
-        device,
-        timing.device_name,
-        timing.method,
-        timing.median_us,
-        timing.p10_us,
-        timing.p90_us,
-        timing.reps,
-        traced,
-        ratio,
-        flops,
-        nbytes_,
-        tflops,
-        gbps,
-        check,
-        why,
+        **fields,
+        implementation=case.implementation,
+        device_name=timing.device_name,
+        method=timing.method,
+        median_us=timing.median_us,
+        p10_us=timing.p10_us,
+        p90_us=timing.p90_us,
+        reps=timing.reps,
+        traced_us=traced,
+        ratio=ratio,
+        flops=flops,
+        bytes=nbytes_,
+        achieved_tflops=tflops,
+        achieved_gbps=gbps,
+        check=check,
+        reason=why,
     )
 
 

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compute_dtype, label, scaled
+from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled
 from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module
 
 
@@ -39,10 +39,7 @@ def _override(name: str) -> int | None:
 
 
 def _close(out: torch.Tensor, ref: torch.Tensor) -> tuple[str, str]:
-    error = float((out.float() - ref.float()).abs().max())
-    tolerance = 2e-2 if out.dtype in (torch.bfloat16, torch.float16) else 1e-4
-    ok = error <= tolerance * max(float(ref.float().abs().max()), 1e-6)
-    return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs a float64 loop over requests"
+    return compare(out, ref, "a float64 loop over requests")
 
 
 def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> torch.Tensor:

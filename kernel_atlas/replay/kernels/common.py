@@ -55,3 +55,16 @@ def label(implementation: str, device: str, scale: float, triton: bool = True) -
     if scale < 1.0:
         parts.append(f"dimensions ≥ 64 scaled by {scale:g}")
     return ", ".join(parts)
+
+
+def compare(
+    out: Any, ref: Any, against: str = "plain-torch reference", low: float = 2e-2, full: float = 1e-4
+) -> tuple[str, str]:
+    """pass/fail by max |error| relative to max |reference|: `low` for bf16/fp16 outputs,
+    `full` otherwise."""
+    import torch
+
+    error = float((out.float() - ref.float()).abs().max())
+    tolerance = low if out.dtype in (torch.bfloat16, torch.float16) else full
+    ok = error <= tolerance * max(float(ref.float().abs().max()), 1e-6)
+    return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs {against}"

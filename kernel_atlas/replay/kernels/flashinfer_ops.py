@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compute_dtype, label, scaled, shapes
+from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled, shapes
 
 
 def flashinfer_module(device: str) -> Any | None:
@@ -48,10 +48,7 @@ def _act_and_mul(target: Any, device: str, scale: float) -> Case:
         implementation = f"torch {kind}(x[:, :d]) · x[:, d:] (flashinfer not available on {device})"
 
     def check() -> tuple[str, str]:
-        out, ref = function(x), _gated(kind, x.double()).to(x.dtype)
-        error = float((out.float() - ref.float()).abs().max())
-        ok = error <= 2e-2 * max(float(ref.float().abs().max()), 1e-6)
-        return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs float64 torch"
+        return compare(function(x), _gated(kind, x.double()).to(x.dtype), "float64 torch", full=2e-2)
 
     return Case(lambda: function(x), label(implementation, device, scale, triton=False), check)
 
@@ -72,10 +69,7 @@ def _small_gemm(target: Any, device: str, scale: float) -> Case:
     b = torch.randn(k, n, device=device, dtype=dtype) / k**0.5
 
     def check() -> tuple[str, str]:
-        out, ref = torch.mm(a, b), a.double() @ b.double()
-        error = float((out.double() - ref).abs().max())
-        ok = error <= 2e-2 * max(float(ref.abs().max()), 1e-6)
-        return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs float64"
+        return compare(torch.mm(a, b), a.double() @ b.double(), "float64", full=2e-2)
 
     return Case(
         lambda: torch.mm(a, b), label(f"stand-in: torch.mm [{m}×{k}]·[{k}×{n}]", device, scale, triton=False), check

@@ -12,7 +12,7 @@ import triton.language as tl
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compute_dtype, label, scaled, shapes
+from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled, shapes
 from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module
 
 EPS = 1e-6
@@ -102,10 +102,7 @@ def _flashinfer_fused_add_check(library: Any, x0, r0, w) -> tuple[str, str]:  # 
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
-    error = float((a.float() - b.float()).abs().max())
-    tolerance = 2e-2 if a.dtype in (torch.bfloat16, torch.float16) else 1e-4
-    scale = max(float(b.float().abs().max()), 1e-6)
-    return ("pass" if error <= tolerance * scale else "fail"), f"max |error| {error:.3g} vs plain-torch reference"
+    return compare(a, b)
 
 
 @register(r"FusedAddRMSNormKernel|fused_add_rmsnorm|add_rmsnorm")
