@@ -119,3 +119,42 @@ def test_credentials_in_metadata_never_reach_outputs(tmp_path: Path) -> None:
             assert secret not in data, (file, secret)
     for secret in ("hf_SECRETVALUE123", "AKIASECRET999", "sk-SECRET-KEY-456", "PASSWORD-789"):
         assert secret not in result.output
+
+
+def test_gpu_events_without_any_host_events(tmp_path: Path) -> None:
+    path = tmp_path / "kernels_only.json"
+    path.write_text(
+        json.dumps(
+            {
+                "traceEvents": [
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": "k1",
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": 1,
+                        "dur": 2,
+                        "args": {"correlation": 5, "device": 0, "stream": 7},
+                    },
+                ]
+            }
+        )
+    )
+    out = tmp_path / "o"
+    result = _run("ingest", str(path), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert "launch not in the trace" in result.output
+    frame = pq.read_table(out / "kernels.parquet").to_pandas()
+    assert len(frame) == 1 and frame["launch"].isna().all()
+    report = _run("report", str(out))
+    assert report.exit_code == 0, report.output
+    assert "no cost" in report.output
+
+
+def test_empty_event_list_and_report_on_it(tmp_path: Path) -> None:
+    path = tmp_path / "no_events.json"
+    path.write_text('{"traceEvents": []}')
+    out = tmp_path / "o"
+    assert _run("ingest", str(path), "-o", str(out)).exit_code == 0
+    _assert_one_line_error(_run("report", str(out)), "no GPU activities")

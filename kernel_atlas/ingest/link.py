@@ -62,6 +62,14 @@ class LinkedColumns:
     unlinked: dict[str, int] = field(default_factory=dict)
 
 
+def take(values: np.ndarray, idx: np.ndarray, fill: object) -> np.ndarray:
+    """values[idx] where idx >= 0, `fill` elsewhere (also when `values` is empty)."""
+    out = np.full(len(idx), fill, dtype=np.result_type(values.dtype, np.min_scalar_type(fill)))
+    ok = idx >= 0
+    out[ok] = values[idx[ok]]
+    return out
+
+
 def _first_matching(start: np.ndarray, parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Walk up from `start` to the first node where `wanted` holds; -1 when none."""
     cur = start.copy()
@@ -138,12 +146,12 @@ def link(cols: TraceColumns) -> LinkedColumns:
     launch_idx[hit] = runtime_sorted[pos[hit]]
     has_launch = launch_idx >= 0
 
-    launch_name_code = np.where(has_launch, host.name_code[np.where(has_launch, launch_idx, 0)], -1)
+    launch_name_code = take(host.name_code, launch_idx, -1)
     graph_code = np.array([s.startswith(GRAPH_LAUNCH_PREFIXES) for s in names], dtype=bool)
-    graph = has_launch & graph_code[np.where(launch_name_code >= 0, launch_name_code, 0)]
+    graph = take(graph_code, launch_name_code, False).astype(bool)
 
     # --- launch → enclosing ranges --------------------------------------------------------
-    enclosing = np.where(has_launch, parent[np.where(has_launch, launch_idx, 0)], -1)
+    enclosing = take(parent, launch_idx, -1)
     wanted_launcher = (host.family != ANNOTATION) | ~is_profiler_step[host.name_code]
     launcher_idx = _first_matching(enclosing, parent, wanted_launcher)
     cpu_op_idx = _first_matching(enclosing, parent, host.family == CPU_OP)
@@ -163,7 +171,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
     # The kernel's External id names the op that was current at launch. Older Kineto wrote
     # the correlation id there instead; those traces have nothing to cross-check.
     checked = (cpu_op_idx >= 0) & (gpu.external_id > 0) & (gpu.external_id != gpu.correlation) & ~graph
-    mismatch = checked & (ext[np.where(cpu_op_idx >= 0, cpu_op_idx, 0)] != gpu.external_id)
+    mismatch = checked & (take(ext, cpu_op_idx, -1) != gpu.external_id)
     fallback = (cpu_op_idx < 0) & (ext_match >= 0) & ~graph
     cpu_op_idx = np.where(fallback, ext_match, cpu_op_idx)
     launcher_idx = np.where((launcher_idx < 0) & fallback, ext_match, launcher_idx)
@@ -233,7 +241,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
 
     # --- names and reasons ----------------------------------------------------------------
     def name_or_none(idx: np.ndarray) -> list[str | None]:
-        return [None if k < 0 else names[k] for k in np.where(idx >= 0, host.name_code[idx], -1).tolist()]
+        return [None if k < 0 else names[k] for k in take(host.name_code, idx, -1).tolist()]
 
     launcher_final = np.where(graph, -1, launcher_idx)
     link_reason = np.full(n, "correlation", dtype=object)
@@ -250,9 +258,9 @@ def link(cols: TraceColumns) -> LinkedColumns:
 
     return LinkedColumns(
         launch=name_or_none(launch_idx),
-        launch_ts=np.where(has_launch, host.ts[np.where(has_launch, launch_idx, 0)], np.nan),
+        launch_ts=take(host.ts, launch_idx, np.nan),
         graph_launch=graph,
-        launcher=[None if k < 0 else short[host.name_code[k]] for k in launcher_final.tolist()],
+        launcher=[None if k < 0 else short[k] for k in take(host.name_code, launcher_final, -1).tolist()],
         cpu_op=name_or_none(np.where(graph, -1, cpu_op_idx)),
         call_stack=call_stack,
         module=module,
