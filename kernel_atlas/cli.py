@@ -169,8 +169,19 @@ def report(
     """Where the GPU time goes and how far each kernel is from the roofline: writes
     roofline.parquet, timeshare.csv, report.json and report.html next to kernels.parquet."""
     from kernel_atlas.report.build import build_report
-    from kernel_atlas.report.terminal import print_report
+    from kernel_atlas.report.terminal import print_catalog_costs, print_report
 
+    if source.is_file() and source.suffix == ".json" and source.read_bytes()[:64].lstrip()[:1] == b"[":
+        # a kernel catalog: costs of every entry at its example shapes
+        from kernel_atlas.classify.classifier import load_catalog
+        from kernel_atlas.roofline.catalog import catalog_costs
+        from kernel_atlas.roofline.devices import get_device
+
+        table = catalog_costs(load_catalog(source), get_device(device or "h100-sxm"))
+        target = Path(source.stem + ".costs.csv")
+        table.to_csv(target, index=False)
+        print_catalog_costs(console, table, device or "h100-sxm", target, top=top)
+        return
     result = build_report(source, device, html)
     print_report(console, result, top=top)
 

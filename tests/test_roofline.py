@@ -284,3 +284,29 @@ def test_report_command_and_bad_input(tmp_path: Path) -> None:
     assert result.exit_code == 2 and "no kernels.parquet" in result.output
     result = runner.invoke(app, ["report", str(tmp_path / "bert"), "--device", "tpu-v9"])
     assert result.exit_code == 2 and "unknown device" in result.output
+
+
+def test_catalog_entries_are_costed_from_their_params(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernel_atlas.roofline.catalog import catalog_costs
+
+    shipped = json.loads((Path(__file__).resolve().parents[1] / "catalogs" / "kernels.json").read_text())
+    table = catalog_costs(shipped, get_device("h200")).set_index("kernel_name", drop=False)
+    # fused_moe_kernel: hidden [1024, 6144], w1 [8, 8192, 6144], w2 [8, 6144, 4096], top-2 routing
+    moe = table.loc["fused_moe_kernel"]
+    assert moe["flops"] == 2 * 1024 * 2 * 8192 * 6144 + 2 * 1024 * 2 * 6144 * 4096 == 309_237_645_312
+    # DeepGEMM fp8: lhs [1, 2048], rhs [7168, 2048] → 2·1·7168·2048, fp8 tensor peak
+    gemm = table[table["kernel_name"].str.startswith("void deep_gemm::fp8_gemm_kernel<7168u, 2048u, 256u, 112u")].iloc[
+        0
+    ]
+    assert gemm["flops"] == 2 * 1 * 7168 * 2048 and gemm["peak_tflops"] == 1978.9
+    # rotary: q [1024, 6, 128] and k [1024, 1, 128] bf16 rotated in place, one fp32 cos/sin row per token
+    rope = table[table["op_mapping"] == "rotary_embedding"].iloc[0]
+    assert rope["bytes"] == 2 * (1024 * 6 * 128 * 2 + 1024 * 1 * 128 * 2) + 1024 * 128 * 4
+    assert (table["flops"].notna()).sum() >= 110
+    assert (table.loc[table["flops"].isna(), "note"].str.len() > 0).all()  # every gap says why
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        app, ["report", str(Path(__file__).resolve().parents[1] / "catalogs" / "kernels.json"), "--device", "h200"]
+    )
+    assert result.exit_code == 0, result.output
+    assert len(pd.read_csv(tmp_path / "kernels.costs.csv")) == len(shipped)

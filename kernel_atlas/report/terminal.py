@@ -235,3 +235,22 @@ def print_replay(console: Console, results: Any, device: str) -> None:
     done = int((results["check"] != "skipped").sum()) if len(results) else 0
     methods = ", ".join(sorted(set(results["method"].dropna()) - {""})) or "–"
     console.print(f"{done}/{len(results)} replayed; timing method: {methods}")
+
+
+def print_catalog_costs(console: Console, table: Any, device: str, path: Path, top: int = 12) -> None:
+    costed = table[table["flops"].notna()] if "flops" in table else table.iloc[0:0]
+    console.print(f"{len(costed)}/{len(table)} catalog entries costed at their example shapes on {device}")
+    if len(costed):
+        view = Table(title=f"Largest attainable times on {device}", title_justify="left")
+        for column in ("attainable", "GFLOP", "MB", "bound", "op: kernel"):
+            view.add_column(column, justify="left" if column in ("bound", "op: kernel") else "right", overflow="fold")
+        for row in costed.sort_values("attainable_us", ascending=False).head(top).itertuples(index=False):
+            view.add_row(
+                fmt_us(row.attainable_us),
+                f"{row.flops / 1e9:.2f}",
+                f"{row.bytes / 1e6:.2f}",
+                str(row.bound),
+                f"{row.op_mapping}: {display_name(str(row.kernel_name))}",
+            )
+        console.print(view)
+    console.print(f"wrote {path}")

@@ -10,6 +10,7 @@ costs.toml) FLOPs per output element.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -41,12 +42,20 @@ class Call:
 
 
 Formula = Callable[[Call], Cost]
+BY_KERNEL: list[tuple[re.Pattern[str], Formula]] = []
 BY_LAUNCHER: dict[str, Formula] = {}
 BY_OP: dict[str, Formula] = {}
 
 
-def register(*, launchers: tuple[str, ...] = (), ops: tuple[str, ...] = ()) -> Callable[[Formula], Formula]:
+def register(
+    *, launchers: tuple[str, ...] = (), ops: tuple[str, ...] = (), kernels: str | None = None
+) -> Callable[[Formula], Formula]:
+    """Attach a formula to launcher names, op_mappings, or kernel names (a pattern, tried first:
+    kernels launched from Python, e.g. Triton or DeepGEMM, have no ATen launcher)."""
+
     def wrap(func: Formula) -> Formula:
+        if kernels:
+            BY_KERNEL.append((re.compile(kernels), func))
         for name in launchers:
             BY_LAUNCHER[name] = func
         for op in ops:
@@ -63,7 +72,8 @@ def flops_per_element() -> dict[str, float]:
 
 
 def cost_of(call: Call) -> Cost:
-    formula = BY_LAUNCHER.get(call.launcher) or BY_OP.get(call.op_mapping)
+    by_kernel = next((f for pattern, f in BY_KERNEL if pattern.search(call.kernel)), None)
+    formula = by_kernel or BY_LAUNCHER.get(call.launcher) or BY_OP.get(call.op_mapping)
     if formula is None:
         raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
     return formula(call)
@@ -296,14 +306,17 @@ def _attention_unknown(call: Call) -> Cost:
 
 
 @register(
+    ops=("fused_moe",),
     launchers=(
         "sglang::inplace_fused_experts",
         "sglang::outplace_fused_experts",
         "vllm::inplace_fused_experts",
         "vllm::outplace_fused_experts",
-    )
+    ),
 )
 def _fused_experts(call: Call) -> Cost:
+    """hidden_states [T, D], w1 [E, N1, D], w2 [E, D, N2], topk_weights [T, k] (the argument order
+    of SGLang/vLLM's fused_experts and of the seed catalog's fused_moe_kernel params)."""
     x, w1, w2 = _tensor(call, 0, "hidden_states"), _tensor(call, 1, "w1"), _tensor(call, 2, "w2")
     topk = _tensor(call, 3, "topk_weights")
     tokens, hidden = x.dims
@@ -358,7 +371,6 @@ def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
         "silu",
         "relu",
         "sigmoid",
-        "rotary_embedding",
         "layer_norm",
         "rms_norm",
         "group_norm",
@@ -463,5 +475,68 @@ def _memory(call: Call) -> Cost:
             VECTOR,
             f"{index.numel} rows of {row} bytes read and written",
         )
+    if op in ("index_put_", "scatter", "kv_cache_write") and len(tensors) >= 2:
+        # the destination (the largest tensor: a cache or a pool) is only touched where written
+        destination = max(tensors, key=lambda a: a.nbytes)
+        others = [a for a in tensors if a is not destination]
+        indices = sum(a.nbytes for a in others if a.precision == "int")
+        values = sum(a.nbytes for a in others if a.precision != "int")
+        return Cost(
+            0.0,
+            indices + 2.0 * values,
+            destination.precision,
+            VECTOR,
+            f"values {values} read and written into the destination, indices {indices} read",
+        )
     read = sum(a.nbytes for a in tensors)
     return Cost(0.0, 2.0 * read, tensors[0].precision, VECTOR, f"inputs {read} read and written once")
+
+
+@register(ops=("rotary_embedding",))
+def _rotary(call: Call) -> Cost:
+    """q and k rotated in place; one cos/sin cache row read per token."""
+    rotated: list[Arg] = []
+    for arg in _tensors(call):
+        if len(arg.dims) == 3 and not any(arg.dims == r.dims for r in rotated):
+            rotated.append(arg)  # sgl-kernel records q/k twice (inputs and outputs)
+    if not rotated:
+        raise NoCost(f"{call.launcher or call.kernel[:40]}: no [tokens, heads, dim] query/key recorded")
+    tokens = rotated[0].dims[0]
+    cache = next((a for a in _tensors(call) if len(a.dims) == 2), None)
+    row = cache.nbytes // cache.dims[0] if cache is not None and cache.dims[0] else 0
+    moved = sum(a.nbytes for a in rotated)
+    elements = sum(a.numel for a in rotated)
+    formula = f"3 FLOP × {elements} q/k elements; bytes = q/k {moved} read and written + {tokens} cache rows of {row}"
+    return Cost(3.0 * elements, 2.0 * moved + tokens * row, rotated[0].precision, VECTOR, formula)
+
+
+# --- GEMMs launched from Python (catalog entries) -------------------------------------------
+
+
+def _two_operand_gemm(call: Call, out_itemsize: int, what: str) -> Cost:
+    """A [M, K] and the first later 2-D operand sharing K ([N, K] or [K, N]); other tensors
+    (scales, outputs) are read/written as recorded."""
+    tensors = [a for a in _tensors(call) if len(a.dims) == 2]
+    for i, a in enumerate(tensors):
+        for b in tensors[i + 1 :]:
+            m, k = a.dims
+            if k in b.dims and b is not a:
+                n = b.dims[0] if b.dims[1] == k else b.dims[1]
+                extras = [t for t in tensors if t is not a and t is not b and t.numel < a.numel]
+                return _gemm(call, 1, m, n, k, [a, b, *extras], out_itemsize, f" ({what})")
+    raise NoCost(f"{call.kernel[:40]}: no A [M, K] / B [N, K] pair among the recorded shapes")
+
+
+@register(kernels=r"deep_gemm::fp8_gemm_kernel|_w8a8_block_fp8_matmul|w8a8_block_fp8")
+def _block_fp8_gemm(call: Call) -> Cost:
+    if "GemmType)1" in call.kernel or "GemmType)2" in call.kernel:
+        raise NoCost("grouped DeepGEMM: the per-expert token counts are not recorded")
+    return _two_operand_gemm(call, 2, "fp8 operands with block scales, bf16 output")
+
+
+@register(kernels=r"fused_a_gemm_kernel|router_gemm_kernel")
+def _small_m_gemm(call: Call) -> Cost:
+    tensors = [a for a in _tensors(call) if len(a.dims) == 2]
+    if len(tensors) >= 3:  # sgl-kernel passes (out, mat1, mat2)
+        call = Call(call.launcher, call.op_mapping, tuple(tensors[1:]), call.kernel)
+    return _two_operand_gemm(call, 2, "DeepSeek-V3 small-M GEMM")
