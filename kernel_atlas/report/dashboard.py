@@ -215,6 +215,24 @@ def kernel_details(kernels: pd.DataFrame, name: str) -> pd.DataFrame:
     return grouped.sort_values("sum", ascending=False).reset_index()
 
 
+def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
+    """Where one kernel's shapes sit on the roofline (its rows of the roofline table)."""
+    table = analysis.roofline
+    columns = [
+        "input_dims",
+        "role",
+        "count",
+        "op_time_us",
+        "achieved_tflops",
+        "achieved_gbps",
+        "sol_pct",
+        "bound",
+        "headroom_us",
+        "note",
+    ]
+    return table.loc[table["name"].astype(str) == name, columns]
+
+
 # --- comparing two runs --------------------------------------------------------------------
 
 
