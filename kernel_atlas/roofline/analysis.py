@@ -126,20 +126,27 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         key = (frame["trace"].iat[r], frame["rank"].iat[r], frame["cpu_op_id"].iat[r])
         note[r] = f"cost counted on {str(main_name[key])[:60]} (same {frame['cpu_op'].iat[r]} call)"
 
-    cache: dict[tuple, tuple[Cost | None, str]] = {}
-    cols = frame[["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "name"]]
-    for r in main_rows.tolist():
-        launcher, op, dims, types, concrete, name = (cols[c].iat[r] for c in cols.columns)
-        key = (launcher, op, dims, types, concrete, "tf32" in str(name).lower())
-        if key not in cache:
-            try:
-                call = Call(str(launcher or ""), str(op), parse_args(dims, types, concrete), str(name))
-                cache[key] = (cost_of(call), "")
-            except NoCost as exc:
-                cache[key] = (None, str(exc))
-            except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
-                cache[key] = (None, f"unexpected recorded shapes for {launcher} ({type(exc).__name__})")
-        cost, why = cache[key]
+    # one cost per distinct (op, recorded inputs, kernel name); the kernel name matters for
+    # kernel-name formulas and for tf32 GEMMs
+    signature = frame.iloc[main_rows][["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "name"]]
+    columns = [signature[c].astype("category") for c in signature.columns]
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 6))
+    unique, inverse = np.unique(codes, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    results: list[tuple[Cost | None, str]] = []
+    for row in unique:
+        launcher, op, dims, types, concrete, name = (
+            None if k < 0 else column.cat.categories[k] for column, k in zip(columns, row, strict=True)
+        )
+        try:
+            call = Call(str(launcher or ""), str(op), parse_args(dims, types, concrete), str(name))
+            results.append((cost_of(call), ""))
+        except NoCost as exc:
+            results.append((None, str(exc)))
+        except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
+            results.append((None, f"unexpected recorded shapes for {launcher} ({type(exc).__name__})"))
+    for r, which in zip(main_rows.tolist(), inverse.tolist(), strict=True):
+        cost, why = results[which]
         if cost is None:
             role[r], note[r] = "no model", why
             continue
