@@ -59,10 +59,11 @@ def _dims(value: object) -> tuple[int, ...] | None:
 @lru_cache(maxsize=65536)
 def parse_args(dims_text: str | None, types_text: str | None, concrete_text: str | None) -> tuple[Arg, ...]:
     """Typed arguments of a launching op; unknown dtypes are kept as non-tensors."""
+    def load(text: object) -> list:
+        return json.loads(text) if isinstance(text, str) and text else []  # None/NaN: not recorded
+
     try:
-        dims = json.loads(dims_text) if dims_text else []
-        types = json.loads(types_text) if types_text else []
-        values = json.loads(concrete_text) if concrete_text else []
+        dims, types, values = load(dims_text), load(types_text), load(concrete_text)
     except ValueError:
         return ()
     count = max(len(dims), len(types))
