@@ -310,3 +310,19 @@ def test_catalog_entries_are_costed_from_their_params(tmp_path: Path, monkeypatc
     )
     assert result.exit_code == 0, result.output
     assert len(pd.read_csv(tmp_path / "kernels.costs.csv")) == len(shipped)
+
+
+def test_traces_without_concrete_inputs_are_costed() -> None:
+    from kernel_atlas.roofline.analysis import analyse
+
+    frame = ingested("a100_diff_control").frame  # records Input Dims but no Concrete Inputs
+    assert frame["concrete_inputs"].isna().all()
+    analysis = analyse(frame, get_device("a100-sxm-80gb"))
+    kernels = analysis.kernels
+    gemm = kernels[(kernels["cpu_op"] == "aten::addmm") & (kernels["role"] == "main")]
+    assert len(gemm) > 0
+    row = gemm.iloc[0]
+    dims = json.loads(row["input_dims"])
+    (m, k), (_, n) = dims[1], dims[2]
+    assert row["flops"] == 2 * m * n * k
+    assert not kernels["note"].astype(str).str.contains("unexpected recorded shapes").any()
