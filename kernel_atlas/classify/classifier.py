@@ -168,10 +168,11 @@ def label_frame(frame: pd.DataFrame, classifier: Classifier | None = None) -> pd
         return frame
     classifier = classifier or default_classifier()
     keys = ["name", "launcher", "call_stack"]
-    codes = np.stack([frame[k].astype("category").cat.codes.to_numpy(np.int64) for k in keys], axis=1)
+    columns = [frame[k].astype("category") for k in keys]
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1)
     unique, inverse = np.unique(codes, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    cats = [frame[k].astype("category").cat.categories for k in keys]
+    cats = [c.cat.categories for c in columns]
     labels = []
     for row in unique:
         name, launcher, stack = (None if c < 0 else cats[i][c] for i, c in enumerate(row))

@@ -45,27 +45,37 @@ def union_length(start: np.ndarray, end: np.ndarray) -> float:
 
 
 def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
-    """Span, busy (union over streams) and idle time per device, and time per kind."""
+    """Span, busy (union over streams) and idle time per device, and time per kind; once the
+    rows are labelled, also communication time and how much of it overlaps compute."""
     devices = []
     for (rank, device), group in frame.groupby(["rank", "device"], observed=True, dropna=False):
         start = group["ts_us"].to_numpy()
         end = start + group["dur_us"].to_numpy()
         span = float(end.max() - start.min()) if len(start) else 0.0
         busy = union_length(start, end)
-        kernels = group["kind"] == "kernel"
-        kernel_busy = union_length(start[kernels.to_numpy()], end[kernels.to_numpy()])
-        devices.append(
-            {
-                "rank": int(rank),
-                "device": None if pd.isna(device) else int(device),
-                "span_us": span,
-                "busy_us": busy,
-                "kernel_busy_us": kernel_busy,
-                "idle_us": span - busy,
-                "busy_pct": 100.0 * busy / span if span > 0 else 0.0,
-                "streams": sorted(int(s) for s in group["stream"].dropna().unique()),
-            }
-        )
+        kernels = (group["kind"] == "kernel").to_numpy()
+        facts = {
+            "rank": int(rank),
+            "device": None if pd.isna(device) else int(device),
+            "span_us": span,
+            "busy_us": busy,
+            "kernel_busy_us": union_length(start[kernels], end[kernels]),
+            "idle_us": span - busy,
+            "busy_pct": 100.0 * busy / span if span > 0 else 0.0,
+            "streams": sorted(int(s) for s in group["stream"].dropna().unique()),
+        }
+        if "category" in group:
+            comm = (group["category"] == "communication").to_numpy()
+            comm_busy = union_length(start[comm], end[comm])
+            compute_busy = union_length(start[~comm], end[~comm])
+            overlap = comm_busy + compute_busy - busy
+            facts.update(
+                communication_us=comm_busy,
+                compute_us=compute_busy,
+                overlap_us=overlap,
+                overlap_pct_of_communication=100.0 * overlap / comm_busy if comm_busy else 0.0,
+            )
+        devices.append(facts)
     by_kind = {
         str(kind): {"count": len(g), "total_us": float(g["dur_us"].sum())}
         for kind, g in frame.groupby("kind", observed=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_atlas.replay.inputs import NotReplayable, Recorded, make_tensor, parse_recorded
+from kernel_atlas.replay.inputs import NotReplayable, Recorded, make_tensor, parse_recorded, torch_dtype
 
 INDEX_NAMES = ("index", "indices", "idx")
 TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 2e-3, "float64": 1e-9}
@@ -47,9 +47,8 @@ def _fits(schema: Any, recorded: list[Recorded]) -> bool:
             return False
         if rec.kind == "none" and not (kind.endswith("?") or "Optional" in kind or arg.has_default_value()):
             return False
-    return all(a.has_default_value() or (a.kwarg_only and a.is_out) for a in arguments[len(recorded) :]) or all(
-        a.has_default_value() for a in arguments[len(recorded) :]
-    )
+    # what was not recorded must have a default, or be the out= argument of an out variant
+    return all(a.has_default_value() or (a.kwarg_only and a.is_out) for a in arguments[len(recorded) :])
 
 
 def find_overload(name: str, recorded: list[Recorded]) -> Any:
@@ -228,7 +227,7 @@ def build_case(
 
     recorded = parse_recorded(dims, types, strides, concrete)
     first = next((r for r in recorded if r.kind == "tensor"), None)
-    dtype_name = str(torch.empty(0, dtype=_dtype_of(first)).dtype).split(".")[-1] if first else "float32"
+    dtype_name = str(torch_dtype(first.dtype)).split(".")[-1] if first else "float32"
     stand_in = _stand_in(name, recorded, device)
     if stand_in is not None:
         label, fn = stand_in
@@ -274,9 +273,3 @@ def build_case(
 
     note = f"; assumed {', '.join(assumed)} (not recorded)" if assumed else ""
     return Case(run_op, f"{name} ({schema.name}.{schema.overload_name or 'default'}){note}", check_op)
-
-
-def _dtype_of(recorded: Recorded | None) -> Any:
-    from kernel_atlas.replay.inputs import torch_dtype
-
-    return torch_dtype(recorded.dtype) if recorded else None

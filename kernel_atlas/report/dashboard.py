@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
+from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.report.html import headroom_figure, roofline_figure, timeshare_figure, top_kernels_figure
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
@@ -125,9 +126,9 @@ def choices(kernels: pd.DataFrame) -> dict[str, list[Any]]:
 
 def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
     """HTML cards: GPU, kernels, busy/idle, top category."""
-    analysis = run.analyse(kernels) if len(kernels) else None
-    busy = sum(d["busy_us"] for d in analysis.facts["devices"]) if analysis else 0.0
-    span = sum(d["span_us"] for d in analysis.facts["devices"]) if analysis else 0.0
+    devices = gpu_time_facts(kernels)["devices"] if len(kernels) else []  # no full analysis for the cards
+    busy = sum(d["busy_us"] for d in devices)
+    span = sum(d["span_us"] for d in devices)
     gpus = sorted({g.get("name", "?") for t in run.summary.get("traces", []) for g in t.get("gpus", [])})
     top = kernels.groupby("category", observed=True)["dur_us"].sum().sort_values(ascending=False)
     cards = [

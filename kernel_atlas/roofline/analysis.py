@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.summary import union_length
+from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
 from kernel_atlas.roofline.devices import VECTOR, Device
@@ -295,38 +295,12 @@ def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _facts(kernels: pd.DataFrame, device: Device | None) -> dict[str, Any]:
-    start = kernels["ts_us"].to_numpy()
-    end = start + kernels["dur_us"].to_numpy()
-    comm = (kernels["category"] == "communication").to_numpy()
     facts: dict[str, Any] = {
         "device": None if device is None else {"key": device.key, "name": device.name, "source": device.source},
         "gpu_time_us": float(kernels["dur_us"].sum()),
         "kernel_time_us": float(kernels.loc[kernels["kind"] == "kernel", "dur_us"].sum()),
-        "devices": [],
+        "devices": gpu_time_facts(kernels)["devices"],
     }
-    for (rank, dev), _ in kernels.groupby(["rank", "device"], observed=True, dropna=False):
-        rows = np.flatnonzero(
-            (kernels["rank"] == rank).to_numpy() & (kernels["device"].astype(object) == dev).to_numpy()
-        )
-        s, e, c = start[rows], end[rows], comm[rows]
-        span = float(e.max() - s.min()) if len(rows) else 0.0
-        busy = union_length(s, e)
-        comm_busy = union_length(s[c], e[c])
-        compute_busy = union_length(s[~c], e[~c])
-        overlap = comm_busy + compute_busy - busy
-        facts["devices"].append(
-            {
-                "rank": int(rank),
-                "device": None if pd.isna(dev) else int(dev),
-                "span_us": span,
-                "busy_us": busy,
-                "idle_us": span - busy,
-                "communication_us": comm_busy,
-                "compute_us": compute_busy,
-                "overlap_us": overlap,
-                "overlap_pct_of_communication": 100.0 * overlap / comm_busy if comm_busy else 0.0,
-            }
-        )
     costed = kernels["role"] == "main"
     facts["costed_time_us"] = float(kernels.loc[costed, "op_time_us"].sum())
     facts["no_shape_time_us"] = float(kernels.loc[kernels["role"] == "no shapes", "dur_us"].sum())

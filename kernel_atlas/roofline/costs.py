@@ -377,6 +377,7 @@ def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
         "batch_norm",
         "softmax",
         "dequantize",
+        "masked_fill_",
     )
 )
 def _elementwise(call: Call) -> Cost:
@@ -386,11 +387,6 @@ def _elementwise(call: Call) -> Cost:
 @register(ops=("compare", "bitwise_not", "bitwise_and", "bitwise_or"))
 def _logical(call: Call) -> Cost:
     return _pointwise(call, out_itemsize=1)
-
-
-@register(ops=("masked_fill_",))
-def _masked_fill(call: Call) -> Cost:
-    return _pointwise(call)
 
 
 @register(ops=("silu_and_mul", "gelu_and_mul"))

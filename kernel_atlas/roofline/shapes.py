@@ -59,6 +59,7 @@ def _dims(value: object) -> tuple[int, ...] | None:
 @lru_cache(maxsize=65536)
 def parse_args(dims_text: str | None, types_text: str | None, concrete_text: str | None) -> tuple[Arg, ...]:
     """Typed arguments of a launching op; unknown dtypes are kept as non-tensors."""
+
     def load(text: object) -> list:
         return json.loads(text) if isinstance(text, str) and text else []  # None/NaN: not recorded
 
