@@ -60,6 +60,10 @@ class LinkedColumns:
     cpu_op_id: np.ndarray  # int64: the launching op's event index in the trace (one per op call), -1 none
     external_id_mismatch: int = 0
     unlinked: dict[str, int] = field(default_factory=dict)
+    # For later ingest stages that look at host ranges (`host_activity.py`): the launch's row in
+    # `TraceColumns.host` (-1 none) and every host range's enclosing range (`nesting_parents`).
+    launch_idx: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    host_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
 def take(values: np.ndarray, idx: np.ndarray, fill: object) -> np.ndarray:
@@ -273,4 +277,6 @@ def link(cols: TraceColumns) -> LinkedColumns:
         cpu_op_id=shape_source,
         external_id_mismatch=int(mismatch.sum()),
         unlinked=unlinked,
+        launch_idx=launch_idx,
+        host_parent=parent,
     )

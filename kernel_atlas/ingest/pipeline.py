@@ -17,6 +17,7 @@ from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
+from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.link import link
 from kernel_atlas.ingest.reader import read_trace
 from kernel_atlas.ingest.summary import gpu_time_facts, trace_facts
@@ -69,6 +70,8 @@ def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progres
     cols.host.args = []
     trace.buffer = bytearray()
     frame = assemble(trace_stem(path), rank, cols, linked)
+    frame = with_host_activity(frame, cols, linked)
+    last_step = last_step_start(cols)
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
@@ -83,6 +86,7 @@ def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progres
         "events": event_count,
         "unlinked": linked.unlinked,
         "external_id_mismatches": linked.external_id_mismatch,
+        "last_step_start_us": last_step,
     }
     facts = trace_facts(trace, frame, rank, link_facts)
     return IngestResult(frame=frame, facts=facts, warnings=warnings)

@@ -48,6 +48,11 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "label_rule": pa.dictionary(pa.int32(), pa.string()),
     "label_evidence": pa.dictionary(pa.int8(), pa.string()),
     "label_confidence": pa.float32(),
+    # host activity around the launch (`host_activity.py`)
+    "launch_dur_us": pa.float64(),
+    "launch_thread": pa.int32(),
+    "wait_frame": pa.dictionary(pa.int32(), pa.string()),
+    "wait_module": pa.dictionary(pa.int32(), pa.string()),
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
@@ -117,5 +122,5 @@ def as_categoricals(frame: pd.DataFrame) -> pd.DataFrame:
 def to_arrow(frame: pd.DataFrame) -> pa.Table:
     if frame.empty:
         return KERNEL_SCHEMA.empty_table()
-    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = pa.Table.from_pandas(frame[list(KERNEL_COLUMNS)], preserve_index=False)
     return table.cast(KERNEL_SCHEMA) if table.schema != KERNEL_SCHEMA else table

@@ -1,0 +1,147 @@
+"""What the host did around each GPU activity's launch, from the host ranges (ingest only).
+
+Per GPU activity:
+* `launch_dur_us`, `launch_thread`: CPU duration of the launch call and the launching thread;
+* `wait_frame`, `wait_module`: when the activity ends a *host wait* of its device — the device
+  (all streams) was idle before it and its launch began after the device went idle — the
+  innermost CPU op, Python frame or annotation on the launching thread that encloses the whole
+  wait [device idle since, launch start] ("between ops" when none does), and the `nn.Module`
+  path enclosing that frame. Everything else gets null.
+
+Also the trace fact `last_step_start_us` that HTA uses to cut its analysis window.
+Everything is vectorised: sorts, and walks up the nesting one depth level at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.ingest.columns import ANNOTATION, RUNTIME, TraceColumns, step_number
+from kernel_atlas.ingest.frames import MODULE_PREFIX, short_frame
+from kernel_atlas.ingest.link import LinkedColumns, take
+from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US
+
+BETWEEN_OPS = "between ops"
+_HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
+
+
+def device_idle_since(device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each activity, the latest end of the activities that started before it on its device
+    (ties broken by trace order); NaN for the first activity of a device."""
+    n = len(start)
+    since = np.full(n, np.nan)
+    order = np.lexsort((np.arange(n), start, device))
+    cuts = np.flatnonzero(np.diff(device[order])) + 1
+    for rows in np.split(order, cuts):
+        if len(rows) > 1:
+            since[rows[1:]] = np.maximum.accumulate(end[rows])[:-1]
+    return since
+
+
+def _enclosing_frames(
+    cols: TraceColumns, parent: np.ndarray, launch: np.ndarray, since: np.ndarray, is_step: np.ndarray
+) -> np.ndarray:
+    """Innermost range enclosing [since, launch start] on the launch's thread: an ancestor of the
+    launch (a range containing the wait contains the launch's start) that started by `since`."""
+    host = cols.host
+    wanted = (host.family != RUNTIME) & ~((host.family == ANNOTATION) & is_step[host.name_code])
+    found = np.full(len(launch), -1, dtype=np.int64)
+    cur = take(parent, launch, -1)
+    active = np.flatnonzero(cur >= 0)
+    while len(active):
+        node = cur[active]
+        hit = wanted[node] & (host.ts[node] <= since[active] + NEST_TOLERANCE_US)
+        found[active[hit]] = node[hit]
+        active = active[~hit]
+        cur[active] = parent[cur[active]]
+        active = active[cur[active] >= 0]
+    return found
+
+
+def _module_paths(cols: TraceColumns, parent: np.ndarray, nodes: np.ndarray) -> list[str | None]:
+    """`nn.Module` path (outermost first) of the ranges enclosing each node, the node included;
+    strings built once per distinct path."""
+    names = cols.host.names
+    is_module = np.array([s.startswith(MODULE_PREFIX) for s in names], dtype=bool)
+    name_code = cols.host.name_code
+    key = np.zeros(len(nodes), dtype=np.uint64)
+    cur = nodes.copy()
+    active = np.flatnonzero(cur >= 0)
+    with np.errstate(over="ignore"):
+        while len(active):
+            code = name_code[cur[active]]
+            mod = is_module[code]
+            key[active[mod]] = key[active[mod]] * _HASH_MULT + (code[mod] + 1).astype(np.uint64)
+            cur[active] = parent[cur[active]]
+            active = active[cur[active] >= 0]
+    text: dict[int, str | None] = {}
+    out: list[str | None] = [None] * len(nodes)
+    for i in np.flatnonzero(nodes >= 0).tolist():
+        k = int(key[i])
+        if k not in text:
+            modules = []
+            node = int(nodes[i])
+            while node >= 0:
+                name = names[int(name_code[node])]
+                if name.startswith(MODULE_PREFIX):
+                    modules.append(name[len(MODULE_PREFIX) :])
+                node = int(parent[node])
+            text[k] = ".".join(reversed(modules)) or None
+        out[i] = text[k]
+    return out
+
+
+def host_activity(cols: TraceColumns, linked: LinkedColumns) -> dict[str, Any]:
+    """The kernels-table columns described in the module docstring, aligned with `cols.gpu`."""
+    gpu, host = cols.gpu, cols.host
+    n = len(gpu)
+    launch = linked.launch_idx if len(linked.launch_idx) == n else np.full(n, -1, np.int64)
+    parent = linked.host_parent
+    has = launch >= 0
+    launch_ts = take(host.ts, launch, np.nan)
+    launch_dur = take(host.end, launch, np.nan) - launch_ts
+    since = device_idle_since(gpu.device, gpu.ts, gpu.ts + gpu.dur)
+    host_wait = has & (gpu.ts > since) & (launch_ts > since)
+    wait_frame: list[str | None] = [None] * n
+    wait_module: list[str | None] = [None] * n
+    waits = np.flatnonzero(host_wait)
+    if len(waits) and len(parent) == len(host):
+        is_step = np.array([step_number(s) is not None for s in host.names], dtype=bool)
+        found = _enclosing_frames(cols, parent, launch[waits], since[waits], is_step)
+        codes = take(host.name_code, found, -1)
+        short = {int(c): short_frame(host.names[int(c)]) for c in np.unique(codes[codes >= 0])}
+        modules = _module_paths(cols, parent, found)
+        for i, code, module in zip(waits.tolist(), codes.tolist(), modules, strict=True):
+            wait_frame[i] = short[code] if code >= 0 else BETWEEN_OPS
+            wait_module[i] = module
+    return {
+        "launch_dur_us": launch_dur,
+        "launch_thread": pd.arrays.IntegerArray(take(host.thread, launch, -1), mask=~has).astype("Int32"),
+        "wait_frame": wait_frame,
+        "wait_module": wait_module,
+    }
+
+
+def last_step_start(cols: TraceColumns) -> float | None:
+    """Start of the last `ProfilerStep` range (CPU- or GPU-side) when the trace has at least two
+    distinct steps — where HTA ends its analysis window (it drops the last, possibly incomplete,
+    step); None otherwise."""
+    host = cols.host
+    named = np.array(["ProfilerStep" in s for s in host.names], dtype=bool)
+    rows = np.flatnonzero(named[host.name_code]) if len(host) else np.empty(0, np.int64)
+    steps = {host.names[int(c)] for c in np.unique(host.name_code[rows])}
+    steps |= {f"ProfilerStep#{int(s)}" for s in np.unique(cols.gpu_steps.step)}
+    starts = np.concatenate([host.ts[rows], cols.gpu_steps.ts])
+    if len(steps) < 2 or len(starts) == 0:
+        return None
+    return float(starts.max())
+
+
+def with_host_activity(frame: pd.DataFrame, cols: TraceColumns, linked: LinkedColumns) -> pd.DataFrame:
+    """The kernels table with the host-activity columns appended (categoricals for the names)."""
+    for name, values in host_activity(cols, linked).items():
+        frame[name] = pd.Categorical(values) if name.startswith("wait_") else values
+    return frame

@@ -1,0 +1,191 @@
+"""Why the GPU waits: idle gaps per stream and per device, split as HTA splits them, and what
+the host was doing during the host waits.
+
+Definitions (those of HTA's `get_idle_time_breakdown`, README "Why the GPU waits"): on one stream,
+activities in start order; the gap before an activity runs from the end of the previous one to
+its start. A gap is
+1. `host_wait` when the activity's launch call began after the previous activity ended (the CPU
+   had not enqueued it yet); else
+2. `kernel_wait` when it is shorter than `kernel_wait_us`; else
+3. `other` (waiting on an event, another stream, a synchronisation...).
+Per device the same rules apply to the gaps of the union of its streams.
+
+Exact mode (the default) uses the trace's timestamps and every activity; overlapping activities
+on one stream leave no gap. `hta=True` reproduces HTA's own numbers: timestamps rounded as HTA's
+parser rounds them (start up, end down to the µs), the previous activity is the one that started
+last (gaps may be negative when they overlap), and in traces with several `ProfilerStep`s only
+the activities launched before the last step starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.ingest.host_activity import BETWEEN_OPS
+
+CATEGORIES = ("host_wait", "kernel_wait", "other")
+KERNEL_WAIT_US = 30.0
+NO_CAUSE = "(not recorded: re-run `atlas ingest`)"
+BREAKDOWN_COLUMNS = ["rank", "device", "stream", "category", "idle_us", "count", "pct"]
+CAUSE_COLUMNS = ["rank", "device", "frame", "module", "gaps", "idle_us", "pct"]
+
+
+@dataclass
+class IdleAnalysis:
+    breakdown: pd.DataFrame  # idle.parquet
+    causes: pd.DataFrame  # idle_causes.parquet
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+def gaps(
+    frame: pd.DataFrame, per_stream: bool, kernel_wait_us: float = KERNEL_WAIT_US, hta: bool = False
+) -> pd.DataFrame:
+    """One row per activity that follows another on its stream (or device): `gap_us` (start
+    minus the previous end) and `category`, indexed like `frame`. Exact mode keeps only real
+    gaps (> 0) and measures from the latest end so far; HTA mode keeps every pair."""
+    keys = ["rank", "device", "stream"] if per_stream else ["rank", "device"]
+    if frame.empty:
+        return pd.DataFrame(columns=[*keys, "gap_us", "category"])
+    start = frame["ts_us"].to_numpy(np.float64)
+    end = start + frame["dur_us"].to_numpy(np.float64)
+    if "end_us" in frame:  # HTA's rounded ends
+        end = frame["end_us"].to_numpy(np.float64)
+    key_frame = pd.DataFrame({k: frame[k].astype("float64").fillna(-1).to_numpy() for k in keys})
+    group = key_frame.groupby(keys, sort=False).ngroup().to_numpy()
+    order = np.lexsort((np.arange(len(frame)), start, group))
+    g = pd.Series(group[order])
+    ends = pd.Series(end[order])
+    prev = ends.groupby(g).shift() if hta else ends.groupby(g).cummax().groupby(g).shift()
+    prev = prev.to_numpy()
+    gap = start[order] - prev
+    launch = frame["launch_ts_us"].to_numpy(np.float64)[order]
+    host_wait = launch > prev  # NaN (no launch, first activity) compares False
+    category = np.where(host_wait, 0, np.where(gap < kernel_wait_us, 1, 2))
+    keep = ~np.isnan(gap) if hta else gap > 0
+    rows = order[keep]
+    out = frame.iloc[rows][keys].copy()
+    out["gap_us"] = gap[keep]
+    out["category"] = pd.Categorical.from_codes(category[keep], CATEGORIES)
+    return out
+
+
+def hta_view(frame: pd.DataFrame, last_step_start: dict[int, float | None] | None = None) -> pd.DataFrame:
+    """The activities and timestamps HTA analyses: its parser rounds fractional timestamps
+    (start up, end down); with several `ProfilerStep`s it keeps only activities whose launch
+    began before the last step started; activities without a stream are not GPU kernels to it."""
+    keep = frame["stream"].notna().to_numpy().copy()
+    launch = np.ceil(frame["launch_ts_us"].to_numpy(np.float64))
+    for rank, limit in (last_step_start or {}).items():
+        if limit is not None:
+            mine = (frame["rank"] == rank).to_numpy()
+            keep &= ~mine | (launch < np.ceil(limit))  # NaN launches are dropped here too
+    view = frame.loc[keep, ["rank", "device", "stream", "ts_us", "dur_us"]].copy()
+    view["end_us"] = np.floor(view["ts_us"] + view["dur_us"])
+    view["ts_us"] = np.ceil(view["ts_us"])
+    view["launch_ts_us"] = launch[keep]
+    return view
+
+
+def _sum_by_category(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """idle_us and count per key and category, all three categories present for every key."""
+    summed = table.groupby([*keys, "category"], observed=False, sort=True, dropna=False)["gap_us"].agg(
+        idle_us="sum", count="count"
+    )
+    summed = summed.reset_index()
+    present = table[keys].drop_duplicates()
+    summed = summed.merge(present, on=keys, how="inner")
+    total = summed.groupby(keys, dropna=False)["idle_us"].transform("sum")
+    summed["pct"] = np.where(total > 0, 100.0 * summed["idle_us"] / total.where(total > 0, 1.0), 0.0)
+    return summed
+
+
+def idle_breakdown(
+    frame: pd.DataFrame,
+    kernel_wait_us: float = KERNEL_WAIT_US,
+    hta: bool = False,
+    last_step_start: dict[int, float | None] | None = None,
+) -> pd.DataFrame:
+    """idle.parquet: per (rank, device, stream) and per (rank, device) over all its streams
+    (`stream` null), the idle time and number of gaps of each category."""
+    source = hta_view(frame, last_step_start) if hta else frame
+    per_stream = _sum_by_category(gaps(source, True, kernel_wait_us, hta), ["rank", "device", "stream"])
+    per_device = _sum_by_category(gaps(source, False, kernel_wait_us, hta), ["rank", "device"])
+    per_device["stream"] = pd.NA
+    table = pd.concat([per_device, per_stream], ignore_index=True)[BREAKDOWN_COLUMNS]
+    table["rank"] = table["rank"].astype("int32")
+    table["device"] = table["device"].astype("Int32")
+    table["stream"] = table["stream"].astype("Int64")
+    table["category"] = table["category"].astype(str)
+    table["count"] = table["count"].astype("int64")
+    return table.sort_values(["rank", "device", "stream"], na_position="first", kind="stable").reset_index(drop=True)
+
+
+def idle_causes(frame: pd.DataFrame) -> pd.DataFrame:
+    """idle_causes.parquet: the host waits of each device (exact gaps of the union of its streams)
+    grouped by what the launching thread was executing during the wait (`wait_frame`,
+    `wait_module`, recorded at ingest), largest first; `pct` is the share of the device's
+    host-wait time."""
+    waits = gaps(frame, per_stream=False)
+    waits = waits[waits["category"] == "host_wait"]
+    if "wait_frame" in frame:
+        waits["frame"] = frame.loc[waits.index, "wait_frame"].astype(object).fillna(NO_CAUSE)
+        waits["module"] = frame.loc[waits.index, "wait_module"].astype(object)
+    else:
+        waits["frame"], waits["module"] = NO_CAUSE, None
+    causes = (
+        waits.assign(module=waits["module"].fillna(""))
+        .groupby(["rank", "device", "frame", "module"], dropna=False, sort=False)["gap_us"]
+        .agg(gaps="count", idle_us="sum")
+        .reset_index()
+    )
+    causes["module"] = causes["module"].replace("", None)
+    device_total = causes.groupby(["rank", "device"], dropna=False)["idle_us"].transform("sum")
+    causes["pct"] = 100.0 * causes["idle_us"] / device_total.where(device_total > 0, 1.0)
+    causes = causes.sort_values(["rank", "device", "idle_us"], ascending=[True, True, False], kind="stable")
+    causes["rank"] = causes["rank"].astype("int32")
+    causes["device"] = causes["device"].astype("Int32")
+    return causes[CAUSE_COLUMNS].reset_index(drop=True)
+
+
+def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[str, Any]]:
+    devices = []
+    rows = breakdown[breakdown["stream"].isna()]
+    for (rank, device), group in rows.groupby(["rank", "device"], dropna=False, sort=True):
+        by = group.set_index("category")
+        mine = causes[(causes["rank"] == rank) & (causes["device"].fillna(-1) == (-1 if pd.isna(device) else device))]
+        caused = float(mine["idle_us"].sum())
+        named = float(mine.loc[~mine["frame"].isin([BETWEEN_OPS, NO_CAUSE]), "idle_us"].sum())
+        devices.append(
+            {
+                "rank": int(rank),
+                "device": None if pd.isna(device) else int(device),
+                "idle_us": float(group["idle_us"].sum()),
+                **{f"{c}_us": float(by.loc[c, "idle_us"]) for c in CATEGORIES},
+                **{f"{c}_gaps": int(by.loc[c, "count"]) for c in CATEGORIES},
+                "host_wait_named_pct": 100.0 * named / caused if caused > 0 else None,
+                "top_cause": None if mine.empty else str(mine.iloc[0]["frame"]),
+            }
+        )
+    return devices
+
+
+def analyse_idle(
+    frame: pd.DataFrame,
+    kernel_wait_us: float = KERNEL_WAIT_US,
+    hta: bool = False,
+    last_step_start: dict[int, float | None] | None = None,
+) -> IdleAnalysis:
+    breakdown = idle_breakdown(frame, kernel_wait_us, hta, last_step_start)
+    causes = idle_causes(frame)
+    facts = {
+        "kernel_wait_us": kernel_wait_us,
+        "basis": "hta" if hta else "exact",
+        "devices": _device_facts(breakdown, causes),
+    }
+    if hta:
+        facts["hta_window_end_us"] = {str(r): v for r, v in (last_step_start or {}).items() if v is not None}
+    return IdleAnalysis(breakdown, causes, facts)
