@@ -165,9 +165,28 @@ def report(
         Path | None, typer.Option("--html", help="Write the interactive report here (default: OUT/report.html).")
     ] = None,
     top: Annotated[int, typer.Option(help="Rows in the terminal tables.")] = 12,
+    kernel_wait_us: Annotated[
+        float,
+        typer.Option(
+            "--kernel-wait-us", help="Idle gaps shorter than this that are not host waits count as kernel waits."
+        ),
+    ] = 30.0,
+    short_kernel_us: Annotated[
+        float, typer.Option("--short-kernel-us", help="Kernels shorter than this can be part of a graph candidate.")
+    ] = 20.0,
+    like_hta: Annotated[
+        bool,
+        typer.Option(
+            "--like-hta",
+            help="Idle breakdown with HTA's conventions (timestamps rounded to µs, last ProfilerStep dropped) "
+            "to compare with HTA's get_idle_time_breakdown.",
+        ),
+    ] = False,
 ) -> None:
-    """Where the GPU time goes and how far each kernel is from the roofline: writes
-    roofline.parquet, timeshare.csv, report.json and report.html next to kernels.parquet."""
+    """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
+    waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_causes.parquet,
+    launch_stats.parquet, graph_candidates.parquet, report.json and report.html next to
+    kernels.parquet."""
     from kernel_atlas.report.build import build_report
     from kernel_atlas.report.terminal import print_catalog_costs, print_report
 
@@ -182,7 +201,7 @@ def report(
         table.to_csv(target, index=False)
         print_catalog_costs(console, table, device or "h100-sxm", target, top=top)
         return
-    result = build_report(source, device, html)
+    result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta)
     print_report(console, result, top=top)
 
 

@@ -11,6 +11,9 @@ import pandas as pd
 
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
+from kernel_atlas.report.idle import KERNEL_WAIT_US
+from kernel_atlas.report.launches import SHORT_KERNEL_US
+from kernel_atlas.report.waits import Waits, analyse_waits, write_waits
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
 
@@ -22,6 +25,7 @@ class Report:
     device: Device | None
     traced_gpu: str | None
     files: dict[str, Path]
+    waits: Waits | None = None
 
 
 def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
@@ -64,7 +68,14 @@ def _traced_gpu(summary: dict[str, Any]) -> tuple[str | None, int | None, int | 
     return None, None, None
 
 
-def build_report(source: str | Path, device_key: str | None = None, html: Path | None = None) -> Report:
+def build_report(
+    source: str | Path,
+    device_key: str | None = None,
+    html: Path | None = None,
+    kernel_wait_us: float = KERNEL_WAIT_US,
+    short_kernel_us: float = SHORT_KERNEL_US,
+    like_hta: bool = False,
+) -> Report:
     out_dir = _resolve_input(Path(source))
     frame = load_kernels(out_dir)
     summary_path = out_dir / "summary.json"
@@ -79,6 +90,8 @@ def build_report(source: str | Path, device_key: str | None = None, html: Path |
         analysis.roofline = merge_replay(analysis.roofline, pd.read_parquet(replay_path))
     analysis.facts["traced_gpu"] = gpu_name
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
+    waits = analyse_waits(frame, kernel_wait_us, short_kernel_us, like_hta, summary)
+    analysis.facts.update(waits.facts)
     files = {
         "roofline": out_dir / "roofline.parquet",
         "timeshare": out_dir / "timeshare.csv",
@@ -87,9 +100,10 @@ def build_report(source: str | Path, device_key: str | None = None, html: Path |
     }
     analysis.roofline.to_parquet(files["roofline"], index=False)
     analysis.timeshare.to_csv(files["timeshare"], index=False)
+    files.update(write_waits(waits, out_dir))
     files["facts"].write_text(json.dumps(analysis.facts, indent=1) + "\n")
     from kernel_atlas.report.html import write_html
 
     title = f"Kernel Atlas — {out_dir.name}"
-    write_html(analysis, device, files["html"], title)
-    return Report(out_dir, analysis, device, gpu_name, files)
+    write_html(analysis, device, files["html"], title, waits=waits)
+    return Report(out_dir, analysis, device, gpu_name, files, waits)

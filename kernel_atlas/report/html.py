@@ -11,6 +11,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.report.waits import Waits
+from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.roofline.devices import Device
 
@@ -190,7 +192,7 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
     return fig
 
 
-def write_html(analysis: Analysis, device: Device | None, path: Path, title: str) -> Path:
+def write_html(analysis: Analysis, device: Device | None, path: Path, title: str, waits: Waits | None = None) -> Path:
     figures = {
         "roofline": roofline_figure(analysis, device),
         "timeshare": timeshare_figure(analysis),
@@ -216,6 +218,7 @@ def write_html(analysis: Analysis, device: Device | None, path: Path, title: str
         div = pio.to_html(fig, full_html=False, include_plotlyjs=first, div_id=fid)
         parts.append(f"<div class='fig'>{div}</div>")
         first = False
+    parts.append(waits_html(waits))
     parts.append("</body></html>")
     path.write_text("".join(parts), encoding="utf-8")
     return path

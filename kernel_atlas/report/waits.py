@@ -1,0 +1,66 @@
+"""Why the GPU waits, as `atlas report` writes it: the idle breakdown, its causes, launch
+statistics and graph candidates of one ingest output, and their files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.report.idle import KERNEL_WAIT_US, analyse_idle
+from kernel_atlas.report.launches import SHORT_KERNEL_US, graph_candidates, launch_facts, launch_stats
+
+
+@dataclass
+class Waits:
+    breakdown: pd.DataFrame  # idle.parquet
+    causes: pd.DataFrame  # idle_causes.parquet
+    launches: pd.DataFrame  # launch_stats.parquet
+    candidates: pd.DataFrame  # graph_candidates.parquet
+    facts: dict[str, Any]  # report.json: "idle", "launches", "graph_candidates"
+
+
+def last_step_starts(summary: dict[str, Any]) -> dict[int, float | None]:
+    """Per rank, where HTA's analysis window ends (`summary.json`, written by `atlas ingest`)."""
+    return {int(t["rank"]): t.get("last_step_start_us") for t in summary.get("traces", []) if "rank" in t}
+
+
+def analyse_waits(
+    frame: pd.DataFrame,
+    kernel_wait_us: float = KERNEL_WAIT_US,
+    short_kernel_us: float = SHORT_KERNEL_US,
+    like_hta: bool = False,
+    summary: dict[str, Any] | None = None,
+) -> Waits:
+    idle = analyse_idle(frame, kernel_wait_us, like_hta, last_step_starts(summary or {}))
+    candidates = graph_candidates(frame, kernel_wait_us, short_kernel_us)
+    facts = {
+        "idle": idle.facts,
+        "launches": launch_facts(frame),
+        "graph_candidates": {
+            "short_kernel_us": short_kernel_us,
+            "count": len(candidates),
+            "saving_us": float(candidates["saving_us"].sum()) if len(candidates) else 0.0,
+        },
+    }
+    if like_hta and any("last_step_start_us" not in t for t in (summary or {}).get("traces", [{}])):
+        facts["idle"]["note"] = "summary.json does not say where HTA's window ends: re-run `atlas ingest`"
+    if "wait_frame" not in frame:
+        facts["idle"]["note"] = "kernels.parquet has no host-activity columns: re-run `atlas ingest` for causes"
+    return Waits(idle.breakdown, idle.causes, launch_stats(frame), candidates, facts)
+
+
+def write_waits(waits: Waits, out_dir: Path) -> dict[str, Path]:
+    files = {
+        "idle": out_dir / "idle.parquet",
+        "idle_causes": out_dir / "idle_causes.parquet",
+        "launch_stats": out_dir / "launch_stats.parquet",
+        "graph_candidates": out_dir / "graph_candidates.parquet",
+    }
+    waits.breakdown.to_parquet(files["idle"], index=False)
+    waits.causes.to_parquet(files["idle_causes"], index=False)
+    waits.launches.to_parquet(files["launch_stats"], index=False)
+    waits.candidates.to_parquet(files["graph_candidates"], index=False)
+    return files
