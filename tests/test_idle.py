@@ -9,6 +9,7 @@ recorded with `python benchmarks/hta_idle_compare.py TRACE...` (HolisticTraceAna
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -300,7 +301,8 @@ def test_report_writes_the_wait_files(tmp_path: Path) -> None:
     assert facts["idle"]["kernel_wait_us"] == 50.0 and facts["idle"]["basis"] == "exact"
     assert device["host_wait_us"] + device["kernel_wait_us"] + device["other_us"] == pytest.approx(device["idle_us"])
     assert device["host_wait_named_pct"] >= 90
-    assert "Why the GPU waits" in (tmp_path / "report.html").read_text()
+    page = (tmp_path / "report.html").read_text()
+    assert "Why the GPU waits" in page and re.search(r'Plotly\.newPlot\(\s*"idle"', page)
     result = CliRunner().invoke(app, ["report", str(tmp_path), "--like-hta"])
     assert result.exit_code == 0, result.output
     facts = json.loads((tmp_path / "report.json").read_text())

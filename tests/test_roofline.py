@@ -211,7 +211,7 @@ def test_report_html_contains_its_figures(reports) -> None:
     report = reports["h100_bert_small_infer"]
     text = report.files["html"].read_text()
     figures = _figures(text)
-    assert set(figures) == {"roofline", "timeshare", "top-kernels", "headroom"}
+    assert {"roofline", "timeshare", "top-kernels", "headroom"} <= set(figures)
     roof = figures["roofline"]
     assert roof["layout"]["xaxis"]["type"] == "log" and roof["layout"]["yaxis"]["type"] == "log"
     names = {t.get("name") for t in roof["data"]}
