@@ -12,7 +12,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kernel_atlas.classify.names import display_name
-from kernel_atlas.report.waits_view import print_waits
 
 if TYPE_CHECKING:
     from kernel_atlas.classify.classifier import Label, Step
@@ -191,6 +190,8 @@ def print_report(console: Console, report: Any, top: int = 12) -> None:
             "see `note` in roofline.parquet",
             highlight=False,
         )
+    from kernel_atlas.report.waits_view import print_waits
+
     print_waits(console, getattr(report, "waits", None), top=min(top, 8))
     console.print("wrote " + ", ".join(str(p) for p in report.files.values()), highlight=False)
 

@@ -11,20 +11,13 @@ from rich.table import Table
 
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.report.idle import CATEGORIES
+from kernel_atlas.report.terminal import fmt_us
 from kernel_atlas.report.waits import Waits
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 _LABEL = {"host_wait": "host wait", "kernel_wait": "kernel wait", "other": "other"}
-
-
-def _us(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.3f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} µs"
 
 
 def _text(value: object, missing: str = "") -> str:
@@ -72,9 +65,9 @@ def print_waits(console: Console, waits: Waits | None, top: int = 8) -> None:
                 _where(row.rank, row.device, stream)
                 if stream is not None
                 else f"[bold]{_where(row.rank, row.device)}[/]",
-                _us(row.total),
+                fmt_us(row.total),
                 *(
-                    f"{_us(getattr(row, f'{c}_idle_us'))} ({100 * getattr(row, f'{c}_idle_us') / row.total:.0f}%)"
+                    f"{fmt_us(getattr(row, f'{c}_idle_us'))} ({100 * getattr(row, f'{c}_idle_us') / row.total:.0f}%)"
                     if row.total
                     else "–"
                     for c in CATEGORIES
@@ -88,13 +81,14 @@ def print_waits(console: Console, waits: Waits | None, top: int = 8) -> None:
         for column in ("idle", "%", "gaps", "frame", "module"):
             view.add_column(column, justify="right" if column in ("idle", "%", "gaps") else "left", overflow="fold")
         for row in causes.itertuples(index=False):
-            view.add_row(_us(row.idle_us), f"{row.pct:.1f}", f"{row.gaps:,}", _text(row.frame), _text(row.module))
+            view.add_row(fmt_us(row.idle_us), f"{row.pct:.1f}", f"{row.gaps:,}", _text(row.frame), _text(row.module))
         console.print(view)
     launches = waits.facts["launches"]
     if launches.get("eager_activities"):
         console.print(
             f"launches: {launches['eager_activities']:,} eager ({launches['graph_replayed']:,} graph-replayed), "
-            f"launch call p50 {_us(launches['launch_p50_us'])}, launch-to-start p50 {_us(launches['delay_p50_us'])}, "
+            f"launch call p50 {fmt_us(launches['launch_p50_us'])}, "
+            f"launch-to-start p50 {fmt_us(launches['delay_p50_us'])}, "
             f"{launches['launch_bound_pct']:.0f}% shorter on the GPU than their launch call",
             highlight=False,
         )
@@ -110,7 +104,7 @@ def print_waits(console: Console, waits: Waits | None, top: int = 8) -> None:
             )
         for row in candidates.itertuples(index=False):
             view.add_row(
-                _us(row.saving_us),
+                fmt_us(row.saving_us),
                 f"{row.stretches:,}",
                 f"{row.kernels:,}",
                 _where(row.rank, row.device, row.stream),
