@@ -61,7 +61,7 @@ def _enclosing_frames(
     return found
 
 
-def _module_paths(cols: TraceColumns, parent: np.ndarray, nodes: np.ndarray) -> list[str | None]:
+def _module_paths(cols: TraceColumns, parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     """`nn.Module` path (outermost first) of the ranges enclosing each node, the node included;
     strings built once per distinct path."""
     names = cols.host.names
@@ -77,20 +77,20 @@ def _module_paths(cols: TraceColumns, parent: np.ndarray, nodes: np.ndarray) -> 
             key[active[mod]] = key[active[mod]] * _HASH_MULT + (code[mod] + 1).astype(np.uint64)
             cur[active] = parent[cur[active]]
             active = active[cur[active] >= 0]
-    text: dict[int, str | None] = {}
-    out: list[str | None] = [None] * len(nodes)
-    for i in np.flatnonzero(nodes >= 0).tolist():
-        k = int(key[i])
-        if k not in text:
-            modules = []
-            node = int(nodes[i])
-            while node >= 0:
-                name = names[int(name_code[node])]
-                if name.startswith(MODULE_PREFIX):
-                    modules.append(name[len(MODULE_PREFIX) :])
-                node = int(parent[node])
-            text[k] = ".".join(reversed(modules)) or None
-        out[i] = text[k]
+    has = nodes >= 0
+    out = np.full(len(nodes), None, dtype=object)
+    distinct, first, inverse = np.unique(key[has], return_index=True, return_inverse=True)
+    texts = np.empty(len(distinct), dtype=object)
+    for j, start in enumerate(nodes[has][first].tolist()):  # once per distinct module path
+        modules = []
+        node = start
+        while node >= 0:
+            name = names[int(name_code[node])]
+            if name.startswith(MODULE_PREFIX):
+                modules.append(name[len(MODULE_PREFIX) :])
+            node = int(parent[node])
+        texts[j] = ".".join(reversed(modules)) or None
+    out[has] = texts[inverse]
     return out
 
 
@@ -102,21 +102,21 @@ def host_activity(cols: TraceColumns, linked: LinkedColumns) -> dict[str, Any]:
     parent = linked.host_parent
     has = launch >= 0
     launch_ts = take(host.ts, launch, np.nan)
-    launch_dur = take(host.end, launch, np.nan) - launch_ts
+    # ends are stored as start + duration: round the difference back to the trace's ns resolution
+    launch_dur = np.round(take(host.end, launch, np.nan) - launch_ts, 3)
     since = device_idle_since(gpu.device, gpu.ts, gpu.ts + gpu.dur)
     host_wait = has & (gpu.ts > since) & (launch_ts > since)
-    wait_frame: list[str | None] = [None] * n
-    wait_module: list[str | None] = [None] * n
+    wait_frame = np.full(n, None, dtype=object)
+    wait_module = np.full(n, None, dtype=object)
     waits = np.flatnonzero(host_wait)
     if len(waits) and len(parent) == len(host):
         is_step = np.array([step_number(s) is not None for s in host.names], dtype=bool)
         found = _enclosing_frames(cols, parent, launch[waits], since[waits], is_step)
         codes = take(host.name_code, found, -1)
-        short = {int(c): short_frame(host.names[int(c)]) for c in np.unique(codes[codes >= 0])}
-        modules = _module_paths(cols, parent, found)
-        for i, code, module in zip(waits.tolist(), codes.tolist(), modules, strict=True):
-            wait_frame[i] = short[code] if code >= 0 else BETWEEN_OPS
-            wait_module[i] = module
+        used, inverse = np.unique(codes, return_inverse=True)
+        short = np.array([BETWEEN_OPS if c < 0 else short_frame(host.names[c]) for c in used.tolist()], dtype=object)
+        wait_frame[waits] = short[inverse]
+        wait_module[waits] = _module_paths(cols, parent, found)
     return {
         "launch_dur_us": launch_dur,
         "launch_thread": pd.arrays.IntegerArray(take(host.thread, launch, -1), mask=~has).astype("Int32"),

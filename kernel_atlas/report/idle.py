@@ -41,6 +41,15 @@ class IdleAnalysis:
     facts: dict[str, Any] = field(default_factory=dict)
 
 
+def start_order(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Row positions sorted by group (`keys`, missing values as one group), start time and trace
+    order, and the group id of each sorted row."""
+    key_frame = pd.DataFrame({k: frame[k].astype("float64").fillna(-1).to_numpy() for k in keys})
+    group = key_frame.groupby(keys, sort=False).ngroup().to_numpy()
+    order = np.lexsort((np.arange(len(frame)), frame["ts_us"].to_numpy(np.float64), group))
+    return order, group[order]
+
+
 def gaps(
     frame: pd.DataFrame, per_stream: bool, kernel_wait_us: float = KERNEL_WAIT_US, hta: bool = False
 ) -> pd.DataFrame:
@@ -54,10 +63,8 @@ def gaps(
     end = start + frame["dur_us"].to_numpy(np.float64)
     if "end_us" in frame:  # HTA's rounded ends
         end = frame["end_us"].to_numpy(np.float64)
-    key_frame = pd.DataFrame({k: frame[k].astype("float64").fillna(-1).to_numpy() for k in keys})
-    group = key_frame.groupby(keys, sort=False).ngroup().to_numpy()
-    order = np.lexsort((np.arange(len(frame)), start, group))
-    g = pd.Series(group[order])
+    order, group = start_order(frame, keys)
+    g = pd.Series(group)
     ends = pd.Series(end[order])
     prev = ends.groupby(g).shift() if hta else ends.groupby(g).cummax().groupby(g).shift()
     prev = prev.to_numpy()
@@ -90,17 +97,22 @@ def hta_view(frame: pd.DataFrame, last_step_start: dict[int, float | None] | Non
     return view
 
 
-def _sum_by_category(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """idle_us and count per key and category, all three categories present for every key."""
-    summed = table.groupby([*keys, "category"], observed=False, sort=True, dropna=False)["gap_us"].agg(
-        idle_us="sum", count="count"
+def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """idle_us and count per key and category; every key of `source` (even one without gaps)
+    has its three category rows."""
+    as_float = {k: "float64" for k in keys}  # nullable ints → NaN keys that merge with each other
+    summed = (
+        table.astype({**as_float, "category": str})
+        .groupby([*keys, "category"], dropna=False)["gap_us"]
+        .agg(idle_us="sum", count="count")
+        .reset_index()
     )
-    summed = summed.reset_index()
-    present = table[keys].drop_duplicates()
-    summed = summed.merge(present, on=keys, how="inner")
-    total = summed.groupby(keys, dropna=False)["idle_us"].transform("sum")
-    summed["pct"] = np.where(total > 0, 100.0 * summed["idle_us"] / total.where(total > 0, 1.0), 0.0)
-    return summed
+    present = source[keys].astype(as_float).drop_duplicates()
+    rows = present.merge(pd.DataFrame({"category": CATEGORIES}), how="cross")
+    rows = rows.merge(summed, on=[*keys, "category"], how="left").fillna({"idle_us": 0.0, "count": 0})
+    total = rows.groupby(keys, dropna=False)["idle_us"].transform("sum")
+    rows["pct"] = np.where(total > 0, 100.0 * rows["idle_us"] / total.where(total > 0, 1.0), 0.0)
+    return rows
 
 
 def idle_breakdown(
@@ -112,8 +124,8 @@ def idle_breakdown(
     """idle.parquet: per (rank, device, stream) and per (rank, device) over all its streams
     (`stream` null), the idle time and number of gaps of each category."""
     source = hta_view(frame, last_step_start) if hta else frame
-    per_stream = _sum_by_category(gaps(source, True, kernel_wait_us, hta), ["rank", "device", "stream"])
-    per_device = _sum_by_category(gaps(source, False, kernel_wait_us, hta), ["rank", "device"])
+    per_stream = _sum_by_category(gaps(source, True, kernel_wait_us, hta), source, ["rank", "device", "stream"])
+    per_device = _sum_by_category(gaps(source, False, kernel_wait_us, hta), source, ["rank", "device"])
     per_device["stream"] = pd.NA
     table = pd.concat([per_device, per_stream], ignore_index=True)[BREAKDOWN_COLUMNS]
     table["rank"] = table["rank"].astype("int32")

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.frames import MODULE_PREFIX, STACK_SEPARATOR
-from kernel_atlas.report.idle import KERNEL_WAIT_US, gaps
+from kernel_atlas.report.idle import KERNEL_WAIT_US, gaps, start_order
 
 SHORT_KERNEL_US = 20.0
 MIN_STRETCH_KERNELS = 3
@@ -68,10 +68,14 @@ def launch_stats(frame: pd.DataFrame) -> pd.DataFrame:
     if "launch_dur_us" not in frame:
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
     rows = frame[eager(frame)]
+    launcher = rows["launcher"]
+    # grouped on the categorical codes: no string per row
+    if isinstance(launcher.dtype, pd.CategoricalDtype) and NO_LAUNCHER not in launcher.cat.categories:
+        launcher = launcher.cat.add_categories([NO_LAUNCHER])
     data = pd.DataFrame(
         {
-            "kernel": rows["name"].astype(str),
-            "op": rows["launcher"].astype(object).fillna(NO_LAUNCHER).astype(str),
+            "kernel": rows["name"],
+            "op": launcher.fillna(NO_LAUNCHER),
             "launch": rows["launch_dur_us"],
             "delay": rows["ts_us"] - rows["launch_ts_us"],
             "gpu": rows["dur_us"],
@@ -80,7 +84,7 @@ def launch_stats(frame: pd.DataFrame) -> pd.DataFrame:
     )
     tables = []
     for level in ("kernel", "op"):
-        grouped = data.groupby(level, sort=False)
+        grouped = data.groupby(level, sort=False, observed=True)
         table = pd.DataFrame(
             {
                 "count": grouped.size(),
@@ -95,6 +99,7 @@ def launch_stats(frame: pd.DataFrame) -> pd.DataFrame:
             }
         )
         table = table.rename_axis("key").reset_index().sort_values("launch_us", ascending=False, kind="stable")
+        table["key"] = table["key"].astype(str)
         table.insert(0, "level", level)
         tables.append(table)
     return pd.concat(tables, ignore_index=True)[LAUNCH_COLUMNS]
@@ -115,14 +120,6 @@ def launch_facts(frame: pd.DataFrame) -> dict[str, float | int | None]:
         "delay_p50_us": float(delay.median()),
         "launch_bound_pct": float(100.0 * (rows["dur_us"] < rows["launch_dur_us"]).mean()),
     }
-
-
-def _stream_order(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Row positions sorted by (rank, device, stream, start) and the group id of each."""
-    keys = pd.DataFrame({k: frame[k].astype("float64").fillna(-1).to_numpy() for k in ("rank", "device", "stream")})
-    group = keys.groupby(["rank", "device", "stream"], sort=False).ngroup().to_numpy()
-    order = np.lexsort((np.arange(len(frame)), frame["ts_us"].to_numpy(), group))
-    return order, group[order]
 
 
 def _stack_frames(call_stack: object) -> tuple[str, ...]:
@@ -157,14 +154,15 @@ def graph_candidates(
     gap_of[waits.index] = waits["gap_us"].to_numpy()
     category_of = np.full(len(frame), "", dtype=object)
     category_of[waits.index] = waits["category"].astype(str).to_numpy()
-    order, group = _stream_order(frame)
+    order, group = start_order(frame, ["rank", "device", "stream"])
+    stack_code, stack_text = pd.factorize(frame["call_stack"])  # -1: no call stack
     start = frame["ts_us"].to_numpy(np.float64)[order]
     end = start + frame["dur_us"].to_numpy(np.float64)[order]
     gap = gap_of[order]
     host_wait = category_of[order] == "host_wait"
     other = category_of[order] == "other"
     short = (
-        (frame["kind"].astype(str).to_numpy()[order] == "kernel")
+        (frame["kind"] == "kernel").to_numpy()[order]
         & eager(frame).to_numpy()[order]
         & (frame["dur_us"].to_numpy()[order] < short_kernel_us)
     )
@@ -182,7 +180,7 @@ def graph_candidates(
             "wait": np.where(joined[member], gap[member], 0.0),
             "host": np.where(joined[member] & host_wait[member], gap[member], 0.0),
             "gpu": end[member] - start[member],
-            "stack": frame["call_stack"].astype(object).to_numpy()[order][member],
+            "stack": stack_code[order][member],
             "row": order[member],
         }
     )
@@ -199,13 +197,14 @@ def graph_candidates(
     # The call stack every launch of a stretch shares: the common prefix of the lexicographically
     # smallest and largest stacks of the stretch (outermost first) — one comparison per stretch.
     rows = rows[rows["stretch"].isin(per.index)]
-    stacks = pd.Series(rows["stack"].unique())
-    frames = stacks.map(_stack_frames)
-    ordered = sorted(range(len(stacks)), key=lambda i: frames[i])
-    rank_of = {stacks[i]: r for r, i in enumerate(ordered)}
+    used = np.unique(rows["stack"].to_numpy())
+    frames = [_stack_frames(stack_text[c]) if c >= 0 else () for c in used.tolist()]
+    ordered = sorted(range(len(used)), key=frames.__getitem__)
     by_rank = [frames[i] for i in ordered]
-    code = rows["stack"].map(rank_of)
-    bounds = code.groupby(rows["stretch"]).agg(["min", "max"])
+    rank_of = np.empty(len(used), dtype=np.int64)
+    rank_of[ordered] = np.arange(len(used))
+    code = rank_of[np.searchsorted(used, rows["stack"].to_numpy())]
+    bounds = pd.Series(code, index=rows.index).groupby(rows["stretch"]).agg(["min", "max"])
     shared = {
         pair: _common_prefix(by_rank[pair[0]], by_rank[pair[1]])
         for pair in set(zip(bounds["min"], bounds["max"], strict=True))
@@ -218,7 +217,7 @@ def graph_candidates(
     per["device"] = frame["device"].to_numpy()[first]
     per["stream"] = frame["stream"].to_numpy()[first]
     per["first_ts_us"] = frame["ts_us"].to_numpy()[first]
-    per["first_kernel"] = frame["name"].astype(str).to_numpy()[first]
+    per["first_kernel"] = frame["name"].iloc[first].astype(str).to_numpy()
     per["call_stack"] = per["common"].map(lambda f: STACK_SEPARATOR.join(reversed(f)) or None)
     per["frame"] = per["common"].map(lambda f: f[-1] if f else None)
     per["module"] = per["common"].map(
