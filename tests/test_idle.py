@@ -160,6 +160,8 @@ HTA_EXACT = {
 def _per_stream(stem: str, like_hta: bool) -> dict[str, float]:
     result = ingested(stem)
     table = idle_breakdown(result.frame, 30.0, like_hta, {result.facts["rank"]: result.facts["last_step_start_us"]})
+    # HTA has no per-device rows: ours are gaps of the union of the streams, never negative
+    assert (table.loc[table["stream"].isna(), "idle_us"] >= 0).all()
     table = table[table["stream"].notna()]
     return {f"{int(r.stream)}/{r.category}": r.idle_us for r in table.itertuples()}
 

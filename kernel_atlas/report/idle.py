@@ -55,7 +55,8 @@ def gaps(
 ) -> pd.DataFrame:
     """One row per activity that follows another on its stream (or device): `gap_us` (start
     minus the previous end) and `category`, indexed like `frame`. Exact mode keeps only real
-    gaps (> 0) and measures from the latest end so far; HTA mode keeps every pair."""
+    gaps (> 0) and measures from the latest end so far; HTA mode (per stream) measures from the
+    previous activity's end and keeps every pair, negative gaps included."""
     keys = ["rank", "device", "stream"] if per_stream else ["rank", "device"]
     if frame.empty:
         return pd.DataFrame(columns=[*keys, "gap_us", "category"])
@@ -66,13 +67,13 @@ def gaps(
     order, group = start_order(frame, keys)
     g = pd.Series(group)
     ends = pd.Series(end[order])
-    prev = ends.groupby(g).shift() if hta else ends.groupby(g).cummax().groupby(g).shift()
-    prev = prev.to_numpy()
+    like_hta = hta and per_stream  # HTA has no device-level breakdown: the union is always exact
+    prev = (ends.groupby(g).shift() if like_hta else ends.groupby(g).cummax().groupby(g).shift()).to_numpy()
     gap = start[order] - prev
     launch = frame["launch_ts_us"].to_numpy(np.float64)[order]
     host_wait = launch > prev  # NaN (no launch, first activity) compares False
     category = np.where(host_wait, 0, np.where(gap < kernel_wait_us, 1, 2))
-    keep = ~np.isnan(gap) if hta else gap > 0
+    keep = ~np.isnan(gap) if like_hta else gap > 0
     rows = order[keep]
     out = frame.iloc[rows][keys].copy()
     out["gap_us"] = gap[keep]

@@ -31,7 +31,7 @@ def _where(rank: object, device: object, stream: object = None) -> str:
 
 def _wide(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """One row per (rank, device, stream) with idle time and gaps of each category."""
-    table = rows.pivot_table(index=by, columns="category", values=["idle_us", "count"], aggfunc="sum", dropna=False)
+    table = rows.set_index([*by, "category"])[["idle_us", "count"]].unstack("category", fill_value=0)
     table.columns = [f"{c}_{v}" for v, c in table.columns]
     return table.reset_index()
 
@@ -75,13 +75,17 @@ def print_waits(console: Console, waits: Waits | None, top: int = 8) -> None:
                 f"{share:.0f}%" if share is not None else "",
             )
     console.print(table)
-    causes = waits.causes.head(top)
+    causes = waits.causes.sort_values("idle_us", ascending=False, kind="stable").head(top)
     if len(causes):
+        several = len(waits.causes[["rank", "device"]].drop_duplicates()) > 1
         view = Table(title="What the host was doing while the GPU waited for it (host waits)", title_justify="left")
-        for column in ("idle", "%", "gaps", "frame", "module"):
+        for column in ("idle", "%", "gaps", *(("where",) if several else ()), "frame", "module"):
             view.add_column(column, justify="right" if column in ("idle", "%", "gaps") else "left", overflow="fold")
         for row in causes.itertuples(index=False):
-            view.add_row(fmt_us(row.idle_us), f"{row.pct:.1f}", f"{row.gaps:,}", _text(row.frame), _text(row.module))
+            where = (_where(row.rank, row.device),) if several else ()
+            view.add_row(
+                fmt_us(row.idle_us), f"{row.pct:.1f}", f"{row.gaps:,}", *where, _text(row.frame), _text(row.module)
+            )
         console.print(view)
     launches = waits.facts["launches"]
     if launches.get("eager_activities"):
