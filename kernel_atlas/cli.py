@@ -168,11 +168,14 @@ def report(
     kernel_wait_us: Annotated[
         float,
         typer.Option(
-            "--kernel-wait-us", help="Idle gaps shorter than this that are not host waits count as kernel waits."
+            "--kernel-wait-us",
+            min=0.0,
+            help="Idle gaps shorter than this that are not host waits count as kernel waits.",
         ),
     ] = 30.0,
     short_kernel_us: Annotated[
-        float, typer.Option("--short-kernel-us", help="Kernels shorter than this can be part of a graph candidate.")
+        float,
+        typer.Option("--short-kernel-us", min=0.0, help="Kernels shorter than this can be part of a graph candidate."),
     ] = 20.0,
     like_hta: Annotated[
         bool,
