@@ -27,6 +27,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+Wide = Annotated[bool, typer.Option("--wide", help="Full kernel names and shapes, every column, however wide.")]
 
 
 def _one_line_errors(func: F) -> F:
@@ -71,6 +72,7 @@ def ingest(
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Traces processed in parallel.")] = 1,
     top: Annotated[int, typer.Option(help="Kernels shown in the summary table.")] = 10,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only print the output directory.")] = False,
+    wide: Wide = False,
 ) -> None:
     """Parse traces into kernels.parquet (one row per GPU kernel/memcpy/memset, linked to its
     launch, CPU op, shapes, call stack, module and step), catalog.json and summary.json."""
@@ -86,7 +88,7 @@ def ingest(
     if quiet:
         console.print(str(out_dir))
         return
-    print_ingest_summary(console, result, files, top=top)
+    print_ingest_summary(console, result, files, top=top, wide=wide)
 
 
 @app.command()
@@ -128,6 +130,7 @@ def explain(
         list[str] | None, typer.Option("--stack", "-s", help="A call-stack frame (repeat, innermost first).")
     ] = None,
     all_steps: Annotated[bool, typer.Option("--all", help="Show every rule, not only up to the first match.")] = False,
+    wide: Wide = False,
 ) -> None:
     """Show the label of a kernel and the chain of rules that produced it."""
     from kernel_atlas.classify.classifier import default_classifier
@@ -139,7 +142,9 @@ def explain(
     call_stack = STACK_SEPARATOR.join(stack) if stack else None
     label = classifier.classify(kernel_name, launcher, call_stack)
     steps = classifier.explain(kernel_name, launcher, call_stack)
-    print_explanation(console, kernel_name, base_name(kernel_name), family_key(kernel_name), label, steps, all_steps)
+    print_explanation(
+        console, kernel_name, base_name(kernel_name), family_key(kernel_name), label, steps, all_steps, wide
+    )
 
 
 def main() -> None:  # pragma: no cover - console-script entry point
@@ -165,6 +170,7 @@ def report(
         Path | None, typer.Option("--html", help="Write the interactive report here (default: OUT/report.html).")
     ] = None,
     top: Annotated[int, typer.Option(help="Rows in the terminal tables.")] = 12,
+    wide: Wide = False,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline: writes
     roofline.parquet, timeshare.csv, report.json and report.html next to kernels.parquet."""
@@ -180,10 +186,10 @@ def report(
         table = catalog_costs(load_catalog(source), get_device(device or "h100-sxm"))
         target = Path(source.stem + ".costs.csv")
         table.to_csv(target, index=False)
-        print_catalog_costs(console, table, device or "h100-sxm", target, top=top)
+        print_catalog_costs(console, table, device or "h100-sxm", target, top=top, wide=wide)
         return
     result = build_report(source, device, html)
-    print_report(console, result, top=top)
+    print_report(console, result, top=top, wide=wide)
 
 
 @app.command()
@@ -233,10 +239,12 @@ def replay(
     ] = None,
     batch: Annotated[int | None, typer.Option("--batch", help="Requests per call, likewise.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
+    wide: Wide = False,
 ) -> None:
     """Re-run kernels with their recorded shapes, dtypes, strides and scalars; time them (CUDA
     events, L2 flushed, CUDA graphs for short kernels; wall clock on the CPU) and check them
     against a float64 or plain-torch reference."""
+    from kernel_atlas.classify.names import display_name
     from kernel_atlas.paths import catalogs_dir
     from kernel_atlas.replay.runner import (
         default_device,
@@ -247,6 +255,7 @@ def replay(
     from kernel_atlas.replay.runner import (
         replay_all as run_all,
     )
+    from kernel_atlas.report.progress import progress_bar
     from kernel_atlas.report.terminal import print_replay
 
     device = device or default_device()
@@ -264,10 +273,17 @@ def replay(
         targets = targets[shape : shape + 1]
     if not targets:
         raise AtlasError(source or catalog, "no kernel matches the filters")
-    results = run_all(targets, device, scale=scale, max_gib=max_gib)
+    with progress_bar(err_console, f"replaying on {device}", total=len(targets), enabled=len(targets) > 1) as bar:
+        results = run_all(
+            targets,
+            device,
+            on_done=lambda result: bar.advance(detail=display_name(str(result.kernel))),
+            scale=scale,
+            max_gib=max_gib,
+        )
     if source is not None and replay_all:
         results.to_parquet(Path(source) / "replay.parquet", index=False)
     if as_json:
         sys.stdout.write(results.to_json(orient="records", indent=1) + "\n")
         return
-    print_replay(console, results, device)
+    print_replay(console, results, device, wide=wide)
