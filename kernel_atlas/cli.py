@@ -194,6 +194,41 @@ def report(
 
 @app.command()
 @_one_line_errors
+def diff(
+    a: Annotated[Path, typer.Argument(help="Run A, the baseline: a trace or an `atlas ingest` output.")],
+    b: Annotated[Path, typer.Argument(help="Run B, compared with A: a trace or an `atlas ingest` output.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Write the comparison table here (CSV).")] = Path(
+        "diff.csv"
+    ),
+    html: Annotated[Path | None, typer.Option("--html", help="Also write an interactive page here.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the rows {level, key, a_us, b_us, delta_us} as JSON instead.")
+    ] = False,
+    top: Annotated[int, typer.Option(help="Rows in the terminal tables.")] = 10,
+    wide: Wide = False,
+) -> None:
+    """Compare two runs: GPU time per category, op, nn.Module and kernel in A and B and the
+    change; kernels matched by name, or by op and shapes when the names differ (two GPUs);
+    appeared and vanished kernels; regressions ranked. Traces are ingested next to themselves."""
+    from kernel_atlas.report.diff import diff_runs
+    from kernel_atlas.report.terminal import print_diff
+
+    result = diff_runs(a, b)
+    result.table.to_csv(out, index=False)
+    files = {"csv": out}
+    if html is not None:
+        from kernel_atlas.report.html import write_diff_html
+
+        files["html"] = write_diff_html(result, html)
+    if as_json:
+        sys.stdout.write(json.dumps(result.rows(), indent=1) + "\n")
+        err_console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
+        return
+    print_diff(console, result, files, top=top, wide=wide)
+
+
+@app.command()
+@_one_line_errors
 def dashboard(
     source: Annotated[Path, typer.Argument(help="An `atlas ingest` output directory, or a trace file.")],
     notebook: Annotated[str, typer.Option(help="dashboard, compare or replay.")] = "dashboard",

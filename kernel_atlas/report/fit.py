@@ -157,7 +157,7 @@ def fitted_table(
                 text = fold(text, widths[i], lines, columns[i].middle)
             cells.append(Text(text))
         table.add_row(*cells)
-    left_out = [columns[i].header for i in range(len(columns)) if i not in shown]
+    left_out = [columns[i].header for i in range(len(columns)) if i not in shown and any(r[i] for r in rows)]
     return table, left_out
 
 

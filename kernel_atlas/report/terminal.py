@@ -17,16 +17,26 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.report.diff import describe_key
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.progress import progress_bar
-from kernel_atlas.report.units import fmt_gbps, fmt_number, fmt_shapes, fmt_tflops, fmt_us
+from kernel_atlas.report.units import fmt_gbps, fmt_number, fmt_shapes, fmt_signed_us, fmt_tflops, fmt_us
 
 if TYPE_CHECKING:
     from kernel_atlas.classify.classifier import Label, Step
     from kernel_atlas.ingest.pipeline import IngestResult
     from kernel_atlas.report.build import Report
 
-__all__ = ["fmt_us", "print_catalog_costs", "print_explanation", "print_ingest_summary", "print_replay", "progress"]
+__all__ = [
+    "fmt_us",
+    "print_catalog_costs",
+    "print_diff",
+    "print_explanation",
+    "print_ingest_summary",
+    "print_replay",
+    "print_report",
+    "progress",
+]
 
 KERNEL = Column("kernel", justify="left", flex=3, min_width=20, middle=True)
 SHAPES = Column("shapes", justify="left", flex=2, min_width=12)
@@ -352,3 +362,81 @@ def print_catalog_costs(
         ]
         print_table(console, columns, rows, f"Largest attainable times on {device}", wide)
     _text(console, f"wrote {path}")
+
+
+# --- atlas diff ---------------------------------------------------------------------------------
+
+
+def _change_pct(a_us: float, b_us: float) -> str:
+    if not a_us:
+        return "new"
+    if not b_us:
+        return "gone"
+    return f"{100 * (b_us - a_us) / a_us:+.1f}%".replace("-", "−")
+
+
+def _present_us(us: float, count: int) -> str:
+    return fmt_us(us) if count else "–"
+
+
+def _largest_first(table: Any) -> Any:
+    return table.reindex(table["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+
+
+def _diff_table(console: Console, table: Any, header: str, title: str, wide: bool, matched: bool = False) -> None:
+    """Rows of one level of a diff: the change, both times, and the key (`matched`: how it was matched)."""
+    columns = [Column("Δ"), Column("A"), Column("B"), Column("Δ%", drop=2), Column("calls A→B", drop=3)]
+    if matched:
+        columns.append(Column("matched", justify="left", drop=1))
+    columns.append(Column(header, justify="left", flex=1, min_width=20, middle=True))
+    rows = []
+    for row in table.itertuples(index=False):
+        cells = [
+            fmt_signed_us(row.delta_us),
+            _present_us(row.a_us, row.a_count),
+            _present_us(row.b_us, row.b_count),
+            _change_pct(row.a_us, row.b_us),
+            f"{row.a_count:,}→{row.b_count:,}",
+        ]
+        if matched:
+            cells.append(str(row.matched_by))
+        cells.append(str(row.key) if wide and row.matched_by != "op+shapes" else describe_key(row))
+        rows.append(cells)
+    print_table(console, columns, rows, title, wide)
+
+
+def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 10, wide: bool = False) -> None:
+    """`atlas diff`: both runs, then time per category, op, module and kernel with the change."""
+    a, b = diff.a, diff.b
+    for tag, side in (("A", a), ("B", b)):
+        _text(
+            console,
+            f"[bold]{tag}[/] {side.label}  {', '.join(side.gpus) or 'unknown GPU'}  "
+            f"GPU time {fmt_us(side.gpu_time_us)} ({len(side.kernels):,} activities)",
+        )
+    change = b.gpu_time_us - a.gpu_time_us
+    _text(console, f"[bold]B − A[/] {fmt_signed_us(change)} ({_change_pct(a.gpu_time_us, b.gpu_time_us)})")
+    _diff_table(console, diff.level("category"), "category", "GPU time by category", wide)
+    _diff_table(console, _largest_first(diff.level("op_mapping")).head(top), "op", "Largest changes by op", wide)
+    modules = _largest_first(diff.level("module")).head(top)
+    _diff_table(console, modules, "module", "Largest changes by nn.Module", wide)
+    kernels = diff.level("kernel")
+    both = kernels[kernels["status"] == "both"]
+    title = "Biggest kernel regressions (B slower; matched by name, or by op and shapes)"
+    _diff_table(console, both[both["delta_us"] > 0].head(top), "kernel", title, wide, matched=True)
+    by_op = int((kernels["matched_by"] == "op+shapes").sum())
+    if by_op:
+        _text(console, f"{by_op:,} ops at recorded shapes matched across kernels of different names (op+shapes)")
+    faster = both[both["delta_us"] < 0]
+    if len(faster):
+        _text(
+            console,
+            f"{len(faster):,} matched kernels got faster, by {fmt_us(-faster['delta_us'].sum())} in all "
+            f"(largest: {display_name(str(faster.iloc[-1]['key']))}, {fmt_signed_us(faster.iloc[-1]['delta_us'])})",
+        )
+    for status, title in (("appeared", "Appeared in B"), ("vanished", "Vanished from A")):
+        rows = _largest_first(kernels[kernels["status"] == status])
+        if len(rows):
+            title = f"{title}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())}"
+            _diff_table(console, rows.head(top), "kernel", title, wide)
+    _files_line(console, files)

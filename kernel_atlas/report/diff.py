@@ -1,0 +1,168 @@
+"""Comparing two runs (`atlas diff A B`, notebooks/compare.ipynb): GPU time per category, op,
+module and kernel in both, and the change.
+
+Kernels are matched by name; a kernel whose name is in one run only is matched by what it
+computes — the same `op_mapping`, launching CPU op and recorded input shapes — to the kernels of
+the other run that have no namesake there (two GPUs, or two library versions, run different
+kernels for the same op). What still has no partner appeared or vanished. Every level covers
+all GPU activities, so each level's `a_us` and `b_us` sum to the GPU time of run A and run B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.classify.names import display_name
+
+LEVELS = ("category", "op_mapping", "module", "kernel")
+NO_MODULE = "(no module)"
+COLUMNS = [
+    "level",
+    "key",
+    "a_us",
+    "b_us",
+    "delta_us",
+    "ratio",
+    "a_count",
+    "b_count",
+    "status",
+    "matched_by",
+    "a_kernels",
+    "b_kernels",
+]
+
+
+@dataclass
+class Side:
+    """One run of a comparison."""
+
+    label: str
+    kernels: pd.DataFrame
+    gpus: list[str]
+
+    @property
+    def gpu_time_us(self) -> float:
+        return float(self.kernels["dur_us"].sum())
+
+
+@dataclass
+class Diff:
+    a: Side
+    b: Side
+    table: pd.DataFrame  # COLUMNS, per level sorted by delta_us (largest regression first)
+
+    def level(self, level: str) -> pd.DataFrame:
+        return self.table[self.table["level"] == level]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The `--json` rows: {level, key, a_us, b_us, delta_us}."""
+        keep = self.table[["level", "key", "a_us", "b_us", "delta_us"]]
+        return keep.astype({"a_us": float, "b_us": float, "delta_us": float}).to_dict(orient="records")
+
+
+def _text(column: pd.Series, missing: str) -> np.ndarray:
+    return column.astype(object).where(column.notna(), missing).astype(str).to_numpy()
+
+
+def _signature(kernels: pd.DataFrame) -> np.ndarray:
+    """`op · cpu op · input shapes` per row; '' where no shapes were recorded (nothing to match on)."""
+    dims = kernels["input_dims"].astype(object)
+    text = _text(kernels["op_mapping"], "?") + " · " + _text(kernels["cpu_op"], "?") + " · " + _text(dims, "")
+    return np.where(dims.notna().to_numpy(), text, "")
+
+
+def kernel_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
+    """The key each row's kernel is compared under in run A and run B, and how each key was
+    matched (`name` or `op+shapes`; keys of one run only are absent)."""
+    name_a, name_b = _text(a["name"], "?"), _text(b["name"], "?")
+    common = np.intersect1d(name_a, name_b)
+    only_a, only_b = ~np.isin(name_a, common), ~np.isin(name_b, common)
+    sig_a, sig_b = _signature(a), _signature(b)
+    shared = np.intersect1d(sig_a[only_a & (sig_a != "")], sig_b[only_b & (sig_b != "")])
+    by_sig_a, by_sig_b = only_a & np.isin(sig_a, shared), only_b & np.isin(sig_b, shared)
+    key_a = np.where(by_sig_a, sig_a, name_a)
+    key_b = np.where(by_sig_b, sig_b, name_b)
+    how = {str(k): "name" for k in common}
+    how.update({str(k): "op+shapes" for k in shared})
+    return key_a, key_b, how
+
+
+def _level_keys(kernels: pd.DataFrame, level: str) -> np.ndarray:
+    if level == "module":
+        return _text(kernels["module"], NO_MODULE)
+    return _text(kernels[level], "(none)")
+
+
+def _names(kernels: pd.DataFrame, keys: np.ndarray, wanted: set[str]) -> dict[str, str]:
+    """The kernel names behind each key in `wanted`, heaviest first, joined by ' | '."""
+    mask = np.isin(keys, list(wanted))
+    if not mask.any():
+        return {}
+    frame = pd.DataFrame({"key": keys[mask], "name": _text(kernels["name"], "?")[mask], "us": kernels["dur_us"][mask]})
+    heaviest = frame.groupby(["key", "name"])["us"].sum().reset_index().sort_values("us", ascending=False)
+    return heaviest.groupby("key", sort=False)["name"].agg(" | ".join).to_dict()
+
+
+def _compare(keys_a: np.ndarray, a: pd.DataFrame, keys_b: np.ndarray, b: pd.DataFrame) -> pd.DataFrame:
+    ta = a["dur_us"].groupby(keys_a).agg(["sum", "size"])
+    tb = b["dur_us"].groupby(keys_b).agg(["sum", "size"])
+    table = ta.join(tb, how="outer", lsuffix="_a", rsuffix="_b").fillna(0.0)
+    table.columns = ["a_us", "a_count", "b_us", "b_count"]
+    table["delta_us"] = table["b_us"] - table["a_us"]
+    table["ratio"] = table["b_us"] / table["a_us"].where(table["a_us"] > 0)
+    table["status"] = np.select([table["a_count"] == 0, table["b_count"] == 0], ["appeared", "vanished"], "both")
+    for column in ("a_count", "b_count"):
+        table[column] = table[column].astype(np.int64)
+    return table.rename_axis("key").reset_index()
+
+
+def diff_kernels(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table (COLUMNS) of two kernels tables (`kernels.parquet` of run A and B)."""
+    parts = []
+    key_a, key_b, how = kernel_keys(a, b)
+    for level in LEVELS:
+        if level == "kernel":
+            table = _compare(key_a, a, key_b, b)
+            table["matched_by"] = table["key"].map(how).fillna("")
+            by_sig = set(table.loc[table["matched_by"] == "op+shapes", "key"])
+            table["a_kernels"] = table["key"].map(_names(a, key_a, by_sig)).fillna("")
+            table["b_kernels"] = table["key"].map(_names(b, key_b, by_sig)).fillna("")
+        else:
+            table = _compare(_level_keys(a, level), a, _level_keys(b, level), b)
+            table["matched_by"] = np.where(table["status"] == "both", level, "")
+            table["a_kernels"] = table["b_kernels"] = ""
+        table["level"] = level
+        parts.append(table.sort_values(["delta_us", "key"], ascending=[False, True], kind="stable"))
+    return pd.concat(parts, ignore_index=True)[COLUMNS]
+
+
+def _side(source: str | Path) -> Side:
+    from kernel_atlas.report.dashboard import load_run
+
+    run = load_run(source)
+    gpus = sorted({g.get("name", "?") for t in run.summary.get("traces", []) for g in t.get("gpus", [])})
+    return Side(run.label, run.kernels, gpus)
+
+
+def diff_runs(source_a: str | Path, source_b: str | Path) -> Diff:
+    """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output."""
+    a, b = _side(source_a), _side(source_b)
+    if a.label == b.label:
+        a.label, b.label = f"A:{a.label}", f"B:{b.label}"
+    return Diff(a, b, diff_kernels(a.kernels, b.kernels))
+
+
+def describe_key(row: Any, width: int | None = None) -> str:
+    """A kernel-level key for people: short kernel names; `A name → B name` for kernels matched
+    by op and shapes."""
+    if row.level != "kernel":
+        return str(row.key)
+    if row.matched_by == "op+shapes":
+        first = [display_name(str(k).split(" | ")[0]) for k in (row.a_kernels, row.b_kernels)]
+        return f"{first[0]} → {first[1]}"
+    return display_name(str(row.key))
