@@ -1,10 +1,10 @@
 """Comparing two runs (`atlas diff A B`, notebooks/compare.ipynb): GPU time per category, op,
 module and kernel in both, and the change.
 
-Kernels are matched by name; a kernel whose name is in one run only is matched by what it
-computes — the same `op_mapping`, launching CPU op and recorded input shapes — to the kernels of
-the other run that have no namesake there (two GPUs, or two library versions, run different
-kernels for the same op). What still has no partner appeared or vanished. Every level covers
+Kernels are matched by name, except where both runs make the same op call — the same
+`op_mapping`, launching CPU op and recorded input shapes — with different kernels (two GPUs, or
+two library versions, run different kernels for the same op): those calls are compared as one
+group, `A kernels → B kernels`. What has no partner appeared or vanished. Every level covers
 all GPU activities, so each level's `a_us` and `b_us` sum to the GPU time of run A and run B.
 """
 
@@ -12,15 +12,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.report.units import fmt_shapes
+
+if TYPE_CHECKING:
+    from kernel_atlas.report.dashboard import Run
 
 LEVELS = ("category", "op_mapping", "module", "kernel")
 NO_MODULE = "(no module)"
+SIGNATURE_SEPARATOR = " · "
 COLUMNS = [
     "level",
     "key",
@@ -72,23 +77,32 @@ def _text(column: pd.Series, missing: str) -> np.ndarray:
 def _signature(kernels: pd.DataFrame) -> np.ndarray:
     """`op · cpu op · input shapes` per row; '' where no shapes were recorded (nothing to match on)."""
     dims = kernels["input_dims"].astype(object)
-    text = _text(kernels["op_mapping"], "?") + " · " + _text(kernels["cpu_op"], "?") + " · " + _text(dims, "")
+    sep = SIGNATURE_SEPARATOR
+    text = _text(kernels["op_mapping"], "?") + sep + _text(kernels["cpu_op"], "?") + sep + _text(dims, "")
     return np.where(dims.notna().to_numpy(), text, "")
 
 
+def _names_by_signature(signature: np.ndarray, names: np.ndarray) -> dict[str, frozenset[str]]:
+    pairs = pd.DataFrame({"sig": signature, "name": names}).drop_duplicates()
+    pairs = pairs[pairs["sig"] != ""]
+    return {sig: frozenset(group) for sig, group in pairs.groupby("sig")["name"]}
+
+
 def kernel_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
-    """The key each row's kernel is compared under in run A and run B, and how each key was
-    matched (`name` or `op+shapes`; keys of one run only are absent)."""
+    """The key each row's kernel is compared under in run A and run B, and how each key that
+    both runs have was matched (`name`, or `op+shapes`).
+
+    An op call at recorded shapes that both runs make, with other kernel names in A than in B,
+    is compared as one group keyed `op · cpu op · shapes`; every other kernel by its name."""
     name_a, name_b = _text(a["name"], "?"), _text(b["name"], "?")
-    common = np.intersect1d(name_a, name_b)
-    only_a, only_b = ~np.isin(name_a, common), ~np.isin(name_b, common)
     sig_a, sig_b = _signature(a), _signature(b)
-    shared = np.intersect1d(sig_a[only_a & (sig_a != "")], sig_b[only_b & (sig_b != "")])
-    by_sig_a, by_sig_b = only_a & np.isin(sig_a, shared), only_b & np.isin(sig_b, shared)
+    names_a, names_b = _names_by_signature(sig_a, name_a), _names_by_signature(sig_b, name_b)
+    regrouped = sorted(sig for sig in names_a.keys() & names_b.keys() if names_a[sig] != names_b[sig])
+    by_sig_a, by_sig_b = np.isin(sig_a, regrouped), np.isin(sig_b, regrouped)
     key_a = np.where(by_sig_a, sig_a, name_a)
     key_b = np.where(by_sig_b, sig_b, name_b)
-    how = {str(k): "name" for k in common}
-    how.update({str(k): "op+shapes" for k in shared})
+    how = {str(k): "name" for k in np.intersect1d(key_a[~by_sig_a], key_b[~by_sig_b])}
+    how.update({sig: "op+shapes" for sig in regrouped})
     return key_a, key_b, how
 
 
@@ -109,10 +123,9 @@ def _names(kernels: pd.DataFrame, keys: np.ndarray, wanted: set[str]) -> dict[st
 
 
 def _compare(keys_a: np.ndarray, a: pd.DataFrame, keys_b: np.ndarray, b: pd.DataFrame) -> pd.DataFrame:
-    ta = a["dur_us"].groupby(keys_a).agg(["sum", "size"])
-    tb = b["dur_us"].groupby(keys_b).agg(["sum", "size"])
-    table = ta.join(tb, how="outer", lsuffix="_a", rsuffix="_b").fillna(0.0)
-    table.columns = ["a_us", "a_count", "b_us", "b_count"]
+    ta = a["dur_us"].groupby(keys_a).agg(a_us="sum", a_count="size")
+    tb = b["dur_us"].groupby(keys_b).agg(b_us="sum", b_count="size")
+    table = ta.join(tb, how="outer").fillna(0.0)
     table["delta_us"] = table["b_us"] - table["a_us"]
     table["ratio"] = table["b_us"] / table["a_us"].where(table["a_us"] > 0)
     table["status"] = np.select([table["a_count"] == 0, table["b_count"] == 0], ["appeared", "vanished"], "both")
@@ -128,41 +141,45 @@ def diff_kernels(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     for level in LEVELS:
         if level == "kernel":
             table = _compare(key_a, a, key_b, b)
-            table["matched_by"] = table["key"].map(how).fillna("")
-            by_sig = set(table.loc[table["matched_by"] == "op+shapes", "key"])
-            table["a_kernels"] = table["key"].map(_names(a, key_a, by_sig)).fillna("")
-            table["b_kernels"] = table["key"].map(_names(b, key_b, by_sig)).fillna("")
+            keys = table["key"].tolist()
+            by_sig = {k for k in keys if how.get(k) == "op+shapes"}
+            names_a, names_b = _names(a, key_a, by_sig), _names(b, key_b, by_sig)
+            table["matched_by"] = [how.get(k, "") for k in keys]
+            table["a_kernels"] = [names_a.get(k, "") for k in keys]
+            table["b_kernels"] = [names_b.get(k, "") for k in keys]
         else:
             table = _compare(_level_keys(a, level), a, _level_keys(b, level), b)
-            table["matched_by"] = np.where(table["status"] == "both", level, "")
-            table["a_kernels"] = table["b_kernels"] = ""
+            table["matched_by"] = table["a_kernels"] = table["b_kernels"] = ""
         table["level"] = level
         parts.append(table.sort_values(["delta_us", "key"], ascending=[False, True], kind="stable"))
     return pd.concat(parts, ignore_index=True)[COLUMNS]
 
 
-def _side(source: str | Path) -> Side:
-    from kernel_atlas.report.dashboard import load_run
-
-    run = load_run(source)
+def side_of(run: Run) -> Side:
     gpus = sorted({g.get("name", "?") for t in run.summary.get("traces", []) for g in t.get("gpus", [])})
     return Side(run.label, run.kernels, gpus)
 
 
-def diff_runs(source_a: str | Path, source_b: str | Path) -> Diff:
-    """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output."""
-    a, b = _side(source_a), _side(source_b)
+def compare(a: Side, b: Side) -> Diff:
     if a.label == b.label:
-        a.label, b.label = f"A:{a.label}", f"B:{b.label}"
+        a, b = Side(f"A:{a.label}", a.kernels, a.gpus), Side(f"B:{b.label}", b.kernels, b.gpus)
     return Diff(a, b, diff_kernels(a.kernels, b.kernels))
 
 
-def describe_key(row: Any, width: int | None = None) -> str:
+def diff_runs(source_a: str | Path, source_b: str | Path) -> Diff:
+    """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output."""
+    from kernel_atlas.report.dashboard import load_run
+
+    return compare(side_of(load_run(source_a)), side_of(load_run(source_b)))
+
+
+def describe_key(row: Any) -> str:
     """A kernel-level key for people: short kernel names; `A name → B name` for kernels matched
     by op and shapes."""
     if row.level != "kernel":
         return str(row.key)
     if row.matched_by == "op+shapes":
         first = [display_name(str(k).split(" | ")[0]) for k in (row.a_kernels, row.b_kernels)]
-        return f"{first[0]} → {first[1]}"
+        op, _, dims = str(row.key).split(SIGNATURE_SEPARATOR, 2)
+        return f"{op} {fmt_shapes(dims)}: {first[0]} → {first[1]}"
     return display_name(str(row.key))
