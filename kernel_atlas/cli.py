@@ -37,6 +37,8 @@ def _one_line_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except typer.Exit:  # a command's own exit code
+            raise
         except AtlasError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
@@ -235,16 +237,24 @@ def dashboard(
     html: Annotated[
         Path | None, typer.Option("--html", help="Run the notebook headless and write a static HTML page here.")
     ] = None,
+    browser: Annotated[
+        bool, typer.Option("--browser/--no-browser", help="Open a web browser on it (off: only print the URL).")
+    ] = True,
+    port: Annotated[int | None, typer.Option(help="Port of the JupyterLab server (default: a free one).")] = None,
 ) -> None:
-    """Open the notebook dashboard for a run in Jupyter (filters, roofline, time share, timeline),
-    or with --html run it headless and save the result as one HTML page."""
+    """Open the notebook dashboard for a run in JupyterLab (filters, roofline, time share,
+    timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""
     from kernel_atlas.report.dashboard import resolve_source
     from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
 
     out_dir = resolve_source(source)
     env = {"ATLAS_OUT": str(out_dir.resolve())}
     if html is None:
-        raise typer.Exit(open_in_jupyter(notebook, env))
+
+        def announce(url: str) -> None:
+            console.print(f"JupyterLab on {url}  (Ctrl-C stops it)", highlight=False, soft_wrap=True)
+
+        raise typer.Exit(open_in_jupyter(notebook, env, browser=browser, port=port, announce=announce))
     with console.status(f"running notebooks/{notebook}.ipynb on {out_dir}"):
         executed = execute(notebook, env)
     to_html(executed, html)
