@@ -177,3 +177,12 @@ def test_progress_bar_on_a_terminal_only() -> None:
         bar.advance(detail="a")  # a no-op
     assert pipe.file.getvalue() == ""
     assert "replaying on cpu" in terminal.file.getvalue()
+
+
+def test_replay_all_is_quiet_in_a_pipe(reports) -> None:
+    pytest.importorskip("torch")
+    out = reports["h100_vit_image_classify_infer"].out_dir
+    result = CliRunner().invoke(app, ["replay", "--from", str(out), "--op", "add", "--all-shapes", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "replaying on" not in result.output and "━" not in result.output  # no bar, no leftovers
+    assert re.search(r"\d+/\d+ replayed", result.output)

@@ -70,16 +70,26 @@ class Diff:
         return keep.astype({"a_us": float, "b_us": float, "delta_us": float}).to_dict(orient="records")
 
 
-def _text(column: pd.Series, missing: str) -> np.ndarray:
-    return column.astype(object).where(column.notna(), missing).astype(str).to_numpy()
+# What the comparison needs of a kernels table: time and count per distinct combination of these.
+_GROUP = ["name", "op_mapping", "cpu_op", "input_dims", "category", "module"]
 
 
-def _signature(kernels: pd.DataFrame) -> np.ndarray:
-    """`op · cpu op · input shapes` per row; '' where no shapes were recorded (nothing to match on)."""
-    dims = kernels["input_dims"].astype(object)
+def _activities(kernels: pd.DataFrame) -> pd.DataFrame:
+    """GPU time (`us`) and activity count per distinct (name, op, cpu op, shapes, category,
+    module): a few thousand rows however long the trace, with text columns ('' = missing)."""
+    grouped = kernels.groupby([kernels[c] for c in _GROUP], dropna=False, observed=True, sort=False)["dur_us"]
+    table = grouped.agg(us="sum", count="size").reset_index()
+    for column in _GROUP:
+        values = table[column].astype(object)
+        table[column] = values.where(values.notna(), "").astype(str)
+    return table
+
+
+def _signature(table: pd.DataFrame) -> np.ndarray:
+    """`op · cpu op · input shapes`; '' where no shapes were recorded (nothing to match on)."""
     sep = SIGNATURE_SEPARATOR
-    text = _text(kernels["op_mapping"], "?") + sep + _text(kernels["cpu_op"], "?") + sep + _text(dims, "")
-    return np.where(dims.notna().to_numpy(), text, "")
+    text = (table["op_mapping"] + sep + table["cpu_op"] + sep + table["input_dims"]).to_numpy()
+    return np.where(table["input_dims"].to_numpy() != "", text, "")
 
 
 def _names_by_signature(signature: np.ndarray, names: np.ndarray) -> dict[str, frozenset[str]]:
@@ -89,42 +99,43 @@ def _names_by_signature(signature: np.ndarray, names: np.ndarray) -> dict[str, f
 
 
 def kernel_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
-    """The key each row's kernel is compared under in run A and run B, and how each key that
-    both runs have was matched (`name`, or `op+shapes`).
+    """For the rows of two `_activities` tables: the key each kernel is compared under, and how
+    each key that both runs have was matched (`name`, or `op+shapes`).
 
     An op call at recorded shapes that both runs make, with other kernel names in A than in B,
     is compared as one group keyed `op · cpu op · shapes`; every other kernel by its name."""
-    name_a, name_b = _text(a["name"], "?"), _text(b["name"], "?")
+    name_a, name_b = a["name"].to_numpy(), b["name"].to_numpy()
     sig_a, sig_b = _signature(a), _signature(b)
     names_a, names_b = _names_by_signature(sig_a, name_a), _names_by_signature(sig_b, name_b)
-    regrouped = sorted(sig for sig in names_a.keys() & names_b.keys() if names_a[sig] != names_b[sig])
-    by_sig_a, by_sig_b = np.isin(sig_a, regrouped), np.isin(sig_b, regrouped)
+    regrouped = {sig for sig in names_a.keys() & names_b.keys() if names_a[sig] != names_b[sig]}
+    by_sig_a = np.array([s in regrouped for s in sig_a], dtype=bool)
+    by_sig_b = np.array([s in regrouped for s in sig_b], dtype=bool)
     key_a = np.where(by_sig_a, sig_a, name_a)
     key_b = np.where(by_sig_b, sig_b, name_b)
-    how = {str(k): "name" for k in np.intersect1d(key_a[~by_sig_a], key_b[~by_sig_b])}
+    how = {str(k): "name" for k in set(key_a[~by_sig_a]) & set(key_b[~by_sig_b])}
     how.update({sig: "op+shapes" for sig in regrouped})
     return key_a, key_b, how
 
 
-def _level_keys(kernels: pd.DataFrame, level: str) -> np.ndarray:
-    if level == "module":
-        return _text(kernels["module"], NO_MODULE)
-    return _text(kernels[level], "(none)")
+def _level_keys(table: pd.DataFrame, level: str) -> np.ndarray:
+    missing = NO_MODULE if level == "module" else "(none)"
+    values = table[level].to_numpy()
+    return np.where(values != "", values, missing)
 
 
-def _names(kernels: pd.DataFrame, keys: np.ndarray, wanted: set[str]) -> dict[str, str]:
+def _names(table: pd.DataFrame, keys: np.ndarray, wanted: set[str]) -> dict[str, str]:
     """The kernel names behind each key in `wanted`, heaviest first, joined by ' | '."""
-    mask = np.isin(keys, list(wanted))
+    mask = np.array([k in wanted for k in keys], dtype=bool)
     if not mask.any():
         return {}
-    frame = pd.DataFrame({"key": keys[mask], "name": _text(kernels["name"], "?")[mask], "us": kernels["dur_us"][mask]})
+    frame = table.loc[mask, ["name", "us"]].assign(key=keys[mask])
     heaviest = frame.groupby(["key", "name"])["us"].sum().reset_index().sort_values("us", ascending=False)
     return heaviest.groupby("key", sort=False)["name"].agg(" | ".join).to_dict()
 
 
 def _compare(keys_a: np.ndarray, a: pd.DataFrame, keys_b: np.ndarray, b: pd.DataFrame) -> pd.DataFrame:
-    ta = a["dur_us"].groupby(keys_a).agg(a_us="sum", a_count="size")
-    tb = b["dur_us"].groupby(keys_b).agg(b_us="sum", b_count="size")
+    ta = a[["us", "count"]].groupby(keys_a).sum().rename(columns={"us": "a_us", "count": "a_count"})
+    tb = b[["us", "count"]].groupby(keys_b).sum().rename(columns={"us": "b_us", "count": "b_count"})
     table = ta.join(tb, how="outer").fillna(0.0)
     table["delta_us"] = table["b_us"] - table["a_us"]
     table["ratio"] = table["b_us"] / table["a_us"].where(table["a_us"] > 0)
@@ -134,8 +145,9 @@ def _compare(keys_a: np.ndarray, a: pd.DataFrame, keys_b: np.ndarray, b: pd.Data
     return table.rename_axis("key").reset_index()
 
 
-def diff_kernels(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+def diff_kernels(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
     """The comparison table (COLUMNS) of two kernels tables (`kernels.parquet` of run A and B)."""
+    a, b = _activities(kernels_a), _activities(kernels_b)
     parts = []
     key_a, key_b, how = kernel_keys(a, b)
     for level in LEVELS:
