@@ -23,7 +23,17 @@ from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
-from kernel_atlas.report.units import fmt_gbps, fmt_number, fmt_pct, fmt_shapes, fmt_signed_us, fmt_tflops, fmt_us
+from kernel_atlas.report.units import (
+    device_time_line,
+    fmt_gbps,
+    fmt_number,
+    fmt_pct,
+    fmt_shapes,
+    fmt_signed_us,
+    fmt_tflops,
+    fmt_us,
+    peaks_line,
+)
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.roofline.devices import Device
 
@@ -55,8 +65,9 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
         hover = [
             f"<b>{html.escape(_short(r.name))}</b><br>{html.escape(str(r.launcher))}"
             f"<br>shapes {html.escape(str(r.input_dims))}"
-            f"<br>{r.count} calls, {r.op_time_us:.1f} µs<br>{r.achieved_tflops:.2f} TFLOP/s, {r.achieved_gbps:.0f} GB/s"
-            f"<br>SOL {r.sol_pct:.1f}% ({r.bound}), headroom {r.headroom_us:.1f} µs"
+            f"<br>{r.count} calls, {fmt_us(r.op_time_us)}"
+            f"<br>{fmt_tflops(r.achieved_tflops)}, {fmt_gbps(r.achieved_gbps)}"
+            f"<br>SOL {r.sol_pct:.1f}% ({r.bound}), headroom {fmt_us(r.headroom_us)}"
             f"<br><i>{_stack_hint(r.call_stack)}</i>"
             for r in group.itertuples(index=False)
         ]
@@ -82,7 +93,7 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
                     name="replayed",
                     marker={"symbol": "diamond-open", "size": 11, "color": "black"},
                     text=[
-                        f"replayed {html.escape(_short(str(r.name)))}: {r.replay_us:.2f} µs on "
+                        f"replayed {html.escape(_short(str(r.name)))}: {fmt_us(r.replay_us)} on "
                         f"{html.escape(str(r.replay_device))} ({r.replay_check})"
                         for r in replayed.itertuples()
                     ],
@@ -393,25 +404,9 @@ class Page:
 
 def _summary_section(page: Page) -> str:
     facts = page.analysis.facts
-    items = []
-    for d in facts["devices"]:
-        busy = 100 * d["busy_us"] / d["span_us"] if d["span_us"] else 0.0
-        line = (
-            f"rank {d['rank']} device {d['device']}: busy {fmt_us(d['busy_us'])} of {fmt_us(d['span_us'])} "
-            f"({busy:.1f}%), idle {fmt_us(d['idle_us'])}"
-        )
-        if d["communication_us"]:
-            line += (
-                f", communication {fmt_us(d['communication_us'])} "
-                f"({d['overlap_pct_of_communication']:.0f}% overlapped with compute)"
-            )
-        items.append(f"<li>{html.escape(line)}</li>")
-    device = page.device
-    if device is not None:
-        peaks = f"{device.name}: {fmt_gbps(device.memory_gbps)}"
-        if "bf16" in device.tensor:
-            peaks += f", bf16 {fmt_tflops(device.tensor['bf16'])}"
-        items.insert(0, f"<li>peaks of {html.escape(peaks)}</li>")
+    items = [f"<li>{html.escape(device_time_line(d))}</li>" for d in facts["devices"]]
+    if page.device is not None:
+        items.insert(0, f"<li>peaks of {html.escape(peaks_line(page.device))}</li>")
     items.append(f"<li>GPU time (all activities, overlaps counted in full) {fmt_us(facts['gpu_time_us'])}</li>")
     return f"<h1>{html.escape(page.title)}</h1><ul>{''.join(items)}</ul>"
 

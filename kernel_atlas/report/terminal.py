@@ -20,7 +20,14 @@ from kernel_atlas.classify.names import display_name
 from kernel_atlas.report.diff import describe_key
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.progress import progress_bar
-from kernel_atlas.report.units import fmt_gbps, fmt_number, fmt_shapes, fmt_signed_us, fmt_tflops, fmt_us
+from kernel_atlas.report.units import (
+    device_time_line,
+    fmt_number,
+    fmt_shapes,
+    fmt_signed_us,
+    fmt_us,
+    peaks_line,
+)
 
 if TYPE_CHECKING:
     from kernel_atlas.classify.classifier import Label, Step
@@ -194,28 +201,12 @@ def _device_section(console: Console, report: Report, view: ReportView) -> None:
     projected = ""
     if report.analysis.facts.get("projection"):
         projected = f" [bold yellow](projection: the trace ran on {report.traced_gpu})[/]"
-    bf16 = device.tensor.get("bf16")
-    _text(
-        console,
-        f"[bold]device[/] {device.name}: {fmt_gbps(device.memory_gbps)}"
-        + (f", bf16 {fmt_tflops(bf16)}" if bf16 else "")
-        + projected,
-    )
+    _text(console, f"[bold]device[/] {peaks_line(device)}{projected}")
 
 
 def _busy_section(console: Console, report: Report, view: ReportView) -> None:
     for d in report.analysis.facts["devices"]:
-        busy_pct = 100 * d["busy_us"] / d["span_us"] if d["span_us"] else 0.0
-        line = (
-            f"rank {d['rank']} device {d['device']}: busy {fmt_us(d['busy_us'])} of {fmt_us(d['span_us'])} "
-            f"({busy_pct:.1f}%), idle {fmt_us(d['idle_us'])}"
-        )
-        if d["communication_us"]:
-            line += (
-                f"; communication {fmt_us(d['communication_us'])}, "
-                f"{d['overlap_pct_of_communication']:.0f}% overlapped with compute"
-            )
-        _text(console, line)
+        _text(console, device_time_line(d))
 
 
 def _category_section(console: Console, report: Report, view: ReportView) -> None:

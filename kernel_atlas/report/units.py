@@ -110,3 +110,25 @@ def fmt_shapes(input_dims: Any) -> str:
     if not isinstance(dims, list):
         return input_dims
     return ", ".join(t for t in (_dims_text(d) for d in dims) if t)
+
+
+def device_time_line(device: dict[str, Any]) -> str:
+    """One device's time as `report.json` has it: `rank 0 device 0: busy 1.23 ms of 7.56 ms
+    (16.2%), idle 6.33 ms; communication 2.00 ms, 40% overlapped with compute`."""
+    span, busy = device["span_us"], device["busy_us"]
+    line = (
+        f"rank {device['rank']} device {device['device']}: busy {fmt_us(busy)} of {fmt_us(span)} "
+        f"({100 * busy / span if span else 0.0:.1f}%), idle {fmt_us(device['idle_us'])}"
+    )
+    if device.get("communication_us"):
+        line += (
+            f"; communication {fmt_us(device['communication_us'])}, "
+            f"{device['overlap_pct_of_communication']:.0f}% overlapped with compute"
+        )
+    return line
+
+
+def peaks_line(device: Any) -> str:
+    """`NVIDIA H100 SXM5 80GB: 3.35 TB/s, bf16 989 TFLOP/s` for a `roofline.devices.Device`."""
+    bf16 = device.tensor.get("bf16")
+    return f"{device.name}: {fmt_gbps(device.memory_gbps)}" + (f", bf16 {fmt_tflops(bf16)}" if bf16 else "")
