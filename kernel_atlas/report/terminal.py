@@ -376,6 +376,9 @@ def _largest_first(table: Any) -> Any:
 
 def _diff_table(console: Console, table: Any, header: str, title: str, wide: bool, matched: bool = False) -> None:
     """Rows of one level of a diff: the change, both times, and the key (`matched`: how it was matched)."""
+    if table.empty:
+        _text(console, f"[bold]{title}[/]: none")
+        return
     columns = [Column("Δ"), Column("A"), Column("B"), Column("Δ%", drop=2), Column("calls A→B", drop=3)]
     if matched:
         columns.append(Column("matched", justify="left", drop=1))
