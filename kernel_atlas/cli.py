@@ -27,6 +27,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 F = TypeVar("F", bound=Callable[..., Any])
+Wide = Annotated[bool, typer.Option("--wide", help="Full kernel names and shapes, every column, however wide.")]
 
 
 def _one_line_errors(func: F) -> F:
@@ -36,6 +37,8 @@ def _one_line_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except typer.Exit:  # a command's own exit code
+            raise
         except AtlasError as exc:
             err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
@@ -71,6 +74,7 @@ def ingest(
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Traces processed in parallel.")] = 1,
     top: Annotated[int, typer.Option(help="Kernels shown in the summary table.")] = 10,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only print the output directory.")] = False,
+    wide: Wide = False,
 ) -> None:
     """Parse traces into kernels.parquet (one row per GPU kernel/memcpy/memset, linked to its
     launch, CPU op, shapes, call stack, module and step), catalog.json and summary.json."""
@@ -86,7 +90,7 @@ def ingest(
     if quiet:
         console.print(str(out_dir))
         return
-    print_ingest_summary(console, result, files, top=top)
+    print_ingest_summary(console, result, files, top=top, wide=wide)
 
 
 @app.command()
@@ -128,6 +132,7 @@ def explain(
         list[str] | None, typer.Option("--stack", "-s", help="A call-stack frame (repeat, innermost first).")
     ] = None,
     all_steps: Annotated[bool, typer.Option("--all", help="Show every rule, not only up to the first match.")] = False,
+    wide: Wide = False,
 ) -> None:
     """Show the label of a kernel and the chain of rules that produced it."""
     from kernel_atlas.classify.classifier import default_classifier
@@ -139,7 +144,9 @@ def explain(
     call_stack = STACK_SEPARATOR.join(stack) if stack else None
     label = classifier.classify(kernel_name, launcher, call_stack)
     steps = classifier.explain(kernel_name, launcher, call_stack)
-    print_explanation(console, kernel_name, base_name(kernel_name), family_key(kernel_name), label, steps, all_steps)
+    print_explanation(
+        console, kernel_name, base_name(kernel_name), family_key(kernel_name), label, steps, all_steps, wide
+    )
 
 
 def main() -> None:  # pragma: no cover - console-script entry point
@@ -185,6 +192,7 @@ def report(
             "to compare with HTA's get_idle_time_breakdown.",
         ),
     ] = False,
+    wide: Wide = False,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
     waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_causes.parquet,
@@ -202,10 +210,45 @@ def report(
         table = catalog_costs(load_catalog(source), get_device(device or "h100-sxm"))
         target = Path(source.stem + ".costs.csv")
         table.to_csv(target, index=False)
-        print_catalog_costs(console, table, device or "h100-sxm", target, top=top)
+        print_catalog_costs(console, table, device or "h100-sxm", target, top=top, wide=wide)
         return
     result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta)
-    print_report(console, result, top=top)
+    print_report(console, result, top=top, wide=wide)
+
+
+@app.command()
+@_one_line_errors
+def diff(
+    a: Annotated[Path, typer.Argument(help="Run A, the baseline: a trace or an `atlas ingest` output.")],
+    b: Annotated[Path, typer.Argument(help="Run B, compared with A: a trace or an `atlas ingest` output.")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="Write the comparison table here (CSV).")] = Path(
+        "diff.csv"
+    ),
+    html: Annotated[Path | None, typer.Option("--html", help="Also write an interactive page here.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the rows {level, key, a_us, b_us, delta_us} as JSON instead.")
+    ] = False,
+    top: Annotated[int, typer.Option(help="Rows in the terminal tables.")] = 10,
+    wide: Wide = False,
+) -> None:
+    """Compare two runs: GPU time per category, op, nn.Module and kernel in A and B and the
+    change; kernels matched by name, or by op and shapes when the names differ (two GPUs);
+    appeared and vanished kernels; regressions ranked. Traces are ingested next to themselves."""
+    from kernel_atlas.report.diff import diff_runs
+    from kernel_atlas.report.terminal import print_diff
+
+    result = diff_runs(a, b)
+    result.table.to_csv(out, index=False)
+    files = {"csv": out}
+    if html is not None:
+        from kernel_atlas.report.html import write_diff_html
+
+        files["html"] = write_diff_html(result, html)
+    if as_json:
+        sys.stdout.write(json.dumps(result.rows(), indent=1) + "\n")
+        err_console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
+        return
+    print_diff(console, result, files, top=top, wide=wide)
 
 
 @app.command()
@@ -216,16 +259,24 @@ def dashboard(
     html: Annotated[
         Path | None, typer.Option("--html", help="Run the notebook headless and write a static HTML page here.")
     ] = None,
+    browser: Annotated[
+        bool, typer.Option("--browser/--no-browser", help="Open a web browser on it (off: only print the URL).")
+    ] = True,
+    port: Annotated[int | None, typer.Option(help="Port of the JupyterLab server (default: a free one).")] = None,
 ) -> None:
-    """Open the notebook dashboard for a run in Jupyter (filters, roofline, time share, timeline),
-    or with --html run it headless and save the result as one HTML page."""
+    """Open the notebook dashboard for a run in JupyterLab (filters, roofline, time share,
+    timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""
     from kernel_atlas.report.dashboard import resolve_source
     from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
 
     out_dir = resolve_source(source)
     env = {"ATLAS_OUT": str(out_dir.resolve())}
     if html is None:
-        raise typer.Exit(open_in_jupyter(notebook, env))
+
+        def announce(url: str) -> None:
+            console.print(f"JupyterLab on {url}  (Ctrl-C stops it)", highlight=False, soft_wrap=True)
+
+        raise typer.Exit(open_in_jupyter(notebook, env, browser=browser, port=port, announce=announce))
     with console.status(f"running notebooks/{notebook}.ipynb on {out_dir}"):
         executed = execute(notebook, env)
     to_html(executed, html)
@@ -255,10 +306,12 @@ def replay(
     ] = None,
     batch: Annotated[int | None, typer.Option("--batch", help="Requests per call, likewise.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
+    wide: Wide = False,
 ) -> None:
     """Re-run kernels with their recorded shapes, dtypes, strides and scalars; time them (CUDA
     events, L2 flushed, CUDA graphs for short kernels; wall clock on the CPU) and check them
     against a float64 or plain-torch reference."""
+    from kernel_atlas.classify.names import display_name
     from kernel_atlas.paths import catalogs_dir
     from kernel_atlas.replay.runner import (
         default_device,
@@ -269,6 +322,7 @@ def replay(
     from kernel_atlas.replay.runner import (
         replay_all as run_all,
     )
+    from kernel_atlas.report.progress import progress_bar
     from kernel_atlas.report.terminal import print_replay
 
     device = device or default_device()
@@ -286,10 +340,17 @@ def replay(
         targets = targets[shape : shape + 1]
     if not targets:
         raise AtlasError(source or catalog, "no kernel matches the filters")
-    results = run_all(targets, device, scale=scale, max_gib=max_gib)
+    with progress_bar(err_console, f"replaying on {device}", total=len(targets), enabled=len(targets) > 1) as bar:
+        results = run_all(
+            targets,
+            device,
+            on_done=lambda result: bar.advance(detail=display_name(str(result.kernel))),
+            scale=scale,
+            max_gib=max_gib,
+        )
     if source is not None and replay_all:
         results.to_parquet(Path(source) / "replay.parquet", index=False)
     if as_json:
         sys.stdout.write(results.to_json(orient="records", indent=1) + "\n")
         return
-    print_replay(console, results, device)
+    print_replay(console, results, device, wide=wide)

@@ -19,7 +19,7 @@ HAND_CHECKED = {
             "cudaLaunchKernel",
             "aten::index_select",
             "aten::embedding",
-            "<built-in method embedding of type object at 0x7499b741df60>",
+            "embedding (type)",  # trace: <built-in method embedding of type object at 0x7499b741df60>
             "torch/nn/functional.py(2437): embedding",
             "torch/nn/modules/sparse.py(189): forward",
             "torch/nn/modules/module.py(1743): _call_impl",
@@ -54,7 +54,7 @@ HAND_CHECKED = {
             "aten::_convolution",
             "aten::convolution",
             "aten::conv2d",
-            "<built-in method conv2d of type object at 0x7bcd86e1df60>",
+            "conv2d (type)",  # trace: <built-in method conv2d of type object at 0x7bcd86e1df60>
             "torch/nn/modules/conv.py(536): _conv_forward",
             "torch/nn/modules/conv.py(553): forward",
         ],

@@ -128,3 +128,64 @@ def test_replay_notebook_with_replay_results(tmp_path: Path) -> None:
     assert any("Replayed vs traced" in t for t in titles), titles
     printed = "".join(o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
     assert "no replay.parquet" not in printed
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, b""
+
+
+def test_dashboard_command_serves_the_notebook_in_jupyterlab(vit_out: Path, tmp_path: Path) -> None:
+    """`atlas dashboard OUT --no-browser`: JupyterLab starts headless, the URL is printed, the
+    notebook is served, and SIGTERM stops server and command."""
+    pytest.importorskip("jupyterlab")
+    import json
+    import os
+    import re
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    atlas = Path(sys.executable).with_name("atlas")
+    if not atlas.exists():
+        pytest.skip("the atlas console script is not installed next to this Python")
+    command = [str(atlas), "dashboard", str(vit_out), "--no-browser"]
+    log = (tmp_path / "jupyter.log").open("w")
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, env=os.environ)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"(http://localhost:(\d+)/lab/tree/dashboard\.ipynb\?token=(\w+))", line)
+        assert match, (line, (tmp_path / "jupyter.log").read_text())
+        url, port, token = match.group(1), int(match.group(2)), match.group(3)
+        deadline = time.monotonic() + 120
+        status = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                status, body = _get(f"http://127.0.0.1:{port}/api/contents/dashboard.ipynb?token={token}")
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200, (status, proc.poll())
+        notebook = json.loads(body)
+        assert notebook["type"] == "notebook" and notebook["name"] == "dashboard.ipynb"
+        assert any("parameters" in c["metadata"].get("tags", []) for c in notebook["content"]["cells"])
+        page_status, page = _get(url)
+        assert page_status == 200 and b"JupyterLab" in page
+        assert _get(f"http://127.0.0.1:{port}/api/contents/dashboard.ipynb")[0] == 403  # the token is needed
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) is not None
+        with socket.socket() as sock:  # the server is gone with the command
+            assert sock.connect_ex(("127.0.0.1", port)) != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -17,6 +15,7 @@ from kernel_atlas.ingest.pipeline import write_outputs
 from kernel_atlas.report.build import build_report
 from kernel_atlas.roofline.analysis import bus_factor
 from kernel_atlas.roofline.devices import get_device, load_devices, match_device
+from tests.browser import Chromium
 from tests.conftest import ingested
 
 
@@ -211,7 +210,7 @@ def test_report_html_contains_its_figures(reports) -> None:
     report = reports["h100_bert_small_infer"]
     text = report.files["html"].read_text()
     figures = _figures(text)
-    assert {"roofline", "timeshare", "top-kernels", "headroom"} <= set(figures)
+    assert {"roofline", "timeshare", "top-kernels", "headroom", "modules", "steps", "timeline"} <= set(figures)
     roof = figures["roofline"]
     assert roof["layout"]["xaxis"]["type"] == "log" and roof["layout"]["yaxis"]["type"] == "log"
     names = {t.get("name") for t in roof["data"]}
@@ -222,35 +221,35 @@ def test_report_html_contains_its_figures(reports) -> None:
 
 
 def test_report_html_opens_in_headless_chromium(reports, tmp_path: Path) -> None:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if browser is None:
-        pytest.skip("no Chromium on this machine")
-    page = reports["h100_bert_small_infer"].files["html"]
-    proc = subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={tmp_path}",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--virtual-time-budget=5000",
-            "--dump-dom",
-            page.as_uri(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    console = [line for line in proc.stderr.splitlines() if "CONSOLE" in line]
-    errors = [line for line in console if re.search(r"error|uncaught", line, re.I)]
-    assert not errors, errors
-    assert proc.stdout.count('class="main-svg"') >= 4  # plotly drew every figure
+    """No console errors, every figure drawn; the roofline table sorts, filters and expands."""
+    report = reports["h100_bert_small_infer"]
+    roof = report.analysis.roofline
+    rows = "Array.from(document.querySelectorAll('#roofline-table tbody tr[data-row]')).map(r => +r.dataset.row)"
+    with Chromium.start(tmp_path / "profile") as browser:
+        browser.open(report.files["html"].as_uri())
+        assert not browser.errors, browser.errors
+        assert browser.evaluate("document.querySelectorAll('.main-svg').length") >= 7  # plotly drew every figure
+        assert browser.evaluate(rows) == list(range(len(roof)))  # ranked by headroom, as roofline.parquet
+        header = "document.querySelectorAll('#roofline-table th')"
+        time_column = browser.evaluate(f"Array.from({header}).map(th => th.textContent)").index("time")
+        browser.evaluate(f"{header}[{time_column}].click()")
+        times = roof["total_us"].to_numpy()[browser.evaluate(rows)]
+        assert (times[:-1] >= times[1:]).all() and times[0] == roof["total_us"].max()
+        assert browser.evaluate(f"{header}[{time_column}].getAttribute('aria-sort')") == "descending"
+        browser.evaluate(f"{header}[{time_column}].click()")
+        times = roof["total_us"].to_numpy()[browser.evaluate(rows)]
+        assert (times[:-1] <= times[1:]).all()
+        browser.evaluate(
+            "(() => { const box = document.querySelector('#roofline-table input');"
+            " box.value = 'bound:memory'; box.dispatchEvent(new Event('input')); })()"
+        )
+        shown = browser.evaluate(rows)
+        assert sorted(shown) == [i for i, bound in enumerate(roof["bound"]) if bound == "memory"]
+        browser.evaluate("document.querySelector('#roofline-table tbody tr').click()")
+        detail = browser.evaluate("document.querySelector('#roofline-table tr.detail td').textContent")
+        first = roof.iloc[shown[0]]
+        assert detail.startswith(str(first["name"])) and str(first["call_stack"]).split(" <- ")[1] in detail
+        assert not browser.errors, browser.errors
 
 
 def test_report_command_and_bad_input(tmp_path: Path) -> None:

@@ -22,7 +22,16 @@ from kernel_atlas.classify.names import display_name
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
 from kernel_atlas.ingest.summary import gpu_time_facts
-from kernel_atlas.report.html import headroom_figure, roofline_figure, timeshare_figure, top_kernels_figure
+from kernel_atlas.report.diff import Diff, compare, side_of
+from kernel_atlas.report.html import (
+    diff_figure,
+    headroom_figure,
+    module_figure,
+    roofline_figure,
+    timeline_figure,
+    timeshare_figure,
+    top_kernels_figure,
+)
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
 
@@ -149,51 +158,9 @@ def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
     return f"<div>{body}</div>"
 
 
-def module_figure(kernels: pd.DataFrame, depth: int = 3, top: int = 25) -> go.Figure:
-    """GPU time per nn.Module path, cut at `depth` levels."""
-    modules = kernels["module"].astype(object).fillna("(no module)").astype(str)
-    cut = modules.map(lambda m: ".".join(m.split(".")[:depth]))
-    times = kernels.groupby(cut.to_numpy())["dur_us"].sum().sort_values(ascending=False).head(top).iloc[::-1]
-    fig = go.Figure(
-        go.Bar(
-            x=times.to_numpy(),
-            y=times.index.tolist(),
-            orientation="h",
-            hovertemplate="%{y}<br>%{x:.1f} µs<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title=f"GPU time per nn.Module (first {depth} levels)", xaxis_title="µs", height=max(350, 22 * len(times))
-    )
-    return fig
-
-
-def timeline_figure(kernels: pd.DataFrame, step: int | None = None, limit: int = 4000) -> go.Figure:
-    """GPU activities of one step (the first by default) per stream, coloured by category."""
-    rows = kernels
-    if step is None and kernels["step"].notna().any():
-        step = int(kernels["step"].dropna().min())
-    if step is not None:
-        rows = rows[(rows["step"] == step).fillna(False).to_numpy()]
-    rows = rows.sort_values("ts_us").head(limit)
-    fig = go.Figure()
-    if len(rows):
-        origin = rows["ts_us"].min()
-        for category, group in rows.groupby("category", observed=True):
-            fig.add_trace(
-                go.Bar(
-                    base=group["ts_us"] - origin,
-                    x=group["dur_us"],
-                    y=group["stream"].astype(str),
-                    orientation="h",
-                    name=str(category),
-                    text=[display_name(str(n)) for n in group["name"]],
-                    hovertemplate="%{text}<br>start %{base:.1f} µs, %{x:.2f} µs<extra></extra>",
-                )
-            )
-    title = "Timeline" + (f" of step {step}" if step is not None else "") + " (µs from its first kernel, per stream)"
-    fig.update_layout(title=title, barmode="overlay", xaxis_title="µs", yaxis_title="stream", height=400)
-    return fig
+def first_step(kernels: pd.DataFrame) -> int | None:
+    steps = kernels["step"].dropna()
+    return int(steps.min()) if len(steps) else None
 
 
 def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
@@ -204,7 +171,7 @@ def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
         "roofline": roofline_figure(analysis, run.device),
         "headroom": headroom_figure(analysis),
         "modules": module_figure(kernels),
-        "timeline": timeline_figure(kernels),
+        "timeline": timeline_figure(kernels, first_step(kernels)),
     }
 
 
@@ -237,28 +204,14 @@ def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
 # --- comparing two runs --------------------------------------------------------------------
 
 
-def compare_runs(a: Run, b: Run, by: str = "category") -> pd.DataFrame:
-    """Time per `by` (category, op_mapping or name) in both runs, the change and the ratio."""
-    ta = a.kernels.groupby(a.kernels[by].astype(str))["dur_us"].agg(["sum", "size"])
-    tb = b.kernels.groupby(b.kernels[by].astype(str))["dur_us"].agg(["sum", "size"])
-    table = ta.join(tb, how="outer", lsuffix="_a", rsuffix="_b").fillna(0.0)
-    table.columns = ["us_a", "count_a", "us_b", "count_b"]
-    table["delta_us"] = table["us_b"] - table["us_a"]
-    table["ratio"] = table["us_b"] / table["us_a"].where(table["us_a"] > 0)
-    table["status"] = np.select(
-        [table["count_a"] == 0, table["count_b"] == 0], ["appeared", "vanished"], default="both"
-    )
-    return table.sort_values("delta_us", ascending=False).rename_axis(by).reset_index()
+def compare_runs(a: Run, b: Run) -> Diff:
+    """Time per category, op, module and kernel in both runs and the change (`atlas diff`)."""
+    return compare(side_of(a), side_of(b))
 
 
-def compare_figure(table: pd.DataFrame, key: str, label_a: str, label_b: str, top: int = 20) -> go.Figure:
-    rows = table.reindex(table[["us_a", "us_b"]].max(axis=1).sort_values(ascending=False).index).head(top)
-    names = [display_name(str(v))[:60] for v in rows[key]]
-    fig = go.Figure([go.Bar(name=label_a, x=names, y=rows["us_a"]), go.Bar(name=label_b, x=names, y=rows["us_b"])])
-    fig.update_layout(
-        barmode="group", title=f"GPU time per {key}: {label_a} vs {label_b}", yaxis_title="µs", height=450
-    )
-    return fig
+def compare_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:
+    """GPU time per `level` (category, op_mapping, module, kernel) in both runs side by side."""
+    return diff_figure(diff, level, top)
 
 
 # --- replay -----------------------------------------------------------------------------------

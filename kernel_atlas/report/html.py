@@ -1,9 +1,18 @@
-"""A self-contained interactive report (plotly): roofline, time-share treemap, top kernels, headroom."""
+"""A self-contained interactive report (plotly, inlined): roofline, a sortable and filterable table of
+the roofline rows, time-share treemaps by category and by `nn.Module`, top kernels, headroom, GPU time
+per step and a timeline; and the page of `atlas diff --html`.
+
+The report is a list of sections (`HTML_SECTIONS`), each a function of the `Page` that returns an
+HTML fragment: adding a section is adding one function to the list.
+"""
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -11,12 +20,29 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.ingest.frames import STACK_SEPARATOR
+from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
+from kernel_atlas.report.fit import trim
+from kernel_atlas.report.units import (
+    device_time_line,
+    fmt_gbps,
+    fmt_number,
+    fmt_pct,
+    fmt_shapes,
+    fmt_signed_us,
+    fmt_tflops,
+    fmt_us,
+    peaks_line,
+)
 from kernel_atlas.report.waits import Waits
 from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.roofline.devices import Device
 
-FIGURE_IDS = ("roofline", "timeshare", "top-kernels", "headroom")
+if TYPE_CHECKING:
+    from kernel_atlas.report.diff import Diff
+
+FIGURE_IDS = ("roofline", "timeshare", "top-kernels", "headroom", "modules", "steps", "timeline")
 
 
 def _short(name: str, width: int = 70) -> str:
@@ -41,8 +67,9 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
         hover = [
             f"<b>{html.escape(_short(r.name))}</b><br>{html.escape(str(r.launcher))}"
             f"<br>shapes {html.escape(str(r.input_dims))}"
-            f"<br>{r.count} calls, {r.op_time_us:.1f} µs<br>{r.achieved_tflops:.2f} TFLOP/s, {r.achieved_gbps:.0f} GB/s"
-            f"<br>SOL {r.sol_pct:.1f}% ({r.bound}), headroom {r.headroom_us:.1f} µs"
+            f"<br>{r.count} calls, {fmt_us(r.op_time_us)}"
+            f"<br>{fmt_tflops(r.achieved_tflops)}, {fmt_gbps(r.achieved_gbps)}"
+            f"<br>SOL {r.sol_pct:.1f}% ({r.bound}), headroom {fmt_us(r.headroom_us)}"
             f"<br><i>{_stack_hint(r.call_stack)}</i>"
             for r in group.itertuples(index=False)
         ]
@@ -68,7 +95,7 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
                     name="replayed",
                     marker={"symbol": "diamond-open", "size": 11, "color": "black"},
                     text=[
-                        f"replayed {html.escape(_short(str(r.name)))}: {r.replay_us:.2f} µs on "
+                        f"replayed {html.escape(_short(str(r.name)))}: {fmt_us(r.replay_us)} on "
                         f"{html.escape(str(r.replay_device))} ({r.replay_check})"
                         for r in replayed.itertuples()
                     ],
@@ -192,33 +219,348 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
     return fig
 
 
-def write_html(analysis: Analysis, device: Device | None, path: Path, title: str, waits: Waits | None = None) -> Path:
-    figures = {
-        "roofline": roofline_figure(analysis, device),
-        "timeshare": timeshare_figure(analysis),
-        "top-kernels": top_kernels_figure(analysis),
-        "headroom": headroom_figure(analysis),
-    }
-    facts = analysis.facts
-    summary = "".join(
-        f"<li>rank {d['rank']} device {d['device']}: busy {d['busy_us']:.1f} µs of {d['span_us']:.1f} µs, "
-        f"idle {d['idle_us']:.1f} µs, communication {d['communication_us']:.1f} µs "
-        f"({d['overlap_pct_of_communication']:.0f}% overlapped with compute)</li>"
-        for d in facts["devices"]
+NO_MODULE = "(no module)"
+
+
+def module_figure(kernels: pd.DataFrame) -> go.Figure:
+    """GPU time by `nn.Module` path as a treemap: each module holds its submodules; the time of
+    kernels launched outside any module is `(no module)`."""
+    modules = kernels["module"].astype(object).where(kernels["module"].notna(), NO_MODULE).astype(str)
+    own = kernels.groupby(modules.to_numpy())["dur_us"].sum()
+    values: dict[str, float] = {}
+    for path, time in own.items():
+        parts = path.split(".") if path != NO_MODULE else [NO_MODULE]
+        for depth in range(1, len(parts) + 1):
+            values.setdefault(".".join(parts[:depth]), 0.0)
+        values[path] += float(time)
+    ids = sorted(values)
+    total = float(kernels["dur_us"].sum()) or 1.0
+    fig = go.Figure(
+        go.Treemap(
+            ids=ids,
+            labels=[i.rsplit(".", 1)[-1] if i != NO_MODULE else i for i in ids],
+            parents=[i.rsplit(".", 1)[0] if "." in i and i != NO_MODULE else "" for i in ids],
+            values=[values[i] for i in ids],
+            branchvalues="remainder",
+            customdata=[[i] for i in ids],
+            hovertemplate="%{customdata[0]}<br>%{value:.1f} µs, %{percentRoot:.1%} of GPU time<extra></extra>",
+            maxdepth=3,
+        )
     )
-    parts = [
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>{html.escape(title)}</title>",
-        "<style>body{font-family:system-ui,sans-serif;margin:24px} .fig{margin-bottom:32px}</style>",
-        "</head><body>",
-        f"<h1>{html.escape(title)}</h1><ul>{summary}</ul>",
+    covered = 100 * (1 - own.get(NO_MODULE, 0.0) / total)
+    fig.update_layout(title=f"GPU time by nn.Module ({covered:.0f}% of GPU time inside a module)", height=600)
+    return fig
+
+
+def step_figure(kernels: pd.DataFrame) -> go.Figure:
+    """GPU time of every profiler step, stacked by category (activities outside any step apart)."""
+    steps = kernels["step"].astype("Float64")
+    label = steps.astype("Int64").astype(str).where(steps.notna(), "no step").to_numpy()
+    table = kernels.groupby([label, kernels["category"].astype(str).to_numpy()])["dur_us"].sum().unstack(fill_value=0.0)
+    order = sorted(table.index, key=lambda s: (s == "no step", int(s) if s != "no step" else 0))
+    table = table.loc[order]
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=[f"step {s}" if s != "no step" else s for s in table.index],
+                y=table[category] / 1e3,
+                name=category,
+                hovertemplate="%{x}: %{y:.3f} ms<extra>" + html.escape(category) + "</extra>",
+            )
+            for category in table.columns
+        ]
+    )
+    fig.update_layout(title="GPU time per step by category", barmode="stack", yaxis_title="ms", height=420)
+    return fig
+
+
+def timeline_figure(kernels: pd.DataFrame, step: int | None = None, limit: int = 4000) -> go.Figure:
+    """GPU activities per stream, coloured by category: of one step, or of the whole profiled
+    window with every step shaded (then only the `limit` longest activities are drawn)."""
+    rows = kernels
+    if step is not None:
+        rows = rows[(rows["step"] == step).fillna(False).to_numpy()]
+    total = len(rows)
+    if total > limit:
+        rows = rows.nlargest(limit, "dur_us")
+    fig = go.Figure()
+    origin = float(rows["ts_us"].min()) if len(rows) else 0.0
+    scale, unit = (1e3, "ms") if step is None else (1.0, "µs")
+    for category, group in rows.groupby("category", observed=True):
+        fig.add_trace(
+            go.Bar(
+                base=(group["ts_us"] - origin) / scale,
+                x=group["dur_us"] / scale,
+                y=group["stream"].astype(str),
+                orientation="h",
+                name=str(category),
+                text=[display_name(str(n)) for n in group["name"]],
+                textposition="none",
+                hovertemplate="%{text}<br>start %{base:.3f} " + unit + ", %{x:.4f} " + unit + "<extra></extra>",
+            )
+        )
+    if step is None and len(rows) and kernels["step"].notna().any():
+        spans = kernels.assign(end=kernels["ts_us"] + kernels["dur_us"]).groupby("step")
+        for number, span in spans.agg(start=("ts_us", "min"), end=("end", "max")).iterrows():
+            fig.add_vrect(
+                x0=(span["start"] - origin) / scale,
+                x1=(span["end"] - origin) / scale,
+                fillcolor="grey",
+                opacity=0.08 + 0.06 * (int(number) % 2),
+                line_width=0,
+                annotation_text=f"step {int(number)}",
+                annotation_position="top left",
+            )
+    what = f"step {step}" if step is not None else "all steps"
+    shown = f"; the {len(rows):,} longest of {total:,}" if total > len(rows) else ""
+    fig.update_layout(
+        title=f"Timeline of {what} ({unit}, per stream{shown})",
+        barmode="overlay",
+        xaxis_title=unit,
+        yaxis_title="stream",
+        height=420,
+    )
+    return fig
+
+
+ROOFLINE_TABLE_COLUMNS = [
+    TableColumn("kernel", "kernel", title="short name; expand the row for the full name and call stack"),
+    TableColumn("op", "op", wrap=False),
+    TableColumn("launcher", "launcher"),
+    TableColumn("shapes", "shapes", title="recorded input shapes"),
+    TableColumn("calls", "calls", numeric=True),
+    TableColumn("time", "time", numeric=True, title="GPU time of this kernel at these shapes, all calls"),
+    TableColumn("tflops", "TFLOP/s", numeric=True, title="achieved, over the op calls' time"),
+    TableColumn("gbps", "GB/s", numeric=True, title="achieved, over the op calls' time"),
+    TableColumn("sol", "SOL %", numeric=True, title="roofline-attainable time / measured time"),
+    TableColumn("bound", "bound", wrap=False),
+    TableColumn("headroom", "headroom", numeric=True, title="measured − attainable time, all calls"),
+]
+
+
+def _row_detail(row: object) -> str:
+    lines = [str(getattr(row, "name", ""))]
+    if getattr(row, "input_dims", None):
+        lines.append(f"shapes: {row.input_dims}  types: {getattr(row, 'input_types', '')}")
+    for label, attr in (("formula", "formula"), ("note", "note"), ("role", "role")):
+        value = getattr(row, attr, None)
+        if isinstance(value, str) and value:
+            lines.append(f"{label}: {value}")
+    stack = getattr(row, "call_stack", None)
+    if isinstance(stack, str) and stack:
+        lines.append("call stack (innermost first):")
+        lines.extend("  " + frame for frame in stack.split(STACK_SEPARATOR))
+    return "\n".join(lines)
+
+
+def roofline_table(analysis: Analysis) -> str:
+    """Every roofline row (kernel, launcher, shapes) in a sortable, filterable table, ranked by headroom."""
+    cells, details = [], []
+    for row in analysis.roofline.itertuples(index=False):
+        cells.append(
+            [
+                (display_name(str(row.name)), None),
+                (str(row.op_mapping), None),
+                (str(row.launcher or ""), None),
+                (trim(fmt_shapes(row.input_dims), 100), None),
+                (f"{row.count:,}", row.count),
+                (fmt_us(row.total_us), row.total_us),
+                (fmt_number(row.achieved_tflops), row.achieved_tflops),
+                (fmt_number(row.achieved_gbps), row.achieved_gbps),
+                (fmt_number(row.sol_pct), row.sol_pct),
+                (str(row.bound or ""), None),
+                (fmt_us(row.headroom_us), row.headroom_us),
+            ]
+        )
+        details.append(_row_detail(row))
+    return data_table("roofline-table", ROOFLINE_TABLE_COLUMNS, cells, details, sort=None)
+
+
+# --- the report page, section by section ---------------------------------------------------------
+
+
+class Figures:
+    """The plotly figures of one page: plotly.js is inlined with the first (the page works offline)."""
+
+    def __init__(self) -> None:
+        self._included = False
+
+    def html(self, fig: go.Figure, div_id: str) -> str:
+        div = pio.to_html(fig, full_html=False, include_plotlyjs=not self._included, div_id=div_id)
+        self._included = True
+        return f"<div class='fig'>{div}</div>"
+
+
+@dataclass
+class Page:
+    """What the sections of the report draw from."""
+
+    analysis: Analysis
+    device: Device | None
+    title: str
+    waits: Waits | None = None
+    figures: Figures = field(default_factory=Figures)
+
+    def figure(self, fig: go.Figure, div_id: str) -> str:
+        return self.figures.html(fig, div_id)
+
+
+def _summary_section(page: Page) -> str:
+    facts = page.analysis.facts
+    items = [f"<li>{html.escape(device_time_line(d))}</li>" for d in facts["devices"]]
+    if page.device is not None:
+        items.insert(0, f"<li>peaks of {html.escape(peaks_line(page.device))}</li>")
+    items.append(f"<li>GPU time (all activities, overlaps counted in full) {fmt_us(facts['gpu_time_us'])}</li>")
+    return f"<h1>{html.escape(page.title)}</h1><ul>{''.join(items)}</ul>"
+
+
+def _roofline_section(page: Page) -> str:
+    return page.figure(roofline_figure(page.analysis, page.device), "roofline")
+
+
+def _table_section(page: Page) -> str:
+    return "<h2>Kernels, shapes and their roofline position</h2>" + roofline_table(page.analysis)
+
+
+def _timeshare_section(page: Page) -> str:
+    return page.figure(timeshare_figure(page.analysis), "timeshare")
+
+
+def _top_kernels_section(page: Page) -> str:
+    return page.figure(top_kernels_figure(page.analysis), "top-kernels")
+
+
+def _headroom_section(page: Page) -> str:
+    return page.figure(headroom_figure(page.analysis), "headroom")
+
+
+def _module_section(page: Page) -> str:
+    return page.figure(module_figure(page.analysis.kernels), "modules")
+
+
+def _steps_section(page: Page) -> str:
+    return page.figure(step_figure(page.analysis.kernels), "steps")
+
+
+def _timeline_section(page: Page) -> str:
+    return page.figure(timeline_figure(page.analysis.kernels), "timeline")
+
+
+HTML_SECTIONS: list[Callable[[Page], str]] = [
+    _summary_section,
+    _roofline_section,
+    _table_section,
+    _timeshare_section,
+    _top_kernels_section,
+    _headroom_section,
+    _module_section,
+    _steps_section,
+    _timeline_section,
+    lambda page: waits_html(page.waits),
+]
+
+STYLE = "body{font-family:system-ui,sans-serif;margin:24px} .fig{margin-bottom:32px}"
+
+
+def _document(title: str, body: list[str]) -> str:
+    return "".join(
+        [
+            "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+            f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+            *body,
+            table_assets(),
+            "</body></html>",
+        ]
+    )
+
+
+def write_html(analysis: Analysis, device: Device | None, path: Path, title: str, waits: Waits | None = None) -> Path:
+    page = Page(analysis, device, title, waits)
+    path.write_text(_document(title, [section(page) for section in HTML_SECTIONS]), encoding="utf-8")
+    return path
+
+
+# --- the page of `atlas diff --html` ----------------------------------------------------------------
+
+
+DIFF_TABLE_COLUMNS = [
+    TableColumn("level", "level", wrap=False),
+    TableColumn("key", "key", title="category, op, nn.Module path or kernel; expand a kernel for its full names"),
+    TableColumn("a", "A", numeric=True),
+    TableColumn("b", "B", numeric=True),
+    TableColumn("delta", "Δ (B − A)", numeric=True),
+    TableColumn("ratio", "B / A", numeric=True),
+    TableColumn("calls", "calls A→B", wrap=False),
+    TableColumn("status", "status", title="both, appeared (B only) or vanished (A only)", wrap=False),
+    TableColumn("matched", "matched by", wrap=False),
+]
+
+
+def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:
+    """GPU time per `level` in A and B side by side, the largest first."""
+    rows = diff.level(level)
+    rows = rows.reindex(rows[["a_us", "b_us"]].max(axis=1).sort_values(ascending=False).index).head(top)
+    names = [display_name(str(v))[:60] if level == "kernel" else str(v) for v in rows["key"]]
+    fig = go.Figure(
+        [
+            go.Bar(name=diff.a.label, x=names, y=rows["a_us"] / 1e3, hovertemplate="%{x}: %{y:.3f} ms"),
+            go.Bar(name=diff.b.label, x=names, y=rows["b_us"] / 1e3, hovertemplate="%{x}: %{y:.3f} ms"),
+        ]
+    )
+    fig.update_layout(
+        barmode="group",
+        title=f"GPU time per {level}: {diff.a.label} vs {diff.b.label}",
+        yaxis_title="ms",
+        height=450,
+    )
+    return fig
+
+
+def diff_table(diff: Diff) -> str:
+    from kernel_atlas.report.diff import describe_key
+
+    cells, details = [], []
+    for row in diff.table.itertuples(index=False):
+        cells.append(
+            [
+                (row.level, None),
+                (describe_key(row), None),
+                (fmt_us(row.a_us), row.a_us),
+                (fmt_us(row.b_us), row.b_us),
+                (fmt_signed_us(row.delta_us), row.delta_us),
+                (fmt_number(row.ratio), row.ratio),
+                (f"{row.a_count:,}→{row.b_count:,}", None),
+                (row.status, None),
+                (row.matched_by, None),
+            ]
+        )
+        if row.level != "kernel":
+            details.append(None)
+        elif row.matched_by == "op+shapes":
+            details.append(f"{row.key}\nA: {row.a_kernels}\nB: {row.b_kernels}")
+        else:
+            details.append(str(row.key))
+    return data_table("diff-table", DIFF_TABLE_COLUMNS, cells, details, sort=4)
+
+
+def write_diff_html(diff: Diff, path: Path) -> Path:
+    """One self-contained page: both runs, time per category and op side by side, every row."""
+    a, b = diff.a, diff.b
+    change = b.gpu_time_us - a.gpu_time_us
+    summary = "".join(
+        f"<li>{tag} {html.escape(side.label)} ({html.escape(', '.join(side.gpus) or 'unknown GPU')}): "
+        f"GPU time {fmt_us(side.gpu_time_us)}, {len(side.kernels):,} activities</li>"
+        for tag, side in (("A", a), ("B", b))
+    )
+    pct = fmt_pct(100 * change / a.gpu_time_us) if a.gpu_time_us else "–"
+    title = f"Kernel Atlas diff — {a.label} vs {b.label}"
+    figures = Figures()
+    body = [
+        f"<h1>{html.escape(title)}</h1><ul>{summary}<li>B − A: {fmt_signed_us(change)} ({pct})</li></ul>",
+        figures.html(diff_figure(diff, "category"), "diff-category"),
+        figures.html(diff_figure(diff, "op_mapping"), "diff-op"),
+        "<h2>Every category, op, module and kernel (largest regression first)</h2>",
+        diff_table(diff),
     ]
-    first = True
-    for fid, fig in figures.items():
-        div = pio.to_html(fig, full_html=False, include_plotlyjs=first, div_id=fid)
-        parts.append(f"<div class='fig'>{div}</div>")
-        first = False
-    parts.append(waits_html(waits))
-    parts.append("</body></html>")
-    path.write_text("".join(parts), encoding="utf-8")
+    path.write_text(_document(title, body), encoding="utf-8")
     return path

@@ -1,10 +1,16 @@
-"""Running the notebook dashboards: headless (nbclient) for tests and static HTML, or in Jupyter."""
+"""Running the notebook dashboards: headless (nbclient) for tests and static HTML, or served by
+JupyterLab (`atlas dashboard OUT`)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import shutil
+import secrets
+import signal
+import socket
 import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_atlas.errors import AtlasError
@@ -55,13 +61,67 @@ def to_html(notebook, path: Path) -> Path:  # notebook: nbformat.NotebookNode
     return path
 
 
-def open_in_jupyter(name: str, env: dict[str, str]) -> int:
-    """Start Jupyter on a notebook with `env` set; returns Jupyter's exit code."""
-    jupyter = shutil.which("jupyter")
-    if jupyter is None:
-        raise AtlasError(None, "Jupyter is not installed: `pip install -e '.[notebook]'`, or use --html FILE")
-    for app in ("lab", "notebook"):
-        probe = subprocess.run([jupyter, app, "--version"], capture_output=True, text=True)
-        if probe.returncode == 0:
-            return subprocess.call([jupyter, app, str(notebook_path(name))], env={**os.environ, **env})
-    raise AtlasError(None, "neither `jupyter lab` nor `jupyter notebook` is available; use --html FILE")
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class JupyterLaunch:
+    """How to start JupyterLab on one notebook, and where it will be served."""
+
+    command: list[str]
+    url: str
+    port: int
+
+
+def jupyter_launch(name: str, browser: bool = True, port: int | None = None, ip: str = "127.0.0.1") -> JupyterLaunch:
+    """The JupyterLab command for notebooks/`name`.ipynb: served from the notebooks folder on
+    `ip`:`port` (a free port by default) with a fresh token; the URL carries the token."""
+    path = notebook_path(name)
+    if importlib.util.find_spec("jupyterlab") is None:
+        raise AtlasError(None, "JupyterLab is not installed: `pip install -e '.[notebook]'`, or use --html FILE")
+    port = port or _free_port()
+    token = secrets.token_hex(24)
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        f"--ServerApp.ip={ip}",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        f"--ServerApp.open_browser={browser}",
+        "--ServerApp.answer_yes=True",  # Ctrl-C stops it without asking
+        str(path),
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.insert(-1, "--ServerApp.allow_root=True")  # containers and CI run as root
+    host = "localhost" if ip in ("127.0.0.1", "localhost") else ip
+    return JupyterLaunch(command, f"http://{host}:{port}/lab/tree/{path.name}?token={token}", port)
+
+
+def open_in_jupyter(
+    name: str, env: dict[str, str], browser: bool = True, port: int | None = None, announce=print
+) -> int:
+    """Serve a notebook in JupyterLab with `env` set (the kernels inherit it) until Ctrl-C or
+    SIGTERM; `announce` gets the URL first. Returns JupyterLab's exit code."""
+    launch = jupyter_launch(name, browser, port)
+    process = subprocess.Popen(launch.command, env={**os.environ, **env})
+    announce(launch.url)
+
+    def stop(_signum: int, _frame: object) -> None:
+        process.terminate()
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:  # JupyterLab got the same Ctrl-C; make sure it goes
+        process.terminate()
+        return process.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        if process.poll() is None:
+            process.kill()
+            process.wait()

@@ -1,80 +1,121 @@
-"""Rich terminal output for `atlas ingest` and `atlas explain`."""
+"""Rich terminal output of the commands, fitted to the terminal width (`COLUMNS` is respected).
+
+Tables show short kernel names (`classify.names.display_name`) and shapes in their own column,
+at most two lines per row; columns that do not fit are left out and named. `wide=True` prints
+everything in full. The report and the ingest summary are lists of small section functions:
+adding a section is adding one function to `REPORT_SECTIONS` / `TRACE_LINES`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.report.diff import describe_key
+from kernel_atlas.report.fit import Column, print_table
+from kernel_atlas.report.progress import progress_bar
+from kernel_atlas.report.units import (
+    device_time_line,
+    fmt_number,
+    fmt_shapes,
+    fmt_signed_us,
+    fmt_us,
+    peaks_line,
+)
 
 if TYPE_CHECKING:
     from kernel_atlas.classify.classifier import Label, Step
     from kernel_atlas.ingest.pipeline import IngestResult
+    from kernel_atlas.report.build import Report
+
+__all__ = [
+    "fmt_us",
+    "print_catalog_costs",
+    "print_diff",
+    "print_explanation",
+    "print_ingest_summary",
+    "print_replay",
+    "print_report",
+    "progress",
+]
+
+KERNEL = Column("kernel", justify="left", flex=3, min_width=20, middle=True)
+SHAPES = Column("shapes", justify="left", flex=2, min_width=12)
 
 
-def fmt_us(us: float) -> str:
-    if us >= 1e6:
-        return f"{us / 1e6:.3f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.2f} ms"
-    return f"{us:.1f} µs"
+def _text(console: Console, line: str) -> None:
+    console.print(line, highlight=False)
+
+
+def _files_line(console: Console, files: dict[str, Path]) -> None:
+    _text(console, "wrote " + ", ".join(str(p) for p in files.values()))
+
+
+# --- atlas ingest -------------------------------------------------------------------------------
 
 
 @contextmanager
 def progress(console: Console, paths: list[Path], disable: bool = False) -> Iterator[tuple[Any, Any]]:
     """Progress for `atlas ingest`: per stage of one large trace (over 50 MB), per trace for several.
 
-    Yields (on_done(path), on_progress(stage, fraction)) callbacks."""
+    Yields (on_done(path), on_progress(stage, fraction)) callbacks; silent unless `console` is a terminal."""
     sizes = [p.stat().st_size if p.is_file() else 0 for p in paths]
     if disable or (len(paths) == 1 and sizes[0] < 50 << 20):
         yield (lambda _p: None), None
         return
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        if len(paths) == 1:
-            task = bar.add_task("reading", total=1.0)
-            yield (lambda _p: None), (lambda stage, fraction: bar.update(task, completed=fraction, description=stage))
-        else:
-            task = bar.add_task(f"ingesting {len(paths)} traces", total=len(paths))
-            yield (lambda _p: bar.advance(task)), None
+    if len(paths) == 1:
+        with progress_bar(console, "reading", total=1.0) as bar:
+            yield (lambda _p: None), (bar.update if bar.shown else None)
+    else:
+        with progress_bar(console, f"ingesting {len(paths)} traces", total=len(paths)) as bar:
+            yield (lambda p: bar.advance(detail=Path(p).name)), None
 
 
-def print_ingest_summary(console: Console, result: IngestResult, files: dict[str, Path], top: int = 10) -> None:
+def _trace_header(facts: dict[str, Any]) -> list[str]:
+    gpus = ", ".join(sorted({g.get("name", "?") for g in facts["gpus"]})) or "unknown GPU"
+    return [
+        f"[bold]{facts['file']}[/]  rank {facts['rank']}  {gpus}",
+        f"  {facts['events']:,} events, {facts['kernels']:,} kernels, "
+        f"{facts['gpu_activities'] - facts['kernels']:,} memcpy/memset",
+    ]
+
+
+def _device_lines(facts: dict[str, Any]) -> list[str]:
+    return [
+        f"  device {dev['device']}: span {fmt_us(dev['span_us'])}, busy {fmt_us(dev['busy_us'])} "
+        f"({dev['busy_pct']:.1f}%), idle {fmt_us(dev['idle_us'])}, streams {dev['streams']}"
+        for dev in facts["devices"]
+    ]
+
+
+def _link_lines(facts: dict[str, Any]) -> list[str]:
+    linked, total = facts["with_launcher"], facts["gpu_activities"]
+    if not total:
+        return []
+    return [
+        f"  launcher known for {linked:,}/{total:,} ({100 * linked / total:.1f}%), "
+        f"shapes for {facts['with_shapes']:,}, graph-replayed {facts['graph_launched_kernels']:,}"
+    ]
+
+
+# Lines printed per trace by `atlas ingest`, in order; each takes the trace's facts (summary.json).
+TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [_trace_header, _device_lines, _link_lines]
+
+
+def print_ingest_summary(
+    console: Console, result: IngestResult, files: dict[str, Path], top: int = 10, wide: bool = False
+) -> None:
     frame = result.frame
     for facts in result.facts["traces"]:
-        gpus = ", ".join(sorted({g.get("name", "?") for g in facts["gpus"]})) or "unknown GPU"
-        console.print(
-            f"[bold]{facts['file']}[/]  rank {facts['rank']}  {gpus}  "
-            f"{facts['events']:,} events  {facts['kernels']:,} kernels  "
-            f"{facts['gpu_activities'] - facts['kernels']:,} memcpy/memset",
-            highlight=False,
-        )
-        for dev in facts["devices"]:
-            console.print(
-                f"  device {dev['device']}: span {fmt_us(dev['span_us'])}, busy {fmt_us(dev['busy_us'])} "
-                f"({dev['busy_pct']:.1f}%), idle {fmt_us(dev['idle_us'])}, streams {dev['streams']}",
-                highlight=False,
-            )
-        linked = facts["with_launcher"]
-        total = facts["gpu_activities"]
-        if total:
-            console.print(
-                f"  launcher known for {linked:,}/{total:,} ({100 * linked / total:.1f}%), "
-                f"shapes for {facts['with_shapes']:,}, graph-replayed {facts['graph_launched_kernels']:,}",
-                highlight=False,
-            )
+        for lines in TRACE_LINES:
+            for line in lines(facts):
+                _text(console, line)
     if len(frame):
         kernel_time = float(frame["dur_us"].sum())
         grouped = (
@@ -83,177 +124,320 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
             .sort_values("sum", ascending=False)
             .head(top)
         )
-        table = Table(title=f"Top {len(grouped)} kernels by GPU time", title_justify="left")
-        table.add_column("time", justify="right")
-        table.add_column("%", justify="right")
-        table.add_column("calls", justify="right")
-        table.add_column("category")
-        table.add_column("op")
-        table.add_column("kernel", overflow="fold", min_width=30)
-        for (name, category, op), row in grouped.iterrows():
-            table.add_row(
+        columns = [
+            Column("time"),
+            Column("%"),
+            Column("calls", drop=1),
+            Column("category", justify="left", drop=2),
+            Column("op", justify="left"),
+            KERNEL,
+        ]
+        rows = [
+            [
                 fmt_us(row["sum"]),
                 f"{100 * row['sum'] / kernel_time:.1f}",
                 f"{int(row['count']):,}",
                 str(category),
                 str(op),
-                display_name(str(name)),
-            )
-        console.print(table)
-    console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
+                str(name) if wide else display_name(str(name)),
+            ]
+            for (name, category, op), row in grouped.iterrows()
+        ]
+        print_table(console, columns, rows, f"Top {len(grouped)} kernels by GPU time", wide)
+    _files_line(console, files)
+
+
+# --- atlas explain ------------------------------------------------------------------------------
 
 
 def print_explanation(
-    console: Console, name: str, base: str, family: str, label: Label, steps: list[Step], all_steps: bool
+    console: Console,
+    name: str,
+    base: str,
+    family: str,
+    label: Label,
+    steps: list[Step],
+    all_steps: bool,
+    wide: bool = False,
 ) -> None:
-    console.print(f"[bold]kernel[/]   {name}", highlight=False)
-    console.print(f"[bold]base[/]     {base}", highlight=False)
-    console.print(f"[bold]family[/]   {family}", highlight=False)
-    console.print(
+    _text(console, f"[bold]kernel[/]   {name}")
+    _text(console, f"[bold]base[/]     {base}")
+    _text(console, f"[bold]family[/]   {family}")
+    _text(
+        console,
         f"[bold]label[/]    op_mapping=[green]{label.op_mapping}[/] category=[green]{label.category}[/] "
         f"rule={label.rule} evidence={label.evidence} confidence={label.confidence:.2f}",
-        highlight=False,
     )
-    table = Table(title="rule chain (first match wins)", title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("step", overflow="fold")
-    table.add_column("result")
-    table.add_column("detail", overflow="fold")
+    rows = []
     for i, step in enumerate(steps, 1):
-        mark = f"[green]→ {step.op_mapping}[/]" if step.matched else "[dim]no[/]"
-        table.add_row(str(i), step.rule, mark, step.detail)
+        rows.append([str(i), step.rule, f"→ {step.op_mapping}" if step.matched else "no", step.detail])
         if step.matched and not all_steps:
             break
-    console.print(table)
+    columns = [
+        Column("#"),
+        Column("step", justify="left", flex=1, min_width=12),
+        Column("result", justify="left"),
+        Column("detail", justify="left", flex=2, min_width=16),
+    ]
+    print_table(console, columns, rows, "rule chain (first match wins)", wide)
 
 
-def print_report(console: Console, report: Any, top: int = 12) -> None:
-    analysis = report.analysis
-    facts = analysis.facts
+# --- atlas report -------------------------------------------------------------------------------
+
+
+@dataclass
+class ReportView:
+    """How the terminal report is printed."""
+
+    top: int = 12
+    wide: bool = False
+
+
+def _device_section(console: Console, report: Report, view: ReportView) -> None:
     device = report.device
     if device is None:
         console.print(f"[yellow]GPU {report.traced_gpu!r} is not in catalogs/devices.toml: pass --device for peaks[/]")
-    else:
-        projected = (
-            " [bold yellow](projection: the trace ran on " + str(report.traced_gpu) + ")[/]"
-            if facts.get("projection")
-            else ""
-        )
-        console.print(
-            f"[bold]device[/] {device.name} — {device.memory_gbps:g} GB/s, "
-            f"bf16 {device.tensor.get('bf16', float('nan')):g} TFLOP/s{projected}",
-            highlight=False,
-        )
-    for d in facts["devices"]:
-        console.print(
-            f"rank {d['rank']} device {d['device']}: busy {fmt_us(d['busy_us'])} of {fmt_us(d['span_us'])} "
-            f"({100 * d['busy_us'] / d['span_us'] if d['span_us'] else 0:.1f}%), idle {fmt_us(d['idle_us'])}; "
-            f"communication {fmt_us(d['communication_us'])}, {d['overlap_pct_of_communication']:.0f}% overlapped",
-            highlight=False,
-        )
-    share = analysis.timeshare[analysis.timeshare["level"] == "category"]
-    table = Table(title="GPU time by category", title_justify="left")
-    for column in ("category", "time", "%", "count"):
-        table.add_column(column, justify="right" if column != "category" else "left")
-    for row in share.itertuples(index=False):
-        table.add_row(row.key, fmt_us(row.total_us), f"{row.pct:.1f}", f"{row.count:,}")
-    console.print(table)
-    roof = analysis.roofline
-    ranked = roof[roof["headroom_us"].notna()].head(top)
-    table = Table(
-        title="Where optimisation pays most (headroom = time above the roofline-attainable time)", title_justify="left"
-    )
-    for column in ("headroom", "time", "TFLOP/s", "GB/s", "SOL%", "bound", "op: kernel ×calls shapes"):
-        wide = column.startswith("op:")
-        table.add_column(
-            column,
-            justify="left" if wide or column == "bound" else "right",
-            overflow="fold" if wide else "ellipsis",
-            no_wrap=not wide,
-            min_width=30 if wide else None,
-        )
-    for row in ranked.itertuples(index=False):
-        table.add_row(
+        return
+    projected = ""
+    if report.analysis.facts.get("projection"):
+        projected = f" [bold yellow](projection: the trace ran on {report.traced_gpu})[/]"
+    _text(console, f"[bold]device[/] {peaks_line(device)}{projected}")
+
+
+def _busy_section(console: Console, report: Report, view: ReportView) -> None:
+    for d in report.analysis.facts["devices"]:
+        _text(console, device_time_line(d))
+
+
+def _category_section(console: Console, report: Report, view: ReportView) -> None:
+    timeshare = report.analysis.timeshare
+    share = timeshare[timeshare["level"] == "category"]
+    columns = [Column("category", justify="left"), Column("time"), Column("%"), Column("count")]
+    rows = [[row.key, fmt_us(row.total_us), f"{row.pct:.1f}", f"{row.count:,}"] for row in share.itertuples()]
+    print_table(console, columns, rows, "GPU time by category", view.wide)
+
+
+HEADROOM_COLUMNS = [
+    Column("headroom"),
+    Column("time"),
+    Column("calls", drop=5),
+    Column("SOL%"),
+    Column("bound", justify="left", drop=3),
+    Column("TFLOP/s", drop=1),
+    Column("GB/s", drop=2),
+    Column("op", justify="left", drop=4),
+    KERNEL,
+    SHAPES,
+]
+
+
+def _headroom_section(console: Console, report: Report, view: ReportView) -> None:
+    roof = report.analysis.roofline
+    ranked = roof[roof["headroom_us"].notna()].head(view.top)
+    rows = [
+        [
             fmt_us(row.headroom_us),
             fmt_us(row.op_time_us),
-            f"{row.achieved_tflops:.2f}",
-            f"{row.achieved_gbps:.0f}",
+            f"{row.count:,}",
             f"{row.sol_pct:.1f}",
             str(row.bound),
-            f"{row.op_mapping}: {display_name(str(row.name))} ×{row.count} {row.input_dims}",
-        )
-    console.print(table)
+            fmt_number(row.achieved_tflops),
+            fmt_number(row.achieved_gbps),
+            str(row.op_mapping),
+            str(row.name) if view.wide else display_name(str(row.name)),
+            str(row.input_dims) if view.wide else fmt_shapes(row.input_dims),
+        ]
+        for row in ranked.itertuples(index=False)
+    ]
+    title = "Where optimisation pays most (headroom: time above the roofline-attainable time)"
+    print_table(console, HEADROOM_COLUMNS, rows, title, view.wide)
+
+
+def _no_cost_section(console: Console, report: Report, view: ReportView) -> None:
+    facts = report.analysis.facts
     missing = facts["no_shape_time_us"] + facts["no_model_time_us"]
     if missing:
-        console.print(
+        _text(
+            console,
             f"{fmt_us(missing)} of GPU time has no cost (no recorded shapes or no cost model); "
             "see `note` in roofline.parquet",
-            highlight=False,
         )
+
+
+def _waits_section(console: Console, report: Report, view: ReportView) -> None:
     from kernel_atlas.report.waits_view import print_waits
 
-    print_waits(console, getattr(report, "waits", None), top=min(top, 8))
-    console.print("wrote " + ", ".join(str(p) for p in report.files.values()), highlight=False)
+    print_waits(console, getattr(report, "waits", None), top=min(view.top, 8))
 
 
-def print_replay(console: Console, results: Any, device: str) -> None:
-    table = Table(
-        title=f"Replay on {device}" + (" (wall clock: CPU times are not GPU times)" if device == "cpu" else ""),
-        title_justify="left",
-    )
-    for column in (
-        "kernel / shapes",
-        "implementation",
-        "median",
-        "p10–p90",
-        "traced",
-        "ratio",
-        "TFLOP/s",
-        "GB/s",
-        "check",
-    ):
-        table.add_column(
-            column,
-            overflow="fold",
-            justify="left" if column in ("kernel / shapes", "implementation", "check") else "right",
-        )
-    for row in results.itertuples(index=False):
-        timed = row.median_us == row.median_us and row.median_us is not None
-        table.add_row(
-            f"{display_name(str(row.kernel))} {row.input_dims or ''}",
+def _report_files_section(console: Console, report: Report, view: ReportView) -> None:
+    _files_line(console, report.files)
+
+
+# The terminal report, section by section; a section is `f(console, report, view)`.
+REPORT_SECTIONS: list[Callable[[Console, Report, ReportView], None]] = [
+    _device_section,
+    _busy_section,
+    _category_section,
+    _headroom_section,
+    _no_cost_section,
+    _waits_section,
+    _report_files_section,
+]
+
+
+def print_report(console: Console, report: Report, top: int = 12, wide: bool = False) -> None:
+    view = ReportView(top=top, wide=wide)
+    for section in REPORT_SECTIONS:
+        section(console, report, view)
+
+
+# --- atlas replay -------------------------------------------------------------------------------
+
+
+def print_replay(console: Console, results: Any, device: str, wide: bool = False) -> None:
+    columns = [
+        KERNEL,
+        SHAPES,
+        Column("implementation", justify="left", flex=1, min_width=12, drop=2),
+        Column("median"),
+        Column("p10–p90", drop=5),
+        Column("traced"),
+        Column("ratio"),
+        Column("TFLOP/s", drop=3),
+        Column("GB/s", drop=4),
+        Column("check", justify="left", flex=2, min_width=12),
+    ]
+    rows = [
+        [
+            str(row.kernel) if wide else display_name(str(row.kernel)),
+            str(row.input_dims or "") if wide else fmt_shapes(row.input_dims),
             str(row.implementation),
-            fmt_us(row.median_us) if timed else "–",
-            f"{fmt_us(row.p10_us)}–{fmt_us(row.p90_us)}" if timed else "–",
-            fmt_us(row.traced_us) if row.traced_us == row.traced_us and row.traced_us is not None else "–",
-            f"{row.ratio:.2f}" if row.ratio == row.ratio and row.ratio is not None else "–",
-            f"{row.achieved_tflops:.2f}"
-            if row.achieved_tflops == row.achieved_tflops and row.achieved_tflops is not None
-            else "–",
-            f"{row.achieved_gbps:.0f}"
-            if row.achieved_gbps == row.achieved_gbps and row.achieved_gbps is not None
-            else "–",
-            f"{row.check}: {row.reason}",
-        )
-    console.print(table)
+            fmt_us(row.median_us),
+            f"{fmt_us(row.p10_us)}–{fmt_us(row.p90_us)}" if fmt_us(row.median_us) != "–" else "–",
+            fmt_us(row.traced_us),
+            fmt_number(row.ratio),
+            fmt_number(row.achieved_tflops),
+            fmt_number(row.achieved_gbps),
+            f"{row.check}: {row.reason}" if row.reason else str(row.check),
+        ]
+        for row in results.itertuples(index=False)
+    ]
+    title = f"Replay on {device}" + (" (wall clock: CPU times are not GPU times)" if device == "cpu" else "")
+    print_table(console, columns, rows, title, wide)
     done = int((results["check"] != "skipped").sum()) if len(results) else 0
     methods = ", ".join(sorted(set(results["method"].dropna()) - {""})) or "–"
-    console.print(f"{done}/{len(results)} replayed; timing method: {methods}")
+    _text(console, f"{done}/{len(results)} replayed; timing method: {methods}")
 
 
-def print_catalog_costs(console: Console, table: Any, device: str, path: Path, top: int = 12) -> None:
+# --- atlas report CATALOG -----------------------------------------------------------------------
+
+
+def print_catalog_costs(
+    console: Console, table: Any, device: str, path: Path, top: int = 12, wide: bool = False
+) -> None:
     costed = table[table["flops"].notna()] if "flops" in table else table.iloc[0:0]
-    console.print(f"{len(costed)}/{len(table)} catalog entries costed at their example shapes on {device}")
+    _text(console, f"{len(costed)}/{len(table)} catalog entries costed at their example shapes on {device}")
     if len(costed):
-        view = Table(title=f"Largest attainable times on {device}", title_justify="left")
-        for column in ("attainable", "GFLOP", "MB", "bound", "op: kernel"):
-            view.add_column(column, justify="left" if column in ("bound", "op: kernel") else "right", overflow="fold")
-        for row in costed.sort_values("attainable_us", ascending=False).head(top).itertuples(index=False):
-            view.add_row(
+        columns = [
+            Column("attainable"),
+            Column("GFLOP"),
+            Column("MB"),
+            Column("bound", justify="left"),
+            Column("op", justify="left", drop=1),
+            KERNEL,
+        ]
+        rows = [
+            [
                 fmt_us(row.attainable_us),
-                f"{row.flops / 1e9:.2f}",
-                f"{row.bytes / 1e6:.2f}",
+                fmt_number(row.flops / 1e9),
+                fmt_number(row.bytes / 1e6),
                 str(row.bound),
-                f"{row.op_mapping}: {display_name(str(row.kernel_name))}",
-            )
-        console.print(view)
-    console.print(f"wrote {path}")
+                str(row.op_mapping),
+                str(row.kernel_name) if wide else display_name(str(row.kernel_name)),
+            ]
+            for row in costed.sort_values("attainable_us", ascending=False).head(top).itertuples(index=False)
+        ]
+        print_table(console, columns, rows, f"Largest attainable times on {device}", wide)
+    _text(console, f"wrote {path}")
+
+
+# --- atlas diff ---------------------------------------------------------------------------------
+
+
+def _change_pct(a_us: float, b_us: float) -> str:
+    if not a_us:
+        return "new"
+    if not b_us:
+        return "gone"
+    return f"{100 * (b_us - a_us) / a_us:+.1f}%".replace("-", "−")
+
+
+def _present_us(us: float, count: int) -> str:
+    return fmt_us(us) if count else "–"
+
+
+def _largest_first(table: Any) -> Any:
+    return table.reindex(table["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+
+
+def _diff_table(console: Console, table: Any, header: str, title: str, wide: bool, matched: bool = False) -> None:
+    """Rows of one level of a diff: the change, both times, and the key (`matched`: how it was matched)."""
+    if table.empty:
+        _text(console, f"[bold]{title}[/]: none")
+        return
+    columns = [Column("Δ"), Column("A"), Column("B"), Column("Δ%", drop=2), Column("calls A→B", drop=3)]
+    if matched:
+        columns.append(Column("matched", justify="left", drop=1))
+    columns.append(Column(header, justify="left", flex=1, min_width=20, middle=True))
+    rows = []
+    for row in table.itertuples(index=False):
+        cells = [
+            fmt_signed_us(row.delta_us),
+            _present_us(row.a_us, row.a_count),
+            _present_us(row.b_us, row.b_count),
+            _change_pct(row.a_us, row.b_us),
+            f"{row.a_count:,}→{row.b_count:,}",
+        ]
+        if matched:
+            cells.append(str(row.matched_by))
+        cells.append(str(row.key) if wide and row.matched_by != "op+shapes" else describe_key(row))
+        rows.append(cells)
+    print_table(console, columns, rows, title, wide)
+
+
+def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 10, wide: bool = False) -> None:
+    """`atlas diff`: both runs, then time per category, op, module and kernel with the change."""
+    a, b = diff.a, diff.b
+    for tag, side in (("A", a), ("B", b)):
+        _text(
+            console,
+            f"[bold]{tag}[/] {side.label}  {', '.join(side.gpus) or 'unknown GPU'}  "
+            f"GPU time {fmt_us(side.gpu_time_us)} ({len(side.kernels):,} activities)",
+        )
+    change = b.gpu_time_us - a.gpu_time_us
+    _text(console, f"[bold]B − A[/] {fmt_signed_us(change)} ({_change_pct(a.gpu_time_us, b.gpu_time_us)})")
+    _diff_table(console, diff.level("category"), "category", "GPU time by category", wide)
+    _diff_table(console, _largest_first(diff.level("op_mapping")).head(top), "op", "Largest changes by op", wide)
+    modules = _largest_first(diff.level("module")).head(top)
+    _diff_table(console, modules, "module", "Largest changes by nn.Module", wide)
+    kernels = diff.level("kernel")
+    both = kernels[kernels["status"] == "both"]
+    title = "Biggest kernel regressions (B slower; matched by name, or by op and shapes)"
+    _diff_table(console, both[both["delta_us"] > 0].head(top), "kernel", title, wide, matched=True)
+    by_op = int((kernels["matched_by"] == "op+shapes").sum())
+    if by_op:
+        _text(console, f"{by_op:,} ops at recorded shapes matched across kernels of different names (op+shapes)")
+    faster = both[both["delta_us"] < 0]
+    if len(faster):
+        _text(
+            console,
+            f"{len(faster):,} matched kernels got faster, by {fmt_us(-faster['delta_us'].sum())} in all "
+            f"(largest: {display_name(str(faster.iloc[-1]['key']))}, {fmt_signed_us(faster.iloc[-1]['delta_us'])})",
+        )
+    for status, title in (("appeared", "Appeared in B"), ("vanished", "Vanished from A")):
+        rows = _largest_first(kernels[kernels["status"] == status])
+        if len(rows):
+            title = f"{title}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())}"
+            _diff_table(console, rows.head(top), "kernel", title, wide)
+    _files_line(console, files)

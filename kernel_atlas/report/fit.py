@@ -1,0 +1,184 @@
+"""Rich tables that fit the terminal: at most `lines` lines per row, columns dropped when too narrow.
+
+A table is described by its columns (numbers keep their natural width; `flex` text columns share
+what is left and fold onto at most `lines` lines, trimmed with an ellipsis) and its rows of
+strings. `wide=True` prints every column in full on as many characters as it needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich import box
+from rich.cells import cell_len
+from rich.console import Console
+from rich.segment import Segment, Segments
+from rich.table import Table
+from rich.text import Text
+
+ELLIPSIS = "…"
+# Column separation: box=None with one space of padding on each side between columns.
+_GAP = 2
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    justify: str = "right"
+    flex: float = 0.0  # > 0: a text column sharing the remaining width in this proportion
+    min_width: int = 10  # of a flex column
+    drop: int = 0  # > 0: may be left out on a narrow terminal, the highest first
+    middle: bool = False  # trim in the middle (kernel names: the tail tells tile sizes apart)
+
+
+def trim(text: str, width: int, middle: bool = False) -> str:
+    """`text` on at most `width` cells, with an ellipsis where something was cut."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    if middle:
+        head = (width - 1) * 3 // 5
+        tail = width - 1 - head
+        return text[:head] + ELLIPSIS + (text[-tail:] if tail else "")
+    return text[: width - 1] + ELLIPSIS
+
+
+def fold(text: str, width: int, lines: int, middle: bool = False) -> str:
+    """`text` on at most `lines` lines of `width` cells: broken after a space or comma when
+    one is near the end of a line, else hard; what does not fit is trimmed (`middle`: the last
+    line shows the end of the text after an ellipsis)."""
+    if width < 1:
+        return ""
+    if cell_len(text) <= width:
+        return text
+    if middle and cell_len(text) > width * lines:
+        head = fold(text[: width * (lines - 1)], width, lines - 1) if lines > 1 else ""
+        tail = trim(text, width, middle=True) if lines == 1 else ELLIPSIS + text[-(width - 1) :]
+        return f"{head}\n{tail}" if head else tail
+    out: list[str] = []
+    rest = text
+    while rest and len(out) < lines:
+        if cell_len(rest) <= width or len(out) == lines - 1:
+            out.append(trim(rest, width))
+            break
+        cut = width
+        if rest[width] not in " ,":
+            soft = max(rest.rfind(" ", 0, width), rest.rfind(",", 0, width))
+            if soft >= width // 3:
+                cut = soft + 1
+        out.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip(" ,")
+    return "\n".join(out)
+
+
+def _natural(column: Column, cells: Sequence[str]) -> int:
+    widest = max((max(cell_len(line) for line in c.split("\n")) for c in cells if c), default=0)
+    return max(cell_len(column.header), widest)
+
+
+def _layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> tuple[list[int], dict[int, int]]:
+    """Indices of the columns shown and the width of each flex column."""
+    # a column without any value says nothing on a narrow terminal
+    shown = [i for i, c in enumerate(columns) if not c.drop or any(r[i] for r in rows)]
+    natural = [_natural(c, [r[i] for r in rows]) for i, c in enumerate(columns)]
+    while True:
+        fixed = sum(natural[i] for i in shown if not columns[i].flex) + _GAP * (len(shown) - 1)
+        flex = [i for i in shown if columns[i].flex]
+        wanted = sum(natural[i] for i in flex)
+        room = width - fixed
+        floor = sum(min(columns[i].min_width, natural[i]) for i in flex)
+        droppable = [i for i in shown if columns[i].drop]
+        if room >= floor or not droppable:
+            break
+        shown.remove(max(droppable, key=lambda i: columns[i].drop))
+    if wanted <= room:
+        return shown, {i: natural[i] for i in flex}
+    # share the room: every flex column gets its floor, the rest in proportion to `flex`,
+    # never more than it needs
+    widths = {i: min(columns[i].min_width, natural[i]) for i in flex}
+    spare = max(room - sum(widths.values()), 0)
+    hungry = [i for i in flex if natural[i] > widths[i]]
+    while spare > 0 and hungry:
+        total = sum(columns[i].flex for i in hungry)
+        given = 0
+        for i in hungry:
+            share = min(int(spare * columns[i].flex / total), natural[i] - widths[i])
+            widths[i] += share
+            given += share
+        if given == 0:  # rounding: hand out the remainder one cell at a time
+            widths[hungry[0]] += 1
+            given = 1
+        spare -= given
+        hungry = [i for i in hungry if natural[i] > widths[i]]
+    return shown, widths
+
+
+def fitted_table(
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    title: str | None = None,
+    wide: bool = False,
+    lines: int = 2,
+) -> tuple[Table, list[str]]:
+    """A table that fits `width` cells (unless `wide`), and the headers of left-out columns."""
+    if wide:
+        shown, widths = list(range(len(columns))), {}
+    else:
+        shown, widths = _layout(columns, rows, width)
+    table = Table(
+        title=title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD if wide else None,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+        header_style="bold",
+        row_styles=["", "dim"] if not wide and widths else None,
+        expand=False,
+    )
+    for i in shown:
+        column = columns[i]
+        table.add_column(
+            column.header,
+            justify=column.justify,  # type: ignore[arg-type]
+            no_wrap=True,
+            overflow="ellipsis",
+            width=widths.get(i),
+        )
+    for row in rows:
+        cells = []
+        for i in shown:
+            text = row[i]
+            if i in widths:
+                text = fold(text, widths[i], lines, columns[i].middle)
+            cells.append(Text(text))
+        table.add_row(*cells)
+    left_out = [columns[i].header for i in range(len(columns)) if i not in shown and any(r[i] for r in rows)]
+    return table, left_out
+
+
+def print_table(
+    console: Console,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    title: str | None = None,
+    wide: bool = False,
+    lines: int = 2,
+) -> None:
+    """Print a fitted table; in `wide` mode on as many columns as it needs."""
+    table, left_out = fitted_table(columns, rows, console.width, None, wide, lines)
+    if title:
+        console.print(f"[bold]{title}[/]", highlight=False)
+    if wide:  # laid out on the width it needs; the terminal wraps or `less -S` scrolls
+        options = console.options.update(width=1 << 14)
+        needed = max(console.measure(table, options=options).maximum, console.width)
+        lines = console.render_lines(table, options.update(width=needed), pad=False)
+        console.print(Segments(segment for line in lines for segment in (*line, Segment.line())), soft_wrap=True)
+        return
+    console.print(table)
+    if left_out:
+        console.print(f"[dim](narrow terminal: {', '.join(left_out)} left out; --wide shows everything)[/]")

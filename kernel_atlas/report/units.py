@@ -1,0 +1,134 @@
+"""Numbers as people read them: times, throughputs, bandwidths and shapes with their units.
+
+Shared by the terminal output and the HTML report, so that both say "1.23 ms" and
+"433 GB/s" the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+MISSING = "–"
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def fmt_us(us: Any) -> str:
+    """A duration given in µs, in µs, ms or s: `399.1 µs`, `1.23 ms`, `12.345 s`."""
+    if _missing(us):
+        return MISSING
+    us = float(us)
+    magnitude = abs(us)
+    if magnitude >= 1e6:
+        return f"{us / 1e6:.3f} s"
+    if magnitude >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} µs"
+
+
+def fmt_signed_us(us: Any) -> str:
+    """A change of duration with its sign: `+1.20 ms`, `−35.0 µs`, `0.0 µs`."""
+    if _missing(us):
+        return MISSING
+    text = fmt_us(abs(float(us)))
+    if float(us) > 0:
+        return "+" + text
+    if float(us) < 0:
+        return "−" + text
+    return text
+
+
+def fmt_number(value: Any, digits: int = 3) -> str:
+    """A plain number with about `digits` significant digits: `112`, `46.6`, `0.683`, `0.0021`."""
+    if _missing(value):
+        return MISSING
+    value = float(value)
+    if value == 0:
+        return "0"
+    magnitude = abs(value)
+    if magnitude >= 10 ** (digits - 1):
+        return f"{value:,.0f}"
+    decimals = digits - 1 - math.floor(math.log10(magnitude))
+    return f"{value:.{max(decimals, 0)}f}"
+
+
+def fmt_tflops(tflops: Any) -> str:
+    """Achieved or peak FLOP rate given in TFLOP/s: `112 TFLOP/s`, `683 GFLOP/s`."""
+    if _missing(tflops):
+        return MISSING
+    tflops = float(tflops)
+    if 0 < abs(tflops) < 1:
+        return f"{fmt_number(tflops * 1e3)} GFLOP/s"
+    return f"{fmt_number(tflops)} TFLOP/s"
+
+
+def fmt_gbps(gbps: Any) -> str:
+    """Bandwidth given in GB/s: `433 GB/s`, `3.35 TB/s`."""
+    if _missing(gbps):
+        return MISSING
+    gbps = float(gbps)
+    if abs(gbps) >= 1e3:
+        return f"{fmt_number(gbps / 1e3)} TB/s"
+    return f"{fmt_number(gbps)} GB/s"
+
+
+def fmt_pct(pct: Any, decimals: int = 1) -> str:
+    if _missing(pct):
+        return MISSING
+    return f"{float(pct):.{decimals}f}%"
+
+
+def _dims_text(value: Any) -> str | None:
+    if isinstance(value, list):
+        if value and all(isinstance(v, list) for v in value):  # a list of tensors
+            inner = [t for t in (_dims_text(v) for v in value) if t]
+            return "[" + ", ".join(inner) + "]" if inner else None
+        if not value:
+            return None  # a scalar or an argument that is not a tensor
+        return "×".join(str(v) for v in value)
+    return None
+
+
+def fmt_shapes(input_dims: Any) -> str:
+    """Recorded `Input Dims` (JSON text) as tensor shapes: `[[768],[788,768],[768,768],[],[]]`
+    → `768, 788×768, 768×768` (arguments without a shape are left out)."""
+    if not isinstance(input_dims, str) or not input_dims:
+        return ""
+    try:
+        dims = json.loads(input_dims)
+    except ValueError:
+        return input_dims
+    if not isinstance(dims, list):
+        return input_dims
+    return ", ".join(t for t in (_dims_text(d) for d in dims) if t)
+
+
+def device_time_line(device: dict[str, Any]) -> str:
+    """One device's time as `report.json` has it: `rank 0 device 0: busy 1.23 ms of 7.56 ms
+    (16.2%), idle 6.33 ms; communication 2.00 ms, 40% overlapped with compute`."""
+    span, busy = device["span_us"], device["busy_us"]
+    line = (
+        f"rank {device['rank']} device {device['device']}: busy {fmt_us(busy)} of {fmt_us(span)} "
+        f"({100 * busy / span if span else 0.0:.1f}%), idle {fmt_us(device['idle_us'])}"
+    )
+    if device.get("communication_us"):
+        line += (
+            f"; communication {fmt_us(device['communication_us'])}, "
+            f"{device['overlap_pct_of_communication']:.0f}% overlapped with compute"
+        )
+    return line
+
+
+def peaks_line(device: Any) -> str:
+    """`NVIDIA H100 SXM5 80GB: 3.35 TB/s, bf16 989 TFLOP/s` for a `roofline.devices.Device`."""
+    bf16 = device.tensor.get("bf16")
+    return f"{device.name}: {fmt_gbps(device.memory_gbps)}" + (f", bf16 {fmt_tflops(bf16)}" if bf16 else "")
