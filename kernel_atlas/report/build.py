@@ -10,8 +10,10 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.outputs import output_ranks
 from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
 from kernel_atlas.roofline.analysis import Analysis, analyse
+from kernel_atlas.roofline.collectives import CrossRank, cross_rank_view
 from kernel_atlas.roofline.devices import Device, get_device, match_device
 
 
@@ -22,6 +24,7 @@ class Report:
     device: Device | None
     traced_gpu: str | None
     files: dict[str, Path]
+    cross_rank: CrossRank | None = None
 
 
 def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
@@ -64,16 +67,26 @@ def _traced_gpu(summary: dict[str, Any]) -> tuple[str | None, int | None, int | 
     return None, None, None
 
 
-def build_report(source: str | Path, device_key: str | None = None, html: Path | None = None) -> Report:
+def build_report(
+    source: str | Path, device_key: str | None = None, html: Path | None = None, jobs: int = 1
+) -> Report:
     out_dir = _resolve_input(Path(source))
-    frame = load_kernels(out_dir)
+    ranks = output_ranks(out_dir)
     summary_path = out_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     gpu_name, sms, world = _traced_gpu(summary)
     device = get_device(device_key) if device_key else match_device(gpu_name, sms)
-    if frame.empty:
-        raise AtlasError(out_dir, "no GPU activities to report on")
-    analysis = analyse(frame, device, world)
+    if len(ranks) > 1:  # one rank at a time: the memory of one rank, whatever the fleet's size
+        from kernel_atlas.roofline.ranks import analyse_ranks
+
+        analysis = analyse_ranks(out_dir, ranks, device, world, jobs)
+    else:
+        frame = load_kernels(out_dir)
+        if frame.empty:
+            raise AtlasError(out_dir, "no GPU activities to report on")
+        analysis = analyse(frame, device, world)
+    cross_rank = cross_rank_view(out_dir, ranks)
+    analysis.facts.update(cross_rank.facts)
     replay_path = out_dir / "replay.parquet"
     if replay_path.exists():
         analysis.roofline = merge_replay(analysis.roofline, pd.read_parquet(replay_path))
@@ -87,9 +100,12 @@ def build_report(source: str | Path, device_key: str | None = None, html: Path |
     }
     analysis.roofline.to_parquet(files["roofline"], index=False)
     analysis.timeshare.to_csv(files["timeshare"], index=False)
+    if cross_rank.path is not None:
+        files["collectives"] = cross_rank.path
     files["facts"].write_text(json.dumps(analysis.facts, indent=1) + "\n")
+    from kernel_atlas.report.fleet import cross_rank_html
     from kernel_atlas.report.html import write_html
 
     title = f"Kernel Atlas — {out_dir.name}"
-    write_html(analysis, device, files["html"], title)
-    return Report(out_dir, analysis, device, gpu_name, files)
+    write_html(analysis, device, files["html"], title, sections=[cross_rank_html(cross_rank, analysis.facts)])
+    return Report(out_dir, analysis, device, gpu_name, files, cross_rank)

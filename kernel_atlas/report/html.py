@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -190,7 +191,10 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
     return fig
 
 
-def write_html(analysis: Analysis, device: Device | None, path: Path, title: str) -> Path:
+def write_html(
+    analysis: Analysis, device: Device | None, path: Path, title: str, sections: Sequence[str] = ()
+) -> Path:
+    """The report page; `sections` are further HTML fragments placed after the figures."""
     figures = {
         "roofline": roofline_figure(analysis, device),
         "timeshare": timeshare_figure(analysis),
@@ -216,6 +220,7 @@ def write_html(analysis: Analysis, device: Device | None, path: Path, title: str
         div = pio.to_html(fig, full_html=False, include_plotlyjs=first, div_id=fid)
         parts.append(f"<div class='fig'>{div}</div>")
         first = False
+    parts.extend(sections)
     parts.append("</body></html>")
     path.write_text("".join(parts), encoding="utf-8")
     return path

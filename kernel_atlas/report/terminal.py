@@ -51,9 +51,12 @@ def progress(console: Console, paths: list[Path], disable: bool = False) -> Iter
             yield (lambda _p: bar.advance(task)), None
 
 
+_TRACES_SHOWN = 16  # traces described one by one in the ingest summary
+
+
 def print_ingest_summary(console: Console, result: IngestResult, files: dict[str, Path], top: int = 10) -> None:
-    frame = result.frame
-    for facts in result.facts["traces"]:
+    traces = result.facts["traces"]
+    for facts in traces[:_TRACES_SHOWN]:
         gpus = ", ".join(sorted({g.get("name", "?") for g in facts["gpus"]})) or "unknown GPU"
         console.print(
             f"[bold]{facts['file']}[/]  rank {facts['rank']}  {gpus}  "
@@ -75,14 +78,12 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
                 f"shapes for {facts['with_shapes']:,}, graph-replayed {facts['graph_launched_kernels']:,}",
                 highlight=False,
             )
-    if len(frame):
-        kernel_time = float(frame["dur_us"].sum())
-        grouped = (
-            frame.groupby(["name", "category", "op_mapping"], observed=True)["dur_us"]
-            .agg(["count", "sum"])
-            .sort_values("sum", ascending=False)
-            .head(top)
-        )
+    if len(traces) > _TRACES_SHOWN:
+        console.print(f"… and {len(traces) - _TRACES_SHOWN:,} more traces (see summary.json)", highlight=False)
+    times = result.kernel_time  # GPU time per (name, category, op_mapping)
+    if len(times):
+        kernel_time = float(times["sum"].sum())
+        grouped = times.head(top)
         table = Table(title=f"Top {len(grouped)} kernels by GPU time", title_justify="left")
         table.add_column("time", justify="right")
         table.add_column("%", justify="right")
@@ -90,14 +91,14 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
         table.add_column("category")
         table.add_column("op")
         table.add_column("kernel", overflow="fold", min_width=30)
-        for (name, category, op), row in grouped.iterrows():
+        for row in grouped.itertuples(index=False):
             table.add_row(
-                fmt_us(row["sum"]),
-                f"{100 * row['sum'] / kernel_time:.1f}",
-                f"{int(row['count']):,}",
-                str(category),
-                str(op),
-                display_name(str(name)),
+                fmt_us(row.sum),
+                f"{100 * row.sum / kernel_time:.1f}",
+                f"{int(row.count):,}",
+                str(row.category),
+                str(row.op_mapping),
+                display_name(str(row.name)),
             )
         console.print(table)
     console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
@@ -128,6 +129,8 @@ def print_explanation(
 
 
 def print_report(console: Console, report: Any, top: int = 12) -> None:
+    from kernel_atlas.report.fleet import print_cross_rank
+
     analysis = report.analysis
     facts = analysis.facts
     device = report.device
@@ -190,6 +193,7 @@ def print_report(console: Console, report: Any, top: int = 12) -> None:
             "see `note` in roofline.parquet",
             highlight=False,
         )
+    print_cross_rank(console, report.cross_rank, report.analysis.facts, top=top)
     console.print("wrote " + ", ".join(str(p) for p in report.files.values()), highlight=False)
 
 
