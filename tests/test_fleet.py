@@ -71,7 +71,9 @@ def test_make_fleet_rewrites_rank_and_group_fields(fleet: tuple[Path, dict]) -> 
     kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel" and "Collective name" in e["args"]]
     allreduce = next(e for e in kernels if e["args"]["Collective name"] == "allreduce")
     broadcast = next(e for e in kernels if e["args"]["Collective name"] == "broadcast")
-    assert allreduce["args"]["Process Group Ranks"] == "[0, 1, 2, 3, 4, 5, 6, 7]" and allreduce["args"]["Group size"] == 8
+    assert (
+        allreduce["args"]["Process Group Ranks"] == "[0, 1, 2, 3, 4, 5, 6, 7]" and allreduce["args"]["Group size"] == 8
+    )
     assert broadcast["args"]["Process Group Name"] == "2" and broadcast["args"]["Process Group Ranks"] == "[4, 5, 6, 7]"
     assert "Seq" not in allreduce["args"]  # seq="cpu": only record_param_comms has it
     comms = [e for e in doc["traceEvents"] if e.get("name") == "record_param_comms" and "Seq" in e["args"]]
@@ -115,7 +117,9 @@ def test_missing_kernel_fields_come_from_record_param_comms(tmp_path: Path) -> N
 
     frame = ingest_trace(path).frame
     nccl = frame[frame["collective"].notna()].sort_values("external_id")
-    assert set(nccl["process_group"].astype(str)) == {"0"} and set(nccl["process_group_ranks"].astype(str)) == {"[0, 1]"}
+    assert set(nccl["process_group"].astype(str)) == {"0"} and set(nccl["process_group_ranks"].astype(str)) == {
+        "[0, 1]"
+    }
     # every kernel got the Seq of its own launching op (External id order = the order they were set)
     kernels_in_file_order = [
         e["args"]["External id"]
@@ -133,7 +137,9 @@ def test_dataset_layout_and_readers(fleet_out: Path) -> None:
     assert counts.index.tolist() == list(range(8)) and counts.nunique() == 1
     table = ds.dataset(fleet_out / "kernels.parquet", format="parquet", partitioning="hive").to_table()
     assert table.num_rows == counts.sum()
-    by_duckdb = duckdb.sql(f"SELECT rank, count(*) FROM {kernels_sql(fleet_out)} GROUP BY rank ORDER BY rank").fetchall()
+    by_duckdb = duckdb.sql(
+        f"SELECT rank, count(*) FROM {kernels_sql(fleet_out)} GROUP BY rank ORDER BY rank"
+    ).fetchall()
     assert by_duckdb == [(r, counts[r]) for r in range(8)]
     one = load_kernels(fleet_out, ranks=[3])
     assert set(one["rank"]) == {3} and len(one) == counts[3] and list(one.columns[:2]) == ["trace", "rank"]
@@ -248,7 +254,10 @@ def test_report_finds_exactly_the_planted_stragglers(fleet: tuple[Path, dict], f
         assert found[rank]["collectives"] == len(straggler["instances"]) == 10
         assert found[rank]["mean_late_us"] == pytest.approx(straggler["delay_us"], rel=0.10)
     assert [s["rank"] for s in facts["stragglers"]] == [5, 2]  # the one others waited for longest first
-    assert facts["collectives"]["instances"] == len(truth["instances"]) and facts["collectives"]["matched_by"] == "recorded"
+    assert (
+        facts["collectives"]["instances"] == len(truth["instances"])
+        and facts["collectives"]["matched_by"] == "recorded"
+    )
     text = (fleet_out / "report.out").read_text()
     assert "Top stragglers" in text and "10 of" in text
 
@@ -257,10 +266,14 @@ def test_collectives_table_matches_the_simulation(fleet: tuple[Path, dict], flee
     _, truth = fleet
     table = pd.read_parquet(fleet_out / "collectives.parquet")
     assert len(table) == sum(len(i["ranks"]) for i in truth["instances"])
-    planted_instances = {j for s in truth["stragglers"] for j in s["instances"]} | {d["instance"] for d in truth["delays"]}
+    planted_instances = {j for s in truth["stragglers"] for j in s["instances"]} | {
+        d["instance"] for d in truth["delays"]
+    }
     offsets = truth["clock_offset_us"]
     for inst in truth["instances"]:
-        rows = table[(table["process_group"] == inst["process_group"]) & (table["seq"] == inst["seq"])].set_index("rank")
+        rows = table[(table["process_group"] == inst["process_group"]) & (table["seq"] == inst["seq"])].set_index(
+            "rank"
+        )
         assert sorted(rows.index) == inst["ranks"]
         assert (rows["collective"] == inst["collective"]).all()
         if inst["instance"] in planted_instances:
@@ -288,7 +301,7 @@ def test_fleet_time_shares_equal_a_direct_query(fleet_out: Path) -> None:
     rows = duckdb.sql(f"SELECT count(*) FROM {kernels_sql(fleet_out)}").fetchall()[0][0]
     assert roof["count"].sum() == rows
     html = (fleet_out / "report.html").read_text()
-    assert "Collectives across ranks" in html and "id=\"lateness\"" in html
+    assert "Collectives across ranks" in html and 'id="lateness"' in html
 
 
 def test_positions_match_instances_when_no_seq_is_recorded(tmp_path: Path) -> None:

@@ -67,9 +67,7 @@ def _traced_gpu(summary: dict[str, Any]) -> tuple[str | None, int | None, int | 
     return None, None, None
 
 
-def build_report(
-    source: str | Path, device_key: str | None = None, html: Path | None = None, jobs: int = 1
-) -> Report:
+def build_report(source: str | Path, device_key: str | None = None, html: Path | None = None, jobs: int = 1) -> Report:
     out_dir = _resolve_input(Path(source))
     ranks = output_ranks(out_dir)
     summary_path = out_dir / "summary.json"

@@ -191,9 +191,7 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
     return fig
 
 
-def write_html(
-    analysis: Analysis, device: Device | None, path: Path, title: str, sections: Sequence[str] = ()
-) -> Path:
+def write_html(analysis: Analysis, device: Device | None, path: Path, title: str, sections: Sequence[str] = ()) -> Path:
     """The report page; `sections` are further HTML fragments placed after the figures."""
     figures = {
         "roofline": roofline_figure(analysis, device),
