@@ -109,7 +109,7 @@ def test_missing_kernel_fields_come_from_record_param_comms(tmp_path: Path) -> N
         if event.get("cat") == "kernel" and "Collective name" in event["args"]:
             for key in ("Process Group Name", "Process Group Description", "Process Group Ranks"):
                 del event["args"][key]
-            comms[event["args"]["External id"]]["args"]["Seq"] = 40 + stripped  # as PyTorch ≥ 2.6 writes it
+            comms[event["args"]["External id"]]["args"]["Seq"] = 40 + stripped  # as recent PyTorch writes it
             stripped += 1
     path = tmp_path / "rank0.json"
     path.write_text(json.dumps(doc))

@@ -29,7 +29,7 @@ from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_ent
 from kernel_atlas.ingest.outputs import (
     CATALOG,
     KERNELS,
-    PARTITION,
+    LAYOUT,
     SUMMARY,
     filesystem,
     is_url,
@@ -297,6 +297,11 @@ def ingest_fleet(
     reset_output(out)
     traces: list[dict[str, Any]] = []
     warnings: list[str] = []
+    if engine == "ray" and address is not None and not is_url(out):
+        warnings.append(
+            f"-o {out} is a local path: Ray workers on other machines write their ranks to their own disks "
+            "(use shared storage or an s3:// / gs:// URL)"
+        )
     failed: list[RankFailed] = []
     catalog: dict[tuple[str, str], dict[str, Any]] = {}
     kernel_time: pd.DataFrame | None = None
@@ -330,7 +335,7 @@ def ingest_fleet(
         "devices": [device for t in traces for device in t.get("devices", [])],
         "by_kind": _summed_kinds(traces),
         "failed": [{"source": f.source, "reason": f.reason} for f in failed],
-        "layout": {"kernels": KERNELS, "partitioning": "hive", "partition_by": [PARTITION]},
+        "layout": LAYOUT,
         "engine": engine,
         "warnings": warnings,
         "distinct_kernels": len(entries),

@@ -36,6 +36,7 @@ KERNELS = "kernels.parquet"
 CATALOG = "catalog.json"
 SUMMARY = "summary.json"
 PARTITION = "rank"
+LAYOUT = {"kernels": KERNELS, "partitioning": "hive", "partition_by": [PARTITION]}  # recorded in summary.json
 _RANK_DIR = re.compile(r"^rank=(-?\d+)$")
 
 

@@ -17,7 +17,16 @@ from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.link import link
-from kernel_atlas.ingest.outputs import CATALOG, KERNELS, SUMMARY, load_kernels, reset_output, write_json, write_rank
+from kernel_atlas.ingest.outputs import (
+    CATALOG,
+    KERNELS,
+    LAYOUT,
+    SUMMARY,
+    load_kernels,
+    reset_output,
+    write_json,
+    write_rank,
+)
 from kernel_atlas.ingest.reader import read_trace
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
@@ -151,5 +160,6 @@ def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
     catalog = build_catalog(frame, known=default_classifier().catalog)
     write_json(out_dir, CATALOG, catalog)
     facts = result.facts if "traces" in result.facts else {"traces": [result.facts]}
-    write_json(out_dir, SUMMARY, {**facts, "warnings": result.warnings, "distinct_kernels": len(catalog)})
+    summary = {**facts, "failed": [], "layout": LAYOUT, "warnings": result.warnings, "distinct_kernels": len(catalog)}
+    write_json(out_dir, SUMMARY, summary)
     return files

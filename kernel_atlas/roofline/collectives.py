@@ -34,7 +34,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from kernel_atlas.ingest.outputs import kernels_sql
+from kernel_atlas.ingest.outputs import kernels_sql, rank_files
 from kernel_atlas.roofline.analysis import bus_factor, comm_itemsize
 
 ONE_RANK = "one rank: no cross-rank view"
@@ -247,6 +247,9 @@ def cross_rank_view(out_dir: str | Path, ranks: list[int], target: Path | None =
     the per-rank waits and the lateness heatmap. With one rank there is nothing to compare."""
     if len(ranks) < 2:
         return CrossRank(ranks=len(ranks), note=ONE_RANK)
+    shared = [rank for rank, files in rank_files(out_dir).items() if len(files) > 1]
+    if shared:
+        return CrossRank(ranks=len(ranks), note=f"several traces claim rank {shared[0]}: no cross-rank view")
     target = target or Path(out_dir) / "collectives.parquet"
     with tempfile.TemporaryDirectory(prefix="atlas-duckdb-") as work:
         con = _connect(Path(work))
