@@ -245,12 +245,13 @@ def cross_rank_view(out_dir: str | Path, ranks: list[int], target: Path | None =
     """Match collective instances across the ranks of an ingest output; write
     `collectives.parquet` (to `target`, default OUT/collectives.parquet) and return the facts,
     the per-rank waits and the lateness heatmap. With one rank there is nothing to compare."""
+    target = target or Path(out_dir) / "collectives.parquet"
+    target.unlink(missing_ok=True)  # an earlier report's, when this run has none
     if len(ranks) < 2:
         return CrossRank(ranks=len(ranks), note=ONE_RANK)
     shared = [rank for rank, files in rank_files(out_dir).items() if len(files) > 1]
     if shared:
         return CrossRank(ranks=len(ranks), note=f"several traces claim rank {shared[0]}: no cross-rank view")
-    target = target or Path(out_dir) / "collectives.parquet"
     with tempfile.TemporaryDirectory(prefix="atlas-duckdb-") as work:
         con = _connect(Path(work))
         try:
