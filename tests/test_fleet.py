@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from benchmarks.make_fleet import Delay, FleetSpec, Straggler, make_fleet
 from kernel_atlas.cli import app
-from kernel_atlas.ingest.fleet import RankDone, RankFailed, Task, _run_local, expand_sources, ingest_fleet
+from kernel_atlas.ingest.fleet import RankDone, RankFailed, Task, _run_local, _run_ray, expand_sources, ingest_fleet
 from kernel_atlas.ingest.outputs import kernels_sql, load_kernels, output_ranks
 from kernel_atlas.roofline.collectives import binomial_tail
 from tests.conftest import raw_events, trace_path
@@ -231,6 +231,17 @@ def test_ray_engine_eight_ranks(fleet: tuple[Path, dict], fleet_out: Path, tmp_p
     b = pd.read_parquet(fleet_out / "kernels.parquet").sort_values(["rank", "ts_us"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(a[["rank", "name", "ts_us", "dur_us"]], b[["rank", "name", "ts_us", "dur_us"]])
     assert json.loads((out / "catalog.json").read_text()) == json.loads((fleet_out / "catalog.json").read_text())
+
+
+def test_a_dying_ray_worker_fails_only_its_own_trace() -> None:
+    pytest.importorskip("ray")
+    tasks = [Task(f"t{i}", "unused", i, f"t{i}") for i in range(4)]
+    outcomes: list[RankFailed] = []
+    _run_ray(tasks, 2, None, outcomes.append, work=_crash_on_rank_1)
+    reasons = {o.source: o.reason for o in outcomes}
+    assert sorted(reasons) == [f"t{i}" for i in range(4)]
+    assert "Ray task failed" in reasons["t1"]
+    assert all(reasons[f"t{i}"] == "fine" for i in (0, 2, 3))
 
 
 # --- cross-rank analysis -----------------------------------------------------------------------

@@ -241,7 +241,13 @@ def _run_local(
                 on_outcome(RankFailed(task.source, f"{task.source}: the worker process died (out of memory?)"))
 
 
-def _run_ray(tasks: list[Task], jobs: int | None, address: str | None, on_outcome: Callable[[Outcome], None]) -> None:
+def _run_ray(
+    tasks: list[Task],
+    jobs: int | None,
+    address: str | None,
+    on_outcome: Callable[[Outcome], None],
+    work: Callable[..., Outcome] = ingest_task,
+) -> None:
     """One Ray task per trace. With no address a local Ray is started for this run (and
     stopped after); `auto` or `ray://HOST:PORT` joins an existing cluster."""
     try:
@@ -259,7 +265,7 @@ def _run_ray(tasks: list[Task], jobs: int | None, address: str | None, on_outcom
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise AtlasError(address, f"cannot start or join Ray: {exc}") from None
     try:
-        remote = ray.remote(num_cpus=1, max_retries=0)(ingest_task)
+        remote = ray.remote(num_cpus=1, max_retries=0)(work)
         pending = {remote.remote(task): task for task in tasks}
         while pending:
             finished, _ = ray.wait(list(pending), num_returns=1)
