@@ -176,11 +176,10 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         with _local_copy(task.source) as path:
             result = ingest_trace(path, task.index, on_progress)
         rank = int(result.facts["rank"])
-        written = write_rank(result.frame, task.out, rank, task.stem)
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
-        return RankDone(
-            task.source, rank, written, result.facts, result.warnings, catalog, kernel_time_table(result.frame)
-        )
+        kernel_time = kernel_time_table(result.frame)
+        written = write_rank(result.frame, task.out, rank, task.stem)  # last: a failed rank leaves no file
+        return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:
         problem = exc.problem if exc.source else str(exc)
         return RankFailed(task.source, f"{task.source}: {problem}")
