@@ -23,6 +23,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,9 @@ SHARED = HERE.parent.parent / "shared" / "traces"
 ID_KEYS = ("correlation", "External id", "Python id", "Python parent id", "Ev Idx")
 
 
-def build_large_trace(source: Path, target: Path, size_mb: float) -> dict[str, Any]:
-    """Repeat `source` until the output has about `size_mb` MB of uncompressed JSON."""
-    with gzip.open(source) as handle:
-        doc = json.load(handle)
-    events = doc.pop("traceEvents")
+def repeat_events(events: list[dict[str, Any]], copies: int) -> Iterator[dict[str, Any]]:
+    """`events` `copies` times in a row: copy k has every timestamp shifted by k times the
+    source span, every id shifted past the source's largest and ProfilerStep#N renumbered."""
     timed = [e for e in events if isinstance(e.get("ts"), (int, float))]
     span = max(e["ts"] + e.get("dur", 0) for e in timed) - min(e["ts"] for e in timed) + 1000.0
     max_id = 0
@@ -49,6 +48,32 @@ def build_large_trace(source: Path, target: Path, size_mb: float) -> dict[str, A
         if isinstance(e.get("id"), int):
             max_id = max(max_id, e["id"])
     id_step = max_id + 1
+    for k in range(copies):
+        for e in events:
+            if k:
+                e = dict(e)
+                if isinstance(e.get("ts"), (int, float)):
+                    e["ts"] = e["ts"] + k * span
+                if isinstance(e.get("id"), int):
+                    e["id"] = e["id"] + k * id_step
+                args = e.get("args")
+                if args:
+                    args = dict(args)
+                    for key in ID_KEYS:
+                        if isinstance(args.get(key), int) and args[key] > 0:
+                            args[key] += k * id_step
+                    e["args"] = args
+                if e.get("name", "").startswith("ProfilerStep#"):
+                    step = int(e["name"].split("#")[1]) + k * 1000
+                    e["name"] = f"ProfilerStep#{step}"
+            yield e
+
+
+def build_large_trace(source: Path, target: Path, size_mb: float) -> dict[str, Any]:
+    """Repeat `source` until the output has about `size_mb` MB of uncompressed JSON."""
+    with gzip.open(source) as handle:
+        doc = json.load(handle)
+    events = doc.pop("traceEvents")
     encoder = msgspec.json.Encoder()
     one_copy = sum(len(encoder.encode(e)) + 1 for e in events)
     copies = max(1, round(size_mb * 1e6 / one_copy))
@@ -56,28 +81,11 @@ def build_large_trace(source: Path, target: Path, size_mb: float) -> dict[str, A
     with target.open("wb") as out:
         out.write(header + b', "traceEvents": [')
         first = True
-        for k in range(copies):
-            for e in events:
-                if k:
-                    e = dict(e)
-                    if isinstance(e.get("ts"), (int, float)):
-                        e["ts"] = e["ts"] + k * span
-                    if isinstance(e.get("id"), int):
-                        e["id"] = e["id"] + k * id_step
-                    args = e.get("args")
-                    if args:
-                        args = dict(args)
-                        for key in ID_KEYS:
-                            if isinstance(args.get(key), int) and args[key] > 0:
-                                args[key] += k * id_step
-                        e["args"] = args
-                    if e.get("name", "").startswith("ProfilerStep#"):
-                        step = int(e["name"].split("#")[1]) + k * 1000
-                        e["name"] = f"ProfilerStep#{step}"
-                if not first:
-                    out.write(b",")
-                out.write(encoder.encode(e))
-                first = False
+        for e in repeat_events(events, copies):
+            if not first:
+                out.write(b",")
+            out.write(encoder.encode(e))
+            first = False
         out.write(b"]}")
     return {"source": source.name, "copies": copies, "events": copies * len(events), "bytes": target.stat().st_size}
 

@@ -65,32 +65,59 @@ def _one_line_errors(func: F) -> F:
 @_one_line_errors
 def ingest(
     traces: Annotated[
-        list[Path], typer.Argument(help="Trace files (.json, .json.gz, .json.zst); several = one per rank.")
+        list[str],
+        typer.Argument(
+            help="Trace files (.json, .json.gz, .json.zst), folders of them, globs or fsspec URLs "
+            "(s3://bucket/run/*.json.gz); several = one per rank."
+        ),
     ],
     out: Annotated[
-        Path | None,
-        typer.Option("-o", "--out", help="Output directory (default: <first-trace-stem>.atlas next to it)."),
+        str | None,
+        typer.Option("-o", "--out", help="Output folder or fsspec URL (default: <first-trace-stem>.atlas next to it)."),
     ] = None,
-    jobs: Annotated[int, typer.Option("-j", "--jobs", help="Traces processed in parallel.")] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option("-j", "--jobs", help="Traces processed in parallel (default: 1 locally, every CPU on Ray)."),
+    ] = None,
+    engine: Annotated[
+        str, typer.Option(help="local: this machine's processes; ray: one Ray task per trace.")
+    ] = "local",
+    address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster to join: auto or ray://HOST:PORT (default: a local Ray started for the run)."),
+    ] = None,
     top: Annotated[int, typer.Option(help="Kernels shown in the summary table.")] = 10,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only print the output directory.")] = False,
     wide: Wide = False,
 ) -> None:
-    """Parse traces into kernels.parquet (one row per GPU kernel/memcpy/memset, linked to its
-    launch, CPU op, shapes, call stack, module and step), catalog.json and summary.json."""
-    from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, write_outputs
+    """Parse traces into the kernels dataset kernels.parquet/rank=N/ (one row per GPU
+    kernel/memcpy/memset, linked to its launch, CPU op, shapes, call stack, module and step),
+    catalog.json and summary.json. A trace that fails is reported and the others complete
+    (exit code 2 when any failed)."""
+    from kernel_atlas.ingest.fleet import default_output, expand_sources, ingest_fleet
     from kernel_atlas.report.terminal import print_ingest_summary, progress
 
-    out_dir = out or default_out_dir(traces[0])
-    with progress(err_console, traces, disable=quiet) as (on_done, on_progress):
-        result = ingest_paths(traces, jobs=jobs, on_done=on_done, on_progress=on_progress)
-    files = write_outputs(result, out_dir)
+    if address is not None and engine != "ray":
+        raise AtlasError(None, "--address needs --engine ray")
+    sources = expand_sources(traces)
+    out_dir = out or default_output(sources[0])
+    with progress(err_console, [Path(s) for s in sources], disable=quiet) as (on_done, on_progress):
+        result = ingest_fleet(
+            sources, out_dir, engine=engine, jobs=jobs, address=address, on_done=on_done, on_progress=on_progress
+        )
     for warning in result.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    for failure in result.failed:
+        err_console.print(f"[bold red]error:[/] {failure.reason}", highlight=False, soft_wrap=True)
+    if not result.done:
+        raise typer.Exit(2)
     if quiet:
         console.print(str(out_dir))
-        return
-    print_ingest_summary(console, result, files, top=top, wide=wide)
+    else:
+        print_ingest_summary(console, result, result.files, top=top, wide=wide)
+    if result.failed:
+        err_console.print(f"{len(result.failed)} of {len(sources)} traces failed; the others are in {out_dir}")
+        raise typer.Exit(2)
 
 
 @app.command()
@@ -193,11 +220,13 @@ def report(
         ),
     ] = False,
     wide: Wide = False,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", help="Ranks analysed in parallel (multi-rank runs).")] = 1,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
     waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_causes.parquet,
     launch_stats.parquet, graph_candidates.parquet, report.json and report.html next to
-    kernels.parquet."""
+    kernels.parquet; for several ranks also collectives.parquet (skew and wait per rank per
+    collective) and the stragglers."""
     from kernel_atlas.report.build import build_report
     from kernel_atlas.report.terminal import print_catalog_costs, print_report
 
@@ -212,7 +241,7 @@ def report(
         table.to_csv(target, index=False)
         print_catalog_costs(console, table, device or "h100-sxm", target, top=top, wide=wide)
         return
-    result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta)
+    result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta, jobs=jobs)
     print_report(console, result, top=top, wide=wide)
 
 

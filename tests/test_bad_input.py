@@ -113,7 +113,7 @@ def test_credentials_in_metadata_never_reach_outputs(tmp_path: Path) -> None:
     out = tmp_path / "o"
     result = _run("ingest", str(path), "-o", str(out))
     assert result.exit_code == 0, result.output
-    for file in out.iterdir():
+    for file in (f for f in out.rglob("*") if f.is_file()):  # kernels.parquet is a folder of files
         data = file.read_bytes()
         for secret in (b"hf_SECRETVALUE123", b"AKIASECRET999", b"sk-SECRET-KEY-456", b"PASSWORD-789"):
             assert secret not in data, (file, secret)

@@ -19,7 +19,7 @@ import kernel_atlas.cli
 out = Path({str(tmp_path / "o")!r})
 write_outputs(ingest_paths([{str(EXAMPLE)!r}]), out)
 build_report(out)
-heavy = sorted(m for m in ("torch", "triton", "flashinfer") if m in sys.modules)
+heavy = sorted(m for m in ("torch", "triton", "flashinfer", "ray") if m in sys.modules)
 assert not heavy, heavy
 print("ok")
 """

@@ -44,6 +44,11 @@ class _GpuArgs(msgspec.Struct, gc=False):
     out_nelems: int | None = msgspec.field(default=None, name="Out msg nelems")
     group_size: int | None = msgspec.field(default=None, name="Group size")
     msg_dtype: str | None = msgspec.field(default=None, name="dtype")
+    # ... and their process group; newer PyTorch/Kineto also the collective's sequence number in it
+    process_group: str | None = msgspec.field(default=None, name="Process Group Name")
+    process_group_desc: str | None = msgspec.field(default=None, name="Process Group Description")
+    process_group_ranks: str | list[int] | None = msgspec.field(default=None, name="Process Group Ranks")
+    seq: int | None = msgspec.field(default=None, name="Seq")
 
 
 class _IdArgs(msgspec.Struct, gc=False):
@@ -71,6 +76,10 @@ def _loose_int(value: object) -> int | None:
         return int(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+
+
+def _loose_text(value: object) -> str | None:
+    return None if value is None or isinstance(value, (dict, bool)) else str(value)
 
 
 def _decode_gpu_args(raw: msgspec.Raw | None) -> _GpuArgs:
@@ -104,6 +113,10 @@ def _decode_gpu_args(raw: msgspec.Raw | None) -> _GpuArgs:
             out_nelems=_loose_int(loose.get("Out msg nelems")),
             group_size=_loose_int(loose.get("Group size")),
             msg_dtype=loose.get("dtype") if isinstance(loose.get("dtype"), str) else None,
+            process_group=_loose_text(loose.get("Process Group Name")),
+            process_group_desc=_loose_text(loose.get("Process Group Description")),
+            process_group_ranks=_loose_text(loose.get("Process Group Ranks")),
+            seq=_loose_int(loose.get("Seq")),
         )
 
 
@@ -151,6 +164,10 @@ class GpuTable:
     out_nelems: np.ndarray
     group_size: np.ndarray
     msg_dtype: list[str | None]
+    process_group: list[str | None]
+    process_group_desc: list[str | None]
+    process_group_ranks: list[str | None]  # "[0, 1, 2, 3]"
+    seq: np.ndarray  # int64 (-1 not recorded)
 
     def __len__(self) -> int:
         return len(self.name)
@@ -284,7 +301,19 @@ def _gpu_table(events: list[Event], idx: np.ndarray, scale: float, strings: dict
         out_nelems=_int_column([a.out_nelems for a in args]),
         group_size=_int_column([a.group_size for a in args]),
         msg_dtype=[None if a.msg_dtype is None else strings.setdefault(a.msg_dtype, a.msg_dtype) for a in args],
+        process_group=[_shared_text(a.process_group, strings) for a in args],
+        process_group_desc=[_shared_text(a.process_group_desc, strings) for a in args],
+        process_group_ranks=[_shared_text(a.process_group_ranks, strings) for a in args],
+        seq=_int_column([a.seq for a in args]),
     )
+
+
+def _shared_text(value: str | list[int] | None, strings: dict[str, str]) -> str | None:
+    """One shared object per distinct string; a list of ranks is written as "[0, 1]"."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else "[" + ", ".join(map(str, value)) + "]"
+    return strings.setdefault(text, text)
 
 
 def _host_table(

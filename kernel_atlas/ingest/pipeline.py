@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -11,17 +10,29 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
+from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.link import link
+from kernel_atlas.ingest.outputs import (
+    CATALOG,
+    KERNELS,
+    LAYOUT,
+    SUMMARY,
+    load_kernels,
+    reset_output,
+    write_json,
+    write_rank,
+)
 from kernel_atlas.ingest.reader import read_trace
-from kernel_atlas.ingest.summary import gpu_time_facts, trace_facts
-from kernel_atlas.ingest.table import as_categoricals, assemble, to_arrow
+from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
+from kernel_atlas.ingest.table import as_categoricals, assemble
+
+__all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels", "write_outputs"]
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
@@ -31,6 +42,11 @@ class IngestResult:
     frame: pd.DataFrame
     facts: dict[str, Any]
     warnings: list[str]
+
+    @property
+    def kernel_time(self) -> pd.DataFrame:
+        """GPU time per kernel (see `kernel_time_table`)."""
+        return kernel_time_table(self.frame)
 
 
 def trace_stem(path: Path) -> str:
@@ -65,6 +81,7 @@ def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progres
     event_count = cols.event_count
     report("linking", 0.8)
     linked = link(cols)
+    complete_collectives(cols.gpu, cols.host, linked.cpu_op_id)
     # Shapes are decoded; drop the file buffer (and the raw args pointing into it) before
     # the table is assembled, so the two never coexist.
     cols.host.args = []
@@ -133,26 +150,20 @@ def default_out_dir(first_trace: Path) -> Path:
     return first_trace.with_name(trace_stem(first_trace) + ".atlas")
 
 
-def write_outputs(result: IngestResult, out_dir: Path) -> dict[str, Path]:
-    """kernels.parquet, catalog.json and summary.json in `out_dir`."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    files = {
-        "kernels": out_dir / "kernels.parquet",
-        "catalog": out_dir / "catalog.json",
-        "summary": out_dir / "summary.json",
-    }
-    pq.write_table(to_arrow(result.frame), files["kernels"], compression="zstd")
-    catalog = build_catalog(result.frame, known=default_classifier().catalog)
-    files["catalog"].write_text(json.dumps(catalog, indent=1) + "\n")
+def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
+    """The kernels dataset (one file per trace, partitioned by rank), catalog.json and
+    summary.json (last) in `out_dir`, replacing an earlier run's."""
+    reset_output(out_dir)
+    files = {"kernels": Path(out_dir) / KERNELS, "catalog": Path(out_dir) / CATALOG, "summary": Path(out_dir) / SUMMARY}
+    frame = result.frame
+    traces = result.facts.get("traces", [result.facts])
+    for facts in traces:
+        stem = trace_stem(Path(facts["file"]))
+        mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == facts["rank"]).to_numpy()
+        write_rank(frame[mine] if len(traces) > 1 else frame, out_dir, facts["rank"], stem)
+    catalog = build_catalog(frame, known=default_classifier().catalog)
+    write_json(out_dir, CATALOG, catalog)
     facts = result.facts if "traces" in result.facts else {"traces": [result.facts]}
-    summary = {**facts, "warnings": result.warnings, "distinct_kernels": len(catalog)}
-    files["summary"].write_text(json.dumps(summary, indent=1) + "\n")
+    summary = {**facts, "failed": [], "layout": LAYOUT, "warnings": result.warnings, "distinct_kernels": len(catalog)}
+    write_json(out_dir, SUMMARY, summary)
     return files
-
-
-def load_kernels(out_dir: str | Path) -> pd.DataFrame:
-    """Read back an ingest output's kernels table."""
-    path = Path(out_dir) / "kernels.parquet"
-    if not path.exists():
-        raise AtlasError(out_dir, "no kernels.parquet here: run `atlas ingest` first")
-    return pq.read_table(path).to_pandas()

@@ -158,14 +158,16 @@ def read_bytes(path: Path) -> bytes | bytearray:
 
 
 def _gzip_size(raw: io.BufferedReader) -> int:
-    """The uncompressed size from the gzip trailer (mod 2**32), 0 when unknown."""
+    """The uncompressed size from the gzip trailer (mod 2**32), 0 when unknown or impossible
+    (deflate expands at most 1032×: a truncated file's last bytes are no trailer)."""
     try:
+        compressed = raw.seek(0, os.SEEK_END)
         raw.seek(-4, os.SEEK_END)
         size = struct.unpack("<I", raw.read(4))[0]
     except OSError:
-        size = 0
+        compressed, size = 0, 0
     raw.seek(0)
-    return size
+    return size if size <= 1032 * compressed else 0
 
 
 def _read_all(stream: io.BufferedIOBase | Any, size_hint: int = 0, chunk: int = 16 << 20) -> bytearray:

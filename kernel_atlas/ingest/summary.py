@@ -108,3 +108,25 @@ def trace_facts(trace: RawTrace, frame: pd.DataFrame, rank: int, link_facts: dic
         **link_facts,
         **(gpu_time_facts(frame) if len(frame) else {"devices": [], "by_kind": {}}),
     }
+
+
+def kernel_time_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """GPU time per (kernel name, category, op_mapping): `count` and `sum` (µs), heaviest first."""
+    if frame.empty:
+        return pd.DataFrame(columns=["name", "category", "op_mapping", "count", "sum"])
+    keys = ["name", "category", "op_mapping"]
+    table = frame.groupby(keys, observed=True)["dur_us"].agg(["count", "sum"]).reset_index()
+    for key in keys:
+        table[key] = table[key].astype(object)
+    return table.sort_values("sum", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def add_kernel_times(total: pd.DataFrame | None, part: pd.DataFrame) -> pd.DataFrame:
+    """Two `kernel_time_table`s summed."""
+    if total is None or total.empty:
+        return part
+    if part.empty:
+        return total
+    both = pd.concat([total, part], ignore_index=True)
+    summed = both.groupby(["name", "category", "op_mapping"], sort=False)[["count", "sum"]].sum().reset_index()
+    return summed.sort_values("sum", ascending=False, kind="stable").reset_index(drop=True)

@@ -9,7 +9,7 @@ HTML fragment: adding a section is adding one function to the list.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -399,6 +399,7 @@ class Page:
     device: Device | None
     title: str
     waits: Waits | None = None
+    extra: Sequence[str] = ()  # further HTML fragments placed at the end (e.g. the cross-rank view)
     figures: Figures = field(default_factory=Figures)
 
     def figure(self, fig: go.Figure, div_id: str) -> str:
@@ -435,14 +436,20 @@ def _headroom_section(page: Page) -> str:
 
 
 def _module_section(page: Page) -> str:
+    if "module" not in page.analysis.kernels:  # a multi-rank analysis keeps no kernel rows
+        return ""
     return page.figure(module_figure(page.analysis.kernels), "modules")
 
 
 def _steps_section(page: Page) -> str:
+    if "step" not in page.analysis.kernels:  # a multi-rank analysis keeps no kernel rows
+        return ""
     return page.figure(step_figure(page.analysis.kernels), "steps")
 
 
 def _timeline_section(page: Page) -> str:
+    if "ts_us" not in page.analysis.kernels:  # a multi-rank analysis keeps no kernel rows
+        return ""
     return page.figure(timeline_figure(page.analysis.kernels), "timeline")
 
 
@@ -457,6 +464,7 @@ HTML_SECTIONS: list[Callable[[Page], str]] = [
     _steps_section,
     _timeline_section,
     lambda page: waits_html(page.waits),
+    lambda page: "".join(page.extra),
 ]
 
 STYLE = "body{font-family:system-ui,sans-serif;margin:24px} .fig{margin-bottom:32px}"
@@ -474,8 +482,16 @@ def _document(title: str, body: list[str]) -> str:
     )
 
 
-def write_html(analysis: Analysis, device: Device | None, path: Path, title: str, waits: Waits | None = None) -> Path:
-    page = Page(analysis, device, title, waits)
+def write_html(
+    analysis: Analysis,
+    device: Device | None,
+    path: Path,
+    title: str,
+    waits: Waits | None = None,
+    sections: Sequence[str] = (),
+) -> Path:
+    """The report page; `sections` are further HTML fragments placed after the others."""
+    page = Page(analysis, device, title, waits, sections)
     path.write_text(_document(title, [section(page) for section in HTML_SECTIONS]), encoding="utf-8")
     return path
 

@@ -108,22 +108,24 @@ def _link_lines(facts: dict[str, Any]) -> list[str]:
 TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [_trace_header, _device_lines, _link_lines]
 
 
+_TRACES_SHOWN = 16  # traces described one by one in the ingest summary
+
+
 def print_ingest_summary(
     console: Console, result: IngestResult, files: dict[str, Path], top: int = 10, wide: bool = False
 ) -> None:
-    frame = result.frame
-    for facts in result.facts["traces"]:
+    traces = result.facts["traces"]
+    shown = traces if wide else traces[:_TRACES_SHOWN]
+    for facts in shown:
         for lines in TRACE_LINES:
             for line in lines(facts):
                 _text(console, line)
-    if len(frame):
-        kernel_time = float(frame["dur_us"].sum())
-        grouped = (
-            frame.groupby(["name", "category", "op_mapping"], observed=True)["dur_us"]
-            .agg(["count", "sum"])
-            .sort_values("sum", ascending=False)
-            .head(top)
-        )
+    if len(traces) > len(shown):
+        _text(console, f"… and {len(traces) - len(shown):,} more traces (summary.json; --wide shows all)")
+    times = result.kernel_time  # GPU time per (name, category, op_mapping), heaviest first
+    if len(times):
+        kernel_time = float(times["sum"].sum())
+        grouped = times.head(top)
         columns = [
             Column("time"),
             Column("%"),
@@ -134,14 +136,14 @@ def print_ingest_summary(
         ]
         rows = [
             [
-                fmt_us(row["sum"]),
-                f"{100 * row['sum'] / kernel_time:.1f}",
-                f"{int(row['count']):,}",
-                str(category),
-                str(op),
-                str(name) if wide else display_name(str(name)),
+                fmt_us(row.sum),
+                f"{100 * row.sum / kernel_time:.1f}",
+                f"{int(row.count):,}",
+                str(row.category),
+                str(row.op_mapping),
+                str(row.name) if wide else display_name(str(row.name)),
             ]
-            for (name, category, op), row in grouped.iterrows()
+            for row in grouped.itertuples(index=False)
         ]
         print_table(console, columns, rows, f"Top {len(grouped)} kernels by GPU time", wide)
     _files_line(console, files)
@@ -204,9 +206,16 @@ def _device_section(console: Console, report: Report, view: ReportView) -> None:
     _text(console, f"[bold]device[/] {peaks_line(device)}{projected}")
 
 
+_DEVICES_SHOWN = 8  # device lines of a multi-rank run; the per-rank table follows
+
+
 def _busy_section(console: Console, report: Report, view: ReportView) -> None:
-    for d in report.analysis.facts["devices"]:
+    devices = report.analysis.facts["devices"]
+    shown = devices if view.wide else devices[:_DEVICES_SHOWN]
+    for d in shown:
         _text(console, device_time_line(d))
+    if len(devices) > len(shown):
+        _text(console, f"… and {len(devices) - len(shown):,} more devices (report.json; --wide shows all)")
 
 
 def _category_section(console: Console, report: Report, view: ReportView) -> None:
@@ -270,6 +279,12 @@ def _waits_section(console: Console, report: Report, view: ReportView) -> None:
     print_waits(console, getattr(report, "waits", None), top=min(view.top, 8))
 
 
+def _cross_rank_section(console: Console, report: Report, view: ReportView) -> None:
+    from kernel_atlas.report.fleet import print_cross_rank
+
+    print_cross_rank(console, getattr(report, "cross_rank", None), report.analysis.facts, top=view.top)
+
+
 def _report_files_section(console: Console, report: Report, view: ReportView) -> None:
     _files_line(console, report.files)
 
@@ -282,6 +297,7 @@ REPORT_SECTIONS: list[Callable[[Console, Report, ReportView], None]] = [
     _headroom_section,
     _no_cost_section,
     _waits_section,
+    _cross_rank_section,
     _report_files_section,
 ]
 

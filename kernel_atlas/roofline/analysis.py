@@ -76,6 +76,12 @@ def bus_factor(op: str, ranks: int) -> float:
     return float(eval(expression, {"__builtins__": {}}, {"n": ranks}))
 
 
+def comm_itemsize(dtype: object) -> int | None:
+    """Element size of a collective's `dtype` as NCCL kernels record it (`Float`, `BFloat16`…)."""
+    size = _COMM_DTYPES.get(str(dtype), dtypes().get(str(dtype), None))
+    return size if isinstance(size, int) else getattr(size, "bytes", None)
+
+
 def _comm_cost(row: Any, world_size: int | None) -> tuple[Cost | None, str]:
     nelems = (
         max(v for v in (row.msg_in_nelems, row.msg_out_nelems) if not pd.isna(v))
@@ -84,8 +90,7 @@ def _comm_cost(row: Any, world_size: int | None) -> tuple[Cost | None, str]:
     )
     if nelems is None:
         return None, "collective message size not recorded on the kernel"
-    size = _COMM_DTYPES.get(str(row.msg_dtype), dtypes().get(str(row.msg_dtype), None))
-    itemsize = size if isinstance(size, int) else getattr(size, "bytes", None)
+    itemsize = comm_itemsize(row.msg_dtype)
     if itemsize is None:
         return None, f"unknown collective dtype {row.msg_dtype!r}"
     ranks = int(row.group_size) if not pd.isna(row.group_size) else (world_size or 0)
@@ -209,7 +214,17 @@ def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None =
 
 
 def _roofline_table(kernels: pd.DataFrame, device: Device | None) -> pd.DataFrame:
-    keys = ["name", "launcher", "input_dims", "role"]
+    return roofline_metrics(roofline_groups(kernels), device)
+
+
+ROOFLINE_KEYS = ["name", "launcher", "input_dims", "role"]
+
+
+def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Costed kernel rows grouped by (name, launcher, input shapes, role): counts and summed
+    times, the per-call cost of the group. Groups of several runs (ranks) add up: sum `count`,
+    `total_us` and `op_time_us`, keep the first of the rest (see `roofline_metrics`)."""
+    keys = ROOFLINE_KEYS
     values = ["op_mapping", "category", "input_types", "dur_us", "op_time_us", "flops", "bytes", "precision", "unit"]
     work = kernels[[*keys, *values, "note", "formula", "call_stack"]].copy()
     for column in ("name", "launcher", "input_dims", "op_mapping", "category", "input_types"):
@@ -230,6 +245,13 @@ def _roofline_table(kernels: pd.DataFrame, device: Device | None) -> pd.DataFram
         formula=("formula", "first"),
         call_stack=("call_stack", "first"),
     ).reset_index()
+    return table
+
+
+def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame:
+    """The roofline table from `roofline_groups`: throughput, attainable time, SOL, bound and
+    headroom per group against the device's peaks, ranked by headroom."""
+    table = table.copy()
     table["mean_us"] = table["op_time_us"] / table["count"]
     table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
     peaks_t, peaks_g, labels = [], [], []

@@ -1,0 +1,360 @@
+"""`atlas ingest` over many traces: one task per trace on a local process pool or on Ray.
+
+Every task reads one trace (a path or an fsspec URL), writes its rows straight into the
+output's kernels dataset (`outputs.write_rank`) and hands back only small things: the
+trace's facts, its catalog entries and its time per kernel. The driver folds those as they
+arrive and writes `catalog.json` and `summary.json` at the end, so its memory does not grow
+with the number of ranks. A task that fails — bad input, a crash, a worker killed for memory —
+is listed with its reason; the other ranks complete.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
+from kernel_atlas.ingest.outputs import (
+    CATALOG,
+    KERNELS,
+    LAYOUT,
+    SUMMARY,
+    filesystem,
+    is_url,
+    reset_output,
+    write_json,
+    write_rank,
+)
+from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
+
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
+ENGINES = ("local", "ray")
+
+
+@dataclass
+class Task:
+    source: str  # path or URL of one trace
+    out: str  # output folder (path or URL)
+    index: int  # position in the input list: the rank when the trace names none
+    stem: str  # file name of its rows in the dataset
+
+
+@dataclass
+class RankDone:
+    source: str
+    rank: int
+    file: str  # its rows, relative to the output folder
+    facts: dict[str, Any]
+    warnings: list[str]
+    catalog: list[dict[str, Any]]
+    kernel_time: pd.DataFrame
+
+
+@dataclass
+class RankFailed:
+    source: str
+    reason: str  # one line, naming the file
+
+
+Outcome = RankDone | RankFailed
+
+
+@dataclass
+class FleetResult:
+    out: str
+    facts: dict[str, Any]  # the summary.json document
+    warnings: list[str]
+    failed: list[RankFailed]
+    kernel_time: pd.DataFrame  # GPU time per kernel over all ranks (see `kernel_time_table`)
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def done(self) -> int:
+        return len(self.facts.get("traces", []))
+
+
+def _trace_stem(name: str) -> str:
+    for suffix in (".gz", ".zst", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def _is_trace_name(name: str) -> bool:
+    return name.endswith(TRACE_SUFFIXES) and not name.startswith(".")
+
+
+def expand_sources(sources: Sequence[str | Path]) -> list[str]:
+    """Trace files from paths, folders (their trace files, recursively), shell globs and fsspec
+    URLs or URL globs (`s3://bucket/run/*.json.gz`), in order, each once."""
+    found: list[str] = []
+    for source in map(str, sources):
+        if is_url(source) and not source.startswith("file://"):
+            fs, path = filesystem(source)
+            protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+            if glob.has_magic(path):
+                matches = sorted(fs.glob(path))
+            elif fs.isdir(path):
+                matches = sorted(p for p in fs.find(path) if _is_trace_name(p.rsplit("/", 1)[-1]))
+            elif fs.exists(path):
+                matches = [path]
+            else:
+                raise AtlasError(source, "no such file")
+            if not matches:
+                raise AtlasError(source, "matches no trace file")
+            found += [f"{protocol}://{m}" for m in matches]
+            continue
+        local = Path(source.removeprefix("file://"))
+        if glob.has_magic(str(local)) and not local.exists():
+            matches = sorted(glob.glob(str(local), recursive=True))
+            if not matches:
+                raise AtlasError(source, "matches no file")
+            found += matches
+        elif local.is_dir():
+            matches = sorted(str(p) for p in local.rglob("*") if p.is_file() and _is_trace_name(p.name))
+            if not matches:
+                raise AtlasError(source, f"directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
+            found += matches
+        elif not local.exists():
+            raise AtlasError(source, "no such file")
+        else:
+            found.append(str(local))
+    return list(dict.fromkeys(found))
+
+
+def default_output(first_source: str) -> str:
+    """`<stem>.atlas` next to the first trace (also for URLs)."""
+    head, _, name = first_source.rstrip("/").rpartition("/")
+    stem = _trace_stem(name) + ".atlas"
+    return f"{head}/{stem}" if head else stem
+
+
+def plan(sources: Sequence[str], out: str) -> list[Task]:
+    """One task per trace; traces with the same file name get distinct file names."""
+    stems = [_trace_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
+    clash = {s for s in stems if stems.count(s) > 1}
+    return [
+        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem)
+        for i, (source, stem) in enumerate(zip(sources, stems, strict=True))
+    ]
+
+
+@contextmanager
+def _local_copy(source: str) -> Iterator[Path]:
+    """A local path for the trace: itself, or a temporary copy of a remote object."""
+    if not is_url(source) or source.startswith("file://"):
+        yield Path(source.removeprefix("file://"))
+        return
+    fs, path = filesystem(source)
+    folder = tempfile.mkdtemp(prefix="atlas-")
+    try:
+        local = Path(folder) / path.rsplit("/", 1)[-1]
+        fs.get_file(path, str(local))
+        yield local
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = None) -> Outcome:
+    """Ingest one trace into the dataset. Never raises: a failure comes back as `RankFailed`."""
+    from kernel_atlas.classify.classifier import default_classifier
+    from kernel_atlas.ingest.pipeline import ingest_trace
+
+    try:
+        with _local_copy(task.source) as path:
+            result = ingest_trace(path, task.index, on_progress)
+        rank = int(result.facts["rank"])
+        catalog = build_catalog(result.frame, known=default_classifier().catalog)
+        kernel_time = kernel_time_table(result.frame)
+        written = write_rank(result.frame, task.out, rank, task.stem)  # last: a failed rank leaves no file
+        return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
+    except AtlasError as exc:
+        problem = exc.problem if exc.source else str(exc)
+        return RankFailed(task.source, f"{task.source}: {problem}")
+    except MemoryError:
+        return RankFailed(task.source, f"{task.source}: out of memory")
+    except Exception as exc:  # one rank's bug must not stop the others: reported with its type
+        return RankFailed(task.source, f"{task.source}: internal error: {type(exc).__name__}: {exc}")
+
+
+def _run_local(
+    tasks: list[Task],
+    jobs: int,
+    on_outcome: Callable[[Outcome], None],
+    on_progress: Any = None,
+    work: Callable[..., Outcome] = ingest_task,
+) -> None:
+    """In this process when one job (stage progress for a single trace), else a process pool
+    with at most `jobs` traces in flight. When a worker dies (killed for memory, crashed), the
+    traces it may have held are retried each in a pool of their own, so only the culprit fails."""
+    if jobs <= 1 or len(tasks) == 1:
+        for task in tasks:
+            on_outcome(work(task, on_progress if len(tasks) == 1 else None))
+        return
+    suspects: list[Task] = []
+    queue = list(reversed(tasks))
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)))
+    running: dict[Future[Outcome], Task] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < jobs:
+                task = queue.pop()
+                running[pool.submit(work, task)] = task
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            broken = False
+            for future in finished:
+                task = running.pop(future)
+                try:
+                    on_outcome(future.result())
+                except BrokenProcessPool:
+                    suspects.append(task)
+                    broken = True
+            if broken:
+                for future, task in running.items():
+                    if future.done() and future.exception() is None:
+                        on_outcome(future.result())
+                    else:
+                        suspects.append(task)
+                running.clear()
+                pool.shutdown(wait=False, cancel_futures=True)
+                pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    for task in suspects:
+        with ProcessPoolExecutor(max_workers=1) as alone:
+            try:
+                on_outcome(alone.submit(work, task).result())
+            except BrokenProcessPool:
+                on_outcome(RankFailed(task.source, f"{task.source}: the worker process died (out of memory?)"))
+
+
+def _run_ray(
+    tasks: list[Task],
+    jobs: int | None,
+    address: str | None,
+    on_outcome: Callable[[Outcome], None],
+    work: Callable[..., Outcome] = ingest_task,
+) -> None:
+    """One Ray task per trace. With no address a local Ray is started for this run (and
+    stopped after); `auto` or `ray://HOST:PORT` joins an existing cluster."""
+    try:
+        import ray
+        from ray.exceptions import RayError
+    except ImportError:
+        raise AtlasError(None, "--engine ray needs Ray: pip install 'kernel-atlas[fleet]'") from None
+    started = not ray.is_initialized()
+    if started:
+        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+        if address is None:  # an embedded Ray on this machine, sized for this run
+            options.update(num_cpus=jobs or os.cpu_count() or 1, object_store_memory=256 << 20)
+        try:
+            ray.init(address=address, **options)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise AtlasError(address, f"cannot start or join Ray: {exc}") from None
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(work)
+        pending = {remote.remote(task): task for task in tasks}
+        while pending:
+            finished, _ = ray.wait(list(pending), num_returns=1)
+            for ref in finished:
+                task = pending.pop(ref)
+                try:
+                    on_outcome(ray.get(ref))
+                except RayError as exc:  # the worker died or Ray could not run the task
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    on_outcome(RankFailed(task.source, f"{task.source}: Ray task failed: {type(exc).__name__} {first}"))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def ingest_fleet(
+    sources: Sequence[str],
+    out: str | Path,
+    engine: str = "local",
+    jobs: int | None = None,
+    address: str | None = None,
+    on_done: Callable[[str], None] | None = None,
+    on_progress: Callable[[str, float], None] | None = None,
+) -> FleetResult:
+    """Ingest traces (already expanded, see `expand_sources`) into the output folder `out`.
+
+    Writes nothing but the failures' absence when every trace fails (the folder is left
+    without a summary); otherwise catalog.json and, last, summary.json."""
+    if engine not in ENGINES:
+        raise AtlasError(None, f"unknown engine {engine!r} (one of {', '.join(ENGINES)})")
+    if not sources:
+        raise AtlasError(None, "no trace files given")
+    out = str(out)
+    tasks = plan(list(sources), out)
+    reset_output(out)
+    traces: list[dict[str, Any]] = []
+    warnings: list[str] = []
+    if engine == "ray" and address is not None and not is_url(out):
+        warnings.append(
+            f"-o {out} is a local path: Ray workers on other machines write their ranks to their own disks "
+            "(use shared storage or an s3:// / gs:// URL)"
+        )
+    failed: list[RankFailed] = []
+    catalog: dict[tuple[str, str], dict[str, Any]] = {}
+    kernel_time: pd.DataFrame | None = None
+
+    def fold(outcome: Outcome) -> None:
+        nonlocal kernel_time
+        if isinstance(outcome, RankFailed):
+            failed.append(outcome)
+        else:
+            traces.append({**outcome.facts, "kernels_file": outcome.file})
+            warnings.extend(outcome.warnings)
+            merge_catalog(catalog, outcome.catalog)
+            kernel_time = add_kernel_times(kernel_time, outcome.kernel_time)
+        if on_done:
+            on_done(outcome.source)
+
+    if engine == "ray":
+        _run_ray(tasks, jobs, address, fold)
+    else:
+        _run_local(tasks, jobs or 1, fold, on_progress)
+    kernel_time = kernel_time if kernel_time is not None else kernel_time_table(pd.DataFrame())
+    if not traces:
+        return FleetResult(out, {}, warnings, failed, kernel_time)
+    traces.sort(key=lambda t: (t["rank"], t["kernels_file"]))
+    ranks = [t["rank"] for t in traces]
+    if len(set(ranks)) != len(ranks):
+        warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")
+    entries = merged_entries(catalog)
+    summary = {
+        "traces": traces,
+        "devices": [device for t in traces for device in t.get("devices", [])],
+        "by_kind": _summed_kinds(traces),
+        "failed": [{"source": f.source, "reason": f.reason} for f in failed],
+        "layout": LAYOUT,
+        "engine": engine,
+        "warnings": warnings,
+        "distinct_kernels": len(entries),
+    }
+    files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
+    files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
+    return FleetResult(out, summary, warnings, failed, kernel_time, files)
+
+
+def _summed_kinds(traces: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    kinds: dict[str, dict[str, float]] = {}
+    for trace in traces:
+        for kind, value in trace.get("by_kind", {}).items():
+            slot = kinds.setdefault(kind, {"count": 0, "total_us": 0.0})
+            slot["count"] += value["count"]
+            slot["total_us"] += value["total_us"]
+    return kinds

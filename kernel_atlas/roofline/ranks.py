@@ -1,0 +1,126 @@
+"""The roofline and time-share analysis of a multi-rank run, one rank at a time.
+
+Each rank's kernels are read alone (one partition of the dataset) and analysed with the same
+`analyse` as a single trace — costs need the per-call Python cost formulas, so they are not
+re-written in SQL. Only small per-rank results are kept: the roofline groups (one row per
+distinct kernel, launcher, shapes and role), the time shares, the facts and the time per
+(category, op, kernel). They are folded as they arrive, so the driver holds one rank's kernels
+at a time (one per worker with `jobs`), never the fleet's; cross-rank questions (collectives)
+are DuckDB queries (`collectives.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.outputs import load_kernels
+from kernel_atlas.roofline.analysis import ROOFLINE_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
+from kernel_atlas.roofline.devices import Device
+
+_SUMMED = ["count", "total_us", "op_time_us"]
+_TREEMAP_KEYS = ["category", "op_mapping", "name"]
+
+
+@dataclass
+class RankPart:
+    """What is kept of one rank's analysis."""
+
+    rank: int
+    groups: pd.DataFrame  # `roofline_groups`
+    timeshare: pd.DataFrame
+    facts: dict[str, Any]
+    kernel_time: pd.DataFrame  # category, op_mapping, name, dur_us (summed), count
+
+
+def analyse_rank(out_dir: str | Path, rank: int, device: Device | None, world_size: int | None) -> RankPart | None:
+    """One rank's part, or None when the rank has no GPU activity."""
+    frame = load_kernels(out_dir, ranks=[rank])
+    if frame.empty:
+        return None
+    analysis = analyse(frame, device, world_size)
+    kernels = analysis.kernels
+    kernel_time = kernels.groupby(_TREEMAP_KEYS, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
+    kernel_time = kernel_time.rename(columns={"sum": "dur_us"})
+    return RankPart(rank, roofline_groups(kernels), analysis.timeshare, analysis.facts, kernel_time)
+
+
+def _sum_by(frames: list[pd.DataFrame], keys: list[str], summed: list[str]) -> pd.DataFrame:
+    """Rows with equal keys added up: `summed` columns summed, the others' first value kept."""
+    both = pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True)
+    rest = [c for c in both.columns if c not in keys and c not in summed]
+    spec = {c: "sum" for c in summed} | {c: "first" for c in rest}
+    for key in keys:
+        both[key] = both[key].astype(object)
+    return both.groupby(keys, sort=False, dropna=False, observed=True).agg(spec).reset_index()
+
+
+def combine_facts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+    """Facts of two runs: numbers add up, lists are joined, anything else keeps the first."""
+    merged = dict(total)
+    for key, value in part.items():
+        if key not in merged:
+            merged[key] = value
+        elif isinstance(value, list) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            merged[key] = merged[key] + value
+    return merged
+
+
+def _timeshare(summed: pd.DataFrame) -> pd.DataFrame:
+    """Per-level percentages of the summed time shares, each level heaviest first."""
+    total = float(summed.loc[summed["level"] == "category", "total_us"].sum())
+    summed["pct"] = 100.0 * summed["total_us"] / total if total else 0.0
+    levels = list(dict.fromkeys(summed["level"]))
+    ordered = [
+        summed[summed["level"] == level].sort_values("total_us", ascending=False, kind="stable") for level in levels
+    ]
+    table = pd.concat(ordered, ignore_index=True)
+    table["count"] = table["count"].astype("int64")
+    return table[["level", "key", "total_us", "count", "pct"]]
+
+
+def analyse_ranks(
+    out_dir: str | Path,
+    ranks: list[int],
+    device: Device | None,
+    world_size: int | None,
+    jobs: int = 1,
+    on_rank: Callable[[int], None] | None = None,
+) -> Analysis:
+    """The analysis of every rank together, built one rank at a time.
+
+    `Analysis.kernels` is then the time per (category, op_mapping, name) with `dur_us` and
+    `count` — what the time-share figures need — not the kernel rows of the whole fleet."""
+    groups = timeshare = kernel_time = None
+    facts: dict[str, Any] = {}
+
+    def fold(part: RankPart | None, rank: int) -> None:
+        nonlocal groups, timeshare, kernel_time, facts
+        if part is not None:
+            groups = _sum_by([groups, part.groups], ROOFLINE_KEYS, _SUMMED)
+            shares = part.timeshare.drop(columns="pct")
+            timeshare = _sum_by([timeshare, shares], ["level", "key"], ["total_us", "count"])
+            kernel_time = _sum_by([kernel_time, part.kernel_time], _TREEMAP_KEYS, ["dur_us", "count"])
+            facts = combine_facts(facts, part.facts)
+        if on_rank:
+            on_rank(rank)
+
+    if jobs > 1 and len(ranks) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(ranks))) as pool:
+            futures = [(rank, pool.submit(analyse_rank, out_dir, rank, device, world_size)) for rank in ranks]
+            for rank, future in futures:
+                fold(future.result(), rank)
+    else:
+        for rank in ranks:
+            fold(analyse_rank(out_dir, rank, device, world_size), rank)
+    if groups is None or timeshare is None or kernel_time is None:
+        raise AtlasError(out_dir, "no GPU activities to report on")
+    facts["ranks"] = len(ranks)
+    roofline = roofline_metrics(groups, device)
+    return Analysis(kernels=kernel_time, roofline=roofline, timeshare=_timeshare(timeshare), facts=facts)
