@@ -71,6 +71,14 @@ def ingest(
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Traces processed in parallel.")] = 1,
     top: Annotated[int, typer.Option(help="Kernels shown in the summary table.")] = 10,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only print the output directory.")] = False,
+    capture: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--capture",
+            help="A profiled CUDA/HIP-graph capture (repeat for several, e.g. one per batch size): "
+            "graph-replayed kernels get launcher, shapes and stack from the captured graph they match.",
+        ),
+    ] = None,
 ) -> None:
     """Parse traces into kernels.parquet (one row per GPU kernel/memcpy/memset, linked to its
     launch, CPU op, shapes, call stack, module and step), catalog.json and summary.json."""
@@ -79,7 +87,7 @@ def ingest(
 
     out_dir = out or default_out_dir(traces[0])
     with progress(err_console, traces, disable=quiet) as (on_done, on_progress):
-        result = ingest_paths(traces, jobs=jobs, on_done=on_done, on_progress=on_progress)
+        result = ingest_paths(traces, jobs=jobs, on_done=on_done, on_progress=on_progress, captures=capture or ())
     files = write_outputs(result, out_dir)
     for warning in result.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)

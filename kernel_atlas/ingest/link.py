@@ -13,6 +13,7 @@ Rules (see shared/kineto-format.md, checked on the shared traces):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -37,6 +38,7 @@ UNLINKED_NO_CORRELATION = "no correlation id on the GPU event"
 UNLINKED_NO_LAUNCH = "launch not in the trace (issued before the profiling window opened)"
 UNLINKED_NO_CPU_OP = "launch has no enclosing CPU op or Python frame"
 UNLINKED_GRAPH = "replayed from a CUDA/HIP graph (no per-kernel launcher)"
+UNLINKED_REASONS = (UNLINKED_NO_CORRELATION, UNLINKED_NO_LAUNCH, UNLINKED_NO_CPU_OP, UNLINKED_GRAPH)
 
 _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 
@@ -324,11 +326,6 @@ def link(cols: TraceColumns) -> LinkedColumns:
     link_reason[(gpu.correlation >= 0) & ~has_launch] = UNLINKED_NO_LAUNCH
     link_reason[has_launch & (launcher_idx < 0) & ~graph] = UNLINKED_NO_CPU_OP
     link_reason[graph] = UNLINKED_GRAPH
-    unlinked: dict[str, int] = {}
-    for reason in (UNLINKED_NO_CORRELATION, UNLINKED_NO_LAUNCH, UNLINKED_NO_CPU_OP, UNLINKED_GRAPH):
-        count = int((link_reason == reason).sum())
-        if count:
-            unlinked[reason] = count
 
     return LinkedColumns(
         launch=name_or_none(launch_idx),
@@ -348,5 +345,12 @@ def link(cols: TraceColumns) -> LinkedColumns:
         capture_correlation=np.full(n, -1, dtype=np.int64),
         shapes_inferred=np.zeros(n, dtype=bool),
         external_id_mismatch=int(mismatch.sum()),
-        unlinked=unlinked,
+        unlinked=unlinked_counts(link_reason),
     )
+
+
+def unlinked_counts(link_reason: Sequence[str] | np.ndarray) -> dict[str, int]:
+    """How many activities have no launcher, by reason (for summary.json)."""
+    reasons = np.asarray(link_reason, dtype=object)
+    counts = {reason: int((reasons == reason).sum()) for reason in UNLINKED_REASONS}
+    return {reason: count for reason, count in counts.items() if count}
