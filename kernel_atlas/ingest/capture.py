@@ -474,7 +474,7 @@ def _fits(r: _Items, stream: list[int], captured: list[_Captured]) -> tuple[list
             best.append(fit)
     if len({fit.content for fit in best}) > 1:
         return [], WHY_AMBIGUOUS
-    return best, ""
+    return best, "" if best else why
 
 
 @dataclass
@@ -649,3 +649,22 @@ def _next_in_order(fits: list[_Fit], graphs: Sequence[CapturedGraph], last_match
         return (graph.number <= last_matched.get(graph.source, 0), graph.number)
 
     return min(fits, key=order)
+
+
+def graph_summary_line(graphs: dict[str, Any] | None) -> str | None:
+    """One terminal line about a trace's graph replays (from summary.json's `graphs`)."""
+    if not graphs or not graphs.get("launches"):
+        return None
+    launches, matched = graphs["launches"], graphs["matched"]
+    if not graphs.get("captured_graphs_offered"):
+        return (
+            f"graphs: {launches:,} launches replay {graphs['kernel_time_us'] / 1e3:.2f} ms of kernels without "
+            "launcher or shapes; pass --capture CAPTURE_TRACE (a profile of the graph capture) to get them"
+        )
+    line = (
+        f"graphs: {matched:,} of {launches:,} graphs matched a captured graph; "
+        f"{graphs['with_shapes_pct']:.1f}% of graph-replayed kernel time has launcher and shapes"
+    )
+    if graphs["unmatched"]:
+        line += " (unmatched: " + "; ".join(f"{n} {why}" for why, n in graphs["unmatched"].items()) + ")"
+    return line

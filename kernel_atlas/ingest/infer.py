@@ -173,3 +173,15 @@ def _form_calls(gpu: GpuTable, usable: pd.DataFrame) -> dict[int, int]:
         if same_stream and [info[m] for m in members] == [(p, sig) for p in range(size)]:
             calls.update((m, row) for m in members)
     return calls
+
+
+def inferred_summary_line(inferred: dict[str, Any] | None) -> str | None:
+    """One terminal line about borrowed shapes (from summary.json's `shapes_inferred`)."""
+    if not inferred or not (inferred.get("kernels") or inferred.get("not_inferred")):
+        return None
+    left = sum(inferred["not_inferred"].values())
+    return (
+        f"launched before the window: shapes inferred for {inferred['kernels']:,} kernels "
+        f"({inferred['pct_of_kernel_time']:.1f}% of kernel time, same kernel, grid and block linked with one "
+        f"signature); {left:,} left without (ambiguous or never linked)"
+    )

@@ -12,6 +12,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.ingest.capture import graph_summary_line
+from kernel_atlas.ingest.infer import inferred_summary_line
 
 if TYPE_CHECKING:
     from kernel_atlas.classify.classifier import Label, Step
@@ -75,6 +77,9 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
                 f"shapes for {facts['with_shapes']:,}, graph-replayed {facts['graph_launched_kernels']:,}",
                 highlight=False,
             )
+        for line in (graph_summary_line(facts.get("graphs")), inferred_summary_line(facts.get("shapes_inferred"))):
+            if line:
+                console.print("  " + line, highlight=False)
     if len(frame):
         kernel_time = float(frame["dur_us"].sum())
         grouped = (
