@@ -10,7 +10,7 @@ made here is synthetic and says so in its metadata.
 
 from __future__ import annotations
 
-import copy
+import functools
 import gzip
 import json
 from collections.abc import Callable
@@ -34,8 +34,23 @@ CUDA_NAMES = {
 }
 
 
-def load(stem: str) -> dict[str, Any]:
-    return json.loads(gzip.decompress(trace_path(stem).read_bytes()))
+@functools.cache
+def _text(stem: str) -> bytes:
+    return gzip.decompress(trace_path(stem).read_bytes())
+
+
+def clone(value: Any) -> Any:
+    """A deep copy of plain JSON data (much quicker than `copy.deepcopy`)."""
+    return json.loads(json.dumps(value))
+
+
+def load(stem: str, lean: bool = False) -> dict[str, Any]:
+    """A shared trace as plain JSON; `lean` drops its Python frames (90% of the capture's events,
+    irrelevant to matching) so that the synthetic variants stay small and quick."""
+    doc = json.loads(_text(stem))
+    if lean:
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if e.get("cat") != "python_function"]
+    return doc
 
 
 def save(doc: dict[str, Any], path: Path) -> Path:
@@ -81,7 +96,7 @@ def replayed_kernels(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 def cuda_style(doc: dict[str, Any]) -> dict[str, Any]:
     """Runtime names as on CUDA, and no kernel name, grid or block on launches."""
-    doc = copy.deepcopy(doc)
+    doc = clone(doc)
     for key in ("roctracer_version", "hip_runtime_version", "hip_driver_version"):
         doc.pop(key, None)
     doc["cuda_runtime_version"] = 12080
@@ -95,7 +110,7 @@ def cuda_style(doc: dict[str, Any]) -> dict[str, Any]:
 
 def with_replay_geometry(replay: dict[str, Any], capture: dict[str, Any]) -> dict[str, Any]:
     """CUDA replayed kernels record grid and block: take them from the captured launches."""
-    replay = copy.deepcopy(replay)
+    replay = clone(replay)
     for kernel, launch in zip(replayed_kernels(replay), captured_launches(capture), strict=True):
         kernel["args"]["grid"], kernel["args"]["block"] = launch["args"]["grid"], launch["args"]["block"]
     return replay
@@ -115,15 +130,18 @@ def copy_capture(
     on the GPU (name, grid and block from the ROCm launch, `geometry` applied to the grid)."""
     begin, end = capture_range(doc)
     lo, hi = (begin["ts"], end["ts"] + end["dur"]) if not eager else (begin["ts"] + begin["dur"], end["ts"])
+    selected = [
+        event
+        for event in doc["traceEvents"]
+        if event.get("cat") in HOST_CATS
+        and event.get("tid") == begin["tid"]
+        and lo <= event["ts"]
+        and event["ts"] + event.get("dur", 0) <= hi
+    ]
+    copies = clone(selected)
     kernels = []
-    copies = []
-    for event in doc["traceEvents"]:
-        if event.get("cat") not in HOST_CATS or event.get("tid") != begin["tid"]:
-            continue
-        if not (lo <= event["ts"] and event["ts"] + event.get("dur", 0) <= hi):
-            continue
-        new = copy.deepcopy(event)
-        new["ts"] = event["ts"] + shift
+    for new in copies:
+        new["ts"] += shift
         args = new.setdefault("args", {})
         for key in ("correlation", "External id"):
             if key in args:
@@ -150,7 +168,6 @@ def copy_capture(
                     },
                 }
             )
-        copies.append(new)
     return copies + kernels
 
 

@@ -4,7 +4,6 @@ CUDA-style and damaged pairs are SYNTHETIC, derived from it by tests/graph_synth
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 from pathlib import Path
@@ -167,11 +166,11 @@ def attached_to_its_own_kernel(frame: pd.DataFrame, capture: dict) -> None:
 
 
 def test_shuffled_capture_attaches_only_to_the_right_kernels(tmp_path: Path) -> None:
-    doc = synth.load(synth.CAPTURE)
+    doc = synth.load(synth.CAPTURE, lean=True)
     launches = synth.captured_launches(doc)
     order = list(range(len(launches)))
     random.Random(9).shuffle(order[100:140])  # a stretch of launches in the wrong order
-    shuffled = copy.deepcopy(doc)
+    shuffled = synth.clone(doc)
     moved = synth.captured_launches(shuffled)
     for event, source in zip(moved[100:140], [launches[i] for i in order[100:140]], strict=True):
         event["args"]["kernel"] = source["args"]["kernel"]
@@ -181,16 +180,16 @@ def test_shuffled_capture_attaches_only_to_the_right_kernels(tmp_path: Path) -> 
 
 
 def test_truncated_capture_is_unmatched_and_a_few_drops_are_tolerated(tmp_path: Path) -> None:
-    doc = synth.load(synth.CAPTURE)
+    doc = synth.load(synth.CAPTURE, lean=True)
     launches = synth.captured_launches(doc)
-    truncated = copy.deepcopy(doc)
+    truncated = synth.clone(doc)
     gone = {id(e) for e in synth.captured_launches(truncated)[-100:]}
     truncated["traceEvents"] = [e for e in truncated["traceEvents"] if id(e) not in gone]
     result = ingest_trace(trace_path(synth.REPLAY), captures=read_capture(synth.save(truncated, tmp_path / "t.json")))
     assert result.facts["graphs"]["unmatched"] == {WHY_NO_FIT: 1}
     assert not (result.frame["link"] == LINK_GRAPH_CAPTURE).any()
 
-    dropped = copy.deepcopy(doc)  # the profiler lost three launches of the capture
+    dropped = synth.clone(doc)  # the profiler lost three launches of the capture
     lost = {launches[i]["args"]["correlation"] for i in (10, 200, 400)}
     dropped["traceEvents"] = [e for e in dropped["traceEvents"] if e.get("args", {}).get("correlation") not in lost]
     frame = ingest_trace(
@@ -206,7 +205,7 @@ def test_truncated_capture_is_unmatched_and_a_few_drops_are_tolerated(tmp_path: 
 @pytest.fixture(scope="module")
 def cuda_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
     tmp = tmp_path_factory.mktemp("cuda")
-    capture = synth.load(synth.CAPTURE)
+    capture = synth.load(synth.CAPTURE, lean=True)
     replay = synth.with_replay_geometry(synth.cuda_style(synth.load(synth.REPLAY)), capture)
     return synth.save(replay, tmp / "replay.json"), synth.save(synth.cuda_style(capture), tmp / "capture.json"), capture
 
@@ -264,7 +263,7 @@ def test_cuda_style_extra_memset_leaves_kernels_placed(cuda_pair: tuple[Path, Pa
 def two_batch_capture(doc: dict, warmups: bool) -> dict:
     """SYNTHETIC: the batch-32 capture plus a batch-16 capture of the same kernels (other Input
     Dims, other grids in its warm-up), optionally each preceded by an eager warm-up run."""
-    two = copy.deepcopy(doc)
+    two = synth.clone(doc)
     extra = synth.copy_capture(doc, shift=1e6, id_offset=10_000_000, dims=synth.batch_16)
     if warmups:
         extra += synth.copy_capture(doc, shift=-2e6, id_offset=20_000_000, eager=True)
@@ -307,14 +306,14 @@ def test_warmup_runs_name_cuda_launches_and_pick_the_batch(cuda_pair: tuple[Path
 def test_identical_pieces_are_taken_in_capture_order(tmp_path: Path) -> None:
     """SYNTHETIC piecewise case: the capture holds the same graph twice (same shapes), the replay
     launches it twice; the launches take the captured graphs in order."""
-    capture = synth.load(synth.CAPTURE)
+    capture = synth.load(synth.CAPTURE, lean=True)
     capture["traceEvents"] += synth.copy_capture(capture, shift=1e6, id_offset=10_000_000)
     replay = synth.load(synth.REPLAY)
     graph = next(e for e in replay["traceEvents"] if e.get("name") == "hipGraphLaunch")
-    second = copy.deepcopy(graph)
+    second = synth.clone(graph)
     second["ts"] += 1e5
     second["args"]["correlation"] += 10_000_000
-    kernels = [copy.deepcopy(k) for k in synth.replayed_kernels(replay)]
+    kernels = [synth.clone(k) for k in synth.replayed_kernels(replay)]
     for kernel in kernels:
         kernel["ts"] += 1e5
         kernel["args"]["correlation"] += 10_000_000
@@ -337,7 +336,7 @@ def test_multi_stream_graph_is_merged_by_name(tmp_path: Path) -> None:
         if i % 3 == 0:
             kernel["tid"] = kernel["args"]["stream"] = 7
             kernel["ts"] -= 3.0
-    capture = synth.load(synth.CAPTURE)
+    capture = synth.load(synth.CAPTURE, lean=True)
     frame = ingest_trace(
         synth.save(replay, tmp_path / "r.json"), captures=read_capture(trace_path(synth.CAPTURE))
     ).frame
