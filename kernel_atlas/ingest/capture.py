@@ -46,6 +46,7 @@ from kernel_atlas.ingest.link import (
     HostNesting,
     LaunchContext,
     LinkedColumns,
+    call_positions,
     describe_launches,
     unlinked_counts,
 )
@@ -112,22 +113,6 @@ def _launch_kind(name: str) -> int:
     return -1
 
 
-def _call_positions(op_idx: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Position of each launch within its op call (by time) and the call's launch count."""
-    n = len(op_idx)
-    pos, size = np.zeros(n, np.int64), np.ones(n, np.int64)
-    has = np.flatnonzero(op_idx >= 0)
-    if len(has) == 0:
-        return pos, size
-    order = has[np.lexsort((ts[has], op_idx[has]))]
-    calls = op_idx[order]
-    starts = np.flatnonzero(np.r_[True, calls[1:] != calls[:-1]])
-    lengths = np.diff(np.r_[starts, len(order)])
-    pos[order] = np.arange(len(order)) - np.repeat(starts, lengths)
-    size[order] = np.repeat(lengths, lengths)
-    return pos, size
-
-
 def _capture_ranges(host: Any) -> list[tuple[int, int]]:
     """(begin, end) host rows of every stream capture: each `*StreamBeginCapture` with the next
     unused `*StreamEndCapture` on its thread."""
@@ -160,7 +145,7 @@ def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
     launches = launches[np.lexsort((host.ts[launches], host.thread[launches]))]
     nest = HostNesting.of(host)
     context = describe_launches(host, launches, nest)
-    pos, size = _call_positions(context.cpu_op_idx, host.ts[launches])
+    pos, size = call_positions(context.cpu_op_idx, host.ts[launches])
 
     def op_signature(i: int) -> tuple[Any, ...] | None:
         if context.cpu_op[i] is None:
@@ -297,10 +282,21 @@ class _Items:
 @dataclass
 class _Captured:
     items: _Items
+    key: bytes  # identical sequences (repeated pieces) are aligned once
     kind_counts: Counter
     named_counts: Counter  # kernel names the capture records
+    unnamed: int
     all_kernels_named: bool
     content: list[int]  # per launch: code of (launcher, op, shapes), for comparing fits
+
+    def fewest_edits(self, kinds: Counter, names: Counter) -> int:
+        """A lower bound of the edits to align a replayed sequence with these counts: every
+        kind-count difference costs one; a captured name the replay lacks must be deleted, and
+        a replayed name the capture lacks must be inserted unless an unnamed launch takes it."""
+        kind_gap = sum(abs(kinds[k] - self.kind_counts[k]) for k in kinds.keys() | self.kind_counts.keys())
+        surplus = sum(max(0, count - names[name]) for name, count in self.named_counts.items())
+        missing = sum(max(0, count - self.named_counts[name]) for name, count in names.items())
+        return max(kind_gap, surplus + max(0, missing - self.unnamed))
 
 
 @dataclass
@@ -442,22 +438,22 @@ def _fits(r: _Items, stream: list[int], captured: list[_Captured]) -> tuple[list
     several_streams = len(set(stream)) > 1
     best: list[_Fit] = []
     why = WHY_NO_FIT
+    aligned: dict[bytes, tuple[tuple[int, list[tuple[int, int]]] | None, list[tuple[int, int]]]] = {}
     for g, cap in enumerate(captured):
-        m = len(cap.items)
-        limit = _max_edits(n, m)
-        if sum(abs(kinds[k] - cap.kind_counts[k]) for k in kinds.keys() | cap.kind_counts.keys()) > limit:
+        limit = _max_edits(n, len(cap.items))
+        if cap.fewest_edits(kinds, names) > limit:
             continue
-        if sum(max(0, count - names[name]) for name, count in cap.named_counts.items()) > limit:
+        if several_streams and not cap.all_kernels_named:
+            why = WHY_STREAMS if why == WHY_NO_FIT else why
             continue
-        if several_streams:
-            if not cap.all_kernels_named:
-                why = WHY_STREAMS if why == WHY_NO_FIT else why
-                continue
-            found = _merge_streams(r, stream, cap.items, limit)
-            pairs = found[1] if found else []
-        else:
-            found = _diff(r, cap.items, limit)
-            pairs = _trusted(found[1], r, cap.items) if found else []
+        if cap.key not in aligned:
+            if several_streams:
+                found = _merge_streams(r, stream, cap.items, limit)
+                aligned[cap.key] = (found, found[1] if found else [])
+            else:
+                found = _diff(r, cap.items, limit)
+                aligned[cap.key] = (found, _trusted(found[1], r, cap.items) if found else [])
+        found, pairs = aligned[cap.key]
         if found is None:
             continue
         if not pairs:
@@ -582,8 +578,10 @@ def _attach(
         captured.append(
             _Captured(
                 items=items,
+                key=np.array([items.kind, items.name, items.grid, items.block], dtype=np.int64).tobytes(),
                 kind_counts=Counter(items.kind),
                 named_counts=Counter(n for n in items.name if n >= 0),
+                unnamed=sum(n < 0 for n in items.name),
                 all_kernels_named=all(n >= 0 for n in kernels),
                 content=content,
             )

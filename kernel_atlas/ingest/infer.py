@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.columns import GpuTable
-from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, unlinked_counts
+from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions, unlinked_counts
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
 WHY_NO_SOURCE = "no linked kernel with the same name, grid and block"
@@ -46,21 +46,6 @@ class InferredFacts:
             "pct_of_kernel_time": 100.0 * self.time_us / kernel_time_us if kernel_time_us else 0.0,
             "not_inferred": self.not_inferred,
         }
-
-
-def _call_positions(cpu_op_id: np.ndarray, ts: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Position of each row's kernel within its op call (by GPU start) and the call's kernel count."""
-    ids, when = cpu_op_id[rows], ts[rows]
-    pos, size = np.zeros(len(rows), np.int64), np.ones(len(rows), np.int64)
-    has = np.flatnonzero(ids >= 0)
-    if len(has):
-        order = has[np.lexsort((when[has], ids[has]))]
-        calls = ids[order]
-        starts = np.flatnonzero(np.r_[True, calls[1:] != calls[:-1]])
-        lengths = np.diff(np.r_[starts, len(order)])
-        pos[order] = np.arange(len(order)) - np.repeat(starts, lengths)
-        size[order] = np.repeat(lengths, lengths)
-    return pos, size
 
 
 def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
@@ -89,7 +74,7 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         )
 
     found = table(sources)
-    pos, size = _call_positions(linked.cpu_op_id, gpu.ts, sources)
+    pos, size = call_positions(linked.cpu_op_id[sources], gpu.ts[sources])
     for column in [*_SIGNATURE[:6], "call_stack", "module"]:
         values = getattr(linked, column)
         found[column] = [values[i] for i in sources.tolist()]

@@ -99,6 +99,23 @@ class HostNesting:
         )
 
 
+def call_positions(op_idx: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position of each item (a launch, a kernel) within its op call (`op_idx`, -1 none), by
+    time, and the number of items of the call (1 without a call)."""
+    n = len(op_idx)
+    pos, size = np.zeros(n, np.int64), np.ones(n, np.int64)
+    has = np.flatnonzero(op_idx >= 0)
+    if len(has) == 0:
+        return pos, size
+    order = has[np.lexsort((ts[has], op_idx[has]))]
+    calls = op_idx[order]
+    starts = np.flatnonzero(np.r_[True, calls[1:] != calls[:-1]])
+    lengths = np.diff(np.r_[starts, len(order)])
+    pos[order] = np.arange(len(order)) - np.repeat(starts, lengths)
+    size[order] = np.repeat(lengths, lengths)
+    return pos, size
+
+
 def take(values: np.ndarray, idx: np.ndarray, fill: object) -> np.ndarray:
     """values[idx] where idx >= 0, `fill` elsewhere (also when `values` is empty)."""
     out = np.full(len(idx), fill, dtype=np.result_type(values.dtype, np.min_scalar_type(fill)))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -65,7 +67,7 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
     """One row per GPU activity, in trace order; labels are left for `classify`."""
     gpu = cols.gpu
     n = len(gpu)
-    frame = pd.DataFrame(
+    return _categorical_frame(
         {
             "trace": [trace_name] * n,
             "rank": np.full(n, rank, dtype=np.int32),
@@ -108,7 +110,18 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_confidence": np.zeros(n, dtype=np.float32),
         }
     )
-    return as_categoricals(frame)
+
+
+def _categorical_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """String columns become categoricals by factorizing the Python objects: pandas would
+    otherwise copy every row's text into a string array first (hundreds of MB for long,
+    repeated call stacks)."""
+    for name in _CATEGORICAL:
+        objects = np.empty(len(columns[name]), dtype=object)
+        objects[:] = columns[name]
+        codes, uniques = pd.factorize(objects)
+        columns[name] = pd.Categorical.from_codes(codes, categories=pd.Index(uniques))
+    return pd.DataFrame(columns)
 
 
 def as_categoricals(frame: pd.DataFrame) -> pd.DataFrame:
