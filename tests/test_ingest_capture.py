@@ -147,6 +147,11 @@ def test_capture_of_another_model_attaches_nothing(tmp_path: Path) -> None:
     assert not (table["link"] == LINK_GRAPH_CAPTURE).any() and table["capture_correlation"].isna().all()
 
 
+def test_missing_capture_file_is_one_line_error(tmp_path: Path) -> None:
+    cli = runner.invoke(app, ["ingest", str(trace_path(synth.REPLAY)), "--capture", str(tmp_path / "nope.json")])
+    assert cli.exit_code == 2 and "nope.json: no such file" in cli.output
+
+
 def test_a_trace_without_a_capture_is_reported(tmp_path: Path) -> None:
     result = ingest_paths([trace_path(synth.REPLAY)], captures=[trace_path("a100_cudagraph_rank0")])
     assert any("no stream capture in this trace" in w for w in result.warnings)
