@@ -532,10 +532,8 @@ def attach_captures(gpu: GpuTable, linked: LinkedColumns, graphs: Sequence[Captu
     rows = np.flatnonzero(linked.graph_launch)
     if len(rows) == 0:
         return facts
-    try:
-        _attach(gpu, linked, graphs, rows, facts)
-    finally:
-        facts.measure(gpu, linked)
+    _attach(gpu, linked, graphs, rows, facts)
+    facts.measure(gpu, linked)
     return facts
 
 

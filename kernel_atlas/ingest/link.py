@@ -60,7 +60,9 @@ class LinkedColumns:
     input_strides: list[str | None]
     concrete_inputs: list[str | None]
     link: list[str]
-    cpu_op_id: np.ndarray  # int64: the launching op's event index in the trace (one per op call), -1 none
+    # int64: the launching op's event index in the trace (one per op call), -1 none; op calls
+    # replayed from a capture or re-formed by inference get ids past the trace's own
+    cpu_op_id: np.ndarray
     capture_correlation: np.ndarray  # int64: correlation of the matched launch in a capture trace, -1 none
     shapes_inferred: np.ndarray  # bool: launcher and shapes borrowed from the same kernel elsewhere
     external_id_mismatch: int = 0
