@@ -114,24 +114,22 @@ def _launch_kind(name: str) -> int:
 
 
 def _capture_ranges(host: Any) -> list[tuple[int, int]]:
-    """(begin, end) host rows of every stream capture: each `*StreamBeginCapture` with the next
-    unused `*StreamEndCapture` on its thread."""
-    names = host.names
+    """(begin, end) host rows of every stream capture: on each thread, every
+    `*StreamBeginCapture` is closed by the next `*StreamEndCapture` (the latest open one first)."""
     runtime = host.family == RUNTIME
-    is_begin = np.array(["StreamBeginCapture" in s for s in names], dtype=bool)
-    is_end = np.array(["StreamEndCapture" in s for s in names], dtype=bool)
-    begins = np.flatnonzero(runtime & is_begin[host.name_code])
-    ends = np.flatnonzero(runtime & is_end[host.name_code])
-    ranges, used = [], set()
-    for b in begins[np.argsort(host.ts[begins], kind="stable")].tolist():
-        later = [
-            e for e in ends.tolist() if host.thread[e] == host.thread[b] and host.ts[e] >= host.ts[b] and e not in used
-        ]
-        if later:
-            e = min(later, key=lambda k: host.ts[k])
-            used.add(e)
-            ranges.append((b, e))
-    return ranges
+    is_begin = np.array(["StreamBeginCapture" in s for s in host.names], dtype=bool)[host.name_code] & runtime
+    is_end = np.array(["StreamEndCapture" in s for s in host.names], dtype=bool)[host.name_code] & runtime
+    rows = np.flatnonzero(is_begin | is_end)
+    rows = rows[np.lexsort((host.ts[rows], host.thread[rows]))]
+    ranges: list[tuple[int, int]] = []
+    open_begins: dict[int, list[int]] = {}
+    for row in rows.tolist():
+        stack = open_begins.setdefault(int(host.thread[row]), [])
+        if is_begin[row]:
+            stack.append(row)
+        elif stack:
+            ranges.append((stack.pop(), row))
+    return sorted(ranges, key=lambda r: float(host.ts[r[0]]))
 
 
 def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
