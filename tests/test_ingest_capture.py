@@ -13,7 +13,14 @@ import pytest
 from typer.testing import CliRunner
 
 from kernel_atlas.cli import app
-from kernel_atlas.ingest.capture import LINK_GRAPH_CAPTURE, WHY_AMBIGUOUS, WHY_NO_FIT, WHY_UNPLACED, read_capture
+from kernel_atlas.ingest.capture import (
+    LINK_GRAPH_CAPTURE,
+    WHY_AMBIGUOUS,
+    WHY_NO_FIT,
+    WHY_UNPLACED,
+    inductor_grid,
+    read_capture,
+)
 from kernel_atlas.ingest.pipeline import ingest_paths, ingest_trace, write_outputs
 from tests import graph_synth as synth
 from tests.conftest import trace_path
@@ -347,3 +354,115 @@ def test_multi_stream_graph_is_merged_by_name(tmp_path: Path) -> None:
     ).frame
     assert (graph_rows(frame)["link"] == LINK_GRAPH_CAPTURE).all()
     attached_to_its_own_kernel(frame, capture)
+
+
+def test_inductor_grid_from_recorded_tiles() -> None:
+    """The MI300X torch.compile trace: ceil(xnumel / XBLOCK) is each Triton kernel's grid,
+    xnumel being the last integer (pointwise) or the one before r0numel (reduction)."""
+    events = synth.load("mi300x_torch_compile_llama_block")["traceEvents"]
+    ops = {e["args"]["External id"]: e for e in events if e.get("cat") == "cpu_op" and e["name"].startswith("triton")}
+    grids = {
+        k["name"]: (inductor_grid(ops[k["args"]["External id"]]["name"], ops[k["args"]["External id"]]["args"]), k)
+        for k in events
+        if k.get("cat") == "kernel" and k["name"].startswith("triton")
+    }
+    # 32768 rows / XBLOCK 2; 268435456 / 1024; 67108864 / 512 (sizes and tiles from the JSON)
+    assert grids["triton_red_fused_add_mean_mul_pow_rsqrt_0"][0] == "[16384, 1, 1]"
+    assert grids["triton_poi_fused__unsafe_view_mul_silu_2"][0] == "[262144, 1, 1]"
+    assert grids["triton_poi_fused__unsafe_view_add_3"][0] == "[131072, 1, 1]"
+    assert all(json.loads(hint) == kernel["args"]["grid"] for hint, kernel in grids.values())
+
+
+def _inductor_pair(tmp_path: Path, replay_grid: list[int]) -> tuple[Path, Path]:
+    """SYNTHETIC CUDA pair, written by hand: a capture trace with the same compiled graph
+    captured at 4096 and at 8192 rows (an Inductor pointwise kernel, then a GEMM), and a replay
+    of one of them whose Triton kernel ran with `replay_grid`."""
+    events: list[dict] = []
+    corr = 100
+    for n, t0 in ((4096, 1000.0), (8192, 2000.0)):
+        host = [
+            ("cuda_runtime", "cudaStreamBeginCapture", t0, 2.0, {}),
+            (
+                "cpu_op",
+                "triton_poi_fused_add_0",
+                t0 + 10,
+                10.0,
+                {
+                    "Input Dims": [[n], [n], []],
+                    "Input type": ["float", "float", "Scalar"],
+                    "Concrete Inputs": ["", "", str(n)],
+                    "kernel_kwargs": "XBLOCK=1024",
+                    "num_warps": 4,
+                },
+            ),
+            ("cuda_driver", "cuLaunchKernel", t0 + 12, 2.0, {}),
+            (
+                "cpu_op",
+                "aten::mm",
+                t0 + 30,
+                10.0,
+                {"Input Dims": [[n // 128, 128], [128, 64]], "Input type": ["float", "float"]},
+            ),
+            ("cuda_runtime", "cudaLaunchKernel", t0 + 32, 2.0, {}),
+            ("cuda_runtime", "cudaStreamEndCapture", t0 + 50, 2.0, {}),
+        ]
+        for cat, name, ts, dur, args in host:
+            corr += 1
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": cat,
+                    "name": name,
+                    "pid": 1,
+                    "tid": 1,
+                    "ts": ts,
+                    "dur": dur,
+                    "args": {**args, "correlation": corr, "External id": corr},
+                }
+            )
+    capture = synth.save({"traceEvents": events, "cuda_runtime_version": 12080}, tmp_path / "capture.json")
+    graph = {"args": {"device": 0, "stream": 7, "correlation": 999}, "pid": 0, "tid": 7, "ph": "X"}
+    replay_events = [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaGraphLaunch",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10.0,
+            "dur": 5.0,
+            "args": {"correlation": 999},
+        },
+        {
+            **graph,
+            "cat": "kernel",
+            "name": "triton_poi_fused_add_0",
+            "ts": 20.0,
+            "dur": 3.0,
+            "args": {**graph["args"], "grid": replay_grid, "block": [128, 1, 1]},
+        },
+        {
+            **graph,
+            "cat": "kernel",
+            "name": "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n",
+            "ts": 24.0,
+            "dur": 9.0,
+            "args": {**graph["args"], "grid": [1, 1, 1], "block": [128, 1, 1]},
+        },
+    ]
+    replay = synth.save({"traceEvents": replay_events, "cuda_runtime_version": 12080}, tmp_path / "replay.json")
+    return replay, capture
+
+
+@pytest.mark.parametrize(("grid", "rows"), [([4, 1, 1], 4096), ([8, 1, 1], 8192), ([5, 1, 1], None)])
+def test_inductor_grids_pick_the_batch_size(tmp_path: Path, grid: list[int], rows: int | None) -> None:
+    replay, capture = _inductor_pair(tmp_path, grid)
+    result = ingest_trace(replay, captures=read_capture(capture))
+    frame = result.frame.sort_values("ts_us")
+    if rows is None:  # no captured graph implies this grid: two fits, different shapes
+        assert result.facts["graphs"]["unmatched"] == {WHY_AMBIGUOUS: 1}
+        assert not (frame["link"] == LINK_GRAPH_CAPTURE).any()
+        return
+    assert (frame["link"] == LINK_GRAPH_CAPTURE).all()
+    assert [json.loads(d) for d in frame["input_dims"]] == [[[rows], [rows], []], [[rows // 128, 128], [128, 64]]]
+    assert frame["cpu_op"].tolist() == ["triton_poi_fused_add_0", "aten::mm"]

@@ -50,7 +50,7 @@ from kernel_atlas.ingest.link import (
     describe_launches,
     unlinked_counts,
 )
-from kernel_atlas.ingest.reader import read_trace
+from kernel_atlas.ingest.reader import decode_raw, read_trace
 
 LINK_GRAPH_CAPTURE = "graph capture"
 
@@ -91,6 +91,7 @@ class CapturedGraph:
     name: list[str | None]  # kernel name where the capture tells it
     grid: list[str | None]
     block: list[str | None]
+    grid_hint: list[str | None]  # grid an Inductor launch's recorded tile and sizes imply (tie-breaks)
     correlation: np.ndarray  # int64 correlation of each launch in the capture trace
     op_call: np.ndarray  # int64 launching op call (host index in the capture trace), -1 none
     context: LaunchContext
@@ -101,6 +102,24 @@ class CapturedGraph:
     @property
     def title(self) -> str:
         return f"{self.source} graph {self.number}" + (f" ({self.label})" if self.label else "")
+
+
+def inductor_grid(op: str, args: Any) -> str | None:
+    """The 1-D grid of an Inductor Triton launch, from what its CPU op records: ceil(xnumel /
+    XBLOCK), xnumel being the last integer argument of a pointwise kernel and the one before the
+    reduction size of a reduction. None unless the op records `kernel_kwargs` with XBLOCK only
+    (no Y/Z tiles) and integer sizes in `Concrete Inputs`."""
+    if not isinstance(args, dict) or not isinstance(args.get("kernel_kwargs"), str):
+        return None
+    tiles = dict(part.split("=", 1) for part in args["kernel_kwargs"].split(",") if "=" in part)
+    if not tiles.get("XBLOCK", "").isdigit() or any(k in tiles for k in ("YBLOCK", "ZBLOCK", "R1_BLOCK")):
+        return None
+    sizes = [int(c) for c in args.get("Concrete Inputs") or [] if isinstance(c, str) and c.isdigit()]
+    reduction = op.startswith(("triton_red_", "triton_per_"))
+    if (not op.startswith("triton_poi_") and not reduction) or len(sizes) < 1 + reduction:
+        return None
+    xnumel = sizes[-2] if reduction else sizes[-1]
+    return f"[{-(-xnumel // int(tiles['XBLOCK']))}, 1, 1]"
 
 
 def _launch_kind(name: str) -> int:
@@ -181,6 +200,12 @@ def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
             return canonical_kernel_name(op), None, None
         return None, None, None
 
+    def grid_hint(i: int) -> str | None:
+        op = context.cpu_op[i]
+        if op is None or size[i] != 1 or not _INDUCTOR_KERNEL.match(op):
+            return None
+        return inductor_grid(op, decode_raw(host.args[int(context.cpu_op_idx[i])]))
+
     graphs: list[CapturedGraph] = []
     thread, ts = host.thread[launches], host.ts[launches]
     for begin, end in ranges:
@@ -209,6 +234,7 @@ def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
                 name=name,
                 grid=grid,
                 block=block,
+                grid_hint=[grid_hint(i) for i in inside.tolist()],
                 correlation=host.correlation[rows].copy(),
                 op_call=sub.cpu_op_idx.copy(),
                 context=sub,
@@ -286,6 +312,7 @@ class _Captured:
     unnamed: int
     all_kernels_named: bool
     content: list[int]  # per launch: code of (launcher, op, shapes), for comparing fits
+    grid_hint: list[int]  # per launch: code of the grid an Inductor launch implies, -1 none
 
     def fewest_edits(self, kinds: Counter, names: Counter) -> int:
         """A lower bound of the edits to align a replayed sequence with these counts: every
@@ -467,8 +494,29 @@ def _fits(r: _Items, stream: list[int], captured: list[_Captured]) -> tuple[list
         elif rank == best_rank:
             best.append(fit)
     if len({fit.content for fit in best}) > 1:
-        return [], WHY_AMBIGUOUS
+        best = _by_grid_hints(best, r, captured)
+        if len({fit.content for fit in best}) > 1:
+            return [], WHY_AMBIGUOUS
     return best, "" if best else why
+
+
+def _by_grid_hints(fits: list[_Fit], r: _Items, captured: list[_Captured]) -> list[_Fit]:
+    """Equally good fits that would give different shapes (two batch sizes, no kernel names):
+    keep the one whose Inductor launches imply the replayed grids — at least 90% of its hinted
+    pairs agree and no other fit has as many agreeing — else all of them (ambiguous)."""
+
+    def agreement(fit: _Fit) -> tuple[int, int]:
+        hints = captured[fit.graph].grid_hint
+        hinted = [(i, j) for i, j in fit.pairs if hints[j] >= 0 and r.grid[i] >= 0]
+        return sum(hints[j] == r.grid[i] for i, j in hinted), len(hinted)
+
+    scores = [agreement(fit) for fit in fits]
+    best = max(range(len(fits)), key=lambda k: scores[k][0])
+    agree, hinted = scores[best]
+    unique = sum(score[0] == agree for score in scores) == 1
+    if hinted and agree >= 0.9 * hinted and unique:
+        return [fits[best]]
+    return fits
 
 
 @dataclass
@@ -580,6 +628,7 @@ def _attach(
                 unnamed=sum(n < 0 for n in items.name),
                 all_kernels_named=all(n >= 0 for n in kernels),
                 content=content,
+                grid_hint=[shapes.of(x) for x in graph.grid_hint],
             )
         )
 
