@@ -75,8 +75,8 @@ def ingest(
         list[Path] | None,
         typer.Option(
             "--capture",
-            help="A profiled CUDA/HIP-graph capture (repeat for several, e.g. one per batch size): "
-            "graph-replayed kernels get launcher, shapes and stack from the captured graph they match.",
+            help="A profiled CUDA/HIP-graph capture or a directory of them (repeat for several, e.g. one per "
+            "batch size): graph-replayed kernels get launcher, shapes and stack from the captured graph they match.",
         ),
     ] = None,
 ) -> None:

@@ -154,6 +154,17 @@ def test_capture_of_another_model_attaches_nothing(tmp_path: Path) -> None:
     assert not (table["link"] == LINK_GRAPH_CAPTURE).any() and table["capture_correlation"].isna().all()
 
 
+def test_capture_directory(tmp_path: Path) -> None:
+    folder = tmp_path / "capture_traces"
+    folder.mkdir()
+    (folder / "bs_32_rank0.json.gz").write_bytes(trace_path(synth.CAPTURE).read_bytes())
+    (folder / "notes.txt").write_text("not a trace")
+    result = ingest_paths([trace_path(synth.REPLAY)], captures=[folder])
+    assert result.facts["traces"][0]["graphs"]["matched_to"] == {"bs_32_rank0.json.gz graph 1 (capture_32_DECODE)": 1}
+    cli = runner.invoke(app, ["ingest", str(trace_path(synth.REPLAY)), "--capture", str(tmp_path)])
+    assert cli.exit_code == 2 and "no capture traces" in cli.output
+
+
 def test_missing_capture_file_is_one_line_error(tmp_path: Path) -> None:
     cli = runner.invoke(app, ["ingest", str(trace_path(synth.REPLAY)), "--capture", str(tmp_path / "nope.json")])
     assert cli.exit_code == 2 and "nope.json: no such file" in cli.output

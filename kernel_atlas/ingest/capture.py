@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.columns import ANNOTATION, RUNTIME, GpuTable, TraceColumns, build_columns
 from kernel_atlas.ingest.link import (
     HostNesting,
@@ -265,11 +266,27 @@ def read_capture(path: str | Path) -> list[CapturedGraph]:
     return graphs_in_trace(cols, path.name)
 
 
+def capture_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Capture traces: files as given, directories (vLLM's and SGLang's `capture_traces/`) as
+    every `*.json`, `*.json.gz` and `*.json.zst` in them."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz", ".json.zst")))
+            if not found:
+                raise AtlasError(path, "no capture traces (*.json, *.json.gz, *.json.zst) in this directory")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
 def read_captures(paths: Sequence[str | Path]) -> tuple[list[CapturedGraph], list[str]]:
-    """Captured graphs of several capture traces, and a warning for each trace without one."""
+    """Captured graphs of several capture traces (or directories of them), and a warning for each
+    trace without one."""
     graphs: list[CapturedGraph] = []
     warnings: list[str] = []
-    for path in paths:
+    for path in capture_files(paths):
         found = read_capture(path)
         if not found:
             warnings.append(
