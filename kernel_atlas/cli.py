@@ -88,6 +88,14 @@ def ingest(
     ] = None,
     top: Annotated[int, typer.Option(help="Kernels shown in the summary table.")] = 10,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only print the output directory.")] = False,
+    capture: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--capture",
+            help="A profiled CUDA/HIP-graph capture or a directory of them (repeat for several, e.g. one per "
+            "batch size): graph-replayed kernels get launcher, shapes and stack from the captured graph they match.",
+        ),
+    ] = None,
     wide: Wide = False,
 ) -> None:
     """Parse traces into the kernels dataset kernels.parquet/rank=N/ (one row per GPU
@@ -103,7 +111,14 @@ def ingest(
     out_dir = out or default_output(sources[0])
     with progress(err_console, [Path(s) for s in sources], disable=quiet) as (on_done, on_progress):
         result = ingest_fleet(
-            sources, out_dir, engine=engine, jobs=jobs, address=address, on_done=on_done, on_progress=on_progress
+            sources,
+            out_dir,
+            engine=engine,
+            jobs=jobs,
+            address=address,
+            captures=capture or (),
+            on_done=on_done,
+            on_progress=on_progress,
         )
     for warning in result.warnings:
         err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
@@ -250,9 +265,7 @@ def report(
 def diff(
     a: Annotated[Path, typer.Argument(help="Run A, the baseline: a trace or an `atlas ingest` output.")],
     b: Annotated[Path, typer.Argument(help="Run B, compared with A: a trace or an `atlas ingest` output.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Write the comparison table here (CSV).")] = Path(
-        "diff.csv"
-    ),
+    out: Annotated[Path, typer.Option("-o", "--out", help="Write the comparison table here (CSV).")] = Path("diff.csv"),
     html: Annotated[Path | None, typer.Option("--html", help="Also write an interactive page here.")] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the rows {level, key, a_us, b_us, delta_us} as JSON instead.")

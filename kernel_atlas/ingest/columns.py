@@ -6,6 +6,7 @@ launches and CPU ops (their `External id`). Everything downstream is vectorised.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TypeVar
@@ -54,6 +55,7 @@ class _GpuArgs(msgspec.Struct, gc=False):
 class _IdArgs(msgspec.Struct, gc=False):
     correlation: int | None = None
     external_id: int | None = msgspec.field(default=None, name="External id")
+    kernel: str | None = None  # ROCm launches name the kernel they launch
 
 
 class ShapeArgs(msgspec.Struct, gc=False):
@@ -132,7 +134,12 @@ def _decode_id_args(raw: msgspec.Raw | None) -> _IdArgs:
             return _IdArgs()
         if not isinstance(loose, dict):
             return _IdArgs()
-        return _IdArgs(_loose_int(loose.get("correlation")), _loose_int(loose.get("External id")))
+        kernel = loose.get("kernel")
+        return _IdArgs(
+            _loose_int(loose.get("correlation")),
+            _loose_int(loose.get("External id")),
+            kernel if isinstance(kernel, str) else None,
+        )
 
 
 def decode_shape_args(raw: msgspec.Raw | None) -> ShapeArgs:
@@ -186,6 +193,7 @@ class HostTable:
     correlation: np.ndarray  # int64 (-1 when none; runtime events only)
     external_id: np.ndarray  # int64 (-1 when none)
     args: list[msgspec.Raw | None]  # raw args of CPU ops, for shapes; None otherwise
+    launch_kernel: list[str | None]  # kernel name a (ROCm) launch records in `args.kernel`; None otherwise
 
     def __len__(self) -> int:
         return len(self.family)
@@ -225,7 +233,8 @@ def step_number(name: str) -> int | None:
 def build_columns(trace: RawTrace, on_progress: Callable[[float], None] | None = None) -> TraceColumns:
     """Column tables of a trace, built chunk by chunk so that only one chunk of event
     objects is alive at a time. `on_progress` gets the decoded fraction after each chunk."""
-    scale = 1e-3 if trace.time_unit_ns else 1.0
+    # `ts`/`dur` are µs in every Kineto trace; `displayTimeUnit` is only a viewer's display hint.
+    scale = 1.0
     names: dict[str, int] = {}
     threads: dict[tuple[int | str, int | str], int] = {}
     strings: dict[str, str] = {}
@@ -334,6 +343,7 @@ def _host_table(
     correlation = np.full(n, -1, np.int64)
     external_id = np.full(n, -1, np.int64)
     args: list[msgspec.Raw | None] = [None] * n
+    launch_kernel: list[str | None] = [None] * n
     for pos in np.flatnonzero((family == RUNTIME) | (family == CPU_OP)).tolist():
         event = sub[pos]
         ids = _decode_id_args(event.args)
@@ -343,6 +353,8 @@ def _host_table(
             external_id[pos] = ids.external_id
         if family[pos] == CPU_OP:
             args[pos] = event.args
+        elif ids.kernel is not None:
+            launch_kernel[pos] = sys.intern(ids.kernel)
     return HostTable(
         family=family,
         name_code=name_code,
@@ -353,6 +365,7 @@ def _host_table(
         correlation=correlation,
         external_id=external_id,
         args=args,
+        launch_kernel=launch_kernel,
     )
 
 

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
 from kernel_atlas.ingest.outputs import (
     CATALOG,
@@ -49,6 +50,7 @@ class Task:
     out: str  # output folder (path or URL)
     index: int  # position in the input list: the rank when the trace names none
     stem: str  # file name of its rows in the dataset
+    captures: tuple[CapturedGraph, ...] = ()  # profiled graph captures for its graph replays
 
 
 @dataclass
@@ -141,12 +143,12 @@ def default_output(first_source: str) -> str:
     return f"{head}/{stem}" if head else stem
 
 
-def plan(sources: Sequence[str], out: str) -> list[Task]:
+def plan(sources: Sequence[str], out: str, captures: Sequence[CapturedGraph] = ()) -> list[Task]:
     """One task per trace; traces with the same file name get distinct file names."""
     stems = [_trace_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
     clash = {s for s in stems if stems.count(s) > 1}
     return [
-        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem)
+        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures))
         for i, (source, stem) in enumerate(zip(sources, stems, strict=True))
     ]
 
@@ -174,7 +176,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
 
     try:
         with _local_copy(task.source) as path:
-            result = ingest_trace(path, task.index, on_progress)
+            result = ingest_trace(path, task.index, on_progress, captures=task.captures)
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
         kernel_time = kernel_time_table(result.frame)
@@ -286,10 +288,12 @@ def ingest_fleet(
     engine: str = "local",
     jobs: int | None = None,
     address: str | None = None,
+    captures: Sequence[str | Path] = (),
     on_done: Callable[[str], None] | None = None,
     on_progress: Callable[[str, float], None] | None = None,
 ) -> FleetResult:
-    """Ingest traces (already expanded, see `expand_sources`) into the output folder `out`.
+    """Ingest traces (already expanded, see `expand_sources`) into the output folder `out`;
+    `captures` are profiled CUDA/HIP-graph captures (files or folders) for their graph replays.
 
     Writes nothing but the failures' absence when every trace fails (the folder is left
     without a summary); otherwise catalog.json and, last, summary.json."""
@@ -298,10 +302,10 @@ def ingest_fleet(
     if not sources:
         raise AtlasError(None, "no trace files given")
     out = str(out)
-    tasks = plan(list(sources), out)
+    graphs, warnings = read_captures(captures)
+    tasks = plan(list(sources), out, graphs)
     reset_output(out)
     traces: list[dict[str, Any]] = []
-    warnings: list[str] = []
     if engine == "ray" and address is not None and not is_url(out):
         warnings.append(
             f"-o {out} is a local path: Ray workers on other machines write their ranks to their own disks "

@@ -7,11 +7,13 @@ Rules (see shared/kineto-format.md, checked on the shared traces):
   enclosing CPU op; when the launch has no enclosing op the kernel's `External id` may
   still name one (linked "by external id");
 * graph-replayed kernels keep the graph launch's stack but get no launcher and no shapes:
-  the op around `cudaGraphLaunch` did not launch them.
+  the op around `cudaGraphLaunch` did not launch them (a profiled capture gives them theirs,
+  `capture.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -36,6 +38,7 @@ UNLINKED_NO_CORRELATION = "no correlation id on the GPU event"
 UNLINKED_NO_LAUNCH = "launch not in the trace (issued before the profiling window opened)"
 UNLINKED_NO_CPU_OP = "launch has no enclosing CPU op or Python frame"
 UNLINKED_GRAPH = "replayed from a CUDA/HIP graph (no per-kernel launcher)"
+UNLINKED_REASONS = (UNLINKED_NO_CORRELATION, UNLINKED_NO_LAUNCH, UNLINKED_NO_CPU_OP, UNLINKED_GRAPH)
 
 _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 
@@ -57,13 +60,66 @@ class LinkedColumns:
     input_strides: list[str | None]
     concrete_inputs: list[str | None]
     link: list[str]
-    cpu_op_id: np.ndarray  # int64: the launching op's event index in the trace (one per op call), -1 none
+    # int64: the launching op's event index in the trace (one per op call), -1 none; op calls
+    # replayed from a capture or re-formed by inference get ids past the trace's own
+    cpu_op_id: np.ndarray
+    capture_correlation: np.ndarray  # int64: correlation of the matched launch in a capture trace, -1 none
+    shapes_inferred: np.ndarray  # bool: launcher and shapes borrowed from the same kernel elsewhere
     external_id_mismatch: int = 0
     unlinked: dict[str, int] = field(default_factory=dict)
     # For later ingest stages that look at host ranges (`host_activity.py`): the launch's row in
     # `TraceColumns.host` (-1 none) and every host range's enclosing range (`nesting_parents`).
     launch_idx: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     host_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+@dataclass
+class LaunchContext:
+    """What encloses a set of host launches: launcher, CPU op and its shapes, stack, module."""
+
+    launcher: list[str | None]
+    cpu_op: list[str | None]
+    call_stack: list[str | None]
+    module: list[str | None]
+    input_dims: list[str | None]
+    input_types: list[str | None]
+    input_strides: list[str | None]
+    concrete_inputs: list[str | None]
+    cpu_op_idx: np.ndarray  # int64 host index of the enclosing CPU op (one per op call), -1 none
+
+
+@dataclass
+class HostNesting:
+    """Per-trace lookups shared by every launch: range parents, step ranges, short names."""
+
+    parent: np.ndarray
+    is_profiler_step: np.ndarray  # per name code
+    short: list[str]  # per name code
+
+    @classmethod
+    def of(cls, host: HostTable) -> HostNesting:
+        return cls(
+            parent=nesting_parents(host.thread, host.ts, host.end),
+            is_profiler_step=np.array([step_number(s) is not None for s in host.names], dtype=bool),
+            short=[short_frame(s) for s in host.names],
+        )
+
+
+def call_positions(op_idx: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Position of each item (a launch, a kernel) within its op call (`op_idx`, -1 none), by
+    time, and the number of items of the call (1 without a call)."""
+    n = len(op_idx)
+    pos, size = np.zeros(n, np.int64), np.ones(n, np.int64)
+    has = np.flatnonzero(op_idx >= 0)
+    if len(has) == 0:
+        return pos, size
+    order = has[np.lexsort((ts[has], op_idx[has]))]
+    calls = op_idx[order]
+    starts = np.flatnonzero(np.r_[True, calls[1:] != calls[:-1]])
+    lengths = np.diff(np.r_[starts, len(order)])
+    pos[order] = np.arange(len(order)) - np.repeat(starts, lengths)
+    size[order] = np.repeat(lengths, lengths)
+    return pos, size
 
 
 def take(values: np.ndarray, idx: np.ndarray, fill: object) -> np.ndarray:
@@ -128,13 +184,98 @@ def _canonical_json(raw: msgspec.Raw | None, cache: dict[bytes, str | None]) -> 
     return cache[key]
 
 
+def _call_stacks(
+    host: HostTable, nest: HostNesting, chain_nodes: np.ndarray
+) -> tuple[list[str | None], list[str | None]]:
+    """Call stack text and `nn.Module` path per chain start (host index, -1 none); one string per
+    distinct frame chain, found by hashing the chains level by level."""
+    n = len(chain_nodes)
+    parent, is_profiler_step = nest.parent, nest.is_profiler_step
+    stack_hash = np.zeros(n, dtype=np.uint64)
+    cur = chain_nodes.copy()
+    active = cur >= 0
+    with np.errstate(over="ignore"):
+        while active.any():
+            node = cur[active]
+            skip = (host.family[node] == ANNOTATION) & is_profiler_step[host.name_code[node]]
+            code = (host.name_code[node] + 1).astype(np.uint64)
+            stack_hash[active] = np.where(skip, stack_hash[active], stack_hash[active] * _HASH_MULT + code)
+            cur[active] = parent[node]
+            active = cur >= 0
+    stack_text: dict[int, tuple[str, str | None]] = {}
+    call_stack: list[str | None] = [None] * n
+    module: list[str | None] = [None] * n
+    for i in np.flatnonzero(chain_nodes >= 0).tolist():
+        key = int(stack_hash[i])
+        if key not in stack_text:
+            frames = []
+            node = int(chain_nodes[i])
+            while node >= 0:
+                code = int(host.name_code[node])
+                if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
+                    frames.append(nest.short[code])
+                node = int(parent[node])
+            stack_text[key] = (STACK_SEPARATOR.join(frames), module_path(frames))
+        call_stack[i], module[i] = stack_text[key]
+    return call_stack, module
+
+
+def _shapes(host: HostTable, shape_source: np.ndarray) -> tuple[list[str | None], ...]:
+    """`Input Dims`, `Input type`, `Input Strides`, `Concrete Inputs` of each source CPU op
+    (host index, -1 none) as canonical JSON text, decoded once per op call."""
+    n = len(shape_source)
+    cache: dict[bytes, str | None] = {}
+    decoded: dict[int, tuple[str | None, ...]] = {}
+    columns: tuple[list[str | None], ...] = tuple([None] * n for _ in range(4))
+    for i in np.flatnonzero(shape_source >= 0).tolist():
+        op = int(shape_source[i])
+        if op not in decoded:
+            shapes = decode_shape_args(host.args[op])
+            decoded[op] = tuple(
+                _canonical_json(raw, cache) for raw in (shapes.dims, shapes.types, shapes.strides, shapes.concrete)
+            )
+        for column, value in zip(columns, decoded[op], strict=True):
+            column[i] = value
+    return columns
+
+
+def _launcher_and_op(host: HostTable, nest: HostNesting, launch_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Host index of the launcher (innermost enclosing CPU op or Python frame, not a step range)
+    and of the innermost enclosing CPU op of each launch; -1 none."""
+    enclosing = take(nest.parent, launch_idx, -1)
+    wanted_launcher = (host.family != ANNOTATION) | ~nest.is_profiler_step[host.name_code]
+    launcher_idx = _first_matching(enclosing, nest.parent, wanted_launcher)
+    cpu_op_idx = _first_matching(enclosing, nest.parent, host.family == CPU_OP)
+    return launcher_idx, cpu_op_idx
+
+
+def describe_launches(host: HostTable, launch_idx: np.ndarray, nest: HostNesting | None = None) -> LaunchContext:
+    """Launcher, CPU op with its shapes, call stack and module of host launches (by index)."""
+    nest = nest or HostNesting.of(host)
+    launcher_idx, cpu_op_idx = _launcher_and_op(host, nest, launch_idx)
+    call_stack, module = _call_stacks(host, nest, launch_idx)
+    dims, types, strides, concrete = _shapes(host, cpu_op_idx)
+    codes = take(host.name_code, launcher_idx, -1).tolist()
+    op_codes = take(host.name_code, cpu_op_idx, -1).tolist()
+    return LaunchContext(
+        launcher=[None if k < 0 else nest.short[k] for k in codes],
+        cpu_op=[None if k < 0 else host.names[k] for k in op_codes],
+        call_stack=call_stack,
+        module=module,
+        input_dims=dims,
+        input_types=types,
+        input_strides=strides,
+        concrete_inputs=concrete,
+        cpu_op_idx=cpu_op_idx,
+    )
+
+
 def link(cols: TraceColumns) -> LinkedColumns:
     gpu, host = cols.gpu, cols.host
     n = len(gpu)
     names = host.names
-    is_profiler_step = np.array([step_number(s) is not None for s in names], dtype=bool)
-
-    parent = nesting_parents(host.thread, host.ts, host.end)
+    nest = HostNesting.of(host)
+    is_profiler_step = nest.is_profiler_step
 
     # --- activity → launch by correlation -------------------------------------------------
     runtime_idx = np.flatnonzero((host.family == RUNTIME) & (host.correlation >= 0))
@@ -155,10 +296,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
     graph = take(graph_code, launch_name_code, False).astype(bool)
 
     # --- launch → enclosing ranges --------------------------------------------------------
-    enclosing = take(parent, launch_idx, -1)
-    wanted_launcher = (host.family != ANNOTATION) | ~is_profiler_step[host.name_code]
-    launcher_idx = _first_matching(enclosing, parent, wanted_launcher)
-    cpu_op_idx = _first_matching(enclosing, parent, host.family == CPU_OP)
+    launcher_idx, cpu_op_idx = _launcher_and_op(host, nest, launch_idx)
     step_idx = _enclosing_step(host, is_profiler_step, launch_idx)
 
     # External id fallback / cross-check (0 and -1 mean "not recorded").
@@ -180,53 +318,10 @@ def link(cols: TraceColumns) -> LinkedColumns:
     cpu_op_idx = np.where(fallback, ext_match, cpu_op_idx)
     launcher_idx = np.where((launcher_idx < 0) & fallback, ext_match, launcher_idx)
 
-    # --- call stacks: one string per distinct frame chain ---------------------------------
-    stack_hash = np.zeros(n, dtype=np.uint64)
-    cur = np.where(has_launch, launch_idx, -1)
-    chain_nodes = np.where(fallback, ext_match, cur)
-    cur = chain_nodes.copy()
-    active = cur >= 0
-    with np.errstate(over="ignore"):
-        while active.any():
-            node = cur[active]
-            skip = (host.family[node] == ANNOTATION) & is_profiler_step[host.name_code[node]]
-            code = (host.name_code[node] + 1).astype(np.uint64)
-            stack_hash[active] = np.where(skip, stack_hash[active], stack_hash[active] * _HASH_MULT + code)
-            cur[active] = parent[node]
-            active = cur >= 0
-    short = [short_frame(s) for s in names]
-    stack_text: dict[int, tuple[str, str | None]] = {}
-    call_stack: list[str | None] = [None] * n
-    module: list[str | None] = [None] * n
-    for i in np.flatnonzero(chain_nodes >= 0).tolist():
-        key = int(stack_hash[i])
-        if key not in stack_text:
-            frames = []
-            node = int(chain_nodes[i])
-            while node >= 0:
-                code = int(host.name_code[node])
-                if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
-                    frames.append(short[code])
-                node = int(parent[node])
-            stack_text[key] = (STACK_SEPARATOR.join(frames), module_path(frames))
-        call_stack[i], module[i] = stack_text[key]
-
-    # --- shapes of the launching op -------------------------------------------------------
+    # --- call stacks (graph replays keep the graph launch's), shapes of the launching op --
+    call_stack, module = _call_stacks(host, nest, np.where(fallback, ext_match, launch_idx))
     shape_source = np.where(graph, -1, cpu_op_idx)
-    cache: dict[bytes, str | None] = {}
-    decoded: dict[int, tuple[str | None, ...]] = {}
-    input_dims: list[str | None] = [None] * n
-    input_types: list[str | None] = [None] * n
-    input_strides: list[str | None] = [None] * n
-    concrete: list[str | None] = [None] * n
-    for i in np.flatnonzero(shape_source >= 0).tolist():
-        op = int(shape_source[i])
-        if op not in decoded:
-            shapes = decode_shape_args(host.args[op])
-            decoded[op] = tuple(
-                _canonical_json(raw, cache) for raw in (shapes.dims, shapes.types, shapes.strides, shapes.concrete)
-            )
-        input_dims[i], input_types[i], input_strides[i], concrete[i] = decoded[op]
+    input_dims, input_types, input_strides, concrete = _shapes(host, shape_source)
 
     # --- steps: CPU-side ProfilerStep of the launch, else the GPU-side annotation ----------
     step = np.full(n, -1, dtype=np.int64)
@@ -254,17 +349,12 @@ def link(cols: TraceColumns) -> LinkedColumns:
     link_reason[(gpu.correlation >= 0) & ~has_launch] = UNLINKED_NO_LAUNCH
     link_reason[has_launch & (launcher_idx < 0) & ~graph] = UNLINKED_NO_CPU_OP
     link_reason[graph] = UNLINKED_GRAPH
-    unlinked: dict[str, int] = {}
-    for reason in (UNLINKED_NO_CORRELATION, UNLINKED_NO_LAUNCH, UNLINKED_NO_CPU_OP, UNLINKED_GRAPH):
-        count = int((link_reason == reason).sum())
-        if count:
-            unlinked[reason] = count
 
     return LinkedColumns(
         launch=name_or_none(launch_idx),
         launch_ts=take(host.ts, launch_idx, np.nan),
         graph_launch=graph,
-        launcher=[None if k < 0 else short[k] for k in take(host.name_code, launcher_final, -1).tolist()],
+        launcher=[None if k < 0 else nest.short[k] for k in take(host.name_code, launcher_final, -1).tolist()],
         cpu_op=name_or_none(np.where(graph, -1, cpu_op_idx)),
         call_stack=call_stack,
         module=module,
@@ -275,8 +365,17 @@ def link(cols: TraceColumns) -> LinkedColumns:
         concrete_inputs=concrete,
         link=link_reason.tolist(),
         cpu_op_id=shape_source,
+        capture_correlation=np.full(n, -1, dtype=np.int64),
+        shapes_inferred=np.zeros(n, dtype=bool),
         external_id_mismatch=int(mismatch.sum()),
-        unlinked=unlinked,
+        unlinked=unlinked_counts(link_reason),
         launch_idx=launch_idx,
-        host_parent=parent,
+        host_parent=nest.parent,
     )
+
+
+def unlinked_counts(link_reason: Sequence[str] | np.ndarray) -> dict[str, int]:
+    """How many activities have no launcher, by reason (for summary.json)."""
+    reasons = np.asarray(link_reason, dtype=object)
+    counts = {reason: int((reasons == reason).sum()) for reason in UNLINKED_REASONS}
+    return {reason: count for reason, count in counts.items() if count}

@@ -13,10 +13,12 @@ import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
+from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import link
 from kernel_atlas.ingest.outputs import (
     CATALOG,
@@ -68,8 +70,15 @@ def _rank_of(path: Path, distributed: dict[str, Any]) -> int | None:
 Progress = Callable[[str, float], None]  # (stage, fraction of the trace done)
 
 
-def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progress | None = None) -> IngestResult:
-    """Read, link and label one trace. Raises `AtlasError` on unusable input."""
+def ingest_trace(
+    path: str | Path,
+    rank: int | None = None,
+    on_progress: Progress | None = None,
+    captures: Sequence[CapturedGraph] = (),
+) -> IngestResult:
+    """Read, link and label one trace. Raises `AtlasError` on unusable input. Graph-replayed
+    kernels take launcher and shapes from the matching captured graph (`captures`, plus any
+    capture profiled in the trace itself)."""
     path = Path(path)
     report = on_progress or (lambda _stage, _fraction: None)
     report("reading", 0.0)
@@ -81,7 +90,10 @@ def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progres
     event_count = cols.event_count
     report("linking", 0.8)
     linked = link(cols)
-    complete_collectives(cols.gpu, cols.host, linked.cpu_op_id)
+    complete_collectives(cols.gpu, cols.host, linked.cpu_op_id)  # before captures give graph kernels op ids
+    own_captures = graphs_in_trace(cols, path.name) if linked.graph_launch.any() else []
+    graph_facts = attach_captures(cols.gpu, linked, [*captures, *own_captures])
+    inferred = infer_shapes(cols.gpu, linked)
     # Shapes are decoded; drop the file buffer (and the raw args pointing into it) before
     # the table is assembled, so the two never coexist.
     cols.host.args = []
@@ -99,18 +111,26 @@ def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progres
     if unlinked:
         detail = ", ".join(f"{n} {why}" for why, n in linked.unlinked.items())
         warnings.append(f"{path}: {unlinked} of {len(frame)} GPU activities have no launcher ({detail})")
+    graph_warning = graph_facts.warning()
+    if graph_warning:
+        warnings.append(f"{path}: {graph_warning}")
+    elif captures and not graph_facts.launches:
+        warnings.append(f"{path}: no CUDA/HIP graph launches in this trace; the capture traces were not used")
+    kernel_time = float(frame.loc[frame["kind"] == "kernel", "dur_us"].sum()) if len(frame) else 0.0
     link_facts = {
         "events": event_count,
         "unlinked": linked.unlinked,
         "external_id_mismatches": linked.external_id_mismatch,
         "last_step_start_us": last_step,
+        "graphs": graph_facts.as_dict(),
+        "shapes_inferred": inferred.as_dict(kernel_time),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
     return IngestResult(frame=frame, facts=facts, warnings=warnings)
 
 
-def _ingest_for_pool(args: tuple[str, int]) -> IngestResult:
-    return ingest_trace(args[0], args[1])
+def _ingest_for_pool(args: tuple[str, int, Sequence[CapturedGraph]]) -> IngestResult:
+    return ingest_trace(args[0], args[1], captures=args[2])
 
 
 def ingest_paths(
@@ -118,11 +138,14 @@ def ingest_paths(
     jobs: int = 1,
     on_done: Callable[[Path], None] | None = None,
     on_progress: Progress | None = None,
+    captures: Sequence[str | Path] = (),
 ) -> IngestResult:
-    """Ingest several traces (e.g. one per rank) into one table with a `rank` column."""
+    """Ingest several traces (e.g. one per rank) into one table with a `rank` column;
+    `captures` are profiled graph captures for their CUDA/HIP-graph replays."""
     if not paths:
         raise AtlasError(None, "no trace files given")
-    work = [(str(p), i) for i, p in enumerate(paths)]
+    graphs, capture_warnings = read_captures(captures)
+    work = [(str(p), i, graphs) for i, p in enumerate(paths)]
     results: list[IngestResult] = []
     if jobs > 1 and len(work) > 1:
         with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
@@ -132,10 +155,10 @@ def ingest_paths(
                     on_done(Path(item[0]))
     else:
         for item in work:
-            results.append(ingest_trace(item[0], item[1], on_progress))
+            results.append(ingest_trace(item[0], item[1], on_progress, captures=graphs))
             if on_done:
                 on_done(Path(item[0]))
-    warnings = [w for r in results for w in r.warnings]
+    warnings = capture_warnings + [w for r in results for w in r.warnings]
     ranks = [r.facts["rank"] for r in results]
     if len(set(ranks)) != len(ranks):
         warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -47,6 +49,8 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "process_group_ranks": pa.dictionary(pa.int32(), pa.string()),
     "collective_seq": pa.int64(),
     "cpu_op_id": pa.int64(),
+    "capture_correlation": pa.int64(),
+    "shapes_inferred": pa.bool_(),
     "op_mapping": pa.dictionary(pa.int32(), pa.string()),
     "category": pa.dictionary(pa.int32(), pa.string()),
     "label_rule": pa.dictionary(pa.int32(), pa.string()),
@@ -72,7 +76,7 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
     """One row per GPU activity, in trace order; labels are left for `classify`."""
     gpu = cols.gpu
     n = len(gpu)
-    frame = pd.DataFrame(
+    return _categorical_frame(
         {
             "trace": [trace_name] * n,
             "rank": np.full(n, rank, dtype=np.int32),
@@ -110,6 +114,8 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "process_group_ranks": gpu.process_group_ranks,
             "collective_seq": _nullable_int(gpu.seq),
             "cpu_op_id": _nullable_int(linked.cpu_op_id),
+            "capture_correlation": _nullable_int(linked.capture_correlation),
+            "shapes_inferred": linked.shapes_inferred,
             "op_mapping": ["unknown"] * n,
             "category": ["other"] * n,
             "label_rule": [None] * n,
@@ -117,7 +123,20 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_confidence": np.zeros(n, dtype=np.float32),
         }
     )
-    return as_categoricals(frame)
+
+
+def _categorical_frame(columns: dict[str, Any]) -> pd.DataFrame:
+    """String columns become categoricals by factorizing the Python objects: pandas would
+    otherwise copy every row's text into a string array first (hundreds of MB for long,
+    repeated call stacks)."""
+    for name in _CATEGORICAL:
+        if name not in columns:  # added later (host activity)
+            continue
+        objects = np.empty(len(columns[name]), dtype=object)
+        objects[:] = columns[name]
+        codes, uniques = pd.factorize(objects)
+        columns[name] = pd.Categorical.from_codes(codes, categories=pd.Index(uniques))
+    return pd.DataFrame(columns)
 
 
 def as_categoricals(frame: pd.DataFrame) -> pd.DataFrame:

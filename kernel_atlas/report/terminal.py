@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.ingest.capture import graph_summary_line
+from kernel_atlas.ingest.infer import inferred_summary_line
 from kernel_atlas.report.diff import describe_key
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.progress import progress_bar
@@ -104,8 +106,13 @@ def _link_lines(facts: dict[str, Any]) -> list[str]:
     ]
 
 
+def _graph_lines(facts: dict[str, Any]) -> list[str]:
+    lines = (graph_summary_line(facts.get("graphs")), inferred_summary_line(facts.get("shapes_inferred")))
+    return ["  " + line for line in lines if line]
+
+
 # Lines printed per trace by `atlas ingest`, in order; each takes the trace's facts (summary.json).
-TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [_trace_header, _device_lines, _link_lines]
+TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [_trace_header, _device_lines, _link_lines, _graph_lines]
 
 
 _TRACES_SHOWN = 16  # traces described one by one in the ingest summary

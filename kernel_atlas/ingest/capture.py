@@ -1,0 +1,730 @@
+"""CUDA/HIP-graph replays get launcher, shapes and stack from a profiled graph capture.
+
+A graph replay shows each replayed kernel under one `cudaGraphLaunch`/`hipGraphLaunch`; the
+ops that launched them ran once, at capture time. A profile of the capture records each
+captured launch (`cudaLaunchKernel`, `cuLaunchKernel`, `hipExtModuleLaunchKernel`,
+`cudaMemcpyAsync`…) between `*StreamBeginCapture` and `*StreamEndCapture` on the capturing
+thread, nested in its CPU op (shapes), Python frames and `nn.Module`s — but no GPU activity:
+captured work does not run.
+
+Matching, per replayed graph launch (its kernels in GPU order) against every captured graph:
+
+* a captured launch is known by its kind (kernel / memcpy / memset) and, where the capture
+  says, by its kernel name: ROCm launches carry `args.kernel`; an Inductor launch sits in a CPU
+  op named like its Triton kernel; a launch whose op call (same op, shapes and position in the
+  call) also ran eagerly in the capture trace (warm-up runs) gets that kernel's name, grid
+  and block;
+* the two sequences are aligned with the fewest insertions and deletions (Myers' diff) under
+  "same kind, and the same name/grid/block where both sides know it"; a few extra or missing
+  memsets, memcpys or profiler-dropped kernels cost one edit each;
+* the captured graph with the fewest edits wins; when several fit equally and would give
+  different shapes, the launch stays unmatched (ambiguous); when they would give the same
+  shapes (identical pieces of a piecewise graph) the next one in capture order is taken;
+* a pairing rests on a kernel name where the capture has one; a launch without a name is
+  paired only where position decides it: between two name-verified pairs (or the ends) both
+  sides hold the same number of items of its kind, all paired. A kernel is never given the
+  launch of another kernel that the capture can tell apart.
+
+Graphs whose kernels run on several streams are aligned stream by stream (each stream keeps
+capture order) and need kernel names in the capture.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.columns import ANNOTATION, RUNTIME, GpuTable, TraceColumns, build_columns
+from kernel_atlas.ingest.link import (
+    HostNesting,
+    LaunchContext,
+    LinkedColumns,
+    call_positions,
+    describe_launches,
+    unlinked_counts,
+)
+from kernel_atlas.ingest.reader import decode_raw, read_trace
+
+LINK_GRAPH_CAPTURE = "graph capture"
+
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+_GPU_KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
+_KERNEL_LAUNCH = re.compile(r"Launch(?:Cooperative)?Kernel")
+# ROCm may replay a graph's memset/memcpy nodes as runtime blit kernels
+_ROCCLR_FILL, _ROCCLR_COPY = "__amd_rocclr_fillBuffer", "__amd_rocclr_copyBuffer"
+# Inductor names the CPU op around a Triton launch after the kernel
+_INDUCTOR_KERNEL = re.compile(r"^triton_(?:poi|red|per|tem|for|mm|bmm|cooperative)_")
+# Triton 2.0 appended the argument signature to kernel names (`…_0d1d2de`)
+_TRITON_SIGNATURE = re.compile(r"_\d+d[0-9de]*$")
+
+MIN_EDITS, EDIT_SHARE = 4, 0.05  # edits tolerated: max(4, 5% of the longer sequence)
+LOOKAHEAD = 2  # replayed kernels a stream may skip (profiler drops) in a multi-stream merge
+
+WHY_NO_CAPTURE = "no captured graph given (pass --capture)"
+WHY_NO_FIT = "no captured graph has the same kernels"
+WHY_AMBIGUOUS = "several captured graphs fit equally well with different shapes"
+WHY_UNPLACED = "kernel count differs and the capture records no kernel names to place the difference"
+WHY_STREAMS = "graph runs on several streams and the capture records no kernel names to order them"
+
+
+def canonical_kernel_name(name: str) -> str:
+    if name.startswith("triton") and _TRITON_SIGNATURE.search(name):
+        return _TRITON_SIGNATURE.sub("", name)
+    return name
+
+
+@dataclass
+class CapturedGraph:
+    """The launches of one stream capture, in capture order, with what they ran under."""
+
+    source: str  # capture file name
+    number: int  # 1-based, in capture order within its file
+    label: str | None  # innermost annotation around the capture (`capture_32_DECODE`)
+    kind: np.ndarray  # int8 KERNEL / MEMCPY / MEMSET
+    name: list[str | None]  # kernel name where the capture tells it
+    grid: list[str | None]
+    block: list[str | None]
+    grid_hint: list[str | None]  # grid an Inductor launch's recorded tile and sizes imply (tie-breaks)
+    correlation: np.ndarray  # int64 correlation of each launch in the capture trace
+    op_call: np.ndarray  # int64 launching op call (host index in the capture trace), -1 none
+    context: LaunchContext
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+    @property
+    def title(self) -> str:
+        return f"{self.source} graph {self.number}" + (f" ({self.label})" if self.label else "")
+
+
+def inductor_grid(op: str, args: Any) -> str | None:
+    """The 1-D grid of an Inductor Triton launch, from what its CPU op records: ceil(xnumel /
+    XBLOCK), xnumel being the last integer argument of a pointwise kernel and the one before the
+    reduction size of a reduction. None unless the op records `kernel_kwargs` with XBLOCK only
+    (no Y/Z tiles) and integer sizes in `Concrete Inputs`."""
+    if not isinstance(args, dict) or not isinstance(args.get("kernel_kwargs"), str):
+        return None
+    tiles = dict(part.split("=", 1) for part in args["kernel_kwargs"].split(",") if "=" in part)
+    if not tiles.get("XBLOCK", "").isdigit() or any(k in tiles for k in ("YBLOCK", "ZBLOCK", "R1_BLOCK")):
+        return None
+    sizes = [int(c) for c in args.get("Concrete Inputs") or [] if isinstance(c, str) and c.isdigit()]
+    reduction = op.startswith(("triton_red_", "triton_per_"))
+    if (not op.startswith("triton_poi_") and not reduction) or len(sizes) < 1 + reduction:
+        return None
+    xnumel = sizes[-2] if reduction else sizes[-1]
+    return f"[{-(-xnumel // int(tiles['XBLOCK']))}, 1, 1]"
+
+
+def _launch_kind(name: str) -> int:
+    if _KERNEL_LAUNCH.search(name):
+        return KERNEL
+    if "Memcpy" in name:
+        return MEMCPY
+    if "Memset" in name:
+        return MEMSET
+    return -1
+
+
+def _capture_ranges(host: Any) -> list[tuple[int, int]]:
+    """(begin, end) host rows of every stream capture: on each thread, every
+    `*StreamBeginCapture` is closed by the next `*StreamEndCapture` (the latest open one first)."""
+    runtime = host.family == RUNTIME
+    is_begin = np.array(["StreamBeginCapture" in s for s in host.names], dtype=bool)[host.name_code] & runtime
+    is_end = np.array(["StreamEndCapture" in s for s in host.names], dtype=bool)[host.name_code] & runtime
+    rows = np.flatnonzero(is_begin | is_end)
+    rows = rows[np.lexsort((host.ts[rows], host.thread[rows]))]
+    ranges: list[tuple[int, int]] = []
+    open_begins: dict[int, list[int]] = {}
+    for row in rows.tolist():
+        stack = open_begins.setdefault(int(host.thread[row]), [])
+        if is_begin[row]:
+            stack.append(row)
+        elif stack:
+            ranges.append((stack.pop(), row))
+    return sorted(ranges, key=lambda r: float(host.ts[r[0]]))
+
+
+def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
+    """Every stream capture of a trace, with what each captured launch ran under."""
+    host, gpu = cols.host, cols.gpu
+    ranges = _capture_ranges(host) if len(host) else []
+    if not ranges:
+        return []
+    kind_of_name = np.array([_launch_kind(s) for s in host.names], dtype=np.int8)
+    launches = np.flatnonzero((host.family == RUNTIME) & (kind_of_name[host.name_code] >= 0))
+    launches = launches[np.lexsort((host.ts[launches], host.thread[launches]))]
+    nest = HostNesting.of(host)
+    context = describe_launches(host, launches, nest)
+    pos, size = call_positions(context.cpu_op_idx, host.ts[launches])
+
+    def op_signature(i: int) -> tuple[Any, ...] | None:
+        if context.cpu_op[i] is None:
+            return None
+        dims, types = context.input_dims[i], context.input_types[i]
+        return (context.cpu_op[i], dims, types, context.input_strides[i], context.concrete_inputs[i], pos[i], size[i])
+
+    # launches that ran (eager work in the capture trace, e.g. warm-up runs) name their kernel;
+    # an op call seen both eagerly and captured (same op, shapes, position) names its twin
+    kernels = np.flatnonzero(gpu.kind == "kernel")
+    ran_by_corr = dict(zip(gpu.correlation[kernels].tolist(), kernels.tolist(), strict=True))
+    ran = np.array([ran_by_corr.get(c, -1) if c >= 0 else -1 for c in host.correlation[launches].tolist()])
+    seen = {}
+    twins: dict[tuple[Any, ...], tuple[str | None, str | None, str | None] | None] = {}
+    for i in np.flatnonzero(ran >= 0).tolist():
+        key = op_signature(i)
+        if key is not None:
+            g = int(ran[i])
+            value = (canonical_kernel_name(gpu.name[g]), gpu.grid[g], gpu.block[g])
+            twins[key] = value if seen.setdefault(key, value) == value else None
+
+    def evidence(i: int) -> tuple[str | None, str | None, str | None]:
+        row = int(launches[i])
+        if host.launch_kernel[row] is not None:
+            return canonical_kernel_name(host.launch_kernel[row]), None, None
+        if ran[i] >= 0:
+            g = int(ran[i])
+            return canonical_kernel_name(gpu.name[g]), gpu.grid[g], gpu.block[g]
+        key = op_signature(i)
+        twin = twins.get(key) if key is not None else None
+        if twin is not None:
+            return twin
+        op = context.cpu_op[i]
+        if op is not None and size[i] == 1 and _INDUCTOR_KERNEL.match(op):
+            return canonical_kernel_name(op), None, None
+        return None, None, None
+
+    def grid_hint(i: int) -> str | None:
+        op = context.cpu_op[i]
+        if op is None or size[i] != 1 or not _INDUCTOR_KERNEL.match(op):
+            return None
+        return inductor_grid(op, decode_raw(host.args[int(context.cpu_op_idx[i])]))
+
+    graphs: list[CapturedGraph] = []
+    thread, ts = host.thread[launches], host.ts[launches]
+    for begin, end in ranges:
+        lo, hi = (
+            np.searchsorted(thread, host.thread[begin], side="left"),
+            np.searchsorted(thread, host.thread[begin], side="right"),
+        )
+        inside = np.arange(lo, hi)
+        inside = inside[(ts[inside] >= host.end[begin]) & (ts[inside] <= host.ts[end])]
+        if len(inside) == 0:
+            continue
+        name, grid, block = (list(column) for column in zip(*(evidence(i) for i in inside.tolist()), strict=True))
+        sub = LaunchContext(
+            **{
+                key: value[inside] if isinstance(value, np.ndarray) else [value[i] for i in inside.tolist()]
+                for key, value in vars(context).items()
+            }
+        )
+        rows = launches[inside]
+        graphs.append(
+            CapturedGraph(
+                source=source,
+                number=len(graphs) + 1,
+                label=_enclosing_annotation(host, nest, begin),
+                kind=kind_of_name[host.name_code[rows]],
+                name=name,
+                grid=grid,
+                block=block,
+                grid_hint=[grid_hint(i) for i in inside.tolist()],
+                correlation=host.correlation[rows].copy(),
+                op_call=sub.cpu_op_idx.copy(),
+                context=sub,
+            )
+        )
+    return graphs
+
+
+def _enclosing_annotation(host: Any, nest: HostNesting, row: int) -> str | None:
+    """The innermost `record_function` range (not a profiler step) around a host event, by time
+    on its thread (annotations need not nest properly with Python frames)."""
+    ranges = np.flatnonzero(
+        (host.family == ANNOTATION)
+        & ~nest.is_profiler_step[host.name_code]
+        & (host.thread == host.thread[row])
+        & (host.ts <= host.ts[row])
+        & (host.end >= host.end[row])
+    )
+    if len(ranges) == 0:
+        return None
+    return host.names[host.name_code[ranges[np.argmax(host.ts[ranges])]]]
+
+
+def read_capture(path: str | Path) -> list[CapturedGraph]:
+    """The captured graphs of a capture trace (an `AtlasError` names the file if it is unusable)."""
+    path = Path(path)
+    cols = build_columns(read_trace(path))
+    return graphs_in_trace(cols, path.name)
+
+
+def capture_files(paths: Sequence[str | Path]) -> list[Path]:
+    """Capture traces: files as given, directories (vLLM's and SGLang's `capture_traces/`) as
+    every `*.json`, `*.json.gz` and `*.json.zst` in them."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz", ".json.zst")))
+            if not found:
+                raise AtlasError(path, "no capture traces (*.json, *.json.gz, *.json.zst) in this directory")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def read_captures(paths: Sequence[str | Path]) -> tuple[list[CapturedGraph], list[str]]:
+    """Captured graphs of several capture traces (or directories of them), and a warning for each
+    trace without one."""
+    graphs: list[CapturedGraph] = []
+    warnings: list[str] = []
+    for path in capture_files(paths):
+        found = read_capture(path)
+        if not found:
+            warnings.append(
+                f"{path}: no stream capture in this trace (no *StreamBeginCapture/*StreamEndCapture pair "
+                "with launches between them); it gives no graph any shapes"
+            )
+        graphs.extend(found)
+    return graphs, warnings
+
+
+# --- alignment ------------------------------------------------------------------------------
+
+
+class _Codes(dict):
+    """String → small int; None → -1."""
+
+    def of(self, text: str | None) -> int:
+        return -1 if text is None else self.setdefault(text, len(self))
+
+
+@dataclass
+class _Items:
+    """A sequence to align: per item kind, name, grid, block codes (-1 = unknown)."""
+
+    kind: list[int]
+    name: list[int]
+    grid: list[int]
+    block: list[int]
+
+    def __len__(self) -> int:
+        return len(self.kind)
+
+
+@dataclass
+class _Captured:
+    items: _Items
+    key: bytes  # identical sequences (repeated pieces) are aligned once
+    kind_counts: Counter
+    named_counts: Counter  # kernel names the capture records
+    unnamed: int
+    all_kernels_named: bool
+    content: list[int]  # per launch: code of (launcher, op, shapes), for comparing fits
+    grid_hint: list[int]  # per launch: code of the grid an Inductor launch implies, -1 none
+
+    def fewest_edits(self, kinds: Counter, names: Counter) -> int:
+        """A lower bound of the edits to align a replayed sequence with these counts: every
+        kind-count difference costs one; a captured name the replay lacks must be deleted, and
+        a replayed name the capture lacks must be inserted unless an unnamed launch takes it."""
+        kind_gap = sum(abs(kinds[k] - self.kind_counts[k]) for k in kinds.keys() | self.kind_counts.keys())
+        surplus = sum(max(0, count - names[name]) for name, count in self.named_counts.items())
+        missing = sum(max(0, count - self.named_counts[name]) for name, count in names.items())
+        return max(kind_gap, surplus + max(0, missing - self.unnamed))
+
+
+@dataclass
+class _Fit:
+    graph: int
+    edits: int
+    pairs: list[tuple[int, int]]  # (replayed item, captured launch), trusted pairs only
+    content: tuple[int, ...]  # per replayed item: content code of its launch, -1 unpaired
+
+
+def _same(r: _Items, c: _Items, i: int, j: int) -> bool:
+    if r.kind[i] != c.kind[j]:
+        return False
+    if c.name[j] >= 0 and c.name[j] != r.name[i]:
+        return False
+    if c.grid[j] >= 0 and r.grid[i] >= 0 and c.grid[j] != r.grid[i]:
+        return False
+    return not (c.block[j] >= 0 and r.block[i] >= 0 and c.block[j] != r.block[i])
+
+
+def _diff(r: _Items, c: _Items, max_edits: int) -> tuple[int, list[tuple[int, int]]] | None:
+    """Myers' O((n+m)·D) shortest edit script between replayed items `r` and captured launches
+    `c`: (edits, matched pairs in order), or None when more than `max_edits` are needed."""
+    n, m = len(r), len(c)
+    offset = max_edits + 1
+    v = [0] * (2 * max_edits + 3)
+    history: list[list[int]] = []
+    for d in range(max_edits + 1):
+        history.append(v.copy())
+        for k in range(-d, d + 1, 2):
+            if k == -d or (k != d and v[k - 1 + offset] < v[k + 1 + offset]):
+                x = v[k + 1 + offset]
+            else:
+                x = v[k - 1 + offset] + 1
+            y = x - k
+            while x < n and y < m and _same(r, c, x, y):
+                x, y = x + 1, y + 1
+            v[k + offset] = x
+            if x >= n and y >= m:
+                return d, _backtrack(history, offset, n, m, d)
+    return None
+
+
+def _backtrack(history: list[list[int]], offset: int, x: int, y: int, edits: int) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    for d in range(edits, 0, -1):
+        v = history[d]
+        k = x - y
+        prev_k = k + 1 if k == -d or (k != d and v[k - 1 + offset] < v[k + 1 + offset]) else k - 1
+        prev_x = v[prev_k + offset]
+        prev_y = prev_x - prev_k
+        while x > prev_x and y > prev_y:
+            x, y = x - 1, y - 1
+            pairs.append((x, y))
+        x, y = prev_x, prev_y
+    while x > 0 and y > 0:
+        x, y = x - 1, y - 1
+        pairs.append((x, y))
+    pairs.reverse()
+    return pairs
+
+
+def _trusted(pairs: list[tuple[int, int]], r: _Items, c: _Items) -> list[tuple[int, int]]:
+    """Name-verified pairs, plus unnamed pairs that position alone decides: between two verified
+    pairs (or the ends) both sides hold equally many items of that kind, all of them paired."""
+    kept: list[tuple[int, int]] = []
+    start, inner = (-1, -1), []
+
+    def keep_decided(end: tuple[int, int]) -> None:
+        if not inner:
+            return
+        replayed = Counter(r.kind[i] for i in range(start[0] + 1, end[0]))
+        captured = Counter(c.kind[j] for j in range(start[1] + 1, end[1]))
+        paired = Counter(c.kind[j] for _, j in inner)
+        kept.extend(p for p in inner if replayed[c.kind[p[1]]] == captured[c.kind[p[1]]] == paired[c.kind[p[1]]])
+
+    for pair in pairs:
+        if c.name[pair[1]] < 0:
+            inner.append(pair)
+            continue
+        keep_decided(pair)
+        kept.append(pair)
+        start, inner = pair, []
+    keep_decided((len(r), len(c)))
+    return sorted(kept)
+
+
+def _merge_streams(r: _Items, stream: list[int], c: _Items, max_edits: int) -> tuple[int, list[tuple[int, int]]] | None:
+    """Align captured launches (program order) with replayed kernels on several streams (GPU
+    order per stream): each launch goes to the stream whose next kernel it names; ties go to
+    the stream that agrees longest ahead. Only name-verified pairs are returned."""
+    queues: dict[int, list[int]] = {}
+    for i, s in enumerate(stream):
+        queues.setdefault(s, []).append(i)
+    head = dict.fromkeys(queues, 0)
+    pairs: list[tuple[int, int]] = []
+    edits = 0
+
+    def run(s: int, start: int, j: int) -> int:
+        q, length = queues[s], 0
+        while start + length < len(q) and j + length < len(c) and _same(r, c, q[start + length], j + length):
+            length += 1
+        return length
+
+    for j in range(len(c)):
+        options = [(s, 0) for s in queues if head[s] < len(queues[s]) and _same(r, c, queues[s][head[s]], j)]
+        if not options:
+            options = [
+                (s, ahead)
+                for s in queues
+                for ahead in range(1, LOOKAHEAD + 1)
+                if head[s] + ahead < len(queues[s]) and _same(r, c, queues[s][head[s] + ahead], j)
+            ][:1]
+        if not options:
+            edits += 1
+        else:
+            s, ahead = max(options, key=lambda o: (run(o[0], head[o[0]] + o[1], j), -o[1]))
+            edits += ahead
+            head[s] += ahead
+            if c.name[j] >= 0:
+                pairs.append((queues[s][head[s]], j))
+            head[s] += 1
+        if edits > max_edits:
+            return None
+    edits += sum(len(q) - head[s] for s, q in queues.items())
+    return (edits, sorted(pairs)) if edits <= max_edits else None
+
+
+def _max_edits(n: int, m: int) -> int:
+    return max(MIN_EDITS, math.ceil(EDIT_SHARE * max(n, m)))
+
+
+def _fits(r: _Items, stream: list[int], captured: list[_Captured]) -> tuple[list[_Fit], str]:
+    """The best-fitting captured graphs for one replayed sequence (several only when they would
+    give identical shapes), or no fit and why."""
+    n = len(r)
+    kinds = Counter(r.kind)
+    names = Counter(r.name)
+    several_streams = len(set(stream)) > 1
+    best: list[_Fit] = []
+    why = WHY_NO_FIT
+    aligned: dict[bytes, tuple[tuple[int, list[tuple[int, int]]] | None, list[tuple[int, int]]]] = {}
+    for g, cap in enumerate(captured):
+        limit = _max_edits(n, len(cap.items))
+        if cap.fewest_edits(kinds, names) > limit:
+            continue
+        if several_streams and not cap.all_kernels_named:
+            why = WHY_STREAMS if why == WHY_NO_FIT else why
+            continue
+        if cap.key not in aligned:
+            if several_streams:
+                found = _merge_streams(r, stream, cap.items, limit)
+                aligned[cap.key] = (found, found[1] if found else [])
+            else:
+                found = _diff(r, cap.items, limit)
+                aligned[cap.key] = (found, _trusted(found[1], r, cap.items) if found else [])
+        found, pairs = aligned[cap.key]
+        if found is None:
+            continue
+        if not pairs:
+            why = WHY_UNPLACED
+            continue
+        content = [-1] * n
+        for i, j in pairs:
+            content[i] = cap.content[j]
+        fit = _Fit(g, found[0], pairs, tuple(content))
+        rank, best_rank = (fit.edits, -len(pairs)), (best[0].edits, -len(best[0].pairs)) if best else None
+        if best_rank is None or rank < best_rank:
+            best = [fit]
+        elif rank == best_rank:
+            best.append(fit)
+    if len({fit.content for fit in best}) > 1:
+        best = _by_grid_hints(best, r, captured)
+        if len({fit.content for fit in best}) > 1:
+            return [], WHY_AMBIGUOUS
+    return best, "" if best else why
+
+
+def _by_grid_hints(fits: list[_Fit], r: _Items, captured: list[_Captured]) -> list[_Fit]:
+    """Equally good fits that would give different shapes (two batch sizes, no kernel names):
+    keep the one whose Inductor launches imply the replayed grids — at least 90% of its hinted
+    pairs agree and no other fit has as many agreeing — else all of them (ambiguous)."""
+
+    def agreement(fit: _Fit) -> tuple[int, int]:
+        hints = captured[fit.graph].grid_hint
+        hinted = [(i, j) for i, j in fit.pairs if hints[j] >= 0 and r.grid[i] >= 0]
+        return sum(hints[j] == r.grid[i] for i, j in hinted), len(hinted)
+
+    scores = [agreement(fit) for fit in fits]
+    best = max(range(len(fits)), key=lambda k: scores[k][0])
+    agree, hinted = scores[best]
+    unique = sum(score[0] == agree for score in scores) == 1
+    if hinted and agree >= 0.9 * hinted and unique:
+        return [fits[best]]
+    return fits
+
+
+@dataclass
+class GraphFacts:
+    """What `attach_captures` did, for summary.json and the terminal."""
+
+    captured_graphs: int = 0  # captured graphs offered
+    launches: int = 0  # graph launches in the replay trace
+    matched: int = 0
+    unmatched: dict[str, int] = field(default_factory=dict)  # why → launches
+    matched_to: dict[str, int] = field(default_factory=dict)  # captured graph title → launches
+    kernel_time_us: float = 0.0  # of graph-replayed kernels
+    with_launcher_us: float = 0.0
+    with_shapes_us: float = 0.0
+
+    def measure(self, gpu: GpuTable, linked: LinkedColumns) -> None:
+        replayed = linked.graph_launch & (gpu.kind == "kernel")
+        launcher = np.array([x is not None for x in linked.launcher], dtype=bool)
+        shapes = np.array([x is not None for x in linked.input_dims], dtype=bool)
+        self.kernel_time_us = float(gpu.dur[replayed].sum())
+        self.with_launcher_us = float(gpu.dur[replayed & launcher].sum())
+        self.with_shapes_us = float(gpu.dur[replayed & launcher & shapes].sum())
+
+    def as_dict(self) -> dict[str, Any]:
+        def pct(us: float) -> float:
+            return 100.0 * us / self.kernel_time_us if self.kernel_time_us else 0.0
+
+        return {
+            "launches": self.launches,
+            "matched": self.matched,
+            "unmatched": self.unmatched,
+            "matched_to": self.matched_to,
+            "captured_graphs_offered": self.captured_graphs,
+            "kernel_time_us": self.kernel_time_us,
+            "with_launcher_pct": pct(self.with_launcher_us),
+            "with_shapes_pct": pct(self.with_shapes_us),
+        }
+
+    def warning(self) -> str | None:
+        """The line to warn with when captures were given and some graph stays unmatched."""
+        if not self.captured_graphs or self.matched == self.launches:
+            return None
+        why = "; ".join(f"{count} {reason}" for reason, count in self.unmatched.items())
+        return f"{self.matched} of {self.launches} graphs matched a captured graph: {why}"
+
+
+def _replayed_kind(kind: str, name: str) -> int:
+    if kind == "kernel" and name.startswith(_ROCCLR_FILL):
+        return MEMSET
+    if kind == "kernel" and name.startswith(_ROCCLR_COPY):
+        return MEMCPY
+    return _GPU_KIND.get(kind, KERNEL)
+
+
+def attach_captures(gpu: GpuTable, linked: LinkedColumns, graphs: Sequence[CapturedGraph]) -> GraphFacts:
+    """Give graph-replayed kernels the launcher, shapes and stack of their captured launch
+    (in place on `linked`); each replayed op call gets a new `cpu_op_id`."""
+    facts = GraphFacts(captured_graphs=len(graphs))
+    rows = np.flatnonzero(linked.graph_launch)
+    if len(rows) == 0:
+        return facts
+    _attach(gpu, linked, graphs, rows, facts)
+    facts.measure(gpu, linked)
+    return facts
+
+
+def _attach(
+    gpu: GpuTable, linked: LinkedColumns, graphs: Sequence[CapturedGraph], rows: np.ndarray, facts: GraphFacts
+) -> None:
+    order = rows[np.lexsort((gpu.ts[rows], gpu.correlation[rows]))]
+    corr = gpu.correlation[order]
+    starts = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]])
+    groups = np.split(order, starts[1:])
+    groups.sort(key=lambda g: float(gpu.ts[g].min()))
+    facts.launches = len(groups)
+    if not graphs:
+        facts.unmatched = {WHY_NO_CAPTURE: len(groups)}
+        return
+
+    names, shapes, contents = _Codes(), _Codes(), _Codes()
+    captured = []
+    for graph in graphs:
+        ctx = graph.context
+        items = _Items(
+            kind=graph.kind.tolist(),
+            name=[names.of(x) for x in graph.name],
+            grid=[shapes.of(x) for x in graph.grid],
+            block=[shapes.of(x) for x in graph.block],
+        )
+        content = [
+            contents.of(repr(key))
+            for key in zip(
+                ctx.launcher,
+                ctx.cpu_op,
+                ctx.input_dims,
+                ctx.input_types,
+                ctx.input_strides,
+                ctx.concrete_inputs,
+                strict=True,
+            )
+        ]
+        kernels = [n for k, n in zip(items.kind, items.name, strict=True) if k == KERNEL]
+        captured.append(
+            _Captured(
+                items=items,
+                key=np.array([items.kind, items.name, items.grid, items.block], dtype=np.int64).tobytes(),
+                kind_counts=Counter(items.kind),
+                named_counts=Counter(n for n in items.name if n >= 0),
+                unnamed=sum(n < 0 for n in items.name),
+                all_kernels_named=all(n >= 0 for n in kernels),
+                content=content,
+                grid_hint=[shapes.of(x) for x in graph.grid_hint],
+            )
+        )
+
+    kind = [_replayed_kind(k, n) for k, n in zip(gpu.kind[rows], (gpu.name[i] for i in rows.tolist()), strict=True)]
+    kind_of_row = dict(zip(rows.tolist(), kind, strict=True))
+    results: dict[bytes, tuple[list[_Fit], str]] = {}
+    last_matched: dict[str, int] = {}
+    next_op_id = int(linked.cpu_op_id.max(initial=-1)) + 1
+    for group in groups:
+        members = group.tolist()
+        r = _Items(
+            kind=[kind_of_row[i] for i in members],
+            name=[names.of(canonical_kernel_name(gpu.name[i])) for i in members],
+            grid=[shapes.of(gpu.grid[i]) for i in members],
+            block=[shapes.of(gpu.block[i]) for i in members],
+        )
+        stream = gpu.stream[group].tolist()
+        key = np.array([r.kind, r.name, r.grid, r.block, stream], dtype=np.int64).tobytes()
+        if key not in results:
+            results[key] = _fits(r, stream, captured)
+        fits, why = results[key]
+        if not fits:
+            facts.unmatched[why] = facts.unmatched.get(why, 0) + 1
+            continue
+        fit = _next_in_order(fits, graphs, last_matched)
+        graph = graphs[fit.graph]
+        last_matched[graph.source] = graph.number
+        facts.matched += 1
+        facts.matched_to[graph.title] = facts.matched_to.get(graph.title, 0) + 1
+        op_ids: dict[int, int] = {}
+        ctx = graph.context
+        for i, j in fit.pairs:
+            row = members[i]
+            linked.launcher[row] = ctx.launcher[j]
+            linked.cpu_op[row] = ctx.cpu_op[j]
+            linked.call_stack[row] = ctx.call_stack[j]
+            linked.module[row] = ctx.module[j]
+            linked.input_dims[row] = ctx.input_dims[j]
+            linked.input_types[row] = ctx.input_types[j]
+            linked.input_strides[row] = ctx.input_strides[j]
+            linked.concrete_inputs[row] = ctx.concrete_inputs[j]
+            linked.link[row] = LINK_GRAPH_CAPTURE
+            linked.capture_correlation[row] = graph.correlation[j]
+            op = int(graph.op_call[j])
+            if op >= 0:
+                if op not in op_ids:
+                    op_ids[op] = next_op_id
+                    next_op_id += 1
+                linked.cpu_op_id[row] = op_ids[op]
+    linked.unlinked = unlinked_counts(linked.link)
+
+
+def _next_in_order(fits: list[_Fit], graphs: Sequence[CapturedGraph], last_matched: dict[str, int]) -> _Fit:
+    """Among equally good fits with identical shapes (repeated pieces of a piecewise graph), the
+    first one after the last graph matched from the same capture, wrapping around."""
+    if len(fits) == 1:
+        return fits[0]
+
+    def order(fit: _Fit) -> tuple[int, int]:
+        graph = graphs[fit.graph]
+        return (graph.number <= last_matched.get(graph.source, 0), graph.number)
+
+    return min(fits, key=order)
+
+
+def graph_summary_line(graphs: dict[str, Any] | None) -> str | None:
+    """One terminal line about a trace's graph replays (from summary.json's `graphs`)."""
+    if not graphs or not graphs.get("launches"):
+        return None
+    launches, matched = graphs["launches"], graphs["matched"]
+    if not graphs.get("captured_graphs_offered"):
+        return (
+            f"graphs: {launches:,} launches replay {graphs['kernel_time_us'] / 1e3:.2f} ms of kernels without "
+            "launcher or shapes; pass --capture CAPTURE_TRACE (a profile of the graph capture) to get them"
+        )
+    line = (
+        f"graphs: {matched:,} of {launches:,} graphs matched a captured graph; "
+        f"{graphs['with_shapes_pct']:.1f}% of graph-replayed kernel time has launcher and shapes"
+    )
+    if graphs["unmatched"]:
+        line += " (unmatched: " + "; ".join(f"{n} {why}" for why, n in graphs["unmatched"].items()) + ")"
+    return line

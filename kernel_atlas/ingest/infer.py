@@ -1,0 +1,172 @@
+"""Shapes for kernels launched before the profiling window, borrowed where unambiguous.
+
+A kernel whose launch is not in the trace (issued before the window opened) has no launcher
+and no shapes. When the same kernel — same name, grid and block — is linked elsewhere in the
+trace and every linked occurrence has exactly one signature (launcher, CPU op, `Input Dims`,
+types, strides, concrete inputs, and its position among the kernels of its op call), that
+signature is borrowed (`link = "inferred: same kernel, grid and block"`,
+`shapes_inferred = true`). The call stack and module are borrowed too when they are also
+unique. Never when ambiguous: several signatures, no recorded shapes, or an op call whose
+other kernels are not all there to form it again (a GEMM and its split-K reduce are one call,
+costed once).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.ingest.columns import GpuTable
+from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions, unlinked_counts
+
+LINK_INFERRED = "inferred: same kernel, grid and block"
+WHY_NO_SOURCE = "no linked kernel with the same name, grid and block"
+WHY_SEVERAL = "the same kernel is linked with several shape signatures"
+WHY_NO_SHAPES = "the same kernel is linked but without recorded shapes"
+WHY_NO_GEOMETRY = "no grid/block recorded"
+WHY_PARTIAL_CALL = "its op call launches several kernels and the others are not all there"
+
+_SIGNATURE = ["launcher", "cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs", "pos", "size"]
+_KEY = ["name", "grid", "block"]
+
+
+@dataclass
+class InferredFacts:
+    kernels: int = 0
+    time_us: float = 0.0
+    not_inferred: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self, kernel_time_us: float) -> dict[str, Any]:
+        return {
+            "kernels": self.kernels,
+            "time_us": self.time_us,
+            "pct_of_kernel_time": 100.0 * self.time_us / kernel_time_us if kernel_time_us else 0.0,
+            "not_inferred": self.not_inferred,
+        }
+
+
+def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
+    """Borrow launcher and shapes for kernels without a launch (in place on `linked`)."""
+    facts = InferredFacts()
+    reasons = np.asarray(linked.link, dtype=object)
+    kernel = gpu.kind == "kernel"
+    geometry = np.array([g is not None for g in gpu.grid], bool) & np.array([b is not None for b in gpu.block], bool)
+    launched = np.array([x is not None for x in linked.launcher], dtype=bool)
+    missing = np.flatnonzero(kernel & (reasons == UNLINKED_NO_LAUNCH))
+    if len(missing) == 0:
+        return facts
+    targets = missing[geometry[missing]]
+    if len(targets) < len(missing):
+        facts.not_inferred[WHY_NO_GEOMETRY] = len(missing) - len(targets)
+    sources = np.flatnonzero(kernel & launched & geometry)
+
+    def table(rows: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame(
+            {
+                "row": rows,
+                "name": [gpu.name[i] for i in rows.tolist()],
+                "grid": [gpu.grid[i] for i in rows.tolist()],
+                "block": [gpu.block[i] for i in rows.tolist()],
+            }
+        )
+
+    found = table(sources)
+    pos, size = call_positions(linked.cpu_op_id[sources], gpu.ts[sources])
+    for column in [*_SIGNATURE[:6], "call_stack", "module"]:
+        values = getattr(linked, column)
+        found[column] = [values[i] for i in sources.tolist()]
+    found["pos"], found["size"] = pos, size
+    found = found.astype({c: object for c in [*_SIGNATURE[:6], "call_stack", "module"]})
+    grouped = found.groupby(_KEY, sort=False, dropna=False)
+    signatures = grouped[_SIGNATURE].nunique(dropna=False).max(axis=1)
+    stacks = grouped[["call_stack", "module"]].nunique(dropna=False).max(axis=1)
+    first = grouped.first().reindex(signatures.index)
+    first = first.assign(
+        signatures=signatures,
+        unique_stack=stacks == 1,
+        has_shapes=grouped["input_dims"].count() == grouped.size(),
+    )
+    wanted = table(targets).merge(first.reset_index(), on=_KEY, how="left", suffixes=("", "_source"))
+    no_source = wanted["signatures"].isna()
+    several = ~no_source & (wanted["signatures"] > 1)
+    no_shapes = ~no_source & ~several & ~wanted["has_shapes"].astype(bool)
+    _count(facts, WHY_NO_SOURCE, no_source)
+    _count(facts, WHY_SEVERAL, several)
+    _count(facts, WHY_NO_SHAPES, no_shapes)
+    usable = wanted[~(no_source | several | no_shapes)]
+    calls = _form_calls(gpu, usable)
+    _count(facts, WHY_PARTIAL_CALL, usable["row"].map(lambda r: r not in calls).to_numpy(bool))
+
+    next_id = int(linked.cpu_op_id.max(initial=-1)) + 1
+    call_ids: dict[int, int] = {}
+    for record in usable.itertuples(index=False):
+        row = int(record.row)
+        if row not in calls:
+            continue
+        leader = calls[row]
+        if leader not in call_ids:
+            call_ids[leader], next_id = next_id, next_id + 1
+        linked.launcher[row] = record.launcher
+        linked.cpu_op[row] = record.cpu_op
+        linked.input_dims[row] = record.input_dims
+        linked.input_types[row] = record.input_types
+        linked.input_strides[row] = record.input_strides
+        linked.concrete_inputs[row] = record.concrete_inputs
+        if record.unique_stack:
+            linked.call_stack[row] = record.call_stack
+            linked.module[row] = record.module
+        linked.link[row] = LINK_INFERRED
+        linked.shapes_inferred[row] = True
+        linked.cpu_op_id[row] = call_ids[leader]
+        facts.kernels += 1
+        facts.time_us += float(gpu.dur[row])
+    linked.unlinked = unlinked_counts(linked.link)
+    return facts
+
+
+def _count(facts: InferredFacts, why: str, mask: np.ndarray | pd.Series) -> None:
+    count = int(np.asarray(mask, dtype=bool).sum())
+    if count:
+        facts.not_inferred[why] = facts.not_inferred.get(why, 0) + count
+
+
+def _form_calls(gpu: GpuTable, usable: pd.DataFrame) -> dict[int, int]:
+    """row → first row of its op call. A one-kernel call is its own; the kernels of a larger
+    call must follow each other on one stream, in call order, with one signature."""
+    calls: dict[int, int] = {}
+    single = usable["size"] == 1
+    calls.update((int(r), int(r)) for r in usable.loc[single, "row"])
+    several = usable[~single]
+    if several.empty:
+        return calls
+    columns = [several[c].map(lambda v: None if pd.isna(v) else v) for c in [*_SIGNATURE[:6], "size"]]
+    signature = list(zip(*columns, strict=True))
+    info = {int(row): (int(pos), sig) for row, pos, sig in zip(several["row"], several["pos"], signature, strict=True)}
+    sizes = dict(zip(several["row"].astype(int), several["size"].astype(int), strict=True))
+    rows = np.array(sorted(info), dtype=np.int64)
+    order = rows[np.lexsort((gpu.ts[rows], gpu.stream[rows], gpu.device[rows]))]
+    for k, row in enumerate(order.tolist()):
+        pos, sig = info[row]
+        size = sizes[row]
+        if pos != 0 or k + size > len(order):
+            continue
+        members = order[k : k + size].tolist()
+        same_stream = len({(int(gpu.device[m]), int(gpu.stream[m])) for m in members}) == 1
+        if same_stream and [info[m] for m in members] == [(p, sig) for p in range(size)]:
+            calls.update((m, row) for m in members)
+    return calls
+
+
+def inferred_summary_line(inferred: dict[str, Any] | None) -> str | None:
+    """One terminal line about borrowed shapes (from summary.json's `shapes_inferred`)."""
+    if not inferred or not (inferred.get("kernels") or inferred.get("not_inferred")):
+        return None
+    left = sum(inferred["not_inferred"].values())
+    return (
+        f"launched before the window: shapes inferred for {inferred['kernels']:,} kernels "
+        f"({inferred['pct_of_kernel_time']:.1f}% of kernel time, same kernel, grid and block linked with one "
+        f"signature); {left:,} left without (ambiguous or never linked)"
+    )
