@@ -94,10 +94,12 @@ def _print_breakdown(console: Console, waits: Waits, top: int, wide: bool) -> No
     print_table(console, columns, rows, title, wide)
 
 
-def _origin(rows: pd.DataFrame, wide: bool, missing: str = "") -> tuple[list[Column], list[list[str]]]:
-    """The last columns of the causes and candidates tables: where (when there are several
-    devices), frame and module."""
-    several = len(rows[["rank", "device"]].drop_duplicates()) > 1
+def _origin(
+    rows: pd.DataFrame, every: pd.DataFrame, wide: bool, missing: str = ""
+) -> tuple[list[Column], list[list[str]]]:
+    """The last columns of the causes and candidates tables: where (when `every` row, shown or
+    not, is not on one device), frame and module."""
+    several = len(every[["rank", "device"]].drop_duplicates()) > 1
     columns = [*([Column("where", justify="left", drop=2)] if several else []), FRAME, MODULE]
     cells = [
         [*([_where(row.rank, row.device)] if several else []), _frame(row.frame, wide, missing), _text(row.module)]
@@ -114,7 +116,7 @@ def _print_causes(console: Console, waits: Waits, top: int, wide: bool) -> None:
     title = "What the host was doing while the GPU waited for it (host waits" + (
         f"; a frame is named for {fmt_pct(named, 0)} of their time)" if named is not None else ")"
     )
-    origin, cells = _origin(causes, wide)
+    origin, cells = _origin(causes, waits.causes, wide)
     rows = [
         [fmt_us(row.idle_us), f"{row.pct:.1f}", f"{row.gaps:,}", *more]
         for row, more in zip(causes.itertuples(index=False), cells, strict=True)
@@ -138,7 +140,7 @@ def _print_candidates(console: Console, waits: Waits, top: int, wide: bool) -> N
     candidates = waits.candidates.head(top)
     if candidates.empty:
         return
-    origin, cells = _origin(candidates, wide, "(no common frame)")
+    origin, cells = _origin(candidates, waits.candidates, wide, "(no common frame)")
     columns = [Column("saving"), Column("stretches"), Column("kernels"), Column("stream"), *origin]
     rows = [
         [fmt_us(row.saving_us), f"{row.stretches:,}", f"{row.kernels:,}", str(row.stream), *more]
