@@ -221,7 +221,7 @@ def test_report_html_contains_its_figures(reports) -> None:
 
 
 def test_report_html_opens_in_headless_chromium(reports, tmp_path: Path) -> None:
-    """No console errors, every figure drawn; the roofline table sorts, filters and expands."""
+    """No console errors, every figure drawn; the roofline and waits tables sort, filter and expand."""
     report = reports["h100_bert_small_infer"]
     roof = report.analysis.roofline
     rows = "Array.from(document.querySelectorAll('#roofline-table tbody tr[data-row]')).map(r => +r.dataset.row)"
@@ -249,6 +249,30 @@ def test_report_html_opens_in_headless_chromium(reports, tmp_path: Path) -> None
         detail = browser.evaluate("document.querySelector('#roofline-table tr.detail td').textContent")
         first = roof.iloc[shown[0]]
         assert detail.startswith(str(first["name"])) and str(first["call_stack"]).split(" <- ")[1] in detail
+        # the tables of "Why the GPU waits" are of the same kind: ranked, sortable, filterable, expandable
+        causes, candidates = report.waits.causes, report.waits.candidates
+        rows = "Array.from(document.querySelectorAll('#causes-table tbody tr[data-row]')).map(r => +r.dataset.row)"
+        idle = causes["idle_us"].to_numpy()[browser.evaluate(rows)]
+        assert len(idle) == len(causes) and (idle[:-1] >= idle[1:]).all()
+        header = "document.querySelectorAll('#causes-table th')"
+        gaps_column = browser.evaluate(f"Array.from({header}).map(th => th.textContent)").index("gaps")
+        browser.evaluate(f"{header}[{gaps_column}].click()")
+        gaps = causes["gaps"].to_numpy()[browser.evaluate(rows)]
+        assert (gaps[:-1] >= gaps[1:]).all() and gaps[0] == causes["gaps"].max()
+        browser.evaluate(
+            "(() => { const box = document.querySelector('#causes-table input');"
+            " box.value = 'module:sdpaselfattention'; box.dispatchEvent(new Event('input')); })()"
+        )
+        shown = sorted(browser.evaluate(rows))
+        assert shown and shown == [i for i, m in enumerate(causes["module"]) if "SdpaSelfAttention" in str(m)]
+        browser.evaluate("document.querySelector('#candidates-table tbody tr').click()")
+        detail = browser.evaluate("document.querySelector('#candidates-table tr.detail td').textContent")
+        top = candidates.iloc[int(candidates["saving_us"].to_numpy().argmax())]
+        assert (
+            detail.startswith(f"first kernel: {top['first_kernel']}") and top["call_stack"].split(" <- ")[0] in detail
+        )
+        launches = "document.querySelectorAll('#launches-table tbody tr').length"
+        assert browser.evaluate(launches) == int((report.waits.launches["level"] == "op").sum())
         assert not browser.errors, browser.errors
 
 

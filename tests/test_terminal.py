@@ -25,6 +25,8 @@ from tests.conftest import ingested, raw_events, trace_path
 
 STEMS = (
     "h100_vit_image_classify_infer",
+    "h100_bert_small_infer",
+    "a100_cudagraph_rank0",
     "a100_diff_control",
     "a100_nccl_8rank_rank0",
     "mi300x_sglang_qwen3_8b_decode_graph",
@@ -49,8 +51,8 @@ def _render(print_fn, *args, width: int = 80, **kwargs) -> list[str]:
 
 
 def _table_rows(lines: list[str], header: str) -> tuple[int, int]:
-    """(rows, lines) of the table whose header line starts with `header`."""
-    start = next(i for i, line in enumerate(lines) if line.startswith(header)) + 1
+    """(rows, lines) of the table whose header line starts with `header` (a pattern; leading spaces ignored)."""
+    start = next(i for i, line in enumerate(lines) if re.match(header, line.lstrip())) + 1
     body = []
     for line in lines[start:]:
         if not line.startswith(" ") and not ROW_START.match(line):
@@ -81,6 +83,15 @@ def test_fold_keeps_two_lines_and_both_ends_of_a_name() -> None:
     assert shapes == ["4×197×768,", "4×197×768, …"]
 
 
+def test_fold_tail_keeps_whole_components_and_the_innermost_end() -> None:
+    module = "BertLMHeadModel_0.BertModel_0.BertEncoder_0.BertLayer_0"
+    assert fold(module, 30, 2, tail=True) == "BertLMHeadModel_0.BertModel_0.\nBertEncoder_0.BertLayer_0"
+    assert fold(module, 20, 2, tail=True) == "…BertEncoder_0.\nBertLayer_0"
+    assert fold(module, 20, 1, tail=True) == "…BertLayer_0"
+    assert fold("BertLMHeadModel_0", 10, 2, tail=True) == "…adModel_0"  # wider than a line: its end
+    assert fold(module, 60, 2, tail=True) == module
+
+
 @pytest.mark.parametrize("stem", STEMS)
 def test_report_fits_80_columns(reports, stem: str) -> None:
     report = reports[stem]
@@ -94,6 +105,19 @@ def test_report_fits_80_columns(reports, stem: str) -> None:
     text = "\n".join(lines)
     assert re.search(r"\d (µs|ms|s) ", text) and "void " not in text and "[[" not in text
     assert "busy " in text and re.search(r"busy [\d.]+ (µs|ms|s) of [\d.]+ (µs|ms|s)", text)
+    # why the GPU waits: per device and per stream, causes and graph candidates, two lines a row at most
+    waits = report.waits
+    breakdown = waits.breakdown
+    devices = len(breakdown[breakdown["stream"].isna()][["rank", "device"]].drop_duplicates())
+    streams = len(breakdown[breakdown["stream"].notna()][["rank", "device", "stream"]].drop_duplicates())
+    for header, expected_rows in (
+        (r"idle\s+host wait\s+kernel wait\s+other\s+where", min(8, devices) + min(8, streams)),
+        (r"idle\s+%\s+gaps", min(8, len(waits.causes))),
+        (r"saving\s+stretches\s+kernels\s+stream", min(8, len(waits.candidates))),
+    ):
+        rows, body = _table_rows(lines, header)
+        assert rows == expected_rows > 0 and body <= 2 * rows, header
+    assert not re.search(r"[┏┃│]", text)  # no boxes: the same look as the other tables
 
 
 def test_report_wide_shows_full_names_and_every_column(reports) -> None:
@@ -105,6 +129,28 @@ def test_report_wide_shows_full_names_and_every_column(reports) -> None:
     header = next(line for line in lines if line.startswith("headroom"))
     assert all(h in header for h in ("calls", "bound", "TFLOP/s", "GB/s", "op", "kernel", "shapes"))
     assert "narrow terminal" not in text
+
+
+def test_waits_at_80_columns_name_the_file_the_function_and_the_innermost_module(reports) -> None:
+    lines = _render(print_report, reports["h100_bert_small_infer"])
+    text = "\n".join(lines[next(i for i, line in enumerate(lines) if line.startswith("Why the GPU waits")) :])
+    # the host ran BERT's self-attention forward (modeling_bert.py line 364) during host waits:
+    # the file and function are kept, the directories dropped, the module path keeps its innermost end
+    assert "modeling_bert.py(364): forward" in text and "transformers/models" not in text
+    assert re.search(r"modeling_bert\.py\(364\): forward\s+…BertAttention_0\.\s*$", text, re.M)
+    assert re.search(r"^\s+BertSdpaSelfAttention_0\s*$", text, re.M)
+    # bert's GPU waits only on the host: every idle µs of the device is a host wait, its share under it
+    first = next(line for line in lines if line.rstrip().endswith("rank 0 device 0, all streams"))
+    assert re.match(r"\s*([\d.]+ ms)\s+\1\s+0\.0 µs\s+0\.0 µs\s", first)
+    assert lines[lines.index(first) + 1].split() == ["(100%)", "(0%)", "(0%)"]
+
+
+def test_waits_wide_prints_frames_and_modules_in_full(reports) -> None:
+    text = "\n".join(_render(print_report, reports["h100_bert_small_infer"], wide=True))
+    frame = "transformers/models/bert/modeling_bert.py(364): forward"
+    module = "BertLMHeadModel_0.BertModel_0.BertEncoder_0.BertLayer_0.BertAttention_0.BertSdpaSelfAttention_0"
+    assert re.search(re.escape(frame) + r"\s+" + re.escape(module), text)
+    assert re.search(r"[\d.]+ ms \(100%\)\s+0\.0 µs \(0%\)\s+0\.0 µs \(0%\)\s+rank 0 device 0, all streams", text)
 
 
 def test_ingest_summary_at_80_columns_with_hand_summed_top_kernel(tmp_path: Path) -> None:
@@ -120,7 +166,7 @@ def test_ingest_summary_at_80_columns_with_hand_summed_top_kernel(tmp_path: Path
     files = write_outputs(result, tmp_path)
     lines = _render(print_ingest_summary, result, files)
     assert max(cell_len(line) for line in lines) <= 80
-    rows, body = _table_rows(lines, "    time")
+    rows, body = _table_rows(lines, "time")
     assert rows == 10 and body <= 20
     first = next(line for line in lines if ROW_START.match(line))
     assert first.split()[:2] == [f"{sums[top]:.1f}", "µs"] and f" {calls[top]} " in first

@@ -7,6 +7,7 @@ strings. `wide=True` prints every column in full on as many characters as it nee
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ from rich.text import Text
 ELLIPSIS = "…"
 # Column separation: box=None with one space of padding on each side between columns.
 _GAP = 2
+_AFTER_SEPARATOR = re.compile(r"(?<=[./ ])")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class Column:
     min_width: int = 10  # of a flex column
     drop: int = 0  # > 0: may be left out on a narrow terminal, the highest first
     middle: bool = False  # trim in the middle (kernel names: the tail tells tile sizes apart)
+    tail: bool = False  # trim at the start (nn.Module paths: the innermost module is at the end)
 
 
 def trim(text: str, width: int, middle: bool = False) -> str:
@@ -45,14 +48,42 @@ def trim(text: str, width: int, middle: bool = False) -> str:
     return text[: width - 1] + ELLIPSIS
 
 
-def fold(text: str, width: int, lines: int, middle: bool = False) -> str:
+def _components(path: str) -> list[str]:
+    """`a.b/c d` → `a.`, `b/`, `c `, `d`: a path's components, each with the separator after it."""
+    return [part for part in _AFTER_SEPARATOR.split(path) if part]
+
+
+def _fold_tail(text: str, width: int, lines: int) -> str:
+    """A path (`a.b.c`, `a/b/c`) on at most `lines` lines of `width` cells, keeping its end: lines
+    hold whole components, innermost last; what does not fit at the start becomes an ellipsis (a
+    component wider than a line shows its end)."""
+    parts = _components(text)
+    out: list[str] = []
+    while parts and len(out) < lines:
+        line = ""
+        while parts and cell_len(parts[-1] + line) <= width:
+            line = parts.pop() + line
+        out.append(line.rstrip() or parts.pop())
+        if not line:  # a component wider than a line
+            break
+    if parts or cell_len(out[-1]) > width:  # the first line shown starts with the ellipsis
+        first = _components(out[-1])
+        while len(first) > 1 and cell_len("".join(first)) > width - 1:
+            first.pop(0)
+        out[-1] = ELLIPSIS + "".join(first)[-(width - 1) :]
+    return "\n".join(reversed(out))
+
+
+def fold(text: str, width: int, lines: int, middle: bool = False, tail: bool = False) -> str:
     """`text` on at most `lines` lines of `width` cells: broken after a space or comma when
     one is near the end of a line, else hard; what does not fit is trimmed (`middle`: the last
-    line shows the end of the text after an ellipsis)."""
+    line shows the end of the text after an ellipsis; `tail`: the start is trimmed instead)."""
     if width < 1:
         return ""
     if cell_len(text) <= width:
         return text
+    if tail:
+        return _fold_tail(text, width, lines) if width > 1 else ELLIPSIS
     if middle and cell_len(text) > width * lines:
         head = fold(text[: width * (lines - 1)], width, lines - 1) if lines > 1 else ""
         tail = trim(text, width, middle=True) if lines == 1 else ELLIPSIS + text[-(width - 1) :]
@@ -154,7 +185,7 @@ def fitted_table(
         for i in shown:
             text = row[i]
             if i in widths:
-                text = fold(text, widths[i], lines, columns[i].middle)
+                text = fold(text, widths[i], lines, columns[i].middle, columns[i].tail)
             cells.append(Text(text))
         table.add_row(*cells)
     left_out = [columns[i].header for i in range(len(columns)) if i not in shown and any(r[i] for r in rows)]

@@ -30,6 +30,7 @@ from kernel_atlas.report.units import (
     fmt_us,
     peaks_line,
 )
+from kernel_atlas.report.waits_view import print_waits
 
 if TYPE_CHECKING:
     from kernel_atlas.classify.classifier import Label, Step
@@ -281,9 +282,7 @@ def _no_cost_section(console: Console, report: Report, view: ReportView) -> None
 
 
 def _waits_section(console: Console, report: Report, view: ReportView) -> None:
-    from kernel_atlas.report.waits_view import print_waits
-
-    print_waits(console, getattr(report, "waits", None), top=min(view.top, 8))
+    print_waits(console, report.waits, top=min(view.top, 8), wide=view.wide)
 
 
 def _cross_rank_section(console: Console, report: Report, view: ReportView) -> None:

@@ -1,23 +1,31 @@
-"""Why the GPU waits, shown: a terminal section (rich) and an HTML section (plotly + tables)."""
+"""Why the GPU waits, shown: a terminal section (fitted tables) and an HTML section (plotly +
+sortable, filterable tables)."""
 
 from __future__ import annotations
 
-import html
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.ingest.frames import STACK_SEPARATOR
+from kernel_atlas.report.datatable import TableColumn, data_table
+from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.idle import CATEGORIES
-from kernel_atlas.report.terminal import fmt_us
+from kernel_atlas.report.units import fmt_pct, fmt_us
 from kernel_atlas.report.waits import Waits
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 _LABEL = {"host_wait": "host wait", "kernel_wait": "kernel wait", "other": "other"}
+# `dir/file.py(line): function`: the directories are dropped on a narrow terminal
+_PY_FRAME = re.compile(r"^\S*[/\\](?=[^/\\\s]+\(\d+\): )")
+
+FRAME = Column("frame", justify="left", flex=3, min_width=12, middle=True)
+MODULE = Column("module", justify="left", flex=2, min_width=12, tail=True, drop=1)
 
 
 def _text(value: object, missing: str = "") -> str:
@@ -29,6 +37,17 @@ def _where(rank: object, device: object, stream: object = None) -> str:
     return text if stream is None or pd.isna(stream) else f"{text} stream {stream}"
 
 
+def _file_and_function(frame: str) -> str:
+    """`transformers/models/bert/modeling_bert.py(1001): forward` → `modeling_bert.py(1001): forward`;
+    other frames (CPU ops, `## record_function ##` ranges) as they are."""
+    return _PY_FRAME.sub("", frame)
+
+
+def _frame(value: object, wide: bool, missing: str = "") -> str:
+    text = _text(value, missing)
+    return text if wide else _file_and_function(text)
+
+
 def _wide(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """One row per (rank, device, stream) with idle time and gaps of each category."""
     table = rows.set_index([*by, "category"])[["idle_us", "count"]].unstack("category", fill_value=0)
@@ -36,57 +55,76 @@ def _wide(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return table.reset_index()
 
 
-def print_waits(console: Console, waits: Waits | None, top: int = 8) -> None:
-    """Idle breakdown per device (and its busiest streams), the top host-wait causes, launch
-    statistics and graph candidates."""
-    if waits is None:
-        return
+def _named_pct(devices: list[dict[str, Any]]) -> float | None:
+    """Share of host-wait time for which a host frame is named, over all devices."""
+    named = [d for d in devices if d.get("host_wait_named_pct") is not None]
+    total = sum(d["host_wait_us"] for d in named)
+    return sum(d["host_wait_us"] * d["host_wait_named_pct"] for d in named) / total if total else None
+
+
+def _print_breakdown(console: Console, waits: Waits, top: int, wide: bool) -> None:
+    """Per device (all streams), then per stream: idle time and its split, largest first."""
     facts = waits.facts["idle"]
     basis = "HTA's conventions" if facts["basis"] == "hta" else "exact timestamps"
-    table = Table(
-        title=f"Why the GPU waits (host wait: launched after the GPU went idle; kernel wait: other gaps "
-        f"under {facts['kernel_wait_us']:g} µs; {basis})",
-        title_justify="left",
+    title = (
+        f"Why the GPU waits (host wait: launched after the GPU went idle; kernel wait: other gaps "
+        f"under {facts['kernel_wait_us']:g} µs; {basis})"
     )
-    for column in ("where", "idle", *(_LABEL[c] for c in CATEGORIES), "host wait named"):
-        table.add_column(column, justify="left" if column == "where" else "right")
-    named = {(d["rank"], d["device"]): d.get("host_wait_named_pct") for d in facts["devices"]}
+    where = Column("where", justify="left", flex=1, min_width=10)
+    columns = [Column("idle"), *(Column(_LABEL[c]) for c in CATEGORIES), where]
+    between = " " if wide else "\n"  # a share under its time on a narrow terminal
+    rows = []
     breakdown = waits.breakdown
     for stream_rows in (breakdown[breakdown["stream"].isna()], breakdown[breakdown["stream"].notna()]):
         if stream_rows.empty:
             continue
-        wide = _wide(stream_rows.fillna({"stream": -1}), ["rank", "device", "stream"])
-        total = sum(wide[f"{c}_idle_us"] for c in CATEGORIES)
-        wide = wide.assign(total=total).sort_values("total", ascending=False).head(top)
-        for row in wide.itertuples(index=False):
-            stream = None if row.stream == -1 else row.stream
-            share = named.get((row.rank, None if pd.isna(row.device) else int(row.device))) if stream is None else None
-            table.add_row(
-                _where(row.rank, row.device, stream)
-                if stream is not None
-                else f"[bold]{_where(row.rank, row.device)}[/]",
-                fmt_us(row.total),
-                *(
-                    f"{fmt_us(getattr(row, f'{c}_idle_us'))} ({100 * getattr(row, f'{c}_idle_us') / row.total:.0f}%)"
-                    if row.total
-                    else "–"
-                    for c in CATEGORIES
-                ),
-                f"{share:.0f}%" if share is not None else "",
-            )
-    console.print(table)
+        table = _wide(stream_rows.fillna({"stream": -1}), ["rank", "device", "stream"])
+        total = sum(table[f"{c}_idle_us"] for c in CATEGORIES)
+        table = table.assign(total=total).sort_values("total", ascending=False).head(top)
+        for row in table.itertuples(index=False):
+            shares = [
+                f"{fmt_us(getattr(row, f'{c}_idle_us'))}{between}"
+                f"({fmt_pct(100 * getattr(row, f'{c}_idle_us') / row.total, 0)})"
+                if row.total
+                else "–"
+                for c in CATEGORIES
+            ]
+            stream = _where(row.rank, row.device, row.stream) if row.stream != -1 else None
+            rows.append([fmt_us(row.total), *shares, stream or _where(row.rank, row.device) + ", all streams"])
+    print_table(console, columns, rows, title, wide)
+
+
+def _origin(
+    rows: pd.DataFrame, every: pd.DataFrame, wide: bool, missing: str = ""
+) -> tuple[list[Column], list[list[str]]]:
+    """The last columns of the causes and candidates tables: where (when `every` row, shown or
+    not, is not on one device), frame and module."""
+    several = len(every[["rank", "device"]].drop_duplicates()) > 1
+    columns = [*([Column("where", justify="left", drop=2)] if several else []), FRAME, MODULE]
+    cells = [
+        [*([_where(row.rank, row.device)] if several else []), _frame(row.frame, wide, missing), _text(row.module)]
+        for row in rows.itertuples(index=False)
+    ]
+    return columns, cells
+
+
+def _print_causes(console: Console, waits: Waits, top: int, wide: bool) -> None:
     causes = waits.causes.sort_values("idle_us", ascending=False, kind="stable").head(top)
-    if len(causes):
-        several = len(waits.causes[["rank", "device"]].drop_duplicates()) > 1
-        view = Table(title="What the host was doing while the GPU waited for it (host waits)", title_justify="left")
-        for column in ("idle", "%", "gaps", *(("where",) if several else ()), "frame", "module"):
-            view.add_column(column, justify="right" if column in ("idle", "%", "gaps") else "left", overflow="fold")
-        for row in causes.itertuples(index=False):
-            where = (_where(row.rank, row.device),) if several else ()
-            view.add_row(
-                fmt_us(row.idle_us), f"{row.pct:.1f}", f"{row.gaps:,}", *where, _text(row.frame), _text(row.module)
-            )
-        console.print(view)
+    if causes.empty:
+        return
+    named = _named_pct(waits.facts["idle"]["devices"])
+    title = "What the host was doing while the GPU waited for it (host waits" + (
+        f"; a frame is named for {fmt_pct(named, 0)} of their time)" if named is not None else ")"
+    )
+    origin, cells = _origin(causes, waits.causes, wide)
+    rows = [
+        [fmt_us(row.idle_us), f"{row.pct:.1f}", f"{row.gaps:,}", *more]
+        for row, more in zip(causes.itertuples(index=False), cells, strict=True)
+    ]
+    print_table(console, [Column("idle"), Column("%"), Column("gaps"), *origin], rows, title, wide)
+
+
+def _print_launches(console: Console, waits: Waits) -> None:
     launches = waits.facts["launches"]
     if launches.get("eager_activities"):
         console.print(
@@ -96,40 +134,31 @@ def print_waits(console: Console, waits: Waits | None, top: int = 8) -> None:
             f"{launches['launch_bound_pct']:.0f}% shorter on the GPU than their launch call",
             highlight=False,
         )
+
+
+def _print_candidates(console: Console, waits: Waits, top: int, wide: bool) -> None:
     candidates = waits.candidates.head(top)
-    if len(candidates):
-        view = Table(
-            title="Graph this: stretches of short eager kernels separated by waits (saving = the waits)",
-            title_justify="left",
-        )
-        for column in ("saving", "stretches", "kernels", "where", "frame / module"):
-            view.add_column(
-                column, justify="left" if column in ("where", "frame / module") else "right", overflow="fold"
-            )
-        for row in candidates.itertuples(index=False):
-            view.add_row(
-                fmt_us(row.saving_us),
-                f"{row.stretches:,}",
-                f"{row.kernels:,}",
-                _where(row.rank, row.device, row.stream),
-                _text(row.frame, "(no common frame)") + (f" [dim]{row.module}[/]" if _text(row.module) else ""),
-            )
-        console.print(view)
+    if candidates.empty:
+        return
+    origin, cells = _origin(candidates, waits.candidates, wide, "(no common frame)")
+    columns = [Column("saving"), Column("stretches"), Column("kernels"), Column("stream"), *origin]
+    rows = [
+        [fmt_us(row.saving_us), f"{row.stretches:,}", f"{row.kernels:,}", str(row.stream), *more]
+        for row, more in zip(candidates.itertuples(index=False), cells, strict=True)
+    ]
+    title = "Graph this: stretches of short eager kernels separated by waits (saving = the waits)"
+    print_table(console, columns, rows, title, wide)
 
 
-def _html_table(frame: pd.DataFrame, columns: dict[str, str], formats: dict[str, str]) -> str:
-    head = "".join(f"<th>{html.escape(label)}</th>" for label in columns.values())
-    body = []
-    for row in frame.itertuples(index=False):
-        cells = []
-        for column in columns:
-            value = getattr(row, column)
-            text = _text(value)
-            if text and column in formats:
-                text = formats[column].format(value)
-            cells.append(f"<td>{html.escape(text)}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table class='waits'><tr>{head}</tr>{''.join(body)}</table>"
+def print_waits(console: Console, waits: Waits | None, top: int = 8, wide: bool = False) -> None:
+    """Idle breakdown per device (and its busiest streams), the top host-wait causes, launch
+    statistics and graph candidates, fitted as the other report tables (`wide`: all in full)."""
+    if waits is None:
+        return
+    _print_breakdown(console, waits, top, wide)
+    _print_causes(console, waits, top, wide)
+    _print_launches(console, waits)
+    _print_candidates(console, waits, top, wide)
 
 
 def idle_figure(waits: Waits) -> go.Figure:
@@ -149,8 +178,10 @@ def idle_figure(waits: Waits) -> go.Figure:
                 y=part["where"],
                 orientation="h",
                 name=_LABEL[category],
-                customdata=part["count"],
-                hovertemplate="%{y}<br>%{x:.1f} µs in %{customdata} gaps<extra>" + _LABEL[category] + "</extra>",
+                customdata=list(zip(part["idle_us"].map(fmt_us), part["count"], strict=True)),
+                hovertemplate="%{y}<br>%{customdata[0]} in %{customdata[1]} gaps<extra>"
+                + _LABEL[category]
+                + "</extra>",
             )
         )
     fig.update_layout(
@@ -162,78 +193,108 @@ def idle_figure(waits: Waits) -> go.Figure:
     return fig
 
 
-def waits_html(waits: Waits | None, top: int = 30) -> str:
-    """The report's "Why the GPU waits" section (plotly.js must already be on the page)."""
+CAUSE_COLUMNS = [
+    TableColumn("where", "where", wrap=False),
+    TableColumn("idle", "idle", numeric=True, title="GPU idle time of host waits while the host ran this"),
+    TableColumn("pct", "%", numeric=True, title="share of the device's host-wait time"),
+    TableColumn("gaps", "gaps", numeric=True),
+    TableColumn("frame", "frame", title="innermost CPU op or Python frame on the launching thread"),
+    TableColumn("module", "module", title="nn.Module path"),
+]
+CANDIDATE_COLUMNS = [
+    TableColumn("saving", "saving", numeric=True, title="the waits inside the stretches: what a CUDA graph saves"),
+    TableColumn("stretches", "stretches", numeric=True),
+    TableColumn("kernels", "kernels", numeric=True),
+    TableColumn("where", "where", wrap=False),
+    TableColumn("frame", "frame", title="innermost frame common to the stretch; expand for the call stack"),
+    TableColumn("module", "module", title="nn.Module path"),
+    TableColumn("kernel", "first kernel"),
+]
+LAUNCH_COLUMNS = [
+    TableColumn("op", "op"),
+    TableColumn("launches", "launches", numeric=True),
+    TableColumn("launch", "launch CPU", numeric=True, title="CPU time of the launch calls, all launches"),
+    TableColumn("mean", "mean launch", numeric=True, title="CPU time of one launch call"),
+    TableColumn("delay", "launch→start p50", numeric=True, title="median queueing: launch call to kernel start"),
+    TableColumn("gpu", "GPU mean", numeric=True, title="GPU time of one launch"),
+    TableColumn("bound", "% shorter than launch", numeric=True, title="share of kernels shorter than their launch"),
+]
+
+
+def _us(value: float) -> tuple[str, float]:
+    return fmt_us(value), value
+
+
+def _causes_table(causes: pd.DataFrame) -> str:
+    cells = [
+        [
+            (_where(row.rank, row.device), None),
+            _us(row.idle_us),
+            (fmt_pct(row.pct), row.pct),
+            (f"{row.gaps:,}", row.gaps),
+            (_text(row.frame), None),
+            (_text(row.module), None),
+        ]
+        for row in causes.itertuples(index=False)
+    ]
+    return data_table("causes-table", CAUSE_COLUMNS, cells, sort=1)
+
+
+def _candidate_detail(row: Any) -> str:
+    lines = [f"first kernel: {_text(row.first_kernel)}"]
+    if _text(row.call_stack):
+        lines.append("call stack (innermost first):")
+        lines.extend("  " + frame for frame in row.call_stack.split(STACK_SEPARATOR))
+    return "\n".join(lines)
+
+
+def _candidates_table(candidates: pd.DataFrame) -> str:
+    cells, details = [], []
+    for row in candidates.itertuples(index=False):
+        cells.append(
+            [
+                _us(row.saving_us),
+                (f"{row.stretches:,}", row.stretches),
+                (f"{row.kernels:,}", row.kernels),
+                (_where(row.rank, row.device, row.stream), None),
+                (_text(row.frame, "(no common frame)"), None),
+                (_text(row.module), None),
+                (display_name(_text(row.first_kernel)), None),
+            ]
+        )
+        details.append(_candidate_detail(row))
+    return data_table("candidates-table", CANDIDATE_COLUMNS, cells, details, sort=0)
+
+
+def _launches_table(ops: pd.DataFrame) -> str:
+    cells = [
+        [
+            (str(row.key), None),
+            (f"{row.count:,}", row.count),
+            _us(row.launch_us),
+            _us(row.launch_mean_us),
+            _us(row.delay_p50_us),
+            _us(row.gpu_mean_us),
+            (fmt_pct(row.launch_bound_pct, 0), row.launch_bound_pct),
+        ]
+        for row in ops.itertuples(index=False)
+    ]
+    return data_table("launches-table", LAUNCH_COLUMNS, cells, sort=2)
+
+
+def waits_html(waits: Waits | None) -> str:
+    """The report's "Why the GPU waits" section (plotly.js and `datatable.table_assets` must be on the page)."""
     if waits is None:
         return ""
     import plotly.io as pio
 
-    us = "{:,.1f}"
     figure = pio.to_html(idle_figure(waits), full_html=False, include_plotlyjs=False, div_id="idle")
-    parts = [
-        "<h2>Why the GPU waits</h2>",
-        "<style>table.waits{border-collapse:collapse;font-size:13px;margin-bottom:24px}"
-        "table.waits td,table.waits th{border:1px solid #ddd;padding:3px 6px;text-align:left}</style>",
-        f"<div class='fig'>{figure}</div>",
-    ]
+    parts = ["<h2>Why the GPU waits</h2>", f"<div class='fig'>{figure}</div>"]
     if len(waits.causes):
-        parts.append("<h3>What the host was doing during host waits</h3>")
-        parts.append(
-            _html_table(
-                waits.causes.head(top),
-                {
-                    "rank": "rank",
-                    "device": "device",
-                    "idle_us": "idle µs",
-                    "pct": "%",
-                    "gaps": "gaps",
-                    "frame": "frame",
-                    "module": "module",
-                },
-                {"idle_us": us, "pct": "{:.1f}"},
-            )
-        )
+        parts += ["<h3>What the host was doing during host waits</h3>", _causes_table(waits.causes)]
     if len(waits.candidates):
-        parts.append("<h3>Graph this: short eager kernels separated by waits</h3>")
-        candidates = waits.candidates.head(top).assign(first_kernel=lambda f: f["first_kernel"].map(display_name))
-        parts.append(
-            _html_table(
-                candidates,
-                {
-                    "saving_us": "saving µs",
-                    "stretches": "stretches",
-                    "kernels": "kernels",
-                    "stream": "stream",
-                    "frame": "frame",
-                    "module": "module",
-                    "first_kernel": "first kernel",
-                    "call_stack": "call stack",
-                },
-                {"saving_us": us},
-            )
-        )
-    ops = waits.launches[waits.launches["level"] == "op"].head(top)
+        parts += ["<h3>Graph this: short eager kernels separated by waits</h3>", _candidates_table(waits.candidates)]
+    ops = waits.launches[waits.launches["level"] == "op"]
     if len(ops):
-        parts.append("<h3>Launch statistics per op (eager launches)</h3>")
-        parts.append(
-            _html_table(
-                ops,
-                {
-                    "key": "op",
-                    "count": "launches",
-                    "launch_us": "launch CPU µs",
-                    "launch_mean_us": "mean",
-                    "delay_p50_us": "launch→start p50 µs",
-                    "gpu_mean_us": "GPU mean µs",
-                    "launch_bound_pct": "% shorter than launch",
-                },
-                {
-                    "launch_us": us,
-                    "launch_mean_us": us,
-                    "delay_p50_us": us,
-                    "gpu_mean_us": us,
-                    "launch_bound_pct": "{:.0f}",
-                },
-            )
-        )
+        parts += ["<h3>Launch statistics per op (eager launches)</h3>", _launches_table(ops)]
     return "".join(parts)
