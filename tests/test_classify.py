@@ -24,50 +24,50 @@ SEED_TBD = [
     (1, "all_to_all", "rule:expert-parallel-a2a"),  # void deep_ep::intranode::combine<__nv_bfloat16, 8, 768>(__nv
     (2, "all_to_all", "rule:expert-parallel-a2a"),  # void deep_ep::intranode::notify_dispatch<8>(int const*, int*
     (3, "all_to_all", "rule:expert-parallel-a2a"),  # void deep_ep::intranode::dispatch<8, 512>(int4*, float*, int
-    (4, "serving_metadata", "rule:serving-metadata"),  # write_req_to_token_pool_triton
-    (5, "serving_metadata", "rule:serving-metadata"),  # compute_position_kernel
-    (6, "serving_metadata", "rule:serving-metadata"),  # create_flashinfer_kv_indices_triton
-    (7, "fused_elementwise", "rule:compiled-pointwise"),  # fused_ge_lt___and____2266955281149801844
-    (8, "fused_elementwise", "rule:compiled-pointwise"),  # triton_poi_fused_clamp_sub_0
+    (4, "serving_metadata", "rule:sglang-req-to-token"),  # write_req_to_token_pool_triton
+    (5, "serving_metadata", "rule:sglang-compute-position"),  # compute_position_kernel
+    (6, "serving_metadata", "rule:sglang-kv-indices"),  # create_flashinfer_kv_indices_triton
+    (7, "fused_elementwise", "rule:compiled-fused-other"),  # fused_ge_lt___and____2266955281149801844
+    (8, "fused_elementwise", "rule:inductor-pointwise"),  # triton_poi_fused_clamp_sub_0
     (9, "rms_norm", "rule:rms-norm"),  # fused_rmsnorm_kernel
     (10, "rotary_embedding", "rule:rotary"),  # void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadPara
     (11, "rms_norm", "rule:rms-norm"),  # fused_dual_residual_rmsnorm_kernel
     (12, "moe_gate", "rule:moe-gate"),  # fused_moe_router_kernel
-    (13, "moe_align", "rule:moe-align"),  # void moe_align_block_size_kernel<long>(long const*, int*, in
-    (14, "moe_align", "rule:moe-align"),  # void count_and_sort_expert_tokens_kernel<long>(long const*,
-    (15, "fused_moe", "rule:fused-moe"),  # fused_moe_kernel
+    (13, "moe_align", "rule:sglang-moe-align"),  # void moe_align_block_size_kernel<long>(long const*, int*, in
+    (14, "moe_align", "rule:sglang-moe-align"),  # void count_and_sort_expert_tokens_kernel<long>(long const*,
+    (15, "fused_moe", "rule:triton-fused-moe"),  # fused_moe_kernel
     (16, "gelu_and_mul", "rule:act-and-mul"),  # void flashinfer::activation::act_and_mul_kernel<__nv_bfloat1
-    (17, "attention", "rule:attention-libraries"),  # void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinf
-    (18, "moe_align", "rule:moe-align"),  # void moe_align_block_size_small_batch_expert_kernel<long>(lo
+    (17, "attention", "rule:flashinfer-attention"),  # void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinf
+    (18, "moe_align", "rule:sglang-moe-align"),  # void moe_align_block_size_small_batch_expert_kernel<long>(lo
     (19, "rms_norm", "rule:rms-norm"),  # void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv
     (20, "rms_norm", "rule:rms-norm"),  # void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat
     (21, "moe_gate", "rule:moe-gate"),  # void topkGatingSoftmax<4, 128, 4, 16>(float const*, bool con
     (22, "silu_and_mul", "rule:act-and-mul"),  # void flashinfer::activation::act_and_mul_kernel<__nv_bfloat1
-    (23, "quantize", "rule:quantize"),  # _per_token_group_quant_fp8
-    (24, "quantize", "rule:quantize"),  # void per_token_group_quant_8bit_kernel<__nv_bfloat16, c10::F
+    (23, "quantize", "rule:per-token-group-quant"),  # _per_token_group_quant_fp8
+    (24, "quantize", "rule:per-token-group-quant"),  # void per_token_group_quant_8bit_kernel<__nv_bfloat16, c10::F
     (25, "rotary_embedding", "rule:rotary"),  # void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadPara
     (26, "moe_gate", "rule:moe-gate"),  # void moe_fused_gate_kernel<cutlass::bfloat16_t, 32, 256, 8,
-    (27, "quantize", "rule:quantize"),  # void per_token_group_quant_8bit_kernel<__nv_bfloat16, c10::F
+    (27, "quantize", "rule:per-token-group-quant"),  # void per_token_group_quant_8bit_kernel<__nv_bfloat16, c10::F
     (28, "kv_cache_write", "rule:kv-cache-write"),  # set_mla_kv_buffer_kernel
     (29, "moe_gate", "rule:compiled-in-moe-topk"),  # triton_poi_fused_index_put_lift_fresh_0
     (30, "moe_align", "rule:deepep-layout"),  # void deep_ep::internode::get_dispatch_layout<256, 32, 8>(lon
     (31, "quantize", "rule:quantize"),  # _tma_align_input_scale_kernel
-    (32, "moe_permute", "rule:moe-permute"),  # _fwd_kernel_ep_gather
+    (32, "moe_permute", "rule:sglang-ep-gather"),  # _fwd_kernel_ep_gather
     (33, "copy_", "rule:aten-copy"),  # memcpy_triton_kernel
-    (34, "moe_permute", "rule:moe-permute"),  # _fwd_kernel_ep_scatter_1
-    (35, "moe_permute", "rule:moe-permute"),  # _fwd_kernel_ep_scatter_2
-    (151, "fused_elementwise", "rule:compiled-pointwise"),  # triton_poi_fused_index_lt_where_0
-    (152, "moe_reduce", "rule:moe-reduce"),  # _moe_sum_reduce_kernel
+    (34, "moe_permute", "rule:sglang-ep-scatter"),  # _fwd_kernel_ep_scatter_1
+    (35, "moe_permute", "rule:sglang-ep-scatter"),  # _fwd_kernel_ep_scatter_2
+    (151, "fused_elementwise", "rule:inductor-pointwise"),  # triton_poi_fused_index_lt_where_0
+    (152, "moe_reduce", "rule:sglang-moe-sum-reduce"),  # _moe_sum_reduce_kernel
     (154, "moe_reduce", "rule:compiled-in-moe-sum-reduce"),  # triton_per_fused_mul_sum_0
-    (155, "attention", "rule:attention-libraries"),  # flash::prepare_varlen_num_blocks_kernel(int, int, int, int c
+    (155, "attention", "rule:flash-attention"),  # flash::prepare_varlen_num_blocks_kernel(int, int, int, int c
     (157, "moe_gate", "rule:moe-gate"),  # fused_moe_router_large_bs_kernel
-    (159, "compare", "launcher-table"),  # void at::native::vectorized_elementwise_kernel<4, at::native
-    (160, "bitwise_and", "launcher-table"),  # void at::native::vectorized_elementwise_kernel<4, at::native
-    (161, "bitwise_or", "launcher-table"),  # void at::native::vectorized_elementwise_kernel<4, at::native
-    (163, "minimum", "launcher-table"),  # void at::native::vectorized_elementwise_kernel<4, at::native
-    (164, "clamp", "launcher-table"),  # void at::native::vectorized_elementwise_kernel<4, at::native
+    (159, "compare", "rule:aten-compare"),  # void at::native::vectorized_elementwise_kernel<4, at::native
+    (160, "bitwise_and", "rule:aten-bitwise"),  # void at::native::vectorized_elementwise_kernel<4, at::native
+    (161, "bitwise_or", "rule:aten-bitwise"),  # void at::native::vectorized_elementwise_kernel<4, at::native
+    (163, "minimum", "rule:aten-minimum"),  # void at::native::vectorized_elementwise_kernel<4, at::native
+    (164, "clamp", "rule:aten-clamp"),  # void at::native::vectorized_elementwise_kernel<4, at::native
     (165, "serving_metadata", "rule:serving-metadata"),  # create_chunked_prefix_cache_kv_indices
-    (166, "attention", "rule:attention-libraries"),  # void merge_attn_states_kernel<__nv_bfloat16, 128u>(__nv_bflo
+    (166, "attention", "rule:merge-attn-states"),  # void merge_attn_states_kernel<__nv_bfloat16, 128u>(__nv_bflo
 ]
 
 
@@ -98,7 +98,7 @@ def test_all_tbd_entries_are_labelled_with_provenance(seed: list[dict]) -> None:
     for index, op, rule in SEED_TBD:
         entry = filled[index]
         assert (entry["op_mapping"], entry["label"]["rule"]) == (op, rule), (index, seed[index]["kernel_name"])
-        assert entry["label"]["evidence"] in ("name", "launcher", "stack", "name+stack", "catalog")
+        assert entry["label"]["evidence"] in ("name", "launcher", "name+launcher", "name+stack", "catalog")
         assert 0 < entry["label"]["confidence"] <= 1
         assert entry["operation"]  # written from the taxonomy where the seed had none
     assert sum(1 for e in seed if e["op_mapping"] not in ("TBD", "")) == 119
@@ -150,9 +150,14 @@ VARIANTS = [
     ("nvjet_hsh_256x128_64x4_2x1_v_bz_coopB_NNT", None, "matmul"),
     ("Cijk_Ailk_Bljk_F8BS_BH_Bias_SAV_UserArgs_MT256x256x128_MI32x32x1_SN_LDSB1", None, "matmul"),
     (
-        "void deep_gemm::fp8_gemm_kernel<2048u, 7168u, 128u, 112u, 128u, 0u, 32u, 1u, 4u, 128u, 128u, 2u, true, (deep_gemm::GemmType)1>(__nv_bfloat16*)",
+        "void deep_gemm::fp8_gemm_kernel<2048u, 7168u, 128u, 112u, 128u, 0u, 32u, 1u, 4u, 128u, 128u, 2u, true, (deep_gemm::GemmType)0>(__nv_bfloat16*)",
         None,
         "matmul",
+    ),
+    (  # grouped DeepGEMM runs a MoE layer's experts (issue 10: MoE GEMMs are moe)
+        "void deep_gemm::fp8_gemm_kernel<2048u, 7168u, 128u, 112u, 128u, 0u, 32u, 1u, 4u, 128u, 128u, 2u, true, (deep_gemm::GemmType)1>(__nv_bfloat16*)",
+        None,
+        "fused_moe",
     ),
     ("_w8a8_block_fp8_matmul_1", "<built-in function launch>", "matmul"),
     (

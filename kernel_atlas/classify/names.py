@@ -1,4 +1,5 @@
-"""Kernel-name normalisation: the parts of a GPU kernel name that identify its family.
+"""Kernel-name normalisation: the parts of a GPU kernel name that identify its family, and
+token-aware name patterns.
 
 void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>(int, ...)
     base   → at::native::vectorized_elementwise_kernel
@@ -76,6 +77,23 @@ def family_key(name: str) -> str:
     """Base name with generated suffixes (Triton indices, Inductor hashes) and digits collapsed."""
     base = _HASH_SUFFIX.sub("_#", base_name(name))
     return _DIGITS.sub("#", base)
+
+
+# A token boundary inside a kernel name: the start or end, a separator (anything not a letter or
+# digit), a camelCase step (`topkGating`, `RMSNorm`) or a letter/digit step (`s16816gemm`,
+# `fp8e4m3`). Case-sensitive on purpose, so it is wrapped in `(?-i:...)` inside patterns that
+# are otherwise case-insensitive.
+TOKEN_BOUNDARY = (
+    r"(?-i:(?<![A-Za-z0-9])|(?![A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Za-z])(?=[0-9])"
+    r"|(?<=[0-9])(?=[A-Za-z])|(?<=[A-Z])(?=[A-Z][a-z]))"
+)
+_WORD_BOUNDARY = re.compile(r"(?<!\\)((?:\\\\)*)\\b")
+
+
+def token_pattern(pattern: str) -> str:
+    r"""A name pattern with every `\b` turned into a token boundary: `\bgemm\b` matches
+    `xmma_gemm`, `s16816gemm` and `GemmUniversal` but not `fbgemm`; `\bnorm` matches `RMSNorm`."""
+    return _WORD_BOUNDARY.sub(lambda m: m.group(1) + TOKEN_BOUNDARY, pattern)
 
 
 @lru_cache(maxsize=65536)

@@ -1,4 +1,4 @@
-"""Rich terminal output for `atlas ingest` and `atlas explain`."""
+"""Rich terminal output for `atlas ingest` and `atlas report`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from rich.table import Table
 from kernel_atlas.classify.names import display_name
 
 if TYPE_CHECKING:
-    from kernel_atlas.classify.classifier import Label, Step
     from kernel_atlas.ingest.pipeline import IngestResult
 
 
@@ -101,30 +100,6 @@ def print_ingest_summary(console: Console, result: IngestResult, files: dict[str
             )
         console.print(table)
     console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
-
-
-def print_explanation(
-    console: Console, name: str, base: str, family: str, label: Label, steps: list[Step], all_steps: bool
-) -> None:
-    console.print(f"[bold]kernel[/]   {name}", highlight=False)
-    console.print(f"[bold]base[/]     {base}", highlight=False)
-    console.print(f"[bold]family[/]   {family}", highlight=False)
-    console.print(
-        f"[bold]label[/]    op_mapping=[green]{label.op_mapping}[/] category=[green]{label.category}[/] "
-        f"rule={label.rule} evidence={label.evidence} confidence={label.confidence:.2f}",
-        highlight=False,
-    )
-    table = Table(title="rule chain (first match wins)", title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("step", overflow="fold")
-    table.add_column("result")
-    table.add_column("detail", overflow="fold")
-    for i, step in enumerate(steps, 1):
-        mark = f"[green]→ {step.op_mapping}[/]" if step.matched else "[dim]no[/]"
-        table.add_row(str(i), step.rule, mark, step.detail)
-        if step.matched and not all_steps:
-            break
-    console.print(table)
 
 
 def print_report(console: Console, report: Any, top: int = 12) -> None:

@@ -1,0 +1,53 @@
+"""`atlas explain`: the label of one kernel, the evidence behind it, and who won a conflict."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from kernel_atlas.classify.classifier import Explanation, Opinion
+
+
+def _opinion(opinion: Opinion | None, what: str) -> str:
+    if opinion is None:
+        return f"[dim]no {what} evidence[/]"
+    return f"[green]{opinion.op}[/] ({opinion.source}: {opinion.detail})"
+
+
+def print_explanation(
+    console: Console, name: str, base: str, family: str, explanation: Explanation, all_steps: bool
+) -> None:
+    label = explanation.label
+    console.print(f"[bold]kernel[/]   {name}", highlight=False)
+    console.print(f"[bold]base[/]     {base}", highlight=False)
+    console.print(f"[bold]family[/]   {family}", highlight=False)
+    console.print(f"[bold]name[/]     {_opinion(explanation.name, 'name')}", highlight=False)
+    console.print(f"[bold]launcher[/] {_opinion(explanation.launcher, 'launcher')}", highlight=False)
+    if explanation.conflict:
+        console.print(
+            f"[bold yellow]conflict[/] {explanation.conflict}: the {explanation.winner} wins — "
+            f"{explanation.resolution_why}",
+            highlight=False,
+        )
+    if explanation.context is not None:
+        console.print(f"[bold]context[/]  {_opinion(explanation.context, 'context')}", highlight=False)
+    console.print(
+        f"[bold]label[/]    op_mapping=[green]{label.op_mapping}[/] category=[green]{label.category}[/] "
+        f"rule={label.rule} evidence={label.evidence} confidence={label.confidence:.2f}",
+        highlight=False,
+    )
+    if explanation.name is None and explanation.launcher is None:
+        console.print(f"[bold]fallback[/] {label.detail}", highlight=False)
+    table = Table(title="name rules (first match is the name's evidence)", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("rule", overflow="fold")
+    table.add_column("result")
+    table.add_column("detail", overflow="fold")
+    for i, step in enumerate(explanation.steps, 1):
+        mark = f"[green]→ {step.op_mapping}[/]" if step.matched else "[dim]no[/]"
+        if step.matched or all_steps:
+            table.add_row(str(i), step.rule, mark, step.detail)
+        if step.matched and not all_steps:
+            break
+    if table.row_count:
+        console.print(table)
