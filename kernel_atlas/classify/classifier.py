@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.classify.names import family_key, name_texts
+from kernel_atlas.classify.names import NAME_TEXTS, family_key, name_texts
 from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.paths import catalogs_dir
@@ -51,6 +51,7 @@ class Step:
     matched: bool
     op_mapping: str | None
     detail: str
+    chosen: bool = False  # the name's evidence (the first match in the most specific text)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Opinion:
     op: str
     detail: str
     confidence: float
+    layer: bool = False  # a launcher that runs a whole layer (several kinds of kernels)
 
 
 @dataclass(frozen=True)
@@ -116,11 +118,18 @@ class Classifier:
 
     # --- the three kinds of evidence -----------------------------------------------------------
 
-    def _try(self, rule: Rule, name: str, launcher: str, stack: str) -> tuple[str | None, str]:
-        """(op, detail) when the rule applies, (None, why not) otherwise."""
+    def _try(self, rule: Rule, name: str, launcher: str, stack: str, text: int | None = None) -> tuple[str | None, str]:
+        """(op, detail) when the rule applies, (None, why not) otherwise. `text` limits the name
+        pattern to one of `name_texts` (function, qualified, full name); None searches all."""
         match = None
+        where = ""
         if rule.name is not None:
-            match = next((m for m in map(rule.name.search, name_texts(name)) if m), None)
+            texts = name_texts(name)
+            for index in range(len(texts)) if text is None else (text,):
+                match = rule.name.search(texts[index])
+                if match:
+                    where = f" ({NAME_TEXTS[index]})"
+                    break
             if match is None:
                 return None, "name does not match"
         if rule.not_name is not None and any(map(rule.not_name.search, name_texts(name))):
@@ -139,24 +148,24 @@ class Classifier:
             if op is None:
                 return None, f"name group {key!r} not in the rule's map"
             if key in rule.map:
-                return op, f"{rule.evidence} matches; {key!r} maps to {op}"
+                return op, f"{rule.evidence}{where} matches; {key!r} maps to {op}"
         else:
             op = rule.op
-        return op, f"{rule.evidence} matches" + (f" ({rule.why})" if rule.why else "")
+        return op, f"{rule.evidence}{where} matches" + (f" ({rule.why})" if rule.why else "")
 
-    def _name_opinion(
-        self, name: str, launcher: str, stack: str, steps: list[Step] | None
-    ) -> tuple[Rule, Opinion] | None:
-        found = None
-        for rule in self.rules.rules:
-            op, detail = self._try(rule, name, launcher, stack)
-            if steps is not None:
-                steps.append(Step(f"rule:{rule.id}", op is not None, op, detail))
-            if op is not None and found is None:
-                found = rule, Opinion(f"rule:{rule.id}", op, detail, rule.confidence)
-                if steps is None:
-                    break
-        return found
+    def _name_opinion(self, name: str, launcher: str, stack: str) -> tuple[Rule, Opinion] | None:
+        """The first rule that matches the function name, else the qualified name, else the full
+        name (the more specific the text, the stronger the evidence); a rule with a wider
+        `scope` reads that text from the first pass on; rules marked weak only after all."""
+        strong = [r for r in self.rules.rules if not r.weak]
+        weak = [r for r in self.rules.rules if r.weak]
+        passes = [(strong, index) for index in range(len(NAME_TEXTS))] + [(weak, None)]
+        for rules, text in passes:
+            for rule in rules:
+                op, detail = self._try(rule, name, launcher, stack, None if text is None else max(text, rule.scope))
+                if op is not None:
+                    return rule, Opinion(f"rule:{rule.id}", op, detail, rule.confidence)
+        return None
 
     def _launcher_opinion(self, launcher: str) -> Opinion | None:
         if not launcher:
@@ -164,7 +173,8 @@ class Classifier:
         hit = self.launchers.lookup(launcher)
         if hit is None:
             return None
-        return Opinion(LAUNCHER_RULE, hit[0], f"launcher {launcher!r} matches {hit[1]!r}", 0.85)
+        what = "the layer launcher" if hit.layer else "launcher"
+        return Opinion(LAUNCHER_RULE, hit.op, f"{what} {launcher!r} matches {hit.key!r}", 0.85, hit.layer)
 
     def _context(self, op: str, name: str, launcher: str, stack: str) -> tuple[Rule, Opinion] | None:
         category = self.taxonomy.category(op)
@@ -180,9 +190,13 @@ class Classifier:
 
     def _decide(self, name: str, launcher: str | None, stack: str | None, trace: bool) -> Explanation:
         launcher, stack = launcher or "", stack or ""
-        steps: list[Step] | None = [] if trace else None
-        named = self._name_opinion(name, launcher, stack, steps)
+        named = self._name_opinion(name, launcher, stack)
         rule, by_name = named if named else (None, None)
+        steps = []
+        if trace:  # what every name rule would say on its own
+            for candidate in self.rules.rules:
+                op, detail = self._try(candidate, name, launcher, stack)
+                steps.append(Step(f"rule:{candidate.id}", op is not None, op, detail, candidate is rule))
         final = rule is not None and rule.final  # e.g. Kineto's own names for GPU copies and sets
         by_launcher = None if final else self._launcher_opinion(launcher)
         conflict = winner = None
@@ -192,9 +206,12 @@ class Classifier:
                 chosen = by_name
                 evidence = "name+launcher"
             else:
+                same = self.taxonomy.category(by_name.op) == self.taxonomy.category(by_launcher.op)
                 if rule.weak:
                     conflict = "weak-name"
-                elif self.taxonomy.category(by_name.op) == self.taxonomy.category(by_launcher.op):
+                elif same and by_launcher.layer:
+                    conflict = "layer-launcher"
+                elif same:
                     conflict = "same-category"
                 else:
                     conflict = "other-category"
@@ -208,7 +225,7 @@ class Classifier:
             chosen, evidence = by_launcher, "launcher"
         else:
             label = self._fallback(name, launcher, stack)
-            return Explanation(label, steps or [], None, None, None, None, "", None)
+            return Explanation(label, steps, None, None, None, None, "", None)
         refined = None if final else self._context(chosen.op, name, launcher, stack)
         if refined is not None:
             context_rule, context = refined
@@ -221,7 +238,7 @@ class Classifier:
                 detail += f"; {loser.source} said {loser.op} ({conflict}: {winner} wins)"
             label = self._label(chosen.op, chosen.source, evidence, chosen.confidence, detail)
         return Explanation(
-            label, steps or [], by_name, by_launcher, conflict, winner, why, refined[1] if refined else None
+            label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None
         )
 
     def _fallback(self, name: str, launcher: str, stack: str) -> Label:

@@ -96,11 +96,17 @@ def token_pattern(pattern: str) -> str:
     return _WORD_BOUNDARY.sub(lambda m: m.group(1) + TOKEN_BOUNDARY, pattern)
 
 
+NAME_TEXTS = ("function name", "qualified name", "full name")
+
+
 @lru_cache(maxsize=65536)
-def name_texts(name: str) -> tuple[str, ...]:
-    """What name rules search, in order: the decoded base name, then the full name as written."""
+def name_texts(name: str) -> tuple[str, str, str]:
+    """What name rules search, most specific first: the kernel function's own name, its
+    qualified base name (namespaces), then the full name as written (template arguments and
+    parameters included). `flashinfer::sampling::OnlineSoftmaxFusedKernel<…>` gives
+    `OnlineSoftmaxFusedKernel`, `flashinfer::sampling::OnlineSoftmaxFusedKernel`, and the name."""
     base = base_name(name)
-    return (name,) if base == name else (base, name)
+    return base.rsplit("::", 1)[-1], base, name
 
 
 # Kernels whose base name says little: their first informative template argument is shown too.

@@ -8,13 +8,16 @@ rules.toml holds three ordered lists and one table:
   `not_launcher` / `not_stack` exclusions, `op` or `map` (lower-cased named group `key` of the
   name pattern → op; `op` is the default when the group did not take part), `weak = true` for
   names that only say what *kind* of kernel it is (a generic elementwise wrapper), `final = true`
-  for names that are facts no launcher or context changes (Kineto's `Memcpy …`), `precision`
+  for names that are facts no launcher or context changes (Kineto's `Memcpy …`), `scope`
+  ("qualified" or "full": the rule identifies a family by its namespace or template
+  arguments, so it reads that text even when rules are matched against function names), `precision`
   (a compute precision the family implies, e.g. "tf32"), `confidence` and `why`.
   The first rule that applies is the name's evidence.
 * `[[context]]` — refinements by the call stack or the launcher: a label in `refines` (ops or
   categories) becomes `op` when the conditions hold (a GEMM inside MoE experts is `fused_moe`).
 * `[[fallback]]` — stack-only guesses for kernels neither the name nor the launcher explains.
 * `[resolution]` — who wins when the name and the launcher disagree.
+* `[sets]` — named alternations a pattern can use as `{{name}}` (Inductor's data-movement ops).
 
 launchers.toml maps launching CPU ops (and Python frames) to ops.
 """
@@ -33,7 +36,7 @@ from kernel_atlas.paths import catalogs_dir, read_toml
 
 PATTERN_KEYS = ("name", "launcher", "stack", "not_name", "not_launcher", "not_stack")
 # The cases where the name and the launcher disagree; rules.toml's [resolution] says who wins.
-CONFLICT_CASES = ("weak-name", "same-category", "other-category")
+CONFLICT_CASES = ("weak-name", "layer-launcher", "same-category", "other-category")
 WINNERS = ("name", "launcher")
 
 
@@ -52,6 +55,7 @@ class Rule:
     refines: frozenset[str] = frozenset()
     weak: bool = False
     final: bool = False
+    scope: int = 0  # the least specific name text the rule needs: 0 function, 1 qualified, 2 full
     precision: str | None = None
     confidence: float = 0.8
     why: str = ""
@@ -92,27 +96,50 @@ def launcher_key(launcher: str) -> str:
 
 
 @dataclass(frozen=True)
+class LauncherHit:
+    op: str
+    key: str  # the table entry or pattern that matched
+    layer: bool  # the launcher runs a whole layer of several kinds of kernels (a MoE layer)
+
+
+@dataclass(frozen=True)
 class LauncherTable:
     exact: dict[str, str]
     patterns: tuple[tuple[re.Pattern[str], str], ...]
+    layers: dict[str, str] = field(default_factory=dict)
+    layer_patterns: tuple[tuple[re.Pattern[str], str], ...] = ()
 
-    def lookup(self, launcher: str) -> tuple[str, str] | None:
-        """(op, matched key) for a launcher: exact names first (as written, then its op name),
-        then patterns in order (searched in the op name)."""
+    def lookup(self, launcher: str) -> LauncherHit | None:
+        """What a launcher says: exact names first (as written, then its op name), then
+        patterns in order (searched in the op name); layer launchers after the ops."""
         key = launcher_key(launcher)
-        for text in (launcher, key):
-            op = self.exact.get(text)
-            if op is not None:
-                return op, text
-        for pattern, op in self.patterns:
-            if pattern.search(key):
-                return op, pattern.pattern
+        for table, layer in ((self.exact, False), (self.layers, True)):
+            for text in (launcher, key):
+                op = table.get(text)
+                if op is not None:
+                    return LauncherHit(op, text, layer)
+        for patterns, layer in ((self.patterns, False), (self.layer_patterns, True)):
+            for pattern, op in patterns:
+                if pattern.search(key):
+                    return LauncherHit(op, pattern.pattern, layer)
         return None
 
 
-def _compile(source: Path, rule_id: str, key: str, pattern: str | None) -> re.Pattern[str] | None:
+_SET = re.compile(r"\{\{(\w+)\}\}")
+
+
+def _compile(
+    source: Path, rule_id: str, key: str, pattern: str | None, sets: dict[str, str] | None = None
+) -> re.Pattern[str] | None:
     if pattern is None:
         return None
+
+    def expand(match: re.Match[str]) -> str:
+        if sets is None or match.group(1) not in sets:
+            raise AtlasError(source, f"rule {rule_id!r}: unknown set {{{{{match.group(1)}}}}} in its {key} pattern")
+        return f"(?:{sets[match.group(1)]})"
+
+    pattern = _SET.sub(expand, pattern)
     if key in ("name", "not_name"):
         pattern = token_pattern(pattern)
     try:
@@ -127,7 +154,16 @@ def _check_op(source: Path, rule_id: str, op: str) -> str:
     return op
 
 
-def _parse_rule(source: Path, raw: dict, kind: str) -> Rule:
+SCOPES = ("function", "qualified", "full")
+
+
+def _scope(source: Path, rule_id: str, scope: str) -> int:
+    if scope not in SCOPES:
+        raise AtlasError(source, f"rule {rule_id!r}: scope must be one of {SCOPES} (got {scope!r})")
+    return SCOPES.index(scope)
+
+
+def _parse_rule(source: Path, raw: dict, kind: str, sets: dict[str, str]) -> Rule:
     rule_id = raw.get("id")
     op = raw.get("op")
     mapping = {str(k).lower(): _check_op(source, rule_id, v) for k, v in raw.get("map", {}).items()}
@@ -135,7 +171,7 @@ def _parse_rule(source: Path, raw: dict, kind: str) -> Rule:
         raise AtlasError(source, f"rule {rule_id!r}: needs `op` or `map`")
     if op is not None:
         _check_op(source, rule_id, op)
-    patterns = {key: _compile(source, rule_id, key, raw.get(key)) for key in PATTERN_KEYS}
+    patterns = {key: _compile(source, rule_id, key, raw.get(key), sets) for key in PATTERN_KEYS}
     if kind == "rule" and patterns["name"] is None:
         raise AtlasError(source, f"rule {rule_id!r}: a [[rule]] needs a name pattern")
     if not any(patterns[k] for k in ("name", "launcher", "stack")):
@@ -156,6 +192,7 @@ def _parse_rule(source: Path, raw: dict, kind: str) -> Rule:
         refines=refines,
         weak=bool(raw.get("weak", False)),
         final=bool(raw.get("final", False)),
+        scope=_scope(source, rule_id, raw.get("scope", "function")),
         precision=raw.get("precision"),
         confidence=float(raw.get("confidence", 0.8)),
         why=raw.get("why", ""),
@@ -165,6 +202,7 @@ def _parse_rule(source: Path, raw: dict, kind: str) -> Rule:
 
 def parse_rules(source: Path) -> RuleSet:
     data = read_toml(source)
+    sets = {str(k): str(v) for k, v in data.get("sets", {}).items()}
     seen: set[str] = set()
     lists: dict[str, list[Rule]] = {"rule": [], "context": [], "fallback": []}
     for kind, rules in lists.items():
@@ -173,7 +211,7 @@ def parse_rules(source: Path) -> RuleSet:
             if not rule_id or rule_id in seen:
                 raise AtlasError(source, f"every rule needs a unique id (got {rule_id!r})")
             seen.add(rule_id)
-            rules.append(_parse_rule(source, raw, kind))
+            rules.append(_parse_rule(source, raw, kind, sets))
     resolution = {}
     for case in CONFLICT_CASES:
         raw = data.get("resolution", {}).get(case)
@@ -185,16 +223,23 @@ def parse_rules(source: Path) -> RuleSet:
 
 def parse_launchers(source: Path) -> LauncherTable:
     data = read_toml(source)
-    exact = {}
-    for op, names in data.get("ops", {}).items():
-        _check_op(source, f"ops.{op}", op)
-        for launcher in names:
-            exact[launcher] = op
-    patterns = []
-    for raw in data.get("pattern", []):
-        op = _check_op(source, raw.get("launcher", "?"), raw["op"])
-        patterns.append((_compile(source, raw["launcher"], "launcher", raw["launcher"]), op))
-    return LauncherTable(exact=exact, patterns=tuple(patterns))  # type: ignore[arg-type]
+
+    def names(table: str) -> dict[str, str]:
+        out = {}
+        for op, launchers in data.get(table, {}).items():
+            _check_op(source, f"{table}.{op}", op)
+            for launcher in launchers:
+                out[launcher] = op
+        return out
+
+    def patterns(table: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+        out = []
+        for raw in data.get(table, []):
+            op = _check_op(source, raw.get("launcher", "?"), raw["op"])
+            out.append((_compile(source, raw["launcher"], "launcher", raw["launcher"]), op))
+        return tuple(out)  # type: ignore[return-value]
+
+    return LauncherTable(names("ops"), patterns("pattern"), names("layers"), patterns("layer_pattern"))
 
 
 @lru_cache(maxsize=4)

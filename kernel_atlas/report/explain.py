@@ -38,16 +38,15 @@ def print_explanation(
     )
     if explanation.name is None and explanation.launcher is None:
         console.print(f"[bold]fallback[/] {label.detail}", highlight=False)
-    table = Table(title="name rules (first match is the name's evidence)", title_justify="left")
+    title = "name rules that match (→ the name's evidence: the function name, then the qualified, then the full name)"
+    table = Table(title=title if all_steps else "the name's evidence", title_justify="left")
     table.add_column("#", justify="right")
     table.add_column("rule", overflow="fold")
     table.add_column("result")
     table.add_column("detail", overflow="fold")
     for i, step in enumerate(explanation.steps, 1):
-        mark = f"[green]→ {step.op_mapping}[/]" if step.matched else "[dim]no[/]"
-        if step.matched or all_steps:
+        if step.chosen or (all_steps and step.matched):
+            mark = f"[green]{'→ ' if step.chosen else ''}{step.op_mapping}[/]"
             table.add_row(str(i), step.rule, mark, step.detail)
-        if step.matched and not all_steps:
-            break
     if table.row_count:
         console.print(table)
