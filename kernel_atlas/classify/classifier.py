@@ -37,8 +37,8 @@ LAUNCHER_RULE = "launcher-table"
 class Label:
     op_mapping: str
     category: str
-    rule: str  # "rule:<id>", "launcher-table", "catalog:exact", "catalog:family" or "none"
-    evidence: str  # name, launcher, stack, catalog; "a+b" when both agree; "a>b" when a won over b
+    rule: str  # the kernel's family by name ("rule:<id>"), else launcher-table, catalog:exact/family, none
+    evidence: str  # what settled the op: name, launcher, stack, catalog; "a+b" agree/refine, "a>b" a won over b
     confidence: float
     detail: str = ""
 
@@ -227,16 +227,18 @@ class Classifier:
             label = self._fallback(name, launcher, stack)
             return Explanation(label, steps, None, None, None, None, "", None)
         refined = None if final else self._context(chosen.op, name, launcher, stack)
+        op, confidence, detail = chosen.op, chosen.confidence, chosen.detail
+        if conflict:
+            loser = by_launcher if winner == "name" else by_name
+            detail += f"; {loser.source} said {loser.op} ({conflict}: {winner} wins)"
         if refined is not None:
             context_rule, context = refined
-            extra = "+".join(k for k in ("launcher", "stack") if getattr(context_rule, k) is not None)
-            label = self._label(context.op, context.source, f"{evidence}+{extra}", context.confidence, context.detail)
-        else:
-            detail = chosen.detail
-            if conflict:
-                loser = by_launcher if winner == "name" else by_name
-                detail += f"; {loser.source} said {loser.op} ({conflict}: {winner} wins)"
-            label = self._label(chosen.op, chosen.source, evidence, chosen.confidence, detail)
+            evidence += "+" + "+".join(k for k in ("launcher", "stack") if getattr(context_rule, k) is not None)
+            op, confidence, detail = context.op, context.confidence, f"{detail}; {context.source}: {context.detail}"
+        # the rule is the kernel's family as its name says (what costs and replay look up), the
+        # evidence says what settled the op
+        source = by_name.source if by_name is not None else chosen.source
+        label = self._label(op, source, evidence, confidence, detail)
         return Explanation(
             label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None
         )
