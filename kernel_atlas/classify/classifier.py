@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.classify.names import NAME_TEXTS, family_key, name_texts
+from kernel_atlas.classify.names import NAME_TEXTS, family_key, lower_texts, name_texts
 from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.paths import catalogs_dir
@@ -124,8 +124,10 @@ class Classifier:
         match = None
         where = ""
         if rule.name is not None:
-            texts = name_texts(name)
+            texts, lowered = name_texts(name), lower_texts(name)
             for index in range(len(texts)) if text is None else (text,):
+                if rule.needles is not None and rule.needles.search(lowered[index]) is None:
+                    continue  # none of the literals the pattern starts with: it cannot match
                 match = rule.name.search(texts[index])
                 if match:
                     where = f" ({NAME_TEXTS[index]})"

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from kernel_atlas.classify.names import token_pattern
+from kernel_atlas.classify.names import literal_needles, token_pattern
 from kernel_atlas.classify.taxonomy import load_taxonomy
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.paths import catalogs_dir, read_toml
@@ -56,6 +56,7 @@ class Rule:
     weak: bool = False
     final: bool = False
     scope: int = 0  # the least specific name text the rule needs: 0 function, 1 qualified, 2 full
+    needles: re.Pattern[str] | None = None  # lower-cased literals every name match contains (a shortcut)
     precision: str | None = None
     confidence: float = 0.8
     why: str = ""
@@ -157,6 +158,11 @@ def _check_op(source: Path, rule_id: str, op: str) -> str:
 SCOPES = ("function", "qualified", "full")
 
 
+def _needles(pattern: re.Pattern[str] | None) -> re.Pattern[str] | None:
+    needles = literal_needles(pattern) if pattern is not None else None
+    return re.compile("|".join(map(re.escape, needles))) if needles else None
+
+
 def _scope(source: Path, rule_id: str, scope: str) -> int:
     if scope not in SCOPES:
         raise AtlasError(source, f"rule {rule_id!r}: scope must be one of {SCOPES} (got {scope!r})")
@@ -193,6 +199,7 @@ def _parse_rule(source: Path, raw: dict, kind: str, sets: dict[str, str]) -> Rul
         weak=bool(raw.get("weak", False)),
         final=bool(raw.get("final", False)),
         scope=_scope(source, rule_id, raw.get("scope", "function")),
+        needles=_needles(patterns["name"]),
         precision=raw.get("precision"),
         confidence=float(raw.get("confidence", 0.8)),
         why=raw.get("why", ""),
