@@ -382,7 +382,7 @@ def test_name_and_launcher_conflicts_follow_the_stated_priority(name: str, launc
 
 def test_an_enclosing_moe_module_makes_a_gemm_moe_but_not_the_router() -> None:
     gemm = "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_128x128_32x5_tn_align8>(Params)"
-    expert = "cudaLaunchKernel <- aten::mm <- nn.Module: Linear_1 <- nn.Module: Qwen3MoeMLP_7 <- nn.Module: Qwen3MoeSparseMoeBlock_0"
+    expert = "cudaLaunchKernel <- aten::mm <- nn.Module: Qwen3MoeMLP_7 <- nn.Module: Qwen3MoeSparseMoeBlock_0"
     router = "cudaLaunchKernel <- aten::mm <- nn.Module: Linear_0 <- nn.Module: Qwen3MoeSparseMoeBlock_0"
     grouped = "cudaLaunchKernel <- aten::_grouped_mm <- nn.Module: GptOssExperts_0 <- nn.Module: GptOssMLP_0"
     classifier = default_classifier()

@@ -237,6 +237,10 @@ class Classifier:
             context_rule, context = refined
             evidence += "+" + "+".join(k for k in ("launcher", "stack") if getattr(context_rule, k) is not None)
             op, confidence, detail = context.op, context.confidence, f"{detail}; {context.source}: {context.detail}"
+        known = self._known(name, launcher)
+        if known is not None and known[0] != op:
+            # a kernel the catalog knows exactly keeps the catalog's label (the seed's facts)
+            op, confidence, detail, evidence = known[0], 1.0, f"{known[1]}; the rules said {op}", f"catalog>{evidence}"
         # the rule is the kernel's family as its name says (what costs and replay look up), the
         # evidence says what settled the op
         source = by_name.source if by_name is not None else chosen.source
@@ -245,11 +249,19 @@ class Classifier:
             label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None
         )
 
-    def _fallback(self, name: str, launcher: str, stack: str) -> Label:
+    def _known(self, name: str, launcher: str) -> tuple[str, str] | None:
+        """(op, why) when the catalog has this exact kernel (and launcher, else a name whose
+        entries all agree)."""
         op = self.exact.get((name, launcher)) or self.by_name.get(name)
-        if op is not None:
-            how = "kernel name and launcher equal" if (name, launcher) in self.exact else "kernel name equals"
-            return self._label(op, "catalog:exact", "catalog", 1.0, f"{how} {self.source[name]}")
+        if op is None:
+            return None
+        how = "kernel name and launcher equal" if (name, launcher) in self.exact else "kernel name equals"
+        return op, f"{how} {self.source[name]}"
+
+    def _fallback(self, name: str, launcher: str, stack: str) -> Label:
+        known = self._known(name, launcher)
+        if known is not None:
+            return self._label(known[0], "catalog:exact", "catalog", 1.0, known[1])
         for rule in self.rules.fallback:
             op, detail = self._try(rule, name, launcher, stack)
             if op is not None:
