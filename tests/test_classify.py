@@ -389,6 +389,10 @@ def test_an_enclosing_moe_module_makes_a_gemm_moe_but_not_the_router() -> None:
     assert classifier.classify(gemm, "aten::mm", expert).op_mapping == "fused_moe"
     assert classifier.classify(gemm, "aten::mm", router).op_mapping == "matmul"
     assert classifier.classify(gemm, "aten::_grouped_mm", grouped).op_mapping == "fused_moe"
+    mixtral = "cudaLaunchKernel <- aten::mm <- nn.Module: MixtralBlockSparseTop2MLP_3 <- nn.Module: MixtralSparseMoeBlock_0"
+    shared = "cudaLaunchKernel <- aten::mm <- nn.Module: DeepseekV3MLP_0 <- nn.Module: DeepseekV3MoE_0"  # shared expert
+    assert classifier.classify(gemm, "aten::mm", mixtral).op_mapping == "fused_moe"
+    assert classifier.classify(gemm, "aten::mm", shared).op_mapping == "matmul"
     assert classifier.classify(gemm, "aten::mm", expert).evidence == "name+launcher+stack"
 
 
