@@ -352,3 +352,16 @@ def test_foreach_ops_are_costed_by_hand() -> None:
     elements = 128 * 128 + 128
     assert row["flops"] == elements  # one add per element of self
     assert row["bytes"] == (2 * elements + elements) * 4  # both lists read, self written
+
+
+def test_fp32_gemms_use_tf32_peaks_only_where_the_kernel_family_says_so() -> None:
+    from kernel_atlas.roofline.analysis import analyse
+
+    kernels = analyse(ingested("a100_diff_control").frame, get_device("a100-sxm-80gb")).kernels
+    main = kernels[(kernels["role"] == "main") & (kernels["kind"] == "kernel") & kernels["cpu_op"].isin(["aten::mm"])]
+    precision = main.groupby(main["name"].astype(str))["precision"].agg(set)
+    tensor_op = [n for n in precision.index if "cutlass_80_tensorop_s1688gemm" in n]
+    simt = [n for n in precision.index if n.startswith("ampere_sgemm")]
+    assert tensor_op and simt
+    assert all(precision[n] == {"tf32"} for n in tensor_op)  # rules.toml gemm-tf32: precision = "tf32"
+    assert all(precision[n] == {"fp32"} for n in simt)  # SIMT fp32 GEMMs

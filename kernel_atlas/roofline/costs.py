@@ -85,9 +85,14 @@ def cost_of(call: Call) -> Cost:
     return formula(call)
 
 
+@lru_cache(maxsize=1)
+def _precisions() -> dict[str, str]:
+    """Rule id → the compute precision its kernel family implies (rules.toml `precision`)."""
+    return {key: rule.precision for key, rule in load_rules()[0].by_id().items() if rule.precision}
+
+
 def _rule_precision(call: Call) -> str | None:
-    rule = load_rules()[0].by_id().get(rule_id(call.rule) or "")
-    return rule.precision if rule is not None else None
+    return _precisions().get(rule_id(call.rule) or "")
 
 
 # --- helpers ---------------------------------------------------------------------------------
