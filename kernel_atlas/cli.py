@@ -176,18 +176,17 @@ def explain(
     all_steps: Annotated[bool, typer.Option("--all", help="Show every rule, not only up to the first match.")] = False,
     wide: Wide = False,
 ) -> None:
-    """Show the label of a kernel and the chain of rules that produced it."""
+    """Show the label of a kernel: what its name and its launcher say, who wins when they
+    disagree (rules.toml [resolution]), context refinements, and the name rules tried."""
     from kernel_atlas.classify.classifier import default_classifier
     from kernel_atlas.classify.names import base_name, family_key
     from kernel_atlas.ingest.frames import STACK_SEPARATOR
-    from kernel_atlas.report.terminal import print_explanation
+    from kernel_atlas.report.explain import print_explanation
 
-    classifier = default_classifier()
     call_stack = STACK_SEPARATOR.join(stack) if stack else None
-    label = classifier.classify(kernel_name, launcher, call_stack)
-    steps = classifier.explain(kernel_name, launcher, call_stack)
+    explanation = default_classifier().explain(kernel_name, launcher, call_stack)
     print_explanation(
-        console, kernel_name, base_name(kernel_name), family_key(kernel_name), label, steps, all_steps, wide
+        console, kernel_name, base_name(kernel_name), family_key(kernel_name), explanation, all_steps, wide
     )
 
 

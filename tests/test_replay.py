@@ -17,7 +17,8 @@ pytest.importorskip("triton")
 
 from kernel_atlas.cli import app  # noqa: E402
 from kernel_atlas.ingest.pipeline import write_outputs  # noqa: E402
-from kernel_atlas.replay.inputs import make_tensor, parse_recorded  # noqa: E402
+from kernel_atlas.ingest.recorded import parse_call  # noqa: E402
+from kernel_atlas.replay.inputs import make_tensor  # noqa: E402
 from kernel_atlas.replay.runner import Target, replay_all, replay_one, targets_from_output  # noqa: E402
 from kernel_atlas.replay.timing import measure  # noqa: E402
 from kernel_atlas.report.build import build_report  # noqa: E402
@@ -51,7 +52,7 @@ def test_aten_signatures_of_the_h100_traces_replay_on_cpu(h100_outputs) -> None:
 
 
 def test_inputs_follow_recorded_strides_dtypes_and_index_ranges() -> None:
-    recorded = parse_recorded(
+    recorded = parse_call(
         "[[4,6],[],[3]]", '["c10::BFloat16","Scalar","long int"]', "[[1,4],[],[1]]", '["","0",""]'
     )
     assert [r.kind for r in recorded] == ["tensor", "scalar", "tensor"]
@@ -74,8 +75,8 @@ def test_inputs_follow_recorded_strides_dtypes_and_index_ranges() -> None:
     assert result.check == "pass", result.reason
     fp8 = make_tensor((16, 32), "c10::Float8_e4m3fn", "cpu")
     assert fp8.dtype == torch.float8_e4m3fn and torch.isfinite(fp8.float()).all()
-    lists = parse_recorded("[[[4,1,8],[4,3,8]],[]]", '["TensorList","Scalar"]', None, '["","1"]')
-    assert lists[0].kind == "tensor_list" and lists[0].dims == [(4, 1, 8), (4, 3, 8)]
+    lists = parse_call("[[[4,1,8],[4,3,8]],[]]", '["TensorList","Scalar"]', None, '["","1"]')
+    assert lists[0].kind == "tensor_list" and lists[0].dims == ((4, 1, 8), (4, 3, 8))
 
 
 def test_shapes_over_the_memory_limit_are_refused() -> None:

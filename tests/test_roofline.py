@@ -349,3 +349,42 @@ def test_traces_without_concrete_inputs_are_costed() -> None:
     (m, k), (_, n) = dims[1], dims[2]
     assert row["flops"] == 2 * m * n * k
     assert not kernels["note"].astype(str).str.contains("unexpected recorded shapes").any()
+
+
+def test_tensor_list_ops_are_costed_by_hand(reports) -> None:
+    from collections import Counter
+
+    from tests.conftest import raw_events
+
+    # vit: aten::cat of a TensorList [[4,1,768],[4,196,768]] (Input type says only "TensorList");
+    # the trace's tensors are mostly bf16, so its elements are taken as 2-byte values
+    types = Counter(t for e in raw_events("h100_vit_image_classify_infer") for t in (e.get("args") or {}).get("Input type", []))
+    assert max((t for t in types if t in ("c10::BFloat16", "float", "c10::Half")), key=types.__getitem__) == "c10::BFloat16"
+    row = _first(reports["h100_vit_image_classify_infer"], "aten::cat", "[[[4,1,768],[4,196,768]],[]]")
+    assert row["flops"] == 0
+    assert row["bytes"] == 2 * (4 * 1 * 768 + 4 * 196 * 768) * 2 == 2_420_736  # read once, written once
+    assert "assumed c10::BFloat16" in row["formula"]
+
+
+def test_foreach_ops_are_costed_by_hand() -> None:
+    from kernel_atlas.roofline.analysis import analyse
+
+    # mi250: aten::_foreach_add_(self=[[128,128],[128]], other=[[128,128],[128]]) on fp32 parameters
+    kernels = analyse(ingested("mi250_minitoy_train").frame, None).kernels
+    row = kernels[(kernels["cpu_op"] == "aten::_foreach_add_") & (kernels["role"] == "main")].iloc[0]
+    elements = 128 * 128 + 128
+    assert row["flops"] == elements  # one add per element of self
+    assert row["bytes"] == (2 * elements + elements) * 4  # both lists read, self written
+
+
+def test_fp32_gemms_use_tf32_peaks_only_where_the_kernel_family_says_so() -> None:
+    from kernel_atlas.roofline.analysis import analyse
+
+    kernels = analyse(ingested("a100_diff_control").frame, get_device("a100-sxm-80gb")).kernels
+    main = kernels[(kernels["role"] == "main") & (kernels["kind"] == "kernel") & kernels["cpu_op"].isin(["aten::mm"])]
+    precision = main.groupby(main["name"].astype(str))["precision"].agg(set)
+    tensor_op = [n for n in precision.index if "cutlass_80_tensorop_s1688gemm" in n]
+    simt = [n for n in precision.index if n.startswith("ampere_sgemm")]
+    assert tensor_op and simt
+    assert all(precision[n] == {"tf32"} for n in tensor_op)  # rules.toml gemm-tf32: precision = "tf32"
+    assert all(precision[n] == {"fp32"} for n in simt)  # SIMT fp32 GEMMs

@@ -1,4 +1,17 @@
-"""Label kernels: walk the ordered rules, first match wins, and say which rule it was."""
+"""Label kernels from three kinds of evidence and say which one decided.
+
+1. The name: the first `[[rule]]` of catalogs/rules.toml that applies says what the kernel is.
+   Rules are ordered so that what a kernel *is* (a GEMM/MMA core, an attention core, a
+   collective's device kernel) comes before what it fuses (an epilogue, a fused-op list).
+2. The launcher: the CPU op (or Python frame) that launched it, through catalogs/launchers.toml.
+3. Context: `[[context]]` rules refine a label by the call stack or the launcher (a GEMM inside
+   MoE experts is `fused_moe`).
+
+When the name and the launcher disagree, rules.toml's `[resolution]` decides and the label's
+evidence records it (`name>launcher`, `launcher>name`). Kernels neither explains fall back to
+the catalog (catalogs/kernels.json), stack-only guesses and normalised catalog names, else
+`unknown`. Every distinct (name, launcher, stack) is classified once per table.
+"""
 
 from __future__ import annotations
 
@@ -11,32 +24,57 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.classify.names import family_key, name_texts
-from kernel_atlas.classify.rules import LauncherTable, Rule, load_rules
+from kernel_atlas.classify.names import NAME_TEXTS, family_key, lower_texts, name_texts
+from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.paths import catalogs_dir
 
 UNLABELLED = ("", "TBD", None)
+LAUNCHER_RULE = "launcher-table"
 
 
 @dataclass(frozen=True)
 class Label:
     op_mapping: str
     category: str
-    rule: str  # "rule:<id>", "catalog:exact", "launcher:<op name>", ... or "none"
-    evidence: str  # what the rule looked at: name, launcher, stack, catalog
+    rule: str  # the kernel's family by name ("rule:<id>"), else launcher-table, catalog:exact/family, none
+    evidence: str  # what settled the op: name, launcher, stack, catalog; "a+b" agree/refine, "a>b" a won over b
     confidence: float
     detail: str = ""
 
 
 @dataclass(frozen=True)
 class Step:
-    """One step of `explain`: a rule, whether it matched, and what it would say."""
+    """One rule tried by `explain`: whether it matched, and what it would say."""
 
     rule: str
     matched: bool
     op_mapping: str | None
     detail: str
+    chosen: bool = False  # the name's evidence (the first match in the most specific text)
+
+
+@dataclass(frozen=True)
+class Opinion:
+    """What one piece of evidence says: the op, who said it, and why."""
+
+    source: str  # "rule:<id>" or "launcher-table"
+    op: str
+    detail: str
+    confidence: float
+    layer: bool = False  # a launcher that runs a whole layer (several kinds of kernels)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    label: Label
+    steps: list[Step]  # the name rules, in order
+    name: Opinion | None
+    launcher: Opinion | None
+    conflict: str | None  # None, or a case of rules.toml's [resolution]
+    winner: str | None  # "name" or "launcher" when they disagreed
+    resolution_why: str
+    context: Opinion | None
 
 
 UNKNOWN = Label(UNKNOWN_OP, OTHER_CATEGORY, "none", "none", 0.0, "no rule, launcher or catalog entry matched")
@@ -47,8 +85,12 @@ def _entry_op(entry: dict[str, Any]) -> str | None:
     return None if op in UNLABELLED or op == UNKNOWN_OP else op
 
 
+def _applies(pattern, text: str) -> bool:
+    return bool(text) and pattern.search(text) is not None
+
+
 class Classifier:
-    def __init__(self, rules: tuple[Rule, ...], launchers: LauncherTable, catalog: list[dict[str, Any]]):
+    def __init__(self, rules: RuleSet, launchers: LauncherTable, catalog: list[dict[str, Any]]):
         self.rules = rules
         self.launchers = launchers
         self.taxonomy = load_taxonomy()
@@ -74,77 +116,167 @@ class Classifier:
     def _label(self, op: str, rule: str, evidence: str, confidence: float, detail: str) -> Label:
         return Label(op, self.taxonomy.category(op), rule, evidence, confidence, detail)
 
-    def _try(self, rule: Rule, name: str, launcher: str, stack: str) -> tuple[str | None, str]:
-        """(op, detail) when the rule applies, (None, why not) otherwise."""
-        if rule.use == "catalog_exact":
-            op = self.exact.get((name, launcher))
-            if op is not None:
-                return op, f"kernel name and launcher equal {self.source[name]}"
-            op = self.by_name.get(name)
-            if op is None:
-                return None, "no catalog entry with this name"
-            return op, f"kernel name equals {self.source[name]}"
-        if rule.use == "catalog_family":
-            op = self.by_family.get(family_key(name))
-            if op:
-                return op, f"normalised name {family_key(name)!r} equals a catalog entry's"
-            return None, "no catalog entry with this normalised name"
-        if rule.use == "launcher_table":
-            if not launcher:
-                return None, "no launcher"
-            hit = self.launchers.lookup(launcher)
-            if hit is None:
-                return None, f"launcher {launcher!r} not in catalogs/launchers.toml"
-            return hit[0], f"launcher {launcher!r} matches {hit[1]!r}"
-        texts = name_texts(name)
+    # --- the three kinds of evidence -----------------------------------------------------------
+
+    def _try(self, rule: Rule, name: str, launcher: str, stack: str, text: int | None = None) -> tuple[str | None, str]:
+        """(op, detail) when the rule applies, (None, why not) otherwise. `text` limits the name
+        pattern to one of `name_texts` (function, qualified, full name); None searches all."""
         match = None
+        where = ""
         if rule.name is not None:
-            match = next((m for m in map(rule.name.search, texts) if m), None)
+            texts, lowered = name_texts(name), lower_texts(name)
+            for index in range(len(texts)) if text is None else (text,):
+                if rule.needles is not None and rule.needles.search(lowered[index]) is None:
+                    continue  # none of the literals the pattern starts with: it cannot match
+                match = rule.name.search(texts[index])
+                if match:
+                    where = f" ({NAME_TEXTS[index]})"
+                    break
             if match is None:
                 return None, "name does not match"
-        if rule.not_name is not None and any(map(rule.not_name.search, texts)):
+        if rule.not_name is not None and any(map(rule.not_name.search, name_texts(name))):
             return None, "name matches not_name"
-        if rule.launcher is not None and not (launcher and rule.launcher.search(launcher)):
+        if rule.launcher is not None and not _applies(rule.launcher, launcher):
             return None, "launcher does not match"
-        if rule.not_launcher is not None and launcher and rule.not_launcher.search(launcher):
+        if rule.not_launcher is not None and _applies(rule.not_launcher, launcher):
             return None, "launcher matches not_launcher"
-        if rule.stack is not None and not (stack and rule.stack.search(stack)):
+        if rule.stack is not None and not _applies(rule.stack, stack):
             return None, "call stack does not match"
-        if rule.not_stack is not None and stack and rule.not_stack.search(stack):
+        if rule.not_stack is not None and _applies(rule.not_stack, stack):
             return None, "call stack matches not_stack"
         if rule.map:
-            key = (match.group("key") if match else "").lower()
-            op = rule.map.get(key)
+            key = (match.group("key") or "").lower() if match else ""
+            op = rule.map.get(key, rule.op)
             if op is None:
                 return None, f"name group {key!r} not in the rule's map"
-            return op, f"{rule.evidence} matches; {key!r} maps to {op}"
-        return rule.op, f"{rule.evidence} matches" + (f" ({rule.why})" if rule.why else "")
+            if key in rule.map:
+                return op, f"{rule.evidence}{where} matches; {key!r} maps to {op}"
+        else:
+            op = rule.op
+        return op, f"{rule.evidence}{where} matches" + (f" ({rule.why})" if rule.why else "")
 
-    def classify(self, name: str, launcher: str | None = None, stack: str | None = None) -> Label:
+    def _name_opinion(self, name: str, launcher: str, stack: str) -> tuple[Rule, Opinion] | None:
+        """The first rule that matches the function name, else the qualified name, else the full
+        name (the more specific the text, the stronger the evidence); a rule with a wider
+        `scope` reads that text from the first pass on; rules marked weak only after all."""
+        strong = [r for r in self.rules.rules if not r.weak]
+        weak = [r for r in self.rules.rules if r.weak]
+        passes = [(strong, index) for index in range(len(NAME_TEXTS))] + [(weak, None)]
+        for rules, text in passes:
+            for rule in rules:
+                op, detail = self._try(rule, name, launcher, stack, None if text is None else max(text, rule.scope))
+                if op is not None:
+                    return rule, Opinion(f"rule:{rule.id}", op, detail, rule.confidence)
+        return None
+
+    def _launcher_opinion(self, launcher: str) -> Opinion | None:
+        if not launcher:
+            return None
+        hit = self.launchers.lookup(launcher)
+        if hit is None:
+            return None
+        what = "the layer launcher" if hit.layer else "launcher"
+        return Opinion(LAUNCHER_RULE, hit.op, f"{what} {launcher!r} matches {hit.key!r}", 0.85, hit.layer)
+
+    def _context(self, op: str, name: str, launcher: str, stack: str) -> tuple[Rule, Opinion] | None:
+        category = self.taxonomy.category(op)
+        for rule in self.rules.context:
+            if op not in rule.refines and category not in rule.refines:
+                continue
+            refined, detail = self._try(rule, name, launcher, stack)
+            if refined is not None and refined != op:
+                return rule, Opinion(f"rule:{rule.id}", refined, f"{op} refined: {detail}", rule.confidence)
+        return None
+
+    # --- deciding ------------------------------------------------------------------------------
+
+    def _decide(self, name: str, launcher: str | None, stack: str | None, trace: bool) -> Explanation:
         launcher, stack = launcher or "", stack or ""
-        for rule in self.rules:
+        named = self._name_opinion(name, launcher, stack)
+        rule, by_name = named if named else (None, None)
+        steps = []
+        if trace:  # what every name rule would say on its own
+            for candidate in self.rules.rules:
+                op, detail = self._try(candidate, name, launcher, stack)
+                steps.append(Step(f"rule:{candidate.id}", op is not None, op, detail, candidate is rule))
+        final = rule is not None and rule.final  # e.g. Kineto's own names for GPU copies and sets
+        by_launcher = None if final else self._launcher_opinion(launcher)
+        conflict = winner = None
+        why = ""
+        if by_name is not None and by_launcher is not None:
+            if by_name.op == by_launcher.op:
+                chosen = by_name
+                evidence = "name+launcher"
+            else:
+                same = self.taxonomy.category(by_name.op) == self.taxonomy.category(by_launcher.op)
+                if rule.weak:
+                    conflict = "weak-name"
+                elif same and by_launcher.layer:
+                    conflict = "layer-launcher"
+                elif same:
+                    conflict = "same-category"
+                else:
+                    conflict = "other-category"
+                resolution = self.rules.resolution[conflict]
+                winner, why = resolution.winner, resolution.why
+                chosen = by_name if winner == "name" else by_launcher
+                evidence = "name>launcher" if winner == "name" else "launcher>name"
+        elif by_name is not None:
+            chosen, evidence = by_name, rule.evidence
+        elif by_launcher is not None:
+            chosen, evidence = by_launcher, "launcher"
+        else:
+            label = self._fallback(name, launcher, stack)
+            return Explanation(label, steps, None, None, None, None, "", None)
+        refined = None if final else self._context(chosen.op, name, launcher, stack)
+        op, confidence, detail = chosen.op, chosen.confidence, chosen.detail
+        if conflict:
+            loser = by_launcher if winner == "name" else by_name
+            detail += f"; {loser.source} said {loser.op} ({conflict}: {winner} wins)"
+        if refined is not None:
+            context_rule, context = refined
+            evidence += "+" + "+".join(k for k in ("launcher", "stack") if getattr(context_rule, k) is not None)
+            op, confidence, detail = context.op, context.confidence, f"{detail}; {context.source}: {context.detail}"
+        known = self._known(name, launcher)
+        if known is not None and known[0] != op:
+            # a kernel the catalog knows exactly keeps the catalog's label (the seed's facts)
+            op, confidence, detail, evidence = known[0], 1.0, f"{known[1]}; the rules said {op}", f"catalog>{evidence}"
+        # the rule is the kernel's family as its name says (what costs and replay look up), the
+        # evidence says what settled the op
+        source = by_name.source if by_name is not None else chosen.source
+        label = self._label(op, source, evidence, confidence, detail)
+        return Explanation(
+            label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None
+        )
+
+    def _known(self, name: str, launcher: str) -> tuple[str, str] | None:
+        """(op, why) when the catalog has this exact kernel (and launcher, else a name whose
+        entries all agree)."""
+        op = self.exact.get((name, launcher)) or self.by_name.get(name)
+        if op is None:
+            return None
+        how = "kernel name and launcher equal" if (name, launcher) in self.exact else "kernel name equals"
+        return op, f"{how} {self.source[name]}"
+
+    def _fallback(self, name: str, launcher: str, stack: str) -> Label:
+        known = self._known(name, launcher)
+        if known is not None:
+            return self._label(known[0], "catalog:exact", "catalog", 1.0, known[1])
+        for rule in self.rules.fallback:
             op, detail = self._try(rule, name, launcher, stack)
             if op is not None:
-                return self._describe(rule, op, detail)
+                return self._label(op, f"rule:{rule.id}", rule.evidence, rule.confidence, detail)
+        op = self.by_family.get(family_key(name))
+        if op:
+            detail = f"normalised name {family_key(name)!r} equals a catalog entry's"
+            return self._label(op, "catalog:family", "catalog", 0.7, detail)
         return UNKNOWN
 
-    def _describe(self, rule: Rule, op: str, detail: str) -> Label:
-        if rule.use == "catalog_exact":
-            return self._label(op, "catalog:exact", "catalog", 1.0, detail)
-        if rule.use == "catalog_family":
-            return self._label(op, "catalog:family", "catalog", rule.confidence, detail)
-        if rule.use == "launcher_table":
-            return self._label(op, "launcher-table", "launcher", rule.confidence, detail)
-        return self._label(op, f"rule:{rule.id}", rule.evidence, rule.confidence, detail)
+    def classify(self, name: str, launcher: str | None = None, stack: str | None = None) -> Label:
+        return self._decide(name, launcher, stack, trace=False).label
 
-    def explain(self, name: str, launcher: str | None = None, stack: str | None = None) -> list[Step]:
-        launcher, stack = launcher or "", stack or ""
-        steps = []
-        for rule in self.rules:
-            op, detail = self._try(rule, name, launcher, stack)
-            label = rule.use or f"rule:{rule.id}"
-            steps.append(Step(label, op is not None, op, detail))
-        return steps
+    def explain(self, name: str, launcher: str | None = None, stack: str | None = None) -> Explanation:
+        return self._decide(name, launcher, stack, trace=True)
 
 
 def load_catalog(path: str | Path) -> list[dict[str, Any]]:
@@ -159,6 +291,11 @@ def load_catalog(path: str | Path) -> list[dict[str, Any]]:
 def default_classifier() -> Classifier:
     rules, launchers = load_rules()
     return Classifier(rules, launchers, load_catalog(catalogs_dir() / "kernels.json"))
+
+
+def rule_id(label_rule: object) -> str | None:
+    """`rule:<id>` → `<id>`; None for labels not made by a rules.toml rule."""
+    return label_rule[5:] if isinstance(label_rule, str) and label_rule.startswith("rule:") else None
 
 
 def label_frame(frame: pd.DataFrame, classifier: Classifier | None = None) -> pd.DataFrame:

@@ -1,4 +1,5 @@
-"""Kernel-name normalisation: the parts of a GPU kernel name that identify its family.
+"""Kernel-name normalisation: the parts of a GPU kernel name that identify its family, and
+token-aware name patterns.
 
 void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, ...>(int, ...)
     base   → at::native::vectorized_elementwise_kernel
@@ -12,6 +13,13 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+
+try:  # the regular-expression parser, used only to find a pattern's leading literals
+    from re import _constants as _sre
+    from re import _parser as _sre_parse
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre_parse  # type: ignore[no-redef]
 
 _ANON = "(anonymous namespace)"
 _DIGITS = re.compile(r"\d+")
@@ -78,11 +86,93 @@ def family_key(name: str) -> str:
     return _DIGITS.sub("#", base)
 
 
+# A token boundary inside a kernel name: the start or end, a separator (anything not a letter or
+# digit), a camelCase step (`topkGating`, `RMSNorm`) or a letter/digit step (`s16816gemm`,
+# `fp8e4m3`). Case-sensitive on purpose, so it is wrapped in `(?-i:...)` inside patterns that
+# are otherwise case-insensitive.
+TOKEN_BOUNDARY = (
+    r"(?-i:(?<![A-Za-z0-9])|(?![A-Za-z0-9])|(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Za-z])(?=[0-9])"
+    r"|(?<=[0-9])(?=[A-Za-z])|(?<=[A-Z])(?=[A-Z][a-z]))"
+)
+_WORD_BOUNDARY = re.compile(r"(?<!\\)((?:\\\\)*)\\b")
+
+
+def token_pattern(pattern: str) -> str:
+    r"""A name pattern with every `\b` turned into a token boundary: `\bgemm\b` matches
+    `xmma_gemm`, `s16816gemm` and `GemmUniversal` but not `fbgemm`; `\bnorm` matches `RMSNorm`."""
+    return _WORD_BOUNDARY.sub(lambda m: m.group(1) + TOKEN_BOUNDARY, pattern)
+
+
+_ZERO_WIDTH = (_sre.AT, _sre.ASSERT, _sre.ASSERT_NOT)
+
+
+def _prefixes(items: list) -> list[str] | None:
+    """Literal texts one of which starts every match of `items` (lower-cased), or None."""
+    out = [""]
+    for op, av in items:
+        if op in _ZERO_WIDTH:
+            continue
+        if op is _sre.LITERAL:
+            out = [p + chr(av).lower() for p in out]
+            continue
+        branches = None
+        if op is _sre.IN and all(o is _sre.LITERAL for o, _ in av) and len(av) <= 8:
+            out = [p + chr(v).lower() for p in out for _, v in av]  # a small class: [sdhcz]
+            continue
+        if op in (_sre.MAX_REPEAT, _sre.MIN_REPEAT) and av[0] == 0 and av[1] == 1:
+            branches = [list(av[2]), []]  # an optional part: with it, and without it
+        elif op is _sre.SUBPATTERN:
+            inner = list(av[-1])
+            if all(o in _ZERO_WIDTH for o, _ in inner) or (
+                len(inner) == 1 and inner[0][0] is _sre.BRANCH and all(
+                    all(o in _ZERO_WIDTH for o, _ in branch) for branch in inner[0][1][1]
+                )
+            ):
+                continue  # a zero-width group (the token boundary)
+            branches = [inner]
+        elif op is _sre.BRANCH:
+            branches = [list(b) for b in av[1]]
+        if branches is not None:
+            heads = [_prefixes(b) for b in branches]
+            if any(h is None for h in heads):
+                return out
+            out = [p + h for p in out for head in heads for h in head]  # type: ignore[union-attr]
+            if op is _sre.MAX_REPEAT or op is _sre.MIN_REPEAT:
+                continue  # an optional literal: both spellings go on
+        return out
+    return out
+
+
+def literal_needles(pattern: re.Pattern[str], shortest: int = 2) -> tuple[str, ...] | None:
+    """Lower-cased literals one of which every match of `pattern` contains (its alternatives'
+    leading literals): a quick `in` test that rules the pattern out for most names. None when
+    some alternative does not start with `shortest` literal characters."""
+    try:
+        parsed = list(_sre_parse.parse(pattern.pattern, pattern.flags))
+    except Exception:  # an internal API: without it, no shortcut
+        return None
+    heads = _prefixes(parsed)
+    if not heads or min(len(h) for h in heads) < shortest:
+        return None
+    return tuple(sorted(set(heads)))
+
+
+NAME_TEXTS = ("function name", "qualified name", "full name")
+
+
 @lru_cache(maxsize=65536)
-def name_texts(name: str) -> tuple[str, ...]:
-    """What name rules search, in order: the decoded base name, then the full name as written."""
+def name_texts(name: str) -> tuple[str, str, str]:
+    """What name rules search, most specific first: the kernel function's own name, its
+    qualified base name (namespaces), then the full name as written (template arguments and
+    parameters included). `flashinfer::sampling::OnlineSoftmaxFusedKernel<…>` gives
+    `OnlineSoftmaxFusedKernel`, `flashinfer::sampling::OnlineSoftmaxFusedKernel`, and the name."""
     base = base_name(name)
-    return (name,) if base == name else (base, name)
+    return base.rsplit("::", 1)[-1], base, name
+
+
+@lru_cache(maxsize=65536)
+def lower_texts(name: str) -> tuple[str, str, str]:
+    return tuple(t.lower() for t in name_texts(name))  # type: ignore[return-value]
 
 
 # Kernels whose base name says little: their first informative template argument is shown too.

@@ -1,11 +1,25 @@
-"""Ordered classification rules, loaded from catalogs/rules.toml and catalogs/launchers.toml.
+"""Classification knowledge, loaded from catalogs/rules.toml and catalogs/launchers.toml.
 
-A rule matches on any of: the kernel name (`name`, searched in the decoded base name and the
-full name), the launcher (`launcher`), the call stack (`stack`), with optional negative
-patterns (`not_name`, `not_launcher`, `not_stack`). All given patterns must hold. The op is
-`op`, or `map[key]` where `key` is the lower-cased named group `key` of the name pattern.
-Special steps (`use = "catalog_exact" | "launcher_table" | "catalog_family"`) say where
-catalog lookups and the ATen launcher table sit in the order.
+rules.toml holds three ordered lists and one table:
+
+* `[[rule]]` — what a kernel's *name* says it is. Fields: `id`, `name` (a regular expression,
+  case-insensitive, searched in the decoded base name, then in the full name; `\\b` is a token
+  boundary, see `names.token_pattern`), optional `launcher` / `stack` conditions and `not_name` /
+  `not_launcher` / `not_stack` exclusions, `op` or `map` (lower-cased named group `key` of the
+  name pattern → op; `op` is the default when the group did not take part), `weak = true` for
+  names that only say what *kind* of kernel it is (a generic elementwise wrapper), `final = true`
+  for names that are facts no launcher or context changes (Kineto's `Memcpy …`), `scope`
+  ("qualified" or "full": the rule identifies a family by its namespace or template
+  arguments, so it reads that text even when rules are matched against function names), `precision`
+  (a compute precision the family implies, e.g. "tf32"), `confidence` and `why`.
+  The first rule that applies is the name's evidence.
+* `[[context]]` — refinements by the call stack or the launcher: a label in `refines` (ops or
+  categories) becomes `op` when the conditions hold (a GEMM inside MoE experts is `fused_moe`).
+* `[[fallback]]` — stack-only guesses for kernels neither the name nor the launcher explains.
+* `[resolution]` — who wins when the name and the launcher disagree.
+* `[sets]` — named alternations a pattern can use as `{{name}}` (Inductor's data-movement ops).
+
+launchers.toml maps launching CPU ops (and Python frames) to ops.
 """
 
 from __future__ import annotations
@@ -15,18 +29,22 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from kernel_atlas.classify.names import literal_needles, token_pattern
 from kernel_atlas.classify.taxonomy import load_taxonomy
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.paths import catalogs_dir, read_toml
 
-SPECIAL_STEPS = ("catalog_exact", "launcher_table", "catalog_family")
+PATTERN_KEYS = ("name", "launcher", "stack", "not_name", "not_launcher", "not_stack")
+# The cases where the name and the launcher disagree; rules.toml's [resolution] says who wins.
+CONFLICT_CASES = ("weak-name", "layer-launcher", "same-category", "other-category")
+WINNERS = ("name", "launcher")
 
 
 @dataclass(frozen=True)
 class Rule:
     id: str
+    kind: str = "rule"  # "rule" (name evidence), "context" (refinement), "fallback"
     op: str | None = None
-    use: str | None = None
     name: re.Pattern[str] | None = None
     launcher: re.Pattern[str] | None = None
     stack: re.Pattern[str] | None = None
@@ -34,34 +52,97 @@ class Rule:
     not_launcher: re.Pattern[str] | None = None
     not_stack: re.Pattern[str] | None = None
     map: dict[str, str] = field(default_factory=dict)
+    refines: frozenset[str] = frozenset()
+    weak: bool = False
+    final: bool = False
+    scope: int = 0  # the least specific name text the rule needs: 0 function, 1 qualified, 2 full
+    needles: re.Pattern[str] | None = None  # lower-cased literals every name match contains (a shortcut)
+    precision: str | None = None
     confidence: float = 0.8
     why: str = ""
 
     @property
     def evidence(self) -> str:
         used = [k for k in ("name", "launcher", "stack") if getattr(self, k) is not None]
-        return "+".join(used) if used else (self.use or "")
+        return "+".join(used)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    winner: str  # "name" or "launcher"
+    why: str
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: tuple[Rule, ...]  # name evidence, in order
+    context: tuple[Rule, ...]
+    fallback: tuple[Rule, ...]
+    resolution: dict[str, Resolution]
+
+    def by_id(self) -> dict[str, Rule]:
+        return {r.id: r for r in (*self.rules, *self.context, *self.fallback)}
+
+
+_PYBIND_METHOD = re.compile(r"^<built-in (?:method|function) (\w+) of .*>$")
+_NORMALISED_METHOD = re.compile(r"^(\w+) \(\w+\)$")
+
+
+def launcher_key(launcher: str) -> str:
+    """The op name of a launcher, robust to how Python-bound functions are written:
+    `<built-in method rmsnorm of pybind11_builtins.… object at 0x7f…>` and its normalised form
+    `rmsnorm (pybind11)` are both `rmsnorm`; every other launcher is itself."""
+    match = _PYBIND_METHOD.match(launcher) or _NORMALISED_METHOD.match(launcher)
+    return match.group(1) if match else launcher
+
+
+@dataclass(frozen=True)
+class LauncherHit:
+    op: str
+    key: str  # the table entry or pattern that matched
+    layer: bool  # the launcher runs a whole layer of several kinds of kernels (a MoE layer)
 
 
 @dataclass(frozen=True)
 class LauncherTable:
     exact: dict[str, str]
     patterns: tuple[tuple[re.Pattern[str], str], ...]
+    layers: dict[str, str] = field(default_factory=dict)
+    layer_patterns: tuple[tuple[re.Pattern[str], str], ...] = ()
 
-    def lookup(self, launcher: str) -> tuple[str, str] | None:
-        """(op, matched key) for a launcher, exact names first, then patterns in order."""
-        op = self.exact.get(launcher)
-        if op is not None:
-            return op, launcher
-        for pattern, op in self.patterns:
-            if pattern.search(launcher):
-                return op, pattern.pattern
+    def lookup(self, launcher: str) -> LauncherHit | None:
+        """What a launcher says: exact names first (as written, then its op name), then
+        patterns in order (searched in the op name); layer launchers after the ops."""
+        key = launcher_key(launcher)
+        for table, layer in ((self.exact, False), (self.layers, True)):
+            for text in (launcher, key):
+                op = table.get(text)
+                if op is not None:
+                    return LauncherHit(op, text, layer)
+        for patterns, layer in ((self.patterns, False), (self.layer_patterns, True)):
+            for pattern, op in patterns:
+                if pattern.search(key):
+                    return LauncherHit(op, pattern.pattern, layer)
         return None
 
 
-def _compile(source: Path, rule_id: str, key: str, pattern: str | None) -> re.Pattern[str] | None:
+_SET = re.compile(r"\{\{(\w+)\}\}")
+
+
+def _compile(
+    source: Path, rule_id: str, key: str, pattern: str | None, sets: dict[str, str] | None = None
+) -> re.Pattern[str] | None:
     if pattern is None:
         return None
+
+    def expand(match: re.Match[str]) -> str:
+        if sets is None or match.group(1) not in sets:
+            raise AtlasError(source, f"rule {rule_id!r}: unknown set {{{{{match.group(1)}}}}} in its {key} pattern")
+        return f"(?:{sets[match.group(1)]})"
+
+    pattern = _SET.sub(expand, pattern)
+    if key in ("name", "not_name"):
+        pattern = token_pattern(pattern)
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as exc:
@@ -74,61 +155,106 @@ def _check_op(source: Path, rule_id: str, op: str) -> str:
     return op
 
 
-def parse_rules(source: Path) -> tuple[Rule, ...]:
+SCOPES = ("function", "qualified", "full")
+
+
+def _needles(pattern: re.Pattern[str] | None) -> re.Pattern[str] | None:
+    needles = literal_needles(pattern) if pattern is not None else None
+    return re.compile("|".join(map(re.escape, needles))) if needles else None
+
+
+def _scope(source: Path, rule_id: str, scope: str) -> int:
+    if scope not in SCOPES:
+        raise AtlasError(source, f"rule {rule_id!r}: scope must be one of {SCOPES} (got {scope!r})")
+    return SCOPES.index(scope)
+
+
+def _parse_rule(source: Path, raw: dict, kind: str, sets: dict[str, str]) -> Rule:
+    rule_id = raw.get("id")
+    op = raw.get("op")
+    mapping = {str(k).lower(): _check_op(source, rule_id, v) for k, v in raw.get("map", {}).items()}
+    if op is None and not mapping:
+        raise AtlasError(source, f"rule {rule_id!r}: needs `op` or `map`")
+    if op is not None:
+        _check_op(source, rule_id, op)
+    patterns = {key: _compile(source, rule_id, key, raw.get(key), sets) for key in PATTERN_KEYS}
+    if kind == "rule" and patterns["name"] is None:
+        raise AtlasError(source, f"rule {rule_id!r}: a [[rule]] needs a name pattern")
+    if not any(patterns[k] for k in ("name", "launcher", "stack")):
+        raise AtlasError(source, f"rule {rule_id!r}: needs a name, launcher or stack pattern")
+    if mapping and (patterns["name"] is None or "key" not in patterns["name"].groupindex):
+        raise AtlasError(source, f"rule {rule_id!r}: `map` needs a name pattern with a (?P<key>...) group")
+    refines = frozenset(raw.get("refines", ()))
+    if kind == "context":
+        taxonomy = load_taxonomy()
+        unknown = sorted(r for r in refines if not taxonomy.is_op(r) and r not in taxonomy.categories)
+        if not refines or unknown:
+            raise AtlasError(source, f"rule {rule_id!r}: `refines` must list ops or categories (got {unknown})")
+    return Rule(
+        id=rule_id,
+        kind=kind,
+        op=op,
+        map=mapping,
+        refines=refines,
+        weak=bool(raw.get("weak", False)),
+        final=bool(raw.get("final", False)),
+        scope=_scope(source, rule_id, raw.get("scope", "function")),
+        needles=_needles(patterns["name"]),
+        precision=raw.get("precision"),
+        confidence=float(raw.get("confidence", 0.8)),
+        why=raw.get("why", ""),
+        **patterns,
+    )
+
+
+def parse_rules(source: Path) -> RuleSet:
     data = read_toml(source)
-    rules = []
+    sets = {str(k): str(v) for k, v in data.get("sets", {}).items()}
     seen: set[str] = set()
-    for raw in data.get("rule", []):
-        rule_id = raw.get("id")
-        if not rule_id or rule_id in seen:
-            raise AtlasError(source, f"every rule needs a unique id (got {rule_id!r})")
-        seen.add(rule_id)
-        use = raw.get("use")
-        if use is not None and use not in SPECIAL_STEPS:
-            raise AtlasError(source, f"rule {rule_id!r}: unknown use {use!r}")
-        op = raw.get("op")
-        mapping = {str(k).lower(): _check_op(source, rule_id, v) for k, v in raw.get("map", {}).items()}
-        if use is None and op is None and not mapping:
-            raise AtlasError(source, f"rule {rule_id!r}: needs `op` or `map`")
-        if op is not None:
-            _check_op(source, rule_id, op)
-        patterns = {
-            key: _compile(source, rule_id, key, raw.get(key))
-            for key in ("name", "launcher", "stack", "not_name", "not_launcher", "not_stack")
-        }
-        if use is None and not any(patterns[k] for k in ("name", "launcher", "stack")):
-            raise AtlasError(source, f"rule {rule_id!r}: needs a name, launcher or stack pattern")
-        if mapping and (patterns["name"] is None or "key" not in patterns["name"].groupindex):
-            raise AtlasError(source, f"rule {rule_id!r}: `map` needs a name pattern with a (?P<key>...) group")
-        rules.append(
-            Rule(
-                id=rule_id,
-                op=op,
-                use=use,
-                map=mapping,
-                confidence=float(raw.get("confidence", 0.8)),
-                why=raw.get("why", ""),
-                **patterns,
-            )
-        )
-    return tuple(rules)
+    lists: dict[str, list[Rule]] = {"rule": [], "context": [], "fallback": []}
+    for kind, rules in lists.items():
+        for raw in data.get(kind, []):
+            rule_id = raw.get("id")
+            if not rule_id or rule_id in seen:
+                raise AtlasError(source, f"every rule needs a unique id (got {rule_id!r})")
+            seen.add(rule_id)
+            rules.append(_parse_rule(source, raw, kind, sets))
+    resolution = {}
+    for case in CONFLICT_CASES:
+        raw = data.get("resolution", {}).get(case)
+        if not isinstance(raw, dict) or raw.get("winner") not in WINNERS:
+            raise AtlasError(source, f"[resolution] needs `{case} = {{ winner = \"name\"|\"launcher\", why = ... }}`")
+        resolution[case] = Resolution(raw["winner"], raw.get("why", ""))
+    return RuleSet(tuple(lists["rule"]), tuple(lists["context"]), tuple(lists["fallback"]), resolution)
 
 
 def parse_launchers(source: Path) -> LauncherTable:
     data = read_toml(source)
-    exact = {}
-    for op, names in data.get("ops", {}).items():
-        _check_op(source, f"ops.{op}", op)
-        for launcher in names:
-            exact[launcher] = op
-    patterns = []
-    for raw in data.get("pattern", []):
-        op = _check_op(source, raw.get("launcher", "?"), raw["op"])
-        patterns.append((_compile(source, raw["launcher"], "launcher", raw["launcher"]), op))
-    return LauncherTable(exact=exact, patterns=tuple(patterns))  # type: ignore[arg-type]
+
+    def names(table: str) -> dict[str, str]:
+        out = {}
+        for op, launchers in data.get(table, {}).items():
+            _check_op(source, f"{table}.{op}", op)
+            for launcher in launchers:
+                out[launcher] = op
+        return out
+
+    def patterns(table: str) -> tuple[tuple[re.Pattern[str], str], ...]:
+        out = []
+        for raw in data.get(table, []):
+            op = _check_op(source, raw.get("launcher", "?"), raw["op"])
+            out.append((_compile(source, raw["launcher"], "launcher", raw["launcher"]), op))
+        return tuple(out)  # type: ignore[return-value]
+
+    return LauncherTable(names("ops"), patterns("pattern"), names("layers"), patterns("layer_pattern"))
 
 
 @lru_cache(maxsize=4)
-def load_rules(directory: str | None = None) -> tuple[tuple[Rule, ...], LauncherTable]:
+def load_rules(directory: str | None = None) -> tuple[RuleSet, LauncherTable]:
     base = Path(directory) if directory else catalogs_dir()
     return parse_rules(base / "rules.toml"), parse_launchers(base / "launchers.toml")
+
+
+def rule_ids() -> frozenset[str]:
+    """Every rule id of the shipped rules.toml (registries of costs and replay name them)."""
+    return frozenset(load_rules()[0].by_id())

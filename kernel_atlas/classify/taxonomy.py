@@ -22,6 +22,10 @@ class Taxonomy:
     def is_op(self, op_mapping: str) -> bool:
         return op_mapping in self.category_of
 
+    @property
+    def categories(self) -> frozenset[str]:
+        return frozenset(self.category_of.values())
+
 
 @lru_cache(maxsize=1)
 def load_taxonomy() -> Taxonomy:

@@ -2,44 +2,33 @@
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 import pandas as pd
 
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
+from kernel_atlas.ingest.recorded import example_dim, parse_call
 
 _FILE_FRAME = re.compile(r"\(\d+\): ")
 # Frames of the profiler/compiler/runtime machinery, skipped when naming the source of a launch.
 _MACHINERY = ("torch/", "triton/", "<built-in", "<string>", "nn.Module: ", "cuda/bindings/", "threading.py")
 
 
-def _loads(text: object) -> list[Any] | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, list) else None
-
-
 def params_from(dims: object, types: object, concrete: object) -> list[dict[str, Any]]:
     """Seed-style params from a launching op's `Input Dims`/`Input type`/`Concrete Inputs`."""
-    dim_list, type_list, value_list = _loads(dims) or [], _loads(types) or [], _loads(concrete) or []
-    count = max(len(dim_list), len(type_list))
+    args = parse_call(*(text if isinstance(text, str) else None for text in (dims, types, None, concrete)))
     params = []
-    for i in range(count):
+    for i, arg in enumerate(args):
         param: dict[str, Any] = {
             "id": i,
             "role": "input",
-            "example_dim": dim_list[i] if i < len(dim_list) else [],
-            "example_dtype": type_list[i] if i < len(type_list) else "",
+            "example_dim": example_dim(arg),
+            "example_dtype": arg.dtype,
             "description": "",
         }
-        if i < len(value_list) and value_list[i] not in ("", None):
-            param["example_value"] = value_list[i]
+        if arg.text:
+            param["example_value"] = arg.text
         params.append(param)
     return params
 

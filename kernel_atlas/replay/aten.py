@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_atlas.replay.inputs import NotReplayable, Recorded, make_tensor, parse_recorded, torch_dtype
+from kernel_atlas.ingest.recorded import Arg
+from kernel_atlas.replay.inputs import NotReplayable, make_tensor, torch_dtype
 
 INDEX_NAMES = ("index", "indices", "idx")
 TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 2e-3, "float64": 1e-9}
@@ -33,7 +34,7 @@ def _is_tensor_list_type(text: str) -> bool:
     return "Tensor" in text and ("[]" in text or "List" in text)
 
 
-def _fits(schema: Any, recorded: list[Recorded]) -> bool:
+def _fits(schema: Any, recorded: tuple[Arg, ...]) -> bool:
     arguments = schema.arguments
     if len(recorded) > len(arguments):
         return False
@@ -51,7 +52,7 @@ def _fits(schema: Any, recorded: list[Recorded]) -> bool:
     return all(a.has_default_value() or (a.kwarg_only and a.is_out) for a in arguments[len(recorded) :])
 
 
-def find_overload(name: str, recorded: list[Recorded]) -> Any:
+def find_overload(name: str, recorded: tuple[Arg, ...]) -> Any:
     import torch
 
     if not name.startswith("aten::"):
@@ -70,7 +71,7 @@ def find_overload(name: str, recorded: list[Recorded]) -> Any:
     raise NotReplayable(f"no overload of {name} takes the recorded argument kinds {[r.kind for r in recorded]}")
 
 
-def _bounds(schema: Any, recorded: list[Recorded]) -> dict[int, int]:
+def _bounds(schema: Any, recorded: tuple[Arg, ...]) -> dict[int, int]:
     """Upper bounds for index tensors: the size of the dimension they index."""
     names = [a.name for a in schema.arguments]
     bounds: dict[int, int] = {}
@@ -107,7 +108,7 @@ def _assumed(arg: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _materialise(
-    schema: Any, recorded: list[Recorded], device: str, generator: Any, assumed: list[str] | None = None
+    schema: Any, recorded: tuple[Arg, ...], device: str, generator: Any, assumed: list[str] | None = None
 ) -> tuple[list, dict]:
     assumed = assumed if assumed is not None else []
     bounds = _bounds(schema, recorded)
@@ -169,7 +170,7 @@ def _compare(output: Any, reference: Any, dtype_name: str) -> tuple[str, str]:
     return verdict, f"max |error| {error:.3g} vs float64 reference (tolerance {tolerance:.3g})"
 
 
-def _stand_in(name: str, recorded: list[Recorded], device: str) -> tuple[str, Callable[..., Any]] | None:
+def _stand_in(name: str, recorded: tuple[Arg, ...], device: str) -> tuple[str, Callable[..., Any]] | None:
     """An equivalent computation for ops the replay device does not have."""
     import torch
     import torch.nn.functional as F
@@ -214,18 +215,10 @@ def _stand_in(name: str, recorded: list[Recorded], device: str) -> tuple[str, Ca
     return None
 
 
-def build_case(
-    name: str,
-    dims: str | None,
-    types: str | None,
-    strides: str | None,
-    concrete: str | None,
-    device: str,
-    seed: int = 0,
-) -> Case:
+def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0) -> Case:
+    """An ATen op (`name`) replayed with its recorded arguments."""
     import torch
 
-    recorded = parse_recorded(dims, types, strides, concrete)
     first = next((r for r in recorded if r.kind == "tensor"), None)
     dtype_name = str(torch_dtype(first.dtype)).split(".")[-1] if first else "float32"
     stand_in = _stand_in(name, recorded, device)

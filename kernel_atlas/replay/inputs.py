@@ -1,5 +1,6 @@
-"""Recorded op arguments → real torch values: tensors of the recorded shape, dtype and strides
-(`empty_strided`), tensor lists, scalars and lists from `Concrete Inputs`.
+"""Recorded arguments (`kernel_atlas.ingest.recorded.Arg`) → real torch values: tensors of the
+recorded shape, dtype and strides (`empty_strided`), tensor lists, scalars and lists from
+`Concrete Inputs`.
 
 Values are chosen so the op is valid: floating tensors are small normal values, index tensors
 hold indices in range of the tensor they index, masks are random booleans, other integer
@@ -8,83 +9,15 @@ tensors small non-negative numbers.
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import dataclass
-from typing import Any
 
-from kernel_atlas.roofline.shapes import dtypes
+from kernel_atlas.ingest.recorded import Arg, dtypes
 
 FP8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 
 
 class NotReplayable(Exception):
     """This call cannot be replayed here, and why."""
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """One recorded argument."""
-
-    kind: str  # "tensor", "tensor_list", "scalar", "list", "none"
-    dims: Any = None  # tuple for tensors, list of tuples for tensor lists
-    dtype: str = ""
-    strides: Any = None
-    value: Any = None
-
-
-def _loads(text: str | None) -> list[Any]:
-    if not text:
-        return []
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return []
-    return value if isinstance(value, list) else []
-
-
-def _scalar(text: str) -> Any:
-    text = text.strip()
-    if text in ("", "None"):
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def parse_recorded(
-    dims_text: str | None, types_text: str | None, strides_text: str | None, concrete_text: str | None
-) -> list[Recorded]:
-    dims, types, strides, values = (_loads(t) for t in (dims_text, types_text, strides_text, concrete_text))
-    known = dtypes()
-    out = []
-    for i in range(max(len(dims), len(types))):
-        d = dims[i] if i < len(dims) else []
-        t = types[i] if i < len(types) and isinstance(types[i], str) else ""
-        s = strides[i] if i < len(strides) else None
-        v = values[i] if i < len(values) and isinstance(values[i], str) else ""
-        if t in known and isinstance(d, list) and all(isinstance(x, int) for x in d):
-            out.append(Recorded("tensor", tuple(d), t, tuple(s) if isinstance(s, list) and s else None))
-        elif t == "TensorList" or (isinstance(d, list) and d and all(isinstance(x, list) for x in d)):
-            out.append(Recorded("tensor_list", [tuple(x) for x in d], t))
-        elif t in ("ScalarList", "IntList") or (isinstance(v, str) and v.startswith("[")):
-            out.append(Recorded("list", value=_scalar(v) if v else None))
-        elif t == "" and not v:
-            out.append(Recorded("none"))
-        else:
-            out.append(Recorded("scalar", dtype=t, value=_scalar(v)))
-    return out
 
 
 def torch_dtype(name: str):  # -> torch.dtype
@@ -96,14 +29,10 @@ def torch_dtype(name: str):  # -> torch.dtype
     return getattr(torch, spec.torch)
 
 
-def nbytes(recorded: list[Recorded]) -> int:
-    total = 0
-    for r in recorded:
-        shapes = [r.dims] if r.kind == "tensor" else (r.dims or []) if r.kind == "tensor_list" else []
-        for shape in shapes:
-            size = dtypes()[r.dtype].bytes if r.dtype in dtypes() else 4
-            total += math.prod(shape) * size
-    return total
+def nbytes(args: tuple[Arg, ...]) -> int:
+    """Bytes the recorded tensors take (tensor-list elements, whose dtype is not recorded: 4)."""
+    size = {a.dtype: dtypes()[a.dtype].bytes if a.dtype in dtypes() else 4 for a in args}
+    return sum(math.prod(shape) * size[a.dtype] for a in args for shape in a.shapes)
 
 
 def make_tensor(

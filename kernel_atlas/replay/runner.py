@@ -6,26 +6,33 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.classify.classifier import default_classifier, rule_id
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.pipeline import load_kernels
-from kernel_atlas.replay.inputs import NotReplayable, nbytes, parse_recorded
+from kernel_atlas.ingest.recorded import Arg, from_params, parse_call
+from kernel_atlas.replay.inputs import NotReplayable, nbytes
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
-from kernel_atlas.roofline.shapes import parse_args
 
-# Kernel families that one process on one GPU cannot replay, and why.
-NOT_REPLAYABLE = [
-    (
-        re.compile(r"nccl|rccl|cross_device_reduce|all_?reduce|all_?gather|reduce_?scatter", re.I),
-        "a collective across ranks: not replayable on one GPU",
-    ),
-    (re.compile(r"deep_ep::", re.I), "DeepEP dispatch/combine needs the expert-parallel ranks and their buffers"),
-]
+# Kernels one process on one GPU cannot replay, by their label (a rules.toml rule, else the
+# label's category), and why.
+NOT_REPLAYABLE = {
+    ("rule", "expert-parallel-a2a"): "DeepEP dispatch/combine needs the expert-parallel ranks and their buffers",
+    ("rule", "deepep-layout"): "DeepEP's dispatch layout needs the expert-parallel ranks and their buffers",
+    ("rule", "deepgemm-grouped"): "grouped DeepGEMM (masked/contiguous layout) needs the per-expert token layout",
+    ("category", "communication"): "a collective across ranks: not replayable on one GPU",
+}
+
+
+def not_replayable(target: Target) -> str | None:
+    """Why the target's kernel cannot be replayed on one GPU, or None."""
+    keys = (("rule", rule_id(target.label_rule) or ""), ("category", target.category))
+    return next((NOT_REPLAYABLE[key] for key in keys if key in NOT_REPLAYABLE), None)
 
 
 @dataclass
@@ -41,6 +48,17 @@ class Target:
     traced_us: float | None
     count: int
     source: str  # "trace" or "catalog"
+    label_rule: str = ""  # the kernel's label rule (kernels.parquet label_rule); classified when empty
+    args: tuple[Arg, ...] = field(default=())  # the recorded call; parsed from the text columns when empty
+
+    def __post_init__(self) -> None:
+        if not self.label_rule or not self.op_mapping or not self.category:
+            label = default_classifier().classify(self.kernel, self.launcher or None)
+            self.label_rule = self.label_rule or label.rule
+            self.op_mapping = self.op_mapping or label.op_mapping
+            self.category = self.category or label.category
+        if not self.args:
+            self.args = parse_call(self.input_dims, self.input_types, self.input_strides, self.concrete_inputs)
 
 
 @dataclass
@@ -85,6 +103,7 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
         cpu_op=("cpu_op", "first"),
         op_mapping=("op_mapping", "first"),
         category=("category", "first"),
+        label_rule=("label_rule", "first"),
         input_dims=("input_dims", "first"),
         input_types=("input_types", "first"),
         input_strides=("input_strides", "first"),
@@ -99,6 +118,7 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
             name=("name", "first"),
             op_mapping=("op_mapping", "first"),
             category=("category", "first"),
+            label_rule=("label_rule", "first"),
             traced_us=("call_us", "mean"),
             count=("call_us", "size"),
         )
@@ -117,6 +137,7 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
             float(r.traced_us),
             int(r.count),
             "trace",
+            str(r.label_rule or ""),
         )
         for r in grouped.itertuples(index=False)
     ]
@@ -139,13 +160,14 @@ def targets_from_catalog(path: str | Path) -> list[Target]:
                 entry.get("kernel_implementation", ""),
                 entry.get("op_mapping", ""),
                 entry.get("category", ""),
-                json.dumps(dims),
+                json.dumps(dims),  # shown in the results
                 json.dumps(types),
                 None,
                 None,
                 None,
                 1,
                 "catalog",
+                args=from_params(params),
             )
         )
     return targets
@@ -164,14 +186,7 @@ def select(targets: list[Target], kernel: str | None, op: str | None, category: 
 
 def _cost(target: Target) -> tuple[float | None, float | None]:
     try:
-        cost = cost_of(
-            Call(
-                target.launcher,
-                target.op_mapping,
-                parse_args(target.input_dims, target.input_types, target.concrete_inputs),
-                target.kernel,
-            )
-        )
+        cost = cost_of(Call(target.launcher, target.op_mapping, target.args, target.label_rule))
     except (NoCost, ValueError, IndexError, TypeError, ZeroDivisionError):
         return None, None
     return cost.flops, cost.bytes
@@ -222,24 +237,14 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
         if special is not None:
             case = special
         elif target.launcher.startswith("aten::"):
-            recorded = parse_recorded(
-                target.input_dims, target.input_types, target.input_strides, target.concrete_inputs
-            )
-            size = nbytes(recorded)
+            size = nbytes(target.args)
             if size > max_gib * (1 << 30):
                 return skipped(f"inputs need {size / (1 << 30):.1f} GiB, more than --max-gib {max_gib:g}")
             from kernel_atlas.replay.aten import build_case
 
-            case = build_case(
-                target.launcher,
-                target.input_dims,
-                target.input_types,
-                target.input_strides,
-                target.concrete_inputs,
-                device,
-            )
+            case = build_case(target.launcher, target.args, device)
         else:
-            reason = next((why for pattern, why in NOT_REPLAYABLE if pattern.search(target.kernel)), None)
+            reason = not_replayable(target)
             raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
         light = not device.startswith("cuda") and "interpreter" in case.implementation
         timing = measure(case.run, device, **({"warmup": 1, "min_reps": 3, "budget_s": 0.0} if light else {}))

@@ -33,7 +33,6 @@ from kernel_atlas.report.units import (
 from kernel_atlas.report.waits_view import print_waits
 
 if TYPE_CHECKING:
-    from kernel_atlas.classify.classifier import Label, Step
     from kernel_atlas.ingest.pipeline import IngestResult
     from kernel_atlas.report.build import Report
 
@@ -41,7 +40,6 @@ __all__ = [
     "fmt_us",
     "print_catalog_costs",
     "print_diff",
-    "print_explanation",
     "print_ingest_summary",
     "print_replay",
     "print_report",
@@ -158,38 +156,6 @@ def print_ingest_summary(
 
 
 # --- atlas explain ------------------------------------------------------------------------------
-
-
-def print_explanation(
-    console: Console,
-    name: str,
-    base: str,
-    family: str,
-    label: Label,
-    steps: list[Step],
-    all_steps: bool,
-    wide: bool = False,
-) -> None:
-    _text(console, f"[bold]kernel[/]   {name}")
-    _text(console, f"[bold]base[/]     {base}")
-    _text(console, f"[bold]family[/]   {family}")
-    _text(
-        console,
-        f"[bold]label[/]    op_mapping=[green]{label.op_mapping}[/] category=[green]{label.category}[/] "
-        f"rule={label.rule} evidence={label.evidence} confidence={label.confidence:.2f}",
-    )
-    rows = []
-    for i, step in enumerate(steps, 1):
-        rows.append([str(i), step.rule, f"→ {step.op_mapping}" if step.matched else "no", step.detail])
-        if step.matched and not all_steps:
-            break
-    columns = [
-        Column("#"),
-        Column("step", justify="left", flex=1, min_width=12),
-        Column("result", justify="left"),
-        Column("detail", justify="left", flex=2, min_width=16),
-    ]
-    print_table(console, columns, rows, "rule chain (first match wins)", wide)
 
 
 # --- atlas report -------------------------------------------------------------------------------

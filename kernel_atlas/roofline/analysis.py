@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
 from kernel_atlas.roofline.devices import VECTOR, Device
-from kernel_atlas.roofline.shapes import dtypes, parse_args
 
 # A call whose attainable time is this small is dominated by launch and latency, not by a roof.
 LATENCY_US = 4.0
@@ -102,6 +102,20 @@ def _comm_cost(row: Any, world_size: int | None) -> tuple[Cost | None, str]:
     return Cost(0.0, message * factor, "int", "link", formula), ""
 
 
+def _dominant_float_dtype(types: pd.Series) -> str | None:
+    """The floating dtype most tensors of a trace have: assumed for tensor-list elements, whose
+    dtype the profiler does not record."""
+    column = types.astype("category")
+    codes = column.cat.codes.to_numpy()
+    uses = np.bincount(codes[codes >= 0], minlength=len(column.cat.categories))
+    counts: dict[str, int] = {}
+    for text, n in zip(column.cat.categories, uses.tolist(), strict=True):
+        for name in type_names(text):
+            if name in dtypes() and dtypes()[name].precision not in ("int", "int8"):
+                counts[name] = counts.get(name, 0) + n
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
 def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     """role, flops, bytes, precision, unit, note, formula, op_time_us per kernel row."""
     n = len(frame)
@@ -131,20 +145,23 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         key = (frame["trace"].iat[r], frame["rank"].iat[r], frame["cpu_op_id"].iat[r])
         note[r] = f"cost counted on {str(main_name[key])[:60]} (same {frame['cpu_op'].iat[r]} call)"
 
-    # one cost per distinct (op, recorded inputs, kernel name); the kernel name matters for
-    # kernel-name formulas and for tf32 GEMMs
-    signature = frame.iloc[main_rows][["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "name"]]
+    # one cost per distinct (op, recorded inputs, label); the label's rule picks kernel-family
+    # formulas and says which GEMMs run on TF32 tensor cores
+    keys = ["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "label_rule"]
+    signature = frame.iloc[main_rows][keys]
     columns = [signature[c].astype("category") for c in signature.columns]
     codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 6))
     unique, inverse = np.unique(codes, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
+    list_dtype = _dominant_float_dtype(frame["input_types"])
     results: list[tuple[Cost | None, str]] = []
     for row in unique:
-        launcher, op, dims, types, concrete, name = (
+        launcher, op, dims, types, concrete, rule = (
             None if k < 0 else column.cat.categories[k] for column, k in zip(columns, row, strict=True)
         )
         try:
-            call = Call(str(launcher or ""), str(op), parse_args(dims, types, concrete), str(name))
+            args = parse_call(dims, types, None, concrete)
+            call = Call(str(launcher or ""), str(op), args, str(rule or ""), list_dtype)
             results.append((cost_of(call), ""))
         except NoCost as exc:
             results.append((None, str(exc)))

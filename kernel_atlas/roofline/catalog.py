@@ -2,28 +2,26 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.classify.classifier import default_classifier
+from kernel_atlas.ingest.recorded import TENSOR, from_params
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
 from kernel_atlas.roofline.devices import Device
-from kernel_atlas.roofline.shapes import parse_args
 
 
 def entry_call(entry: dict[str, Any]) -> Call:
-    params = entry.get("params", [])
-    dims = [p["example_dim"] if isinstance(p.get("example_dim"), list) else [] for p in params]
-    types = [p.get("example_dtype") or "" for p in params]
-    values = [str(p["example_value"]) if "example_value" in p else "" for p in params]
-    return Call(
-        entry.get("kernel_implementation", ""),
-        entry.get("op_mapping", ""),
-        parse_args(json.dumps(dims), json.dumps(types), json.dumps(values)),
-        entry.get("kernel_name", ""),
-    )
+    """A catalog entry as a call: its example params, its op_mapping, and the rule that
+    identifies its kernel family (from the classifier, the one reader of kernel names)."""
+    args = from_params(entry.get("params", []))
+    rule = default_classifier().classify(
+        entry.get("kernel_name", ""), entry.get("kernel_implementation"), entry.get("call_stack")
+    ).rule
+    list_dtype = next((a.dtype for a in args if a.kind == TENSOR), None)
+    return Call(entry.get("kernel_implementation", ""), entry.get("op_mapping", ""), args, rule, list_dtype)
 
 
 def catalog_costs(entries: list[dict[str, Any]], device: Device | None) -> pd.DataFrame:

@@ -1,23 +1,27 @@
 """FLOPs and bytes of one op call from its recorded inputs: a registry of small formulas.
 
-Each formula serves the launchers (CPU ops) it is registered for, or an op_mapping as a
-fallback, and returns a `Cost` or raises `NoCost` with the reason (a missing input, an op
-whose recorded inputs are only workspaces). Bytes are the minimum traffic: every input read
-once, every output written once. Elementwise-style ops count `flops_per_element` (catalogs/
-costs.toml) FLOPs per output element.
+A formula is registered for what it serves, and looked up from the call's label and launcher:
+first a label rule (a kernel family with its own argument layout, e.g. `deepgemm`, named by
+catalogs/rules.toml), then the launching op (an ATen op's schema says how to read its recorded
+arguments, e.g. `aten::addmm`), then the op_mapping. A key is registered once; a second
+registration is refused. Formulas return a `Cost` or raise `NoCost` with the reason (a missing
+input, an op whose recorded inputs are only workspaces). Bytes are the minimum traffic: every
+input read once, every output written once. Elementwise-style ops count `flops_per_element`
+(catalogs/costs.toml) FLOPs per output element.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from kernel_atlas.classify.classifier import rule_id
+from kernel_atlas.classify.rules import load_rules
+from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes
 from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
-from kernel_atlas.roofline.shapes import Arg, int_list, truthy
 
 
 @dataclass(frozen=True)
@@ -38,28 +42,30 @@ class Call:
     launcher: str
     op_mapping: str
     args: tuple[Arg, ...]
-    kernel: str = ""
+    rule: str = ""  # the label's rule (`rule:<id>`), as kernels.parquet's label_rule
+    list_dtype: str | None = None  # dtype assumed for tensor-list elements (not recorded)
+
+    @property
+    def what(self) -> str:
+        return self.launcher or self.rule or self.op_mapping
 
 
 Formula = Callable[[Call], Cost]
-BY_KERNEL: list[tuple[re.Pattern[str], Formula]] = []
-BY_LAUNCHER: dict[str, Formula] = {}
-BY_OP: dict[str, Formula] = {}
+REGISTRY: dict[tuple[str, str], Formula] = {}  # ("rule" | "launcher" | "op", key) → formula
 
 
 def register(
-    *, launchers: tuple[str, ...] = (), ops: tuple[str, ...] = (), kernels: str | None = None
+    *, rules: tuple[str, ...] = (), launchers: tuple[str, ...] = (), ops: tuple[str, ...] = ()
 ) -> Callable[[Formula], Formula]:
-    """Attach a formula to launcher names, op_mappings, or kernel names (a pattern, tried first:
-    kernels launched from Python, e.g. Triton or DeepGEMM, have no ATen launcher)."""
+    """Attach a formula to label rule ids (catalogs/rules.toml), launching ops, or op_mappings.
+    Each key takes one formula: registering a second is an error, as in torch's flop_counter."""
 
     def wrap(func: Formula) -> Formula:
-        if kernels:
-            BY_KERNEL.append((re.compile(kernels), func))
-        for name in launchers:
-            BY_LAUNCHER[name] = func
-        for op in ops:
-            BY_OP[op] = func
+        for kind, keys in (("rule", rules), ("launcher", launchers), ("op", ops)):
+            for key in keys:
+                if (kind, key) in REGISTRY:
+                    raise ValueError(f"{kind} {key!r} already has a cost formula ({REGISTRY[kind, key].__name__})")
+                REGISTRY[kind, key] = func
         return func
 
     return wrap
@@ -72,11 +78,21 @@ def flops_per_element() -> dict[str, float]:
 
 
 def cost_of(call: Call) -> Cost:
-    by_kernel = next((f for pattern, f in BY_KERNEL if pattern.search(call.kernel)), None)
-    formula = by_kernel or BY_LAUNCHER.get(call.launcher) or BY_OP.get(call.op_mapping)
+    keys = (("rule", rule_id(call.rule) or ""), ("launcher", call.launcher), ("op", call.op_mapping))
+    formula = next((REGISTRY[key] for key in keys if key in REGISTRY), None)
     if formula is None:
         raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
     return formula(call)
+
+
+@lru_cache(maxsize=1)
+def _precisions() -> dict[str, str]:
+    """Rule id → the compute precision its kernel family implies (rules.toml `precision`)."""
+    return {key: rule.precision for key, rule in load_rules()[0].by_id().items() if rule.precision}
+
+
+def _rule_precision(call: Call) -> str | None:
+    return _precisions().get(rule_id(call.rule) or "")
 
 
 # --- helpers ---------------------------------------------------------------------------------
@@ -89,7 +105,7 @@ def _tensors(call: Call) -> list[Arg]:
 def _tensor(call: Call, index: int, what: str) -> Arg:
     if index >= len(call.args) or not call.args[index].is_tensor:
         raise NoCost(
-            f"{call.launcher}: input {index} ({what}) has no recorded shape or a dtype not in catalogs/dtypes.toml"
+            f"{call.what}: input {index} ({what}) has no recorded shape or a dtype not in catalogs/dtypes.toml"
         )
     return call.args[index]
 
@@ -97,7 +113,8 @@ def _tensor(call: Call, index: int, what: str) -> Arg:
 def _gemm_precision(call: Call, arg: Arg) -> tuple[str, str]:
     precision = arg.precision
     if precision == "fp32":
-        return ("tf32", MATRIX) if "tf32" in call.kernel.lower() else ("fp32", VECTOR)
+        # fp32 inputs run on TF32 tensor cores where the kernel's family says so (rules.toml `precision`)
+        return ("tf32", MATRIX) if _rule_precision(call) == "tf32" else ("fp32", VECTOR)
     if precision == "int":
         return "int", VECTOR
     return precision, MATRIX
@@ -201,7 +218,7 @@ def _conv(call: Call) -> Cost:
     spatial = len(x.dims) - 2
     if spatial < 1 or len(w.dims) != len(x.dims):
         raise NoCost(f"{call.launcher}: unexpected input/weight ranks {x.dims} / {w.dims}")
-    lists = [int_list(a.value) for a in call.args[2:] if a.dtype == "ScalarList"]
+    lists = [a.ints() for a in call.args[2:] if a.dtype == "ScalarList"]
     lists = [v for v in lists if v is not None]
     # cudnn/miopen_convolution: (padding, stride, dilation); convolution/conv2d: (stride, padding, dilation)
     if call.launcher in ("aten::cudnn_convolution", "aten::miopen_convolution"):
@@ -246,7 +263,7 @@ def _attention(call: Call, layout: str, causal_index: int | None) -> Cost:
         skv, dv = k.dims[2], v.dims[3]
     causal = False
     if causal_index is not None and causal_index < len(call.args):
-        causal = bool(truthy(call.args[causal_index].value))
+        causal = bool(call.args[causal_index].flag())
     factor = 0.5 if causal else 1.0
     flops = 2.0 * b * h * sq * skv * (d + dv) * factor
     out = b * h * sq * dv * q.itemsize
@@ -297,7 +314,7 @@ def _sdpa_efficient(call: Call) -> Cost:
 @register(ops=("attention",))
 def _attention_unknown(call: Call) -> Cost:
     raise NoCost(
-        f"{call.launcher or 'graph replay'}: paged/ragged attention records only workspace buffers; "
+        f"{call.what or 'graph replay'}: paged/ragged attention records only workspace buffers; "
         "sequence lengths and head counts are missing"
     )
 
@@ -306,7 +323,7 @@ def _attention_unknown(call: Call) -> Cost:
 
 
 @register(
-    ops=("fused_moe",),
+    rules=("triton-fused-moe",),
     launchers=(
         "sglang::inplace_fused_experts",
         "sglang::outplace_fused_experts",
@@ -319,6 +336,8 @@ def _fused_experts(call: Call) -> Cost:
     of SGLang/vLLM's fused_experts and of the seed catalog's fused_moe_kernel params)."""
     x, w1, w2 = _tensor(call, 0, "hidden_states"), _tensor(call, 1, "w1"), _tensor(call, 2, "w2")
     topk = _tensor(call, 3, "topk_weights")
+    if (len(x.dims), len(w1.dims), len(w2.dims)) != (2, 3, 3):
+        raise NoCost(f"{call.what}: not the fused_experts layout (hidden [T, D], w1 [E, N1, D], w2 [E, D, N2])")
     tokens, hidden = x.dims
     experts, n1, _ = w1.dims
     _, _, n2 = w2.dims
@@ -338,10 +357,41 @@ def _fused_experts(call: Call) -> Cost:
 # --- bytes-dominated ops ---------------------------------------------------------------------
 
 
+def _lists(call: Call) -> tuple[list[Arg], int, str, str]:
+    """The recorded tensor lists of a call, their element size, precision and a note: a trace
+    records each element's shape but not its dtype (`Input type` says only "TensorList"), so the
+    dtype of the call's other tensors is used, else the one the caller assumed (`list_dtype`)."""
+    lists = [a for a in call.args if a.kind == TENSOR_LIST and a.dims]
+    if not lists:
+        raise NoCost(f"{call.what}: no tensor shapes recorded")
+    tensors = _tensors(call)
+    name = tensors[0].dtype if tensors else call.list_dtype
+    if name not in dtypes():
+        raise NoCost(f"{call.what}: the dtype of tensor-list elements is not recorded")
+    note = "" if tensors else f" (list elements assumed {name}: not recorded)"
+    return lists, dtypes()[name].bytes, dtypes()[name].precision, note
+
+
+def _foreach(call: Call, out_itemsize: int | None) -> Cost:
+    """A foreach op: elementwise over each element of its first list; other lists and tensors read."""
+    lists, size, precision, note = _lists(call)
+    out_numel = lists[0].numel
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    read = sum(a.numel for a in lists) * size + sum(a.nbytes for a in _tensors(call))
+    written = out_numel * (out_itemsize or size)
+    formula = (
+        f"{per:g} FLOP × {out_numel} elements of {len(lists[0].dims)} tensors; "
+        f"bytes = inputs {read} + output {out_numel}·{out_itemsize or size}{note}"
+    )
+    return Cost(per * out_numel, read + written, precision, VECTOR, formula)
+
+
 def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
+    if any(a.kind == TENSOR_LIST and a.dims for a in call.args):
+        return _foreach(call, out_itemsize)
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.launcher or call.op_mapping}: no input tensor shapes recorded")
+        raise NoCost(f"{call.what}: no input tensor shapes recorded")
     out_shape = _broadcast([a.dims for a in tensors])
     out_numel = math.prod(out_shape)
     size = out_itemsize if out_itemsize is not None else tensors[0].itemsize
@@ -393,7 +443,7 @@ def _logical(call: Call) -> Cost:
 def _gated(call: Call) -> Cost:
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.launcher}: no tensor shapes recorded")
+        raise NoCost(f"{call.what}: no tensor shapes recorded")
     x = max(tensors, key=lambda a: a.numel)  # the [.., 2d] input
     out_numel = x.numel // 2
     per = flops_per_element().get(call.op_mapping, 1.0)
@@ -405,7 +455,7 @@ def _gated(call: Call) -> Cost:
 def _quantize(call: Call) -> Cost:
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.launcher}: no tensor shapes recorded")
+        raise NoCost(f"{call.what}: no tensor shapes recorded")
     x = max(tensors, key=lambda a: a.numel)
     out = x.numel  # one byte per fp8/int8 element; scales are small and counted as inputs
     read = sum(a.nbytes for a in tensors)
@@ -417,11 +467,11 @@ def _quantize(call: Call) -> Cost:
 def _reduction(call: Call) -> Cost:
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.launcher}: no tensor shapes recorded")
+        raise NoCost(f"{call.what}: no tensor shapes recorded")
     x = tensors[0]
     reduced = None
     for arg in call.args[1:3]:
-        dims = int_list(arg.value) if arg.value else None
+        dims = arg.ints() if arg.value is not None else None
         if dims is not None:
             reduced = [d % len(x.dims) for d in dims] if dims and x.dims else list(range(len(x.dims)))
             break
@@ -440,7 +490,6 @@ def _reduction(call: Call) -> Cost:
         "copy_",
         "fill_",
         "arange",
-        "cat",
         "index",
         "index_select",
         "index_put_",
@@ -450,9 +499,11 @@ def _reduction(call: Call) -> Cost:
     )
 )
 def _memory(call: Call) -> Cost:
+    if any(a.kind == TENSOR_LIST and a.dims for a in call.args):
+        return _memory_lists(call)
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.launcher or call.op_mapping}: no tensor shapes recorded")
+        raise NoCost(f"{call.what}: no tensor shapes recorded")
     op = call.op_mapping
     if op in ("fill_", "arange"):
         written = tensors[0].nbytes
@@ -488,6 +539,25 @@ def _memory(call: Call) -> Cost:
     return Cost(0.0, 2.0 * read, tensors[0].precision, VECTOR, f"inputs {read} read and written once")
 
 
+def _memory_lists(call: Call) -> Cost:
+    """foreach copies and fills: the first list is written, the others read."""
+    lists, size, precision, note = _lists(call)
+    written = lists[0].numel * size
+    read = sum(a.numel for a in lists[1:]) * size + sum(a.nbytes for a in _tensors(call))
+    if call.op_mapping in ("fill_", "arange"):
+        read = 0
+    return Cost(0.0, read + written, precision, VECTOR, f"reads {read} + writes {written} bytes{note}")
+
+
+@register(ops=("cat",))
+def _cat(call: Call) -> Cost:
+    """cat/stack: every element of the input list read once, the result (as large) written once."""
+    lists, size, precision, note = _lists(call)
+    moved = sum(a.numel for a in lists) * size
+    shapes = " + ".join("·".join(map(str, shape)) for a in lists for shape in a.dims)
+    return Cost(0.0, 2.0 * moved, precision, VECTOR, f"({shapes}) elements · {size} B read and written{note}")
+
+
 @register(ops=("rotary_embedding",))
 def _rotary(call: Call) -> Cost:
     """q and k rotated in place; one cos/sin cache row read per token."""
@@ -496,7 +566,7 @@ def _rotary(call: Call) -> Cost:
         if len(arg.dims) == 3 and not any(arg.dims == r.dims for r in rotated):
             rotated.append(arg)  # sgl-kernel records q/k twice (inputs and outputs)
     if not rotated:
-        raise NoCost(f"{call.launcher or call.kernel[:40]}: no [tokens, heads, dim] query/key recorded")
+        raise NoCost(f"{call.what}: no [tokens, heads, dim] query/key recorded")
     tokens = rotated[0].dims[0]
     cache = next((a for a in _tensors(call) if len(a.dims) == 2), None)
     row = cache.nbytes // cache.dims[0] if cache is not None and cache.dims[0] else 0
@@ -520,19 +590,22 @@ def _two_operand_gemm(call: Call, out_itemsize: int, what: str) -> Cost:
                 n = b.dims[0] if b.dims[1] == k else b.dims[1]
                 extras = [t for t in tensors if t is not a and t is not b and t.numel < a.numel]
                 return _gemm(call, 1, m, n, k, [a, b, *extras], out_itemsize, f" ({what})")
-    raise NoCost(f"{call.kernel[:40]}: no A [M, K] / B [N, K] pair among the recorded shapes")
+    raise NoCost(f"{call.what}: no A [M, K] / B [N, K] pair among the recorded shapes")
 
 
-@register(kernels=r"deep_gemm::fp8_gemm_kernel|_w8a8_block_fp8_matmul|w8a8_block_fp8")
+@register(rules=("deepgemm", "triton-block-fp8-gemm"))
 def _block_fp8_gemm(call: Call) -> Cost:
-    if "GemmType)1" in call.kernel or "GemmType)2" in call.kernel:
-        raise NoCost("grouped DeepGEMM: the per-expert token counts are not recorded")
     return _two_operand_gemm(call, 2, "fp8 operands with block scales, bf16 output")
 
 
-@register(kernels=r"fused_a_gemm_kernel|router_gemm_kernel")
+@register(rules=("deepgemm-grouped",))
+def _grouped_deepgemm(call: Call) -> Cost:
+    raise NoCost("grouped DeepGEMM: the per-expert token counts are not recorded")
+
+
+@register(rules=("dsv3-small-gemm",))
 def _small_m_gemm(call: Call) -> Cost:
     tensors = [a for a in _tensors(call) if len(a.dims) == 2]
     if len(tensors) >= 3:  # sgl-kernel passes (out, mat1, mat2)
-        call = Call(call.launcher, call.op_mapping, tuple(tensors[1:]), call.kernel)
+        call = Call(call.launcher, call.op_mapping, tuple(tensors[1:]), call.rule)
     return _two_operand_gemm(call, 2, "DeepSeek-V3 small-M GEMM")

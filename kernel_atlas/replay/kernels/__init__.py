@@ -1,41 +1,49 @@
-"""Replay implementations for non-ATen kernels of serving engines, chosen by kernel name.
+"""Replay implementations for non-ATen kernels of serving engines, found by the kernel's label.
 
-Each entry maps a kernel-name pattern to a builder that turns a replay target (recorded or
-catalog shapes) into a `Case`: the kernel to time, its implementation label and a check
-against a plain-torch reference.
+Each builder is registered for label rule ids (a kernel family of catalogs/rules.toml, e.g.
+`triton-fused-moe`) and/or op_mappings, and turns a replay target (its recorded or catalog
+arguments, `runner.Target.args`) into a `Case`: the kernel to time, its implementation label and
+a check against a plain-torch reference. Lookup: the label's rule first, then its op_mapping. A
+key takes one builder; a second registration is refused. Relabelling a kernel in rules.toml
+changes its replay with no second list to update.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
+from kernel_atlas.classify.classifier import rule_id
 from kernel_atlas.replay.aten import Case
 
 Builder = Callable[..., Case]
-REGISTRY: list[tuple[re.Pattern[str], Builder]] = []
+REGISTRY: dict[tuple[str, str], Builder] = {}  # ("rule" | "op", key) → builder
 
 
-def register(pattern: str) -> Callable[[Builder], Builder]:
+def register(*, rules: tuple[str, ...] = (), ops: tuple[str, ...] = ()) -> Callable[[Builder], Builder]:
     def wrap(builder: Builder) -> Builder:
-        REGISTRY.append((re.compile(pattern), builder))
+        for kind, keys in (("rule", rules), ("op", ops)):
+            for key in keys:
+                if (kind, key) in REGISTRY:
+                    raise ValueError(f"{kind} {key!r} already has a replay builder ({REGISTRY[kind, key].__name__})")
+                REGISTRY[kind, key] = builder
         return builder
 
     return wrap
 
 
 def find_implementation(target, device: str, scale: float = 1.0) -> Case | None:  # target: runner.Target
-    _load()
-    for pattern, builder in REGISTRY:
-        if pattern.search(target.kernel):
-            return builder(target, device, scale)
+    load()
+    for key in (("rule", rule_id(target.label_rule) or ""), ("op", target.op_mapping)):
+        if key in REGISTRY:
+            return REGISTRY[key](target, device, scale)
     return None
 
 
 _LOADED = False
 
 
-def _load() -> None:
+def load() -> None:
+    """Import the builder modules (they register themselves); without triton only ATen replays."""
     global _LOADED
     if _LOADED:
         return

@@ -11,26 +11,18 @@ installed, a torch implementation of the same cos/sin-cache rotation otherwise.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from kernel_atlas.ingest.recorded import positional_shapes
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
 from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled
 from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module
-
-
-def _params(target: Any) -> list[list[int] | None]:
-    try:
-        dims = json.loads(target.input_dims or "[]")
-    except ValueError:
-        return []
-    return [d if isinstance(d, list) and all(isinstance(x, int) for x in d) else None for d in dims]
 
 
 def _override(name: str) -> int | None:
@@ -50,12 +42,9 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> to
     return out.transpose(0, 1)
 
 
-@register(
-    r"BatchDecodeWithPagedKVCache|BatchPrefillWithPagedKVCache|PrefillWithKVCacheKernel|"
-    r"PersistentVariableLengthMergeStates|prepare_varlen_num_blocks|flash_fwd|FlashAttnFwd"
-)
+@register(rules=("flashinfer-attention", "flash-attention"))
 def _batch_attention(target: Any, device: str, scale: float) -> Case:
-    params = _params(target)
+    params = positional_shapes(target.args)
     tensors = [p for p in params if p]
     q_shape = next((p for p in tensors if len(p) == 3), None)
     cache = next((p for p in tensors if len(p) == 4), None)
@@ -146,9 +135,9 @@ def _flashinfer_decode(library: Any, q, k_pool, v_pool, pages, batch: int, kv_le
     return lambda: wrapper.run(q, (k_cache, v_cache))
 
 
-@register(r"BatchMLAPageAttention|mla::")
+@register(rules=("flashinfer-mla",))
 def _mla(target: Any, device: str, scale: float) -> Case:
-    tensors = [p for p in _params(target) if p]
+    tensors = [p for p in positional_shapes(target.args) if p]
     three = [p for p in tensors if len(p) == 3]
     if len(three) < 4:
         raise NotReplayable("MLA needs q_nope, q_pe, ckv_cache and kpe_cache shapes")
@@ -207,9 +196,9 @@ def rope_reference(positions, q, k, cos_sin_cache, is_neox: bool) -> tuple[torch
     return rotate(q).to(q.dtype), rotate(k).to(k.dtype)
 
 
-@register(r"Rotary|rotary_embedding|apply_rope")
+@register(ops=("rotary_embedding",))
 def _rope(target: Any, device: str, scale: float) -> Case:
-    tensors = [p for p in _params(target) if p]
+    tensors = [p for p in positional_shapes(target.args) if p]
     three = [p for p in tensors if len(p) == 3]
     if len(three) < 2:
         raise NotReplayable("needs q [tokens, heads, dim] and k [tokens, kv_heads, dim]")
@@ -261,9 +250,9 @@ def merge_states(v_a, s_a, v_b, s_b) -> tuple[torch.Tensor, torch.Tensor]:
     return merged.to(v_a.dtype), top + torch.log(w_a + w_b)
 
 
-@register(r"merge_attn_states|merge_state")
+@register(rules=("merge-attn-states",))
 def _merge(target: Any, device: str, scale: float) -> Case:
-    three = [p for p in (_params(target)) if p and len(p) == 3]
+    three = [p for p in (positional_shapes(target.args)) if p and len(p) == 3]
     if not three:
         raise NotReplayable("needs v_a [tokens, heads, dim]")
     tokens, heads, dim = three[0]

@@ -1,8 +1,7 @@
-"""Shared pieces of the Triton replay kernels: shapes from targets, scaling, device policy."""
+"""Shared pieces of the Triton replay kernels: scaling, device policy, checks."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from typing import Any
@@ -22,15 +21,6 @@ def compute_dtype(device: str) -> Any:
     import torch
 
     return torch.bfloat16 if device.startswith("cuda") else torch.float32
-
-
-def shapes(target: Any) -> list[tuple[int, ...]]:
-    """The recorded/catalog tensor shapes of a target, in order ("N/A" and scalars skipped)."""
-    try:
-        dims = json.loads(target.input_dims or "[]")
-    except ValueError:
-        dims = []
-    return [tuple(d) for d in dims if isinstance(d, list) and d and all(isinstance(x, int) for x in d)]
 
 
 def scaled(n: int, scale: float, multiple: int = 16) -> int:

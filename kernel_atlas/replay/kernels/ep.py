@@ -17,10 +17,11 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_atlas.ingest.recorded import tensor_shapes
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import guard_interpreter, interpreting, label, scaled, shapes
+from kernel_atlas.replay.kernels.common import guard_interpreter, interpreting, label, scaled
 
 ALIGN = 128
 GROUP = 128
@@ -143,7 +144,7 @@ def _fp8(shape: tuple[int, ...], device: str, generator: Any) -> torch.Tensor:
 
 
 def _problem(target: Any, device: str, scale: float) -> dict[str, Any]:
-    found = shapes(target)
+    found = tensor_shapes(target.args)
     tokens, hidden = next((s for s in found if len(s) == 2), (1024, 7168))
     tokens, hidden = scaled(tokens, scale), scaled(hidden, scale, GROUP)
     experts, top_k = 8, 4
@@ -189,7 +190,7 @@ def ep_scatter(x, x_scale, ids, experts: int):
     return output, output_scale, m_indices, index, start
 
 
-@register(r"^_fwd_kernel_ep_scatter")
+@register(rules=("sglang-ep-scatter",))
 def _scatter(target: Any, device: str, scale: float) -> Case:
     p = _problem(target, device, scale)
     x = _fp8((p["tokens"], p["hidden"]), device, p["generator"])
@@ -216,7 +217,7 @@ def _scatter(target: Any, device: str, scale: float) -> Case:
     )
 
 
-@register(r"^_fwd_kernel_ep_gather")
+@register(rules=("sglang-ep-gather",))
 def _gather(target: Any, device: str, scale: float) -> Case:
     p = _problem(target, device, scale)
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
@@ -241,18 +242,16 @@ def _gather(target: Any, device: str, scale: float) -> Case:
     return Case(run, label("Triton ep_gather (_fwd_kernel_ep_gather)", device, scale), check)
 
 
-@register(r"deep_gemm::fp8_gemm_kernel")
+@register(rules=("deepgemm",))
 def _deep_gemm(target: Any, device: str, scale: float) -> Case:
-    if "GemmType)0" not in target.kernel:
-        raise NotReplayable("grouped DeepGEMM (masked/contiguous layout) needs the per-expert token layout")
     case = _block_fp8_matmul(target, device, scale)
     case.implementation = "stand-in for DeepGEMM: " + case.implementation
     return case
 
 
-@register(r"^_w8a8_block_fp8_matmul|w8a8_block_fp8")
+@register(rules=("triton-block-fp8-gemm",))
 def _block_fp8_matmul(target: Any, device: str, scale: float) -> Case:
-    found = [s for s in shapes(target) if len(s) == 2]
+    found = [s for s in tensor_shapes(target.args) if len(s) == 2]
     pair = next(((a, b) for i, a in enumerate(found) for b in found[i + 1 :] if a[1] == b[1]), None)
     if pair is None:
         raise NotReplayable("needs A [M, K] and B [N, K] with the same K")

@@ -8,10 +8,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from kernel_atlas.classify.classifier import rule_id
+from kernel_atlas.ingest.recorded import tensor_shapes
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled, shapes
+from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled
 
 
 def flashinfer_module(device: str) -> Any | None:
@@ -30,14 +32,15 @@ def _gated(kind: str, x: torch.Tensor) -> torch.Tensor:
     return (act * up).to(x.dtype)
 
 
-@register(r"act_and_mul_kernel.*(silu|gelu)|silu_and_mul|gelu_and_mul|gelu_tanh_and_mul")
+@register(ops=("silu_and_mul", "gelu_and_mul"))
 def _act_and_mul(target: Any, device: str, scale: float) -> Case:
-    found = [s for s in shapes(target) if len(s) == 2]
+    found = [s for s in tensor_shapes(target.args) if len(s) == 2]
     if not found:
         raise NotReplayable("no [tokens, 2·d] input recorded")
     rows, cols = max(found, key=lambda s: s[1])
     rows, cols = scaled(rows, scale), scaled(cols, scale, 32)
-    kind = "gelu_tanh" if "gelu_tanh" in target.kernel else "gelu" if "gelu" in target.kernel else "silu"
+    gelu_tanh = rule_id(target.label_rule) == "act-and-mul-gelu-tanh"
+    kind = "silu" if target.op_mapping == "silu_and_mul" else "gelu_tanh" if gelu_tanh else "gelu"
     x = torch.randn(rows, cols, device=device, dtype=compute_dtype(device))
     library = flashinfer_module(device)
     if library is not None:
@@ -53,10 +56,10 @@ def _act_and_mul(target: Any, device: str, scale: float) -> Case:
     return Case(lambda: function(x), label(implementation, device, scale, triton=False), check)
 
 
-@register(r"fused_a_gemm|router_gemm|dsv3_.*gemm")
+@register(rules=("dsv3-small-gemm",))
 def _small_gemm(target: Any, device: str, scale: float) -> Case:
     """sgl-kernel's DeepSeek-V3 small-M GEMMs (fused-A projection, router): torch.mm stand-in."""
-    found = [s for s in shapes(target) if len(s) == 2]
+    found = [s for s in tensor_shapes(target.args) if len(s) == 2]
     if len(found) >= 3:
         found = found[1:]  # sgl-kernel passes the output first: (out, mat1, mat2)
     if len(found) < 2 or found[0][1] not in found[1]:

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 
+from kernel_atlas.ingest.recorded import tensor_shapes
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
@@ -27,7 +28,6 @@ from kernel_atlas.replay.kernels.common import (
     interpreting,
     label,
     scaled,
-    shapes,
 )
 
 
@@ -208,7 +208,7 @@ def fused_experts_reference(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
 
 
 def _moe_problem(target: Any, device: str, scale: float) -> dict[str, Any]:
-    found = shapes(target)
+    found = tensor_shapes(target.args)
     three = [s for s in found if len(s) == 3]
     two = [s for s in found if len(s) == 2]
     if len(three) < 2 or not two:
@@ -232,7 +232,7 @@ def _close(out: torch.Tensor, ref: torch.Tensor) -> tuple[str, str]:
     return compare(out, ref, low=3e-2, full=1e-3)  # two chained GEMMs: looser than one op
 
 
-@register(r"^fused_moe_kernel")
+@register(rules=("triton-fused-moe",))
 def _fused_moe(target: Any, device: str, scale: float) -> Case:
     p = _moe_problem(target, device, scale)
     tokens, top_k = p["ids"].shape
@@ -253,7 +253,7 @@ def _fused_moe(target: Any, device: str, scale: float) -> Case:
     return Case(run, label("Triton fused_moe_kernel (gate/up projection launch)", device, scale), check)
 
 
-@register(r"moe_sum_reduce|^_moe_sum_reduce_kernel")
+@register(rules=("sglang-moe-sum-reduce",))
 def _sum_reduce(target: Any, device: str, scale: float) -> Case:
     p = _moe_problem(target, device, scale)
     tokens, top_k = p["ids"].shape
@@ -265,9 +265,9 @@ def _sum_reduce(target: Any, device: str, scale: float) -> Case:
     return Case(lambda: moe_sum_reduce(x), label("Triton moe_sum_reduce_kernel", device, scale), check)
 
 
-@register(r"moe_align_block_size|count_and_sort_expert_tokens")
+@register(rules=("sglang-moe-align",))
 def _align(target: Any, device: str, scale: float) -> Case:
-    found = shapes(target)
+    found = tensor_shapes(target.args)
     ids_shape = found[0] if found and len(found[0]) == 2 else (1024, 8)
     tokens, top_k = scaled(ids_shape[0], scale), ids_shape[1]
     experts = 64

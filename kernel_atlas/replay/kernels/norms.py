@@ -9,10 +9,12 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_atlas.classify.classifier import rule_id
+from kernel_atlas.ingest.recorded import tensor_shapes
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled, shapes
+from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled
 from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module
 
 EPS = 1e-6
@@ -87,7 +89,7 @@ def dual_residual_rmsnorm(x, residual, w1, w2, eps: float = EPS) -> tuple[torch.
 
 
 def _rows_cols(target: Any, scale: float) -> tuple[int, int]:
-    found = [s for s in shapes(target) if len(s) == 2]
+    found = [s for s in tensor_shapes(target.args) if len(s) == 2]
     if not found:
         raise NotReplayable("no [tokens, hidden] activation shape recorded")
     rows, cols = found[0]
@@ -105,7 +107,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
     return compare(a, b)
 
 
-@register(r"FusedAddRMSNormKernel|fused_add_rmsnorm|add_rmsnorm")
+@register(rules=("flashinfer-rms-norm-fused-add", "rms-norm-fused-add"))
 def _fused_add(target: Any, device: str, scale: float) -> Case:
     rows, cols = _rows_cols(target, scale)
     dtype = compute_dtype(device)
@@ -113,7 +115,7 @@ def _fused_add(target: Any, device: str, scale: float) -> Case:
     r0 = torch.randn(rows, cols, device=device, dtype=dtype)
     w = torch.randn(cols, device=device, dtype=dtype)
     x, r = x0.clone(), r0.clone()
-    library = flashinfer_module(device) if "flashinfer" in target.kernel else None
+    library = flashinfer_module(device) if (rule_id(target.label_rule) or "").startswith("flashinfer") else None
     if library is not None:
         return Case(
             lambda: library.norm.fused_add_rmsnorm(x, r, w, EPS),
@@ -132,7 +134,7 @@ def _fused_add(target: Any, device: str, scale: float) -> Case:
     return Case(lambda: fused_add_rmsnorm(x, r, w), label("Triton fused_add_rmsnorm_kernel", device, scale), check)
 
 
-@register(r"^fused_dual_residual_rmsnorm_kernel$|dual_residual_rmsnorm")
+@register(rules=("rms-norm-dual-residual",))
 def _dual(target: Any, device: str, scale: float) -> Case:
     rows, cols = _rows_cols(target, scale)
     dtype = compute_dtype(device)
@@ -152,14 +154,13 @@ def _dual(target: Any, device: str, scale: float) -> Case:
     )
 
 
-# registered last: the patterns above are more specific
-@register(r"(?<!Add)(?<!Gemma)RMSNormKernel|^fused_rmsnorm_kernel$|^rmsnorm_kernel|^_rms_norm")
+@register(rules=("flashinfer-rms-norm", "rms-norm"))
 def _plain(target: Any, device: str, scale: float) -> Case:
     rows, cols = _rows_cols(target, scale)
     dtype = compute_dtype(device)
     x = torch.randn(rows, cols, device=device, dtype=dtype)
     w = torch.randn(cols, device=device, dtype=dtype)
-    library = flashinfer_module(device) if "flashinfer" in target.kernel else None
+    library = flashinfer_module(device) if (rule_id(target.label_rule) or "").startswith("flashinfer") else None
     if library is not None:
         return Case(
             lambda: library.norm.rmsnorm(x, w, EPS),

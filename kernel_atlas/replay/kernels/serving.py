@@ -10,9 +10,10 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_atlas.ingest.recorded import tensor_shapes
 from kernel_atlas.replay.aten import Case
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compute_dtype, interpreting, label, scaled, shapes
+from kernel_atlas.replay.kernels.common import compute_dtype, interpreting, label, scaled
 
 BLOCK = 512
 
@@ -97,7 +98,7 @@ def per_token_group_quant_fp8_kernel(y, y_q, y_s, group_size, eps, fp8_min, fp8_
 
 
 def _requests(target: Any, scale: float, device: str) -> dict[str, Any]:
-    found = shapes(target)
+    found = tensor_shapes(target.args)
     pool = next((s for s in found if len(s) == 2), (4096, 163844))
     rows, stride = scaled(pool[0], scale), scaled(pool[1], scale)
     batch = 4
@@ -114,7 +115,7 @@ def _requests(target: Any, scale: float, device: str) -> dict[str, Any]:
     }
 
 
-@register(r"^write_req_to_token_pool")
+@register(rules=("sglang-req-to-token",))
 def _write_req_to_token(target: Any, device: str, scale: float) -> Case:
     p = _requests(target, scale, device)
     total = int(p["extend"].sum())
@@ -146,7 +147,7 @@ def _write_req_to_token(target: Any, device: str, scale: float) -> Case:
     return Case(run, label("Triton write_req_to_token_pool", device, scale), check)
 
 
-@register(r"^create_flashinfer_kv_indices")
+@register(rules=("sglang-kv-indices",))
 def _kv_indices(target: Any, device: str, scale: float) -> Case:
     p = _requests(target, scale, device)
     p["req_to_token"].copy_(torch.randint(0, 1 << 30, p["req_to_token"].shape, dtype=torch.int32))
@@ -170,7 +171,7 @@ def _kv_indices(target: Any, device: str, scale: float) -> Case:
     return Case(run, label("Triton create_flashinfer_kv_indices", device, scale), check)
 
 
-@register(r"^compute_position")
+@register(rules=("sglang-compute-position",))
 def _positions(target: Any, device: str, scale: float) -> Case:
     generator = torch.Generator().manual_seed(0)
     batch = 8
@@ -193,9 +194,9 @@ def _positions(target: Any, device: str, scale: float) -> Case:
     return Case(run, label("Triton compute_position", device, scale), check)
 
 
-@register(r"per_token_group_quant")
+@register(rules=("per-token-group-quant",))
 def _group_quant(target: Any, device: str, scale: float) -> Case:
-    found = shapes(target)
+    found = tensor_shapes(target.args)
     shape = found[0] if found else (1024, 7168)
     rows, cols = scaled(shape[-2] if len(shape) >= 2 else 1024, scale), scaled(shape[-1], scale, 128)
     group = 128 if cols % 128 == 0 else cols

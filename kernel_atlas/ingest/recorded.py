@@ -1,0 +1,192 @@
+"""The recorded call: one launching op's arguments as the profiler recorded them, typed once.
+
+`Input Dims`, `Input type`, `Input Strides` and `Concrete Inputs` (kernels.parquet keeps them as
+JSON text) or a catalog entry's `params` become a tuple of `Arg`: a tensor (shape, dtype,
+strides), a tensor list (`aten::cat`, `aten::stack`, `_foreach_*` record nested shapes such as
+`[[[1,559,32],[1,559,32]],[]]`), a scalar or list with its concrete value, or nothing. Costs
+(roofline) and replay both read this model; each distinct recorded signature is parsed once
+per process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kernel_atlas.paths import read_toml
+
+TENSOR, TENSOR_LIST, SCALAR, LIST, NONE = "tensor", "tensor_list", "scalar", "list", "none"
+NOT_TENSORS = ("", "Scalar", "ScalarList", "IntList", "TensorList", "GenericList", "None", "str", "Device", "Layout")
+
+
+@dataclass(frozen=True)
+class DType:
+    bytes: int
+    precision: str  # key into a device's peaks: bf16, fp16, fp32, fp8, int, ...
+    torch: str  # torch dtype name used for replay
+
+
+@lru_cache(maxsize=1)
+def dtypes() -> dict[str, DType]:
+    """catalogs/dtypes.toml: recorded dtype spellings → size, precision and torch dtype."""
+    data = read_toml("dtypes.toml")
+    return {name: DType(int(v["bytes"]), v["precision"], v["torch"]) for name, v in data["dtypes"].items()}
+
+
+def _value(text: str) -> Any:
+    """A `Concrete Inputs` entry as a Python value: "True" → True, "2" → 2, "[1, 2]" → [1, 2]."""
+    text = text.strip()
+    if text in ("", "None"):
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    for cast in (int, float, json.loads):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One recorded argument. `dims` is the shape of a tensor, or the shapes of a tensor list's
+    elements; `text` the raw `Concrete Inputs` entry and `value` its parsed value."""
+
+    kind: str  # TENSOR, TENSOR_LIST, SCALAR, LIST or NONE
+    dims: Any = None  # tuple[int, ...] (tensor) or tuple[tuple[int, ...], ...] (tensor list)
+    dtype: str = ""  # as recorded ("c10::BFloat16", "TensorList", "Scalar", "ScalarList", "")
+    strides: Any = None  # like dims, or None when not recorded
+    text: str = ""
+    value: Any = None
+
+    @property
+    def is_tensor(self) -> bool:
+        """A tensor whose dtype catalogs/dtypes.toml knows (so its bytes can be counted)."""
+        return self.kind == TENSOR and self.dtype in dtypes()
+
+    @property
+    def shapes(self) -> tuple[tuple[int, ...], ...]:
+        """The tensor shapes this argument holds: one for a tensor, each element of a list."""
+        if self.kind == TENSOR:
+            return (self.dims,)
+        return self.dims if self.kind == TENSOR_LIST else ()
+
+    @property
+    def numel(self) -> int:
+        return sum(math.prod(shape) for shape in self.shapes)
+
+    @property
+    def itemsize(self) -> int:
+        return dtypes()[self.dtype].bytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.itemsize
+
+    @property
+    def precision(self) -> str:
+        return dtypes()[self.dtype].precision
+
+    def ints(self) -> list[int] | None:
+        """The concrete value as a list of ints (`[16, 16]`, or `2` → `[2]`), else None."""
+        value = self.value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return [value]
+        if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return value
+        return None
+
+    def flag(self) -> bool | None:
+        """The concrete value as a boolean (True/False/1/0), else None."""
+        return {True: True, False: False}.get(self.value) if isinstance(self.value, int) else None  # 1/0 too
+
+
+def _ints(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _arg(dims: object, dtype: object, strides: object, text: object) -> Arg:
+    dtype = dtype if isinstance(dtype, str) else ""
+    text = text if isinstance(text, str) else ""
+    known = dtype in dtypes()
+    if _ints(dims) and (known or (dims and dtype not in NOT_TENSORS)):  # an unknown dtype keeps its shape
+        return Arg(TENSOR, tuple(dims), dtype, tuple(strides) if _ints(strides) and strides else None)  # type: ignore[arg-type]
+    if dtype == "TensorList" or (isinstance(dims, list) and dims and all(_ints(d) for d in dims)):
+        shapes = tuple(tuple(d) for d in dims) if isinstance(dims, list) and all(_ints(d) for d in dims) else ()
+        element_strides = (
+            tuple(tuple(s) for s in strides)
+            if isinstance(strides, list) and len(strides) == len(shapes) and all(_ints(s) for s in strides)
+            else None
+        )
+        return Arg(TENSOR_LIST, shapes, dtype or "TensorList", element_strides)
+    if dtype in ("ScalarList", "IntList") or text.startswith("["):
+        return Arg(LIST, None, dtype, None, text, _value(text) if text else None)
+    if dtype == "" and not text:
+        return Arg(NONE)
+    return Arg(SCALAR, None, dtype, None, text, _value(text))
+
+
+def _loads(text: object) -> list[Any]:
+    if not isinstance(text, str) or not text:  # None/NaN: not recorded
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+@lru_cache(maxsize=65536)
+def parse_call(
+    dims: str | None, types: str | None, strides: str | None = None, concrete: str | None = None
+) -> tuple[Arg, ...]:
+    """The arguments of one recorded call from its JSON text columns (missing columns: empty)."""
+    dims_, types_, strides_, values = (_loads(t) for t in (dims, types, strides, concrete))
+
+    def at(items: list[Any], i: int) -> Any:
+        return items[i] if i < len(items) else None
+
+    return tuple(
+        _arg(at(dims_, i), at(types_, i), at(strides_, i), at(values, i))
+        for i in range(max(len(dims_), len(types_)))
+    )
+
+
+def type_names(types: str | None) -> list[str]:
+    """The `Input type` entries of a call."""
+    return [t for t in _loads(types) if isinstance(t, str)]
+
+
+def from_params(params: list[dict[str, Any]]) -> tuple[Arg, ...]:
+    """The arguments of a catalog entry (seed schema: `example_dim`, `example_dtype`,
+    `example_value`)."""
+    return tuple(
+        _arg(
+            p.get("example_dim"),
+            p.get("example_dtype"),
+            None,
+            str(p["example_value"]) if p.get("example_value") not in (None, "") else "",
+        )
+        for p in params
+    )
+
+
+def example_dim(arg: Arg) -> list[Any]:
+    """An argument's shape as a catalog entry writes it (`[]` for non-tensors)."""
+    if arg.kind == TENSOR:
+        return list(arg.dims)
+    return [list(shape) for shape in arg.dims] if arg.kind == TENSOR_LIST else []
+
+
+def tensor_shapes(args: tuple[Arg, ...]) -> list[tuple[int, ...]]:
+    """The non-empty tensor shapes of a call, in order (scalars, lists and 0-d tensors skipped)."""
+    return [a.dims for a in args if a.kind == TENSOR and a.dims]
+
+
+def positional_shapes(args: tuple[Arg, ...]) -> list[tuple[int, ...] | None]:
+    """Each argument's tensor shape, or None where it is not a tensor (positions kept)."""
+    return [a.dims if a.kind == TENSOR else None for a in args]

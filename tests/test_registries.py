@@ -1,0 +1,90 @@
+"""One source of truth: costs and replay are found by the kernel's label, every key they name
+exists, a key is registered once, and a corrected label changes cost and replay together."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kernel_atlas.classify.rules import rule_ids
+from kernel_atlas.classify.taxonomy import load_taxonomy
+from kernel_atlas.ingest.recorded import parse_call
+from kernel_atlas.roofline import costs
+from kernel_atlas.roofline.costs import Call, NoCost, cost_of
+
+
+def _replay_registry() -> dict:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from kernel_atlas.replay import kernels
+
+    kernels.load()
+    return kernels.REGISTRY
+
+
+def test_every_key_a_registry_names_exists() -> None:
+    from kernel_atlas.replay.runner import NOT_REPLAYABLE
+
+    taxonomy = load_taxonomy()
+    keys = [*costs.REGISTRY, *_replay_registry(), *NOT_REPLAYABLE]
+    assert {kind for kind, _ in keys} <= {"rule", "launcher", "op", "category"}
+    for kind, key in keys:
+        if kind == "rule":
+            assert key in rule_ids(), f"{key!r} is not a rule id of catalogs/rules.toml"
+        elif kind == "op":
+            assert taxonomy.is_op(key), key
+        elif kind == "category":
+            assert key in taxonomy.categories, key
+        else:
+            assert key.startswith(("aten::", "sglang::", "vllm::")), key
+
+
+def test_a_second_registration_is_refused() -> None:
+    with pytest.raises(ValueError, match="already has a cost formula"):
+        costs.register(ops=("add",))(lambda call: None)
+    with pytest.raises(ValueError, match="already has a cost formula"):
+        costs.register(rules=("deepgemm",))(lambda call: None)
+    _replay_registry()
+    from kernel_atlas.replay.kernels import register
+
+    with pytest.raises(ValueError, match="already has a replay builder"):
+        register(rules=("triton-fused-moe",))(lambda target, device, scale: None)
+
+
+def test_a_corrected_label_changes_cost_and_replay_together() -> None:
+    """The same recorded DeepGEMM call, labelled as the normal and as the grouped family: cost
+    and replay both follow the label, no other list decides."""
+    _replay_registry()
+    from kernel_atlas.replay.runner import Target, replay_one
+
+    dims = "[[24,256],[24,2],[256,256],[2,2],[24,256]]"
+    types = '["c10::Float8_e4m3fn","float","c10::Float8_e4m3fn","float","c10::BFloat16"]'
+    args = parse_call(dims, types)
+    normal = cost_of(Call("<built-in function launch>", "matmul", args, "rule:deepgemm"))
+    assert normal.flops == 2 * 24 * 256 * 256  # A [24, 256] · B [256, 256]
+    with pytest.raises(NoCost, match="grouped DeepGEMM"):
+        cost_of(Call("<built-in function launch>", "matmul", args, "rule:deepgemm-grouped"))
+
+    def target(rule: str) -> Target:
+        return Target("k", "<built-in function launch>", "matmul", "gemm", dims, types, None, None, None, 1, "catalog", rule)
+
+    grouped = replay_one(target("rule:deepgemm-grouped"), "cpu")
+    assert grouped.check == "skipped" and "grouped DeepGEMM" in grouped.reason
+    replayed = replay_one(target("rule:deepgemm"), "cpu")
+    assert replayed.implementation.startswith("stand-in for DeepGEMM") and replayed.flops == normal.flops
+
+
+def test_the_recorded_call_model_types_every_argument() -> None:
+    args = parse_call(
+        '[[[1,559,32],[1,559,32]],[],[4,6],[],[]]',
+        '["TensorList","Scalar","c10::BFloat16","ScalarList",""]',
+        '[[[17888,32,1],[17888,32,1]],[],[1,4],[],[]]',
+        '["","-1","","[2, 3]",""]',
+    )
+    assert [a.kind for a in args] == ["tensor_list", "scalar", "tensor", "list", "none"]
+    assert args[0].dims == ((1, 559, 32), (1, 559, 32)) and args[0].numel == 2 * 559 * 32
+    assert args[0].strides == ((17888, 32, 1), (17888, 32, 1))
+    assert args[1].value == -1 and args[3].ints() == [2, 3]
+    assert args[2].is_tensor and args[2].nbytes == 4 * 6 * 2 and args[2].strides == (1, 4)
