@@ -315,6 +315,24 @@ def test_fleet_time_shares_equal_a_direct_query(fleet_out: Path) -> None:
     assert "Collectives across ranks" in html and 'id="lateness"' in html
 
 
+def test_fleet_report_has_the_waits_of_every_rank(fleet_out: Path) -> None:
+    idle = pd.read_parquet(fleet_out / "idle.parquet")
+    summary = json.loads((fleet_out / "summary.json").read_text())
+    devices = [d for t in summary["traces"] for d in t["devices"]]
+    assert sorted({d["rank"] for d in devices}) == sorted(idle["rank"].unique()) == list(range(8))
+    for d in devices:  # the union of the streams (compute and NCCL) per device
+        rows = idle[(idle["rank"] == d["rank"]) & (idle["device"] == d["device"]) & idle["stream"].isna()]
+        assert rows["idle_us"].sum() == pytest.approx(d["idle_us"], abs=1e-3)
+    assert idle["stream"].notna().any()
+    for name in ("idle_causes", "launch_stats", "graph_candidates"):
+        assert (fleet_out / f"{name}.parquet").is_file()
+    facts = json.loads((fleet_out / "report.json").read_text())
+    assert facts["idle"]["kernel_wait_us"] == 30.0 and len(facts["idle"]["devices"]) == len(devices)
+    # the timeline of a fleet is one rank's: here the top straggler's
+    html = (fleet_out / "report.html").read_text()
+    assert "rank 5 of 8: the top straggler" in html and "Why the GPU waits" in html
+
+
 def test_positions_match_instances_when_no_seq_is_recorded(tmp_path: Path) -> None:
     trace_path("a100_nccl_8rank_rank0")
     spec = FleetSpec(ranks=4, steps=1, repeat=4, stragglers=[Straggler(3, 600.0, 0.6)], seq="none", lean=True)

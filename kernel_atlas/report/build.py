@@ -11,13 +11,15 @@ import pandas as pd
 
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.outputs import output_ranks
-from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
+from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, write_outputs
 from kernel_atlas.report.idle import KERNEL_WAIT_US
 from kernel_atlas.report.launches import SHORT_KERNEL_US
-from kernel_atlas.report.waits import Waits, analyse_waits, write_waits
-from kernel_atlas.roofline.analysis import Analysis, analyse
+from kernel_atlas.report.views import KernelViews
+from kernel_atlas.report.waits import Waits, write_waits
+from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.roofline.collectives import CrossRank, cross_rank_view
 from kernel_atlas.roofline.devices import Device, get_device, match_device
+from kernel_atlas.roofline.ranks import WaitOptions, analyse_ranks
 
 
 @dataclass
@@ -29,6 +31,7 @@ class Report:
     files: dict[str, Path]
     waits: Waits | None = None
     cross_rank: CrossRank | None = None
+    views: KernelViews | None = None
 
 
 def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
@@ -86,26 +89,27 @@ def build_report(
     summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     gpu_name, sms, world = _traced_gpu(summary)
     device = get_device(device_key) if device_key else match_device(gpu_name, sms)
-    if len(ranks) > 1:  # one rank at a time: the memory of one rank, whatever the fleet's size
-        from kernel_atlas.roofline.ranks import analyse_ranks
-
-        analysis = analyse_ranks(out_dir, ranks, device, world, jobs)
-    else:
-        frame = load_kernels(out_dir)
-        if frame.empty:
-            raise AtlasError(out_dir, "no GPU activities to report on")
-        analysis = analyse(frame, device, world)
     cross_rank = cross_rank_view(out_dir, ranks)
+    stragglers = cross_rank.facts.get("stragglers") or []
+    # one rank at a time (a single trace is one rank): the memory of one rank, whatever the fleet's size
+    ranked = analyse_ranks(
+        out_dir,
+        ranks,
+        device,
+        world,
+        jobs,
+        options=WaitOptions(kernel_wait_us, short_kernel_us, like_hta),
+        summary=summary,
+        timeline_rank=stragglers[0]["rank"] if stragglers else None,
+    )
+    analysis, waits, views = ranked.analysis, ranked.waits, ranked.views
     analysis.facts.update(cross_rank.facts)
     replay_path = out_dir / "replay.parquet"
     if replay_path.exists():
         analysis.roofline = merge_replay(analysis.roofline, pd.read_parquet(replay_path))
     analysis.facts["traced_gpu"] = gpu_name
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
-    waits = None
-    if len(ranks) <= 1:
-        waits = analyse_waits(frame, kernel_wait_us, short_kernel_us, like_hta, summary)
-        analysis.facts.update(waits.facts)
+    analysis.facts.update(waits.facts)
     files = {
         "roofline": out_dir / "roofline.parquet",
         "timeshare": out_dir / "timeshare.csv",
@@ -114,8 +118,7 @@ def build_report(
     }
     analysis.roofline.to_parquet(files["roofline"], index=False)
     analysis.timeshare.to_csv(files["timeshare"], index=False)
-    if waits is not None:
-        files.update(write_waits(waits, out_dir))
+    files.update(write_waits(waits, out_dir))
     if cross_rank.path is not None:
         files["collectives"] = cross_rank.path
     files["facts"].write_text(json.dumps(analysis.facts, indent=1) + "\n")
@@ -124,6 +127,12 @@ def build_report(
 
     title = f"Kernel Atlas — {out_dir.name}"
     write_html(
-        analysis, device, files["html"], title, waits=waits, sections=[cross_rank_html(cross_rank, analysis.facts)]
+        analysis,
+        device,
+        files["html"],
+        title,
+        waits=waits,
+        sections=[cross_rank_html(cross_rank, analysis.facts)],
+        views=views,
     )
-    return Report(out_dir, analysis, device, gpu_name, files, waits, cross_rank)
+    return Report(out_dir, analysis, device, gpu_name, files, waits, cross_rank, views)

@@ -32,6 +32,7 @@ from kernel_atlas.report.html import (
     timeshare_figure,
     top_kernels_figure,
 )
+from kernel_atlas.report.views import module_times, timeline_of
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
 
@@ -170,8 +171,8 @@ def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
         "top-kernels": top_kernels_figure(analysis),
         "roofline": roofline_figure(analysis, run.device),
         "headroom": headroom_figure(analysis),
-        "modules": module_figure(kernels),
-        "timeline": timeline_figure(kernels, first_step(kernels)),
+        "modules": module_figure(module_times(kernels)),
+        "timeline": timeline_figure(timeline_of(kernels, first_step(kernels))),
     }
 
 

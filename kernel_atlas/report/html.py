@@ -34,6 +34,7 @@ from kernel_atlas.report.units import (
     fmt_us,
     peaks_line,
 )
+from kernel_atlas.report.views import NO_MODULE, KernelViews, Timeline, kernel_views
 from kernel_atlas.report.waits import Waits
 from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
@@ -219,14 +220,15 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
     return fig
 
 
-NO_MODULE = "(no module)"
+def _summed(ranks: int, before: str = ", ") -> str:
+    """What a figure of several ranks adds to its title."""
+    return f"{before}{ranks} ranks summed" if ranks > 1 else ""
 
 
-def module_figure(kernels: pd.DataFrame) -> go.Figure:
-    """GPU time by `nn.Module` path as a treemap: each module holds its submodules; the time of
-    kernels launched outside any module is `(no module)`."""
-    modules = kernels["module"].astype(object).where(kernels["module"].notna(), NO_MODULE).astype(str)
-    own = kernels.groupby(modules.to_numpy())["dur_us"].sum()
+def module_figure(modules: pd.DataFrame, ranks: int = 1) -> go.Figure:
+    """GPU time by `nn.Module` path (`views.module_times`) as a treemap: each module holds its
+    submodules; the time of kernels launched outside any module is `(no module)`."""
+    own = modules.set_index("module")["dur_us"]
     values: dict[str, float] = {}
     for path, time in own.items():
         parts = path.split(".") if path != NO_MODULE else [NO_MODULE]
@@ -234,7 +236,7 @@ def module_figure(kernels: pd.DataFrame) -> go.Figure:
             values.setdefault(".".join(parts[:depth]), 0.0)
         values[path] += float(time)
     ids = sorted(values)
-    total = float(kernels["dur_us"].sum()) or 1.0
+    total = float(own.sum()) or 1.0
     fig = go.Figure(
         go.Treemap(
             ids=ids,
@@ -248,15 +250,16 @@ def module_figure(kernels: pd.DataFrame) -> go.Figure:
         )
     )
     covered = 100 * (1 - own.get(NO_MODULE, 0.0) / total)
-    fig.update_layout(title=f"GPU time by nn.Module ({covered:.0f}% of GPU time inside a module)", height=600)
+    title = f"GPU time by nn.Module ({covered:.0f}% of GPU time inside a module{_summed(ranks)})"
+    fig.update_layout(title=title, height=600)
     return fig
 
 
-def step_figure(kernels: pd.DataFrame) -> go.Figure:
-    """GPU time of every profiler step, stacked by category (activities outside any step apart)."""
-    steps = kernels["step"].astype("Float64")
-    label = steps.astype("Int64").astype(str).where(steps.notna(), "no step").to_numpy()
-    table = kernels.groupby([label, kernels["category"].astype(str).to_numpy()])["dur_us"].sum().unstack(fill_value=0.0)
+def step_figure(steps: pd.DataFrame, ranks: int = 1) -> go.Figure:
+    """GPU time of every profiler step (`views.step_times`), stacked by category (activities
+    outside any step apart)."""
+    label = steps["step"].astype(str).where(steps["step"].notna(), "no step").to_numpy()
+    table = steps.groupby([label, steps["category"].to_numpy()])["dur_us"].sum().unstack(fill_value=0.0)
     order = sorted(table.index, key=lambda s: (s == "no step", int(s) if s != "no step" else 0))
     table = table.loc[order]
     fig = go.Figure(
@@ -270,19 +273,15 @@ def step_figure(kernels: pd.DataFrame) -> go.Figure:
             for category in table.columns
         ]
     )
-    fig.update_layout(title="GPU time per step by category", barmode="stack", yaxis_title="ms", height=420)
+    title = "GPU time per step by category" + (f" ({_summed(ranks, '')})" if ranks > 1 else "")
+    fig.update_layout(title=title, barmode="stack", yaxis_title="ms", height=420)
     return fig
 
 
-def timeline_figure(kernels: pd.DataFrame, step: int | None = None, limit: int = 4000) -> go.Figure:
-    """GPU activities per stream, coloured by category: of one step, or of the whole profiled
-    window with every step shaded (then only the `limit` longest activities are drawn)."""
-    rows = kernels
-    if step is not None:
-        rows = rows[(rows["step"] == step).fillna(False).to_numpy()]
-    total = len(rows)
-    if total > limit:
-        rows = rows.nlargest(limit, "dur_us")
+def timeline_figure(timeline: Timeline, note: str = "") -> go.Figure:
+    """GPU activities per stream (`views.timeline_of`), coloured by category: of one step, or of
+    the whole profiled window with every step shaded (then only the longest activities)."""
+    rows, step = timeline.rows, timeline.step
     fig = go.Figure()
     origin = float(rows["ts_us"].min()) if len(rows) else 0.0
     scale, unit = (1e3, "ms") if step is None else (1.0, "µs")
@@ -299,22 +298,21 @@ def timeline_figure(kernels: pd.DataFrame, step: int | None = None, limit: int =
                 hovertemplate="%{text}<br>start %{base:.3f} " + unit + ", %{x:.4f} " + unit + "<extra></extra>",
             )
         )
-    if step is None and len(rows) and kernels["step"].notna().any():
-        spans = kernels.assign(end=kernels["ts_us"] + kernels["dur_us"]).groupby("step")
-        for number, span in spans.agg(start=("ts_us", "min"), end=("end", "max")).iterrows():
+    if step is None and len(rows):
+        for span in timeline.steps.itertuples(index=False):
             fig.add_vrect(
-                x0=(span["start"] - origin) / scale,
-                x1=(span["end"] - origin) / scale,
+                x0=(span.start - origin) / scale,
+                x1=(span.end - origin) / scale,
                 fillcolor="grey",
-                opacity=0.08 + 0.06 * (int(number) % 2),
+                opacity=0.08 + 0.06 * (int(span.step) % 2),
                 line_width=0,
-                annotation_text=f"step {int(number)}",
+                annotation_text=f"step {int(span.step)}",
                 annotation_position="top left",
             )
     what = f"step {step}" if step is not None else "all steps"
-    shown = f"; the {len(rows):,} longest of {total:,}" if total > len(rows) else ""
+    shown = f"; the {len(rows):,} longest of {timeline.total:,}" if timeline.total > len(rows) else ""
     fig.update_layout(
-        title=f"Timeline of {what} ({unit}, per stream{shown})",
+        title=f"Timeline of {what} ({unit}, per stream{shown}{'; ' + note if note else ''})",
         barmode="overlay",
         xaxis_title=unit,
         yaxis_title="stream",
@@ -401,6 +399,7 @@ class Page:
     waits: Waits | None = None
     extra: Sequence[str] = ()  # further HTML fragments placed at the end (e.g. the cross-rank view)
     figures: Figures = field(default_factory=Figures)
+    views: KernelViews | None = None  # module, step and timeline views (`report.views`)
 
     def figure(self, fig: go.Figure, div_id: str) -> str:
         return self.figures.html(fig, div_id)
@@ -436,21 +435,21 @@ def _headroom_section(page: Page) -> str:
 
 
 def _module_section(page: Page) -> str:
-    if "module" not in page.analysis.kernels:  # a multi-rank analysis keeps no kernel rows
+    if page.views is None:
         return ""
-    return page.figure(module_figure(page.analysis.kernels), "modules")
+    return page.figure(module_figure(page.views.modules, page.views.ranks), "modules")
 
 
 def _steps_section(page: Page) -> str:
-    if "step" not in page.analysis.kernels:  # a multi-rank analysis keeps no kernel rows
+    if page.views is None:
         return ""
-    return page.figure(step_figure(page.analysis.kernels), "steps")
+    return page.figure(step_figure(page.views.steps, page.views.ranks), "steps")
 
 
 def _timeline_section(page: Page) -> str:
-    if "ts_us" not in page.analysis.kernels:  # a multi-rank analysis keeps no kernel rows
+    if page.views is None or page.views.timeline is None:
         return ""
-    return page.figure(timeline_figure(page.analysis.kernels), "timeline")
+    return page.figure(timeline_figure(page.views.timeline, page.views.timeline_note), "timeline")
 
 
 HTML_SECTIONS: list[Callable[[Page], str]] = [
@@ -489,9 +488,13 @@ def write_html(
     title: str,
     waits: Waits | None = None,
     sections: Sequence[str] = (),
+    views: KernelViews | None = None,
 ) -> Path:
-    """The report page; `sections` are further HTML fragments placed after the others."""
-    page = Page(analysis, device, title, waits, sections)
+    """The report page; `sections` are further HTML fragments placed after the others. Without
+    `views`, they are made from `analysis.kernels` when it holds kernel rows (one rank)."""
+    if views is None and {"module", "step", "ts_us"} <= set(analysis.kernels.columns):
+        views = kernel_views(analysis.kernels)
+    page = Page(analysis, device, title, waits, sections, views=views)
     path.write_text(_document(title, [section(page) for section in HTML_SECTIONS]), encoding="utf-8")
     return path
 

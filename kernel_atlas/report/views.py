@@ -1,0 +1,137 @@
+"""The small tables behind the report's kernel-row figures, built one rank at a time.
+
+The `nn.Module` treemap and the per-step chart need only the GPU time per module path and per
+(step, category): tables of at most a few thousand rows that add up across ranks, so a fleet's
+are the sums of its ranks'. A timeline of a whole fleet means nothing (thousands of ranks on one
+axis, on clocks that disagree): a fleet's timeline is one rank's — the top straggler's when the
+cross-rank view found one, else the rank with the most GPU time — and says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+NO_MODULE = "(no module)"
+TIMELINE_LIMIT = 4000  # activities drawn on a timeline of the whole window: the longest ones
+TIMELINE_COLUMNS = ["ts_us", "dur_us", "stream", "category", "name"]
+
+
+def module_times(kernels: pd.DataFrame) -> pd.DataFrame:
+    """GPU time per `nn.Module` path (`module`, `dur_us`); activities outside any module are
+    `(no module)`."""
+    modules = kernels["module"].astype(object).where(kernels["module"].notna(), NO_MODULE).astype(str)
+    table = kernels.groupby(modules.to_numpy(), sort=True)["dur_us"].sum()
+    return pd.DataFrame({"module": table.index.astype(str), "dur_us": table.to_numpy(dtype="float64")})
+
+
+def step_times(kernels: pd.DataFrame) -> pd.DataFrame:
+    """GPU time per (profiler step, category): `step` (null outside any step), `category`, `dur_us`."""
+    table = pd.DataFrame(
+        {
+            "step": kernels["step"].astype("Float64").astype("Int64"),
+            "category": kernels["category"].astype(str),
+            "dur_us": kernels["dur_us"].astype("float64"),
+        }
+    )
+    return _sum_steps(table)
+
+
+def _sum_steps(table: pd.DataFrame) -> pd.DataFrame:
+    summed = table.groupby(["step", "category"], dropna=False, sort=True)["dur_us"].sum().reset_index()
+    summed["step"] = summed["step"].astype("Int64")
+    return summed
+
+
+@dataclass
+class Timeline:
+    """What a timeline draws: the longest activities of one rank, per stream, and the steps."""
+
+    rank: int | None
+    rows: pd.DataFrame  # TIMELINE_COLUMNS of the `limit` longest activities
+    total: int  # activities in the window drawn (before the limit)
+    steps: pd.DataFrame  # step, start, end: the profiler steps' spans (whole window only)
+    step: int | None = None  # the one step drawn; None: the whole profiled window
+    gpu_time_us: float = 0.0
+
+
+def timeline_of(kernels: pd.DataFrame, step: int | None = None, limit: int = TIMELINE_LIMIT) -> Timeline:
+    """One step of `kernels` (one rank), or the whole window with its steps' spans."""
+    rows = kernels
+    if step is not None:
+        rows = rows[(rows["step"] == step).fillna(False).to_numpy()]
+    total = len(rows)
+    if total > limit:
+        rows = rows.nlargest(limit, "dur_us")
+    steps = pd.DataFrame(columns=["step", "start", "end"])
+    if step is None and len(rows) and kernels["step"].notna().any():
+        spans = kernels.assign(end=kernels["ts_us"] + kernels["dur_us"]).groupby("step")
+        steps = spans.agg(start=("ts_us", "min"), end=("end", "max")).reset_index()
+    ranks = kernels["rank"].unique() if "rank" in kernels else []
+    return Timeline(
+        rank=int(ranks[0]) if len(ranks) == 1 else None,
+        rows=rows[TIMELINE_COLUMNS].reset_index(drop=True),
+        total=total,
+        steps=steps,
+        step=step,
+        gpu_time_us=float(kernels["dur_us"].sum()),
+    )
+
+
+@dataclass
+class KernelViews:
+    """The module, step and timeline views of a report (of one rank or of a fleet)."""
+
+    modules: pd.DataFrame  # module_times
+    steps: pd.DataFrame  # step_times
+    timeline: Timeline | None
+    ranks: int = 1
+    timeline_note: str = ""  # which rank the timeline shows, and why (several ranks)
+
+
+def kernel_views(kernels: pd.DataFrame) -> KernelViews:
+    return KernelViews(module_times(kernels), step_times(kernels), timeline_of(kernels))
+
+
+class ViewsFold:
+    """Views of several ranks folded as they arrive: module and step times add up; one rank's
+    timeline is kept — `timeline_rank`'s when given (the top straggler), else the one with the
+    most GPU time so far (the lowest rank on a tie)."""
+
+    def __init__(self, timeline_rank: int | None = None) -> None:
+        self.timeline_rank = timeline_rank
+        self._modules: pd.DataFrame | None = None
+        self._steps: pd.DataFrame | None = None
+        self._timeline: Timeline | None = None
+        self._ranks = 0
+
+    def add(self, rank: int, views: KernelViews) -> None:
+        self._ranks += 1
+        if self._modules is None or self._steps is None:
+            self._modules, self._steps = views.modules, views.steps
+        else:
+            both = pd.concat([self._modules, views.modules], ignore_index=True)
+            self._modules = both.groupby("module", sort=True)["dur_us"].sum().reset_index()
+            self._steps = _sum_steps(pd.concat([self._steps, views.steps], ignore_index=True))
+        if views.timeline is not None and self._keeps(rank, views.timeline):
+            self._timeline = views.timeline
+
+    def _keeps(self, rank: int, timeline: Timeline) -> bool:
+        kept = self._timeline
+        if kept is None or rank == self.timeline_rank:
+            return True
+        if self.timeline_rank is not None and kept.rank == self.timeline_rank:
+            return False
+        return timeline.gpu_time_us > kept.gpu_time_us
+
+    def result(self) -> KernelViews | None:
+        if self._modules is None or self._steps is None:
+            return None
+        ranks = self._ranks
+        note = ""
+        if ranks > 1 and self._timeline is not None:
+            rank = self._timeline.rank
+            why = "the top straggler" if rank == self.timeline_rank else "the most GPU time"
+            note = f"rank {rank} of {ranks}: {why}"
+        return KernelViews(self._modules, self._steps, self._timeline, ranks, note)
