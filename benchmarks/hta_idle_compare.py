@@ -2,14 +2,21 @@
 
     pip install holistictraceanalysis
     python benchmarks/hta_idle_compare.py ../shared/traces/*.json.gz --out benchmarks/results/hta-idle-compare.json
+    # without HTA: its values as recorded by an earlier run
+    python benchmarks/hta_idle_compare.py ../shared/traces/*.json.gz --recorded benchmarks/results/hta-idle-compare.json
 
-For each trace, per stream and category (host_wait, kernel_wait, other):
-* HTA's `get_idle_time_breakdown(consecutive_kernel_delay=30)` with its defaults, against
-  `atlas report --like-hta` (HTA's conventions: timestamps rounded, last ProfilerStep dropped);
-* HTA with `HTA_DISABLE_NS_ROUNDING=1` and `include_last_profiler_step=True`, against the
-  default exact breakdown of `atlas report` — equal wherever HTA's window keeps every activity
+For each trace, per stream and category (host_wait, kernel_wait, other), `atlas report` computes
+both conventions every time (`analyse_waits`): the breakdown of idle.parquet and the other one's
+(idle_hta.parquet by default, idle_exact.parquet with --like-hta). Compared:
+* `hta_defaults`: HTA's `get_idle_time_breakdown(consecutive_kernel_delay=30)` with its defaults,
+  against the HTA-convention numbers of a default `atlas report` (`atlas`, idle_hta.parquet) and
+  of `atlas report --like-hta` (`atlas_like_hta`, idle.parquet);
+* `exact`: HTA with `HTA_DISABLE_NS_ROUNDING=1` and `include_last_profiler_step=True`, against the
+  exact numbers of a default `atlas report` (`atlas`, idle.parquet) and of `--like-hta`
+  (`atlas_like_hta`, idle_exact.parquet) — equal wherever HTA's window keeps every activity
   (traces with fewer than two ProfilerSteps).
-HTA runs in a child process per setting (its rounding switch is read from the environment).
+HTA runs in a child process per setting (its rounding switch is read from the environment), or
+its values are read from `--recorded FILE` (this script's earlier output).
 Prints one JSON object: the values of both tools and the largest relative deviation per setting;
 `--out FILE` also writes it (benchmarks/results/hta-idle-compare.json).
 """
@@ -24,8 +31,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pandas as pd
+
 from kernel_atlas.ingest.pipeline import ingest_trace
-from kernel_atlas.report.idle import idle_breakdown
+from kernel_atlas.report.waits import analyse_waits
 
 HTA_CHILD = textwrap.dedent(
     """
@@ -54,12 +63,23 @@ def run_hta(path: Path, rounding: bool) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def atlas_values(path: Path, like_hta: bool) -> dict[str, float]:
-    result = ingest_trace(path)
-    windows = {int(result.facts["rank"]): result.facts.get("last_step_start_us")}
-    table = idle_breakdown(result.frame, 30.0, like_hta, windows)
+def _per_stream(table: pd.DataFrame) -> dict[str, float]:
     table = table[table["stream"].notna()]
     return {f"{int(r.stream)}/{r.category}": float(r.idle_us) for r in table.itertuples()}
+
+
+def atlas_values(path: Path) -> dict[tuple[str, bool], dict[str, float]]:
+    """Per (convention, --like-hta): the per-stream numbers `atlas report` writes, from the
+    breakdown (idle.parquet) or the other convention's (idle_hta / idle_exact.parquet)."""
+    result = ingest_trace(path)
+    summary = {"traces": [result.facts]}
+    values = {}
+    for like_hta in (False, True):
+        waits = analyse_waits(result.frame, 30.0, like_hta=like_hta, summary=summary)
+        values[(waits.basis, like_hta)] = _per_stream(waits.breakdown)
+        other = "exact" if waits.basis == "hta" else "hta"
+        values[(other, like_hta)] = _per_stream(waits.alternate)
+    return values
 
 
 def deviation(ours: dict[str, float], theirs: dict[str, float]) -> float:
@@ -75,18 +95,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("traces", type=Path, nargs="+")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--recorded", type=Path, help="HTA's values from this earlier output instead of running HTA")
     args = parser.parse_args()
+    recorded = json.loads(args.recorded.read_text()) if args.recorded else None
     results = {}
     for path in args.traces:
         entry: dict[str, object] = {}
-        for setting, rounding, like_hta in (("hta_defaults", True, True), ("exact", False, False)):
-            try:
-                theirs = run_hta(path, rounding)
-            except subprocess.CalledProcessError as error:  # HTA fails on some traces (no GPU events...)
-                entry[setting] = {"hta_error": error.stderr.strip().splitlines()[-1] if error.stderr else "failed"}
-                continue
-            ours = atlas_values(path, like_hta)
-            entry[setting] = {"hta": theirs, "atlas": ours, "max_relative_deviation": deviation(ours, theirs)}
+        ours = atlas_values(path)
+        for setting, rounding, convention in (("hta_defaults", True, "hta"), ("exact", False, "exact")):
+            if recorded is not None:
+                was = recorded.get(path.name, {}).get(setting, {})
+                if "hta" not in was:  # HTA failed on it then, or it was not run
+                    entry[setting] = {"hta_error": was.get("hta_error", f"not in {args.recorded}")}
+                    continue
+                theirs = was["hta"]
+            else:
+                try:
+                    theirs = run_hta(path, rounding)
+                except subprocess.CalledProcessError as error:  # HTA fails on some traces (no GPU events...)
+                    entry[setting] = {"hta_error": error.stderr.strip().splitlines()[-1] if error.stderr else "failed"}
+                    continue
+            default, like_hta = ours[(convention, False)], ours[(convention, True)]
+            entry[setting] = {
+                "hta": theirs,
+                "atlas": default,
+                "max_relative_deviation": deviation(default, theirs),
+                "atlas_like_hta": like_hta,
+                "max_relative_deviation_like_hta": deviation(like_hta, theirs),
+            }
         results[path.name] = entry
     text = json.dumps(results, indent=1)
     print(text)

@@ -229,15 +229,16 @@ def report(
         bool,
         typer.Option(
             "--like-hta",
-            help="Idle breakdown with HTA's conventions (timestamps rounded to µs, last ProfilerStep dropped) "
-            "to compare with HTA's get_idle_time_breakdown.",
+            help="Idle breakdown (idle.parquet, the table) with HTA's conventions (timestamps rounded to µs, "
+            "last ProfilerStep dropped), the exact one in idle_exact.parquet. Without it, HTA's numbers are in "
+            "idle_hta.parquet.",
         ),
     ] = False,
     wide: Wide = False,
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Ranks analysed in parallel (multi-rank runs).")] = 1,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
-    waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_causes.parquet,
+    waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_hta.parquet, idle_causes.parquet,
     launch_stats.parquet, graph_candidates.parquet, report.json and report.html next to
     kernels.parquet; for several ranks also collectives.parquet (skew and wait per rank per
     collective) and the stragglers."""

@@ -17,12 +17,15 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from kernel_atlas.cli import app
 from kernel_atlas.ingest.outputs import kernels_sql
 from kernel_atlas.report.build import build_report
+from kernel_atlas.report.units import fmt_us
 from kernel_atlas.report.waits_fold import combine_waits_facts
+from kernel_atlas.report.waits_view import print_waits
 from tests.conftest import trace_path
 
 runner = CliRunner()
@@ -58,10 +61,11 @@ def _rank_rows(table: pd.DataFrame, rank: int) -> pd.DataFrame:
     return table[table["rank"] == rank].reset_index(drop=True)
 
 
-@pytest.mark.parametrize("name", ["idle", "idle_causes", "graph_candidates"])
+@pytest.mark.parametrize("name", ["idle", "idle_hta", "idle_causes", "graph_candidates"])
 def test_per_rank_rows_equal_the_single_rank_reports(run: dict[str, Path], name: str) -> None:
     fleet = pd.read_parquet(run["fleet"] / f"{name}.parquet")
-    assert sorted(fleet["rank"].unique()) == ([0, 1, 2] if name == "idle" else [0, 1])  # rank 2: no host waits
+    everyone = name.startswith("idle") and name != "idle_causes"
+    assert sorted(fleet["rank"].unique()) == ([0, 1, 2] if everyone else [0, 1])  # rank 2: no host waits
     for rank in RANKS:
         single = pd.read_parquet(run[f"single{rank}"] / f"{name}.parquet")
         assert set(single["rank"]) <= {rank}
@@ -91,6 +95,8 @@ def test_fleet_facts_combine_the_ranks_without_summing_settings(run: dict[str, P
     idle = fleet["idle"]
     assert idle["kernel_wait_us"] == KERNEL_WAIT_US and idle["basis"] == "exact"
     assert idle["devices"] == [d for s in singles for d in s["idle"]["devices"]]
+    assert idle["hta"]["streams"] == [x for s in singles for x in s["idle"]["hta"]["streams"]]
+    assert idle["hta"]["convention"] == singles[0]["idle"]["hta"]["convention"]
     launches = fleet["launches"]
     eager = [s["launches"]["eager_activities"] for s in singles]
     assert launches["eager_activities"] == sum(eager) > 0
@@ -108,6 +114,28 @@ def test_fleet_facts_combine_the_ranks_without_summing_settings(run: dict[str, P
     assert graphs["count"] == sum(s["graph_candidates"]["count"] for s in singles) > 0
     assert graphs["saving_us"] == pytest.approx(sum(s["graph_candidates"]["saving_us"] for s in singles))
     assert fleet["ranks"] == 3 and all(s["ranks"] == 1 for s in singles)
+
+
+def test_fleet_hta_numbers_equal_htas(run: dict[str, Path]) -> None:
+    """HTA 0.5.0 on the traces alone (benchmarks/results/hta-idle-compare.json): BERT stream 7
+    host wait 3653 µs, ViT stream 7 host wait 6471 µs and 20 µs of other gaps (kernel wait at
+    HTA's 30 µs threshold; host waits do not depend on it)."""
+    hta = pd.read_parquet(run["fleet"] / "idle_hta.parquet")
+    hta = hta[hta["stream"] == 7].set_index(["rank", "category"])["idle_us"]
+    assert hta[(0, "host_wait")] == 3653.0
+    assert hta[(1, "host_wait")] == 6471.0
+    assert hta[(1, "kernel_wait")] + hta[(1, "other")] == 20.0
+
+
+def test_fleet_launch_line_gives_the_ranks_medians(run: dict[str, Path]) -> None:
+    per_rank = _facts(run["fleet"])["launches"]["per_rank"]
+    launch = [r["launch_p50_us"] for r in per_rank]
+    console = Console(width=300, record=True)
+    print_waits(console, build_report(run["fleet"], kernel_wait_us=KERNEL_WAIT_US).waits)
+    text = console.export_text()
+    assert "launch call p50 –" not in text and "launch-to-start p50 –" not in text
+    assert f"launch call p50 {fmt_us(min(launch))}–{fmt_us(max(launch))} across ranks" in text
+    assert "(per-rank medians: report.json launches.per_rank)" in text
 
 
 def test_fleet_launch_stats_add_up(run: dict[str, Path]) -> None:

@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 from kernel_atlas.cli import app
 from kernel_atlas.ingest.pipeline import write_outputs
-from kernel_atlas.report.idle import analyse_idle, gaps, idle_breakdown, idle_causes
-from kernel_atlas.report.launches import graph_candidates, launch_stats
-from kernel_atlas.report.waits import analyse_waits
+from kernel_atlas.report.idle import CAUSE_COLUMNS, analyse_idle, gaps, idle_breakdown, idle_causes
+from kernel_atlas.report.launches import CANDIDATE_COLUMNS, LAUNCH_COLUMNS, graph_candidates, launch_stats
+from kernel_atlas.report.waits import Waits, analyse_waits
+from kernel_atlas.report.waits_view import convention_differences, idle_figure, print_waits
 from tests.conftest import ingested
 
 
@@ -145,6 +147,7 @@ HTA_DEFAULTS = {
         "84/host_wait": 62901.0, "84/kernel_wait": 12.0, "84/other": 665192.0,
     },
     "h100_vit_image_classify_infer": {"7/host_wait": 6471.0, "7/kernel_wait": 20.0, "7/other": 0.0},
+    "mi210_gpu_only": {"0/host_wait": 629.0, "0/kernel_wait": 570.0, "0/other": 0.0},
 }  # fmt: skip
 # HTA with HTA_DISABLE_NS_ROUNDING=1 on traces whose analysis window keeps every activity
 # (fewer than two ProfilerSteps) — the default, exact breakdown.
@@ -174,6 +177,105 @@ def test_same_numbers_as_hta(stem: str, like_hta: bool) -> None:
         assert ours.get(key, 0.0) == pytest.approx(value, rel=0.03, abs=1.0), key
     if like_hta:  # no category HTA does not have (zero rows aside)
         assert {k for k, v in ours.items() if v} <= set(expected)
+
+
+def _streams(streams: list[dict]) -> dict[str, float]:
+    """report.json's per-stream entries (`idle.hta.streams`) keyed as HTA_DEFAULTS."""
+    return {f"{s['stream']}/{c}": s[f"{c}_us"] for s in streams for c in ("host_wait", "kernel_wait", "other")}
+
+
+@pytest.mark.parametrize("stem", list(HTA_DEFAULTS))
+def test_hta_numbers_without_a_flag(stem: str) -> None:
+    """The default (exact) analysis carries HTA's numbers beside its own: in the other table and
+    in the facts, equal to HTA 0.5.0's recorded values."""
+    result = ingested(stem)
+    waits = analyse_waits(result.frame, summary={"traces": [result.facts]})
+    assert waits.basis == "exact" and "hta" in waits.facts["idle"]
+    alternate = waits.alternate[waits.alternate["stream"].notna()]
+    table = {f"{int(r.stream)}/{r.category}": r.idle_us for r in alternate.itertuples()}
+    in_facts = _streams(waits.facts["idle"]["hta"]["streams"])
+    for key, value in HTA_DEFAULTS[stem].items():
+        assert table[key] == pytest.approx(value, abs=1e-6), key
+        assert in_facts[key] == pytest.approx(value, abs=1e-6), key
+    assert {k for k, v in table.items() if v} <= set(HTA_DEFAULTS[stem])
+
+
+@pytest.mark.parametrize("stem", list(HTA_EXACT))
+def test_exact_numbers_beside_like_hta(stem: str) -> None:
+    result = ingested(stem)
+    waits = analyse_waits(result.frame, like_hta=True, summary={"traces": [result.facts]})
+    assert waits.basis == "hta" and "hta" not in waits.facts["idle"]
+    in_facts = _streams(waits.facts["idle"]["exact"]["streams"])
+    for key, value in HTA_EXACT[stem].items():
+        assert in_facts[key] == pytest.approx(value, rel=0.03, abs=1.0), key
+
+
+def _breakdown(rows: list[tuple[int, int | None, float, float, float]]) -> pd.DataFrame:
+    """idle.parquet rows from (rank, stream, host wait, kernel wait, other) µs, device 0."""
+    return pd.DataFrame(
+        [
+            {"rank": rank, "device": 0, "stream": stream, "category": c, "idle_us": us, "count": 1, "pct": 0.0}
+            for rank, stream, *times in rows
+            for c, us in zip(("host_wait", "kernel_wait", "other"), times, strict=True)
+        ]
+    ).astype({"device": "Int32", "stream": "Int64"})
+
+
+def _waits(breakdown: pd.DataFrame, alternate: pd.DataFrame | None = None) -> Waits:
+    facts = {
+        "idle": {"kernel_wait_us": 30.0, "basis": "exact", "devices": []},
+        "launches": {"eager_activities": 0},
+        "graph_candidates": {"short_kernel_us": 20.0, "count": 0, "saving_us": 0.0},
+    }
+    causes, launches, candidates = (pd.DataFrame(columns=c) for c in (CAUSE_COLUMNS, LAUNCH_COLUMNS, CANDIDATE_COLUMNS))
+    return Waits(breakdown, causes, launches, candidates, facts, breakdown if alternate is None else alternate)
+
+
+def test_conventions_differ_by_more_than_three_percent() -> None:
+    """Streams summed per device: rank 0 (streams 7 and 8) host wait 100 + 3 = 103 µs against
+    HTA's 106 (2.9 %, the same), rank 1 host wait 100 against 103.2 (3.1 %: different), rank 2
+    kernel wait 0.5 against 2 µs (HTA's rounding of a sub-µs gap)."""
+    ours = _breakdown([(0, 7, 100.0, 0, 0), (0, 8, 3.0, 0, 0), (1, 7, 100.0, 10.0, 0), (2, 7, 0, 0.5, 0)])
+    theirs = _breakdown([(0, 7, 102.0, 0, 0), (0, 8, 4.0, 0, 0), (1, 7, 103.2, 10.0, 0), (2, 7, 0, 2.0, 0)])
+    table = convention_differences(_waits(ours, theirs))
+    assert list(table["rank"]) == [1, 2]  # largest difference first
+    assert table.loc[0, "host_wait"] == 100.0 and table.loc[0, "host_wait_other"] == pytest.approx(103.2)
+    console = Console(width=200, record=True)
+    print_waits(console, _waits(ours, theirs))
+    text = " ".join(console.export_text().split())  # the line as words, wherever the terminal breaks it
+    assert "HTA's conventions (timestamps rounded to the µs" in text
+    assert "rank 1 device 0 host wait 103.2 µs, kernel wait 10.0 µs, other 0.0 µs (exact timestamps: 100.0 µs" in text
+    assert "rank 0 device 0 host wait" not in text and "per stream in idle_hta.parquet" in text
+    same = Console(width=200, record=True)
+    print_waits(same, _waits(ours))
+    assert "HTA's conventions (" not in same.export_text()
+
+
+def test_many_ranks_are_capped_in_the_figure_and_the_table() -> None:
+    """40 ranks; rank r: device host wait r µs, stream 7 r µs, stream 8 0.5 µs. The figure keeps
+    the 16 devices and 16 streams with most idle (ranks 24–39) and sums the rest: devices 0 + … +
+    23 = 276 µs; streams 276 + 40 × 0.5 = 296 µs."""
+    rows = []
+    for rank in range(40):
+        rows += [(rank, None, float(rank), 0.0, 0.0), (rank, 7, float(rank), 0.0, 0.0), (rank, 8, 0.5, 0.0, 0.0)]
+    waits = _waits(_breakdown(rows))
+    figure = idle_figure(waits)
+    host = next(t for t in figure.data if t.name == "host wait")
+    bars = dict(zip(host.y, host.x, strict=True))
+    assert len(bars) == 16 + 1 + 16 + 1
+    assert bars["24 other devices (all streams)"] == pytest.approx(276.0)
+    assert bars["64 other streams"] == pytest.approx(296.0)
+    assert "rank 39 device 0 stream 7" in bars and "rank 23 device 0 stream 7" not in bars
+    assert "the 16 devices of 40 and the 16 streams of 80" in figure.layout.title.text
+    assert figure.layout.height == 40 * 34 + 120
+    console = Console(width=120, record=True)
+    print_waits(console, waits, top=8)
+    text = " ".join(console.export_text().split())
+    assert text.count("all streams") == 8 and "rank 39 device 0 stream 7" in text
+    assert "… and 32 more devices and 72 more streams with less idle time: idle.parquet" in text
+    # 17 devices and 17 streams: an "others" bar of one would hide nothing
+    few = idle_figure(_waits(_breakdown([r for r in rows[: 3 * 17] if r[1] != 8])))
+    assert len(set(few.data[0].y)) == 17 + 17 and "<sup>" not in few.layout.title.text
 
 
 def test_graph_replays_have_no_launch_of_their_own() -> None:
@@ -305,11 +407,36 @@ def test_report_writes_the_wait_files(tmp_path: Path) -> None:
     assert device["host_wait_named_pct"] >= 90
     page = (tmp_path / "report.html").read_text()
     assert "Why the GPU waits" in page and re.search(r'Plotly\.newPlot\(\s*"idle"', page)
-    result = CliRunner().invoke(app, ["report", str(tmp_path), "--like-hta"])
+    assert facts["idle"]["hta"]["streams"][0]["host_wait_us"] == pytest.approx(3653.0)  # HTA 0.5.0
+    assert "give, streams summed" not in result.output  # 3598.4 µs against HTA's 3653: 1.5 %
+    hta = pd.read_parquet(tmp_path / "idle_hta.parquet")
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--like-hta", "--kernel-wait-us", "50"])
     assert result.exit_code == 0, result.output
     facts = json.loads((tmp_path / "report.json").read_text())
     assert facts["idle"]["basis"] == "hta"
     assert facts["idle"]["devices"][0]["host_wait_us"] == pytest.approx(3653.0)  # HTA 0.5.0
+    assert facts["idle"]["exact"]["streams"][0]["host_wait_us"] == pytest.approx(3598.39, abs=0.01)
+    # the other convention's file is what idle.parquet holds in that convention
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "idle.parquet"), hta)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "idle_exact.parquet"), idle)
+    assert not (tmp_path / "idle_hta.parquet").exists()  # the previous run's: stale
+
+
+def test_report_shows_hta_numbers_where_they_differ(tmp_path: Path) -> None:
+    """mi210_gpu_only: HTA 0.5.0 gives 570 µs of kernel wait where the ns timestamps have 40.3."""
+    write_outputs(ingested("mi210_gpu_only"), tmp_path)
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "HTA's conventions (timestamps rounded to the µs, window ending at the last ProfilerStep) give, streams "
+        "summed: rank 0 device 1 host wait 629.0 µs, kernel wait 570.0 µs, other 0.0 µs (exact timestamps: "
+        "595.9 µs, 40.3 µs, 0.0 µs); per stream in idle_hta.parquet"
+    ) in " ".join(result.output.split())
+    hta = pd.read_parquet(tmp_path / "idle_hta.parquet")
+    assert list(hta.columns) == list(pd.read_parquet(tmp_path / "idle.parquet").columns)
+    stream = hta[hta["stream"] == 0].set_index("category")
+    assert stream["idle_us"].to_dict() == {"host_wait": 629.0, "kernel_wait": 570.0, "other": 0.0}
+    assert "570.0 µs" in (tmp_path / "report.html").read_text()
 
 
 def test_outputs_from_before_the_host_activity_columns() -> None:

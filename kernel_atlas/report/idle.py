@@ -14,7 +14,8 @@ Exact mode (the default) uses the trace's timestamps and every activity; overlap
 on one stream leave no gap. `hta=True` reproduces HTA's own numbers: timestamps rounded as HTA's
 parser rounds them (start up, end down to the µs), the previous activity is the one that started
 last (gaps may be negative when they overlap), and in traces with several `ProfilerStep`s only
-the activities launched before the last step starts.
+the activities launched before the last step starts. Both are always computed: the report's
+breakdown in the chosen convention (`basis`) and the other one's beside it (`alternate`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,18 @@ KERNEL_WAIT_US = 30.0
 NO_CAUSE = "(not recorded: re-run `atlas ingest`)"
 BREAKDOWN_COLUMNS = ["rank", "device", "stream", "category", "idle_us", "count", "pct"]
 CAUSE_COLUMNS = ["rank", "device", "frame", "module", "gaps", "idle_us", "pct"]
+# What each convention means, in report.json beside the breakdown of the other one.
+CONVENTIONS = {
+    "exact": "exact timestamps, every activity, gaps from the latest end so far on the stream (never negative)",
+    "hta": "HTA 0.5.0's get_idle_time_breakdown: timestamps rounded to the µs (start up, end down), with two or "
+    "more ProfilerSteps only activities launched before the last one, gaps from the end of the activity that "
+    "started last (negative when they overlap; count includes every consecutive pair)",
+}
+
+
+def other_basis(basis: str) -> str:
+    """The convention computed beside `basis` (`exact` ↔ `hta`)."""
+    return "exact" if basis == "hta" else "hta"
 
 
 @dataclass
@@ -39,6 +52,8 @@ class IdleAnalysis:
     breakdown: pd.DataFrame  # idle.parquet
     causes: pd.DataFrame  # idle_causes.parquet
     facts: dict[str, Any] = field(default_factory=dict)
+    # the other convention's breakdown: idle_hta.parquet (idle_exact.parquet with hta=True)
+    alternate: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BREAKDOWN_COLUMNS))
 
 
 def start_order(frame: pd.DataFrame, keys: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -186,19 +201,43 @@ def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[st
     return devices
 
 
+def stream_facts(breakdown: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per (rank, device, stream) of `breakdown`: idle time and gaps of each category."""
+    streams = []
+    rows = breakdown[breakdown["stream"].notna()]
+    for (rank, device, stream), group in rows.groupby(["rank", "device", "stream"], dropna=False, sort=True):
+        by = group.set_index("category")
+        streams.append(
+            {
+                "rank": int(rank),
+                "device": None if pd.isna(device) else int(device),
+                "stream": int(stream),
+                "idle_us": float(group["idle_us"].sum()),
+                **{f"{c}_us": float(by.loc[c, "idle_us"]) for c in CATEGORIES},
+                **{f"{c}_gaps": int(by.loc[c, "count"]) for c in CATEGORIES},
+            }
+        )
+    return streams
+
+
 def analyse_idle(
     frame: pd.DataFrame,
     kernel_wait_us: float = KERNEL_WAIT_US,
     hta: bool = False,
     last_step_start: dict[int, float | None] | None = None,
 ) -> IdleAnalysis:
+    """The breakdown in the chosen convention (`hta`), the other convention's beside it, and the
+    causes (always exact)."""
     breakdown = idle_breakdown(frame, kernel_wait_us, hta, last_step_start)
+    alternate = idle_breakdown(frame, kernel_wait_us, not hta, last_step_start)
     causes = idle_causes(frame)
+    basis = "hta" if hta else "exact"
+    other = other_basis(basis)
     facts = {
         "kernel_wait_us": kernel_wait_us,
-        "basis": "hta" if hta else "exact",
+        "basis": basis,
         "devices": _device_facts(breakdown, causes),
+        other: {"convention": CONVENTIONS[other], "streams": stream_facts(alternate)},
     }
-    if hta:
-        facts["hta_window_end_us"] = {str(r): v for r, v in (last_step_start or {}).items() if v is not None}
-    return IdleAnalysis(breakdown, causes, facts)
+    facts["hta_window_end_us"] = {str(r): v for r, v in (last_step_start or {}).items() if v is not None}
+    return IdleAnalysis(breakdown, causes, facts, alternate)

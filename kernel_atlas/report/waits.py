@@ -3,14 +3,17 @@ statistics and graph candidates of one ingest output, and their files."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from kernel_atlas.report.idle import KERNEL_WAIT_US, analyse_idle
+from kernel_atlas.report.idle import BREAKDOWN_COLUMNS, KERNEL_WAIT_US, analyse_idle, other_basis
 from kernel_atlas.report.launches import SHORT_KERNEL_US, graph_candidates, launch_facts, launch_stats
+
+NO_WINDOW_NOTE = "summary.json lacks the end of HTA's window (re-run `atlas ingest`): HTA's numbers keep every activity"
+NO_CAUSES_NOTE = "kernels.parquet has no host-activity columns: re-run `atlas ingest` for causes"
 
 
 @dataclass
@@ -20,6 +23,13 @@ class Waits:
     launches: pd.DataFrame  # launch_stats.parquet
     candidates: pd.DataFrame  # graph_candidates.parquet
     facts: dict[str, Any]  # report.json: "idle", "launches", "graph_candidates"
+    # the breakdown in the other convention (idle_hta.parquet; idle_exact.parquet with --like-hta)
+    alternate: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BREAKDOWN_COLUMNS))
+
+    @property
+    def basis(self) -> str:
+        """The convention of `breakdown`: `exact` or `hta`."""
+        return str(self.facts["idle"]["basis"])
 
 
 def last_step_starts(summary: dict[str, Any]) -> dict[int, float | None]:
@@ -45,21 +55,30 @@ def analyse_waits(
             "saving_us": float(candidates["saving_us"].sum()) if len(candidates) else 0.0,
         },
     }
-    if like_hta and any("last_step_start_us" not in t for t in (summary or {}).get("traces", [{}])):
-        facts["idle"]["note"] = "summary.json does not say where HTA's window ends: re-run `atlas ingest`"
+    notes = []
+    if any("last_step_start_us" not in t for t in (summary or {}).get("traces", [{}])):
+        notes.append(NO_WINDOW_NOTE)
     if "wait_frame" not in frame:
-        facts["idle"]["note"] = "kernels.parquet has no host-activity columns: re-run `atlas ingest` for causes"
-    return Waits(idle.breakdown, idle.causes, launch_stats(frame), candidates, facts)
+        notes.append(NO_CAUSES_NOTE)
+    if notes:
+        facts["idle"]["note"] = "; ".join(notes)
+    return Waits(idle.breakdown, idle.causes, launch_stats(frame), candidates, facts, idle.alternate)
 
 
 def write_waits(waits: Waits, out_dir: Path) -> dict[str, Path]:
+    """The wait files; the other convention's breakdown is `idle_hta.parquet` (`idle_exact.parquet`
+    with --like-hta), and a previous run's file of the other name is removed (it would be stale)."""
+    other = other_basis(waits.basis)
+    (out_dir / f"idle_{other_basis(other)}.parquet").unlink(missing_ok=True)
     files = {
         "idle": out_dir / "idle.parquet",
+        f"idle_{other}": out_dir / f"idle_{other}.parquet",
         "idle_causes": out_dir / "idle_causes.parquet",
         "launch_stats": out_dir / "launch_stats.parquet",
         "graph_candidates": out_dir / "graph_candidates.parquet",
     }
     waits.breakdown.to_parquet(files["idle"], index=False)
+    waits.alternate.to_parquet(files[f"idle_{other}"], index=False)
     waits.causes.to_parquet(files["idle_causes"], index=False)
     waits.launches.to_parquet(files["launch_stats"], index=False)
     waits.candidates.to_parquet(files["graph_candidates"], index=False)

@@ -1,16 +1,17 @@
 """Why the GPU waits, over many ranks: each rank's `Waits` (computed where its kernels are loaded,
 `roofline/ranks.py`) folded into the report's as they arrive.
 
-* Tables that have a `rank` column — the idle breakdown, its causes and the graph candidates —
-  are the ranks' rows together (their `pct` columns are shares within one rank's device or
-  stream, so they stay right); the candidates are ranked by saving over the whole fleet.
+* Tables that have a `rank` column — the idle breakdown in both conventions, its causes and the
+  graph candidates — are the ranks' rows together (their `pct` columns are shares within one
+  rank's device or stream, so they stay right); the candidates are ranked by saving over the
+  whole fleet.
 * Launch statistics are per kernel and per op over all ranks: counts, CPU and GPU times and
   launch-bound counts add up, means are recomputed from the sums, the maximum delay is the
   maximum. A median does not follow from the ranks' medians, so with several ranks
   `delay_p50_us` is left empty (each rank's medians are in `report.json`, `launches.per_rank`).
 * Facts: settings (the kernel-wait threshold, the basis, the short-kernel threshold) are the
   run's, not summed; counts and times add up; the launch-bound share is weighted by each rank's
-  eager activities; per-device lists are joined.
+  eager activities; per-device and per-stream lists are joined.
 
 With one rank the result is that rank's `Waits` unchanged.
 """
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.report.idle import other_basis
 from kernel_atlas.report.launches import LAUNCH_COLUMNS
 from kernel_atlas.report.waits import Waits
 
@@ -100,11 +102,17 @@ def combine_waits_facts(parts: list[tuple[int, dict[str, Any]]]) -> dict[str, An
     if len(parts) == 1:
         return parts[0][1]
     first = parts[0][1]
+    other = other_basis(first["idle"]["basis"])
     idle: dict[str, Any] = {
         "kernel_wait_us": first["idle"]["kernel_wait_us"],
         "basis": first["idle"]["basis"],
         "devices": [d for _, f in parts for d in f["idle"]["devices"]],
     }
+    if other in first["idle"]:
+        idle[other] = {
+            "convention": first["idle"][other]["convention"],
+            "streams": [s for _, f in parts for s in f["idle"][other]["streams"]],
+        }
     windows = [f["idle"]["hta_window_end_us"] for _, f in parts if "hta_window_end_us" in f["idle"]]
     if windows:
         idle["hta_window_end_us"] = {k: v for w in windows for k, v in w.items()}
@@ -148,6 +156,7 @@ class WaitsFold:
 
     def __init__(self) -> None:
         self._breakdown: list[pd.DataFrame] = []
+        self._alternate: list[pd.DataFrame] = []
         self._causes: list[pd.DataFrame] = []
         self._candidates: list[pd.DataFrame] = []
         self._facts: list[tuple[int, dict[str, Any]]] = []
@@ -156,6 +165,7 @@ class WaitsFold:
 
     def add(self, rank: int, waits: Waits) -> None:
         self._breakdown.append(waits.breakdown)
+        self._alternate.append(waits.alternate)
         self._causes.append(waits.causes)
         self._candidates.append(waits.candidates)
         self._facts.append((rank, waits.facts))
@@ -184,4 +194,5 @@ class WaitsFold:
             launches=launches,
             candidates=candidates,
             facts=combine_waits_facts(self._facts),
+            alternate=_joined(self._alternate),
         )

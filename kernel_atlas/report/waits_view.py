@@ -1,11 +1,14 @@
 """Why the GPU waits, shown: a terminal section (fitted tables) and an HTML section (plotly +
-sortable, filterable tables)."""
+sortable, filterable tables). Both are bounded on runs of many ranks: the tables and the figure
+show the devices and streams with the most idle time and say where the rest is."""
 
 from __future__ import annotations
 
+import html
 import re
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 from rich.console import Console
 
@@ -13,7 +16,7 @@ from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table
 from kernel_atlas.report.fit import Column, print_table
-from kernel_atlas.report.idle import CATEGORIES
+from kernel_atlas.report.idle import CATEGORIES, other_basis
 from kernel_atlas.report.units import fmt_pct, fmt_us
 from kernel_atlas.report.waits import Waits
 
@@ -26,6 +29,14 @@ _PY_FRAME = re.compile(r"^\S*[/\\](?=[^/\\\s]+\(\d+\): )")
 
 FRAME = Column("frame", justify="left", flex=3, min_width=12, middle=True)
 MODULE = Column("module", justify="left", flex=2, min_width=12, tail=True, drop=1)
+FIGURE_BARS = 16  # devices, and streams, drawn in the idle figure; the rest summed in one bar each
+CONVENTION_DEVICES = 3  # devices named in the line comparing the two conventions
+DIFFERENT_PCT = 3.0  # the conventions differ when a category's times differ by more than this
+_BASIS = {"exact": "exact timestamps", "hta": "HTA's conventions"}
+_BASIS_IN_FULL = {
+    "exact": "Exact timestamps",
+    "hta": "HTA's conventions (timestamps rounded to the µs, window ending at the last ProfilerStep)",
+}
 
 
 def _text(value: object, missing: str = "") -> str:
@@ -62,24 +73,81 @@ def _named_pct(devices: list[dict[str, Any]]) -> float | None:
     return sum(d["host_wait_us"] * d["host_wait_named_pct"] for d in named) / total if total else None
 
 
+def _by_device(breakdown: pd.DataFrame) -> pd.DataFrame:
+    """Idle time per (rank, device) and category, summed over the device's streams (device -1:
+    unknown)."""
+    rows = breakdown[breakdown["stream"].notna()].astype({"device": "float64"}).fillna({"device": -1})
+    table = rows.pivot_table(index=["rank", "device"], columns="category", values="idle_us", aggfunc="sum")
+    return table.reindex(columns=list(CATEGORIES), fill_value=0.0).fillna(0.0)
+
+
+def convention_differences(waits: Waits) -> pd.DataFrame:
+    """Devices whose idle time of some category, summed over their streams, differs by more
+    than `DIFFERENT_PCT` % between the two conventions: `{category}` (the breakdown's) and
+    `{category}_other` (the other convention's) µs, largest difference first."""
+    ours, theirs = _by_device(waits.breakdown), _by_device(waits.alternate)
+    both = ours.join(theirs.add_suffix("_other"), how="inner")
+    differs, largest = np.zeros(len(both), dtype=bool), np.zeros(len(both))
+    for c in CATEGORIES:
+        a, b = both[c].to_numpy(), both[f"{c}_other"].to_numpy()
+        diff = np.abs(a - b)
+        differs |= diff > DIFFERENT_PCT / 100 * np.maximum(np.abs(a), np.abs(b))
+        largest = np.maximum(largest, diff)
+    both = both.assign(_largest=largest)[differs]
+    return both.sort_values("_largest", ascending=False, kind="stable").drop(columns="_largest").reset_index()
+
+
+def convention_note(waits: Waits, devices: int = CONVENTION_DEVICES) -> str | None:
+    """One line giving the other convention's host wait / kernel wait / other per device where
+    it differs from the breakdown's by more than `DIFFERENT_PCT` %, or None."""
+    differences = convention_differences(waits)
+    if differences.empty:
+        return None
+    basis = waits.basis
+    other = other_basis(basis)
+    parts = []
+    for row in differences.head(devices).itertuples(index=False):
+        values = row._asdict()
+        theirs = ", ".join(f"{_LABEL[c]} {fmt_us(values[f'{c}_other'])}" for c in CATEGORIES)
+        ours = ", ".join(fmt_us(values[c]) for c in CATEGORIES)
+        device = None if row.device == -1 else int(row.device)
+        parts.append(f"{_where(int(row.rank), device)} {theirs} ({_BASIS[basis]}: {ours})")
+    more = len(differences) - len(parts)
+    return (
+        f"{_BASIS_IN_FULL[other]} give, streams summed: "
+        + "; ".join(parts)
+        + (f"; … and {more:,} more devices" if more > 0 else "")
+        + f"; per stream in idle_{other}.parquet"
+    )
+
+
+def _left_out(devices: int, streams: int) -> str | None:
+    """What the breakdown table does not show, and where it is."""
+    parts = [f"{n:,} more {what}" for n, what in ((devices, "devices"), (streams, "streams")) if n]
+    return f"… and {' and '.join(parts)} with less idle time: idle.parquet" if parts else None
+
+
 def _print_breakdown(console: Console, waits: Waits, top: int, wide: bool) -> None:
-    """Per device (all streams), then per stream: idle time and its split, largest first."""
+    """Per device (all streams), then per stream: idle time and its split, largest first; at
+    most `top` of each, then the line comparing the conventions."""
     facts = waits.facts["idle"]
-    basis = "HTA's conventions" if facts["basis"] == "hta" else "exact timestamps"
     title = (
         f"Why the GPU waits (host wait: launched after the GPU went idle; kernel wait: other gaps "
-        f"under {facts['kernel_wait_us']:g} µs; {basis})"
+        f"under {facts['kernel_wait_us']:g} µs; {_BASIS[waits.basis]})"
     )
     where = Column("where", justify="left", flex=1, min_width=10)
     columns = [Column("idle"), *(Column(_LABEL[c]) for c in CATEGORIES), where]
     between = " " if wide else "\n"  # a share under its time on a narrow terminal
     rows = []
+    left_out = []
     breakdown = waits.breakdown
     for stream_rows in (breakdown[breakdown["stream"].isna()], breakdown[breakdown["stream"].notna()]):
         if stream_rows.empty:
+            left_out.append(0)
             continue
         table = _wide(stream_rows.fillna({"stream": -1}), ["rank", "device", "stream"])
         total = sum(table[f"{c}_idle_us"] for c in CATEGORIES)
+        left_out.append(max(len(table) - top, 0))
         table = table.assign(total=total).sort_values("total", ascending=False).head(top)
         for row in table.itertuples(index=False):
             shares = [
@@ -92,6 +160,9 @@ def _print_breakdown(console: Console, waits: Waits, top: int, wide: bool) -> No
             stream = _where(row.rank, row.device, row.stream) if row.stream != -1 else None
             rows.append([fmt_us(row.total), *shares, stream or _where(row.rank, row.device) + ", all streams"])
     print_table(console, columns, rows, title, wide)
+    for line in (_left_out(*left_out), convention_note(waits)):
+        if line:
+            console.print(line, highlight=False, style="dim" if line.startswith("…") else None)
 
 
 def _origin(
@@ -124,14 +195,27 @@ def _print_causes(console: Console, waits: Waits, top: int, wide: bool) -> None:
     print_table(console, [Column("idle"), Column("%"), Column("gaps"), *origin], rows, title, wide)
 
 
+def _median(launches: dict[str, Any], key: str) -> str:
+    """A median of the launches; over several ranks the range of the ranks' medians (the fleet's
+    median does not follow from them)."""
+    if launches.get(key) is not None or "per_rank" not in launches:
+        return fmt_us(launches.get(key))
+    values = [r[key] for r in launches["per_rank"] if r.get(key) is not None]
+    if not values:
+        return fmt_us(None)
+    low, high = min(values), max(values)
+    return f"{fmt_us(low)}–{fmt_us(high)} across ranks" if high != low else f"{fmt_us(low)} on every rank"
+
+
 def _print_launches(console: Console, waits: Waits) -> None:
     launches = waits.facts["launches"]
     if launches.get("eager_activities"):
         console.print(
             f"launches: {launches['eager_activities']:,} eager ({launches['graph_replayed']:,} graph-replayed), "
-            f"launch call p50 {fmt_us(launches['launch_p50_us'])}, "
-            f"launch-to-start p50 {fmt_us(launches['delay_p50_us'])}, "
-            f"{launches['launch_bound_pct']:.0f}% shorter on the GPU than their launch call",
+            f"launch call p50 {_median(launches, 'launch_p50_us')}, "
+            f"launch-to-start p50 {_median(launches, 'delay_p50_us')}, "
+            f"{launches['launch_bound_pct']:.0f}% shorter on the GPU than their launch call"
+            + (" (per-rank medians: report.json launches.per_rank)" if "per_rank" in launches else ""),
             highlight=False,
         )
 
@@ -161,14 +245,40 @@ def print_waits(console: Console, waits: Waits | None, top: int = 8, wide: bool 
     _print_candidates(console, waits, top, wide)
 
 
-def idle_figure(waits: Waits) -> go.Figure:
-    import plotly.graph_objects as go  # imported here: the terminal report does not need plotly
-
-    rows = waits.breakdown.copy()
+def _figure_rows(breakdown: pd.DataFrame, bars: int = FIGURE_BARS) -> tuple[pd.DataFrame, str]:
+    """The breakdown's rows drawn in the idle figure (`where`, `category`, `idle_us`, `count`):
+    of the devices (all streams) and of the streams, the `bars` with the most idle time each,
+    the rest summed into one "others" bar of each kind; and the figure's title."""
+    rows = breakdown.copy()
     rows["where"] = [
         _where(r, d, s) if not pd.isna(s) else _where(r, d) + " (all streams)"
         for r, d, s in zip(rows["rank"], rows["device"], rows["stream"], strict=True)
     ]
+    kept, counted = [], []
+    for kind, part in (("devices", rows[rows["stream"].isna()]), ("streams", rows[rows["stream"].notna()])):
+        total = part.groupby("where", sort=False)["idle_us"].sum()
+        counted.append((kind, len(total)))
+        if len(total) <= bars + 1:  # an "others" bar of one would hide nothing
+            kept.append(part)
+            continue
+        top = set(total.sort_values(ascending=False, kind="stable").index[:bars])
+        rest = part[~part["where"].isin(top)]
+        others = rest.groupby("category", sort=False)[["idle_us", "count"]].sum().reset_index()
+        others["where"] = f"{len(total) - bars:,} other {kind}" + (" (all streams)" if kind == "devices" else "")
+        kept += [part[part["where"].isin(top)], others]
+    shown = pd.concat([k for k in kept if len(k)], ignore_index=True) if any(len(k) for k in kept) else rows
+    title = "Idle time by cause, per device (all streams) and per stream"
+    capped = [(kind, n) for kind, n in counted if n > bars + 1]
+    if capped:
+        which = " and ".join(f"the {bars} {kind} of {n:,}" for kind, n in capped)
+        title += f"<br><sup>{which} with the most idle time; the rest summed (each one in idle.parquet)</sup>"
+    return shown[["where", "category", "idle_us", "count"]], title
+
+
+def idle_figure(waits: Waits, bars: int = FIGURE_BARS) -> go.Figure:
+    import plotly.graph_objects as go  # imported here: the terminal report does not need plotly
+
+    rows, title = _figure_rows(waits.breakdown, bars)
     fig = go.Figure()
     for category in CATEGORIES:
         part = rows[rows["category"] == category]
@@ -186,7 +296,7 @@ def idle_figure(waits: Waits) -> go.Figure:
         )
     fig.update_layout(
         barmode="stack",
-        title="Idle time by cause, per device (all streams) and per stream",
+        title=title,
         xaxis_title="µs",
         height=max(300, 40 * rows["where"].nunique() + 120),
     )
@@ -290,6 +400,9 @@ def waits_html(waits: Waits | None) -> str:
 
     figure = pio.to_html(idle_figure(waits), full_html=False, include_plotlyjs=False, div_id="idle")
     parts = ["<h2>Why the GPU waits</h2>", f"<div class='fig'>{figure}</div>"]
+    note = convention_note(waits)
+    if note:
+        parts.append(f"<p>{html.escape(note)}</p>")
     if len(waits.causes):
         parts += ["<h3>What the host was doing during host waits</h3>", _causes_table(waits.causes)]
     if len(waits.candidates):
