@@ -4,25 +4,48 @@ The overload is the one whose schema accepts the recorded argument kinds in orde
 tensor list, scalar, list, None); kwarg-only arguments are passed by name. Ops that do not
 exist on the replay device get a stated stand-in (flash attention → SDPA math on the CPU,
 `cudnn_convolution` → `aten::convolution`).
+
+The check runs the timed callable itself on the inputs the timing will use and compares every
+tensor it returns with the same op on float64 copies (on the CPU when they fit), with the
+tolerance of each output's dtype and exact comparison for integer outputs (`replay.checks`).
+Floating inputs are drawn from each op's valid domain (`replay.values`). A traced tf32 kernel
+is replayed with TF32 allowed (and fp32 kernels without it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from kernel_atlas.replay.inputs import NotReplayable, Recorded, make_tensor, parse_recorded, torch_dtype
+from kernel_atlas.replay.checks import combine, compare
+from kernel_atlas.replay.inputs import NotReplayable, Recorded, nbytes, parse_recorded
+from kernel_atlas.replay.values import comparable, domain_of, generator, make_tensor
 
 INDEX_NAMES = ("index", "indices", "idx")
-TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 2e-3, "float64": 1e-9}
+TF32_KERNEL = re.compile(r"tf32", re.IGNORECASE)
+CPU_REFERENCE_BYTES = 2 << 30  # float64 reference inputs up to this size are computed on the CPU
+
+# What a Case's timed region is, relative to the traced kernel (the `timed` column):
+KERNEL = "kernel"  # the traced kernel (or ATen op) itself, one launch as traced
+PIPELINE = "pipeline"  # the traced kernel and more work
+STAND_IN = "stand-in"  # another implementation of the same computation
 
 
 @dataclass
 class Case:
+    """One replay: `run` launches exactly what is timed and returns its output; `check` calls
+    `run` itself and says whether that output is right; `reset` (untimed, before every
+    repetition) restores state that `run` consumes; `config` is the launch configuration used."""
+
     run: Callable[[], Any]
     implementation: str
     check: Callable[[], tuple[str, str]]
+    timed: str = KERNEL
+    config: str = ""
+    reset: Callable[[], Any] | None = None
 
 
 def _is_tensor_type(text: str) -> bool:
@@ -107,7 +130,7 @@ def _assumed(arg: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _materialise(
-    schema: Any, recorded: list[Recorded], device: str, generator: Any, assumed: list[str] | None = None
+    name: str, schema: Any, recorded: list[Recorded], device: str, gen: Any, assumed: list[str] | None = None
 ) -> tuple[list, dict]:
     assumed = assumed if assumed is not None else []
     bounds = _bounds(schema, recorded)
@@ -116,11 +139,12 @@ def _materialise(
     source_shape = next((r.dims for r in recorded if r.kind == "tensor"), ())
     for i, (arg, rec) in enumerate(zip(schema.arguments, recorded, strict=False)):
         if rec.kind == "tensor":
-            value: Any = make_tensor(rec.dims, rec.dtype, device, rec.strides, bounds.get(i), generator)
+            domain = domain_of(name, arg.name)
+            value: Any = make_tensor(rec.dims, rec.dtype, device, rec.strides, bounds.get(i), gen, domain)
         elif rec.kind == "tensor_list":
             dtype = rec.dtype if rec.dtype not in ("", "TensorList") else "float"
             value = [
-                make_tensor(d, dtype, device, None, source_shape[k] if k < len(source_shape) else None, generator)
+                make_tensor(d, dtype, device, None, source_shape[k] if k < len(source_shape) else None, gen)
                 for k, d in enumerate(rec.dims or [])
             ]
         else:
@@ -137,36 +161,62 @@ def _materialise(
     return positional, keywords
 
 
-def _first_tensor(value: Any) -> Any:
+def _tensors(value: Any) -> list[Any]:
+    """Every tensor in an op's result, in order (tuples and lists flattened)."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value
+        return [value]
     if isinstance(value, (tuple, list)):
-        for item in value:
-            found = _first_tensor(item)
-            if found is not None:
-                return found
-    return None
+        return [t for item in value for t in _tensors(item)]
+    return []
 
 
-def _compare(output: Any, reference: Any, dtype_name: str) -> tuple[str, str]:
+def _compare_outputs(
+    output: Any, reference: Any, precision: str | None = None, values: bool = True
+) -> tuple[str, str]:
+    """Each tensor of the replayed result against the float64 reference's, by its own dtype
+    (`values` False: shapes and dtypes only, for random or uninitialised outputs)."""
+    outs, refs = _tensors(output), _tensors(reference)
+    if not outs:
+        return "skipped", "op returns no tensor"
+    if len(outs) != len(refs):
+        return "fail", f"{len(outs)} output tensors, the reference has {len(refs)}"
+    if not values:
+        for o, r in zip(outs, refs, strict=True):
+            if tuple(o.shape) != tuple(r.shape):
+                return "fail", f"shape {tuple(o.shape)} != {tuple(r.shape)} of the reference"
+        return "skipped", "random or uninitialised output: shapes match, values cannot be compared"
+    verdicts = [compare(o, r, "float64 reference", precision=precision) for o, r in zip(outs, refs, strict=True)]
+    verdict = combine(*verdicts)
+    return verdict if len(outs) == 1 else (verdict[0], f"{len(outs)} outputs; {verdict[1]}")
+
+
+def _widen(value: Any, device: str) -> Any:
+    """A float64 copy (integers and bools: an exact copy) on `device`, lists element-wise."""
     import torch
 
-    out, ref = _first_tensor(output), _first_tensor(reference)
-    if out is None or ref is None:
-        return "skipped", "op returns no tensor"
-    if not out.dtype.is_floating_point:
-        equal = torch.equal(out.cpu(), ref.cpu().to(out.dtype)) if out.shape == ref.shape else False
-        return ("pass", "exact match with a float64 run") if equal else ("skipped", "integer/bool output")
-    out64, ref64 = out.detach().double().cpu(), ref.detach().double().cpu()
-    if out64.shape != ref64.shape:
-        return "fail", f"shape {tuple(out64.shape)} != reference {tuple(ref64.shape)}"
-    scale = float(ref64.abs().max()) if ref64.numel() else 0.0
-    error = float((out64 - ref64).abs().max()) if ref64.numel() else 0.0
-    tolerance = TOLERANCE.get(dtype_name, 3e-2) * max(scale, 1e-6)
-    verdict = "pass" if error <= tolerance or (error != error and scale != scale) else "fail"
-    return verdict, f"max |error| {error:.3g} vs float64 reference (tolerance {tolerance:.3g})"
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().to(device)
+        if value.is_complex():
+            return copy.to(torch.complex128)
+        return copy.double() if value.is_floating_point() else copy.clone()
+    if isinstance(value, list):
+        return [_widen(v, device) for v in value]
+    return value
+
+
+@contextlib.contextmanager
+def _tf32(enabled: bool) -> Iterator[None]:
+    """Allow TF32 in cuBLAS and cuDNN exactly when the traced kernel used it."""
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _stand_in(name: str, recorded: list[Recorded], device: str) -> tuple[str, Callable[..., Any]] | None:
@@ -222,18 +272,19 @@ def build_case(
     concrete: str | None,
     device: str,
     seed: int = 0,
+    *,
+    kernel: str = "",
 ) -> Case:
-    import torch
-
+    """The replay of one recorded ATen call; `kernel` is the traced kernel's name (a tf32
+    kernel is replayed with TF32 allowed)."""
     recorded = parse_recorded(dims, types, strides, concrete)
-    first = next((r for r in recorded if r.kind == "tensor"), None)
-    dtype_name = str(torch_dtype(first.dtype)).split(".")[-1] if first else "float32"
+    gen = generator(device, seed)
+    reference_device = "cpu" if nbytes(recorded) * 2 <= CPU_REFERENCE_BYTES else device
     stand_in = _stand_in(name, recorded, device)
     if stand_in is not None:
         label, fn = stand_in
-        generator = torch.Generator().manual_seed(seed)
         args = [
-            make_tensor(r.dims, r.dtype, device, r.strides, None, generator) if r.kind == "tensor" else r.value
+            make_tensor(r.dims, r.dtype, device, r.strides, None, gen) if r.kind == "tensor" else r.value
             for r in recorded
         ]
 
@@ -241,35 +292,35 @@ def build_case(
             return fn(*args)
 
         def check() -> tuple[str, str]:
-            doubles = [
-                a.detach().double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args
-            ]
-            return _compare(run(), fn(*doubles), dtype_name)
+            reference = fn(*[_widen(a, reference_device) for a in args])
+            return _compare_outputs(run(), reference)
 
-        return Case(run, label, check)
+        return Case(run, label, check, timed=STAND_IN)
     overload = find_overload(name, recorded)
     schema = overload._schema
-    generator = torch.Generator().manual_seed(seed)
     assumed: list[str] = []
-    positional, keywords = _materialise(schema, recorded, device, generator, assumed)
+    positional, keywords = _materialise(name, schema, recorded, device, gen, assumed)
+    tf32 = bool(TF32_KERNEL.search(kernel)) and device.startswith("cuda")
+    matmul_flags = device.startswith("cuda")
 
     def run_op() -> Any:
-        return overload(*positional, **keywords)
+        if not matmul_flags:
+            return overload(*positional, **keywords)
+        with _tf32(tf32):
+            return overload(*positional, **keywords)
 
     def check_op() -> tuple[str, str]:
-        def widen(x: Any) -> Any:
-            if isinstance(x, torch.Tensor):
-                return x.detach().double().clone() if x.is_floating_point() else x.detach().clone()
-            if isinstance(x, list):
-                return [widen(i) for i in x]
-            return x
-
-        fresh = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in positional]
+        # the reference first, from the inputs as they are before the timed call (in-place ops
+        # change them), then the timed call itself
         try:
-            reference = overload(*[widen(x) for x in positional], **{k: widen(v) for k, v in keywords.items()})
+            widened = [_widen(x, reference_device) for x in positional]
+            reference = overload(*widened, **{k: _widen(v, reference_device) for k, v in keywords.items()})
         except (RuntimeError, TypeError, NotImplementedError) as exc:
             return "skipped", f"no float64 reference ({str(exc).splitlines()[0][:80]})"
-        return _compare(overload(*fresh, **keywords), reference, dtype_name)
+        return _compare_outputs(run_op(), reference, "tf32" if tf32 else None, values=comparable(name))
 
-    note = f"; assumed {', '.join(assumed)} (not recorded)" if assumed else ""
+    notes = [f"assumed {', '.join(assumed)} (not recorded)"] if assumed else []
+    if tf32:
+        notes.append("TF32 allowed, as the traced tf32 kernel")
+    note = f"; {'; '.join(notes)}" if notes else ""
     return Case(run_op, f"{name} ({schema.name}.{schema.overload_name or 'default'}){note}", check_op)

@@ -1,10 +1,5 @@
-"""Recorded op arguments → real torch values: tensors of the recorded shape, dtype and strides
-(`empty_strided`), tensor lists, scalars and lists from `Concrete Inputs`.
-
-Values are chosen so the op is valid: floating tensors are small normal values, index tensors
-hold indices in range of the tensor they index, masks are random booleans, other integer
-tensors small non-negative numbers.
-"""
+"""Recorded op arguments: tensors of the recorded shape, dtype and strides, tensor lists,
+scalars and lists from `Concrete Inputs` (their values are made by `replay.values`)."""
 
 from __future__ import annotations
 
@@ -14,8 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel_atlas.roofline.shapes import dtypes
-
-FP8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
 
 
 class NotReplayable(Exception):
@@ -104,38 +97,3 @@ def nbytes(recorded: list[Recorded]) -> int:
             size = dtypes()[r.dtype].bytes if r.dtype in dtypes() else 4
             total += math.prod(shape) * size
     return total
-
-
-def make_tensor(
-    dims: tuple[int, ...],
-    dtype_name: str,
-    device: str,
-    strides: tuple[int, ...] | None = None,
-    high: int | None = None,
-    generator=None,
-):
-    """A tensor of the recorded shape/dtype/strides with valid values."""
-    import torch
-
-    dtype = torch_dtype(dtype_name)
-    if strides is not None and len(strides) == len(dims) and dims:
-        tensor = torch.empty_strided(dims, strides, dtype=dtype, device=device)
-    else:
-        tensor = torch.empty(dims, dtype=dtype, device=device)
-    if tensor.numel() == 0:
-        return tensor
-    # fill through the underlying storage so that non-contiguous layouts are fully initialised
-    base = tensor.as_strided((tensor.untyped_storage().nbytes() // tensor.element_size(),), (1,), 0)
-    if dtype == torch.bool:
-        base.copy_(torch.rand(base.shape, generator=generator) < 0.5)
-    elif dtype.is_floating_point:
-        values = torch.randn(base.shape, generator=generator) * 0.5
-        if str(dtype).split(".")[-1] in FP8:
-            values = values.clamp(-4, 4)
-        base.copy_(values.to(dtype))
-    elif dtype.is_complex:
-        base.copy_(torch.randn(base.shape, dtype=dtype, generator=generator))
-    else:
-        top = max(int(high if high is not None else 8), 1)
-        base.copy_(torch.randint(0, top, base.shape, generator=generator).to(dtype))
-    return tensor
