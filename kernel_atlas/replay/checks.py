@@ -102,7 +102,11 @@ def _sentinel(dtype: Any) -> float | int | bool:
         return True
     if dtype.is_floating_point:
         return -3.0  # exactly representable in every float format, fp8 included
-    return 0x5A if dtype == torch.uint8 else -0x5A5A5A  # a value no index or count here takes
+    if dtype == torch.uint8:
+        return 0x5A
+    # values no index or count takes; the int64 one does not fit in 32 bits, so an int64 read
+    # past an input and stored into an int32 output does not look like an untouched sentinel
+    return -0x5A5A5A5A5A5A if dtype == torch.int64 else -0x5A5A5A
 
 
 @dataclass
@@ -153,3 +157,12 @@ def guarded(shape: tuple[int, ...], dtype: Any, device: str, margin: int = GUARD
     buffer = torch.empty(n + 2 * margin, dtype=dtype, device=device)
     buffer.view(torch.uint8).view(-1, pattern.numel()).copy_(pattern.expand(n + 2 * margin, -1))
     return Guarded(buffer, buffer[margin : margin + n].view(shape), margin, pattern)
+
+
+def inside_guard(values: Any) -> Any:
+    """A contiguous copy of `values` inside a guarded buffer: a kernel that reads past an input
+    (a dropped mask) finds the sentinel there, which spoils its output, instead of whatever
+    memory follows."""
+    holder = guarded(tuple(values.shape), values.dtype, str(values.device))
+    holder.tensor.copy_(values)
+    return holder.tensor

@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
-from kernel_atlas.replay.checks import combine, compare, guarded
+from kernel_atlas.replay.checks import combine, compare, guarded, inside_guard
 from kernel_atlas.replay.configs import Config, candidates, pick, traced_warps
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
@@ -226,7 +226,7 @@ def _scatter(target: Any, device: str, scale: float) -> Case:
         text = f"Triton _fwd_kernel_ep_scatter_1 ({experts} programs); {r['assumed']}"
         return Case(run, label(text, device, scale), check, timed=KERNEL, config=f"BLOCK_E={ALIGN} num_warps={warps}")
 
-    x = _fp8((tokens, hidden), device, r["gen"])
+    x = inside_guard(_fp8((tokens, hidden), device, r["gen"]))
     scale_cols = hidden // GROUP
     x_scale = torch.rand(tokens, scale_cols, device=device, generator=r["gen"]) + 0.5
     cursor = torch.empty(experts, dtype=torch.int32, device=device)
@@ -282,7 +282,7 @@ def _gather(target: Any, device: str, scale: float) -> Case:
     tokens, hidden, top_k, ids, gen = r["tokens"], r["hidden"], r["top_k"], r["ids"], r["gen"]
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     slots = tokens * top_k
-    inputs = randn((slots, hidden), dtype, device, gen)
+    inputs = inside_guard(randn((slots, hidden), dtype, device, gen))
     index = torch.randperm(slots, device=device, generator=gen).view(tokens, top_k).to(torch.int32)
     weights = torch.rand(tokens, top_k, device=device, generator=gen)
     out = guarded((tokens, hidden), dtype, device)
@@ -335,7 +335,7 @@ def _block_fp8_matmul(target: Any, device: str, scale: float) -> Case:
     m, n, k = scaled(m0, scale), scaled(n0, scale, GROUP), scaled(k0, scale, GROUP)
     guard_interpreter(device, 2.0 * m * n * k, "block-fp8 GEMM")
     gen = generator(device)
-    a, b = _fp8((m, k), device, gen), _fp8((n, k), device, gen)
+    a, b = inside_guard(_fp8((m, k), device, gen)), inside_guard(_fp8((n, k), device, gen))
     a_s = torch.rand(m, triton.cdiv(k, GROUP), device=device, generator=gen) + 0.5
     b_s = torch.rand(triton.cdiv(n, GROUP), triton.cdiv(k, GROUP), device=device, generator=gen) + 0.5
     c = guarded((m, n), torch.bfloat16 if device.startswith("cuda") else torch.float32, device)

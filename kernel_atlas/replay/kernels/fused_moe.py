@@ -26,7 +26,7 @@ import triton
 import triton.language as tl
 
 from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
-from kernel_atlas.replay.checks import guarded
+from kernel_atlas.replay.checks import guarded, inside_guard
 from kernel_atlas.replay.configs import Config, candidates, pick
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
@@ -340,12 +340,12 @@ def _fused_moe(target: Any, device: str, scale: float) -> Case:
     gen, dtype, experts, top_k = p["generator"], p["dtype"], p["experts"], p["top_k"]
     slots = p["tokens"] * top_k
     if down:  # the down projection: activation [T·k, I] by w2 [E, D, I], one row per slot, weighted
-        a = randn((slots, p["inter"]), dtype, device, gen, 0.5)
-        w = randn((experts, p["hidden"], p["inter"]), dtype, device, gen, p["inter"] ** -0.5)
+        a = inside_guard(randn((slots, p["inter"]), dtype, device, gen, 0.5))
+        w = inside_guard(randn((experts, p["hidden"], p["inter"]), dtype, device, gen, p["inter"] ** -0.5))
         recorded_n, per_token = p["recorded"]["hidden"], 1
     else:  # gate/up: hidden states [T, D] by w1 [E, 2I, D], each token's row to its k slots
-        a = randn((p["tokens"], p["hidden"]), dtype, device, gen, 0.5)
-        w = randn((experts, p["n1"], p["hidden"]), dtype, device, gen, p["hidden"] ** -0.5)
+        a = inside_guard(randn((p["tokens"], p["hidden"]), dtype, device, gen, 0.5))
+        w = inside_guard(randn((experts, p["n1"], p["hidden"]), dtype, device, gen, p["hidden"] ** -0.5))
         recorded_n, per_token = p["recorded"]["n1"], top_k
     recorded_numel = p["recorded"]["tokens"] * p["recorded"]["top_k"]
 
@@ -389,7 +389,7 @@ def _fused_moe(target: Any, device: str, scale: float) -> Case:
 def _sum_reduce(target: Any, device: str, scale: float) -> Case:
     p = _moe_problem(target, device, scale, gemm=False)
     tokens, top_k, hidden = p["tokens"], p["top_k"], p["hidden"]
-    x = randn((tokens, top_k, hidden), p["dtype"], device, p["generator"])
+    x = inside_guard(randn((tokens, top_k, hidden), p["dtype"], device, p["generator"]))
     out = guarded((tokens, hidden), p["dtype"], device)
     recorded = p["recorded"]
     choice = candidates("moe_sum_reduce", target, device, _sum_reduce_programs(recorded["tokens"], recorded["hidden"]))

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
-from kernel_atlas.replay.checks import Guarded, combine, compare, guarded
+from kernel_atlas.replay.checks import Guarded, combine, compare, guarded, inside_guard
 from kernel_atlas.replay.configs import traced_warps
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
@@ -120,7 +120,7 @@ def _inputs(rows: int, cols: int, device: str, count: int) -> list[Guarded]:
 
 
 def _weight(cols: int, device: str, seed: int) -> torch.Tensor:
-    return randn((cols,), compute_dtype(device), device, generator(device, seed))
+    return inside_guard(randn((cols,), compute_dtype(device), device, generator(device, seed)))
 
 
 @register(r"FusedAddRMSNormKernel|fused_add_rmsnorm|add_rmsnorm")

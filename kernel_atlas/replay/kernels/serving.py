@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from kernel_atlas.replay.aten import KERNEL, PIPELINE, Case
-from kernel_atlas.replay.checks import combine, compare, guarded
+from kernel_atlas.replay.checks import combine, compare, guarded, inside_guard
 from kernel_atlas.replay.configs import traced_warps
 from kernel_atlas.replay.kernels import register
 from kernel_atlas.replay.kernels.common import (
@@ -150,7 +150,7 @@ def _write_req_to_token(target: Any, device: str, scale: float) -> Case:
     req_pool = torch.randperm(rows, generator=gen_cpu)[:batch]
     out_cache_loc = torch.randperm(max(4 * total, 1), generator=gen_cpu)[:total]
     on = {k: v.to(device) for k, v in {"pre": pre, "seq": seq, "extend": extend, "req": req_pool}.items()}
-    loc = out_cache_loc.to(device)
+    loc = inside_guard(out_cache_loc.to(device))
     warps, config = _warps(target, device)
 
     def run() -> None:
@@ -247,7 +247,7 @@ def _group_quant(target: Any, device: str, scale: float) -> Case:
     groups = math.prod(lead) * cols // group
     guard_programs(device, groups, "per-token-group quantisation (one program per group)", dims=2)
     dtype = compute_dtype(device)
-    y = randn((*lead, cols), dtype, device, generator(device), 3.0)
+    y = inside_guard(randn((*lead, cols), dtype, device, generator(device), 3.0))
     fp8 = torch.float8_e4m3fn
     y_q = guarded((*lead, cols), fp8, device)
     y_s = guarded((*lead, cols // group), torch.float32, device)
