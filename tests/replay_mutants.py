@@ -289,8 +289,8 @@ MUTANTS = [
     Mutant(
         "tolerance from the first input's dtype (a float64 scalar makes aten::sub fail)",
         "kernel_atlas.replay.aten",
-        '_compare_outputs(run_op(), reference, "tf32" if tf32 else None, values=comparable(name))',
-        '_compare_outputs(run_op(), reference, next(str(x.dtype).rsplit(".", 1)[-1] for x in positional'
+        '_compare_outputs(produced, reference, "tf32" if tf32 else None, values=comparable(name))',
+        '_compare_outputs(produced, reference, next(str(x.dtype).rsplit(".", 1)[-1] for x in positional'
         ' if hasattr(x, "dtype")), values=comparable(name))',
         target=aten_target("aten::sub", [[], [64], []], ["double", "float", "Scalar"], ["", "", "1"]),
         scenario="aten",

@@ -26,7 +26,10 @@ from kernel_atlas.replay.values import comparable, domain_of, generator, make_te
 
 INDEX_NAMES = ("index", "indices", "idx")
 TF32_KERNEL = re.compile(r"tf32", re.IGNORECASE)
-CPU_REFERENCE_BYTES = 2 << 30  # float64 reference inputs up to this size are computed on the CPU
+# A GPU replay's integer outputs are compared with the op on the CPU (the same GPU kernel would
+# agree with itself), when its inputs are at most this large; float references run in float64 on
+# the replay device.
+CPU_REFERENCE_BYTES = 1 << 30
 
 # What a Case's timed region is, relative to the traced kernel (the `timed` column):
 KERNEL = "kernel"  # the traced kernel (or ATen op) itself, one launch as traced
@@ -279,7 +282,7 @@ def build_case(
     kernel is replayed with TF32 allowed)."""
     recorded = parse_recorded(dims, types, strides, concrete)
     gen = generator(device, seed)
-    reference_device = "cpu" if nbytes(recorded) * 2 <= CPU_REFERENCE_BYTES else device
+    small = nbytes(recorded) <= CPU_REFERENCE_BYTES
     stand_in = _stand_in(name, recorded, device)
     if stand_in is not None:
         label, fn = stand_in
@@ -292,7 +295,7 @@ def build_case(
             return fn(*args)
 
         def check() -> tuple[str, str]:
-            reference = fn(*[_widen(a, reference_device) for a in args])
+            reference = fn(*[_widen(a, device) for a in args])
             return _compare_outputs(run(), reference)
 
         return Case(run, label, check, timed=STAND_IN)
@@ -313,11 +316,16 @@ def build_case(
         # the reference first, from the inputs as they are before the timed call (in-place ops
         # change them), then the timed call itself
         try:
-            widened = [_widen(x, reference_device) for x in positional]
-            reference = overload(*widened, **{k: _widen(v, reference_device) for k, v in keywords.items()})
+            widened = [_widen(x, device) for x in positional]
+            wide_keywords = {k: _widen(v, device) for k, v in keywords.items()}
+            reference = overload(*widened, **wide_keywords)
         except (RuntimeError, TypeError, NotImplementedError) as exc:
             return "skipped", f"no float64 reference ({str(exc).splitlines()[0][:80]})"
-        return _compare_outputs(run_op(), reference, "tf32" if tf32 else None, values=comparable(name))
+        produced = run_op()
+        exact = any(not (t.is_floating_point() or t.is_complex()) for t in _tensors(produced))
+        if exact and device != "cpu" and small:
+            reference = overload(*_widen(widened, "cpu"), **{k: _widen(v, "cpu") for k, v in wide_keywords.items()})
+        return _compare_outputs(produced, reference, "tf32" if tf32 else None, values=comparable(name))
 
     notes = [f"assumed {', '.join(assumed)} (not recorded)"] if assumed else []
     if tf32:

@@ -10,7 +10,8 @@ and allocates; five calls, each after an L2 flush, estimate the time; warm-up ru
 * a CUDA graph of n unrolled calls (~1 ms of work per replay), timed per replay and divided by
   n, the L2 flushed before each replay (warm between the calls inside it). A call that
   synchronises with the host (checked with `torch.cuda.set_sync_debug_mode`), needs a per-call
-  reset, or fails to capture falls back to events; `method` says which and why.
+  reset, allocates more per call than a quarter of free memory holds n times over, or fails to
+  capture falls back to events; `method` says which and why.
 Repetitions until a time budget or a count is reached; median and 10th/90th percentiles.
 
 CPU: wall clock (`time.perf_counter`) around each call after a timed warm-up, marked as such.
@@ -18,6 +19,7 @@ CPU: wall clock (`time.perf_counter`) around each call after a timed warm-up, ma
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from collections.abc import Callable
@@ -150,7 +152,8 @@ def _capture(fn: Callable[[], object], calls: int):  # pragma: no cover - needs 
             for _ in range(calls):
                 fn()
     except Exception as exc:  # any capture failure means: time with events
-        torch.cuda.synchronize()
+        with contextlib.suppress(RuntimeError):  # the failed capture's error may surface here
+            torch.cuda.synchronize()
         return None, f"graph capture failed ({type(exc).__name__}: {str(exc).splitlines()[0][:80]})"
     torch.cuda.synchronize()
     return graph, None
@@ -169,8 +172,7 @@ def _measure_cuda(
     import torch
 
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    l2 = l2_bytes or getattr(props, "L2_cache_size", 50 << 20)
-    flush = torch.empty(max(2 * l2, 256 << 20), dtype=torch.int8, device="cuda")
+    flush = _flush_buffer(l2_bytes or getattr(props, "L2_cache_size", 50 << 20))
 
     def event() -> torch.cuda.Event:
         return torch.cuda.Event(enable_timing=True)
@@ -233,6 +235,13 @@ def _measure_cuda(
     if why_not:
         method += f"; no CUDA graph: {why_not}"
     return Timing(median, p10, p90, reps, method, _name(torch, props))
+
+
+def _flush_buffer(l2_bytes: int):  # pragma: no cover - needs a GPU
+    """Zeroing this evicts the L2 cache: twice its size, at least 256 MiB (as do_bench)."""
+    import torch
+
+    return torch.empty(max(2 * l2_bytes, 256 << 20), dtype=torch.int8, device="cuda")
 
 
 def _name(torch, props) -> str:  # pragma: no cover - needs a GPU
