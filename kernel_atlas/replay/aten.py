@@ -6,8 +6,9 @@ exist on the replay device get a stated stand-in (flash attention → SDPA math 
 `cudnn_convolution` → `aten::convolution`).
 
 The check runs the timed callable itself on the inputs the timing will use and compares every
-tensor it returns with the same op on float64 copies (on the CPU when they fit), with the
-tolerance of each output's dtype and exact comparison for integer outputs (`replay.checks`).
+tensor it returns with the same op on float64 copies of those inputs, with the tolerance of
+each output's dtype and exact comparison for integer outputs (`replay.checks`; a GPU replay's
+integer outputs against the op on the CPU, an independent implementation).
 Floating inputs are drawn from each op's valid domain (`replay.values`). A traced tf32 kernel
 is replayed with TF32 allowed (and fp32 kernels without it).
 """

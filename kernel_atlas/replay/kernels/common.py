@@ -8,7 +8,6 @@ import math
 import os
 from typing import Any
 
-from kernel_atlas.replay.checks import compare as _compare
 from kernel_atlas.replay.inputs import NotReplayable
 
 # The Triton interpreter runs kernels in NumPy at some 20 MFLOP/s (2 cores): keep a CPU replay
@@ -59,38 +58,29 @@ def _fitting_scale(cost: float, limit: float, dims: int) -> float:
     return min(0.5, 2.0 ** math.floor(math.log2(fits)))
 
 
+def _refuse_on_cpu(device: str, cost: float, limit: float, dims: int, too_much: str) -> None:
+    if not device.startswith("cuda") and cost > limit:
+        fit = _fitting_scale(cost, limit, dims)
+        raise TooLargeForCPU(f"{too_much}; --scale {fit:g} shrinks it", fit)
+
+
 def guard_interpreter(device: str, flops: float, what: str, dims: int = 3) -> None:
     """Refuse more than INTERPRETER_FLOP_LIMIT on the CPU; the exception carries the scale that fits
     (`dims`: how many of the problem's scaled dimensions the FLOP count grows with)."""
-    if not device.startswith("cuda") and flops > INTERPRETER_FLOP_LIMIT:
-        fit = _fitting_scale(flops, INTERPRETER_FLOP_LIMIT, dims)
-        raise TooLargeForCPU(
-            f"{what}: {flops / 1e9:.0f} GFLOP is too much for the Triton interpreter on the CPU; "
-            f"--scale {fit:g} shrinks it",
-            fit,
-        )
+    too_much = f"{what}: {flops / 1e9:.1f} GFLOP is too much for the Triton interpreter on the CPU"
+    _refuse_on_cpu(device, flops, INTERPRETER_FLOP_LIMIT, dims, too_much)
 
 
 def guard_programs(device: str, programs: int, what: str, dims: int = 1) -> None:
-    """Refuse launches of more than INTERPRETER_PROGRAM_LIMIT programs on the CPU, likewise
-    (`dims`: how many scaled dimensions the program count grows with)."""
-    if not device.startswith("cuda") and programs > INTERPRETER_PROGRAM_LIMIT:
-        fit = _fitting_scale(programs, INTERPRETER_PROGRAM_LIMIT, dims)
-        raise TooLargeForCPU(
-            f"{what}: {programs} programs are too many for the Triton interpreter on the CPU; "
-            f"--scale {fit:g} shrinks it",
-            fit,
-        )
+    """Refuse launches of more than INTERPRETER_PROGRAM_LIMIT programs on the CPU, likewise."""
+    too_much = f"{what}: {programs} programs are too many for the Triton interpreter on the CPU"
+    _refuse_on_cpu(device, programs, INTERPRETER_PROGRAM_LIMIT, dims, too_much)
 
 
 def guard_cpu_bytes(device: str, nbytes: float, what: str, dims: int = 2) -> None:
     """Refuse buffers over CPU_BYTES_LIMIT on the CPU, likewise."""
-    if not device.startswith("cuda") and nbytes > CPU_BYTES_LIMIT:
-        fit = _fitting_scale(nbytes, CPU_BYTES_LIMIT, dims)
-        raise TooLargeForCPU(
-            f"{what}: {nbytes / (1 << 30):.1f} GiB of buffers is too much for a CPU replay; --scale {fit:g} shrinks it",
-            fit,
-        )
+    too_much = f"{what}: {nbytes / (1 << 30):.2f} GiB of buffers is too much for a CPU replay"
+    _refuse_on_cpu(device, nbytes, CPU_BYTES_LIMIT, dims, too_much)
 
 
 def label(implementation: str, device: str, scale: float, triton: bool = True) -> str:
@@ -100,8 +90,3 @@ def label(implementation: str, device: str, scale: float, triton: bool = True) -
     if scale < 1.0:
         parts.append(f"dimensions ≥ 64 scaled by {scale:g}")
     return ", ".join(parts)
-
-
-def compare(out: Any, ref: Any, against: str = "plain-torch reference", factor: float = 1.0) -> tuple[str, str]:
-    """pass/fail of an output against its reference, by the output's dtype (`replay.checks`)."""
-    return _compare(out, ref, against, factor=factor)
