@@ -11,10 +11,10 @@ the output as soon as it exists, one JSON object per line:
    triton.testing.do_bench; it passes when it reaches `gemm_min_fraction_of_dense_peak` of the
    GPU's dense bf16 peak in catalogs/devices.toml and agrees with do_bench within
    `do_bench_tolerance` (catalogs/replay.toml [gpu_check]);
-3. `replay` (source `catalog`): every catalog entry at its recorded shapes;
-4. `replay` (source = trace file): every replay target of each trace — by default the bundled
+3. `replay` (source = trace file): every replay target of each trace — by default the bundled
    example (examples/h100_bert_small_infer.json.gz) and, where ../shared/traces exists, the H100
    traces there;
+4. `replay` (source `catalog`): every catalog entry at its recorded shapes;
 5. `summary`: counts per check and timed region, and the traced-GEMM target: the median
    |replay/traced − 1| over GEMMs of ≥ 1 GFLOP replayed as the traced kernel.
 
@@ -235,10 +235,7 @@ def main() -> int:
         sanity = {"passes": None}
         log.write("gemm_sanity", skipped="CPU dry run")
 
-    rows, left = [], 0
-    if not args.no_catalog:
-        catalog = targets_from_catalog(catalogs_dir() / "kernels.json")
-        rows, left = replay_targets(log, "catalog", catalog, deadline, args.max_gib, device)
+    rows, left = [], 0  # the traces first: their GEMMs carry the verdict against traced times
     work = HERE / "work"
     for trace in args.trace or default_traces():
         out_dir = work / f"{trace.name.split('.')[0]}.atlas"
@@ -246,6 +243,11 @@ def main() -> int:
         targets = targets_from_output(out_dir)
         traced, skipped = replay_targets(log, trace.name, targets, deadline, args.max_gib, device)
         rows += traced
+        left += skipped
+    if not args.no_catalog:
+        catalog = targets_from_catalog(catalogs_dir() / "kernels.json")
+        replayed, skipped = replay_targets(log, "catalog", catalog, deadline, args.max_gib, device)
+        rows += replayed
         left += skipped
 
     counts: dict[str, dict[str, int]] = {}
