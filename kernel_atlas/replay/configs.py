@@ -22,6 +22,7 @@ from typing import Any
 from kernel_atlas.paths import read_toml
 
 LAUNCH = ("num_warps", "num_stages")
+MAX_AUTOTUNE = 16  # configurations timed at most per replay (each compiles once on the GPU)
 
 
 @dataclass(frozen=True)
@@ -143,7 +144,9 @@ def candidates(
         return Choice((interpreter,), "interpreter config (a GPU autotunes over the usual configs)")
     if len(pool) == 1:
         return Choice(tuple(pool), traced_text or "the only usual config")
-    return Choice(tuple(pool), f"autotuned over {len(pool)} configs" + (f" ({traced_text})" if traced_text else ""))
+    shown = f"{len(pool)}" if len(pool) <= MAX_AUTOTUNE else f"the first {MAX_AUTOTUNE} of {len(pool)}"
+    text = f"autotuned over {shown} configs" + (f" ({traced_text})" if traced_text else "")
+    return Choice(tuple(pool[:MAX_AUTOTUNE]), text)
 
 
 def pick(

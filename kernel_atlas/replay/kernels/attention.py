@@ -66,26 +66,31 @@ def _lengths(target: Any, tensors: list[list[int]], q_index: int) -> dict[str, A
         if len(p) != 1:
             break
         vectors.append(p[0])
-    kind = "ragged prefill" if ragged else ("paged prefill" if "Prefill" in target.kernel else "decode")
     page_size = tensors[caches[0]][1] if caches else 1
-    if kind == "paged prefill":  # qo_indptr, kv_indptr, kv_indices, kv_last_page_len
+    if "flashinfer" not in target.kernel:
+        # FlashAttention-3 (varlen): cu_seqlens_q, cu_seqlens_k, seqused_k, then a page table; the
+        # KV lengths are values of seqused_k, not recorded
+        kind, indptr, indices = "varlen (FA3)", (vectors[0] if vectors else 2), 0
+    elif ragged:  # qo_indptr, kv_indptr
+        kind, indptr, indices = "ragged prefill", (vectors[0] if vectors else 2), 0
+    elif "Prefill" in target.kernel:  # qo_indptr, kv_indptr, kv_indices, kv_last_page_len
+        kind = "paged prefill"
         indptr, indices = (vectors[1], vectors[2]) if len(vectors) >= 3 else (vectors[0] if vectors else 2, 0)
-    elif kind == "decode":  # kv_indptr, kv_indices, kv_last_page_len
+    else:  # decode: kv_indptr, kv_indices, kv_last_page_len
+        kind = "decode"
         indptr, indices = (vectors[0], vectors[1]) if len(vectors) >= 2 else (vectors[0] if vectors else 2, 0)
-    else:  # qo_indptr, kv_indptr
-        indptr, indices = (vectors[0] if vectors else 2), 0
     batch = target.batch or max(indptr - 1, 1)
     q_len = max(tokens // batch, 1)
-    if ragged:
-        kv_len = target.seq_len or q_len
-    elif target.seq_len:
+    if target.seq_len:
         kv_len = target.seq_len
     elif indices > batch:
         kv_len = max(indices * page_size // batch, 1)
-    else:  # no page table recorded (e.g. FA3 with a paged cache): a prefill of q_len tokens
+    else:  # no KV lengths recorded (ragged prefill, FA3): self-attention over the queries
         kv_len = q_len
     mode = re.search(r"MaskMode\)(\d)", target.kernel)
     causal = (mode.group(1) == "1") if mode else (ragged or q_len > 1)
+    if causal:  # the queries are the last tokens of their sequence: never more of them than KV tokens
+        kv_len = max(kv_len, q_len)
     return {"batch": batch, "q_len": q_len, "kv_len": kv_len, "kind": kind, "page_size": page_size, "causal": causal}
 
 
