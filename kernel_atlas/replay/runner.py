@@ -77,10 +77,6 @@ class Result:
     reason: str
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None or (isinstance(value, float) and value != value) else str(value)
-
-
 def targets_from_output(out_dir: str | Path) -> list[Target]:
     """Replay targets of an ingest output: one per distinct ATen call (launching op and its
     recorded inputs), timed as the mean of one op call (all of its kernels); other launchers
