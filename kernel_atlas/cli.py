@@ -340,8 +340,12 @@ def replay(
     shape: Annotated[int | None, typer.Option("--shape", help="Only the N-th matching shape (0-based).")] = None,
     all_shapes: Annotated[bool, typer.Option("--all-shapes", help="Every matching shape, not only the first.")] = False,
     scale: Annotated[
-        float, typer.Option(help="Shrink large dimensions by this factor (Triton interpreter on the CPU).")
-    ] = 1.0,
+        float | None,
+        typer.Option(
+            help="Shrink dimensions ≥ 64 by this factor (default: the recorded shapes on a GPU; on the CPU, "
+            "as much as the Triton interpreter needs, stated in the output)."
+        ),
+    ] = None,
     max_gib: Annotated[float, typer.Option("--max-gib", help="Refuse shapes whose inputs exceed this.")] = 16.0,
     seq_len: Annotated[
         int | None, typer.Option("--seq-len", help="KV length per request where a trace records only workspaces.")
@@ -350,12 +354,13 @@ def replay(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
     wide: Wide = False,
 ) -> None:
-    """Re-run kernels with their recorded shapes, dtypes, strides and scalars; time them (CUDA
-    events, L2 flushed, CUDA graphs for short kernels; wall clock on the CPU) and check them
-    against a float64 or plain-torch reference."""
+    """Re-run kernels with their recorded shapes, dtypes, strides and scalars; check the timed
+    launch's own output against a float64 or plain-torch reference, then time it (CUDA events
+    with the L2 flushed, CUDA graphs for short kernels; wall clock on the CPU)."""
     from kernel_atlas.classify.names import display_name
     from kernel_atlas.paths import catalogs_dir
     from kernel_atlas.replay.runner import (
+        check_device,
         default_device,
         select,
         targets_from_catalog,
@@ -367,10 +372,9 @@ def replay(
     from kernel_atlas.report.progress import progress_bar
     from kernel_atlas.report.terminal import print_replay
 
-    device = device or default_device()
-    for name, value in (("SEQ_LEN", seq_len), ("BATCH", batch)):
-        if value is not None:
-            os.environ[f"ATLAS_REPLAY_{name}"] = str(value)  # read by the attention replays
+    device = check_device(device) if device else default_device()
+    if scale is not None and not 0 < scale <= 1:
+        raise AtlasError(None, f"--scale {scale:g}: give a factor in (0, 1]")
     if source is not None:
         targets = targets_from_output(source)
     else:
@@ -389,6 +393,8 @@ def replay(
             on_done=lambda result: bar.advance(detail=display_name(str(result.kernel))),
             scale=scale,
             max_gib=max_gib,
+            seq_len=seq_len,
+            batch=batch,
         )
     if source is not None and replay_all:
         results.to_parquet(Path(source) / "replay.parquet", index=False)
@@ -396,3 +402,11 @@ def replay(
         sys.stdout.write(results.to_json(orient="records", indent=1) + "\n")
         return
     print_replay(console, results, device, wide=wide)
+    shrunk = results[(results["scale"] < 1) & (results["check"] != "skipped")]
+    if scale is None and len(shrunk):
+        factors = ", ".join(f"{f:g}" for f in sorted(set(shrunk["scale"])))
+        console.print(
+            f"{len(shrunk)} of {len(results)} replays ran with dimensions ≥ 64 scaled by {factors}, chosen "
+            f"automatically so that the Triton interpreter finishes on the CPU (--scale sets it; a GPU runs the "
+            f"recorded shapes)"
+        )

@@ -30,22 +30,22 @@ SEED_TBD = [
     (7, "fused_elementwise", "rule:compiled-fused-other"),  # fused_ge_lt___and____2266955281149801844
     (8, "fused_elementwise", "rule:inductor-pointwise"),  # triton_poi_fused_clamp_sub_0
     (9, "rms_norm", "rule:rms-norm"),  # fused_rmsnorm_kernel
-    (10, "rotary_embedding", "rule:rotary"),  # void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadPara
+    (10, "rotary_embedding", "rule:rope-neox"),  # void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadPara
     (11, "rms_norm", "rule:rms-norm-dual-residual"),  # fused_dual_residual_rmsnorm_kernel
     (12, "moe_gate", "rule:moe-gate"),  # fused_moe_router_kernel
     (13, "moe_align", "rule:sglang-moe-align"),  # void moe_align_block_size_kernel<long>(long const*, int*, in
-    (14, "moe_align", "rule:sglang-moe-align"),  # void count_and_sort_expert_tokens_kernel<long>(long const*,
+    (14, "moe_align", "rule:sglang-moe-sort"),  # void count_and_sort_expert_tokens_kernel<long>(long const*,
     (15, "fused_moe", "rule:triton-fused-moe"),  # fused_moe_kernel
     (16, "gelu_and_mul", "rule:act-and-mul"),  # void flashinfer::activation::act_and_mul_kernel<__nv_bfloat1
-    (17, "attention", "rule:flashinfer-attention"),  # void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinf
-    (18, "moe_align", "rule:sglang-moe-align"),  # void moe_align_block_size_small_batch_expert_kernel<long>(lo
+    (17, "attention", "rule:flashinfer-prefill-noncausal"),  # void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinf
+    (18, "moe_align", "rule:sglang-moe-align-small-batch"),  # void moe_align_block_size_small_batch_expert_kernel<long>(lo
     (19, "rms_norm", "rule:flashinfer-rms-norm"),  # void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv
     (20, "rms_norm", "rule:flashinfer-rms-norm-fused-add"),  # void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat
     (21, "moe_gate", "rule:moe-gate"),  # void topkGatingSoftmax<4, 128, 4, 16>(float const*, bool con
     (22, "silu_and_mul", "rule:act-and-mul"),  # void flashinfer::activation::act_and_mul_kernel<__nv_bfloat1
     (23, "quantize", "rule:per-token-group-quant"),  # _per_token_group_quant_fp8
     (24, "quantize", "rule:per-token-group-quant"),  # void per_token_group_quant_8bit_kernel<__nv_bfloat16, c10::F
-    (25, "rotary_embedding", "rule:rotary"),  # void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadPara
+    (25, "rotary_embedding", "rule:rope-interleaved"),  # void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadPara
     (26, "moe_gate", "rule:moe-gate"),  # void moe_fused_gate_kernel<cutlass::bfloat16_t, 32, 256, 8,
     (27, "quantize", "rule:per-token-group-quant"),  # void per_token_group_quant_8bit_kernel<__nv_bfloat16, c10::F
     (28, "kv_cache_write", "rule:kv-cache-write"),  # set_mla_kv_buffer_kernel
@@ -54,7 +54,7 @@ SEED_TBD = [
     (31, "quantize", "rule:quantize"),  # _tma_align_input_scale_kernel
     (32, "moe_permute", "rule:sglang-ep-gather"),  # _fwd_kernel_ep_gather
     (33, "copy_", "rule:aten-copy"),  # memcpy_triton_kernel
-    (34, "moe_permute", "rule:sglang-ep-scatter"),  # _fwd_kernel_ep_scatter_1
+    (34, "moe_permute", "rule:sglang-ep-scatter-1"),  # _fwd_kernel_ep_scatter_1
     (35, "moe_permute", "rule:sglang-ep-scatter"),  # _fwd_kernel_ep_scatter_2
     (151, "fused_elementwise", "rule:inductor-pointwise"),  # triton_poi_fused_index_lt_where_0
     (152, "moe_reduce", "rule:sglang-moe-sum-reduce"),  # _moe_sum_reduce_kernel
@@ -272,6 +272,36 @@ VARIANT_STACKS = {
     "triton_poi_fused_mul_sum_9": "cuLaunchKernel <- <built-in function launch> <- "
     "sglang/srt/layers/moe/fused_moe_triton/fused_moe.py(1267): moe_sum_reduce_torch_compile"
 }
+
+
+# Finer families that replay needs (their rule ids are keys of replay's registry or decide a
+# builder's variant), on names with other template arguments than the seed's.
+FINER_FAMILIES = [
+    ("void vllm::rotary_embedding_kernel<c10::Half, false>(long const*, c10::Half*)", "rope-interleaved"),
+    ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*)", "rope-neox"),
+    ("void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<(bool)1, 128u, 8u, half, int>(half*)", "rope-interleaved"),
+    ("void sglang::rotary_embedding_kernel(half*)", "rotary"),  # the layout is not in the name
+    (
+        "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, 16u>,"
+        " RaggedParams>(RaggedParams)",
+        "flashinfer-prefill-causal",
+    ),
+    (
+        "void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)0, 16u>,"
+        " PagedParams>(PagedParams)",
+        "flashinfer-prefill-noncausal",
+    ),
+    ("void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)1, 2u>(Params)", "flashinfer-decode"),
+    ("void moe_align_block_size_small_batch_expert_kernel<int>(int const*, int*)", "sglang-moe-align-small-batch"),
+    ("void count_and_sort_expert_tokens_kernel<int>(int const*, int*)", "sglang-moe-sort"),
+    ("_fwd_kernel_ep_scatter_1", "sglang-ep-scatter-1"),
+    ("_fwd_kernel_ep_scatter_2", "sglang-ep-scatter"),
+]
+
+
+@pytest.mark.parametrize(("name", "rule"), FINER_FAMILIES)
+def test_finer_families_replay_needs(name: str, rule: str) -> None:
+    assert default_classifier().classify(name, None).rule == f"rule:{rule}"
 
 
 @pytest.mark.parametrize(("name", "launcher", "expected"), VARIANTS)

@@ -3,6 +3,7 @@ exists, a key is registered once, and a corrected label changes cost and replay 
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -88,3 +89,28 @@ def test_the_recorded_call_model_types_every_argument() -> None:
     assert args[0].strides == ((17888, 32, 1), (17888, 32, 1))
     assert args[1].value == -1 and args[3].ints() == [2, 3]
     assert args[2].is_tensor and args[2].nbytes == 4 * 6 * 2 and args[2].strides == (1, 4)
+
+
+def test_the_label_decides_a_builders_variant() -> None:
+    """What a builder needs beyond shapes comes from the rule that labelled the kernel, not from
+    its name: the same recorded call replays as the label says."""
+    _replay_registry()
+    from kernel_atlas.replay.runner import Target, replay_one
+
+    def replay(kernel: str, dims: str, rule: str):
+        op = "rotary_embedding" if "rope" in rule else "attention"
+        types = json.dumps(["c10::BFloat16"] * len(json.loads(dims)))
+        return replay_one(Target(kernel, "", op, "other", dims, types, None, None, None, 1, "catalog", rule), "cpu")
+
+    rope = "[[16,4,64],[16,2,64],[8192,64],[16]]"
+    assert "NeoX halves: rule rope-neox" in replay("k", rope, "rule:rope-neox").implementation
+    assert "interleaved pairs: rule rope-interleaved" in replay("k", rope, "rule:rope-interleaved").implementation
+    # a paged prefill of 3 requests × 2 queries over 30 pages of 4: causal only when the label says so
+    prefill = "[[4096],[4096],[15],[6,4,32],[999,4,2,32],[999,4,2,32],[4],[4],[30],[3],[6,4,32]]"
+    causal = replay("k", prefill, "rule:flashinfer-prefill-causal")
+    plain = replay("k", prefill, "rule:flashinfer-prefill-noncausal")
+    assert causal.check == plain.check == "pass", (causal.reason, plain.reason)
+    assert "(paged prefill, causal, page size 4" in causal.implementation
+    assert "(paged prefill, page size 4" in plain.implementation
+    # the same arrays read as a decode: kv_indptr [4] → 3 requests, kv_indices [4] pages
+    assert "(decode" in replay("k", prefill, "rule:flashinfer-decode").implementation

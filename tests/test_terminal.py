@@ -201,6 +201,11 @@ def test_replay_table_fits_80_columns(reports) -> None:
     body = lines[start : next(i for i, line in enumerate(lines) if line.startswith(("(", "4/4")))]
     assert len(body) <= 2 * len(results)
     assert sum(1 for line in body if re.search(r"(µs|ms|s)\s", line) and not line.startswith(" ")) == 4
+    roomy = _render(print_replay, results, "cpu", width=240)
+    header = next(line for line in roomy if line.startswith("kernel"))
+    assert "implementation" in header and "timed" in header  # what the median is the time of
+    # the op itself, or the CPU's stand-in for cuDNN's convolution
+    assert sum(1 for line in roomy if re.search(r" (kernel|stand-in) +\d", line)) == 4
 
 
 def test_narrow_tables_leave_out_columns_and_say_so() -> None:

@@ -298,6 +298,17 @@ def rule_id(label_rule: object) -> str | None:
     return label_rule[5:] if isinstance(label_rule, str) and label_rule.startswith("rule:") else None
 
 
+@lru_cache(maxsize=1)
+def _precisions() -> dict[str, str]:
+    """Rule id → the compute precision its kernel family implies (rules.toml `precision`)."""
+    return {key: rule.precision for key, rule in load_rules()[0].by_id().items() if rule.precision}
+
+
+def rule_precision(label_rule: object) -> str | None:
+    """The compute precision a label's kernel family implies ("tf32" for TF32 GEMMs), or None."""
+    return _precisions().get(rule_id(label_rule) or "")
+
+
 def label_frame(frame: pd.DataFrame, classifier: Classifier | None = None) -> pd.DataFrame:
     """Fill op_mapping/category/label_* of a kernels table: each distinct
     (name, launcher, call stack) is classified once and the labels are joined back."""

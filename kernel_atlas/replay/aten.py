@@ -4,26 +4,53 @@ The overload is the one whose schema accepts the recorded argument kinds in orde
 tensor list, scalar, list, None); kwarg-only arguments are passed by name. Ops that do not
 exist on the replay device get a stated stand-in (flash attention → SDPA math on the CPU,
 `cudnn_convolution` → `aten::convolution`).
+
+The check runs the timed callable itself on the inputs the timing will use and compares every
+tensor it returns with the same op on float64 copies of those inputs, with the tolerance of
+each output's dtype and exact comparison for integer outputs (`replay.checks`; a GPU replay's
+integer outputs against the op on the CPU, an independent implementation).
+Floating inputs are drawn from each op's valid domain (`replay.values`). A kernel whose label
+says it computes on TF32 tensor cores (rules.toml `precision = "tf32"`) is replayed with TF32
+allowed, other fp32 kernels without it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from kernel_atlas.classify.classifier import rule_precision
 from kernel_atlas.ingest.recorded import Arg
-from kernel_atlas.replay.inputs import NotReplayable, make_tensor, torch_dtype
+from kernel_atlas.replay.checks import combine, compare
+from kernel_atlas.replay.inputs import NotReplayable, nbytes
+from kernel_atlas.replay.values import comparable, domain_of, generator, make_tensor
 
 INDEX_NAMES = ("index", "indices", "idx")
-TOLERANCE = {"bfloat16": 3e-2, "float16": 5e-3, "float32": 2e-3, "float64": 1e-9}
+# A GPU replay's integer outputs are compared with the op on the CPU (the same GPU kernel would
+# agree with itself), when its inputs are at most this large; float references run in float64 on
+# the replay device.
+CPU_REFERENCE_BYTES = 1 << 30
+
+# What a Case's timed region is, relative to the traced kernel (the `timed` column):
+KERNEL = "kernel"  # the traced kernel (or ATen op) itself, one launch as traced
+PIPELINE = "pipeline"  # the traced kernel and more work
+STAND_IN = "stand-in"  # another implementation of the same computation
 
 
 @dataclass
 class Case:
+    """One replay: `run` launches exactly what is timed and returns its output; `check` calls
+    `run` itself and says whether that output is right; `reset` (untimed, before every
+    repetition) restores state that `run` consumes; `config` is the launch configuration used."""
+
     run: Callable[[], Any]
     implementation: str
     check: Callable[[], tuple[str, str]]
+    timed: str = KERNEL
+    config: str = ""
+    reset: Callable[[], Any] | None = None
 
 
 def _is_tensor_type(text: str) -> bool:
@@ -108,7 +135,7 @@ def _assumed(arg: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _materialise(
-    schema: Any, recorded: tuple[Arg, ...], device: str, generator: Any, assumed: list[str] | None = None
+    name: str, schema: Any, recorded: tuple[Arg, ...], device: str, gen: Any, assumed: list[str] | None = None
 ) -> tuple[list, dict]:
     assumed = assumed if assumed is not None else []
     bounds = _bounds(schema, recorded)
@@ -117,11 +144,12 @@ def _materialise(
     source_shape = next((r.dims for r in recorded if r.kind == "tensor"), ())
     for i, (arg, rec) in enumerate(zip(schema.arguments, recorded, strict=False)):
         if rec.kind == "tensor":
-            value: Any = make_tensor(rec.dims, rec.dtype, device, rec.strides, bounds.get(i), generator)
+            domain = domain_of(name, arg.name)
+            value: Any = make_tensor(rec.dims, rec.dtype, device, rec.strides, bounds.get(i), gen, domain)
         elif rec.kind == "tensor_list":
             dtype = rec.dtype if rec.dtype not in ("", "TensorList") else "float"
             value = [
-                make_tensor(d, dtype, device, None, source_shape[k] if k < len(source_shape) else None, generator)
+                make_tensor(d, dtype, device, None, source_shape[k] if k < len(source_shape) else None, gen)
                 for k, d in enumerate(rec.dims or [])
             ]
         else:
@@ -138,36 +166,62 @@ def _materialise(
     return positional, keywords
 
 
-def _first_tensor(value: Any) -> Any:
+def _tensors(value: Any) -> list[Any]:
+    """Every tensor in an op's result, in order (tuples and lists flattened)."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        return value
+        return [value]
     if isinstance(value, (tuple, list)):
-        for item in value:
-            found = _first_tensor(item)
-            if found is not None:
-                return found
-    return None
+        return [t for item in value for t in _tensors(item)]
+    return []
 
 
-def _compare(output: Any, reference: Any, dtype_name: str) -> tuple[str, str]:
+def _compare_outputs(
+    output: Any, reference: Any, precision: str | None = None, values: bool = True
+) -> tuple[str, str]:
+    """Each tensor of the replayed result against the float64 reference's, by its own dtype
+    (`values` False: shapes and dtypes only, for random or uninitialised outputs)."""
+    outs, refs = _tensors(output), _tensors(reference)
+    if not outs:
+        return "skipped", "op returns no tensor"
+    if len(outs) != len(refs):
+        return "fail", f"{len(outs)} output tensors, the reference has {len(refs)}"
+    if not values:
+        for o, r in zip(outs, refs, strict=True):
+            if tuple(o.shape) != tuple(r.shape):
+                return "fail", f"shape {tuple(o.shape)} != {tuple(r.shape)} of the reference"
+        return "skipped", "random or uninitialised output: shapes match, values cannot be compared"
+    verdicts = [compare(o, r, "float64 reference", precision=precision) for o, r in zip(outs, refs, strict=True)]
+    verdict = combine(*verdicts)
+    return verdict if len(outs) == 1 else (verdict[0], f"{len(outs)} outputs; {verdict[1]}")
+
+
+def _widen(value: Any, device: str) -> Any:
+    """A float64 copy (integers and bools: an exact copy) on `device`, lists element-wise."""
     import torch
 
-    out, ref = _first_tensor(output), _first_tensor(reference)
-    if out is None or ref is None:
-        return "skipped", "op returns no tensor"
-    if not out.dtype.is_floating_point:
-        equal = torch.equal(out.cpu(), ref.cpu().to(out.dtype)) if out.shape == ref.shape else False
-        return ("pass", "exact match with a float64 run") if equal else ("skipped", "integer/bool output")
-    out64, ref64 = out.detach().double().cpu(), ref.detach().double().cpu()
-    if out64.shape != ref64.shape:
-        return "fail", f"shape {tuple(out64.shape)} != reference {tuple(ref64.shape)}"
-    scale = float(ref64.abs().max()) if ref64.numel() else 0.0
-    error = float((out64 - ref64).abs().max()) if ref64.numel() else 0.0
-    tolerance = TOLERANCE.get(dtype_name, 3e-2) * max(scale, 1e-6)
-    verdict = "pass" if error <= tolerance or (error != error and scale != scale) else "fail"
-    return verdict, f"max |error| {error:.3g} vs float64 reference (tolerance {tolerance:.3g})"
+    if isinstance(value, torch.Tensor):
+        copy = value.detach().to(device)
+        if value.is_complex():
+            return copy.to(torch.complex128)
+        return copy.double() if value.is_floating_point() else copy.clone()
+    if isinstance(value, list):
+        return [_widen(v, device) for v in value]
+    return value
+
+
+@contextlib.contextmanager
+def _tf32(enabled: bool) -> Iterator[None]:
+    """Allow TF32 in cuBLAS and cuDNN exactly when the traced kernel used it."""
+    import torch
+
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _stand_in(name: str, recorded: tuple[Arg, ...], device: str) -> tuple[str, Callable[..., Any]] | None:
@@ -215,18 +269,16 @@ def _stand_in(name: str, recorded: tuple[Arg, ...], device: str) -> tuple[str, C
     return None
 
 
-def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0) -> Case:
-    """An ATen op (`name`) replayed with its recorded arguments."""
-    import torch
-
-    first = next((r for r in recorded if r.kind == "tensor"), None)
-    dtype_name = str(torch_dtype(first.dtype)).split(".")[-1] if first else "float32"
+def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0, *, label_rule: str = "") -> Case:
+    """An ATen op (`name`) replayed with its recorded arguments; `label_rule` is the traced
+    kernel's label rule (a TF32 kernel family is replayed with TF32 allowed)."""
+    gen = generator(device, seed)
+    small = nbytes(recorded) <= CPU_REFERENCE_BYTES
     stand_in = _stand_in(name, recorded, device)
     if stand_in is not None:
         label, fn = stand_in
-        generator = torch.Generator().manual_seed(seed)
         args = [
-            make_tensor(r.dims, r.dtype, device, r.strides, None, generator) if r.kind == "tensor" else r.value
+            make_tensor(r.dims, r.dtype, device, r.strides, None, gen) if r.kind == "tensor" else r.value
             for r in recorded
         ]
 
@@ -234,35 +286,47 @@ def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0)
             return fn(*args)
 
         def check() -> tuple[str, str]:
-            doubles = [
-                a.detach().double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args
-            ]
-            return _compare(run(), fn(*doubles), dtype_name)
+            reference = fn(*[_widen(a, device) for a in args])
+            return _compare_outputs(run(), reference)
 
-        return Case(run, label, check)
+        return Case(run, label, check, timed=STAND_IN)
     overload = find_overload(name, recorded)
     schema = overload._schema
-    generator = torch.Generator().manual_seed(seed)
     assumed: list[str] = []
-    positional, keywords = _materialise(schema, recorded, device, generator, assumed)
+    positional, keywords = _materialise(name, schema, recorded, device, gen, assumed)
+    tf32 = rule_precision(label_rule) == "tf32" and device.startswith("cuda")
+    matmul_flags = device.startswith("cuda")
 
     def run_op() -> Any:
-        return overload(*positional, **keywords)
+        if not matmul_flags:
+            return overload(*positional, **keywords)
+        with _tf32(tf32):
+            return overload(*positional, **keywords)
 
     def check_op() -> tuple[str, str]:
-        def widen(x: Any) -> Any:
-            if isinstance(x, torch.Tensor):
-                return x.detach().double().clone() if x.is_floating_point() else x.detach().clone()
-            if isinstance(x, list):
-                return [widen(i) for i in x]
-            return x
-
-        fresh = [x.detach().clone() if isinstance(x, torch.Tensor) else x for x in positional]
+        # the reference first, from the inputs as they are before the timed call (in-place ops
+        # change them), then the timed call itself
+        widened = [_widen(x, device) for x in positional]
+        wide_keywords = {k: _widen(v, device) for k, v in keywords.items()}
         try:
-            reference = overload(*[widen(x) for x in positional], **{k: widen(v) for k, v in keywords.items()})
+            reference = overload(*widened, **wide_keywords)
         except (RuntimeError, TypeError, NotImplementedError) as exc:
-            return "skipped", f"no float64 reference ({str(exc).splitlines()[0][:80]})"
-        return _compare(overload(*fresh, **keywords), reference, dtype_name)
+            # no float64 kernel for this op here (flash attention on a GPU): the CPU stand-in's
+            # computation in float64 checks the first output
+            equivalent = _stand_in(name, recorded, "cpu")
+            if equivalent is None:
+                return "skipped", f"no float64 reference ({str(exc).splitlines()[0][:80]})"
+            reference = equivalent[1](*widened)
+            first = _tensors(run_op())[0]
+            return _compare_outputs(first, reference, "tf32" if tf32 else None, values=comparable(name))
+        produced = run_op()
+        exact = any(not (t.is_floating_point() or t.is_complex()) for t in _tensors(produced))
+        if exact and device != "cpu" and small:
+            reference = overload(*_widen(widened, "cpu"), **{k: _widen(v, "cpu") for k, v in wide_keywords.items()})
+        return _compare_outputs(produced, reference, "tf32" if tf32 else None, values=comparable(name))
 
-    note = f"; assumed {', '.join(assumed)} (not recorded)" if assumed else ""
+    notes = [f"assumed {', '.join(assumed)} (not recorded)"] if assumed else []
+    if tf32:
+        notes.append("TF32 allowed, as the traced tf32 kernel")
+    note = f"; {'; '.join(notes)}" if notes else ""
     return Case(run_op, f"{name} ({schema.name}.{schema.overload_name or 'default'}){note}", check_op)

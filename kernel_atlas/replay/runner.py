@@ -6,7 +6,7 @@ import json
 import os
 import re
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,11 @@ class Target:
     source: str  # "trace" or "catalog"
     label_rule: str = ""  # the kernel's label rule (kernels.parquet label_rule); classified when empty
     args: tuple[Arg, ...] = field(default=())  # the recorded call; parsed from the text columns when empty
+    grid: str | None = None  # the traced launch's grid and block, "[x, y, z]" (trace targets)
+    block: str | None = None
+    launch_index: int = 0  # which launch of this kernel within its op call (0: the first)
+    seq_len: int | None = None  # KV length per request, where the recording has only workspaces
+    batch: int | None = None  # requests per call, likewise
 
     def __post_init__(self) -> None:
         if not self.label_rule or not self.op_mapping or not self.category:
@@ -68,7 +73,11 @@ class Result:
     op_mapping: str
     category: str
     input_dims: str | None
+    input_types: str | None
     implementation: str
+    timed: str  # "kernel", "pipeline" or "stand-in" (see replay.aten), "" when not replayed
+    config: str  # the launch configuration used (Triton kernels), and where it came from
+    scale: float  # dimensions ≥ 64 shrunk by this factor (1: the recorded shapes)
     device: str
     device_name: str
     method: str
@@ -86,18 +95,25 @@ class Result:
     reason: str
 
 
-def _text(value: Any) -> str | None:
-    return None if value is None or (isinstance(value, float) and value != value) else str(value)
-
-
 def targets_from_output(out_dir: str | Path) -> list[Target]:
-    """One target per distinct (launching op, recorded inputs) of an ingest output; the traced
-    time is the mean time of one op call (all of its kernels)."""
+    """Replay targets of an ingest output: one per distinct ATen call (launching op and its
+    recorded inputs), timed as the mean of one op call (all of its kernels); other launchers
+    (Triton, custom ops) one per distinct (kernel, launch within the call, recorded inputs),
+    timed as the mean of that kernel launch, with its grid and block."""
     frame = load_kernels(out_dir)
     frame = frame[(frame["kind"] == "kernel") & frame["cpu_op"].notna()].copy()
     if frame.empty:
         return []
-    calls = frame.groupby(["trace", "rank", "cpu_op_id"], observed=True).agg(
+    recorded = ("input_dims", "input_types", "input_strides", "concrete_inputs")
+    for column in ("name", "cpu_op", "label_rule", *recorded, "grid", "block"):
+        frame[column] = frame[column].astype(object).fillna("") if column in frame else ""
+    frame = frame.reset_index(drop=True)
+    aten = frame["cpu_op"].str.startswith("aten::").to_numpy()
+    # a non-ATen kernel is its own unit; an ATen op call is one unit with all of its kernels
+    frame["launch_index"] = frame.groupby(["trace", "rank", "cpu_op_id", "name"], observed=True).cumcount()
+    frame.loc[aten, "launch_index"] = 0
+    frame["unit"] = frame["cpu_op_id"].astype("int64").where(aten, -1 - frame.index.to_series())
+    calls = frame.groupby(["trace", "rank", "unit"], observed=True, sort=False).agg(
         call_us=("dur_us", "sum"),
         name=("name", "first"),
         cpu_op=("cpu_op", "first"),
@@ -108,10 +124,12 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
         input_types=("input_types", "first"),
         input_strides=("input_strides", "first"),
         concrete_inputs=("concrete_inputs", "first"),
+        grid=("grid", "first"),
+        block=("block", "first"),
+        launch_index=("launch_index", "first"),
     )
-    for column in ("name", "cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs"):
-        calls[column] = calls[column].astype(object).fillna("")
-    signature = ["cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs"]
+    calls["kernel_key"] = calls["name"].where(~calls["cpu_op"].str.startswith("aten::"), "")
+    signature = ["cpu_op", "kernel_key", "launch_index", *recorded]
     grouped = (
         calls.groupby(signature, sort=False)
         .agg(
@@ -121,6 +139,8 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
             label_rule=("label_rule", "first"),
             traced_us=("call_us", "mean"),
             count=("call_us", "size"),
+            grid=("grid", "first"),
+            block=("block", "first"),
         )
         .reset_index()
     )
@@ -138,6 +158,9 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
             int(r.count),
             "trace",
             str(r.label_rule or ""),
+            grid=r.grid or None,
+            block=r.block or None,
+            launch_index=int(r.launch_index),
         )
         for r in grouped.itertuples(index=False)
     ]
@@ -192,77 +215,124 @@ def _cost(target: Target) -> tuple[float | None, float | None]:
     return cost.flops, cost.bytes
 
 
-def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float = 1.0) -> Result:
-    from kernel_atlas.replay.kernels import find_implementation
-    from kernel_atlas.replay.timing import measure
+def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float | None = None) -> Result:
+    """Replay one target: check the timed launch's output, then time it. `scale` None: the
+    recorded shapes on a GPU; on the CPU, the largest power-of-two reduction the Triton
+    interpreter can run (stated in the implementation label and the `scale` column)."""
+    from kernel_atlas.replay.kernels.common import TooLargeForCPU
 
-    if not device.startswith("cuda"):
-        # Triton kernels run in the interpreter on the CPU; it must be on before they are defined
-        os.environ.setdefault("TRITON_INTERPRET", "1")
-    flops, nbytes_ = _cost(target)
+    auto = scale is None
+    scale = 1.0 if scale is None else scale
+    for _ in range(6):
+        try:
+            return _replay_at(target, device, max_gib, scale, auto)
+        except TooLargeForCPU as exc:
+            if not auto:
+                return _skipped(target, device, scale, str(exc))
+            scale *= exc.scale
+    return _skipped(target, device, scale, f"too large for the CPU even at scale {scale:g}")
 
-    fields = {
+
+def _fields(target: Target, device: str) -> dict[str, Any]:
+    return {
         "kernel": target.kernel,
         "launcher": target.launcher,
         "op_mapping": target.op_mapping,
         "category": target.category,
         "input_dims": target.input_dims,
+        "input_types": target.input_types,
         "device": device,
     }
 
-    def skipped(reason: str) -> Result:
-        return Result(
-            **fields,
-            implementation="none",
-            device_name="",
-            method="",
-            median_us=None,
-            p10_us=None,
-            p90_us=None,
-            reps=0,
-            traced_us=target.traced_us,
-            ratio=None,
-            flops=flops,
-            bytes=nbytes_,
-            achieved_tflops=None,
-            achieved_gbps=None,
-            check="skipped",
-            reason=reason,
-        )
 
+def _skipped(target: Target, device: str, scale: float, reason: str) -> Result:
+    flops, nbytes_ = _cost(target)
+    return Result(
+        **_fields(target, device),
+        implementation="none",
+        timed="",
+        config="",
+        scale=scale,
+        device_name="",
+        method="",
+        median_us=None,
+        p10_us=None,
+        p90_us=None,
+        reps=0,
+        traced_us=target.traced_us,
+        ratio=None,
+        flops=flops,
+        bytes=nbytes_,
+        achieved_tflops=None,
+        achieved_gbps=None,
+        check="skipped",
+        reason=reason,
+    )
+
+
+def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten.Case
+    """The replay case of a target (raises NotReplayable with the reason)."""
+    from kernel_atlas.replay.kernels import find_implementation
+
+    # ATen ops replay through their schema; other launchers by kernel family (these
+    # implementations allocate only what they replay, not the recorded pools)
+    special = None if target.launcher.startswith("aten::") else find_implementation(target, device, scale)
+    if special is not None:
+        return special
+    if target.launcher.startswith("aten::"):
+        size = nbytes(target.args)
+        if size > max_gib * (1 << 30):
+            raise NotReplayable(f"inputs need {size / (1 << 30):.1f} GiB, more than --max-gib {max_gib:g}")
+        from kernel_atlas.replay.aten import build_case
+
+        return build_case(target.launcher, target.args, device, label_rule=target.label_rule)
+    reason = not_replayable(target)
+    raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
+
+
+def _replay_at(target: Target, device: str, max_gib: float, scale: float, auto: bool) -> Result:
+    from kernel_atlas.replay.aten import KERNEL
+    from kernel_atlas.replay.kernels.common import TooLargeForCPU
+    from kernel_atlas.replay.timing import measure
+
+    if not device.startswith("cuda"):
+        # Triton kernels run in the interpreter on the CPU; it must be on before they are defined
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     try:
-        # ATen ops replay through their schema; other launchers by kernel family (these
-        # implementations allocate only what they replay, not the recorded pools)
-        special = None if target.launcher.startswith("aten::") else find_implementation(target, device, scale)
-        if special is not None:
-            case = special
-        elif target.launcher.startswith("aten::"):
-            size = nbytes(target.args)
-            if size > max_gib * (1 << 30):
-                return skipped(f"inputs need {size / (1 << 30):.1f} GiB, more than --max-gib {max_gib:g}")
-            from kernel_atlas.replay.aten import build_case
-
-            case = build_case(target.launcher, target.args, device)
-        else:
-            reason = not_replayable(target)
-            raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
-        light = not device.startswith("cuda") and "interpreter" in case.implementation
-        timing = measure(case.run, device, **({"warmup": 1, "min_reps": 3, "budget_s": 0.0} if light else {}))
+        case = _case(target, device, max_gib, scale)
+        # the check runs the timed callable on the inputs the timing uses (and compiles it)
         check, why = case.check()
+        light = not device.startswith("cuda") and "interpreter" in case.implementation
+        options = {"warmup_ms": 0.0, "min_reps": 3, "budget_s": 0.0} if light else {}
+        timing = measure(case.run, device, reset=case.reset, **options)
+    except TooLargeForCPU:
+        raise
     except NotReplayable as exc:
-        return skipped(str(exc))
+        return _skipped(target, device, scale, str(exc))
     except (RuntimeError, TypeError, ValueError, IndexError, NotImplementedError) as exc:
-        return skipped(f"replay failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
-    traced = target.traced_us
-    if scale < 1.0 and "scaled" in case.implementation:
+        return _skipped(target, device, scale, f"replay failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+    flops, nbytes_ = _cost(target)
+    implementation = case.implementation
+    if target.launcher.startswith("aten::"):
+        scale = 1.0  # ATen ops always run their recorded shapes
+    if scale < 1.0:
         # the replay ran smaller shapes than recorded: costs and traced time do not apply
-        flops = nbytes_ = traced = None
-    ratio = timing.median_us / traced if traced else None
+        flops = nbytes_ = None
+        if auto:
+            implementation += " (scale chosen automatically for the CPU; --scale sets it)"
+    recorded_shapes = scale >= 1.0
+    # a ratio only where the timed region is the traced kernel at its recorded shapes on a GPU
+    comparable = case.timed == KERNEL and recorded_shapes and device.startswith("cuda")
+    traced = target.traced_us
+    ratio = timing.median_us / traced if traced and comparable else None
     tflops = flops / (timing.median_us * 1e6) if flops else None
     gbps = nbytes_ / (timing.median_us * 1e3) if nbytes_ else None
     return Result(
-        **fields,
-        implementation=case.implementation,
+        **_fields(target, device),
+        implementation=implementation,
+        timed=case.timed,
+        config=case.config,
+        scale=scale,
         device_name=timing.device_name,
         method=timing.method,
         median_us=timing.median_us,
@@ -281,10 +351,19 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
 
 
 def replay_all(
-    targets: list[Target], device: str, on_done: Callable[[Result], None] | None = None, **options: Any
+    targets: list[Target],
+    device: str,
+    on_done: Callable[[Result], None] | None = None,
+    *,
+    seq_len: int | None = None,
+    batch: int | None = None,
+    **options: Any,
 ) -> pd.DataFrame:
+    """Replay every target (`seq_len`/`batch`: lengths to assume where a recording has none)."""
     rows = []
     for target in targets:
+        if seq_len is not None or batch is not None:
+            target = replace(target, seq_len=seq_len or target.seq_len, batch=batch or target.batch)
         result = replay_one(target, device, **options)
         rows.append(asdict(result))
         if on_done:
@@ -300,3 +379,17 @@ def default_device() -> str:
             None, "replay needs PyTorch: `pip install torch==2.13.0` (or a CUDA build), then retry"
         ) from None
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_device(device: str) -> str:
+    """`device` if this machine has it, else a one-line error."""
+    if device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
+        raise AtlasError(None, f"--device {device}: use cuda, cuda:N or cpu")
+    available = default_device()
+    if device.startswith("cuda") and available != "cuda":
+        import torch
+
+        raise AtlasError(
+            None, f"--device {device}: no CUDA/HIP GPU is visible to PyTorch {torch.__version__} here; use --device cpu"
+        )
+    return device

@@ -35,8 +35,10 @@ class Report:
 
 
 def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
-    """Replayed times next to traced ones: per (launcher, input shapes), the replay's median
-    per call, its device and check, and the achieved throughput of the replay."""
+    """Replayed times next to traced ones: per (launcher, input shapes, input dtypes), the
+    replay's median per call, its device, check, what it timed (`replay_timed`: kernel, pipeline
+    or stand-in), its `replay_ratio` to the traced time (only where the timed region was the
+    traced kernel itself, on a GPU) and the achieved throughput of the replay."""
     timed = replay[replay["median_us"].notna()]
     if timed.empty:
         return roofline
@@ -45,10 +47,16 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
         "device_name": "replay_device",
         "check": "replay_check",
         "implementation": "replay_implementation",
+        "timed": "replay_timed",
+        "ratio": "replay_ratio",
     }
-    keyed = timed.rename(columns=columns)[["launcher", "input_dims", *columns.values()]]
-    keyed = keyed.drop_duplicates(["launcher", "input_dims"])
-    merged = roofline.merge(keyed, on=["launcher", "input_dims"], how="left")
+    # a replay.parquet written before dtypes were recorded joins on shapes alone
+    keys = ["launcher", "input_dims", *(["input_types"] if "input_types" in replay else [])]
+    keyed = timed.rename(columns=columns).reindex(columns=[*keys, *columns.values()])
+    for key in keys:  # the roofline writes missing shapes as ""
+        keyed[key] = keyed[key].astype(object).fillna("")
+    keyed = keyed.drop_duplicates(keys)
+    merged = roofline.merge(keyed, on=keys, how="left")
     main = merged["role"] == "main"
     merged["replay_tflops"] = (merged["flops"] / (merged["replay_us"] * 1e6)).where(main)
     merged["replay_gbps"] = (merged["bytes"] / (merged["replay_us"] * 1e3)).where(main)

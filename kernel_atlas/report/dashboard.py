@@ -223,7 +223,8 @@ def replay_vs_traced(run: Run) -> pd.DataFrame | None:
     if run.replay is None or run.replay.empty:
         return None
     table = run.replay.copy()
-    if "traced_us" in table and "median_us" in table:
+    # replay writes `ratio` only where it timed the traced kernel itself; older files lack it
+    if "ratio" not in table and "traced_us" in table and "median_us" in table:
         table["ratio"] = table["median_us"] / table["traced_us"].where(table["traced_us"] > 0)
     return table
 

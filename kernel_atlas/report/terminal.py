@@ -288,6 +288,8 @@ def print_replay(console: Console, results: Any, device: str, wide: bool = False
         KERNEL,
         SHAPES,
         Column("implementation", justify="left", flex=1, min_width=12, drop=2),
+        Column("timed", justify="left", drop=1),  # kernel / pipeline / stand-in: ratio only for kernel
+        Column("config", justify="left", flex=1, min_width=12, drop=6),
         Column("median"),
         Column("p10–p90", drop=5),
         Column("traced"),
@@ -301,6 +303,8 @@ def print_replay(console: Console, results: Any, device: str, wide: bool = False
             str(row.kernel) if wide else display_name(str(row.kernel)),
             str(row.input_dims or "") if wide else fmt_shapes(row.input_dims),
             str(row.implementation),
+            str(getattr(row, "timed", "") or ""),
+            str(getattr(row, "config", "") or ""),
             fmt_us(row.median_us),
             f"{fmt_us(row.p10_us)}–{fmt_us(row.p90_us)}" if fmt_us(row.median_us) != "–" else "–",
             fmt_us(row.traced_us),

@@ -17,8 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kernel_atlas.classify.classifier import rule_id
-from kernel_atlas.classify.rules import load_rules
+from kernel_atlas.classify.classifier import rule_id, rule_precision
 from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes
 from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
@@ -85,16 +84,6 @@ def cost_of(call: Call) -> Cost:
     return formula(call)
 
 
-@lru_cache(maxsize=1)
-def _precisions() -> dict[str, str]:
-    """Rule id → the compute precision its kernel family implies (rules.toml `precision`)."""
-    return {key: rule.precision for key, rule in load_rules()[0].by_id().items() if rule.precision}
-
-
-def _rule_precision(call: Call) -> str | None:
-    return _precisions().get(rule_id(call.rule) or "")
-
-
 # --- helpers ---------------------------------------------------------------------------------
 
 
@@ -114,7 +103,7 @@ def _gemm_precision(call: Call, arg: Arg) -> tuple[str, str]:
     precision = arg.precision
     if precision == "fp32":
         # fp32 inputs run on TF32 tensor cores where the kernel's family says so (rules.toml `precision`)
-        return ("tf32", MATRIX) if _rule_precision(call) == "tf32" else ("fp32", VECTOR)
+        return ("tf32", MATRIX) if rule_precision(call.rule) == "tf32" else ("fp32", VECTOR)
     if precision == "int":
         return "int", VECTOR
     return precision, MATRIX

@@ -1,4 +1,4 @@
-"""Shared pieces of the Triton replay kernels: scaling, device policy, checks."""
+"""Shared pieces of the replay kernels: scaling and the CPU budget, device policy, labels."""
 
 from __future__ import annotations
 
@@ -8,8 +8,19 @@ from typing import Any
 
 from kernel_atlas.replay.inputs import NotReplayable
 
-# The Triton interpreter runs kernels in NumPy: keep CPU replays small.
-INTERPRETER_FLOP_LIMIT = 5e9
+# The Triton interpreter runs kernels in NumPy at some 20 MFLOP/s (2 cores): keep a CPU replay
+# of a GEMM-like kernel to a few seconds per launch.
+INTERPRETER_FLOP_LIMIT = 6e7
+INTERPRETER_PROGRAM_LIMIT = 256  # the interpreter runs programs one after another, ~1-10 ms each
+CPU_BYTES_LIMIT = 256 << 20  # buffers one CPU replay may allocate
+
+
+class TooLargeForCPU(NotReplayable):
+    """Too much work or memory for a replay on the CPU; `scale` is the factor that fits."""
+
+    def __init__(self, message: str, scale: float) -> None:
+        super().__init__(message)
+        self.scale = scale
 
 
 def interpreting() -> bool:
@@ -30,12 +41,35 @@ def scaled(n: int, scale: float, multiple: int = 16) -> int:
     return max(multiple, round(n * scale / multiple) * multiple)
 
 
-def guard_interpreter(device: str, flops: float, what: str) -> None:
-    if not device.startswith("cuda") and flops > INTERPRETER_FLOP_LIMIT:
-        raise NotReplayable(
-            f"{what}: {flops / 1e9:.0f} GFLOP is too much for the Triton interpreter on the CPU; "
-            f"pass --scale {max(2 ** -int(math.log2(flops / INTERPRETER_FLOP_LIMIT) + 1), 2**-8):g} to shrink it"
-        )
+def _fitting_scale(cost: float, limit: float, dims: int) -> float:
+    """The largest power of two s ≤ 1/2 with cost · s^dims ≤ limit (cost grows with `dims` scaled dims)."""
+    fits = (limit / cost) ** (1.0 / dims)
+    return min(0.5, 2.0 ** math.floor(math.log2(fits)))
+
+
+def _refuse_on_cpu(device: str, cost: float, limit: float, dims: int, too_much: str) -> None:
+    if not device.startswith("cuda") and cost > limit:
+        fit = _fitting_scale(cost, limit, dims)
+        raise TooLargeForCPU(f"{too_much}; --scale {fit:g} shrinks it", fit)
+
+
+def guard_interpreter(device: str, flops: float, what: str, dims: int = 3) -> None:
+    """Refuse more than INTERPRETER_FLOP_LIMIT on the CPU; the exception carries the scale that fits
+    (`dims`: how many of the problem's scaled dimensions the FLOP count grows with)."""
+    too_much = f"{what}: {flops / 1e9:.1f} GFLOP is too much for the Triton interpreter on the CPU"
+    _refuse_on_cpu(device, flops, INTERPRETER_FLOP_LIMIT, dims, too_much)
+
+
+def guard_programs(device: str, programs: int, what: str, dims: int = 1) -> None:
+    """Refuse launches of more than INTERPRETER_PROGRAM_LIMIT programs on the CPU, likewise."""
+    too_much = f"{what}: {programs} programs are too many for the Triton interpreter on the CPU"
+    _refuse_on_cpu(device, programs, INTERPRETER_PROGRAM_LIMIT, dims, too_much)
+
+
+def guard_cpu_bytes(device: str, nbytes: float, what: str, dims: int = 2) -> None:
+    """Refuse buffers over CPU_BYTES_LIMIT on the CPU, likewise."""
+    too_much = f"{what}: {nbytes / (1 << 30):.2f} GiB of buffers is too much for a CPU replay"
+    _refuse_on_cpu(device, nbytes, CPU_BYTES_LIMIT, dims, too_much)
 
 
 def label(implementation: str, device: str, scale: float, triton: bool = True) -> str:
@@ -45,16 +79,3 @@ def label(implementation: str, device: str, scale: float, triton: bool = True) -
     if scale < 1.0:
         parts.append(f"dimensions ≥ 64 scaled by {scale:g}")
     return ", ".join(parts)
-
-
-def compare(
-    out: Any, ref: Any, against: str = "plain-torch reference", low: float = 2e-2, full: float = 1e-4
-) -> tuple[str, str]:
-    """pass/fail by max |error| relative to max |reference|: `low` for bf16/fp16 outputs,
-    `full` otherwise."""
-    import torch
-
-    error = float((out.float() - ref.float()).abs().max())
-    tolerance = low if out.dtype in (torch.bfloat16, torch.float16) else full
-    ok = error <= tolerance * max(float(ref.float().abs().max()), 1e-6)
-    return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs {against}"

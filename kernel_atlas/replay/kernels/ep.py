@@ -1,12 +1,21 @@
-"""Expert-parallel token layout kernels of SGLang's DeepEP path and the block-fp8 GEMM.
+"""Expert-parallel token layout kernels of SGLang's DeepEP path and the block-fp8 GEMM, each
+following SGLang's algorithm and launch shape (`layers/moe/ep_moe/kernels.py`,
+`layers/quantization/fp8_kernel.py`):
 
-* `_fwd_kernel_ep_scatter_1`: per expert, the start of its 128-aligned run in the contiguous
-  layout, and `m_indices` (the expert of every row) for the grouped GEMM;
-* `_fwd_kernel_ep_scatter_2`: every (token, k) copies its fp8 row and scales to the next free
-  row of its expert (an atomic counter per expert) and records where (`output_index`);
-* `_fwd_kernel_ep_gather`: output[t] = Σ_k weight[t, k] · input[output_index[t, k]];
+* `_fwd_kernel_ep_scatter_1`: one program per expert; each computes the exclusive cumsum of the
+  (128-aligned) per-expert row counts into `expert_start_loc` and fills its rows of `m_indices`
+  (the expert of every row of the grouped GEMM);
+* `_fwd_kernel_ep_scatter_2`: min(tokens, 8192) programs striding over tokens; every routed
+  (token, k) takes the next row of its expert (an atomic add on `expert_start_loc`, which it
+  consumes: restored before each timed repetition, untimed), copies its fp8 row and scales
+  there and records the row in `output_index`;
+* `_fwd_kernel_ep_gather`: output[t] = Σ_k weight[t, k] · input[output_index[t, k]], over a grid
+  of (hidden / BLOCK_D, min(tokens, 1024)) programs;
 * `_w8a8_block_fp8_matmul`: C = (A · As) (B · Bs)^T with per-(row, 128-column-group) scales for A
   and per-(128×128 block) scales for B, accumulated block by block in fp32.
+
+The router's choices are not recorded: the number of local experts and the share of slots
+routed to other ranks are assumed and stated in the label.
 """
 
 from __future__ import annotations
@@ -17,77 +26,100 @@ import torch
 import triton
 import triton.language as tl
 
+from kernel_atlas.classify.classifier import rule_id
 from kernel_atlas.ingest.recorded import tensor_shapes
-from kernel_atlas.replay.aten import Case
+from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
+from kernel_atlas.replay.checks import combine, compare, guarded, inside_guard
+from kernel_atlas.replay.configs import Config, candidates, pick, traced_warps
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import guard_interpreter, interpreting, label, scaled
+from kernel_atlas.replay.kernels.common import (
+    guard_cpu_bytes,
+    guard_interpreter,
+    guard_programs,
+    interpreting,
+    label,
+    scaled,
+)
+from kernel_atlas.replay.values import generator, randn
 
-ALIGN = 128
-GROUP = 128
+ALIGN = 128  # rows of each expert's run in the contiguous layout are a multiple of this
+GROUP = 128  # fp8 quantisation group
+LOCAL_EXPERTS = 32  # DeepSeek-V3's 256 routed experts over 8 expert-parallel ranks
+REMOTE_SHARE = 0.1  # share of (token, k) slots whose expert lives on another rank
 
 
 @triton.jit
 def ep_scatter_1_kernel(
-    tokens_per_expert, expert_start, m_indices, num_experts, ALIGN: tl.constexpr, BLOCK: tl.constexpr
+    num_recv_tokens_per_expert,
+    expert_start_loc,
+    m_indices,
+    num_experts: tl.constexpr,
+    BLOCK_E: tl.constexpr,
+    BLOCK_EXPERT_NUM: tl.constexpr,
 ):
-    expert = tl.program_id(0)
-    start = tl.zeros((), dtype=tl.int32)
-    for e in range(expert):
-        count = tl.load(tokens_per_expert + e)
-        start += (count + ALIGN - 1) // ALIGN * ALIGN
-    tl.store(expert_start + expert, start)
-    count = tl.load(tokens_per_expert + expert)
-    for block in range(tl.cdiv(count, BLOCK)):
-        offs = block * BLOCK + tl.arange(0, BLOCK)
-        tl.store(m_indices + start + offs, expert + tl.zeros((BLOCK,), dtype=tl.int32), mask=offs < count)
+    cur_expert = tl.program_id(0)
+    experts = tl.arange(0, BLOCK_EXPERT_NUM)
+    counts = tl.load(num_recv_tokens_per_expert + experts, mask=experts < num_experts, other=0)
+    starts = tl.cumsum(counts, 0) - counts
+    tl.store(expert_start_loc + experts, starts, mask=experts < num_experts)
+    start = tl.sum(tl.where(experts == cur_expert, starts, 0), 0)
+    count = tl.load(num_recv_tokens_per_expert + cur_expert)
+    offs = tl.arange(0, BLOCK_E)
+    for m in range(0, count, BLOCK_E):
+        tl.store(m_indices + start + m + offs, cur_expert + tl.zeros_like(offs), mask=m + offs < count)
 
 
 @triton.jit
 def ep_scatter_2_kernel(
+    total_tokens,
+    expert_start_loc,
     recv_x,
-    recv_scale,
-    topk_ids,
-    expert_start,
-    expert_fill,
+    recv_x_scale,
+    recv_topk,
     output,
     output_scale,
     output_index,
-    hidden,
-    scale_cols,
     TOPK: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    BLOCK_S: tl.constexpr,
+    HIDDEN: tl.constexpr,
+    HIDDEN_PAD: tl.constexpr,
+    SCALE_HIDDEN: tl.constexpr,
+    SCALE_HIDDEN_PAD: tl.constexpr,
 ):
-    token = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_H)
-    scols = tl.arange(0, BLOCK_S)
-    row = tl.load(recv_x + token * hidden + cols, mask=cols < hidden)
-    srow = tl.load(recv_scale + token * scale_cols + scols, mask=scols < scale_cols)
-    for k in tl.static_range(TOPK):
-        expert = tl.load(topk_ids + token * TOPK + k)
-        if expert >= 0:
-            dest = tl.load(expert_start + expert) + tl.atomic_add(expert_fill + expert, 1)
-            tl.store(output + dest * hidden + cols, row, mask=cols < hidden)
-            tl.store(output_scale + dest * scale_cols + scols, srow, mask=scols < scale_cols)
-            tl.store(output_index + token * TOPK + k, dest)
+    first = tl.program_id(0)
+    programs = tl.num_programs(0)
+    cols = tl.arange(0, HIDDEN_PAD)
+    scols = tl.arange(0, SCALE_HIDDEN_PAD)
+    for token in range(first, total_tokens, programs):
+        row = tl.load(recv_x + token * HIDDEN + cols, mask=cols < HIDDEN)
+        srow = tl.load(recv_x_scale + token * SCALE_HIDDEN + scols, mask=scols < SCALE_HIDDEN)
+        for k in tl.static_range(TOPK):
+            expert = tl.load(recv_topk + token * TOPK + k)
+            if expert >= 0:
+                dest = tl.atomic_add(expert_start_loc + expert, 1)
+                tl.store(output_index + token * TOPK + k, dest)
+                tl.store(output + dest * HIDDEN + cols, row, mask=cols < HIDDEN)
+                tl.store(output_scale + dest * SCALE_HIDDEN + scols, srow, mask=scols < SCALE_HIDDEN)
 
 
 @triton.jit
 def ep_gather_kernel(
-    inputs, topk_ids, topk_weights, output_index, output, hidden, TOPK: tl.constexpr, BLOCK_H: tl.constexpr
+    total_tokens, inputs, topk_ids, topk_weights, input_index, output, hidden, TOPK: tl.constexpr, BLOCK_D: tl.constexpr
 ):
-    token = tl.program_id(0)
-    cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    block = tl.program_id(0)
+    first = tl.program_id(1)
+    programs = tl.num_programs(1)
+    cols = block * BLOCK_D + tl.arange(0, BLOCK_D)
     mask = cols < hidden
-    acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
-    for k in tl.static_range(TOPK):
-        expert = tl.load(topk_ids + token * TOPK + k)
-        if expert >= 0:
-            src = tl.load(output_index + token * TOPK + k)
-            weight = tl.load(topk_weights + token * TOPK + k)
-            acc += tl.load(inputs + src * hidden + cols, mask=mask, other=0.0).to(tl.float32) * weight
-    tl.store(output + token * hidden + cols, acc.to(output.dtype.element_ty), mask=mask)
+    for token in range(first, total_tokens, programs):
+        acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        for k in tl.static_range(TOPK):
+            expert = tl.load(topk_ids + token * TOPK + k)
+            if expert >= 0:
+                src = tl.load(input_index + token * TOPK + k)
+                weight = tl.load(topk_weights + token * TOPK + k)
+                acc += tl.load(inputs + src * hidden + cols, mask=mask, other=0.0).to(tl.float32) * weight
+        tl.store(output + token * hidden + cols, acc.to(output.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -102,150 +134,193 @@ def w8a8_block_fp8_matmul_kernel(
     K,
     group_n,
     group_k,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr,
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
     num_pid_in_group = GROUP_SIZE_M * num_pid_n
     first_pid_m = (pid // num_pid_in_group) * GROUP_SIZE_M
     group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
     pid_m = first_pid_m + (pid % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = tl.arange(0, BLOCK_K)
+    offs_m = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
+    offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
     a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
     b_ptrs = b_ptr + offs_n[None, :] * K + offs_k[:, None]
     scale_cols = tl.cdiv(K, group_k)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for kb in range(0, tl.cdiv(K, BLOCK_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - kb * BLOCK_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - kb * BLOCK_K, other=0.0)
-        k_group = kb * BLOCK_K // group_k
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for kb in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - kb * BLOCK_SIZE_K, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - kb * BLOCK_SIZE_K, other=0.0)
+        k_group = kb * BLOCK_SIZE_K // group_k
         a_s = tl.load(as_ptr + offs_m * scale_cols + k_group)
         b_s = tl.load(bs_ptr + (offs_n // group_n) * scale_cols + k_group)
         acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
-        a_ptrs += BLOCK_K
-        b_ptrs += BLOCK_K
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        a_ptrs += BLOCK_SIZE_K
+        b_ptrs += BLOCK_SIZE_K
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptr + offs_cm[:, None] * N + offs_cn[None, :], acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-def _fp8(shape: tuple[int, ...], device: str, generator: Any) -> torch.Tensor:
-    """fp8 e4m3 values; under the interpreter kept in fp32 (its fp8 handling is unreliable)."""
-    values = (torch.randn(shape, generator=generator) * 2).to(torch.float8_e4m3fn)
-    return values.float().to(device) if interpreting() else values.to(device)
+def _fp8(shape: tuple[int, ...], device: str, gen: Any) -> torch.Tensor:
+    """e4m3 values; under the interpreter held in fp32 (its fp8 loads and stores are unreliable)."""
+    values = randn(shape, torch.float8_e4m3fn, device, gen, 2.0)
+    return values.float() if interpreting() else values
 
 
-def _problem(target: Any, device: str, scale: float) -> dict[str, Any]:
-    found = tensor_shapes(target.args)
-    tokens, hidden = next((s for s in found if len(s) == 2), (1024, 7168))
+def _routing(target: Any, device: str, scale: float) -> dict[str, Any]:
+    found = [s for s in tensor_shapes(target.args) if len(s) == 2]
+    tokens, hidden = found[0] if found else (1024, 7168)
+    rows = next((s[0] for s in found[1:] if s[1] == hidden and s[0] >= tokens), None)
+    top_k = max(1, min(8, rows // tokens)) if rows else 8
     tokens, hidden = scaled(tokens, scale), scaled(hidden, scale, GROUP)
-    experts, top_k = 8, 4
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.stack([torch.randperm(experts, generator=generator)[:top_k] for _ in range(tokens)]).to(torch.int32)
-    ids[torch.rand(ids.shape, generator=generator) < 0.1] = -1  # experts on other ranks
-    return {
-        "tokens": tokens,
-        "hidden": hidden,
-        "experts": experts,
-        "top_k": top_k,
-        "ids": ids.to(device),
-        "generator": generator,
-    }
+    guard_cpu_bytes(device, 4.0 * tokens * top_k * hidden, "expert-parallel layout")
+    experts = LOCAL_EXPERTS
+    gen = generator(device)
+    # each token's k distinct experts; some slots routed to other ranks (-1)
+    ids = torch.rand(tokens, experts, device=device, generator=gen).argsort(dim=1)[:, :top_k].to(torch.int32)
+    ids[torch.rand(ids.shape, device=device, generator=gen) < REMOTE_SHARE] = -1
+    assumed = f"assumed {experts} local experts, top-{top_k}, {REMOTE_SHARE:.0%} of slots on other ranks"
+    return {"tokens": tokens, "hidden": hidden, "experts": experts, "top_k": top_k, "ids": ids, "gen": gen,
+            "assumed": assumed}  # fmt: skip
 
 
-def ep_scatter(x, x_scale, ids, experts: int):
-    tokens, top_k = ids.shape
-    counts = torch.bincount(ids[ids >= 0].long(), minlength=experts).to(torch.int32)
-    rows = int(((counts + ALIGN - 1) // ALIGN * ALIGN).sum())
-    output = torch.zeros((rows, x.shape[1]), dtype=x.dtype, device=x.device)
-    output_scale = torch.zeros((rows, x_scale.shape[1]), dtype=x_scale.dtype, device=x.device)
-    m_indices = torch.full((rows,), -1, dtype=torch.int32, device=x.device)
-    start = torch.empty(experts, dtype=torch.int32, device=x.device)
-    fill = torch.zeros(experts, dtype=torch.int32, device=x.device)
-    index = torch.full((tokens, top_k), -1, dtype=torch.int32, device=x.device)
-    ep_scatter_1_kernel[(experts,)](counts, start, m_indices, experts, ALIGN=ALIGN, BLOCK=128)
-    ep_scatter_2_kernel[(tokens,)](
-        x,
-        x_scale,
-        ids,
-        start,
-        fill,
-        output,
-        output_scale,
-        index,
-        x.shape[1],
-        x_scale.shape[1],
-        TOPK=top_k,
-        BLOCK_H=triton.next_power_of_2(x.shape[1]),
-        BLOCK_S=triton.next_power_of_2(x_scale.shape[1]),
-    )
-    return output, output_scale, m_indices, index, start
+def _aligned_counts(ids: torch.Tensor, experts: int) -> torch.Tensor:
+    counts = torch.bincount(ids[ids >= 0].long(), minlength=experts)
+    return ((counts + ALIGN - 1) // ALIGN * ALIGN).to(torch.int32)
 
 
-@register(rules=("sglang-ep-scatter",))
+@register(rules=("sglang-ep-scatter-1", "sglang-ep-scatter"))
 def _scatter(target: Any, device: str, scale: float) -> Case:
-    p = _problem(target, device, scale)
-    x = _fp8((p["tokens"], p["hidden"]), device, p["generator"])
-    x_scale = torch.rand(p["tokens"], p["hidden"] // GROUP, generator=p["generator"]).to(device)
+    r = _routing(target, device, scale)
+    tokens, hidden, experts, top_k, ids = r["tokens"], r["hidden"], r["experts"], r["top_k"], r["ids"]
+    counts = _aligned_counts(ids, experts)  # DeepEP hands these over already aligned
+    rows = int(counts.sum())
+    starts_ref = torch.cumsum(counts, 0) - counts
+    warps = traced_warps(target, device) or 8
+    if rule_id(target.label_rule) == "sglang-ep-scatter-1":
+        start = guarded((experts,), torch.int32, device)
+        m_indices = guarded((rows,), torch.int32, device)
+
+        def run() -> None:
+            ep_scatter_1_kernel[(experts,)](
+                counts, start.tensor, m_indices.tensor, num_experts=experts, BLOCK_E=ALIGN,
+                BLOCK_EXPERT_NUM=triton.next_power_of_2(experts), num_warps=warps,
+            )  # fmt: skip
+
+        def check() -> tuple[str, str]:
+            run()
+            expected = torch.repeat_interleave(torch.arange(experts, device=device, dtype=torch.int32), counts.long())
+            verdict = combine(
+                start.check(compare(start.tensor, starts_ref, "exclusive cumsum of the aligned counts")),
+                m_indices.check(compare(m_indices.tensor, expected, "expert of every row")),
+            )
+            return verdict
+
+        text = f"Triton _fwd_kernel_ep_scatter_1 ({experts} programs); {r['assumed']}"
+        return Case(run, label(text, device, scale), check, timed=KERNEL, config=f"BLOCK_E={ALIGN} num_warps={warps}")
+
+    x = inside_guard(_fp8((tokens, hidden), device, r["gen"]))
+    scale_cols = hidden // GROUP
+    x_scale = torch.rand(tokens, scale_cols, device=device, generator=r["gen"]) + 0.5
+    cursor = torch.empty(experts, dtype=torch.int32, device=device)
+    output = guarded((rows, hidden), x.dtype, device)
+    output_scale = guarded((rows, scale_cols), torch.float32, device)
+    index = guarded((tokens, top_k), torch.int32, device)
+    index.tensor.fill_(-1)
+    programs = min(tokens, 8192)
+    guard_programs(device, programs, "_fwd_kernel_ep_scatter_2")
+
+    def reset() -> None:
+        cursor.copy_(starts_ref.to(torch.int32))  # the start of every expert's run, as scatter_1 leaves it
+
+    def run() -> None:
+        ep_scatter_2_kernel[(programs,)](
+            tokens, cursor, x, x_scale, ids, output.tensor, output_scale.tensor, index.tensor,
+            TOPK=top_k, HIDDEN=hidden, HIDDEN_PAD=triton.next_power_of_2(hidden),
+            SCALE_HIDDEN=scale_cols, SCALE_HIDDEN_PAD=triton.next_power_of_2(scale_cols), num_warps=warps,
+        )  # fmt: skip
 
     def check() -> tuple[str, str]:
-        output, output_scale, m_indices, index, start = ep_scatter(x, x_scale, p["ids"], p["experts"])
-        ok = True
-        for t in range(p["tokens"]):
-            for k in range(p["top_k"]):
-                e, dest = int(p["ids"][t, k]), int(index[t, k])
-                if e < 0:
-                    ok &= dest == -1
-                    continue
-                run_start = int(start[e])
-                ok &= run_start <= dest and int(m_indices[dest]) == e
-                ok &= torch.equal(output[dest].float(), x[t].float()) and torch.equal(output_scale[dest], x_scale[t])
-        return ("pass" if ok else "fail"), "every routed row and its scales land in its expert's aligned run"
+        reset()
+        run()
+        routed = ids >= 0
+        dest = index.tensor.long()
+        problems = []
+        if bool((dest[~routed] != -1).any()):
+            problems.append("an unrouted slot got a row")
+        token_of = torch.arange(tokens, device=device)[:, None].expand(-1, top_k)[routed]
+        d, e = dest[routed], ids[routed].long()
+        if d.numel() != torch.unique(d).numel():
+            problems.append("two slots share a row")
+        elif bool(((d < starts_ref[e]) | (d >= starts_ref[e] + counts[e])).any()):
+            problems.append("a row outside its expert's run")
+        elif not torch.equal(output.tensor.view(torch.uint8)[d], x.view(torch.uint8)[token_of]):
+            problems.append("a copied row differs from its token's")
+        elif not torch.equal(output_scale.tensor[d], x_scale[token_of]):
+            problems.append("copied scales differ")
+        reason = "; ".join(problems) or "every routed slot copied with its scales to a row of its expert's run"
+        verdict = ("fail" if problems else "pass", reason)
+        return combine(output.check(verdict), output_scale.check(verdict), index.check(verdict))
 
-    return Case(
-        lambda: ep_scatter(x, x_scale, p["ids"], p["experts"]),
-        label("Triton ep_scatter (_fwd_kernel_ep_scatter_1 + _2)", device, scale),
-        check,
-    )
+    text = f"Triton _fwd_kernel_ep_scatter_2 ({programs} programs); {r['assumed']}"
+    if interpreting():
+        text += " (fp8 values in fp32)"
+    config = f"num_warps={warps}"
+    return Case(run, label(text, device, scale), check, timed=KERNEL, config=config, reset=reset)
 
 
 @register(rules=("sglang-ep-gather",))
 def _gather(target: Any, device: str, scale: float) -> Case:
-    p = _problem(target, device, scale)
+    r = _routing(target, device, scale)
+    tokens, hidden, top_k, ids, gen = r["tokens"], r["hidden"], r["top_k"], r["ids"], r["gen"]
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    slots = p["tokens"] * p["top_k"]
-    inputs = torch.randn(slots, p["hidden"], generator=p["generator"]).to(device, dtype)
-    index = torch.randperm(slots, generator=p["generator"]).view(p["tokens"], p["top_k"]).to(device, torch.int32)
-    weights = torch.rand(p["tokens"], p["top_k"], generator=p["generator"]).to(device)
-    out = torch.empty(p["tokens"], p["hidden"], device=device, dtype=dtype)
-    grid = (p["tokens"], triton.cdiv(p["hidden"], 256))
+    slots = tokens * top_k
+    inputs = inside_guard(randn((slots, hidden), dtype, device, gen))
+    index = torch.randperm(slots, device=device, generator=gen).view(tokens, top_k).to(torch.int32)
+    weights = torch.rand(tokens, top_k, device=device, generator=gen)
+    out = guarded((tokens, hidden), dtype, device)
+    recorded_tokens, recorded_hidden = next((s for s in tensor_shapes(target.args) if len(s) == 2), (tokens, hidden))
 
-    def run() -> None:
-        ep_gather_kernel[grid](inputs, p["ids"], weights, index, out, p["hidden"], TOPK=p["top_k"], BLOCK_H=256)
+    def programs(c: Config) -> int:
+        return triton.cdiv(recorded_hidden, c["BLOCK_D"]) * min(recorded_tokens, 1024)
+
+    def make_run(config: Config):
+        grid = (triton.cdiv(hidden, config["BLOCK_D"]), min(tokens, 1024))
+        guard_programs(device, grid[0] * grid[1], "_fwd_kernel_ep_gather", dims=2)
+
+        def run() -> torch.Tensor:
+            ep_gather_kernel[grid](
+                tokens, inputs, ids, weights, index, out.tensor, hidden, TOPK=top_k, **config.kwargs()
+            )
+            return out.tensor
+
+        return run
+
+    _, run, config_text = pick(candidates("ep_gather", target, device, programs), make_run, device)
 
     def check() -> tuple[str, str]:
-        run()
-        valid = (p["ids"] >= 0).float() * weights
-        ref = (inputs.float()[index.long()] * valid[..., None]).sum(1)
-        error = float((out.float() - ref).abs().max())
-        ok = error <= 1e-3 * max(float(ref.abs().max()), 1.0) * (20 if dtype == torch.bfloat16 else 1)
-        return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs plain-torch weighted gather"
+        produced = run()
+        valid = (ids >= 0).double() * weights.double()
+        reference = (inputs.double()[index.long()] * valid[..., None]).sum(1)
+        return out.check(compare(produced, reference, "float64 weighted gather"))
 
-    return Case(run, label("Triton ep_gather (_fwd_kernel_ep_gather)", device, scale), check)
+    text = f"Triton _fwd_kernel_ep_gather; {r['assumed']}"
+    return Case(run, label(text, device, scale), check, timed=KERNEL, config=config_text)
 
 
 @register(rules=("deepgemm",))
 def _deep_gemm(target: Any, device: str, scale: float) -> Case:
     case = _block_fp8_matmul(target, device, scale)
     case.implementation = "stand-in for DeepGEMM: " + case.implementation
+    case.timed = STAND_IN
     return case
 
 
@@ -255,46 +330,34 @@ def _block_fp8_matmul(target: Any, device: str, scale: float) -> Case:
     pair = next(((a, b) for i, a in enumerate(found) for b in found[i + 1 :] if a[1] == b[1]), None)
     if pair is None:
         raise NotReplayable("needs A [M, K] and B [N, K] with the same K")
-    (m, k), (n, _) = pair
-    m, n, k = scaled(m, scale), scaled(n, scale, GROUP), scaled(k, scale, GROUP)
+    (m0, k0), (n0, _) = pair
+    m, n, k = scaled(m0, scale), scaled(n0, scale, GROUP), scaled(k0, scale, GROUP)
     guard_interpreter(device, 2.0 * m * n * k, "block-fp8 GEMM")
-    generator = torch.Generator().manual_seed(0)
-    a, b = _fp8((m, k), device, generator), _fp8((n, k), device, generator)
-    a_s = torch.rand(m, k // GROUP, generator=generator).to(device) + 0.5
-    b_s = torch.rand(n // GROUP, k // GROUP, generator=generator).to(device) + 0.5
-    c = torch.empty(m, n, device=device, dtype=torch.bfloat16 if device.startswith("cuda") else torch.float32)
-    blocks = (16, 32) if not device.startswith("cuda") else (64, 128)
-    grid = (triton.cdiv(m, blocks[0]) * triton.cdiv(n, blocks[1]),)
+    gen = generator(device)
+    a, b = inside_guard(_fp8((m, k), device, gen)), inside_guard(_fp8((n, k), device, gen))
+    a_s = torch.rand(m, triton.cdiv(k, GROUP), device=device, generator=gen) + 0.5
+    b_s = torch.rand(triton.cdiv(n, GROUP), triton.cdiv(k, GROUP), device=device, generator=gen) + 0.5
+    c = guarded((m, n), torch.bfloat16 if device.startswith("cuda") else torch.float32, device)
 
-    def run() -> None:
-        w8a8_block_fp8_matmul_kernel[grid](
-            a,
-            b,
-            c,
-            a_s,
-            b_s,
-            m,
-            n,
-            k,
-            GROUP,
-            GROUP,
-            BLOCK_M=blocks[0],
-            BLOCK_N=blocks[1],
-            BLOCK_K=GROUP,
-            GROUP_SIZE_M=8,
-        )
+    def programs(config: Config) -> int:
+        return triton.cdiv(m0, config["BLOCK_SIZE_M"]) * triton.cdiv(n0, config["BLOCK_SIZE_N"])
+
+    def make_run(config: Config):
+        grid = (triton.cdiv(m, config["BLOCK_SIZE_M"]) * triton.cdiv(n, config["BLOCK_SIZE_N"]),)
+
+        def run() -> torch.Tensor:
+            w8a8_block_fp8_matmul_kernel[grid](a, b, c.tensor, a_s, b_s, m, n, k, GROUP, GROUP, **config.kwargs())
+            return c.tensor
+
+        return run
+
+    _, run, config_text = pick(candidates("w8a8_block_fp8_matmul", target, device, programs), make_run, device)
 
     def check() -> tuple[str, str]:
-        run()
-        a_full = a.float() * a_s.repeat_interleave(GROUP, 1)
-        b_full = b.float() * b_s.repeat_interleave(GROUP, 0).repeat_interleave(GROUP, 1)
-        ref = a_full @ b_full.T
-        error = float((c.float() - ref).abs().max())
-        ok = error <= 2e-2 * max(float(ref.abs().max()), 1.0)
-        return ("pass" if ok else "fail"), f"max |error| {error:.3g} vs dequantised fp32 GEMM"
+        produced = run()
+        a_full = a.double() * a_s.double().repeat_interleave(GROUP, 1)[:, :k]
+        b_full = b.double() * b_s.double().repeat_interleave(GROUP, 0)[:n].repeat_interleave(GROUP, 1)[:, :k]
+        return c.check(compare(produced, a_full @ b_full.T, "dequantised float64 GEMM"))
 
-    return Case(
-        run,
-        label("Triton w8a8 block-fp8 matmul" + (" (fp8 values in fp32)" if interpreting() else ""), device, scale),
-        check,
-    )
+    text = "Triton w8a8 block-fp8 matmul" + (" (fp8 values in fp32)" if interpreting() else "")
+    return Case(run, label(text, device, scale), check, timed=KERNEL, config=config_text)

@@ -1,5 +1,6 @@
-"""Kernels flashinfer provides (RMSNorm, fused add-RMSNorm, SiLU/GeLU-and-mul): flashinfer on a
-GPU where it is installed, the Triton/torch implementations otherwise (the label says which)."""
+"""Kernels flashinfer provides (SiLU/GeLU-and-mul here; RMSNorm in `norms`, RoPE and attention in
+`attention`): flashinfer itself on a GPU where it is installed, torch stand-ins otherwise (the
+`timed` column says which); and sgl-kernel's DeepSeek-V3 small GEMMs (a torch.mm stand-in)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import torch.nn.functional as F
 
 from kernel_atlas.classify.classifier import rule_id
 from kernel_atlas.ingest.recorded import tensor_shapes
-from kernel_atlas.replay.aten import Case
+from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
+from kernel_atlas.replay.checks import compare, guarded
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled
+from kernel_atlas.replay.kernels.common import compute_dtype, label, scaled
+from kernel_atlas.replay.values import generator, randn
 
 
 def flashinfer_module(device: str) -> Any | None:
@@ -27,9 +30,10 @@ def flashinfer_module(device: str) -> Any | None:
 
 
 def _gated(kind: str, x: torch.Tensor) -> torch.Tensor:
-    gate, up = x.float().chunk(2, dim=-1)
+    """act(x[:, :d]) · x[:, d:] in float64."""
+    gate, up = x.double().chunk(2, dim=-1)
     act = F.silu(gate) if kind == "silu" else F.gelu(gate, approximate="tanh" if kind == "gelu_tanh" else "none")
-    return (act * up).to(x.dtype)
+    return act * up
 
 
 @register(ops=("silu_and_mul", "gelu_and_mul"))
@@ -41,19 +45,35 @@ def _act_and_mul(target: Any, device: str, scale: float) -> Case:
     rows, cols = scaled(rows, scale), scaled(cols, scale, 32)
     gelu_tanh = rule_id(target.label_rule) == "act-and-mul-gelu-tanh"
     kind = "silu" if target.op_mapping == "silu_and_mul" else "gelu_tanh" if gelu_tanh else "gelu"
-    x = torch.randn(rows, cols, device=device, dtype=compute_dtype(device))
+    dtype = compute_dtype(device)
+    x = randn((rows, cols), dtype, device, generator(device))
+    out = guarded((rows, cols // 2), dtype, device)
     library = flashinfer_module(device)
     if library is not None:
         function = getattr(library.activation, f"{kind}_and_mul")
-        implementation = f"flashinfer.activation.{kind}_and_mul"
+
+        def run() -> torch.Tensor:
+            return function(x, out=out.tensor)
+
+        implementation, timed = f"flashinfer.activation.{kind}_and_mul", KERNEL
     else:
-        function = lambda t: _gated(kind, t)  # noqa: E731
-        implementation = f"torch {kind}(x[:, :d]) · x[:, d:] (flashinfer not available on {device})"
+
+        def run() -> torch.Tensor:
+            return out.tensor.copy_(_gated_native(kind, x))
+
+        implementation, timed = f"stand-in: torch {kind}(x[:, :d]) · x[:, d:] (no flashinfer on {device})", STAND_IN
 
     def check() -> tuple[str, str]:
-        return compare(function(x), _gated(kind, x.double()).to(x.dtype), "float64 torch", full=2e-2)
+        run()
+        return out.check(compare(out.tensor, _gated(kind, x), "float64 torch"))
 
-    return Case(lambda: function(x), label(implementation, device, scale, triton=False), check)
+    return Case(run, label(implementation, device, scale, triton=False), check, timed=timed)
+
+
+def _gated_native(kind: str, x: torch.Tensor) -> torch.Tensor:
+    gate, up = x.float().chunk(2, dim=-1)
+    act = F.silu(gate) if kind == "silu" else F.gelu(gate, approximate="tanh" if kind == "gelu_tanh" else "none")
+    return (act * up).to(x.dtype)
 
 
 @register(rules=("dsv3-small-gemm",))
@@ -68,12 +88,16 @@ def _small_gemm(target: Any, device: str, scale: float) -> Case:
     n = w[1] if w[0] == k else w[0]
     m, n, k = scaled(m, scale), scaled(n, scale), scaled(k, scale)
     dtype = compute_dtype(device)
-    a = torch.randn(m, k, device=device, dtype=dtype)
-    b = torch.randn(k, n, device=device, dtype=dtype) / k**0.5
+    gen = generator(device)
+    a = randn((m, k), dtype, device, gen)
+    b = randn((k, n), dtype, device, gen, k**-0.5)
+    out = torch.empty(m, n, dtype=dtype, device=device)
+
+    def run() -> torch.Tensor:
+        return torch.mm(a, b, out=out)
 
     def check() -> tuple[str, str]:
-        return compare(torch.mm(a, b), a.double() @ b.double(), "float64", full=2e-2)
+        return compare(run(), a.double() @ b.double(), "float64 GEMM")
 
-    return Case(
-        lambda: torch.mm(a, b), label(f"stand-in: torch.mm [{m}×{k}]·[{k}×{n}]", device, scale, triton=False), check
-    )
+    text = f"stand-in: torch.mm [{m}×{k}]·[{k}×{n}]"
+    return Case(run, label(text, device, scale, triton=False), check, timed=STAND_IN)

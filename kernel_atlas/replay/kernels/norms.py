@@ -1,5 +1,14 @@
 """RMSNorm kernels of serving engines: plain, fused residual-add (flashinfer/sgl-kernel
-semantics) and SGLang's dual-residual variant, as Triton kernels with one program per row."""
+semantics) and SGLang's dual-residual variant.
+
+SGLang's own Triton kernels (`fused_rmsnorm_kernel`, `fused_dual_residual_rmsnorm_kernel`,
+`layers/elementwise.py`) are re-implemented with their launch: one program per row, BLOCK the
+next power of two of the hidden size, num_warps from the traced block (else SGLang's rule).
+flashinfer's CUDA kernels run as themselves on a GPU where flashinfer is installed; otherwise
+the Triton kernels stand in for them (the `timed` column says so). Outputs are written into
+guarded buffers; in-place kernels are checked on their first call, against a float64
+reference computed from the inputs as they were.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +20,21 @@ import triton.language as tl
 
 from kernel_atlas.classify.classifier import rule_id
 from kernel_atlas.ingest.recorded import tensor_shapes
-from kernel_atlas.replay.aten import Case
+from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
+from kernel_atlas.replay.checks import Guarded, combine, compare, guarded, inside_guard
+from kernel_atlas.replay.configs import traced_warps
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compare, compute_dtype, label, scaled
+from kernel_atlas.replay.kernels.common import compute_dtype, guard_programs, label, scaled
 from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module
+from kernel_atlas.replay.values import generator, randn
 
 EPS = 1e-6
 
 
 @triton.jit
 def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
@@ -34,14 +46,16 @@ def rmsnorm_kernel(x_ptr, w_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
 @triton.jit
 def fused_add_rmsnorm_kernel(x_ptr, res_ptr, w_ptr, n_cols, eps, BLOCK: tl.constexpr):
     """residual += x; x = rmsnorm(residual) · w (both in place)."""
-    row = tl.program_id(0)
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     offs = row * n_cols + cols
     total = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32) + tl.load(
         res_ptr + offs, mask=mask, other=0.0
     ).to(tl.float32)
-    tl.store(res_ptr + offs, total.to(res_ptr.dtype.element_ty), mask=mask)
+    total = total.to(res_ptr.dtype.element_ty)
+    tl.store(res_ptr + offs, total, mask=mask)
+    total = total.to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(total * total, axis=0) / n_cols + eps)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(x_ptr + offs, (total * rstd * w).to(x_ptr.dtype.element_ty), mask=mask)
@@ -49,126 +63,153 @@ def fused_add_rmsnorm_kernel(x_ptr, res_ptr, w_ptr, n_cols, eps, BLOCK: tl.const
 
 @triton.jit
 def dual_residual_rmsnorm_kernel(out_ptr, mid_ptr, x_ptr, res_ptr, w1_ptr, w2_ptr, n_cols, eps, BLOCK: tl.constexpr):
-    """mid = rmsnorm(x)·w1 + residual; out = rmsnorm(mid)·w2."""
-    row = tl.program_id(0)
+    """mid = residual + rmsnorm(x)·w1 (rounded to the residual's dtype first); out = rmsnorm(mid)·w2."""
+    row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     offs = row * n_cols + cols
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / n_cols + eps)
     w1 = tl.load(w1_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    mid = x * rstd * w1 + tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(mid_ptr + offs, mid.to(mid_ptr.dtype.element_ty), mask=mask)
+    r = tl.load(res_ptr + offs, mask=mask, other=0.0)
+    mid = r + (x * rstd * w1).to(r.dtype)
+    tl.store(mid_ptr + offs, mid, mask=mask)
+    mid = mid.to(tl.float32)
     rstd2 = 1.0 / tl.sqrt(tl.sum(mid * mid, axis=0) / n_cols + eps)
     w2 = tl.load(w2_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + offs, (mid * rstd2 * w2).to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def rmsnorm_reference(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
-    x32 = x.float()
-    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w.float()).to(x.dtype)
+    """float64 x / rms(x) · w."""
+    x64 = x.double()
+    return x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps) * w.double()
 
 
-def rmsnorm(x: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> torch.Tensor:
-    rows, cols = x.shape
-    out = torch.empty_like(x)
-    rmsnorm_kernel[(rows,)](x, w, out, cols, eps, BLOCK=triton.next_power_of_2(cols))
-    return out
+def sglang_warps(cols: int, device: str) -> int:
+    """SGLang's num_warps for its row kernels: next_power_of_2(cdiv(hidden, 256)) within [4, 32]
+    (16 on AMD)."""
+    limit = 16 if device.startswith("cuda") and getattr(torch.version, "hip", None) else 32
+    return max(min(triton.next_power_of_2(triton.cdiv(cols, 256)), limit), 4)
 
 
-def fused_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, w: torch.Tensor, eps: float = EPS) -> None:
-    rows, cols = x.shape
-    fused_add_rmsnorm_kernel[(rows,)](x, residual, w, cols, eps, BLOCK=triton.next_power_of_2(cols))
+def _launch(target: Any, device: str, cols: int) -> tuple[dict[str, int], str]:
+    warps = traced_warps(target, device)
+    config = {"BLOCK": triton.next_power_of_2(cols), "num_warps": warps or sglang_warps(cols, device)}
+    where = "num_warps from the traced block" if warps else "SGLang's num_warps rule"
+    return config, f"BLOCK={config['BLOCK']} num_warps={config['num_warps']} ({where})"
 
 
-def dual_residual_rmsnorm(x, residual, w1, w2, eps: float = EPS) -> tuple[torch.Tensor, torch.Tensor]:
-    rows, cols = x.shape
-    out, mid = torch.empty_like(x), torch.empty_like(x)
-    dual_residual_rmsnorm_kernel[(rows,)](out, mid, x, residual, w1, w2, cols, eps, BLOCK=triton.next_power_of_2(cols))
-    return out, mid
+def _flashinfer(target: Any) -> bool:
+    """The traced kernel is flashinfer's (its label's rule is a flashinfer family)."""
+    return (rule_id(target.label_rule) or "").startswith("flashinfer")
 
 
-def _rows_cols(target: Any, scale: float) -> tuple[int, int]:
+def _rows_cols(target: Any, device: str, scale: float) -> tuple[int, int]:
     found = [s for s in tensor_shapes(target.args) if len(s) == 2]
     if not found:
         raise NotReplayable("no [tokens, hidden] activation shape recorded")
-    rows, cols = found[0]
-    return scaled(rows, scale), scaled(cols, scale)
+    rows, cols = scaled(found[0][0], scale), scaled(found[0][1], scale)
+    guard_programs(device, rows, "RMSNorm (one program per row)")
+    return rows, cols
 
 
-def _flashinfer_fused_add_check(library: Any, x0, r0, w) -> tuple[str, str]:  # pragma: no cover - GPU
-    xc, rc = x0.clone(), r0.clone()
-    library.norm.fused_add_rmsnorm(xc, rc, w, EPS)
-    total = (x0.float() + r0.float()).to(x0.dtype)
-    return _close(xc, rmsnorm_reference(total, w))
+def _inputs(rows: int, cols: int, device: str, count: int) -> list[Guarded]:
+    """`count` guarded [rows, cols] tensors with N(0, 1) values."""
+    gen = generator(device)
+    dtype = compute_dtype(device)
+    out = []
+    for _ in range(count):
+        buffer = guarded((rows, cols), dtype, device)
+        buffer.tensor.copy_(randn((rows, cols), dtype, device, gen))
+        out.append(buffer)
+    return out
 
 
-def _close(a: torch.Tensor, b: torch.Tensor) -> tuple[str, str]:
-    return compare(a, b)
+def _weight(cols: int, device: str, seed: int) -> torch.Tensor:
+    return inside_guard(randn((cols,), compute_dtype(device), device, generator(device, seed)))
 
 
 @register(rules=("flashinfer-rms-norm-fused-add", "rms-norm-fused-add"))
 def _fused_add(target: Any, device: str, scale: float) -> Case:
-    rows, cols = _rows_cols(target, scale)
-    dtype = compute_dtype(device)
-    x0 = torch.randn(rows, cols, device=device, dtype=dtype)
-    r0 = torch.randn(rows, cols, device=device, dtype=dtype)
-    w = torch.randn(cols, device=device, dtype=dtype)
-    x, r = x0.clone(), r0.clone()
-    library = flashinfer_module(device) if (rule_id(target.label_rule) or "").startswith("flashinfer") else None
+    rows, cols = _rows_cols(target, device, scale)
+    x, r = _inputs(rows, cols, device, 2)
+    w = _weight(cols, device, 1)
+    x0, r0 = x.tensor.clone(), r.tensor.clone()  # the inputs of the first (checked) call
+    library = flashinfer_module(device) if _flashinfer(target) else None
     if library is not None:
-        return Case(
-            lambda: library.norm.fused_add_rmsnorm(x, r, w, EPS),
-            label("flashinfer.norm.fused_add_rmsnorm", device, scale, triton=False),
-            lambda: _flashinfer_fused_add_check(library, x0, r0, w),
-        )
+
+        def run() -> None:
+            library.norm.fused_add_rmsnorm(x.tensor, r.tensor, w, EPS)
+
+        config, text, timed = "flashinfer's launch", "flashinfer.norm.fused_add_rmsnorm", KERNEL
+    else:
+        launch, config = _launch(target, device, cols)
+
+        def run() -> None:
+            fused_add_rmsnorm_kernel[(rows,)](x.tensor, r.tensor, w, cols, EPS, **launch)
+
+        text, timed = "Triton fused_add_rmsnorm_kernel", STAND_IN  # the traced kernels are CUDA ones
 
     def check() -> tuple[str, str]:
-        xc, rc = x0.clone(), r0.clone()
-        fused_add_rmsnorm(xc, rc, w)
-        total = (x0.float() + r0.float()).to(dtype)
-        verdict, why = _close(xc, rmsnorm_reference(total, w))
-        residual_ok = _close(rc, total)[0] == "pass"
-        return (verdict if residual_ok else "fail"), why + ("" if residual_ok else "; residual wrong")
+        run()
+        total = (x0.double() + r0.double()).to(r0.dtype)  # the residual is stored in its dtype
+        return combine(
+            x.check(compare(x.tensor, rmsnorm_reference(total, w), "float64 RMSNorm of x + residual")),
+            r.check(compare(r.tensor, total, "x + residual")),
+        )
 
-    return Case(lambda: fused_add_rmsnorm(x, r, w), label("Triton fused_add_rmsnorm_kernel", device, scale), check)
+    return Case(run, label(text, device, scale, triton=library is None), check, timed=timed, config=config)
 
 
 @register(rules=("rms-norm-dual-residual",))
 def _dual(target: Any, device: str, scale: float) -> Case:
-    rows, cols = _rows_cols(target, scale)
-    dtype = compute_dtype(device)
-    x, r = (torch.randn(rows, cols, device=device, dtype=dtype) for _ in range(2))
-    w1, w2 = (torch.randn(cols, device=device, dtype=dtype) for _ in range(2))
+    rows, cols = _rows_cols(target, device, scale)
+    x, r = _inputs(rows, cols, device, 2)
+    w1, w2 = _weight(cols, device, 1), _weight(cols, device, 2)
+    out, mid = guarded((rows, cols), x.tensor.dtype, device), guarded((rows, cols), x.tensor.dtype, device)
+    launch, config = _launch(target, device, cols)
+
+    def run() -> torch.Tensor:
+        dual_residual_rmsnorm_kernel[(rows,)](out.tensor, mid.tensor, x.tensor, r.tensor, w1, w2, cols, EPS, **launch)
+        return out.tensor
 
     def check() -> tuple[str, str]:
-        out, mid = dual_residual_rmsnorm(x, r, w1, w2)
-        ref_mid = (rmsnorm_reference(x, w1).float() + r.float()).to(dtype)
-        verdict, why = _close(out, rmsnorm_reference(ref_mid, w2))
-        return (verdict if _close(mid, ref_mid)[0] == "pass" else "fail"), why
+        run()
+        ref_mid = (r.tensor.double() + rmsnorm_reference(x.tensor, w1).to(r.tensor.dtype).double()).to(r.tensor.dtype)
+        return combine(
+            out.check(compare(out.tensor, rmsnorm_reference(ref_mid, w2), "float64 RMSNorm of the mid value")),
+            mid.check(compare(mid.tensor, ref_mid, "residual + RMSNorm(x)")),
+        )
 
-    return Case(
-        lambda: dual_residual_rmsnorm(x, r, w1, w2),
-        label("Triton fused_dual_residual_rmsnorm_kernel", device, scale),
-        check,
-    )
+    return Case(run, label("Triton fused_dual_residual_rmsnorm_kernel", device, scale), check, config=config)
 
 
 @register(rules=("flashinfer-rms-norm", "rms-norm"))
 def _plain(target: Any, device: str, scale: float) -> Case:
-    rows, cols = _rows_cols(target, scale)
-    dtype = compute_dtype(device)
-    x = torch.randn(rows, cols, device=device, dtype=dtype)
-    w = torch.randn(cols, device=device, dtype=dtype)
-    library = flashinfer_module(device) if (rule_id(target.label_rule) or "").startswith("flashinfer") else None
+    rows, cols = _rows_cols(target, device, scale)
+    (x,) = _inputs(rows, cols, device, 1)
+    w = _weight(cols, device, 1)
+    out = guarded((rows, cols), x.tensor.dtype, device)
+    library = flashinfer_module(device) if _flashinfer(target) else None
     if library is not None:
-        return Case(
-            lambda: library.norm.rmsnorm(x, w, EPS),
-            label("flashinfer.norm.rmsnorm", device, scale, triton=False),
-            lambda: _close(library.norm.rmsnorm(x, w, EPS), rmsnorm_reference(x, w)),
-        )
-    return Case(
-        lambda: rmsnorm(x, w),
-        label("Triton rmsnorm_kernel", device, scale),
-        lambda: _close(rmsnorm(x, w), rmsnorm_reference(x, w)),
-    )
+
+        def run() -> torch.Tensor:
+            return library.norm.rmsnorm(x.tensor, w, EPS, out=out.tensor)
+
+        config, text, timed = "flashinfer's launch", "flashinfer.norm.rmsnorm", KERNEL
+    else:
+        launch, config = _launch(target, device, cols)
+
+        def run() -> torch.Tensor:
+            rmsnorm_kernel[(rows,)](x.tensor, w, out.tensor, cols, EPS, **launch)
+            return out.tensor
+
+        text = "Triton rmsnorm_kernel"
+        timed = STAND_IN if _flashinfer(target) else KERNEL
+
+    def check() -> tuple[str, str]:
+        run()
+        return out.check(compare(out.tensor, rmsnorm_reference(x.tensor, w), "float64 RMSNorm"))
+
+    return Case(run, label(text, device, scale, triton=library is None), check, timed=timed, config=config)

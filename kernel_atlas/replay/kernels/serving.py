@@ -1,9 +1,16 @@
-"""Serving-engine bookkeeping and quantisation kernels of SGLang, as Triton kernels:
-`write_req_to_token_pool_triton`, `create_flashinfer_kv_indices_triton`,
-`compute_position_kernel` and `_per_token_group_quant_fp8`, each checked against plain torch."""
+"""Serving-engine bookkeeping and quantisation kernels of SGLang, re-implemented with their
+launch shape: `write_req_to_token_pool_triton`, `create_flashinfer_kv_indices_triton` and
+`compute_position_kernel` (one program per request, 512-wide blocks) and
+`_per_token_group_quant_fp8` (one program per group, all leading dims kept).
+
+The recorded shapes give the pool, the number of requests and (where recorded) the total of
+new tokens; lengths the recording does not hold are assumed and stated. Outputs sit in guarded
+buffers (a pool pre-filled with a sentinel), so a write past a request's slice fails the check.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -11,9 +18,19 @@ import triton
 import triton.language as tl
 
 from kernel_atlas.ingest.recorded import tensor_shapes
-from kernel_atlas.replay.aten import Case
+from kernel_atlas.replay.aten import KERNEL, PIPELINE, Case
+from kernel_atlas.replay.checks import combine, compare, guarded, inside_guard
+from kernel_atlas.replay.configs import traced_warps
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compute_dtype, interpreting, label, scaled
+from kernel_atlas.replay.kernels.common import (
+    compute_dtype,
+    guard_cpu_bytes,
+    guard_programs,
+    interpreting,
+    label,
+    scaled,
+)
+from kernel_atlas.replay.values import generator, randn
 
 BLOCK = 512
 
@@ -69,7 +86,7 @@ def create_kv_indices_kernel(
 
 
 @triton.jit
-def compute_position_kernel(positions, extend_start_loc, extend_prefix_lens, extend_seq_lens):
+def compute_position_kernel(positions, extend_start_loc, extend_prefix_lens, extend_seq_lens, BLOCK_SIZE: tl.constexpr):
     """positions[start_b + i] = prefix_b + i; extend_start_loc[b] = Σ earlier extend lengths."""
     pid = tl.program_id(0)
     prefix = tl.load(extend_prefix_lens + pid)
@@ -77,8 +94,8 @@ def compute_position_kernel(positions, extend_start_loc, extend_prefix_lens, ext
     start = tl.zeros((), dtype=tl.int64)
     for i in range(pid):
         start += tl.load(extend_seq_lens + i)
-    for block in range(tl.cdiv(length, 512)):
-        offs = block * 512 + tl.arange(0, 512)
+    for block in range(tl.cdiv(length, BLOCK_SIZE)):
+        offs = block * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
         tl.store(positions + start + offs, prefix + offs, mask=offs < length)
     tl.store(extend_start_loc + pid, start)
 
@@ -86,7 +103,7 @@ def compute_position_kernel(positions, extend_start_loc, extend_prefix_lens, ext
 @triton.jit
 def per_token_group_quant_fp8_kernel(y, y_q, y_s, group_size, eps, fp8_min, fp8_max, BLOCK_SIZE: tl.constexpr):
     """One program per group of `group_size` values: scale = max|y| / fp8_max, q = y / scale."""
-    g = tl.program_id(0)
+    g = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_SIZE)
     mask = cols < group_size
     values = tl.load(y + g * group_size + cols, mask=mask, other=0.0).to(tl.float32)
@@ -97,138 +114,176 @@ def per_token_group_quant_fp8_kernel(y, y_q, y_s, group_size, eps, fp8_min, fp8_
     tl.store(y_s + g, scale)
 
 
-def _requests(target: Any, scale: float, device: str) -> dict[str, Any]:
+def _warps(target: Any, device: str, default: int = 4) -> tuple[int, str]:
+    warps = traced_warps(target, device)
+    return (warps, f"num_warps={warps} (from the traced block)") if warps else (default, f"num_warps={default}")
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """`total` split into `parts` near-equal positive lengths."""
+    base, extra = divmod(max(total, parts), parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def _pool(target: Any, device: str, scale: float) -> dict[str, Any]:
+    """The req_to_token pool (recorded shape, scaled), sentinel-filled, and the request count."""
     found = tensor_shapes(target.args)
     pool = next((s for s in found if len(s) == 2), (4096, 163844))
     rows, stride = scaled(pool[0], scale), scaled(pool[1], scale)
-    batch = 4
-    generator = torch.Generator().manual_seed(0)
-    seq = torch.randint(stride // 4, stride // 2, (batch,), generator=generator)
-    pre = (seq * torch.rand(batch, generator=generator) * 0.5).long()
-    return {
-        "req_to_token": torch.zeros((rows, stride), dtype=torch.int32, device=device),
-        "req_pool": torch.randperm(rows, generator=generator)[:batch].to(device),
-        "pre": pre.to(device),
-        "seq": seq.to(device),
-        "extend": (seq - pre).to(device),
-        "stride": stride,
-    }
+    guard_cpu_bytes(device, 4.0 * rows * stride, "req_to_token pool")
+    vectors = [s[0] for s in found if len(s) == 1]
+    batch = max(1, min(vectors[0] if vectors else 4, rows))
+    return {"rows": rows, "stride": stride, "batch": batch, "pool": guarded((rows, stride), torch.int32, device)}
 
 
 @register(rules=("sglang-req-to-token",))
 def _write_req_to_token(target: Any, device: str, scale: float) -> Case:
-    p = _requests(target, scale, device)
-    total = int(p["extend"].sum())
-    out_cache_loc = torch.randperm(total * 4)[:total].to(device)
-    batch = p["seq"].numel()
+    p = _pool(target, device, scale)
+    rows, stride, batch, pool = p["rows"], p["stride"], p["batch"], p["pool"]
+    found = tensor_shapes(target.args)
+    recorded_total = found[-1][0] if len(found) >= 6 and len(found[-1]) == 1 else None
+    total = min(scaled(recorded_total, scale) if recorded_total else batch * stride // 4, batch * (stride - 1))
+    extend = torch.tensor(_split(total, batch), dtype=torch.int64)
+    gen_cpu = torch.Generator().manual_seed(0)
+    pre = (torch.rand(batch, generator=gen_cpu) * (stride - extend)).long()
+    seq = pre + extend
+    req_pool = torch.randperm(rows, generator=gen_cpu)[:batch]
+    out_cache_loc = torch.randperm(max(4 * total, 1), generator=gen_cpu)[:total]
+    on = {k: v.to(device) for k, v in {"pre": pre, "seq": seq, "extend": extend, "req": req_pool}.items()}
+    loc = inside_guard(out_cache_loc.to(device))
+    warps, config = _warps(target, device)
 
     def run() -> None:
         write_req_to_token_pool_kernel[(batch,)](
-            p["req_to_token"],
-            p["req_pool"],
-            p["pre"],
-            p["seq"],
-            p["extend"],
-            out_cache_loc,
-            stride=p["stride"],
-            BLOCK_SIZE=BLOCK,
-        )
+            pool.tensor, on["req"], on["pre"], on["seq"], on["extend"], loc, stride=stride, BLOCK_SIZE=BLOCK,
+            num_warps=warps,
+        )  # fmt: skip
 
     def check() -> tuple[str, str]:
         run()
-        expected, start = p["req_to_token"].clone(), 0
-        for b in range(batch):
-            req, pre, seq = (int(p[k][b]) for k in ("req_pool", "pre", "seq"))
-            expected[req, pre:seq] = out_cache_loc[start : start + seq - pre].to(torch.int32)
-            start += seq - pre
-        ok = torch.equal(p["req_to_token"], expected)
-        return ("pass" if ok else "fail"), "req_to_token rows equal the plain-torch slice assignment"
+        rows_of = torch.repeat_interleave(req_pool, extend)
+        cols_of = torch.cat([torch.arange(int(a), int(b)) for a, b in zip(pre, seq, strict=True)])
+        flat = (rows_of * stride + cols_of).to(device)
+        written = pool.tensor.flatten()[flat]
+        untouched = pool.written() - total
+        verdict = compare(written, loc.to(torch.int32), "out_cache_loc slices")
+        if verdict[0] == "pass" and untouched:
+            verdict = ("fail", f"{untouched} pool entries written outside the requests' slices")
+        return pool.check(verdict)
 
-    return Case(run, label("Triton write_req_to_token_pool", device, scale), check)
+    assumed = f"{batch} request(s), {total} new tokens"
+    text = f"Triton write_req_to_token_pool ({batch} programs, BLOCK_SIZE={BLOCK}); assumed {assumed}"
+    return Case(run, label(text, device, scale), check, timed=KERNEL, config=f"BLOCK_SIZE={BLOCK} {config}")
 
 
 @register(rules=("sglang-kv-indices",))
 def _kv_indices(target: Any, device: str, scale: float) -> Case:
-    p = _requests(target, scale, device)
-    p["req_to_token"].copy_(torch.randint(0, 1 << 30, p["req_to_token"].shape, dtype=torch.int32))
-    lens = p["seq"].to(torch.int32)
-    indptr = torch.zeros(lens.numel() + 1, dtype=torch.int32, device=device)
+    p = _pool(target, device, scale)
+    rows, stride, batch, pool = p["rows"], p["stride"], p["batch"], p["pool"]
+    gen_cpu = torch.Generator().manual_seed(0)
+    pool.tensor.copy_(torch.randint(0, 1 << 30, (rows, stride), generator=gen_cpu, dtype=torch.int32))
+    lens = torch.randint(max(stride // 4, 1), max(stride // 2, 2), (batch,), generator=gen_cpu, dtype=torch.int32)
+    req_pool = torch.randperm(rows, generator=gen_cpu)[:batch]
+    indptr = torch.zeros(batch + 1, dtype=torch.int32)
     indptr[1:] = torch.cumsum(lens, 0)
-    kv_indices = torch.empty(int(indptr[-1]), dtype=torch.int32, device=device)
-    starts = torch.zeros(lens.numel(), dtype=torch.int64, device=device)
+    on = {"lens": lens.to(device), "req": req_pool.to(device), "indptr": indptr.to(device)}
+    starts = torch.zeros(batch, dtype=torch.int64, device=device)
+    kv_indices = guarded((int(indptr[-1]),), torch.int32, device)
+    warps, config = _warps(target, device)
 
     def run() -> None:
-        create_kv_indices_kernel[(lens.numel(),)](
-            p["req_to_token"], p["req_pool"], lens, indptr, starts, kv_indices, stride=p["stride"], BLOCK_SIZE=BLOCK
-        )
+        create_kv_indices_kernel[(batch,)](
+            pool.tensor, on["req"], on["lens"], on["indptr"], starts, kv_indices.tensor, stride=stride,
+            BLOCK_SIZE=BLOCK, num_warps=warps,
+        )  # fmt: skip
 
     def check() -> tuple[str, str]:
         run()
-        expected = torch.cat([p["req_to_token"][int(r), : int(n)] for r, n in zip(p["req_pool"], lens, strict=True)])
-        ok = torch.equal(kv_indices, expected)
-        return ("pass" if ok else "fail"), "kv_indices equal the concatenated req_to_token rows"
+        expected = torch.cat([pool.tensor[int(r), : int(n)] for r, n in zip(req_pool, lens, strict=True)])
+        return kv_indices.check(compare(kv_indices.tensor, expected, "concatenated req_to_token rows"))
 
-    return Case(run, label("Triton create_flashinfer_kv_indices", device, scale), check)
+    assumed = f"{batch} request(s) of {int(lens.min())}–{int(lens.max())} KV tokens"
+    text = f"Triton create_flashinfer_kv_indices ({batch} programs); assumed {assumed}"
+    return Case(run, label(text, device, scale), check, timed=KERNEL, config=f"BLOCK_SIZE={BLOCK} {config}")
 
 
 @register(rules=("sglang-compute-position",))
 def _positions(target: Any, device: str, scale: float) -> Case:
-    generator = torch.Generator().manual_seed(0)
-    batch = 8
-    prefix = torch.randint(0, 4096, (batch,), generator=generator).to(device)
-    lengths = torch.randint(1, max(2, scaled(2048, scale)), (batch,), generator=generator).to(device)
-    positions = torch.empty(int(lengths.sum()), dtype=torch.int64, device=device)
-    starts = torch.empty(batch, dtype=torch.int64, device=device)
+    found = tensor_shapes(target.args)
+    batch = found[0][0] if found and len(found[0]) == 1 and found[0][0] > 1 else 8
+    gen_cpu = torch.Generator().manual_seed(0)
+    prefix = torch.randint(0, 4096, (batch,), generator=gen_cpu)
+    lengths = torch.randint(1, max(2, scaled(2048, scale)), (batch,), generator=gen_cpu)
+    on = {"prefix": prefix.to(device), "lengths": lengths.to(device)}
+    positions = guarded((int(lengths.sum()),), torch.int64, device)
+    starts = guarded((batch,), torch.int64, device)
+    warps, config = _warps(target, device)
 
     def run() -> None:
-        compute_position_kernel[(batch,)](positions, starts, prefix, lengths)
+        compute_position_kernel[(batch,)](
+            positions.tensor, starts.tensor, on["prefix"], on["lengths"], BLOCK_SIZE=BLOCK, num_warps=warps
+        )
 
     def check() -> tuple[str, str]:
         run()
         expected = torch.cat([torch.arange(int(n)) + int(p) for p, n in zip(prefix, lengths, strict=True)])
-        ok = torch.equal(positions.cpu(), expected) and torch.equal(
-            starts.cpu(), torch.cumsum(lengths.cpu(), 0) - lengths.cpu()
+        return combine(
+            positions.check(compare(positions.tensor, expected, "prefix + arange per request")),
+            starts.check(compare(starts.tensor, torch.cumsum(lengths, 0) - lengths, "exclusive cumsum of lengths")),
         )
-        return ("pass" if ok else "fail"), "positions and extend_start_loc equal the plain-torch arange/cumsum"
 
-    return Case(run, label("Triton compute_position", device, scale), check)
+    assumed = f"{batch} request(s), prefixes < 4096, {int(lengths.min())}–{int(lengths.max())} new tokens each"
+    text = f"Triton compute_position ({batch} programs); assumed {assumed}"
+    return Case(run, label(text, device, scale), check, timed=KERNEL, config=f"BLOCK_SIZE={BLOCK} {config}")
 
 
 @register(rules=("per-token-group-quant",))
 def _group_quant(target: Any, device: str, scale: float) -> Case:
     found = tensor_shapes(target.args)
     shape = found[0] if found else (1024, 7168)
-    rows, cols = scaled(shape[-2] if len(shape) >= 2 else 1024, scale), scaled(shape[-1], scale, 128)
+    lead = tuple(scaled(d, scale) for d in shape[:-1]) or (1,)
+    cols = scaled(shape[-1], scale, 128)
     group = 128 if cols % 128 == 0 else cols
+    groups = math.prod(lead) * cols // group
+    guard_programs(device, groups, "per-token-group quantisation (one program per group)", dims=2)
     dtype = compute_dtype(device)
-    y = torch.randn(rows, cols, device=device, dtype=dtype) * 3
-    y_q = torch.empty(rows, cols, device=device, dtype=torch.float8_e4m3fn)
-    y_s = torch.empty(rows, cols // group, device=device, dtype=torch.float32)
-    info = torch.finfo(torch.float8_e4m3fn)
-    groups = rows * cols // group
-
+    y = inside_guard(randn((*lead, cols), dtype, device, generator(device), 3.0))
+    fp8 = torch.float8_e4m3fn
+    y_q = guarded((*lead, cols), fp8, device)
+    y_s = guarded((*lead, cols // group), torch.float32, device)
+    info = torch.finfo(fp8)
+    block = triton.next_power_of_2(group)
+    traced = traced_warps(target, device)
+    warps = traced or min(max(block // 256, 1), 8)  # SGLang's rule
     # The Triton interpreter's fp8 conversion is wrong for some values: there the kernel writes
-    # fp32 and torch casts to e4m3 (stated in the implementation label).
-    staging = torch.empty(rows, cols, device=device, dtype=torch.float32) if interpreting() else y_q
+    # fp32 and torch casts to e4m3 inside the timed region (stated: `timed` = pipeline).
+    staging = torch.empty((*lead, cols), device=device, dtype=torch.float32) if interpreting() else y_q.tensor
 
-    def run() -> None:
+    def run() -> torch.Tensor:
         per_token_group_quant_fp8_kernel[(groups,)](
-            y, staging, y_s, group, 1e-10, info.min, info.max, BLOCK_SIZE=triton.next_power_of_2(group)
+            y, staging, y_s.tensor, group, 1e-10, info.min, info.max, BLOCK_SIZE=block, num_warps=warps, num_stages=1
         )
-        if staging is not y_q:
-            y_q.copy_(staging.to(torch.float8_e4m3fn))
+        if staging is not y_q.tensor:
+            y_q.tensor.copy_(staging.to(fp8))
+        return y_q.tensor
 
     def check() -> tuple[str, str]:
         run()
-        ref_s = y.float().view(-1, group).abs().amax(-1).clamp(min=1e-10) / info.max
-        scales_ok = torch.allclose(y_s.flatten(), ref_s, rtol=1e-6)
-        dequant = (y_q.float().view(-1, group) * y_s.view(-1, 1)).view_as(y)
-        # e4m3 keeps 3 mantissa bits (a value rounds to within 1/8 of itself); below 2^-6 it is
-        # subnormal with a fixed step of 2^-9, times the group's scale
-        step = (y_s.view(-1, 1) * 2.0**-9).expand(-1, group).reshape_as(y)
-        error = ((dequant - y.float()).abs() - y.float().abs() / 8 - step).max()
-        ok = scales_ok and float(error) <= 0
-        return ("pass" if ok else "fail"), "scales equal max|y|/448; dequantised values within one e4m3 step"
+        grouped = y.double().reshape(-1, group)
+        ref_s = grouped.abs().amax(-1).clamp(min=1e-10) / info.max
+        scales = compare(y_s.tensor.reshape(-1), ref_s, "max|y|/448 per group")
+        dequant = y_q.tensor.double().reshape(-1, group) * y_s.tensor.double().reshape(-1, 1)
+        # e4m3 keeps 3 mantissa bits (a value rounds to within 1/16 of itself); below 2^-6 it is
+        # subnormal with a fixed step of 2^-9 (half a step: 2^-10), times the group's scale
+        slack = (dequant - grouped).abs() - grouped.abs() / 16 - y_s.tensor.double().reshape(-1, 1) * 2.0**-10
+        worst = float(slack.max())
+        values = ("pass" if worst <= 0 else "fail", f"dequantised values within half an e4m3 step (slack {worst:.3g})")
+        return combine(y_s.check(scales), y_q.check(values))
 
-    name = "Triton per_token_group_quant_fp8" + (" (fp8 cast by torch)" if interpreting() else "")
-    return Case(run, label(name, device, scale), check)
+    text = f"Triton per_token_group_quant_fp8 ({groups} programs, group {group})"
+    timed = KERNEL
+    if interpreting():
+        text += " (fp8 cast by torch)"
+        timed = PIPELINE
+    config = f"BLOCK={block} num_warps={warps}" + (" (from the traced block)" if traced else " (SGLang's rule)")
+    return Case(run, label(text, device, scale), check, timed=timed, config=config)
