@@ -26,7 +26,7 @@ from kernel_atlas.ingest.outputs import (
     LAYOUT,
     SUMMARY,
     load_kernels,
-    reset_output,
+    new_run,
     write_json,
     write_rank,
 )
@@ -176,17 +176,27 @@ def default_out_dir(first_trace: Path) -> Path:
 def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
     """The kernels dataset (one file per trace, partitioned by rank), catalog.json and
     summary.json (last) in `out_dir`, replacing an earlier run's."""
-    reset_output(out_dir)
     files = {"kernels": Path(out_dir) / KERNELS, "catalog": Path(out_dir) / CATALOG, "summary": Path(out_dir) / SUMMARY}
     frame = result.frame
-    traces = result.facts.get("traces", [result.facts])
-    for facts in traces:
-        stem = trace_stem(Path(facts["file"]))
-        mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == facts["rank"]).to_numpy()
-        write_rank(frame[mine] if len(traces) > 1 else frame, out_dir, facts["rank"], stem)
-    catalog = build_catalog(frame, known=default_classifier().catalog)
-    write_json(out_dir, CATALOG, catalog)
     facts = result.facts if "traces" in result.facts else {"traces": [result.facts]}
-    summary = {**facts, "failed": [], "layout": LAYOUT, "warnings": result.warnings, "distinct_kernels": len(catalog)}
-    write_json(out_dir, SUMMARY, summary)
+    with new_run(out_dir) as run_id:
+        traces = []
+        for trace in facts["traces"]:
+            stem = trace_stem(Path(trace["file"]))
+            mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == trace["rank"]).to_numpy()
+            rows = frame[mine] if len(facts["traces"]) > 1 else frame
+            written = write_rank(rows, out_dir, trace["rank"], stem, run_id)
+            traces.append({**trace, "kernels_file": written})
+        catalog = build_catalog(frame, known=default_classifier().catalog)
+        write_json(out_dir, CATALOG, catalog)
+        summary = {
+            "run_id": run_id,
+            **facts,
+            "traces": traces,
+            "failed": [],
+            "layout": LAYOUT,
+            "warnings": result.warnings,
+            "distinct_kernels": len(catalog),
+        }
+        write_json(out_dir, SUMMARY, summary)  # last: its presence says the run completed
     return files

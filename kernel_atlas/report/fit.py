@@ -18,6 +18,8 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
+from kernel_atlas.report.markup import literal, plain
+
 ELLIPSIS = "…"
 # Column separation: box=None with one space of padding on each side between columns.
 _GAP = 2
@@ -183,7 +185,7 @@ def fitted_table(
     for row in rows:
         cells = []
         for i in shown:
-            text = row[i]
+            text = plain(row[i], newlines=True)  # shown as they are, markup and control characters included
             if i in widths:
                 text = fold(text, widths[i], lines, columns[i].middle, columns[i].tail)
             cells.append(Text(text))
@@ -203,7 +205,7 @@ def print_table(
     """Print a fitted table; in `wide` mode on as many columns as it needs."""
     table, left_out = fitted_table(columns, rows, console.width, None, wide, lines)
     if title:
-        console.print(f"[bold]{title}[/]", highlight=False)
+        console.print(literal(title, "bold"), highlight=False)
     if wide:  # laid out on the width it needs; the terminal wraps or `less -S` scrolls
         options = console.options.update(width=1 << 14)
         needed = max(console.measure(table, options=options).maximum, console.width)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_atlas.errors import AtlasError
+from kernel_atlas.safe_files import write_text
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -57,7 +58,7 @@ def to_html(notebook, path: Path) -> Path:  # notebook: nbformat.NotebookNode
     from nbconvert import HTMLExporter
 
     body, _ = HTMLExporter().from_notebook_node(notebook)
-    path.write_text(body, encoding="utf-8")
+    write_text(path, body)
     return path
 
 
