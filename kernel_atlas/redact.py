@@ -73,10 +73,10 @@ def redact_frame(frame: pd.DataFrame) -> int:
         series = frame[column]
         if isinstance(series.dtype, pd.CategoricalDtype):
             categories = series.cat.categories
-            if categories.dtype != object:
+            if not (pd.api.types.is_object_dtype(categories) or pd.api.types.is_string_dtype(categories)):
                 continue
             new = [redact_text(c) if isinstance(c, str) else c for c in categories]
-            changed = sum(a is not b for a, b in zip(new, categories, strict=True))
+            changed = sum(isinstance(a, str) and a != b for a, b in zip(new, categories, strict=True))
             if not changed:
                 continue
             redacted += changed
@@ -84,10 +84,10 @@ def redact_frame(frame: pd.DataFrame) -> int:
             codes = series.cat.codes.to_numpy()
             remapped = np.where(codes >= 0, new_codes[np.maximum(codes, 0)], -1)
             frame[column] = pd.Categorical.from_codes(remapped, categories=pd.Index(uniques, dtype=object))
-        elif series.dtype == object:
+        elif pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series):
             values = series.to_numpy()
             new = [redact_text(v) if isinstance(v, str) else v for v in values]
-            changed = sum(a is not b for a, b in zip(new, values, strict=True))
+            changed = sum(isinstance(a, str) and a != b for a, b in zip(new, values, strict=True))
             if changed:
                 redacted += changed
                 frame[column] = pd.Series(new, index=series.index, dtype=object)

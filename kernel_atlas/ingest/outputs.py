@@ -29,6 +29,7 @@ report or a replay writes carry the same run id, so they are tied to the kernels
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -210,7 +211,7 @@ def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_i
 def write_json(out: str | Path, name: str, document: Any) -> str:
     """A JSON file of the output folder, whole or not at all; strings shaped like credentials
     are redacted (documents quote trace content: warnings, names)."""
-    text = json.dumps(redact_value(document), indent=1) + "\n"
+    text = json.dumps(_finite(redact_value(document)), indent=1, allow_nan=False) + "\n"
     if not is_url(out):
         return str(safe_files.write_text(Path(out) / name, text))
     fs, root = filesystem(out)
@@ -218,6 +219,17 @@ def write_json(out: str | Path, name: str, document: Any) -> str:
     with fs.open(path, "w") as handle:
         handle.write(text)
     return path
+
+
+def _finite(value: Any) -> Any:
+    """NaN and ±inf as null: JSON has no such numbers (DuckDB, jq and browsers reject them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def write_table(frame: pd.DataFrame, path: str | Path, run_id: str | None) -> Path:

@@ -31,8 +31,10 @@ from kernel_atlas.ingest.outputs import (
     write_rank,
 )
 from kernel_atlas.ingest.reader import read_trace
+from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
+from kernel_atlas.redact import redact_frame
 
 __all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels", "write_outputs"]
 
@@ -104,6 +106,9 @@ def ingest_trace(
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
+    frame, unusable = usable_rows(frame)
+    warnings.extend(f"{path}: {warning}" for warning in unusable)
+    redacted = redact_frame(frame)
     report("done", 1.0)
     if frame.empty:
         warnings.append(f"{path}: no GPU events (kernels, memcpys, memsets) in this trace; tables are empty")
@@ -111,6 +116,8 @@ def ingest_trace(
     if unlinked:
         detail = ", ".join(f"{n} {why}" for why, n in linked.unlinked.items())
         warnings.append(f"{path}: {unlinked} of {len(frame)} GPU activities have no launcher ({detail})")
+    if redacted:
+        warnings.append(f"{path}: {redacted} values shaped like credentials (tokens, keys) written as <redacted>")
     graph_warning = graph_facts.warning()
     if graph_warning:
         warnings.append(f"{path}: {graph_warning}")
