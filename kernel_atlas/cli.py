@@ -62,6 +62,11 @@ def _one_line_errors(func: F) -> F:
         except Exception as exc:
             if os.environ.get("ATLAS_DEBUG"):
                 raise
+            if isinstance(exc, OSError) and exc.filename is not None:  # the user's file system said no
+                from kernel_atlas.safe_files import os_problem
+
+                say(err_console, "[bold red]error:[/]", f"{exc.filename}: {os_problem(exc)}")
+                raise typer.Exit(2) from None
             say(
                 err_console,
                 "[bold red]internal error:[/]",
@@ -344,11 +349,14 @@ def dashboard(
 ) -> None:
     """Open the notebook dashboard for a run in JupyterLab (filters, roofline, time share,
     timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""
+    from kernel_atlas.ingest.outputs import lock, open_output
     from kernel_atlas.report.dashboard import resolve_source
     from kernel_atlas.report.markup import esc
     from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
 
     out_dir = resolve_source(source)
+    with lock(out_dir, shared=True):
+        open_output(out_dir)  # a damaged or unfinished output is one line here, not a failed notebook
     env = {"ATLAS_OUT": str(out_dir.resolve())}
     if html is None:
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 REDACTED = "<redacted>"
 
-_B = r"(?<![A-Za-z0-9_])"  # the token starts a word
+_B = r"(?<![A-Za-z0-9])"  # the token is not the tail of a longer word
 # Formats whose prefix says what they are; lengths are the issuers' (or a safe lower bound).
 _FORMATS = [
     r"hf_[A-Za-z0-9]{20,}",  # Hugging Face

@@ -143,6 +143,8 @@ def folder_lock(folder: str | Path, shared: bool = False) -> Iterator[None]:
         if shared and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             yield
             return
+        if exc.errno == errno.ELOOP:
+            raise AtlasError(folder / LOCK_NAME, "is a symbolic link: not followed (remove it)") from None
         raise AtlasError(folder, f"cannot write here: {os_problem(exc)}") from None
     try:
         try:

@@ -104,9 +104,9 @@ def check_output_path(out: str | Path) -> None:
     if is_url(out):
         return
     path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise AtlasError(out, "output exists and is not a folder")
     try:
+        if path.exists() and not path.is_dir():
+            raise AtlasError(out, "output exists and is not a folder")
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise AtlasError(out, f"cannot create the output folder: {safe_files.os_problem(exc)}") from None
@@ -309,7 +309,8 @@ def _ordered(table: pa.Table) -> pa.Table:
     return table.select(known + [name for name in table.column_names if name not in KERNEL_COLUMNS])
 
 
-def _read(path: Path, **options: Any) -> pa.Table:
+def load_table(path: Path, **options: Any) -> pa.Table:
+    """A Parquet file as an Arrow table; a damaged one is a one-line error naming it."""
     try:
         return pq.read_table(path, **options)
     except (pa.ArrowException, OSError) as exc:
@@ -318,7 +319,7 @@ def _read(path: Path, **options: Any) -> pa.Table:
 
 def read_parquet(path: str | Path) -> pd.DataFrame:
     """A Parquet file as a DataFrame; a damaged one is a one-line error."""
-    return _read(Path(path)).to_pandas()
+    return load_table(Path(path)).to_pandas()
 
 
 def load_kernels(out_dir: str | Path, ranks: list[int] | None = None) -> pd.DataFrame:
@@ -329,17 +330,17 @@ def load_kernels(out_dir: str | Path, ranks: list[int] | None = None) -> pd.Data
     path = kernels_path(out_dir)
     if path.is_file():
         if PARTITION not in _schema(path).names:  # a single table made by other means: one rank
-            table = _read(path) if ranks is None or 0 in ranks else _read(path).slice(0, 0)
+            table = load_table(path) if ranks is None or 0 in ranks else load_table(path).slice(0, 0)
             table = table.append_column(PARTITION, pa.array([0] * table.num_rows, pa.int32()))
         else:
-            table = _read(path, filters=[(PARTITION, "in", ranks)] if ranks is not None else None)
+            table = load_table(path, filters=[(PARTITION, "in", ranks)] if ranks is not None else None)
         return _ordered(table).to_pandas()
     files = rank_files(out_dir)
     wanted = sorted(files) if ranks is None else [r for r in ranks if r in files]
     parts = []
     for rank in wanted:
         for file in files[rank]:
-            table = _read(file)
+            table = load_table(file)
             parts.append(table.append_column(PARTITION, pa.array([rank] * table.num_rows, pa.int32())))
     if not parts:
         return KERNEL_SCHEMA.empty_table().to_pandas()

@@ -35,6 +35,7 @@ class Column:
     drop: int = 0  # > 0: may be left out on a narrow terminal, the highest first
     middle: bool = False  # trim in the middle (kernel names: the tail tells tile sizes apart)
     tail: bool = False  # trim at the start (nn.Module paths: the innermost module is at the end)
+    lines: bool = False  # its cells break lines where they hold "\n" (else a "\n" is shown as such)
 
 
 def trim(text: str, width: int, middle: bool = False) -> str:
@@ -185,7 +186,7 @@ def fitted_table(
     for row in rows:
         cells = []
         for i in shown:
-            text = plain(row[i], newlines=True)  # shown as they are, markup and control characters included
+            text = plain(row[i], newlines=columns[i].lines)  # as they are, markup and control characters too
             if i in widths:
                 text = fold(text, widths[i], lines, columns[i].middle, columns[i].tail)
             cells.append(Text(text))

@@ -31,6 +31,7 @@ def execute(name: str, env: dict[str, str], timeout: int = 600):  # -> nbformat.
     try:
         import nbformat
         from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError
     except ImportError as exc:
         raise AtlasError(None, f"notebook support needs the `notebook` extra ({exc.name} missing)") from None
     notebook = nbformat.read(notebook_path(name), as_version=4)
@@ -45,6 +46,10 @@ def execute(name: str, env: dict[str, str], timeout: int = 600):  # -> nbformat.
             store_widget_state=True,
         )
         client.execute()
+    except CellExecutionError as exc:
+        if exc.ename == "AtlasError":  # bad input met inside the notebook: the same one line
+            raise AtlasError(None, str(exc.evalue)) from None
+        raise
     finally:
         for key, value in saved.items():
             if value is None:

@@ -137,7 +137,7 @@ def _print_breakdown(console: Console, waits: Waits, top: int, wide: bool) -> No
         f"under {facts['kernel_wait_us']:g} µs; {_BASIS[waits.basis]})"
     )
     where = Column("where", justify="left", flex=1, min_width=10)
-    columns = [Column("idle"), *(Column(_LABEL[c]) for c in CATEGORIES), where]
+    columns = [Column("idle"), *(Column(_LABEL[c], lines=True) for c in CATEGORIES), where]
     between = " " if wide else "\n"  # a share under its time on a narrow terminal
     rows = []
     left_out = []

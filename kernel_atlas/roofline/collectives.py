@@ -37,7 +37,7 @@ import duckdb
 import pandas as pd
 
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.outputs import RUN_KEY, kernels_sql, rank_files
+from kernel_atlas.ingest.outputs import RUN_KEY, kernels_sql, load_table, rank_files
 from kernel_atlas.roofline.analysis import bus_factor, comm_itemsize
 from kernel_atlas.safe_files import remove
 
@@ -264,6 +264,9 @@ def cross_rank_view(
         try:
             return _cross_rank(con, kernels_sql(out_dir), len(ranks), target, run_id)
         except duckdb.Error as exc:
+            for files in rank_files(out_dir).values():  # name the file DuckDB could not read, when one is
+                for file in files:
+                    load_table(file)
             raise AtlasError(out_dir, f"cannot read the kernels dataset: {str(exc).strip().splitlines()[0]}") from None
         finally:
             con.close()
