@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import msgspec
 import numpy as np
+import pandas as pd
 
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
@@ -23,7 +23,7 @@ from kernel_atlas.ingest.columns import (
     RUNTIME,
     HostTable,
     TraceColumns,
-    decode_shape_args,
+    categorical,
     step_number,
 )
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
@@ -42,21 +42,22 @@ _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 
 @dataclass
 class LinkedColumns:
-    """Per-GPU-activity link results, aligned with `TraceColumns.gpu`."""
+    """Per-GPU-activity link results, aligned with `TraceColumns.gpu` (text columns are
+    categoricals: one string per distinct value)."""
 
-    launch: list[str | None]
+    launch: pd.Categorical
     launch_ts: np.ndarray
     graph_launch: np.ndarray
-    launcher: list[str | None]
-    cpu_op: list[str | None]
-    call_stack: list[str | None]
-    module: list[str | None]
+    launcher: pd.Categorical
+    cpu_op: pd.Categorical
+    call_stack: pd.Categorical
+    module: pd.Categorical
     step: np.ndarray  # int64, -1 none
-    input_dims: list[str | None]
-    input_types: list[str | None]
-    input_strides: list[str | None]
-    concrete_inputs: list[str | None]
-    link: list[str]
+    input_dims: pd.Categorical
+    input_types: pd.Categorical
+    input_strides: pd.Categorical
+    concrete_inputs: pd.Categorical
+    link: pd.Categorical
     cpu_op_id: np.ndarray  # int64: the launching op's event index in the trace (one per op call), -1 none
     external_id_mismatch: int = 0
     unlinked: dict[str, int] = field(default_factory=dict)
@@ -110,18 +111,6 @@ def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: n
         result[mine[inside]] = cand[inside]
     found[has] = result
     return found
-
-
-def _canonical_json(raw: msgspec.Raw | None, cache: dict[bytes, str | None]) -> str | None:
-    if raw is None or not raw:
-        return None
-    key = bytes(raw)
-    if key not in cache:
-        try:
-            cache[key] = msgspec.json.encode(msgspec.json.decode(key)).decode()
-        except msgspec.DecodeError:
-            cache[key] = None
-    return cache[key]
 
 
 def link(cols: TraceColumns) -> LinkedColumns:
@@ -191,38 +180,32 @@ def link(cols: TraceColumns) -> LinkedColumns:
             cur[active] = parent[node]
             active = cur >= 0
     short = [short_frame(s) for s in names]
-    stack_text: dict[int, tuple[str, str | None]] = {}
-    call_stack: list[str | None] = [None] * n
-    module: list[str | None] = [None] * n
-    for i in np.flatnonzero(chain_nodes >= 0).tolist():
-        key = int(stack_hash[i])
-        if key not in stack_text:
-            frames = []
-            node = int(chain_nodes[i])
-            while node >= 0:
-                code = int(host.name_code[node])
-                if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
-                    frames.append(short[code])
-                node = int(parent[node])
-            stack_text[key] = (STACK_SEPARATOR.join(frames), module_path(frames))
-        call_stack[i], module[i] = stack_text[key]
+    # one text per distinct chain, built from the first kernel that has it
+    with_chain = np.flatnonzero(chain_nodes >= 0)
+    _, first, chain_code = np.unique(stack_hash[with_chain], return_index=True, return_inverse=True)
+    stack_texts: list[str] = []
+    module_texts: list[str | None] = []
+    for node in chain_nodes[with_chain[first]].tolist():
+        frames = []
+        while node >= 0:
+            code = int(host.name_code[node])
+            if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
+                frames.append(short[code])
+            node = int(parent[node])
+        stack_texts.append(STACK_SEPARATOR.join(frames))
+        module_texts.append(module_path(frames))
+    stack_code = np.full(n, -1, dtype=np.int64)
+    stack_code[with_chain] = chain_code.reshape(-1)
+    call_stack = categorical(stack_code, stack_texts)
+    module_of_stack = np.array([-1 if m is None else i for i, m in enumerate(module_texts)], dtype=np.int64)
+    module = categorical(take(module_of_stack, stack_code, -1), module_texts)  # type: ignore[arg-type]
 
     # --- shapes of the launching op -------------------------------------------------------
     shape_source = np.where(graph, -1, cpu_op_idx)
-    cache: dict[bytes, str | None] = {}
-    decoded: dict[int, tuple[str | None, ...]] = {}
-    input_dims: list[str | None] = [None] * n
-    input_types: list[str | None] = [None] * n
-    input_strides: list[str | None] = [None] * n
-    concrete: list[str | None] = [None] * n
-    for i in np.flatnonzero(shape_source >= 0).tolist():
-        op = int(shape_source[i])
-        if op not in decoded:
-            shapes = decode_shape_args(host.args[op])
-            decoded[op] = tuple(
-                _canonical_json(raw, cache) for raw in (shapes.dims, shapes.types, shapes.strides, shapes.concrete)
-            )
-        input_dims[i], input_types[i], input_strides[i], concrete[i] = decoded[op]
+    shape = take(host.shape, shape_source, -1)
+    input_dims, input_types, input_strides, concrete = (
+        _shape_part(shape, [recorded[k] for recorded in host.shapes]) for k in range(4)
+    )
 
     # --- steps: CPU-side ProfilerStep of the launch, else the GPU-side annotation ----------
     step = np.full(n, -1, dtype=np.int64)
@@ -240,8 +223,8 @@ def link(cols: TraceColumns) -> LinkedColumns:
         step[missing[inside]] = gs.step[cand[inside]]
 
     # --- names and reasons ----------------------------------------------------------------
-    def name_or_none(idx: np.ndarray) -> list[str | None]:
-        return [None if k < 0 else names[k] for k in take(host.name_code, idx, -1).tolist()]
+    def name_or_none(idx: np.ndarray) -> pd.Categorical:
+        return categorical(take(host.name_code, idx, -1), names)
 
     launcher_final = np.where(graph, -1, launcher_idx)
     link_reason = np.full(n, "correlation", dtype=object)
@@ -260,7 +243,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         launch=name_or_none(launch_idx),
         launch_ts=take(host.ts, launch_idx, np.nan),
         graph_launch=graph,
-        launcher=[None if k < 0 else short[k] for k in take(host.name_code, launcher_final, -1).tolist()],
+        launcher=categorical(take(host.name_code, launcher_final, -1), short),
         cpu_op=name_or_none(np.where(graph, -1, cpu_op_idx)),
         call_stack=call_stack,
         module=module,
@@ -269,8 +252,14 @@ def link(cols: TraceColumns) -> LinkedColumns:
         input_types=input_types,
         input_strides=input_strides,
         concrete_inputs=concrete,
-        link=link_reason.tolist(),
+        link=pd.Categorical(link_reason),
         cpu_op_id=shape_source,
         external_id_mismatch=int(mismatch.sum()),
         unlinked=unlinked,
     )
+
+
+def _shape_part(shape: np.ndarray, texts: list[str | None]) -> pd.Categorical:
+    """One recorded part (dims, types, …) per kernel, from its launching op's shape code."""
+    of_shape = np.array([-1 if t is None else i for i, t in enumerate(texts)], dtype=np.int64)
+    return categorical(take(of_shape, shape, -1), texts)  # type: ignore[arg-type]

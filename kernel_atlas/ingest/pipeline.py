@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,9 @@ from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.link import link
-from kernel_atlas.ingest.reader import read_trace
 from kernel_atlas.ingest.summary import gpu_time_facts, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble, to_arrow
+from kernel_atlas.ingest.workers import decode_pool, discard_pool, workers_for
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
@@ -51,23 +52,30 @@ def _rank_of(path: Path, distributed: dict[str, Any]) -> int | None:
 Progress = Callable[[str, float], None]  # (stage, fraction of the trace done)
 
 
-def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progress | None = None) -> IngestResult:
-    """Read, link and label one trace. Raises `AtlasError` on unusable input."""
+def ingest_trace(
+    path: str | Path, rank: int | None = None, on_progress: Progress | None = None, workers: int | None = None
+) -> IngestResult:
+    """Read, link and label one trace. Raises `AtlasError` on unusable input.
+
+    `workers`: decode processes (default: all CPUs for a large trace, none for a small one)."""
     path = Path(path)
     report = on_progress or (lambda _stage, _fraction: None)
     report("reading", 0.0)
-    trace = read_trace(path)
+    workers = workers_for(path) if workers is None else max(workers, 1)
+    executor = decode_pool(workers) if workers > 1 else None
+    try:
+        trace, cols = build_columns(
+            path, executor, workers, on_progress=lambda fraction: report("decoding", 0.05 + 0.75 * fraction)
+        )
+    except BrokenProcessPool:
+        discard_pool()
+        raise AtlasError(path, "a decode worker process died (out of memory?)") from None
     warnings: list[str] = []
     detected = _rank_of(path, trace.distributed_info)
     rank = detected if detected is not None else (rank if rank is not None else 0)
-    cols = build_columns(trace, lambda fraction: report("decoding", 0.05 + 0.75 * fraction))
     event_count = cols.event_count
     report("linking", 0.8)
     linked = link(cols)
-    # Shapes are decoded; drop the file buffer (and the raw args pointing into it) before
-    # the table is assembled, so the two never coexist.
-    cols.host.args = []
-    trace.buffer = bytearray()
     frame = assemble(trace_stem(path), rank, cols, linked)
     del cols
     report("classifying", 0.9)
@@ -89,7 +97,7 @@ def ingest_trace(path: str | Path, rank: int | None = None, on_progress: Progres
 
 
 def _ingest_for_pool(args: tuple[str, int]) -> IngestResult:
-    return ingest_trace(args[0], args[1])
+    return ingest_trace(args[0], args[1], workers=1)  # the traces are the parallel work here
 
 
 def ingest_paths(

@@ -59,13 +59,19 @@ def _nullable_int(values: np.ndarray) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(values.astype(np.int64), mask=values < 0)
 
 
+def _constant(value: str | None, n: int) -> pd.Categorical:
+    if value is None or n == 0:
+        return pd.Categorical([value] * n)
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value]))
+
+
 def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColumns) -> pd.DataFrame:
     """One row per GPU activity, in trace order; labels are left for `classify`."""
     gpu = cols.gpu
     n = len(gpu)
     frame = pd.DataFrame(
         {
-            "trace": [trace_name] * n,
+            "trace": _constant(trace_name, n),
             "rank": np.full(n, rank, dtype=np.int32),
             "name": gpu.name,
             "kind": gpu.kind,
@@ -97,10 +103,10 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "group_size": _nullable_int(gpu.group_size).astype("Int32"),
             "msg_dtype": gpu.msg_dtype,
             "cpu_op_id": _nullable_int(linked.cpu_op_id),
-            "op_mapping": ["unknown"] * n,
-            "category": ["other"] * n,
-            "label_rule": [None] * n,
-            "label_evidence": [None] * n,
+            "op_mapping": _constant("unknown", n),
+            "category": _constant("other", n),
+            "label_rule": _constant(None, n),
+            "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),
         }
     )

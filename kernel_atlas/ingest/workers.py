@@ -1,0 +1,73 @@
+"""Decode worker processes: how many suit a trace, and one pool per process, reused."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import types
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+# Below this much JSON text, starting processes costs more than it saves: decode here.
+PARALLEL_MIN_BYTES = 48 << 20
+_COMPRESSION_GUESS = 10  # typical text/file size of a compressed trace, for that choice only
+_MAX_WORKERS = 8  # beyond this, reading ahead (and decompressing) in one process is the limit
+
+_pool: ProcessPoolExecutor | None = None
+_pool_size = 0
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def workers_for(path: Path) -> int:
+    """Decode processes for one trace: all available CPUs for a large trace, else 1 (this
+    process decodes)."""
+    cpus = min(available_cpus(), _MAX_WORKERS)
+    if cpus < 2:
+        return 1
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError:
+        return 1  # the reader reports the problem
+    if magic[:2] == b"\x1f\x8b" or magic == b"\x28\xb5\x2f\xfd":
+        size *= _COMPRESSION_GUESS
+    return cpus if size >= PARALLEL_MIN_BYTES else 1
+
+
+def decode_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of `workers` decode processes, kept for the next trace.
+
+    Workers are spawned (a fresh interpreter that imports only the decoder), never forked
+    from this process and its threads. A spawned process normally re-runs the caller's main
+    script first, which breaks scripts without an `if __name__ == "__main__":` guard; the
+    workers are therefore all started at once here, with the main module hidden."""
+    global _pool, _pool_size
+    if _pool is None or _pool_size != workers:
+        discard_pool()
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:  # one task per worker starts them all now (processes start on demand)
+            for _ in range(workers):
+                pool.submit(os.getpid)
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+        _pool, _pool_size = pool, workers
+    return _pool
+
+
+def discard_pool() -> None:
+    """Shut the pool down (after a worker died, or to free its processes)."""
+    global _pool, _pool_size
+    if _pool is not None:
+        _pool.shutdown(wait=False, cancel_futures=True)
+    _pool, _pool_size = None, 0
