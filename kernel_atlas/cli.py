@@ -74,6 +74,9 @@ def ingest(
 ) -> None:
     """Parse traces into kernels.parquet (one row per GPU kernel/memcpy/memset, linked to its
     launch, CPU op, shapes, call stack, module and step), catalog.json and summary.json."""
+    from kernel_atlas.ingest.workers import start_early
+
+    start_early(traces, jobs)  # decode processes boot while the pipeline is imported
     from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, write_outputs
     from kernel_atlas.report.terminal import print_ingest_summary, progress
 

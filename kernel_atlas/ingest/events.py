@@ -151,6 +151,11 @@ class SlicePart:
     steps: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
 
 
+def ready() -> int:
+    """A worker's first task: importing this module is the start-up work."""
+    return os.getpid()
+
+
 def decode_task(task: tuple) -> SlicePart | SliceError:
     """Run one decode task, in a worker process or inline: ("file", path, start, end) reads
     the text from the file itself, ("bytes", text) brings it. Errors are returned, not raised."""

@@ -6,8 +6,11 @@ import multiprocessing
 import os
 import sys
 import types
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from kernel_atlas.ingest.events import ready
 
 # Below this much JSON text, starting processes costs more than it saves: decode here.
 PARALLEL_MIN_BYTES = 48 << 20
@@ -57,12 +60,21 @@ def decode_pool(workers: int) -> ProcessPoolExecutor:
         sys.modules["__main__"] = types.ModuleType("__main__")
         try:  # one task per worker starts them all now (processes start on demand)
             for _ in range(workers):
-                pool.submit(os.getpid)
+                pool.submit(ready)
         finally:
             if main is not None:
                 sys.modules["__main__"] = main
         _pool, _pool_size = pool, workers
     return _pool
+
+
+def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
+    """Start the decode workers that `ingest_paths(paths, jobs)` will use, so that they boot
+    while the caller is still importing the rest of the pipeline."""
+    if paths and (jobs <= 1 or len(paths) == 1):
+        workers = max(workers_for(Path(p)) for p in paths)
+        if workers > 1:
+            decode_pool(workers)
 
 
 def discard_pool() -> None:
