@@ -11,9 +11,9 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from kernel_atlas.ingest.events import (
     ANNOTATION,
@@ -28,6 +28,9 @@ from kernel_atlas.ingest.events import (
     step_number,
 )
 from kernel_atlas.ingest.reader import TraceInfo, read_trace
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "ANNOTATION",
@@ -110,6 +113,8 @@ class TraceColumns:
 def categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
     """Codes into `values` (-1: missing) as a categorical of the distinct values used, sorted
     (as `astype("category")` makes them). `values` may repeat a text."""
+    import pandas as pd  # here, not at the top: reading ahead (workers.start_early) runs before pandas loads
+
     used = np.unique(codes[codes >= 0])
     if len(used) == 0:
         return pd.Categorical([None] * len(codes))
@@ -148,14 +153,14 @@ class ColumnBuilder:
 
     def __init__(self) -> None:
         self.names, self.threads, self.shapes, self.gpu_strings = _Table(), _Table(), _Table(), _Table()
-        self.host: list[dict[str, np.ndarray]] = []
-        self.gpu: list[dict[str, np.ndarray]] = []
+        self.host = _Columns(_HOST_DTYPES)
+        self.gpu = _Columns(_GPU_DTYPES)
         self.steps: list[np.ndarray] = []
         self.events = 0
 
     def add(self, part: SlicePart) -> None:
         self.events += part.events
-        self.host.append(
+        self.host.extend(
             {
                 "family": part.family,
                 "name_code": self.names.remap(part.names)[part.name_code],
@@ -169,13 +174,13 @@ class ColumnBuilder:
         )
         if len(part.gpu.get("ts", ())):
             strings = self.gpu_strings.remap(part.gpu_strings)
-            self.gpu.append({k: strings[v] if k in GPU_STRING_COLUMNS else v for k, v in part.gpu.items()})
+            self.gpu.extend({k: strings[v] if k in GPU_STRING_COLUMNS else v for k, v in part.gpu.items()})
         if len(part.steps):
             self.steps.append(part.steps)
 
     def build(self) -> TraceColumns:
-        host = _concat(self.host, _HOST_DTYPES)
-        gpu = _concat(self.gpu, _GPU_DTYPES)
+        host = self.host.arrays()
+        gpu = self.gpu.arrays()
         steps = np.concatenate(self.steps) if self.steps else np.empty((0, 4))
         strings = self.gpu_strings.values
         return TraceColumns(
@@ -212,11 +217,28 @@ _GPU_DTYPES = {
 }
 
 
-def _concat(parts: list[dict[str, np.ndarray]], dtypes: dict[str, type]) -> dict[str, np.ndarray]:
-    return {
-        key: np.concatenate([p[key] for p in parts]).astype(dtype, copy=False) if parts else np.empty(0, dtype)
-        for key, dtype in dtypes.items()
-    }
+class _Columns:
+    """Columns that grow as slices arrive: appended while the workers decode the next slices,
+    so nothing is left to concatenate at the end. Capacity doubles; the unused tail of a
+    buffer is never written, so it takes address space, not memory."""
+
+    def __init__(self, dtypes: dict[str, type]):
+        self.data = {key: np.empty(0, dtype) for key, dtype in dtypes.items()}
+        self.size = 0
+
+    def extend(self, part: dict[str, np.ndarray]) -> None:
+        need = self.size + len(next(iter(part.values())))
+        for key, values in part.items():
+            data = self.data[key]
+            if need > len(data):
+                grown = np.empty(max(need, 2 * len(data), 1 << 16), data.dtype)
+                grown[: self.size] = data[: self.size]
+                self.data[key] = data = grown
+            data[self.size : need] = values
+        self.size = need
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {key: data[: self.size] for key, data in self.data.items()}
 
 
 def build_columns(

@@ -29,7 +29,7 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     origin = start.min()
     start = start - origin
     end = end - origin
-    order = np.lexsort((-(end - start), start, thread))
+    order = _by_thread_start_longest_first(thread, start, end - start)
     sorted_thread = thread[order]
     cuts = np.flatnonzero(np.diff(sorted_thread)) + 1
     bounds = np.concatenate(([0], cuts, [n]))
@@ -66,3 +66,19 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
         has = local_parent >= 0
         parent[idx[has]] = idx[local_parent[has]]
     return parent
+
+
+def _by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """`np.lexsort((-length, start, thread))`, faster: sort by (thread, start), then reorder
+    only the runs of equal (thread, start) longest first. Traces are nearly sorted by start,
+    which the two-key sort exploits; a random third key would not let it."""
+    order = np.lexsort((start, thread))
+    t, s = thread[order], start[order]
+    tied = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] == s[:-1]))
+    if len(tied) == 0:
+        return order
+    members = np.union1d(tied, tied + 1)
+    run = np.cumsum(np.r_[True, ~np.isin(members[1:] - 1, tied)])  # a new run unless tied to the previous
+    members_order = order[members]
+    order[members] = members_order[np.lexsort((-length[members_order], run))]
+    return order

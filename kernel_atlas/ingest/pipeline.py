@@ -21,7 +21,7 @@ from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.link import link
 from kernel_atlas.ingest.summary import gpu_time_facts, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble, to_arrow
-from kernel_atlas.ingest.workers import decode_pool, discard_pool, workers_for
+from kernel_atlas.ingest.workers import decode_pool, discard_pool, take_read_ahead, workers_for
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
@@ -62,11 +62,15 @@ def ingest_trace(
     report = on_progress or (lambda _stage, _fraction: None)
     report("reading", 0.0)
     workers = workers_for(path) if workers is None else max(workers, 1)
-    executor = decode_pool(workers) if workers > 1 else None
+
+    def decoding(fraction: float) -> None:
+        report("decoding", 0.05 + 0.75 * fraction)
+
     try:
-        trace, cols = build_columns(
-            path, executor, workers, on_progress=lambda fraction: report("decoding", 0.05 + 0.75 * fraction)
-        )
+        read = take_read_ahead(path, decoding)
+        if read is None:
+            read = build_columns(path, decode_pool(workers) if workers > 1 else None, workers, on_progress=decoding)
+        trace, cols = read
     except BrokenProcessPool:
         discard_pool()
         raise AtlasError(path, "a decode worker process died (out of memory?)") from None

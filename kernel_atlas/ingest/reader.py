@@ -40,6 +40,7 @@ _READ_BYTES = 4 << 20  # decompression step
 _TRUNCATED = "invalid JSON: JSON is truncated (the file ends in the middle of the trace)"
 # A possible end of one event: followed by the next event, or by the end of the array.
 _CUT = re.compile(rb'\}\s*(?:,\s*(\{)\s*"|(\]))')
+_ARRAY_END = re.compile(rb"\}\s*\]")
 _STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _SCALAR = re.compile(rb"[^\s,\]}]*")
 _WHITESPACE = b" \t\r\n"
@@ -445,21 +446,31 @@ class _Reader:
 
     def _cut(self, start: int) -> tuple[int, int, bool] | None:
         """(end, after, final) of the first possible event end at or after `start` plus the
-        slice size; None when there is none before the end of the text."""
+        slice size, else the last possible end of the array near the end of the text; None
+        when there is neither."""
         pos = start + self.slice_bytes
         step = 1 << 16
         while True:
             w = self.source.window(pos, step + 256)
             if not len(w):
-                return None
+                break
             match = _CUT.search(w, 0, step)
             if match:
                 if match.start(2) >= 0:
                     return pos + match.start() + 1, pos + match.start(2), True
                 return pos + match.start() + 1, pos + match.start(1), False
             if len(w) < step:
-                return None
+                break
             pos += step
+        # The rest is shorter than a slice: end it where the array most likely ends (the
+        # document usually closes right after it); a wrong guess fails and is redone exactly.
+        text_end = self.source.length or pos
+        tail_start = max(start, text_end - step)
+        ends = list(_ARRAY_END.finditer(self.source.window(tail_start, text_end - tail_start)))
+        if not ends:
+            return None
+        last = ends[-1]
+        return tail_start + last.start() + 1, tail_start + last.end() - 1, True
 
     def _decode(self, start: int, end: int) -> Future | SlicePart | SliceError:
         task = self.source.task(start, end)

@@ -1,14 +1,17 @@
-"""Decode worker processes: how many suit a trace, and one pool per process, reused."""
+"""Decode worker processes (how many suit a trace; one pool per process, reused) and
+reading a trace ahead while the caller is still importing the rest of the pipeline."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
 import sys
+import threading
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from kernel_atlas.ingest.events import ready
 
@@ -68,13 +71,62 @@ def decode_pool(workers: int) -> ProcessPoolExecutor:
     return _pool
 
 
+class _ReadAhead:
+    """`columns.build_columns` of one trace, run in a background thread."""
+
+    def __init__(self, path: Path, workers: int):
+        self.path = path
+        self.fraction = 0.0
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(workers,), name="atlas-read-ahead", daemon=True)
+        self.thread.start()
+
+    def _run(self, workers: int) -> None:
+        from kernel_atlas.ingest.columns import build_columns
+
+        def progress(fraction: float) -> None:
+            self.fraction = fraction
+
+        try:
+            executor = decode_pool(workers) if workers > 1 else None
+            self.result = build_columns(self.path, executor, workers, on_progress=progress)
+        except BaseException as exc:  # handed to whoever takes the result
+            self.error = exc
+
+    def take(self, on_progress: Callable[[float], None] | None) -> Any:
+        while self.thread.is_alive():
+            if on_progress:
+                on_progress(self.fraction)
+            self.thread.join(0.1)
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+_read_ahead: _ReadAhead | None = None
+
+
 def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
-    """Start the decode workers that `ingest_paths(paths, jobs)` will use, so that they boot
-    while the caller is still importing the rest of the pipeline."""
-    if paths and (jobs <= 1 or len(paths) == 1):
-        workers = max(workers_for(Path(p)) for p in paths)
-        if workers > 1:
-            decode_pool(workers)
+    """Start what `ingest_paths(paths, jobs)` will do first, so that it runs while the caller
+    is still importing the rest of the pipeline (pandas and pyarrow take a while): the decode
+    workers, and reading the first trace. `ingest_trace` picks the reading up."""
+    global _read_ahead
+    if not paths or (jobs > 1 and len(paths) > 1):
+        return
+    first = Path(paths[0])
+    _read_ahead = _ReadAhead(first, workers_for(first))
+
+
+def take_read_ahead(path: Path, on_progress: Callable[[float], None] | None = None) -> Any:
+    """`build_columns(path)`'s (info, columns) when `start_early` began reading this trace,
+    else None."""
+    global _read_ahead
+    ahead = _read_ahead
+    if ahead is None or ahead.path.resolve() != Path(path).resolve():
+        return None
+    _read_ahead = None
+    return ahead.take(on_progress)
 
 
 def discard_pool() -> None:
