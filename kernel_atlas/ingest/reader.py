@@ -17,6 +17,7 @@ JSON.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import os
 import re
@@ -34,6 +35,15 @@ import numpy as np
 
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.events import SliceError, SlicePart, decode_task, schema_problem
+
+try:  # ISA-L reads the same gzip format about four times faster than zlib
+    from isal import igzip as _gzip
+    from isal.isal_zlib import error as _IsalError
+
+    _GZIP_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error, gzip.BadGzipFile, _IsalError)
+except ImportError:  # pragma: no cover - isal is a dependency; the standard library still works
+    _gzip = gzip  # type: ignore[assignment]
+    _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 SLICE_BYTES = 8 << 20  # events per slice: ~30k; small enough to keep workers' memory low
 _READ_BYTES = 4 << 20  # decompression step
@@ -88,14 +98,16 @@ class _Source:
         self.raw.seek(0)
         self.stream: Any = None
         if magic[:2] == b"\x1f\x8b":
-            self.stream = gzip.GzipFile(fileobj=self.raw)
+            self.stream = _gzip.GzipFile(fileobj=self.raw)
         elif magic == b"\x28\xb5\x2f\xfd":
             import zstandard
 
             self.stream = zstandard.ZstdDecompressor().stream_reader(self.raw)
         self.compressed = self.stream is not None
-        self.buffer = bytearray()  # compressed files: text from `base` on
-        self.base = 0
+        # compressed files: the text not yet released, as decompressed chunks and their offsets
+        self.chunks: list[bytes] = []
+        self.offsets: list[int] = []
+        self.filled = 0  # offset just past the last chunk
         self.eof = not self.compressed
         self.length = None if self.compressed else self.file_size  # known once at EOF
 
@@ -112,26 +124,28 @@ class _Source:
             except OSError as exc:
                 raise AtlasError(self.path, f"cannot read file ({exc.strerror or exc})") from None
         self._fill(start + size)
-        offset = start - self.base
-        return self._copy(offset, offset + size)
+        return self._copy(start, min(start + size, self.filled))
 
     def release(self, before: int) -> None:
         """Text before `before` will not be asked for again."""
-        if self.compressed and before > self.base:
-            del self.buffer[: before - self.base]  # cheap: bytearray trims its front in place
-            self.base = before
+        while len(self.chunks) > 1 and self.offsets[1] <= before:
+            del self.chunks[0], self.offsets[0]
 
     def task(self, start: int, end: int) -> tuple:
         """A decode task for the text [start, end), for a worker process or this one."""
         if not self.compressed:
             return ("file", str(self.path), start, end)
         self._fill(end)
-        return ("bytes", self._copy(start - self.base, end - self.base))
+        return ("bytes", self._copy(start, end))
 
     def _copy(self, start: int, end: int) -> bytes:
-        # a copy, not a view: the buffer is resized as it is refilled and trimmed
-        with memoryview(self.buffer) as view, view[start:end] as part:
-            return bytes(part)
+        first = bisect.bisect_right(self.offsets, start) - 1
+        pieces = []
+        for chunk, offset in zip(self.chunks[first:], self.offsets[first:], strict=True):
+            if offset >= end:
+                break
+            pieces.append(memoryview(chunk)[max(start - offset, 0) : end - offset])  # bytes: never resized
+        return pieces[0].tobytes() if len(pieces) == 1 else b"".join(pieces)
 
     def progress(self, position: int) -> float:
         if self.length:
@@ -139,10 +153,10 @@ class _Source:
         return min(self.raw.tell() / self.file_size, 1.0) if self.file_size else 1.0
 
     def _fill(self, end: int) -> None:
-        while not self.eof and self.base + len(self.buffer) < end:
+        while not self.eof and self.filled < end:
             try:
                 chunk = self.stream.read(_READ_BYTES)
-            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            except _GZIP_ERRORS as exc:
                 raise AtlasError(self.path, f"compressed stream is damaged or truncated ({exc})") from None
             except OSError as exc:
                 raise AtlasError(self.path, f"cannot read file ({exc.strerror or exc})") from None
@@ -152,8 +166,11 @@ class _Source:
                 raise
             if not chunk:
                 self.eof = True
-                self.length = self.base + len(self.buffer)
-            self.buffer += chunk
+                self.length = self.filled
+                break
+            self.chunks.append(chunk)
+            self.offsets.append(self.filled)
+            self.filled += len(chunk)
 
 
 class _Slice:
