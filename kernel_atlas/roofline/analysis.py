@@ -147,17 +147,24 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
 
     # one group per op call; the longest kernel of the call carries its cost
     has_call = frame["cpu_op_id"].notna().to_numpy() & (frame["kind"] == "kernel").to_numpy()
-    calls = frame.loc[has_call, ["trace", "rank", "cpu_op_id", "dur_us"]].copy()
-    calls["_row"] = np.flatnonzero(has_call)
-    calls["_call_time"] = calls.groupby(["trace", "rank", "cpu_op_id"], observed=True)["dur_us"].transform("sum")
-    calls = calls.sort_values("dur_us", ascending=False, kind="stable")
-    main_rows = calls.drop_duplicates(["trace", "rank", "cpu_op_id"])["_row"].to_numpy()
+    call_rows = np.flatnonzero(has_call)
+    keys = [frame["trace"].astype("category").cat.codes.to_numpy(np.int64)[call_rows] + 1]
+    keys += [pd.factorize(frame[k].to_numpy()[call_rows])[0] for k in ("rank", "cpu_op_id")]
+    call, _ = _groups(np.stack(keys, axis=1))
+    dur = frame["dur_us"].to_numpy()[call_rows]
+    op_time[call_rows] = pd.Series(dur).groupby(call).transform("sum").to_numpy()
+    # the longest kernel of each call, the first one among equals
+    longest_first = np.lexsort((call_rows, -dur, call))
+    firsts = np.flatnonzero(np.diff(call[longest_first], prepend=-1) != 0)
+    main_of_call = call_rows[longest_first[firsts]]  # indexed by call id: ids are numbered 0, 1, … in order
     is_main = np.zeros(n, dtype=bool)
-    is_main[main_rows] = True
+    is_main[main_of_call] = True
+    main_rows = np.flatnonzero(is_main)
     helper_rows = np.flatnonzero(has_call & ~is_main)
-    op_time[calls["_row"].to_numpy()] = calls["_call_time"].to_numpy()
     role[helper_rows] = "helper"
-    note[helper_rows] = _helper_notes(frame, calls, main_rows, helper_rows)
+    call_of_row = np.full(n, -1, dtype=np.int64)
+    call_of_row[call_rows] = call
+    note[helper_rows] = _helper_notes(frame, main_of_call[call_of_row[helper_rows]], helper_rows)
 
     # one cost per distinct (op, recorded inputs, kernel name); the kernel name matters for
     # kernel-name formulas and for tf32 GEMMs
@@ -252,16 +259,11 @@ def _first_seen_groups(columns: list[pd.Series], empty_is_missing: bool = True) 
     return _groups(np.stack(codes, axis=1))
 
 
-def _helper_notes(frame: pd.DataFrame, calls: pd.DataFrame, main_rows: np.ndarray, helpers: np.ndarray) -> list[str]:
+def _helper_notes(frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.ndarray) -> list[str]:
     """"cost counted on <main kernel> (same <op> call)" for the helper rows of each call."""
-    group = calls.groupby(["trace", "rank", "cpu_op_id"], observed=True, sort=False).ngroup()
-    group_of_row = np.full(len(frame), -1, dtype=np.int64)
-    group_of_row[calls["_row"].to_numpy()] = group.to_numpy()
-    main_of_group = np.empty(len(main_rows), dtype=np.int64)
-    main_of_group[group_of_row[main_rows]] = main_rows
     names = frame["name"].astype("category")
     ops = frame["cpu_op"].astype("category")
-    main_name = names.cat.codes.to_numpy(np.int64)[main_of_group[group_of_row[helpers]]]
+    main_name = names.cat.codes.to_numpy(np.int64)[main_of_helper]
     op = ops.cat.codes.to_numpy(np.int64)[helpers]
     pairs, which = np.unique(main_name * (len(ops.cat.categories) + 1) + op + 1, return_inverse=True)
     texts = []
