@@ -7,6 +7,8 @@ import gzip
 import json
 import os
 import struct
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -135,6 +137,18 @@ def test_a_named_pipe_is_refused_without_blocking(tmp_path: Path) -> None:
     fifo = tmp_path / "trace.json"
     os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
     assert "not a regular file" in _error(fifo, workers=1)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_the_cli_refuses_a_named_pipe_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "trace.json"
+    os.mkfifo(fifo)
+    code = "import sys\nfrom kernel_atlas.cli import app\nsys.argv[0] = 'atlas'\napp()"
+    args = [sys.executable, "-c", code, "ingest", str(fifo), "-o", str(tmp_path / "o")]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and "not a regular file" in lines[0]
 
 
 def test_a_lying_gzip_size_trailer_allocates_nothing(tmp_path: Path) -> None:

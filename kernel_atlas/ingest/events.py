@@ -176,15 +176,16 @@ def decode_task(task: tuple) -> SlicePart | SliceError:
 
 
 def _read_into(path: str, start: int, target: memoryview) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
+    with open(path, "rb", buffering=0) as handle:
         while len(target):
-            got = os.preadv(fd, [target], start)
-            if got <= 0:
+            if hasattr(os, "preadv"):
+                got = os.preadv(handle.fileno(), [target], start)
+            else:  # no positional reads here (Windows): this process has its own handle anyway
+                handle.seek(start)
+                got = handle.readinto(target)
+            if not got:
                 raise OSError(0, "the file became shorter while it was read")
             target, start = target[got:], start + got
-    finally:
-        os.close(fd)
 
 
 def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:

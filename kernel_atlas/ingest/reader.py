@@ -120,7 +120,10 @@ class _Source:
         """Up to `size` bytes from offset `start` (fewer only at the end of the text)."""
         if not self.compressed:
             try:
-                return os.pread(self.raw.fileno(), size, start)
+                if hasattr(os, "pread"):
+                    return os.pread(self.raw.fileno(), size, start)
+                self.raw.seek(start)  # no positional reads here (Windows)
+                return self.raw.read(size)
             except OSError as exc:
                 raise AtlasError(self.path, f"cannot read file ({exc.strerror or exc})") from None
         self._fill(start + size)

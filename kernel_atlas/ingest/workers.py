@@ -38,11 +38,13 @@ def workers_for(path: Path) -> int:
     if cpus < 2:
         return 1
     try:
+        if not path.is_file():  # never open a pipe or device here: that could block
+            return 1  # the reader reports the problem
         size = path.stat().st_size
         with path.open("rb") as handle:
             magic = handle.read(4)
     except OSError:
-        return 1  # the reader reports the problem
+        return 1
     if magic[:2] == b"\x1f\x8b" or magic == b"\x28\xb5\x2f\xfd":
         size *= _COMPRESSION_GUESS
     return cpus if size >= PARALLEL_MIN_BYTES else 1
