@@ -158,7 +158,8 @@ def ready() -> int:
 
 def decode_task(task: tuple) -> SlicePart | SliceError:
     """Run one decode task, in a worker process or inline: ("file", path, start, end) reads
-    the text from the file itself, ("bytes", text) brings it. Errors are returned, not raised."""
+    the text from the file itself, ("framed", "[" + text + "]") brings it. Errors are returned,
+    not raised."""
     if task[0] == "file":
         _, path, start, end = task
         framed = bytearray(end - start + 2)
@@ -167,12 +168,27 @@ def decode_task(task: tuple) -> SlicePart | SliceError:
         except OSError as exc:
             return SliceError("read", exc.strerror or str(exc))
         framed[0], framed[-1] = 0x5B, 0x5D  # "[" and "]"
-    else:
-        framed = b"[" + task[1] + b"]"
+    elif task[0] == "shared":  # ("shared", shared memory name, length): the framed text
+        return _decode_shared(task[1], task[2])
+    else:  # ("framed", text already framed as a list by the reader)
+        framed = task[1]
     try:
         return decode_slice(framed)
     except SliceError as exc:
         return exc
+
+
+def _decode_shared(name: str, length: int) -> SlicePart | SliceError:
+    from multiprocessing.shared_memory import SharedMemory
+
+    shared = SharedMemory(name=name)
+    try:
+        with shared.buf[:length] as framed:
+            return decode_slice(framed)  # no decoded object outlives this call
+    except SliceError as exc:
+        return exc
+    finally:
+        shared.close()
 
 
 def _read_into(path: str, start: int, target: memoryview) -> None:

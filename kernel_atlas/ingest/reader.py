@@ -25,8 +25,9 @@ import stat
 import zlib
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
+from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 from typing import Any
 
@@ -139,16 +140,38 @@ class _Source:
         if not self.compressed:
             return ("file", str(self.path), start, end)
         self._fill(end)
-        return ("bytes", self._copy(start, end))
+        return ("framed", self._framed(start, end))
 
-    def _copy(self, start: int, end: int) -> bytes:
+    def _pieces(self, start: int, end: int) -> list[memoryview]:
         first = bisect.bisect_right(self.offsets, start) - 1
         pieces = []
         for chunk, offset in zip(self.chunks[first:], self.offsets[first:], strict=True):
             if offset >= end:
                 break
             pieces.append(memoryview(chunk)[max(start - offset, 0) : end - offset])  # bytes: never resized
+        return pieces
+
+    def _copy(self, start: int, end: int) -> bytes:
+        pieces = self._pieces(start, end)
         return pieces[0].tobytes() if len(pieces) == 1 else b"".join(pieces)
+
+    def _framed(self, start: int, end: int, into: memoryview | None = None) -> bytearray | memoryview:
+        """The text [start, end) framed as a JSON list, in a new buffer or written `into` one."""
+        framed = bytearray(end - start + 2) if into is None else into[: end - start + 2]
+        framed[0], framed[-1] = 0x5B, 0x5D  # "[" and "]"
+        at = 1
+        for piece in self._pieces(start, end):
+            framed[at : at + len(piece)] = piece
+            at += len(piece)
+        return framed
+
+    def shared_task(self, start: int, end: int, slots: _SharedSlots) -> tuple[tuple, SharedMemory]:
+        """A decode task whose text travels in shared memory (a pipe would copy it four times)."""
+        self._fill(end)
+        slot = slots.take(end - start + 2)
+        with memoryview(slot.buf) as view:
+            self._framed(start, end, view).release()
+        return ("shared", slot.name, end - start + 2), slot
 
     def progress(self, position: int) -> float:
         if self.length:
@@ -176,13 +199,39 @@ class _Source:
             self.filled += len(chunk)
 
 
+class _SharedSlots:
+    """Shared-memory buffers for the slices of a compressed trace in flight, reused."""
+
+    def __init__(self, slice_bytes: int):
+        self.size = slice_bytes + slice_bytes // 4 + 4096
+        self.free: list[SharedMemory] = []
+        self.made: list[SharedMemory] = []
+
+    def take(self, size: int) -> SharedMemory:
+        for i, slot in enumerate(self.free):
+            if slot.size >= size:
+                return self.free.pop(i)
+        slot = SharedMemory(create=True, size=max(size, self.size))
+        self.made.append(slot)
+        return slot
+
+    def give_back(self, slot: SharedMemory) -> None:
+        self.free.append(slot)
+
+    def close(self) -> None:
+        for slot in self.made:
+            slot.close()
+            slot.unlink()
+        self.made, self.free = [], []
+
+
 class _Slice:
     """Events [start, end) of the array; `after` is where the next event starts, or, for
     the last slice (`final`), the offset of the array's closing bracket."""
 
-    def __init__(self, start: int, end: int, after: int, final: bool, pending: Future | SlicePart | SliceError):
+    def __init__(self, start: int, end: int, after: int, final: bool, pending: tuple):
         self.start, self.end, self.after, self.final = start, end, after, final
-        self.pending = pending
+        self.pending, self.slot = pending  # a future or a result; the shared memory it reads, if any
 
     def result(self) -> SlicePart | SliceError:
         if isinstance(self.pending, Future):
@@ -190,8 +239,9 @@ class _Slice:
         return self.pending
 
     def cancel(self) -> None:
-        if isinstance(self.pending, Future):
-            self.pending.cancel()
+        """Drop the slice; its shared memory is free again only once no worker reads it."""
+        if isinstance(self.pending, Future) and not self.pending.cancel():
+            wait([self.pending])
 
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
@@ -302,7 +352,7 @@ class _Reader:
         path: Path,
         on_part: Callable[[SlicePart], None],
         submit: Submit | None,
-        depth: int,
+        workers: int,
         slice_bytes: int,
         on_progress: Callable[[float], None] | None,
     ):
@@ -312,10 +362,13 @@ class _Reader:
         self.info = TraceInfo(path)
         self.on_part = on_part
         self.submit = submit
-        self.depth = max(depth, 1)
+        # slices in flight: enough to keep every worker busy while this process reads ahead;
+        # a compressed trace keeps each in memory until decoded, so one round fewer there
+        self.depth = 1 if submit is None else max(workers, 1) * (1 if self.source.compressed else 2) + 1
         self.slice_bytes = max(slice_bytes, 1)
         self.on_progress = on_progress
         self.seen_events = False
+        self.slots = _SharedSlots(self.slice_bytes) if submit is not None and self.source.compressed else None
 
     def fail(self, problem: str) -> AtlasError:
         return AtlasError(self.path, problem)
@@ -325,6 +378,8 @@ class _Reader:
             self._document()
         finally:
             self.source.close()
+            if self.slots is not None:
+                self.slots.close()
         return self.info
 
     # --- the document --------------------------------------------------------------------
@@ -442,6 +497,7 @@ class _Reader:
                 if inflight:
                     piece = inflight.popleft()
                     result = piece.result()
+                    self._done_with(piece)
                     if isinstance(result, SlicePart):
                         self._deliver(result, piece.after)
                         if piece.final:
@@ -453,16 +509,19 @@ class _Reader:
                     if result.kind == "read":
                         raise self.fail(f"cannot read file ({result.message})")
                     must_reach = piece.end  # cut inside nested args, or JSON that is not valid
-                for waiting in inflight:
-                    waiting.cancel()
-                inflight.clear()
+                while inflight:
+                    self._drop(inflight.popleft())
                 good, done = self._exact_slice(good, must_reach)
                 if done:
                     return good
                 next_start, exhausted = good, False
         finally:
-            for waiting in inflight:
-                waiting.cancel()
+            while inflight:
+                self._drop(inflight.popleft())
+
+    def _drop(self, piece: _Slice) -> None:
+        piece.cancel()
+        self._done_with(piece)
 
     def _cut(self, start: int) -> tuple[int, int, bool] | None:
         """(end, after, final) of the first possible event end at or after `start` plus the
@@ -492,11 +551,18 @@ class _Reader:
         last = ends[-1]
         return tail_start + last.start() + 1, tail_start + last.end() - 1, True
 
-    def _decode(self, start: int, end: int) -> Future | SlicePart | SliceError:
-        task = self.source.task(start, end)
+    def _decode(self, start: int, end: int) -> tuple:
+        """(future or result, shared memory holding the text or None)."""
         if self.submit is None:
-            return decode_task(task)
-        return self.submit(task)
+            return decode_task(self.source.task(start, end)), None
+        if self.slots is None:
+            return self.submit(self.source.task(start, end)), None
+        task, slot = self.source.shared_task(start, end, self.slots)
+        return self.submit(task), slot
+
+    def _done_with(self, piece: _Slice) -> None:
+        if piece.slot is not None and self.slots is not None:
+            self.slots.give_back(piece.slot)
 
     def _deliver(self, part: SlicePart, upto: int) -> None:
         self.on_part(part)
@@ -540,6 +606,5 @@ def read_trace(
     order; returns the metadata. With an `executor`, slices are decoded by its `workers`
     processes while this one reads ahead. Every failure is an `AtlasError` naming the file."""
     submit = None if executor is None else (lambda task: executor.submit(decode_task, task))
-    depth = 1 if executor is None else 2 * max(workers, 1)
-    reader = _Reader(Path(path), on_part, submit, depth, slice_bytes or SLICE_BYTES, on_progress)
+    reader = _Reader(Path(path), on_part, submit, workers, slice_bytes or SLICE_BYTES, on_progress)
     return reader.read()
