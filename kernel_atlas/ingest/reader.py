@@ -3,7 +3,8 @@ reads the trace file.
 
 The file is streamed, never held whole: plain JSON is read in slices with `pread` (decode
 workers read their own slices), `.gz` and `.zst` are decompressed in one pass by this
-process while workers decode what was already decompressed. The top level of the document
+process while workers decode what was already decompressed (handed over in shared memory).
+Nothing is sized from a gzip trailer, and only regular files are opened. The top level of the document
 is walked member by member; the `traceEvents` array is cut into slices of about
 `SLICE_BYTES` at event boundaries, each decoded on its own (`events.decode_slice`).
 
