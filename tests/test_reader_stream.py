@@ -124,6 +124,10 @@ def test_errors_name_the_file_and_the_event(tmp_path: Path) -> None:
     schema.write_text(json.dumps({"traceEvents": events}))
     message = _error(schema)
     assert "not a Chrome/Kineto trace" in message and "traceEvents[250].ts" in message
+    for bad, needle in ((broken, "invalid JSON inside traceEvents"), (schema, "traceEvents[250].ts")):
+        packed = tmp_path / (bad.name + ".gz")  # compressed: slices reach workers in shared memory
+        packed.write_bytes(gzip.compress(bad.read_bytes()))
+        assert needle in _error(packed)
     trailing = tmp_path / "trailing.json"
     trailing.write_text(json.dumps({"traceEvents": _events(3)}) + " {}")
     assert "unexpected text after the trace" in _error(trailing)
