@@ -80,11 +80,12 @@ def test_strings_with_brackets_quotes_and_escapes(tmp_path: Path) -> None:
     for i, event in enumerate(events):
         event["name"] = tricky[i % len(tricky)] + str(i)
         event["args"] = {"note": tricky[(i + 1) % len(tricky)], "nested": [{"k": tricky[i % len(tricky)]}]}
-    path = tmp_path / "tricky.json"
-    path.write_text(json.dumps({"traceEvents": events, "after": tricky}))
-    for slice_bytes, workers in ((1, 1), (64, 2), (500, 2)):
-        _, cols = _columns(path, slice_bytes, workers)
-        assert [cols.host.names[k] for k in cols.host.name_code] == [e["name"] for e in events]
+    for indent in (None, 2):  # compact, and pretty-printed across lines as Kineto writes it
+        path = tmp_path / f"tricky{indent}.json"
+        path.write_text(json.dumps({"traceEvents": events, "after": tricky}, indent=indent))
+        for slice_bytes, workers in ((1, 1), (64, 2), (500, 2)):
+            _, cols = _columns(path, slice_bytes, workers)
+            assert [cols.host.names[k] for k in cols.host.name_code] == [e["name"] for e in events]
 
 
 def test_ids_written_as_strings_take_the_forgiving_path(tmp_path: Path) -> None:
