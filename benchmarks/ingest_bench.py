@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import os
 import platform
@@ -262,6 +263,9 @@ def main() -> None:
     out_dir = work / "atlas-out"
     runs["atlas_ingest"] = run_child(atlas("ingest", str(plain), "-o", str(out_dir), "-q"))
     runs["atlas_ingest_gz"] = run_child(atlas("ingest", str(gz), "-o", str(work / "atlas-out-gz"), "-q"))
+    if not args.skip_hta and importlib.util.find_spec("hta") is None:
+        print("HTA is not installed (pip install holistictraceanalysis): skipping it")
+        args.skip_hta = True
     if not args.skip_hta:
         runs["hta"] = run_child(python(HTA, str(plain.parent)))
         runs["hta_gz"] = run_child(python(HTA, str(gz.parent)))
