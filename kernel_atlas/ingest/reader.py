@@ -47,7 +47,7 @@ except ImportError:  # pragma: no cover - isal is a dependency; the standard lib
     _gzip = gzip  # type: ignore[assignment]
     _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
-SLICE_BYTES = 8 << 20  # events per slice: ~30k; small enough to keep workers' memory low
+SLICE_BYTES = 4 << 20  # ~15k events a slice: keeps each worker's memory low, the work evenly shared
 _READ_BYTES = 4 << 20  # decompression step
 _TRUNCATED = "invalid JSON: JSON is truncated (the file ends in the middle of the trace)"
 # A possible end of one event: followed by the next event, or by the end of the array.
@@ -363,9 +363,9 @@ class _Reader:
         self.info = TraceInfo(path)
         self.on_part = on_part
         self.submit = submit
-        # slices in flight: enough to keep every worker busy while this process reads ahead;
-        # a compressed trace keeps each in memory until decoded, so one round fewer there
-        self.depth = 1 if submit is None else max(workers, 1) * (1 if self.source.compressed else 2) + 1
+        # slices in flight: two per worker keep every worker busy while this process reads
+        # ahead (a compressed trace's slices sit in shared memory until decoded)
+        self.depth = 1 if submit is None else max(workers, 1) * 2 + (0 if self.source.compressed else 1)
         self.slice_bytes = max(slice_bytes, 1)
         self.on_progress = on_progress
         self.seen_events = False
