@@ -71,8 +71,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
 _NO_ARGS = Args()
 
 
-class Complete(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
-    """A complete ("X") event, `args` decoded in the same pass (the fast path)."""
+class _Fields(msgspec.Struct, gc=False):
+    """The event keys ingest reads besides `ph` and `args`."""
 
     cat: str = ""
     name: str = ""
@@ -80,6 +80,11 @@ class Complete(msgspec.Struct, gc=False, tag_field="ph", tag="X"):
     tid: int | str = 0
     ts: float = 0.0
     dur: float = 0.0
+
+
+class Complete(_Fields, gc=False, tag_field="ph", tag="X"):
+    """A complete ("X") event, `args` decoded in the same pass (the fast path)."""
+
     args: Args = _NO_ARGS
 
 
@@ -93,16 +98,10 @@ _OTHERS = tuple(
 )
 
 
-class Event(msgspec.Struct, gc=False):
+class Event(_Fields, gc=False):
     """Any Chrome-trace event, `args` left undecoded (the forgiving path)."""
 
     ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float = 0.0
-    dur: float = 0.0
     args: msgspec.Raw = _EMPTY
 
 
