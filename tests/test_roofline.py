@@ -413,3 +413,16 @@ def test_collective_costs_and_their_refusals_row_by_row() -> None:
         "unknown collective dtype 'Quaternion'",
         "group size unknown",
     ]
+
+
+def test_costed_kernels_keep_their_link_note() -> None:
+    """A kernel costed from shapes borrowed from the same kernel elsewhere (launched before the
+    window) says so in its note; the vectorised costing once cleared it."""
+    from kernel_atlas.ingest.infer import LINK_INFERRED
+    from kernel_atlas.roofline.analysis import analyse
+
+    kernels = analyse(ingested("v100_diff_test").frame, None).kernels
+    costed = kernels[(kernels["link"] == LINK_INFERRED).to_numpy() & (kernels["role"] == "main").to_numpy()]
+    assert len(costed) > 0
+    assert (costed["note"] == LINK_INFERRED).all()
+    assert (kernels.loc[(kernels["link"] == "correlation").to_numpy() & (kernels["role"] == "main"), "note"] == "").all()

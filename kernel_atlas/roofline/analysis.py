@@ -171,7 +171,10 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     keys += [pd.factorize(frame[k].to_numpy()[call_rows])[0] for k in ("rank", "cpu_op_id")]
     call, _ = _groups(np.stack(keys, axis=1))
     dur = frame["dur_us"].to_numpy()[call_rows]
-    op_time[call_rows] = pd.Series(dur).groupby(call).transform("sum").to_numpy()
+    # summed as pandas sums a frame's groups (compensated), so call times do not depend on how
+    # the calls were numbered
+    call_keys = frame.loc[has_call, ["trace", "rank", "cpu_op_id", "dur_us"]]
+    op_time[call_rows] = call_keys.groupby(["trace", "rank", "cpu_op_id"], observed=True)["dur_us"].transform("sum")
     # the longest kernel of each call, the first one among equals
     longest_first = np.lexsort((call_rows, -dur, call))
     firsts = np.flatnonzero(np.diff(call[longest_first], prepend=-1) != 0)
@@ -211,7 +214,7 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         costed = [cost is not None for cost, _ in results]
         per_signature = {
             "role": ["main" if ok else "no model" for ok in costed],
-            "note": ["" if ok else why for ok, (_, why) in zip(costed, results, strict=True)],
+            "note": [why for _, why in results],
             "flops": [cost.flops if cost else np.nan for cost, _ in results],
             "bytes": [cost.bytes if cost else np.nan for cost, _ in results],
             "precision": [cost.precision if cost else None for cost, _ in results],
@@ -223,8 +226,10 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         kept = np.array(costed)[inverse]
         for key, target in targets.items():
             values = np.array(per_signature[key], dtype=target.dtype)[inverse]
-            rows = main_rows if key in ("role", "note") else main_rows[kept]
-            target[rows] = values if key in ("role", "note") else values[kept]
+            # every call gets its role; a refusal its reason (a costed call keeps its link note);
+            # a cost its numbers
+            chosen = slice(None) if key == "role" else (~kept if key == "note" else kept)
+            target[main_rows[chosen]] = values[chosen]
 
     # memcpy / memset: their own byte counts. Host<->device copies are bounded by the host
     # link; a device-to-device copy reads and writes device memory.
