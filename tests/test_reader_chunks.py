@@ -45,6 +45,18 @@ def test_slices_reassemble_the_trace(slice_bytes: int, workers: int) -> None:
     _assert_same(whole, _columns(path, slice_bytes, workers))
 
 
+@pytest.mark.parametrize("stem", ["a100_nccl_8rank_rank0", "mi300x_torch_compile_llama_block"])
+def test_slices_keep_collective_parameters_and_launched_kernel_names(stem: str) -> None:
+    # record_param_comms parameters and Inductor tiles (`HostTable.param_sets`), ROCm
+    # launches' kernel names (`launch_kernels`) come through slices and workers unchanged
+    path = trace_path(stem)
+    whole = _columns(path, 1 << 40)
+    assert len(whole.host.param_sets) and (whole.host.params >= 0).any()
+    if stem.startswith("mi300x"):
+        assert len(whole.host.launch_kernels) and (whole.host.launch_kernel >= 0).any()
+    _assert_same(whole, _columns(path, 64 << 10, 2))
+
+
 def _nested_trace(tmp_path: Path) -> Path:
     # args holding lists of objects contain '}, {"' and '}]' that are not event boundaries
     events = [

@@ -103,6 +103,46 @@ def test_ids_written_as_strings_take_the_forgiving_path(tmp_path: Path) -> None:
     assert list(cols.gpu.grid) == ["[4, 1, 1]"]
 
 
+def _collective_trace(seq: object, ranks: object) -> list[dict]:
+    """SYNTHETIC, written by hand: a `record_param_comms` op recording a collective (its `Seq`
+    and `Process Group Ranks` as given), the ROCm launch inside it naming its kernel, and the
+    NCCL kernel, which records no process group or sequence number of its own."""
+    comms = {"External id": 5, "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
+             "Group size": 2, "dtype": "Float", "Process Group Name": "7", "Process Group Description": "tp",
+             "Process Group Ranks": ranks, "Seq": seq}
+    return [
+        {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 0, "dur": 100,
+         "args": comms},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+         "args": {"correlation": 9, "External id": 5, "kernel": "ncclDevKernel_AllReduce_Sum_f32"}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32", "pid": 0, "tid": 7, "ts": 50,
+         "dur": 20, "args": {"correlation": 9, "External id": 5, "device": 0, "stream": 7,
+                             "Collective name": "allreduce", "In msg nelems": 1024, "dtype": "Float"}},
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("seq", "ranks"),
+    [(41, [0, 1]), (41, "[0, 1]"), ("41", [0, 1])],  # the last one: the forgiving path (Seq as text)
+)
+def test_collective_and_launch_fields_in_both_decode_paths(tmp_path: Path, seq: object, ranks: object) -> None:
+    path = tmp_path / "comms.json"
+    path.write_text(json.dumps(_collective_trace(seq, ranks)))
+    _, cols = _columns(path, 1 << 20, workers=1)
+    host = cols.host
+    assert [host.launch_kernels[k] if k >= 0 else None for k in host.launch_kernel] == [
+        None,
+        "ncclDevKernel_AllReduce_Sum_f32",
+    ]
+    op = host.param_sets[host.params[0]]
+    assert (op.collective, op.in_nelems, op.group_size, op.msg_dtype) == ("allreduce", 1024, 2, "Float")
+    assert (op.process_group, op.process_group_desc, op.process_group_ranks, op.seq) == ("7", "tp", "[0, 1]", 41)
+    assert host.params[1] == -1 and cols.gpu.seq.tolist() == [-1]
+    row = ingest_trace(path, workers=1).frame.iloc[0]  # the kernel takes what it lacks from the op
+    assert (row["process_group"], row["process_group_desc"], row["process_group_ranks"]) == ("7", "tp", "[0, 1]")
+    assert row["collective_seq"] == 41 and row["group_size"] == 2 and row["msg_in_nelems"] == 1024
+
+
 def _error(path: Path, slice_bytes: int = 300, workers: int = 2) -> str:
     with pytest.raises(AtlasError) as caught:
         _columns(path, slice_bytes, workers)
