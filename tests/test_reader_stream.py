@@ -19,7 +19,7 @@ import zstandard
 
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest import reader
-from kernel_atlas.ingest.columns import build_columns
+from kernel_atlas.ingest.columns import OpParams, build_columns
 from kernel_atlas.ingest.pipeline import ingest_trace
 from kernel_atlas.ingest.workers import decode_pool
 from tests.conftest import EXAMPLE
@@ -141,6 +141,33 @@ def test_collective_and_launch_fields_in_both_decode_paths(tmp_path: Path, seq: 
     row = ingest_trace(path, workers=1).frame.iloc[0]  # the kernel takes what it lacks from the op
     assert (row["process_group"], row["process_group_desc"], row["process_group_ranks"]) == ("7", "tp", "[0, 1]")
     assert row["collective_seq"] == 41 and row["group_size"] == 2 and row["msg_in_nelems"] == 1024
+
+
+_ONE_PARAM = {
+    "collective": ("Collective name", "allreduce"),
+    "in_nelems": ("In msg nelems", 8),
+    "out_nelems": ("Out msg nelems", 8),
+    "group_size": ("Group size", 4),
+    "msg_dtype": ("dtype", "Float"),
+    "process_group": ("Process Group Name", "3"),
+    "process_group_desc": ("Process Group Description", "dp"),
+    "process_group_ranks": ("Process Group Ranks", "[0, 2]"),
+    "seq": ("Seq", 0),
+    "kernel_kwargs": ("kernel_kwargs", "XBLOCK=64"),
+}
+
+
+@pytest.mark.parametrize("field", list(OpParams._fields))
+def test_a_cpu_op_recording_any_one_parameter_keeps_it(tmp_path: Path, field: str) -> None:
+    key, value = _ONE_PARAM[field]
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 0, "dur": 1, "args": {key: value}},
+        {"ph": "X", "cat": "cpu_op", "name": "op", "pid": 1, "tid": 1, "ts": 2, "dur": 1, "args": {"Input Dims": []}},
+    ]  # fmt: skip
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(events))
+    host = _columns(path, 1 << 20, workers=1)[1].host
+    assert host.params.tolist() == [0, -1] and getattr(host.param_sets[0], field) == value
 
 
 def _error(path: Path, slice_bytes: int = 300, workers: int = 2) -> str:

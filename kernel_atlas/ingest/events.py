@@ -355,15 +355,28 @@ def _shape_codes(args: list[Args]) -> tuple[np.ndarray, list[Shape]]:
 
 
 _op_params = attrgetter(*OpParams._fields)
-_NO_PARAMS = (None, -1, -1, -1, None, None, None, None, -1, None)
 
 
 def _param_codes(args: list[Args]) -> tuple[np.ndarray, list[OpParams]]:
     """One code per distinct `OpParams` (-1: the op records none of them)."""
+    # which ops record any of them (every `OpParams` field; far cheaper than building the key)
+    recorded = [
+        a.collective is not None
+        or a.in_nelems >= 0
+        or a.out_nelems >= 0
+        or a.group_size >= 0
+        or a.msg_dtype is not None
+        or a.process_group is not None
+        or a.process_group_desc is not None
+        or a.process_group_ranks is not None
+        or a.seq >= 0
+        or a.kernel_kwargs is not None
+        for a in args
+    ]
+    codes = np.full(len(args), -1, np.int32)
     keys = _numbering()
-    keys[_NO_PARAMS] = -1
-    codes = np.fromiter([keys[_op_params(a)] for a in args], np.int32, len(args))
-    del keys[_NO_PARAMS]
+    if any(recorded):
+        codes[np.array(recorded)] = [keys[_op_params(a)] for a in compress(args, recorded)]
     return codes, [OpParams(*key[:7], _ranks_text(key[7]), *key[8:]) for key in keys]
 
 
