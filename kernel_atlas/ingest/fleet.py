@@ -51,6 +51,7 @@ class Task:
     index: int  # position in the input list: the rank when the trace names none
     stem: str  # file name of its rows in the dataset
     captures: tuple[CapturedGraph, ...] = ()  # profiled graph captures for its graph replays
+    workers: int | None = None  # decode processes for the trace (None: as many as suit it)
 
 
 @dataclass
@@ -176,7 +177,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
 
     try:
         with _local_copy(task.source) as path:
-            result = ingest_trace(path, task.index, on_progress, captures=task.captures)
+            result = ingest_trace(path, task.index, on_progress, captures=task.captures, workers=task.workers)
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
         kernel_time = kernel_time_table(result.frame)
@@ -304,6 +305,9 @@ def ingest_fleet(
     out = str(out)
     graphs, warnings = read_captures(captures)
     tasks = plan(list(sources), out, graphs)
+    if engine == "ray" or ((jobs or 1) > 1 and len(tasks) > 1):
+        for task in tasks:  # the traces are the parallel work: each is decoded by its own process
+            task.workers = 1
     reset_output(out)
     traces: list[dict[str, Any]] = []
     if engine == "ray" and address is not None and not is_url(out):
