@@ -24,7 +24,6 @@ from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.link import link
 from kernel_atlas.ingest.pipeline import ingest_trace, trace_stem
-from kernel_atlas.ingest.reader import read_trace
 from kernel_atlas.ingest.table import assemble
 
 
@@ -49,7 +48,7 @@ def main() -> None:
         ingest_trace(args.trace)
         ingest_s.append(time.perf_counter() - t0)
 
-    cols = build_columns(read_trace(args.trace))
+    cols = build_columns(args.trace)[1]
     linked = link(cols)
     step_s = []
     for _ in range(args.repeat):

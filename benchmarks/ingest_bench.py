@@ -1,26 +1,40 @@
-"""Ingest speed and memory: `atlas ingest` against Holistic Trace Analysis on one large trace.
+"""Ingest speed and memory: `atlas ingest` against the JSON decoder's limit and Holistic Trace
+Analysis on one large trace, plain and gzipped, all in one run; then `atlas report` on the output.
 
-    python benchmarks/ingest_bench.py                      # 500 MB from a100_diff_control, both tools
-    python benchmarks/ingest_bench.py --size-mb 100 --skip-hta
+    python benchmarks/ingest_bench.py --size-mb 500                 # the recorded benchmark
+    python benchmarks/ingest_bench.py --size-mb 100 --skip-hta      # a quick look
 
 1. builds a large valid trace by repeating a real one from ../shared/traces with every
    timestamp shifted by the source span and every id (correlation, External id, Python id,
-   flow id) shifted past the source's largest;
-2. runs `atlas ingest` (parse, link, classify, write Parquet/JSON) and HTA (`TraceAnalysis`
-   load + `get_gpu_kernel_breakdown`) each in a fresh process, measuring wall time and peak
-   RSS (getrusage of the child);
-3. prints MB/s, peak RSS and the ratios, and writes them as JSON (--out).
+   flow id) shifted past the source's largest, and a gzipped copy (both kept in --work and
+   reused by later runs with the same source and size);
+2. runs, each in a fresh process, one after the other:
+   - the decode limit: read the file and decode it single-threaded with msgspec into typed
+     events keeping `ph, cat, name, pid, tid, ts, dur` and `args` undecoded (msgspec.Raw);
+   - `atlas ingest` (parse, link, classify, write Parquet/JSON) on the plain and the gzipped
+     trace, with its default decode workers;
+   - HTA (`TraceAnalysis` load + `get_gpu_kernel_breakdown`) on both (unless --skip-hta);
+   - `atlas report` on the ingest output;
+3. measures wall time (process start to exit, imports included) and memory of the whole
+   process tree (the tool and any worker processes it starts), sampled every 20 ms from
+   /proc: the peak of the summed RSS (counts shared library pages once per process, so an
+   upper bound) and of the summed PSS (shared pages split between the processes);
+4. prints every tool's time as a ratio to the decode limit of the same run and its memory as
+   a ratio to the uncompressed trace, and writes it all as JSON (--out).
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -90,17 +104,138 @@ def build_large_trace(source: Path, target: Path, size_mb: float) -> dict[str, A
     return {"source": source.name, "copies": copies, "events": copies * len(events), "bytes": target.stat().st_size}
 
 
-def run_child(code: str) -> dict[str, Any]:
-    """Run Python code in a fresh process; its wall time and its own peak RSS."""
-    code += "\nimport resource\nprint('MAXRSS_KIB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+def prepare_traces(source: Path, size_mb: float, work: Path) -> dict[str, Any]:
+    """The plain and gzipped traces in their own directories (HTA reads a directory),
+    rebuilt only when the source or size changed."""
+    plain_dir, gz_dir = work / "trace", work / "trace_gz"
+    plain, gz = plain_dir / "rank-0.json", gz_dir / "rank-0.json.gz"
+    stamp = work / "trace.json"
+    wanted = {"source": str(source), "size_mb": size_mb}
+    if stamp.exists() and plain.exists() and gz.exists():
+        made = json.loads(stamp.read_text())
+        if made.get("wanted") == wanted:
+            return made
+    for folder in (plain_dir, gz_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    made = build_large_trace(source, plain, size_mb)
+    with plain.open("rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst, 16 << 20)
+    made.update(wanted=wanted, gz_bytes=gz.stat().st_size, build_s=round(time.perf_counter() - start, 1))
+    made.update(plain=str(plain), gz=str(gz))
+    stamp.write_text(json.dumps(made, indent=1) + "\n")
+    return made
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and all its descendants."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as handle:
+                    todo.extend(int(c) for c in handle.read().split())
+        except OSError:
+            pass
+    return found
+
+
+def _memory_kib(pids: list[int]) -> tuple[int, int]:
+    """Summed (RSS, PSS) in KiB of these processes."""
+    rss = pss = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/smaps_rollup") as handle:
+                for line in handle:
+                    if line.startswith("Rss:"):
+                        rss += int(line.split()[1])
+                    elif line.startswith("Pss:"):
+                        pss += int(line.split()[1])
+        except OSError:
+            pass
+    return rss, pss
+
+
+def run_child(args: list[str]) -> dict[str, Any]:
+    """Run a command; its wall time, the CPU time of its process tree (user + system, the
+    figure that other load on the machine disturbs least) and the tree's peak memory."""
+    with tempfile.TemporaryFile("w+") as out_file, tempfile.TemporaryFile("w+") as err_file:
+        start = time.perf_counter()
+        proc = subprocess.Popen(args, stdout=out_file, stderr=err_file, text=True)
+        peak_rss = peak_pss = 0
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            rss, pss = _memory_kib(_tree(proc.pid))
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+            time.sleep(0.02)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out_file.seek(0)
+        err_file.seek(0)
+        out, err = out_file.read(), err_file.read()
     if proc.returncode != 0:
-        raise RuntimeError(f"child failed:\n{proc.stdout}\n{proc.stderr}")
-    lines = proc.stdout.strip().splitlines()
-    peak_kib = int(lines[-1].split()[1])
-    return {"wall_s": wall, "peak_rss_mb": peak_kib / 1024, "stdout": "\n".join(lines[:-1])[-2000:]}
+        raise RuntimeError(f"{args[:3]} failed:\n{out[-2000:]}\n{err[-2000:]}")
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,  # the child and the processes it waited for
+        "peak_rss_mb": peak_rss / 1024,
+        "peak_pss_mb": peak_pss / 1024,
+        "stdout": out[-1500:],
+    }
+
+
+def python(code: str, *args: str) -> list[str]:
+    return [sys.executable, "-c", textwrap.dedent(code), *args]
+
+
+def atlas(*args: str) -> list[str]:
+    return python("import sys\nfrom kernel_atlas.cli import app\nsys.argv[0] = 'atlas'\napp()\n", *args)
+
+
+DECODE_LIMIT = """
+    import sys, time
+    import msgspec
+    class Event(msgspec.Struct, gc=False):
+        ph: str = ""
+        cat: str = ""
+        name: str = ""
+        pid: int | str = 0
+        tid: int | str = 0
+        ts: float = 0.0
+        dur: float = 0.0
+        args: msgspec.Raw = msgspec.Raw(b"")
+    class Trace(msgspec.Struct, gc=False):
+        traceEvents: list[Event] = []
+    start = time.perf_counter()
+    with open(sys.argv[1], "rb") as handle:
+        data = handle.read()
+    read = time.perf_counter()
+    trace = msgspec.json.decode(data, type=Trace)
+    done = time.perf_counter()
+    print(f"read {read - start:.3f} s, decode {done - read:.3f} s, {len(trace.traceEvents)} events")
+"""
+
+HTA = """
+    import sys
+    from hta.trace_analysis import TraceAnalysis
+    analyzer = TraceAnalysis(trace_dir=sys.argv[1])
+    kernel_type_df, kernel_df = analyzer.get_gpu_kernel_breakdown(visualize=False)
+    print(len(kernel_df), "kernel rows")
+"""
+
+REPORT_IN_PROCESS = """
+    import sys, time
+    start = time.perf_counter()
+    from kernel_atlas.report.build import build_report
+    imported = time.perf_counter()
+    build_report(sys.argv[1])
+    print(f"imports {imported - start:.3f} s, build_report {time.perf_counter() - imported:.3f} s")
+"""
 
 
 def main() -> None:
@@ -108,61 +243,81 @@ def main() -> None:
     parser.add_argument("--source", default=str(SHARED / "a100_diff_control.json.gz"))
     parser.add_argument("--size-mb", type=float, default=500.0)
     parser.add_argument("--work", default=str(HERE / "work"))
-    parser.add_argument("--skip-hta", action="store_true")
+    parser.add_argument("--skip-hta", action="store_true", help="do not run Holistic Trace Analysis")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args()
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    trace_dir = work / "trace"
-    trace_dir.mkdir(exist_ok=True)
-    trace = trace_dir / "rank-0.json"
-    t0 = time.perf_counter()
-    made = build_large_trace(Path(args.source), trace, args.size_mb)
-    made["build_s"] = round(time.perf_counter() - t0, 1)
+    made = prepare_traces(Path(args.source), args.size_mb, work)
+    plain, gz = Path(made["plain"]), Path(made["gz"])
     size_mb = made["bytes"] / 1e6
-    print(f"trace: {trace} {size_mb:.0f} MB, {made['events']:,} events ({made['copies']}× {made['source']})")
-
-    atlas_code = textwrap.dedent(f"""
-        from kernel_atlas.ingest.pipeline import ingest_paths, write_outputs
-        from pathlib import Path
-        result = ingest_paths([{str(trace)!r}])
-        write_outputs(result, Path({str(work / "atlas-out")!r}))
-        print(len(result.frame), "rows")
-    """)
-    results: dict[str, Any] = {
-        "trace": made,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
-    }
-    atlas = run_child(atlas_code)
-    atlas["mb_per_s"] = size_mb / atlas["wall_s"]
-    atlas["rss_over_size"] = atlas["peak_rss_mb"] / size_mb
-    results["atlas"] = atlas
     print(
-        f"atlas ingest: {atlas['wall_s']:.1f} s  {atlas['mb_per_s']:.1f} MB/s  peak RSS {atlas['peak_rss_mb']:.0f} MB "
-        f"({atlas['rss_over_size']:.2f}× trace)  [{atlas['stdout']}]"
+        f"trace: {size_mb:.0f} MB of JSON ({made['gz_bytes'] / 1e6:.0f} MB gzipped), {made['events']:,} events "
+        f"({made['copies']}× {made['source']})"
     )
+    results: dict[str, Any] = {
+        "trace": {k: v for k, v in made.items() if k not in ("plain", "gz", "wanted")},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_average_before": os.getloadavg(),
+        },
+        "runs": {},
+    }
+    runs = results["runs"]
+    runs["decode_limit"] = run_child(python(DECODE_LIMIT, str(plain)))
+    out_dir = work / "atlas-out"
+    runs["atlas_ingest"] = run_child(atlas("ingest", str(plain), "-o", str(out_dir), "-q"))
+    runs["atlas_ingest_gz"] = run_child(atlas("ingest", str(gz), "-o", str(work / "atlas-out-gz"), "-q"))
+    if not args.skip_hta and importlib.util.find_spec("hta") is None:
+        print("HTA is not installed (pip install holistictraceanalysis): skipping it")
+        args.skip_hta = True
     if not args.skip_hta:
-        hta_code = textwrap.dedent(f"""
-            from hta.trace_analysis import TraceAnalysis
-            analyzer = TraceAnalysis(trace_dir={str(trace_dir)!r})
-            kernel_type_df, kernel_df = analyzer.get_gpu_kernel_breakdown(visualize=False)
-            print(len(kernel_df), "kernel rows")
-        """)
-        hta = run_child(hta_code)
-        hta["mb_per_s"] = size_mb / hta["wall_s"]
-        hta["rss_over_size"] = hta["peak_rss_mb"] / size_mb
-        results["hta"] = hta
-        results["speedup_vs_hta"] = hta["wall_s"] / atlas["wall_s"]
-        results["memory_ratio_vs_hta"] = hta["peak_rss_mb"] / atlas["peak_rss_mb"]
+        runs["hta"] = run_child(python(HTA, str(plain.parent)))
+        runs["hta_gz"] = run_child(python(HTA, str(gz.parent)))
+    runs["atlas_report"] = run_child(atlas("report", str(out_dir)))
+    runs["atlas_report_in_process"] = run_child(python(REPORT_IN_PROCESS, str(out_dir)))
+    results["machine"]["load_average_after"] = os.getloadavg()
+
+    limit = runs["decode_limit"]["wall_s"]
+    labels = {
+        "decode_limit": "decode limit (msgspec, 1 thread)",
+        "atlas_ingest": "atlas ingest, .json",
+        "atlas_ingest_gz": "atlas ingest, .json.gz",
+        "hta": "HTA, .json",
+        "hta_gz": "HTA, .json.gz",
+        "atlas_report": "atlas report (CLI)",
+        "atlas_report_in_process": "atlas report (build_report)",
+    }
+    print(
+        f"{'':34s} {'wall':>8s} {'× limit':>8s} {'MB/s':>7s} {'CPU':>7s} {'RSS peak':>9s} {'× trace':>8s} "
+        f"{'PSS peak':>9s}"
+    )
+    for key, run in runs.items():
+        run["over_decode_limit"] = run["wall_s"] / limit
+        run["mb_per_s"] = size_mb / run["wall_s"]
+        run["rss_over_trace"] = run["peak_rss_mb"] / size_mb
+        run["pss_over_trace"] = run["peak_pss_mb"] / size_mb
         print(
-            f"HTA:          {hta['wall_s']:.1f} s  {hta['mb_per_s']:.1f} MB/s  peak RSS {hta['peak_rss_mb']:.0f} MB "
-            f"({hta['rss_over_size']:.2f}× trace)"
+            f"{labels[key]:34s} {run['wall_s']:7.2f}s {run['over_decode_limit']:7.2f}× {run['mb_per_s']:7.0f} "
+            f"{run['cpu_s']:6.2f}s "
+            f"{run['peak_rss_mb']:7.0f}MB {run['rss_over_trace']:7.2f}× {run['peak_pss_mb']:7.0f}MB"
         )
-        print(
-            f"atlas is {results['speedup_vs_hta']:.1f}× faster, "
-            f"HTA uses {results['memory_ratio_vs_hta']:.1f}× the memory"
-        )
+    ratios = {
+        "ingest_over_decode_limit": runs["atlas_ingest"]["wall_s"] / limit,
+        "gz_over_plain_ingest": runs["atlas_ingest_gz"]["wall_s"] / runs["atlas_ingest"]["wall_s"],
+        "ingest_rss_over_trace": runs["atlas_ingest"]["rss_over_trace"],
+    }
+    if "hta" in runs:
+        ratios["hta_over_atlas"] = runs["hta"]["wall_s"] / runs["atlas_ingest"]["wall_s"]
+        ratios["hta_gz_over_atlas_gz"] = runs["hta_gz"]["wall_s"] / runs["atlas_ingest_gz"]["wall_s"]
+        ratios["hta_rss_over_atlas"] = runs["hta"]["peak_rss_mb"] / runs["atlas_ingest"]["peak_rss_mb"]
+    results["ratios"] = ratios
+    print("  ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
+    print("decode limit:", runs["decode_limit"]["stdout"].strip())
+    print("report:", runs["atlas_report_in_process"]["stdout"].strip())
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
 

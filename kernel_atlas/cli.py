@@ -118,6 +118,10 @@ def ingest(
     kernel/memcpy/memset, linked to its launch, CPU op, shapes, call stack, module and step),
     catalog.json and summary.json. A trace that fails is reported and the others complete
     (exit code 2 when any failed)."""
+    from kernel_atlas.ingest.workers import start_early
+
+    if engine == "local":  # decode processes boot, and the first trace is read, while the pipeline is imported
+        start_early([Path(t) for t in traces], jobs or 1)
     from kernel_atlas.ingest.fleet import expand_sources, ingest_fleet, output_for
     from kernel_atlas.report.terminal import print_ingest_summary, progress
 

@@ -14,11 +14,14 @@ Used by tests/test_replay_mutants.py (a handful, in CI) and benchmarks/replay_mu
 
 from __future__ import annotations
 
+import atexit
+import functools
 import importlib
 import importlib.util
 import itertools
 import json
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -75,11 +78,20 @@ def _source(module: str) -> str:
     return Path(importlib.import_module(module).__file__).read_text()
 
 
+@functools.cache
+def _folder() -> Path:
+    """One folder for this process's mutant sources, removed when the process exits (Triton
+    reads a kernel's source file when it first runs it, so the files must outlive `_load`)."""
+    folder = Path(tempfile.mkdtemp(prefix="atlas-mutants-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def _load(module: str, source: str) -> ModuleType:
     """Import `source` as a fresh module (from a real file: Triton reads kernel sources)."""
     import kernel_atlas.replay.kernels as registry
 
-    folder = Path(tempfile.mkdtemp(prefix="atlas-mutant-"))
+    folder = _folder()
     name = f"_atlas_mutant_{next(_counter)}_{module.rsplit('.', 1)[-1]}"
     path = folder / f"{name}.py"
     path.write_text(source)

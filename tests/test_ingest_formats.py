@@ -1,4 +1,4 @@
-"""Input dialects: .json/.gz/.zst, ns timestamps, several ranks at once."""
+"""Input dialects: .json/.gz/.zst, displayTimeUnit, several ranks at once."""
 
 from __future__ import annotations
 
@@ -50,6 +50,19 @@ def test_display_time_unit_ns_does_not_rescale(tmp_path: Path) -> None:
     assert row["dur_us"].tolist() == [first["dur"]] and row["ts_us"].tolist() == [first["ts"]]
     assert frame.loc[frame["kind"] == "kernel", "dur_us"].sum() == pytest.approx(sum(e["dur"] for e in kernels))
     assert result.facts["kernel_time_us"] == pytest.approx(sum(e["dur"] for e in kernels))
+
+
+def test_display_time_unit_ns_keeps_microsecond_values(tmp_path: Path, example_doc: dict) -> None:
+    # In the Trace Event Format ts and dur are always µs; displayTimeUnit is a display hint
+    doc = json.loads(json.dumps(example_doc))
+    doc["displayTimeUnit"] = "ns"
+    path = tmp_path / "ns.json"
+    path.write_text(json.dumps(doc))
+    ns = ingest_trace(path).frame
+    us = ingest_trace(EXAMPLE).frame
+    assert ns["dur_us"].tolist() == us["dur_us"].tolist()
+    assert ns["ts_us"].tolist() == us["ts_us"].tolist()
+    assert (ns["launcher"].astype(str) == us["launcher"].astype(str)).all()
 
 
 def test_several_ranks_in_parallel(tmp_path: Path, example_doc: dict) -> None:

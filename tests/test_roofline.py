@@ -388,3 +388,41 @@ def test_fp32_gemms_use_tf32_peaks_only_where_the_kernel_family_says_so() -> Non
     assert tensor_op and simt
     assert all(precision[n] == {"tf32"} for n in tensor_op)  # rules.toml gemm-tf32: precision = "tf32"
     assert all(precision[n] == {"fp32"} for n in simt)  # SIMT fp32 GEMMs
+
+
+def test_collective_costs_and_their_refusals_row_by_row() -> None:
+    frame = ingested("a100_nccl_8rank_rank0").frame.copy()
+    rows = frame.index[(frame["op_mapping"] == "all_reduce") & frame["collective"].notna()][:4]
+    assert len(rows) == 4
+    frame["msg_in_nelems"] = frame["msg_in_nelems"].astype("Int64")
+    frame["msg_dtype"] = frame["msg_dtype"].astype(object)
+    frame.loc[rows, "msg_in_nelems"] = [1000, None, 1000, 1000]
+    frame.loc[rows, "msg_out_nelems"] = [10, None, None, None]
+    frame.loc[rows, "msg_dtype"] = ["Half", "Float", "Quaternion", "Float"]
+    frame.loc[rows, "group_size"] = [4, 4, 4, None]
+    from kernel_atlas.roofline.analysis import analyse
+
+    kernels = analyse(frame, get_device("a100-sxm-80gb"), world_size=None).kernels.loc[rows]
+    # 1000 Half elements (the larger of in 1000 / out 10), all_reduce over 4 ranks: 2·3/4
+    assert kernels["role"].tolist() == ["main", "no model", "no model", "no model"]
+    assert kernels["bytes"].iloc[0] == pytest.approx(1000 * 2 * 1.5)
+    assert kernels["formula"].iloc[0] == "bus bytes = 1000·2 B · 1.500 (all_reduce, n=4)"
+    assert kernels["unit"].iloc[0] == "link" and kernels["op_time_us"].iloc[0] == kernels["dur_us"].iloc[0]
+    assert kernels["note"].tolist()[1:] == [
+        "collective message size not recorded on the kernel",
+        "unknown collective dtype 'Quaternion'",
+        "group size unknown",
+    ]
+
+
+def test_costed_kernels_keep_their_link_note() -> None:
+    """A kernel costed from shapes borrowed from the same kernel elsewhere (launched before the
+    window) says so in its note; the vectorised costing once cleared it."""
+    from kernel_atlas.ingest.infer import LINK_INFERRED
+    from kernel_atlas.roofline.analysis import analyse
+
+    kernels = analyse(ingested("v100_diff_test").frame, None).kernels
+    costed = kernels[(kernels["link"] == LINK_INFERRED).to_numpy() & (kernels["role"] == "main").to_numpy()]
+    assert len(costed) > 0
+    assert (costed["note"] == LINK_INFERRED).all()
+    assert (kernels.loc[(kernels["link"] == "correlation").to_numpy() & (kernels["role"] == "main"), "note"] == "").all()

@@ -318,8 +318,11 @@ def label_frame(frame: pd.DataFrame, classifier: Classifier | None = None) -> pd
     keys = ["name", "launcher", "call_stack"]
     columns = [frame[k].astype("category") for k in keys]
     codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1)
-    unique, inverse = np.unique(codes, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    # one integer per (name, launcher, stack) row: a 1-D unique is far cheaper than axis=0
+    sizes = [len(c.cat.categories) + 1 for c in columns]
+    key = ((codes[:, 0] + 1) * sizes[1] + codes[:, 1] + 1) * sizes[2] + codes[:, 2] + 1
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    unique, inverse = codes[first], inverse.reshape(-1)
     cats = [c.cat.categories for c in columns]
     labels = []
     for row in unique:
@@ -334,7 +337,10 @@ def label_frame(frame: pd.DataFrame, classifier: Classifier | None = None) -> pd
         ("label_rule", "rule"),
         ("label_evidence", "evidence"),
     ):
-        values = np.array([getattr(label, attr) for label in labels], dtype=object)
-        frame[column] = pd.Categorical(values[inverse])
+        values = [getattr(label, attr) for label in labels]
+        texts = sorted({v for v in values if v is not None})
+        position = {text: i for i, text in enumerate(texts)}
+        per_label = np.array([-1 if v is None else position[v] for v in values], dtype=np.int64)
+        frame[column] = pd.Categorical.from_codes(per_label[inverse], categories=pd.Index(texts))
     frame["label_confidence"] = np.array([label.confidence for label in labels], dtype=np.float32)[inverse]
     return frame

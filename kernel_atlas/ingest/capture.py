@@ -31,6 +31,7 @@ capture order) and need kernel names in the capture.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
@@ -42,7 +43,16 @@ from typing import Any
 import numpy as np
 
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.columns import ANNOTATION, RUNTIME, GpuTable, TraceColumns, build_columns
+from kernel_atlas.ingest.columns import (
+    ANNOTATION,
+    RUNTIME,
+    GpuTable,
+    HostTable,
+    TraceColumns,
+    as_list,
+    build_columns,
+    set_rows,
+)
 from kernel_atlas.ingest.link import (
     HostNesting,
     LaunchContext,
@@ -51,7 +61,6 @@ from kernel_atlas.ingest.link import (
     describe_launches,
     unlinked_counts,
 )
-from kernel_atlas.ingest.reader import decode_raw, read_trace
 
 LINK_GRAPH_CAPTURE = "graph capture"
 
@@ -65,6 +74,17 @@ _INDUCTOR_KERNEL = re.compile(r"^triton_(?:poi|red|per|tem|for|mm|bmm|cooperativ
 # Triton 2.0 appended the argument signature to kernel names (`…_0d1d2de`)
 _TRITON_SIGNATURE = re.compile(r"_\d+d[0-9de]*$")
 
+# what a replayed kernel takes from its captured launch's context
+_ATTACHED = (
+    "launcher",
+    "cpu_op",
+    "call_stack",
+    "module",
+    "input_dims",
+    "input_types",
+    "input_strides",
+    "concrete_inputs",
+)
 MIN_EDITS, EDIT_SHARE = 4, 0.05  # edits tolerated: max(4, 5% of the longer sequence)
 LOOKAHEAD = 2  # replayed kernels a stream may skip (profiler drops) in a multi-stream merge
 
@@ -176,22 +196,30 @@ def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
     kernels = np.flatnonzero(gpu.kind == "kernel")
     ran_by_corr = dict(zip(gpu.correlation[kernels].tolist(), kernels.tolist(), strict=True))
     ran = np.array([ran_by_corr.get(c, -1) if c >= 0 else -1 for c in host.correlation[launches].tolist()])
+    ran_rows = ran[ran >= 0]
+    ran_kernel = dict(
+        zip(
+            ran_rows.tolist(),
+            zip(as_list(gpu.name, ran_rows), as_list(gpu.grid, ran_rows), as_list(gpu.block, ran_rows), strict=True),
+            strict=True,
+        )
+    )
     seen = {}
     twins: dict[tuple[Any, ...], tuple[str | None, str | None, str | None] | None] = {}
     for i in np.flatnonzero(ran >= 0).tolist():
         key = op_signature(i)
         if key is not None:
-            g = int(ran[i])
-            value = (canonical_kernel_name(gpu.name[g]), gpu.grid[g], gpu.block[g])
+            name, grid, block = ran_kernel[int(ran[i])]
+            value = (canonical_kernel_name(str(name)), grid, block)
             twins[key] = value if seen.setdefault(key, value) == value else None
 
     def evidence(i: int) -> tuple[str | None, str | None, str | None]:
         row = int(launches[i])
-        if host.launch_kernel[row] is not None:
-            return canonical_kernel_name(host.launch_kernel[row]), None, None
+        if host.launch_kernel[row] >= 0:
+            return canonical_kernel_name(host.launch_kernels[host.launch_kernel[row]]), None, None
         if ran[i] >= 0:
-            g = int(ran[i])
-            return canonical_kernel_name(gpu.name[g]), gpu.grid[g], gpu.block[g]
+            name, grid, block = ran_kernel[int(ran[i])]
+            return canonical_kernel_name(str(name)), grid, block
         key = op_signature(i)
         twin = twins.get(key) if key is not None else None
         if twin is not None:
@@ -205,7 +233,7 @@ def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
         op = context.cpu_op[i]
         if op is None or size[i] != 1 or not _INDUCTOR_KERNEL.match(op):
             return None
-        return inductor_grid(op, decode_raw(host.args[int(context.cpu_op_idx[i])]))
+        return inductor_grid(op, _recorded_args(host, int(context.cpu_op_idx[i])))
 
     graphs: list[CapturedGraph] = []
     thread, ts = host.thread[launches], host.ts[launches]
@@ -244,6 +272,16 @@ def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
     return graphs
 
 
+def _recorded_args(host: HostTable, op: int) -> dict[str, Any]:
+    """The `args` of a CPU op that `inductor_grid` reads: `kernel_kwargs`, `Concrete Inputs`."""
+    params, shape = int(host.params[op]), int(host.shape[op])
+    concrete = host.shapes[shape][3] if shape >= 0 else None
+    return {
+        "kernel_kwargs": host.param_sets[params].kernel_kwargs if params >= 0 else None,
+        "Concrete Inputs": json.loads(concrete) if concrete is not None else None,
+    }
+
+
 def _enclosing_annotation(host: Any, nest: HostNesting, row: int) -> str | None:
     """The innermost `record_function` range (not a profiler step) around a host event, by time
     on its thread (annotations need not nest properly with Python frames)."""
@@ -262,7 +300,7 @@ def _enclosing_annotation(host: Any, nest: HostNesting, row: int) -> str | None:
 def read_capture(path: str | Path) -> list[CapturedGraph]:
     """The captured graphs of a capture trace (an `AtlasError` names the file if it is unusable)."""
     path = Path(path)
-    cols = build_columns(read_trace(path))
+    cols = build_columns(path)[1]
     return graphs_in_trace(cols, path.name)
 
 
@@ -551,8 +589,8 @@ class GraphFacts:
 
     def measure(self, gpu: GpuTable, linked: LinkedColumns) -> None:
         replayed = linked.graph_launch & (gpu.kind == "kernel")
-        launcher = np.array([x is not None for x in linked.launcher], dtype=bool)
-        shapes = np.array([x is not None for x in linked.input_dims], dtype=bool)
+        launcher = np.asarray(linked.launcher.codes) >= 0
+        shapes = np.asarray(linked.input_dims.codes) >= 0
         self.kernel_time_us = float(gpu.dur[replayed].sum())
         self.with_launcher_us = float(gpu.dur[replayed & launcher].sum())
         self.with_shapes_us = float(gpu.dur[replayed & launcher & shapes].sum())
@@ -649,18 +687,23 @@ def _attach(
             )
         )
 
-    kind = [_replayed_kind(k, n) for k, n in zip(gpu.kind[rows], (gpu.name[i] for i in rows.tolist()), strict=True)]
-    kind_of_row = dict(zip(rows.tolist(), kind, strict=True))
+    replayed = {
+        column: dict(zip(rows.tolist(), as_list(getattr(gpu, column), rows), strict=True))
+        for column in ("kind", "name", "grid", "block")
+    }
+    kind_of_row = {r: _replayed_kind(str(k), str(replayed["name"][r])) for r, k in replayed["kind"].items()}
     results: dict[bytes, tuple[list[_Fit], str]] = {}
     last_matched: dict[str, int] = {}
     next_op_id = int(linked.cpu_op_id.max(initial=-1)) + 1
+    attached: list[int] = []  # rows given a captured launch, and what they get
+    texts: dict[str, list[str | None]] = {column: [] for column in _ATTACHED}
     for group in groups:
         members = group.tolist()
         r = _Items(
             kind=[kind_of_row[i] for i in members],
-            name=[names.of(canonical_kernel_name(gpu.name[i])) for i in members],
-            grid=[shapes.of(gpu.grid[i]) for i in members],
-            block=[shapes.of(gpu.block[i]) for i in members],
+            name=[names.of(canonical_kernel_name(str(replayed["name"][i]))) for i in members],
+            grid=[shapes.of(replayed["grid"][i]) for i in members],
+            block=[shapes.of(replayed["block"][i]) for i in members],
         )
         stream = gpu.stream[group].tolist()
         key = np.array([r.kind, r.name, r.grid, r.block, stream], dtype=np.int64).tobytes()
@@ -679,15 +722,9 @@ def _attach(
         ctx = graph.context
         for i, j in fit.pairs:
             row = members[i]
-            linked.launcher[row] = ctx.launcher[j]
-            linked.cpu_op[row] = ctx.cpu_op[j]
-            linked.call_stack[row] = ctx.call_stack[j]
-            linked.module[row] = ctx.module[j]
-            linked.input_dims[row] = ctx.input_dims[j]
-            linked.input_types[row] = ctx.input_types[j]
-            linked.input_strides[row] = ctx.input_strides[j]
-            linked.concrete_inputs[row] = ctx.concrete_inputs[j]
-            linked.link[row] = LINK_GRAPH_CAPTURE
+            attached.append(row)
+            for column in _ATTACHED:
+                texts[column].append(getattr(ctx, column)[j])
             linked.capture_correlation[row] = graph.correlation[j]
             op = int(graph.op_call[j])
             if op >= 0:
@@ -695,6 +732,9 @@ def _attach(
                     op_ids[op] = next_op_id
                     next_op_id += 1
                 linked.cpu_op_id[row] = op_ids[op]
+    for column, values in texts.items():
+        setattr(linked, column, set_rows(getattr(linked, column), attached, values))
+    linked.link = set_rows(linked.link, attached, [LINK_GRAPH_CAPTURE] * len(attached))
     linked.unlinked = unlinked_counts(linked.link)
 
 

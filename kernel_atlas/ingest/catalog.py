@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
@@ -63,6 +64,14 @@ def name_params(params: list[dict[str, Any]], known: list[dict[str, Any]] | None
     return True
 
 
+def _codes(column: pd.Series) -> np.ndarray:
+    """Category codes, -1 for missing and for the empty string (they group together)."""
+    values = column.astype("category")
+    codes = values.cat.codes.to_numpy(np.int64)
+    empty = np.flatnonzero(values.cat.categories == "")
+    return np.where(codes == (empty[0] if len(empty) else -2), -1, codes)
+
+
 def build_catalog(frame: pd.DataFrame, known: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One entry per distinct (kernel name, launcher), heaviest first.
 
@@ -73,21 +82,30 @@ def build_catalog(frame: pd.DataFrame, known: list[dict[str, Any]] | None = None
     known_params = _known_params(known)
     if frame.empty:
         return []
-    work = frame[["name", "launcher", "call_stack", "input_dims", "input_types", "concrete_inputs", "dur_us"]].copy()
-    for col in ("name", "launcher", "call_stack", "input_dims", "input_types", "concrete_inputs"):
-        work[col] = work[col].astype(object)
-    work["launcher"] = work["launcher"].fillna("")
-    work["input_dims"] = work["input_dims"].fillna("")
-    labels = frame[["op_mapping", "category", "label_rule", "label_evidence", "label_confidence"]]
-    work = work.join(labels.astype(object))
-    totals = work.groupby(["name", "launcher"], sort=False)["dur_us"].agg(["count", "sum"])
-    shape_counts = work.groupby(["name", "launcher", "input_dims"], sort=False).size().rename("n").reset_index()
-    best_shape = shape_counts.sort_values("n", ascending=False, kind="stable").drop_duplicates(["name", "launcher"])
-    representative = work.drop_duplicates(["name", "launcher", "input_dims"]).merge(
-        best_shape[["name", "launcher", "input_dims"]], on=["name", "launcher", "input_dims"]
-    )
-    representative = representative.set_index(["name", "launcher"]).join(totals).reset_index()
-    representative = representative.sort_values("sum", ascending=False, kind="stable")
+    # Group on integer codes (a missing launcher or shape counts as ""), strings only at the end.
+    name = _codes(frame["name"])
+    launcher = _codes(frame["launcher"])
+    dims = _codes(frame["input_dims"])
+    pair = name * (launcher.max() + 2) + launcher + 1
+    pair_of_row = np.unique(pair, return_inverse=True)[1].reshape(-1)
+    triple = pair_of_row * (dims.max() + 2) + dims + 1
+    _, triple_first, triple_of_row = np.unique(triple, return_index=True, return_inverse=True)
+    per_pair = frame["dur_us"].groupby(pair_of_row).agg(["count", "sum"])
+    count, total = per_pair["count"].to_numpy(), per_pair["sum"].to_numpy()
+    # each (name, launcher)'s most frequent shape, ties to the shape seen first
+    triple_count = np.bincount(triple_of_row.reshape(-1))
+    triple_pair = pair_of_row[triple_first]
+    best = np.lexsort((triple_first, -triple_count, triple_pair))
+    best = best[np.r_[True, triple_pair[best][1:] != triple_pair[best][:-1]]]  # one per pair, in pair order
+    rows = triple_first[best]  # the first row with that shape
+    order = np.lexsort((rows, -total))  # heaviest first, ties in order of appearance
+    rows = rows[order]
+    columns = ["name", "launcher", "call_stack", "input_dims", "input_types", "concrete_inputs"]
+    columns += ["op_mapping", "category", "label_rule", "label_evidence", "label_confidence"]
+    representative = frame[columns].iloc[rows].astype(object)
+    representative["launcher"] = representative["launcher"].fillna("")
+    representative["input_dims"] = representative["input_dims"].fillna("")
+    representative["count"], representative["sum"] = count[order], total[order]
     entries = []
     for row in representative.itertuples(index=False):
         params = params_from(row.input_dims or None, row.input_types, row.concrete_inputs)

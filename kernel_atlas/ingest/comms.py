@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-# The op's args carry the same keys as the kernel's: decoded with the kernel's declaration.
-from kernel_atlas.ingest.columns import GpuTable, HostTable, _decode_gpu_args, _GpuArgs, _shared_text
+from kernel_atlas.ingest.columns import GpuTable, HostTable, set_rows
 
 PARAM_COMMS_OP = "record_param_comms"
+# the op records these under the same keys as the kernel (`events.OpParams`)
 _TEXT_FIELDS = ("collective", "msg_dtype", "process_group", "process_group_desc", "process_group_ranks")
 _INT_FIELDS = ("in_nelems", "out_nelems", "group_size", "seq")
 
@@ -28,23 +28,22 @@ def complete_collectives(gpu: GpuTable, host: HostTable, cpu_op_id: np.ndarray) 
     code = host.names.index(PARAM_COMMS_OP)
     launched = np.flatnonzero(cpu_op_id >= 0)
     rows = launched[host.name_code[cpu_op_id[launched]] == code]
-    lacking = rows[(gpu.seq[rows] < 0) | np.array([gpu.process_group[r] is None for r in rows.tolist()], dtype=bool)]
-    decoded: dict[int, _GpuArgs] = {}
-    strings: dict[str, str] = {}
-    changed = 0
-    for r in lacking.tolist():
-        op = int(cpu_op_id[r])
-        if op not in decoded:
-            decoded[op] = _decode_gpu_args(host.args[op])
-        args = decoded[op]
-        filled = False
-        for name in _TEXT_FIELDS:
-            column, value = getattr(gpu, name), getattr(args, name)
-            if column[r] is None and value is not None:
-                column[r], filled = _shared_text(value, strings), True
-        for name in _INT_FIELDS:
-            column, value = getattr(gpu, name), getattr(args, name)
-            if column[r] < 0 and value is not None:
-                column[r], filled = value, True
-        changed += filled
-    return changed
+    lacking = rows[(gpu.seq[rows] < 0) | (gpu.process_group.codes[rows] < 0)]
+    params = host.params[cpu_op_id[lacking]]
+    lacking, params = lacking[params >= 0], params[params >= 0]  # ops that record no parameters give none
+    recorded = [host.param_sets[k] for k in params.tolist()]
+    filled = np.zeros(len(lacking), dtype=bool)
+    for name in _TEXT_FIELDS:
+        column = getattr(gpu, name)
+        values = [getattr(op, name) for op in recorded]
+        want = (column.codes[lacking] < 0) & np.array([v is not None for v in values], dtype=bool)
+        if want.any():
+            setattr(gpu, name, set_rows(column, lacking[want], [v for v, w in zip(values, want, strict=True) if w]))
+            filled |= want
+    for name in _INT_FIELDS:
+        column = getattr(gpu, name)
+        values = np.array([getattr(op, name) for op in recorded], dtype=np.int64)
+        want = (column[lacking] < 0) & (values >= 0)
+        column[lacking[want]] = values[want]
+        filled |= want
+    return int(filled.sum())

@@ -52,6 +52,7 @@ class Task:
     index: int  # position in the input list: the rank when the trace names none
     stem: str  # file name of its rows in the dataset
     captures: tuple[CapturedGraph, ...] = ()  # profiled graph captures for its graph replays
+    workers: int | None = None  # decode processes for the trace (None: as many as suit it)
     run_id: str | None = None  # the ingest run its file belongs to (`outputs.RUN_KEY`)
 
 
@@ -180,7 +181,7 @@ def plan(
     stems = [_trace_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
     clash = {s for s in stems if stems.count(s) > 1}
     return [
-        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures), run_id)
+        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures), run_id=run_id)
         for i, (source, stem) in enumerate(zip(sources, stems, strict=True))
     ]
 
@@ -208,7 +209,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
 
     try:
         with _local_copy(task.source) as path:
-            result = ingest_trace(path, task.index, on_progress, captures=task.captures)
+            result = ingest_trace(path, task.index, on_progress, captures=task.captures, workers=task.workers)
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
         kernel_time = kernel_time_table(result.frame)
@@ -337,6 +338,9 @@ def ingest_fleet(
     graphs, warnings = read_captures(captures)
     with new_run(out) as run_id:
         tasks = plan(list(sources), out, graphs, run_id)
+        if engine == "ray" or ((jobs or 1) > 1 and len(tasks) > 1):
+            for task in tasks:  # the traces are the parallel work: each is decoded by its own process
+                task.workers = 1
         return _ingest_run(tasks, out, engine, jobs, address, warnings, on_done, on_progress)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.columns import GpuTable
+from kernel_atlas.ingest.columns import GpuTable, as_list, set_rows
 from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions, unlinked_counts
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
@@ -31,6 +31,7 @@ WHY_PARTIAL_CALL = "its op call launches several kernels and the others are not 
 
 _SIGNATURE = ["launcher", "cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs", "pos", "size"]
 _KEY = ["name", "grid", "block"]
+_STACK = ["call_stack", "module"]
 
 
 @dataclass
@@ -53,8 +54,8 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     facts = InferredFacts()
     reasons = np.asarray(linked.link, dtype=object)
     kernel = gpu.kind == "kernel"
-    geometry = np.array([g is not None for g in gpu.grid], bool) & np.array([b is not None for b in gpu.block], bool)
-    launched = np.array([x is not None for x in linked.launcher], dtype=bool)
+    geometry = (np.asarray(gpu.grid.codes) >= 0) & (np.asarray(gpu.block.codes) >= 0)
+    launched = np.asarray(linked.launcher.codes) >= 0
     missing = np.flatnonzero(kernel & (reasons == UNLINKED_NO_LAUNCH))
     if len(missing) == 0:
         return facts
@@ -67,22 +68,21 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         return pd.DataFrame(
             {
                 "row": rows,
-                "name": [gpu.name[i] for i in rows.tolist()],
-                "grid": [gpu.grid[i] for i in rows.tolist()],
-                "block": [gpu.block[i] for i in rows.tolist()],
+                "name": as_list(gpu.name, rows),
+                "grid": as_list(gpu.grid, rows),
+                "block": as_list(gpu.block, rows),
             }
         )
 
     found = table(sources)
     pos, size = call_positions(linked.cpu_op_id[sources], gpu.ts[sources])
-    for column in [*_SIGNATURE[:6], "call_stack", "module"]:
-        values = getattr(linked, column)
-        found[column] = [values[i] for i in sources.tolist()]
+    for column in [*_SIGNATURE[:6], *_STACK]:
+        found[column] = as_list(getattr(linked, column), sources)
     found["pos"], found["size"] = pos, size
-    found = found.astype({c: object for c in [*_SIGNATURE[:6], "call_stack", "module"]})
+    found = found.astype({c: object for c in [*_SIGNATURE[:6], *_STACK]})
     grouped = found.groupby(_KEY, sort=False, dropna=False)
     signatures = grouped[_SIGNATURE].nunique(dropna=False).max(axis=1)
-    stacks = grouped[["call_stack", "module"]].nunique(dropna=False).max(axis=1)
+    stacks = grouped[_STACK].nunique(dropna=False).max(axis=1)
     first = grouped.first().reindex(signatures.index)
     first = first.assign(
         signatures=signatures,
@@ -102,6 +102,7 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
 
     next_id = int(linked.cpu_op_id.max(initial=-1)) + 1
     call_ids: dict[int, int] = {}
+    borrowed: dict[str, tuple[list[int], list[str | None]]] = {c: ([], []) for c in [*_SIGNATURE[:6], *_STACK]}
     for record in usable.itertuples(index=False):
         row = int(record.row)
         if row not in calls:
@@ -109,22 +110,27 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         leader = calls[row]
         if leader not in call_ids:
             call_ids[leader], next_id = next_id, next_id + 1
-        linked.launcher[row] = record.launcher
-        linked.cpu_op[row] = record.cpu_op
-        linked.input_dims[row] = record.input_dims
-        linked.input_types[row] = record.input_types
-        linked.input_strides[row] = record.input_strides
-        linked.concrete_inputs[row] = record.concrete_inputs
-        if record.unique_stack:
-            linked.call_stack[row] = record.call_stack
-            linked.module[row] = record.module
-        linked.link[row] = LINK_INFERRED
+        for column in [*_SIGNATURE[:6], *(_STACK if record.unique_stack else ())]:
+            rows, values = borrowed[column]
+            rows.append(row)
+            values.append(_text(getattr(record, column)))
         linked.shapes_inferred[row] = True
         linked.cpu_op_id[row] = call_ids[leader]
         facts.kernels += 1
         facts.time_us += float(gpu.dur[row])
+    for column, (rows, values) in borrowed.items():
+        if rows:
+            setattr(linked, column, set_rows(getattr(linked, column), rows, values))
+    inferred_rows = borrowed["launcher"][0]
+    if inferred_rows:
+        linked.link = set_rows(linked.link, inferred_rows, [LINK_INFERRED] * len(inferred_rows))
     linked.unlinked = unlinked_counts(linked.link)
     return facts
+
+
+def _text(value: Any) -> str | None:
+    """A text cell of the borrowed signature (pandas gives NaN for a missing one)."""
+    return None if value is None or pd.isna(value) else str(value)
 
 
 def _count(facts: InferredFacts, why: str, mask: np.ndarray | pd.Series) -> None:

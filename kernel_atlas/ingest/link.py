@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import msgspec
 import numpy as np
+import pandas as pd
 
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
@@ -25,7 +25,7 @@ from kernel_atlas.ingest.columns import (
     RUNTIME,
     HostTable,
     TraceColumns,
-    decode_shape_args,
+    categorical,
     step_number,
 )
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
@@ -45,21 +45,22 @@ _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 
 @dataclass
 class LinkedColumns:
-    """Per-GPU-activity link results, aligned with `TraceColumns.gpu`."""
+    """Per-GPU-activity link results, aligned with `TraceColumns.gpu` (text columns are
+    categoricals: one string per distinct value; change rows with `columns.set_rows`)."""
 
-    launch: list[str | None]
+    launch: pd.Categorical
     launch_ts: np.ndarray
     graph_launch: np.ndarray
-    launcher: list[str | None]
-    cpu_op: list[str | None]
-    call_stack: list[str | None]
-    module: list[str | None]
+    launcher: pd.Categorical
+    cpu_op: pd.Categorical
+    call_stack: pd.Categorical
+    module: pd.Categorical
     step: np.ndarray  # int64, -1 none
-    input_dims: list[str | None]
-    input_types: list[str | None]
-    input_strides: list[str | None]
-    concrete_inputs: list[str | None]
-    link: list[str]
+    input_dims: pd.Categorical
+    input_types: pd.Categorical
+    input_strides: pd.Categorical
+    concrete_inputs: pd.Categorical
+    link: pd.Categorical
     # int64: the launching op's event index in the trace (one per op call), -1 none; op calls
     # replayed from a capture or re-formed by inference get ids past the trace's own
     cpu_op_id: np.ndarray
@@ -172,21 +173,23 @@ def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: n
     return found
 
 
-def _canonical_json(raw: msgspec.Raw | None, cache: dict[bytes, str | None]) -> str | None:
-    if raw is None or not raw:
-        return None
-    key = bytes(raw)
-    if key not in cache:
-        try:
-            cache[key] = msgspec.json.encode(msgspec.json.decode(key)).decode()
-        except msgspec.DecodeError:
-            cache[key] = None
-    return cache[key]
+@dataclass
+class _Stacks:
+    """Call stack and `nn.Module` path per chain start, as codes into per-chain texts."""
+
+    code: np.ndarray  # int64 index into `texts` / `modules`, -1 none
+    texts: list[str]
+    modules: list[str | None]
+
+    def call_stack(self) -> pd.Categorical:
+        return categorical(self.code, self.texts)
+
+    def module(self) -> pd.Categorical:
+        module_of_stack = np.array([-1 if m is None else i for i, m in enumerate(self.modules)], dtype=np.int64)
+        return categorical(take(module_of_stack, self.code, -1), self.modules)  # type: ignore[arg-type]
 
 
-def _call_stacks(
-    host: HostTable, nest: HostNesting, chain_nodes: np.ndarray
-) -> tuple[list[str | None], list[str | None]]:
+def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) -> _Stacks:
     """Call stack text and `nn.Module` path per chain start (host index, -1 none); one string per
     distinct frame chain, found by hashing the chains level by level."""
     n = len(chain_nodes)
@@ -202,41 +205,36 @@ def _call_stacks(
             stack_hash[active] = np.where(skip, stack_hash[active], stack_hash[active] * _HASH_MULT + code)
             cur[active] = parent[node]
             active = cur >= 0
-    stack_text: dict[int, tuple[str, str | None]] = {}
-    call_stack: list[str | None] = [None] * n
-    module: list[str | None] = [None] * n
-    for i in np.flatnonzero(chain_nodes >= 0).tolist():
-        key = int(stack_hash[i])
-        if key not in stack_text:
-            frames = []
-            node = int(chain_nodes[i])
-            while node >= 0:
-                code = int(host.name_code[node])
-                if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
-                    frames.append(nest.short[code])
-                node = int(parent[node])
-            stack_text[key] = (STACK_SEPARATOR.join(frames), module_path(frames))
-        call_stack[i], module[i] = stack_text[key]
-    return call_stack, module
+    # one text per distinct chain, built from the first chain start that has it
+    with_chain = np.flatnonzero(chain_nodes >= 0)
+    _, first, chain_code = np.unique(stack_hash[with_chain], return_index=True, return_inverse=True)
+    texts: list[str] = []
+    modules: list[str | None] = []
+    for node in chain_nodes[with_chain[first]].tolist():
+        frames = []
+        while node >= 0:
+            code = int(host.name_code[node])
+            if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
+                frames.append(nest.short[code])
+            node = int(parent[node])
+        texts.append(STACK_SEPARATOR.join(frames))
+        modules.append(module_path(frames))
+    stack_code = np.full(n, -1, dtype=np.int64)
+    stack_code[with_chain] = chain_code.reshape(-1)
+    return _Stacks(stack_code, texts, modules)
 
 
-def _shapes(host: HostTable, shape_source: np.ndarray) -> tuple[list[str | None], ...]:
+def _shape_part(shape: np.ndarray, texts: list[str | None]) -> pd.Categorical:
+    """One recorded part (dims, types, …) per kernel, from its launching op's shape code."""
+    of_shape = np.array([-1 if t is None else i for i, t in enumerate(texts)], dtype=np.int64)
+    return categorical(take(of_shape, shape, -1), texts)  # type: ignore[arg-type]
+
+
+def _shapes(host: HostTable, shape_source: np.ndarray) -> tuple[pd.Categorical, ...]:
     """`Input Dims`, `Input type`, `Input Strides`, `Concrete Inputs` of each source CPU op
-    (host index, -1 none) as canonical JSON text, decoded once per op call."""
-    n = len(shape_source)
-    cache: dict[bytes, str | None] = {}
-    decoded: dict[int, tuple[str | None, ...]] = {}
-    columns: tuple[list[str | None], ...] = tuple([None] * n for _ in range(4))
-    for i in np.flatnonzero(shape_source >= 0).tolist():
-        op = int(shape_source[i])
-        if op not in decoded:
-            shapes = decode_shape_args(host.args[op])
-            decoded[op] = tuple(
-                _canonical_json(raw, cache) for raw in (shapes.dims, shapes.types, shapes.strides, shapes.concrete)
-            )
-        for column, value in zip(columns, decoded[op], strict=True):
-            column[i] = value
-    return columns
+    (host index, -1 none) as canonical JSON text."""
+    shape = take(host.shape, shape_source, -1)
+    return tuple(_shape_part(shape, [recorded[k] for recorded in host.shapes]) for k in range(4))
 
 
 def _launcher_and_op(host: HostTable, nest: HostNesting, launch_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -253,15 +251,17 @@ def describe_launches(host: HostTable, launch_idx: np.ndarray, nest: HostNesting
     """Launcher, CPU op with its shapes, call stack and module of host launches (by index)."""
     nest = nest or HostNesting.of(host)
     launcher_idx, cpu_op_idx = _launcher_and_op(host, nest, launch_idx)
-    call_stack, module = _call_stacks(host, nest, launch_idx)
-    dims, types, strides, concrete = _shapes(host, cpu_op_idx)
+    stacks = _call_stacks(host, nest, launch_idx)
+    stack_codes = stacks.code.tolist()
+    shapes = [None if k < 0 else host.shapes[k] for k in take(host.shape, cpu_op_idx, -1).tolist()]
+    dims, types, strides, concrete = ([None if s is None else s[p] for s in shapes] for p in range(4))
     codes = take(host.name_code, launcher_idx, -1).tolist()
     op_codes = take(host.name_code, cpu_op_idx, -1).tolist()
     return LaunchContext(
         launcher=[None if k < 0 else nest.short[k] for k in codes],
         cpu_op=[None if k < 0 else host.names[k] for k in op_codes],
-        call_stack=call_stack,
-        module=module,
+        call_stack=[None if k < 0 else stacks.texts[k] for k in stack_codes],
+        module=[None if k < 0 else stacks.modules[k] for k in stack_codes],
         input_dims=dims,
         input_types=types,
         input_strides=strides,
@@ -319,7 +319,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
     launcher_idx = np.where((launcher_idx < 0) & fallback, ext_match, launcher_idx)
 
     # --- call stacks (graph replays keep the graph launch's), shapes of the launching op --
-    call_stack, module = _call_stacks(host, nest, np.where(fallback, ext_match, launch_idx))
+    stacks = _call_stacks(host, nest, np.where(fallback, ext_match, launch_idx))
     shape_source = np.where(graph, -1, cpu_op_idx)
     input_dims, input_types, input_strides, concrete = _shapes(host, shape_source)
 
@@ -339,8 +339,8 @@ def link(cols: TraceColumns) -> LinkedColumns:
         step[missing[inside]] = gs.step[cand[inside]]
 
     # --- names and reasons ----------------------------------------------------------------
-    def name_or_none(idx: np.ndarray) -> list[str | None]:
-        return [None if k < 0 else names[k] for k in take(host.name_code, idx, -1).tolist()]
+    def name_or_none(idx: np.ndarray) -> pd.Categorical:
+        return categorical(take(host.name_code, idx, -1), names)
 
     launcher_final = np.where(graph, -1, launcher_idx)
     link_reason = np.full(n, "correlation", dtype=object)
@@ -354,16 +354,16 @@ def link(cols: TraceColumns) -> LinkedColumns:
         launch=name_or_none(launch_idx),
         launch_ts=take(host.ts, launch_idx, np.nan),
         graph_launch=graph,
-        launcher=[None if k < 0 else nest.short[k] for k in take(host.name_code, launcher_final, -1).tolist()],
+        launcher=categorical(take(host.name_code, launcher_final, -1), nest.short),
         cpu_op=name_or_none(np.where(graph, -1, cpu_op_idx)),
-        call_stack=call_stack,
-        module=module,
+        call_stack=stacks.call_stack(),
+        module=stacks.module(),
         step=step,
         input_dims=input_dims,
         input_types=input_types,
         input_strides=input_strides,
         concrete_inputs=concrete,
-        link=link_reason.tolist(),
+        link=pd.Categorical(link_reason),
         cpu_op_id=shape_source,
         capture_correlation=np.full(n, -1, dtype=np.int64),
         shapes_inferred=np.zeros(n, dtype=bool),
@@ -374,8 +374,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
     )
 
 
-def unlinked_counts(link_reason: Sequence[str] | np.ndarray) -> dict[str, int]:
+def unlinked_counts(link_reason: Sequence[str] | np.ndarray | pd.Categorical) -> dict[str, int]:
     """How many activities have no launcher, by reason (for summary.json)."""
-    reasons = np.asarray(link_reason, dtype=object)
-    counts = {reason: int((reasons == reason).sum()) for reason in UNLINKED_REASONS}
-    return {reason: count for reason, count in counts.items() if count}
+    counts = pd.Categorical(link_reason).value_counts()
+    return {reason: int(counts[reason]) for reason in UNLINKED_REASONS if counts.get(reason, 0)}

@@ -10,12 +10,15 @@ and binary searches, looping only over depth levels (tens), never over events.
 from __future__ import annotations
 
 import itertools
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 # Kineto rounds timestamps to ns; a child may overhang its parent (or a sibling its
 # predecessor) by a few ns. Ranges closer than this are treated as not overlapping.
 NEST_TOLERANCE_US = 0.005
+_PARALLEL_MIN = 50_000  # ranges on a thread worth a thread of their own
 
 
 def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -29,40 +32,68 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     origin = start.min()
     start = start - origin
     end = end - origin
-    order = np.lexsort((-(end - start), start, thread))
+    order = _by_thread_start_longest_first(thread, start, end - start)
     sorted_thread = thread[order]
     cuts = np.flatnonzero(np.diff(sorted_thread)) + 1
     bounds = np.concatenate(([0], cuts, [n]))
-    eps = NEST_TOLERANCE_US
-    for lo, hi in itertools.pairwise(bounds):
-        idx = order[lo:hi]
-        s = start[idx]
-        # Zero-length ranges stay "open" for 2·eps so they never count as closed before a
-        # range that starts at the same instant but sorts ahead of them.
-        e = np.maximum(end[idx], s + 2 * eps)
-        closed = np.searchsorted(np.sort(e), s + eps, side="right")
-        depth = np.maximum(np.arange(hi - lo) - closed, 0)
-        local_parent = np.full(hi - lo, -1, dtype=np.int64)
-        by_depth = np.argsort(depth, kind="stable")
-        level_starts = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
-        for d in range(1, depth.max() + 1):
-            here = by_depth[level_starts[d] : level_starts[d + 1]]
-            above = by_depth[level_starts[d - 1] : level_starts[d]]
-            if len(here) == 0 or len(above) == 0:
-                continue
-            pos = np.searchsorted(above, here) - 1
-            ok = pos >= 0
-            local_parent[here[ok]] = above[pos[ok]]
-        # Ranges that are not properly nested (e.g. `ProfilerStep#N` opens inside the Python
-        # frame of `profiler.step()` and outlives it) can make the depth-level parent one that
-        # ends before the child does: climb until the parent really contains the child.
-        child_end = end[idx]
-        for _ in range(hi - lo):
-            bad = np.flatnonzero(local_parent >= 0)
-            bad = bad[child_end[local_parent[bad]] + eps < child_end[bad]]
-            if len(bad) == 0:
-                break
-            local_parent[bad] = local_parent[local_parent[bad]]
-        has = local_parent >= 0
-        parent[idx[has]] = idx[local_parent[has]]
+    groups = [order[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+    # Threads are independent and numpy's sorts and searches release the GIL: the large ones
+    # run side by side.
+    large = [g for g in groups if len(g) >= _PARALLEL_MIN]
+    with ThreadPoolExecutor(max(1, min(len(large), os.cpu_count() or 1))) as pool:
+        found = list(pool.map(lambda idx: _thread_parents(idx, start, end), large))
+    found += [_thread_parents(g, start, end) for g in groups if len(g) < _PARALLEL_MIN]
+    for child, parent_of_child in found:
+        parent[child] = parent_of_child
     return parent
+
+
+def _thread_parents(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ranges, their parents) of one thread's ranges `idx`, sorted by start, longest first."""
+    eps = NEST_TOLERANCE_US
+    n = len(idx)
+    s = start[idx]
+    # Zero-length ranges stay "open" for 2·eps so they never count as closed before a
+    # range that starts at the same instant but sorts ahead of them.
+    e = np.maximum(end[idx], s + 2 * eps)
+    closed = np.searchsorted(np.sort(e), s + eps, side="right")
+    depth = np.maximum(np.arange(n) - closed, 0)
+    local_parent = np.full(n, -1, dtype=np.int64)
+    by_depth = np.argsort(depth, kind="stable")
+    level_starts = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
+    for d in range(1, depth.max() + 1):
+        here = by_depth[level_starts[d] : level_starts[d + 1]]
+        above = by_depth[level_starts[d - 1] : level_starts[d]]
+        if len(here) == 0 or len(above) == 0:
+            continue
+        pos = np.searchsorted(above, here) - 1
+        ok = pos >= 0
+        local_parent[here[ok]] = above[pos[ok]]
+    # Ranges that are not properly nested (e.g. `ProfilerStep#N` opens inside the Python
+    # frame of `profiler.step()` and outlives it) can make the depth-level parent one that
+    # ends before the child does: climb until the parent really contains the child.
+    child_end = end[idx]
+    for _ in range(n):
+        bad = np.flatnonzero(local_parent >= 0)
+        bad = bad[child_end[local_parent[bad]] + eps < child_end[bad]]
+        if len(bad) == 0:
+            break
+        local_parent[bad] = local_parent[local_parent[bad]]
+    has = local_parent >= 0
+    return idx[has], idx[local_parent[has]]
+
+
+def _by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """`np.lexsort((-length, start, thread))`, faster: sort by (thread, start), then reorder
+    only the runs of equal (thread, start) longest first. Traces are nearly sorted by start,
+    which the two-key sort exploits; a random third key would not let it."""
+    order = np.lexsort((start, thread))
+    t, s = thread[order], start[order]
+    tied = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] == s[:-1]))
+    if len(tied) == 0:
+        return order
+    members = np.union1d(tied, tied + 1)
+    run = np.cumsum(np.r_[True, ~np.isin(members[1:] - 1, tied)])  # a new run unless tied to the previous
+    members_order = order[members]
+    order[members] = members_order[np.lexsort((-length[members_order], run))]
+    return order

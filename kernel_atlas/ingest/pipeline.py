@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,10 +31,10 @@ from kernel_atlas.ingest.outputs import (
     write_json,
     write_rank,
 )
-from kernel_atlas.ingest.reader import read_trace
 from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
+from kernel_atlas.ingest.workers import decode_pool, discard_pool, take_read_ahead, workers_for
 from kernel_atlas.redact import redact_frame
 
 __all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels", "write_outputs"]
@@ -77,18 +78,32 @@ def ingest_trace(
     rank: int | None = None,
     on_progress: Progress | None = None,
     captures: Sequence[CapturedGraph] = (),
+    workers: int | None = None,
 ) -> IngestResult:
     """Read, link and label one trace. Raises `AtlasError` on unusable input. Graph-replayed
     kernels take launcher and shapes from the matching captured graph (`captures`, plus any
-    capture profiled in the trace itself)."""
+    capture profiled in the trace itself).
+
+    `workers`: decode processes (default: all CPUs for a large trace, none for a small one)."""
     path = Path(path)
     report = on_progress or (lambda _stage, _fraction: None)
     report("reading", 0.0)
-    trace = read_trace(path)
+    workers = workers_for(path) if workers is None else max(workers, 1)
+
+    def decoding(fraction: float) -> None:
+        report("decoding", 0.05 + 0.75 * fraction)
+
+    try:
+        read = take_read_ahead(path, decoding)
+        if read is None:
+            read = build_columns(path, decode_pool(workers) if workers > 1 else None, workers, on_progress=decoding)
+        trace, cols = read
+    except BrokenProcessPool:
+        discard_pool()
+        raise AtlasError(path, "a decode worker process died (out of memory?)") from None
     warnings: list[str] = []
     detected = _rank_of(path, trace.distributed_info)
     rank = detected if detected is not None else (rank if rank is not None else 0)
-    cols = build_columns(trace, lambda fraction: report("decoding", 0.05 + 0.75 * fraction))
     event_count = cols.event_count
     report("linking", 0.8)
     linked = link(cols)
@@ -96,10 +111,6 @@ def ingest_trace(
     own_captures = graphs_in_trace(cols, path.name) if linked.graph_launch.any() else []
     graph_facts = attach_captures(cols.gpu, linked, [*captures, *own_captures])
     inferred = infer_shapes(cols.gpu, linked)
-    # Shapes are decoded; drop the file buffer (and the raw args pointing into it) before
-    # the table is assembled, so the two never coexist.
-    cols.host.args = []
-    trace.buffer = bytearray()
     frame = assemble(trace_stem(path), rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
     last_step = last_step_start(cols)
@@ -137,7 +148,7 @@ def ingest_trace(
 
 
 def _ingest_for_pool(args: tuple[str, int, Sequence[CapturedGraph]]) -> IngestResult:
-    return ingest_trace(args[0], args[1], captures=args[2])
+    return ingest_trace(args[0], args[1], captures=args[2], workers=1)  # the traces are the parallel work here
 
 
 def ingest_paths(

@@ -1,21 +1,34 @@
-"""Bytes → typed events: the only place that touches the trace file.
+"""Trace file → metadata and, in trace order, the columns of its events: the only place that
+reads the trace file.
 
-The file is read once into one buffer. The top level is decoded with msgspec, keeping the
-`traceEvents` array undecoded; the array is then decoded in chunks of about 16 MB into
-small typed structs whose `args` stay undecoded (`msgspec.Raw`), so only one chunk of event
-objects exists at a time and later stages decode `args` only for the events they need.
+The file is streamed, never held whole: plain JSON is read in slices with `pread` (decode
+workers read their own slices), `.gz` and `.zst` are decompressed in one pass by this
+process while workers decode what was already decompressed (handed over in shared memory).
+Nothing is sized from a gzip trailer, and only regular files are opened. The top level of the document
+is walked member by member; the `traceEvents` array is cut into slices of about
+`SLICE_BYTES` at event boundaries, each decoded on its own (`events.decode_slice`).
+
+A cut is a guess: `}, {"` may also occur inside nested `args`. Slices are therefore checked
+in order: a slice that starts at a real event boundary and decodes ends at a real boundary
+too (a cut inside nested args leaves unbalanced JSON), so the next slice's start is proven.
+A slice that fails is redone from its proven start with an exact structural scan
+(`_Walker`), which also finds the end of the array and tells truncated JSON from malformed
+JSON.
 """
 
 from __future__ import annotations
 
+import bisect
 import gzip
-import io
 import os
 import re
-import struct
+import stat
 import zlib
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
+from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 from typing import Any
 
@@ -23,244 +36,576 @@ import msgspec
 import numpy as np
 
 from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.events import SliceError, SlicePart, decode_task, schema_problem
 
-_EMPTY = msgspec.Raw(b"")
+try:  # ISA-L reads the same gzip format about four times faster than zlib
+    from isal import igzip as _gzip
+    from isal.isal_zlib import error as _IsalError
 
+    _GZIP_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error, gzip.BadGzipFile, _IsalError)
+except ImportError:  # pragma: no cover - isal is a dependency; the standard library still works
+    _gzip = gzip  # type: ignore[assignment]
+    _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
-class Event(msgspec.Struct, gc=False):
-    """One Chrome-trace event; `args` is decoded on demand."""
-
-    ph: str = ""
-    cat: str = ""
-    name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float = 0.0
-    dur: float = 0.0
-    args: msgspec.Raw = _EMPTY
-
-
-class _TraceDocument(msgspec.Struct, gc=False):
-    """Top-level object of a Kineto trace. Unknown keys (user metadata, env dumps) are skipped."""
-
-    traceEvents: msgspec.Raw = _EMPTY
-    deviceProperties: msgspec.Raw = _EMPTY
-    distributedInfo: msgspec.Raw = _EMPTY
-    displayTimeUnit: str | None = None
-    schemaVersion: msgspec.Raw = _EMPTY
-    baseTimeNanoseconds: msgspec.Raw = _EMPTY
-    cuda_runtime_version: msgspec.Raw = _EMPTY
-    hip_runtime_version: msgspec.Raw = _EMPTY
-    roctracer_version: msgspec.Raw = _EMPTY
-
-
-_DOCUMENT = msgspec.json.Decoder(_TraceDocument)
-_EVENT_LIST = msgspec.json.Decoder(list[Event])
+SLICE_BYTES = 4 << 20  # ~15k events a slice: keeps each worker's memory low, the work evenly shared
+_READ_BYTES = 4 << 20  # decompression step
+_TRUNCATED = "invalid JSON: JSON is truncated (the file ends in the middle of the trace)"
+# A possible end of one event: followed by the next event, or by the end of the array.
+_CUT = re.compile(rb'\}\s*(?:,\s*(\{)\s*"|(\]))')
+_ARRAY_END = re.compile(rb"\}\s*\]")
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_SCALAR = re.compile(rb"[^\s,\]}]*")
+_WHITESPACE = b" \t\r\n"
+_WANTED = ("deviceProperties", "distributedInfo", "cuda_runtime_version", "hip_runtime_version", "roctracer_version")
 _ANY = msgspec.json.Decoder()
 _ANY_RAW = msgspec.json.Decoder(msgspec.Raw)
-# Where one event object ends and the next begins. `{"` cannot occur inside a JSON string
-# (the quote would be escaped); a split inside nested args leaves unbalanced JSON, which the
-# chunk decode rejects, and the next candidate boundary is tried.
-_EVENT_BOUNDARY = re.compile(rb"\}\s*,\s*\{\s*\"")
-CHUNK_BYTES = 16 << 20
 
 
 @dataclass
-class RawTrace:
-    """A trace whose metadata is decoded and whose events are decoded chunk by chunk."""
+class TraceInfo:
+    """What the reader learnt about a trace besides its events."""
 
     path: Path
-    buffer: bytearray  # the whole uncompressed file
-    events_start: int  # offset of the `traceEvents` array's "[" in `buffer`
-    events_end: int  # offset just past its "]"
     device_properties: list[dict[str, Any]] = field(default_factory=list)
     distributed_info: dict[str, Any] = field(default_factory=dict)
     runtime: str = "unknown"  # "cuda", "rocm" or "unknown"
-    time_unit_ns: bool = False
-    size_bytes: int = 0
-    decoded_to: int = 0  # how far `event_chunks` has got, in bytes of `buffer`
+    size_bytes: int = 0  # uncompressed
+    events: int = 0
 
-    @property
-    def decoded_fraction(self) -> float:
-        span = self.events_end - self.events_start
-        return 1.0 if span <= 0 else (self.decoded_to - self.events_start) / span
 
-    def event_chunks(self, chunk_bytes: int = CHUNK_BYTES) -> Iterator[list[Event]]:
-        """The events, in order, as lists decoded from consecutive slices of the array.
+class _Source:
+    """The uncompressed text of a trace, read forward in windows.
 
-        Each slice is decoded in place: the byte before its first event and the one after its
-        last are set to "[" and "]" for the decode and restored afterwards, so the `args`
-        (msgspec.Raw) of kept events point into the one file buffer, never into copies."""
-        buffer = self.buffer
-        view = memoryview(buffer)
-        end = self.events_end - 1  # the closing "]"
-        pos = self.events_start + 1  # just after the opening "["
-        first_event = 0
+    Plain files are read with `pread` and hand workers (path, start, end) tasks; compressed
+    files are decompressed into a buffer that keeps only what is not yet decoded."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            raise AtlasError(path, "no such file") from None
+        except OSError as exc:
+            raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(info.st_mode):
+            raise AtlasError(path, "is a directory, not a trace file")
+        if not stat.S_ISREG(info.st_mode):
+            raise AtlasError(path, "is not a regular file (a pipe, socket or device); save the trace to a file first")
+        self.file_size = info.st_size
+        try:
+            self.raw = path.open("rb")
+        except OSError as exc:
+            raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
+        magic = self.raw.read(4)
+        self.raw.seek(0)
+        self.stream: Any = None
+        if magic[:2] == b"\x1f\x8b":
+            self.stream = _gzip.GzipFile(fileobj=self.raw)
+        elif magic == b"\x28\xb5\x2f\xfd":
+            import zstandard
+
+            self.stream = zstandard.ZstdDecompressor().stream_reader(self.raw)
+        self.compressed = self.stream is not None
+        # compressed files: the text not yet released, as decompressed chunks and their offsets
+        self.chunks: list[bytes] = []
+        self.offsets: list[int] = []
+        self.filled = 0  # offset just past the last chunk
+        self.eof = not self.compressed
+        self.length = None if self.compressed else self.file_size  # known once at EOF
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+        self.raw.close()
+
+    def window(self, start: int, size: int) -> bytes:
+        """Up to `size` bytes from offset `start` (fewer only at the end of the text)."""
+        if not self.compressed:
+            try:
+                if hasattr(os, "pread"):
+                    return os.pread(self.raw.fileno(), size, start)
+                self.raw.seek(start)  # no positional reads here (Windows)
+                return self.raw.read(size)
+            except OSError as exc:
+                raise AtlasError(self.path, f"cannot read file ({exc.strerror or exc})") from None
+        self._fill(start + size)
+        return self._copy(start, min(start + size, self.filled))
+
+    def release(self, before: int) -> None:
+        """Text before `before` will not be asked for again."""
+        while len(self.chunks) > 1 and self.offsets[1] <= before:
+            del self.chunks[0], self.offsets[0]
+
+    def task(self, start: int, end: int) -> tuple:
+        """A decode task for the text [start, end), for a worker process or this one."""
+        if not self.compressed:
+            return ("file", str(self.path), start, end)
+        self._fill(end)
+        return ("framed", self._framed(start, end))
+
+    def _pieces(self, start: int, end: int) -> list[memoryview]:
+        first = bisect.bisect_right(self.offsets, start) - 1
+        pieces = []
+        for chunk, offset in zip(self.chunks[first:], self.offsets[first:], strict=True):
+            if offset >= end:
+                break
+            pieces.append(memoryview(chunk)[max(start - offset, 0) : end - offset])  # bytes: never resized
+        return pieces
+
+    def _copy(self, start: int, end: int) -> bytes:
+        pieces = self._pieces(start, end)
+        return pieces[0].tobytes() if len(pieces) == 1 else b"".join(pieces)
+
+    def _framed(self, start: int, end: int, into: memoryview | None = None) -> bytearray | memoryview:
+        """The text [start, end) framed as a JSON list, in a new buffer or written `into` one."""
+        framed = bytearray(end - start + 2) if into is None else into[: end - start + 2]
+        framed[0], framed[-1] = 0x5B, 0x5D  # "[" and "]"
+        at = 1
+        for piece in self._pieces(start, end):
+            framed[at : at + len(piece)] = piece
+            at += len(piece)
+        return framed
+
+    def shared_task(self, start: int, end: int, slots: _SharedSlots) -> tuple[tuple, SharedMemory]:
+        """A decode task whose text travels in shared memory (a pipe would copy it four times)."""
+        self._fill(end)
+        slot = slots.take(end - start + 2)
+        with memoryview(slot.buf) as view:
+            self._framed(start, end, view).release()
+        return ("shared", slot.name, end - start + 2), slot
+
+    def progress(self, position: int) -> float:
+        if self.length:
+            return min(position / self.length, 1.0)
+        return min(self.raw.tell() / self.file_size, 1.0) if self.file_size else 1.0
+
+    def _fill(self, end: int) -> None:
+        while not self.eof and self.filled < end:
+            try:
+                chunk = self.stream.read(_READ_BYTES)
+            except _GZIP_ERRORS as exc:
+                raise AtlasError(self.path, f"compressed stream is damaged or truncated ({exc})") from None
+            except OSError as exc:
+                raise AtlasError(self.path, f"cannot read file ({exc.strerror or exc})") from None
+            except Exception as exc:  # zstandard raises its own ZstdError
+                if type(exc).__name__ == "ZstdError":
+                    raise AtlasError(self.path, f"zstd stream is damaged or truncated ({exc})") from None
+                raise
+            if not chunk:
+                self.eof = True
+                self.length = self.filled
+                break
+            self.chunks.append(chunk)
+            self.offsets.append(self.filled)
+            self.filled += len(chunk)
+
+
+class _SharedSlots:
+    """Shared-memory buffers for the slices of a compressed trace in flight, reused."""
+
+    def __init__(self, slice_bytes: int):
+        self.size = slice_bytes + slice_bytes // 4 + 4096
+        self.free: list[SharedMemory] = []
+        self.made: list[SharedMemory] = []
+
+    def take(self, size: int) -> SharedMemory:
+        for i, slot in enumerate(self.free):
+            if slot.size >= size:
+                return self.free.pop(i)
+        slot = SharedMemory(create=True, size=max(size, self.size))
+        self.made.append(slot)
+        return slot
+
+    def give_back(self, slot: SharedMemory) -> None:
+        self.free.append(slot)
+
+    def close(self) -> None:
+        for slot in self.made:
+            slot.close()
+            slot.unlink()
+        self.made, self.free = [], []
+
+
+class _Slice:
+    """Events [start, end) of the array; `after` is where the next event starts, or, for
+    the last slice (`final`), the offset of the array's closing bracket."""
+
+    def __init__(self, start: int, end: int, after: int, final: bool, pending: tuple):
+        self.start, self.end, self.after, self.final = start, end, after, final
+        self.pending, self.slot = pending  # a future or a result; the shared memory it reads, if any
+
+    def result(self) -> SlicePart | SliceError:
+        if isinstance(self.pending, Future):
+            return self.pending.result()
+        return self.pending
+
+    def cancel(self) -> None:
+        """Drop the slice; its shared memory is free again only once no worker reads it."""
+        if isinstance(self.pending, Future) and not self.pending.cancel():
+            wait([self.pending])
+
+
+_QUOTE, _BACKSLASH = 0x22, 0x5C
+_DELTA = np.zeros(256, np.int8)  # structural characters: +1 opens, -1 closes, 2 is a comma
+_DELTA[list(b"{[")] = 1
+_DELTA[list(b"]}")] = -1
+_DELTA[ord(",")] = 2
+
+
+class _Walker:
+    """Exact JSON structure from a position known to be outside strings (vectorised)."""
+
+    def __init__(self, source: _Source):
+        self.source = source
+
+    def byte(self, pos: int) -> int | None:
+        w = self.source.window(pos, 1)
+        return w[0] if len(w) else None
+
+    def skip_ws(self, pos: int) -> int:
         while True:
-            search_from = pos + chunk_bytes
+            w = bytes(self.source.window(pos, 4096))
+            stripped = w.lstrip(_WHITESPACE)
+            pos += len(w) - len(stripped)
+            if stripped or not w:
+                return pos
+
+    def string_end(self, pos: int) -> int:
+        """Offset just past the string token starting at `pos`."""
+        size = 4096
+        while True:
+            w = self.source.window(pos, size)
+            match = _STRING.match(w)
+            if match:
+                return pos + match.end()
+            if len(w) < size:
+                raise AtlasError(self.source.path, _TRUNCATED)
+            size *= 4
+
+    def value_end(self, pos: int) -> int:
+        """Offset just past the JSON value starting at `pos`."""
+        first = self.byte(pos)
+        if first is None:
+            raise AtlasError(self.source.path, _TRUNCATED)
+        if first == _QUOTE:
+            return self.string_end(pos)
+        if first in b"{[":
+            return self.scan(pos + 1, None)[1] + 1
+        match = _SCALAR.match(self.source.window(pos, 4096))
+        return pos + (match.end() if match else 0)
+
+    def scan(self, pos: int, commas_from: int | None) -> tuple[str, int]:
+        """From `pos` (outside strings, nesting level 0) to the first comma at level 0 at
+        or after `commas_from` ("comma", offset) or to the bracket that closes level 0
+        ("close", offset), whichever comes first."""
+        level, in_string, backslashes = 0, False, 0
+        size = 1 << 16
+        while True:
+            w = self.source.window(pos, size)
+            if not len(w):
+                raise AtlasError(self.source.path, _TRUNCATED)
+            b = np.frombuffer(w, np.uint8)
+            quotes = np.flatnonzero(b == _QUOTE)
+            slash = b == _BACKSLASH
+            if len(quotes) and (backslashes or slash.any()):
+                # a quote is escaped when an odd run of backslashes precedes it
+                run = np.zeros(len(quotes), np.int64)
+                at = quotes - 1
+                open_run = at >= 0
+                open_run[open_run] = slash[at[open_run]]
+                while open_run.any():
+                    run[open_run] += 1
+                    at[open_run] -= 1
+                    reached_start = open_run & (at < 0)
+                    run[reached_start] += backslashes
+                    open_run &= at >= 0
+                    open_run[open_run] = slash[at[open_run]]
+                quotes = quotes[run % 2 == 0]
+            marks = np.flatnonzero(_DELTA[b])
+            outside = (np.searchsorted(quotes, marks) + in_string) % 2 == 0
+            marks = marks[outside]
+            delta = _DELTA[b[marks]]
+            levels = level + np.cumsum(np.where(delta == 2, 0, delta))
+            closes = np.flatnonzero((delta == -1) & (levels == -1))
+            hits = [(int(marks[closes[0]]), "close")] if len(closes) else []
+            if commas_from is not None:
+                commas = np.flatnonzero((delta == 2) & (levels == 0) & (marks + pos >= commas_from))
+                if len(commas):
+                    hits.append((int(marks[commas[0]]), "comma"))
+            if hits:
+                offset, kind = min(hits)
+                return kind, pos + offset
+            if len(levels):
+                level = int(levels[-1])
+            in_string = bool((len(quotes) + in_string) % 2)
+            trailing = len(b) - len(bytes(w).rstrip(b"\\"))
+            backslashes = trailing + backslashes if trailing == len(b) else trailing
+            pos += len(b)
+            size = min(size * 2, 16 << 20)
+
+
+Submit = Callable[[tuple], Future]
+
+
+class _Reader:
+    def __init__(
+        self,
+        path: Path,
+        on_part: Callable[[SlicePart], None],
+        submit: Submit | None,
+        workers: int,
+        slice_bytes: int,
+        on_progress: Callable[[float], None] | None,
+    ):
+        self.source = _Source(path)
+        self.walk = _Walker(self.source)
+        self.path = path
+        self.info = TraceInfo(path)
+        self.on_part = on_part
+        self.submit = submit
+        # slices in flight: two per worker keep every worker busy while this process reads
+        # ahead (a compressed trace's slices sit in shared memory until decoded)
+        self.depth = 1 if submit is None else max(workers, 1) * 2 + (0 if self.source.compressed else 1)
+        self.slice_bytes = max(slice_bytes, 1)
+        self.on_progress = on_progress
+        self.seen_events = False
+        self.slots = _SharedSlots(self.slice_bytes) if submit is not None and self.source.compressed else None
+
+    def fail(self, problem: str) -> AtlasError:
+        return AtlasError(self.path, problem)
+
+    def read(self) -> TraceInfo:
+        try:
+            self._document()
+        finally:
+            self.source.close()
+            if self.slots is not None:
+                self.slots.close()
+        return self.info
+
+    # --- the document --------------------------------------------------------------------
+    def _document(self) -> None:
+        walk = self.walk
+        pos = walk.skip_ws(0)
+        first = walk.byte(pos)
+        if first is None:
+            raise self.fail("file is empty")
+        if first == ord("["):
+            pos = self._events(pos)
+        elif first != ord("{"):
+            raise self.fail("not JSON: a Chrome/Kineto trace starts with '{' or '['")
+        else:
+            pos = self._members(pos + 1)
+            if not self.seen_events:
+                raise self.fail("not a Chrome/Kineto trace: the JSON object has no 'traceEvents' list")
+        pos = walk.skip_ws(pos)
+        if walk.byte(pos) is not None:
+            raise self.fail(f"invalid JSON: unexpected text after the trace (byte {pos})")
+        self.info.size_bytes = pos
+        if self.on_progress:
+            self.on_progress(1.0)
+
+    def _members(self, pos: int) -> int:
+        """The members of the top-level object from `pos`; the offset after its '}'."""
+        walk = self.walk
+        pos = walk.skip_ws(pos)
+        if walk.byte(pos) == ord("}"):
+            return pos + 1
+        wanted: dict[str, Any] = {}
+        while True:
+            if walk.byte(pos) != _QUOTE:
+                raise self._unexpected(pos, "a member name")
+            key_end = walk.string_end(pos)
+            key = _ANY.decode(self.source.window(pos, key_end - pos))
+            pos = walk.skip_ws(key_end)
+            if walk.byte(pos) != ord(":"):
+                raise self._unexpected(pos, "':'")
+            pos = walk.skip_ws(pos + 1)
+            if key == "traceEvents":
+                if walk.byte(pos) != ord("["):
+                    walk.value_end(pos)  # a truncated file says so first
+                    raise self.fail("not a Chrome/Kineto trace: 'traceEvents' is not a list")
+                if self.seen_events:
+                    raise self.fail("not a Chrome/Kineto trace: 'traceEvents' appears twice")
+                pos = self._events(pos)
+            else:
+                end = walk.value_end(pos)
+                value = self._value(pos, end, decode=key in _WANTED)
+                if key in _WANTED:
+                    wanted[key] = value
+                pos = end
+            pos = walk.skip_ws(pos)
+            separator = walk.byte(pos)
+            if separator == ord("}"):
+                break
+            if separator != ord(","):
+                raise self._unexpected(pos, "',' or '}'")
+            pos = walk.skip_ws(pos + 1)
+        self._metadata(wanted)
+        return pos + 1
+
+    def _unexpected(self, pos: int, expected: str) -> AtlasError:
+        if self.walk.byte(pos) is None:
+            return self.fail(_TRUNCATED)
+        return self.fail(f"invalid JSON: expected {expected} at byte {pos}")
+
+    def _value(self, start: int, end: int, decode: bool) -> Any:
+        """A top-level member's value: decoded when wanted, else only checked (when small)."""
+        if not decode and end - start > (16 << 20):
+            return None
+        text = self.source.window(start, end - start)
+        try:
+            return _ANY.decode(text) if decode else _ANY_RAW.decode(text)
+        except msgspec.DecodeError as exc:
+            raise self.fail(f"invalid JSON: {_at_offset(str(exc), start)}") from None
+
+    def _metadata(self, wanted: dict[str, Any]) -> None:
+        info = self.info
+        devices = wanted.get("deviceProperties")
+        if isinstance(devices, dict):
+            devices = [devices]
+        if isinstance(devices, list):
+            info.device_properties = [d for d in devices if isinstance(d, dict)]
+        if isinstance(wanted.get("distributedInfo"), dict):
+            info.distributed_info = wanted["distributedInfo"]
+        if "hip_runtime_version" in wanted or "roctracer_version" in wanted:
+            info.runtime = "rocm"
+        elif "cuda_runtime_version" in wanted:
+            info.runtime = "cuda"
+
+    # --- the events ----------------------------------------------------------------------
+    def _events(self, bracket: int) -> int:
+        """Decode the array whose '[' is at `bracket`; the offset after its ']'."""
+        self.seen_events = True
+        walk = self.walk
+        good = walk.skip_ws(bracket + 1)  # a proven event start
+        if walk.byte(good) == ord("]"):
+            return good + 1
+        inflight: deque[_Slice] = deque()
+        next_start, exhausted = good, False
+        try:
             while True:
-                match = _EVENT_BOUNDARY.search(view, search_from, end) if search_from < end else None
-                stop = match.start() + 1 if match else end
-                before, after = buffer[pos - 1], buffer[stop]
-                buffer[pos - 1], buffer[stop] = 0x5B, 0x5D  # "[" and "]"
-                try:
-                    events = _EVENT_LIST.decode(view[pos - 1 : stop + 1])
-                    break
-                except msgspec.ValidationError as exc:
-                    where = str(exc).replace("$[", "traceEvents[+", 1)
-                    problem = f"not a Chrome/Kineto trace: {where} (after event {first_event})"
-                    raise AtlasError(self.path, problem) from None
-                except msgspec.DecodeError:
-                    if match is None:
-                        raise AtlasError(self.path, "invalid JSON inside traceEvents") from None
-                    search_from = match.end()  # the boundary was inside nested args: take the next
-                finally:
-                    buffer[pos - 1], buffer[stop] = before, after
-            first_event += len(events)
-            self.decoded_to = stop
-            if events:
-                yield events
-            del events  # hold no chunk while the next one is decoded
-            if match is None:
-                self.decoded_to = self.events_end
-                return
-            pos = match.start() + match.group().index(b"{")
+                while not exhausted and len(inflight) < self.depth:
+                    cut = self._cut(next_start)
+                    if cut is None:  # no boundary left: the rest needs the exact scan
+                        exhausted = True
+                        break
+                    end, after, final = cut
+                    inflight.append(_Slice(next_start, end, after, final, self._decode(next_start, end)))
+                    exhausted = final
+                    next_start = after
+                must_reach = good + self.slice_bytes
+                if inflight:
+                    piece = inflight.popleft()
+                    result = piece.result()
+                    self._done_with(piece)
+                    if isinstance(result, SlicePart):
+                        self._deliver(result, piece.after)
+                        if piece.final:
+                            return piece.after + 1
+                        good = piece.after
+                        continue
+                    if result.kind == "schema":
+                        raise self._schema_error(result.message)
+                    if result.kind == "read":
+                        raise self.fail(f"cannot read file ({result.message})")
+                    must_reach = piece.end  # cut inside nested args, or JSON that is not valid
+                while inflight:
+                    self._drop(inflight.popleft())
+                good, done = self._exact_slice(good, must_reach)
+                if done:
+                    return good
+                next_start, exhausted = good, False
+        finally:
+            while inflight:
+                self._drop(inflight.popleft())
+
+    def _drop(self, piece: _Slice) -> None:
+        piece.cancel()
+        self._done_with(piece)
+
+    def _cut(self, start: int) -> tuple[int, int, bool] | None:
+        """(end, after, final) of the first possible event end at or after `start` plus the
+        slice size, else the last possible end of the array near the end of the text; None
+        when there is neither."""
+        pos = start + self.slice_bytes
+        step = 1 << 16
+        while True:
+            w = self.source.window(pos, step + 256)
+            if not len(w):
+                break
+            match = _CUT.search(w, 0, step)
+            if match:
+                if match.start(2) >= 0:
+                    return pos + match.start() + 1, pos + match.start(2), True
+                return pos + match.start() + 1, pos + match.start(1), False
+            if len(w) < step:
+                break
+            pos += step
+        # The rest is shorter than a slice: end it where the array most likely ends (the
+        # document usually closes right after it); a wrong guess fails and is redone exactly.
+        text_end = self.source.length or pos
+        tail_start = max(start, text_end - step)
+        ends = list(_ARRAY_END.finditer(self.source.window(tail_start, text_end - tail_start)))
+        if not ends:
+            return None
+        last = ends[-1]
+        return tail_start + last.start() + 1, tail_start + last.end() - 1, True
+
+    def _decode(self, start: int, end: int) -> tuple:
+        """(future or result, shared memory holding the text or None)."""
+        if self.submit is None:
+            return decode_task(self.source.task(start, end)), None
+        if self.slots is None:
+            return self.submit(self.source.task(start, end)), None
+        task, slot = self.source.shared_task(start, end, self.slots)
+        return self.submit(task), slot
+
+    def _done_with(self, piece: _Slice) -> None:
+        if piece.slot is not None and self.slots is not None:
+            self.slots.give_back(piece.slot)
+
+    def _deliver(self, part: SlicePart, upto: int) -> None:
+        self.on_part(part)
+        self.info.events += part.events
+        self.source.release(upto)
+        if self.on_progress:
+            self.on_progress(self.source.progress(upto))
+
+    def _exact_slice(self, good: int, must_reach: int) -> tuple[int, bool]:
+        """Decode events from `good` up to the first real event boundary at or after
+        `must_reach`, or to the end of the array: (next event start or offset after ']', done)."""
+        kind, at = self.walk.scan(good, must_reach)
+        result = decode_task(self.source.task(good, at))
+        if isinstance(result, SliceError):
+            if result.kind == "schema":
+                raise self._schema_error(result.message)
+            raise self.fail(f"invalid JSON inside traceEvents (after event {self.info.events}): {result.message}")
+        self._deliver(result, at)
+        if kind == "close":
+            return at + 1, True
+        return self.walk.skip_ws(at + 1), False
+
+    def _schema_error(self, message: str) -> AtlasError:
+        return self.fail(f"not a Chrome/Kineto trace: {schema_problem(message, self.info.events)}")
 
 
-def read_bytes(path: Path) -> bytes | bytearray:
-    """The uncompressed trace text; `.gz` and `.zst` are decompressed in a streaming fashion."""
-    if path.is_dir():
-        raise AtlasError(path, "is a directory, not a trace file")
-    if not path.exists():
-        raise AtlasError(path, "no such file")
-    try:
-        with path.open("rb") as raw:
-            magic = raw.read(4)
-            raw.seek(0)
-            if magic[:2] == b"\x1f\x8b":
-                size_hint = _gzip_size(raw)
-                with gzip.GzipFile(fileobj=raw) as stream:
-                    return _read_all(stream, size_hint)
-            if magic == b"\x28\xb5\x2f\xfd":
-                import zstandard
-
-                with zstandard.ZstdDecompressor().stream_reader(raw) as stream:
-                    return _read_all(stream)
-            return _read_all(raw, os.fstat(raw.fileno()).st_size)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise AtlasError(path, f"compressed stream is damaged or truncated ({exc})") from None
-    except OSError as exc:
-        raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
-    except Exception as exc:  # zstandard raises its own ZstdError
-        if type(exc).__name__ == "ZstdError":
-            raise AtlasError(path, f"zstd stream is damaged or truncated ({exc})") from None
-        raise
+def _at_offset(message: str, start: int) -> str:
+    """msgspec's "(byte N)" counted from the start of the file."""
+    return re.sub(r"\(byte (\d+)\)", lambda m: f"(byte {start + int(m.group(1))})", message)
 
 
-def _gzip_size(raw: io.BufferedReader) -> int:
-    """The uncompressed size from the gzip trailer (mod 2**32), 0 when unknown or impossible
-    (deflate expands at most 1032×: a truncated file's last bytes are no trailer)."""
-    try:
-        compressed = raw.seek(0, os.SEEK_END)
-        raw.seek(-4, os.SEEK_END)
-        size = struct.unpack("<I", raw.read(4))[0]
-    except OSError:
-        compressed, size = 0, 0
-    raw.seek(0)
-    return size if size <= 1032 * compressed else 0
-
-
-def _read_all(stream: io.BufferedIOBase | Any, size_hint: int = 0, chunk: int = 16 << 20) -> bytearray:
-    """Read a stream into one buffer, preallocated when the size is known (no second copy)."""
-    buffer = bytearray(max(size_hint, 0))
-    filled = 0
-    while True:
-        if filled == len(buffer):
-            buffer.extend(bytes(chunk))  # unknown or wrong size hint: grow
-        with memoryview(buffer) as view:
-            got = stream.readinto(view[filled:])
-        if not got:
-            del buffer[filled:]
-            return buffer
-        filled += got
-
-
-def _offset_in(buffer: bytearray, raw: msgspec.Raw) -> int:
-    """Where a zero-copy `msgspec.Raw` slice starts inside `buffer`."""
-    inner = np.frombuffer(raw, dtype=np.uint8).__array_interface__["data"][0]
-    outer = np.frombuffer(buffer, dtype=np.uint8).__array_interface__["data"][0]
-    return inner - outer
-
-
-def decode(path: Path, data: bytes | bytearray) -> RawTrace:
-    """Typed decode of a trace document (object with `traceEvents`, or a bare event list)."""
-    buffer = data if isinstance(data, bytearray) else bytearray(data)
-    start = bytes(buffer[:64]).lstrip()
-    if not start:
-        raise AtlasError(path, "file is empty")
-    try:
-        if start[:1] == b"[":
-            events = _ANY_RAW.decode(buffer)  # validates the JSON; events decode in chunks
-            offset = _offset_in(buffer, events)
-            return RawTrace(path, buffer, offset, offset + len(events), size_bytes=len(buffer))
-        if start[:1] != b"{":
-            raise AtlasError(path, "not JSON: a Chrome/Kineto trace starts with '{' or '['")
-        doc = _DOCUMENT.decode(buffer)
-    except msgspec.ValidationError as exc:
-        raise AtlasError(path, f"not a Chrome/Kineto trace: {exc}") from None
-    except msgspec.DecodeError as exc:
-        problem = str(exc)
-        if "truncated" in problem:
-            problem = "JSON is truncated (the file ends in the middle of the trace)"
-        raise AtlasError(path, f"invalid JSON: {problem}") from None
-    if not doc.traceEvents:
-        raise AtlasError(path, "not a Chrome/Kineto trace: the JSON object has no 'traceEvents' list")
-    if bytes(memoryview(doc.traceEvents)[:1]) != b"[":
-        raise AtlasError(path, "not a Chrome/Kineto trace: 'traceEvents' is not a list")
-    offset = _offset_in(buffer, doc.traceEvents)
-    runtime = "unknown"
-    if doc.hip_runtime_version or doc.roctracer_version:
-        runtime = "rocm"
-    elif doc.cuda_runtime_version:
-        runtime = "cuda"
-    return RawTrace(
-        path=path,
-        buffer=buffer,
-        events_start=offset,
-        events_end=offset + len(memoryview(doc.traceEvents)),
-        device_properties=_as_list_of_dicts(doc.deviceProperties),
-        distributed_info=_as_dict(doc.distributedInfo),
-        runtime=runtime,
-        time_unit_ns=(doc.displayTimeUnit or "").lower() == "ns",
-        size_bytes=len(buffer),
-    )
-
-
-def read_trace(path: str | Path) -> RawTrace:
-    """Read and decode one trace file; every failure is an `AtlasError` naming the file."""
-    path = Path(path)
-    return decode(path, read_bytes(path))
-
-
-def decode_raw(raw: msgspec.Raw | None) -> Any:
-    """Decode an undecoded JSON fragment; None when absent or malformed."""
-    if raw is None or not raw:
-        return None
-    try:
-        return _ANY.decode(raw)
-    except msgspec.DecodeError:
-        return None
-
-
-def _as_list_of_dicts(raw: msgspec.Raw | None) -> list[dict[str, Any]]:
-    value = decode_raw(raw)
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, list):
-        return []
-    return [item for item in value if isinstance(item, dict)]
-
-
-def _as_dict(raw: msgspec.Raw | None) -> dict[str, Any]:
-    value = decode_raw(raw)
-    return value if isinstance(value, dict) else {}
+def read_trace(
+    path: str | Path,
+    on_part: Callable[[SlicePart], None],
+    executor: Executor | None = None,
+    workers: int = 1,
+    slice_bytes: int | None = None,
+    on_progress: Callable[[float], None] | None = None,
+) -> TraceInfo:
+    """Stream one trace file: `on_part` gets the columns of each slice of events, in trace
+    order; returns the metadata. With an `executor`, slices are decoded by its `workers`
+    processes while this one reads ahead. Every failure is an `AtlasError` naming the file."""
+    submit = None if executor is None else (lambda task: executor.submit(decode_task, task))
+    reader = _Reader(Path(path), on_part, submit, workers, slice_bytes or SLICE_BYTES, on_progress)
+    return reader.read()

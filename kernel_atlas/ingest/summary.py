@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.reader import RawTrace
+from kernel_atlas.ingest.reader import TraceInfo
 from kernel_atlas.redact import redact_text
 
 # Metadata keys that may hold credentials are never copied into any output.
@@ -101,7 +101,7 @@ def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
     return {"devices": devices, "by_kind": by_kind}
 
 
-def trace_facts(trace: RawTrace, frame: pd.DataFrame, rank: int, link_facts: dict[str, Any]) -> dict[str, Any]:
+def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: dict[str, Any]) -> dict[str, Any]:
     """Per-trace facts: everything a reader checks before trusting the tables."""
     used_devices = {int(d) for d in frame["device"].dropna().unique()} if len(frame) else set()
     props = [safe_fields(p, _DEVICE_FIELDS) for p in trace.device_properties]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -72,13 +70,19 @@ def _nullable_int(values: np.ndarray) -> pd.arrays.IntegerArray:
     return pd.arrays.IntegerArray(values.astype(np.int64), mask=values < 0)
 
 
+def _constant(value: str | None, n: int) -> pd.Categorical:
+    if value is None or n == 0:
+        return pd.Categorical([value] * n)
+    return pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=pd.Index([value]))
+
+
 def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColumns) -> pd.DataFrame:
     """One row per GPU activity, in trace order; labels are left for `classify`."""
     gpu = cols.gpu
     n = len(gpu)
-    return _categorical_frame(
+    frame = pd.DataFrame(
         {
-            "trace": [trace_name] * n,
+            "trace": _constant(trace_name, n),
             "rank": np.full(n, rank, dtype=np.int32),
             "name": gpu.name,
             "kind": gpu.kind,
@@ -116,27 +120,14 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "cpu_op_id": _nullable_int(linked.cpu_op_id),
             "capture_correlation": _nullable_int(linked.capture_correlation),
             "shapes_inferred": linked.shapes_inferred,
-            "op_mapping": ["unknown"] * n,
-            "category": ["other"] * n,
-            "label_rule": [None] * n,
-            "label_evidence": [None] * n,
+            "op_mapping": _constant("unknown", n),
+            "category": _constant("other", n),
+            "label_rule": _constant(None, n),
+            "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),
         }
     )
-
-
-def _categorical_frame(columns: dict[str, Any]) -> pd.DataFrame:
-    """String columns become categoricals by factorizing the Python objects: pandas would
-    otherwise copy every row's text into a string array first (hundreds of MB for long,
-    repeated call stacks)."""
-    for name in _CATEGORICAL:
-        if name not in columns:  # added later (host activity)
-            continue
-        objects = np.empty(len(columns[name]), dtype=object)
-        objects[:] = columns[name]
-        codes, uniques = pd.factorize(objects)
-        columns[name] = pd.Categorical.from_codes(codes, categories=pd.Index(uniques))
-    return pd.DataFrame(columns)
+    return as_categoricals(frame)
 
 
 def as_categoricals(frame: pd.DataFrame) -> pd.DataFrame:

@@ -82,24 +82,60 @@ def comm_itemsize(dtype: object) -> int | None:
     return size if isinstance(size, int) else getattr(size, "bytes", None)
 
 
-def _comm_cost(row: Any, world_size: int | None) -> tuple[Cost | None, str]:
-    nelems = (
-        max(v for v in (row.msg_in_nelems, row.msg_out_nelems) if not pd.isna(v))
-        if not (pd.isna(row.msg_in_nelems) and pd.isna(row.msg_out_nelems))
-        else None
+def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
+    """Collectives (communication kernels with NCCL's message parameters) are costed by their
+    bus bytes: message size · dtype size · the collective's bus factor for its group size."""
+    rows = np.flatnonzero(
+        (kernels["category"] == "communication").to_numpy() & kernels["collective"].notna().to_numpy()
     )
-    if nelems is None:
-        return None, "collective message size not recorded on the kernel"
-    itemsize = comm_itemsize(row.msg_dtype)
-    if itemsize is None:
-        return None, f"unknown collective dtype {row.msg_dtype!r}"
-    ranks = int(row.group_size) if not pd.isna(row.group_size) else (world_size or 0)
-    if ranks < 1:
-        return None, "group size unknown"
-    message = float(nelems) * itemsize
-    factor = bus_factor(str(row.op_mapping), ranks)
-    formula = f"bus bytes = {int(nelems)}·{itemsize} B · {factor:.3f} ({row.op_mapping}, n={ranks})"
-    return Cost(0.0, message * factor, "int", "link", formula), ""
+    if len(rows) == 0:
+        return
+
+    def values(column: str) -> np.ndarray:
+        return kernels[column].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+
+    nelems = np.fmax(values("msg_in_nelems"), values("msg_out_nelems"))  # the larger one recorded
+    dtype = kernels["msg_dtype"].astype(object).to_numpy()[rows]
+    itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
+    ranks = np.where(np.isnan(group := values("group_size")), world_size or 0, group)
+    op = kernels["op_mapping"].astype(object).to_numpy()[rows]
+    why = np.full(len(rows), "", dtype=object)
+    why[ranks < 1] = "group size unknown"
+    unknown_dtype = np.isnan(itemsize)
+    why[unknown_dtype] = [f"unknown collective dtype {d!r}" for d in dtype[unknown_dtype]]
+    why[np.isnan(nelems)] = "collective message size not recorded on the kernel"
+    role = kernels["role"].to_numpy(dtype=object, copy=True)
+    note = kernels["note"].to_numpy(dtype=object, copy=True)
+    failed = why != ""
+    role[rows[failed]], note[rows[failed]] = "no model", why[failed]
+    ok = np.flatnonzero(~failed)
+    factors = {key: bus_factor(*key) for key in {(str(op[i]), int(ranks[i])) for i in ok.tolist()}}
+    factor = np.array([factors[str(op[i]), int(ranks[i])] for i in ok.tolist()], dtype=np.float64)
+    done = rows[ok]
+    role[done], note[done] = "main", ""
+    kernels["role"], kernels["note"] = role, note
+    columns = {
+        "flops": 0.0,
+        "bytes": nelems[ok] * itemsize[ok] * factor,
+        "precision": "int",
+        "unit": "link",
+        "formula": [
+            f"bus bytes = {int(n)}·{int(b)} B · {f:.3f} ({o}, n={int(r)})"
+            for n, b, f, o, r in zip(nelems[ok], itemsize[ok], factor, op[ok], ranks[ok], strict=True)
+        ],
+        "op_time_us": kernels["dur_us"].to_numpy()[done],
+    }
+    for column, value in columns.items():
+        target = kernels[column].to_numpy(copy=True)
+        if target.dtype.kind == "f" and isinstance(value, str):
+            target = target.astype(object)
+        target[done] = value
+        kernels[column] = target
+
+
+def _itemsize(dtype: str) -> float:
+    itemsize = comm_itemsize(dtype)
+    return np.nan if itemsize is None else float(itemsize)
 
 
 def _dominant_float_dtype(types: pd.Series) -> str | None:
@@ -130,20 +166,27 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
 
     # one group per op call; the longest kernel of the call carries its cost
     has_call = frame["cpu_op_id"].notna().to_numpy() & (frame["kind"] == "kernel").to_numpy()
-    calls = frame.loc[has_call, ["trace", "rank", "cpu_op_id", "dur_us"]].copy()
-    calls["_row"] = np.flatnonzero(has_call)
-    calls["_call_time"] = calls.groupby(["trace", "rank", "cpu_op_id"], observed=True)["dur_us"].transform("sum")
-    calls = calls.sort_values("dur_us", ascending=False, kind="stable")
-    main_rows = calls.drop_duplicates(["trace", "rank", "cpu_op_id"])["_row"].to_numpy()
-    helper_rows = np.setdiff1d(calls["_row"].to_numpy(), main_rows)
-    op_time[calls["_row"].to_numpy()] = calls["_call_time"].to_numpy()
+    call_rows = np.flatnonzero(has_call)
+    keys = [frame["trace"].astype("category").cat.codes.to_numpy(np.int64)[call_rows] + 1]
+    keys += [pd.factorize(frame[k].to_numpy()[call_rows])[0] for k in ("rank", "cpu_op_id")]
+    call, _ = _groups(np.stack(keys, axis=1))
+    dur = frame["dur_us"].to_numpy()[call_rows]
+    # summed as pandas sums a frame's groups (compensated), so call times do not depend on how
+    # the calls were numbered
+    call_keys = frame.loc[has_call, ["trace", "rank", "cpu_op_id", "dur_us"]]
+    op_time[call_rows] = call_keys.groupby(["trace", "rank", "cpu_op_id"], observed=True)["dur_us"].transform("sum")
+    # the longest kernel of each call, the first one among equals
+    longest_first = np.lexsort((call_rows, -dur, call))
+    firsts = np.flatnonzero(np.diff(call[longest_first], prepend=-1) != 0)
+    main_of_call = call_rows[longest_first[firsts]]  # indexed by call id: ids are numbered 0, 1, … in order
+    is_main = np.zeros(n, dtype=bool)
+    is_main[main_of_call] = True
+    main_rows = np.flatnonzero(is_main)
+    helper_rows = np.flatnonzero(has_call & ~is_main)
     role[helper_rows] = "helper"
-    firsts = calls.drop_duplicates(["trace", "rank", "cpu_op_id"])
-    call_keys = firsts[["trace", "rank", "cpu_op_id"]].itertuples(index=False, name=None)
-    main_name = dict(zip(call_keys, frame["name"].to_numpy()[main_rows], strict=True))
-    for r in helper_rows.tolist():
-        key = (frame["trace"].iat[r], frame["rank"].iat[r], frame["cpu_op_id"].iat[r])
-        note[r] = f"cost counted on {str(main_name[key])[:60]} (same {frame['cpu_op'].iat[r]} call)"
+    call_of_row = np.full(n, -1, dtype=np.int64)
+    call_of_row[call_rows] = call
+    note[helper_rows] = _helper_notes(frame, main_of_call[call_of_row[helper_rows]], helper_rows)
 
     # one cost per distinct (op, recorded inputs, label); the label's rule picks kernel-family
     # formulas and says which GEMMs run on TF32 tensor cores
@@ -151,8 +194,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     signature = frame.iloc[main_rows][keys]
     columns = [signature[c].astype("category") for c in signature.columns]
     codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 6))
-    unique, inverse = np.unique(codes, axis=0, return_inverse=True)
-    inverse = inverse.reshape(-1)
+    inverse, first = _groups(codes + 1)
+    unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
     results: list[tuple[Cost | None, str]] = []
     for row in unique:
@@ -167,26 +210,41 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
             results.append((None, str(exc)))
         except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
             results.append((None, f"unexpected recorded shapes for {launcher} ({type(exc).__name__})"))
-    for r, which in zip(main_rows.tolist(), inverse.tolist(), strict=True):
-        cost, why = results[which]
-        if cost is None:
-            role[r], note[r] = "no model", why
-            continue
-        role[r], flops[r], nbytes[r] = "main", cost.flops, cost.bytes
-        precision[r], unit[r], formula[r] = cost.precision, cost.unit, cost.formula
+    if results:  # each call row takes its signature's result
+        costed = [cost is not None for cost, _ in results]
+        per_signature = {
+            "role": ["main" if ok else "no model" for ok in costed],
+            "note": [why for _, why in results],
+            "flops": [cost.flops if cost else np.nan for cost, _ in results],
+            "bytes": [cost.bytes if cost else np.nan for cost, _ in results],
+            "precision": [cost.precision if cost else None for cost, _ in results],
+            "unit": [cost.unit if cost else None for cost, _ in results],
+            "formula": [cost.formula if cost else "" for cost, _ in results],
+        }
+        targets = {"role": role, "note": note, "flops": flops, "bytes": nbytes}
+        targets.update(precision=precision, unit=unit, formula=formula)
+        kept = np.array(costed)[inverse]
+        for key, target in targets.items():
+            values = np.array(per_signature[key], dtype=target.dtype)[inverse]
+            # every call gets its role; a refusal its reason (a costed call keeps its link note);
+            # a cost its numbers
+            chosen = slice(None) if key == "role" else (~kept if key == "note" else kept)
+            target[main_rows[chosen]] = values[chosen]
 
     # memcpy / memset: their own byte counts. Host<->device copies are bounded by the host
     # link; a device-to-device copy reads and writes device memory.
-    copies = (frame["kind"] != "kernel").to_numpy() & frame["bytes"].notna().to_numpy()
-    for r in np.flatnonzero(copies).tolist():
-        moved = float(frame["bytes"].iat[r])
-        name = str(frame["name"].iat[r])
-        host = any(tag in name for tag in ("HtoD", "DtoH", "HtoH", "Pinned", "Pageable"))
-        traffic = moved if host or frame["kind"].iat[r] == "memset" else 2 * moved
-        role[r], flops[r], nbytes[r], precision[r] = "main", 0.0, traffic, "int"
-        unit[r] = "host" if host else VECTOR
-        what = "over the host link" if host else ("written" if traffic == moved else "read + written")
-        formula[r], note[r], op_time[r] = f"{int(moved)} bytes {what}", "", frame["dur_us"].iat[r]
+    copies = np.flatnonzero((frame["kind"] != "kernel").to_numpy() & frame["bytes"].notna().to_numpy())
+    if len(copies):
+        moved = frame["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)[copies]
+        host = _over_host_link(frame["name"])[copies]
+        memset = (frame["kind"] == "memset").to_numpy()[copies]
+        traffic = np.where(host | memset, moved, 2 * moved)
+        role[copies], flops[copies], nbytes[copies], precision[copies] = "main", 0.0, traffic, "int"
+        unit[copies] = np.where(host, "host", VECTOR)
+        what = np.where(host, "over the host link", np.where(traffic == moved, "written", "read + written"))
+        formula[copies] = [f"{int(m)} bytes {w}" for m, w in zip(moved.tolist(), what.tolist(), strict=True)]
+        note[copies] = ""
+        op_time[copies] = frame["dur_us"].to_numpy()[copies]
     return pd.DataFrame(
         {
             "role": role,
@@ -202,28 +260,61 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _groups(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group ids of the rows of a 2-D array of non-negative codes, numbered in order of first
+    appearance (as `groupby(sort=False)` orders groups), and each group's first row. Hashing
+    one combined integer per row, column by column, is far faster than grouping on strings."""
+    n = len(codes)
+    group = np.zeros(n, dtype=np.int64)
+    for column in codes.T:
+        group = pd.factorize(group * (int(column.max(initial=0)) + 1) + column)[0]
+    first = np.flatnonzero(np.r_[True, group[1:] > np.maximum.accumulate(group)[:-1]]) if n else group
+    return group, first
+
+
+def _first_seen_groups(columns: list[pd.Series], empty_is_missing: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """`_groups` of category codes: missing values form one group, together with "" when
+    `empty_is_missing`."""
+    codes = []
+    for column in columns:
+        values = column.astype("category")
+        code = values.cat.codes.to_numpy(np.int64)
+        if empty_is_missing:
+            empty = np.flatnonzero(values.cat.categories == "")
+            code = np.where(code == (empty[0] if len(empty) else -2), -1, code)
+        codes.append(code + 1)
+    return _groups(np.stack(codes, axis=1))
+
+
+def _helper_notes(frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.ndarray) -> list[str]:
+    """"cost counted on <main kernel> (same <op> call)" for the helper rows of each call."""
+    names = frame["name"].astype("category")
+    ops = frame["cpu_op"].astype("category")
+    main_name = names.cat.codes.to_numpy(np.int64)[main_of_helper]
+    op = ops.cat.codes.to_numpy(np.int64)[helpers]
+    pairs, which = np.unique(main_name * (len(ops.cat.categories) + 1) + op + 1, return_inverse=True)
+    texts = []
+    for pair in pairs.tolist():
+        n, o = divmod(pair, len(ops.cat.categories) + 1)
+        op_name = ops.cat.categories[o - 1] if o > 0 else np.nan
+        texts.append(f"cost counted on {str(names.cat.categories[n])[:60]} (same {op_name} call)")
+    return [texts[k] for k in which.reshape(-1).tolist()]
+
+
+def _over_host_link(names: pd.Series) -> np.ndarray:
+    """Copies whose name says they cross the host link (HtoD, DtoH, pinned/pageable memory)."""
+    kinds = names.astype("category")
+    tags = ("HtoD", "DtoH", "HtoH", "Pinned", "Pageable")
+    per_name = np.array([any(tag in str(name) for tag in tags) for name in kinds.cat.categories] + [False])
+    return per_name[kinds.cat.codes.to_numpy()]
+
+
 def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None = None) -> Analysis:
     kernels = frame.copy()
     costs = _call_costs(kernels)
     for column in costs.columns:
         kernels[column] = costs[column]
-    comm = (kernels["category"] == "communication").to_numpy() & kernels["collective"].notna().to_numpy()
-    for r in np.flatnonzero(comm).tolist():
-        cost, why = _comm_cost(kernels.iloc[r], world_size)
-        idx = kernels.index[r]
-        if cost is None:
-            kernels.loc[idx, ["role", "note"]] = ["no model", why]
-            continue
-        kernels.loc[idx, ["role", "flops", "bytes", "precision", "unit", "formula", "note", "op_time_us"]] = [
-            "main",
-            0.0,
-            cost.bytes,
-            "int",
-            "link",
-            cost.formula,
-            "",
-            kernels["dur_us"].iat[r],
-        ]
+    _collective_costs(kernels, world_size)
     roofline = _roofline_table(kernels, device)
     timeshare = _timeshare(kernels)
     facts = _facts(kernels, device)
@@ -243,10 +334,12 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
     `total_us` and `op_time_us`, keep the first of the rest (see `roofline_metrics`)."""
     keys = ROOFLINE_KEYS
     values = ["op_mapping", "category", "input_types", "dur_us", "op_time_us", "flops", "bytes", "precision", "unit"]
-    work = kernels[[*keys, *values, "note", "formula", "call_stack"]].copy()
-    for column in ("name", "launcher", "input_dims", "op_mapping", "category", "input_types"):
+    work = kernels[[*values, "note", "formula", "call_stack"]].copy()
+    for column in ("op_mapping", "category", "input_types"):
         work[column] = work[column].astype(object).fillna("")
-    grouped = work.groupby(keys, sort=False, dropna=False)
+    # groups in order of first appearance; a missing name, launcher or shape counts as ""
+    group, first = _first_seen_groups([kernels[k] for k in keys])
+    grouped = work.groupby(group, sort=True)
     table = grouped.agg(
         op_mapping=("op_mapping", "first"),
         category=("category", "first"),
@@ -261,7 +354,9 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         note=("note", "first"),
         formula=("formula", "first"),
         call_stack=("call_stack", "first"),
-    ).reset_index()
+    ).reset_index(drop=True)
+    for position, key in enumerate(keys):
+        table.insert(position, key, kernels[key].iloc[first].astype(object).fillna("").to_numpy())
     return table
 
 
@@ -308,16 +403,19 @@ def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
     streams are each counted in full (busy time, which counts overlap once, is in the facts)."""
     total = float(kernels["dur_us"].sum())
     parts = []
+    stream = kernels["stream"].astype("category")
     levels = {
-        "category": kernels["category"].astype(object),
-        "op_mapping": kernels["op_mapping"].astype(object),
-        "kernel": kernels["name"].astype(object),
-        "module": kernels["module"].astype(object).fillna("(no module)"),
-        "stream": kernels["stream"].astype("Int64").astype(str).replace("<NA>", "(unknown)"),
-        "kind": kernels["kind"].astype(object),
+        "category": (kernels["category"], None),
+        "op_mapping": (kernels["op_mapping"], None),
+        "kernel": (kernels["name"], None),
+        "module": (kernels["module"], "(no module)"),
+        "stream": (stream.cat.rename_categories([str(s) for s in stream.cat.categories]), "(unknown)"),
+        "kind": (kernels["kind"], None),
     }
-    for level, key in levels.items():
-        g = kernels.groupby(key.to_numpy(), sort=False)["dur_us"].agg(["sum", "size"])
+    for level, (column, missing) in levels.items():
+        group, first = _first_seen_groups([column], empty_is_missing=False)
+        g = kernels["dur_us"].groupby(group, sort=True).agg(["sum", "size"])
+        g.index = pd.Index(column.iloc[first].astype(object).fillna(missing).to_numpy())
         g = g.sort_values("sum", ascending=False)
         parts.append(
             pd.DataFrame(

@@ -1,0 +1,142 @@
+"""Decode worker processes (how many suit a trace; one pool per process, reused) and
+reading a trace ahead while the caller is still importing the rest of the pipeline."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import threading
+import types
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from kernel_atlas.ingest.events import ready
+
+# Below this much JSON text, starting processes costs more than it saves: decode here.
+PARALLEL_MIN_BYTES = 48 << 20
+_COMPRESSION_GUESS = 10  # typical text/file size of a compressed trace, for that choice only
+_MAX_WORKERS = 8  # beyond this, reading ahead (and decompressing) in one process is the limit
+
+_pool: ProcessPoolExecutor | None = None
+_pool_size = 0
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def workers_for(path: Path) -> int:
+    """Decode processes for one trace: all available CPUs for a large trace, else 1 (this
+    process decodes)."""
+    cpus = min(available_cpus(), _MAX_WORKERS)
+    if cpus < 2:
+        return 1
+    try:
+        if not path.is_file():  # never open a pipe or device here: that could block
+            return 1  # the reader reports the problem
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            magic = handle.read(4)
+    except OSError:
+        return 1
+    if magic[:2] == b"\x1f\x8b" or magic == b"\x28\xb5\x2f\xfd":
+        size *= _COMPRESSION_GUESS
+    return cpus if size >= PARALLEL_MIN_BYTES else 1
+
+
+def decode_pool(workers: int) -> ProcessPoolExecutor:
+    """A pool of `workers` decode processes, kept for the next trace.
+
+    Workers are spawned (a fresh interpreter that imports only the decoder), never forked
+    from this process and its threads. A spawned process normally re-runs the caller's main
+    script first, which breaks scripts without an `if __name__ == "__main__":` guard; the
+    workers are therefore all started at once here, with the main module hidden."""
+    global _pool, _pool_size
+    if _pool is None or _pool_size != workers:
+        discard_pool()
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:  # one task per worker starts them all now (processes start on demand)
+            for _ in range(workers):
+                pool.submit(ready)
+        finally:
+            if main is not None:
+                sys.modules["__main__"] = main
+        _pool, _pool_size = pool, workers
+    return _pool
+
+
+class _ReadAhead:
+    """`columns.build_columns` of one trace, run in a background thread."""
+
+    def __init__(self, path: Path, workers: int):
+        self.path = path
+        self.fraction = 0.0
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(workers,), name="atlas-read-ahead", daemon=True)
+        self.thread.start()
+
+    def _run(self, workers: int) -> None:
+        from kernel_atlas.ingest.columns import build_columns
+
+        def progress(fraction: float) -> None:
+            self.fraction = fraction
+
+        try:
+            executor = decode_pool(workers) if workers > 1 else None
+            self.result = build_columns(self.path, executor, workers, on_progress=progress)
+        except BaseException as exc:  # handed to whoever takes the result
+            self.error = exc
+
+    def take(self, on_progress: Callable[[float], None] | None) -> Any:
+        while self.thread.is_alive():
+            if on_progress:
+                on_progress(self.fraction)
+            self.thread.join(0.1)
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+_read_ahead: _ReadAhead | None = None
+
+
+def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
+    """Start what ingesting `paths` (`jobs` traces at a time, on this machine) will do first, so
+    that it runs while the caller is still importing the rest of the pipeline (pandas and
+    pyarrow take a while): the decode workers, and reading the first trace. `ingest_trace`
+    picks the reading up."""
+    global _read_ahead
+    if not paths or (jobs > 1 and len(paths) > 1):
+        return
+    first = Path(paths[0])
+    if not first.is_file():  # a folder, a glob or a URL: what it expands to is not known yet
+        return
+    _read_ahead = _ReadAhead(first, workers_for(first))
+
+
+def take_read_ahead(path: Path, on_progress: Callable[[float], None] | None = None) -> Any:
+    """`build_columns(path)`'s (info, columns) when `start_early` began reading this trace,
+    else None."""
+    global _read_ahead
+    ahead = _read_ahead
+    if ahead is None or ahead.path.resolve() != Path(path).resolve():
+        return None
+    _read_ahead = None
+    return ahead.take(on_progress)
+
+
+def discard_pool() -> None:
+    """Shut the pool down (after a worker died, or to free its processes)."""
+    global _pool, _pool_size
+    if _pool is not None:
+        _pool.shutdown(wait=False, cancel_futures=True)
+    _pool, _pool_size = None, 0
