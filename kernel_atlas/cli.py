@@ -296,7 +296,9 @@ def report(
         from kernel_atlas.ingest.fleet import ingest_one
 
         if not source.exists():
-            raise AtlasError(source, "no such trace or ingest output")
+            from kernel_atlas.safe_files import why_missing
+
+            raise AtlasError(source, why_missing(source))
         source, warnings = ingest_one(source)
         for warning in warnings:
             say(err_console, "[yellow]warning:[/]", warning)

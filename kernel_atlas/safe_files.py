@@ -110,6 +110,21 @@ def remove(path: str | Path) -> None:
         raise AtlasError(path, f"cannot remove the previous run's file: {os_problem(exc)}") from None
 
 
+def why_missing(path: str | Path) -> str:
+    """Why a path that does not exist does not: a link loop or a dangling link are said as such."""
+    path = Path(path)
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if path.is_symlink():
+            return f"broken symbolic link (to {os.readlink(path)}, which does not exist)"
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+            return os_problem(exc)
+    return "no such file"
+
+
 def is_writable_folder(folder: str | Path) -> bool:
     """Whether new files can be made in `folder`. A folder whose permission bits forbid writing
     counts as read-only even for root (it says: do not write here, e.g. a shared traces folder)."""

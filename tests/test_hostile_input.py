@@ -8,6 +8,7 @@ import copy
 import gzip
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -244,3 +245,264 @@ def test_replay_on_a_missing_gpu_is_one_line() -> None:
     assert_one_line_error(cli("replay", "--device", "cuda"), "--device cuda", "no CUDA/HIP GPU")
     assert_one_line_error(cli("replay", "--device", "cuda:3"), "--device cuda:3")
     assert_one_line_error(cli("replay", "--device", "tpu"), "--device tpu")
+
+
+# --- the reader: numbers, nesting, text and files a profiler never writes ----------------------
+
+DEEP = "[" * 5000 + "]" * 5000
+
+
+def _columns(path: Path, workers: int, slice_bytes: int):
+    from kernel_atlas.ingest.columns import build_columns
+    from kernel_atlas.ingest.workers import decode_pool
+
+    return build_columns(path, decode_pool(workers) if workers > 1 else None, workers, slice_bytes=slice_bytes)
+
+
+def _with_raw(doc: dict[str, Any], replacements: dict[str, str]) -> str:
+    """The trace's JSON with placeholder strings replaced by raw JSON text (numbers JSON
+    libraries refuse to write, nesting they cannot)."""
+    text = json.dumps(doc)
+    for placeholder, raw in replacements.items():
+        text = text.replace(f'"{placeholder}"', raw)
+    return text
+
+
+DECODE_PATHS = [(1, 1 << 20), (2, 4096), (2, 300)]  # this process; workers with small slices
+
+
+@pytest.mark.parametrize(("workers", "slice_bytes"), DECODE_PATHS)
+def test_an_out_of_range_number_costs_only_its_field(tmp_path: Path, example, workers: int, slice_bytes: int) -> None:
+    """Each damaged kernel keeps every other field: its launch link (correlation), device,
+    stream and grid, as the trace has them (a dropped device or stream falls back to the
+    event's pid or tid, as for exporters that write none)."""
+    doc = copy.deepcopy(example)
+    kernels = _kernels(doc)
+    damage = {
+        0: ("correlation", "BIG"),
+        1: ("External id", "BIG"),
+        2: ("device", "BIG"),
+        3: ("grid", "INFGRID"),
+        4: ("device", "INF"),
+        5: ("External id", "INF"),
+        6: ("stream", "NEGBIG"),
+    }
+    for i, (key, placeholder) in damage.items():
+        kernels[i]["args"][key] = placeholder
+    kernels[7]["args"]["correlation"] = str(kernels[7]["args"]["correlation"])  # the forgiving path as well
+    path = tmp_path / "t.json"
+    path.write_text(_with_raw(doc, {"BIG": str(2**70), "NEGBIG": str(-(2**64)), "INF": "1e999", "INFGRID": "[1e999, 1, 1]"}))
+    _, cols = _columns(path, workers, slice_bytes)
+    gpu = cols.gpu
+    assert len(gpu) == len(kernels) + 1  # and the memcpy
+    by_name = {}
+    for i in range(len(gpu)):
+        by_name.setdefault(str(gpu.name[i]), []).append(i)
+    order = [e for e in doc["traceEvents"] if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    for row, event in enumerate(order):
+        args = event["args"]
+        expected = {
+            "correlation": args["correlation"] if isinstance(args["correlation"], int) else -1,
+            "external_id": args["External id"] if isinstance(args["External id"], int) else -1,
+            "device": args["device"] if isinstance(args["device"], int) else event["pid"],
+            "stream": args["stream"] if isinstance(args["stream"], int) else event["tid"],
+        }
+        if event is kernels[7]:
+            expected["correlation"] = int(args["correlation"])
+        found = {key: int(getattr(gpu, key)[row]) for key in expected}
+        assert found == expected, (row, event["name"][:40])
+        grid = args.get("grid")
+        assert gpu.grid[row] == (f"[{grid[0]}, {grid[1]}, {grid[2]}]" if isinstance(grid, list) else None) or (
+            not isinstance(grid, list) and pd.isna(gpu.grid[row])
+        )
+    assert cols.ignored == {"correlation": 1, "External id": 2, "device": 2, "grid": 1, "stream": 1}
+
+
+def test_out_of_range_numbers_through_the_command(tmp_path: Path, example) -> None:
+    doc = copy.deepcopy(example)
+    kernels = _kernels(doc)
+    kernels[3]["args"]["grid"] = "INFGRID"
+    kernels[4]["args"]["device"] = "BIG"
+    doc["distributedInfo"] = {"rank": "BIG", "world_size": 2}
+    trace = tmp_path / "rank5.json"
+    trace.write_text(_with_raw(doc, {"BIG": str(2**70), "INFGRID": "[1e999, 1, 1]"}))
+    result, frame, summary = _ingest(trace, tmp_path / "o")
+    assert "2 values out of range or of an unexpected type were ignored (device 1, grid 1)" in result.stderr
+    assert "distributedInfo.rank 1180591620717411303424 is out of range" in result.stderr
+    assert summary["traces"][0]["rank"] == 5  # from the file name instead
+    launched = frame[frame["name"] == kernels[3]["name"]]
+    assert launched["launcher"].notna().all() and launched["grid"].isna().any()
+    assert cli("report", tmp_path / "o").code == 0
+
+
+@pytest.mark.parametrize(("workers", "slice_bytes"), DECODE_PATHS)
+def test_json_nested_beyond_the_decoder_costs_only_that_value(
+    tmp_path: Path, example, workers: int, slice_bytes: int
+) -> None:
+    doc = copy.deepcopy(example)
+    kernel = _kernels(doc)[0]
+    kernel["args"]["extra"] = "DEEP"  # an unknown args key, deep
+    addmm = _launching_ops(doc, "aten::addmm")
+    for op in addmm:
+        op["args"]["Input Dims"] = "DEEP"  # a known one
+    doc["traceEvents"].insert(5, "DEEP")  # an "event" that is only nesting
+    doc["otherData"] = {"x": "DEEP"}  # a top-level member
+    path = tmp_path / "t.json"
+    path.write_text(_with_raw(doc, {"DEEP": DEEP}))
+    info, cols = _columns(path, workers, slice_bytes)
+    assert sorted(info.warnings) == [
+        "1 events nested too deeply to read were skipped",
+        f"{1 + len(addmm)} values nested too deeply to read were ignored (set to null)",
+        "top-level member 'otherData' is nested too deeply: ignored",
+    ]
+    assert len(cols.gpu) == len(_kernels(example)) + 1 and int(cols.gpu.correlation[0]) == kernel["args"]["correlation"]
+
+
+def test_nesting_through_the_command(tmp_path: Path, example) -> None:
+    doc = copy.deepcopy(example)
+    for op in _launching_ops(doc, "aten::addmm"):
+        op["args"]["Input Dims"] = "DEEP"
+    doc["deviceProperties"] = "DEEP"
+    path = tmp_path / "t.json"
+    path.write_text(_with_raw(doc, {"DEEP": DEEP}))
+    result, frame, summary = _ingest(path, tmp_path / "o")
+    assert "top-level member 'deviceProperties' is nested too deeply: ignored" in result.stderr
+    addmm = frame[frame["launcher"] == "aten::addmm"]
+    assert len(addmm) and addmm["input_dims"].isna().all()  # linked, shapes not recorded
+    assert summary["traces"][0]["gpus"] == []
+    assert cli("report", tmp_path / "o").code == 0
+
+
+def test_a_gpu_name_that_is_not_a_string(tmp_path: Path, example) -> None:
+    doc = copy.deepcopy(example)
+    doc["deviceProperties"][0]["name"] = 12345
+    _, _, summary = _ingest(_write(tmp_path, doc), tmp_path / "o")
+    assert "name" not in summary["traces"][0]["gpus"][0] and summary["traces"][0]["gpus"][0]["numSms"] == 132
+    report = cli("report", tmp_path / "o")
+    assert report.code == 0 and "GPU None is not in catalogs/devices.toml" in report.stdout
+    assert cli("report", tmp_path / "o", "--device", "h100-sxm").code == 0
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_a_byte_order_mark_is_accepted(tmp_path: Path, suffix: str) -> None:
+    text = b"\xef\xbb\xbf" + gzip.decompress(EXAMPLE.read_bytes())
+    path = tmp_path / f"bom{suffix}"
+    path.write_bytes(gzip.compress(text) if suffix.endswith(".gz") else text)
+    _, frame, _ = _ingest(path, tmp_path / "o")
+    _, plain, _ = _ingest(EXAMPLE, tmp_path / "p")
+    assert frame[["name", "ts_us", "dur_us", "launcher"]].equals(plain[["name", "ts_us", "dur_us", "launcher"]])
+
+
+@pytest.mark.parametrize(("workers", "slice_bytes"), DECODE_PATHS)
+def test_lone_surrogates_are_replaced_and_said(tmp_path: Path, example, workers: int, slice_bytes: int) -> None:
+    doc = copy.deepcopy(example)
+    _kernels(doc)[0]["name"] = "SURROGATE"
+    doc["deviceProperties"][0]["name"] = "SURROGATE"
+    path = tmp_path / "t.json"
+    path.write_text(_with_raw(doc, {"SURROGATE": '"ab\\ud800cd"'}))
+    info, cols = _columns(path, workers, slice_bytes)
+    assert str(cols.gpu.name[0]) == "ab\ufffdcd" and cols.ignored == {"lone surrogates": 1}
+    assert info.device_properties[0]["name"] == "ab\ufffdcd"
+    result = cli("ingest", path, "-o", tmp_path / "o", "-q")
+    assert result.code == 0 and "1 strings held lone UTF-16 surrogates" in result.stderr
+
+
+def test_invalid_utf8_is_one_line(tmp_path: Path, example) -> None:
+    doc = copy.deepcopy(example)
+    _kernels(doc)[0]["name"] = "BAD"
+    path = tmp_path / "t.json"
+    path.write_bytes(json.dumps(doc).encode().replace(b'"BAD"', b'"ab\xff\xfecd"'))
+    assert_one_line_error(cli("ingest", path, "-o", tmp_path / "o"), str(path), "UTF-8")
+
+
+def test_files_that_are_not_traces_are_one_line(tmp_path: Path) -> None:
+    loop = tmp_path / "loop.json"
+    loop.symlink_to(tmp_path / "back.json")
+    (tmp_path / "back.json").symlink_to(loop)
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere.json")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    for command in ("ingest", "report"):
+        assert_one_line_error(atlas(command, loop, timeout=60), str(loop), "symbolic link loop")
+        assert_one_line_error(atlas(command, dangling, timeout=60), "broken symbolic link")
+        for special in (fifo, Path("/dev/zero")):
+            assert_one_line_error(atlas(command, special, timeout=60), str(special), "not a regular file")
+
+
+def test_an_unreadable_trace_is_one_line(tmp_path_factory: pytest.TempPathFactory) -> None:
+    import shutil
+    import subprocess
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="atlas-unreadable-"))
+    try:
+        folder.chmod(0o777)
+        trace = folder / "t.json.gz"
+        trace.write_bytes(EXAMPLE.read_bytes())
+        trace.chmod(0)
+        command = ["ingest", str(trace), "-o", str(folder / "out")]
+        if os.geteuid() != 0:
+            result = atlas(*command)
+        elif shutil.which("setpriv"):  # root reads anything: run as nobody
+            from tests.hostile import ATLAS, Outcome
+
+            done = subprocess.run(
+                ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *ATLAS, *command],
+                capture_output=True, text=True, timeout=120, cwd=folder,
+            )  # fmt: skip
+            result = Outcome(done.returncode, done.stdout, done.stderr)
+        else:
+            pytest.skip("root, and no setpriv to drop the privilege")
+        assert_one_line_error(result, str(trace), "Permission denied")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _peak_rss_mb(*args: object) -> tuple[int, str]:
+    """Run `atlas ARGS` under a fresh parent and return (exit code, stderr), with its peak RSS
+    (MB, children included) appended to stderr as the last line."""
+    import subprocess
+    import sys
+
+    from tests.hostile import ATLAS
+
+    script = (
+        "import resource, subprocess, sys\n"
+        f"done = subprocess.run({[*ATLAS, *map(str, args)]!r}, capture_output=True, text=True)\n"
+        "sys.stderr.write(done.stderr)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)\n"
+        "sys.exit(done.returncode)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    return done.returncode, done.stderr, int(done.stdout.strip().splitlines()[-1])  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_a_decompression_bomb_stays_within_a_bound(tmp_path: Path, codec: str) -> None:
+    """1 GB of text without an event boundary, compressed to about a megabyte: refused in one
+    line once 256 MB were seen, never held whole."""
+    import zlib
+
+    import zstandard
+
+    path = tmp_path / f"bomb.json.{'gz' if codec == 'gzip' else 'zst'}"
+    head = b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "'
+    block = b"a" * (1 << 20)
+    with path.open("wb") as handle:
+        if codec == "gzip":
+            packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+            handle.write(packer.compress(head))
+            for _ in range(1024):
+                handle.write(packer.compress(block))
+            handle.write(packer.flush())
+        else:
+            with zstandard.ZstdCompressor(level=3).stream_writer(handle) as writer:
+                writer.write(head)
+                for _ in range(1024):
+                    writer.write(block)
+    assert path.stat().st_size < 8 << 20
+    code, err, peak_mb = _peak_rss_mb("ingest", path, "-o", tmp_path / "o")
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and "without an event boundary" in lines[0], err
+    assert peak_mb < 1200, peak_mb  # measured ~400 MB (a plain ingest ~160 MB)

@@ -39,7 +39,7 @@ from kernel_atlas.ingest.outputs import (
     write_rank,
 )
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
-from kernel_atlas.safe_files import is_writable_folder
+from kernel_atlas.safe_files import is_writable_folder, why_missing
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
 ENGINES = ("local", "ray")
@@ -133,7 +133,7 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
                 raise AtlasError(source, f"directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
             found += matches
         elif not local.exists():
-            raise AtlasError(source, "no such file")
+            raise AtlasError(source, why_missing(local))
         else:
             found.append(str(local))
     return list(dict.fromkeys(found))

@@ -31,6 +31,7 @@ from kernel_atlas.ingest.outputs import (
     write_json,
     write_rank,
 )
+from kernel_atlas.ingest.reader import TraceInfo
 from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
@@ -62,12 +63,39 @@ def trace_stem(path: Path) -> str:
     return name
 
 
-def _rank_of(path: Path, distributed: dict[str, Any]) -> int | None:
+_MAX_RANK = (1 << 31) - 1  # ranks are int32 in the kernels table (and name its partitions)
+
+
+def _rank_of(path: Path, distributed: dict[str, Any], warnings: list[str] | None = None) -> int | None:
     rank = distributed.get("rank")
-    if isinstance(rank, int):
-        return rank
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        if 0 <= rank <= _MAX_RANK:
+            return rank
+        if warnings is not None:
+            warnings.append(f"{path}: distributedInfo.rank {rank} is out of range (0…{_MAX_RANK}): ignored")
     match = _RANK_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
+    return int(match.group(1)) if match and int(match.group(1)) <= _MAX_RANK else None
+
+
+def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> list[str]:
+    """What the reader and decoder skipped or dropped, one line each."""
+    warnings = [f"{path}: {warning}" for warning in trace.warnings]
+    ignored = dict(ignored)
+    untimed = ignored.pop("untimed GPU activities", 0)
+    if untimed:
+        warnings.append(f"{path}: {untimed} GPU activities without a usable ts or dur were left out")
+    surrogates = ignored.pop("lone surrogates", 0)
+    if surrogates:
+        warnings.append(f"{path}: {surrogates} strings held lone UTF-16 surrogates (not Unicode): replaced by U+FFFD")
+    untimed_host = ignored.pop("host ranges without a ts", 0)
+    if untimed_host:
+        warnings.append(f"{path}: {untimed_host} host ranges without a usable ts were left out")
+    if ignored:
+        fields = ", ".join(f"{key} {count}" for key, count in sorted(ignored.items()))
+        warnings.append(
+            f"{path}: {sum(ignored.values())} values out of range or of an unexpected type were ignored ({fields})"
+        )
+    return warnings
 
 
 Progress = Callable[[str, float], None]  # (stage, fraction of the trace done)
@@ -101,8 +129,8 @@ def ingest_trace(
     except BrokenProcessPool:
         discard_pool()
         raise AtlasError(path, "a decode worker process died (out of memory?)") from None
-    warnings: list[str] = []
-    detected = _rank_of(path, trace.distributed_info)
+    warnings = _decoder_warnings(path, trace, cols.ignored)
+    detected = _rank_of(path, trace.distributed_info, warnings)
     rank = detected if detected is not None else (rank if rank is not None else 0)
     event_count = cols.event_count
     report("linking", 0.8)

@@ -77,7 +77,7 @@ def _resolve_input(source: Path) -> Path:
     if source.is_dir():
         return source
     if not source.exists():
-        raise AtlasError(source, "no such trace or ingest output")
+        raise AtlasError(source, safe_files.why_missing(source))
     from kernel_atlas.ingest.fleet import ingest_one
 
     return ingest_one(source)[0]

@@ -36,6 +36,7 @@ from kernel_atlas.report.html import (
 from kernel_atlas.report.views import module_times, timeline_of
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
+from kernel_atlas.safe_files import why_missing
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_TRACE = REPO / "examples" / "h100_bert_small_infer.json.gz"
@@ -69,7 +70,7 @@ def resolve_source(source: str | Path | None = None, suffix: str = "") -> Path:
     if path.is_dir():
         return path
     if not path.exists():
-        raise AtlasError(path, "no such trace or ingest output")
+        raise AtlasError(path, why_missing(path))
     out_dir = Path(output_for(str(path))[0])
     summary = out_dir / SUMMARY
     if not summary.is_file() or summary.stat().st_mtime < path.stat().st_mtime:
