@@ -172,12 +172,7 @@ def classify(
     from kernel_atlas.classify.classifier import load_catalog
     from kernel_atlas.classify.fill import fill_catalog
 
-    try:
-        entries = load_catalog(catalog)
-    except FileNotFoundError:
-        raise AtlasError(catalog, "no such file") from None
-    except (ValueError, json.JSONDecodeError) as exc:
-        raise AtlasError(catalog, f"not a kernel catalog ({exc})") from None
+    entries = load_catalog(catalog)
     filled = fill_catalog(entries)
     text = json.dumps(filled, indent=1) + "\n"
     if out is None:

@@ -506,3 +506,21 @@ def test_a_decompression_bomb_stays_within_a_bound(tmp_path: Path, codec: str) -
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1 and "without an event boundary" in lines[0], err
     assert peak_mb < 1200, peak_mb  # measured ~400 MB (a plain ingest ~160 MB)
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("[" * 5000 + "]" * 5000, "nested too deeply"),
+        ('[{"kernel_name": 5}]', "entry 0 has a `kernel_name` that is not a string"),
+        ("[1e999]", "entry 0 is not an object"),
+        ('[{"kernel_name": "k", "params": {"a": 1}}]', "entry 0 has `params` that are not a list"),
+        ('{"a": 1}', "a JSON list of entries"),
+    ],
+)
+def test_a_catalog_that_is_not_one_is_one_line(tmp_path: Path, content: str, needle: str) -> None:
+    catalog = tmp_path / "catalog.json"
+    catalog.write_text(content)
+    assert_one_line_error(cli("classify", catalog), str(catalog), needle)
+    if content.startswith("["):  # `atlas report CATALOG` costs a catalog
+        assert_one_line_error(cli("report", catalog), str(catalog), needle)
