@@ -147,20 +147,29 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
     return fig
 
 
+def _text_codes(values: pd.Series, text: Callable[[str], str] = str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, a code of `text(value)` (-1 where missing), and the text of each code: every
+    distinct value is converted once, not every row."""
+    column = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
+    codes_of_category, texts = pd.factorize(np.array([text(str(v)) for v in column.cat.categories], dtype=object))
+    codes = column.cat.codes.to_numpy()
+    return np.where(codes >= 0, codes_of_category[codes] if len(texts) else -1, -1), np.asarray(texts, dtype=object)
+
+
 def timeshare_figure(analysis: Analysis) -> go.Figure:
     k = analysis.kernels
-    frame = (
-        pd.DataFrame(
-            {
-                "category": k["category"].astype(str),
-                "op": k["op_mapping"].astype(str),
-                "kernel": k["name"].astype(str).map(_short),
-                "time": k["dur_us"],
-            }
-        )
-        .groupby(["category", "op", "kernel"], as_index=False)["time"]
-        .sum()
+    keys = [_text_codes(k["category"]), _text_codes(k["op_mapping"]), _text_codes(k["name"], _short)]
+    kept = np.logical_and.reduce([codes >= 0 for codes, _ in keys])
+    # summed per distinct (category, op, short name) over the rows in their order, as a groupby of the texts would
+    summed = pd.Series(k["dur_us"].to_numpy()[kept]).groupby([codes[kept] for codes, _ in keys], sort=False).sum()
+    frame = pd.DataFrame(
+        {
+            column: texts[summed.index.get_level_values(i).to_numpy()]
+            for i, (column, (_, texts)) in enumerate(zip(("category", "op", "kernel"), keys, strict=True))
+        }
+        | {"time": summed.to_numpy()}
     )
+    frame = frame.sort_values(["category", "op", "kernel"], ignore_index=True)
     ids, labels, parents, values = [], [], [], []
     for category, g in frame.groupby("category"):
         ids.append(category), labels.append(category), parents.append(""), values.append(g["time"].sum())

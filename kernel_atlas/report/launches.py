@@ -143,17 +143,21 @@ def graph_candidates(
     kernel_wait_us: float = KERNEL_WAIT_US,
     short_kernel_us: float = SHORT_KERNEL_US,
     min_kernels: int = MIN_STRETCH_KERNELS,
+    stream_gaps: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """graph_candidates.parquet: stretches of short eager kernels separated by host or kernel
-    waits, grouped by (rank, device, stream, shared call stack), largest saving first."""
+    waits, grouped by (rank, device, stream, shared call stack), largest saving first.
+    `stream_gaps`: the frame's exact per-stream `gaps` with this `kernel_wait_us`, when already
+    computed."""
     if frame.empty:
         return pd.DataFrame(columns=CANDIDATE_COLUMNS)
-    frame = frame.reset_index(drop=True)
-    waits = gaps(frame, per_stream=True, kernel_wait_us=kernel_wait_us)
+    if stream_gaps is None or not frame.index.equals(pd.RangeIndex(len(frame))):
+        frame = frame.reset_index(drop=True)
+        stream_gaps = gaps(frame, per_stream=True, kernel_wait_us=kernel_wait_us)
     gap_of = np.zeros(len(frame))
-    gap_of[waits.index] = waits["gap_us"].to_numpy()
+    gap_of[stream_gaps.index] = stream_gaps["gap_us"].to_numpy()
     category_of = np.full(len(frame), "", dtype=object)
-    category_of[waits.index] = waits["category"].astype(str).to_numpy()
+    category_of[stream_gaps.index] = stream_gaps["category"].astype(object).to_numpy()
     order, group = start_order(frame, ["rank", "device", "stream"])
     stack_code, stack_text = pd.factorize(frame["call_stack"])  # -1: no call stack
     start = frame["ts_us"].to_numpy(np.float64)[order]

@@ -173,8 +173,7 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     dur = frame["dur_us"].to_numpy()[call_rows]
     # summed as pandas sums a frame's groups (compensated), so call times do not depend on how
     # the calls were numbered
-    call_keys = frame.loc[has_call, ["trace", "rank", "cpu_op_id", "dur_us"]]
-    op_time[call_rows] = call_keys.groupby(["trace", "rank", "cpu_op_id"], observed=True)["dur_us"].transform("sum")
+    op_time[call_rows] = pd.Series(dur).groupby(call).transform("sum").to_numpy()
     # the longest kernel of each call, the first one among equals
     longest_first = np.lexsort((call_rows, -dur, call))
     firsts = np.flatnonzero(np.diff(call[longest_first], prepend=-1) != 0)
@@ -191,17 +190,17 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     # one cost per distinct (op, recorded inputs, label); the label's rule picks kernel-family
     # formulas and says which GEMMs run on TF32 tensor cores
     keys = ["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "label_rule"]
-    signature = frame.iloc[main_rows][keys]
+    signature = frame[keys].iloc[main_rows]
     columns = [signature[c].astype("category") for c in signature.columns]
     codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 6))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
+    # each column's values, None last (for code -1)
+    texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
-    for row in unique:
-        launcher, op, dims, types, concrete, rule = (
-            None if k < 0 else column.cat.categories[k] for column, k in zip(columns, row, strict=True)
-        )
+    for row in unique.tolist():
+        launcher, op, dims, types, concrete, rule = (text[k] for text, k in zip(texts, row, strict=True))
         try:
             args = parse_call(dims, types, None, concrete)
             call = Call(str(launcher or ""), str(op), args, str(rule or ""), list_dtype)
@@ -310,7 +309,7 @@ def _over_host_link(names: pd.Series) -> np.ndarray:
 
 
 def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None = None) -> Analysis:
-    kernels = frame.copy()
+    kernels = frame.copy(deep=False)  # columns are added or replaced, never written in place
     costs = _call_costs(kernels)
     for column in costs.columns:
         kernels[column] = costs[column]
