@@ -34,7 +34,7 @@ from kernel_atlas.report.units import (
     fmt_us,
     peaks_line,
 )
-from kernel_atlas.report.views import NO_MODULE, KernelViews, Timeline, kernel_views
+from kernel_atlas.report.views import NO_MODULE, KernelViews, Timeline, kernel_views, text_codes
 from kernel_atlas.report.waits import Waits
 from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
@@ -147,18 +147,9 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
     return fig
 
 
-def _text_codes(values: pd.Series, text: Callable[[str], str] = str) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, a code of `text(value)` (-1 where missing), and the text of each code: every
-    distinct value is converted once, not every row."""
-    column = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
-    codes_of_category, texts = pd.factorize(np.array([text(str(v)) for v in column.cat.categories], dtype=object))
-    codes = column.cat.codes.to_numpy()
-    return np.where(codes >= 0, codes_of_category[codes] if len(texts) else -1, -1), np.asarray(texts, dtype=object)
-
-
 def timeshare_figure(analysis: Analysis) -> go.Figure:
     k = analysis.kernels
-    keys = [_text_codes(k["category"]), _text_codes(k["op_mapping"]), _text_codes(k["name"], _short)]
+    keys = [text_codes(k["category"]), text_codes(k["op_mapping"]), text_codes(k["name"], _short)]
     kept = np.logical_and.reduce([codes >= 0 for codes, _ in keys])
     # summed per distinct (category, op, short name) over the rows in their order, as a groupby of the texts would
     summed = pd.Series(k["dur_us"].to_numpy()[kept]).groupby([codes[kept] for codes, _ in keys], sort=False).sum()

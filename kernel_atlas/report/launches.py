@@ -138,6 +138,12 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return a[:n]
 
 
+def _describe(frames: tuple[str, ...]) -> tuple[str | None, str | None, str | None]:
+    """A shared stack (outermost first) as (call stack, innermost frame, module path)."""
+    module = ".".join(x[len(MODULE_PREFIX) :] for x in frames if x.startswith(MODULE_PREFIX))
+    return STACK_SEPARATOR.join(reversed(frames)) or None, frames[-1] if frames else None, module or None
+
+
 def graph_candidates(
     frame: pd.DataFrame,
     kernel_wait_us: float = KERNEL_WAIT_US,
@@ -209,24 +215,17 @@ def graph_candidates(
     rank_of[ordered] = np.arange(len(used))
     code = rank_of[np.searchsorted(used, rows["stack"].to_numpy())]
     bounds = pd.Series(code, index=rows.index).groupby(rows["stretch"]).agg(["min", "max"])
-    shared = {
-        pair: _common_prefix(by_rank[pair[0]], by_rank[pair[1]])
-        for pair in set(zip(bounds["min"], bounds["max"], strict=True))
-    }
-    per["common"] = [
-        shared[pair] for pair in zip(bounds.loc[per.index, "min"], bounds.loc[per.index, "max"], strict=True)
-    ]
+    pairs = list(zip(bounds.loc[per.index, "min"], bounds.loc[per.index, "max"], strict=True))
+    # (call stack, frame, module) of each distinct shared stack, described once
+    described = {pair: _describe(_common_prefix(by_rank[pair[0]], by_rank[pair[1]])) for pair in set(pairs)}
     first = per["first"].to_numpy()
     per["rank"] = frame["rank"].to_numpy()[first]
     per["device"] = frame["device"].to_numpy()[first]
     per["stream"] = frame["stream"].to_numpy()[first]
     per["first_ts_us"] = frame["ts_us"].to_numpy()[first]
     per["first_kernel"] = frame["name"].iloc[first].astype(str).to_numpy()
-    per["call_stack"] = per["common"].map(lambda f: STACK_SEPARATOR.join(reversed(f)) or None)
-    per["frame"] = per["common"].map(lambda f: f[-1] if f else None)
-    per["module"] = per["common"].map(
-        lambda f: ".".join(x[len(MODULE_PREFIX) :] for x in f if x.startswith(MODULE_PREFIX)) or None
-    )
+    for i, column in enumerate(("call_stack", "frame", "module")):
+        per[column] = [described[pair][i] for pair in pairs]
     per["kernel_wait_us"] = per["saving_us"] - per["host_wait_us"]
     keys = ["rank", "device", "stream", "call_stack"]
     per = per.sort_values("first_ts_us", kind="stable")

@@ -64,6 +64,7 @@ class Analysis:
     roofline: pd.DataFrame
     timeshare: pd.DataFrame
     facts: dict[str, Any]
+    groups: pd.DataFrame | None = None  # `roofline_groups` of `kernels`, before the metrics (one run)
 
 
 @lru_cache(maxsize=1)
@@ -314,14 +315,11 @@ def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None =
     for column in costs.columns:
         kernels[column] = costs[column]
     _collective_costs(kernels, world_size)
-    roofline = _roofline_table(kernels, device)
+    groups = roofline_groups(kernels)
+    roofline = roofline_metrics(groups, device)
     timeshare = _timeshare(kernels)
     facts = _facts(kernels, device)
-    return Analysis(kernels=kernels, roofline=roofline, timeshare=timeshare, facts=facts)
-
-
-def _roofline_table(kernels: pd.DataFrame, device: Device | None) -> pd.DataFrame:
-    return roofline_metrics(roofline_groups(kernels), device)
+    return Analysis(kernels=kernels, roofline=roofline, timeshare=timeshare, facts=facts, groups=groups)
 
 
 ROOFLINE_KEYS = ["name", "launcher", "input_dims", "role"]

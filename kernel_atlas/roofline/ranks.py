@@ -94,7 +94,8 @@ def analyse_rank(
     kernels = analysis.kernels
     kernel_time = kernels.groupby(_TREEMAP_KEYS, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
     kernel_time = kernel_time.rename(columns={"sum": "dur_us"})
-    part = RankPart(rank, roofline_groups(kernels), analysis.timeshare, analysis.facts, kernel_time, waits, views)
+    groups = analysis.groups if analysis.groups is not None else roofline_groups(kernels)
+    part = RankPart(rank, groups, analysis.timeshare, analysis.facts, kernel_time, waits, views)
     if keep_rows:
         part.kernels = kernels
     return part
