@@ -349,9 +349,16 @@ def _shape_codes(args: list[Args]) -> tuple[np.ndarray, list[Shape]]:
     keys = _numbering()
     codes = np.fromiter([keys[b"\0".join(_shape_fields(a))] for a in args], np.int32, len(args))
     _, first = np.unique(codes, return_index=True)
-    cache: dict[bytes, str | None] = {}
-    shapes = [tuple(_canonical_json(raw, cache) for raw in _shape_fields(args[i])) for i in first.tolist()]
+    if len(_CANONICAL) > _CANONICAL_LIMIT:
+        _CANONICAL.clear()
+    shapes = [tuple(_canonical_json(raw, _CANONICAL) for raw in _shape_fields(args[i])) for i in first.tolist()]
     return codes, shapes  # type: ignore[return-value]
+
+
+# Canonical texts of recorded inputs, kept across the slices a process decodes (the same
+# shapes recur in every step); emptied when it grows past the limit.
+_CANONICAL: dict[bytes, str | None] = {}
+_CANONICAL_LIMIT = 1 << 16
 
 
 _op_params = attrgetter(*OpParams._fields)

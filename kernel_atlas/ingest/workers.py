@@ -123,12 +123,19 @@ def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
     _read_ahead = _ReadAhead(first, workers_for(first))
 
 
+def reading_ahead(path: Path) -> bool:
+    """Whether `start_early` is reading this trace (its decoding runs while the caller does
+    other work)."""
+    ahead = _read_ahead
+    return ahead is not None and ahead.path.resolve() == Path(path).resolve()
+
+
 def take_read_ahead(path: Path, on_progress: Callable[[float], None] | None = None) -> Any:
     """`build_columns(path)`'s (info, columns) when `start_early` began reading this trace,
     else None."""
     global _read_ahead
     ahead = _read_ahead
-    if ahead is None or ahead.path.resolve() != Path(path).resolve():
+    if ahead is None or not reading_ahead(path):
         return None
     _read_ahead = None
     return ahead.take(on_progress)
