@@ -51,14 +51,17 @@ def module_times(kernels: pd.DataFrame) -> pd.DataFrame:
 
 def step_times(kernels: pd.DataFrame) -> pd.DataFrame:
     """GPU time per (profiler step, category): `step` (null outside any step), `category`, `dur_us`."""
+    codes, texts = text_codes(kernels["category"])  # categories as codes while grouping: no string per row
     table = pd.DataFrame(
         {
             "step": kernels["step"].astype("Float64").astype("Int64"),
-            "category": kernels["category"].astype(str),
+            "category": pd.Categorical.from_codes(codes, categories=pd.Index(texts, dtype=object)),
             "dur_us": kernels["dur_us"].astype("float64"),
         }
     )
-    return _sum_steps(table)
+    summed = table.groupby(["step", "category"], dropna=False, sort=False, observed=True)["dur_us"].sum().reset_index()
+    summed["category"] = summed["category"].astype(object).astype(str)
+    return summed.sort_values(["step", "category"], na_position="last", ignore_index=True)
 
 
 def _sum_steps(table: pd.DataFrame) -> pd.DataFrame:

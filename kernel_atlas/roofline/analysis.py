@@ -157,7 +157,7 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     """role, flops, bytes, precision, unit, note, formula, op_time_us per kernel row."""
     n = len(frame)
     role = np.full(n, "no shapes", dtype=object)
-    note = frame["link"].astype(object).where(frame["link"].astype(object) != "correlation", "").to_numpy(copy=True)
+    note = _link_notes(frame["link"])
     flops = np.full(n, np.nan)
     nbytes = np.full(n, np.nan)
     precision = np.full(n, None, dtype=object)
@@ -260,6 +260,14 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _link_notes(link: pd.Series) -> np.ndarray:
+    """How each row was linked, as a note (objects): empty for the usual link by correlation,
+    missing where the link is; one text per distinct value, not per row."""
+    column = link.astype("category")
+    texts = np.array(["" if v == "correlation" else v for v in column.cat.categories] + [np.nan], dtype=object)
+    return texts[column.cat.codes.to_numpy()]  # code -1 (missing): the last
+
+
 def _groups(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group ids of the rows of a 2-D array of non-negative codes, numbered in order of first
     appearance (as `groupby(sort=False)` orders groups), and each group's first row. Hashing
@@ -330,17 +338,11 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
     times, the per-call cost of the group. Groups of several runs (ranks) add up: sum `count`,
     `total_us` and `op_time_us`, keep the first of the rest (see `roofline_metrics`)."""
     keys = ROOFLINE_KEYS
-    values = ["op_mapping", "category", "input_types", "dur_us", "op_time_us", "flops", "bytes", "precision", "unit"]
-    work = kernels[[*values, "note", "formula", "call_stack"]].copy()
-    for column in ("op_mapping", "category", "input_types"):
-        work[column] = work[column].astype(object).fillna("")
+    work = kernels[["dur_us", "op_time_us", "flops", "bytes", "precision", "unit", "note", "formula", "call_stack"]]
     # groups in order of first appearance; a missing name, launcher or shape counts as ""
     group, first = _first_seen_groups([kernels[k] for k in keys])
     grouped = work.groupby(group, sort=True)
     table = grouped.agg(
-        op_mapping=("op_mapping", "first"),
-        category=("category", "first"),
-        input_types=("input_types", "first"),
         count=("dur_us", "size"),
         total_us=("dur_us", "sum"),
         op_time_us=("op_time_us", "sum"),
@@ -352,9 +354,16 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         formula=("formula", "first"),
         call_stack=("call_stack", "first"),
     ).reset_index(drop=True)
+    # missing texts count as "": each group's first value is its first row's
+    firsts = {k: kernels[k].iloc[first].astype(object).fillna("").to_numpy() for k in (*keys, *_FIRST_TEXTS)}
     for position, key in enumerate(keys):
-        table.insert(position, key, kernels[key].iloc[first].astype(object).fillna("").to_numpy())
+        table.insert(position, key, firsts[key])
+    for position, key in enumerate(_FIRST_TEXTS, start=len(keys)):
+        table.insert(position, key, firsts[key])
     return table
+
+
+_FIRST_TEXTS = ("op_mapping", "category", "input_types")
 
 
 def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame:
