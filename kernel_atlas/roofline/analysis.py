@@ -174,7 +174,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     dur = frame["dur_us"].to_numpy()[call_rows]
     # summed as pandas sums a frame's groups (compensated), so call times do not depend on how
     # the calls were numbered
-    op_time[call_rows] = pd.Series(dur).groupby(call).transform("sum").to_numpy()
+    call_keys = frame.loc[has_call, ["trace", "rank", "cpu_op_id", "dur_us"]]
+    op_time[call_rows] = call_keys.groupby(["trace", "rank", "cpu_op_id"], observed=True)["dur_us"].transform("sum")
     # the longest kernel of each call, the first one among equals
     longest_first = np.lexsort((call_rows, -dur, call))
     firsts = np.flatnonzero(np.diff(call[longest_first], prepend=-1) != 0)
@@ -355,11 +356,10 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         call_stack=("call_stack", "first"),
     ).reset_index(drop=True)
     # missing texts count as "": each group's first value is its first row's
-    firsts = {k: kernels[k].iloc[first].astype(object).fillna("").to_numpy() for k in (*keys, *_FIRST_TEXTS)}
     for position, key in enumerate(keys):
-        table.insert(position, key, firsts[key])
-    for position, key in enumerate(_FIRST_TEXTS, start=len(keys)):
-        table.insert(position, key, firsts[key])
+        table.insert(position, key, kernels[key].iloc[first].astype(object).fillna("").to_numpy())
+    for position, key in enumerate(_FIRST_TEXTS, start=len(keys)):  # objects, as `first` of objects leaves them
+        table.insert(position, key, pd.Series(kernels[key].iloc[first].astype(object).fillna("").to_numpy(), dtype=object))
     return table
 
 
