@@ -119,9 +119,7 @@ def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str])
     as_float = {k: "float64" for k in keys}  # nullable ints → NaN keys that merge with each other
     # categories as their codes (CATEGORIES order) while grouping: no string per gap
     coded = table[keys].astype(as_float).assign(category=_category_codes(table["category"]), gap_us=table["gap_us"])
-    summed = (
-        coded.groupby([*keys, "category"], dropna=False)["gap_us"].agg(idle_us="sum", count="count").reset_index()
-    )
+    summed = coded.groupby([*keys, "category"], dropna=False)["gap_us"].agg(idle_us="sum", count="count").reset_index()
     present = source[keys].astype(as_float).drop_duplicates()
     rows = present.merge(pd.DataFrame({"category": np.arange(len(CATEGORIES), dtype=np.int8)}), how="cross")
     rows = rows.merge(summed, on=[*keys, "category"], how="left").fillna({"idle_us": 0.0, "count": 0})

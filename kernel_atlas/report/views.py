@@ -46,7 +46,8 @@ def module_times(kernels: pd.DataFrame) -> pd.DataFrame:
     table = kernels["dur_us"].groupby(codes, sort=False).sum()
     names = texts[table.index.to_numpy()]
     order = np.argsort(names.astype(str), kind="stable")
-    return pd.DataFrame({"module": pd.Index(names[order]).astype(str), "dur_us": table.to_numpy(dtype="float64")[order]})
+    sums = table.to_numpy(dtype="float64")[order]
+    return pd.DataFrame({"module": pd.Index(names[order]).astype(str), "dur_us": sums})
 
 
 def step_times(kernels: pd.DataFrame) -> pd.DataFrame:

@@ -356,10 +356,10 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         call_stack=("call_stack", "first"),
     ).reset_index(drop=True)
     # missing texts count as "": each group's first value is its first row's
-    for position, key in enumerate(keys):
-        table.insert(position, key, kernels[key].iloc[first].astype(object).fillna("").to_numpy())
-    for position, key in enumerate(_FIRST_TEXTS, start=len(keys)):  # objects, as `first` of objects leaves them
-        table.insert(position, key, pd.Series(kernels[key].iloc[first].astype(object).fillna("").to_numpy(), dtype=object))
+    for position, key in enumerate([*keys, *_FIRST_TEXTS]):
+        texts = kernels[key].iloc[first].astype(object).fillna("").to_numpy()
+        # the keys as texts; the others objects, as `first` of objects leaves them
+        table.insert(position, key, texts if key in keys else pd.Series(texts, dtype=object))
     return table
 
 
