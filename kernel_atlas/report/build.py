@@ -11,7 +11,6 @@ import pandas as pd
 
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.outputs import output_ranks
-from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, write_outputs
 from kernel_atlas.report.idle import KERNEL_WAIT_US
 from kernel_atlas.report.launches import SHORT_KERNEL_US
 from kernel_atlas.report.views import KernelViews
@@ -69,6 +68,8 @@ def _resolve_input(source: Path) -> Path:
         if not (source / "kernels.parquet").exists():
             raise AtlasError(source, "not an ingest output (no kernels.parquet); give a trace or run `atlas ingest`")
         return source
+    from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, write_outputs  # only for a trace
+
     out_dir = default_out_dir(source)
     write_outputs(ingest_paths([source]), out_dir)
     return out_dir
