@@ -443,3 +443,22 @@ def test_explain_shows_the_conflict_and_the_winner() -> None:
     assert "launcher conv" in text and "name copy_" in text
     assert "conflict other-category: the name wins" in text
     assert "evidence=name>launcher" in text
+
+
+def test_rule_precisions_are_read_without_compiling_the_rules() -> None:
+    """The report needs only the `precision` of rules.toml (TF32 GEMM families): read from the
+    file as written, equal to what the compiled rules say."""
+    import tomllib
+
+    from kernel_atlas.classify import rules as rule_module
+
+    with (catalogs_dir() / "rules.toml").open("rb") as handle:
+        raw = tomllib.load(handle)
+    written = {r["id"]: r["precision"] for kind in ("rule", "context", "fallback") for r in raw.get(kind, []) if "precision" in r}
+    assert written and set(written.values()) == {"tf32"}
+    rule_module.rule_precisions.cache_clear()
+    rule_module.load_rules.cache_clear()
+    assert rule_module.rule_precisions() == written
+    assert rule_module.load_rules.cache_info().currsize == 0  # nothing was compiled
+    compiled = {k: r.precision for k, r in rule_module.load_rules()[0].by_id().items() if r.precision}
+    assert compiled == written

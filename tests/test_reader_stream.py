@@ -242,3 +242,26 @@ def test_display_time_unit_never_rescales_timestamps(tmp_path: Path) -> None:
     _, cols = _columns(path, 1 << 20, workers=1)
     np.testing.assert_array_equal(cols.host.ts, [0.0, 10.0, 20.0, 30.0, 40.0])
     np.testing.assert_array_equal(cols.host.end - cols.host.ts, [5.0] * 5)
+
+
+def test_reading_ahead_one_trace_frees_its_decode_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`atlas ingest` of a single trace decodes it while the pipeline imports; once decoded, the
+    decode workers are shut down (their memory is free for linking). With more traces to come
+    they stay for the next one."""
+    from kernel_atlas.ingest import workers
+
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": _events(2000)}))
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(workers, "available_cpus", lambda: 2)
+    monkeypatch.setattr(reader, "SLICE_BYTES", 20_000)
+    try:
+        workers.start_early([trace])
+        assert workers.reading_ahead(trace)
+        _, cols = workers.take_read_ahead(trace)
+        assert len(cols.host) == 2000 and workers._pool is None and not workers.reading_ahead(trace)
+        workers.start_early([trace, trace])
+        _, cols = workers.take_read_ahead(trace)
+        assert len(cols.host) == 2000 and workers._pool is not None
+    finally:
+        workers.discard_pool()

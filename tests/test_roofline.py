@@ -220,6 +220,42 @@ def test_report_html_contains_its_figures(reports) -> None:
     assert len(text) > 1_000_000  # plotly.js is inlined: the file works offline
 
 
+def test_whole_window_timeline_shades_and_labels_every_step() -> None:
+    """Each profiler step of a whole-window timeline is a grey band (alternating shade) with its
+    label, as plotly's `add_vrect` draws it; x in ms from the first activity."""
+    import plotly.graph_objects as go
+
+    from kernel_atlas.report.html import timeline_figure
+    from kernel_atlas.report.views import Timeline
+
+    rows = pd.DataFrame(
+        {
+            "ts_us": [1000.0, 3000.0, 6000.0],
+            "dur_us": [500.0, 500.0, 500.0],
+            "stream": [7, 7, 8],
+            "category": ["gemm", "gemm", "memory"],
+            "name": ["k1", "k2", "k3"],
+        }
+    )
+    steps = pd.DataFrame({"step": [4, 5], "start": [1000.0, 3000.0], "end": [2500.0, 6500.0]})
+    layout = timeline_figure(Timeline(rank=0, rows=rows, total=3, steps=steps)).to_plotly_json()["layout"]
+    assert [(s["x0"], s["x1"], s["opacity"]) for s in layout["shapes"]] == [(0.0, 1.5, 0.08), (2.0, 5.5, 0.14)]
+    assert [(a["text"], a["x"]) for a in layout["annotations"]] == [("step 4", 0.0), ("step 5", 2.0)]
+    reference = go.Figure()
+    for step, x0, x1 in ((4, 0.0, 1.5), (5, 2.0, 5.5)):
+        reference.add_vrect(
+            x0=x0,
+            x1=x1,
+            fillcolor="grey",
+            opacity=0.08 + 0.06 * (step % 2),
+            line_width=0,
+            annotation_text=f"step {step}",
+            annotation_position="top left",
+        )
+    expected = reference.to_plotly_json()["layout"]
+    assert layout["shapes"] == expected["shapes"] and layout["annotations"] == expected["annotations"]
+
+
 def test_report_html_opens_in_headless_chromium(reports, tmp_path: Path) -> None:
     """No console errors, every figure drawn; the roofline and waits tables sort, filter and expand."""
     report = reports["h100_bert_small_infer"]

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.names import NAME_TEXTS, family_key, lower_texts, name_texts
-from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules
+from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules, rule_precisions
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.paths import catalogs_dir
@@ -323,15 +323,9 @@ def rule_id(label_rule: object) -> str | None:
     return label_rule[5:] if isinstance(label_rule, str) and label_rule.startswith("rule:") else None
 
 
-@lru_cache(maxsize=1)
-def _precisions() -> dict[str, str]:
-    """Rule id → the compute precision its kernel family implies (rules.toml `precision`)."""
-    return {key: rule.precision for key, rule in load_rules()[0].by_id().items() if rule.precision}
-
-
 def rule_precision(label_rule: object) -> str | None:
     """The compute precision a label's kernel family implies ("tf32" for TF32 GEMMs), or None."""
-    return _precisions().get(rule_id(label_rule) or "")
+    return rule_precisions().get(rule_id(label_rule) or "")
 
 
 def label_frame(frame: pd.DataFrame, classifier: Classifier | None = None) -> pd.DataFrame:

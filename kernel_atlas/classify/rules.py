@@ -255,6 +255,19 @@ def load_rules(directory: str | None = None) -> tuple[RuleSet, LauncherTable]:
     return parse_rules(base / "rules.toml"), parse_launchers(base / "launchers.toml")
 
 
+@lru_cache(maxsize=4)
+def rule_precisions(directory: str | None = None) -> dict[str, str]:
+    """Rule id → the compute precision its kernel family implies (rules.toml `precision`), read
+    from the file without compiling its patterns: a report needs only this of the rules."""
+    data = read_toml((Path(directory) if directory else catalogs_dir()) / "rules.toml")
+    return {
+        raw["id"]: raw["precision"]
+        for kind in ("rule", "context", "fallback")
+        for raw in data.get(kind, [])
+        if raw.get("id") and raw.get("precision")
+    }
+
+
 def rule_ids() -> frozenset[str]:
     """Every rule id of the shipped rules.toml (registries of costs and replay name them)."""
     return frozenset(load_rules()[0].by_id())

@@ -469,12 +469,26 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
 def _shape_codes(args: list[Args]) -> tuple[np.ndarray, list[Shape]]:
     """One code per distinct recorded (dims, types, strides, concrete inputs), and their
     canonical JSON texts (decoded and re-encoded, so spacing never splits a shape)."""
-    keys = _numbering()
+    keys = _numbering()  # the four raw texts joined by NUL (never inside JSON text), numbered as met
     codes = np.fromiter([keys[b"\0".join(_shape_fields(a))] for a in args], np.int32, len(args))
-    _, first = np.unique(codes, return_index=True)
-    cache: dict[bytes, str | None] = {}
-    shapes = [tuple(_canonical_json(raw, cache) for raw in _shape_fields(args[i])) for i in first.tolist()]
-    return codes, shapes  # type: ignore[return-value]
+    if len(_SHAPES) > _CACHE_LIMIT:
+        _SHAPES.clear()
+    if len(_CANONICAL) > _CACHE_LIMIT:
+        _CANONICAL.clear()
+    shapes = []
+    for key in keys:  # in code order
+        shape = _SHAPES.get(key)
+        if shape is None:
+            shape = _SHAPES[key] = tuple(_canonical_json(raw, _CANONICAL) for raw in key.split(b"\0"))  # type: ignore[assignment]
+        shapes.append(shape)
+    return codes, shapes
+
+
+# Shapes and canonical texts of recorded inputs, kept across the slices a process decodes (the
+# same shapes recur in every step); emptied when they grow past the limit.
+_SHAPES: dict[bytes, Shape] = {}
+_CANONICAL: dict[bytes, str | None] = {}
+_CACHE_LIMIT = 1 << 16
 
 
 _op_params = attrgetter(*OpParams._fields)
@@ -507,7 +521,7 @@ def _ranks_text(ranks: str | tuple[int, ...] | None) -> str | None:
     return ranks if ranks is None or isinstance(ranks, str) else "[" + ", ".join(map(str, ranks)) + "]"
 
 
-def _canonical_json(raw: msgspec.Raw, cache: dict[bytes, str | None]) -> str | None:
+def _canonical_json(raw: bytes, cache: dict[bytes, str | None]) -> str | None:
     if not raw:
         return None
     key = bytes(raw)

@@ -343,12 +343,14 @@ def link(cols: TraceColumns) -> LinkedColumns:
         return categorical(take(host.name_code, idx, -1), names)
 
     launcher_final = np.where(graph, -1, launcher_idx)
-    link_reason = np.full(n, "correlation", dtype=object)
-    link_reason[fallback] = "external id"
-    link_reason[gpu.correlation < 0] = UNLINKED_NO_CORRELATION
-    link_reason[(gpu.correlation >= 0) & ~has_launch] = UNLINKED_NO_LAUNCH
-    link_reason[has_launch & (launcher_idx < 0) & ~graph] = UNLINKED_NO_CPU_OP
-    link_reason[graph] = UNLINKED_GRAPH
+    reasons = ["correlation", "external id", *UNLINKED_REASONS]
+    reason = np.zeros(n, dtype=np.int8)  # codes into `reasons`, the later rules winning
+    reason[fallback] = 1
+    reason[gpu.correlation < 0] = 2
+    reason[(gpu.correlation >= 0) & ~has_launch] = 3
+    reason[has_launch & (launcher_idx < 0) & ~graph] = 4
+    reason[graph] = 5
+    link_reason = _reason_categorical(reason, reasons)
 
     return LinkedColumns(
         launch=name_or_none(launch_idx),
@@ -363,7 +365,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         input_types=input_types,
         input_strides=input_strides,
         concrete_inputs=concrete,
-        link=pd.Categorical(link_reason),
+        link=link_reason,
         cpu_op_id=shape_source,
         capture_correlation=np.full(n, -1, dtype=np.int64),
         shapes_inferred=np.zeros(n, dtype=bool),
@@ -372,6 +374,16 @@ def link(cols: TraceColumns) -> LinkedColumns:
         launch_idx=launch_idx,
         host_parent=nest.parent,
     )
+
+
+def _reason_categorical(codes: np.ndarray, texts: list[str]) -> pd.Categorical:
+    """`pd.Categorical` of the texts at `codes` (categories: the texts used, sorted), without a
+    string per row."""
+    used = np.flatnonzero(np.bincount(codes, minlength=len(texts)))
+    ordered = sorted(used.tolist(), key=texts.__getitem__)
+    position = np.zeros(len(texts), dtype=np.int8)
+    position[ordered] = np.arange(len(ordered))
+    return pd.Categorical.from_codes(position[codes], categories=[texts[i] for i in ordered])
 
 
 def unlinked_counts(link_reason: Sequence[str] | np.ndarray | pd.Categorical) -> dict[str, int]:

@@ -56,10 +56,12 @@ def _thread_parents(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> tupl
     # Zero-length ranges stay "open" for 2·eps so they never count as closed before a
     # range that starts at the same instant but sorts ahead of them.
     e = np.maximum(end[idx], s + 2 * eps)
-    closed = np.searchsorted(np.sort(e), s + eps, side="right")
+    # in start order the ends are nearly sorted already: a merge sort (stable) finds runs
+    closed = np.searchsorted(np.sort(e, kind="stable"), s + eps, side="right")
     depth = np.maximum(np.arange(n) - closed, 0)
     local_parent = np.full(n, -1, dtype=np.int64)
-    by_depth = np.argsort(depth, kind="stable")
+    # depths are small: as int16 the stable sort is a radix sort
+    by_depth = np.argsort(depth.astype(np.int16) if depth.max(initial=0) < 1 << 15 else depth, kind="stable")
     level_starts = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
     for d in range(1, depth.max() + 1):
         here = by_depth[level_starts[d] : level_starts[d + 1]]
@@ -92,8 +94,10 @@ def _by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length
     tied = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] == s[:-1]))
     if len(tied) == 0:
         return order
-    members = np.union1d(tied, tied + 1)
-    run = np.cumsum(np.r_[True, ~np.isin(members[1:] - 1, tied)])  # a new run unless tied to the previous
+    is_tied = np.zeros(len(order), dtype=bool)  # position i ties with i + 1
+    is_tied[tied] = True
+    members = np.flatnonzero(is_tied | np.r_[False, is_tied[:-1]])
+    run = np.cumsum(np.r_[True, ~is_tied[members[1:] - 1]])  # a new run unless tied to the previous
     members_order = order[members]
     order[members] = members_order[np.lexsort((-length[members_order], run))]
     return order

@@ -35,7 +35,7 @@ from kernel_atlas.ingest.reader import TraceInfo
 from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
-from kernel_atlas.ingest.workers import decode_pool, discard_pool, take_read_ahead, workers_for
+from kernel_atlas.ingest.workers import decode_pool, discard_pool, reading_ahead, take_read_ahead, workers_for
 from kernel_atlas.redact import redact_frame
 
 __all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels", "write_outputs"]
@@ -122,6 +122,8 @@ def ingest_trace(
         report("decoding", 0.05 + 0.75 * fraction)
 
     try:
+        if reading_ahead(path):  # the classifier loads (its rules compile) while the trace decodes
+            default_classifier()
         read = take_read_ahead(path, decoding)
         if read is None:
             read = build_columns(path, decode_pool(workers) if workers > 1 else None, workers, on_progress=decoding)

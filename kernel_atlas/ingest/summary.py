@@ -66,7 +66,9 @@ def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
     """Span, busy (union over streams) and idle time per device, and time per kind; once the
     rows are labelled, also communication time and how much of it overlaps compute."""
     devices = []
-    for (rank, device), group in frame.groupby(["rank", "device"], observed=True, dropna=False):
+    # only the columns read here: a group of the whole frame would copy every column
+    used = [c for c in ("rank", "device", "ts_us", "dur_us", "kind", "stream", "category") if c in frame]
+    for (rank, device), group in frame[used].groupby(["rank", "device"], observed=True, dropna=False):
         start = group["ts_us"].to_numpy()
         end = start + group["dur_us"].to_numpy()
         span = float(end.max() - start.min()) if len(start) else 0.0
@@ -96,7 +98,7 @@ def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
         devices.append(facts)
     by_kind = {
         str(kind): {"count": len(g), "total_us": float(g["dur_us"].sum())}
-        for kind, g in frame.groupby("kind", observed=True)
+        for kind, g in frame[["kind", "dur_us"]].groupby("kind", observed=True)
     }
     return {"devices": devices, "by_kind": by_kind}
 

@@ -74,10 +74,13 @@ def decode_pool(workers: int) -> ProcessPoolExecutor:
 
 
 class _ReadAhead:
-    """`columns.build_columns` of one trace, run in a background thread."""
+    """`columns.build_columns` of one trace, run in a background thread. With `last`, no other
+    trace follows: the decode workers are shut down once it is decoded, so their memory is
+    free for what comes after decoding."""
 
-    def __init__(self, path: Path, workers: int):
+    def __init__(self, path: Path, workers: int, last: bool = False):
         self.path = path
+        self.last = last
         self.fraction = 0.0
         self.result: Any = None
         self.error: BaseException | None = None
@@ -95,6 +98,9 @@ class _ReadAhead:
             self.result = build_columns(self.path, executor, workers, on_progress=progress)
         except BaseException as exc:  # handed to whoever takes the result
             self.error = exc
+        finally:
+            if self.last:
+                discard_pool()
 
     def take(self, on_progress: Callable[[float], None] | None) -> Any:
         while self.thread.is_alive():
@@ -120,7 +126,14 @@ def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
     first = Path(paths[0])
     if not first.is_file():  # a folder, a glob or a URL: what it expands to is not known yet
         return
-    _read_ahead = _ReadAhead(first, workers_for(first))
+    _read_ahead = _ReadAhead(first, workers_for(first), last=len(paths) == 1)
+
+
+def reading_ahead(path: Path) -> bool:
+    """Whether `start_early` is reading this trace (its decoding runs while the caller does
+    other work)."""
+    ahead = _read_ahead
+    return ahead is not None and ahead.path.resolve() == Path(path).resolve()
 
 
 def take_read_ahead(path: Path, on_progress: Callable[[float], None] | None = None) -> Any:
@@ -128,7 +141,7 @@ def take_read_ahead(path: Path, on_progress: Callable[[float], None] | None = No
     else None."""
     global _read_ahead
     ahead = _read_ahead
-    if ahead is None or ahead.path.resolve() != Path(path).resolve():
+    if ahead is None or not reading_ahead(path):
         return None
     _read_ahead = None
     return ahead.take(on_progress)

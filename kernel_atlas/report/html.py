@@ -34,7 +34,7 @@ from kernel_atlas.report.units import (
     fmt_us,
     peaks_line,
 )
-from kernel_atlas.report.views import NO_MODULE, KernelViews, Timeline, kernel_views
+from kernel_atlas.report.views import NO_MODULE, KernelViews, Timeline, kernel_views, text_codes
 from kernel_atlas.report.waits import Waits
 from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
@@ -150,18 +150,18 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
 
 def timeshare_figure(analysis: Analysis) -> go.Figure:
     k = analysis.kernels
-    frame = (
-        pd.DataFrame(
-            {
-                "category": k["category"].astype(str),
-                "op": k["op_mapping"].astype(str),
-                "kernel": k["name"].astype(str).map(_short),
-                "time": k["dur_us"],
-            }
-        )
-        .groupby(["category", "op", "kernel"], as_index=False)["time"]
-        .sum()
+    keys = [text_codes(k["category"]), text_codes(k["op_mapping"]), text_codes(k["name"], _short)]
+    kept = np.logical_and.reduce([codes >= 0 for codes, _ in keys])
+    # summed per distinct (category, op, short name) over the rows in their order, as a groupby of the texts would
+    summed = pd.Series(k["dur_us"].to_numpy()[kept]).groupby([codes[kept] for codes, _ in keys], sort=False).sum()
+    frame = pd.DataFrame(
+        {
+            column: texts[summed.index.get_level_values(i).to_numpy()]
+            for i, (column, (_, texts)) in enumerate(zip(("category", "op", "kernel"), keys, strict=True))
+        }
+        | {"time": summed.to_numpy()}
     )
+    frame = frame.sort_values(["category", "op", "kernel"], ignore_index=True)
     ids, labels, parents, values = [], [], [], []
     for category, g in frame.groupby("category"):
         ids.append(category), labels.append(category), parents.append(""), values.append(g["time"].sum())
@@ -300,16 +300,7 @@ def timeline_figure(timeline: Timeline, note: str = "") -> go.Figure:
             )
         )
     if step is None and len(rows):
-        for span in timeline.steps.itertuples(index=False):
-            fig.add_vrect(
-                x0=(span.start - origin) / scale,
-                x1=(span.end - origin) / scale,
-                fillcolor="grey",
-                opacity=0.08 + 0.06 * (int(span.step) % 2),
-                line_width=0,
-                annotation_text=f"step {int(span.step)}",
-                annotation_position="top left",
-            )
+        fig.update_layout(_step_shading(timeline.steps, origin, scale))
     what = f"step {step}" if step is not None else "all steps"
     shown = f"; the {len(rows):,} longest of {timeline.total:,}" if timeline.total > len(rows) else ""
     fig.update_layout(
@@ -320,6 +311,42 @@ def timeline_figure(timeline: Timeline, note: str = "") -> go.Figure:
         height=420,
     )
     return fig
+
+
+def _step_shading(steps: pd.DataFrame, origin: float, scale: float) -> dict[str, list[dict]]:
+    """Every step of a whole-window timeline shaded (alternating) and labelled, as layout
+    shapes and annotations set at once: what `fig.add_vrect` draws, without re-validating
+    every earlier shape at each call (quadratic in the number of steps)."""
+    shapes, annotations = [], []
+    for span in steps.itertuples(index=False):
+        x0, x1 = (span.start - origin) / scale, (span.end - origin) / scale
+        shapes.append(
+            {
+                "type": "rect",
+                "xref": "x",
+                "yref": "y domain",
+                "x0": x0,
+                "x1": x1,
+                "y0": 0,
+                "y1": 1,
+                "fillcolor": "grey",
+                "opacity": 0.08 + 0.06 * (int(span.step) % 2),
+                "line": {"width": 0},
+            }
+        )
+        annotations.append(
+            {
+                "text": f"step {int(span.step)}",
+                "showarrow": False,
+                "xref": "x",
+                "yref": "y domain",
+                "x": x0,
+                "y": 1,
+                "xanchor": "left",
+                "yanchor": "top",
+            }
+        )
+    return {"shapes": shapes, "annotations": annotations}
 
 
 ROOFLINE_TABLE_COLUMNS = [

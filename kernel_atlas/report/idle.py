@@ -90,7 +90,7 @@ def gaps(
     category = np.where(host_wait, 0, np.where(gap < kernel_wait_us, 1, 2))
     keep = ~np.isnan(gap) if like_hta else gap > 0
     rows = order[keep]
-    out = frame.iloc[rows][keys].copy()
+    out = frame[keys].iloc[rows].copy()  # the keys first: taking every column's rows costs far more
     out["gap_us"] = gap[keep]
     out["category"] = pd.Categorical.from_codes(category[keep], CATEGORIES)
     return out
@@ -117,18 +117,36 @@ def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str])
     """idle_us and count per key and category; every key of `source` (even one without gaps)
     has its three category rows."""
     as_float = {k: "float64" for k in keys}  # nullable ints → NaN keys that merge with each other
-    summed = (
-        table.astype({**as_float, "category": str})
-        .groupby([*keys, "category"], dropna=False)["gap_us"]
-        .agg(idle_us="sum", count="count")
-        .reset_index()
-    )
+    # categories as their codes (CATEGORIES order) while grouping: no string per gap
+    coded = table[keys].astype(as_float).assign(category=_category_codes(table["category"]), gap_us=table["gap_us"])
+    summed = coded.groupby([*keys, "category"], dropna=False)["gap_us"].agg(idle_us="sum", count="count").reset_index()
     present = source[keys].astype(as_float).drop_duplicates()
-    rows = present.merge(pd.DataFrame({"category": CATEGORIES}), how="cross")
+    rows = present.merge(pd.DataFrame({"category": np.arange(len(CATEGORIES), dtype=np.int8)}), how="cross")
     rows = rows.merge(summed, on=[*keys, "category"], how="left").fillna({"idle_us": 0.0, "count": 0})
+    rows["category"] = np.asarray(CATEGORIES, dtype=object)[rows["category"].to_numpy()]
     total = rows.groupby(keys, dropna=False)["idle_us"].transform("sum")
     rows["pct"] = np.where(total > 0, 100.0 * rows["idle_us"] / total.where(total > 0, 1.0), 0.0)
     return rows
+
+
+def _category_codes(category: pd.Series) -> np.ndarray:
+    """Positions in CATEGORIES of a gap table's `category` (a categorical of CATEGORIES, or texts)."""
+    if isinstance(category.dtype, pd.CategoricalDtype) and tuple(category.cat.categories) == CATEGORIES:
+        return category.cat.codes.to_numpy().astype(np.int8)
+    return pd.Categorical(category.astype(object), categories=list(CATEGORIES)).codes.astype(np.int8)
+
+
+@dataclass
+class ExactGaps:
+    """The exact `gaps` of one frame per stream and per device, computed once for all that read
+    them: the exact breakdown, the causes and the graph candidates."""
+
+    stream: pd.DataFrame
+    device: pd.DataFrame
+
+
+def exact_gaps(frame: pd.DataFrame, kernel_wait_us: float = KERNEL_WAIT_US) -> ExactGaps:
+    return ExactGaps(gaps(frame, True, kernel_wait_us), gaps(frame, False, kernel_wait_us))
 
 
 def idle_breakdown(
@@ -136,12 +154,16 @@ def idle_breakdown(
     kernel_wait_us: float = KERNEL_WAIT_US,
     hta: bool = False,
     last_step_start: dict[int, float | None] | None = None,
+    exact: ExactGaps | None = None,
 ) -> pd.DataFrame:
     """idle.parquet: per (rank, device, stream) and per (rank, device) over all its streams
-    (`stream` null), the idle time and number of gaps of each category."""
+    (`stream` null), the idle time and number of gaps of each category. `exact`: the frame's
+    exact gaps with this `kernel_wait_us`, when already computed."""
     source = hta_view(frame, last_step_start) if hta else frame
-    per_stream = _sum_by_category(gaps(source, True, kernel_wait_us, hta), source, ["rank", "device", "stream"])
-    per_device = _sum_by_category(gaps(source, False, kernel_wait_us, hta), source, ["rank", "device"])
+    if hta or exact is None:
+        exact = ExactGaps(gaps(source, True, kernel_wait_us, hta), gaps(source, False, kernel_wait_us, hta))
+    per_stream = _sum_by_category(exact.stream, source, ["rank", "device", "stream"])
+    per_device = _sum_by_category(exact.device, source, ["rank", "device"])
     per_device["stream"] = pd.NA
     table = pd.concat([per_device, per_stream], ignore_index=True)[BREAKDOWN_COLUMNS]
     table["rank"] = table["rank"].astype("int32")
@@ -152,12 +174,12 @@ def idle_breakdown(
     return table.sort_values(["rank", "device", "stream"], na_position="first", kind="stable").reset_index(drop=True)
 
 
-def idle_causes(frame: pd.DataFrame) -> pd.DataFrame:
+def idle_causes(frame: pd.DataFrame, device_gaps: pd.DataFrame | None = None) -> pd.DataFrame:
     """idle_causes.parquet: the host waits of each device (exact gaps of the union of its streams)
     grouped by what the launching thread was executing during the wait (`wait_frame`,
     `wait_module`, recorded at ingest), largest first; `pct` is the share of the device's
-    host-wait time."""
-    waits = gaps(frame, per_stream=False)
+    host-wait time. `device_gaps`: the frame's exact per-device `gaps`, when already computed."""
+    waits = gaps(frame, per_stream=False) if device_gaps is None else device_gaps
     waits = waits[waits["category"] == "host_wait"]
     if "wait_frame" in frame:
         waits["frame"] = frame.loc[waits.index, "wait_frame"].astype(object).fillna(NO_CAUSE)
@@ -225,12 +247,14 @@ def analyse_idle(
     kernel_wait_us: float = KERNEL_WAIT_US,
     hta: bool = False,
     last_step_start: dict[int, float | None] | None = None,
+    exact: ExactGaps | None = None,
 ) -> IdleAnalysis:
     """The breakdown in the chosen convention (`hta`), the other convention's beside it, and the
-    causes (always exact)."""
-    breakdown = idle_breakdown(frame, kernel_wait_us, hta, last_step_start)
-    alternate = idle_breakdown(frame, kernel_wait_us, not hta, last_step_start)
-    causes = idle_causes(frame)
+    causes (always exact). `exact`: the frame's `exact_gaps`, when already computed."""
+    exact = exact or exact_gaps(frame, kernel_wait_us)
+    breakdown = idle_breakdown(frame, kernel_wait_us, hta, last_step_start, exact)
+    alternate = idle_breakdown(frame, kernel_wait_us, not hta, last_step_start, exact)
+    causes = idle_causes(frame, exact.device)
     basis = "hta" if hta else "exact"
     other = other_basis(basis)
     facts = {

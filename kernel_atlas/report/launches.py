@@ -138,22 +138,32 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
     return a[:n]
 
 
+def _describe(frames: tuple[str, ...]) -> tuple[str | None, str | None, str | None]:
+    """A shared stack (outermost first) as (call stack, innermost frame, module path)."""
+    module = ".".join(x[len(MODULE_PREFIX) :] for x in frames if x.startswith(MODULE_PREFIX))
+    return STACK_SEPARATOR.join(reversed(frames)) or None, frames[-1] if frames else None, module or None
+
+
 def graph_candidates(
     frame: pd.DataFrame,
     kernel_wait_us: float = KERNEL_WAIT_US,
     short_kernel_us: float = SHORT_KERNEL_US,
     min_kernels: int = MIN_STRETCH_KERNELS,
+    stream_gaps: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """graph_candidates.parquet: stretches of short eager kernels separated by host or kernel
-    waits, grouped by (rank, device, stream, shared call stack), largest saving first."""
+    waits, grouped by (rank, device, stream, shared call stack), largest saving first.
+    `stream_gaps`: the frame's exact per-stream `gaps` with this `kernel_wait_us`, when already
+    computed."""
     if frame.empty:
         return pd.DataFrame(columns=CANDIDATE_COLUMNS)
-    frame = frame.reset_index(drop=True)
-    waits = gaps(frame, per_stream=True, kernel_wait_us=kernel_wait_us)
+    if stream_gaps is None or not frame.index.equals(pd.RangeIndex(len(frame))):
+        frame = frame.reset_index(drop=True)
+        stream_gaps = gaps(frame, per_stream=True, kernel_wait_us=kernel_wait_us)
     gap_of = np.zeros(len(frame))
-    gap_of[waits.index] = waits["gap_us"].to_numpy()
+    gap_of[stream_gaps.index] = stream_gaps["gap_us"].to_numpy()
     category_of = np.full(len(frame), "", dtype=object)
-    category_of[waits.index] = waits["category"].astype(str).to_numpy()
+    category_of[stream_gaps.index] = stream_gaps["category"].astype(object).to_numpy()
     order, group = start_order(frame, ["rank", "device", "stream"])
     stack_code, stack_text = pd.factorize(frame["call_stack"])  # -1: no call stack
     start = frame["ts_us"].to_numpy(np.float64)[order]
@@ -205,24 +215,17 @@ def graph_candidates(
     rank_of[ordered] = np.arange(len(used))
     code = rank_of[np.searchsorted(used, rows["stack"].to_numpy())]
     bounds = pd.Series(code, index=rows.index).groupby(rows["stretch"]).agg(["min", "max"])
-    shared = {
-        pair: _common_prefix(by_rank[pair[0]], by_rank[pair[1]])
-        for pair in set(zip(bounds["min"], bounds["max"], strict=True))
-    }
-    per["common"] = [
-        shared[pair] for pair in zip(bounds.loc[per.index, "min"], bounds.loc[per.index, "max"], strict=True)
-    ]
+    pairs = list(zip(bounds.loc[per.index, "min"], bounds.loc[per.index, "max"], strict=True))
+    # (call stack, frame, module) of each distinct shared stack, described once
+    described = {pair: _describe(_common_prefix(by_rank[pair[0]], by_rank[pair[1]])) for pair in set(pairs)}
     first = per["first"].to_numpy()
     per["rank"] = frame["rank"].to_numpy()[first]
     per["device"] = frame["device"].to_numpy()[first]
     per["stream"] = frame["stream"].to_numpy()[first]
     per["first_ts_us"] = frame["ts_us"].to_numpy()[first]
     per["first_kernel"] = frame["name"].iloc[first].astype(str).to_numpy()
-    per["call_stack"] = per["common"].map(lambda f: STACK_SEPARATOR.join(reversed(f)) or None)
-    per["frame"] = per["common"].map(lambda f: f[-1] if f else None)
-    per["module"] = per["common"].map(
-        lambda f: ".".join(x[len(MODULE_PREFIX) :] for x in f if x.startswith(MODULE_PREFIX)) or None
-    )
+    for i, column in enumerate(("call_stack", "frame", "module")):
+        per[column] = [described[pair][i] for pair in pairs]
     per["kernel_wait_us"] = per["saving_us"] - per["host_wait_us"]
     keys = ["rank", "device", "stream", "call_stack"]
     per = per.sort_values("first_ts_us", kind="stable")

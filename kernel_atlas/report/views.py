@@ -9,8 +9,10 @@ cross-rank view found one, else the rank with the most GPU time — and says whi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 NO_MODULE = "(no module)"
@@ -18,24 +20,49 @@ TIMELINE_LIMIT = 4000  # activities drawn on a timeline of the whole window: the
 TIMELINE_COLUMNS = ["ts_us", "dur_us", "stream", "category", "name"]
 
 
+def text_codes(
+    values: pd.Series, text: Callable[[str], str] = str, missing: str | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, a code of `text(value)` (`missing` where the value is missing; code -1 when that
+    is None), and the text of each code: every distinct value is converted once, not every row,
+    and values whose texts are equal share a code."""
+    column = values if isinstance(values.dtype, pd.CategoricalDtype) else values.astype("category")
+    texts = [text(str(v)) for v in column.cat.categories]
+    if missing is not None:
+        texts.append(missing)
+    codes_of_text, unique = pd.factorize(np.array(texts, dtype=object))
+    codes = column.cat.codes.to_numpy().astype(np.int64)
+    if missing is not None:
+        codes = np.where(codes >= 0, codes, len(texts) - 1)
+    per_row = np.where(codes >= 0, codes_of_text[codes] if len(texts) else -1, -1)
+    return per_row, np.asarray(unique, dtype=object)
+
+
 def module_times(kernels: pd.DataFrame) -> pd.DataFrame:
     """GPU time per `nn.Module` path (`module`, `dur_us`); activities outside any module are
     `(no module)`."""
-    modules = kernels["module"].astype(object).where(kernels["module"].notna(), NO_MODULE).astype(str)
-    table = kernels.groupby(modules.to_numpy(), sort=True)["dur_us"].sum()
-    return pd.DataFrame({"module": table.index.astype(str), "dur_us": table.to_numpy(dtype="float64")})
+    codes, texts = text_codes(kernels["module"], missing=NO_MODULE)
+    # summed per module over the rows in their order, as grouping on the texts would; then by name
+    table = kernels["dur_us"].groupby(codes, sort=False).sum()
+    names = texts[table.index.to_numpy()]
+    order = np.argsort(names.astype(str), kind="stable")
+    sums = table.to_numpy(dtype="float64")[order]
+    return pd.DataFrame({"module": pd.Index(names[order]).astype(str), "dur_us": sums})
 
 
 def step_times(kernels: pd.DataFrame) -> pd.DataFrame:
     """GPU time per (profiler step, category): `step` (null outside any step), `category`, `dur_us`."""
+    codes, texts = text_codes(kernels["category"])  # categories as codes while grouping: no string per row
     table = pd.DataFrame(
         {
             "step": kernels["step"].astype("Float64").astype("Int64"),
-            "category": kernels["category"].astype(str),
+            "category": pd.Categorical.from_codes(codes, categories=pd.Index(texts, dtype=object)),
             "dur_us": kernels["dur_us"].astype("float64"),
         }
     )
-    return _sum_steps(table)
+    summed = table.groupby(["step", "category"], dropna=False, sort=False, observed=True)["dur_us"].sum().reset_index()
+    summed["category"] = summed["category"].astype(object).astype(str)
+    return summed.sort_values(["step", "category"], na_position="last", ignore_index=True)
 
 
 def _sum_steps(table: pd.DataFrame) -> pd.DataFrame:

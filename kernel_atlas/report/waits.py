@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.ingest.outputs import write_table
-from kernel_atlas.report.idle import BREAKDOWN_COLUMNS, KERNEL_WAIT_US, analyse_idle, other_basis
+from kernel_atlas.report.idle import BREAKDOWN_COLUMNS, KERNEL_WAIT_US, analyse_idle, exact_gaps, other_basis
 from kernel_atlas.report.launches import SHORT_KERNEL_US, graph_candidates, launch_facts, launch_stats
 from kernel_atlas.safe_files import remove
 
@@ -46,8 +46,9 @@ def analyse_waits(
     like_hta: bool = False,
     summary: dict[str, Any] | None = None,
 ) -> Waits:
-    idle = analyse_idle(frame, kernel_wait_us, like_hta, last_step_starts(summary or {}))
-    candidates = graph_candidates(frame, kernel_wait_us, short_kernel_us)
+    exact = exact_gaps(frame, kernel_wait_us)  # read by the breakdown, the causes and the candidates
+    idle = analyse_idle(frame, kernel_wait_us, like_hta, last_step_starts(summary or {}), exact)
+    candidates = graph_candidates(frame, kernel_wait_us, short_kernel_us, stream_gaps=exact.stream)
     facts = {
         "idle": idle.facts,
         "launches": launch_facts(frame),

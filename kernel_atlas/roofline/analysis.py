@@ -64,6 +64,7 @@ class Analysis:
     roofline: pd.DataFrame
     timeshare: pd.DataFrame
     facts: dict[str, Any]
+    groups: pd.DataFrame | None = None  # `roofline_groups` of `kernels`, before the metrics (one run)
 
 
 @lru_cache(maxsize=1)
@@ -156,7 +157,7 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     """role, flops, bytes, precision, unit, note, formula, op_time_us per kernel row."""
     n = len(frame)
     role = np.full(n, "no shapes", dtype=object)
-    note = frame["link"].astype(object).where(frame["link"].astype(object) != "correlation", "").to_numpy(copy=True)
+    note = _link_notes(frame["link"])
     flops = np.full(n, np.nan)
     nbytes = np.full(n, np.nan)
     precision = np.full(n, None, dtype=object)
@@ -191,17 +192,17 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     # one cost per distinct (op, recorded inputs, label); the label's rule picks kernel-family
     # formulas and says which GEMMs run on TF32 tensor cores
     keys = ["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "label_rule"]
-    signature = frame.iloc[main_rows][keys]
+    signature = frame[keys].iloc[main_rows]
     columns = [signature[c].astype("category") for c in signature.columns]
     codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 6))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
+    # each column's values, None last (for code -1)
+    texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
-    for row in unique:
-        launcher, op, dims, types, concrete, rule = (
-            None if k < 0 else column.cat.categories[k] for column, k in zip(columns, row, strict=True)
-        )
+    for row in unique.tolist():
+        launcher, op, dims, types, concrete, rule = (text[k] for text, k in zip(texts, row, strict=True))
         try:
             args = parse_call(dims, types, None, concrete)
             call = Call(str(launcher or ""), str(op), args, str(rule or ""), list_dtype)
@@ -260,6 +261,14 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _link_notes(link: pd.Series) -> np.ndarray:
+    """How each row was linked, as a note (objects): empty for the usual link by correlation,
+    missing where the link is; one text per distinct value, not per row."""
+    column = link.astype("category")
+    texts = np.array(["" if v == "correlation" else v for v in column.cat.categories] + [np.nan], dtype=object)
+    return texts[column.cat.codes.to_numpy()]  # code -1 (missing): the last
+
+
 def _groups(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Group ids of the rows of a 2-D array of non-negative codes, numbered in order of first
     appearance (as `groupby(sort=False)` orders groups), and each group's first row. Hashing
@@ -310,19 +319,16 @@ def _over_host_link(names: pd.Series) -> np.ndarray:
 
 
 def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None = None) -> Analysis:
-    kernels = frame.copy()
+    kernels = frame.copy(deep=False)  # columns are added or replaced, never written in place
     costs = _call_costs(kernels)
     for column in costs.columns:
         kernels[column] = costs[column]
     _collective_costs(kernels, world_size)
-    roofline = _roofline_table(kernels, device)
+    groups = roofline_groups(kernels)
+    roofline = roofline_metrics(groups, device)
     timeshare = _timeshare(kernels)
     facts = _facts(kernels, device)
-    return Analysis(kernels=kernels, roofline=roofline, timeshare=timeshare, facts=facts)
-
-
-def _roofline_table(kernels: pd.DataFrame, device: Device | None) -> pd.DataFrame:
-    return roofline_metrics(roofline_groups(kernels), device)
+    return Analysis(kernels=kernels, roofline=roofline, timeshare=timeshare, facts=facts, groups=groups)
 
 
 ROOFLINE_KEYS = ["name", "launcher", "input_dims", "role"]
@@ -333,17 +339,11 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
     times, the per-call cost of the group. Groups of several runs (ranks) add up: sum `count`,
     `total_us` and `op_time_us`, keep the first of the rest (see `roofline_metrics`)."""
     keys = ROOFLINE_KEYS
-    values = ["op_mapping", "category", "input_types", "dur_us", "op_time_us", "flops", "bytes", "precision", "unit"]
-    work = kernels[[*values, "note", "formula", "call_stack"]].copy()
-    for column in ("op_mapping", "category", "input_types"):
-        work[column] = work[column].astype(object).fillna("")
+    work = kernels[["dur_us", "op_time_us", "flops", "bytes", "precision", "unit", "note", "formula", "call_stack"]]
     # groups in order of first appearance; a missing name, launcher or shape counts as ""
     group, first = _first_seen_groups([kernels[k] for k in keys])
     grouped = work.groupby(group, sort=True)
     table = grouped.agg(
-        op_mapping=("op_mapping", "first"),
-        category=("category", "first"),
-        input_types=("input_types", "first"),
         count=("dur_us", "size"),
         total_us=("dur_us", "sum"),
         op_time_us=("op_time_us", "sum"),
@@ -355,9 +355,15 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         formula=("formula", "first"),
         call_stack=("call_stack", "first"),
     ).reset_index(drop=True)
-    for position, key in enumerate(keys):
-        table.insert(position, key, kernels[key].iloc[first].astype(object).fillna("").to_numpy())
+    # missing texts count as "": each group's first value is its first row's
+    for position, key in enumerate([*keys, *_FIRST_TEXTS]):
+        texts = kernels[key].iloc[first].astype(object).fillna("").to_numpy()
+        # the keys as texts; the others objects, as `first` of objects leaves them
+        table.insert(position, key, texts if key in keys else pd.Series(texts, dtype=object))
     return table
+
+
+_FIRST_TEXTS = ("op_mapping", "category", "input_types")
 
 
 def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame:

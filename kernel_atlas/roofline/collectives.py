@@ -31,15 +31,17 @@ import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pandas as pd
 
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.outputs import RUN_KEY, kernels_sql, load_table, rank_files
 from kernel_atlas.roofline.analysis import bus_factor, comm_itemsize
 from kernel_atlas.safe_files import remove
+
+if TYPE_CHECKING:
+    import duckdb
 
 ONE_RANK = "one rank: no cross-rank view"
 SIGNIFICANCE = 0.01  # family-wise, over the ranks
@@ -113,6 +115,8 @@ def binomial_tail(k: int, n: int, p: float) -> float:
 
 
 def _connect(work: Path) -> duckdb.DuckDBPyConnection:
+    import duckdb  # here: a one-rank report never needs it (importing it takes a while)
+
     con = duckdb.connect()
     con.execute(f"SET temp_directory = '{work}'")  # larger-than-memory joins spill here
     con.execute("SET memory_limit = '2GB'")

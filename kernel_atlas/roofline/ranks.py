@@ -52,7 +52,7 @@ class RankPart:
     groups: pd.DataFrame  # `roofline_groups`
     timeshare: pd.DataFrame
     facts: dict[str, Any]
-    kernel_time: pd.DataFrame  # category, op_mapping, name, dur_us (summed), count
+    kernel_time: pd.DataFrame | None  # category, op_mapping, name, dur_us (summed), count; None with the rows
     waits: Waits
     views: KernelViews
     kernels: pd.DataFrame | None = None  # the analysed kernel rows, kept only for a one-rank report
@@ -92,9 +92,12 @@ def analyse_rank(
     waits = analyse_waits(frame, options.kernel_wait_us, options.short_kernel_us, options.like_hta, summary)
     views = kernel_views(frame)
     kernels = analysis.kernels
-    kernel_time = kernels.groupby(_TREEMAP_KEYS, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
-    kernel_time = kernel_time.rename(columns={"sum": "dur_us"})
-    part = RankPart(rank, roofline_groups(kernels), analysis.timeshare, analysis.facts, kernel_time, waits, views)
+    kernel_time = None  # what the figures need of the rows, when the rows are not kept
+    if not keep_rows:
+        kernel_time = kernels.groupby(_TREEMAP_KEYS, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
+        kernel_time = kernel_time.rename(columns={"sum": "dur_us"})
+    groups = analysis.groups if analysis.groups is not None else roofline_groups(kernels)
+    part = RankPart(rank, groups, analysis.timeshare, analysis.facts, kernel_time, waits, views)
     if keep_rows:
         part.kernels = kernels
     return part
@@ -165,7 +168,8 @@ def analyse_ranks(
             groups = _sum_by([groups, part.groups], ROOFLINE_KEYS, _SUMMED)
             shares = part.timeshare.drop(columns="pct")
             timeshare = _sum_by([timeshare, shares], ["level", "key"], ["total_us", "count"])
-            kernel_time = _sum_by([kernel_time, part.kernel_time], _TREEMAP_KEYS, ["dur_us", "count"])
+            if part.kernel_time is not None:
+                kernel_time = _sum_by([kernel_time, part.kernel_time], _TREEMAP_KEYS, ["dur_us", "count"])
             facts = combine_facts(facts, part.facts)
             waits.add(rank, part.waits)
             views.add(rank, part.views)
@@ -185,10 +189,10 @@ def analyse_ranks(
         for rank in ranks:
             fold(analyse_rank(*task(rank)), rank)
     combined_waits, combined_views = waits.result(), views.result()
-    if groups is None or timeshare is None or kernel_time is None or combined_waits is None or combined_views is None:
+    rows = kernels if kernels is not None else kernel_time
+    if groups is None or timeshare is None or rows is None or combined_waits is None or combined_views is None:
         raise AtlasError(out_dir, "no GPU activities to report on")
     facts["ranks"] = len(ranks)
     roofline = roofline_metrics(groups, device)
-    rows = kernels if kernels is not None else kernel_time
     analysis = Analysis(kernels=rows, roofline=roofline, timeshare=_timeshare(timeshare), facts=facts)
     return RanksAnalysis(analysis, combined_waits, combined_views)
