@@ -30,6 +30,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 Wide = Annotated[bool, typer.Option("--wide", help="Full kernel names and shapes, every column, however wide.")]
 
 
+def say(console: Console, label: str, message: object, redact: bool = True) -> None:
+    """One line: our markup `label`, then `message` shown literally (escaped, on one line, and
+    unless `redact` is off anything shaped like a credential redacted — messages quote trace
+    content)."""
+    from kernel_atlas.redact import redact_text
+    from kernel_atlas.report.markup import esc
+
+    text = esc(redact_text(str(message)) if redact else str(message))
+    console.print(f"{label} {text}" if label else text, highlight=False, soft_wrap=True)
+
+
 def _one_line_errors(func: F) -> F:
     """Bad input → one line naming the file and the problem, exit code 2, no traceback."""
 
@@ -40,7 +51,7 @@ def _one_line_errors(func: F) -> F:
         except typer.Exit:  # a command's own exit code
             raise
         except AtlasError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            say(err_console, "[bold red]error:[/]", exc)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
@@ -51,10 +62,15 @@ def _one_line_errors(func: F) -> F:
         except Exception as exc:
             if os.environ.get("ATLAS_DEBUG"):
                 raise
-            err_console.print(
-                f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (set ATLAS_DEBUG=1 for a traceback)",
-                highlight=False,
-                soft_wrap=True,
+            if isinstance(exc, OSError) and exc.filename is not None:  # the user's file system said no
+                from kernel_atlas.safe_files import os_problem
+
+                say(err_console, "[bold red]error:[/]", f"{exc.filename}: {os_problem(exc)}")
+                raise typer.Exit(2) from None
+            say(
+                err_console,
+                "[bold red]internal error:[/]",
+                f"{type(exc).__name__}: {exc} (set ATLAS_DEBUG=1 for a traceback)",
             )
             raise typer.Exit(1) from None
 
@@ -106,13 +122,17 @@ def ingest(
 
     if engine == "local":  # decode processes boot, and the first trace is read, while the pipeline is imported
         start_early([Path(t) for t in traces], jobs or 1)
-    from kernel_atlas.ingest.fleet import default_output, expand_sources, ingest_fleet
+    from kernel_atlas.ingest.fleet import expand_sources, ingest_fleet, output_for
     from kernel_atlas.report.terminal import print_ingest_summary, progress
 
     if address is not None and engine != "ray":
         raise AtlasError(None, "--address needs --engine ray")
     sources = expand_sources(traces)
-    out_dir = out or default_output(sources[0])
+    out_dir = out
+    if out_dir is None:
+        out_dir, note = output_for(sources[0])
+        if note:
+            say(err_console, "[yellow]note:[/]", note)
     with progress(err_console, [Path(s) for s in sources], disable=quiet) as (on_done, on_progress):
         result = ingest_fleet(
             sources,
@@ -125,17 +145,17 @@ def ingest(
             on_progress=on_progress,
         )
     for warning in result.warnings:
-        err_console.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+        say(err_console, "[yellow]warning:[/]", warning)
     for failure in result.failed:
-        err_console.print(f"[bold red]error:[/] {failure.reason}", highlight=False, soft_wrap=True)
+        say(err_console, "[bold red]error:[/]", failure.reason)
     if not result.done:
         raise typer.Exit(2)
     if quiet:
-        console.print(str(out_dir))
+        say(console, "", out_dir)
     else:
         print_ingest_summary(console, result, result.files, top=top, wide=wide)
     if result.failed:
-        err_console.print(f"{len(result.failed)} of {len(sources)} traces failed; the others are in {out_dir}")
+        say(err_console, "", f"{len(result.failed)} of {len(sources)} traces failed; the others are in {out_dir}")
         raise typer.Exit(2)
 
 
@@ -152,21 +172,18 @@ def classify(
     from kernel_atlas.classify.classifier import load_catalog
     from kernel_atlas.classify.fill import fill_catalog
 
-    try:
-        entries = load_catalog(catalog)
-    except FileNotFoundError:
-        raise AtlasError(catalog, "no such file") from None
-    except (ValueError, json.JSONDecodeError) as exc:
-        raise AtlasError(catalog, f"not a kernel catalog ({exc})") from None
+    entries = load_catalog(catalog)
     filled = fill_catalog(entries)
     text = json.dumps(filled, indent=1) + "\n"
     if out is None:
         sys.stdout.write(text)
         return
-    out.write_text(text)
+    from kernel_atlas.safe_files import write_text
+
+    write_text(out, text)
     newly = sum(1 for a, b in zip(entries, filled, strict=True) if a.get("op_mapping") != b["op_mapping"])
     unknown = sum(1 for e in filled if e["op_mapping"] == "unknown")
-    err_console.print(f"{len(filled)} entries, {newly} newly labelled, {unknown} unknown → {out}")
+    say(err_console, "", f"{len(filled)} entries, {newly} newly labelled, {unknown} unknown → {out}")
 
 
 @app.command()
@@ -192,6 +209,15 @@ def explain(
     print_explanation(
         console, kernel_name, base_name(kernel_name), family_key(kernel_name), explanation, all_steps, wide
     )
+
+
+def _starts_with(path: Path, prefix: bytes) -> bool:
+    """Whether a file's first non-blank bytes are `prefix` (reads 64 bytes, not the file)."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(64).lstrip().startswith(prefix)
+    except OSError:
+        return False
 
 
 def main() -> None:  # pragma: no cover - console-script entry point
@@ -249,17 +275,28 @@ def report(
     from kernel_atlas.report.build import build_report
     from kernel_atlas.report.terminal import print_catalog_costs, print_report
 
-    if source.is_file() and source.suffix == ".json" and source.read_bytes()[:64].lstrip()[:1] == b"[":
+    if source.is_file() and source.suffix == ".json" and _starts_with(source, b"["):
         # a kernel catalog: costs of every entry at its example shapes
         from kernel_atlas.classify.classifier import load_catalog
+        from kernel_atlas.ingest.outputs import write_csv
         from kernel_atlas.roofline.catalog import catalog_costs
         from kernel_atlas.roofline.devices import get_device
 
         table = catalog_costs(load_catalog(source), get_device(device or "h100-sxm"))
         target = Path(source.stem + ".costs.csv")
-        table.to_csv(target, index=False)
+        write_csv(table, target)
         print_catalog_costs(console, table, device or "h100-sxm", target, top=top, wide=wide)
         return
+    if not source.is_dir():  # a trace: ingested first, as `atlas ingest TRACE` would
+        from kernel_atlas.ingest.fleet import ingest_one
+
+        if not source.exists():
+            from kernel_atlas.safe_files import why_missing
+
+            raise AtlasError(source, why_missing(source))
+        source, warnings = ingest_one(source)
+        for warning in warnings:
+            say(err_console, "[yellow]warning:[/]", warning)
     result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta, jobs=jobs)
     print_report(console, result, top=top, wide=wide)
 
@@ -280,11 +317,12 @@ def diff(
     """Compare two runs: GPU time per category, op, nn.Module and kernel in A and B and the
     change; kernels matched by name, or by op and shapes when the names differ (two GPUs);
     appeared and vanished kernels; regressions ranked. Traces are ingested next to themselves."""
+    from kernel_atlas.ingest.outputs import write_csv
     from kernel_atlas.report.diff import diff_runs
     from kernel_atlas.report.terminal import print_diff
 
     result = diff_runs(a, b)
-    result.table.to_csv(out, index=False)
+    write_csv(result.table, out)
     files = {"csv": out}
     if html is not None:
         from kernel_atlas.report.html import write_diff_html
@@ -292,7 +330,7 @@ def diff(
         files["html"] = write_diff_html(result, html)
     if as_json:
         sys.stdout.write(json.dumps(result.rows(), indent=1) + "\n")
-        err_console.print("wrote " + ", ".join(str(p) for p in files.values()), highlight=False)
+        say(err_console, "", "wrote " + ", ".join(str(p) for p in files.values()))
         return
     print_diff(console, result, files, top=top, wide=wide)
 
@@ -312,21 +350,25 @@ def dashboard(
 ) -> None:
     """Open the notebook dashboard for a run in JupyterLab (filters, roofline, time share,
     timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""
+    from kernel_atlas.ingest.outputs import lock, open_output
     from kernel_atlas.report.dashboard import resolve_source
+    from kernel_atlas.report.markup import esc
     from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
 
     out_dir = resolve_source(source)
+    with lock(out_dir, shared=True):
+        open_output(out_dir)  # a damaged or unfinished output is one line here, not a failed notebook
     env = {"ATLAS_OUT": str(out_dir.resolve())}
     if html is None:
 
         def announce(url: str) -> None:
-            console.print(f"JupyterLab on {url}  (Ctrl-C stops it)", highlight=False, soft_wrap=True)
+            say(console, "", f"JupyterLab on {url}  (Ctrl-C stops it)", redact=False)  # our own token
 
         raise typer.Exit(open_in_jupyter(notebook, env, browser=browser, port=port, announce=announce))
-    with console.status(f"running notebooks/{notebook}.ipynb on {out_dir}"):
+    with console.status(esc(f"running notebooks/{notebook}.ipynb on {out_dir}")):
         executed = execute(notebook, env)
     to_html(executed, html)
-    console.print(f"wrote {html}")
+    say(console, "", f"wrote {html}")
 
 
 @app.command()
@@ -362,10 +404,12 @@ def replay(
     launch's own output against a float64 or plain-torch reference, then time it (CUDA events
     with the L2 flushed, CUDA graphs for short kernels; wall clock on the CPU)."""
     from kernel_atlas.classify.names import display_name
+    from kernel_atlas.ingest.outputs import open_output
     from kernel_atlas.paths import catalogs_dir
     from kernel_atlas.replay.runner import (
         check_device,
         default_device,
+        save_replay,
         select,
         targets_from_catalog,
         targets_from_output,
@@ -380,6 +424,7 @@ def replay(
     if scale is not None and not 0 < scale <= 1:
         raise AtlasError(None, f"--scale {scale:g}: give a factor in (0, 1]")
     if source is not None:
+        run_id = open_output(source).run_id
         targets = targets_from_output(source)
     else:
         targets = targets_from_catalog(catalog or catalogs_dir() / "kernels.json")
@@ -401,7 +446,7 @@ def replay(
             batch=batch,
         )
     if source is not None and replay_all:
-        results.to_parquet(Path(source) / "replay.parquet", index=False)
+        save_replay(results, source, run_id)
     if as_json:
         sys.stdout.write(results.to_json(orient="records", indent=1) + "\n")
         return

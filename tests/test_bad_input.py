@@ -78,7 +78,8 @@ def test_cpu_only_trace_warns_and_writes_empty_tables(tmp_path: Path) -> None:
 def test_events_missing_fields_and_bare_list(tmp_path: Path) -> None:
     events = [
         {"ph": "X", "cat": "kernel", "name": "k1", "ts": 10, "dur": 2, "args": {"correlation": 7}},
-        {"ph": "X", "cat": "kernel", "name": "k2", "ts": 20},  # no args, no dur
+        {"ph": "X", "cat": "kernel", "name": "k2", "ts": 20},  # no args, no dur: left out (issue 11)
+        {"ph": "X", "cat": "kernel", "name": "k3", "ts": 30, "dur": 1},  # no args
         {
             "ph": "X",
             "cat": "cuda_runtime",
@@ -97,10 +98,11 @@ def test_events_missing_fields_and_bare_list(tmp_path: Path) -> None:
     result = _run("ingest", str(path), "-o", str(out))
     assert result.exit_code == 0, result.output
     frame = pq.read_table(out / "kernels.parquet").to_pandas()
-    assert list(frame["name"]) == ["k1", "k2"]
+    assert list(frame["name"]) == ["k1", "k3"]
     assert frame["launcher"].iloc[0] == "aten::mm"
     assert frame["launcher"].isna().iloc[1]
     assert "no correlation id" in result.output
+    assert "1 GPU activities without a usable ts or dur were left out" in result.output
 
 
 def test_credentials_in_metadata_never_reach_outputs(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ the catalog (catalogs/kernels.json), stack-only guesses and normalised catalog n
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +26,7 @@ import pandas as pd
 from kernel_atlas.classify.names import NAME_TEXTS, family_key, lower_texts, name_texts
 from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules, rule_precisions
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
+from kernel_atlas.errors import AtlasError
 from kernel_atlas.paths import catalogs_dir
 
 UNLABELLED = ("", "TBD", None)
@@ -279,12 +279,37 @@ class Classifier:
         return self._decide(name, launcher, stack, trace=True)
 
 
+_ENTRY_TEXT = ("kernel_name", "kernel_implementation", "op_mapping", "operation", "source_code", "call_stack")
+
+
 def load_catalog(path: str | Path) -> list[dict[str, Any]]:
-    with open(path) as handle:
-        data = json.load(handle)
+    """A kernel catalog (the seed's format): a JSON list of entries, checked where it is read
+    (`AtlasError` naming the file and the first entry that is not one)."""
+    from kernel_atlas.safe_files import read_json
+
+    data = read_json(path)
     if not isinstance(data, list):
-        raise ValueError("a kernel catalog is a JSON list of entries")
+        raise AtlasError(path, "not a kernel catalog (a kernel catalog is a JSON list of entries)")
+    for i, entry in enumerate(data):
+        problem = _entry_problem(entry)
+        if problem:
+            raise AtlasError(path, f"not a kernel catalog: entry {i} {problem}")
     return data
+
+
+def _entry_problem(entry: object) -> str | None:
+    if not isinstance(entry, dict):
+        return "is not an object"
+    for key in _ENTRY_TEXT:
+        if entry.get(key) is not None and not isinstance(entry[key], str):
+            return f"has a `{key}` that is not a string"
+    params = entry.get("params", [])
+    if not isinstance(params, list) or not all(isinstance(p, dict) for p in params):
+        return "has `params` that are not a list of objects"
+    for param in params:
+        if param.get("example_dtype") is not None and not isinstance(param["example_dtype"], str):
+            return "has a param whose `example_dtype` is not a string"
+    return None
 
 
 @lru_cache(maxsize=1)

@@ -7,9 +7,10 @@ and concatenates the slices in order. Only these columns are kept, never the eve
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,6 +122,7 @@ class TraceColumns:
     host: HostTable
     gpu_steps: GpuAnnotations
     event_count: int
+    ignored: dict[str, int] = field(default_factory=dict)  # what the decoder dropped (`SlicePart.ignored`)
 
 
 def categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
@@ -191,9 +193,11 @@ class ColumnBuilder:
         self.gpu = _Columns(_GPU_DTYPES)
         self.steps: list[np.ndarray] = []
         self.events = 0
+        self.ignored: Counter[str] = Counter()
 
     def add(self, part: SlicePart) -> None:
         self.events += part.events
+        self.ignored.update(part.ignored)
         self.host.extend(
             {
                 "family": part.family,
@@ -236,6 +240,7 @@ class ColumnBuilder:
                 step=steps[:, 0].astype(np.int64), device=steps[:, 1].astype(np.int64), ts=steps[:, 2], end=steps[:, 3]
             ),
             event_count=self.events,
+            ignored=dict(self.ignored),
         )
 
 

@@ -8,20 +8,29 @@ ranges, GPU activities, GPU step annotations) then become numpy columns through 
 passes (`map`/`attrgetter`), strings becoming codes into small per-slice tables. Only
 these columns leave the worker; `columns.ColumnBuilder` merges them in trace order.
 
+Damage costs only what it touches. A number beyond int64 or beyond float range, a value of the
+wrong type, a lone UTF-16 surrogate: the slice is decoded again forgivingly (`_forgiving_args`,
+then `_sanitized` through the standard library's parser), and only the field concerned is
+dropped — counted in `SlicePart.ignored`, never all of an event's args. A GPU activity without
+a usable `ts` or `dur` is left out (counted); JSON nested beyond the decoder's limit is a
+`SliceError` of kind "deep" (the reader skips the event, `reader._Reader._deep_slice`).
+
 This module imports msgspec and numpy only, so that worker processes start fast.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import math
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter
-from typing import Any, NamedTuple, Union
+from typing import Annotated, Any, NamedTuple, Union
 
 import msgspec
 import numpy as np
@@ -43,30 +52,35 @@ _GPU_STEP = 20
 _FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP}
 
 _EMPTY = msgspec.Raw(b"")
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+# An integer the columns (int64) can hold: anything wider fails the typed decode, and the
+# forgiving one drops that field alone.
+Int = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
+NAN = float("nan")  # `ts` / `dur` not given
 
 
 class Args(msgspec.Struct, frozen=True, gc=False):
     """The `args` keys ingest uses; -1 / None / empty when absent. Other keys are skipped."""
 
-    correlation: int = -1
-    external_id: int = msgspec.field(default=-1, name="External id")
-    device: int = -1
-    stream: int = -1
-    grid: tuple[int, ...] | None = None
-    block: tuple[int, ...] | None = None
-    bytes: int = -1
+    correlation: Int = -1
+    external_id: Int = msgspec.field(default=-1, name="External id")
+    device: Int = -1
+    stream: Int = -1
+    grid: tuple[Int, ...] | None = None
+    block: tuple[Int, ...] | None = None
+    bytes: Int = -1
     # NCCL kernels carry their collective's parameters
     collective: str | None = msgspec.field(default=None, name="Collective name")
-    in_nelems: int = msgspec.field(default=-1, name="In msg nelems")
-    out_nelems: int = msgspec.field(default=-1, name="Out msg nelems")
-    group_size: int = msgspec.field(default=-1, name="Group size")
+    in_nelems: Int = msgspec.field(default=-1, name="In msg nelems")
+    out_nelems: Int = msgspec.field(default=-1, name="Out msg nelems")
+    group_size: Int = msgspec.field(default=-1, name="Group size")
     msg_dtype: str | None = msgspec.field(default=None, name="dtype")
     # ... and their process group; newer PyTorch/Kineto also the collective's sequence number.
     # `record_param_comms` CPU ops carry the same keys.
     process_group: str | None = msgspec.field(default=None, name="Process Group Name")
     process_group_desc: str | None = msgspec.field(default=None, name="Process Group Description")
-    process_group_ranks: str | tuple[int, ...] | None = msgspec.field(default=None, name="Process Group Ranks")
-    seq: int = msgspec.field(default=-1, name="Seq")
+    process_group_ranks: str | tuple[Int, ...] | None = msgspec.field(default=None, name="Process Group Ranks")
+    seq: Int = msgspec.field(default=-1, name="Seq")
     # ROCm launches name the kernel they launch; Inductor's Triton ops record their tiles
     kernel: str | None = None
     kernel_kwargs: str | None = None
@@ -85,10 +99,10 @@ class _Fields(msgspec.Struct, gc=False):
 
     cat: str = ""
     name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float = 0.0
-    dur: float = 0.0
+    pid: Int | str = 0
+    tid: Int | str = 0
+    ts: float = NAN  # NaN: not given (a GPU activity without it is left out, counted)
+    dur: float = NAN
 
 
 class Complete(_Fields, gc=False, tag_field="ph", tag="X"):
@@ -186,6 +200,9 @@ class SlicePart:
     gpu_strings: list[str] = field(default_factory=list)
     # GPU-side `ProfilerStep#N` annotations: rows of (step, device, ts, end)
     steps: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
+    # what was dropped: field name → values out of range or of the wrong type; also
+    # "untimed GPU activities" (left out) and "lone surrogates" (replaced)
+    ignored: dict[str, int] = field(default_factory=dict)
 
 
 def ready() -> int:
@@ -244,35 +261,138 @@ def _read_into(path: str, start: int, target: memoryview) -> None:
 def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
     """Columns of the events in `framed` (the JSON text of a list of events).
     Raises `SliceError`."""
+    ignored: Counter[str] = Counter()
     try:
-        events: Sequence[Any] = _TAGGED_LIST.decode(framed)
-        family = _families(events)
-        forgiving = False
+        try:
+            events, forgiving = _decode_events(framed)
+        except _Damaged as damaged:  # numbers out of range, lone surrogates, NaN: cleaned, then decoded
+            events, forgiving = _decode_events(_sanitized(framed, damaged.error, ignored), again=True)
+    except RecursionError:
+        raise SliceError("deep", "JSON nested too deeply") from None
+    family = _families(events)
+    if forgiving:
+        family[np.fromiter([e.ph != "X" for e in events], bool, len(events))] = -1
+
+    def pick(mask: np.ndarray) -> tuple[list[Any], list[Args], np.ndarray]:
+        chosen = list(compress(events, mask.tolist()))
+        args = [_forgiving_args(e.args, ignored) for e in chosen] if forgiving else [e.args for e in chosen]
+        return chosen, args, family[mask]
+
+    try:
+        part = _host_columns(*pick((family >= 0) & (family < 10)), ignored)
+        part.events = len(events)
+        part.gpu, part.gpu_strings = _gpu_columns(*pick((family >= 10) & (family < _GPU_STEP)), ignored)
+        part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
+    except RecursionError:  # inside an args value decoded on its own
+        raise SliceError("deep", "JSON nested too deeply") from None
+    part.ignored = dict(ignored)
+    return part
+
+
+class _Damaged(Exception):
+    """A slice msgspec rejects that may still be JSON (Python's parser is more lenient)."""
+
+    def __init__(self, error: SliceError):
+        self.error = error
+
+
+def _decode_events(framed: bytes | bytearray | memoryview, again: bool = False) -> tuple[Sequence[Any], bool]:
+    """The events and whether they are the forgiving `Event`s (raw args). Raises `SliceError`,
+    or `_Damaged` when the text may be cleaned and decoded `again`."""
+
+    def damaged(kind: str, exc: Exception) -> Exception:
+        error = SliceError(kind, str(exc))
+        return error if again else _Damaged(error)
+
+    try:
+        return _TAGGED_LIST.decode(framed), False
     except msgspec.ValidationError:
         # An event without a known `ph`, or an arg of an unexpected type (ids written as
         # strings, say): decode strictly with raw args, then each needed `args` forgivingly.
         try:
-            events = _EVENT_LIST.decode(framed)
+            return _EVENT_LIST.decode(framed), True
         except msgspec.ValidationError as exc:
-            raise SliceError("schema", str(exc)) from None
+            raise damaged("schema", exc) from None
         except msgspec.DecodeError as exc:
-            raise SliceError("json", str(exc)) from None
-        family = _families(events)
-        family[np.fromiter([e.ph != "X" for e in events], bool, len(events))] = -1
-        forgiving = True
+            raise damaged("json", exc) from None
     except msgspec.DecodeError as exc:
-        raise SliceError("json", str(exc)) from None
+        raise damaged("json", exc) from None
 
-    def pick(mask: np.ndarray) -> tuple[list[Any], list[Args], np.ndarray]:
-        chosen = list(compress(events, mask.tolist()))
-        args = [_forgiving_args(e.args) for e in chosen] if forgiving else [e.args for e in chosen]
-        return chosen, args, family[mask]
 
-    part = _host_columns(*pick((family >= 0) & (family < 10)))
-    part.events = len(events)
-    part.gpu, part.gpu_strings = _gpu_columns(*pick((family >= 10) & (family < _GPU_STEP)))
-    part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
-    return part
+def _sanitized(framed: bytes | bytearray | memoryview, error: SliceError, ignored: Counter[str]) -> bytes:
+    """The slice re-encoded after Python's parser read it (it accepts numbers beyond float or
+    int64 range, NaN and lone surrogates): such top-level fields of an event or of its args are
+    dropped and counted in `ignored`, lone surrogates replaced by U+FFFD. Raises `error` when
+    even Python cannot read the text."""
+    try:
+        events = json.loads(bytes(framed))
+    except (ValueError, UnicodeDecodeError):
+        raise error from None
+    if not isinstance(events, list):
+        raise error
+    for event in events:
+        if not isinstance(event, dict):
+            continue
+        _drop_bad_numbers(event, ("ts", "dur", "pid", "tid"), ignored, nulls=True)
+        if isinstance(event.get("args"), dict):
+            _drop_bad_numbers(event["args"], tuple(event["args"]), ignored)
+    events = without_surrogates(events, ignored)
+    try:
+        return msgspec.json.encode(events)
+    except (msgspec.EncodeError, OverflowError, UnicodeEncodeError):
+        raise error from None
+
+
+def _bad_number(value: object) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    return isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX
+
+
+def _drop_bad_numbers(
+    mapping: dict[str, Any], keys: tuple[str, ...], ignored: Counter[str], nulls: bool = False
+) -> None:
+    for key in keys:
+        value = mapping.get(key)
+        if (nulls and key in mapping and value is None) or _bad_number(value) or (
+            isinstance(value, list) and any(_bad_number(v) for v in value)
+        ):
+            del mapping[key]
+            ignored[key] += 1
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(value: Any, ignored: Counter[str]) -> Any:
+    """`value` with lone surrogates in its strings (keys too) replaced, walked without recursion."""
+
+    def clean(text: str) -> str:
+        if _LONE_SURROGATE.search(text):
+            ignored["lone surrogates"] += 1
+            return _LONE_SURROGATE.sub("\ufffd", text)
+        return text
+
+    root = [value]
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, item in list(items):
+            if isinstance(item, str):
+                node[key] = clean(item)
+            elif isinstance(item, (dict, list)):
+                stack.append(item)
+            if isinstance(node, dict) and isinstance(key, str) and _LONE_SURROGATE.search(key):
+                node[clean(key)] = node.pop(key)
+    return root[0]
+
+
+def _keep(
+    keep: np.ndarray, events: list[Any], args: list[Args], family: np.ndarray
+) -> tuple[list[Any], list[Args], np.ndarray]:
+    chosen = keep.tolist()
+    return list(compress(events, chosen)), list(compress(args, chosen)), family[keep]
 
 
 def schema_problem(message: str, first_event: int) -> str:
@@ -297,13 +417,16 @@ def _numbering() -> defaultdict:
 # fields faster than `map(attrgetter(...))`.
 
 
-def _host_columns(events: list[Any], args: list[Args], family: np.ndarray) -> SlicePart:
+def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignored: Counter[str]) -> SlicePart:
     n = len(events)
+    ts = np.fromiter([e.ts for e in events], np.float64, n)
+    if not np.isfinite(ts).all():  # a range without a usable start is left out (no `dur`: an instant)
+        ignored["host ranges without a ts"] += int((~np.isfinite(ts)).sum())
+        return _host_columns(*_keep(np.isfinite(ts), events, args, family), ignored)
+    dur = np.fromiter([e.dur for e in events], np.float64, n)
     names, threads = _numbering(), _numbering()
     name_code = np.fromiter([names[e.name] for e in events], np.int32, n)
     thread = np.fromiter([threads[e.pid, e.tid] for e in events], np.int32, n)
-    ts = np.fromiter([e.ts for e in events], np.float64, n)
-    dur = np.fromiter([e.dur for e in events], np.float64, n)
     with_ids = (family == RUNTIME) | (family == CPU_OP)
     correlation = np.where(with_ids, np.fromiter([a.correlation for a in args], np.int64, n), -1)
     external_id = np.where(with_ids, np.fromiter([a.external_id for a in args], np.int64, n), -1)
@@ -329,7 +452,7 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray) -> Sl
         name_code=name_code,
         thread=thread,
         ts=ts,
-        end=ts + np.maximum(dur, 0.0),
+        end=ts + np.fmax(dur, 0.0),  # no `dur` (NaN): an instant
         correlation=correlation,
         external_id=external_id,
         shape=shape,
@@ -404,8 +527,9 @@ def _canonical_json(raw: bytes, cache: dict[bytes, str | None]) -> str | None:
     key = bytes(raw)
     if key not in cache:
         try:
-            cache[key] = msgspec.json.encode(_ANY.decode(key)).decode()
-        except msgspec.DecodeError:
+            value = _ANY.decode(key)
+            cache[key] = None if value is None else msgspec.json.encode(value).decode()  # null: not recorded
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             cache[key] = None
     return cache[key]
 
@@ -416,8 +540,16 @@ _GPU_ARG_STRINGS = GPU_STRING_COLUMNS[1:]
 _gpu_strings = attrgetter(*_GPU_ARG_STRINGS)
 
 
-def _gpu_columns(events: list[Any], args: list[Args], family: np.ndarray) -> tuple[dict[str, np.ndarray], list[str]]:
+def _gpu_columns(
+    events: list[Any], args: list[Args], family: np.ndarray, ignored: Counter[str]
+) -> tuple[dict[str, np.ndarray], list[str]]:
     n = len(events)
+    ts = np.fromiter([e.ts for e in events], np.float64, n)
+    dur = np.fromiter([e.dur for e in events], np.float64, n)
+    timed = np.isfinite(ts) & np.isfinite(dur)
+    if not timed.all():  # an activity without a usable start or duration is left out
+        ignored["untimed GPU activities"] += int((~timed).sum())
+        return _gpu_columns(*_keep(timed, events, args, family), ignored)
     ints = np.fromiter(chain.from_iterable([_gpu_ints(a) for a in args]), np.int64, n * len(_GPU_INTS))
     columns = dict(zip(_GPU_INTS, ints.reshape(n, len(_GPU_INTS)).T, strict=True))
     # device and stream fall back to pid and tid where those are numbers (older exporters)
@@ -430,8 +562,7 @@ def _gpu_columns(events: list[Any], args: list[Args], family: np.ndarray) -> tup
         columns["device"] = np.where(device >= 0, device, numbers[:, 0])
         columns["stream"] = np.where(stream >= 0, stream, numbers[:, 1])
     columns["kind"] = (family - 10).astype(np.int8)
-    columns["ts"] = np.fromiter([e.ts for e in events], np.float64, n)
-    columns["dur"] = np.fromiter([e.dur for e in events], np.float64, n)
+    columns["ts"], columns["dur"] = ts, dur
     strings = _numbering()
     columns["name"] = np.fromiter([strings[e.name] for e in events], np.int32, n)
     # launch dims, collective and dtype: one code per distinct combination, then split
@@ -455,7 +586,8 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
         if step is None:
             continue
         device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
-        rows.append((step, device, event.ts, event.ts + event.dur))
+        if math.isfinite(event.ts) and math.isfinite(event.dur):
+            rows.append((step, device, event.ts, event.ts + event.dur))
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
 
 
@@ -469,34 +601,48 @@ def step_number(name: str) -> int | None:
 
 
 def _loose_int(value: object) -> int:
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    """An id or count written loosely ("7", 7.0) as an int64; -1 when it is none."""
+    if isinstance(value, bool):
         return -1
+    try:
+        number = int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return -1
+    return number if _INT64_MIN <= number <= _INT64_MAX else -1
 
 
 def _loose_dims(value: object) -> tuple[int, ...] | None:
     if not isinstance(value, list):
         return None
+    dims = tuple(_loose_int(v) for v in value)
+    return None if -1 in dims else dims
+
+
+def _loose_args(raw: msgspec.Raw) -> dict[str, Any] | None:
+    """`args` as plain values: msgspec, else Python's parser (numbers beyond range, NaN)."""
     try:
-        return tuple(int(v) for v in value)
-    except (TypeError, ValueError):
-        return None
+        loose = _ANY.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        try:
+            loose = json.loads(bytes(raw))
+        except (ValueError, UnicodeDecodeError):
+            return None
+    return loose if isinstance(loose, dict) else None
 
 
-def _forgiving_args(raw: msgspec.Raw) -> Args:
-    """`args` of the forgiving path: typed where possible, else key by key."""
+def _forgiving_args(raw: msgspec.Raw, ignored: Counter[str] | None = None) -> Args:
+    """`args` of the forgiving path: typed where possible, else key by key; a key present but
+    not usable is counted in `ignored` (under its name) and left at its default."""
     if not raw:
         return _NO_ARGS
     try:
         return _ARGS.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
         pass
-    try:
-        loose = _ANY.decode(raw)
-    except msgspec.DecodeError:
-        return _NO_ARGS
-    if not isinstance(loose, dict):
+    loose = _loose_args(raw)
+    if loose is None:
+        if ignored is not None:
+            ignored["args"] += 1
         return _NO_ARGS
 
     def text(key: str) -> str | None:
@@ -508,9 +654,14 @@ def _forgiving_args(raw: msgspec.Raw) -> Args:
         return None if value is None or isinstance(value, (dict, bool)) else str(value)
 
     def recorded(key: str) -> msgspec.Raw:
-        return msgspec.Raw(msgspec.json.encode(loose[key])) if key in loose else _EMPTY
+        if key not in loose:
+            return _EMPTY
+        try:
+            return msgspec.Raw(msgspec.json.encode(loose[key]))
+        except (msgspec.EncodeError, OverflowError, UnicodeEncodeError):
+            return _EMPTY
 
-    return Args(
+    args = Args(
         correlation=_loose_int(loose.get("correlation")),
         external_id=_loose_int(loose.get("External id")),
         device=_loose_int(loose.get("device")),
@@ -534,3 +685,10 @@ def _forgiving_args(raw: msgspec.Raw) -> Args:
         strides=recorded("Input Strides"),
         concrete=recorded("Concrete Inputs"),
     )
+    if ignored is not None:  # given but not usable: counted under the key the trace uses
+        for field_info in msgspec.structs.fields(Args):
+            given = loose.get(field_info.encode_name)
+            value = getattr(args, field_info.name)
+            if given is not None and given != -1 and (value is None or value == -1 or value == _EMPTY):
+                ignored[field_info.encode_name] += 1
+    return args

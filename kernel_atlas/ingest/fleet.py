@@ -34,11 +34,12 @@ from kernel_atlas.ingest.outputs import (
     SUMMARY,
     filesystem,
     is_url,
-    reset_output,
+    new_run,
     write_json,
     write_rank,
 )
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
+from kernel_atlas.safe_files import is_writable_folder, why_missing
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
 ENGINES = ("local", "ray")
@@ -52,6 +53,7 @@ class Task:
     stem: str  # file name of its rows in the dataset
     captures: tuple[CapturedGraph, ...] = ()  # profiled graph captures for its graph replays
     workers: int | None = None  # decode processes for the trace (None: as many as suit it)
+    run_id: str | None = None  # the ingest run its file belongs to (`outputs.RUN_KEY`)
 
 
 @dataclass
@@ -131,7 +133,7 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
                 raise AtlasError(source, f"directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
             found += matches
         elif not local.exists():
-            raise AtlasError(source, "no such file")
+            raise AtlasError(source, why_missing(local))
         else:
             found.append(str(local))
     return list(dict.fromkeys(found))
@@ -144,12 +146,42 @@ def default_output(first_source: str) -> str:
     return f"{head}/{stem}" if head else stem
 
 
-def plan(sources: Sequence[str], out: str, captures: Sequence[CapturedGraph] = ()) -> list[Task]:
+def output_for(first_source: str) -> tuple[str, str | None]:
+    """The output folder when `-o` is not given, and a note when it is not the default: next to
+    the first trace, unless that folder is read-only (a shared traces folder) — then
+    `<stem>.atlas` in the current folder."""
+    out = default_output(first_source)
+    if is_url(out) and not out.startswith("file://"):
+        return out, None
+    local = Path(out.removeprefix("file://"))
+    if local.exists() or is_writable_folder(local.parent):
+        return out, None
+    fallback = Path(local.name)
+    if not is_writable_folder(Path.cwd()):
+        raise AtlasError(
+            first_source, f"its folder {local.parent} and the current folder are read-only: give -o OUT_FOLDER"
+        )
+    return str(fallback), f"{local.parent} is read-only: writing to ./{fallback} instead (-o sets the output folder)"
+
+
+def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
+    """A trace ingested as `atlas ingest TRACE` would (its default output folder); returns the
+    folder and the warnings. A trace that fails is an `AtlasError`."""
+    out, note = output_for(str(source))
+    result = ingest_fleet([str(source)], out)
+    if result.failed:
+        raise AtlasError(None, result.failed[0].reason)
+    return Path(out), ([note] if note else []) + result.warnings
+
+
+def plan(
+    sources: Sequence[str], out: str, captures: Sequence[CapturedGraph] = (), run_id: str | None = None
+) -> list[Task]:
     """One task per trace; traces with the same file name get distinct file names."""
     stems = [_trace_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
     clash = {s for s in stems if stems.count(s) > 1}
     return [
-        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures))
+        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures), run_id=run_id)
         for i, (source, stem) in enumerate(zip(sources, stems, strict=True))
     ]
 
@@ -181,7 +213,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
         kernel_time = kernel_time_table(result.frame)
-        written = write_rank(result.frame, task.out, rank, task.stem)  # last: a failed rank leaves no file
+        written = write_rank(result.frame, task.out, rank, task.stem, task.run_id)  # last: a failure leaves no file
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:
         problem = exc.problem if exc.source else str(exc)
@@ -304,11 +336,24 @@ def ingest_fleet(
         raise AtlasError(None, "no trace files given")
     out = str(out)
     graphs, warnings = read_captures(captures)
-    tasks = plan(list(sources), out, graphs)
-    if engine == "ray" or ((jobs or 1) > 1 and len(tasks) > 1):
-        for task in tasks:  # the traces are the parallel work: each is decoded by its own process
-            task.workers = 1
-    reset_output(out)
+    with new_run(out) as run_id:
+        tasks = plan(list(sources), out, graphs, run_id)
+        if engine == "ray" or ((jobs or 1) > 1 and len(tasks) > 1):
+            for task in tasks:  # the traces are the parallel work: each is decoded by its own process
+                task.workers = 1
+        return _ingest_run(tasks, out, engine, jobs, address, warnings, on_done, on_progress)
+
+
+def _ingest_run(
+    tasks: list[Task],
+    out: str,
+    engine: str,
+    jobs: int | None,
+    address: str | None,
+    warnings: list[str],
+    on_done: Callable[[str], None] | None,
+    on_progress: Callable[[str, float], None] | None,
+) -> FleetResult:
     traces: list[dict[str, Any]] = []
     if engine == "ray" and address is not None and not is_url(out):
         warnings.append(
@@ -344,6 +389,7 @@ def ingest_fleet(
         warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")
     entries = merged_entries(catalog)
     summary = {
+        "run_id": tasks[0].run_id,
         "traces": traces,
         "devices": [device for t in traces for device in t.get("devices", [])],
         "by_kind": _summed_kinds(traces),

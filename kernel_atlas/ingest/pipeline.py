@@ -27,13 +27,16 @@ from kernel_atlas.ingest.outputs import (
     LAYOUT,
     SUMMARY,
     load_kernels,
-    reset_output,
+    new_run,
     write_json,
     write_rank,
 )
+from kernel_atlas.ingest.reader import TraceInfo
+from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
 from kernel_atlas.ingest.workers import decode_pool, discard_pool, reading_ahead, take_read_ahead, workers_for
+from kernel_atlas.redact import redact_frame
 
 __all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels", "write_outputs"]
 
@@ -60,12 +63,39 @@ def trace_stem(path: Path) -> str:
     return name
 
 
-def _rank_of(path: Path, distributed: dict[str, Any]) -> int | None:
+_MAX_RANK = (1 << 31) - 1  # ranks are int32 in the kernels table (and name its partitions)
+
+
+def _rank_of(path: Path, distributed: dict[str, Any], warnings: list[str] | None = None) -> int | None:
     rank = distributed.get("rank")
-    if isinstance(rank, int):
-        return rank
+    if isinstance(rank, int) and not isinstance(rank, bool):
+        if 0 <= rank <= _MAX_RANK:
+            return rank
+        if warnings is not None:
+            warnings.append(f"{path}: distributedInfo.rank {rank} is out of range (0…{_MAX_RANK}): ignored")
     match = _RANK_IN_NAME.search(path.name)
-    return int(match.group(1)) if match else None
+    return int(match.group(1)) if match and int(match.group(1)) <= _MAX_RANK else None
+
+
+def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> list[str]:
+    """What the reader and decoder skipped or dropped, one line each."""
+    warnings = [f"{path}: {warning}" for warning in trace.warnings]
+    ignored = dict(ignored)
+    untimed = ignored.pop("untimed GPU activities", 0)
+    if untimed:
+        warnings.append(f"{path}: {untimed} GPU activities without a usable ts or dur were left out")
+    surrogates = ignored.pop("lone surrogates", 0)
+    if surrogates:
+        warnings.append(f"{path}: {surrogates} strings held lone UTF-16 surrogates (not Unicode): replaced by U+FFFD")
+    untimed_host = ignored.pop("host ranges without a ts", 0)
+    if untimed_host:
+        warnings.append(f"{path}: {untimed_host} host ranges without a usable ts were left out")
+    if ignored:
+        fields = ", ".join(f"{key} {count}" for key, count in sorted(ignored.items()))
+        warnings.append(
+            f"{path}: {sum(ignored.values())} values out of range or of an unexpected type were ignored ({fields})"
+        )
+    return warnings
 
 
 Progress = Callable[[str, float], None]  # (stage, fraction of the trace done)
@@ -101,8 +131,8 @@ def ingest_trace(
     except BrokenProcessPool:
         discard_pool()
         raise AtlasError(path, "a decode worker process died (out of memory?)") from None
-    warnings: list[str] = []
-    detected = _rank_of(path, trace.distributed_info)
+    warnings = _decoder_warnings(path, trace, cols.ignored)
+    detected = _rank_of(path, trace.distributed_info, warnings)
     rank = detected if detected is not None else (rank if rank is not None else 0)
     event_count = cols.event_count
     report("linking", 0.8)
@@ -117,6 +147,9 @@ def ingest_trace(
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
+    frame, unusable = usable_rows(frame)
+    warnings.extend(f"{path}: {warning}" for warning in unusable)
+    redacted = redact_frame(frame)
     report("done", 1.0)
     if frame.empty:
         warnings.append(f"{path}: no GPU events (kernels, memcpys, memsets) in this trace; tables are empty")
@@ -124,6 +157,8 @@ def ingest_trace(
     if unlinked:
         detail = ", ".join(f"{n} {why}" for why, n in linked.unlinked.items())
         warnings.append(f"{path}: {unlinked} of {len(frame)} GPU activities have no launcher ({detail})")
+    if redacted:
+        warnings.append(f"{path}: {redacted} values shaped like credentials (tokens, keys) written as <redacted>")
     graph_warning = graph_facts.warning()
     if graph_warning:
         warnings.append(f"{path}: {graph_warning}")
@@ -189,17 +224,27 @@ def default_out_dir(first_trace: Path) -> Path:
 def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
     """The kernels dataset (one file per trace, partitioned by rank), catalog.json and
     summary.json (last) in `out_dir`, replacing an earlier run's."""
-    reset_output(out_dir)
     files = {"kernels": Path(out_dir) / KERNELS, "catalog": Path(out_dir) / CATALOG, "summary": Path(out_dir) / SUMMARY}
     frame = result.frame
-    traces = result.facts.get("traces", [result.facts])
-    for facts in traces:
-        stem = trace_stem(Path(facts["file"]))
-        mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == facts["rank"]).to_numpy()
-        write_rank(frame[mine] if len(traces) > 1 else frame, out_dir, facts["rank"], stem)
-    catalog = build_catalog(frame, known=default_classifier().catalog)
-    write_json(out_dir, CATALOG, catalog)
     facts = result.facts if "traces" in result.facts else {"traces": [result.facts]}
-    summary = {**facts, "failed": [], "layout": LAYOUT, "warnings": result.warnings, "distinct_kernels": len(catalog)}
-    write_json(out_dir, SUMMARY, summary)
+    with new_run(out_dir) as run_id:
+        traces = []
+        for trace in facts["traces"]:
+            stem = trace_stem(Path(trace["file"]))
+            mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == trace["rank"]).to_numpy()
+            rows = frame[mine] if len(facts["traces"]) > 1 else frame
+            written = write_rank(rows, out_dir, trace["rank"], stem, run_id)
+            traces.append({**trace, "kernels_file": written})
+        catalog = build_catalog(frame, known=default_classifier().catalog)
+        write_json(out_dir, CATALOG, catalog)
+        summary = {
+            "run_id": run_id,
+            **facts,
+            "traces": traces,
+            "failed": [],
+            "layout": LAYOUT,
+            "warnings": result.warnings,
+            "distinct_kernels": len(catalog),
+        }
+        write_json(out_dir, SUMMARY, summary)  # last: its presence says the run completed
     return files

@@ -8,6 +8,11 @@ Nothing is sized from a gzip trailer, and only regular files are opened. The top
 is walked member by member; the `traceEvents` array is cut into slices of about
 `SLICE_BYTES` at event boundaries, each decoded on its own (`events.decode_slice`).
 
+Hostile text is bounded: no stretch of more than `MAX_EVENT_BYTES` without an event boundary
+is read (a decompression bomb or a giant token fails in one line instead of filling the
+memory); an event nested beyond the decoder's limit is skipped and counted (`_shallow`), a
+metadata member likewise; a UTF-8 byte order mark is accepted.
+
 A cut is a guess: `}, {"` may also occur inside nested `args`. Slices are therefore checked
 in order: a slice that starts at a real event boundary and decodes ends at a real boundary
 too (a cut inside nested args leaves unbalanced JSON), so the next slice's start is proven.
@@ -20,11 +25,12 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import json
 import os
 import re
 import stat
 import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, wait
 from dataclasses import dataclass, field
@@ -36,7 +42,7 @@ import msgspec
 import numpy as np
 
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.events import SliceError, SlicePart, decode_task, schema_problem
+from kernel_atlas.ingest.events import SliceError, SlicePart, decode_task, schema_problem, without_surrogates
 
 try:  # ISA-L reads the same gzip format about four times faster than zlib
     from isal import igzip as _gzip
@@ -48,6 +54,8 @@ except ImportError:  # pragma: no cover - isal is a dependency; the standard lib
     _GZIP_ERRORS = (EOFError, zlib.error, gzip.BadGzipFile)
 
 SLICE_BYTES = 4 << 20  # ~15k events a slice: keeps each worker's memory low, the work evenly shared
+MAX_EVENT_BYTES = 256 << 20  # no profiler writes an event (or a top-level member) this large
+_BOM = b"\xef\xbb\xbf"
 _READ_BYTES = 4 << 20  # decompression step
 _TRUNCATED = "invalid JSON: JSON is truncated (the file ends in the middle of the trace)"
 # A possible end of one event: followed by the next event, or by the end of the array.
@@ -71,6 +79,7 @@ class TraceInfo:
     runtime: str = "unknown"  # "cuda", "rocm" or "unknown"
     size_bytes: int = 0  # uncompressed
     events: int = 0
+    warnings: list[str] = field(default_factory=list)  # what was skipped, said once each
 
 
 class _Source:
@@ -112,6 +121,7 @@ class _Source:
         self.filled = 0  # offset just past the last chunk
         self.eof = not self.compressed
         self.length = None if self.compressed else self.file_size  # known once at EOF
+        self.limit = 2 * MAX_EVENT_BYTES  # most decompressed text held at once (the reader sets it)
 
     def close(self) -> None:
         if self.stream is not None:
@@ -198,6 +208,15 @@ class _Source:
             self.chunks.append(chunk)
             self.offsets.append(self.filled)
             self.filled += len(chunk)
+            if self.filled - self.offsets[0] > self.limit:  # a bomb, or one giant token: never held whole
+                raise AtlasError(self.path, too_large(self.offsets[0]))
+
+
+def too_large(at: int) -> str:
+    return (
+        f"not a profiler trace: more than {MAX_EVENT_BYTES >> 20} MB of text without an event boundary "
+        f"(from byte {at})"
+    )
 
 
 class _SharedSlots:
@@ -280,6 +299,8 @@ class _Walker:
                 return pos + match.end()
             if len(w) < size:
                 raise AtlasError(self.source.path, _TRUNCATED)
+            if size > MAX_EVENT_BYTES:
+                raise AtlasError(self.source.path, too_large(pos))
             size *= 4
 
     def value_end(self, pos: int) -> int:
@@ -300,7 +321,10 @@ class _Walker:
         ("close", offset), whichever comes first."""
         level, in_string, backslashes = 0, False, 0
         size = 1 << 16
+        origin = pos
         while True:
+            if pos - max(origin, commas_from or origin) > MAX_EVENT_BYTES:
+                raise AtlasError(self.source.path, too_large(origin))
             w = self.source.window(pos, size)
             if not len(w):
                 raise AtlasError(self.source.path, _TRUNCATED)
@@ -370,6 +394,10 @@ class _Reader:
         self.on_progress = on_progress
         self.seen_events = False
         self.slots = _SharedSlots(self.slice_bytes) if submit is not None and self.source.compressed else None
+        # the text in flight (slices being decoded, read ahead) plus one event at its largest
+        self.source.limit = (self.depth + 2) * self.slice_bytes + MAX_EVENT_BYTES
+        self.deep = 0  # events skipped for their nesting
+        self.deep_values = 0  # values of events set to null for their nesting
 
     def fail(self, problem: str) -> AtlasError:
         return AtlasError(self.path, problem)
@@ -381,12 +409,16 @@ class _Reader:
             self.source.close()
             if self.slots is not None:
                 self.slots.close()
+        if self.deep_values:
+            self.info.warnings.append(f"{self.deep_values} values nested too deeply to read were ignored (set to null)")
+        if self.deep:
+            self.info.warnings.append(f"{self.deep} events nested too deeply to read were skipped")
         return self.info
 
     # --- the document --------------------------------------------------------------------
     def _document(self) -> None:
         walk = self.walk
-        pos = walk.skip_ws(0)
+        pos = walk.skip_ws(len(_BOM) if self.source.window(0, len(_BOM)) == _BOM else 0)
         first = walk.byte(pos)
         if first is None:
             raise self.fail("file is empty")
@@ -416,7 +448,7 @@ class _Reader:
             if walk.byte(pos) != _QUOTE:
                 raise self._unexpected(pos, "a member name")
             key_end = walk.string_end(pos)
-            key = _ANY.decode(self.source.window(pos, key_end - pos))
+            key = self._value(pos, key_end, decode=True, what="a member name")
             pos = walk.skip_ws(key_end)
             if walk.byte(pos) != ord(":"):
                 raise self._unexpected(pos, "':'")
@@ -430,10 +462,11 @@ class _Reader:
                 pos = self._events(pos)
             else:
                 end = walk.value_end(pos)
-                value = self._value(pos, end, decode=key in _WANTED)
+                value = self._value(pos, end, decode=key in _WANTED, what=f"'{key}'")
                 if key in _WANTED:
                     wanted[key] = value
                 pos = end
+                self.source.release(pos)  # a member before the events is not held
             pos = walk.skip_ws(pos)
             separator = walk.byte(pos)
             if separator == ord("}"):
@@ -449,15 +482,24 @@ class _Reader:
             return self.fail(_TRUNCATED)
         return self.fail(f"invalid JSON: expected {expected} at byte {pos}")
 
-    def _value(self, start: int, end: int, decode: bool) -> Any:
-        """A top-level member's value: decoded when wanted, else only checked (when small)."""
+    def _value(self, start: int, end: int, decode: bool, what: str) -> Any:
+        """A top-level member's value (or name): decoded when wanted, else only checked (when
+        small). Numbers beyond range and lone surrogates are read as Python reads them; a value
+        nested too deeply is skipped (None) and said."""
         if not decode and end - start > (16 << 20):
             return None
         text = self.source.window(start, end - start)
         try:
-            return _ANY.decode(text) if decode else _ANY_RAW.decode(text)
-        except msgspec.DecodeError as exc:
-            raise self.fail(f"invalid JSON: {_at_offset(str(exc), start)}") from None
+            try:
+                return _ANY.decode(text) if decode else _ANY_RAW.decode(text)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                try:  # Python's parser takes 1e999, integers beyond 64 bits, lone surrogates
+                    return without_surrogates(json.loads(text), Counter()) if decode else None
+                except (ValueError, UnicodeDecodeError):
+                    raise self.fail(f"invalid JSON: {_at_offset(str(exc), start)}") from None
+        except RecursionError:
+            self.info.warnings.append(f"top-level member {what} is nested too deeply: ignored")
+            return None
 
     def _metadata(self, wanted: dict[str, Any]) -> None:
         info = self.info
@@ -531,6 +573,8 @@ class _Reader:
         pos = start + self.slice_bytes
         step = 1 << 16
         while True:
+            if pos - start > self.slice_bytes + MAX_EVENT_BYTES:
+                raise self.fail(too_large(start))
             w = self.source.window(pos, step + 256)
             if not len(w):
                 break
@@ -576,15 +620,86 @@ class _Reader:
         """Decode events from `good` up to the first real event boundary at or after
         `must_reach`, or to the end of the array: (next event start or offset after ']', done)."""
         kind, at = self.walk.scan(good, must_reach)
-        result = decode_task(self.source.task(good, at))
-        if isinstance(result, SliceError):
-            if result.kind == "schema":
-                raise self._schema_error(result.message)
-            raise self.fail(f"invalid JSON inside traceEvents (after event {self.info.events}): {result.message}")
-        self._deliver(result, at)
+        self._shallow(good, at)
         if kind == "close":
             return at + 1, True
         return self.walk.skip_ws(at + 1), False
+
+    def _shallow(self, start: int, end: int) -> None:
+        """Decode the events in [start, end) (both at event boundaries) and deliver them. Where
+        the JSON is nested beyond the decoder's limit, the range is halved at event boundaries
+        down to single events; an event still too deep is skipped and counted."""
+        todo = [(start, end)]
+        while todo:
+            first, last = todo.pop()
+            result = decode_task(self.source.task(first, last))
+            if isinstance(result, SlicePart):
+                self._deliver(result, last)
+                continue
+            if result.kind == "schema":
+                raise self._schema_error(result.message)
+            if result.kind != "deep":
+                raise self.fail(f"invalid JSON inside traceEvents (after event {self.info.events}): {result.message}")
+            split = None
+            for commas_from in (first + (last - first) // 2, first):  # the middle, else after the first event
+                found, at = self.walk.scan(first, commas_from)
+                if found == "comma" and at < last:
+                    split = at
+                    break
+            if split is None:  # one event: its values nested too deeply become null, else it is skipped
+                salvaged = self._without_deep_values(first, last)
+                part = decode_task(("framed", salvaged)) if salvaged is not None else None
+                if isinstance(part, SlicePart):
+                    self._deliver(part, last)
+                else:
+                    self.deep += 1
+                    self.info.events += 1
+                continue
+            todo += [(self.walk.skip_ws(split + 1), last), (first, split)]  # the first half next
+
+    def _without_deep_values(self, start: int, end: int) -> bytes | None:
+        """The event at [start, end), framed as a list, with each value nested too deeply (a
+        member of the event, or of its `args`) replaced by null; None when it has none."""
+        cuts = self._deep_members(start, args=False)
+        if not cuts:
+            return None
+        self.deep_values += len(cuts)
+        pieces, at = [b"["], start
+        for cut_start, cut_end in cuts:
+            pieces += [self.source.window(at, cut_start - at), b"null"]
+            at = cut_end
+        pieces += [self.source.window(at, end - at), b"]"]
+        return b"".join(pieces)
+
+    def _deep_members(self, start: int, args: bool) -> list[tuple[int, int]]:
+        """Spans of the values of the object at `start` (and of its "args" object) that the
+        decoder cannot read for their nesting."""
+        walk, cuts = self.walk, []
+        if walk.byte(start) != ord("{"):
+            return cuts
+        pos = walk.skip_ws(start + 1)
+        while walk.byte(pos) == _QUOTE:
+            key_end = walk.string_end(pos)
+            key = self.source.window(pos, key_end - pos)
+            pos = walk.skip_ws(key_end)
+            if walk.byte(pos) != ord(":"):
+                break
+            pos = walk.skip_ws(pos + 1)
+            end = walk.value_end(pos)
+            if not args and key == b'"args"':
+                cuts += self._deep_members(pos, args=True)
+            elif walk.byte(pos) in b"{[":
+                try:
+                    _ANY_RAW.decode(self.source.window(pos, end - pos))
+                except RecursionError:
+                    cuts.append((pos, end))
+                except msgspec.DecodeError:
+                    pass
+            pos = walk.skip_ws(end)
+            if walk.byte(pos) != ord(","):
+                break
+            pos = walk.skip_ws(pos + 1)
+        return cuts
 
     def _schema_error(self, message: str) -> AtlasError:
         return self.fail(f"not a Chrome/Kineto trace: {schema_problem(message, self.info.events)}")

@@ -46,7 +46,7 @@ def _value(text: str) -> Any:
     for cast in (int, float, json.loads):
         try:
             return cast(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
     return text
 
@@ -105,14 +105,26 @@ class Arg:
         return {True: True, False: False}.get(self.value) if isinstance(self.value, int) else None  # 1/0 too
 
 
+# No GPU holds a tensor of more elements (2^50 ≈ 10^15, a petabyte of bytes): a larger recorded
+# shape, or one with a negative size, is damage, not data — it counts as not recorded.
+MAX_NUMEL = 1 << 50
+
+
 def _ints(value: object) -> bool:
-    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    """A list of sizes (or strides): non-negative ints, their product within `MAX_NUMEL`."""
+    if not isinstance(value, list):
+        return False
+    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_NUMEL for v in value):
+        return False
+    return math.prod(value) <= MAX_NUMEL
 
 
 def _arg(dims: object, dtype: object, strides: object, text: object) -> Arg:
     dtype = dtype if isinstance(dtype, str) else ""
     text = text if isinstance(text, str) else ""
     known = dtype in dtypes()
+    if isinstance(dims, list) and dims and not _ints(dims) and all(isinstance(v, (int, float)) for v in dims):
+        return Arg(NONE, None, dtype)  # an impossible shape (negative, beyond any GPU's memory): not recorded
     if _ints(dims) and (known or (dims and dtype not in NOT_TENSORS)):  # an unknown dtype keeps its shape
         return Arg(TENSOR, tuple(dims), dtype, tuple(strides) if _ints(strides) and strides else None)  # type: ignore[arg-type]
     if dtype == "TensorList" or (isinstance(dims, list) and dims and all(_ints(d) for d in dims)):
@@ -135,7 +147,7 @@ def _loads(text: object) -> list[Any]:
         return []
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested beyond reason: not recorded
         return []
     return value if isinstance(value, list) else []
 

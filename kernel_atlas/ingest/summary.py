@@ -9,23 +9,41 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.reader import TraceInfo
+from kernel_atlas.redact import redact_text
 
 # Metadata keys that may hold credentials are never copied into any output.
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|key|credential|auth|cookie", re.IGNORECASE)
-_DEVICE_FIELDS = ("id", "name", "numSms", "totalGlobalMem", "computeMajor", "computeMinor", "warpSize")
-_DISTRIBUTED_FIELDS = ("backend", "rank", "world_size")
+# The metadata fields copied into summary.json, with the type each must have (others are left out).
+_DEVICE_FIELDS = {
+    "id": int,
+    "name": str,
+    "numSms": int,
+    "totalGlobalMem": int,
+    "computeMajor": int,
+    "computeMinor": int,
+    "warpSize": int,
+}
+_DISTRIBUTED_FIELDS = {"backend": str, "rank": int, "world_size": int}
+_INT64 = 1 << 63
 
 
 def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY.search(key))
 
 
-def safe_fields(source: dict[str, Any], allowed: tuple[str, ...]) -> dict[str, Any]:
-    """Only whitelisted, non-secret scalar fields of a metadata dict."""
+def _fits(value: Any, kind: type) -> bool:
+    if isinstance(value, bool) or not isinstance(value, kind):
+        return False
+    return -_INT64 <= value < _INT64 if kind is int else True
+
+
+def safe_fields(source: dict[str, Any], allowed: dict[str, type]) -> dict[str, Any]:
+    """Only whitelisted, non-secret fields of a metadata dict, of their field's type (an int
+    within int64); strings shaped like credentials are redacted."""
     return {
-        k: source[k]
-        for k in allowed
-        if k in source and not is_secret_key(k) and isinstance(source[k], (int, float, str, bool))
+        k: redact_text(source[k]) if isinstance(source[k], str) else source[k]
+        for k, kind in allowed.items()
+        if k in source and not is_secret_key(k) and _fits(source[k], kind)
     }
 
 

@@ -88,7 +88,7 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "kind": gpu.kind,
             "ts_us": gpu.ts,
             "dur_us": gpu.dur,
-            "device": _nullable_int(gpu.device).astype("Int32"),
+            "device": _nullable_int(gpu.device),  # narrowed to its column by `sanity.usable_rows`
             "stream": _nullable_int(gpu.stream),
             "step": _nullable_int(linked.step),
             "correlation": _nullable_int(gpu.correlation),
@@ -111,7 +111,7 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "collective": gpu.collective,
             "msg_in_nelems": _nullable_int(gpu.in_nelems),
             "msg_out_nelems": _nullable_int(gpu.out_nelems),
-            "group_size": _nullable_int(gpu.group_size).astype("Int32"),
+            "group_size": _nullable_int(gpu.group_size),  # likewise
             "msg_dtype": gpu.msg_dtype,
             "process_group": gpu.process_group,
             "process_group_desc": gpu.process_group_desc,

@@ -14,7 +14,7 @@ import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier, rule_id
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.pipeline import load_kernels
+from kernel_atlas.ingest.outputs import load_kernels, lock, open_output, write_table
 from kernel_atlas.ingest.recorded import Arg, from_params, parse_call
 from kernel_atlas.replay.inputs import NotReplayable, nbytes
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
@@ -95,12 +95,17 @@ class Result:
     reason: str
 
 
+_TARGET_COLUMNS = ("trace", "name", "kind", "dur_us", "cpu_op", "cpu_op_id", "op_mapping", "category")
+
+
 def targets_from_output(out_dir: str | Path) -> list[Target]:
     """Replay targets of an ingest output: one per distinct ATen call (launching op and its
     recorded inputs), timed as the mean of one op call (all of its kernels); other launchers
     (Triton, custom ops) one per distinct (kernel, launch within the call, recorded inputs),
     timed as the mean of that kernel launch, with its grid and block."""
-    frame = load_kernels(out_dir)
+    with lock(out_dir, shared=True):  # not while an ingest or a report writes it
+        open_output(out_dir, required=_TARGET_COLUMNS)
+        frame = load_kernels(out_dir)
     frame = frame[(frame["kind"] == "kernel") & frame["cpu_op"].notna()].copy()
     if frame.empty:
         return []
@@ -164,6 +169,15 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
         )
         for r in grouped.itertuples(index=False)
     ]
+
+
+def save_replay(results: pd.DataFrame, out_dir: str | Path, run_id: str | None) -> Path:
+    """`replay.parquet` in the ingest output the targets came from (`run_id`: its run when they
+    were read); refused when the folder was re-ingested meanwhile (the rows would not match)."""
+    with lock(out_dir):
+        if open_output(out_dir).run_id != run_id:
+            raise AtlasError(out_dir, "was ingested again while replaying: replay.parquet not written")
+        return write_table(results, Path(out_dir) / "replay.parquet", run_id)
 
 
 def targets_from_catalog(path: str | Path) -> list[Target]:
@@ -386,10 +400,15 @@ def check_device(device: str) -> str:
     if device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
         raise AtlasError(None, f"--device {device}: use cuda, cuda:N or cpu")
     available = default_device()
-    if device.startswith("cuda") and available != "cuda":
+    if device.startswith("cuda"):
         import torch
 
-        raise AtlasError(
-            None, f"--device {device}: no CUDA/HIP GPU is visible to PyTorch {torch.__version__} here; use --device cpu"
-        )
+        if available != "cuda":
+            raise AtlasError(
+                None,
+                f"--device {device}: no CUDA/HIP GPU is visible to PyTorch {torch.__version__} here; use --device cpu",
+            )
+        index = int(device.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise AtlasError(None, f"--device {device}: this machine has {torch.cuda.device_count()} GPU(s)")
     return device

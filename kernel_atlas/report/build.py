@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from kernel_atlas import safe_files
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.outputs import output_ranks
+from kernel_atlas.ingest.outputs import (
+    REPORT,
+    check_derived,
+    lock,
+    open_output,
+    output_ranks,
+    read_parquet,
+    write_csv,
+    write_json,
+    write_table,
+)
 from kernel_atlas.report.idle import KERNEL_WAIT_US
 from kernel_atlas.report.launches import SHORT_KERNEL_US
 from kernel_atlas.report.views import KernelViews
@@ -65,14 +75,12 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
 def _resolve_input(source: Path) -> Path:
     """An ingest output directory for `source` (ingesting a trace file first)."""
     if source.is_dir():
-        if not (source / "kernels.parquet").exists():
-            raise AtlasError(source, "not an ingest output (no kernels.parquet); give a trace or run `atlas ingest`")
         return source
-    from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, write_outputs  # only for a trace
+    if not source.exists():
+        raise AtlasError(source, safe_files.why_missing(source))
+    from kernel_atlas.ingest.fleet import ingest_one
 
-    out_dir = default_out_dir(source)
-    write_outputs(ingest_paths([source]), out_dir)
-    return out_dir
+    return ingest_one(source)[0]
 
 
 def _traced_gpu(summary: dict[str, Any]) -> tuple[str | None, int | None, int | None]:
@@ -93,12 +101,26 @@ def build_report(
     jobs: int = 1,
 ) -> Report:
     out_dir = _resolve_input(Path(source))
-    ranks = output_ranks(out_dir)
-    summary_path = out_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    with lock(out_dir):  # one writer: an ingest or another report into this folder fails at once
+        return _build_report(out_dir, device_key, html, kernel_wait_us, short_kernel_us, like_hta, jobs)
+
+
+def _build_report(
+    out_dir: Path,
+    device_key: str | None,
+    html: Path | None,
+    kernel_wait_us: float,
+    short_kernel_us: float,
+    like_hta: bool,
+    jobs: int,
+) -> Report:
+    output = open_output(out_dir)
+    safe_files.remove(out_dir / REPORT)  # the previous report's manifest first: files below replace its own
+    ranks = sorted(output.files) if output.files else output_ranks(out_dir)
+    summary = output.summary
     gpu_name, sms, world = _traced_gpu(summary)
     device = get_device(device_key) if device_key else match_device(gpu_name, sms)
-    cross_rank = cross_rank_view(out_dir, ranks)
+    cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id)
     stragglers = cross_rank.facts.get("stragglers") or []
     # one rank at a time (a single trace is one rank): the memory of one rank, whatever the fleet's size
     ranked = analyse_ranks(
@@ -114,23 +136,21 @@ def build_report(
     analysis, waits, views = ranked.analysis, ranked.waits, ranked.views
     analysis.facts.update(cross_rank.facts)
     replay_path = out_dir / "replay.parquet"
-    if replay_path.exists():
-        analysis.roofline = merge_replay(analysis.roofline, pd.read_parquet(replay_path))
+    if replay_path.exists() or replay_path.is_symlink():
+        check_derived(replay_path, output)
+        analysis.roofline = merge_replay(analysis.roofline, read_parquet(replay_path))
     analysis.facts["traced_gpu"] = gpu_name
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
     analysis.facts.update(waits.facts)
     files = {
-        "roofline": out_dir / "roofline.parquet",
-        "timeshare": out_dir / "timeshare.csv",
-        "facts": out_dir / "report.json",
+        "roofline": write_table(analysis.roofline, out_dir / "roofline.parquet", output.run_id),
+        "timeshare": write_csv(analysis.timeshare, out_dir / "timeshare.csv"),
+        "facts": out_dir / REPORT,
         "html": html or out_dir / "report.html",
     }
-    analysis.roofline.to_parquet(files["roofline"], index=False)
-    analysis.timeshare.to_csv(files["timeshare"], index=False)
-    files.update(write_waits(waits, out_dir))
+    files.update(write_waits(waits, out_dir, output.run_id))
     if cross_rank.path is not None:
         files["collectives"] = cross_rank.path
-    files["facts"].write_text(json.dumps(analysis.facts, indent=1) + "\n")
     from kernel_atlas.report.fleet import cross_rank_html
     from kernel_atlas.report.html import write_html
 
@@ -144,4 +164,7 @@ def build_report(
         sections=[cross_rank_html(cross_rank, analysis.facts)],
         views=views,
     )
+    # last, as the manifest of this report: the ingest run it was made from and its files
+    listed = {key: path.name if path.parent == out_dir else str(path) for key, path in files.items()}
+    write_json(out_dir, REPORT, {**analysis.facts, "run_id": output.run_id, "files": listed})
     return Report(out_dir, analysis, device, gpu_name, files, waits, cross_rank, views)

@@ -20,7 +20,8 @@ import plotly.graph_objects as go
 
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.pipeline import default_out_dir, ingest_paths, load_kernels, write_outputs
+from kernel_atlas.ingest.fleet import ingest_one, output_for
+from kernel_atlas.ingest.outputs import SUMMARY, check_derived, load_kernels, lock, open_output, read_parquet
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.report.diff import Diff, compare, side_of
 from kernel_atlas.report.html import (
@@ -35,6 +36,7 @@ from kernel_atlas.report.html import (
 from kernel_atlas.report.views import module_times, timeline_of
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
+from kernel_atlas.safe_files import why_missing
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_TRACE = REPO / "examples" / "h100_bert_small_infer.json.gz"
@@ -68,26 +70,31 @@ def resolve_source(source: str | Path | None = None, suffix: str = "") -> Path:
     if path.is_dir():
         return path
     if not path.exists():
-        raise AtlasError(path, "no such trace or ingest output")
-    out_dir = default_out_dir(path)
-    if not (out_dir / "kernels.parquet").exists() or out_dir.stat().st_mtime < path.stat().st_mtime:
-        write_outputs(ingest_paths([path]), out_dir)
+        raise AtlasError(path, why_missing(path))
+    out_dir = Path(output_for(str(path))[0])
+    summary = out_dir / SUMMARY
+    if not summary.is_file() or summary.stat().st_mtime < path.stat().st_mtime:
+        ingest_one(path)
     return out_dir
 
 
 def load_run(source: str | Path | None = None, device: str | None = None, suffix: str = "") -> Run:
     out_dir = resolve_source(source, suffix)
-    kernels = load_kernels(out_dir)
-    summary_path = out_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
+    with lock(out_dir, shared=True):  # not while an ingest or a report writes it
+        output = open_output(out_dir)
+        kernels = load_kernels(out_dir)
+        replay_path = out_dir / "replay.parquet"
+        replay = None
+        if replay_path.exists() or replay_path.is_symlink():
+            check_derived(replay_path, output)
+            replay = read_parquet(replay_path)
+    summary = output.summary
     gpu, sms, world = None, None, None
     for trace in summary.get("traces", []):
         world = world or trace.get("distributed", {}).get("world_size")
         for entry in trace.get("gpus", []):
             gpu, sms = gpu or entry.get("name"), sms or entry.get("numSms")
     found = get_device(device) if device else match_device(gpu, sms)
-    replay_path = out_dir / "replay.parquet"
-    replay = pd.read_parquet(replay_path) if replay_path.exists() else None
     return Run(out_dir, kernels, summary, found, world, replay)
 
 

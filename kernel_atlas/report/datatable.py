@@ -32,8 +32,8 @@ class TableColumn:
 def _sort_value(value: Any) -> Any:
     if value is None:
         return None
-    if isinstance(value, numbers.Real):
-        return None if math.isnan(float(value)) else float(value)
+    if isinstance(value, numbers.Real):  # NaN and ±inf (a zero-length kernel's rate) sort as empty
+        return float(value) if math.isfinite(float(value)) else None
     return str(value)
 
 

@@ -18,6 +18,8 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
+from kernel_atlas.report.markup import literal, plain
+
 ELLIPSIS = "…"
 # Column separation: box=None with one space of padding on each side between columns.
 _GAP = 2
@@ -33,6 +35,7 @@ class Column:
     drop: int = 0  # > 0: may be left out on a narrow terminal, the highest first
     middle: bool = False  # trim in the middle (kernel names: the tail tells tile sizes apart)
     tail: bool = False  # trim at the start (nn.Module paths: the innermost module is at the end)
+    lines: bool = False  # its cells break lines where they hold "\n" (else a "\n" is shown as such)
 
 
 def trim(text: str, width: int, middle: bool = False) -> str:
@@ -183,7 +186,7 @@ def fitted_table(
     for row in rows:
         cells = []
         for i in shown:
-            text = row[i]
+            text = plain(row[i], newlines=columns[i].lines)  # as they are, markup and control characters too
             if i in widths:
                 text = fold(text, widths[i], lines, columns[i].middle, columns[i].tail)
             cells.append(Text(text))
@@ -203,7 +206,7 @@ def print_table(
     """Print a fitted table; in `wide` mode on as many columns as it needs."""
     table, left_out = fitted_table(columns, rows, console.width, None, wide, lines)
     if title:
-        console.print(f"[bold]{title}[/]", highlight=False)
+        console.print(literal(title, "bold"), highlight=False)
     if wide:  # laid out on the width it needs; the terminal wraps or `less -S` scrolls
         options = console.options.update(width=1 << 14)
         needed = max(console.measure(table, options=options).maximum, console.width)

@@ -12,6 +12,7 @@ import plotly.io as pio
 from rich.console import Console
 from rich.table import Table
 
+from kernel_atlas.report.markup import esc
 from kernel_atlas.report.terminal import fmt_us as _fmt_us
 from kernel_atlas.roofline.collectives import CrossRank
 
@@ -52,9 +53,9 @@ def print_cross_rank(console: Console, cross: CrossRank | None, facts: dict[str,
     if cross is None:
         return
     if cross.note:
-        console.print(f"[bold]{TITLE}[/]: {cross.note}", highlight=False)
+        console.print(f"[bold]{TITLE}[/]: {esc(cross.note)}", highlight=False)
         return
-    console.print(f"[bold]{TITLE}[/]: {_headline(cross)}", highlight=False)
+    console.print(f"[bold]{TITLE}[/]: {esc(_headline(cross))}", highlight=False)
     ranks = per_rank_table(cross, facts)
     if len(ranks):
         shown = ranks if len(ranks) <= 2 * top else ranks.sort_values("collective_wait_us", kind="stable").head(top)

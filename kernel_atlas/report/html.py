@@ -39,6 +39,7 @@ from kernel_atlas.report.waits import Waits
 from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.roofline.devices import Device
+from kernel_atlas.safe_files import write_text
 
 if TYPE_CHECKING:
     from kernel_atlas.report.diff import Diff
@@ -522,7 +523,7 @@ def write_html(
     if views is None and {"module", "step", "ts_us"} <= set(analysis.kernels.columns):
         views = kernel_views(analysis.kernels)
     page = Page(analysis, device, title, waits, sections, views=views)
-    path.write_text(_document(title, [section(page) for section in HTML_SECTIONS]), encoding="utf-8")
+    write_text(path, _document(title, [section(page) for section in HTML_SECTIONS]))
     return path
 
 
@@ -608,5 +609,5 @@ def write_diff_html(diff: Diff, path: Path) -> Path:
         "<h2>Every category, op, module and kernel (largest regression first)</h2>",
         diff_table(diff),
     ]
-    path.write_text(_document(title, body), encoding="utf-8")
+    write_text(path, _document(title, body))
     return path

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernel_atlas.errors import AtlasError
+from kernel_atlas.safe_files import write_text
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -30,6 +31,7 @@ def execute(name: str, env: dict[str, str], timeout: int = 600):  # -> nbformat.
     try:
         import nbformat
         from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError
     except ImportError as exc:
         raise AtlasError(None, f"notebook support needs the `notebook` extra ({exc.name} missing)") from None
     notebook = nbformat.read(notebook_path(name), as_version=4)
@@ -44,6 +46,10 @@ def execute(name: str, env: dict[str, str], timeout: int = 600):  # -> nbformat.
             store_widget_state=True,
         )
         client.execute()
+    except CellExecutionError as exc:
+        if exc.ename == "AtlasError":  # bad input met inside the notebook: the same one line
+            raise AtlasError(None, str(exc.evalue)) from None
+        raise
     finally:
         for key, value in saved.items():
             if value is None:
@@ -57,7 +63,7 @@ def to_html(notebook, path: Path) -> Path:  # notebook: nbformat.NotebookNode
     from nbconvert import HTMLExporter
 
     body, _ = HTMLExporter().from_notebook_node(notebook)
-    path.write_text(body, encoding="utf-8")
+    write_text(path, body)
     return path
 
 

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from kernel_atlas.report.fit import trim
+from kernel_atlas.report.markup import plain
 
 
 class Bar:
@@ -37,7 +38,7 @@ class Bar:
         """`steps` more done; `detail` (what was just finished) is shown after the description."""
         if self._progress is None or self._task is None:
             return
-        description = self._description if detail is None else f"{self._description} {trim(detail, 40)}"
+        description = self._description if detail is None else f"{self._description} {trim(plain(detail), 40)}"
         self._progress.update(self._task, advance=steps, description=description)
 
     def update(self, completed: float, stage: str | None = None) -> None:
@@ -58,7 +59,8 @@ def progress_bar(console: Console, description: str, total: float, enabled: bool
     if not enabled or not shows_progress(console):
         yield Bar()
         return
-    columns = [TextColumn("{task.description}"), BarColumn()]
+    # descriptions hold trace and kernel names: shown as they are, never read as markup
+    columns = [TextColumn("{task.description}", markup=False), BarColumn()]
     if float(total).is_integer() and total > 1:
         columns.append(MofNCompleteColumn())
     else:

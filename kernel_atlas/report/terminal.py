@@ -21,6 +21,7 @@ from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
 from kernel_atlas.report.diff import describe_key
 from kernel_atlas.report.fit import Column, print_table
+from kernel_atlas.report.markup import esc
 from kernel_atlas.report.progress import progress_bar
 from kernel_atlas.report.units import (
     device_time_line,
@@ -51,11 +52,12 @@ SHAPES = Column("shapes", justify="left", flex=2, min_width=12)
 
 
 def _text(console: Console, line: str) -> None:
+    """A line of rich markup; user strings in it went through `esc`."""
     console.print(line, highlight=False)
 
 
 def _files_line(console: Console, files: dict[str, Path]) -> None:
-    _text(console, "wrote " + ", ".join(str(p) for p in files.values()))
+    _text(console, "wrote " + esc(", ".join(str(p) for p in files.values())))
 
 
 # --- atlas ingest -------------------------------------------------------------------------------
@@ -79,9 +81,9 @@ def progress(console: Console, paths: list[Path], disable: bool = False) -> Iter
 
 
 def _trace_header(facts: dict[str, Any]) -> list[str]:
-    gpus = ", ".join(sorted({g.get("name", "?") for g in facts["gpus"]})) or "unknown GPU"
+    gpus = ", ".join(sorted({str(g.get("name", "?")) for g in facts["gpus"]})) or "unknown GPU"
     return [
-        f"[bold]{facts['file']}[/]  rank {facts['rank']}  {gpus}",
+        f"[bold]{esc(facts['file'])}[/]  rank {facts['rank']}  {esc(gpus)}",
         f"  {facts['events']:,} events, {facts['kernels']:,} kernels, "
         f"{facts['gpu_activities'] - facts['kernels']:,} memcpy/memset",
     ]
@@ -107,7 +109,7 @@ def _link_lines(facts: dict[str, Any]) -> list[str]:
 
 def _graph_lines(facts: dict[str, Any]) -> list[str]:
     lines = (graph_summary_line(facts.get("graphs")), inferred_summary_line(facts.get("shapes_inferred")))
-    return ["  " + line for line in lines if line]
+    return ["  " + esc(line) for line in lines if line]
 
 
 # Lines printed per trace by `atlas ingest`, in order; each takes the trace's facts (summary.json).
@@ -172,12 +174,13 @@ class ReportView:
 def _device_section(console: Console, report: Report, view: ReportView) -> None:
     device = report.device
     if device is None:
-        console.print(f"[yellow]GPU {report.traced_gpu!r} is not in catalogs/devices.toml: pass --device for peaks[/]")
+        gpu = esc(repr(report.traced_gpu))
+        _text(console, f"[yellow]GPU {gpu} is not in catalogs/devices.toml: pass --device for peaks[/]")
         return
     projected = ""
     if report.analysis.facts.get("projection"):
-        projected = f" [bold yellow](projection: the trace ran on {report.traced_gpu})[/]"
-    _text(console, f"[bold]device[/] {peaks_line(device)}{projected}")
+        projected = f" [bold yellow](projection: the trace ran on {esc(report.traced_gpu)})[/]"
+    _text(console, f"[bold]device[/] {esc(peaks_line(device))}{projected}")
 
 
 _DEVICES_SHOWN = 8  # device lines of a multi-rank run; the per-rank table follows
@@ -187,7 +190,7 @@ def _busy_section(console: Console, report: Report, view: ReportView) -> None:
     devices = report.analysis.facts["devices"]
     shown = devices if view.wide else devices[:_DEVICES_SHOWN]
     for d in shown:
-        _text(console, device_time_line(d))
+        _text(console, esc(device_time_line(d)))
     if len(devices) > len(shown):
         _text(console, f"… and {len(devices) - len(shown):,} more devices (report.json; --wide shows all)")
 
@@ -319,7 +322,7 @@ def print_replay(console: Console, results: Any, device: str, wide: bool = False
     print_table(console, columns, rows, title, wide)
     done = int((results["check"] != "skipped").sum()) if len(results) else 0
     methods = ", ".join(sorted(set(results["method"].dropna()) - {""})) or "–"
-    _text(console, f"{done}/{len(results)} replayed; timing method: {methods}")
+    _text(console, f"{done}/{len(results)} replayed; timing method: {esc(methods)}")
 
 
 # --- atlas report CATALOG -----------------------------------------------------------------------
@@ -329,7 +332,7 @@ def print_catalog_costs(
     console: Console, table: Any, device: str, path: Path, top: int = 12, wide: bool = False
 ) -> None:
     costed = table[table["flops"].notna()] if "flops" in table else table.iloc[0:0]
-    _text(console, f"{len(costed)}/{len(table)} catalog entries costed at their example shapes on {device}")
+    _text(console, f"{len(costed)}/{len(table)} catalog entries costed at their example shapes on {esc(device)}")
     if len(costed):
         columns = [
             Column("attainable"),
@@ -351,7 +354,7 @@ def print_catalog_costs(
             for row in costed.sort_values("attainable_us", ascending=False).head(top).itertuples(index=False)
         ]
         print_table(console, columns, rows, f"Largest attainable times on {device}", wide)
-    _text(console, f"wrote {path}")
+    _text(console, f"wrote {esc(path)}")
 
 
 # --- atlas diff ---------------------------------------------------------------------------------
@@ -376,7 +379,7 @@ def _largest_first(table: Any) -> Any:
 def _diff_table(console: Console, table: Any, header: str, title: str, wide: bool, matched: bool = False) -> None:
     """Rows of one level of a diff: the change, both times, and the key (`matched`: how it was matched)."""
     if table.empty:
-        _text(console, f"[bold]{title}[/]: none")
+        _text(console, f"[bold]{esc(title)}[/]: none")
         return
     columns = [Column("Δ"), Column("A"), Column("B"), Column("Δ%", drop=2), Column("calls A→B", drop=3)]
     if matched:
@@ -404,7 +407,7 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
     for tag, side in (("A", a), ("B", b)):
         _text(
             console,
-            f"[bold]{tag}[/] {side.label}  {', '.join(side.gpus) or 'unknown GPU'}  "
+            f"[bold]{tag}[/] {esc(side.label)}  {esc(', '.join(map(str, side.gpus)) or 'unknown GPU')}  "
             f"GPU time {fmt_us(side.gpu_time_us)} ({len(side.kernels):,} activities)",
         )
     change = b.gpu_time_us - a.gpu_time_us
@@ -425,7 +428,8 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
         _text(
             console,
             f"{len(faster):,} matched kernels got faster, by {fmt_us(-faster['delta_us'].sum())} in all "
-            f"(largest: {display_name(str(faster.iloc[-1]['key']))}, {fmt_signed_us(faster.iloc[-1]['delta_us'])})",
+            f"(largest: {esc(display_name(str(faster.iloc[-1]['key'])))}, "
+            f"{fmt_signed_us(faster.iloc[-1]['delta_us'])})",
         )
     for status, title in (("appeared", "Appeared in B"), ("vanished", "Vanished from A")):
         rows = _largest_first(kernels[kernels["status"] == status])

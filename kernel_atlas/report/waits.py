@@ -9,8 +9,10 @@ from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.ingest.outputs import write_table
 from kernel_atlas.report.idle import BREAKDOWN_COLUMNS, KERNEL_WAIT_US, analyse_idle, exact_gaps, other_basis
 from kernel_atlas.report.launches import SHORT_KERNEL_US, graph_candidates, launch_facts, launch_stats
+from kernel_atlas.safe_files import remove
 
 NO_WINDOW_NOTE = "summary.json lacks the end of HTA's window (re-run `atlas ingest`): HTA's numbers keep every activity"
 NO_CAUSES_NOTE = "kernels.parquet has no host-activity columns: re-run `atlas ingest` for causes"
@@ -66,21 +68,17 @@ def analyse_waits(
     return Waits(idle.breakdown, idle.causes, launch_stats(frame), candidates, facts, idle.alternate)
 
 
-def write_waits(waits: Waits, out_dir: Path) -> dict[str, Path]:
-    """The wait files; the other convention's breakdown is `idle_hta.parquet` (`idle_exact.parquet`
-    with --like-hta), and a previous run's file of the other name is removed (it would be stale)."""
+def write_waits(waits: Waits, out_dir: Path, run_id: str | None = None) -> dict[str, Path]:
+    """The wait files (tied to the ingest run `run_id`, see `outputs.write_table`); the other
+    convention's breakdown is `idle_hta.parquet` (`idle_exact.parquet` with --like-hta), and a
+    previous run's file of the other name is removed (it would be stale)."""
     other = other_basis(waits.basis)
-    (out_dir / f"idle_{other_basis(other)}.parquet").unlink(missing_ok=True)
-    files = {
-        "idle": out_dir / "idle.parquet",
-        f"idle_{other}": out_dir / f"idle_{other}.parquet",
-        "idle_causes": out_dir / "idle_causes.parquet",
-        "launch_stats": out_dir / "launch_stats.parquet",
-        "graph_candidates": out_dir / "graph_candidates.parquet",
+    remove(out_dir / f"idle_{other_basis(other)}.parquet")
+    tables = {
+        "idle": (waits.breakdown, "idle.parquet"),
+        f"idle_{other}": (waits.alternate, f"idle_{other}.parquet"),
+        "idle_causes": (waits.causes, "idle_causes.parquet"),
+        "launch_stats": (waits.launches, "launch_stats.parquet"),
+        "graph_candidates": (waits.candidates, "graph_candidates.parquet"),
     }
-    waits.breakdown.to_parquet(files["idle"], index=False)
-    waits.alternate.to_parquet(files[f"idle_{other}"], index=False)
-    waits.causes.to_parquet(files["idle_causes"], index=False)
-    waits.launches.to_parquet(files["launch_stats"], index=False)
-    waits.candidates.to_parquet(files["graph_candidates"], index=False)
-    return files
+    return {key: write_table(frame, out_dir / name, run_id) for key, (frame, name) in tables.items()}

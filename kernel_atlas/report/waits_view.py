@@ -17,6 +17,7 @@ from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.idle import CATEGORIES, other_basis
+from kernel_atlas.report.markup import literal
 from kernel_atlas.report.units import fmt_pct, fmt_us
 from kernel_atlas.report.waits import Waits
 
@@ -136,7 +137,7 @@ def _print_breakdown(console: Console, waits: Waits, top: int, wide: bool) -> No
         f"under {facts['kernel_wait_us']:g} µs; {_BASIS[waits.basis]})"
     )
     where = Column("where", justify="left", flex=1, min_width=10)
-    columns = [Column("idle"), *(Column(_LABEL[c]) for c in CATEGORIES), where]
+    columns = [Column("idle"), *(Column(_LABEL[c], lines=True) for c in CATEGORIES), where]
     between = " " if wide else "\n"  # a share under its time on a narrow terminal
     rows = []
     left_out = []
@@ -162,7 +163,7 @@ def _print_breakdown(console: Console, waits: Waits, top: int, wide: bool) -> No
     print_table(console, columns, rows, title, wide)
     for line in (_left_out(*left_out), convention_note(waits)):
         if line:
-            console.print(line, highlight=False, style="dim" if line.startswith("…") else None)
+            console.print(literal(line, "dim" if line.startswith("…") else ""), highlight=False)
 
 
 def _origin(

@@ -26,15 +26,19 @@ queries over the kernels dataset, so the driver never holds the fleet's rows.
 from __future__ import annotations
 
 import math
+import os
 import tempfile
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from kernel_atlas.ingest.outputs import kernels_sql, rank_files
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.outputs import RUN_KEY, kernels_sql, load_table, rank_files
 from kernel_atlas.roofline.analysis import bus_factor, comm_itemsize
+from kernel_atlas.safe_files import remove
 
 if TYPE_CHECKING:
     import duckdb
@@ -245,12 +249,15 @@ def _bandwidth_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.register("bus_factors", factors)
 
 
-def cross_rank_view(out_dir: str | Path, ranks: list[int], target: Path | None = None) -> CrossRank:
+def cross_rank_view(
+    out_dir: str | Path, ranks: list[int], target: Path | None = None, run_id: str | None = None
+) -> CrossRank:
     """Match collective instances across the ranks of an ingest output; write
-    `collectives.parquet` (to `target`, default OUT/collectives.parquet) and return the facts,
-    the per-rank waits and the lateness heatmap. With one rank there is nothing to compare."""
+    `collectives.parquet` (to `target`, default OUT/collectives.parquet, tied to the ingest run
+    `run_id`) and return the facts, the per-rank waits and the lateness heatmap. With one rank
+    there is nothing to compare."""
     target = target or Path(out_dir) / "collectives.parquet"
-    target.unlink(missing_ok=True)  # an earlier report's, when this run has none
+    remove(target)  # an earlier report's, when this run has none
     if len(ranks) < 2:
         return CrossRank(ranks=len(ranks), note=ONE_RANK)
     shared = [rank for rank, files in rank_files(out_dir).items() if len(files) > 1]
@@ -259,12 +266,19 @@ def cross_rank_view(out_dir: str | Path, ranks: list[int], target: Path | None =
     with tempfile.TemporaryDirectory(prefix="atlas-duckdb-") as work:
         con = _connect(Path(work))
         try:
-            return _cross_rank(con, kernels_sql(out_dir), len(ranks), target)
+            return _cross_rank(con, kernels_sql(out_dir), len(ranks), target, run_id)
+        except duckdb.Error as exc:
+            for files in rank_files(out_dir).values():  # name the file DuckDB could not read, when one is
+                for file in files:
+                    load_table(file)
+            raise AtlasError(out_dir, f"cannot read the kernels dataset: {str(exc).strip().splitlines()[0]}") from None
         finally:
             con.close()
 
 
-def _cross_rank(con: duckdb.DuckDBPyConnection, source: str, rank_count: int, target: Path) -> CrossRank:
+def _cross_rank(
+    con: duckdb.DuckDBPyConnection, source: str, rank_count: int, target: Path, run_id: str | None
+) -> CrossRank:
     _load_rows(con, source)
     _instances(con)
     total, matched, mismatched, seen_once = con.execute("""
@@ -278,6 +292,8 @@ def _cross_rank(con: duckdb.DuckDBPyConnection, source: str, rank_count: int, ta
     noise, jitter = _rows(con)
     _bandwidth_tables(con)
     target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}.tmp"  # renamed when complete
+    metadata = f", KV_METADATA {{'{RUN_KEY.decode()}': '{run_id}'}}" if run_id else ""
     con.execute(f"""
         COPY (
             SELECT r.rank, r.process_group, r.seq, r.collective, r.start_us, r.end_local - r.start_local AS dur_us,
@@ -290,8 +306,13 @@ def _cross_rank(con: duckdb.DuckDBPyConnection, source: str, rank_count: int, ta
             LEFT JOIN itemsizes t USING (msg_dtype)
             LEFT JOIN bus_factors f ON f.op_mapping = r.op_mapping AND f.n = coalesce(r.group_size, r.ranks)
             ORDER BY r.process_group, r.seq, r.rank
-        ) TO '{_sql_text(target)}' (FORMAT PARQUET, COMPRESSION ZSTD)
+        ) TO '{_sql_text(partial)}' (FORMAT PARQUET, COMPRESSION ZSTD{metadata})
     """)
+    try:
+        os.replace(partial, target)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
     per_rank = con.execute("""
         SELECT rank, count(*) AS collectives, sum(wait_us) AS wait_us, count(*) FILTER (held_up) AS held_instances,
                sum(1.0 / ranks) FILTER (held_up) AS expected_last, count(*) FILTER (last) AS last_count,

@@ -1,0 +1,94 @@
+"""Credentials never reach an output: values in well-known credential formats become `<redacted>`.
+
+Traces carry strings from the profiled process: `Concrete Inputs` (the values of string
+arguments), metadata fields, names. A token pasted into a prompt or an environment dump must
+not be copied into kernels.parquet, catalog.json, summary.json, the report files or the
+terminal. Metadata fields whose *key* names a secret are dropped separately
+(`ingest.summary.safe_fields`); this module catches the *values*, wherever they appear: the
+matching part of a string is replaced, the rest is kept (`['<redacted>', '0']`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+REDACTED = "<redacted>"
+
+_B = r"(?<![A-Za-z0-9])"  # the token is not the tail of a longer word
+# Formats whose prefix says what they are; lengths are the issuers' (or a safe lower bound).
+_FORMATS = [
+    r"hf_[A-Za-z0-9]{20,}",  # Hugging Face
+    r"api_org_[A-Za-z0-9]{20,}",  # Hugging Face organisation
+    r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{12,}",  # AWS key ids
+    r"gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub
+    r"github_pat_[A-Za-z0-9_]{20,}",
+    r"glpat-[A-Za-z0-9_\-]{16,}",  # GitLab
+    r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic (sk-ant-…), DeepSeek, …
+    r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
+    r"xox[abeprs]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"AIza[0-9A-Za-z_\-]{30,}",  # Google API key
+    r"ya29\.[0-9A-Za-z_\-]{20,}",  # Google OAuth access token
+    r"npm_[A-Za-z0-9]{30,}",  # npm
+    r"pypi-[A-Za-z0-9_\-]{50,}",  # PyPI
+    r"dapi[0-9a-f]{32}",  # Databricks
+    r"wandb_v1_[A-Za-z0-9_]{20,}",
+    r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JSON Web Token
+]
+_PATTERNS = [
+    _B + "(?:" + "|".join(_FORMATS) + ")",
+    r"(?i:\bbearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
+    r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)",  # user:password@ in a URL
+    # key=value / key: value where the key names a secret
+    r"(?i:(?<=password=)|(?<=passwd=)|(?<=secret=)|(?<=token=)|(?<=api_key=)|(?<=apikey=)|(?<=access_key=))[^\s&,;'\"]+",
+]
+CREDENTIAL = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.DOTALL)
+
+
+def redact_text(text: str) -> str:
+    """`text` with every credential-shaped part replaced by `<redacted>`."""
+    return CREDENTIAL.sub(REDACTED, text) if CREDENTIAL.search(text) else text
+
+
+def redact_value(value: Any) -> Any:
+    """Strings redacted anywhere inside a JSON-like value (dicts, lists); other values as they are."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {key: redact_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_value(item) for item in value]
+    return value
+
+
+def redact_frame(frame: pd.DataFrame) -> int:
+    """Redact the string columns of `frame` in place (categoricals: only their distinct values);
+    returns how many distinct values were redacted."""
+    redacted = 0
+    for column in frame.columns:
+        series = frame[column]
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            categories = series.cat.categories
+            if not (pd.api.types.is_object_dtype(categories) or pd.api.types.is_string_dtype(categories)):
+                continue
+            new = [redact_text(c) if isinstance(c, str) else c for c in categories]
+            changed = sum(isinstance(a, str) and a != b for a, b in zip(new, categories, strict=True))
+            if not changed:
+                continue
+            redacted += changed
+            new_codes, uniques = pd.factorize(np.asarray(new, dtype=object))
+            codes = series.cat.codes.to_numpy()
+            remapped = np.where(codes >= 0, new_codes[np.maximum(codes, 0)], -1)
+            frame[column] = pd.Categorical.from_codes(remapped, categories=pd.Index(uniques, dtype=object))
+        elif pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series):
+            values = series.to_numpy()
+            new = [redact_text(v) if isinstance(v, str) else v for v in values]
+            changed = sum(isinstance(a, str) and a != b for a, b in zip(new, values, strict=True))
+            if changed:
+                redacted += changed
+                frame[column] = pd.Series(new, index=series.index, dtype=object)
+    return redacted
