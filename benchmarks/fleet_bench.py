@@ -7,7 +7,10 @@
 1. makes a fleet of the largest rank count with benchmarks/make_fleet.py (the A100 NCCL
    trace repeated to about `--size-mb` MB per rank, two planted stragglers), once;
 2. for every rank count and engine runs `atlas ingest` on that many ranks in a fresh Python
-   process with `-j` = the machine's CPUs, and measures the wall time, the driver's own peak
+   process with `-j` = the machine's CPUs — `local` (the process pool), `ray` (the embedded Ray
+   that `--engine ray` starts and stops inside the timed run) and `ray-cluster` (a Ray head
+   started before the timed run with `ray start --head`, joined with `--address auto`, as on a
+   fleet where Ray is already up) — and measures the wall time, the driver's own peak
    RSS (`ru_maxrss` of the process that runs the command — Ray's workers and the local pool's
    workers are other processes) and, for the local pool, the largest worker's peak RSS;
 3. with `--report`, runs `atlas report` on each ingested output (driver peak RSS, wall);
@@ -53,7 +56,8 @@ def run_driver(code: str) -> dict[str, Any]:
 
 
 def ingest_code(traces: list[Path], out: Path, engine: str, jobs: int) -> str:
-    args = ["ingest", *map(str, traces), "-o", str(out), "--engine", engine, "-j", str(jobs), "-q"]
+    engine_args = ["--engine", "ray", "--address", "auto"] if engine == "ray-cluster" else ["--engine", engine]
+    args = ["ingest", *map(str, traces), "-o", str(out), *engine_args, "-j", str(jobs), "-q"]
     return textwrap.dedent(f"""
         from typer.testing import CliRunner
         from kernel_atlas.cli import app
@@ -70,11 +74,33 @@ def report_code(out: Path, jobs: int) -> str:
     """)
 
 
+def _ray_cli() -> list[str]:
+    return [str(Path(sys.executable).with_name("ray"))]
+
+
+def start_cluster(cpus: int) -> None:
+    """A Ray head on this machine, as a fleet would already have one (not timed)."""
+    command = [*_ray_cli(), "start", "--head", f"--num-cpus={cpus}", "--include-dashboard=false"]
+    command.append("--disable-usage-stats")
+    subprocess.run(command, check=True, capture_output=True)
+
+
+def stop_cluster() -> None:
+    subprocess.run([*_ray_cli(), "stop", "--force"], check=False, capture_output=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", type=int, nargs="+", default=[8, 16, 32, 64])
     parser.add_argument("--size-mb", type=float, default=30.0, help="uncompressed MB per rank trace")
-    parser.add_argument("--engines", nargs="+", default=["local", "ray"], choices=["local", "ray"])
+    parser.add_argument(
+        "--engines",
+        nargs="+",
+        default=["local", "ray", "ray-cluster"],
+        choices=["local", "ray", "ray-cluster"],
+        help="ray: the embedded Ray `atlas ingest --engine ray` starts and stops (timed); ray-cluster: a "
+        "Ray head started before the timed run (`ray start --head`), joined with --address auto",
+    )
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--report", action="store_true", help="also time `atlas report` on every output")
     parser.add_argument("--work", type=Path, default=HERE / "work" / "fleet")
@@ -111,14 +137,20 @@ def main() -> None:
         for engine in args.engines:
             out = args.work / f"out-{n}-{engine}"
             shutil.rmtree(out, ignore_errors=True)
-            run = {"ranks": n, "engine": engine, **run_driver(ingest_code(traces[:n], out, engine, args.jobs))}
+            if engine == "ray-cluster":
+                start_cluster(args.jobs)
+            try:
+                run = {"ranks": n, "engine": engine, **run_driver(ingest_code(traces[:n], out, engine, args.jobs))}
+            finally:
+                if engine == "ray-cluster":
+                    stop_cluster()
             run["ranks_per_min"] = round(60.0 * n / run["wall_s"], 1)
             if args.report:
                 report = run_driver(report_code(out, args.jobs))
                 run["report"] = {"wall_s": report["wall_s"], "driver_peak_rss_mb": report["driver_peak_rss_mb"]}
             results["runs"].append(run)
             print(
-                f"{engine:>5} {n:>3} ranks: {run['wall_s']:7.1f} s  {run['ranks_per_min']:6.1f} ranks/min  "
+                f"{engine:>11} {n:>3} ranks: {run['wall_s']:7.1f} s  {run['ranks_per_min']:6.1f} ranks/min  "
                 f"driver peak RSS {run['driver_peak_rss_mb']:6.0f} MB"
                 + (f"  workers {run['children_peak_rss_mb']:.0f} MB" if engine == "local" else "")
                 + (
@@ -142,10 +174,12 @@ def main() -> None:
                 runs[largest]["driver_peak_rss_mb"] / runs[smallest]["driver_peak_rss_mb"], 2
             ),
         }
-    if "local" in args.engines and "ray" in args.engines:
-        summary["ray_over_local_throughput"] = {
+    for ray_engine in ("ray", "ray-cluster"):
+        if "local" not in args.engines or ray_engine not in args.engines:
+            continue
+        summary[f"{ray_engine}_over_local_throughput"] = {
             n: round(
-                next(r for r in results["runs"] if r["ranks"] == n and r["engine"] == "ray")["ranks_per_min"]
+                next(r for r in results["runs"] if r["ranks"] == n and r["engine"] == ray_engine)["ranks_per_min"]
                 / next(r for r in results["runs"] if r["ranks"] == n and r["engine"] == "local")["ranks_per_min"],
                 2,
             )
