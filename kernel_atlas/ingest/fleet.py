@@ -136,7 +136,11 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
             raise AtlasError(source, why_missing(local))
         else:
             found.append(str(local))
-    return list(dict.fromkeys(found))
+    # each file once, however it was spelled (`t.json`, `./t.json`, `../dir/t.json`, a folder and a file in it)
+    once: dict[str, str] = {}
+    for source in found:
+        once.setdefault(source if is_url(source) else os.path.realpath(source), source)
+    return list(once.values())
 
 
 def default_output(first_source: str) -> str:
