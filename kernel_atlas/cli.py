@@ -198,7 +198,7 @@ def explain(
     wide: Wide = False,
 ) -> None:
     """Show the label of a kernel: what its name and its launcher say, who wins when they
-    disagree (rules.toml [resolution]), context refinements, and the name rules tried."""
+    disagree (the resolution table of rules.toml), context refinements, and the name rules tried."""
     from kernel_atlas.classify.classifier import default_classifier
     from kernel_atlas.classify.names import base_name, family_key
     from kernel_atlas.ingest.frames import STACK_SEPARATOR

@@ -524,3 +524,31 @@ def test_a_catalog_that_is_not_one_is_one_line(tmp_path: Path, content: str, nee
     assert_one_line_error(cli("classify", catalog), str(catalog), needle)
     if content.startswith("["):  # `atlas report CATALOG` costs a catalog
         assert_one_line_error(cli("report", catalog), str(catalog), needle)
+
+
+def test_host_fields_ingest_does_not_read_are_not_reported_as_damage() -> None:
+    from kernel_atlas.ingest.events import decode_slice
+
+    # ROCm runtime calls write their stream as text ("0x0", mi250_minitoy_train) and Inductor's
+    # Triton CPU ops their grid ("grid(100,)", a100_triton_compile_tiny): ingest reads neither on
+    # host events, so nothing is "ignored"; the same text on a kernel is still counted
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
+         "args": {"correlation": 7, "stream": "0x0"}},
+        {"ph": "X", "cat": "cpu_op", "name": "triton_poi_fused_add_0", "pid": 1, "tid": 1, "ts": 0.5, "dur": 4.0,
+         "args": {"External id": 3, "grid": "grid(100,)"}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5.0, "dur": 1.0,
+         "args": {"correlation": 7, "stream": "0x0", "device": 0}},
+    ]
+    part = decode_slice(json.dumps(events).encode())
+    assert part.ignored == {"stream": 1}
+    assert list(part.correlation[part.family == 3]) == [7]  # the runtime call keeps its correlation
+
+
+@pytest.mark.parametrize("stem", ["mi250_minitoy_train", "a100_triton_compile_tiny"])
+def test_clean_traces_give_no_damage_warning(tmp_path: Path, stem: str) -> None:
+    from tests.conftest import trace_path
+
+    result = cli("ingest", trace_path(stem), "-o", tmp_path / "o")
+    assert result.code == 0
+    assert "values out of range or of an unexpected type" not in result.stderr

@@ -242,8 +242,11 @@ def test_a_trace_in_a_read_only_folder_is_ingested_into_the_current_one(tmp_path
         assert sorted(p.name for p in shared.iterdir()) == ["bert.json.gz"]
         report = atlas("report", trace, cwd=work)  # a trace given to report: the same folder
         assert report.code == 0 and "read-only" in report.stderr
+        # report has no -o: its note says how to choose the folder instead
+        assert "(`atlas ingest TRACE -o OUT` chooses the output folder)" in report.stderr
         work.chmod(0o555)
         assert_one_line_error(atlas("ingest", trace, cwd=work), "read-only", "-o")
+        assert_one_line_error(atlas("report", trace, cwd=work), "read-only", "atlas ingest TRACE -o OUT")
     finally:
         shared.chmod(0o755)
         work.chmod(0o755)

@@ -273,13 +273,13 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
     if forgiving:
         family[np.fromiter([e.ph != "X" for e in events], bool, len(events))] = -1
 
-    def pick(mask: np.ndarray) -> tuple[list[Any], list[Args], np.ndarray]:
+    def pick(mask: np.ndarray, unread: frozenset[str] = frozenset()) -> tuple[list[Any], list[Args], np.ndarray]:
         chosen = list(compress(events, mask.tolist()))
-        args = [_forgiving_args(e.args, ignored) for e in chosen] if forgiving else [e.args for e in chosen]
+        args = [_forgiving_args(e.args, ignored, unread) for e in chosen] if forgiving else [e.args for e in chosen]
         return chosen, args, family[mask]
 
     try:
-        part = _host_columns(*pick((family >= 0) & (family < 10)), ignored)
+        part = _host_columns(*pick((family >= 0) & (family < 10), _UNREAD_ON_HOST), ignored)
         part.events = len(events)
         part.gpu, part.gpu_strings = _gpu_columns(*pick((family >= 10) & (family < _GPU_STEP)), ignored)
         part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
@@ -630,9 +630,17 @@ def _loose_args(raw: msgspec.Raw) -> dict[str, Any] | None:
     return loose if isinstance(loose, dict) else None
 
 
-def _forgiving_args(raw: msgspec.Raw, ignored: Counter[str] | None = None) -> Args:
+# Keys of `Args` that host events may carry but ingest reads only on GPU activities: ROCm runtime
+# calls write `stream` as "0x0", Inductor's Triton CPU ops `grid` as "grid(100,)" — not damage.
+_UNREAD_ON_HOST = frozenset({"device", "stream", "grid", "block", "bytes"})
+
+
+def _forgiving_args(
+    raw: msgspec.Raw, ignored: Counter[str] | None = None, unread: frozenset[str] = frozenset()
+) -> Args:
     """`args` of the forgiving path: typed where possible, else key by key; a key present but
-    not usable is counted in `ignored` (under its name) and left at its default."""
+    not usable is counted in `ignored` (under its name) and left at its default, unless it is
+    one of the `unread` keys."""
     if not raw:
         return _NO_ARGS
     try:
@@ -689,6 +697,7 @@ def _forgiving_args(raw: msgspec.Raw, ignored: Counter[str] | None = None) -> Ar
         for field_info in msgspec.structs.fields(Args):
             given = loose.get(field_info.encode_name)
             value = getattr(args, field_info.name)
-            if given is not None and given != -1 and (value is None or value == -1 or value == _EMPTY):
+            unusable = given is not None and given != -1 and (value is None or value == -1 or value == _EMPTY)
+            if unusable and field_info.encode_name not in unread:
                 ignored[field_info.encode_name] += 1
     return args

@@ -136,7 +136,11 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
             raise AtlasError(source, why_missing(local))
         else:
             found.append(str(local))
-    return list(dict.fromkeys(found))
+    # each file once, however it was spelled (`t.json`, `./t.json`, `../dir/t.json`, a folder and a file in it)
+    once: dict[str, str] = {}
+    for source in found:
+        once.setdefault(source if is_url(source) else os.path.realpath(source), source)
+    return list(once.values())
 
 
 def default_output(first_source: str) -> str:
@@ -146,10 +150,10 @@ def default_output(first_source: str) -> str:
     return f"{head}/{stem}" if head else stem
 
 
-def output_for(first_source: str) -> tuple[str, str | None]:
+def output_for(first_source: str, choose: str = "-o sets the output folder") -> tuple[str, str | None]:
     """The output folder when `-o` is not given, and a note when it is not the default: next to
     the first trace, unless that folder is read-only (a shared traces folder) — then
-    `<stem>.atlas` in the current folder."""
+    `<stem>.atlas` in the current folder. `choose` tells how to choose another folder."""
     out = default_output(first_source)
     if is_url(out) and not out.startswith("file://"):
         return out, None
@@ -159,15 +163,16 @@ def output_for(first_source: str) -> tuple[str, str | None]:
     fallback = Path(local.name)
     if not is_writable_folder(Path.cwd()):
         raise AtlasError(
-            first_source, f"its folder {local.parent} and the current folder are read-only: give -o OUT_FOLDER"
+            first_source, f"its folder {local.parent} and the current folder are read-only: {choose}"
         )
-    return str(fallback), f"{local.parent} is read-only: writing to ./{fallback} instead (-o sets the output folder)"
+    return str(fallback), f"{local.parent} is read-only: writing to ./{fallback} instead ({choose})"
 
 
 def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
     """A trace ingested as `atlas ingest TRACE` would (its default output folder); returns the
     folder and the warnings. A trace that fails is an `AtlasError`."""
-    out, note = output_for(str(source))
+    # the commands that ingest on first use (report, diff, dashboard) have no -o
+    out, note = output_for(str(source), "`atlas ingest TRACE -o OUT` chooses the output folder")
     result = ingest_fleet([str(source)], out)
     if result.failed:
         raise AtlasError(None, result.failed[0].reason)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import types
@@ -50,6 +51,13 @@ def workers_for(path: Path) -> int:
     return cpus if size >= PARALLEL_MIN_BYTES else 1
 
 
+def leave_interrupts_to_the_main_process() -> None:
+    """A worker's initializer: Ctrl-C reaches every process of the terminal's process group;
+    the main process says "interrupted" and ends the workers, which would otherwise each print
+    a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def decode_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of `workers` decode processes, kept for the next trace.
 
@@ -60,7 +68,9 @@ def decode_pool(workers: int) -> ProcessPoolExecutor:
     global _pool, _pool_size
     if _pool is None or _pool_size != workers:
         discard_pool()
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=leave_interrupts_to_the_main_process
+        )
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
         try:  # one task per worker starts them all now (processes start on demand)

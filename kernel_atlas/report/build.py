@@ -91,6 +91,18 @@ def _traced_gpu(summary: dict[str, Any]) -> tuple[str | None, int | None, int | 
     return None, None, None
 
 
+def _other_gpus(summary: dict[str, Any], device: Device | None) -> list[str]:
+    """GPUs of the run's traces whose peaks are not `device`'s (ranks of different machines, or
+    traces of different runs ingested together), each name once."""
+    names: dict[str, None] = {}
+    for trace in summary.get("traces", []):
+        for gpu in trace.get("gpus", []):
+            matched = match_device(gpu.get("name"), gpu.get("numSms"))
+            if (matched.key if matched else None) != (device.key if device else None):
+                names[str(gpu.get("name"))] = None
+    return list(names)
+
+
 def build_report(
     source: str | Path,
     device_key: str | None = None,
@@ -140,6 +152,7 @@ def _build_report(
         check_derived(replay_path, output)
         analysis.roofline = merge_replay(analysis.roofline, read_parquet(replay_path))
     analysis.facts["traced_gpu"] = gpu_name
+    analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
     analysis.facts.update(waits.facts)
     files = {

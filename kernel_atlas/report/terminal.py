@@ -181,6 +181,13 @@ def _device_section(console: Console, report: Report, view: ReportView) -> None:
     if report.analysis.facts.get("projection"):
         projected = f" [bold yellow](projection: the trace ran on {esc(report.traced_gpu)})[/]"
     _text(console, f"[bold]device[/] {esc(peaks_line(device))}{projected}")
+    others = report.analysis.facts.get("other_gpus")
+    if others:
+        _text(
+            console,
+            f"[yellow]some traces ran on another GPU ({esc(', '.join(others))}): their kernels are costed "
+            "against these peaks all the same — report them apart[/]",
+        )
 
 
 _DEVICES_SHOWN = 8  # device lines of a multi-rank run; the per-rank table follows

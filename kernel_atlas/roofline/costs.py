@@ -130,6 +130,17 @@ def _broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _output_numel(shapes: list[tuple[int, ...]]) -> int:
+    """Elements of a pointwise op's output: the broadcast of its inputs' shapes; when they do
+    not broadcast (an Inductor kernel's arguments are views of one buffer, [8,4096,2048] beside
+    [32768,2048]), the largest input, never the per-axis maximum of shapes that do not fit."""
+    broadcast = _broadcast(shapes)
+    fits = all(
+        size in (1, broadcast[axis - len(shape)]) for shape in shapes for axis, size in enumerate(shape)
+    )
+    return math.prod(broadcast) if fits else max(math.prod(shape) for shape in shapes)
+
+
 # --- GEMMs -----------------------------------------------------------------------------------
 
 
@@ -381,8 +392,7 @@ def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
     tensors = _tensors(call)
     if not tensors:
         raise NoCost(f"{call.what}: no input tensor shapes recorded")
-    out_shape = _broadcast([a.dims for a in tensors])
-    out_numel = math.prod(out_shape)
+    out_numel = _output_numel([a.dims for a in tensors])
     size = out_itemsize if out_itemsize is not None else tensors[0].itemsize
     per = flops_per_element().get(call.op_mapping, 1.0)
     read = sum(a.nbytes for a in tensors)
@@ -434,10 +444,14 @@ def _gated(call: Call) -> Cost:
     if not tensors:
         raise NoCost(f"{call.what}: no tensor shapes recorded")
     x = max(tensors, key=lambda a: a.numel)  # the [.., 2d] input
-    out_numel = x.numel // 2
+    halves = [a for a in tensors if a.numel == x.numel]
+    if len(halves) >= 2:  # gate and up given apart (an Inductor `mul_silu` kernel): one output element per pair
+        out_numel, read = x.numel, sum(a.nbytes for a in halves[:2])
+    else:
+        out_numel, read = x.numel // 2, x.nbytes
     per = flops_per_element().get(call.op_mapping, 1.0)
-    formula = f"{per:g} FLOP × {out_numel} outputs; bytes = input {x.nbytes} + output {out_numel}·{x.itemsize}"
-    return Cost(per * out_numel, x.nbytes + out_numel * x.itemsize, x.precision, VECTOR, formula)
+    formula = f"{per:g} FLOP × {out_numel} outputs; bytes = inputs {read} + output {out_numel}·{x.itemsize}"
+    return Cost(per * out_numel, read + out_numel * x.itemsize, x.precision, VECTOR, formula)
 
 
 @register(ops=("quantize",))
@@ -511,10 +525,23 @@ def _memory(call: Call) -> Cost:
             VECTOR,
             f"{index.numel} rows of {row} bytes read and written",
         )
+    if op == "gather" and len(tensors) >= 2:
+        # gather(self, dim, index[, out]): one element of self read per index, the output written
+        source, index = tensors[0], next((a for a in tensors[1:] if a.precision == "int"), tensors[1])
+        moved = index.numel * source.itemsize
+        return Cost(
+            0.0,
+            index.nbytes + 2 * moved,
+            source.precision,
+            VECTOR,
+            f"{index.numel} elements of {source.itemsize} bytes read and written, index {index.nbytes} read",
+        )
     if op in ("index_put_", "scatter", "kv_cache_write") and len(tensors) >= 2:
-        # the destination (the largest tensor: a cache or a pool) is only touched where written
+        # the destination (the largest tensor: a cache or a pool; a KV-cache write has two, the K
+        # and V caches of one shape) is only touched where written
         destination = max(tensors, key=lambda a: a.nbytes)
-        others = [a for a in tensors if a is not destination]
+        same = [a for a in tensors if a.dims == destination.dims] if op == "kv_cache_write" else [destination]
+        others = [a for a in tensors if not any(a is d for d in same)]
         indices = sum(a.nbytes for a in others if a.precision == "int")
         values = sum(a.nbytes for a in others if a.precision != "int")
         return Cost(
