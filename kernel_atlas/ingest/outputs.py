@@ -142,12 +142,6 @@ def clear_previous_run(out: str | Path) -> None:
     safe_files.remove(root / KERNELS)
 
 
-def reset_output(out: str | Path) -> None:
-    """Remove an earlier run's files from `out` (see `clear_previous_run`); the folder is made."""
-    check_output_path(out)
-    clear_previous_run(out)
-
-
 @contextmanager
 def lock(out: str | Path, shared: bool = False) -> Iterator[None]:
     """The folder's lock (`safe_files.folder_lock`); object stores are not locked."""
@@ -363,16 +357,6 @@ def kernels_sql(out_dir: str | Path) -> str:
 
 def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
-
-
-def read_summary(out_dir: str | Path) -> dict[str, Any]:
-    """summary.json of an ingest output ({} when there is none); not JSON is a one-line error."""
-    path = Path(out_dir) / SUMMARY
-    if not path.exists() and not path.is_symlink():
-        return {}
-    summary = safe_files.read_json(path)
-    check_summary(summary, path)
-    return summary
 
 
 # --- checking a run --------------------------------------------------------------------------------
