@@ -89,6 +89,14 @@ def filesystem(target: str | Path) -> tuple[fsspec.AbstractFileSystem, str]:
     return fsspec.core.url_to_fs(str(target))
 
 
+def file_stem(name: str) -> str:
+    """A trace's file name without `.json`, `.gz`, `.zst`: the name of its rows in the dataset."""
+    for suffix in (".gz", ".zst", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
 def rank_file(rank: int, stem: str) -> str:
     """Where one trace's rows go, relative to the output folder."""
     return f"{KERNELS}/{PARTITION}={rank}/{stem}.parquet"
