@@ -94,10 +94,6 @@ def write_text(path: str | Path, text: str) -> Path:
     return Path(path)
 
 
-def write_json(path: str | Path, document: Any) -> Path:
-    return write_text(path, json.dumps(document, indent=1) + "\n")
-
-
 def remove(path: str | Path) -> None:
     """Remove a file, a folder (with its contents) or a link (never what it points to)."""
     path = Path(path)

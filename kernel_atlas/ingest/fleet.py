@@ -32,6 +32,7 @@ from kernel_atlas.ingest.outputs import (
     KERNELS,
     LAYOUT,
     SUMMARY,
+    file_stem,
     filesystem,
     is_url,
     new_run,
@@ -90,13 +91,6 @@ class FleetResult:
         return len(self.facts.get("traces", []))
 
 
-def _trace_stem(name: str) -> str:
-    for suffix in (".gz", ".zst", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name
-
-
 def _is_trace_name(name: str) -> bool:
     return name.endswith(TRACE_SUFFIXES) and not name.startswith(".")
 
@@ -146,7 +140,7 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
 def default_output(first_source: str) -> str:
     """`<stem>.atlas` next to the first trace (also for URLs)."""
     head, _, name = first_source.rstrip("/").rpartition("/")
-    stem = _trace_stem(name) + ".atlas"
+    stem = file_stem(name) + ".atlas"
     return f"{head}/{stem}" if head else stem
 
 
@@ -183,7 +177,7 @@ def plan(
     sources: Sequence[str], out: str, captures: Sequence[CapturedGraph] = (), run_id: str | None = None
 ) -> list[Task]:
     """One task per trace; traces with the same file name get distinct file names."""
-    stems = [_trace_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
+    stems = [file_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
     clash = {s for s in stems if stems.count(s) > 1}
     return [
         Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures), run_id=run_id)

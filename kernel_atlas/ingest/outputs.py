@@ -89,6 +89,14 @@ def filesystem(target: str | Path) -> tuple[fsspec.AbstractFileSystem, str]:
     return fsspec.core.url_to_fs(str(target))
 
 
+def file_stem(name: str) -> str:
+    """A trace's file name without `.json`, `.gz`, `.zst`: the name of its rows in the dataset."""
+    for suffix in (".gz", ".zst", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
 def rank_file(rank: int, stem: str) -> str:
     """Where one trace's rows go, relative to the output folder."""
     return f"{KERNELS}/{PARTITION}={rank}/{stem}.parquet"
@@ -140,12 +148,6 @@ def clear_previous_run(out: str | Path) -> None:
         safe_files.remove(path)
     safe_files.remove(root / CATALOG)
     safe_files.remove(root / KERNELS)
-
-
-def reset_output(out: str | Path) -> None:
-    """Remove an earlier run's files from `out` (see `clear_previous_run`); the folder is made."""
-    check_output_path(out)
-    clear_previous_run(out)
 
 
 @contextmanager
@@ -363,16 +365,6 @@ def kernels_sql(out_dir: str | Path) -> str:
 
 def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
-
-
-def read_summary(out_dir: str | Path) -> dict[str, Any]:
-    """summary.json of an ingest output ({} when there is none); not JSON is a one-line error."""
-    path = Path(out_dir) / SUMMARY
-    if not path.exists() and not path.is_symlink():
-        return {}
-    summary = safe_files.read_json(path)
-    check_summary(summary, path)
-    return summary
 
 
 # --- checking a run --------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from kernel_atlas.ingest.outputs import (
     KERNELS,
     LAYOUT,
     SUMMARY,
+    file_stem,
     load_kernels,
     new_run,
     write_json,
@@ -56,11 +57,7 @@ class IngestResult:
 
 
 def trace_stem(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz", ".zst", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name
+    return file_stem(path.name)
 
 
 _MAX_RANK = (1 << 31) - 1  # ranks are int32 in the kernels table (and name its partitions)
