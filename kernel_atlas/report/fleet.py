@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kernel_atlas.report.markup import esc
-from kernel_atlas.report.terminal import fmt_us as _fmt_us
+from kernel_atlas.report.units import fmt_us as _fmt_us
 from kernel_atlas.roofline.collectives import CrossRank
 
 TITLE = "Collectives across ranks"
@@ -72,7 +72,7 @@ def print_cross_rank(console: Console, cross: CrossRank | None, facts: dict[str,
                 _fmt_us(row.idle_us),
                 _fmt_us(comm),
                 f"{100 * row.overlap_us / comm:.0f}%" if comm else "–",
-                _fmt_us(row.collective_wait_us) if row.collective_wait_us == row.collective_wait_us else "–",
+                _fmt_us(row.collective_wait_us),  # "–" when NaN (no cross-rank waits)
                 str(int(row.last_count)) if row.last_count == row.last_count else "–",
             )
         console.print(table)

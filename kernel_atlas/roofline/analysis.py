@@ -172,10 +172,9 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     keys += [pd.factorize(frame[k].to_numpy()[call_rows])[0] for k in ("rank", "cpu_op_id")]
     call, _ = _groups(np.stack(keys, axis=1))
     dur = frame["dur_us"].to_numpy()[call_rows]
-    # summed as pandas sums a frame's groups (compensated), so call times do not depend on how
-    # the calls were numbered
-    call_keys = frame.loc[has_call, ["trace", "rank", "cpu_op_id", "dur_us"]]
-    op_time[call_rows] = call_keys.groupby(["trace", "rank", "cpu_op_id"], observed=True)["dur_us"].transform("sum")
+    # summed as pandas sums groups (compensated, each call's kernels in row order), so call
+    # times do not depend on how the calls were numbered
+    op_time[call_rows] = pd.Series(dur).groupby(call).transform("sum").to_numpy()
     # the longest kernel of each call, the first one among equals
     longest_first = np.lexsort((call_rows, -dur, call))
     firsts = np.flatnonzero(np.diff(call[longest_first], prepend=-1) != 0)

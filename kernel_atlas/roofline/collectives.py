@@ -263,6 +263,8 @@ def cross_rank_view(
     shared = [rank for rank, files in rank_files(out_dir).items() if len(files) > 1]
     if shared:
         return CrossRank(ranks=len(ranks), note=f"several traces claim rank {shared[0]}: no cross-rank view")
+    import duckdb  # for `duckdb.Error` below (already loaded by `_connect`; never on one rank)
+
     with tempfile.TemporaryDirectory(prefix="atlas-duckdb-") as work:
         con = _connect(Path(work))
         try:
