@@ -73,7 +73,7 @@ def _fits(schema: Any, recorded: tuple[Arg, ...]) -> bool:
             return False
         if rec.kind in ("scalar", "list") and (_is_tensor_type(kind) or _is_tensor_list_type(kind)):
             return False
-        if rec.kind == "none" and not (kind.endswith("?") or "Optional" in kind or arg.has_default_value()):
+        if rec.kind == "none" and not (_optional(arg) or arg.has_default_value()):
             return False
     # what was not recorded must have a default, or be the out= argument of an out variant
     return all(a.has_default_value() or (a.kwarg_only and a.is_out) for a in arguments[len(recorded) :])

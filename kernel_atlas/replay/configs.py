@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -79,18 +80,22 @@ def _dims(text: str | None) -> tuple[int, ...] | None:
     return None
 
 
+def _volume(text: str | None) -> int | None:
+    """x·y·z of a recorded "[x, y, z]" (a grid or a block)."""
+    dims = _dims(text)
+    return None if dims is None else math.prod(dims[:3])
+
+
 def traced_programs(target: Any) -> int | None:
     """The number of programs (x·y·z) of the traced launch."""
-    grid = _dims(getattr(target, "grid", None))
-    return None if grid is None else grid[0] * (grid[1] if len(grid) > 1 else 1) * (grid[2] if len(grid) > 2 else 1)
+    return _volume(getattr(target, "grid", None))
 
 
 def traced_warps(target: Any, device: str) -> int | None:
     """num_warps of the traced launch (threads per block / warp size: 64 on AMD GPUs)."""
-    block = _dims(getattr(target, "block", None))
-    if block is None:
+    threads = _volume(getattr(target, "block", None))
+    if threads is None:
         return None
-    threads = block[0] * (block[1] if len(block) > 1 else 1) * (block[2] if len(block) > 2 else 1)
     warp = 64 if _hip(device) else 32
     return threads // warp if threads % warp == 0 and threads >= warp else None
 

@@ -290,9 +290,6 @@ def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten
 
     # ATen ops replay through their schema; other launchers by kernel family (these
     # implementations allocate only what they replay, not the recorded pools)
-    special = None if target.launcher.startswith("aten::") else find_implementation(target, device, scale)
-    if special is not None:
-        return special
     if target.launcher.startswith("aten::"):
         size = nbytes(target.args)
         if size > max_gib * (1 << 30):
@@ -300,6 +297,9 @@ def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten
         from kernel_atlas.replay.aten import build_case
 
         return build_case(target.launcher, target.args, device, label_rule=target.label_rule)
+    special = find_implementation(target, device, scale)
+    if special is not None:
+        return special
     reason = not_replayable(target)
     raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
 

@@ -159,6 +159,25 @@ def _capture(fn: Callable[[], object], calls: int):  # pragma: no cover - needs 
     return graph, None
 
 
+def _event_times(
+    run: Callable[[], object], reps: int, flush, reset: Callable[[], object] | None = None
+) -> list[float]:  # pragma: no cover - needs a GPU
+    """µs of `reps` calls of `run`, each between CUDA events after an L2 flush (and `reset`),
+    both outside the events."""
+    import torch
+
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for start, end in pairs:
+        if reset:
+            reset()
+        flush.zero_()
+        start.record()
+        run()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e3 for s, e in pairs]
+
+
 def _measure_cuda(
     fn: Callable[[], object],
     warmup_ms: float,
@@ -174,23 +193,11 @@ def _measure_cuda(
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     flush = _flush_buffer(l2_bytes or getattr(props, "L2_cache_size", 50 << 20))
 
-    def event() -> torch.cuda.Event:
-        return torch.cuda.Event(enable_timing=True)
-
     if reset:
         reset()
     fn()  # compiles, allocates, fills caches of the libraries
     torch.cuda.synchronize()
-    probes = [(event(), event()) for _ in range(5)]
-    for start, end in probes:
-        if reset:
-            reset()
-        flush.zero_()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    estimate_us = statistics.median(s.elapsed_time(e) * 1e3 for s, e in probes)
+    estimate_us = statistics.median(_event_times(fn, 5, flush, reset))
     for _ in range(max(1, min(100_000, int(warmup_ms * 1e3 / max(estimate_us, 1.0))))):
         if reset:
             reset()
@@ -207,29 +214,13 @@ def _measure_cuda(
             if graph is not None:
                 replay_us = estimate_us * calls
                 reps = max(min_reps, min(max_reps, int(budget_s * 1e6 / max(replay_us, 1.0))))
-                pairs = [(event(), event()) for _ in range(reps)]
-                for start, end in pairs:
-                    flush.zero_()
-                    start.record()
-                    graph.replay()
-                    end.record()
-                torch.cuda.synchronize()
-                samples = [s.elapsed_time(e) * 1e3 / calls for s, e in pairs]
+                samples = [t / calls for t in _event_times(graph.replay, reps, flush)]
                 median, p10, p90 = _quantiles(samples)
                 method = f"cuda-graph ({calls} calls per replay; L2 flushed before each replay, warm within)"
                 return Timing(median, p10, p90, reps, method, _name(torch, props))
 
     reps = max(min_reps, min(max_reps, int(budget_s * 1e6 / max(estimate_us, 1.0))))
-    pairs = [(event(), event()) for _ in range(reps)]
-    for start, end in pairs:
-        if reset:
-            reset()
-        flush.zero_()
-        start.record()
-        fn()
-        end.record()
-    torch.cuda.synchronize()
-    samples = [s.elapsed_time(e) * 1e3 for s, e in pairs]
+    samples = _event_times(fn, reps, flush, reset)
     median, p10, p90 = _quantiles(samples)
     method = "cuda-events (L2 flushed before each repetition)"
     if why_not:

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from kernel_atlas.paths import read_toml
+from kernel_atlas.replay.checks import dtype_name
 from kernel_atlas.replay.inputs import torch_dtype
 
 FP8 = ("float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz")
@@ -67,7 +68,7 @@ def fill_random(tensor: Any, generator: Any, domain: str = "any", high: int | No
     if not dtype.is_floating_point:
         top = max(int(high if high is not None else 8), 1)
         return tensor.copy_(torch.randint(0, top, shape, device=device, dtype=dtype, generator=generator))
-    fp8 = str(dtype).rsplit(".", 1)[-1] in FP8
+    fp8 = dtype_name(dtype) in FP8
     work = torch.float16 if fp8 else dtype
 
     def uniform(low: float, top: float) -> Any:
@@ -120,7 +121,7 @@ def randn(shape: tuple[int, ...], dtype: Any, device: str, generator: Any, std: 
     """N(0, std²) values of `dtype` made on `device` (fp8: through fp16)."""
     import torch
 
-    fp8 = str(dtype).rsplit(".", 1)[-1] in FP8
+    fp8 = dtype_name(dtype) in FP8
     values = torch.randn(shape, device=device, dtype=torch.float16 if fp8 else dtype, generator=generator)
     values = values * std if std != 1.0 else values
     return values.to(dtype) if fp8 else values
