@@ -61,6 +61,15 @@ def timed(label: str, results: dict, fn):
     return value
 
 
+def finish(results: dict, out: Path | None) -> None:
+    """Add the peak RSS of this process and the machine to `results`, print them, write them to `out`."""
+    results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    results["machine"] = {"python": platform.python_version(), "cpus": __import__("os").cpu_count()}
+    print(json.dumps(results, indent=1))
+    if out:
+        out.write_text(json.dumps(results, indent=1) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--copies", type=int, default=18)
@@ -81,11 +90,7 @@ def main() -> None:
         report = Report(Path(folder), analysis, device, "NVIDIA A100-PG509-200", {"html": path})
         console = Console(width=80, file=io.StringIO(), color_system=None)
         timed("print_report_s", results, lambda: print_report(console, report))
-    results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    results["machine"] = {"python": platform.python_version(), "cpus": __import__("os").cpu_count()}
-    print(json.dumps(results, indent=1))
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    finish(results, args.out)
 
 
 if __name__ == "__main__":

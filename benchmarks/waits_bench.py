@@ -12,9 +12,6 @@ kept. Peak RSS of the process is reported.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import resource
 import sys
 import time
 from pathlib import Path
@@ -23,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from report_views_bench import SHARED, repeated  # noqa: E402
+from report_views_bench import SHARED, finish, repeated  # noqa: E402
 
 from kernel_atlas.ingest.pipeline import ingest_trace  # noqa: E402
 from kernel_atlas.report.idle import idle_breakdown  # noqa: E402
@@ -53,11 +50,7 @@ def main() -> None:
     results["idle_breakdown_exact_s"] = best(lambda: idle_breakdown(frame, 30.0, False, windows), args.repeat)
     results["idle_breakdown_hta_s"] = best(lambda: idle_breakdown(frame, 30.0, True, windows), args.repeat)
     results["analyse_waits_s"] = best(lambda: analyse_waits(frame, summary=summary), args.repeat)
-    results["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    results["machine"] = {"python": platform.python_version(), "cpus": __import__("os").cpu_count()}
-    print(json.dumps(results, indent=1))
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    finish(results, args.out)
 
 
 if __name__ == "__main__":
