@@ -357,3 +357,20 @@ def test_single_rank_keeps_todays_report(tmp_path: Path) -> None:
     assert not (out / "collectives.parquet").exists()
     assert "stragglers" not in json.loads((out / "report.json").read_text())
     assert "one rank: no cross-rank view" in (out / "report.html").read_text()
+
+
+def test_a_rank_file_duckdb_cannot_read_is_named(fleet_out: Path, tmp_path: Path) -> None:
+    # The cross-rank view reads every rank with DuckDB; a damaged rank file is one AtlasError
+    # naming it (it once ended in a NameError: `duckdb` was bound only for type checking).
+    import shutil
+
+    from kernel_atlas.errors import AtlasError
+    from kernel_atlas.roofline.collectives import cross_rank_view
+
+    out = tmp_path / "out"
+    shutil.copytree(fleet_out, out)
+    damaged = out / "kernels.parquet" / "rank=3" / "rank-3.parquet"
+    damaged.write_bytes(b"not a parquet file, " * 8)
+    with pytest.raises(AtlasError) as caught:
+        cross_rank_view(out, list(range(8)), target=tmp_path / "collectives.parquet")
+    assert "rank-3.parquet" in str(caught.value)
