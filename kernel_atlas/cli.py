@@ -290,10 +290,6 @@ def report(
     if not source.is_dir():  # a trace: ingested first, as `atlas ingest TRACE` would
         from kernel_atlas.ingest.fleet import ingest_one
 
-        if not source.exists():
-            from kernel_atlas.safe_files import why_missing
-
-            raise AtlasError(source, why_missing(source))
         source, warnings = ingest_one(source)
         for warning in warnings:
             say(err_console, "[yellow]warning:[/]", warning)

@@ -164,7 +164,9 @@ def output_for(first_source: str, choose: str = "-o sets the output folder") -> 
 
 def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
     """A trace ingested as `atlas ingest TRACE` would (its default output folder); returns the
-    folder and the warnings. A trace that fails is an `AtlasError`."""
+    folder and the warnings. A trace that is missing or fails is an `AtlasError`."""
+    if not is_url(str(source)) and not Path(source).exists():  # said before a fallback folder is chosen for it
+        raise AtlasError(source, why_missing(Path(source)))
     # the commands that ingest on first use (report, diff, dashboard) have no -o
     out, note = output_for(str(source), "`atlas ingest TRACE -o OUT` chooses the output folder")
     result = ingest_fleet([str(source)], out)

@@ -9,7 +9,6 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas import safe_files
-from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.outputs import (
     REPORT,
     check_derived,
@@ -76,8 +75,6 @@ def _resolve_input(source: Path) -> Path:
     """An ingest output directory for `source` (ingesting a trace file first)."""
     if source.is_dir():
         return source
-    if not source.exists():
-        raise AtlasError(source, safe_files.why_missing(source))
     from kernel_atlas.ingest.fleet import ingest_one
 
     return ingest_one(source)[0]
