@@ -302,33 +302,75 @@ def report(
 def diff(
     a: Annotated[Path, typer.Argument(help="Run A, the baseline: a trace or an `atlas ingest` output.")],
     b: Annotated[Path, typer.Argument(help="Run B, compared with A: a trace or an `atlas ingest` output.")],
-    out: Annotated[Path, typer.Option("-o", "--out", help="Write the comparison table here (CSV).")] = Path("diff.csv"),
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Write the comparison table here (CSV); nothing by default.")
+    ] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Also write an interactive page here.")] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the rows {level, key, a_us, b_us, delta_us} as JSON instead.")
     ] = False,
+    fail_above: Annotated[
+        float | None,
+        typer.Option(
+            "--fail-above",
+            min=0.0,
+            help="Exit with code 3 when B's total GPU time, a category or an op is more than PCT percent slower "
+            "than in A (rows under --min-share of A's GPU time are not judged).",
+            metavar="PCT",
+        ),
+    ] = None,
+    min_share: Annotated[
+        float,
+        typer.Option(
+            "--min-share",
+            min=0.0,
+            max=1.0,
+            help="With --fail-above: judge only categories and ops holding at least this share of A's GPU time.",
+        ),
+    ] = 0.01,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Write a summary a CI system can post (Markdown) here.")
+    ] = None,
     top: Annotated[int, typer.Option(help="Rows in the terminal tables.")] = 10,
     wide: Wide = False,
 ) -> None:
     """Compare two runs: GPU time per category, op, nn.Module and kernel in A and B and the
     change; kernels matched by name, or by op and shapes when the names differ (two GPUs);
-    appeared and vanished kernels; regressions ranked. Traces are ingested next to themselves."""
+    appeared and vanished kernels; regressions ranked; how comparable the runs are. With
+    --fail-above PCT it gates a CI job: exit code 3 when something regressed by more than PCT
+    percent (named), 0 otherwise. Traces are ingested next to themselves; files are written
+    only where asked (-o, --html, --markdown)."""
+    from kernel_atlas.analysis.gate import comparability, judge
     from kernel_atlas.ingest.outputs import write_csv
     from kernel_atlas.report.diff import diff_runs
-    from kernel_atlas.report.terminal import print_diff
+    from kernel_atlas.report.diff_markdown import comparability_line, verdict_line, write_markdown
+    from kernel_atlas.report.terminal import print_diff, print_gate
 
     result = diff_runs(a, b)
-    write_csv(result.table, out)
-    files = {"csv": out}
+    totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
+    verdict = judge(result.table, *totals, fail_above, min_share) if fail_above is not None else None
+    comp = verdict.comparability if verdict is not None else comparability(result.table, result.a.gpus, result.b.gpus)
+    files: dict[str, Path] = {}
+    if out is not None:
+        files["csv"] = write_csv(result.table, out)
     if html is not None:
         from kernel_atlas.report.html import write_diff_html
 
         files["html"] = write_diff_html(result, html)
+    if markdown is not None:
+        files["markdown"] = write_markdown(result, verdict, comp, markdown, top=top)
     if as_json:
         sys.stdout.write(json.dumps(result.rows(), indent=1) + "\n")
-        say(err_console, "", "wrote " + ", ".join(str(p) for p in files.values()))
-        return
-    print_diff(console, result, files, top=top, wide=wide)
+        if files:
+            say(err_console, "", "wrote " + ", ".join(str(p) for p in files.values()))
+    else:
+        print_diff(console, result, files, top=top, wide=wide)
+    verdict_text = verdict_line(verdict) if verdict is not None else None
+    print_gate(
+        err_console if as_json else console, comparability_line(comp), verdict_text, bool(verdict and verdict.failed)
+    )
+    if verdict is not None and verdict.failed:
+        raise typer.Exit(3)
 
 
 @app.command()

@@ -57,7 +57,17 @@ def _text(console: Console, line: str) -> None:
 
 
 def _files_line(console: Console, files: dict[str, Path]) -> None:
-    _text(console, "wrote " + esc(", ".join(str(p) for p in files.values())))
+    """`wrote FOLDER/: a, b` for files in one folder (paths never wrap mid-name); nothing when
+    nothing was written."""
+    paths = [Path(p) for p in files.values()]
+    if not paths:
+        return
+    folders = {p.parent for p in paths}
+    if len(folders) == 1:
+        folder = str(next(iter(folders)))
+        _text(console, f"wrote {esc(folder.rstrip('/') + '/')}: " + esc(", ".join(p.name for p in paths)))
+        return
+    _text(console, "wrote " + esc(", ".join(str(p) for p in paths)))
 
 
 # --- atlas ingest -------------------------------------------------------------------------------
@@ -441,3 +451,11 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
             title = f"{title}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())}"
             _diff_table(console, rows.head(top), "kernel", title, wide)
     _files_line(console, files)
+
+
+def print_gate(console: Console, comparability: str, verdict: str | None, failed: bool) -> None:
+    """After `atlas diff`: how comparable the runs are and, with --fail-above, the verdict."""
+    _text(console, f"[bold]comparability:[/] {esc(comparability)}")
+    if verdict is not None:
+        colour = "red" if failed else "green"
+        _text(console, f"[bold {colour}]diff gate:[/] {esc(verdict)}")

@@ -1,0 +1,73 @@
+"""`atlas diff --markdown FILE`: a short summary of a comparison that a CI system can post as a
+comment — the verdict, how comparable the runs are, the total and the largest changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kernel_atlas.analysis.gate import Comparability, Verdict
+from kernel_atlas.report.units import fmt_signed_us, fmt_us
+
+
+def _cell(text: object) -> str:
+    """Markdown table cell: pipes escaped, one line."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _pct(a_us: float, b_us: float) -> str:
+    return f"{100.0 * (b_us - a_us) / a_us:+.1f} %" if a_us > 0 else "new"
+
+
+def comparability_line(comp: Comparability) -> str:
+    device = (
+        "same GPU"
+        if comp.same_device
+        else f"different GPUs ({', '.join(comp.a_gpus) or '?'} → {', '.join(comp.b_gpus) or '?'})"
+    )
+    return (
+        f"{device}; {100 * comp.ops_matched_share:.1f} % of GPU time in ops both runs have, "
+        f"{100 * comp.kernels_matched_share:.1f} % in kernels both runs have"
+    )
+
+
+def verdict_line(verdict: Verdict) -> str:
+    if not verdict.failed:
+        return f"PASS: nothing regressed by more than {verdict.fail_above_pct:g} %"
+    names = ", ".join(f"{r.key} ({_pct(r.a_us, r.b_us)})" for r in verdict.regressions)
+    return f"FAIL: regressed by more than {verdict.fail_above_pct:g} %: {names}"
+
+
+def _rows(diff: Any, level: str, top: int) -> list[Any]:
+    table = diff.level(level)
+    order = table["delta_us"].abs().sort_values(ascending=False, kind="stable").index
+    return list(table.loc[order].head(top).itertuples(index=False))
+
+
+def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int = 10) -> str:
+    a, b = diff.a, diff.b
+    lines = ["## Kernel Atlas diff", ""]
+    if verdict is not None:
+        lines += [f"**{_cell(verdict_line(verdict))}**", ""]
+    lines += [
+        f"- A: `{_cell(a.label)}` on {_cell(', '.join(a.gpus) or 'unknown GPU')}: GPU time {fmt_us(a.gpu_time_us)}",
+        f"- B: `{_cell(b.label)}` on {_cell(', '.join(b.gpus) or 'unknown GPU')}: GPU time {fmt_us(b.gpu_time_us)}",
+        f"- B − A: {fmt_signed_us(b.gpu_time_us - a.gpu_time_us)} ({_pct(a.gpu_time_us, b.gpu_time_us)})",
+        f"- Comparability: {_cell(comparability_line(comp))}",
+        "",
+    ]
+    for level, title in (("category", "By category"), ("op_mapping", "Largest changes by op")):
+        lines += [f"### {title}", "", "| key | A | B | B − A | change |", "|---|---:|---:|---:|---:|"]
+        for row in _rows(diff, level, top):
+            lines.append(
+                f"| {_cell(row.key)} | {fmt_us(row.a_us)} | {fmt_us(row.b_us)} | "
+                f"{fmt_signed_us(row.delta_us)} | {_pct(row.a_us, row.b_us)} |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_markdown(diff: Any, verdict: Verdict | None, comp: Comparability, path: Path, top: int = 10) -> Path:
+    from kernel_atlas.safe_files import write_text
+
+    return write_text(path, markdown(diff, verdict, comp, top))
