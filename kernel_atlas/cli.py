@@ -375,6 +375,26 @@ def diff(
 
 @app.command()
 @_one_line_errors
+def mcp(
+    root: Annotated[
+        Path, typer.Option("--root", help="The folder whose run folders (ingest/report outputs) the tools may read.")
+    ] = Path("."),
+) -> None:
+    """Serve the run folders under --root to agents over the Model Context Protocol (stdio):
+    read-only tools runs, summary, top_kernels, findings, query (one DuckDB SELECT over the
+    run's tables), tables, explain, diff and critical_path. Paths outside the root are refused;
+    results have row limits. Needs `pip install 'kernel-atlas[mcp]'`."""
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError:
+        raise AtlasError("atlas mcp", "needs the MCP SDK: pip install 'kernel-atlas[mcp]'") from None
+    from kernel_atlas.mcp_server import serve
+
+    serve(root)
+
+
+@app.command()
+@_one_line_errors
 def dashboard(
     source: Annotated[Path, typer.Argument(help="An `atlas ingest` output directory, or a trace file.")],
     notebook: Annotated[str, typer.Option(help="dashboard, compare or replay.")] = "dashboard",

@@ -1,0 +1,354 @@
+"""`atlas mcp`: a Model Context Protocol server over stdio, for agents that read profiles.
+
+Read-only tools over the run folders (`atlas ingest` / `atlas report` outputs) under one root:
+`runs`, `summary`, `top_kernels`, `findings`, `query`, `explain`, `diff` and `critical_path`.
+Every run is named by its path relative to the root; a path that leaves the root (`..`, an
+absolute path, a symbolic link out of it) is refused. `query` runs one SQL SELECT through DuckDB
+over the run's tables, registered as Arrow datasets on a connection with file access disabled
+and its configuration locked, so that SQL can neither read other files nor write any. Results
+have row limits, and every text that leaves the server goes through the credential redaction the
+rest of Kernel Atlas uses.
+
+The tool functions are plain functions of `Tools` (tested without a client); `serve` registers
+them with the MCP SDK's server and runs it on stdin/stdout.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.outputs import KERNELS, REPORT, SUMMARY, open_output
+from kernel_atlas.redact import redact_value
+
+MAX_ROWS = 500  # the most rows a tool returns
+MAX_RUNS = 1000  # the most runs `runs` lists
+MAX_DEPTH = 4  # how deep under the root `runs` looks
+TABLES_SKIPPED = {KERNELS}  # registered apart (a partitioned dataset)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN/inf → None, numpy scalars → Python, credentials redacted."""
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        try:
+            value = value.item()
+        except (ValueError, TypeError):
+            value = str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return redact_value(value)
+
+
+class Tools:
+    """The server's tools over the runs under `root`."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root).resolve()
+        if not self.root.is_dir():
+            raise AtlasError(root, "not a folder: give --root a folder that holds run folders")
+
+    # --- paths -------------------------------------------------------------------------------
+
+    def run_dir(self, run: str) -> Path:
+        """The run folder `run` (relative to the root); refused when it leaves the root."""
+        if not isinstance(run, str) or "\x00" in run:
+            raise AtlasError(run, "not a run name")
+        candidate = Path(run)
+        if candidate.is_absolute():
+            raise AtlasError(run, "give the run's path relative to the server's root")
+        resolved = (self.root / candidate).resolve()
+        if resolved != self.root and self.root not in resolved.parents:
+            raise AtlasError(run, "outside the server's root")
+        if not (resolved / SUMMARY).is_file() and not (resolved / KERNELS).exists():
+            raise AtlasError(run, "not a run folder (no summary.json): list them with the `runs` tool")
+        return resolved
+
+    def _name(self, path: Path) -> str:
+        relative = path.relative_to(self.root).as_posix()
+        return relative or "."
+
+    def _report(self, folder: Path, run_id: str | None) -> dict[str, Any] | None:
+        """report.json of the run when `atlas report` wrote one for this very ingest."""
+        from kernel_atlas import safe_files
+
+        path = folder / REPORT
+        if not path.is_file() or path.is_symlink():
+            return None
+        report = safe_files.read_json(path)
+        if not isinstance(report, dict) or report.get("run_id") != run_id:
+            return None
+        return report
+
+    # --- tools ------------------------------------------------------------------------------------
+
+    def runs(self) -> dict[str, Any]:
+        """Run folders under the root (at most MAX_DEPTH deep), with traces, GPUs and GPU time."""
+        found: list[dict[str, Any]] = []
+        for folder, dirs, files in os.walk(self.root, followlinks=False):
+            path = Path(folder)
+            depth = len(path.relative_to(self.root).parts)
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != KERNELS)
+            if depth >= MAX_DEPTH:
+                dirs[:] = []
+            if SUMMARY in files and (path / KERNELS).exists():
+                dirs[:] = []
+                found.append(self._run_entry(path))
+                if len(found) >= MAX_RUNS:
+                    break
+        return _clean({"root": str(self.root), "runs": found, "truncated": len(found) >= MAX_RUNS})
+
+    def _run_entry(self, path: Path) -> dict[str, Any]:
+        try:
+            summary = open_output(path).summary
+        except AtlasError as exc:
+            return {"run": self._name(path), "error": str(exc)}
+        traces = summary.get("traces", [])
+        return {
+            "run": self._name(path),
+            "traces": [t.get("file") for t in traces],
+            "gpus": sorted({g.get("name", "?") for t in traces for g in t.get("gpus", [])}),
+            "reported": self._report(path, summary.get("run_id")) is not None,
+        }
+
+    def summary(self, run: str) -> dict[str, Any]:
+        """GPU time, busy/idle per device, GPUs, activity counts and — where `atlas report` ran —
+        the costed share and the reasons for the rest."""
+        folder = self.run_dir(run)
+        output = open_output(folder)
+        summary = output.summary
+        kinds = self._select(folder, "SELECT kind, count(*) AS n, sum(dur_us) AS us FROM kernels GROUP BY kind", 100)
+        traces = summary.get("traces", [])
+        answer: dict[str, Any] = {
+            "run": self._name(folder),
+            "gpu_time_us": sum(row["us"] or 0.0 for row in kinds["rows"]),
+            "activities": {row["kind"]: row["n"] for row in sorted(kinds["rows"], key=lambda r: str(r["kind"]))},
+            "traces": [
+                {"file": t.get("file"), "rank": t.get("rank"), "gpus": [g.get("name") for g in t.get("gpus", [])]}
+                for t in traces
+            ],
+            "devices": summary.get("devices", []),
+            "warnings": summary.get("warnings", []),
+        }
+        report = self._report(folder, output.run_id)
+        if report is None:
+            answer["report"] = "not reported yet: run `atlas report` on this folder for costs, findings and waits"
+        else:
+            gpu = report.get("gpu_time_us") or 0.0
+            costed = report.get("costed_time_us") or 0.0
+            answer["device"] = report.get("device")
+            answer["costed_time_us"] = costed
+            answer["costed_pct"] = 100.0 * costed / gpu if gpu else None
+            for key in ("no_shape_time_us", "no_model_time_us", "trust", "critical_path", "efficiency"):
+                if key in report:
+                    answer[key] = report[key]
+        return _clean(answer)
+
+    def top_kernels(self, run: str, limit: int = 20, rank: int | None = None) -> dict[str, Any]:
+        """The kernels (and memcpys/memsets) taking the most GPU time: name, category, op, calls,
+        total and share of GPU time."""
+        limit = max(1, min(int(limit), MAX_ROWS))
+        where = "" if rank is None else f"WHERE rank = {int(rank)}"
+        sql = (
+            "SELECT name, any_value(category) AS category, any_value(op_mapping) AS op_mapping, "
+            "count(*) AS calls, sum(dur_us) AS total_us, "
+            "100.0 * sum(dur_us) / sum(sum(dur_us)) OVER () AS pct_of_gpu_time "
+            f"FROM kernels {where} GROUP BY name ORDER BY total_us DESC, name"
+        )
+        return self._select(self.run_dir(run), sql, limit)
+
+    def findings(self, run: str, limit: int = 10) -> dict[str, Any]:
+        """What to fix first. report.json's ranked findings where `atlas report` wrote them;
+        otherwise the kernels with the most headroom over the roofline (roofline.parquet)."""
+        folder = self.run_dir(run)
+        output = open_output(folder)
+        limit = max(1, min(int(limit), MAX_ROWS))
+        report = self._report(folder, output.run_id)
+        if report is not None and isinstance(report.get("findings"), list):
+            return _clean({"run": self._name(folder), "source": "report.json", "findings": report["findings"][:limit]})
+        if report is None or not (folder / "roofline.parquet").is_file():
+            raise AtlasError(run, "no report yet: run `atlas report` on this folder first")
+        sql = (
+            "SELECT name, op_mapping, category, input_dims, total_us, attainable_us, headroom_us, sol_pct, bound "
+            "FROM roofline WHERE headroom_us > 0 ORDER BY headroom_us DESC"
+        )
+        rows = self._select(folder, sql, limit)
+        return _clean({"run": self._name(folder), "source": "roofline.parquet headroom", "findings": rows["rows"]})
+
+    def query(self, run: str, sql: str, limit: int = 200) -> dict[str, Any]:
+        """One read-only SQL SELECT over the run's tables (`kernels`, `roofline`, `idle`, …)."""
+        return self._select(self.run_dir(run), sql, max(1, min(int(limit), MAX_ROWS)))
+
+    def tables(self, run: str) -> dict[str, Any]:
+        """The tables `query` can read in a run, with their columns."""
+        connection = self._connect(self.run_dir(run))
+        names = [r[0] for r in connection.execute("SHOW TABLES").fetchall()]
+        columns = {n: [c[0] for c in connection.execute(f'DESCRIBE "{n}"').fetchall()] for n in names}
+        return _clean({"tables": columns})
+
+    def explain(self, kernel: str, launcher: str | None = None, stack: list[str] | None = None) -> dict[str, Any]:
+        """How Kernel Atlas labels a kernel: the op and category, the rule that decided, what the
+        name and the launcher say, and who won a conflict."""
+        from kernel_atlas.classify.classifier import default_classifier
+        from kernel_atlas.ingest.frames import STACK_SEPARATOR
+
+        call_stack = STACK_SEPARATOR.join(stack) if stack else None
+        explanation = default_classifier().explain(kernel, launcher, call_stack)
+        label = explanation.label
+
+        def opinion(o: Any) -> dict[str, Any] | None:
+            return None if o is None else {"op": o.op, "source": o.source, "detail": o.detail}
+
+        return _clean(
+            {
+                "kernel": kernel,
+                "op_mapping": label.op_mapping,
+                "category": label.category,
+                "rule": label.rule,
+                "evidence": label.evidence,
+                "detail": label.detail,
+                "name": opinion(explanation.name),
+                "launcher": opinion(explanation.launcher),
+                "context": opinion(explanation.context),
+                "conflict": explanation.conflict,
+                "winner": explanation.winner,
+                "why": explanation.resolution_why,
+            }
+        )
+
+    def diff(self, run_a: str, run_b: str, fail_above_pct: float | None = None, limit: int = 20) -> dict[str, Any]:
+        """Run B against run A: GPU time per category and the largest op changes, how comparable
+        the runs are and, with `fail_above_pct`, the verdict of `atlas diff --fail-above`."""
+        from kernel_atlas.analysis.gate import comparability, judge
+        from kernel_atlas.report.diff import diff_runs
+
+        result = diff_runs(self.run_dir(run_a), self.run_dir(run_b))
+        a, b = result.a, result.b
+        limit = max(1, min(int(limit), MAX_ROWS))
+        keep = ["key", "a_us", "b_us", "delta_us", "status"]
+        ops = result.level("op_mapping")
+        ops = ops.reindex(ops["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+        answer: dict[str, Any] = {
+            "a": {"run": run_a, "gpus": a.gpus, "gpu_time_us": a.gpu_time_us},
+            "b": {"run": run_b, "gpus": b.gpus, "gpu_time_us": b.gpu_time_us},
+            "categories": result.level("category")[keep].to_dict(orient="records"),
+            "ops": ops[keep].head(limit).to_dict(orient="records"),
+            "comparability": comparability(result.table, a.gpus, b.gpus).to_json(),
+        }
+        if fail_above_pct is not None:
+            answer["verdict"] = judge(
+                result.table, a.gpu_time_us, b.gpu_time_us, a.gpus, b.gpus, float(fail_above_pct)
+            ).to_json()
+        return _clean(answer)
+
+    def critical_path(self, run: str, limit: int = 20) -> dict[str, Any]:
+        """The critical path `atlas report` found: its length, the breakdown by bound and the
+        largest segments."""
+        folder = self.run_dir(run)
+        report = self._report(folder, open_output(folder).run_id)
+        if report is None:
+            raise AtlasError(run, "no report yet: run `atlas report` on this folder first")
+        path = report.get("critical_path")
+        if not path:
+            raise AtlasError(run, "this report has no critical path (the Kernel Atlas that wrote it computes none)")
+        answer = dict(path) if isinstance(path, dict) else {"critical_path": path}
+        for key, value in list(answer.items()):
+            if isinstance(value, list):
+                answer[key] = value[: max(1, min(int(limit), MAX_ROWS))]
+        return _clean(answer)
+
+    # --- SQL ----------------------------------------------------------------------------------
+
+    def _connect(self, folder: Path) -> Any:
+        """An in-memory DuckDB connection with the run's tables registered as Arrow datasets,
+        then file access disabled and the configuration locked."""
+        import duckdb
+        import pyarrow.dataset as ds
+
+        output = open_output(folder)
+        connection = duckdb.connect(
+            ":memory:", config={"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+        )
+        connection.register("kernels", ds.dataset(folder / KERNELS, format="parquet", partitioning="hive"))
+        for path in sorted(folder.glob("*.parquet")):
+            if path.name in TABLES_SKIPPED or path.is_symlink() or not path.is_file():
+                continue
+            connection.register(path.stem, ds.dataset(path, format="parquet"))
+        del output
+        connection.execute("SET enable_external_access = false")
+        connection.execute("SET lock_configuration = true")
+        return connection
+
+    def _select(self, folder: Path, sql: str, limit: int) -> dict[str, Any]:
+        import duckdb
+
+        if not isinstance(sql, str) or not sql.strip():
+            raise AtlasError("query", "give one SQL SELECT statement")
+        connection = self._connect(folder)
+        try:
+            statements = connection.extract_statements(sql)
+        except duckdb.Error as exc:
+            raise AtlasError("query", f"not valid SQL: {str(exc).splitlines()[0]}") from None
+        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+            raise AtlasError("query", "read-only: one SELECT statement only (no writes, settings or attachments)")
+        try:
+            cursor = connection.execute(sql)
+            rows = cursor.fetchmany(limit + 1)
+        except duckdb.Error as exc:
+            raise AtlasError("query", str(exc).splitlines()[0]) from None
+        columns = [d[0] for d in cursor.description or []]
+        records = [dict(zip(columns, row, strict=False)) for row in rows[:limit]]
+        return _clean({"columns": columns, "rows": records, "truncated": len(rows) > limit})
+
+
+TOOL_NAMES = ("runs", "summary", "top_kernels", "findings", "query", "tables", "explain", "diff", "critical_path")
+
+
+def build_server(root: str | Path) -> Any:
+    """The MCP server with every tool of `Tools(root)` registered (read-only annotations)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import ToolAnnotations
+
+    tools = Tools(root)
+    server = MCPServer(
+        name="kernel-atlas",
+        log_level="ERROR",
+        instructions=(
+            "Kernel Atlas run folders under "
+            f"{tools.root}: start with `runs`, then `summary`, `findings` and `top_kernels` of a run; "
+            "`tables` and `query` for anything else (DuckDB SQL, one SELECT)."
+        ),
+    )
+    read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+    for name in TOOL_NAMES:
+        method = getattr(tools, name)
+        server.tool(name=name, description=method.__doc__, annotations=read_only)(_guarded(method))
+    return server
+
+
+def _guarded(method: Any) -> Any:
+    """A tool whose refusals reach the agent as one clear line (an MCP tool error)."""
+    from functools import wraps
+
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @wraps(method)
+    def tool(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except AtlasError as exc:
+            raise ToolError(_clean(str(exc))) from None
+
+    return tool
+
+
+def serve(root: str | Path) -> None:
+    build_server(root).run("stdio")
