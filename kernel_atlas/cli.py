@@ -266,6 +266,17 @@ def report(
     ] = False,
     wide: Wide = False,
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Ranks analysed in parallel (multi-rank runs).")] = 1,
+    full: Annotated[
+        bool, typer.Option("--full", help="Every section of the terminal report in full (the default is brief).")
+    ] = False,
+    section: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--section",
+            help="Print only this section, in full (repeat for several): device, busy, findings, categories, "
+            "headroom, costs, waits, ranks, files.",
+        ),
+    ] = None,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
     waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_hta.parquet, idle_causes.parquet,
@@ -293,8 +304,14 @@ def report(
         source, warnings = ingest_one(source)
         for warning in warnings:
             say(err_console, "[yellow]warning:[/]", warning)
+    if section:
+        from kernel_atlas.report.terminal import SECTION_NAMES
+
+        unknown = sorted(set(section) - set(SECTION_NAMES))
+        if unknown:  # before the work, not after it
+            raise AtlasError("--section", f"no section {', '.join(unknown)} (sections: {', '.join(SECTION_NAMES)})")
     result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta, jobs=jobs)
-    print_report(console, result, top=top, wide=wide)
+    print_report(console, result, top=top, wide=wide, full=full, sections=section)
 
 
 @app.command()

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+from rich.cells import cell_len
 from rich.console import Console
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
 from kernel_atlas.report.diff import describe_key
@@ -172,10 +175,17 @@ def print_ingest_summary(
 
 @dataclass
 class ReportView:
-    """How the terminal report is printed."""
+    """How the terminal report is printed: `full` prints every section in full, the default a
+    brief version of each (rows too small to matter folded into one line)."""
 
     top: int = 12
     wide: bool = False
+    full: bool = False
+
+
+BRIEF_ROWS = 5  # table rows of the brief report
+BRIEF_CATEGORIES = 8
+SMALL_SHARE = 0.01  # rows under this share of GPU time are folded in the brief report
 
 
 def _device_section(console: Console, report: Report, view: ReportView) -> None:
@@ -212,8 +222,21 @@ def _busy_section(console: Console, report: Report, view: ReportView) -> None:
 def _category_section(console: Console, report: Report, view: ReportView) -> None:
     timeshare = report.analysis.timeshare
     share = timeshare[timeshare["level"] == "category"]
+    folded = share.iloc[0:0]
+    if not view.full:
+        keep = (share["pct"] >= 100 * SMALL_SHARE).to_numpy() & (np.arange(len(share)) < BRIEF_CATEGORIES)
+        share, folded = share[keep], share[~keep]
     columns = [Column("category", justify="left"), Column("time"), Column("%"), Column("count")]
     rows = [[row.key, fmt_us(row.total_us), f"{row.pct:.1f}", f"{row.count:,}"] for row in share.itertuples()]
+    if len(folded):
+        rows.append(
+            [
+                f"… {len(folded)} more",
+                fmt_us(folded["total_us"].sum()),
+                f"{folded['pct'].sum():.1f}",
+                f"{int(folded['count'].sum()):,}",
+            ]
+        )
     print_table(console, columns, rows, "GPU time by category", view.wide)
 
 
@@ -233,7 +256,7 @@ HEADROOM_COLUMNS = [
 
 def _headroom_section(console: Console, report: Report, view: ReportView) -> None:
     roof = report.analysis.roofline
-    ranked = roof[roof["headroom_us"].notna()].head(view.top)
+    ranked = roof[roof["headroom_us"].notna()].head(view.top if view.full else min(view.top, BRIEF_ROWS))
     rows = [
         [
             fmt_us(row.headroom_us),
@@ -265,36 +288,153 @@ def _no_cost_section(console: Console, report: Report, view: ReportView) -> None
 
 
 def _waits_section(console: Console, report: Report, view: ReportView) -> None:
-    print_waits(console, report.waits, top=min(view.top, 8), wide=view.wide)
+    if view.full or report.waits is None:
+        print_waits(console, report.waits, top=min(view.top, 8), wide=view.wide)
+        return
+    for line in brief_waits_lines(report.waits.facts):
+        _text(console, esc(line))
+
+
+def brief_waits_lines(facts: dict[str, Any]) -> list[str]:
+    """Why the GPU waits, in two lines: idle by cause with the frame the host ran most, then
+    launches and what CUDA graphs would save (`--section waits` shows the tables)."""
+    devices = facts.get("idle", {}).get("devices", [])
+    lines = []
+    if devices:
+        idle = sum(d.get("idle_us", 0.0) for d in devices)
+        parts = [
+            f"{label} {fmt_us(sum(d.get(key, 0.0) for d in devices))}"
+            + (f" ({100 * sum(d.get(key, 0.0) for d in devices) / idle:.0f}%)" if idle else "")
+            for key, label in (("host_wait_us", "host wait"), ("kernel_wait_us", "kernel wait"), ("other_us", "other"))
+        ]
+        worst = max(devices, key=lambda d: d.get("host_wait_us", 0.0))
+        cause = f"; the host ran {worst['top_cause']} most" if worst.get("top_cause") else ""
+        lines.append(f"GPU idle {fmt_us(idle)}: " + ", ".join(parts) + cause)
+    launches, graphs = facts.get("launches", {}), facts.get("graph_candidates", {})
+    if launches:
+        eager, replayed = launches.get("eager_activities", 0), launches.get("graph_replayed", 0)
+        line = f"launches: {eager:,} eager, {replayed:,} graph-replayed"
+        if graphs.get("count"):
+            line += f"; CUDA graphs would save up to {fmt_us(graphs['saving_us'])} ({graphs['count']:,} stretches)"
+        lines.append(line)
+    return lines
 
 
 def _cross_rank_section(console: Console, report: Report, view: ReportView) -> None:
     from kernel_atlas.report.fleet import print_cross_rank
 
+    if not view.full and report.analysis.facts.get("ranks", 1) <= 1:
+        return  # one rank: nothing across ranks to say
     print_cross_rank(console, getattr(report, "cross_rank", None), report.analysis.facts, top=view.top)
+
+
+def _findings_section(console: Console, report: Report, view: ReportView) -> None:
+    findings = report.analysis.facts.get("findings") or []
+    if not findings:
+        _text(console, "[bold]What to fix first:[/] nothing found that would save time")
+        return
+    shown = findings if view.full else findings[:BRIEF_ROWS]
+    _text(console, "[bold]What to fix first[/] (estimated saving; see report.json findings for the evidence)")
+    width = console.width
+    for i, finding in enumerate(shown, 1):
+        line = finding_line(i, finding, view.wide)
+        if not view.wide and cell_len(line) > width:
+            line = _cut(line, width)
+        _text(console, esc(line))
+
+
+_KIND = {
+    "kernel_headroom": "headroom",
+    "launch_bound": "launch-bound",
+    "host_wait": "host wait",
+    "exposed_communication": "exposed comm",
+}
+
+
+def _short_where(where: str) -> str:
+    """`op / a.b.Module_3 / dir/file.py(12): forward` → `op / Module_3 / file.py(12)`."""
+    parts = []
+    for part in where.split(" / "):
+        if ".py(" in part:
+            part = part.split("): ", 1)[0].rsplit("/", 1)[-1] + ")"
+        elif "." in part and " " not in part:
+            part = part.rsplit(".", 1)[-1]
+        parts.append(part)
+    return " / ".join(parts)
+
+
+def finding_line(i: int, finding: dict[str, Any], wide: bool = False) -> str:
+    """`3.  347.5 µs headroom     cutlass…align8> @ matmul / Linear_0 (latency-bound, 12.9 % SOL)`."""
+    kind = _KIND.get(str(finding.get("kind")), str(finding.get("kind")))
+    what = str(finding["what"])
+    if not wide and finding.get("kind") == "kernel_headroom" and cell_len(what) > 30:  # a kernel name
+        what = what[:14] + "…" + what[-15:]
+    where = str(finding.get("where") or "")
+    text = what + (" @ " + (where if wide else _short_where(where)) if where else "")
+    if finding.get("why"):
+        text += f" ({finding['why']})"
+    if wide:
+        text += f"; {finding['evidence']}"
+    return f"{i}. {fmt_us(finding['saving_us']):>9} {kind:<12} {text}"
+
+
+def _cut(line: str, width: int) -> str:
+    """`line` cut to `width` terminal cells, ending in `…`."""
+    while cell_len(line) > width - 1:
+        line = line[: max(1, len(line) - max(1, cell_len(line) - width + 1))]
+    return line + "…"
 
 
 def _report_files_section(console: Console, report: Report, view: ReportView) -> None:
     _files_line(console, report.files)
 
 
-# The terminal report, section by section; a section is `f(console, report, view)`.
-REPORT_SECTIONS: list[Callable[[Console, Report, ReportView], None]] = [
-    _device_section,
-    _busy_section,
-    _category_section,
-    _headroom_section,
-    _no_cost_section,
-    _waits_section,
-    _cross_rank_section,
-    _report_files_section,
+@dataclass(frozen=True)
+class Section:
+    """One section of the terminal report: `--section NAME` prints it alone, in full; `brief`
+    sections are in the default report (a brief version), the others only with --full."""
+
+    name: str
+    show: Callable[[Console, Report, ReportView], None]
+    brief: bool = True
+
+
+# The terminal report, section by section, in order; `show(console, report, view)`.
+REPORT_SECTIONS: list[Section] = [
+    Section("device", _device_section),
+    Section("busy", _busy_section),
+    Section("findings", _findings_section),
+    Section("categories", _category_section),
+    Section("headroom", _headroom_section),
+    Section("costs", _no_cost_section),
+    Section("waits", _waits_section),
+    Section("ranks", _cross_rank_section),
+    Section("files", _report_files_section),
 ]
+SECTION_NAMES = tuple(section.name for section in REPORT_SECTIONS)
 
 
-def print_report(console: Console, report: Report, top: int = 12, wide: bool = False) -> None:
-    view = ReportView(top=top, wide=wide)
+def print_report(
+    console: Console,
+    report: Report,
+    top: int = 12,
+    wide: bool = False,
+    full: bool = False,
+    sections: list[str] | None = None,
+) -> None:
+    """The terminal report: brief by default (fits 60 lines at 80 columns), every section in
+    full with `full`, or only the named `sections` (in full)."""
+    unknown = sorted(set(sections or []) - set(SECTION_NAMES))
+    if unknown:
+        raise AtlasError("--section", f"no section {', '.join(unknown)} (sections: {', '.join(SECTION_NAMES)})")
+    view = ReportView(top=top, wide=wide, full=full or bool(sections))
     for section in REPORT_SECTIONS:
-        section(console, report, view)
+        if sections and section.name not in sections:
+            continue
+        if sections or full or section.brief:
+            section.show(console, report, view)
+    if not sections and not full:
+        _text(console, "[dim]--full: every section in full; --section NAME: one of them (see --help)[/]")
 
 
 # --- atlas replay -------------------------------------------------------------------------------

@@ -1,0 +1,190 @@
+"""What to fix first: the report's findings, ranked by the time a fix would save.
+
+Each finding is one thing to do, where it is (op, `nn.Module`, host frame), the time it would
+save and why, gathered from the analyses of a report:
+
+- `kernel_headroom`: a kernel (all its calls) whose time is above its roofline-attainable time
+  (roofline.parquet `headroom_us`); the saving is that headroom. It is the kernel's own time:
+  the run ends that much sooner only where the kernel is on the critical path.
+- `launch_bound`: a stretch of short eager kernels separated by waits that a CUDA graph would
+  remove (graph_candidates.parquet); the saving is those waits.
+- `host_wait`: GPU idle while the host ran a Python frame (idle_causes.parquet); the saving is
+  that idle time, an upper bound (a host that kept ahead of the GPU). It overlaps `launch_bound`
+  where the two name the same waits.
+- `exposed_communication`: communication on a device not overlapped with compute (summary's
+  per-device communication and overlap); the saving is the exposed time, if it were hidden.
+
+Savings are estimates and of different kinds may overlap: they are not additive. A finding is
+{what, where, saving_us, kind, evidence} (report.json `findings`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.classify.names import display_name
+from kernel_atlas.ingest.frames import STACK_SEPARATOR
+
+MAX_FINDINGS = 10  # in report.json
+PER_KIND = 5  # at most this many findings of one kind
+MODULE_PREFIX = "nn.Module: "
+
+
+@dataclass(frozen=True)
+class Finding:
+    what: str
+    where: str
+    saving_us: float
+    kind: str
+    evidence: str
+    why: str = ""  # the reason in a few words, for one-line displays
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _frames(stack: object) -> tuple[str | None, str | None]:
+    """The innermost `nn.Module` and the innermost Python frame of a call stack."""
+    if not isinstance(stack, str) or not stack:
+        return None, None
+    module = frame = None
+    for part in stack.split(STACK_SEPARATOR):
+        if module is None and part.startswith(MODULE_PREFIX):
+            module = part[len(MODULE_PREFIX) :]
+        elif frame is None and ".py(" in part:
+            frame = part.rsplit("/", 1)[-1]
+        if module and frame:
+            break
+    return module, frame
+
+
+def _where(*parts: object) -> str:
+    return " / ".join(str(p) for p in parts if isinstance(p, str) and p)
+
+
+def _us(us: float) -> str:
+    """Evidence quotes µs as they are (report.json is read by programs too): `1,234.5 µs`."""
+    return f"{us:,.1f} µs"
+
+
+def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
+    """Kernels with the most headroom over the roofline, each kernel once (all its shapes)."""
+    if roofline.empty or "headroom_us" not in roofline:
+        return []
+    rows = roofline[roofline["headroom_us"].notna() & (roofline["headroom_us"] > 0)]
+    if rows.empty:
+        return []
+    grouped = rows.groupby(["name", "op_mapping"], observed=True, sort=False, dropna=False)
+    table = grouped.agg(
+        headroom_us=("headroom_us", "sum"),
+        op_time_us=("op_time_us", "sum"),
+        calls=("count", "sum"),
+        bound=("bound", "first"),
+        call_stack=("call_stack", "first"),
+    ).reset_index()
+    table = table.sort_values(["headroom_us", "name"], ascending=[False, True], kind="stable").head(PER_KIND)
+    found = []
+    for row in table.itertuples(index=False):
+        attainable = row.op_time_us - row.headroom_us  # headroom: time above the attainable time of every call
+        sol = 100.0 * attainable / row.op_time_us if row.op_time_us else 0.0
+        module, frame = _frames(row.call_stack)
+        found.append(
+            Finding(
+                what=display_name(str(row.name)),
+                where=_where(row.op_mapping, module, frame),
+                saving_us=float(row.headroom_us),
+                kind="kernel_headroom",
+                why=f"{row.bound}-bound, {sol:.1f} % SOL",
+                evidence=(
+                    f"{row.bound}-bound at {sol:.1f} % of the roofline: {_us(row.op_time_us)} in "
+                    f"{int(row.calls):,} calls, {_us(attainable)} attainable (estimate: its own time)"
+                ),
+            )
+        )
+    return found
+
+
+def launch_findings(candidates: pd.DataFrame) -> list[Finding]:
+    """Stretches of short kernels a CUDA graph would run without the waits between them."""
+    if candidates.empty:
+        return []
+    top = candidates.sort_values(["saving_us"], ascending=False, kind="stable").head(PER_KIND)
+    return [
+        Finding(
+            what=f"CUDA-graph {int(row.kernels):,} short kernels",
+            where=_where(row.module, _frames(row.call_stack)[1] or row.frame, f"stream {row.stream}"),
+            saving_us=float(row.saving_us),
+            kind="launch_bound",
+            why=f"{int(row.stretches):,} stretch" + ("es" if row.stretches != 1 else ""),
+            evidence=(
+                f"{int(row.stretches):,} launch-bound stretches, {_us(row.gpu_us)} of GPU work between "
+                f"{_us(row.host_wait_us + row.kernel_wait_us)} of waits"
+            ),
+        )
+        for row in top.itertuples(index=False)
+        if row.saving_us > 0
+    ]
+
+
+def host_wait_findings(causes: pd.DataFrame) -> list[Finding]:
+    """Python frames the GPU waited on (host waits)."""
+    if causes.empty:
+        return []
+    top = causes.sort_values(["idle_us"], ascending=False, kind="stable").head(PER_KIND)
+    return [
+        Finding(
+            what="GPU waits on the host",
+            where=_where(row.module, str(row.frame).rsplit("/", 1)[-1]),
+            saving_us=float(row.idle_us),
+            kind="host_wait",
+            why=f"{row.pct:.1f} % of idle",
+            evidence=(
+                f"GPU idle {_us(row.idle_us)} in {int(row.gaps):,} gaps while the host ran this "
+                f"({row.pct:.1f} % of idle; upper bound)"
+            ),
+        )
+        for row in top.itertuples(index=False)
+        if isinstance(row.frame, str) and row.frame and row.idle_us > 0
+    ]
+
+
+def communication_findings(devices: Iterable[dict[str, Any]]) -> list[Finding]:
+    """Devices whose communication is not hidden behind compute."""
+    found = []
+    for device in devices:
+        comm = float(device.get("communication_us") or 0.0)
+        exposed = comm - float(device.get("overlap_us") or 0.0)
+        if exposed > 0:
+            found.append(
+                Finding(
+                    what="hide communication behind compute",
+                    where=f"rank {device.get('rank')} device {device.get('device')}",
+                    saving_us=exposed,
+                    kind="exposed_communication",
+                    why=f"{device.get('overlap_pct_of_communication', 0.0):.0f} % overlapped",
+                    evidence=(
+                        f"{_us(exposed)} of {_us(comm)} communication runs with no compute beside it "
+                        f"({device.get('overlap_pct_of_communication', 0.0):.0f} % overlapped)"
+                    ),
+                )
+            )
+    found.sort(key=lambda f: -f.saving_us)
+    return found[:PER_KIND]
+
+
+def rank(findings: Iterable[Finding], limit: int = MAX_FINDINGS) -> list[Finding]:
+    """Largest saving first (ties: kind, then where, so the order is stable)."""
+    return sorted(findings, key=lambda f: (-f.saving_us, f.kind, f.where, f.what))[:limit]
+
+
+def report_findings(roofline: pd.DataFrame, waits: Any, facts: dict[str, Any]) -> list[Finding]:
+    """The ranked findings of one report (`waits`: the report's Waits, or None)."""
+    found = headroom_findings(roofline)
+    if waits is not None:
+        found += launch_findings(waits.candidates) + host_wait_findings(waits.causes)
+    found += communication_findings(facts.get("devices", []))
+    return rank(found)
