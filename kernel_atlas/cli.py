@@ -400,7 +400,7 @@ def mcp(
     """Serve the run folders under --root to agents over the Model Context Protocol (stdio):
     read-only tools runs, summary, top_kernels, findings, query (one DuckDB SELECT over the
     run's tables), tables, explain, diff and critical_path. Paths outside the root are refused;
-    results have row limits. Needs `pip install 'kernel-atlas[mcp]'`."""
+    results have row limits. Needs the MCP SDK, the mcp extra of kernel-atlas."""
     try:
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:

@@ -351,7 +351,7 @@ def test_positions_match_instances_when_no_seq_is_recorded(tmp_path: Path) -> No
 def test_single_rank_keeps_todays_report(tmp_path: Path) -> None:
     out = tmp_path / "one"
     assert runner.invoke(app, ["ingest", str(trace_path("a100_nccl_8rank_rank0")), "-o", str(out), "-q"]).exit_code == 0
-    result = runner.invoke(app, ["report", str(out)])
+    result = runner.invoke(app, ["report", str(out), "--full"])
     assert result.exit_code == 0, result.output
     assert "one rank: no cross-rank view" in result.output
     assert not (out / "collectives.parquet").exists()

@@ -392,7 +392,7 @@ def test_graph_candidates_on_a_synthetic_stream() -> None:
 
 def test_report_writes_the_wait_files(tmp_path: Path) -> None:
     write_outputs(ingested("h100_bert_small_infer"), tmp_path)
-    result = CliRunner().invoke(app, ["report", str(tmp_path), "--kernel-wait-us", "50"])
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--kernel-wait-us", "50", "--full"])
     assert result.exit_code == 0, result.output
     assert "Why the GPU waits" in result.output
     idle = pd.read_parquet(tmp_path / "idle.parquet")
@@ -410,7 +410,7 @@ def test_report_writes_the_wait_files(tmp_path: Path) -> None:
     assert facts["idle"]["hta"]["streams"][0]["host_wait_us"] == pytest.approx(3653.0)  # HTA 0.5.0
     assert "give, streams summed" not in result.output  # 3598.4 µs against HTA's 3653: 1.5 %
     hta = pd.read_parquet(tmp_path / "idle_hta.parquet")
-    result = CliRunner().invoke(app, ["report", str(tmp_path), "--like-hta", "--kernel-wait-us", "50"])
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--like-hta", "--kernel-wait-us", "50", "--full"])
     assert result.exit_code == 0, result.output
     facts = json.loads((tmp_path / "report.json").read_text())
     assert facts["idle"]["basis"] == "hta"
@@ -425,7 +425,7 @@ def test_report_writes_the_wait_files(tmp_path: Path) -> None:
 def test_report_shows_hta_numbers_where_they_differ(tmp_path: Path) -> None:
     """mi210_gpu_only: HTA 0.5.0 gives 570 µs of kernel wait where the ns timestamps have 40.3."""
     write_outputs(ingested("mi210_gpu_only"), tmp_path)
-    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    result = CliRunner().invoke(app, ["report", str(tmp_path), "--full"])
     assert result.exit_code == 0, result.output
     assert (
         "HTA's conventions (timestamps rounded to the µs, window ending at the last ProfilerStep) give, streams "

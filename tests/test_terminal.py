@@ -95,7 +95,7 @@ def test_fold_tail_keeps_whole_components_and_the_innermost_end() -> None:
 @pytest.mark.parametrize("stem", STEMS)
 def test_report_fits_80_columns(reports, stem: str) -> None:
     report = reports[stem]
-    lines = _render(print_report, report)
+    lines = _render(print_report, report, full=True)
     assert max(cell_len(line) for line in lines) <= 80
     roof = report.analysis.roofline
     expected_rows = min(12, int(roof["headroom_us"].notna().sum()))
@@ -122,7 +122,7 @@ def test_report_fits_80_columns(reports, stem: str) -> None:
 
 def test_report_wide_shows_full_names_and_every_column(reports) -> None:
     report = reports["h100_vit_image_classify_infer"]
-    lines = _render(print_report, report, wide=True)
+    lines = _render(print_report, report, wide=True, full=True)
     text = "\n".join(lines)
     top = report.analysis.roofline.iloc[0]
     assert str(top["name"]) in text and str(top["input_dims"]) in text
@@ -132,7 +132,7 @@ def test_report_wide_shows_full_names_and_every_column(reports) -> None:
 
 
 def test_waits_at_80_columns_name_the_file_the_function_and_the_innermost_module(reports) -> None:
-    lines = _render(print_report, reports["h100_bert_small_infer"])
+    lines = _render(print_report, reports["h100_bert_small_infer"], full=True)
     text = "\n".join(lines[next(i for i, line in enumerate(lines) if line.startswith("Why the GPU waits")) :])
     # the host ran BERT's self-attention forward (modeling_bert.py line 364) during host waits:
     # the file and function are kept, the directories dropped, the module path keeps its innermost end
@@ -146,7 +146,7 @@ def test_waits_at_80_columns_name_the_file_the_function_and_the_innermost_module
 
 
 def test_waits_wide_prints_frames_and_modules_in_full(reports) -> None:
-    text = "\n".join(_render(print_report, reports["h100_bert_small_infer"], wide=True))
+    text = "\n".join(_render(print_report, reports["h100_bert_small_infer"], wide=True, full=True))
     frame = "transformers/models/bert/modeling_bert.py(364): forward"
     module = "BertLMHeadModel_0.BertModel_0.BertEncoder_0.BertLayer_0.BertAttention_0.BertSdpaSelfAttention_0"
     assert re.search(re.escape(frame) + r"\s+" + re.escape(module), text)

@@ -24,6 +24,7 @@ from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
 from kernel_atlas.report.units import (
+    MISSING,
     device_time_line,
     fmt_gbps,
     fmt_number,
@@ -379,13 +380,31 @@ def _row_detail(row: object) -> str:
     return "\n".join(lines)
 
 
+NAME_CELL = 56  # characters of a kernel name in a table cell; the full name is in the row's details
+
+
+def _name_cell(name: object) -> str:
+    """A kernel name as the terminal shortens it, cut in the middle to NAME_CELL characters."""
+    text = display_name(str(name))
+    return text if len(text) <= NAME_CELL else text[: NAME_CELL // 2 - 1] + "…" + text[-(NAME_CELL // 2) :]
+
+
+def _bound_cell(row: object) -> str:
+    """The bound, or — where a row has none — a dash and why (`– no shapes`, `– helper`)."""
+    bound = getattr(row, "bound", None)
+    if isinstance(bound, str) and bound:
+        return bound
+    role = getattr(row, "role", None)
+    return f"{MISSING} {role}" if isinstance(role, str) and role and role != "main" else MISSING
+
+
 def roofline_table(analysis: Analysis) -> str:
     """Every roofline row (kernel, launcher, shapes) in a sortable, filterable table, ranked by headroom."""
     cells, details = [], []
     for row in analysis.roofline.itertuples(index=False):
         cells.append(
             [
-                (display_name(str(row.name)), None),
+                (_name_cell(row.name), None),
                 (str(row.op_mapping), None),
                 (str(row.launcher or ""), None),
                 (trim(fmt_shapes(row.input_dims), 100), None),
@@ -394,7 +413,7 @@ def roofline_table(analysis: Analysis) -> str:
                 (fmt_number(row.achieved_tflops), row.achieved_tflops),
                 (fmt_number(row.achieved_gbps), row.achieved_gbps),
                 (fmt_number(row.sol_pct), row.sol_pct),
-                (str(row.bound or ""), None),
+                (_bound_cell(row), None),
                 (fmt_us(row.headroom_us), row.headroom_us),
             ]
         )
@@ -442,6 +461,26 @@ def _summary_section(page: Page) -> str:
     return f"<h1>{html.escape(page.title)}</h1><ul>{''.join(items)}</ul>"
 
 
+def _findings_section(page: Page) -> str:
+    """What to fix first (report.json `findings`), right under the summary."""
+    findings = page.analysis.facts.get("findings") or []
+    if not findings:
+        return "<h2>What to fix first</h2><p>Nothing found that would save time.</p>"
+    rows = "".join(
+        "<tr>"
+        f"<td class='num'>{fmt_us(f['saving_us'])}</td><td>{html.escape(str(f['kind']))}</td>"
+        f"<td title='{html.escape(str(f['what']), quote=True)}'>{html.escape(_name_cell(f['what']))}</td>"
+        f"<td>{html.escape(str(f.get('where') or MISSING))}</td><td>{html.escape(str(f['evidence']))}</td>"
+        "</tr>"
+        for f in findings
+    )
+    return (
+        "<h2>What to fix first</h2><p>Ranked by estimated saving; savings of different kinds can overlap "
+        "and do not add up.</p><table class='findings'><thead><tr><th>saving</th><th>kind</th><th>what</th>"
+        f"<th>where</th><th>why</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
 def _roofline_section(page: Page) -> str:
     return page.figure(roofline_figure(page.analysis, page.device), "roofline")
 
@@ -482,6 +521,7 @@ def _timeline_section(page: Page) -> str:
 
 HTML_SECTIONS: list[Callable[[Page], str]] = [
     _summary_section,
+    _findings_section,
     _roofline_section,
     _table_section,
     _timeshare_section,
@@ -494,7 +534,12 @@ HTML_SECTIONS: list[Callable[[Page], str]] = [
     lambda page: "".join(page.extra),
 ]
 
-STYLE = "body{font-family:system-ui,sans-serif;margin:24px} .fig{margin-bottom:32px}"
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:24px} .fig{margin-bottom:32px}"
+    " table.findings{border-collapse:collapse} table.findings td,table.findings th{padding:2px 8px;"
+    "border-bottom:1px solid #ddd;text-align:left;vertical-align:top} table.findings td.num{text-align:right;"
+    "white-space:nowrap}"
+)
 
 
 def _document(title: str, body: list[str]) -> str:
