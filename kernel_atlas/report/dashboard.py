@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.fleet import ingest_one, output_for
-from kernel_atlas.ingest.outputs import SUMMARY, check_derived, load_kernels, lock, open_output, read_parquet
+from kernel_atlas.ingest.outputs import REPORT, SUMMARY, check_derived, load_kernels, lock, open_output, read_parquet
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.report.diff import Diff, compare, side_of
 from kernel_atlas.report.html import (
@@ -164,6 +164,40 @@ def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
         for k, v in cards
     )
     return f"<div>{body}</div>"
+
+
+def _report_facts(run: Run) -> dict[str, Any] | None:
+    """report.json of the run when `atlas report` wrote it for this very ingest."""
+    path = run.out_dir / REPORT
+    if not path.is_file() or path.is_symlink():
+        return None
+    from kernel_atlas import safe_files
+
+    facts = safe_files.read_json(path)
+    return facts if isinstance(facts, dict) and facts.get("run_id") == run.summary.get("run_id") else None
+
+
+def findings_html(run: Run) -> str:
+    """The top of the dashboard: the costed share of GPU time and what to fix first — from the
+    run's report.json where `atlas report` wrote one, else the kernel headroom of a fresh analysis."""
+    from kernel_atlas.analysis.findings import headroom_findings
+
+    facts = _report_facts(run)
+    note = ""
+    if facts is None:
+        analysis = run.analyse()
+        facts = {**analysis.facts, "findings": [f.to_json() for f in headroom_findings(analysis.roofline)]}
+        note = " (kernel headroom only: run `atlas report` for waits, launch-bound stretches and communication)"
+    gpu, costed = facts.get("gpu_time_us") or 0.0, facts.get("costed_time_us") or 0.0
+    share = f"{100 * costed / gpu:.1f} % of {gpu / 1e3:.3f} ms of GPU time has a cost (FLOPs or bytes)" if gpu else ""
+    rows = "".join(
+        f"<li><b>{f['saving_us'] / 1e3:.3f} ms</b> {html.escape(str(f['kind']))}: "
+        f"{html.escape(display_name(str(f['what'])))} — {html.escape(str(f.get('where') or '–'))} "
+        f"<span style='color:#666'>({html.escape(str(f['evidence']))})</span></li>"
+        for f in facts.get("findings", [])[:5]
+    )
+    body = f"<ol>{rows}</ol>" if rows else "<p>nothing found that would save time</p>"
+    return f"<div><p>{html.escape(share)}</p><h3>What to fix first{html.escape(note)}</h3>{body}</div>"
 
 
 def first_step(kernels: pd.DataFrame) -> int | None:

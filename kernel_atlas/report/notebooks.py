@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,9 +38,12 @@ def execute(name: str, env: dict[str, str], timeout: int = 600):  # -> nbformat.
     notebook = nbformat.read(notebook_path(name), as_version=4)
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
+    sockets = tempfile.TemporaryDirectory(prefix="atlas-kernel-")  # private (0700): the kernel's IPC sockets
+    kernel = _local_kernel(Path(sockets.name))
     try:
         client = NotebookClient(
             notebook,
+            km=kernel,
             timeout=timeout,
             kernel_name="python3",
             resources={"metadata": {"path": str(NOTEBOOKS)}},
@@ -51,12 +55,24 @@ def execute(name: str, env: dict[str, str], timeout: int = 600):  # -> nbformat.
             raise AtlasError(None, str(exc.evalue)) from None
         raise
     finally:
+        if kernel.has_kernel:  # the client does not own a kernel it was given: stop it here
+            kernel.shutdown_kernel(now=False)
+        sockets.cleanup()
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
     return notebook
+
+
+def _local_kernel(folder: Path):  # -> jupyter_client.KernelManager
+    """A kernel that talks over Unix sockets in `folder` (a private temporary folder) rather than
+    TCP on localhost: nothing listens on a port, and ipykernel has no reason to warn that its
+    traffic is unencrypted."""
+    from jupyter_client.manager import KernelManager
+
+    return KernelManager(kernel_name="python3", transport="ipc", ip=str(folder / "kernel"))
 
 
 def to_html(notebook, path: Path) -> Path:  # notebook: nbformat.NotebookNode
