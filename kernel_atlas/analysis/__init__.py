@@ -1,0 +1,1 @@
+"""Analyses over the ingested tables (each module one analysis)."""

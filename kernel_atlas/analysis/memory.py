@@ -1,0 +1,222 @@
+"""Where the memory goes: allocations paired with their frees, the peak per device and what holds it.
+
+Input: the allocator events of one trace in time order (`ingest.memory.memory_events`, one row per
+`[memory]` event). Conventions (docs/memory.md):
+
+* an allocation (`bytes` > 0) ends at the next event at the same (device, addr) when that is a free;
+  a block freed and allocated again at the same address is two allocations;
+* a free with no allocation before it at its address freed a block allocated before the window: a
+  row with `alloc_ts_us` null, counted apart (`pre_window_frees`);
+* baseline = what was allocated before the device's first event: its `total_allocated` − its `bytes`;
+* the peak is the first event with the device's largest `total_allocated` (`total_reserved` apart);
+  live at the peak: allocations made at or before that event and freed after it (or never). Then
+  peak = baseline − pre-window frees up to the peak + live at the peak, whenever the trace's totals
+  are the running sum of its events (`unexplained_bytes` says by how much they are not).
+
+All of it is sorts, cumulative sums and group-bys: linear in the events after one sort.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.paths import read_toml
+
+ALLOCATION_COLUMNS = (
+    "device",
+    "addr",
+    "bytes",
+    "alloc_ts_us",
+    "free_ts_us",
+    "op",
+    "module",
+    "call_stack",
+    "step",
+    "alloc_event",
+    "free_event",
+)
+BEFORE_WINDOW = "(allocated before the window)"
+NO_MODULE = "(no nn.Module on the stack)"
+NO_OP = "(no enclosing CPU op)"
+TOP = 10
+
+
+def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per allocation (see the module docstring); `alloc_event` / `free_event` are the row
+    numbers of its events in `events` (-1: before the window / not freed). Events without an
+    address (PyTorch 1.9) cannot be paired and give no rows."""
+    seq = np.flatnonzero(events["addr"].to_numpy() >= 0)
+    nbytes = events["bytes"].to_numpy()[seq]
+    device = events["device"].cat.codes.to_numpy()[seq] if len(seq) else np.empty(0, np.int64)
+    order = seq[np.lexsort((seq, events["addr"].to_numpy()[seq], device))]
+    pos = np.searchsorted(seq, order)  # positions of `order` in the seq-indexed arrays
+    dev, addr, b = device[pos], events["addr"].to_numpy()[order], nbytes[pos]
+    same_next = np.r_[(dev[1:] == dev[:-1]) & (addr[1:] == addr[:-1]), False]
+    is_alloc, is_free = b > 0, b < 0
+    freed_next = is_alloc & same_next & np.r_[is_free[1:], False]
+    matched_free = np.r_[False, freed_next[:-1]]
+    allocs = np.flatnonzero(is_alloc)
+    free_event = np.where(freed_next[allocs], np.r_[order[1:], -1][allocs], -1)
+    early = np.flatnonzero(is_free & ~matched_free)  # frees of blocks allocated before the window
+    alloc_event = np.r_[order[allocs], np.full(len(early), -1)]
+    free_event = np.r_[free_event, order[early]]
+    rows = np.r_[order[allocs], order[early]]
+    ts = events["ts_us"].to_numpy()
+    frame = pd.DataFrame(
+        {
+            "device": events["device"].take(rows).to_numpy(),
+            "addr": addr[np.r_[allocs, early]],
+            "bytes": np.abs(b[np.r_[allocs, early]]),
+            "alloc_ts_us": np.where(alloc_event >= 0, ts[np.maximum(alloc_event, 0)], np.nan),
+            "free_ts_us": np.where(free_event >= 0, ts[np.maximum(free_event, 0)], np.nan),
+        }
+    )
+    for column in ("op", "module", "call_stack"):  # of the allocating event; none before the window
+        values = events[column].take(rows).to_numpy()
+        frame[column] = pd.Categorical(np.where(alloc_event >= 0, values, None))
+    frame["step"] = np.where(alloc_event >= 0, events["step"].to_numpy()[rows], -1)
+    frame["alloc_event"], frame["free_event"] = alloc_event, free_event
+    return frame.sort_values(["alloc_event", "free_event"], kind="stable", ignore_index=True)
+
+
+def size_classes() -> list[tuple[str, float]]:
+    """(name, largest size in bytes) of catalogs/memory.toml's size classes, in order."""
+    return [(c["name"], float(c.get("max_bytes", np.inf))) for c in read_toml("memory.toml")["size_classes"]]
+
+
+def size_class(nbytes: np.ndarray) -> np.ndarray:
+    classes = size_classes()
+    bounds = np.array([limit for _, limit in classes[:-1]])
+    return np.array([name for name, _ in classes], dtype=object)[np.searchsorted(bounds, nbytes, side="left")]
+
+
+def _holders(live: pd.DataFrame, key: pd.Series, baseline_held: int, peak: int) -> list[dict[str, Any]]:
+    """Bytes live at the peak per value of `key`, largest first (top `TOP`), with what was allocated
+    before the window as a holder of its own."""
+    grouped = live.groupby(key.to_numpy(), sort=False)["bytes"].agg(["sum", "size"])
+    rows = [{"name": str(k), "bytes": int(r["sum"]), "blocks": int(r["size"])} for k, r in grouped.iterrows()]
+    if baseline_held:
+        rows.append({"name": BEFORE_WINDOW, "bytes": int(baseline_held), "blocks": None})
+    rows.sort(key=lambda r: -r["bytes"])
+    for row in rows:
+        row["pct"] = 100.0 * row["bytes"] / peak if peak else None
+    return rows[:TOP]
+
+
+def _allocation_records(rows: pd.DataFrame, top: int = TOP) -> list[dict[str, Any]]:
+    largest = rows.sort_values("bytes", ascending=False, kind="stable").head(top)
+    return [
+        {
+            "bytes": int(r.bytes),
+            "addr": int(r.addr),
+            "alloc_ts_us": float(r.alloc_ts_us),
+            "free_ts_us": None if np.isnan(r.free_ts_us) else float(r.free_ts_us),
+            "op": None if pd.isna(r.op) else str(r.op),
+            "module": None if pd.isna(r.module) else str(r.module),
+            "step": int(r.step) if r.step >= 0 else None,
+        }
+        for r in largest.itertuples(index=False)
+    ]
+
+
+def _slack(ts: np.ndarray, reserved: np.ndarray, allocated: np.ndarray, peak: int) -> dict[str, Any]:
+    """Reserved − allocated after each event, held until the next one."""
+    ok = (reserved >= 0) & (allocated >= 0)
+    if not ok.any():
+        return {}
+    t, slack = ts[ok], (reserved - allocated)[ok]
+    span = t[-1] - t[0]
+    at = int(np.argmax(slack))
+    return {
+        "at_peak_bytes": int(reserved[peak] - allocated[peak]) if ok[peak] else None,
+        "max_bytes": int(slack[at]),
+        "max_ts_us": float(t[at]),
+        "mean_bytes": float((slack[:-1] * np.diff(t)).sum() / span) if span > 0 else float(slack[0]),
+    }
+
+
+def _step_peaks(steps: np.ndarray, ts: np.ndarray, allocated: np.ndarray) -> list[dict[str, Any]]:
+    ok = (steps >= 0) & (allocated >= 0)
+    if not ok.any():
+        return []
+    frame = pd.DataFrame({"step": steps[ok], "ts": ts[ok], "allocated": allocated[ok]})
+    best = frame.loc[frame.groupby("step", sort=True)["allocated"].idxmax()]
+    return [
+        {"step": int(r.step), "peak_allocated_bytes": int(r.allocated), "peak_ts_us": float(r.ts)}
+        for r in best.itertuples(index=False)
+    ]
+
+
+def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str) -> dict[str, Any]:
+    """report.json's entry of one device (see docs/memory.md)."""
+    rows = np.flatnonzero((events["device"] == device).to_numpy())
+    ev = events.iloc[rows]
+    allocated, reserved = ev["total_allocated"].to_numpy(), ev["total_reserved"].to_numpy()
+    ts, nbytes = ev["ts_us"].to_numpy(), ev["bytes"].to_numpy()
+    mine = allocations[(allocations["device"] == device).to_numpy()]
+    entry: dict[str, Any] = {
+        "device": device,
+        "host": device.split(":")[0] == "cpu",
+        "events": len(ev),
+        "allocations": int((mine["alloc_event"] >= 0).sum()),
+        "unpaired_events": int((ev["addr"] < 0).sum()),
+    }
+    early = mine[mine["alloc_event"] < 0]
+    entry["pre_window_frees"] = {"blocks": len(early), "bytes": int(early["bytes"].sum())}
+    never = mine[(mine["alloc_event"] >= 0) & (mine["free_event"] < 0)]
+    entry["never_freed"] = {
+        "blocks": len(never),
+        "bytes": int(never["bytes"].sum()),
+        "largest": _allocation_records(never),
+    }
+    with_total = np.flatnonzero(allocated >= 0)
+    if len(with_total) == 0:  # PyTorch 1.9: no totals, so no absolute peak
+        change = np.cumsum(nbytes)
+        at = int(np.argmax(change)) if len(change) else 0
+        entry.update(peak_allocated_bytes=None, peak_reserved_bytes=None, peak_ts_us=None, baseline_bytes=None)
+        entry["peak_change_bytes"] = int(change[at]) if len(change) else 0
+        entry["peak_change_ts_us"] = float(ts[at]) if len(ts) else None
+        entry["note"] = "no Total Allocated in these events: only the change from the window's start is known"
+        return entry
+    first = with_total[0]
+    peak = int(with_total[np.argmax(allocated[with_total])])
+    baseline = int(allocated[first] - nbytes[first])
+    event_at_peak = rows[peak]
+    live = mine[(mine["alloc_event"] >= 0) & (mine["alloc_event"] <= event_at_peak)]
+    live = live[(live["free_event"] < 0) | (live["free_event"] > event_at_peak)]
+    freed_before = int(early.loc[early["free_event"] <= event_at_peak, "bytes"].sum())
+    baseline_held = baseline - freed_before
+    peak_bytes = int(allocated[peak])
+    live_bytes = int(live["bytes"].sum())
+    has_reserved = reserved >= 0
+    reserved_at = int(np.flatnonzero(has_reserved)[np.argmax(reserved[has_reserved])]) if has_reserved.any() else -1
+    entry.update(
+        peak_allocated_bytes=peak_bytes,
+        peak_reserved_bytes=int(reserved[reserved_at]) if reserved_at >= 0 else None,
+        peak_ts_us=float(ts[peak]),
+        peak_reserved_ts_us=float(ts[reserved_at]) if reserved_at >= 0 else None,
+        baseline_bytes=baseline,
+        baseline_freed_before_peak_bytes=freed_before,
+        live_at_peak_bytes=live_bytes,
+        live_at_peak_blocks=len(live),
+        unexplained_bytes=peak_bytes - baseline_held - live_bytes,
+        holders={
+            "module": _holders(live, live["module"].astype(object).fillna(NO_MODULE), baseline_held, peak_bytes),
+            "op": _holders(live, live["op"].astype(object).fillna(NO_OP), baseline_held, peak_bytes),
+            "size_class": _holders(live, pd.Series(size_class(live["bytes"].to_numpy())), baseline_held, peak_bytes),
+        },
+        largest_at_peak=_allocation_records(live),
+        slack=_slack(ts, reserved, allocated, peak),
+        steps=_step_peaks(ev["step"].to_numpy(), ts, allocated),
+    )
+    return entry
+
+
+def memory_summary(events: pd.DataFrame, allocations: pd.DataFrame) -> list[dict[str, Any]]:
+    """report.json `memory` of one trace: one entry per device, GPUs first, host memory last."""
+    devices = [str(d) for d in events["device"].unique()]
+    devices.sort(key=lambda d: (d.split(":")[0] == "cpu", d))
+    return [device_summary(events, allocations, d) for d in devices]
