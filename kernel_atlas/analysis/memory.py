@@ -18,11 +18,16 @@ All of it is sorts, cumulative sums and group-bys: linear in the events after on
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.memory import EVENT_COLUMNS
+from kernel_atlas.ingest.outputs import SUMMARY, load_table, table_run
 from kernel_atlas.paths import read_toml
 
 ALLOCATION_COLUMNS = (
@@ -191,12 +196,14 @@ def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str)
     baseline_held = baseline - freed_before
     peak_bytes = int(allocated[peak])
     live_bytes = int(live["bytes"].sum())
-    has_reserved = reserved >= 0
+    # the host allocator reserves nothing (writes 0): no reserved memory known there
+    has_reserved = reserved > 0
     reserved_at = int(np.flatnonzero(has_reserved)[np.argmax(reserved[has_reserved])]) if has_reserved.any() else -1
     entry.update(
         peak_allocated_bytes=peak_bytes,
         peak_reserved_bytes=int(reserved[reserved_at]) if reserved_at >= 0 else None,
         peak_ts_us=float(ts[peak]),
+        peak_step=int(ev["step"].iloc[peak]) if ev["step"].iloc[peak] >= 0 else None,
         peak_reserved_ts_us=float(ts[reserved_at]) if reserved_at >= 0 else None,
         baseline_bytes=baseline,
         baseline_freed_before_peak_bytes=freed_before,
@@ -209,7 +216,7 @@ def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str)
             "size_class": _holders(live, pd.Series(size_class(live["bytes"].to_numpy())), baseline_held, peak_bytes),
         },
         largest_at_peak=_allocation_records(live),
-        slack=_slack(ts, reserved, allocated, peak),
+        slack=_slack(ts, np.where(has_reserved, reserved, -1), allocated, peak),
         steps=_step_peaks(ev["step"].to_numpy(), ts, allocated),
     )
     return entry
@@ -220,3 +227,127 @@ def memory_summary(events: pd.DataFrame, allocations: pd.DataFrame) -> list[dict
     devices = [str(d) for d in events["device"].unique()]
     devices.sort(key=lambda d: (d.split(":")[0] == "cpu", d))
     return [device_summary(events, allocations, d) for d in devices]
+
+
+@dataclass
+class MemoryReport:
+    """The memory analysis of an ingest output: report.json `memory`, memory.parquet's rows, and
+    per device the events and allocations the plots draw from."""
+
+    entries: list[dict[str, Any]]
+    allocations: pd.DataFrame
+    events: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # by (trace, rank)
+    by_trace: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # allocations, by (trace, rank)
+
+
+def read_memory_events(
+    out_dir: Path, summary: dict[str, Any], run_id: str | None
+) -> dict[tuple[str, int], pd.DataFrame]:
+    """Each trace's memory events as ingest wrote them (summary.json `memory_file`), by (trace, rank);
+    a file of another run, or not a regular file, is refused in one line."""
+    found = {}
+    for trace in summary.get("traces", []):
+        name = trace.get("memory_file")
+        if not isinstance(name, str):
+            continue
+        path = out_dir / name
+        if not path.is_file() or path.is_symlink():
+            raise AtlasError(path, f"listed in {SUMMARY} but missing or not a regular file: run `atlas ingest` again")
+        if run_id is not None and table_run(path) != run_id:
+            raise AtlasError(path, f"not from the ingest run that wrote {SUMMARY}: run `atlas ingest` again")
+        events = load_table(path).to_pandas()
+        missing = [c for c in EVENT_COLUMNS if c not in events]
+        if missing:
+            raise AtlasError(path, f"not a memory events table of `atlas ingest` (no column {', '.join(missing)})")
+        stem = str(events["trace"].iloc[0]) if "trace" in events and len(events) else Path(name).stem
+        found[(stem, int(trace.get("rank", 0)))] = events
+    return found
+
+
+def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> MemoryReport:
+    """Allocations and per-device summaries of every trace (`trace` and `rank` in both)."""
+    entries, parts, by_trace = [], [], {}
+    for (stem, rank), events in events_by_trace.items():
+        events = events.reset_index(drop=True)
+        for column in ("device", "op", "module", "call_stack"):
+            if not isinstance(events[column].dtype, pd.CategoricalDtype):
+                events[column] = events[column].astype("category")
+        events_by_trace[(stem, rank)] = events
+        allocations = pair_allocations(events)
+        by_trace[(stem, rank)] = allocations
+        entries += [{"trace": stem, "rank": rank, **entry} for entry in memory_summary(events, allocations)]
+        allocations = allocations.copy()
+        allocations.insert(0, "rank", rank)
+        allocations.insert(0, "trace", stem)
+        parts.append(allocations)
+    frame = (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["trace", "rank", *ALLOCATION_COLUMNS])
+    )
+    for column in ("trace", "device", "op", "module", "call_stack"):
+        frame[column] = frame[column].astype(object).astype("category")
+    return MemoryReport(entries, frame, events_by_trace, by_trace)
+
+
+def memory_warnings(entries: list[dict[str, Any]]) -> list[str]:
+    """What the numbers cannot say, each kind in one line."""
+    lines = []
+    unpaired = sum(e["unpaired_events"] for e in entries)
+    if unpaired:
+        lines.append(f"{unpaired:,} memory events carry no address (PyTorch < 1.10?): not paired into allocations")
+    no_total = [e["device"] for e in entries if e.get("peak_allocated_bytes") is None]
+    if no_total:
+        lines.append(f"no Total Allocated on {', '.join(no_total)}: only the change from the window's start is known")
+    early = sum(e["pre_window_frees"]["blocks"] for e in entries)
+    if early:
+        lines.append(f"{early:,} frees of blocks allocated before the profiling window (counted apart)")
+    off = [e for e in entries if e.get("unexplained_bytes")]
+    if off:
+        worst = max(off, key=lambda e: abs(e["unexplained_bytes"]))
+        lines.append(
+            f"{len(off)} devices' totals are not the running sum of their events (events lost?): at the peak of "
+            f"{worst['device']}, {worst['unexplained_bytes']:+,} bytes are not explained by the allocations"
+        )
+    return lines
+
+
+OTHER = "(other modules)"
+
+
+def live_by_module(
+    events: pd.DataFrame, allocations: pd.DataFrame, device: str, top: int = 8, half_window: int = 5000
+) -> pd.DataFrame:
+    """Bytes live after each event of `device` per holder — the `top` modules at the peak, the
+    others together, what was allocated before the window — for the events within `half_window`
+    of the peak (all of them when fewer). Rows sum to `total_allocated` where the totals are the
+    running sum of the events. Columns: `ts_us`, `total_allocated`, `total_reserved`, the holders."""
+    rows = np.flatnonzero((events["device"] == device).to_numpy())
+    allocated = events["total_allocated"].to_numpy()[rows]
+    if len(rows) == 0 or (allocated < 0).all():
+        return pd.DataFrame()
+    peak = int(np.argmax(allocated))
+    lo, hi = max(peak - half_window, 0), min(peak + half_window + 1, len(rows))
+    mine = allocations[(allocations["device"] == device).to_numpy()]
+    modules = mine["module"].astype(object).fillna(NO_MODULE).to_numpy()
+    live_at_peak = (mine["alloc_event"] >= 0) & (mine["alloc_event"] <= rows[peak])
+    live_at_peak &= (mine["free_event"] < 0) | (mine["free_event"] > rows[peak])
+    ranked = pd.Series(mine["bytes"].to_numpy()[live_at_peak.to_numpy()]).groupby(modules[live_at_peak.to_numpy()])
+    holders = ranked.sum().sort_values(ascending=False).index.tolist()[:top]
+    names = [BEFORE_WINDOW, *holders, OTHER]
+    column = {name: k for k, name in enumerate(names)}
+    layer = np.array([column.get(m, len(names) - 1) for m in modules], dtype=np.int64)
+    layer[(mine["alloc_event"] < 0).to_numpy()] = 0  # frees of pre-window blocks lower the baseline
+    nbytes = mine["bytes"].to_numpy()
+    # changes per holder after each event of the window; those before it folded into the first row
+    delta = np.zeros((hi - lo + 1, len(names)), dtype=np.int64)
+    for event, sign in ((mine["alloc_event"].to_numpy(), 1), (mine["free_event"].to_numpy(), -1)):
+        pos = np.searchsorted(rows, event)
+        keep = (event >= 0) & (pos < hi)
+        np.add.at(delta, (np.maximum(pos[keep] - lo + 1, 0), layer[keep]), sign * nbytes[keep])
+    first = int(np.flatnonzero(allocated >= 0)[0])
+    delta[0, 0] += allocated[first] - events["bytes"].to_numpy()[rows[first]]  # the baseline
+    live = np.cumsum(delta, axis=0)[1:]
+    frame = pd.DataFrame(live, columns=names)
+    frame.insert(0, "ts_us", events["ts_us"].to_numpy()[rows[lo:hi]])
+    frame.insert(1, "total_allocated", allocated[lo:hi])
+    frame.insert(2, "total_reserved", events["total_reserved"].to_numpy()[rows[lo:hi]])
+    return frame

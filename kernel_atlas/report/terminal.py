@@ -264,6 +264,14 @@ def _cross_rank_section(console: Console, report: Report, view: ReportView) -> N
     print_cross_rank(console, getattr(report, "cross_rank", None), report.analysis.facts, top=view.top)
 
 
+def _memory_section(console: Console, report: Report, view: ReportView) -> None:
+    from kernel_atlas.report.memory_view import print_memory
+
+    print_memory(console, report.analysis.facts.get("memory"), top=min(view.top, 8), wide=view.wide)
+    for warning in report.analysis.facts.get("memory_warnings", []):
+        _text(console, f"[yellow]{esc(warning)}[/]")
+
+
 def _report_files_section(console: Console, report: Report, view: ReportView) -> None:
     _files_line(console, report.files)
 
@@ -277,6 +285,7 @@ REPORT_SECTIONS: list[Callable[[Console, Report, ReportView], None]] = [
     _no_cost_section,
     _waits_section,
     _cross_rank_section,
+    _memory_section,
     _report_files_section,
 ]
 

@@ -1,0 +1,138 @@
+"""The memory analysis in the terminal and in report.html (numbers from `analysis.memory`)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from rich.console import Console
+
+from kernel_atlas.analysis.memory import BEFORE_WINDOW, MemoryReport, live_by_module
+from kernel_atlas.report.fit import Column, print_table
+from kernel_atlas.report.markup import esc
+from kernel_atlas.report.units import fmt_bytes, fmt_pct, fmt_us
+
+TITLE = "GPU memory"
+NO_EVENTS = "no [memory] events in the trace (profile with profile_memory=True to see where the memory goes)"
+HOLDER_COLUMNS = [Column("live"), Column("%"), Column("blocks", drop=1), Column("holder", justify="left", flex=1)]
+
+
+def _where(entry: dict[str, Any], several: bool) -> str:
+    return f"rank {entry['rank']} {entry['device']}" if several else str(entry["device"])
+
+
+def peak_line(entry: dict[str, Any], origin_us: float | None = None, several: bool = False) -> str:
+    """`cuda:0 peak 96.6 MiB allocated at 3.88 ms, 116.0 MiB reserved; baseline 87.1 MiB …`."""
+    where = _where(entry, several)
+    if entry.get("peak_allocated_bytes") is None:
+        return f"{where}: {entry['note']}; largest rise {fmt_bytes(entry.get('peak_change_bytes'))}"
+    at = "" if origin_us is None else f" at {fmt_us(entry['peak_ts_us'] - origin_us)}"
+    at += "" if entry.get("peak_step") is None else f" in step {entry['peak_step']}"
+    reserved = entry.get("peak_reserved_bytes")
+    text = f"{where} peak {fmt_bytes(entry['peak_allocated_bytes'])} allocated{at}"
+    text += f", {fmt_bytes(reserved)} reserved" if reserved is not None else ""
+    text += (
+        f"; baseline {fmt_bytes(entry['baseline_bytes'])}, live at the peak {fmt_bytes(entry['live_at_peak_bytes'])}"
+    )
+    never = entry["never_freed"]
+    if never["blocks"]:
+        text += f"; {never['blocks']:,} blocks ({fmt_bytes(never['bytes'])}) never freed in the window"
+    return text
+
+
+def _holder_rows(holders: list[dict[str, Any]], top: int) -> list[list[str]]:
+    return [
+        [fmt_bytes(h["bytes"]), fmt_pct(h["pct"]), "–" if h["blocks"] is None else f"{h['blocks']:,}", h["name"]]
+        for h in holders[:top]
+    ]
+
+
+def print_memory(console: Console, entries: list[dict[str, Any]] | None, top: int = 8, wide: bool = False) -> None:
+    """The peak of each device (host memory in one line each), then what holds the GPU peaks."""
+    if entries is None:
+        return
+    console.print(f"[bold]{TITLE}[/]", highlight=False)
+    if not entries:
+        console.print(esc(NO_EVENTS), highlight=False)
+        return
+    several = len({(e["trace"], e["rank"]) for e in entries}) > 1
+    for entry in entries:
+        console.print(esc(("host " if entry["host"] else "") + peak_line(entry, several=several)), highlight=False)
+    for entry in (e for e in entries if not e["host"] and e.get("holders")):
+        title = f"What holds the peak of {_where(entry, several)}, by nn.Module"
+        print_table(console, HOLDER_COLUMNS, _holder_rows(entry["holders"]["module"], top), title, wide)
+        by_op = ", ".join(f"{h['name']} {fmt_bytes(h['bytes'])}" for h in entry["holders"]["op"][:4])
+        console.print(esc(f"by op: {by_op}"), highlight=False)
+
+
+def _entry_html(entry: dict[str, Any], several: bool) -> str:
+    parts = [f"<p>{html.escape(peak_line(entry, several=several))}</p>"]
+    for key, label in (("module", "nn.Module"), ("op", "CPU op"), ("size_class", "size class")):
+        rows = "".join(
+            f"<tr><td>{fmt_bytes(h['bytes'])}</td><td>{fmt_pct(h['pct'])}</td><td>{html.escape(h['name'])}</td></tr>"
+            for h in entry.get("holders", {}).get(key, [])
+        )
+        if rows:
+            parts.append(
+                f"<h4>Live at the peak by {label}</h4>"
+                f"<table><tr><th>live</th><th>%</th><th>{label}</th></tr>{rows}</table>"
+            )
+    return "".join(parts)
+
+
+def timeline_figure(frame: Any, device: str) -> go.Figure:
+    """Allocated (stacked by holder) and reserved bytes after each event around the peak."""
+    fig = go.Figure()
+    origin = float(frame["ts_us"].iloc[0])
+    x = (frame["ts_us"] - origin) / 1e3
+    holders = [c for c in frame.columns if c not in ("ts_us", "total_allocated", "total_reserved")]
+    for name in holders:
+        if not frame[name].any():
+            continue
+        fig.add_trace(
+            go.Scatter(x=x, y=frame[name] / 2**20, name=name, stackgroup="live", line={"shape": "hv", "width": 0})
+        )
+    for column, dash in (("total_allocated", "solid"), ("total_reserved", "dot")):
+        shown = frame[column] >= 0
+        if column == "total_reserved" and not (frame[column] > 0).any():
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=x[shown],
+                y=frame[column][shown] / 2**20,
+                name=column.replace("_", " "),
+                line={"shape": "hv", "color": "black", "dash": dash, "width": 1},
+            )
+        )
+    fig.update_layout(
+        title=f"{device}: memory around the peak (MiB; stacked: live by nn.Module, {BEFORE_WINDOW} at the bottom)",
+        xaxis_title="ms from the first event shown",
+        yaxis_title="MiB",
+        height=460,
+    )
+    return fig
+
+
+def memory_html(memory: MemoryReport | None) -> str:
+    """The report.html section (plotly.js is already on the page)."""
+    head = f"<h2 id='memory'>{TITLE}</h2>"
+    if memory is None or not memory.entries:
+        return f"{head}<p>{html.escape(NO_EVENTS)}</p>"
+    several = len(memory.events) > 1
+    parts = [head]
+    for entry in memory.entries:
+        key = (entry["trace"], entry["rank"])
+        parts.append(f"<h3>{html.escape(_where(entry, several))}</h3>")
+        parts.append(_entry_html(entry, several))
+        if entry["host"] or entry.get("peak_allocated_bytes") is None:
+            continue
+        frame = live_by_module(memory.events[key], memory.by_trace[key], entry["device"])
+        if len(frame):
+            div_id = f"memory-{entry['rank']}-{entry['device'].replace(':', '-')}"
+            div = pio.to_html(
+                timeline_figure(frame, entry["device"]), full_html=False, include_plotlyjs=False, div_id=div_id
+            )
+            parts.append(f"<div class='fig'>{div}</div>")
+    return "".join(parts)
