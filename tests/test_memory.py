@@ -212,3 +212,42 @@ def test_forgiving_decode_keeps_memory_events(tmp_path: Path) -> None:
 def test_trace_without_memory_events(tmp_path: Path) -> None:
     result = ingest_trace(_write(tmp_path, [*RANGES, KERNEL]), workers=1)
     assert result.memory is None and result.facts["memory_events"] == 0
+
+
+def _shifted_d(extra: int) -> list[dict[str, Any]]:
+    """MEMORY with allocation D `extra` bytes larger: every total from D on grows by `extra`."""
+    events = []
+    for event in MEMORY:
+        args = dict(event["args"])
+        if event["ts"] - BASE >= 550 and args["Device Type"] == 1:
+            args["Total Allocated"] += extra
+            args["Bytes"] += extra if event["ts"] - BASE == 550 else 0
+        events.append({**event, "args": args})
+    return events
+
+
+def test_diff_compares_peaks_and_holders(tmp_path: Path) -> None:
+    from kernel_atlas.analysis.memory import compare_memory, run_memory
+    from kernel_atlas.report.diff import diff_runs
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    write_outputs(ingest_trace(_write(tmp_path / "a", [*RANGES, KERNEL, *MEMORY]), workers=1), tmp_path / "a.atlas")
+    write_outputs(
+        ingest_trace(_write(tmp_path / "b", [*RANGES, KERNEL, *_shifted_d(200)]), workers=1), tmp_path / "b.atlas"
+    )
+    gpu, host = diff_runs(tmp_path / "a.atlas", tmp_path / "b.atlas").memory
+    # B: D is 700 bytes, so its peak (still at D) is 1650 + 200
+    assert (gpu["a_peak_allocated_bytes"], gpu["b_peak_allocated_bytes"], gpu["delta_peak_allocated_bytes"]) == (
+        1650,
+        1850,
+        200,
+    )
+    assert gpu["delta_peak_reserved_bytes"] == 0 and gpu["delta_baseline_bytes"] == 0
+    assert gpu["holders"][0] == {"module": NO_MODULE, "a_bytes": 500, "b_bytes": 700, "delta_bytes": 200}
+    assert all(h["delta_bytes"] == 0 for h in gpu["holders"][1:])
+    assert host["host"] and host["delta_peak_allocated_bytes"] == 0
+    same = compare_memory(
+        run_memory(tmp_path / "a.atlas", json.loads((tmp_path / "a.atlas" / SUMMARY).read_text())), []
+    )
+    assert same[0]["b_peak_allocated_bytes"] is None and same[0]["delta_peak_allocated_bytes"] is None

@@ -351,3 +351,52 @@ def live_by_module(
     frame.insert(1, "total_allocated", allocated[lo:hi])
     frame.insert(2, "total_reserved", events["total_reserved"].to_numpy()[rows[lo:hi]])
     return frame
+
+
+def _keyed(entries: list[dict[str, Any]]) -> dict[tuple[int, bool, int], dict[str, Any]]:
+    """Entries by (rank, host, n-th device of its kind on the rank): devices of two runs pair up
+    in order even when their names differ (cuda:0 and hip:0)."""
+    keyed: dict[tuple[int, bool, int], dict[str, Any]] = {}
+    for entry in entries:
+        n = sum(1 for k in keyed if k[:2] == (entry["rank"], entry["host"]))
+        keyed[(entry["rank"], entry["host"], n)] = entry
+    return keyed
+
+
+def _holder_changes(a: dict[str, Any] | None, b: dict[str, Any] | None, top: int) -> list[dict[str, Any]]:
+    """Bytes at the peak per module in A and B (the top holders of either), largest change first."""
+
+    def of(entry: dict[str, Any] | None) -> dict[str, int]:
+        return {h["name"]: h["bytes"] for h in (entry or {}).get("holders", {}).get("module", [])}
+
+    held_a, held_b = of(a), of(b)
+    names = list(dict.fromkeys([*held_a, *held_b]))
+    rows = [{"module": n, "a_bytes": held_a.get(n), "b_bytes": held_b.get(n)} for n in names]
+    for row in rows:
+        row["delta_bytes"] = (row["b_bytes"] or 0) - (row["a_bytes"] or 0)
+    rows.sort(key=lambda r: -abs(r["delta_bytes"]))
+    return rows[:top]
+
+
+def compare_memory(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = TOP) -> list[dict[str, Any]]:
+    """Per device of run A and run B: the peaks, the baselines and the change, and the modules
+    holding the peaks (a holder outside one run's top holders counts as absent there)."""
+    keyed_a, keyed_b = _keyed(a), _keyed(b)
+    rows = []
+    for key in sorted(set(keyed_a) | set(keyed_b)):
+        ea, eb = keyed_a.get(key), keyed_b.get(key)
+        row: dict[str, Any] = {"rank": key[0], "host": key[1]}
+        row["device_a"], row["device_b"] = (e["device"] if e else None for e in (ea, eb))
+        for field_name in ("peak_allocated_bytes", "peak_reserved_bytes", "baseline_bytes"):
+            va, vb = ((e or {}).get(field_name) for e in (ea, eb))
+            row[f"a_{field_name}"], row[f"b_{field_name}"] = va, vb
+            row[f"delta_{field_name}"] = vb - va if va is not None and vb is not None else None
+        row["holders"] = _holder_changes(ea, eb, top)
+        rows.append(row)
+    return rows
+
+
+def run_memory(out_dir: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """report.json `memory` of an ingest output, computed afresh (`atlas diff`)."""
+    events = read_memory_events(out_dir, summary, summary.get("run_id"))
+    return analyse_memory(events).entries if events else []

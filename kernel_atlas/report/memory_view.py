@@ -136,3 +136,35 @@ def memory_html(memory: MemoryReport | None) -> str:
             )
             parts.append(f"<div class='fig'>{div}</div>")
     return "".join(parts)
+
+
+def _signed_bytes(n: int | None) -> str:
+    return "–" if n is None else ("+" if n > 0 else "") + fmt_bytes(n)
+
+
+DIFF_COLUMNS = [Column("Δ"), Column("A"), Column("B"), Column("module", justify="left", flex=1, middle=True)]
+
+
+def print_memory_diff(console: Console, rows: list[dict[str, Any]], top: int = 10, wide: bool = False) -> None:
+    """`atlas diff`: the memory peaks of A and B per device, and the modules whose share changed."""
+    if not rows:
+        return
+    console.print(f"[bold]{TITLE}: A → B[/]", highlight=False)
+    for row in rows:
+        names = row["device_a"] if row["device_a"] == row["device_b"] else f"{row['device_a']} → {row['device_b']}"
+        where = ("host " if row["host"] else "") + f"rank {row['rank']} {names}"
+        parts = []
+        for key, label in (("peak_allocated_bytes", "peak"), ("peak_reserved_bytes", "reserved")):
+            a, b, delta = row[f"a_{key}"], row[f"b_{key}"], row[f"delta_{key}"]
+            if a is not None or b is not None:
+                parts.append(f"{label} {fmt_bytes(a)} → {fmt_bytes(b)} ({_signed_bytes(delta)})")
+        console.print(esc(f"{where}: {'; '.join(parts) or 'no totals in either run'}"), highlight=False)
+        if row["host"] or not row["holders"]:
+            continue
+        cells = [
+            [_signed_bytes(h["delta_bytes"]), fmt_bytes(h["a_bytes"]), fmt_bytes(h["b_bytes"]), h["module"]]
+            for h in row["holders"][:top]
+            if h["delta_bytes"]
+        ]
+        if cells:
+            print_table(console, DIFF_COLUMNS, cells, f"What holds the peak, A → B ({names}, by nn.Module)", wide)

@@ -449,4 +449,7 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
         if len(rows):
             title = f"{title}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())}"
             _diff_table(console, rows.head(top), "kernel", title, wide)
+    from kernel_atlas.report.memory_view import print_memory_diff
+
+    print_memory_diff(console, getattr(diff, "memory", []), top=top, wide=wide)
     _files_line(console, files)
