@@ -72,16 +72,18 @@ def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
     ts = events["ts_us"].to_numpy()
     frame = pd.DataFrame(
         {
-            "device": events["device"].take(rows).to_numpy(),
             "addr": addr[np.r_[allocs, early]],
             "bytes": np.abs(b[np.r_[allocs, early]]),
             "alloc_ts_us": np.where(alloc_event >= 0, ts[np.maximum(alloc_event, 0)], np.nan),
             "free_ts_us": np.where(free_event >= 0, ts[np.maximum(free_event, 0)], np.nan),
         }
     )
-    for column in ("op", "module", "call_stack"):  # of the allocating event; none before the window
-        values = events[column].take(rows).to_numpy()
-        frame[column] = pd.Categorical(np.where(alloc_event >= 0, values, None))
+    for column in ("device", "op", "module", "call_stack"):  # of the allocating event; none before the window
+        values = events[column].array
+        codes = np.asarray(values.codes)[rows]
+        if column != "device":
+            codes = np.where(alloc_event >= 0, codes, -1)
+        frame[column] = pd.Categorical.from_codes(codes, dtype=values.dtype)
     frame["step"] = np.where(alloc_event >= 0, events["step"].to_numpy()[rows], -1)
     frame["alloc_event"], frame["free_event"] = alloc_event, free_event
     return frame.sort_values(["alloc_event", "free_event"], kind="stable", ignore_index=True)

@@ -48,13 +48,13 @@ EVENT_COLUMNS = (
 def device_names(device_type: np.ndarray, device_id: np.ndarray) -> pd.Categorical:
     """`cuda:0`, `hip:1`, `cpu` … per event (c10 device types named in catalogs/memory.toml)."""
     kinds = {int(k): v for k, v in read_toml("memory.toml")["device_types"].items()}
-    pairs = np.stack([device_type, device_id], axis=1)
-    unique, inverse = np.unique(pairs, axis=0, return_inverse=True)
+    codes, unique = pd.factorize(device_type * (1 << 32) + (device_id + 1))  # ids ≥ -1, types < 2^31
     labels = []
-    for kind, index in unique.tolist():
+    for key in unique.tolist():
+        kind, index = key >> 32, (key & 0xFFFFFFFF) - 1
         name = kinds.get(kind, f"device_type{kind}")
         labels.append(name if index < 0 else f"{name}:{index}")
-    return categorical(inverse.reshape(-1).astype(np.int64), labels)
+    return categorical(codes.astype(np.int64), labels)
 
 
 def _last_started(
