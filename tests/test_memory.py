@@ -251,3 +251,26 @@ def test_diff_compares_peaks_and_holders(tmp_path: Path) -> None:
         run_memory(tmp_path / "a.atlas", json.loads((tmp_path / "a.atlas" / SUMMARY).read_text())), []
     )
     assert same[0]["b_peak_allocated_bytes"] is None and same[0]["delta_peak_allocated_bytes"] is None
+
+
+def test_fleet_ingest_writes_and_replaces_memory_events(tmp_path: Path) -> None:
+    from kernel_atlas.ingest.fleet import ingest_fleet
+
+    out = tmp_path / "out"
+    ingest_fleet([str(_write(tmp_path, [*RANGES, KERNEL, *MEMORY]))], str(out))
+    (trace,) = json.loads((out / SUMMARY).read_text())["traces"]
+    assert trace["memory_events"] == len(MEMORY)
+    assert (out / trace["memory_file"]).is_file()
+    no_memory = tmp_path / "plain"
+    no_memory.mkdir()
+    ingest_fleet([str(_write(no_memory, [*RANGES, KERNEL]))], str(out))  # a new run into the same folder
+    assert not (out / "memory_events.parquet").exists()  # the previous run's events are gone
+    assert "memory_file" not in json.loads((out / SUMMARY).read_text())["traces"][0]
+
+
+def test_memory_file_of_another_run_is_refused(ingested_run: Path, tmp_path: Path) -> None:
+    from kernel_atlas.errors import AtlasError
+
+    summary = json.loads((ingested_run / SUMMARY).read_text())
+    with pytest.raises(AtlasError, match="not from the ingest run"):
+        read_memory_events(ingested_run, summary, "another-run")
