@@ -194,7 +194,8 @@ def test_report_writes_memory_outputs(ingested_run: Path) -> None:
     table = pd.read_parquet(ingested_run / "memory.parquet")
     assert len(table) == 7 and int(table["bytes"].sum()) == 100 + 50 + 200 + 300 + 500 + 400 + 16
     assert {"device", "addr", "bytes", "alloc_ts_us", "free_ts_us", "op", "module", "call_stack", "step"} <= set(table)
-    assert "id='memory'" in (ingested_run / "report.html").read_text()
+    page = (ingested_run / "report.html").read_text()
+    assert "id='memory'" in page and 'id="memory-timeline-0"' in page  # the timeline of cuda:0
     assert report.memory is not None
 
 

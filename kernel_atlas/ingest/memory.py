@@ -48,11 +48,14 @@ EVENT_COLUMNS = (
 def device_names(device_type: np.ndarray, device_id: np.ndarray) -> pd.Categorical:
     """`cuda:0`, `hip:1`, `cpu` … per event (c10 device types named in catalogs/memory.toml)."""
     kinds = {int(k): v for k, v in read_toml("memory.toml")["device_types"].items()}
-    codes, unique = pd.factorize(device_type * (1 << 32) + (device_id + 1))  # ids ≥ -1, types < 2^31
+    # one int64 key per (type, id); values no device has (hostile input) become unknown (-1)
+    device_type = np.where((device_type >= 0) & (device_type < 1 << 20), device_type, -1)
+    device_id = np.where((device_id >= -1) & (device_id < 1 << 31), device_id, -1)
+    codes, unique = pd.factorize(device_type * (1 << 32) + (device_id + 1))
     labels = []
     for key in unique.tolist():
         kind, index = key >> 32, (key & 0xFFFFFFFF) - 1
-        name = kinds.get(kind, f"device_type{kind}")
+        name = kinds.get(kind, f"device_type{kind}" if kind >= 0 else "unknown")
         labels.append(name if index < 0 else f"{name}:{index}")
     return categorical(codes.astype(np.int64), labels)
 

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import plotly.graph_objects as go
-import plotly.io as pio
 from rich.console import Console
 
 from kernel_atlas.analysis.memory import BEFORE_WINDOW, MemoryReport, live_by_module
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.units import fmt_bytes, fmt_pct, fmt_us
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 TITLE = "GPU memory"
 NO_EVENTS = "no [memory] events in the trace (profile with profile_memory=True to see where the memory goes)"
@@ -84,6 +85,8 @@ def _entry_html(entry: dict[str, Any], several: bool) -> str:
 
 def timeline_figure(frame: Any, device: str) -> go.Figure:
     """Allocated (stacked by holder) and reserved bytes after each event around the peak."""
+    import plotly.graph_objects as go  # here: the terminal report does not need plotly
+
     fig = go.Figure()
     origin = float(frame["ts_us"].iloc[0])
     x = (frame["ts_us"] - origin) / 1e3
@@ -117,12 +120,14 @@ def timeline_figure(frame: Any, device: str) -> go.Figure:
 
 def memory_html(memory: MemoryReport | None) -> str:
     """The report.html section (plotly.js is already on the page)."""
+    import plotly.io as pio
+
     head = f"<h2 id='memory'>{TITLE}</h2>"
     if memory is None or not memory.entries:
         return f"{head}<p>{html.escape(NO_EVENTS)}</p>"
     several = len(memory.events) > 1
     parts = [head]
-    for entry in memory.entries:
+    for n, entry in enumerate(memory.entries):
         key = (entry["trace"], entry["rank"])
         parts.append(f"<h3>{html.escape(_where(entry, several))}</h3>")
         parts.append(_entry_html(entry, several))
@@ -130,7 +135,7 @@ def memory_html(memory: MemoryReport | None) -> str:
             continue
         frame = live_by_module(memory.events[key], memory.by_trace[key], entry["device"])
         if len(frame):
-            div_id = f"memory-{entry['rank']}-{entry['device'].replace(':', '-')}"
+            div_id = f"memory-timeline-{n}"  # entries may share rank and device (traces of one rank)
             div = pio.to_html(
                 timeline_figure(frame, entry["device"]), full_html=False, include_plotlyjs=False, div_id=div_id
             )
