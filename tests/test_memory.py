@@ -275,3 +275,20 @@ def test_memory_file_of_another_run_is_refused(ingested_run: Path, tmp_path: Pat
     summary = json.loads((ingested_run / SUMMARY).read_text())
     with pytest.raises(AtlasError, match="not from the ingest run"):
         read_memory_events(ingested_run, summary, "another-run")
+
+
+def test_odd_instants_cost_nothing(tmp_path: Path) -> None:
+    """Instants are read leniently: odd fields on other instants change nothing; a `[memory]` event
+    whose time or args cannot be used is left out or loses only the unusable field, counted."""
+    from kernel_atlas.ingest.events import decode_slice
+
+    odd = [
+        {"ph": "i", "name": 5, "cat": 3, "ts": "soon", "pid": 1.5, "args": [1]},  # not a memory event
+        {**MEMORY[0], "ts": "soon"},  # no usable time: left out
+        {**MEMORY[1], "args": {**MEMORY[1]["args"], "Addr": 2**70}},  # beyond int64: the address alone is lost
+        {**MEMORY[2], "args": [1]},  # args not an object
+    ]
+    part = decode_slice(json.dumps([*RANGES, *odd]).encode())
+    assert part.memory["bytes"].tolist() == [200, 0] and part.memory["addr"].tolist() == [-1, -1]
+    assert part.ignored == {"memory events without a ts": 1, "Addr": 1, "args": 1}
+    assert len(part.ts) == len(RANGES)  # the host ranges of the slice are all there

@@ -129,15 +129,20 @@ MEMORY_FIELDS = ("addr", "bytes", "total_allocated", "total_reserved", "device_t
 _memory_fields = attrgetter(*MEMORY_FIELDS)
 
 
+# Instants other than `[memory]` are not read: any JSON scalar in their fields (and any `args`) is taken
+# as it is, so that an odd one never costs its slice the fast path.
+_Scalar = str | int | float | bool | None
+
+
 class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):
     """An instant ("i") event; `cat` defaults to Kineto's (PyTorch 1.9 wrote none)."""
 
-    cat: str = "cpu_instant_event"
-    name: str = ""
-    pid: Int | str = 0
-    tid: Int | str = 0
-    ts: float = NAN
-    args: MemoryArgs = _NO_MEMORY_ARGS
+    cat: _Scalar = "cpu_instant_event"
+    name: _Scalar = ""
+    pid: _Scalar = 0
+    tid: _Scalar = 0
+    ts: _Scalar = NAN
+    args: msgspec.Raw = _EMPTY
 
 
 # Every other phase of the Trace Event Format: no fields, so the decoder only skips them;
@@ -630,23 +635,29 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
 def _memory_columns(
     events: Sequence[Any], instant: np.ndarray, forgiving: bool, ignored: Counter[str]
 ) -> tuple[dict[str, np.ndarray], list[tuple[int | str, int | str]]]:
-    """Columns of the `[memory]` instant events (an untimed one is left out, counted)."""
+    """Columns of the `[memory]` instant events (an untimed one is left out, counted); their `args`
+    are decoded here, typed, else key by key."""
     chosen = [e for e in compress(events, instant.tolist()) if e.name == MEMORY_EVENT]
     # only instants are memory events (a complete event may share the category)
     chosen = [e for e in chosen if e.ph == "i"] if forgiving else [e for e in chosen if type(e) is Instant]
-    ts = np.fromiter([e.ts for e in chosen], np.float64, len(chosen))
+    ts = np.fromiter([e.ts if type(e.ts) in (int, float) else NAN for e in chosen], np.float64, len(chosen))
     if not np.isfinite(ts).all():
         ignored["memory events without a ts"] += int((~np.isfinite(ts)).sum())
         chosen = list(compress(chosen, np.isfinite(ts).tolist()))
         ts = ts[np.isfinite(ts)]
     n = len(chosen)
-    args = [_forgiving_memory_args(e.args, ignored) for e in chosen] if forgiving else [e.args for e in chosen]
+    args = [_forgiving_memory_args(e.args, ignored) for e in chosen]
     values = np.fromiter(chain.from_iterable([_memory_fields(a) for a in args]), np.int64, n * len(MEMORY_FIELDS))
     columns = dict(zip(MEMORY_FIELDS, values.reshape(n, len(MEMORY_FIELDS)).T, strict=True))
     threads = _numbering()
-    columns["thread"] = np.fromiter([threads[e.pid, e.tid] for e in chosen], np.int64, n)
+    columns["thread"] = np.fromiter([threads[_thread_id(e.pid), _thread_id(e.tid)] for e in chosen], np.int64, n)
     columns["ts"] = ts
     return columns, list(threads)
+
+
+def _thread_id(value: object) -> int | str:
+    """A pid or tid as the host ranges' (an int or a string; anything else: -1)."""
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else -1
 
 
 def _forgiving_memory_args(raw: msgspec.Raw, ignored: Counter[str]) -> MemoryArgs:
@@ -657,7 +668,10 @@ def _forgiving_memory_args(raw: msgspec.Raw, ignored: Counter[str]) -> MemoryArg
         return _MEMORY_ARGS.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
         pass
-    loose = _loose_args(raw) or {}
+    loose = _loose_args(raw)
+    if loose is None:
+        ignored["args"] += 1
+        return _NO_MEMORY_ARGS
     values = {}
     for info in msgspec.structs.fields(MemoryArgs):
         value = _loose_int(loose.get(info.encode_name)) if info.encode_name in loose else info.default
