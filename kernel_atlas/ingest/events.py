@@ -166,6 +166,7 @@ _TAGGED_LIST = msgspec.json.Decoder(list[Union[(Complete, Instant, *_OTHERS)]]) 
 _EVENT_LIST = msgspec.json.Decoder(list[Event])
 _ARGS = msgspec.json.Decoder(Args)
 _MEMORY_ARGS = msgspec.json.Decoder(MemoryArgs)
+_MEMORY_ARGS_LIST = msgspec.json.Decoder(list[MemoryArgs])
 _ANY = msgspec.json.Decoder()
 _AT = re.compile(r"`\$\[(\d+)\]")
 
@@ -646,13 +647,27 @@ def _memory_columns(
         chosen = list(compress(chosen, np.isfinite(ts).tolist()))
         ts = ts[np.isfinite(ts)]
     n = len(chosen)
-    args = [_forgiving_memory_args(e.args, ignored) for e in chosen]
+    args = _memory_args([e.args for e in chosen], ignored)
     values = np.fromiter(chain.from_iterable([_memory_fields(a) for a in args]), np.int64, n * len(MEMORY_FIELDS))
     columns = dict(zip(MEMORY_FIELDS, values.reshape(n, len(MEMORY_FIELDS)).T, strict=True))
     threads = _numbering()
-    columns["thread"] = np.fromiter([threads[_thread_id(e.pid), _thread_id(e.tid)] for e in chosen], np.int64, n)
+    if any(type(e.pid) not in _ID_TYPES or type(e.tid) not in _ID_TYPES for e in chosen):
+        columns["thread"] = np.fromiter([threads[_thread_id(e.pid), _thread_id(e.tid)] for e in chosen], np.int64, n)
+    else:
+        columns["thread"] = np.fromiter([threads[e.pid, e.tid] for e in chosen], np.int64, n)
     columns["ts"] = ts
     return columns, list(threads)
+
+
+_ID_TYPES = (int, str)
+
+
+def _memory_args(raws: list[msgspec.Raw], ignored: Counter[str]) -> list[MemoryArgs]:
+    """The args of memory events: all in one typed decode, else each on its own, forgivingly."""
+    try:
+        return _MEMORY_ARGS_LIST.decode(b"[" + b",".join(raw or b"{}" for raw in raws) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return [_forgiving_memory_args(raw, ignored) for raw in raws]
 
 
 def _thread_id(value: object) -> int | str:
