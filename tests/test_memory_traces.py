@@ -41,6 +41,8 @@ def test_peak_equals_largest_total(stem: str, device: str) -> None:
     )
     held = entry["baseline_bytes"] - entry["baseline_freed_before_peak_bytes"]
     assert abs(held + entry["live_at_peak_bytes"] - peak) <= 0.005 * peak
+    for holders in entry["holders"].values():  # every byte of the peak has a holder (or a reason why not)
+        assert sum(h["bytes"] for h in holders) == held + entry["live_at_peak_bytes"]
 
 
 @pytest.mark.parametrize(("stem", "device"), sorted(PEAK_ONLY))

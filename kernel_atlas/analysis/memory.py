@@ -101,16 +101,23 @@ def size_class(nbytes: np.ndarray) -> np.ndarray:
 
 
 def _holders(live: pd.DataFrame, key: pd.Series, baseline_held: int, peak: int) -> list[dict[str, Any]]:
-    """Bytes live at the peak per value of `key`, largest first (top `TOP`), with what was allocated
-    before the window as a holder of its own."""
+    """Bytes live at the peak per value of `key`, largest first, with what was allocated before the
+    window as a holder of its own; past `TOP`, the rest in one row (so the rows sum to the peak)."""
     grouped = live.groupby(key.to_numpy(), sort=False)["bytes"].agg(["sum", "size"])
     rows = [{"name": str(k), "bytes": int(r["sum"]), "blocks": int(r["size"])} for k, r in grouped.iterrows()]
     if baseline_held:
         rows.append({"name": BEFORE_WINDOW, "bytes": int(baseline_held), "blocks": None})
     rows.sort(key=lambda r: -r["bytes"])
+    if len(rows) > TOP:
+        rest = rows[TOP - 1 :]
+        blocks = sum(r["blocks"] or 0 for r in rest)
+        rows = [
+            *rows[: TOP - 1],
+            {"name": f"({len(rest)} others)", "bytes": sum(r["bytes"] for r in rest), "blocks": blocks},
+        ]
     for row in rows:
         row["pct"] = 100.0 * row["bytes"] / peak if peak else None
-    return rows[:TOP]
+    return rows
 
 
 def _allocation_records(rows: pd.DataFrame, top: int = TOP) -> list[dict[str, Any]]:
