@@ -650,16 +650,13 @@ def _memory_columns(
     args = _memory_args([e.args for e in chosen], ignored)
     values = np.fromiter(chain.from_iterable([_memory_fields(a) for a in args]), np.int64, n * len(MEMORY_FIELDS))
     columns = dict(zip(MEMORY_FIELDS, values.reshape(n, len(MEMORY_FIELDS)).T, strict=True))
+    raw_threads = _numbering()  # (pid, tid) as written, then as the host ranges' (a few distinct ones)
+    codes = np.fromiter([raw_threads[e.pid, e.tid] for e in chosen], np.int64, n)
     threads = _numbering()
-    if any(type(e.pid) not in _ID_TYPES or type(e.tid) not in _ID_TYPES for e in chosen):
-        columns["thread"] = np.fromiter([threads[_thread_id(e.pid), _thread_id(e.tid)] for e in chosen], np.int64, n)
-    else:
-        columns["thread"] = np.fromiter([threads[e.pid, e.tid] for e in chosen], np.int64, n)
+    remap = np.array([threads[_thread_id(pid), _thread_id(tid)] for pid, tid in raw_threads], np.int64)
+    columns["thread"] = remap[codes] if n else codes
     columns["ts"] = ts
     return columns, list(threads)
-
-
-_ID_TYPES = (int, str)
 
 
 def _memory_args(raws: list[msgspec.Raw], ignored: Counter[str]) -> list[MemoryArgs]:
