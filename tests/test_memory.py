@@ -292,3 +292,32 @@ def test_odd_instants_cost_nothing(tmp_path: Path) -> None:
     assert part.memory["bytes"].tolist() == [200, 0] and part.memory["addr"].tolist() == [-1, -1]
     assert part.ignored == {"memory events without a ts": 1, "Addr": 1, "args": 1}
     assert len(part.ts) == len(RANGES)  # the host ranges of the slice are all there
+
+
+def test_memory_file_outside_the_folder_is_refused(ingested_run: Path) -> None:
+    from kernel_atlas.errors import AtlasError
+
+    summary = json.loads((ingested_run / SUMMARY).read_text())
+    summary["traces"][0]["memory_file"] = "../elsewhere.parquet"
+    with pytest.raises(AtlasError, match=r"is not in memory_events\.parquet"):
+        read_memory_events(ingested_run, summary, summary["run_id"])
+
+
+def test_terminal_lines(ingested_run: Path) -> None:
+    from rich.console import Console
+
+    from kernel_atlas.report.memory_view import print_memory
+    from kernel_atlas.report.units import fmt_bytes
+
+    assert [fmt_bytes(n) for n in (512, 1536, 101305344, -2048)] == ["512 B", "1.50 KiB", "96.61 MiB", "−2.00 KiB"]
+    console = Console(width=200, record=True)
+    print_memory(console, analyse_memory(_events(ingested_run)).entries)
+    text = console.export_text()
+    # 1050 B live = 1.03 KiB; 4096 B reserved = 4.00 KiB; A2 + D never freed: 550 B
+    assert (
+        "cuda:0 peak 1.61 KiB allocated in step 3, 4.00 KiB reserved; baseline 1000 B, live at the peak 1.03 KiB; "
+        "2 blocks (550 B) never freed in the window" in text
+    )
+    assert "host cpu peak 16 B allocated in step 3; baseline 0 B, live at the peak 16 B" in text
+    (line,) = [row for row in text.splitlines() if row.endswith(BEFORE_WINDOW)]
+    assert line.split() == ["600", "B", "36.4%", "–", *BEFORE_WINDOW.split()]  # 600 / 1650

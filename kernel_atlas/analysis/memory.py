@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.memory import EVENT_COLUMNS
+from kernel_atlas.ingest.memory import EVENT_COLUMNS, MEMORY_EVENTS
 from kernel_atlas.ingest.outputs import SUMMARY, load_table, table_run
 from kernel_atlas.paths import read_toml
 
@@ -260,6 +260,10 @@ def read_memory_events(
         if not isinstance(name, str):
             continue
         path = out_dir / name
+        if not name.startswith(f"{MEMORY_EVENTS}/") or ".." in Path(name).parts:
+            raise AtlasError(
+                out_dir / SUMMARY, f"memory_file {name!r} is not in {MEMORY_EVENTS}: run `atlas ingest` again"
+            )
         if not path.is_file() or path.is_symlink():
             raise AtlasError(path, f"listed in {SUMMARY} but missing or not a regular file: run `atlas ingest` again")
         if run_id is not None and table_run(path) != run_id:
