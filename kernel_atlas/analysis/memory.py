@@ -86,7 +86,7 @@ def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
         frame[column] = pd.Categorical.from_codes(codes, dtype=values.dtype)
     frame["step"] = np.where(alloc_event >= 0, events["step"].to_numpy()[rows], -1)
     frame["alloc_event"], frame["free_event"] = alloc_event, free_event
-    return frame.sort_values(["alloc_event", "free_event"], kind="stable", ignore_index=True)
+    return frame[list(ALLOCATION_COLUMNS)].sort_values(["alloc_event", "free_event"], kind="stable", ignore_index=True)
 
 
 def size_classes() -> list[tuple[str, float]]:
