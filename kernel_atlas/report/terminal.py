@@ -112,8 +112,19 @@ def _graph_lines(facts: dict[str, Any]) -> list[str]:
     return ["  " + esc(line) for line in lines if line]
 
 
+def _memory_lines(facts: dict[str, Any]) -> list[str]:
+    count = facts.get("memory_events", 0)
+    return [f"  {count:,} memory events (`atlas report` shows where the GPU memory goes)"] if count else []
+
+
 # Lines printed per trace by `atlas ingest`, in order; each takes the trace's facts (summary.json).
-TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [_trace_header, _device_lines, _link_lines, _graph_lines]
+TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [
+    _trace_header,
+    _device_lines,
+    _link_lines,
+    _graph_lines,
+    _memory_lines,
+]
 
 
 _TRACES_SHOWN = 16  # traces described one by one in the ingest summary
