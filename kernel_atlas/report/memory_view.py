@@ -17,11 +17,12 @@ if TYPE_CHECKING:
 
 TITLE = "GPU memory"
 NO_EVENTS = "no [memory] events in the trace (profile with profile_memory=True to see where the memory goes)"
+_SHOWN, _HOLDER_TABLES = 8, 2  # device lines, and holder tables, of a multi-trace run (--wide: all)
 HOLDER_COLUMNS = [Column("live"), Column("%"), Column("blocks", drop=1), Column("holder", justify="left", flex=1)]
 
 
 def _where(entry: dict[str, Any], several: bool) -> str:
-    return f"rank {entry['rank']} {entry['device']}" if several else str(entry["device"])
+    return f"{entry['trace']} (rank {entry['rank']}) {entry['device']}" if several else str(entry["device"])
 
 
 def peak_line(entry: dict[str, Any], origin_us: float | None = None, several: bool = False) -> str:
@@ -59,9 +60,13 @@ def print_memory(console: Console, entries: list[dict[str, Any]] | None, top: in
         console.print(esc(NO_EVENTS), highlight=False)
         return
     several = len({(e["trace"], e["rank"]) for e in entries}) > 1
-    for entry in entries:
+    shown = entries if wide else entries[:_SHOWN]
+    for entry in shown:
         console.print(esc(("host " if entry["host"] else "") + peak_line(entry, several=several)), highlight=False)
-    for entry in (e for e in entries if not e["host"] and e.get("holders")):
+    if len(entries) > len(shown):
+        console.print(f"… and {len(entries) - len(shown):,} more (report.json `memory`; --wide shows all)")
+    gpus = [e for e in shown if not e["host"] and e.get("holders")]
+    for entry in gpus if wide else gpus[:_HOLDER_TABLES]:
         title = f"What holds the peak of {_where(entry, several)}, by nn.Module"
         print_table(console, HOLDER_COLUMNS, _holder_rows(entry["holders"]["module"], top), title, wide)
         by_op = ", ".join(f"{h['name']} {fmt_bytes(h['bytes'])}" for h in entry["holders"]["op"][:4])
