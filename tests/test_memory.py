@@ -321,3 +321,16 @@ def test_terminal_lines(ingested_run: Path) -> None:
     assert "host cpu peak 16 B allocated in step 3; baseline 0 B, live at the peak 16 B" in text
     (line,) = [row for row in text.splitlines() if row.endswith(BEFORE_WINDOW)]
     assert line.split() == ["600", "B", "36.4%", "–", *BEFORE_WINDOW.split()]  # 600 / 1650
+
+
+def test_memory_plot_renders(ingested_run: Path, tmp_path: Path) -> None:
+    from kernel_atlas.report.build import build_report
+    from tests.browser import Chromium
+
+    build_report(ingested_run)
+    with Chromium.start(tmp_path / "profile") as browser:
+        browser.open((ingested_run / "report.html").as_uri())
+        names = browser.evaluate("document.getElementById('memory-timeline-0').data.map(t => t.name)")
+        assert not browser.errors
+    # the pre-window holder, the three modules at the peak (no module, ReLU_0, Linear_0), then the totals
+    assert names == [BEFORE_WINDOW, NO_MODULE, "Net_0.ReLU_0", "Net_0.Linear_0", "total allocated", "total reserved"]
