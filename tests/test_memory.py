@@ -319,6 +319,8 @@ def test_terminal_lines(ingested_run: Path) -> None:
         "2 blocks (550 B) never freed in the window" in text
     )
     assert "host cpu peak 16 B allocated in step 3; baseline 0 B, live at the peak 16 B" in text
+    # 4096 − 1650 = 2446 B at the peak; largest 4096 − 1150 = 2946 B (after C, at 320)
+    assert "slack (reserved − allocated): 2.39 KiB at the peak, largest 2.88 KiB" in text
     (line,) = [row for row in text.splitlines() if row.endswith(BEFORE_WINDOW)]
     assert line.split() == ["600", "B", "36.4%", "–", *BEFORE_WINDOW.split()]  # 600 / 1650
 

@@ -71,6 +71,25 @@ def print_memory(console: Console, entries: list[dict[str, Any]] | None, top: in
         print_table(console, HOLDER_COLUMNS, _holder_rows(entry["holders"]["module"], top), title, wide)
         by_op = ", ".join(f"{h['name']} {fmt_bytes(h['bytes'])}" for h in entry["holders"]["op"][:4])
         console.print(esc(f"by op: {by_op}"), highlight=False)
+        for line in _slack_and_steps(entry):
+            console.print(esc(line), highlight=False)
+
+
+def _slack_and_steps(entry: dict[str, Any], steps_shown: int = 8) -> list[str]:
+    """Allocator slack (reserved − allocated) and the peak of each step, one line each."""
+    lines = []
+    slack = entry.get("slack") or {}
+    if slack:
+        lines.append(
+            f"slack (reserved − allocated): {fmt_bytes(slack['at_peak_bytes'])} at the peak, "
+            f"largest {fmt_bytes(slack['max_bytes'])}, time-weighted mean {fmt_bytes(slack['mean_bytes'])}"
+        )
+    steps = entry.get("steps") or []
+    if len(steps) > 1:
+        shown = ", ".join(f"{s['step']}: {fmt_bytes(s['peak_allocated_bytes'])}" for s in steps[:steps_shown])
+        more = f" … ({len(steps)} steps)" if len(steps) > steps_shown else ""
+        lines.append(f"peak per step: {shown}{more}")
+    return lines
 
 
 def _entry_html(entry: dict[str, Any], several: bool) -> str:
