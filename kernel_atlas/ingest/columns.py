@@ -22,6 +22,7 @@ from kernel_atlas.ingest.events import (
     GPU_KINDS,
     GPU_STRING_COLUMNS,
     KIND_NAMES,
+    MEMORY_FIELDS,
     PYTHON,
     RUNTIME,
     OpParams,
@@ -117,12 +118,27 @@ class GpuAnnotations:
 
 
 @dataclass
+class MemoryEvents:
+    """`[memory]` instant events in trace order: int64 `addr`, `bytes` (signed), `total_allocated`,
+    `total_reserved`, `device_type`, `device_id` (-1 absent), `thread` (code of (pid, tid), as
+    `HostTable.thread`) and float64 `ts` (µs)."""
+
+    columns: dict[str, np.ndarray] = field(
+        default_factory=lambda: {k: np.empty(0, v) for k, v in _MEMORY_DTYPES.items()}
+    )
+
+    def __len__(self) -> int:
+        return len(self.columns["ts"])
+
+
+@dataclass
 class TraceColumns:
     gpu: GpuTable
     host: HostTable
     gpu_steps: GpuAnnotations
     event_count: int
     ignored: dict[str, int] = field(default_factory=dict)  # what the decoder dropped (`SlicePart.ignored`)
+    memory: MemoryEvents = field(default_factory=lambda: MemoryEvents())
 
 
 def categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
@@ -191,6 +207,7 @@ class ColumnBuilder:
         self.param_sets, self.launch_kernels = _Table(), _Table()
         self.host = _Columns(_HOST_DTYPES)
         self.gpu = _Columns(_GPU_DTYPES)
+        self.memory = _Columns(_MEMORY_DTYPES)
         self.steps: list[np.ndarray] = []
         self.events = 0
         self.ignored: Counter[str] = Counter()
@@ -217,6 +234,9 @@ class ColumnBuilder:
             self.gpu.extend({k: strings[v] if k in GPU_STRING_COLUMNS else v for k, v in part.gpu.items()})
         if len(part.steps):
             self.steps.append(part.steps)
+        if len(part.memory.get("ts", ())):
+            threads = self.threads.remap(part.memory_threads)
+            self.memory.extend({k: threads[v] if k == "thread" else v for k, v in part.memory.items()})
 
     def build(self) -> TraceColumns:
         host = self.host.arrays()
@@ -241,6 +261,7 @@ class ColumnBuilder:
             ),
             event_count=self.events,
             ignored=dict(self.ignored),
+            memory=MemoryEvents(self.memory.arrays()),
         )
 
 
@@ -264,6 +285,8 @@ _GPU_DTYPES = {
     **dict.fromkeys(("in_nelems", "out_nelems", "group_size", "seq"), np.int64),
     **dict.fromkeys(GPU_STRING_COLUMNS, np.int64),
 }
+
+_MEMORY_DTYPES = {**dict.fromkeys((*MEMORY_FIELDS, "thread"), np.int64), "ts": np.float64}
 
 
 class _Columns:

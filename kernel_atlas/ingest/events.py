@@ -49,7 +49,9 @@ _HOST_FAMILY: dict[str, int] = {
 }
 _GPU_FAMILY = {name: 10 + i for i, name in enumerate(GPU_KINDS)}
 _GPU_STEP = 20
-_FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP}
+_INSTANT = 30  # instant ("i") events; `[memory]` ones become `SlicePart.memory`
+MEMORY_EVENT = "[memory]"
+_FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP, "cpu_instant_event": _INSTANT}
 
 _EMPTY = msgspec.Raw(b"")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -111,9 +113,41 @@ class Complete(_Fields, gc=False, tag_field="ph", tag="X"):
     args: Args = _NO_ARGS
 
 
+class MemoryArgs(msgspec.Struct, frozen=True, gc=False):
+    """The `args` of a `[memory]` instant event (profile_memory=True); -1 when absent."""
+
+    addr: Int = msgspec.field(default=-1, name="Addr")
+    bytes: Int = msgspec.field(default=0, name="Bytes")  # signed: a free is negative
+    total_allocated: Int = msgspec.field(default=-1, name="Total Allocated")
+    total_reserved: Int = msgspec.field(default=-1, name="Total Reserved")
+    device_type: Int = msgspec.field(default=-1, name="Device Type")
+    device_id: Int = msgspec.field(default=-1, name="Device Id")
+
+
+_NO_MEMORY_ARGS = MemoryArgs()
+MEMORY_FIELDS = ("addr", "bytes", "total_allocated", "total_reserved", "device_type", "device_id")
+_memory_fields = attrgetter(*MEMORY_FIELDS)
+
+
+# Instants other than `[memory]` are not read: any JSON scalar in their fields (and any `args`) is taken
+# as it is, so that an odd one never costs its slice the fast path.
+_Scalar = str | int | float | bool | None
+
+
+class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):
+    """An instant ("i") event; `cat` defaults to Kineto's (PyTorch 1.9 wrote none)."""
+
+    cat: _Scalar = "cpu_instant_event"
+    name: _Scalar = ""
+    pid: _Scalar = 0
+    tid: _Scalar = 0
+    ts: _Scalar = NAN
+    args: msgspec.Raw = _EMPTY
+
+
 # Every other phase of the Trace Event Format: no fields, so the decoder only skips them;
 # `cat` is a class attribute so that one pass over `e.cat` covers all events.
-_OTHER_PHASES = ("B", "E", "i", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O", "D", "M")
+_OTHER_PHASES = ("B", "E", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O", "D", "M")
 _OTHER_PHASES += ("V", "v", "R", "c", "(", ")", "=")
 _OTHERS = tuple(
     msgspec.defstruct(f"Phase{i}", [], tag_field="ph", tag=ph, gc=False, namespace={"cat": ""})
@@ -128,9 +162,11 @@ class Event(_Fields, gc=False):
     args: msgspec.Raw = _EMPTY
 
 
-_TAGGED_LIST = msgspec.json.Decoder(list[Union[(Complete, *_OTHERS)]])  # type: ignore[misc]
+_TAGGED_LIST = msgspec.json.Decoder(list[Union[(Complete, Instant, *_OTHERS)]])  # type: ignore[misc]
 _EVENT_LIST = msgspec.json.Decoder(list[Event])
 _ARGS = msgspec.json.Decoder(Args)
+_MEMORY_ARGS = msgspec.json.Decoder(MemoryArgs)
+_MEMORY_ARGS_LIST = msgspec.json.Decoder(list[MemoryArgs])
 _ANY = msgspec.json.Decoder()
 _AT = re.compile(r"`\$\[(\d+)\]")
 
@@ -200,6 +236,9 @@ class SlicePart:
     gpu_strings: list[str] = field(default_factory=list)
     # GPU-side `ProfilerStep#N` annotations: rows of (step, device, ts, end)
     steps: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
+    # `[memory]` events: MEMORY_FIELDS and "ts" as columns, "thread" codes → memory_threads
+    memory: dict[str, np.ndarray] = field(default_factory=dict)
+    memory_threads: list[tuple[int | str, int | str]] = field(default_factory=list)
     # what was dropped: field name → values out of range or of the wrong type; also
     # "untimed GPU activities" (left out) and "lone surrogates" (replaced)
     ignored: dict[str, int] = field(default_factory=dict)
@@ -272,6 +311,7 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
     family = _families(events)
     if forgiving:
         family[np.fromiter([e.ph != "X" for e in events], bool, len(events))] = -1
+        family[np.fromiter([e.ph == "i" and e.name == MEMORY_EVENT for e in events], bool, len(events))] = _INSTANT
 
     def pick(mask: np.ndarray, unread: frozenset[str] = frozenset()) -> tuple[list[Any], list[Args], np.ndarray]:
         chosen = list(compress(events, mask.tolist()))
@@ -283,6 +323,8 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         part.events = len(events)
         part.gpu, part.gpu_strings = _gpu_columns(*pick((family >= 10) & (family < _GPU_STEP)), ignored)
         part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
+        if (family == _INSTANT).any():
+            part.memory, part.memory_threads = _memory_columns(events, family == _INSTANT, forgiving, ignored)
     except RecursionError:  # inside an args value decoded on its own
         raise SliceError("deep", "JSON nested too deeply") from None
     part.ignored = dict(ignored)
@@ -589,6 +631,67 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
         if math.isfinite(event.ts) and math.isfinite(event.dur):
             rows.append((step, device, event.ts, event.ts + event.dur))
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
+
+
+def _memory_columns(
+    events: Sequence[Any], instant: np.ndarray, forgiving: bool, ignored: Counter[str]
+) -> tuple[dict[str, np.ndarray], list[tuple[int | str, int | str]]]:
+    """Columns of the `[memory]` instant events (an untimed one is left out, counted); their `args`
+    are decoded here, typed, else key by key."""
+    chosen = [e for e in compress(events, instant.tolist()) if e.name == MEMORY_EVENT]
+    # only instants are memory events (a complete event may share the category)
+    chosen = [e for e in chosen if e.ph == "i"] if forgiving else [e for e in chosen if type(e) is Instant]
+    ts = np.fromiter([e.ts if type(e.ts) in (int, float) else NAN for e in chosen], np.float64, len(chosen))
+    if not np.isfinite(ts).all():
+        ignored["memory events without a ts"] += int((~np.isfinite(ts)).sum())
+        chosen = list(compress(chosen, np.isfinite(ts).tolist()))
+        ts = ts[np.isfinite(ts)]
+    n = len(chosen)
+    args = _memory_args([e.args for e in chosen], ignored)
+    values = np.fromiter(chain.from_iterable([_memory_fields(a) for a in args]), np.int64, n * len(MEMORY_FIELDS))
+    columns = dict(zip(MEMORY_FIELDS, values.reshape(n, len(MEMORY_FIELDS)).T, strict=True))
+    raw_threads = _numbering()  # (pid, tid) as written, then as the host ranges' (a few distinct ones)
+    codes = np.fromiter([raw_threads[e.pid, e.tid] for e in chosen], np.int64, n)
+    threads = _numbering()
+    remap = np.array([threads[_thread_id(pid), _thread_id(tid)] for pid, tid in raw_threads], np.int64)
+    columns["thread"] = remap[codes] if n else codes
+    columns["ts"] = ts
+    return columns, list(threads)
+
+
+def _memory_args(raws: list[msgspec.Raw], ignored: Counter[str]) -> list[MemoryArgs]:
+    """The args of memory events: all in one typed decode, else each on its own, forgivingly."""
+    try:
+        return _MEMORY_ARGS_LIST.decode(b"[" + b",".join(raw or b"{}" for raw in raws) + b"]")
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return [_forgiving_memory_args(raw, ignored) for raw in raws]
+
+
+def _thread_id(value: object) -> int | str:
+    """A pid or tid as the host ranges' (an int or a string; anything else: -1)."""
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else -1
+
+
+def _forgiving_memory_args(raw: msgspec.Raw, ignored: Counter[str]) -> MemoryArgs:
+    """`[memory]` args key by key when the typed decode fails; an unusable key is counted."""
+    if not raw:
+        return _NO_MEMORY_ARGS
+    try:
+        return _MEMORY_ARGS.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    loose = _loose_args(raw)
+    if loose is None:
+        ignored["args"] += 1
+        return _NO_MEMORY_ARGS
+    values = {}
+    for info in msgspec.structs.fields(MemoryArgs):
+        value = _loose_int(loose.get(info.encode_name)) if info.encode_name in loose else info.default
+        if info.encode_name in loose and value == -1 and loose[info.encode_name] != -1:
+            ignored[info.encode_name] += 1
+            value = info.default
+        values[info.name] = value
+    return MemoryArgs(**values)
 
 
 def step_number(name: str) -> int | None:

@@ -206,6 +206,7 @@ def _local_copy(source: str) -> Iterator[Path]:
 def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = None) -> Outcome:
     """Ingest one trace into the dataset. Never raises: a failure comes back as `RankFailed`."""
     from kernel_atlas.classify.classifier import default_classifier
+    from kernel_atlas.ingest.memory import write_memory_events
     from kernel_atlas.ingest.pipeline import ingest_trace
 
     try:
@@ -214,6 +215,9 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
         kernel_time = kernel_time_table(result.frame)
+        memory = write_memory_events(result.memory, task.out, rank, task.stem, task.run_id)
+        if memory:
+            result.facts["memory_file"] = memory
         written = write_rank(result.frame, task.out, rank, task.stem, task.run_id)  # last: a failure leaves no file
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:

@@ -98,9 +98,10 @@ class HostNesting:
     short: list[str]  # per name code
 
     @classmethod
-    def of(cls, host: HostTable) -> HostNesting:
+    def of(cls, host: HostTable, parent: np.ndarray | None = None) -> HostNesting:
+        """`parent`: the ranges' `nesting_parents`, when already known."""
         return cls(
-            parent=nesting_parents(host.thread, host.ts, host.end),
+            parent=nesting_parents(host.thread, host.ts, host.end) if parent is None else parent,
             is_profiler_step=np.array([step_number(s) is not None for s in host.names], dtype=bool),
             short=[short_frame(s) for s in host.names],
         )

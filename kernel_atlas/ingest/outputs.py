@@ -73,6 +73,8 @@ DERIVED = (
     "launch_stats.parquet",
     "graph_candidates.parquet",
     "collectives.parquet",
+    "memory_events.parquet",  # written by ingest itself, after the previous run's is removed
+    "memory.parquet",
 )
 # Columns a kernels table must have for `atlas report`; the others are filled with nulls when absent
 # (outputs of earlier versions lack the newer ones).

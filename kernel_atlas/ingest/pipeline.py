@@ -20,7 +20,8 @@ from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.infer import infer_shapes
-from kernel_atlas.ingest.link import link
+from kernel_atlas.ingest.link import HostNesting, link
+from kernel_atlas.ingest.memory import concat_memory, memory_events, write_memory_events
 from kernel_atlas.ingest.outputs import (
     CATALOG,
     KERNELS,
@@ -49,6 +50,7 @@ class IngestResult:
     frame: pd.DataFrame
     facts: dict[str, Any]
     warnings: list[str]
+    memory: pd.DataFrame | None = None  # `[memory]` events (`ingest.memory`), None when the trace has none
 
     @property
     def kernel_time(self) -> pd.DataFrame:
@@ -84,6 +86,9 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     surrogates = ignored.pop("lone surrogates", 0)
     if surrogates:
         warnings.append(f"{path}: {surrogates} strings held lone UTF-16 surrogates (not Unicode): replaced by U+FFFD")
+    untimed_memory = ignored.pop("memory events without a ts", 0)
+    if untimed_memory:
+        warnings.append(f"{path}: {untimed_memory} [memory] events without a usable ts were left out")
     untimed_host = ignored.pop("host ranges without a ts", 0)
     if untimed_host:
         warnings.append(f"{path}: {untimed_host} host ranges without a usable ts were left out")
@@ -141,12 +146,18 @@ def ingest_trace(
     frame = assemble(trace_stem(path), rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
     last_step = last_step_start(cols)
+    memory, memory_redacted = None, 0
+    if len(cols.memory):
+        memory = memory_events(cols.memory, cols.host, HostNesting.of(cols.host, linked.host_parent))
+        memory.insert(0, "rank", rank)
+        memory.insert(0, "trace", trace_stem(path))
+        memory_redacted = redact_frame(memory)
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
     frame, unusable = usable_rows(frame)
     warnings.extend(f"{path}: {warning}" for warning in unusable)
-    redacted = redact_frame(frame)
+    redacted = redact_frame(frame) + memory_redacted
     report("done", 1.0)
     if frame.empty:
         warnings.append(f"{path}: no GPU events (kernels, memcpys, memsets) in this trace; tables are empty")
@@ -171,7 +182,8 @@ def ingest_trace(
         "shapes_inferred": inferred.as_dict(kernel_time),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
-    return IngestResult(frame=frame, facts=facts, warnings=warnings)
+    facts["memory_events"] = 0 if memory is None else len(memory)
+    return IngestResult(frame=frame, facts=facts, warnings=warnings, memory=memory)
 
 
 def _ingest_for_pool(args: tuple[str, int, Sequence[CapturedGraph]]) -> IngestResult:
@@ -208,10 +220,12 @@ def ingest_paths(
     if len(set(ranks)) != len(ranks):
         warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")
     if len(results) == 1:
-        return IngestResult(results[0].frame, {"traces": [results[0].facts]}, warnings)
+        return IngestResult(results[0].frame, {"traces": [results[0].facts]}, warnings, results[0].memory)
     frame = as_categoricals(pd.concat([r.frame for r in results], ignore_index=True))
     facts = {"traces": [r.facts for r in results], **gpu_time_facts(frame)}
-    return IngestResult(frame, facts, warnings)
+    memories = [r.memory for r in results if r.memory is not None]
+    memory = concat_memory(memories) if memories else None
+    return IngestResult(frame, facts, warnings, memory)
 
 
 def default_out_dir(first_trace: Path) -> Path:
@@ -230,8 +244,14 @@ def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
             stem = trace_stem(Path(trace["file"]))
             mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == trace["rank"]).to_numpy()
             rows = frame[mine] if len(facts["traces"]) > 1 else frame
+            memory = result.memory
+            if memory is not None and len(facts["traces"]) > 1:
+                memory = memory[(memory["trace"] == stem).to_numpy() & (memory["rank"] == trace["rank"]).to_numpy()]
+            memory_written = write_memory_events(memory, out_dir, trace["rank"], stem, run_id)
             written = write_rank(rows, out_dir, trace["rank"], stem, run_id)
-            traces.append({**trace, "kernels_file": written})
+            traces.append(
+                {**trace, "kernels_file": written, **({"memory_file": memory_written} if memory_written else {})}
+            )
         catalog = build_catalog(frame, known=default_classifier().catalog)
         write_json(out_dir, CATALOG, catalog)
         summary = {

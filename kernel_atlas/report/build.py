@@ -10,6 +10,7 @@ import pandas as pd
 
 from kernel_atlas import safe_files
 from kernel_atlas.analysis.findings import report_findings
+from kernel_atlas.analysis.memory import MemoryReport, analyse_memory, memory_warnings, read_memory_events
 from kernel_atlas.ingest.outputs import (
     REPORT,
     check_derived,
@@ -41,6 +42,7 @@ class Report:
     waits: Waits | None = None
     cross_rank: CrossRank | None = None
     views: KernelViews | None = None
+    memory: MemoryReport | None = None
 
 
 def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
@@ -153,6 +155,10 @@ def _build_report(
     analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
     analysis.facts.update(waits.facts)
+    events = read_memory_events(out_dir, summary, output.run_id)
+    memory = analyse_memory(events) if events else None
+    analysis.facts["memory"] = memory.entries if memory else []
+    analysis.facts["memory_warnings"] = memory_warnings(memory.entries) if memory else []
     analysis.facts["findings"] = [f.to_json() for f in report_findings(analysis.roofline, waits, analysis.facts)]
     files = {
         "roofline": write_table(analysis.roofline, out_dir / "roofline.parquet", output.run_id),
@@ -161,10 +167,13 @@ def _build_report(
         "html": html or out_dir / "report.html",
     }
     files.update(write_waits(waits, out_dir, output.run_id))
+    if memory is not None:
+        files["memory"] = write_table(memory.allocations, out_dir / "memory.parquet", output.run_id)
     if cross_rank.path is not None:
         files["collectives"] = cross_rank.path
     from kernel_atlas.report.fleet import cross_rank_html
     from kernel_atlas.report.html import write_html
+    from kernel_atlas.report.memory_view import memory_html
 
     title = f"Kernel Atlas — {out_dir.name}"
     write_html(
@@ -173,10 +182,10 @@ def _build_report(
         files["html"],
         title,
         waits=waits,
-        sections=[cross_rank_html(cross_rank, analysis.facts)],
+        sections=[cross_rank_html(cross_rank, analysis.facts), memory_html(memory)],
         views=views,
     )
     # last, as the manifest of this report: the ingest run it was made from and its files
     listed = {key: path.name if path.parent == out_dir else str(path) for key, path in files.items()}
     write_json(out_dir, REPORT, {**analysis.facts, "run_id": output.run_id, "files": listed})
-    return Report(out_dir, analysis, device, gpu_name, files, waits, cross_rank, views)
+    return Report(out_dir, analysis, device, gpu_name, files, waits, cross_rank, views, memory)

@@ -10,7 +10,7 @@ all GPU activities, so each level's `a_us` and `b_us` sum to the GPU time of run
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ class Diff:
     a: Side
     b: Side
     table: pd.DataFrame  # COLUMNS, per level sorted by delta_us (largest regression first)
+    memory: list[dict[str, Any]] = field(default_factory=list)  # `analysis.memory.compare_memory`
 
     def level(self, level: str) -> pd.DataFrame:
         return self.table[self.table["level"] == level]
@@ -180,9 +181,13 @@ def compare(a: Side, b: Side) -> Diff:
 
 def diff_runs(source_a: str | Path, source_b: str | Path) -> Diff:
     """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output."""
+    from kernel_atlas.analysis.memory import compare_memory, run_memory
     from kernel_atlas.report.dashboard import load_run
 
-    return compare(side_of(load_run(source_a)), side_of(load_run(source_b)))
+    run_a, run_b = load_run(source_a), load_run(source_b)
+    result = compare(side_of(run_a), side_of(run_b))
+    result.memory = compare_memory(run_memory(run_a.out_dir, run_a.summary), run_memory(run_b.out_dir, run_b.summary))
+    return result
 
 
 def describe_key(row: Any) -> str:

@@ -125,8 +125,19 @@ def _graph_lines(facts: dict[str, Any]) -> list[str]:
     return ["  " + esc(line) for line in lines if line]
 
 
+def _memory_lines(facts: dict[str, Any]) -> list[str]:
+    count = facts.get("memory_events", 0)
+    return [f"  {count:,} memory events (`atlas report` shows where the GPU memory goes)"] if count else []
+
+
 # Lines printed per trace by `atlas ingest`, in order; each takes the trace's facts (summary.json).
-TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [_trace_header, _device_lines, _link_lines, _graph_lines]
+TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [
+    _trace_header,
+    _device_lines,
+    _link_lines,
+    _graph_lines,
+    _memory_lines,
+]
 
 
 _TRACES_SHOWN = 16  # traces described one by one in the ingest summary
@@ -385,6 +396,18 @@ def _cut(line: str, width: int) -> str:
     return line + "…"
 
 
+def _memory_section(console: Console, report: Report, view: ReportView) -> None:
+    from kernel_atlas.report.memory_view import brief_memory_lines, print_memory
+
+    if not view.full:
+        for line in brief_memory_lines(report.analysis.facts.get("memory")):
+            _text(console, esc(line))
+        return
+    print_memory(console, report.analysis.facts.get("memory"), top=min(view.top, 8), wide=view.wide)
+    for warning in report.analysis.facts.get("memory_warnings", []):
+        _text(console, f"[yellow]{esc(warning)}[/]")
+
+
 def _report_files_section(console: Console, report: Report, view: ReportView) -> None:
     _files_line(console, report.files)
 
@@ -409,6 +432,7 @@ REPORT_SECTIONS: list[Section] = [
     Section("costs", _no_cost_section),
     Section("waits", _waits_section),
     Section("ranks", _cross_rank_section),
+    Section("memory", _memory_section),
     Section("files", _report_files_section),
 ]
 SECTION_NAMES = tuple(section.name for section in REPORT_SECTIONS)
@@ -590,6 +614,9 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
         if len(rows):
             title = f"{title}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())}"
             _diff_table(console, rows.head(top), "kernel", title, wide)
+    from kernel_atlas.report.memory_view import print_memory_diff
+
+    print_memory_diff(console, getattr(diff, "memory", []), top=top, wide=wide)
     _files_line(console, files)
 
 

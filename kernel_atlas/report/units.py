@@ -132,3 +132,17 @@ def peaks_line(device: Any) -> str:
     """`NVIDIA H100 SXM5 80GB: 3.35 TB/s, bf16 989 TFLOP/s` for a `roofline.devices.Device`."""
     bf16 = device.tensor.get("bf16")
     return f"{device.name}: {fmt_gbps(device.memory_gbps)}" + (f", bf16 {fmt_tflops(bf16)}" if bf16 else "")
+
+
+def fmt_bytes(n: Any) -> str:
+    """A size in bytes with a binary unit: `512 B`, `1.50 KiB`, `96.6 MiB`, `141.39 GiB`."""
+    if _missing(n):
+        return MISSING
+    value, sign = abs(float(n)), "−" if float(n) < 0 else ""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    if unit == "B":
+        return f"{sign}{value:.0f} B"
+    return f"{sign}{value:.2f} {unit}" if value < 100 else f"{sign}{value:.1f} {unit}"

@@ -1,0 +1,415 @@
+"""Where the memory goes: allocations paired with their frees, the peak per device and what holds it.
+
+Input: the allocator events of one trace in time order (`ingest.memory.memory_events`, one row per
+`[memory]` event). Conventions (docs/memory.md):
+
+* an allocation (`bytes` > 0) ends at the next event at the same (device, addr) when that is a free;
+  a block freed and allocated again at the same address is two allocations;
+* a free with no allocation before it at its address freed a block allocated before the window: a
+  row with `alloc_ts_us` null, counted apart (`pre_window_frees`);
+* baseline = what was allocated before the device's first event: its `total_allocated` − its `bytes`;
+* the peak is the first event with the device's largest `total_allocated` (`total_reserved` apart);
+  live at the peak: allocations made at or before that event and freed after it (or never). Then
+  peak = baseline − pre-window frees up to the peak + live at the peak, whenever the trace's totals
+  are the running sum of its events (`unexplained_bytes` says by how much they are not).
+
+All of it is sorts, cumulative sums and group-bys: linear in the events after one sort.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.memory import EVENT_COLUMNS, MEMORY_EVENTS
+from kernel_atlas.ingest.outputs import SUMMARY, load_table, table_run
+from kernel_atlas.paths import read_toml
+
+ALLOCATION_COLUMNS = (
+    "device",
+    "addr",
+    "bytes",
+    "alloc_ts_us",
+    "free_ts_us",
+    "op",
+    "module",
+    "call_stack",
+    "step",
+    "alloc_event",
+    "free_event",
+)
+BEFORE_WINDOW = "(allocated before the window)"
+NO_MODULE = "(no nn.Module on the stack)"
+NO_OP = "(no enclosing CPU op)"
+TOP = 10
+
+
+def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
+    """One row per allocation (see the module docstring); `alloc_event` / `free_event` are the row
+    numbers of its events in `events` (-1: before the window / not freed). Events without an
+    address (PyTorch 1.9) cannot be paired and give no rows."""
+    seq = np.flatnonzero(events["addr"].to_numpy() >= 0)
+    nbytes = events["bytes"].to_numpy()[seq]
+    device = events["device"].cat.codes.to_numpy()[seq] if len(seq) else np.empty(0, np.int64)
+    order = seq[np.lexsort((seq, events["addr"].to_numpy()[seq], device))]
+    pos = np.searchsorted(seq, order)  # positions of `order` in the seq-indexed arrays
+    dev, addr, b = device[pos], events["addr"].to_numpy()[order], nbytes[pos]
+    same_next = np.r_[(dev[1:] == dev[:-1]) & (addr[1:] == addr[:-1]), False]
+    is_alloc, is_free = b > 0, b < 0
+    freed_next = is_alloc & same_next & np.r_[is_free[1:], False]
+    matched_free = np.r_[False, freed_next[:-1]]
+    allocs = np.flatnonzero(is_alloc)
+    free_event = np.where(freed_next[allocs], np.r_[order[1:], -1][allocs], -1)
+    early = np.flatnonzero(is_free & ~matched_free)  # frees of blocks allocated before the window
+    alloc_event = np.r_[order[allocs], np.full(len(early), -1)]
+    free_event = np.r_[free_event, order[early]]
+    rows = np.r_[order[allocs], order[early]]
+    ts = events["ts_us"].to_numpy()
+    frame = pd.DataFrame(
+        {
+            "addr": addr[np.r_[allocs, early]],
+            "bytes": np.abs(b[np.r_[allocs, early]]),
+            "alloc_ts_us": np.where(alloc_event >= 0, ts[np.maximum(alloc_event, 0)], np.nan),
+            "free_ts_us": np.where(free_event >= 0, ts[np.maximum(free_event, 0)], np.nan),
+        }
+    )
+    for column in ("device", "op", "module", "call_stack"):  # of the allocating event; none before the window
+        values = events[column].array
+        codes = np.asarray(values.codes)[rows]
+        if column != "device":
+            codes = np.where(alloc_event >= 0, codes, -1)
+        frame[column] = pd.Categorical.from_codes(codes, dtype=values.dtype)
+    frame["step"] = np.where(alloc_event >= 0, events["step"].to_numpy()[rows], -1)
+    frame["alloc_event"], frame["free_event"] = alloc_event, free_event
+    return frame[list(ALLOCATION_COLUMNS)].sort_values(["alloc_event", "free_event"], kind="stable", ignore_index=True)
+
+
+def size_classes() -> list[tuple[str, float]]:
+    """(name, largest size in bytes) of catalogs/memory.toml's size classes, in order."""
+    return [(c["name"], float(c.get("max_bytes", np.inf))) for c in read_toml("memory.toml")["size_classes"]]
+
+
+def size_class(nbytes: np.ndarray) -> np.ndarray:
+    classes = size_classes()
+    bounds = np.array([limit for _, limit in classes[:-1]])
+    return np.array([name for name, _ in classes], dtype=object)[np.searchsorted(bounds, nbytes, side="left")]
+
+
+def _holders(live: pd.DataFrame, key: pd.Series, baseline_held: int, peak: int) -> list[dict[str, Any]]:
+    """Bytes live at the peak per value of `key`, largest first, with what was allocated before the
+    window as a holder of its own; past `TOP`, the rest in one row (so the rows sum to the peak)."""
+    grouped = live.groupby(key.to_numpy(), sort=False)["bytes"].agg(["sum", "size"])
+    rows = [{"name": str(k), "bytes": int(r["sum"]), "blocks": int(r["size"])} for k, r in grouped.iterrows()]
+    if baseline_held:
+        rows.append({"name": BEFORE_WINDOW, "bytes": int(baseline_held), "blocks": None})
+    rows.sort(key=lambda r: -r["bytes"])
+    if len(rows) > TOP:
+        rest = rows[TOP - 1 :]
+        blocks = sum(r["blocks"] or 0 for r in rest)
+        rows = [
+            *rows[: TOP - 1],
+            {"name": f"({len(rest)} others)", "bytes": sum(r["bytes"] for r in rest), "blocks": blocks},
+        ]
+    for row in rows:
+        row["pct"] = 100.0 * row["bytes"] / peak if peak else None
+    return rows
+
+
+def _allocation_records(rows: pd.DataFrame, top: int = TOP) -> list[dict[str, Any]]:
+    largest = rows.sort_values("bytes", ascending=False, kind="stable").head(top)
+    return [
+        {
+            "bytes": int(r.bytes),
+            "addr": int(r.addr),
+            "alloc_ts_us": float(r.alloc_ts_us),
+            "free_ts_us": None if np.isnan(r.free_ts_us) else float(r.free_ts_us),
+            "op": None if pd.isna(r.op) else str(r.op),
+            "module": None if pd.isna(r.module) else str(r.module),
+            "step": int(r.step) if r.step >= 0 else None,
+        }
+        for r in largest.itertuples(index=False)
+    ]
+
+
+def _slack(ts: np.ndarray, reserved: np.ndarray, allocated: np.ndarray, peak: int) -> dict[str, Any]:
+    """Reserved − allocated after each event, held until the next one."""
+    ok = (reserved >= 0) & (allocated >= 0)
+    if not ok.any():
+        return {}
+    t, slack = ts[ok], (reserved - allocated)[ok]
+    span = t[-1] - t[0]
+    at = int(np.argmax(slack))
+    return {
+        "at_peak_bytes": int(reserved[peak] - allocated[peak]) if ok[peak] else None,
+        "max_bytes": int(slack[at]),
+        "max_ts_us": float(t[at]),
+        "mean_bytes": float((slack[:-1] * np.diff(t)).sum() / span) if span > 0 else float(slack[0]),
+    }
+
+
+def _step_peaks(steps: np.ndarray, ts: np.ndarray, allocated: np.ndarray) -> list[dict[str, Any]]:
+    ok = (steps >= 0) & (allocated >= 0)
+    if not ok.any():
+        return []
+    frame = pd.DataFrame({"step": steps[ok], "ts": ts[ok], "allocated": allocated[ok]})
+    best = frame.loc[frame.groupby("step", sort=True)["allocated"].idxmax()]
+    return [
+        {"step": int(r.step), "peak_allocated_bytes": int(r.allocated), "peak_ts_us": float(r.ts)}
+        for r in best.itertuples(index=False)
+    ]
+
+
+def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str) -> dict[str, Any]:
+    """report.json's entry of one device (see docs/memory.md)."""
+    rows = np.flatnonzero((events["device"] == device).to_numpy())
+    ev = events.iloc[rows]
+    allocated, reserved = ev["total_allocated"].to_numpy(), ev["total_reserved"].to_numpy()
+    ts, nbytes = ev["ts_us"].to_numpy(), ev["bytes"].to_numpy()
+    mine = allocations[(allocations["device"] == device).to_numpy()]
+    entry: dict[str, Any] = {
+        "device": device,
+        "host": device.split(":")[0] == "cpu",
+        "events": len(ev),
+        "allocations": int((mine["alloc_event"] >= 0).sum()),
+        "unpaired_events": int((ev["addr"] < 0).sum()),
+    }
+    early = mine[mine["alloc_event"] < 0]
+    entry["pre_window_frees"] = {"blocks": len(early), "bytes": int(early["bytes"].sum())}
+    never = mine[(mine["alloc_event"] >= 0) & (mine["free_event"] < 0)]
+    entry["never_freed"] = {
+        "blocks": len(never),
+        "bytes": int(never["bytes"].sum()),
+        "largest": _allocation_records(never),
+    }
+    with_total = np.flatnonzero(allocated >= 0)
+    if len(with_total) == 0:  # PyTorch 1.9: no totals, so no absolute peak
+        change = np.cumsum(nbytes)
+        at = int(np.argmax(change)) if len(change) else 0
+        entry.update(peak_allocated_bytes=None, peak_reserved_bytes=None, peak_ts_us=None, baseline_bytes=None)
+        entry["peak_change_bytes"] = int(change[at]) if len(change) else 0
+        entry["peak_change_ts_us"] = float(ts[at]) if len(ts) else None
+        entry["note"] = "no Total Allocated in these events: only the change from the window's start is known"
+        return entry
+    first = with_total[0]
+    peak = int(with_total[np.argmax(allocated[with_total])])
+    baseline = int(allocated[first] - nbytes[first])
+    event_at_peak = rows[peak]
+    live = mine[(mine["alloc_event"] >= 0) & (mine["alloc_event"] <= event_at_peak)]
+    live = live[(live["free_event"] < 0) | (live["free_event"] > event_at_peak)]
+    freed_before = int(early.loc[early["free_event"] <= event_at_peak, "bytes"].sum())
+    baseline_held = baseline - freed_before
+    peak_bytes = int(allocated[peak])
+    live_bytes = int(live["bytes"].sum())
+    # the host allocator reserves nothing (writes 0): no reserved memory known there
+    has_reserved = reserved > 0
+    reserved_at = int(np.flatnonzero(has_reserved)[np.argmax(reserved[has_reserved])]) if has_reserved.any() else -1
+    entry.update(
+        peak_allocated_bytes=peak_bytes,
+        peak_reserved_bytes=int(reserved[reserved_at]) if reserved_at >= 0 else None,
+        peak_ts_us=float(ts[peak]),
+        peak_step=int(ev["step"].iloc[peak]) if ev["step"].iloc[peak] >= 0 else None,
+        peak_reserved_ts_us=float(ts[reserved_at]) if reserved_at >= 0 else None,
+        baseline_bytes=baseline,
+        baseline_freed_before_peak_bytes=freed_before,
+        live_at_peak_bytes=live_bytes,
+        live_at_peak_blocks=len(live),
+        unexplained_bytes=peak_bytes - baseline_held - live_bytes,
+        holders={
+            "module": _holders(live, live["module"].astype(object).fillna(NO_MODULE), baseline_held, peak_bytes),
+            "op": _holders(live, live["op"].astype(object).fillna(NO_OP), baseline_held, peak_bytes),
+            "size_class": _holders(live, pd.Series(size_class(live["bytes"].to_numpy())), baseline_held, peak_bytes),
+        },
+        largest_at_peak=_allocation_records(live),
+        slack=_slack(ts, np.where(has_reserved, reserved, -1), allocated, peak),
+        steps=_step_peaks(ev["step"].to_numpy(), ts, allocated),
+    )
+    return entry
+
+
+def memory_summary(events: pd.DataFrame, allocations: pd.DataFrame) -> list[dict[str, Any]]:
+    """report.json `memory` of one trace: one entry per device, GPUs first, host memory last."""
+    devices = [str(d) for d in events["device"].unique()]
+    devices.sort(key=lambda d: (d.split(":")[0] == "cpu", d))
+    return [device_summary(events, allocations, d) for d in devices]
+
+
+@dataclass
+class MemoryReport:
+    """The memory analysis of an ingest output: report.json `memory`, memory.parquet's rows, and
+    per device the events and allocations the plots draw from."""
+
+    entries: list[dict[str, Any]]
+    allocations: pd.DataFrame
+    events: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # by (trace, rank)
+    by_trace: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # allocations, by (trace, rank)
+
+
+def read_memory_events(
+    out_dir: Path, summary: dict[str, Any], run_id: str | None
+) -> dict[tuple[str, int], pd.DataFrame]:
+    """Each trace's memory events as ingest wrote them (summary.json `memory_file`), by (trace, rank);
+    a file of another run, or not a regular file, is refused in one line."""
+    found = {}
+    for trace in summary.get("traces", []):
+        name = trace.get("memory_file")
+        if not isinstance(name, str):
+            continue
+        path = out_dir / name
+        if not name.startswith(f"{MEMORY_EVENTS}/") or ".." in Path(name).parts:
+            raise AtlasError(
+                out_dir / SUMMARY, f"memory_file {name!r} is not in {MEMORY_EVENTS}: run `atlas ingest` again"
+            )
+        if not path.is_file() or path.is_symlink():
+            raise AtlasError(path, f"listed in {SUMMARY} but missing or not a regular file: run `atlas ingest` again")
+        if run_id is not None and table_run(path) != run_id:
+            raise AtlasError(path, f"not from the ingest run that wrote {SUMMARY}: run `atlas ingest` again")
+        events = load_table(path).to_pandas()
+        missing = [c for c in EVENT_COLUMNS if c not in events]
+        if missing:
+            raise AtlasError(path, f"not a memory events table of `atlas ingest` (no column {', '.join(missing)})")
+        stem = str(events["trace"].iloc[0]) if "trace" in events and len(events) else Path(name).stem
+        found[(stem, int(trace.get("rank", 0)))] = events
+    return found
+
+
+def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> MemoryReport:
+    """Allocations and per-device summaries of every trace (`trace` and `rank` in both)."""
+    entries, parts, by_trace = [], [], {}
+    for (stem, rank), events in events_by_trace.items():
+        events = events.reset_index(drop=True)
+        for column in ("device", "op", "module", "call_stack"):
+            if not isinstance(events[column].dtype, pd.CategoricalDtype):
+                events[column] = events[column].astype("category")
+        events_by_trace[(stem, rank)] = events
+        allocations = pair_allocations(events)
+        by_trace[(stem, rank)] = allocations
+        entries += [{"trace": stem, "rank": rank, **entry} for entry in memory_summary(events, allocations)]
+        allocations = allocations.copy()
+        allocations.insert(0, "rank", rank)
+        allocations.insert(0, "trace", stem)
+        parts.append(allocations)
+    frame = (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["trace", "rank", *ALLOCATION_COLUMNS])
+    )
+    for column in ("trace", "device", "op", "module", "call_stack"):
+        frame[column] = frame[column].astype(object).astype("category")
+    return MemoryReport(entries, frame, events_by_trace, by_trace)
+
+
+def memory_warnings(entries: list[dict[str, Any]]) -> list[str]:
+    """What the numbers cannot say, each kind in one line."""
+    lines = []
+    unpaired = sum(e["unpaired_events"] for e in entries)
+    if unpaired:
+        lines.append(f"{unpaired:,} memory events carry no address (PyTorch < 1.10?): not paired into allocations")
+    no_total = [e["device"] for e in entries if e.get("peak_allocated_bytes") is None]
+    if no_total:
+        lines.append(f"no Total Allocated on {', '.join(no_total)}: only the change from the window's start is known")
+    early = sum(e["pre_window_frees"]["blocks"] for e in entries)
+    if early:
+        lines.append(f"{early:,} frees of blocks allocated before the profiling window (counted apart)")
+    off = [e for e in entries if e.get("unexplained_bytes")]
+    if off:
+        worst = max(off, key=lambda e: abs(e["unexplained_bytes"]))
+        lines.append(
+            f"{len(off)} devices' totals are not the running sum of their events (events lost?): at the peak of "
+            f"{worst['device']}, {worst['unexplained_bytes']:+,} bytes are not explained by the allocations"
+        )
+    return lines
+
+
+OTHER = "(other modules)"
+
+
+def live_by_module(
+    events: pd.DataFrame, allocations: pd.DataFrame, device: str, top: int = 8, half_window: int = 5000
+) -> pd.DataFrame:
+    """Bytes live after each event of `device` per holder — the `top` modules at the peak, the
+    others together, what was allocated before the window — for the events within `half_window`
+    of the peak (all of them when fewer). Rows sum to `total_allocated` where the totals are the
+    running sum of the events. Columns: `ts_us`, `total_allocated`, `total_reserved`, the holders."""
+    rows = np.flatnonzero((events["device"] == device).to_numpy())
+    allocated = events["total_allocated"].to_numpy()[rows]
+    if len(rows) == 0 or (allocated < 0).all():
+        return pd.DataFrame()
+    peak = int(np.argmax(allocated))
+    lo, hi = max(peak - half_window, 0), min(peak + half_window + 1, len(rows))
+    mine = allocations[(allocations["device"] == device).to_numpy()]
+    modules = mine["module"].astype(object).fillna(NO_MODULE).to_numpy()
+    live_at_peak = (mine["alloc_event"] >= 0) & (mine["alloc_event"] <= rows[peak])
+    live_at_peak &= (mine["free_event"] < 0) | (mine["free_event"] > rows[peak])
+    ranked = pd.Series(mine["bytes"].to_numpy()[live_at_peak.to_numpy()]).groupby(modules[live_at_peak.to_numpy()])
+    holders = ranked.sum().sort_values(ascending=False).index.tolist()[:top]
+    names = [BEFORE_WINDOW, *holders, OTHER]
+    column = {name: k for k, name in enumerate(names)}
+    layer = np.array([column.get(m, len(names) - 1) for m in modules], dtype=np.int64)
+    layer[(mine["alloc_event"] < 0).to_numpy()] = 0  # frees of pre-window blocks lower the baseline
+    nbytes = mine["bytes"].to_numpy()
+    # changes per holder after each event of the window; those before it folded into the first row
+    delta = np.zeros((hi - lo + 1, len(names)), dtype=np.int64)
+    for event, sign in ((mine["alloc_event"].to_numpy(), 1), (mine["free_event"].to_numpy(), -1)):
+        pos = np.searchsorted(rows, event)
+        keep = (event >= 0) & (pos < hi)
+        np.add.at(delta, (np.maximum(pos[keep] - lo + 1, 0), layer[keep]), sign * nbytes[keep])
+    first = int(np.flatnonzero(allocated >= 0)[0])
+    delta[0, 0] += allocated[first] - events["bytes"].to_numpy()[rows[first]]  # the baseline
+    live = np.cumsum(delta, axis=0)[1:]
+    frame = pd.DataFrame(live, columns=names)
+    frame.insert(0, "ts_us", events["ts_us"].to_numpy()[rows[lo:hi]])
+    frame.insert(1, "total_allocated", allocated[lo:hi])
+    frame.insert(2, "total_reserved", events["total_reserved"].to_numpy()[rows[lo:hi]])
+    return frame
+
+
+def _keyed(entries: list[dict[str, Any]]) -> dict[tuple[int, bool, int], dict[str, Any]]:
+    """Entries by (rank, host, n-th device of its kind on the rank): devices of two runs pair up
+    in order even when their names differ (cuda:0 and hip:0)."""
+    keyed: dict[tuple[int, bool, int], dict[str, Any]] = {}
+    for entry in entries:
+        n = sum(1 for k in keyed if k[:2] == (entry["rank"], entry["host"]))
+        keyed[(entry["rank"], entry["host"], n)] = entry
+    return keyed
+
+
+def _holder_changes(a: dict[str, Any] | None, b: dict[str, Any] | None, top: int) -> list[dict[str, Any]]:
+    """Bytes at the peak per module in A and B (the top holders of either), largest change first."""
+
+    def of(entry: dict[str, Any] | None) -> dict[str, int]:
+        return {h["name"]: h["bytes"] for h in (entry or {}).get("holders", {}).get("module", [])}
+
+    held_a, held_b = of(a), of(b)
+    names = list(dict.fromkeys([*held_a, *held_b]))
+    rows = [{"module": n, "a_bytes": held_a.get(n), "b_bytes": held_b.get(n)} for n in names]
+    for row in rows:
+        row["delta_bytes"] = (row["b_bytes"] or 0) - (row["a_bytes"] or 0)
+    rows.sort(key=lambda r: -abs(r["delta_bytes"]))
+    return rows[:top]
+
+
+def compare_memory(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = TOP) -> list[dict[str, Any]]:
+    """Per device of run A and run B: the peaks, the baselines and the change, and the modules
+    holding the peaks (a holder outside one run's top holders counts as absent there)."""
+    keyed_a, keyed_b = _keyed(a), _keyed(b)
+    rows = []
+    for key in sorted(set(keyed_a) | set(keyed_b)):
+        ea, eb = keyed_a.get(key), keyed_b.get(key)
+        row: dict[str, Any] = {"rank": key[0], "host": key[1]}
+        row["device_a"], row["device_b"] = (e["device"] if e else None for e in (ea, eb))
+        for field_name in ("peak_allocated_bytes", "peak_reserved_bytes", "baseline_bytes"):
+            va, vb = ((e or {}).get(field_name) for e in (ea, eb))
+            row[f"a_{field_name}"], row[f"b_{field_name}"] = va, vb
+            row[f"delta_{field_name}"] = vb - va if va is not None and vb is not None else None
+        row["holders"] = _holder_changes(ea, eb, top)
+        rows.append(row)
+    return rows
+
+
+def run_memory(out_dir: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """report.json `memory` of an ingest output, computed afresh (`atlas diff`)."""
+    events = read_memory_events(out_dir, summary, summary.get("run_id"))
+    return analyse_memory(events).entries if events else []

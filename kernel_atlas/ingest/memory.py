@@ -1,0 +1,175 @@
+"""`[memory]` instant events → one table of allocator events, each attributed to what encloses it.
+
+torch.profiler(profile_memory=True) records every allocation and free of the caching allocator as
+an instant event on the allocating thread: `Addr`, `Bytes` (negative for a free), `Total
+Allocated` and `Total Reserved` after the event, `Device Type` (c10's enum: 0 CPU, 1 CUDA, 6 HIP)
+and `Device Id`. PyTorch 1.9 wrote only `Bytes` and the device; such events keep -1 elsewhere.
+
+Attribution is a point-in-interval lookup on the event's thread, vectorised: the host range that
+started last at or before the event, then up the nesting (`HostNesting.parent`, as for kernel
+launches) to the innermost one that still contains it; runtime calls are skipped. From there the
+CPU op, the call stack and `nn.Module` path come from `link`'s helpers, the step from the
+`ProfilerStep#N` range containing the event on its thread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from kernel_atlas import safe_files
+from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
+from kernel_atlas.ingest.link import HostNesting, _call_stacks, _first_matching, take
+from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US
+from kernel_atlas.ingest.outputs import _safe_folder, _with_run, filesystem, is_url
+from kernel_atlas.paths import read_toml
+
+MEMORY_EVENTS = "memory_events.parquet"  # in the ingest output folder: rank=N/<trace-stem>.parquet
+_TEXT_COLUMNS = ("trace", "device", "op", "module", "call_stack")
+# columns of the events table, in order
+EVENT_COLUMNS = (
+    "device",
+    "ts_us",
+    "addr",
+    "bytes",
+    "total_allocated",
+    "total_reserved",
+    "op",
+    "module",
+    "call_stack",
+    "step",
+)
+
+
+def device_names(device_type: np.ndarray, device_id: np.ndarray) -> pd.Categorical:
+    """`cuda:0`, `hip:1`, `cpu` … per event (c10 device types named in catalogs/memory.toml)."""
+    kinds = {int(k): v for k, v in read_toml("memory.toml")["device_types"].items()}
+    # one int64 key per (type, id); values no device has (hostile input) become unknown (-1)
+    device_type = np.where((device_type >= 0) & (device_type < 1 << 20), device_type, -1)
+    device_id = np.where((device_id >= -1) & (device_id < 1 << 31), device_id, -1)
+    codes, unique = pd.factorize(device_type * (1 << 32) + (device_id + 1))
+    labels = []
+    for key in unique.tolist():
+        kind, index = key >> 32, (key & 0xFFFFFFFF) - 1
+        name = kinds.get(kind, f"device_type{kind}" if kind >= 0 else "unknown")
+        labels.append(name if index < 0 else f"{name}:{index}")
+    return categorical(codes.astype(np.int64), labels)
+
+
+def _last_started(
+    host: HostTable, rows: np.ndarray, thread: np.ndarray, ts: np.ndarray, same_thread: bool = True
+) -> np.ndarray:
+    """Per query (thread, ts): the host range among `rows` on that thread (on any, unless
+    `same_thread`) that started last at or before ts (ties: the shortest, i.e. the innermost); -1
+    none. Loops over threads, not events."""
+    found = np.full(len(ts), -1, dtype=np.int64)
+    if len(rows) == 0 or len(ts) == 0:
+        return found
+    range_thread = host.thread[rows] if same_thread else np.zeros(len(rows), np.int64)
+    thread = thread if same_thread else np.zeros(len(ts), np.int64)
+    by = np.lexsort((-(host.end[rows] - host.ts[rows]), host.ts[rows], range_thread))
+    order, sorted_thread = rows[by], range_thread[by]
+    for t in np.unique(thread).tolist():
+        lo, hi = np.searchsorted(sorted_thread, [t, t + 1])
+        if lo == hi:
+            continue
+        mine = np.flatnonzero(thread == t)
+        pos = np.searchsorted(host.ts[order[lo:hi]], ts[mine] + NEST_TOLERANCE_US, side="right") - 1
+        ok = pos >= 0
+        found[mine[ok]] = order[lo:hi][pos[ok]]
+    return found
+
+
+def enclosing_ranges(host: HostTable, nest: HostNesting, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """The innermost host range (not a runtime call) containing each point on its thread; -1 none."""
+    rows = np.flatnonzero(host.family != RUNTIME)
+    cur = _last_started(host, rows, thread, ts)
+    # climb while the candidate ended before the point (it was a finished sibling's subtree)
+    active = np.flatnonzero(cur >= 0)
+    while len(active):
+        ended = host.end[cur[active]] + NEST_TOLERANCE_US < ts[active]
+        active = active[ended]
+        cur[active] = nest.parent[cur[active]]
+        active = active[cur[active] >= 0]
+    return cur
+
+
+def enclosing_steps(host: HostTable, nest: HostNesting, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """`N` of the `ProfilerStep#N` range containing each point on its thread, else on any thread
+    (the autograd thread has no step ranges of its own); -1 none."""
+    is_step = np.flatnonzero((host.family == ANNOTATION) & nest.is_profiler_step[host.name_code])
+    steps = np.array([step_number(name) if step_number(name) is not None else -1 for name in host.names], np.int64)
+    found = np.full(len(ts), -1, dtype=np.int64)
+    for same_thread in (True, False):
+        missing = np.flatnonzero(found < 0)
+        cand = _last_started(host, is_step, thread[missing], ts[missing], same_thread)
+        inside = (cand >= 0) & (ts[missing] <= take(host.end, cand, -np.inf) + NEST_TOLERANCE_US)
+        found[missing] = np.where(inside, take(steps, take(host.name_code, cand, -1), -1), -1)
+    return found
+
+
+def memory_events(memory: MemoryEvents, host: HostTable, nest: HostNesting) -> pd.DataFrame:
+    """The allocator events in time order (ties in trace order), attributed (see the module
+    docstring); empty when the trace has none."""
+    m = memory.columns
+    order = np.argsort(m["ts"], kind="stable")
+    thread, ts = m["thread"][order], m["ts"][order]
+    enclosing = enclosing_ranges(host, nest, thread, ts)
+    op = _first_matching(enclosing, nest.parent, host.family == CPU_OP)
+    stacks = _call_stacks(host, nest, enclosing)
+    return pd.DataFrame(
+        {
+            "device": device_names(m["device_type"][order], m["device_id"][order]),
+            "ts_us": ts,
+            "addr": m["addr"][order],
+            "bytes": m["bytes"][order],
+            "total_allocated": m["total_allocated"][order],
+            "total_reserved": m["total_reserved"][order],
+            "op": categorical(take(host.name_code, op, -1), host.names),
+            "module": stacks.module(),
+            "call_stack": stacks.call_stack(),
+            "step": enclosing_steps(host, nest, thread, ts),
+        },
+        columns=list(EVENT_COLUMNS),
+    )
+
+
+def concat_memory(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The events of several traces as one table (text columns stay categoricals)."""
+    memory = pd.concat(frames, ignore_index=True)
+    for column in _TEXT_COLUMNS:
+        if not isinstance(memory[column].dtype, pd.CategoricalDtype):
+            memory[column] = memory[column].astype("category")
+    return memory
+
+
+def memory_file(rank: int, stem: str) -> str:
+    """Where one trace's memory events go, relative to the output folder (laid out as the kernels)."""
+    return f"{MEMORY_EVENTS}/rank={rank}/{stem}.parquet"
+
+
+def write_memory_events(
+    memory: pd.DataFrame | None, out: str | Path, rank: int, stem: str, run_id: str | None
+) -> str | None:
+    """One trace's memory events into the output folder, tied to the run; the relative path
+    written, None when the trace has none."""
+    if memory is None or memory.empty:
+        return None
+    relative = memory_file(rank, stem)
+    table = _with_run(
+        pa.Table.from_pandas(memory.drop(columns=["rank"], errors="ignore"), preserve_index=False), run_id
+    )
+    if not is_url(out):
+        _safe_folder(Path(out), relative)
+        with safe_files.atomic_file(Path(out) / relative) as handle:
+            pq.write_table(table, handle, compression="zstd")
+        return relative
+    fs, root = filesystem(out)
+    fs.makedirs(f"{root}/{relative}".rsplit("/", 1)[0], exist_ok=True)
+    with fs.open(f"{root}/{relative}", "wb") as handle:
+        pq.write_table(table, handle, compression="zstd")
+    return relative

@@ -1,0 +1,222 @@
+"""The memory analysis in the terminal and in report.html (numbers from `analysis.memory`)."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from kernel_atlas.analysis.memory import BEFORE_WINDOW, MemoryReport, live_by_module
+from kernel_atlas.report.fit import Column, print_table
+from kernel_atlas.report.markup import esc
+from kernel_atlas.report.units import fmt_bytes, fmt_pct, fmt_us
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+TITLE = "GPU memory"
+NO_EVENTS = "no [memory] events in the trace (profile with profile_memory=True to see where the memory goes)"
+_SHOWN, _HOLDER_TABLES = 8, 2  # device lines, and holder tables, of a multi-trace run (--wide: all)
+HOLDER_COLUMNS = [Column("live"), Column("%"), Column("blocks", drop=1), Column("holder", justify="left", flex=1)]
+
+
+def _where(entry: dict[str, Any], several: bool) -> str:
+    return f"{entry['trace']} (rank {entry['rank']}) {entry['device']}" if several else str(entry["device"])
+
+
+def peak_line(entry: dict[str, Any], origin_us: float | None = None, several: bool = False) -> str:
+    """`cuda:0 peak 96.6 MiB allocated at 3.88 ms, 116.0 MiB reserved; baseline 87.1 MiB …`."""
+    where = _where(entry, several)
+    if entry.get("peak_allocated_bytes") is None:
+        return f"{where}: {entry['note']}; largest rise {fmt_bytes(entry.get('peak_change_bytes'))}"
+    at = "" if origin_us is None else f" at {fmt_us(entry['peak_ts_us'] - origin_us)}"
+    at += "" if entry.get("peak_step") is None else f" in step {entry['peak_step']}"
+    reserved = entry.get("peak_reserved_bytes")
+    text = f"{where} peak {fmt_bytes(entry['peak_allocated_bytes'])} allocated{at}"
+    text += f", {fmt_bytes(reserved)} reserved" if reserved is not None else ""
+    text += (
+        f"; baseline {fmt_bytes(entry['baseline_bytes'])}, live at the peak {fmt_bytes(entry['live_at_peak_bytes'])}"
+    )
+    never = entry["never_freed"]
+    if never["blocks"]:
+        text += f"; {never['blocks']:,} blocks ({fmt_bytes(never['bytes'])}) never freed in the window"
+    return text
+
+
+def brief_memory_lines(entries: list[dict[str, Any]] | None, shown: int = 2) -> list[str]:
+    """The brief report's memory: the peak of the first GPUs, one line each, with the module
+    holding most of it (`--section memory` shows the holders, slack and step peaks)."""
+    gpus = [e for e in entries or [] if not e["host"]]
+    several = len({(e["trace"], e["rank"]) for e in gpus}) > 1
+    lines = []
+    for entry in gpus[:shown]:
+        where = _where(entry, several)
+        if entry.get("peak_allocated_bytes") is None:
+            lines.append(f"GPU memory {where}: {entry['note']}")
+            continue
+        text = f"GPU memory {where}: peak {fmt_bytes(entry['peak_allocated_bytes'])} allocated"
+        if entry.get("peak_reserved_bytes") is not None:
+            text += f", {fmt_bytes(entry['peak_reserved_bytes'])} reserved"
+        holders = (entry.get("holders") or {}).get("module") or []
+        if holders:
+            text += f"; most held by {holders[0]['name']} ({fmt_pct(holders[0]['pct'])})"
+        lines.append(text)
+    if len(gpus) > shown:
+        lines.append(f"… and {len(gpus) - shown:,} more devices (--section memory)")
+    return lines
+
+
+def _holder_rows(holders: list[dict[str, Any]], top: int) -> list[list[str]]:
+    return [
+        [fmt_bytes(h["bytes"]), fmt_pct(h["pct"]), "–" if h["blocks"] is None else f"{h['blocks']:,}", h["name"]]
+        for h in holders[:top]
+    ]
+
+
+def print_memory(console: Console, entries: list[dict[str, Any]] | None, top: int = 8, wide: bool = False) -> None:
+    """The peak of each device (host memory in one line each), then what holds the GPU peaks."""
+    if entries is None:
+        return
+    console.print(f"[bold]{TITLE}[/]", highlight=False)
+    if not entries:
+        console.print(esc(NO_EVENTS), highlight=False)
+        return
+    several = len({(e["trace"], e["rank"]) for e in entries}) > 1
+    shown = entries if wide else entries[:_SHOWN]
+    for entry in shown:
+        console.print(esc(("host " if entry["host"] else "") + peak_line(entry, several=several)), highlight=False)
+    if len(entries) > len(shown):
+        console.print(f"… and {len(entries) - len(shown):,} more (report.json `memory`; --wide shows all)")
+    gpus = [e for e in shown if not e["host"] and e.get("holders")]
+    for entry in gpus if wide else gpus[:_HOLDER_TABLES]:
+        title = f"What holds the peak of {_where(entry, several)}, by nn.Module"
+        print_table(console, HOLDER_COLUMNS, _holder_rows(entry["holders"]["module"], top), title, wide)
+        by_op = ", ".join(f"{h['name']} {fmt_bytes(h['bytes'])}" for h in entry["holders"]["op"][:4])
+        console.print(esc(f"by op: {by_op}"), highlight=False)
+        for line in _slack_and_steps(entry):
+            console.print(esc(line), highlight=False)
+
+
+def _slack_and_steps(entry: dict[str, Any], steps_shown: int = 8) -> list[str]:
+    """Allocator slack (reserved − allocated) and the peak of each step, one line each."""
+    lines = []
+    slack = entry.get("slack") or {}
+    if slack:
+        lines.append(
+            f"slack (reserved − allocated): {fmt_bytes(slack['at_peak_bytes'])} at the peak, "
+            f"largest {fmt_bytes(slack['max_bytes'])}, time-weighted mean {fmt_bytes(slack['mean_bytes'])}"
+        )
+    steps = entry.get("steps") or []
+    if len(steps) > 1:
+        shown = ", ".join(f"{s['step']}: {fmt_bytes(s['peak_allocated_bytes'])}" for s in steps[:steps_shown])
+        more = f" … ({len(steps)} steps)" if len(steps) > steps_shown else ""
+        lines.append(f"peak per step: {shown}{more}")
+    return lines
+
+
+def _entry_html(entry: dict[str, Any], several: bool) -> str:
+    parts = [f"<p>{html.escape(peak_line(entry, several=several))}</p>"]
+    for key, label in (("module", "nn.Module"), ("op", "CPU op"), ("size_class", "size class")):
+        rows = "".join(
+            f"<tr><td>{fmt_bytes(h['bytes'])}</td><td>{fmt_pct(h['pct'])}</td><td>{html.escape(h['name'])}</td></tr>"
+            for h in entry.get("holders", {}).get(key, [])
+        )
+        if rows:
+            parts.append(
+                f"<h4>Live at the peak by {label}</h4>"
+                f"<table><tr><th>live</th><th>%</th><th>{label}</th></tr>{rows}</table>"
+            )
+    return "".join(parts)
+
+
+def timeline_figure(frame: Any, device: str) -> go.Figure:
+    """Allocated (stacked by holder) and reserved bytes after each event around the peak."""
+    import plotly.graph_objects as go  # here: the terminal report does not need plotly
+
+    fig = go.Figure()
+    origin = float(frame["ts_us"].iloc[0])
+    x = (frame["ts_us"] - origin) / 1e3
+    holders = [c for c in frame.columns if c not in ("ts_us", "total_allocated", "total_reserved")]
+    for name in holders:
+        if not frame[name].any():
+            continue
+        fig.add_trace(
+            go.Scatter(x=x, y=frame[name] / 2**20, name=name, stackgroup="live", line={"shape": "hv", "width": 0})
+        )
+    for column, dash in (("total_allocated", "solid"), ("total_reserved", "dot")):
+        shown = frame[column] >= 0
+        if column == "total_reserved" and not (frame[column] > 0).any():
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=x[shown],
+                y=frame[column][shown] / 2**20,
+                name=column.replace("_", " "),
+                line={"shape": "hv", "color": "black", "dash": dash, "width": 1},
+            )
+        )
+    fig.update_layout(
+        title=f"{device}: memory around the peak (MiB; stacked: live by nn.Module, {BEFORE_WINDOW} at the bottom)",
+        xaxis_title="ms from the first event shown",
+        yaxis_title="MiB",
+        height=460,
+    )
+    return fig
+
+
+def memory_html(memory: MemoryReport | None) -> str:
+    """The report.html section (plotly.js is already on the page)."""
+    import plotly.io as pio
+
+    head = f"<h2 id='memory'>{TITLE}</h2>"
+    if memory is None or not memory.entries:
+        return f"{head}<p>{html.escape(NO_EVENTS)}</p>"
+    several = len(memory.events) > 1
+    parts = [head]
+    for n, entry in enumerate(memory.entries):
+        key = (entry["trace"], entry["rank"])
+        parts.append(f"<h3>{html.escape(_where(entry, several))}</h3>")
+        parts.append(_entry_html(entry, several))
+        if entry["host"] or entry.get("peak_allocated_bytes") is None:
+            continue
+        frame = live_by_module(memory.events[key], memory.by_trace[key], entry["device"])
+        if len(frame):
+            div_id = f"memory-timeline-{n}"  # entries may share rank and device (traces of one rank)
+            div = pio.to_html(
+                timeline_figure(frame, entry["device"]), full_html=False, include_plotlyjs=False, div_id=div_id
+            )
+            parts.append(f"<div class='fig'>{div}</div>")
+    return "".join(parts)
+
+
+def _signed_bytes(n: int | None) -> str:
+    return "–" if n is None else ("+" if n > 0 else "") + fmt_bytes(n)
+
+
+DIFF_COLUMNS = [Column("Δ"), Column("A"), Column("B"), Column("module", justify="left", flex=1, middle=True)]
+
+
+def print_memory_diff(console: Console, rows: list[dict[str, Any]], top: int = 10, wide: bool = False) -> None:
+    """`atlas diff`: the memory peaks of A and B per device, and the modules whose share changed."""
+    if not rows:
+        return
+    console.print(f"[bold]{TITLE}: A → B[/]", highlight=False)
+    for row in rows:
+        names = row["device_a"] if row["device_a"] == row["device_b"] else f"{row['device_a']} → {row['device_b']}"
+        where = ("host " if row["host"] else "") + f"rank {row['rank']} {names}"
+        parts = []
+        for key, label in (("peak_allocated_bytes", "peak"), ("peak_reserved_bytes", "reserved")):
+            a, b, delta = row[f"a_{key}"], row[f"b_{key}"], row[f"delta_{key}"]
+            if a is not None or b is not None:
+                parts.append(f"{label} {fmt_bytes(a)} → {fmt_bytes(b)} ({_signed_bytes(delta)})")
+        console.print(esc(f"{where}: {'; '.join(parts) or 'no totals in either run'}"), highlight=False)
+        if row["host"] or not row["holders"]:
+            continue
+        cells = [
+            [_signed_bytes(h["delta_bytes"]), fmt_bytes(h["a_bytes"]), fmt_bytes(h["b_bytes"]), h["module"]]
+            for h in row["holders"][:top]
+            if h["delta_bytes"]
+        ]
+        if cells:
+            print_table(console, DIFF_COLUMNS, cells, f"What holds the peak, A → B ({names}, by nn.Module)", wide)
