@@ -375,8 +375,10 @@ def _drop_bad_numbers(
 ) -> None:
     for key in keys:
         value = mapping.get(key)
-        if (nulls and key in mapping and value is None) or _bad_number(value) or (
-            isinstance(value, list) and any(_bad_number(v) for v in value)
+        if (
+            (nulls and key in mapping and value is None)
+            or _bad_number(value)
+            or (isinstance(value, list) and any(_bad_number(v) for v in value))
         ):
             del mapping[key]
             ignored[key] += 1
@@ -456,8 +458,14 @@ def _count_unknown_gpu(events: Sequence[Any], family: np.ndarray, forgiving: boo
             ignored[UNKNOWN_GPU + event.cat[:60]] += 1
 
 
-# categories of events that are never GPU activities (flows, the profiler's span, metadata)
-_NOT_GPU = frozenset({"", "ac2g", "async", "async_gpu", "async_cpu_to_gpu", "fwdbwd", "forward_backward", "Trace"})
+# Categories that are never GPU activities: flows, the profiler's span, and Kineto's other
+# activity types (markers, counters, host-side runtimes; libkineto/include/ActivityType.h).
+_NOT_GPU = frozenset(
+    {"", "ac2g", "async", "async_gpu", "async_cpu_to_gpu", "fwdbwd", "forward_backward", "fwd_bwd", "Trace"}
+    | {"external_correlation", "cpu_instant_event", "overhead", "cuda_sync", "cuda_event", "cuda_profiler_range"}
+    | {"glow_runtime", "mtia_runtime", "mtia_ccp_events", "mtia_insight", "mtia_counters", "hardware_counters"}
+    | {"xpu_runtime", "xpu_driver", "xpu_sync", "privateuse1_runtime", "privateuse1_driver"}
+)
 
 
 def _numbering() -> defaultdict:

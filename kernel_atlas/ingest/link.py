@@ -29,6 +29,7 @@ from kernel_atlas.ingest.columns import (
     step_number,
 )
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
+from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, nesting_parents
 
 GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
@@ -197,11 +198,14 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     stack_hash = np.zeros(n, dtype=np.uint64)
     cur = chain_nodes.copy()
     active = cur >= 0
+    recorded = recorded_stacks(host)  # `Call stack` strings of older PyTorch
     with np.errstate(over="ignore"):
         while active.any():
             node = cur[active]
             skip = (host.family[node] == ANNOTATION) & is_profiler_step[host.name_code[node]]
             code = (host.name_code[node] + 1).astype(np.uint64)
+            if recorded is not None:
+                code += stack_key(host, node)
             stack_hash[active] = np.where(skip, stack_hash[active], stack_hash[active] * _HASH_MULT + code)
             cur[active] = parent[node]
             active = cur >= 0
@@ -211,12 +215,13 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     texts: list[str] = []
     modules: list[str | None] = []
     for node in chain_nodes[with_chain[first]].tolist():
-        frames = []
+        weaver = StackWeaver(host, recorded or [])
         while node >= 0:
             code = int(host.name_code[node])
             if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
-                frames.append(nest.short[code])
+                weaver.add(node, nest.short[code])
             node = int(parent[node])
+        frames = weaver.frames()
         texts.append(STACK_SEPARATOR.join(frames))
         modules.append(module_path(frames))
     stack_code = np.full(n, -1, dtype=np.int64)
