@@ -174,6 +174,23 @@ def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: n
     return found
 
 
+def _step_by_launch_time(
+    host: HostTable, is_profiler_step: np.ndarray, step_of_name: np.ndarray, launch_idx: np.ndarray, step: np.ndarray
+) -> None:
+    """Give activities without a step the `ProfilerStep#N` range, on any thread, that contains
+    their launch's start (launches of autograd's backward thread, which has no step ranges)."""
+    steps = np.flatnonzero((host.family == ANNOTATION) & is_profiler_step[host.name_code])
+    missing = np.flatnonzero((step < 0) & (launch_idx >= 0))
+    if not len(steps) or not len(missing):
+        return
+    steps = steps[np.argsort(host.ts[steps], kind="stable")]
+    t = host.ts[launch_idx[missing]]
+    p = np.searchsorted(host.ts[steps], t + NEST_TOLERANCE_US, side="right") - 1
+    cand = steps[np.maximum(p, 0)]
+    inside = (p >= 0) & (t <= host.end[cand] + NEST_TOLERANCE_US)
+    step[missing[inside]] = step_of_name[host.name_code[cand[inside]]]
+
+
 @dataclass
 class _Stacks:
     """Call stack and `nn.Module` path per chain start, as codes into per-chain texts."""
@@ -334,6 +351,8 @@ def link(cols: TraceColumns) -> LinkedColumns:
     step_of_name = np.array([step_number(s) if step_number(s) is not None else -1 for s in names], np.int64)
     step[has_step] = step_of_name[host.name_code[step_idx[has_step]]]
     gs = cols.gpu_steps
+    if not len(gs.step):  # no GPU-side steps (older PyTorch): a step range of any thread
+        _step_by_launch_time(host, is_profiler_step, step_of_name, launch_idx, step)
     if len(gs.step):
         missing = np.flatnonzero(~has_step)
         order_s = np.argsort(gs.ts)
