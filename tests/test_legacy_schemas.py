@@ -200,7 +200,7 @@ def test_pt19_one_kernel_by_hand(pt19: pd.DataFrame) -> None:
         16,
     )
     assert row["input_dims"] == "[[32,512,28,28],[32,512,28,28],[]]"
-    # the op's 9 frames (install prefix removed), innermost first, after the launch and the op
+    # the op's 8 frames (install prefix removed), innermost first, after the launch and the op
     assert row["call_stack"] == (
         "cudaLaunchKernel <- aten::add_ <- torchvision/models/resnet.py(138): forward"
         " <- torch/nn/modules/module.py(1051): _call_impl <- torch/nn/modules/container.py(139): forward"
