@@ -36,7 +36,7 @@ def stack_key(host: HostTable, nodes: np.ndarray) -> np.ndarray:
 class StackWeaver:
     """Builds one chain's frames: `add` each range innermost first, then `frames()`."""
 
-    def __init__(self, host: HostTable, stacks: list[list[str] | None]):
+    def __init__(self, host: HostTable, stacks: list[list[str] | None] | None):
         self.host, self.stacks = host, stacks
         self.out: list[str] = []
         self.pending: list[str] = []  # the last recorded stack, its frames not yet placed
@@ -53,7 +53,7 @@ class StackWeaver:
         return [*self.out, *self.pending]
 
     def _stack(self, node: int) -> list[str] | None:
-        if self.host.family[node] != CPU_OP:
+        if self.stacks is None or self.host.family[node] != CPU_OP:
             return None
         params = int(self.host.params[node])
         return self.stacks[params] if params >= 0 else None

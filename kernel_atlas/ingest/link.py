@@ -232,7 +232,7 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     texts: list[str] = []
     modules: list[str | None] = []
     for node in chain_nodes[with_chain[first]].tolist():
-        weaver = StackWeaver(host, recorded or [])
+        weaver = StackWeaver(host, recorded)
         while node >= 0:
             code = int(host.name_code[node])
             if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
