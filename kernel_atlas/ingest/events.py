@@ -106,6 +106,11 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     types: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")
     strides: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Strides")
     concrete: msgspec.Raw = msgspec.field(default=_EMPTY, name="Concrete Inputs")
+    # what CUPTI recorded of a kernel's launch (Kineto computes the last two from them)
+    registers: Int = msgspec.field(default=-1, name="registers per thread")
+    shared_memory: Int = msgspec.field(default=-1, name="shared memory")
+    blocks_per_sm: float = msgspec.field(default=NAN, name="blocks per SM")
+    occupancy: float = msgspec.field(default=NAN, name="est. achieved occupancy %")
     # PyTorch <= 1.10: an op's Python stack, innermost frame first, `;`-joined
     call_stack: str | None = msgspec.field(default=None, name="Call stack")
 
@@ -597,7 +602,9 @@ def _canonical_json(raw: bytes, cache: dict[bytes, str | None]) -> str | None:
 
 
 _GPU_INTS = ("device", "stream", "correlation", "external_id", "bytes", "in_nelems", "out_nelems", "group_size", "seq")
-_GPU_INTS += ("external_id_lower",)  # folded into external_id
+_GPU_INTS += ("external_id_lower", "registers", "shared_memory")  # the first folded into external_id
+_GPU_FLOATS = ("blocks_per_sm", "occupancy")  # NaN: not recorded
+_gpu_floats = attrgetter(*_GPU_FLOATS)
 _gpu_ints = attrgetter(*_GPU_INTS)
 _GPU_ARG_STRINGS = GPU_STRING_COLUMNS[1:]
 _gpu_strings = attrgetter(*_GPU_ARG_STRINGS)
@@ -616,6 +623,8 @@ def _gpu_columns(
     ints = np.fromiter(chain.from_iterable([_gpu_ints(a) for a in args]), np.int64, n * len(_GPU_INTS))
     columns = dict(zip(_GPU_INTS, ints.reshape(n, len(_GPU_INTS)).T, strict=True))
     columns["external_id"] = np.fmax(columns["external_id"], columns.pop("external_id_lower"))
+    floats = np.fromiter(chain.from_iterable([_gpu_floats(a) for a in args]), np.float64, n * len(_GPU_FLOATS))
+    columns.update(zip(_GPU_FLOATS, floats.reshape(n, len(_GPU_FLOATS)).T, strict=True))
     # device and stream fall back to pid and tid where those are numbers (older exporters)
     device, stream = columns["device"], columns["stream"]
     if (device < 0).any() or (stream < 0).any():
@@ -681,6 +690,17 @@ def _loose_int(value: object) -> int:
     except (TypeError, ValueError, OverflowError):
         return -1
     return number if _INT64_MIN <= number <= _INT64_MAX else -1
+
+
+def _loose_float(value: object) -> float:
+    """A finite number written loosely (7, "7.5") as a float; NaN when it is none."""
+    if isinstance(value, bool):
+        return NAN
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return NAN
+    return number if math.isfinite(number) else NAN
 
 
 def _loose_dims(value: object) -> tuple[int, ...] | None:
@@ -766,6 +786,10 @@ def _forgiving_args(
         strides=recorded("Input Strides"),
         concrete=recorded("Concrete Inputs"),
         call_stack=text("Call stack"),
+        registers=_loose_int(loose.get("registers per thread")),
+        shared_memory=_loose_int(loose.get("shared memory")),
+        blocks_per_sm=_loose_float(loose.get("blocks per SM")),
+        occupancy=_loose_float(loose.get("est. achieved occupancy %")),
     )
     if ignored is not None:  # given but not usable: counted under the key the trace uses
         for field_info in msgspec.structs.fields(Args):

@@ -59,6 +59,11 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "launch_thread": pa.int32(),
     "wait_frame": pa.dictionary(pa.int32(), pa.string()),
     "wait_module": pa.dictionary(pa.int32(), pa.string()),
+    # what CUPTI recorded of a kernel's launch (null: not recorded; docs/efficiency.md)
+    "registers_per_thread": pa.int32(),
+    "shared_mem_bytes": pa.int64(),
+    "recorded_blocks_per_sm": pa.float64(),
+    "recorded_occupancy_pct": pa.float64(),
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
@@ -125,6 +130,10 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_rule": _constant(None, n),
             "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),
+            "registers_per_thread": _nullable_int(gpu.registers).astype("Int32"),
+            "shared_mem_bytes": _nullable_int(gpu.shared_memory),
+            "recorded_blocks_per_sm": gpu.blocks_per_sm,
+            "recorded_occupancy_pct": gpu.occupancy,
         }
     )
     return as_categoricals(frame)
