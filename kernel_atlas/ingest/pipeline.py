@@ -12,6 +12,8 @@ from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.analysis.efficiency import with_kernel_efficiency
+from kernel_atlas.analysis.steps import host_roles, overview
 from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
@@ -160,9 +162,11 @@ def ingest_trace(
     frame = assemble(trace_stem(path), rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
     last_step = last_step_start(cols)
+    roles = host_roles(cols.host)
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
+    frame = with_kernel_efficiency(frame, trace.device_properties)
     frame, unusable = usable_rows(frame)
     warnings.extend(f"{path}: {warning}" for warning in unusable)
     redacted = redact_frame(frame)
@@ -191,6 +195,7 @@ def ingest_trace(
         "last_step_start_us": last_step,
         "graphs": graph_facts.as_dict(),
         "shapes_inferred": inferred.as_dict(kernel_time),
+        "efficiency": overview(frame, roles),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
     return IngestResult(frame=frame, facts=facts, warnings=warnings)

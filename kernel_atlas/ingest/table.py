@@ -64,6 +64,16 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "shared_mem_bytes": pa.int64(),
     "recorded_blocks_per_sm": pa.float64(),
     "recorded_occupancy_pct": pa.float64(),
+    # how well the kernel fills the GPU (`analysis/efficiency.py`)
+    "blocks_per_sm": pa.float64(),
+    "warps_per_sm": pa.float64(),
+    "max_blocks_per_sm": pa.float64(),
+    "theoretical_occupancy_pct": pa.float64(),
+    "est_occupancy_pct": pa.float64(),
+    "occupancy_source": pa.dictionary(pa.int8(), pa.string()),
+    "waves": pa.float64(),
+    "tail_wave_pct": pa.float64(),
+    "tensor_core": pa.bool_(),
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
