@@ -38,6 +38,7 @@ class HostRoles:
     communication: Ranges
     cpu_exec: Ranges
     steps: np.ndarray  # (k, 3): step number, start, end; sorted by start
+    comm_external_ids: np.ndarray  # External ids of the nccl:* / gloo:* ops: their kernels are communication
     cpu_span: tuple[float, float] | None
 
 
@@ -69,6 +70,7 @@ def host_roles(host: HostTable) -> HostRoles:
         communication=ranges(is_comm),
         cpu_exec=ranges(ops & ~is_step & ~is_loader & ~is_comm),
         steps=steps.reshape(-1, 3),
+        comm_external_ids=np.unique(host.external_id[is_comm & (host.external_id > 0)]),
         cpu_span=(float(host.ts[ops].min()), float(host.end[ops].max())) if ops.any() else None,
     )
 
@@ -121,11 +123,9 @@ def _role_ranges(frame: pd.DataFrame, roles: HostRoles) -> list[Ranges]:
     start = frame["ts_us"].to_numpy(np.float64)
     end = start + frame["dur_us"].to_numpy(np.float64)
     kind = frame["kind"].astype(str).to_numpy()
-    comm = (
-        (frame["category"].astype(str) == "communication").to_numpy()
-        if "category" in frame
-        else np.zeros(len(frame), bool)
-    )
+    # as the plugin: a kernel is communication when the op its External id names is nccl:* / gloo:*
+    external = frame["external_id"].to_numpy(np.float64, na_value=np.nan)
+    comm = np.isin(external, roles.comm_external_ids)
 
     def of(mask: np.ndarray) -> Ranges:
         return merge(start[mask], end[mask])
