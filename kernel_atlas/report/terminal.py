@@ -20,6 +20,7 @@ from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
 from kernel_atlas.report.diff import describe_key
+from kernel_atlas.report.efficiency_view import efficiency_lines
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.progress import progress_bar
@@ -113,7 +114,13 @@ def _graph_lines(facts: dict[str, Any]) -> list[str]:
 
 
 # Lines printed per trace by `atlas ingest`, in order; each takes the trace's facts (summary.json).
-TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [_trace_header, _device_lines, _link_lines, _graph_lines]
+TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [
+    _trace_header,
+    _device_lines,
+    _link_lines,
+    _graph_lines,
+    efficiency_lines,
+]
 
 
 _TRACES_SHOWN = 16  # traces described one by one in the ingest summary
