@@ -283,3 +283,59 @@ def _sm_busy(start: np.ndarray, end: np.ndarray, bps: np.ndarray, lo: float, hi:
     times, level = times[order], np.cumsum(steps[order])
     value = np.minimum(np.where(level > 1e-9, level, 0.0), 1.0)[:-1]
     return float((value * clipped_length(times[:-1], times[1:], lo, hi)).sum())
+
+
+# --- the roofline table's efficiency columns ----------------------------------------------------
+
+# per-row products summed per roofline group (and across ranks), then divided: time-weighted means
+EFFICIENCY_SUMS = ("occupancy_us", "occupancy_weight_us", "tail_us", "waves_us", "wave_weight_us", "tensor_core_us")
+ROOFLINE_EFFICIENCY = ("est_occupancy_pct", "waves", "tail_wave_pct", "tensor_core_pct", "likely_cause")
+
+
+def efficiency_sums(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel row, the products `roofline_efficiency` divides after the roofline grouping."""
+    dur = kernels["dur_us"].to_numpy(np.float64)
+
+    def column(name: str) -> np.ndarray:
+        return kernels[name].to_numpy(np.float64, na_value=np.nan) if name in kernels else np.full(len(dur), np.nan)
+
+    occupancy, waves, tail = column("est_occupancy_pct"), column("waves"), column("tail_wave_pct")
+    tensor = column("tensor_core")
+    has_waves = ~np.isnan(waves) & ~np.isnan(tail)
+    return pd.DataFrame(
+        {
+            "occupancy_us": np.where(np.isnan(occupancy), 0.0, occupancy * dur),
+            "occupancy_weight_us": np.where(np.isnan(occupancy), 0.0, dur),
+            "tail_us": np.where(has_waves, tail * dur, 0.0),
+            "waves_us": np.where(has_waves, waves * dur, 0.0),
+            "wave_weight_us": np.where(has_waves, dur, 0.0),
+            "tensor_core_us": np.where(tensor == 1, dur, 0.0),
+        },
+        index=kernels.index,
+    )
+
+
+def roofline_efficiency(table: pd.DataFrame) -> pd.DataFrame:
+    """`ROOFLINE_EFFICIENCY` columns of roofline groups from their `EFFICIENCY_SUMS` (time-weighted
+    means over the group's kernels), and where SOL is low the likely cause they point to."""
+    if not all(name in table for name in EFFICIENCY_SUMS):
+        return table.assign(**{name: np.nan for name in ROOFLINE_EFFICIENCY[:-1]}, likely_cause=None)
+    rules = read_toml("efficiency.toml")["likely_cause"]
+    occ_w, wave_w = table["occupancy_weight_us"], table["wave_weight_us"]
+    table = table.assign(
+        est_occupancy_pct=table["occupancy_us"] / occ_w.where(occ_w > 0),
+        waves=table["waves_us"] / wave_w.where(wave_w > 0),
+        tail_wave_pct=table["tail_us"] / wave_w.where(wave_w > 0),
+        tensor_core_pct=100.0 * table["tensor_core_us"] / table["total_us"].where(table["total_us"] > 0),
+    )
+    low = (table["sol_pct"] < rules["low_sol_pct"]).to_numpy() if "sol_pct" in table else np.zeros(len(table), bool)
+    causes = []
+    columns = (table["est_occupancy_pct"], table["waves"], table["tail_wave_pct"])
+    for slow, occ, waves, tail in zip(low, *columns, strict=True):
+        found = []
+        if slow and occ < rules["low_occupancy_pct"]:
+            found.append(f"low occupancy (est. {occ:.0f}%)")
+        if slow and tail < rules["partial_wave_pct"]:
+            found.append(f"grid fills {tail:.0f}% of one wave" if waves < 1 else f"last wave {tail:.0f}% full")
+        causes.append("; ".join(found) or None)
+    return table.assign(likely_cause=causes)
