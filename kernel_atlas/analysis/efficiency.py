@@ -70,14 +70,11 @@ def tensor_core_rules() -> dict[str, Any]:
 def _architecture(props: dict[str, Any]) -> dict[str, Any] | None:
     name = str(props.get("name", ""))
     compute = f"{props.get('computeMajor')}.{props.get('computeMinor')}"
-    for entry in _catalog().values():
-        if entry["vendor"] == "amd" and any(re.search(p, name, re.IGNORECASE) for p in entry["match"]):
-            return entry
     amd = props.get("warpSize") == 64 or "AMD" in name or "Instinct" in name
-    for entry in _catalog().values():
-        if entry["vendor"] == "nvidia" and not amd and compute in entry["compute"]:
-            return entry
-    return None
+    entries = [e for e in _catalog().values() if (e["vendor"] == "amd") == amd]
+    by_name = [e for e in entries if any(re.search(p, name, re.IGNORECASE) for p in e.get("match", ()))]
+    by_compute = [e for e in entries if compute in e.get("compute", ())]
+    return (by_name or by_compute or [None])[0]
 
 
 def sm_limits(props: dict[str, Any]) -> SmLimits | None:
