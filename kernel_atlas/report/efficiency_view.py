@@ -71,6 +71,15 @@ def efficiency_lines(facts: dict[str, Any]) -> list[str]:
     return [device_line(d, len(eff["steps"])) for d in eff["devices"]]
 
 
+def report_lines(efficiency: dict[str, Any] | None, shown: int | None) -> list[str]:
+    """The terminal report's lines: one per (rank, device), the first `shown` (None: all)."""
+    devices = (efficiency or {}).get("devices", [])
+    lines = [device_line(d, d["steps"]).replace("  device", f"rank {d['rank']} device", 1) for d in devices[:shown]]
+    if shown is not None and len(devices) > shown:
+        lines.append(f"… and {len(devices) - shown:,} more devices (report.json efficiency; --wide shows all)")
+    return lines
+
+
 def efficiency_html(efficiency: dict[str, Any]) -> str:
     """The report.html section: the metrics per device."""
     devices = efficiency.get("devices", [])

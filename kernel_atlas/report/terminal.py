@@ -20,7 +20,7 @@ from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
 from kernel_atlas.report.diff import describe_key
-from kernel_atlas.report.efficiency_view import efficiency_lines
+from kernel_atlas.report.efficiency_view import efficiency_lines, report_lines
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.progress import progress_bar
@@ -276,9 +276,15 @@ def _report_files_section(console: Console, report: Report, view: ReportView) ->
 
 
 # The terminal report, section by section; a section is `f(console, report, view)`.
+def _efficiency_section(console: Console, report: Report, view: ReportView) -> None:
+    for line in report_lines(report.analysis.facts.get("efficiency"), None if view.wide else _DEVICES_SHOWN):
+        _text(console, esc(line))
+
+
 REPORT_SECTIONS: list[Callable[[Console, Report, ReportView], None]] = [
     _device_section,
     _busy_section,
+    _efficiency_section,
     _category_section,
     _headroom_section,
     _no_cost_section,
