@@ -199,3 +199,34 @@ def test_report_writes_steps_and_efficiency(tmp_path: Path, small) -> None:
     (device,) = report["efficiency"]["devices"]
     assert device["sm_efficiency_pct"] == pytest.approx(40.0) and report["files"]["steps"] == "steps.parquet"
     assert "GPU efficiency" in (out / "report.html").read_text()
+
+
+def test_roofline_likely_cause_by_hand() -> None:
+    """Group 1: kernels of 10 µs at 20 % occupancy and 30 µs at 40 % → (200 + 1200) / 40 = 35 %;
+    waves 0.5 (last wave 50 %) over all 40 µs; SOL 30 % (< 50): partial wave only (35 ≥ 25).
+    Group 2: 10 % occupancy, 2.2 waves (2.2/3 = 73.3 % full), SOL 20 %: both causes.
+    Group 3: the same as 2 at SOL 80 %: no cause named."""
+    from kernel_atlas.analysis.efficiency import efficiency_sums, roofline_efficiency
+
+    kernels = pd.DataFrame(
+        {
+            "dur_us": [10.0, 30.0, 5.0],
+            "est_occupancy_pct": [20.0, 40.0, 10.0],
+            "waves": [0.5, 0.5, 2.2],
+            "tail_wave_pct": [50.0, 50.0, 100 * 2.2 / 3],
+            "tensor_core": pd.array([True, False, pd.NA], dtype="boolean"),
+        }
+    )
+    sums = efficiency_sums(kernels)
+    table = pd.DataFrame([sums.iloc[:2].sum(), sums.iloc[2], sums.iloc[2]], index=[0, 1, 2]).assign(
+        total_us=[40.0, 5.0, 5.0], sol_pct=[30.0, 20.0, 80.0]
+    )
+    out = roofline_efficiency(table)
+    assert out["est_occupancy_pct"].tolist() == pytest.approx([35.0, 10.0, 10.0])
+    assert out["waves"].tolist() == pytest.approx([0.5, 2.2, 2.2])
+    assert out["tensor_core_pct"].tolist() == pytest.approx([25.0, 0.0, 0.0])
+    assert out["likely_cause"].tolist()[:2] == [
+        "grid fills 50% of one wave",
+        "low occupancy (est. 10%); last wave 73% full",
+    ]
+    assert pd.isna(out["likely_cause"].iloc[2])
