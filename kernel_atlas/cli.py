@@ -273,8 +273,8 @@ def report(
         list[str] | None,
         typer.Option(
             "--section",
-            help="Print only this section, in full (repeat for several): trust, device, busy, findings, categories, "
-            "headroom, costs, waits, ranks, memory, files.",
+            help="Print only this section, in full (repeat for several): trust, device, busy, efficiency, findings, "
+            "categories, headroom, costs, waits, ranks, memory, files.",
         ),
     ] = None,
 ) -> None:

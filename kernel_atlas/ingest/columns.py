@@ -79,6 +79,11 @@ class GpuTable:
     process_group_desc: pd.Categorical
     process_group_ranks: pd.Categorical  # "[0, 1, 2, 3]"
     seq: np.ndarray  # int64 (-1 not recorded)
+    # kernels: what CUPTI recorded of the launch (-1 / NaN not recorded)
+    registers: np.ndarray  # int64 registers per thread
+    shared_memory: np.ndarray  # int64 bytes per block, static + dynamic
+    blocks_per_sm: np.ndarray  # float64, Kineto's grid blocks / SMs
+    occupancy: np.ndarray  # float64, Kineto's est. achieved occupancy %
 
     def __len__(self) -> int:
         return len(self.ts)
@@ -283,6 +288,8 @@ _GPU_DTYPES = {
     "dur": np.float64,
     **dict.fromkeys(("device", "stream", "correlation", "external_id", "bytes"), np.int64),
     **dict.fromkeys(("in_nelems", "out_nelems", "group_size", "seq"), np.int64),
+    **dict.fromkeys(("registers", "shared_memory"), np.int64),
+    **dict.fromkeys(("blocks_per_sm", "occupancy"), np.float64),
     **dict.fromkeys(GPU_STRING_COLUMNS, np.int64),
 }
 

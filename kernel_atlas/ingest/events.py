@@ -52,6 +52,23 @@ _GPU_STEP = 20
 _INSTANT = 30  # instant ("i") events; `[memory]` ones become `SlicePart.memory`
 MEMORY_EVENT = "[memory]"
 _FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP, "cpu_instant_event": _INSTANT}
+_FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP}
+# Older Kineto (PyTorch 1.8-1.12) wrote other names for the same families (docs/kineto-schemas.md):
+# `Operator` covers CPU ops and `record_function` ranges alike (a `ProfilerStep#N` among them
+# becomes the step annotation it is today, the others CPU ops). Any other category is also
+# looked up by its lower-case form, as the TensorBoard plugin does.
+_LEGACY_OP = 31  # (30 is _INSTANT)
+_LEGACY_FAMILY = {
+    "operator": _LEGACY_OP,
+    "runtime": RUNTIME,
+    "kernel": _GPU_FAMILY["kernel"],
+    "memcpy": _GPU_FAMILY["gpu_memcpy"],
+    "memset": _GPU_FAMILY["gpu_memset"],
+    "python": PYTHON,
+    **{name.lower(): family for name, family in _FAMILY.items()},
+}
+# `ignored` key prefix: X events of an unknown category that look like GPU activities
+UNKNOWN_GPU = "unknown GPU category "
 
 _EMPTY = msgspec.Raw(b"")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -66,6 +83,7 @@ class Args(msgspec.Struct, frozen=True, gc=False):
 
     correlation: Int = -1
     external_id: Int = msgspec.field(default=-1, name="External id")
+    external_id_lower: Int = msgspec.field(default=-1, name="external id")  # PyTorch <= 1.10: runtime, GPU
     device: Int = -1
     stream: Int = -1
     grid: tuple[Int, ...] | None = None
@@ -91,6 +109,13 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     types: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")
     strides: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Strides")
     concrete: msgspec.Raw = msgspec.field(default=_EMPTY, name="Concrete Inputs")
+    # what CUPTI recorded of a kernel's launch (Kineto computes the last two from them)
+    registers: Int = msgspec.field(default=-1, name="registers per thread")
+    shared_memory: Int = msgspec.field(default=-1, name="shared memory")
+    blocks_per_sm: float = msgspec.field(default=NAN, name="blocks per SM")
+    occupancy: float = msgspec.field(default=NAN, name="est. achieved occupancy %")
+    # PyTorch <= 1.10: an op's Python stack, innermost frame first, `;`-joined
+    call_stack: str | None = msgspec.field(default=None, name="Call stack")
 
 
 _NO_ARGS = Args()
@@ -197,6 +222,7 @@ class OpParams(NamedTuple):
     process_group_ranks: str | None  # "[0, 1, 2, 3]"
     seq: int
     kernel_kwargs: str | None
+    call_stack: str | None  # `Call stack` of older PyTorch, `;`-joined, innermost frame first
 
 
 class SliceError(Exception):
@@ -312,6 +338,7 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
     if forgiving:
         family[np.fromiter([e.ph != "X" for e in events], bool, len(events))] = -1
         family[np.fromiter([e.ph == "i" and e.name == MEMORY_EVENT for e in events], bool, len(events))] = _INSTANT
+    _count_unknown_gpu(events, family, forgiving, ignored)
 
     def pick(mask: np.ndarray, unread: frozenset[str] = frozenset()) -> tuple[list[Any], list[Args], np.ndarray]:
         chosen = list(compress(events, mask.tolist()))
@@ -447,7 +474,44 @@ _shape_fields = attrgetter("dims", "types", "strides", "concrete")
 
 def _families(events: Sequence[Any]) -> np.ndarray:
     family_of = _FAMILY.get
-    return np.fromiter([family_of(e.cat, -1) for e in events], np.int8, len(events))
+    family = np.fromiter([family_of(e.cat, -1) for e in events], np.int8, len(events))
+    unknown = family < 0
+    if unknown.any():  # older or differently cased names: once per distinct category
+        rows = np.flatnonzero(unknown)
+        cats = [events[i].cat for i in rows.tolist()]
+        aliases = {cat: _LEGACY_FAMILY.get(cat.lower(), -1) for cat in set(cats)}
+        if any(code >= 0 for code in aliases.values()):
+            family[rows] = [aliases[cat] for cat in cats]
+    legacy = np.flatnonzero(family == _LEGACY_OP)
+    if len(legacy):
+        steps = [step_number(events[i].name) is not None for i in legacy.tolist()]
+        family[legacy] = np.where(steps, ANNOTATION, CPU_OP)
+    return family
+
+
+def _count_unknown_gpu(events: Sequence[Any], family: np.ndarray, forgiving: bool, ignored: Counter[str]) -> None:
+    """Count, per category, the complete events of an unknown category that look like GPU
+    activities (a `device` or `stream` arg and a duration): `ignored[UNKNOWN_GPU + cat]`."""
+    rows = np.flatnonzero(family < 0).tolist()
+    if not rows:
+        return
+    for i in rows:
+        event = events[i]
+        if event.cat in _NOT_GPU or (event.ph != "X" if forgiving else not isinstance(event, Complete)):
+            continue
+        args = _forgiving_args(event.args) if forgiving else event.args
+        if (args.device >= 0 or args.stream >= 0) and math.isfinite(event.dur):
+            ignored[UNKNOWN_GPU + event.cat[:60]] += 1
+
+
+# Categories that are never GPU activities: flows, the profiler's span, and Kineto's other
+# activity types (markers, counters, host-side runtimes; libkineto/include/ActivityType.h).
+_NOT_GPU = frozenset(
+    {"", "ac2g", "async", "async_gpu", "async_cpu_to_gpu", "fwdbwd", "forward_backward", "fwd_bwd", "Trace"}
+    | {"external_correlation", "cpu_instant_event", "overhead", "cuda_sync", "cuda_event", "cuda_profiler_range"}
+    | {"glow_runtime", "mtia_runtime", "mtia_ccp_events", "mtia_insight", "mtia_counters", "hardware_counters"}
+    | {"xpu_runtime", "xpu_driver", "xpu_sync", "privateuse1_runtime", "privateuse1_driver"}
+)
 
 
 def _numbering() -> defaultdict:
@@ -471,7 +535,10 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
     thread = np.fromiter([threads[e.pid, e.tid] for e in events], np.int32, n)
     with_ids = (family == RUNTIME) | (family == CPU_OP)
     correlation = np.where(with_ids, np.fromiter([a.correlation for a in args], np.int64, n), -1)
-    external_id = np.where(with_ids, np.fromiter([a.external_id for a in args], np.int64, n), -1)
+    external_id = np.fromiter([a.external_id for a in args], np.int64, n)
+    if (external_id[with_ids] < 0).any():  # older runtime events: `external id`
+        external_id = np.fmax(external_id, np.fromiter([a.external_id_lower for a in args], np.int64, n))
+    external_id = np.where(with_ids, external_id, -1)
     is_op = family == CPU_OP
     shape = np.full(n, -1, np.int32)
     params = np.full(n, -1, np.int32)
@@ -550,6 +617,7 @@ def _param_codes(args: list[Args]) -> tuple[np.ndarray, list[OpParams]]:
         or a.process_group_ranks is not None
         or a.seq >= 0
         or a.kernel_kwargs is not None
+        or a.call_stack is not None
         for a in args
     ]
     codes = np.full(len(args), -1, np.int32)
@@ -577,6 +645,9 @@ def _canonical_json(raw: bytes, cache: dict[bytes, str | None]) -> str | None:
 
 
 _GPU_INTS = ("device", "stream", "correlation", "external_id", "bytes", "in_nelems", "out_nelems", "group_size", "seq")
+_GPU_INTS += ("external_id_lower", "registers", "shared_memory")  # the first folded into external_id
+_GPU_FLOATS = ("blocks_per_sm", "occupancy")  # NaN: not recorded
+_gpu_floats = attrgetter(*_GPU_FLOATS)
 _gpu_ints = attrgetter(*_GPU_INTS)
 _GPU_ARG_STRINGS = GPU_STRING_COLUMNS[1:]
 _gpu_strings = attrgetter(*_GPU_ARG_STRINGS)
@@ -594,13 +665,13 @@ def _gpu_columns(
         return _gpu_columns(*_keep(timed, events, args, family), ignored)
     ints = np.fromiter(chain.from_iterable([_gpu_ints(a) for a in args]), np.int64, n * len(_GPU_INTS))
     columns = dict(zip(_GPU_INTS, ints.reshape(n, len(_GPU_INTS)).T, strict=True))
+    columns["external_id"] = np.fmax(columns["external_id"], columns.pop("external_id_lower"))
+    floats = np.fromiter(chain.from_iterable([_gpu_floats(a) for a in args]), np.float64, n * len(_GPU_FLOATS))
+    columns.update(zip(_GPU_FLOATS, floats.reshape(n, len(_GPU_FLOATS)).T, strict=True))
     # device and stream fall back to pid and tid where those are numbers (older exporters)
     device, stream = columns["device"], columns["stream"]
     if (device < 0).any() or (stream < 0).any():
-        numbers = np.array(
-            [(e.pid if isinstance(e.pid, int) else -1, e.tid if isinstance(e.tid, int) else -1) for e in events],
-            dtype=np.int64,
-        ).reshape(n, 2)
+        numbers = np.array([(_number(e.pid), _number(e.tid)) for e in events], dtype=np.int64).reshape(n, 2)
         columns["device"] = np.where(device >= 0, device, numbers[:, 0])
         columns["stream"] = np.where(stream >= 0, stream, numbers[:, 1])
     columns["kind"] = (family - 10).astype(np.int8)
@@ -692,6 +763,15 @@ def _forgiving_memory_args(raw: msgspec.Raw, ignored: Counter[str]) -> MemoryArg
             value = info.default
         values[info.name] = value
     return MemoryArgs(**values)
+_STREAM_TID = re.compile(r"(?:stream )?(\d+)")
+
+
+def _number(value: int | str) -> int:
+    """A pid or tid as a device or stream number: 7, "7" or "stream 7" (older Kineto); -1 else."""
+    if isinstance(value, int):
+        return value
+    match = _STREAM_TID.fullmatch(value)
+    return int(match.group(1)) if match and len(match.group(1)) < 18 else -1
 
 
 def step_number(name: str) -> int | None:
@@ -712,6 +792,17 @@ def _loose_int(value: object) -> int:
     except (TypeError, ValueError, OverflowError):
         return -1
     return number if _INT64_MIN <= number <= _INT64_MAX else -1
+
+
+def _loose_float(value: object) -> float:
+    """A finite number written loosely (7, "7.5") as a float; NaN when it is none."""
+    if isinstance(value, bool):
+        return NAN
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return NAN
+    return number if math.isfinite(number) else NAN
 
 
 def _loose_dims(value: object) -> tuple[int, ...] | None:
@@ -775,6 +866,7 @@ def _forgiving_args(
     args = Args(
         correlation=_loose_int(loose.get("correlation")),
         external_id=_loose_int(loose.get("External id")),
+        external_id_lower=_loose_int(loose.get("external id")),
         device=_loose_int(loose.get("device")),
         stream=_loose_int(loose.get("stream")),
         grid=_loose_dims(loose.get("grid")),
@@ -795,6 +887,11 @@ def _forgiving_args(
         types=recorded("Input type"),
         strides=recorded("Input Strides"),
         concrete=recorded("Concrete Inputs"),
+        call_stack=text("Call stack"),
+        registers=_loose_int(loose.get("registers per thread")),
+        shared_memory=_loose_int(loose.get("shared memory")),
+        blocks_per_sm=_loose_float(loose.get("blocks per SM")),
+        occupancy=_loose_float(loose.get("est. achieved occupancy %")),
     )
     if ignored is not None:  # given but not usable: counted under the key the trace uses
         for field_info in msgspec.structs.fields(Args):

@@ -29,6 +29,7 @@ from kernel_atlas.ingest.columns import (
     step_number,
 )
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
+from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, nesting_parents
 
 GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
@@ -174,6 +175,23 @@ def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: n
     return found
 
 
+def _step_by_launch_time(
+    host: HostTable, is_profiler_step: np.ndarray, step_of_name: np.ndarray, launch_idx: np.ndarray, step: np.ndarray
+) -> None:
+    """Give activities without a step the `ProfilerStep#N` range, on any thread, that contains
+    their launch's start (launches of autograd's backward thread, which has no step ranges)."""
+    steps = np.flatnonzero((host.family == ANNOTATION) & is_profiler_step[host.name_code])
+    missing = np.flatnonzero((step < 0) & (launch_idx >= 0))
+    if not len(steps) or not len(missing):
+        return
+    steps = steps[np.argsort(host.ts[steps], kind="stable")]
+    t = host.ts[launch_idx[missing]]
+    p = np.searchsorted(host.ts[steps], t + NEST_TOLERANCE_US, side="right") - 1
+    cand = steps[np.maximum(p, 0)]
+    inside = (p >= 0) & (t <= host.end[cand] + NEST_TOLERANCE_US)
+    step[missing[inside]] = step_of_name[host.name_code[cand[inside]]]
+
+
 @dataclass
 class _Stacks:
     """Call stack and `nn.Module` path per chain start, as codes into per-chain texts."""
@@ -198,11 +216,14 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     stack_hash = np.zeros(n, dtype=np.uint64)
     cur = chain_nodes.copy()
     active = cur >= 0
+    recorded = recorded_stacks(host)  # `Call stack` strings of older PyTorch
     with np.errstate(over="ignore"):
         while active.any():
             node = cur[active]
             skip = (host.family[node] == ANNOTATION) & is_profiler_step[host.name_code[node]]
             code = (host.name_code[node] + 1).astype(np.uint64)
+            if recorded is not None:
+                code += stack_key(host, node)
             stack_hash[active] = np.where(skip, stack_hash[active], stack_hash[active] * _HASH_MULT + code)
             cur[active] = parent[node]
             active = cur >= 0
@@ -212,12 +233,13 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     texts: list[str] = []
     modules: list[str | None] = []
     for node in chain_nodes[with_chain[first]].tolist():
-        frames = []
+        weaver = StackWeaver(host, recorded)
         while node >= 0:
             code = int(host.name_code[node])
             if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
-                frames.append(nest.short[code])
+                weaver.add(node, nest.short[code])
             node = int(parent[node])
+        frames = weaver.frames()
         texts.append(STACK_SEPARATOR.join(frames))
         modules.append(module_path(frames))
     stack_code = np.full(n, -1, dtype=np.int64)
@@ -330,6 +352,8 @@ def link(cols: TraceColumns) -> LinkedColumns:
     step_of_name = np.array([step_number(s) if step_number(s) is not None else -1 for s in names], np.int64)
     step[has_step] = step_of_name[host.name_code[step_idx[has_step]]]
     gs = cols.gpu_steps
+    if not len(gs.step):  # no GPU-side steps (older PyTorch): a step range of any thread
+        _step_by_launch_time(host, is_profiler_step, step_of_name, launch_idx, step)
     if len(gs.step):
         missing = np.flatnonzero(~has_step)
         order_s = np.argsort(gs.ts)

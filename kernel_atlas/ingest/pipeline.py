@@ -12,12 +12,15 @@ from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.analysis.efficiency import with_kernel_efficiency
+from kernel_atlas.analysis.steps import host_roles, overview
 from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
+from kernel_atlas.ingest.events import UNKNOWN_GPU
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import HostNesting, link
@@ -38,7 +41,7 @@ from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
 from kernel_atlas.ingest.workers import decode_pool, discard_pool, reading_ahead, take_read_ahead, workers_for
-from kernel_atlas.redact import redact_frame
+from kernel_atlas.redact import redact_frame, redact_text
 
 __all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels", "write_outputs"]
 
@@ -76,6 +79,20 @@ def _rank_of(path: Path, distributed: dict[str, Any], warnings: list[str] | None
     return int(match.group(1)) if match and int(match.group(1)) <= _MAX_RANK else None
 
 
+def unknown_gpu_categories(ignored: dict[str, int]) -> dict[str, int]:
+    """Complete events that look like GPU activities (a device or stream, a duration) under
+    categories ingest does not know, per category; removed from `ignored`."""
+    keys = [key for key in ignored if key.startswith(UNKNOWN_GPU)]
+    return {key[len(UNKNOWN_GPU) :]: ignored.pop(key) for key in sorted(keys, key=lambda k: -ignored[k])}
+
+
+def unknown_gpu_text(unknown: dict[str, int]) -> str:
+    """`12 GPU-looking events under unknown categories (Foo 10, bar 2)`."""
+    shown = ", ".join(f"{redact_text(cat)!r} {n:,}" for cat, n in list(unknown.items())[:8])
+    more = f", {len(unknown) - 8} more" if len(unknown) > 8 else ""
+    return f"{sum(unknown.values()):,} GPU-looking events under unknown categories ({shown}{more})"
+
+
 def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> list[str]:
     """What the reader and decoder skipped or dropped, one line each."""
     warnings = [f"{path}: {warning}" for warning in trace.warnings]
@@ -89,6 +106,9 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     untimed_memory = ignored.pop("memory events without a ts", 0)
     if untimed_memory:
         warnings.append(f"{path}: {untimed_memory} [memory] events without a usable ts were left out")
+    unknown = unknown_gpu_categories(ignored)
+    if unknown:
+        warnings.append(f"{path}: {unknown_gpu_text(unknown)} were not read (categories unknown to kernel_atlas)")
     untimed_host = ignored.pop("host ranges without a ts", 0)
     if untimed_host:
         warnings.append(f"{path}: {untimed_host} host ranges without a usable ts were left out")
@@ -134,6 +154,7 @@ def ingest_trace(
         discard_pool()
         raise AtlasError(path, "a decode worker process died (out of memory?)") from None
     warnings = _decoder_warnings(path, trace, cols.ignored)
+    cols_ignored = cols.ignored
     detected = _rank_of(path, trace.distributed_info, warnings)
     rank = detected if detected is not None else (rank if rank is not None else 0)
     event_count = cols.event_count
@@ -152,14 +173,19 @@ def ingest_trace(
         memory.insert(0, "rank", rank)
         memory.insert(0, "trace", trace_stem(path))
         memory_redacted = redact_frame(memory)
+    roles = host_roles(cols.host)
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
+    frame = with_kernel_efficiency(frame, trace.device_properties)
     frame, unusable = usable_rows(frame)
     warnings.extend(f"{path}: {warning}" for warning in unusable)
     redacted = redact_frame(frame) + memory_redacted
     report("done", 1.0)
-    if frame.empty:
+    unknown_gpu = unknown_gpu_categories(dict(cols_ignored))
+    if frame.empty and unknown_gpu:
+        warnings.append(f"{path}: no GPU events of a known category (kernels, memcpys, memsets); tables are empty")
+    elif frame.empty:
         warnings.append(f"{path}: no GPU events (kernels, memcpys, memsets) in this trace; tables are empty")
     unlinked = sum(linked.unlinked.values())
     if unlinked:
@@ -180,6 +206,7 @@ def ingest_trace(
         "last_step_start_us": last_step,
         "graphs": graph_facts.as_dict(),
         "shapes_inferred": inferred.as_dict(kernel_time),
+        "efficiency": overview(frame, roles),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
     facts["memory_events"] = 0 if memory is None else len(memory)

@@ -59,6 +59,21 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "launch_thread": pa.int32(),
     "wait_frame": pa.dictionary(pa.int32(), pa.string()),
     "wait_module": pa.dictionary(pa.int32(), pa.string()),
+    # what CUPTI recorded of a kernel's launch (null: not recorded; docs/efficiency.md)
+    "registers_per_thread": pa.int32(),
+    "shared_mem_bytes": pa.int64(),
+    "recorded_blocks_per_sm": pa.float64(),
+    "recorded_occupancy_pct": pa.float64(),
+    # how well the kernel fills the GPU (`analysis/efficiency.py`)
+    "blocks_per_sm": pa.float64(),
+    "warps_per_sm": pa.float64(),
+    "max_blocks_per_sm": pa.float64(),
+    "theoretical_occupancy_pct": pa.float64(),
+    "est_occupancy_pct": pa.float64(),
+    "occupancy_source": pa.dictionary(pa.int8(), pa.string()),
+    "waves": pa.float64(),
+    "tail_wave_pct": pa.float64(),
+    "tensor_core": pa.bool_(),
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
@@ -125,6 +140,10 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_rule": _constant(None, n),
             "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),
+            "registers_per_thread": _nullable_int(gpu.registers).astype("Int32"),
+            "shared_mem_bytes": _nullable_int(gpu.shared_memory),
+            "recorded_blocks_per_sm": gpu.blocks_per_sm,
+            "recorded_occupancy_pct": gpu.occupancy,
         }
     )
     return as_categoricals(frame)

@@ -22,6 +22,7 @@ from kernel_atlas.ingest.outputs import (
     write_json,
     write_table,
 )
+from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
 from kernel_atlas.report.idle import KERNEL_WAIT_US
 from kernel_atlas.report.launches import SHORT_KERNEL_US
 from kernel_atlas.report.views import KernelViews
@@ -155,6 +156,7 @@ def _build_report(
     analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
     analysis.facts.update(waits.facts)
+    analysis.facts["efficiency"] = efficiency_facts(summary)
     events = read_memory_events(out_dir, summary, output.run_id)
     memory = analyse_memory(events) if events else None
     analysis.facts["memory"] = memory.entries if memory else []
@@ -163,6 +165,7 @@ def _build_report(
     files = {
         "roofline": write_table(analysis.roofline, out_dir / "roofline.parquet", output.run_id),
         "timeshare": write_csv(analysis.timeshare, out_dir / "timeshare.csv"),
+        "steps": write_table(steps_table(summary), out_dir / "steps.parquet", output.run_id),
         "facts": out_dir / REPORT,
         "html": html or out_dir / "report.html",
     }
@@ -182,7 +185,11 @@ def _build_report(
         files["html"],
         title,
         waits=waits,
-        sections=[cross_rank_html(cross_rank, analysis.facts), memory_html(memory)],
+        sections=[
+            efficiency_html(analysis.facts["efficiency"]),
+            cross_rank_html(cross_rank, analysis.facts),
+            memory_html(memory),
+        ],
         views=views,
     )
     # last, as the manifest of this report: the ingest run it was made from and its files

@@ -23,6 +23,7 @@ from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
 from kernel_atlas.report.diff import describe_key
+from kernel_atlas.report.efficiency_view import efficiency_lines, report_lines
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.progress import progress_bar
@@ -137,6 +138,7 @@ TRACE_LINES: list[Callable[[dict[str, Any]], list[str]]] = [
     _link_lines,
     _graph_lines,
     _memory_lines,
+    efficiency_lines,
 ]
 
 
@@ -196,6 +198,7 @@ class ReportView:
 
 BRIEF_ROWS = 5  # table rows of the brief report
 BRIEF_CATEGORIES = 8
+BRIEF_DEVICES = 2  # per-device lines of the brief report's sections
 SMALL_SHARE = 0.01  # rows under this share of GPU time are folded in the brief report
 
 
@@ -412,6 +415,12 @@ def _report_files_section(console: Console, report: Report, view: ReportView) ->
     _files_line(console, report.files)
 
 
+def _efficiency_section(console: Console, report: Report, view: ReportView) -> None:
+    shown = None if view.wide else (_DEVICES_SHOWN if view.full else BRIEF_DEVICES)
+    for line in report_lines(report.analysis.facts.get("efficiency"), shown):
+        _text(console, esc(line))
+
+
 @dataclass(frozen=True)
 class Section:
     """One section of the terminal report: `--section NAME` prints it alone, in full; `brief`
@@ -426,6 +435,7 @@ class Section:
 REPORT_SECTIONS: list[Section] = [
     Section("device", _device_section),
     Section("busy", _busy_section),
+    Section("efficiency", _efficiency_section),
     Section("findings", _findings_section),
     Section("categories", _category_section),
     Section("headroom", _headroom_section),

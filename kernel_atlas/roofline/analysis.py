@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.analysis.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.paths import read_toml
@@ -54,6 +55,7 @@ ROOFLINE_COLUMNS = [
     "note",
     "formula",
     "call_stack",
+    *ROOFLINE_EFFICIENCY,  # analysis/efficiency.py
 ]
 _COMM_DTYPES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Char": 1, "Byte": 1}
 
@@ -339,6 +341,7 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
     `total_us` and `op_time_us`, keep the first of the rest (see `roofline_metrics`)."""
     keys = ROOFLINE_KEYS
     work = kernels[["dur_us", "op_time_us", "flops", "bytes", "precision", "unit", "note", "formula", "call_stack"]]
+    work = pd.concat([work, efficiency_sums(kernels)], axis=1)
     # groups in order of first appearance; a missing name, launcher or shape counts as ""
     group, first = _first_seen_groups([kernels[k] for k in keys])
     grouped = work.groupby(group, sort=True)
@@ -353,6 +356,7 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         note=("note", "first"),
         formula=("formula", "first"),
         call_stack=("call_stack", "first"),
+        **{name: (name, "sum") for name in EFFICIENCY_SUMS},
     ).reset_index(drop=True)
     # missing texts count as "": each group's first value is its first row's
     for position, key in enumerate([*keys, *_FIRST_TEXTS]):
@@ -397,6 +401,7 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     bound[table["attainable_us"].isna().to_numpy()] = None
     table["bound"] = bound
     table["headroom_us"] = (table["op_time_us"] - table["attainable_us"] * calls).clip(lower=0.0)
+    table = roofline_efficiency(table)
     table = table.sort_values(["headroom_us", "total_us"], ascending=False, na_position="last", kind="stable")
     return table[ROOFLINE_COLUMNS].reset_index(drop=True)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.analysis.efficiency import EFFICIENCY_SUMS
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.outputs import load_kernels
 from kernel_atlas.report.idle import KERNEL_WAIT_US
@@ -31,7 +32,7 @@ from kernel_atlas.report.waits_fold import WaitsFold
 from kernel_atlas.roofline.analysis import ROOFLINE_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
 from kernel_atlas.roofline.devices import Device
 
-_SUMMED = ["count", "total_us", "op_time_us"]
+_SUMMED = ["count", "total_us", "op_time_us", *EFFICIENCY_SUMS]
 _TREEMAP_KEYS = ["category", "op_mapping", "name"]
 
 

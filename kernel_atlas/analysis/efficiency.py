@@ -1,0 +1,338 @@
+"""How well each kernel fills the GPU, read from the trace alone (no hardware counters).
+
+Per kernel (docs/efficiency.md): blocks and warps per SM, the theoretical number of blocks an SM
+can hold at once (block size, registers per thread, shared memory against the SM limits of
+catalogs/devices.toml, the trace's deviceProperties winning), the estimated achieved occupancy
+(Kineto's `est. achieved occupancy %` where recorded, else the same estimate computed here),
+waves and the fill of the last one, and whether the kernel runs on tensor / matrix cores
+(catalogs/efficiency.toml). Per device, over a time window: the TensorBoard plugin's GPU
+utilization, est. SM efficiency, est. achieved occupancy, and the tensor-core share of kernel time.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.analysis.intervals import clipped_length, merge
+from kernel_atlas.ingest.recorded import dtypes, type_names
+from kernel_atlas.paths import read_toml
+from kernel_atlas.roofline.devices import match_device
+
+RECORDED, ESTIMATED, UPPER_BOUND = "recorded", "estimated", "upper bound"
+COLUMNS = (
+    "blocks_per_sm",
+    "warps_per_sm",
+    "max_blocks_per_sm",
+    "theoretical_occupancy_pct",
+    "est_occupancy_pct",
+    "occupancy_source",
+    "waves",
+    "tail_wave_pct",
+    "tensor_core",
+)
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """What one SM (CU) of a device can hold; `registers_known` False: only the thread bound."""
+
+    sms: int
+    warp_size: int
+    max_threads: int
+    max_warps: int
+    max_blocks: int
+    registers: int
+    register_unit: int
+    sub_partitions: int
+    shared: int
+    shared_unit: int
+    reserved_shared: int
+    registers_known: bool
+    tensor: frozenset[str]  # precisions with a tensor-core peak (catalogs/devices.toml)
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict[str, dict[str, Any]]:
+    return read_toml("devices.toml").get("sm_limits", {})
+
+
+@lru_cache(maxsize=1)
+def tensor_core_rules() -> dict[str, Any]:
+    return read_toml("efficiency.toml")["tensor_core"]
+
+
+def _architecture(props: dict[str, Any]) -> dict[str, Any] | None:
+    name = str(props.get("name", ""))
+    compute = f"{props.get('computeMajor')}.{props.get('computeMinor')}"
+    amd = props.get("warpSize") == 64 or "AMD" in name or "Instinct" in name
+    entries = [e for e in _catalog().values() if (e["vendor"] == "amd") == amd]
+    by_name = [e for e in entries if any(re.search(p, name, re.IGNORECASE) for p in e.get("match", ()))]
+    by_compute = [e for e in entries if compute in e.get("compute", ())]
+    return (by_name or by_compute or [None])[0]
+
+
+def sm_limits(props: dict[str, Any]) -> SmLimits | None:
+    """The limits of the device a deviceProperties entry describes; None when its architecture is
+    not in the catalog or its SM count is unknown (no estimate is then possible)."""
+    arch = _architecture(props)
+    device = match_device(str(props.get("name", "")), props.get("numSms"))
+    sms = props.get("numSms") or (device.sms if device else None)
+    if arch is None or not isinstance(sms, int) or sms <= 0:
+        return None
+    known = arch.get("registers_recorded", True)
+
+    def value(trace_key: str, catalog_key: str, default: int = 0) -> int:
+        given = props.get(trace_key)
+        return int(given) if isinstance(given, int) and given > 0 else int(arch.get(catalog_key, default))
+
+    warp = value("warpSize", "warp_size")
+    threads = value("maxThreadsPerMultiprocessor", "max_threads_per_sm")
+    shared = props.get("sharedMemPerMultiprocessor") or props.get("maxSharedMemoryPerMultiProcessor")
+    return SmLimits(
+        sms=sms,
+        warp_size=warp,
+        max_threads=threads,
+        max_warps=threads // warp,
+        max_blocks=int(arch["max_blocks_per_sm"]),
+        registers=value("regsPerMultiprocessor", "registers_per_sm"),
+        register_unit=int(arch.get("register_unit", 1)),
+        sub_partitions=int(arch.get("sub_partitions", 1)),
+        shared=int(shared) if isinstance(shared, int) and shared > 0 else int(arch["shared_per_sm"]),
+        shared_unit=int(arch.get("shared_unit", 1)),
+        reserved_shared=int(arch.get("reserved_shared", 0)),
+        registers_known=bool(known),
+        tensor=frozenset(device.tensor) if device else frozenset(),
+    )
+
+
+def _volumes(column: pd.Series) -> np.ndarray:
+    """x·y·z of "[x, y, z]" texts (NaN when absent), computed once per distinct text."""
+    values = column.astype("category")
+    per_text = []
+    for text in values.cat.categories:
+        dims = [int(d) for d in re.findall(r"\d+", str(text))]
+        per_text.append(float(np.prod(dims)) if dims else np.nan)
+    table = np.append(np.array(per_text, dtype=np.float64), np.nan)
+    return table[values.cat.codes.to_numpy()]
+
+
+def _max_blocks(limits: SmLimits, threads: np.ndarray, regs: np.ndarray, shared: np.ndarray) -> np.ndarray:
+    """Blocks one SM holds at once (cuda_occupancy.h's limits: warps, blocks, registers per
+    sub-partition, shared memory); NaN where registers or shared memory are not recorded."""
+    warps = np.ceil(threads / limits.warp_size)
+    bound = np.minimum(np.floor(limits.max_warps / warps), limits.max_blocks)
+    if not limits.registers_known:
+        return bound
+    per_warp = np.ceil(regs * limits.warp_size / limits.register_unit) * limits.register_unit
+    with np.errstate(divide="ignore", invalid="ignore"):
+        warps_per_part = np.floor(limits.registers / limits.sub_partitions / per_warp)
+        by_regs = np.where(regs > 0, np.floor(warps_per_part * limits.sub_partitions / warps), np.inf)
+    need = np.ceil((shared + limits.reserved_shared) / limits.shared_unit) * limits.shared_unit
+    with np.errstate(divide="ignore"):
+        by_shared = np.where(need > 0, np.floor(limits.shared / need), np.inf)
+    out = np.minimum(bound, np.minimum(by_regs, by_shared))
+    return np.where(np.isnan(regs) | np.isnan(shared), np.nan, out)
+
+
+def _precisions(types: pd.Series) -> np.ndarray:
+    """The precision of the first floating dtype each row's op recorded (None: none)."""
+    values = types.astype("category")
+    known = dtypes()
+    per_text = []
+    for text in values.cat.categories:
+        names = [n for n in type_names(str(text)) if n in known and known[n].precision not in ("int", "int8")]
+        per_text.append(known[names[0]].precision if names else None)
+    return np.array([*per_text, None], dtype=object)[values.cat.codes.to_numpy()]
+
+
+def _tensor_core(frame: pd.DataFrame, device_tensor: np.ndarray) -> np.ndarray:
+    """By name (catalogs/efficiency.toml patterns) or by category and recorded precision."""
+    rules = tensor_core_rules()
+    names = frame["name"].astype("category")
+    pattern = re.compile("|".join(re.escape(p) for p in rules["name_patterns"]))
+    by_name = np.array([bool(pattern.search(str(n))) for n in names.cat.categories] + [False])
+    hit = by_name[names.cat.codes.to_numpy()]
+    if "input_types" in frame and "category" in frame:
+        precision = _precisions(frame["input_types"])
+        eligible = frame["category"].astype(str).isin(rules["categories"]).to_numpy()
+        on_device = np.array([p in t for p, t in zip(precision.tolist(), device_tensor.tolist(), strict=True)])
+        hit |= eligible & np.isin(precision, rules["precisions"]) & on_device
+    return hit
+
+
+def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-kernel columns of the module docstring (`COLUMNS`), aligned with `frame`; NaN /
+    None for memcpys, memsets and kernels whose device limits are unknown."""
+    n = len(frame)
+    out: dict[str, Any] = {c: np.full(n, np.nan) for c in COLUMNS}
+    out["occupancy_source"] = np.full(n, None, dtype=object)
+    out["tensor_core"] = pd.array([pd.NA] * n, dtype="boolean")
+    if not n:
+        return out
+    kernel = (frame["kind"] == "kernel").to_numpy()
+    devices = frame["device"].to_numpy(dtype=np.float64, na_value=np.nan)
+    grid, threads = _volumes(frame["grid"]), _volumes(frame["block"])
+    regs = frame["registers_per_thread"].to_numpy(dtype=np.float64, na_value=np.nan)
+    shared = frame["shared_mem_bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
+    recorded = frame["recorded_occupancy_pct"].to_numpy(dtype=np.float64, na_value=np.nan)
+    device_tensor = np.full(n, frozenset(), dtype=object)
+    by_id = {p.get("id"): p for p in device_properties}
+    for device in np.unique(devices[kernel & ~np.isnan(devices)]).tolist():
+        props = by_id.get(int(device)) or (device_properties[0] if len(device_properties) == 1 else None)
+        limits = sm_limits(props) if props else None
+        rows = np.flatnonzero(kernel & (devices == device))
+        if limits is None:
+            continue
+        device_tensor[rows] = limits.tensor
+        _fill(out, rows, limits, grid[rows], threads[rows], regs[rows], shared[rows], recorded[rows])
+    tensor = _tensor_core(frame, device_tensor)
+    out["tensor_core"] = pd.array(np.where(kernel, tensor, False), dtype="boolean")
+    out["tensor_core"][~kernel] = pd.NA
+    return out
+
+
+def _fill(
+    out: dict[str, Any],
+    rows: np.ndarray,
+    limits: SmLimits,
+    grid: np.ndarray,
+    threads: np.ndarray,
+    regs: np.ndarray,
+    shared: np.ndarray,
+    recorded: np.ndarray,
+) -> None:
+    blocks_per_sm = grid / limits.sms
+    max_blocks = _max_blocks(limits, threads, regs, shared)
+    warps = np.ceil(threads / limits.warp_size)
+    # Kineto's estimate: the blocks an SM holds (at most the grid's share), their threads over the SM's
+    estimate = np.minimum(max_blocks, blocks_per_sm) * threads / limits.max_threads * 100.0
+    has_recorded = ~np.isnan(recorded)
+    source = np.where(
+        has_recorded, RECORDED, np.where(np.isnan(estimate), None, ESTIMATED if limits.registers_known else UPPER_BOUND)
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        waves = grid / (limits.sms * max_blocks)
+        tail = np.where(waves > 0, waves / np.ceil(waves) * 100.0, np.nan)
+    out["blocks_per_sm"][rows] = blocks_per_sm
+    out["warps_per_sm"][rows] = blocks_per_sm * threads / limits.warp_size
+    out["max_blocks_per_sm"][rows] = max_blocks
+    if limits.registers_known:
+        out["theoretical_occupancy_pct"][rows] = max_blocks * warps / limits.max_warps * 100.0
+    out["est_occupancy_pct"][rows] = np.where(has_recorded, recorded, estimate)
+    out["occupancy_source"][rows] = source
+    out["waves"][rows] = waves
+    out["tail_wave_pct"][rows] = tail
+
+
+def with_kernel_efficiency(frame: pd.DataFrame, device_properties: list[dict[str, Any]]) -> pd.DataFrame:
+    """`frame` with the per-kernel efficiency columns appended."""
+    for name, values in kernel_columns(frame, device_properties).items():
+        frame[name] = pd.Categorical(values) if name == "occupancy_source" else values
+    return frame
+
+
+def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, float | None]:
+    """The TensorBoard plugin's GPU metrics of one device's kernels over [lo, hi] (µs), in %:
+    utilization (merged kernel time / window), est. SM efficiency (Σ min(Σ running kernels'
+    blocks per SM, 1) × time / window), est. achieved occupancy (mean of the kernels'
+    occupancy weighted by their time in the window), tensor-core share of kernel time."""
+    window = hi - lo
+    if window <= 0 or kernels.empty:
+        return dict.fromkeys(METRICS)
+    start = kernels["ts_us"].to_numpy(np.float64)
+    end = start + kernels["dur_us"].to_numpy(np.float64)
+    inside = clipped_length(start, end, lo, hi)
+    busy_start, busy_end = merge(start, end)
+    busy = float(clipped_length(busy_start, busy_end, lo, hi).sum())
+    recorded_bps = kernels["recorded_blocks_per_sm"].to_numpy(np.float64, na_value=np.nan)
+    bps = np.where(recorded_bps > 0, recorded_bps, kernels["blocks_per_sm"].to_numpy(np.float64, na_value=np.nan))
+    occupancy = kernels["est_occupancy_pct"].to_numpy(np.float64, na_value=np.nan)
+    weighted = ~np.isnan(occupancy) & (occupancy >= 0) & (inside > 0)
+    tensor = kernels["tensor_core"].to_numpy(dtype=bool, na_value=False)
+    kernel_time = float(inside.sum())
+    return {
+        "gpu_utilization_pct": 100.0 * busy / window,
+        "sm_efficiency_pct": 100.0 * _sm_busy(start, end, bps, lo, hi) / window if (bps > 0).any() else None,
+        "achieved_occupancy_pct": float(np.average(occupancy[weighted], weights=inside[weighted]))
+        if weighted.any()
+        else None,
+        "tensor_core_time_pct": 100.0 * float(inside[tensor].sum()) / kernel_time if kernel_time > 0 else None,
+    }
+
+
+METRICS = ("gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct", "tensor_core_time_pct")
+
+
+def _sm_busy(start: np.ndarray, end: np.ndarray, bps: np.ndarray, lo: float, hi: float) -> float:
+    """∫ min(Σ blocks per SM of the kernels running at t, 1) dt over [lo, hi] (kernels without a
+    positive value left out, as the plugin does)."""
+    ok = bps > 0
+    times = np.concatenate([start[ok], end[ok]])
+    steps = np.concatenate([bps[ok], -bps[ok]])
+    ends = np.r_[np.zeros(ok.sum()), np.ones(ok.sum())]  # a start before an end at the same time
+    order = np.lexsort((ends, times))
+    times, level = times[order], np.cumsum(steps[order])
+    value = np.minimum(np.where(level > 1e-9, level, 0.0), 1.0)[:-1]
+    return float((value * clipped_length(times[:-1], times[1:], lo, hi)).sum())
+
+
+# --- the roofline table's efficiency columns ----------------------------------------------------
+
+# per-row products summed per roofline group (and across ranks), then divided: time-weighted means
+EFFICIENCY_SUMS = ("occupancy_us", "occupancy_weight_us", "tail_us", "waves_us", "wave_weight_us", "tensor_core_us")
+ROOFLINE_EFFICIENCY = ("est_occupancy_pct", "waves", "tail_wave_pct", "tensor_core_pct", "likely_cause")
+
+
+def efficiency_sums(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel row, the products `roofline_efficiency` divides after the roofline grouping."""
+    dur = kernels["dur_us"].to_numpy(np.float64)
+
+    def column(name: str) -> np.ndarray:
+        return kernels[name].to_numpy(np.float64, na_value=np.nan) if name in kernels else np.full(len(dur), np.nan)
+
+    occupancy, waves, tail = column("est_occupancy_pct"), column("waves"), column("tail_wave_pct")
+    tensor = column("tensor_core")
+    has_waves = ~np.isnan(waves) & ~np.isnan(tail)
+    return pd.DataFrame(
+        {
+            "occupancy_us": np.where(np.isnan(occupancy), 0.0, occupancy * dur),
+            "occupancy_weight_us": np.where(np.isnan(occupancy), 0.0, dur),
+            "tail_us": np.where(has_waves, tail * dur, 0.0),
+            "waves_us": np.where(has_waves, waves * dur, 0.0),
+            "wave_weight_us": np.where(has_waves, dur, 0.0),
+            "tensor_core_us": np.where(tensor == 1, dur, 0.0),
+        },
+        index=kernels.index,
+    )
+
+
+def roofline_efficiency(table: pd.DataFrame) -> pd.DataFrame:
+    """`ROOFLINE_EFFICIENCY` columns of roofline groups from their `EFFICIENCY_SUMS` (time-weighted
+    means over the group's kernels), and where SOL is low the likely cause they point to."""
+    if not all(name in table for name in EFFICIENCY_SUMS):
+        return table.assign(**{name: np.nan for name in ROOFLINE_EFFICIENCY[:-1]}, likely_cause=None)
+    rules = read_toml("efficiency.toml")["likely_cause"]
+    occ_w, wave_w = table["occupancy_weight_us"], table["wave_weight_us"]
+    table = table.assign(
+        est_occupancy_pct=table["occupancy_us"] / occ_w.where(occ_w > 0),
+        waves=table["waves_us"] / wave_w.where(wave_w > 0),
+        tail_wave_pct=table["tail_us"] / wave_w.where(wave_w > 0),
+        tensor_core_pct=100.0 * table["tensor_core_us"] / table["total_us"].where(table["total_us"] > 0),
+    )
+    low = (table["sol_pct"] < rules["low_sol_pct"]).to_numpy() if "sol_pct" in table else np.zeros(len(table), bool)
+    causes = []
+    columns = (table["est_occupancy_pct"], table["waves"], table["tail_wave_pct"])
+    for slow, occ, waves, tail in zip(low, *columns, strict=True):
+        found = []
+        if slow and occ < rules["low_occupancy_pct"]:
+            found.append(f"low occupancy (est. {occ:.0f}%)")
+        if slow and tail < rules["partial_wave_pct"]:
+            found.append(f"grid fills {tail:.0f}% of one wave" if waves < 1 else f"last wave {tail:.0f}% full")
+        causes.append("; ".join(found) or None)
+    return table.assign(likely_cause=causes)

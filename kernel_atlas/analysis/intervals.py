@@ -1,0 +1,29 @@
+"""Time ranges as sorted, non-overlapping (start, end) arrays: merge, length, clip — vectorised."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the ranges [start, end): sorted, ranges that touch or overlap joined."""
+    if not len(start):
+        return np.empty(0), np.empty(0)
+    order = np.argsort(start, kind="stable")
+    start, end = start[order], end[order]
+    reach = np.maximum.accumulate(end)
+    first = np.flatnonzero(np.r_[True, start[1:] > reach[:-1]])
+    return start[first], np.maximum.reduceat(end, first)
+
+
+def covered(start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Whether each time `at` lies inside one of the merged ranges (start <= t < end)."""
+    if not len(start):
+        return np.zeros(len(at), dtype=bool)
+    i = np.searchsorted(start, at, side="right") - 1
+    return (i >= 0) & (at < end[np.maximum(i, 0)])
+
+
+def clipped_length(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """Length of each range inside [lo, hi]."""
+    return np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None)

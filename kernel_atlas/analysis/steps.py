@@ -1,0 +1,190 @@
+"""Each profiler step's time split the way the PyTorch Profiler TensorBoard plugin's overview does
+(docs/efficiency.md), and the efficiency metrics of each step and of all steps.
+
+Steps are the `ProfilerStep#N` ranges, stretched to the device (the plugin's
+`_update_steps_duration`): a step ends when the last GPU activity launched inside it ends, and
+starts no earlier than the previous step ends; trailing steps that launched (almost) nothing are
+dropped. Every µs of a step goes to the first of kernel, memcpy, memset, communication,
+runtime, data loading, CPU execution that covers it, else to "other".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.analysis.efficiency import device_metrics
+from kernel_atlas.analysis.intervals import covered, merge
+from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, step_number
+
+ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+_COMM_OPS = frozenset(
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
+Ranges = tuple[np.ndarray, np.ndarray]
+
+
+@dataclass
+class HostRoles:
+    """What the host ranges contribute, taken before the host table is released."""
+
+    runtime: Ranges
+    dataloader: Ranges
+    communication: Ranges
+    cpu_exec: Ranges
+    steps: np.ndarray  # (k, 3): step number, start, end; sorted by start
+    comm_external_ids: np.ndarray  # External ids of the nccl:* / gloo:* ops: their kernels are communication
+    cpu_span: tuple[float, float] | None
+
+
+def host_roles(host: HostTable) -> HostRoles:
+    names = host.names
+    step_of = np.array([step_number(s) if step_number(s) is not None else -1 for s in names], dtype=np.int64)
+    loader = np.array(
+        [
+            (s.startswith("enumerate(DataLoader)#") and s.endswith(".__next__")) or s.startswith("enumerate(DataPipe)#")
+            for s in names
+        ],
+        dtype=bool,
+    )
+    comm = np.array([s in _COMM_OPS for s in names], dtype=bool)
+    code = host.name_code
+    ops = (host.family == CPU_OP) | (host.family == ANNOTATION)
+    is_step = ops & (step_of[code] >= 0)
+    is_loader, is_comm = ops & loader[code] & ~is_step, ops & comm[code] & ~is_step
+    rows = np.flatnonzero(is_step)
+    rows = rows[np.argsort(host.ts[rows], kind="stable")]
+    steps = np.column_stack([step_of[code[rows]], host.ts[rows], host.end[rows]]).astype(np.float64)
+
+    def ranges(mask: np.ndarray) -> Ranges:
+        return merge(host.ts[mask], host.end[mask])
+
+    return HostRoles(
+        runtime=ranges(host.family == RUNTIME),
+        dataloader=ranges(is_loader),
+        communication=ranges(is_comm),
+        cpu_exec=ranges(ops & ~is_step & ~is_loader & ~is_comm),
+        steps=steps.reshape(-1, 3),
+        comm_external_ids=np.unique(host.external_id[is_comm & (host.external_id > 0)]),
+        cpu_span=(float(host.ts[ops].min()), float(host.end[ops].max())) if ops.any() else None,
+    )
+
+
+def device_steps(frame: pd.DataFrame, roles: HostRoles) -> np.ndarray:
+    """(k, 3) step number, start, end of the steps stretched to the device (module docstring);
+    one row numbered -1 spanning the host activity when the trace has no steps."""
+    steps = roles.steps
+    if not len(steps):
+        if roles.cpu_span is None:
+            return np.empty((0, 3))
+        steps = np.array([[-1.0, *roles.cpu_span]])
+    start = frame["ts_us"].to_numpy(np.float64)
+    end = start + frame["dur_us"].to_numpy(np.float64)
+    launch = frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    launch_end = launch + frame["launch_dur_us"].to_numpy(np.float64, na_value=np.nan)
+    i = np.searchsorted(steps[:, 1], launch, side="right") - 1
+    matched = (i >= 0) & ~np.isnan(launch) & (launch_end <= steps[np.maximum(i, 0), 2])
+    count = np.bincount(i[matched], minlength=len(steps))
+    first = np.full(len(steps), np.inf)
+    last = np.full(len(steps), -np.inf)
+    np.minimum.at(first, i[matched], start[matched])
+    np.maximum.at(last, i[matched], end[matched])
+    out = steps.copy()
+    if matched.any():
+        prev = steps[0, 1]
+        if count[0]:  # activities launched before the first step that end before its first one starts
+            before = ~matched & (end < first[0])
+            prev = max(prev, float(end[before].max())) if before.any() else prev
+        for k in range(len(steps)):
+            lo = max(prev, steps[k, 1])
+            hi = max(steps[k, 2], last[k]) if count[k] else max(steps[k, 2], lo)
+            out[k, 1:] = lo, max(hi, lo)
+            prev = out[k, 2]
+        out = out[: _kept(count)] if len(steps) > 1 else out
+    return out
+
+
+def _kept(count: np.ndarray) -> int:
+    """Steps kept: trailing steps without GPU activity dropped, and the last one too when it
+    launched under 80 % of what the one before it did (cut short by the end of profiling)."""
+    nonzero = np.flatnonzero(count > 0)
+    if not len(nonzero):
+        return len(count)
+    last = int(nonzero[-1])
+    return last if last > 0 and count[last - 1] * 0.8 > count[last] else last + 1
+
+
+def _role_ranges(frame: pd.DataFrame, roles: HostRoles) -> list[Ranges]:
+    start = frame["ts_us"].to_numpy(np.float64)
+    end = start + frame["dur_us"].to_numpy(np.float64)
+    kind = frame["kind"].astype(str).to_numpy()
+    # as the plugin: a kernel is communication when the op its External id names is nccl:* / gloo:*
+    external = frame["external_id"].to_numpy(np.float64, na_value=np.nan)
+    comm = np.isin(external, roles.comm_external_ids)
+
+    def of(mask: np.ndarray) -> Ranges:
+        return merge(start[mask], end[mask])
+
+    comm_start, comm_end = merge(
+        *(np.concatenate(pair) for pair in zip(of((kind == "kernel") & comm), roles.communication, strict=True))
+    )
+    return [
+        of((kind == "kernel") & ~comm),
+        of(kind == "memcpy"),
+        of(kind == "memset"),
+        (comm_start, comm_end),
+        roles.runtime,
+        roles.dataloader,
+        roles.cpu_exec,
+    ]
+
+
+def step_split(frame: pd.DataFrame, roles: HostRoles, steps: np.ndarray) -> np.ndarray:
+    """(k, len(ROLES)) µs of each step per role, the earlier roles winning."""
+    role_ranges = _role_ranges(frame, roles)
+    bounds = np.unique(np.concatenate([steps[:, 1], steps[:, 2], *(np.concatenate(r) for r in role_ranges)]))
+    mid, length = (bounds[:-1] + bounds[1:]) / 2, np.diff(bounds)
+    role = np.full(len(mid), len(ROLES) - 1)
+    for r in range(len(role_ranges) - 1, -1, -1):  # the highest priority last, so it wins
+        role[covered(*role_ranges[r], mid)] = r
+    k = np.searchsorted(steps[:, 1], mid, side="right") - 1
+    inside = (k >= 0) & (mid < steps[np.maximum(k, 0), 2])
+    sums = np.bincount(k[inside] * len(ROLES) + role[inside], weights=length[inside], minlength=len(steps) * len(ROLES))
+    return sums.reshape(len(steps), len(ROLES))
+
+
+def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
+    """summary.json's `efficiency` of one trace: per step its split and per-device metrics, and
+    per device the metrics over all steps (the plugin's numbers)."""
+    steps = device_steps(frame, roles)
+    if not len(steps) or frame.empty:
+        return {"steps": [], "devices": [], "window_us": None}
+    split = step_split(frame, roles, steps)
+    kernels = frame[frame["kind"] == "kernel"]
+    launched = kernels.groupby("step", observed=True)["dur_us"].sum()
+    rows = []
+    for k, (number, lo, hi) in enumerate(steps.tolist()):
+        row: dict[str, Any] = {
+            "step": None if number < 0 else int(number),
+            "start_us": lo,
+            "end_us": hi,
+            "total_us": hi - lo,
+        }
+        row.update({f"{role}_us": float(split[k, j]) for j, role in enumerate(ROLES)})
+        row["kernel_us_launched"] = float(launched.get(int(number), 0.0)) if number >= 0 else None
+        row["devices"] = _per_device(kernels, lo, hi)
+        rows.append(row)
+    lo, hi = float(steps[0, 1]), float(steps[-1, 2])
+    return {"steps": rows, "devices": _per_device(kernels, lo, hi), "window_us": [lo, hi]}
+
+
+def _per_device(kernels: pd.DataFrame, lo: float, hi: float) -> list[dict[str, Any]]:
+    out = []
+    for device, group in kernels.groupby("device", observed=True):
+        out.append({"device": int(device), **device_metrics(group, lo, hi)})
+    return out
