@@ -52,7 +52,6 @@ _GPU_STEP = 20
 _INSTANT = 30  # instant ("i") events; `[memory]` ones become `SlicePart.memory`
 MEMORY_EVENT = "[memory]"
 _FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP, "cpu_instant_event": _INSTANT}
-_FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP}
 # Older Kineto (PyTorch 1.8-1.12) wrote other names for the same families (docs/kineto-schemas.md):
 # `Operator` covers CPU ops and `record_function` ranges alike (a `ProfilerStep#N` among them
 # becomes the step annotation it is today, the others CPU ops). Any other category is also
@@ -479,7 +478,7 @@ def _families(events: Sequence[Any]) -> np.ndarray:
     if unknown.any():  # older or differently cased names: once per distinct category
         rows = np.flatnonzero(unknown)
         cats = [events[i].cat for i in rows.tolist()]
-        aliases = {cat: _LEGACY_FAMILY.get(cat.lower(), -1) for cat in set(cats)}
+        aliases = {cat: _LEGACY_FAMILY.get(cat.lower(), -1) if isinstance(cat, str) else -1 for cat in set(cats)}
         if any(code >= 0 for code in aliases.values()):
             family[rows] = [aliases[cat] for cat in cats]
     legacy = np.flatnonzero(family == _LEGACY_OP)
