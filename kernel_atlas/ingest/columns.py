@@ -123,6 +123,7 @@ class TraceColumns:
     gpu_steps: GpuAnnotations
     event_count: int
     ignored: dict[str, int] = field(default_factory=dict)  # what the decoder dropped (`SlicePart.ignored`)
+    gpu_syncs: np.ndarray = field(default_factory=lambda: np.empty((0, 8)))  # `cuda_sync` rows (`SlicePart.syncs`)
 
 
 def categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
@@ -192,6 +193,7 @@ class ColumnBuilder:
         self.host = _Columns(_HOST_DTYPES)
         self.gpu = _Columns(_GPU_DTYPES)
         self.steps: list[np.ndarray] = []
+        self.syncs: list[np.ndarray] = []
         self.events = 0
         self.ignored: Counter[str] = Counter()
 
@@ -217,6 +219,8 @@ class ColumnBuilder:
             self.gpu.extend({k: strings[v] if k in GPU_STRING_COLUMNS else v for k, v in part.gpu.items()})
         if len(part.steps):
             self.steps.append(part.steps)
+        if len(part.syncs):
+            self.syncs.append(part.syncs)
 
     def build(self) -> TraceColumns:
         host = self.host.arrays()
@@ -241,6 +245,7 @@ class ColumnBuilder:
             ),
             event_count=self.events,
             ignored=dict(self.ignored),
+            gpu_syncs=np.concatenate(self.syncs) if self.syncs else np.empty((0, 8)),
         )
 
 

@@ -49,7 +49,9 @@ _HOST_FAMILY: dict[str, int] = {
 }
 _GPU_FAMILY = {name: 10 + i for i, name in enumerate(GPU_KINDS)}
 _GPU_STEP = 20
-_FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP}
+_GPU_SYNC = 21  # `cuda_sync` events (newer Kineto): what a stream or the host waited for
+SYNC_KINDS = ("Stream Sync", "Context Sync", "Event Sync", "Stream Wait Event")  # codes 0…3 of `SlicePart.syncs`
+_FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP, "cuda_sync": _GPU_SYNC}
 
 _EMPTY = msgspec.Raw(b"")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -81,6 +83,9 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     process_group_desc: str | None = msgspec.field(default=None, name="Process Group Description")
     process_group_ranks: str | tuple[Int, ...] | None = msgspec.field(default=None, name="Process Group Ranks")
     seq: Int = msgspec.field(default=-1, name="Seq")
+    # `cuda_sync` events: the stream and the cudaEventRecord call an event wait or sync waits on
+    wait_stream: Int = msgspec.field(default=-1, name="wait_on_stream")
+    wait_correlation: Int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
     # ROCm launches name the kernel they launch; Inductor's Triton ops record their tiles
     kernel: str | None = None
     kernel_kwargs: str | None = None
@@ -200,6 +205,9 @@ class SlicePart:
     gpu_strings: list[str] = field(default_factory=list)
     # GPU-side `ProfilerStep#N` annotations: rows of (step, device, ts, end)
     steps: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
+    # `cuda_sync` events: rows of (kind code in SYNC_KINDS, device, stream, ts, end, correlation,
+    # wait_on_stream, wait_on_cuda_event_record_corr_id); -1 where absent
+    syncs: np.ndarray = field(default_factory=lambda: np.empty((0, 8)))
     # what was dropped: field name → values out of range or of the wrong type; also
     # "untimed GPU activities" (left out) and "lone surrogates" (replaced)
     ignored: dict[str, int] = field(default_factory=dict)
@@ -283,6 +291,7 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         part.events = len(events)
         part.gpu, part.gpu_strings = _gpu_columns(*pick((family >= 10) & (family < _GPU_STEP)), ignored)
         part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
+        part.syncs = _gpu_syncs(*pick(family == _GPU_SYNC)[:2])
     except RecursionError:  # inside an args value decoded on its own
         raise SliceError("deep", "JSON nested too deeply") from None
     part.ignored = dict(ignored)
@@ -589,6 +598,18 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
         if math.isfinite(event.ts) and math.isfinite(event.dur):
             rows.append((step, device, event.ts, event.ts + event.dur))
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
+
+
+def _gpu_syncs(events: list[Any], args: list[Args]) -> np.ndarray:
+    """`SlicePart.syncs` rows of the timed `cuda_sync` events of a known kind."""
+    rows = []
+    for event, arg in zip(events, args, strict=True):
+        if event.name in SYNC_KINDS and math.isfinite(event.ts) and math.isfinite(event.dur):
+            device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
+            kind = SYNC_KINDS.index(event.name)
+            rows.append((kind, device, arg.stream, event.ts, event.ts + event.dur))
+            rows[-1] += (arg.correlation, arg.wait_stream, arg.wait_correlation)
+    return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
 def step_number(name: str) -> int | None:

@@ -27,6 +27,7 @@ import pandas as pd
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
+from kernel_atlas.ingest.host_events import write_host_events
 from kernel_atlas.ingest.outputs import (
     CATALOG,
     KERNELS,
@@ -214,6 +215,8 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
         kernel_time = kernel_time_table(result.frame)
+        for host in result.host_events.values():  # the critical path's host side (ingest/host_events.py)
+            write_host_events(host, task.out, rank, task.stem, task.run_id)
         written = write_rank(result.frame, task.out, rank, task.stem, task.run_id)  # last: a failure leaves no file
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:

@@ -73,6 +73,9 @@ DERIVED = (
     "launch_stats.parquet",
     "graph_candidates.parquet",
     "collectives.parquet",
+    "host_events.parquet",  # written by ingest beside the kernels (ingest/host_events.py)
+    "critical_path.parquet",
+    "whatif.json",
 )
 # Columns a kernels table must have for `atlas report`; the others are filled with nulls when absent
 # (outputs of earlier versions lack the newer ones).

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
+from kernel_atlas.ingest.host_events import host_events_table, write_host_events
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import link
 from kernel_atlas.ingest.outputs import (
@@ -49,6 +50,7 @@ class IngestResult:
     frame: pd.DataFrame
     facts: dict[str, Any]
     warnings: list[str]
+    host_events: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # (stem, rank) → host events
 
     @property
     def kernel_time(self) -> pd.DataFrame:
@@ -141,6 +143,7 @@ def ingest_trace(
     frame = assemble(trace_stem(path), rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
     last_step = last_step_start(cols)
+    host_events = {(trace_stem(path), rank): host_events_table(cols, linked)}
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
@@ -171,7 +174,7 @@ def ingest_trace(
         "shapes_inferred": inferred.as_dict(kernel_time),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
-    return IngestResult(frame=frame, facts=facts, warnings=warnings)
+    return IngestResult(frame=frame, facts=facts, warnings=warnings, host_events=host_events)
 
 
 def _ingest_for_pool(args: tuple[str, int, Sequence[CapturedGraph]]) -> IngestResult:
@@ -207,11 +210,12 @@ def ingest_paths(
     ranks = [r.facts["rank"] for r in results]
     if len(set(ranks)) != len(ranks):
         warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")
+    host_events = {key: table for r in results for key, table in r.host_events.items()}
     if len(results) == 1:
-        return IngestResult(results[0].frame, {"traces": [results[0].facts]}, warnings)
+        return IngestResult(results[0].frame, {"traces": [results[0].facts]}, warnings, host_events)
     frame = as_categoricals(pd.concat([r.frame for r in results], ignore_index=True))
     facts = {"traces": [r.facts for r in results], **gpu_time_facts(frame)}
-    return IngestResult(frame, facts, warnings)
+    return IngestResult(frame, facts, warnings, host_events)
 
 
 def default_out_dir(first_trace: Path) -> Path:
@@ -231,6 +235,9 @@ def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
             mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == trace["rank"]).to_numpy()
             rows = frame[mine] if len(facts["traces"]) > 1 else frame
             written = write_rank(rows, out_dir, trace["rank"], stem, run_id)
+            host = result.host_events.get((stem, trace["rank"]))
+            if host is not None:
+                write_host_events(host, out_dir, trace["rank"], stem, run_id)
             traces.append({**trace, "kernels_file": written})
         catalog = build_catalog(frame, known=default_classifier().catalog)
         write_json(out_dir, CATALOG, catalog)
