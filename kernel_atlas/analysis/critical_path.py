@@ -1,0 +1,538 @@
+"""What bounds the run: the critical path through a rank's host threads and GPU streams.
+
+The trace becomes a graph of time points — the start and the end of every CPU op, runtime call
+and GPU activity — joined by edges that carry time (see docs/critical_path.md):
+
+* host threads: consecutive points of a thread in call-stack order; an edge inside an op is CPU
+  time attributed to it (HTA's rules); the edge entering a top-level op and the edge that ends
+  a blocking call (synchronize, synchronous copy) weigh nothing — the thread was waiting;
+* launch → activity: the activity waited for its launch when its stream was empty at the
+  launch (launch overhead = activity start − launch start); otherwise previous activity on the
+  stream → activity (kernel-kernel overhead = the gap), when under 1.5 ms;
+* synchronisation (zero weight): the activity an event wait, a stream/device/event sync or a
+  synchronous call waited for → the waiting kernel's start or the host call's end;
+* every activity's own duration, graph-replayed kernels included (each owns its launch's
+  `cudaGraphLaunch`, only the first of a replay can wait for it).
+
+The longest path (a pass over the nodes in topological order) is the critical path; its edges
+are segments, named in HTA's bound buckets. A what-if re-solves the same graph with new
+weights (`analysis/whatif.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.errors import AtlasError
+
+KERNEL_GAP_LIMIT_US = 1500.0  # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US: longer gaps are unexplained waits
+BUCKETS = (
+    "cpu_bound",
+    "gpu_compute_bound",
+    "gpu_communication_bound",
+    "gpu_kernel_kernel_overhead",
+    "gpu_kernel_launch_overhead",
+    "data_loading",
+)
+# host calls that hold the thread until GPU work ends (their time is waiting, not CPU work)
+BLOCKING = re.compile(
+    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|EventQuery|Memcpy|MemcpyAsync)$"
+)
+# blocking calls whose release is found from the GPU timeline when the trace has no cuda_sync events
+_RELEASED_BY_GPU = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy)$")
+DATA_LOADING = re.compile(r"DataLoader|dataloader|data_loading", re.IGNORECASE)
+_LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset|GraphLaunch", re.IGNORECASE)
+
+# edge kinds
+CPU, DEPEND, GPU, LAUNCH, GAP, SYNC, WAIT = range(7)
+KIND_NAMES = ("cpu", "dependency", "gpu", "launch", "kernel_gap", "sync", "wait")
+
+
+@dataclass
+class Graph:
+    """Nodes 2e (start) and 2e+1 (end) of event e; events are host rows then GPU rows."""
+
+    node_ts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    kind: np.ndarray  # int8, see KIND_NAMES
+    event: np.ndarray  # event each edge's time is attributed to (-1: none)
+    n_host: int
+    host: pd.DataFrame  # the host rows that are events
+    gpu: pd.DataFrame  # the GPU rows that are events
+    window: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_ts)
+
+
+@dataclass
+class Path:
+    length_us: float
+    edges: np.ndarray  # edge indices on the path, in time order
+
+
+# --- window ---------------------------------------------------------------------------------------
+
+
+def parse_window(spec: str | None) -> tuple[str, int] | None:
+    """`ProfilerStep#2` → ("ProfilerStep", 2); None: the whole trace."""
+    if not spec:
+        return None
+    name, sep, k = spec.rpartition("#")
+    if not sep or not name or not k.isdigit():
+        raise AtlasError(None, f"--window {spec!r}: expected NAME#K (the K-th instance, from 0, e.g. ProfilerStep#0)")
+    return name, int(k)
+
+
+def window_range(host: pd.DataFrame, window: tuple[str, int] | None) -> tuple[float, float, str]:
+    """[start, end] of the K-th (0-based, by start) host range whose name contains NAME."""
+    if window is None:
+        return -np.inf, np.inf, "whole trace"
+    name, k = window
+    ranges = host[(host["kind"] != "sync") & host["name"].astype(str).str.contains(name, regex=False)]
+    ranges = ranges.sort_values("ts_us", kind="stable")
+    if k >= len(ranges):
+        raise AtlasError(None, f"--window {name}#{k}: the trace has {len(ranges)} ranges named like {name!r}")
+    row = ranges.iloc[k]
+    return float(row["ts_us"]), float(row["end_us"]), f"{row['name']} (#{k} of {len(ranges)} {name})"
+
+
+# --- graph ----------------------------------------------------------------------------------------
+
+
+class _Edges:
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, kind: int, event: np.ndarray) -> None:
+        n = len(src)
+        if n:
+            w = np.broadcast_to(np.asarray(weight, np.float64), (n,))
+            e = np.broadcast_to(np.asarray(event, np.int64), (n,))
+            self.parts.append((src.astype(np.int64), dst.astype(np.int64), w, np.full(n, kind, np.int8), e))
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        if not self.parts:
+            return tuple(np.empty(0, t) for t in (np.int64, np.int64, np.float64, np.int8, np.int64))
+        return tuple(np.concatenate([p[i] for p in self.parts]) for i in range(5))
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), np.int64)
+    cur = parent.copy()
+    active = np.flatnonzero(cur >= 0)
+    while len(active):
+        depth[active] += 1
+        cur[active] = parent[cur[active]]
+        active = active[cur[active] >= 0]
+    return depth
+
+
+def _node_parents(host: pd.DataFrame, is_node: np.ndarray) -> np.ndarray:
+    """Each row's nearest ancestor that is a node (row index into `host`, -1 none)."""
+    parent = host["parent"].to_numpy(np.int64)
+    cur = parent.copy()
+    active = np.flatnonzero(cur >= 0)
+    active = active[~is_node[cur[active]]]
+    while len(active):
+        cur[active] = parent[cur[active]]
+        active = active[cur[active] >= 0]
+        active = active[~is_node[cur[active]]]
+    return cur
+
+
+def _host_chains(host: pd.DataFrame, edges: _Edges) -> None:
+    """Edges along every host thread in call-stack order (HTA's rules, see the module docstring)."""
+    n = len(host)
+    if n == 0:
+        return
+    parent = host["node_parent"].to_numpy(np.int64)
+    ts, end = host["ts_us"].to_numpy(), host["end_us"].to_numpy().copy()
+    depth = _depths(parent)
+    for d in range(1, int(depth.max()) + 1):  # a child ends by its parent's end (nesting tolerance)
+        rows = np.flatnonzero(depth == d)
+        end[rows] = np.minimum(end[rows], end[parent[rows]])
+    thread = host["thread"].to_numpy(np.int64)
+    ev = np.arange(n)
+    p_ev = np.concatenate([ev, ev])
+    p_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+    p_ts = np.concatenate([ts, np.maximum(end, ts)])
+    p_depth = np.concatenate([depth, depth])
+    # thread, time, ends before starts, outer starts first, inner ends first
+    order = np.lexsort((np.where(p_start, p_depth, -p_depth), p_start, p_ts, np.concatenate([thread, thread])))
+    p_ev, p_start, p_ts = p_ev[order], p_start[order], p_ts[order]
+    same = thread[p_ev[1:]] == thread[p_ev[:-1]]
+    a, b = p_ev[:-1][same], p_ev[1:][same]
+    a_start, b_start = p_start[:-1][same], p_start[1:][same]
+    w = p_ts[1:][same] - p_ts[:-1][same]
+    src = 2 * a + ~a_start
+    dst = 2 * b + ~b_start
+    blocking = host["blocking"].to_numpy(bool)
+    top_enter = b_start & (depth[b] == 0)
+    zero = top_enter | (~b_start & blocking[b])
+    attr = np.where(a_start, a, np.where(~b_start, b, parent[a]))
+    kind = np.where(top_enter, DEPEND, CPU)
+    w = np.where(zero, 0.0, np.maximum(w, 0.0))
+    for k in (CPU, DEPEND):
+        m = kind == k
+        edges.add(src[m], dst[m], w[m], k, np.where(k == DEPEND, -1, attr[m]))
+
+
+def _search(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
+    """Per query, the position of `t` among the sorted times of its key (searchsorted within the
+    key's block, one call per distinct key: streams and threads are few); as a global index."""
+    pos = np.full(len(key), -1, np.int64)
+    size = np.zeros(len(key), np.int64)
+    base = np.zeros(len(key), np.int64)
+    for k in np.unique(key):
+        lo, hi = np.searchsorted(keys_sorted, k, "left"), np.searchsorted(keys_sorted, k, "right")
+        q = key == k
+        pos[q] = np.searchsorted(times_sorted[lo:hi], t[q], side)
+        base[q], size[q] = lo, hi - lo
+    return pos, base, size
+
+
+def _last_before(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index (into the sorted arrays) of the last entry with the same key and time <= t; -1 none."""
+    pos, base, _ = _search(keys_sorted, times_sorted, key, t, "right")
+    return np.where(pos > 0, base + pos - 1, -1)
+
+
+def _first_after(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the first entry with the same key and time >= t; -1 none."""
+    pos, base, size = _search(keys_sorted, times_sorted, key, t, "left")
+    return np.where(pos < size, base + pos, -1)
+
+
+def build_graph(
+    kernels: pd.DataFrame,
+    host_events: pd.DataFrame | None,
+    window: tuple[str, int] | None = None,
+    zero_weight_launches: bool = False,
+) -> Graph:
+    """The dependency graph of one rank (see the module docstring). `zero_weight_launches` adds
+    the causal launch → activity edges HTA leaves out where the stream was busy (weight 0), so
+    that a what-if can move work earlier only as far as its launch allows."""
+    notes: list[str] = []
+    if host_events is None:
+        host_events = _empty_host()
+        notes.append("no host events recorded (ingested before they were kept): GPU timeline only; re-run atlas ingest")
+    start, stop, label = window_range(host_events, window)
+    is_range = host_events["kind"].isin(["cpu_op", "runtime"]).to_numpy() & (host_events["thread"].to_numpy() >= 0)
+    ts = host_events["ts_us"].to_numpy()
+    in_window = (ts >= start) & (ts <= stop)
+    is_node = is_range & in_window
+    host_events = host_events.assign(node_parent=_node_parents(host_events, is_node))
+    host = host_events[is_node].copy()
+    row_to_event = np.full(len(host_events) + 1, -1, np.int64)
+    row_to_event[np.flatnonzero(is_node)] = np.arange(len(host))
+    host["node_parent"] = row_to_event[host["node_parent"].to_numpy()]
+    names = host["name"].astype(str)
+    host["blocking"] = names.str.match(BLOCKING.pattern).to_numpy()
+    n_host = len(host)
+
+    gpu = _gpu_rows(kernels, host, n_host, start, stop)
+    edges = _Edges()
+    _host_chains(host, edges)
+    syncs = host_events[(host_events["kind"] == "sync").to_numpy() & (ts <= stop) & (host_events["end_us"] >= start)]
+    if len(syncs):
+        _sync_edges(syncs, gpu, host, edges)  # first: an event wait decides how its kernel's start is explained
+    else:
+        _fallback_sync_edges(gpu, host, n_host, edges)
+        if n_host:
+            notes.append("no cuda_sync events in the trace: host syncs released by the GPU activity that ended last")
+    _gpu_edges(gpu, host, n_host, edges, zero_weight_launches)
+    src, dst, weight, kind, event = edges.arrays()
+    node_ts = np.empty(2 * (n_host + len(gpu)))
+    node_ts[0 : 2 * n_host : 2] = host["ts_us"].to_numpy()
+    node_ts[1 : 2 * n_host : 2] = host["end_us"].to_numpy()
+    node_ts[2 * n_host :: 2] = gpu["ts_us"].to_numpy()
+    node_ts[2 * n_host + 1 :: 2] = gpu["end_us"].to_numpy()
+    window_facts = {"name": label, "start_us": None if start == -np.inf else start}
+    window_facts["end_us"] = None if stop == np.inf else stop
+    return Graph(node_ts, src, dst, weight, kind, event, n_host, host.reset_index(drop=True), gpu, window_facts, notes)
+
+
+def _empty_host() -> pd.DataFrame:
+    cols = {"kind": pd.Categorical([]), "name": pd.Categorical([]), "thread": np.empty(0, np.int64)}
+    cols |= {c: np.empty(0) for c in ("ts_us", "end_us")}
+    cols |= {c: np.empty(0, np.int64) for c in ("correlation", "parent", "device", "stream", "wait_stream")}
+    cols["wait_correlation"] = np.empty(0, np.int64)
+    return pd.DataFrame(cols)
+
+
+def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: float, stop: float) -> pd.DataFrame:
+    """The GPU activities of the window (launched in it; without a launch, started in it), with
+    the event index of their launch call (-1 none)."""
+    launch_ts = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    ts = kernels["ts_us"].to_numpy(np.float64)
+    when = np.where(np.isnan(launch_ts), ts, launch_ts)
+    gpu = kernels[(when >= start) & (when <= stop)].copy()
+    gpu["end_us"] = gpu["ts_us"] + gpu["dur_us"]
+    gpu["device"] = gpu["device"].fillna(-1).astype(np.int64) if "device" in gpu else -1
+    gpu["stream"] = gpu["stream"].fillna(-1).astype(np.int64)
+    # the launch call: runtime event with the kernel's correlation (a graph launch owns all its kernels)
+    runtime = host[(host["kind"] == "runtime").to_numpy() & (host["correlation"].to_numpy() >= 0)]
+    call_of = pd.Series(np.flatnonzero((host["kind"] == "runtime").to_numpy() & (host["correlation"].to_numpy() >= 0)))
+    call_of.index = runtime["correlation"].to_numpy()
+    call_of = call_of[~call_of.index.duplicated()]
+    corr = gpu["correlation"].fillna(-1).astype(np.int64).to_numpy()
+    gpu["launch_event"] = call_of.reindex(corr).fillna(-1).astype(np.int64).to_numpy()
+    gpu = gpu.sort_values(["ts_us"], kind="stable").reset_index(drop=True)
+    gpu["event"] = n_host + np.arange(len(gpu))
+    return gpu
+
+
+def _gpu_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges, zero_launch: bool) -> None:
+    n = len(gpu)
+    if n == 0:
+        return
+    ev = gpu["event"].to_numpy()
+    ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
+    edges.add(2 * ev, 2 * ev + 1, end - ts, GPU, ev)
+    key = gpu["device"].to_numpy() * (1 << 32) + gpu["stream"].to_numpy()
+    order = np.lexsort((np.arange(n), ts, key))
+    prev = np.full(n, -1, np.int64)
+    same = key[order[1:]] == key[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    launch = gpu["launch_event"].to_numpy()
+    has_launch = launch >= 0
+    launch_ts = np.where(has_launch, host["ts_us"].to_numpy()[np.maximum(launch, 0)] if n_host else np.nan, np.nan)
+    prev_end = np.where(prev >= 0, end[np.maximum(prev, 0)], -np.inf)
+    wait_end = gpu["wait_end_us"].to_numpy() if "wait_end_us" in gpu else np.full(n, -np.inf)
+    by_launch = has_launch & (prev_end < launch_ts) & (wait_end < launch_ts)
+    by_gap = ~by_launch & (prev >= 0) & (ts - prev_end < KERNEL_GAP_LIMIT_US) & (wait_end < prev_end)
+    m = np.flatnonzero(by_launch)
+    edges.add(2 * launch[m], 2 * ev[m], np.maximum(ts[m] - launch_ts[m], 0.0), LAUNCH, ev[m])
+    m = np.flatnonzero(by_gap)
+    edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], np.maximum(ts[m] - prev_end[m], 0.0), GAP, ev[prev[m]])
+    if zero_launch:  # causality for what-if: every activity waits for its launch and its stream
+        m = np.flatnonzero(has_launch & ~by_launch)
+        edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
+        m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
+        edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1)
+
+
+def _call_events(host: pd.DataFrame) -> pd.Series:
+    """Runtime call event by correlation."""
+    runtime = np.flatnonzero((host["kind"] == "runtime").to_numpy() & (host["correlation"].to_numpy() >= 0))
+    calls = pd.Series(runtime, index=host["correlation"].to_numpy()[runtime])
+    return calls[~calls.index.duplicated()]
+
+
+def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges) -> None:
+    """Edges from Kineto's cuda_sync events (HTA's reading of them)."""
+    calls = _call_events(host)
+    n = len(gpu)
+    if n == 0:
+        return
+    ev = gpu["event"].to_numpy()
+    key = gpu["device"].to_numpy() * (1 << 32) + gpu["stream"].to_numpy()
+    by_start = np.lexsort((gpu["ts_us"].to_numpy(), key))
+    k_sorted, ts_sorted = key[by_start], gpu["ts_us"].to_numpy()[by_start]
+    name = syncs["name"].astype(str).to_numpy()
+    s_dev = syncs["device"].to_numpy()
+    s_end = syncs["end_us"].to_numpy()
+    call = calls.reindex(syncs["correlation"].to_numpy()).fillna(-1).astype(np.int64).to_numpy()
+    # Stream Sync: the last activity started on the stream by the sync's end → the call's end
+    m = (name == "Stream Sync") & (call >= 0)
+    hit = _last_before(k_sorted, ts_sorted, s_dev[m] * (1 << 32) + syncs["stream"].to_numpy()[m], s_end[m])
+    ok = hit >= 0
+    edges.add(2 * ev[by_start[hit[ok]]] + 1, 2 * call[m][ok] + 1, 0.0, SYNC, -1)
+    # Context Sync: the last activity of every stream of the device
+    for i in np.flatnonzero((name == "Context Sync") & (call >= 0)):
+        streams = np.unique(key[gpu["device"].to_numpy() == s_dev[i]])
+        hit = _last_before(k_sorted, ts_sorted, streams, np.full(len(streams), s_end[i]))
+        hit = hit[hit >= 0]
+        edges.add(2 * ev[by_start[hit]] + 1, np.full(len(hit), 2 * call[i] + 1), 0.0, SYNC, -1)
+    # Event Sync / Stream Wait Event: the last activity launched on the recorded stream before the
+    # cudaEventRecord call
+    record = calls.reindex(syncs["wait_correlation"].to_numpy()).fillna(-1).astype(np.int64).to_numpy()
+    waits = np.flatnonzero(np.isin(name, ["Event Sync", "Stream Wait Event"]) & (record >= 0))
+    if len(waits) == 0:
+        return
+    launched = gpu["launch_event"].to_numpy() >= 0
+    l_ts = np.where(launched, host["ts_us"].to_numpy()[np.maximum(gpu["launch_event"].to_numpy(), 0)], np.nan)
+    rows = np.flatnonzero(launched)
+    lo = np.lexsort((l_ts[rows], key[rows]))
+    lk, lt, lr = key[rows][lo], l_ts[rows][lo], rows[lo]
+    rec_ts = host["ts_us"].to_numpy()[record[waits]]
+    src_key = s_dev[waits] * (1 << 32) + syncs["wait_stream"].to_numpy()[waits]
+    hit = _last_before(lk, lt, src_key, rec_ts)
+    source = np.where(hit >= 0, lr[np.maximum(hit, 0)], -1)
+    is_event_sync = name[waits] == "Event Sync"
+    m = is_event_sync & (source >= 0) & (call[waits] >= 0)
+    edges.add(2 * ev[source[m]] + 1, 2 * call[waits][m] + 1, 0.0, SYNC, -1)
+    # Stream Wait Event: the next activity launched on the waiting stream from the same thread
+    m = ~is_event_sync & (source >= 0) & (call[waits] >= 0)
+    if not m.any():
+        return
+    thread = host["thread"].to_numpy()
+    l_thread = np.where(launched, thread[np.maximum(gpu["launch_event"].to_numpy(), 0)], -1)
+    tk = l_thread[rows] * (1 << 40) + key[rows]
+    to = np.lexsort((l_ts[rows], tk))
+    w_call = call[waits][m]
+    w_key = thread[w_call] * (1 << 40) + s_dev[waits][m] * (1 << 32) + syncs["stream"].to_numpy()[waits][m]
+    hit = _first_after(tk[to], l_ts[rows][to], w_key, host["ts_us"].to_numpy()[w_call])
+    ok = hit >= 0
+    dest = rows[to][hit[ok]]
+    src = source[m][ok]
+    keep = dest != src
+    edges.add(2 * ev[src[keep]] + 1, 2 * ev[dest[keep]], 0.0, SYNC, -1)
+    wait_end = np.full(n, -np.inf)
+    np.maximum.at(wait_end, dest[keep], gpu["end_us"].to_numpy()[src[keep]])
+    gpu["wait_end_us"] = wait_end
+
+
+def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges) -> None:
+    """Without cuda_sync events: a blocking call is released by the GPU activity that ended last
+    while it ran (between its start and its end)."""
+    if len(gpu) == 0 or n_host == 0:
+        return
+    names = host["name"].astype(str)
+    calls = np.flatnonzero(names.str.match(_RELEASED_BY_GPU.pattern).to_numpy())
+    if len(calls) == 0:
+        return
+    end = gpu["end_us"].to_numpy()
+    order = np.argsort(end, kind="stable")
+    c_ts, c_end = host["ts_us"].to_numpy()[calls], host["end_us"].to_numpy()[calls]
+    idx = np.searchsorted(end[order], c_end + 1e-3, side="right") - 1
+    ok = idx >= 0
+    ok[ok] = end[order][idx[ok]] >= c_ts[ok]
+    src = gpu["event"].to_numpy()[order][idx[ok]]
+    edges.add(2 * src + 1, 2 * calls[ok] + 1, 0.0, SYNC, -1)
+
+
+# --- longest path ---------------------------------------------------------------------------------
+
+
+def longest_path(graph: Graph, weight: np.ndarray | None = None) -> Path:
+    """The heaviest path (Kahn's order, one relaxation per edge). Edges closing a cycle (clock
+    disagreements) are never relaxed; their count goes to the graph's notes."""
+    n = graph.n_nodes
+    w = graph.weight if weight is None else weight
+    if n == 0 or len(graph.src) == 0:
+        return Path(0.0, np.empty(0, np.int64))
+    order = np.argsort(graph.src, kind="stable")
+    offsets = np.searchsorted(graph.src[order], np.arange(n + 1)).tolist()
+    dst = graph.dst[order].tolist()
+    ws = w[order].tolist()
+    indeg = np.bincount(graph.dst, minlength=n).tolist()
+    dist = [0.0] * n
+    pred = [-1] * n
+    stack = np.flatnonzero(np.asarray(indeg) == 0).tolist()
+    done = 0
+    while stack:
+        u = stack.pop()
+        done += 1
+        du = dist[u]
+        for i in range(offsets[u], offsets[u + 1]):
+            v = dst[i]
+            d = du + ws[i]
+            if d > dist[v] or pred[v] < 0:
+                if d >= dist[v]:
+                    dist[v] = d
+                    pred[v] = i
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                stack.append(v)
+    if done < n:
+        graph.notes.append(f"{n - done} graph nodes are in dependency cycles (clock skew?) and were left out")
+    dist_a = np.asarray(dist)
+    node = int(np.argmax(dist_a))
+    path = []
+    while pred[node] >= 0:
+        i = pred[node]
+        path.append(order[i])
+        node = int(graph.src[order[i]])
+    return Path(float(dist_a.max()), np.asarray(path[::-1], np.int64))
+
+
+# --- segments and breakdown -----------------------------------------------------------------------
+
+SEGMENT_COLUMNS = ("seq", "kind", "bound", "start_us", "dur_us", "name", "op", "kernel", "category", "module")
+SEGMENT_COLUMNS += ("frame", "rank", "stream", "thread")
+
+
+def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per path edge that carries time: what it is, when, how long, and what it is
+    attributed to (kernel, op, category, module, host frame)."""
+    w = graph.weight if weight is None else weight
+    edges = path.edges[w[path.edges] > 0] if len(path.edges) else path.edges
+    kind = graph.kind[edges]
+    ev = graph.event[edges]
+    start = graph.node_ts[graph.src[edges]]
+    n_host = graph.n_host
+    is_gpu_ev = ev >= n_host
+    gi = np.where(is_gpu_ev, ev - n_host, 0)
+    hi = np.where((ev >= 0) & ~is_gpu_ev, ev, 0)
+    gpu, host = graph.gpu, graph.host
+
+    def gcol(name: str) -> np.ndarray:
+        if name not in gpu or len(gpu) == 0:
+            return np.full(len(edges), None, object)
+        values = gpu[name].astype(object).to_numpy()[gi]
+        return np.where(is_gpu_ev, values, None)
+
+    host_name = host["name"].astype(str).to_numpy()[hi] if len(host) else np.full(len(edges), "", object)
+    host_name = np.where((ev >= 0) & ~is_gpu_ev, host_name, None)
+    # a launch edge is the launch's latency: it names the kernel it delivered
+    category = gcol("category")
+    bound = np.select(
+        [kind == LAUNCH, kind == GAP, is_gpu_ev & (category == "communication"), is_gpu_ev],
+        ["gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead", "gpu_communication_bound", "gpu_compute_bound"],
+        "cpu_bound",
+    ).astype(object)
+    loading = np.array([bool(isinstance(s, str) and DATA_LOADING.search(s)) for s in host_name], dtype=bool)
+    bound[(bound == "cpu_bound") & loading] = "data_loading"
+    launcher = gcol("launcher")
+    frame = np.where(is_gpu_ev, launcher, host_name)
+    thread = np.where(
+        is_gpu_ev, -1, host["thread"].to_numpy()[hi] if len(host) else -1
+    )
+    return pd.DataFrame(
+        {
+            "seq": np.arange(len(edges)),
+            "kind": np.asarray(KIND_NAMES, dtype=object)[kind],
+            "bound": bound,
+            "start_us": start,
+            "dur_us": w[edges],
+            "name": np.where(is_gpu_ev, gcol("name"), host_name),
+            "op": np.where(is_gpu_ev, gcol("op_mapping"), host_name),
+            "kernel": gcol("name"),
+            "category": np.where(is_gpu_ev, category, np.where(bound == "data_loading", "data loading", "host")),
+            "module": gcol("module"),
+            "frame": frame,
+            "rank": np.full(len(edges), rank, np.int64),
+            "stream": np.where(is_gpu_ev, gcol("stream"), None),
+            "thread": np.where(thread >= 0, thread, None),
+        }
+    )
+
+
+def breakdown_pct(segs: pd.DataFrame) -> dict[str, float]:
+    """Share of the path's length per HTA bound bucket (every bucket present, summing to 100)."""
+    total = float(segs["dur_us"].sum())
+    by = segs.groupby("bound")["dur_us"].sum()
+    return {b: (round(100.0 * float(by.get(b, 0.0)) / total, 2) if total > 0 else 0.0) for b in BUCKETS}
+
+
+def top_entries(segs: pd.DataFrame, by: str, n: int = 10) -> list[dict[str, Any]]:
+    """The largest contributors to the path at one level (`op`, `kernel`, `category`, …)."""
+    total = float(segs["dur_us"].sum())
+    rows = segs[segs[by].notna()]
+    grouped = rows.groupby(by, observed=True)["dur_us"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    return [
+        {by: str(k), "path_us": round(float(r["sum"]), 3), "segments": int(r["count"]),
+         "pct": round(100.0 * float(r["sum"]) / total, 2) if total else 0.0}
+        for k, r in grouped.head(n).iterrows()
+    ]
