@@ -266,6 +266,14 @@ def report(
     ] = False,
     wide: Wide = False,
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Ranks analysed in parallel (multi-rank runs).")] = 1,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window",
+            help="Critical path of the K-th (from 0) range named like NAME only, e.g. ProfilerStep#1 "
+            "(default: the whole trace).",
+        ),
+    ] = None,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
     waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_hta.parquet, idle_causes.parquet,
@@ -293,8 +301,44 @@ def report(
         source, warnings = ingest_one(source)
         for warning in warnings:
             say(err_console, "[yellow]warning:[/]", warning)
-    result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta, jobs=jobs)
+    result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta, jobs=jobs, window=window)
     print_report(console, result, top=top, wide=wide)
+    from kernel_atlas.report.critical_view import print_critical_path
+
+    print_critical_path(console, result.analysis.facts.get("critical_path"), top=min(top, 8), wide=wide)
+
+
+@app.command()
+@_one_line_errors
+def whatif(
+    source: Annotated[Path, typer.Argument(help="An `atlas ingest` output directory (after `atlas report` for roofline).")],
+    speedup: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--speedup",
+            help="FIELD=VALUE:Nx or FIELD=VALUE:roofline; FIELD: op, category, kernel (regex), module, launcher. "
+            "Repeatable.",
+        ),
+    ] = None,
+    no_launch_gaps: Annotated[
+        bool, typer.Option("--no-launch-gaps", help="Remove launch and kernel-to-kernel overheads.")
+    ] = False,
+    window: Annotated[str | None, typer.Option("--window", help="NAME#K: only the K-th range named like NAME.")] = None,
+    rank: Annotated[int | None, typer.Option("--rank", help="Rank to solve (default: the first).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Re-solve the critical path with some GPU work faster: the new end-to-end time and the
+    saving (writes OUT/whatif.json)."""
+    from kernel_atlas.analysis.whatif import run_whatif
+    from kernel_atlas.report.critical_view import print_whatif
+
+    result = run_whatif(source, speedup or [], no_launch_gaps, window, rank)
+    if as_json:
+        import json
+
+        console.print_json(json.dumps(result))
+    else:
+        print_whatif(console, result)
 
 
 @app.command()

@@ -536,3 +536,47 @@ def top_entries(segs: pd.DataFrame, by: str, n: int = 10) -> list[dict[str, Any]
          "pct": round(100.0 * float(r["sum"]) / total, 2) if total else 0.0}
         for k, r in grouped.head(n).iterrows()
     ]
+
+
+# --- the report's section -------------------------------------------------------------------------
+
+
+@dataclass
+class CriticalPathResult:
+    segments: pd.DataFrame
+    facts: dict[str, Any]
+
+
+def analyse_output(
+    out_dir: Any, ranks: list[int], window: tuple[str, int] | None, roofline: pd.DataFrame | None
+) -> CriticalPathResult:
+    """The critical path of each rank of an ingest output (one rank read at a time); the facts
+    are the longest rank's, with every rank's length."""
+    from kernel_atlas.analysis.whatif import where_optimisation_pays
+    from kernel_atlas.ingest.host_events import load_host_events
+    from kernel_atlas.ingest.outputs import load_kernels
+
+    per_rank, best = [], None
+    for rank in ranks:
+        kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
+        host = load_host_events(out_dir, rank)
+        graph = build_graph(kernels, host, window)
+        path = longest_path(graph)
+        segs = segments(graph, path, rank)
+        per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
+        if best is None or path.length_us > best[1].length_us:
+            best = (rank, path, segs, graph, kernels, host)
+    rank, path, segs, graph, kernels, host = best
+    pays = where_optimisation_pays(build_graph(kernels, host, window, zero_weight_launches=True), roofline)
+    facts = {
+        "window": graph.window,
+        "rank": rank,
+        "total_us": round(path.length_us, 3),
+        "span_us": round(float(segs["start_us"].max() + 0 - segs["start_us"].min()), 3) if len(segs) else 0.0,
+        "breakdown_pct": breakdown_pct(segs),
+        "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame")},
+        "where_optimisation_pays": pays,
+        "per_rank": per_rank,
+        "notes": graph.notes,
+    }
+    return CriticalPathResult(segs, facts)

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas import safe_files
+from kernel_atlas.analysis.critical_path import analyse_output, parse_window
 from kernel_atlas.ingest.outputs import (
     REPORT,
     check_derived,
@@ -108,10 +109,11 @@ def build_report(
     short_kernel_us: float = SHORT_KERNEL_US,
     like_hta: bool = False,
     jobs: int = 1,
+    window: str | None = None,
 ) -> Report:
     out_dir = _resolve_input(Path(source))
     with lock(out_dir):  # one writer: an ingest or another report into this folder fails at once
-        return _build_report(out_dir, device_key, html, kernel_wait_us, short_kernel_us, like_hta, jobs)
+        return _build_report(out_dir, device_key, html, kernel_wait_us, short_kernel_us, like_hta, jobs, window)
 
 
 def _build_report(
@@ -122,7 +124,9 @@ def _build_report(
     short_kernel_us: float,
     like_hta: bool,
     jobs: int,
+    window: str | None = None,
 ) -> Report:
+    window_spec = parse_window(window)  # a bad --window fails before anything is written
     output = open_output(out_dir)
     safe_files.remove(out_dir / REPORT)  # the previous report's manifest first: files below replace its own
     ranks = sorted(output.files) if output.files else output_ranks(out_dir)
@@ -159,6 +163,9 @@ def _build_report(
         "html": html or out_dir / "report.html",
     }
     files.update(write_waits(waits, out_dir, output.run_id))
+    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline)
+    analysis.facts["critical_path"] = critical.facts
+    files["critical_path"] = write_table(critical.segments, out_dir / "critical_path.parquet", output.run_id)
     if cross_rank.path is not None:
         files["collectives"] = cross_rank.path
     from kernel_atlas.report.fleet import cross_rank_html
