@@ -11,14 +11,16 @@ for it) runs in a child process of the HTA venv; Kernel Atlas ingests the trace 
 same window (`atlas report --window ANNOTATION#K`; no `@…`: the whole trace, HTA's
 annotation ""). Compared: the path length (sum of the path's edge weights, µs) and the share of
 each of HTA's bound buckets. Prints one JSON object per trace with both tools' values, the
-relative length difference and the largest bucket difference (percentage points); `--out`
-writes them all.
+relative length difference and the largest bucket difference (percentage points), against HTA
+with its defaults (`hta`) and with `HTA_DISABLE_NS_ROUNDING=1` (`hta_ns`: HTA otherwise rounds
+every ns-resolution timestamp to the µs, start up and end down); `--out` writes them all.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import tempfile
 import textwrap
@@ -48,9 +50,16 @@ HTA_CHILD = textwrap.dedent(
 )
 
 
-def run_hta(python: str, path: Path, annotation: str, k: int) -> dict:
+def run_hta(python: str, path: Path, annotation: str, k: int, rounding: bool = True) -> dict:
+    env = dict(os.environ)
+    if not rounding:  # HTA's parser rounds ns timestamps to µs (start up, end down) unless told not to
+        env["HTA_DISABLE_NS_ROUNDING"] = "1"
     done = subprocess.run(
-        [python, "-c", HTA_CHILD, str(path.resolve()), annotation, str(k)], capture_output=True, text=True, check=True
+        [python, "-c", HTA_CHILD, str(path.resolve()), annotation, str(k)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -69,7 +78,11 @@ def compare(ours: dict, theirs: dict) -> dict:
     length = theirs["length_us"]
     rel = abs(ours["length_us"] - length) / length if length else 0.0
     buckets = {b: round(ours["breakdown_pct"].get(b, 0.0) - theirs["breakdown_pct"].get(b, 0.0), 2) for b in BUCKETS}
-    return {"length_rel_diff": round(rel, 5), "bucket_diff_pts": buckets, "max_bucket_diff_pts": max(map(abs, buckets.values()))}
+    return {
+        "length_rel_diff": round(rel, 5),
+        "bucket_diff_pts": buckets,
+        "max_bucket_diff_pts": max(map(abs, buckets.values())),
+    }
 
 
 def main() -> None:
@@ -87,13 +100,20 @@ def main() -> None:
         path = Path(trace)
         key = f"{path.name}@{window}" if window else path.name
         ours = atlas_values(path, annotation, int(k))
-        try:
-            theirs = recorded[key]["hta"] if args.recorded else run_hta(args.hta_python, path, annotation, int(k))
-        except (subprocess.CalledProcessError, KeyError) as error:
-            detail = getattr(error, "stderr", "") or str(error)
-            results[key] = {"atlas": ours, "hta_error": detail.strip().splitlines()[-1] if detail.strip() else "failed"}
-            continue
-        results[key] = {"atlas": ours, "hta": theirs, **compare(ours, theirs)}
+        entry: dict = {"atlas": ours}
+        for setting, rounding in (("hta", True), ("hta_ns", False)):
+            try:
+                if args.recorded:
+                    theirs = recorded[key][setting]
+                else:
+                    theirs = run_hta(args.hta_python, path, annotation, int(k), rounding)
+            except (subprocess.CalledProcessError, KeyError) as error:
+                detail = (getattr(error, "stderr", "") or str(error)).strip()
+                entry[f"{setting}_error"] = detail.splitlines()[-1] if detail else "failed"
+                continue
+            entry[setting] = theirs
+            entry[f"vs_{setting}"] = compare(ours, theirs)
+        results[key] = entry
     text = json.dumps(results, indent=1)
     print(text)
     if args.out:

@@ -311,7 +311,9 @@ def report(
 @app.command()
 @_one_line_errors
 def whatif(
-    source: Annotated[Path, typer.Argument(help="An `atlas ingest` output directory (after `atlas report` for roofline).")],
+    source: Annotated[
+        Path, typer.Argument(help="An `atlas ingest` output directory (after `atlas report` for roofline).")
+    ],
     speedup: Annotated[
         list[str] | None,
         typer.Option(

@@ -250,7 +250,7 @@ def build_graph(
         _fallback_sync_edges(gpu, host, n_host, edges)
         if n_host:
             notes.append("no cuda_sync events in the trace: host syncs released by the GPU activity that ended last")
-    _gpu_edges(gpu, host, n_host, edges, zero_weight_launches)
+    _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes)
     src, dst, weight, kind, event = edges.arrays()
     node_ts = np.empty(2 * (n_host + len(gpu)))
     node_ts[0 : 2 * n_host : 2] = host["ts_us"].to_numpy()
@@ -292,7 +292,9 @@ def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: flo
     return gpu
 
 
-def _gpu_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges, zero_launch: bool) -> None:
+def _gpu_edges(
+    gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges, zero_launch: bool, notes: list[str]
+) -> None:
     n = len(gpu)
     if n == 0:
         return
@@ -309,14 +311,29 @@ def _gpu_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges
     launch_ts = np.where(has_launch, host["ts_us"].to_numpy()[np.maximum(launch, 0)] if n_host else np.nan, np.nan)
     prev_end = np.where(prev >= 0, end[np.maximum(prev, 0)], -np.inf)
     wait_end = gpu["wait_end_us"].to_numpy() if "wait_end_us" in gpu else np.full(n, -np.inf)
-    by_launch = has_launch & (prev_end < launch_ts) & (wait_end < launch_ts)
-    by_gap = ~by_launch & (prev >= 0) & (ts - prev_end < KERNEL_GAP_LIMIT_US) & (wait_end < prev_end)
+    # the queue was empty at the launch, and nothing launched later on the stream was waiting
+    # behind it when it started (HTA's queue-length test)
+    nxt = np.full(n, -1, np.int64)
+    nxt[order[:-1][same]] = order[1:][same]
+    other_launch = (nxt >= 0) & (launch[np.maximum(nxt, 0)] != launch)  # a graph replay's kernels share one
+    queued_behind = other_launch & (np.where(nxt >= 0, launch_ts[np.maximum(nxt, 0)], np.inf) < ts)
+    by_launch = has_launch & (prev_end < launch_ts) & (wait_end < launch_ts) & ~queued_behind
+    stuck = by_launch & (ts - launch_ts >= KERNEL_GAP_LIMIT_US)  # not a launch latency: a wait the trace does not show
+    if stuck.any():
+        notes.append(
+            f"{int(stuck.sum())} activities started ≥ {KERNEL_GAP_LIMIT_US:g} µs after their launch on an idle stream "
+            "(an event wait the trace does not record?): not counted as launch overhead"
+        )
+        m = np.flatnonzero(stuck)
+        edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
+        by_launch &= ~stuck
+    by_gap = ~by_launch & ~stuck & (prev >= 0) & (ts - prev_end < KERNEL_GAP_LIMIT_US) & (wait_end < prev_end)
     m = np.flatnonzero(by_launch)
     edges.add(2 * launch[m], 2 * ev[m], np.maximum(ts[m] - launch_ts[m], 0.0), LAUNCH, ev[m])
     m = np.flatnonzero(by_gap)
     edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], np.maximum(ts[m] - prev_end[m], 0.0), GAP, ev[prev[m]])
     if zero_launch:  # causality for what-if: every activity waits for its launch and its stream
-        m = np.flatnonzero(has_launch & ~by_launch)
+        m = np.flatnonzero(has_launch & ~by_launch & ~stuck)
         edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
         m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
         edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1)
@@ -438,10 +455,9 @@ def longest_path(graph: Graph, weight: np.ndarray | None = None) -> Path:
         for i in range(offsets[u], offsets[u + 1]):
             v = dst[i]
             d = du + ws[i]
-            if d > dist[v] or pred[v] < 0:
-                if d >= dist[v]:
-                    dist[v] = d
-                    pred[v] = i
+            if d > dist[v] or (pred[v] < 0 and d >= dist[v]):
+                dist[v] = d
+                pred[v] = i
             indeg[v] -= 1
             if indeg[v] == 0:
                 stack.append(v)
@@ -496,9 +512,7 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
     bound[(bound == "cpu_bound") & loading] = "data_loading"
     launcher = gcol("launcher")
     frame = np.where(is_gpu_ev, launcher, host_name)
-    thread = np.where(
-        is_gpu_ev, -1, host["thread"].to_numpy()[hi] if len(host) else -1
-    )
+    thread = np.where(is_gpu_ev, -1, host["thread"].to_numpy()[hi] if len(host) else -1)
     return pd.DataFrame(
         {
             "seq": np.arange(len(edges)),
@@ -532,8 +546,12 @@ def top_entries(segs: pd.DataFrame, by: str, n: int = 10) -> list[dict[str, Any]
     rows = segs[segs[by].notna()]
     grouped = rows.groupby(by, observed=True)["dur_us"].agg(["sum", "count"]).sort_values("sum", ascending=False)
     return [
-        {by: str(k), "path_us": round(float(r["sum"]), 3), "segments": int(r["count"]),
-         "pct": round(100.0 * float(r["sum"]) / total, 2) if total else 0.0}
+        {
+            by: str(k),
+            "path_us": round(float(r["sum"]), 3),
+            "segments": int(r["count"]),
+            "pct": round(100.0 * float(r["sum"]) / total, 2) if total else 0.0,
+        }
         for k, r in grouped.head(n).iterrows()
     ]
 

@@ -70,7 +70,7 @@ def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) ->
         return out
     keys = ["name", "launcher", "input_dims", "input_types"]
     main = roofline[(roofline["role"] == "main") & roofline["attainable_us"].notna()]
-    table = main[keys + ["attainable_us"]].astype({k: object for k in keys}).drop_duplicates(keys)
+    table = main[[*keys, "attainable_us"]].astype({k: object for k in keys}).drop_duplicates(keys)
     left = gpu[keys].astype(object) if all(k in gpu for k in keys) else None
     if left is None:
         return out
@@ -93,7 +93,9 @@ def whatif_weights(
         hit = _selected(gpu, change)
         if change.factor is None:
             if roofline is None:
-                raise AtlasError(None, f"--speedup {change.describe()}: needs roofline.parquet: run `atlas report` first")
+                raise AtlasError(
+                    None, f"--speedup {change.describe()}: needs roofline.parquet: run `atlas report` first"
+                )
             attainable = attainable_per_activity(gpu, roofline) if attainable is None else attainable
             costed = hit & np.isfinite(attainable)
             new[costed] = np.minimum(new[costed], attainable[costed])
@@ -132,9 +134,7 @@ def what_if(
     }
 
 
-def where_optimisation_pays(
-    graph: Graph, roofline: pd.DataFrame | None, top: int = 8
-) -> list[dict[str, Any]]:
+def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: int = 8) -> list[dict[str, Any]]:
     """The roofline rows with the most headroom, each brought to its attainable time alone, ranked
     by the end-to-end saving that gives (beside its kernel headroom)."""
     if roofline is None or roofline.empty or len(graph.gpu) == 0:

@@ -44,9 +44,20 @@ def print_critical_path(console: Console, facts: dict[str, Any] | None, top: int
     )
     rows = []
     for entry in facts.get("top", {}).get("frame", [])[:top]:
-        rows.append([fmt_us(entry["path_us"]), f"{entry['pct']:.1f}", f"{entry['segments']:,}", "frame", _name(entry["frame"], wide)])
+        rows.append(
+            [
+                fmt_us(entry["path_us"]),
+                f"{entry['pct']:.1f}",
+                f"{entry['segments']:,}",
+                "frame",
+                _name(entry["frame"], wide),
+            ]
+        )
     kernels = facts.get("top", {}).get("kernel", [])[:top]
-    rows += [[fmt_us(e["path_us"]), f"{e['pct']:.1f}", f"{e['segments']:,}", "kernel", _name(e["kernel"], wide)] for e in kernels]
+    rows += [
+        [fmt_us(e["path_us"]), f"{e['pct']:.1f}", f"{e['segments']:,}", "kernel", _name(e["kernel"], wide)]
+        for e in kernels
+    ]
     if rows:
         print_table(console, _TOP_COLUMNS, rows[: 2 * top], "On the critical path (host frames, then kernels)", wide)
     pays = facts.get("where_optimisation_pays") or []
@@ -55,7 +66,9 @@ def print_critical_path(console: Console, facts: dict[str, Any] | None, top: int
             [fmt_us(p["end_to_end_saving_us"]), fmt_us(p["headroom_us"]), p.get("op") or "—", _name(p["kernel"], wide)]
             for p in pays[:top]
         ]
-        print_table(console, _PAYS_COLUMNS, rows, "Where optimisation pays end to end (each kernel at its roofline alone)", wide)
+        print_table(
+            console, _PAYS_COLUMNS, rows, "Where optimisation pays end to end (each kernel at its roofline alone)", wide
+        )
     for note in facts.get("notes", []):
         console.print(f"[dim]critical path: {esc(note)}[/]", highlight=False)
 
