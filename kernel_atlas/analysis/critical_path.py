@@ -50,7 +50,7 @@ _LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset|GraphLaunch", re.IGNORECASE)
 
 # edge kinds
 CPU, DEPEND, GPU, LAUNCH, GAP, SYNC, WAIT = range(7)
-KIND_NAMES = ("cpu", "dependency", "gpu", "launch", "kernel_gap", "sync", "wait")
+KIND_NAMES = ("cpu", "dependency", "gpu", "launch", "kernel_gap", "sync", "wait", "collective")  # 7: critical_ranks
 
 
 @dataclass
@@ -513,6 +513,9 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
     launcher = gcol("launcher")
     frame = np.where(is_gpu_ev, launcher, host_name)
     thread = np.where(is_gpu_ev, -1, host["thread"].to_numpy()[hi] if len(host) else -1)
+    ranks = np.full(len(edges), rank, np.int64)
+    if "rank" in gpu and len(gpu):  # a joint graph of several ranks (critical_ranks.join_ranks)
+        ranks = np.where(is_gpu_ev, gpu["rank"].to_numpy()[gi], host["rank"].to_numpy()[hi] if len(host) else rank)
     return pd.DataFrame(
         {
             "seq": np.arange(len(edges)),
@@ -526,7 +529,7 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
             "category": np.where(is_gpu_ev, category, np.where(bound == "data_loading", "data loading", "host")),
             "module": gcol("module"),
             "frame": frame,
-            "rank": np.full(len(edges), rank, np.int64),
+            "rank": ranks,
             "stream": np.where(is_gpu_ev, gcol("stream"), None),
             "thread": np.where(thread >= 0, thread, None),
         }
@@ -566,33 +569,47 @@ class CriticalPathResult:
 
 
 def analyse_output(
-    out_dir: Any, ranks: list[int], window: tuple[str, int] | None, roofline: pd.DataFrame | None
+    out_dir: Any,
+    ranks: list[int],
+    window: tuple[str, int] | None,
+    roofline: pd.DataFrame | None,
+    collectives: pd.DataFrame | None = None,
 ) -> CriticalPathResult:
-    """The critical path of each rank of an ingest output (one rank read at a time); the facts
-    are the longest rank's, with every rank's length."""
+    """The critical path of an ingest output: of its one rank; of several ranks joined at their
+    matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
+    longest reported. `per_rank` gives every rank's own path length."""
+    from kernel_atlas.analysis.critical_ranks import MAX_JOINT_RANKS, join_ranks
     from kernel_atlas.analysis.whatif import where_optimisation_pays
     from kernel_atlas.ingest.host_events import load_host_events
     from kernel_atlas.ingest.outputs import load_kernels
 
-    per_rank, best = [], None
+    joint = len(ranks) > 1 and collectives is not None and len(collectives) > 0 and len(ranks) <= MAX_JOINT_RANKS
+    per_rank, graphs, best = [], {}, None
     for rank in ranks:
         kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
         host = load_host_events(out_dir, rank)
         graph = build_graph(kernels, host, window)
         path = longest_path(graph)
-        segs = segments(graph, path, rank)
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
-        if best is None or path.length_us > best[1].length_us:
-            best = (rank, path, segs, graph, kernels, host)
-    rank, path, segs, graph, kernels, host = best
-    pays = where_optimisation_pays(build_graph(kernels, host, window, zero_weight_launches=True), roofline)
+        if joint:
+            graphs[rank] = graph
+        elif best is None or path.length_us > best[1].length_us:
+            best = (rank, path, graph, kernels, host)
+    if joint:
+        graph = join_ranks(graphs, collectives)
+        path = longest_path(graph)
+        segs, pays, rank = segments(graph, path), [], None
+    else:
+        rank, path, graph, kernels, host = best
+        segs = segments(graph, path, rank)
+        pays = where_optimisation_pays(build_graph(kernels, host, window, zero_weight_launches=True), roofline)
     facts = {
         "window": graph.window,
         "rank": rank,
+        "joint_ranks": len(graphs) if joint else 1,
         "total_us": round(path.length_us, 3),
-        "span_us": round(float(segs["start_us"].max() + 0 - segs["start_us"].min()), 3) if len(segs) else 0.0,
         "breakdown_pct": breakdown_pct(segs),
-        "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame")},
+        "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame", "rank")},
         "where_optimisation_pays": pays,
         "per_rank": per_rank,
         "notes": graph.notes,

@@ -163,7 +163,8 @@ def _build_report(
         "html": html or out_dir / "report.html",
     }
     files.update(write_waits(waits, out_dir, output.run_id))
-    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline)
+    matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
+    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched)
     analysis.facts["critical_path"] = critical.facts
     files["critical_path"] = write_table(critical.segments, out_dir / "critical_path.parquet", output.run_id)
     if cross_rank.path is not None:
