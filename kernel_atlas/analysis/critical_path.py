@@ -514,7 +514,7 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
     frame = np.where(is_gpu_ev, launcher, host_name)
     thread = np.where(is_gpu_ev, -1, host["thread"].to_numpy()[hi] if len(host) else -1)
     ranks = np.full(len(edges), rank, np.int64)
-    if "rank" in gpu and len(gpu):  # a joint graph of several ranks (critical_ranks.join_ranks)
+    if "rank" in host and len(gpu):  # a joint graph of several ranks (critical_ranks.join_ranks)
         ranks = np.where(is_gpu_ev, gpu["rank"].to_numpy()[gi], host["rank"].to_numpy()[hi] if len(host) else rank)
     return pd.DataFrame(
         {
