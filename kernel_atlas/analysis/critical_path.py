@@ -68,6 +68,7 @@ class Graph:
     gpu: pd.DataFrame  # the GPU rows that are events
     window: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    node_tie: np.ndarray | None = None  # order among nodes of equal time (host: call-stack order)
 
     @property
     def n_nodes(self) -> int:
@@ -78,6 +79,22 @@ class Graph:
 class Path:
     length_us: float
     edges: np.ndarray  # edge indices on the path, in time order
+
+
+def name_mask(values: pd.Series, test: Any) -> np.ndarray:
+    """`test(text)` per row of a string or categorical column, evaluated once per distinct text."""
+    cat = values.astype("category") if not isinstance(values.dtype, pd.CategoricalDtype) else values
+    codes = cat.cat.codes.to_numpy()
+    hit = np.array([bool(test(str(c))) for c in cat.cat.categories], dtype=bool)
+    return np.where(codes >= 0, hit[np.maximum(codes, 0)] if len(hit) else False, False)
+
+
+def take_text(values: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The values of `rows` as an object array (None for missing), without converting the column."""
+    if len(values) == 0:
+        return np.full(len(rows), None, object)
+    picked = values.iloc[rows]
+    return np.where(picked.isna().to_numpy(), None, picked.to_numpy(dtype=object))
 
 
 # --- window ---------------------------------------------------------------------------------------
@@ -98,7 +115,7 @@ def window_range(host: pd.DataFrame, window: tuple[str, int] | None) -> tuple[fl
     if window is None:
         return -np.inf, np.inf, "whole trace"
     name, k = window
-    ranges = host[(host["kind"] != "sync") & host["name"].astype(str).str.contains(name, regex=False)]
+    ranges = host[(host["kind"] != "sync").to_numpy() & name_mask(host["name"], lambda s: name in s)]
     ranges = ranges.sort_values("ts_us", kind="stable")
     if k >= len(ranges):
         raise AtlasError(None, f"--window {name}#{k}: the trace has {len(ranges)} ranges named like {name!r}")
@@ -150,11 +167,12 @@ def _node_parents(host: pd.DataFrame, is_node: np.ndarray) -> np.ndarray:
     return cur
 
 
-def _host_chains(host: pd.DataFrame, edges: _Edges) -> None:
-    """Edges along every host thread in call-stack order (HTA's rules, see the module docstring)."""
+def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
+    """Edges along every host thread in call-stack order (HTA's rules, see the module docstring);
+    returns each host node's position in that order (to order nodes of equal time)."""
     n = len(host)
     if n == 0:
-        return
+        return np.empty(0, np.int64)
     parent = host["node_parent"].to_numpy(np.int64)
     ts, end = host["ts_us"].to_numpy(), host["end_us"].to_numpy().copy()
     depth = _depths(parent)
@@ -170,6 +188,8 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> None:
     # thread, time, ends before starts, outer starts first, inner ends first
     order = np.lexsort((np.where(p_start, p_depth, -p_depth), p_start, p_ts, np.concatenate([thread, thread])))
     p_ev, p_start, p_ts = p_ev[order], p_start[order], p_ts[order]
+    tie = np.empty(2 * n, np.int64)
+    tie[2 * p_ev + ~p_start] = np.arange(2 * n)
     same = thread[p_ev[1:]] == thread[p_ev[:-1]]
     a, b = p_ev[:-1][same], p_ev[1:][same]
     a_start, b_start = p_start[:-1][same], p_start[1:][same]
@@ -185,6 +205,7 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> None:
     for k in (CPU, DEPEND):
         m = kind == k
         edges.add(src[m], dst[m], w[m], k, np.where(k == DEPEND, -1, attr[m]))
+    return tie
 
 
 def _search(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
@@ -236,13 +257,12 @@ def build_graph(
     row_to_event = np.full(len(host_events) + 1, -1, np.int64)
     row_to_event[np.flatnonzero(is_node)] = np.arange(len(host))
     host["node_parent"] = row_to_event[host["node_parent"].to_numpy()]
-    names = host["name"].astype(str)
-    host["blocking"] = names.str.match(BLOCKING.pattern).to_numpy()
+    host["blocking"] = name_mask(host["name"], BLOCKING.match)
     n_host = len(host)
 
     gpu = _gpu_rows(kernels, host, n_host, start, stop)
     edges = _Edges()
-    _host_chains(host, edges)
+    host_tie = _host_chains(host, edges)
     syncs = host_events[(host_events["kind"] == "sync").to_numpy() & (ts <= stop) & (host_events["end_us"] >= start)]
     if len(syncs):
         _sync_edges(syncs, gpu, host, edges)  # first: an event wait decides how its kernel's start is explained
@@ -259,7 +279,11 @@ def build_graph(
     node_ts[2 * n_host + 1 :: 2] = gpu["end_us"].to_numpy()
     window_facts = {"name": label, "start_us": None if start == -np.inf else start}
     window_facts["end_us"] = None if stop == np.inf else stop
-    return Graph(node_ts, src, dst, weight, kind, event, n_host, host.reset_index(drop=True), gpu, window_facts, notes)
+    tie = np.zeros(len(node_ts), np.int64)
+    tie[: 2 * n_host] = host_tie
+    graph = Graph(node_ts, src, dst, weight, kind, event, n_host, host.reset_index(drop=True), gpu, window_facts, notes)
+    graph.node_tie = tie
+    return graph
 
 
 def _empty_host() -> pd.DataFrame:
@@ -356,7 +380,7 @@ def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edge
     key = gpu["device"].to_numpy() * (1 << 32) + gpu["stream"].to_numpy()
     by_start = np.lexsort((gpu["ts_us"].to_numpy(), key))
     k_sorted, ts_sorted = key[by_start], gpu["ts_us"].to_numpy()[by_start]
-    name = syncs["name"].astype(str).to_numpy()
+    name = np.asarray(syncs["name"].to_numpy(dtype=object), dtype=str)
     s_dev = syncs["device"].to_numpy()
     s_end = syncs["end_us"].to_numpy()
     call = calls.reindex(syncs["correlation"].to_numpy()).fillna(-1).astype(np.int64).to_numpy()
@@ -415,8 +439,7 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
     while it ran (between its start and its end)."""
     if len(gpu) == 0 or n_host == 0:
         return
-    names = host["name"].astype(str)
-    calls = np.flatnonzero(names.str.match(_RELEASED_BY_GPU.pattern).to_numpy())
+    calls = np.flatnonzero(name_mask(host["name"], _RELEASED_BY_GPU.match))
     if len(calls) == 0:
         return
     end = gpu["end_us"].to_numpy()
@@ -432,45 +455,105 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
 # --- longest path ---------------------------------------------------------------------------------
 
 
-def longest_path(graph: Graph, weight: np.ndarray | None = None) -> Path:
-    """The heaviest path (Kahn's order, one relaxation per edge). Edges closing a cycle (clock
-    disagreements) are never relaxed; their count goes to the graph's notes."""
+def _node_order(graph: Graph) -> np.ndarray:
+    """Each node's position in time order; at equal times GPU ends first, then host points in
+    call-stack order, then GPU starts — the order of every edge but rare clock disagreements."""
+    n = graph.n_nodes
+    cls = np.ones(n, np.int8)
+    gpu_nodes = np.arange(2 * graph.n_host, n)
+    cls[gpu_nodes] = np.where(gpu_nodes % 2 == 1, 0, 2)
+    tie = graph.node_tie if graph.node_tie is not None else np.zeros(n, np.int64)
+    position = np.empty(n, np.int64)
+    position[np.lexsort((tie, cls, graph.node_ts))] = np.arange(n)
+    return position
+
+
+@dataclass
+class _Runs:
+    """The graph with its chains contracted: a node with one edge in and one out is passed
+    through, so each run of such edges becomes one edge (most of the graph: the calls of a thread
+    between launches, the kernels of a stream)."""
+
+    root: np.ndarray  # per original edge, the first edge of its run (-1: on a cycle)
+    heads: np.ndarray  # first edge of each run
+    tail_dst: np.ndarray  # per run (aligned with heads), the node the run ends at
+    members: np.ndarray  # original edges grouped by run, in order along it
+    bounds: np.ndarray  # members[bounds[k]:bounds[k+1]] are run k's edges
+
+
+def _contract(graph: Graph) -> _Runs:
+    n, src, dst = graph.n_nodes, graph.src, graph.dst
+    e = len(src)
+    indeg, outdeg = np.bincount(dst, minlength=n), np.bincount(src, minlength=n)
+    through = (indeg == 1) & (outdeg == 1)
+    in_edge = np.full(n, -1, np.int64)
+    in_edge[dst] = np.arange(e)
+    prev = np.where(through[src], in_edge[src], -1)  # the one edge before, inside a run
+    root = np.where(prev < 0, np.arange(e), prev)  # pointer doubling: heads point at themselves
+    depth = (prev >= 0).astype(np.int64)
+    for _ in range(64):
+        jumped = root[root]
+        if np.array_equal(jumped, root):
+            break
+        depth = depth + depth[root]
+        root = jumped
+    root = np.where(prev[root] < 0, root, -1)  # still inside a run: a cycle of pass-through nodes
+    heads = np.flatnonzero(prev < 0)
+    ends = np.flatnonzero(~through[dst] & (root >= 0))
+    tail_dst = np.full(e, -1, np.int64)
+    tail_dst[root[ends]] = dst[ends]
+    on = np.flatnonzero(root >= 0)
+    members = on[np.lexsort((depth[on], root[on]))]
+    run_index = np.full(e, -1, np.int64)
+    run_index[heads] = np.arange(len(heads))
+    bounds = np.searchsorted(run_index[root[members]], np.arange(len(heads) + 1))
+    return _Runs(root, heads, tail_dst[heads], members, bounds)
+
+
+def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> Path:
+    """The heaviest path over the contracted graph: runs relaxed in the time order of their
+    heads' ends (one pass when every run goes forward in that order; one going back — clocks
+    that disagree — takes another pass, until nothing changes)."""
     n = graph.n_nodes
     w = graph.weight if weight is None else weight
     if n == 0 or len(graph.src) == 0:
         return Path(0.0, np.empty(0, np.int64))
-    order = np.argsort(graph.src, kind="stable")
-    offsets = np.searchsorted(graph.src[order], np.arange(n + 1)).tolist()
-    dst = graph.dst[order].tolist()
-    ws = w[order].tolist()
-    indeg = np.bincount(graph.dst, minlength=n).tolist()
+    runs = getattr(graph, "_runs", None)
+    if runs is None:
+        runs = graph._runs = _contract(graph)  # type: ignore[attr-defined]
+    has = runs.root >= 0
+    run_weight = np.bincount(np.searchsorted(runs.heads, runs.root[has]), weights=w[has], minlength=len(runs.heads))
+    c_src, c_dst = graph.src[runs.heads], runs.tail_dst
+    position = _node_order(graph)
+    order = np.argsort(position[c_dst], kind="stable")
+    backward = int(np.count_nonzero(position[c_src] >= position[c_dst]))
+    src, dst, ws = c_src[order].tolist(), c_dst[order].tolist(), run_weight[order].tolist()
     dist = [0.0] * n
     pred = [-1] * n
-    stack = np.flatnonzero(np.asarray(indeg) == 0).tolist()
-    done = 0
-    while stack:
-        u = stack.pop()
-        done += 1
-        du = dist[u]
-        for i in range(offsets[u], offsets[u + 1]):
-            v = dst[i]
-            d = du + ws[i]
-            if d > dist[v] or (pred[v] < 0 and d >= dist[v]):
+    for _ in range(min(backward, max_passes) + 1):
+        changed = False
+        for i, (u, v, wi) in enumerate(zip(src, dst, ws)):
+            d = dist[u] + wi
+            if d > dist[v]:
                 dist[v] = d
                 pred[v] = i
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
-    if done < n:
-        graph.notes.append(f"{n - done} graph nodes are in dependency cycles (clock skew?) and were left out")
+                changed = True
+        if not changed:
+            break
+    else:
+        if backward:
+            graph.notes.append(f"{backward} edges go back in time (clock disagreements); the path may be inexact")
     dist_a = np.asarray(dist)
     node = int(np.argmax(dist_a))
-    path = []
-    while pred[node] >= 0:
+    chosen, seen = [], set()
+    while pred[node] >= 0 and node not in seen:
+        seen.add(node)
         i = pred[node]
-        path.append(order[i])
-        node = int(graph.src[order[i]])
-    return Path(float(dist_a.max()), np.asarray(path[::-1], np.int64))
+        chosen.append(int(order[i]))
+        node = src[i]
+    chosen.reverse()
+    edges = [runs.members[runs.bounds[k] : runs.bounds[k + 1]] for k in chosen]
+    return Path(float(dist_a.max()), np.concatenate(edges) if edges else np.empty(0, np.int64))
 
 
 # --- segments and breakdown -----------------------------------------------------------------------
@@ -496,11 +579,12 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
     def gcol(name: str) -> np.ndarray:
         if name not in gpu or len(gpu) == 0:
             return np.full(len(edges), None, object)
-        values = gpu[name].astype(object).to_numpy()[gi]
-        return np.where(is_gpu_ev, values, None)
+        return np.where(is_gpu_ev, take_text(gpu[name], gi), None)
 
-    host_name = host["name"].astype(str).to_numpy()[hi] if len(host) else np.full(len(edges), "", object)
-    host_name = np.where((ev >= 0) & ~is_gpu_ev, host_name, None)
+    host_name = np.where((ev >= 0) & ~is_gpu_ev, take_text(host["name"], hi), None)
+    loading = np.zeros(len(edges), bool)
+    if len(host):
+        loading = (ev >= 0) & ~is_gpu_ev & name_mask(host["name"], DATA_LOADING.search)[hi]
     # a launch edge is the launch's latency: it names the kernel it delivered
     category = gcol("category")
     bound = np.select(
@@ -508,7 +592,6 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
         ["gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead", "gpu_communication_bound", "gpu_compute_bound"],
         "cpu_bound",
     ).astype(object)
-    loading = np.array([bool(isinstance(s, str) and DATA_LOADING.search(s)) for s in host_name], dtype=bool)
     bound[(bound == "cpu_bound") & loading] = "data_loading"
     launcher = gcol("launcher")
     frame = np.where(is_gpu_ev, launcher, host_name)

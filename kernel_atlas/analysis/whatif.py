@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, longest_path
+from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, longest_path, name_mask
 from kernel_atlas.errors import AtlasError
 
 _FIELDS = {"op": "op_mapping", "category": "category", "kernel": "name", "module": "module", "launcher": "launcher"}
@@ -47,6 +47,11 @@ def parse_speedup(spec: str) -> Speedup:
     factor = None if how == "roofline" else float(how[:-1])
     if factor is not None and factor <= 0:
         raise AtlasError(None, f"--speedup {spec!r}: the factor must be positive")
+    if match["field"] == "kernel":
+        try:
+            re.compile(match["value"])
+        except re.error as exc:
+            raise AtlasError(None, f"--speedup {spec!r}: not a regular expression ({exc})") from None
     return Speedup(match["field"], match["value"], factor)
 
 
@@ -54,12 +59,13 @@ def _selected(gpu: pd.DataFrame, change: Speedup) -> np.ndarray:
     column = _FIELDS[change.field]
     if column not in gpu:
         return np.zeros(len(gpu), bool)
-    values = gpu[column].astype(object).where(gpu[column].notna(), "").astype(str)
+    values = gpu[column]
     if change.field == "kernel":
-        return values.str.contains(change.value, regex=True).to_numpy()
+        pattern = re.compile(change.value)
+        return name_mask(values, pattern.search)
     if change.field == "module":
-        return values.str.contains(change.value, regex=False).to_numpy()
-    return (values == change.value).to_numpy()
+        return name_mask(values, lambda s: change.value in s)
+    return name_mask(values, lambda s: s == change.value)
 
 
 def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) -> np.ndarray:
