@@ -532,7 +532,7 @@ def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int
     pred = [-1] * n
     for _ in range(min(backward, max_passes) + 1):
         changed = False
-        for i, (u, v, wi) in enumerate(zip(src, dst, ws)):
+        for i, (u, v, wi) in enumerate(zip(src, dst, ws, strict=True)):
             d = dist[u] + wi
             if d > dist[v]:
                 dist[v] = d
@@ -562,6 +562,32 @@ SEGMENT_COLUMNS = ("seq", "kind", "bound", "start_us", "dur_us", "name", "op", "
 SEGMENT_COLUMNS += ("frame", "rank", "stream", "thread")
 
 
+def _pick(values: pd.Series | None, rows: np.ndarray, mask: np.ndarray) -> pd.Categorical:
+    """`values[rows]` where `mask`, missing elsewhere, as a categorical (codes only are moved)."""
+    if values is None or len(values) == 0:
+        return pd.Categorical.from_codes(np.full(len(rows), -1), categories=pd.Index([], dtype=object))
+    cat = values.array if isinstance(values.dtype, pd.CategoricalDtype) else pd.Categorical(values.iloc[rows[mask]])
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = np.where(mask, cat.codes[rows], -1)
+    else:
+        codes = np.full(len(rows), -1, np.int64)
+        codes[mask] = cat.codes
+    return pd.Categorical.from_codes(codes, categories=cat.categories.astype(object))
+
+
+def _either(mask: np.ndarray, a: pd.Categorical, b: pd.Categorical) -> pd.Categorical:
+    """`a` where `mask`, else `b`."""
+    cats = pd.Index(a.categories.append(b.categories).unique(), dtype=object)
+    ca, cb = cats.get_indexer(a.categories), cats.get_indexer(b.categories)
+    codes = np.where(mask, np.where(a.codes >= 0, ca[np.maximum(a.codes, 0)] if len(ca) else -1, -1), -1)
+    codes = np.where(mask, codes, np.where(b.codes >= 0, cb[np.maximum(b.codes, 0)] if len(cb) else -1, -1))
+    return pd.Categorical.from_codes(codes, categories=cats)
+
+
+def _const(mask: np.ndarray, text: str) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.where(mask, 0, -1), categories=pd.Index([text], dtype=object))
+
+
 def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None = None) -> pd.DataFrame:
     """One row per path edge that carries time: what it is, when, how long, and what it is
     attributed to (kernel, op, category, module, host frame)."""
@@ -569,52 +595,50 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
     edges = path.edges[w[path.edges] > 0] if len(path.edges) else path.edges
     kind = graph.kind[edges]
     ev = graph.event[edges]
-    start = graph.node_ts[graph.src[edges]]
     n_host = graph.n_host
-    is_gpu_ev = ev >= n_host
-    gi = np.where(is_gpu_ev, ev - n_host, 0)
-    hi = np.where((ev >= 0) & ~is_gpu_ev, ev, 0)
+    is_gpu = ev >= n_host
+    is_host = (ev >= 0) & ~is_gpu
+    gi = np.where(is_gpu, ev - n_host, 0)
+    hi = np.where(is_host, ev, 0)
     gpu, host = graph.gpu, graph.host
 
-    def gcol(name: str) -> np.ndarray:
-        if name not in gpu or len(gpu) == 0:
-            return np.full(len(edges), None, object)
-        return np.where(is_gpu_ev, take_text(gpu[name], gi), None)
+    def gcol(name: str) -> pd.Categorical:
+        return _pick(gpu.get(name), gi, is_gpu)
 
-    host_name = np.where((ev >= 0) & ~is_gpu_ev, take_text(host["name"], hi), None)
-    loading = np.zeros(len(edges), bool)
-    if len(host):
-        loading = (ev >= 0) & ~is_gpu_ev & name_mask(host["name"], DATA_LOADING.search)[hi]
-    # a launch edge is the launch's latency: it names the kernel it delivered
+    host_name = _pick(host["name"] if len(host) else None, hi, is_host)
+    loading = is_host & name_mask(host["name"], DATA_LOADING.search)[hi] if len(host) else np.zeros(len(ev), bool)
     category = gcol("category")
+    communication = is_gpu & (np.asarray(category.astype(object)) == "communication")
     bound = np.select(
-        [kind == LAUNCH, kind == GAP, is_gpu_ev & (category == "communication"), is_gpu_ev],
-        ["gpu_kernel_launch_overhead", "gpu_kernel_kernel_overhead", "gpu_communication_bound", "gpu_compute_bound"],
-        "cpu_bound",
-    ).astype(object)
-    bound[(bound == "cpu_bound") & loading] = "data_loading"
-    launcher = gcol("launcher")
-    frame = np.where(is_gpu_ev, launcher, host_name)
-    thread = np.where(is_gpu_ev, -1, host["thread"].to_numpy()[hi] if len(host) else -1)
+        [kind == LAUNCH, kind == GAP, communication, is_gpu, loading],
+        [4, 3, 2, 1, 5],
+        0,
+    )
     ranks = np.full(len(edges), rank, np.int64)
     if "rank" in host and len(gpu):  # a joint graph of several ranks (critical_ranks.join_ranks)
-        ranks = np.where(is_gpu_ev, gpu["rank"].to_numpy()[gi], host["rank"].to_numpy()[hi] if len(host) else rank)
+        host_rank = host["rank"].to_numpy()[hi] if len(host) else rank
+        ranks = np.where(is_gpu, gpu["rank"].to_numpy()[gi], host_rank)
+    thread = host["thread"].to_numpy()[hi] if len(host) else np.zeros(len(edges), np.int64)
+    stream = gpu["stream"].to_numpy()[gi] if len(gpu) else np.zeros(len(edges), np.int64)
+    kernel = gcol("name")
     return pd.DataFrame(
         {
             "seq": np.arange(len(edges)),
-            "kind": np.asarray(KIND_NAMES, dtype=object)[kind],
-            "bound": bound,
-            "start_us": start,
+            "kind": pd.Categorical.from_codes(kind, categories=list(KIND_NAMES)),
+            "bound": pd.Categorical.from_codes(bound, categories=list(BUCKETS)),
+            "start_us": graph.node_ts[graph.src[edges]],
             "dur_us": w[edges],
-            "name": np.where(is_gpu_ev, gcol("name"), host_name),
-            "op": np.where(is_gpu_ev, gcol("op_mapping"), host_name),
-            "kernel": gcol("name"),
-            "category": np.where(is_gpu_ev, category, np.where(bound == "data_loading", "data loading", "host")),
+            "name": _either(is_gpu, kernel, host_name),
+            "op": _either(is_gpu, gcol("op_mapping"), host_name),
+            "kernel": kernel,
+            "category": _either(
+                is_gpu, category, _either(loading, _const(loading, "data loading"), _const(~is_gpu, "host"))
+            ),
             "module": gcol("module"),
-            "frame": frame,
+            "frame": _either(is_gpu, gcol("launcher"), host_name),
             "rank": ranks,
-            "stream": np.where(is_gpu_ev, gcol("stream"), None),
-            "thread": np.where(thread >= 0, thread, None),
+            "stream": pd.Series(np.where(is_gpu, stream, 0), dtype="Int64").where(is_gpu),
+            "thread": pd.Series(np.where(is_host, thread, 0), dtype="Int64").where(is_host),
         }
     )
 
@@ -622,7 +646,7 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
 def breakdown_pct(segs: pd.DataFrame) -> dict[str, float]:
     """Share of the path's length per HTA bound bucket (every bucket present, summing to 100)."""
     total = float(segs["dur_us"].sum())
-    by = segs.groupby("bound")["dur_us"].sum()
+    by = segs.groupby("bound", observed=True)["dur_us"].sum()
     return {b: (round(100.0 * float(by.get(b, 0.0)) / total, 2) if total > 0 else 0.0) for b in BUCKETS}
 
 
