@@ -274,6 +274,10 @@ def report(
             "(default: the whole trace).",
         ),
     ] = None,
+    overlay: Annotated[
+        Path | None,
+        typer.Option("--overlay", help="Write the trace with its critical path flagged here, to open in Perfetto."),
+    ] = None,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
     waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_hta.parquet, idle_causes.parquet,
@@ -295,13 +299,26 @@ def report(
         write_csv(table, target)
         print_catalog_costs(console, table, device or "h100-sxm", target, top=top, wide=wide)
         return
+    trace = None
     if not source.is_dir():  # a trace: ingested first, as `atlas ingest TRACE` would
         from kernel_atlas.ingest.fleet import ingest_one
 
+        trace = source
         source, warnings = ingest_one(source)
         for warning in warnings:
             say(err_console, "[yellow]warning:[/]", warning)
-    result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta, jobs=jobs, window=window)
+    result = build_report(
+        source,
+        device,
+        html,
+        kernel_wait_us,
+        short_kernel_us,
+        like_hta,
+        jobs=jobs,
+        window=window,
+        overlay=overlay,
+        trace=trace,
+    )
     print_report(console, result, top=top, wide=wide)
     from kernel_atlas.report.critical_view import print_critical_path
 

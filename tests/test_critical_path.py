@@ -219,3 +219,32 @@ def test_report_writes_the_critical_path(tmp_path: Path) -> None:
     assert segs["dur_us"].sum() == pytest.approx(facts["total_us"])
     assert {"kind", "bound", "start_us", "dur_us", "kernel", "op", "frame", "rank", "stream"} <= set(segs.columns)
     assert report.files["critical_path"].name == "critical_path.parquet"
+
+
+def test_overlay_flags_the_path_and_redacts(tmp_path: Path) -> None:
+    from kernel_atlas.report.build import build_report
+
+    events = [dict(e) for e in TWO_STREAMS]
+    events.append(op("tokenize hf_abcdefghijklmnopqrstuvwxyz012345", 200, 5))  # a credential-shaped name
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    out = tmp_path / "t.atlas"
+    write_outputs(ingest_paths([trace]), out)
+    target = tmp_path / "overlay.json"
+    build_report(out, overlay=target, trace=trace)
+    doc = json.loads(target.read_text())
+    flagged = {
+        e["name"]: e["args"]["critical_path"] for e in doc["traceEvents"] if "critical_path" in e.get("args", {})
+    }
+    # the path of test_two_streams_and_an_event_wait, then the later op: entered at zero weight after
+    # the sync's end, its own 5 µs extend the path to 125 + 5 = 130
+    assert flagged == {
+        "aten::mm": "cpu_bound",
+        "k_one_gemm": "gpu_compute_bound",
+        "k_two_add": "gpu_compute_bound",
+        "tokenize <redacted>": "cpu_bound",
+    }
+    track = [e for e in doc["traceEvents"] if e.get("pid") == "Critical path" and e["ph"] == "X"]
+    assert sum(e["dur"] for e in track) == pytest.approx(130.0)
+    assert json.loads((out / "report.json").read_text())["critical_path"]["total_us"] == pytest.approx(130.0)
+    assert "hf_abcdefghijklmnopqrstuvwxyz012345" not in target.read_text()

@@ -559,7 +559,7 @@ def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int
 # --- segments and breakdown -----------------------------------------------------------------------
 
 SEGMENT_COLUMNS = ("seq", "kind", "bound", "start_us", "dur_us", "name", "op", "kernel", "category", "module")
-SEGMENT_COLUMNS += ("frame", "rank", "stream", "thread")
+SEGMENT_COLUMNS += ("frame", "rank", "stream", "thread", "event_ts_us")
 
 
 def _pick(values: pd.Series | None, rows: np.ndarray, mask: np.ndarray) -> pd.Categorical:
@@ -621,6 +621,9 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
     thread = host["thread"].to_numpy()[hi] if len(host) else np.zeros(len(edges), np.int64)
     stream = gpu["stream"].to_numpy()[gi] if len(gpu) else np.zeros(len(edges), np.int64)
     kernel = gcol("name")
+    host_ts = host["ts_us"].to_numpy()[hi] if len(host) else np.zeros(len(edges))
+    gpu_ts = gpu["ts_us"].to_numpy()[gi] if len(gpu) else np.zeros(len(edges))
+    event_ts = np.where(is_gpu, gpu_ts, np.where(is_host, host_ts, np.nan))
     return pd.DataFrame(
         {
             "seq": np.arange(len(edges)),
@@ -639,6 +642,7 @@ def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None 
             "rank": ranks,
             "stream": pd.Series(np.where(is_gpu, stream, 0), dtype="Int64").where(is_gpu),
             "thread": pd.Series(np.where(is_host, thread, 0), dtype="Int64").where(is_host),
+            "event_ts_us": event_ts,
         }
     )
 

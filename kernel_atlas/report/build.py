@@ -110,10 +110,18 @@ def build_report(
     like_hta: bool = False,
     jobs: int = 1,
     window: str | None = None,
+    overlay: Path | None = None,
+    trace: Path | None = None,
 ) -> Report:
     out_dir = _resolve_input(Path(source))
+    trace = trace or (Path(source) if Path(source).is_file() else None)
     with lock(out_dir):  # one writer: an ingest or another report into this folder fails at once
-        return _build_report(out_dir, device_key, html, kernel_wait_us, short_kernel_us, like_hta, jobs, window)
+        report = _build_report(out_dir, device_key, html, kernel_wait_us, short_kernel_us, like_hta, jobs, window)
+    if overlay is not None:
+        from kernel_atlas.analysis.overlay import overlay_for_report
+
+        report.files["overlay"] = overlay_for_report(report, overlay, trace)
+    return report
 
 
 def _build_report(
