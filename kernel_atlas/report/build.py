@@ -177,6 +177,7 @@ def _build_report(
     files["critical_path"] = write_table(critical.segments, out_dir / "critical_path.parquet", output.run_id)
     if cross_rank.path is not None:
         files["collectives"] = cross_rank.path
+    from kernel_atlas.report.critical_html import critical_path_html
     from kernel_atlas.report.fleet import cross_rank_html
     from kernel_atlas.report.html import write_html
 
@@ -187,7 +188,7 @@ def _build_report(
         files["html"],
         title,
         waits=waits,
-        sections=[cross_rank_html(cross_rank, analysis.facts)],
+        sections=[cross_rank_html(cross_rank, analysis.facts), critical_path_html(critical.segments, critical.facts)],
         views=views,
     )
     # last, as the manifest of this report: the ingest run it was made from and its files
