@@ -193,6 +193,7 @@ def run_whatif(
         raise AtlasError(None, "nothing to change: give --speedup FIELD=VALUE:Nx (or :roofline) or --no-launch-gaps")
     window_spec = parse_window(window)
     out = Path(out_dir)
+    open_output(out)  # a folder that is not an ingest output is refused before the lock is taken
     with lock(out, shared=True):
         output = open_output(out)
         ranks = sorted(output.files) or [0]
