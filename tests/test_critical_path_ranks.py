@@ -103,3 +103,18 @@ def test_late_rank_bounds_the_run(two_ranks: Path) -> None:
     assert (pct["cpu_bound"], pct["gpu_kernel_launch_overhead"], pct["gpu_communication_bound"]) == (68.57, 2.86, 28.57)
     # each rank alone (HTA's view): rank 0 counts its 50 µs in the all-reduce as communication
     assert {r["rank"]: r["total_us"] for r in facts["per_rank"]} == {0: 70.0, 1: 65.0}
+
+
+def test_whatif_across_ranks(two_ranks: Path) -> None:
+    from kernel_atlas.analysis.whatif import run_whatif
+
+    build_report(two_ranks)  # matches the collectives (collectives.parquet)
+    # the all-reduce 2x: its transfer after the last arrival 20 → 10 on both ranks: the joint path
+    # 38 + 2 + 10 + 10 = 60, saving 10 µs
+    joint = run_whatif(two_ranks, ["category=communication:2x"], False, None, None)
+    assert joint["joint_ranks"] == 2
+    assert (joint["baseline_us"], joint["new_us"], joint["saving_us"]) == (70.0, 60.0, 10.0)
+    # rank 0 alone counts its 50 µs in the kernel (30 of them waiting for rank 1) as communication:
+    # 8 + 2 + 25 + 10 = 45, a saving of 25 µs that the run would not see
+    alone = run_whatif(two_ranks, ["category=communication:2x"], False, None, 0)
+    assert (alone["joint_ranks"], alone["baseline_us"], alone["saving_us"]) == (1, 70.0, 25.0)

@@ -60,10 +60,11 @@ def join_ranks(graphs: dict[int, Graph], collectives: pd.DataFrame | None) -> Gr
         if collectives is not None and len(collectives)
         else {}
     )
-    node_ts, src, dst, weight, kind, event = [], [], [], [], [], []
+    node_ts, src, dst, weight, kind, event, ties = [], [], [], [], [], [], []
     for r, g, m in zip(ranks, parts, maps, strict=True):
         nodes = 2 * m[np.arange(g.n_nodes) // 2] + np.arange(g.n_nodes) % 2
         node_ts.append((nodes, g.node_ts - offsets.get(r, 0.0)))
+        ties.append((nodes, g.node_tie if g.node_tie is not None else np.zeros(g.n_nodes, np.int64)))
         src.append(nodes[g.src])
         dst.append(nodes[g.dst])
         weight.append(g.weight.copy())
@@ -84,7 +85,11 @@ def join_ranks(graphs: dict[int, Graph], collectives: pd.DataFrame | None) -> Gr
     gpu = pd.concat([g.gpu.assign(rank=r) for r, g in zip(ranks, parts, strict=True)], ignore_index=True)
     notes = sorted({n for g in parts for n in g.notes})
     window = parts[0].window if parts else {"name": "whole trace", "start_us": None, "end_us": None}
-    return Graph(ts_all, src_a, dst_a, w_a, kind_a.astype(np.int8), ev_a, n_host_total, host, gpu, window, notes)
+    joint = Graph(ts_all, src_a, dst_a, w_a, kind_a.astype(np.int8), ev_a, n_host_total, host, gpu, window, notes)
+    joint.node_tie = np.zeros(n_nodes, np.int64)
+    for nodes, tie in ties:
+        joint.node_tie[nodes] = tie
+    return joint
 
 
 def _collective_edges(

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, longest_path, name_mask
+from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_RANKS, join_ranks
 from kernel_atlas.errors import AtlasError
 
 _FIELDS = {"op": "op_mapping", "category": "category", "kernel": "name", "module": "module", "launcher": "launcher"}
@@ -108,23 +109,18 @@ def whatif_weights(
         else:
             new[hit] = np.minimum(new[hit], dur[hit] / change.factor)
         touched.append({"change": change.describe(), "activities": int(hit.sum()), "gpu_us": float(dur[hit].sum())})
-    own = np.flatnonzero(graph.kind == GPU)
-    weight[own] = new[graph.event[own] - n_host]
+    # an activity's edges scale with it: its own edge and, across ranks, the collective transfer
+    # ending it (which its own edge then weighs too, see critical_ranks)
+    scale = np.divide(new, dur, out=np.ones_like(dur), where=dur > 0)
+    timed = np.flatnonzero((graph.kind == GPU) | (graph.kind == COLLECTIVE))
+    weight[timed] = graph.weight[timed] * scale[graph.event[timed] - n_host]
     if no_launch_gaps:
         weight[(graph.kind == LAUNCH) | (graph.kind == GAP)] = 0.0
     return weight, {"changes": touched, "gpu_us_saved_locally": float((dur - new).sum())}
 
 
-def what_if(
-    kernels: pd.DataFrame,
-    host_events: pd.DataFrame | None,
-    changes: list[Speedup],
-    no_launch_gaps: bool = False,
-    roofline: pd.DataFrame | None = None,
-    window: tuple[str, int] | None = None,
-) -> dict[str, Any]:
-    """Baseline and new end-to-end (critical path) time of one rank, and the saving."""
-    graph = build_graph(kernels, host_events, window, zero_weight_launches=True)
+def solve(graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: pd.DataFrame | None) -> dict[str, Any]:
+    """Baseline and new end-to-end (critical path) time of a what-if graph, and the saving."""
     baseline = longest_path(graph)
     weight, detail = whatif_weights(graph, changes, no_launch_gaps, roofline)
     after = longest_path(graph, weight)
@@ -138,6 +134,19 @@ def what_if(
         **detail,
         "notes": graph.notes,
     }
+
+
+def what_if(
+    kernels: pd.DataFrame,
+    host_events: pd.DataFrame | None,
+    changes: list[Speedup],
+    no_launch_gaps: bool = False,
+    roofline: pd.DataFrame | None = None,
+    window: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """One rank re-solved (see the module docstring)."""
+    graph = build_graph(kernels, host_events, window, zero_weight_launches=True)
+    return solve(graph, changes, no_launch_gaps, roofline)
 
 
 def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: int = 8) -> list[dict[str, Any]]:
@@ -181,7 +190,9 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
 def run_whatif(
     out_dir: Any, specs: list[str], no_launch_gaps: bool, window: str | None, rank: int | None
 ) -> dict[str, Any]:
-    """`atlas whatif`: one rank of an ingest output re-solved; the result also in OUT/whatif.json."""
+    """`atlas whatif`: the ranks of an ingest output joined at their collectives (after `atlas report`
+    has matched them, at most MAX_JOINT_RANKS) or one rank (`rank`, default the first) re-solved;
+    the result also in OUT/whatif.json."""
     from pathlib import Path
 
     from kernel_atlas.analysis.critical_path import parse_window
@@ -200,10 +211,18 @@ def run_whatif(
         chosen = ranks[0] if rank is None else rank
         if chosen not in ranks:
             raise AtlasError(out, f"no rank {chosen} here (ranks: {', '.join(map(str, ranks))})")
-        kernels = load_kernels(out, ranks=[chosen]) if output.files else load_kernels(out)
-        roof_path = out / "roofline.parquet"
+        roof_path, matched_path = out / "roofline.parquet", out / "collectives.parquet"
         roofline = read_parquet(roof_path) if roof_path.is_file() else None
-        result = what_if(kernels, load_host_events(out, chosen), changes, no_launch_gaps, roofline, window_spec)
-    result["rank"] = chosen
+        matched = read_parquet(matched_path) if matched_path.is_file() and len(ranks) > 1 else None
+        if rank is None and matched is not None and len(matched) and len(ranks) <= MAX_JOINT_RANKS:
+            graphs = {
+                r: build_graph(load_kernels(out, ranks=[r]), load_host_events(out, r), window_spec, True) for r in ranks
+            }
+            result = solve(join_ranks(graphs, matched), changes, no_launch_gaps, roofline)
+            result["rank"], result["joint_ranks"] = None, len(ranks)
+        else:
+            kernels = load_kernels(out, ranks=[chosen]) if output.files else load_kernels(out)
+            result = what_if(kernels, load_host_events(out, chosen), changes, no_launch_gaps, roofline, window_spec)
+            result["rank"], result["joint_ranks"] = chosen, 1
     write_json(out, "whatif.json", result)
     return result
