@@ -281,7 +281,8 @@ def report(
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
     waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_hta.parquet, idle_causes.parquet,
-    launch_stats.parquet, graph_candidates.parquet, report.json and report.html next to
+    launch_stats.parquet, graph_candidates.parquet, critical_path.parquet (what bounds the run),
+    report.json and report.html next to
     kernels.parquet; for several ranks also collectives.parquet (skew and wait per rank per
     collective) and the stragglers."""
     from kernel_atlas.report.build import build_report
@@ -343,7 +344,14 @@ def whatif(
         bool, typer.Option("--no-launch-gaps", help="Remove launch and kernel-to-kernel overheads.")
     ] = False,
     window: Annotated[str | None, typer.Option("--window", help="NAME#K: only the K-th range named like NAME.")] = None,
-    rank: Annotated[int | None, typer.Option("--rank", help="Rank to solve (default: the first).")] = None,
+    rank: Annotated[
+        int | None,
+        typer.Option(
+            "--rank",
+            help="Solve this rank alone (default: all ranks joined at their collectives once "
+            "`atlas report` has matched them, else the first).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Re-solve the critical path with some GPU work faster: the new end-to-end time and the
