@@ -120,7 +120,7 @@ def window_range(host: pd.DataFrame, window: tuple[str, int] | None) -> tuple[fl
     if k >= len(ranges):
         raise AtlasError(None, f"--window {name}#{k}: the trace has {len(ranges)} ranges named like {name!r}")
     row = ranges.iloc[k]
-    return float(row["ts_us"]), float(row["end_us"]), f"{row['name']} (#{k} of {len(ranges)} {name})"
+    return float(row["ts_us"]), float(row["end_us"]), f"{row['name']} (instance {k} of {len(ranges)})"
 
 
 # --- graph ----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.report.fit import trim
 from kernel_atlas.report.units import fmt_us
 
 MAX_BARS = 3000  # the longest segments drawn; the path line joins the drawn ones in path order
@@ -50,7 +51,7 @@ def critical_path_figure(segs: pd.DataFrame, facts: dict[str, Any]) -> go.Figure
     mid = (drawn["start_us"] + drawn["dur_us"] / 2 - origin) / 1e3
     fig.add_trace(go.Scatter(x=mid, y=lanes, mode="lines", name="path", line={"width": 1, "color": "black"}))
     shown = f"; the {len(drawn):,} longest of {len(segs):,} segments" if len(drawn) < len(segs) else ""
-    window = facts.get("window", {}).get("name", "")
+    window = trim(str(facts.get("window", {}).get("name", "")), 60)
     fig.update_layout(
         title=f"Critical path of {window} ({fmt_us(facts.get('total_us'))}, ms from its start{shown})",
         barmode="overlay",

@@ -32,13 +32,18 @@ def _name(text: str | None, wide: bool) -> str:
     return text if wide else display_name(text)
 
 
+def _where(facts: dict[str, Any]) -> str:
+    joint = facts.get("joint_ranks", 1)
+    return f"{joint} ranks joined at their collectives" if joint > 1 else f"rank {facts.get('rank', 0)}"
+
+
 def print_critical_path(console: Console, facts: dict[str, Any] | None, top: int = 8, wide: bool = False) -> None:
     if not facts:
         return
     total = facts.get("total_us") or 0.0
     window = facts.get("window", {}).get("name", "whole trace")
     console.print(
-        f"[bold]Critical path[/] ({esc(window)}, rank {facts.get('rank', 0)}): {fmt_us(total)} — "
+        f"[bold]Critical path[/] ({esc(window)}, {_where(facts)}): {fmt_us(total)} — "
         + ", ".join(f"{k} {v:.1f} %" for k, v in facts.get("breakdown_pct", {}).items() if v),
         highlight=False,
     )
@@ -74,8 +79,11 @@ def print_critical_path(console: Console, facts: dict[str, Any] | None, top: int
 
 
 def print_whatif(console: Console, result: dict[str, Any]) -> None:
+    where = (
+        f"{result['joint_ranks']} ranks joined" if result.get("joint_ranks", 1) > 1 else f"rank {result.get('rank')}"
+    )
     console.print(
-        f"[bold]What if[/] ({esc(result['window'])}): critical path {fmt_us(result['baseline_us'])} → "
+        f"[bold]What if[/] ({esc(result['window'])}, {where}): critical path {fmt_us(result['baseline_us'])} → "
         f"{fmt_us(result['new_us'])}, saving {fmt_us(result['saving_us'])} ({result['saving_pct']:.1f} %)",
         highlight=False,
     )
