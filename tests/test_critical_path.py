@@ -248,3 +248,22 @@ def test_overlay_flags_the_path_and_redacts(tmp_path: Path) -> None:
     assert sum(e["dur"] for e in track) == pytest.approx(130.0)
     assert json.loads((out / "report.json").read_text())["critical_path"]["total_us"] == pytest.approx(130.0)
     assert "hf_abcdefghijklmnopqrstuvwxyz012345" not in target.read_text()
+
+
+# Data loading: a DataLoader annotation [0,50] ⊃ aten::copy_ [10,20]; then launch [51,52] → k [55,65].
+# Path: annotation start → copy start 10 (the annotation's: data_loading) → copy end 10 (cpu) →
+# annotation end 30 (data_loading) → (top-level entry, 0) → launch overhead 4 → k 10 = 64 µs.
+def test_data_loading_annotation(tmp_path: Path) -> None:
+    events = [
+        op("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 0, 50, "user_annotation"),
+        op("aten::copy_", 10, 10),
+        call("cudaLaunchKernel", 51, 1, 1),
+        kernel("k", 55, 10, 1),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(64.0)
+    pct = breakdown_pct(segments(graph, path))  # 40/64, 10/64, 4/64, 10/64
+    assert (pct["data_loading"], pct["cpu_bound"], pct["gpu_kernel_launch_overhead"]) == (62.5, 15.62, 6.25)
+    assert pct["gpu_compute_bound"] == 15.62

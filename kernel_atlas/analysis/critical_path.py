@@ -248,7 +248,10 @@ def build_graph(
         host_events = _empty_host()
         notes.append("no host events recorded (ingested before they were kept): GPU timeline only; re-run atlas ingest")
     start, stop, label = window_range(host_events, window)
-    is_range = host_events["kind"].isin(["cpu_op", "runtime"]).to_numpy() & (host_events["thread"].to_numpy() >= 0)
+    # CPU ops and runtime calls are nodes, and annotations that load data (HTA's data_load_events)
+    loading = (host_events["kind"] == "annotation").to_numpy() & name_mask(host_events["name"], DATA_LOADING.search)
+    is_range = host_events["kind"].isin(["cpu_op", "runtime"]).to_numpy() | loading
+    is_range &= host_events["thread"].to_numpy() >= 0
     ts = host_events["ts_us"].to_numpy()
     in_window = (ts >= start) & (ts <= stop)
     is_node = is_range & in_window
