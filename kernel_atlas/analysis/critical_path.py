@@ -692,13 +692,13 @@ def analyse_output(
     """The critical path of an ingest output: of its one rank; of several ranks joined at their
     matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
     longest reported. `per_rank` gives every rank's own path length."""
-    from kernel_atlas.analysis.critical_ranks import MAX_JOINT_RANKS, join_ranks
+    from kernel_atlas.analysis.critical_ranks import MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
     from kernel_atlas.analysis.whatif import where_optimisation_pays
     from kernel_atlas.ingest.host_events import load_host_events
     from kernel_atlas.ingest.outputs import load_kernels
 
     joint = len(ranks) > 1 and collectives is not None and len(collectives) > 0 and len(ranks) <= MAX_JOINT_RANKS
-    per_rank, graphs, best = [], {}, None
+    per_rank, graphs, best, notes = [], {}, None, []
     for rank in ranks:
         kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
         host = load_host_events(out_dir, rank)
@@ -707,7 +707,10 @@ def analyse_output(
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
         if joint:
             graphs[rank] = graph
-        elif best is None or path.length_us > best[1].length_us:
+            if sum(g.n_nodes for g in graphs.values()) > MAX_JOINT_NODES:  # memory: solve rank by rank
+                joint, graphs = False, {}
+                notes.append(f"ranks not joined: their graphs exceed {MAX_JOINT_NODES:,} nodes; each solved alone")
+        if best is None or path.length_us > best[1].length_us:
             best = (rank, path, graph, kernels, host)
     if joint:
         graph = join_ranks(graphs, collectives)
@@ -726,6 +729,6 @@ def analyse_output(
         "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame", "rank")},
         "where_optimisation_pays": pays,
         "per_rank": per_rank,
-        "notes": graph.notes,
+        "notes": notes + graph.notes,
     }
     return CriticalPathResult(segs, facts)

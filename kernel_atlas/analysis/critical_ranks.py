@@ -19,6 +19,7 @@ from kernel_atlas.analysis.critical_path import GPU, Graph
 
 COLLECTIVE = 7  # edge kind: a collective's transfer after its last member arrived (see KIND_NAMES)
 MAX_JOINT_RANKS = 64  # beyond this, each rank is solved alone (memory: one graph per rank)
+MAX_JOINT_NODES = 8_000_000  # nor when the ranks' graphs together hold more nodes (~1 GB of graph)
 
 
 def _global_events(graphs: list[Graph]) -> tuple[list[np.ndarray], int]:

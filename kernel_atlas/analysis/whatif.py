@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, longest_path, name_mask
-from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_RANKS, join_ranks
+from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
 from kernel_atlas.errors import AtlasError
 
 _FIELDS = {"op": "op_mapping", "category": "category", "kernel": "name", "module": "module", "launcher": "launcher"}
@@ -218,6 +218,8 @@ def run_whatif(
             graphs = {
                 r: build_graph(load_kernels(out, ranks=[r]), load_host_events(out, r), window_spec, True) for r in ranks
             }
+            if sum(g.n_nodes for g in graphs.values()) > MAX_JOINT_NODES:
+                raise AtlasError(out, f"the ranks' graphs exceed {MAX_JOINT_NODES:,} nodes together: give --rank R")
             result = solve(join_ranks(graphs, matched), changes, no_launch_gaps, roofline)
             result["rank"], result["joint_ranks"] = None, len(ranks)
         else:
