@@ -78,7 +78,7 @@ def join_ranks(graphs: dict[int, Graph], collectives: pd.DataFrame | None) -> Gr
     src_a, dst_a, w_a = np.concatenate(src), np.concatenate(dst), np.concatenate(weight)
     kind_a, ev_a = np.concatenate(kind), np.concatenate(event)
     if collectives is not None and len(collectives):
-        extra = _collective_edges(ranks, parts, maps, collectives, ts_all, src_a, kind_a, ev_a, w_a)
+        extra = _collective_edges(ranks, parts, maps, collectives, ts_all, kind_a, ev_a, w_a)
         src_a, dst_a = np.concatenate([src_a, extra[0]]), np.concatenate([dst_a, extra[1]])
         w_a, kind_a = np.concatenate([w_a, extra[2]]), np.concatenate([kind_a, np.full(len(extra[0]), COLLECTIVE)])
         ev_a = np.concatenate([ev_a, extra[3]])
@@ -99,7 +99,6 @@ def _collective_edges(
     maps: list[np.ndarray],
     collectives: pd.DataFrame,
     ts_all: np.ndarray,
-    src: np.ndarray,
     kind: np.ndarray,
     event: np.ndarray,
     weight: np.ndarray,
@@ -127,5 +126,4 @@ def _collective_edges(
     ok = ~np.isnan(idx)
     weight[idx[ok].astype(np.int64)] = transfer[ok]
     ev = others["ev"].to_numpy()
-    del src
     return 2 * others["ev_last"].to_numpy(), 2 * ev + 1, transfer, ev
