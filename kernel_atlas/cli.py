@@ -274,13 +274,26 @@ def report(
         typer.Option(
             "--section",
             help="Print only this section, in full (repeat for several): trust, device, busy, efficiency, findings, "
-            "categories, headroom, costs, waits, ranks, memory, files.",
+            "critical_path, categories, headroom, costs, waits, ranks, memory, files.",
         ),
+    ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option(
+            "--window",
+            help="Critical path of the K-th (from 0) range named like NAME only, e.g. ProfilerStep#1 "
+            "(default: the whole trace).",
+        ),
+    ] = None,
+    overlay: Annotated[
+        Path | None,
+        typer.Option("--overlay", help="Write the trace with its critical path flagged here, to open in Perfetto."),
     ] = None,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
     waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_hta.parquet, idle_causes.parquet,
-    launch_stats.parquet, graph_candidates.parquet, report.json and report.html next to
+    launch_stats.parquet, graph_candidates.parquet, critical_path.parquet (what bounds the run),
+    report.json and report.html next to
     kernels.parquet; for several ranks also collectives.parquet (skew and wait per rank per
     collective) and the stragglers."""
     from kernel_atlas.report.build import build_report
@@ -298,9 +311,11 @@ def report(
         write_csv(table, target)
         print_catalog_costs(console, table, device or "h100-sxm", target, top=top, wide=wide)
         return
+    trace = None
     if not source.is_dir():  # a trace: ingested first, as `atlas ingest TRACE` would
         from kernel_atlas.ingest.fleet import ingest_one
 
+        trace = source
         source, warnings = ingest_one(source)
         for warning in warnings:
             say(err_console, "[yellow]warning:[/]", warning)
@@ -310,8 +325,61 @@ def report(
         unknown = sorted(set(section) - set(SECTION_NAMES))
         if unknown:  # before the work, not after it
             raise AtlasError("--section", f"no section {', '.join(unknown)} (sections: {', '.join(SECTION_NAMES)})")
-    result = build_report(source, device, html, kernel_wait_us, short_kernel_us, like_hta, jobs=jobs)
+    result = build_report(
+        source,
+        device,
+        html,
+        kernel_wait_us,
+        short_kernel_us,
+        like_hta,
+        jobs=jobs,
+        window=window,
+        overlay=overlay,
+        trace=trace,
+    )
     print_report(console, result, top=top, wide=wide, full=full, sections=section)
+
+
+@app.command()
+@_one_line_errors
+def whatif(
+    source: Annotated[
+        Path, typer.Argument(help="An `atlas ingest` output directory (after `atlas report` for roofline).")
+    ],
+    speedup: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--speedup",
+            help="FIELD=VALUE:Nx or FIELD=VALUE:roofline; FIELD: op, category, kernel (regex), module, launcher. "
+            "Repeatable.",
+        ),
+    ] = None,
+    no_launch_gaps: Annotated[
+        bool, typer.Option("--no-launch-gaps", help="Remove launch and kernel-to-kernel overheads.")
+    ] = False,
+    window: Annotated[str | None, typer.Option("--window", help="NAME#K: only the K-th range named like NAME.")] = None,
+    rank: Annotated[
+        int | None,
+        typer.Option(
+            "--rank",
+            help="Solve this rank alone (default: all ranks joined at their collectives once "
+            "`atlas report` has matched them, else the first).",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+) -> None:
+    """Re-solve the critical path with some GPU work faster: the new end-to-end time and the
+    saving (writes OUT/whatif.json)."""
+    from kernel_atlas.analysis.whatif import run_whatif
+    from kernel_atlas.report.critical_view import print_whatif
+
+    result = run_whatif(source, speedup or [], no_launch_gaps, window, rank)
+    if as_json:
+        import json
+
+        console.print_json(json.dumps(result))
+    else:
+        print_whatif(console, result)
 
 
 @app.command()

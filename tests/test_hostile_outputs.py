@@ -127,7 +127,7 @@ def test_a_reingest_removes_every_file_made_from_the_previous_kernels(tmp_path: 
     (out / "replay.parquet").write_bytes(b"stale")
     _ingest(trace_path(A100), out)
     left = sorted(p.name for p in out.iterdir())
-    assert left == [".atlas.lock", "catalog.json", "kernels.parquet", "summary.json"], left
+    assert left == [".atlas.lock", "catalog.json", "host_events.parquet", "kernels.parquet", "summary.json"], left
 
 
 def test_a_second_writer_fails_at_once_with_one_line(tmp_path: Path) -> None:

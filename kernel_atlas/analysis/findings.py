@@ -21,7 +21,7 @@ Savings are estimates and of different kinds may overlap: they are not additive.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import pandas as pd
@@ -42,9 +42,10 @@ class Finding:
     kind: str
     evidence: str
     why: str = ""  # the reason in a few words, for one-line displays
+    kernel: str = ""  # the kernel's full name, for kernel findings
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "kernel" or v}
 
 
 def _frames(stack: object) -> tuple[str | None, str | None]:
@@ -95,6 +96,7 @@ def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
         found.append(
             Finding(
                 what=display_name(str(row.name)),
+                kernel=str(row.name),
                 where=_where(row.op_mapping, module, frame),
                 saving_us=float(row.headroom_us),
                 kind="kernel_headroom",
@@ -181,9 +183,34 @@ def rank(findings: Iterable[Finding], limit: int = MAX_FINDINGS) -> list[Finding
     return sorted(findings, key=lambda f: (-f.saving_us, f.kind, f.where, f.what))[:limit]
 
 
+def end_to_end(findings: list[Finding], pays: list[dict[str, Any]]) -> list[Finding]:
+    """Kernel findings re-weighed by the critical path's what-if (`where_optimisation_pays`: each
+    roofline row brought to its attainable time alone, the path solved again): a kernel's saving
+    becomes the end-to-end saving of its rows, summed; kernels the what-if did not weigh are left
+    out (their headroom is smaller than any it weighed)."""
+    saving: dict[str, float] = {}
+    for row in pays:
+        saving[row["kernel"]] = saving.get(row["kernel"], 0.0) + float(row["end_to_end_saving_us"])
+    weighed = []
+    for finding in findings:
+        name = finding.kernel
+        if name not in saving:
+            continue
+        evidence = (
+            f"{finding.evidence.replace(' (estimate: its own time)', '')}; end to end by the critical path: "
+            f"{_us(saving[name])} of {_us(finding.saving_us)} headroom"
+        )
+        weighed.append(replace(finding, saving_us=saving[name], evidence=evidence))
+    return weighed
+
+
 def report_findings(roofline: pd.DataFrame, waits: Any, facts: dict[str, Any]) -> list[Finding]:
-    """The ranked findings of one report (`waits`: the report's Waits, or None)."""
+    """The ranked findings of one report (`waits`: the report's Waits, or None); kernel findings
+    by their end-to-end saving where the report has a critical path."""
     found = headroom_findings(roofline)
+    pays = (facts.get("critical_path") or {}).get("where_optimisation_pays")
+    if pays:
+        found = end_to_end(found, pays)
     if waits is not None:
         found += launch_findings(waits.candidates) + host_wait_findings(waits.causes)
     found += communication_findings(facts.get("devices", []))

@@ -144,6 +144,7 @@ class TraceColumns:
     event_count: int
     ignored: dict[str, int] = field(default_factory=dict)  # what the decoder dropped (`SlicePart.ignored`)
     memory: MemoryEvents = field(default_factory=lambda: MemoryEvents())
+    gpu_syncs: np.ndarray = field(default_factory=lambda: np.empty((0, 8)))  # `cuda_sync` rows (`SlicePart.syncs`)
 
 
 def categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
@@ -214,6 +215,7 @@ class ColumnBuilder:
         self.gpu = _Columns(_GPU_DTYPES)
         self.memory = _Columns(_MEMORY_DTYPES)
         self.steps: list[np.ndarray] = []
+        self.syncs: list[np.ndarray] = []
         self.events = 0
         self.ignored: Counter[str] = Counter()
 
@@ -242,6 +244,8 @@ class ColumnBuilder:
         if len(part.memory.get("ts", ())):
             threads = self.threads.remap(part.memory_threads)
             self.memory.extend({k: threads[v] if k == "thread" else v for k, v in part.memory.items()})
+        if len(part.syncs):
+            self.syncs.append(part.syncs)
 
     def build(self) -> TraceColumns:
         host = self.host.arrays()
@@ -267,6 +271,7 @@ class ColumnBuilder:
             event_count=self.events,
             ignored=dict(self.ignored),
             memory=MemoryEvents(self.memory.arrays()),
+            gpu_syncs=np.concatenate(self.syncs) if self.syncs else np.empty((0, 8)),
         )
 
 

@@ -51,7 +51,15 @@ _GPU_FAMILY = {name: 10 + i for i, name in enumerate(GPU_KINDS)}
 _GPU_STEP = 20
 _INSTANT = 30  # instant ("i") events; `[memory]` ones become `SlicePart.memory`
 MEMORY_EVENT = "[memory]"
-_FAMILY = {**_HOST_FAMILY, **_GPU_FAMILY, "gpu_user_annotation": _GPU_STEP, "cpu_instant_event": _INSTANT}
+_GPU_SYNC = 21  # `cuda_sync` events (newer Kineto): what a stream or the host waited for
+SYNC_KINDS = ("Stream Sync", "Context Sync", "Event Sync", "Stream Wait Event")  # codes 0…3 of `SlicePart.syncs`
+_FAMILY = {
+    **_HOST_FAMILY,
+    **_GPU_FAMILY,
+    "gpu_user_annotation": _GPU_STEP,
+    "cuda_sync": _GPU_SYNC,
+    "cpu_instant_event": _INSTANT,
+}
 # Older Kineto (PyTorch 1.8-1.12) wrote other names for the same families (docs/kineto-schemas.md):
 # `Operator` covers CPU ops and `record_function` ranges alike (a `ProfilerStep#N` among them
 # becomes the step annotation it is today, the others CPU ops). Any other category is also
@@ -100,6 +108,9 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     process_group_desc: str | None = msgspec.field(default=None, name="Process Group Description")
     process_group_ranks: str | tuple[Int, ...] | None = msgspec.field(default=None, name="Process Group Ranks")
     seq: Int = msgspec.field(default=-1, name="Seq")
+    # `cuda_sync` events: the stream and the cudaEventRecord call an event wait or sync waits on
+    wait_stream: Int = msgspec.field(default=-1, name="wait_on_stream")
+    wait_correlation: Int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
     # ROCm launches name the kernel they launch; Inductor's Triton ops record their tiles
     kernel: str | None = None
     kernel_kwargs: str | None = None
@@ -264,6 +275,9 @@ class SlicePart:
     # `[memory]` events: MEMORY_FIELDS and "ts" as columns, "thread" codes → memory_threads
     memory: dict[str, np.ndarray] = field(default_factory=dict)
     memory_threads: list[tuple[int | str, int | str]] = field(default_factory=list)
+    # `cuda_sync` events: rows of (kind code in SYNC_KINDS, device, stream, ts, end, correlation,
+    # wait_on_stream, wait_on_cuda_event_record_corr_id); -1 where absent
+    syncs: np.ndarray = field(default_factory=lambda: np.empty((0, 8)))
     # what was dropped: field name → values out of range or of the wrong type; also
     # "untimed GPU activities" (left out) and "lone surrogates" (replaced)
     ignored: dict[str, int] = field(default_factory=dict)
@@ -351,6 +365,7 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
         if (family == _INSTANT).any():
             part.memory, part.memory_threads = _memory_columns(events, family == _INSTANT, forgiving, ignored)
+        part.syncs = _gpu_syncs(*pick(family == _GPU_SYNC)[:2])
     except RecursionError:  # inside an args value decoded on its own
         raise SliceError("deep", "JSON nested too deeply") from None
     part.ignored = dict(ignored)
@@ -771,6 +786,16 @@ def _number(value: int | str) -> int:
         return value
     match = _STREAM_TID.fullmatch(value)
     return int(match.group(1)) if match and len(match.group(1)) < 18 else -1
+def _gpu_syncs(events: list[Any], args: list[Args]) -> np.ndarray:
+    """`SlicePart.syncs` rows of the timed `cuda_sync` events of a known kind."""
+    rows = []
+    for event, arg in zip(events, args, strict=True):
+        if event.name in SYNC_KINDS and math.isfinite(event.ts) and math.isfinite(event.dur):
+            device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
+            kind = SYNC_KINDS.index(event.name)
+            rows.append((kind, device, arg.stream, event.ts, event.ts + event.dur))
+            rows[-1] += (arg.correlation, arg.wait_stream, arg.wait_correlation)
+    return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
 def step_number(name: str) -> int | None:

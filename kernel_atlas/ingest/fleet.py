@@ -27,6 +27,7 @@ import pandas as pd
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
+from kernel_atlas.ingest.host_events import write_host_events
 from kernel_atlas.ingest.outputs import (
     CATALOG,
     KERNELS,
@@ -218,6 +219,8 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         memory = write_memory_events(result.memory, task.out, rank, task.stem, task.run_id)
         if memory:
             result.facts["memory_file"] = memory
+        for host in result.host_events.values():  # the critical path's host side (ingest/host_events.py)
+            write_host_events(host, task.out, rank, task.stem, task.run_id)
         written = write_rank(result.frame, task.out, rank, task.stem, task.run_id)  # last: a failure leaves no file
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:

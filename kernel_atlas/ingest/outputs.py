@@ -75,6 +75,9 @@ DERIVED = (
     "collectives.parquet",
     "memory_events.parquet",  # written by ingest itself, after the previous run's is removed
     "memory.parquet",
+    "host_events.parquet",  # written by ingest beside the kernels (ingest/host_events.py)
+    "critical_path.parquet",
+    "whatif.json",
 )
 # Columns a kernels table must have for `atlas report`; the others are filled with nulls when absent
 # (outputs of earlier versions lack the newer ones).

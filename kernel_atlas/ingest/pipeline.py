@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.events import UNKNOWN_GPU
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
+from kernel_atlas.ingest.host_events import host_events_table, write_host_events
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import HostNesting, link
 from kernel_atlas.ingest.memory import concat_memory, memory_events, write_memory_events
@@ -54,6 +55,7 @@ class IngestResult:
     facts: dict[str, Any]
     warnings: list[str]
     memory: pd.DataFrame | None = None  # `[memory]` events (`ingest.memory`), None when the trace has none
+    host_events: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # (stem, rank) → host events
 
     @property
     def kernel_time(self) -> pd.DataFrame:
@@ -174,6 +176,7 @@ def ingest_trace(
         memory.insert(0, "trace", trace_stem(path))
         memory_redacted = redact_frame(memory)
     roles = host_roles(cols.host)
+    host_events = {(trace_stem(path), rank): host_events_table(cols, linked)}
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
@@ -210,7 +213,7 @@ def ingest_trace(
     }
     facts = trace_facts(trace, frame, rank, link_facts)
     facts["memory_events"] = 0 if memory is None else len(memory)
-    return IngestResult(frame=frame, facts=facts, warnings=warnings, memory=memory)
+    return IngestResult(frame=frame, facts=facts, warnings=warnings, memory=memory, host_events=host_events)
 
 
 def _ingest_for_pool(args: tuple[str, int, Sequence[CapturedGraph]]) -> IngestResult:
@@ -246,13 +249,14 @@ def ingest_paths(
     ranks = [r.facts["rank"] for r in results]
     if len(set(ranks)) != len(ranks):
         warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")
+    host_events = {key: table for r in results for key, table in r.host_events.items()}
     if len(results) == 1:
-        return IngestResult(results[0].frame, {"traces": [results[0].facts]}, warnings, results[0].memory)
+        return IngestResult(results[0].frame, {"traces": [results[0].facts]}, warnings, results[0].memory, host_events)
     frame = as_categoricals(pd.concat([r.frame for r in results], ignore_index=True))
     facts = {"traces": [r.facts for r in results], **gpu_time_facts(frame)}
     memories = [r.memory for r in results if r.memory is not None]
     memory = concat_memory(memories) if memories else None
-    return IngestResult(frame, facts, warnings, memory)
+    return IngestResult(frame, facts, warnings, memory, host_events)
 
 
 def default_out_dir(first_trace: Path) -> Path:
@@ -276,6 +280,9 @@ def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
                 memory = memory[(memory["trace"] == stem).to_numpy() & (memory["rank"] == trace["rank"]).to_numpy()]
             memory_written = write_memory_events(memory, out_dir, trace["rank"], stem, run_id)
             written = write_rank(rows, out_dir, trace["rank"], stem, run_id)
+            host = result.host_events.get((stem, trace["rank"]))
+            if host is not None:
+                write_host_events(host, out_dir, trace["rank"], stem, run_id)
             traces.append(
                 {**trace, "kernels_file": written, **({"memory_file": memory_written} if memory_written else {})}
             )

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas import safe_files
+from kernel_atlas.analysis.critical_path import analyse_output, parse_window
 from kernel_atlas.analysis.findings import report_findings
 from kernel_atlas.analysis.memory import MemoryReport, analyse_memory, memory_warnings, read_memory_events
 from kernel_atlas.ingest.outputs import (
@@ -112,10 +113,19 @@ def build_report(
     short_kernel_us: float = SHORT_KERNEL_US,
     like_hta: bool = False,
     jobs: int = 1,
+    window: str | None = None,
+    overlay: Path | None = None,
+    trace: Path | None = None,
 ) -> Report:
     out_dir = _resolve_input(Path(source))
+    trace = trace or (Path(source) if Path(source).is_file() else None)
     with lock(out_dir):  # one writer: an ingest or another report into this folder fails at once
-        return _build_report(out_dir, device_key, html, kernel_wait_us, short_kernel_us, like_hta, jobs)
+        report = _build_report(out_dir, device_key, html, kernel_wait_us, short_kernel_us, like_hta, jobs, window)
+    if overlay is not None:
+        from kernel_atlas.analysis.overlay import overlay_for_report
+
+        report.files["overlay"] = overlay_for_report(report, overlay, trace)
+    return report
 
 
 def _build_report(
@@ -126,7 +136,9 @@ def _build_report(
     short_kernel_us: float,
     like_hta: bool,
     jobs: int,
+    window: str | None = None,
 ) -> Report:
+    window_spec = parse_window(window)  # a bad --window fails before anything is written
     output = open_output(out_dir)
     safe_files.remove(out_dir / REPORT)  # the previous report's manifest first: files below replace its own
     ranks = sorted(output.files) if output.files else output_ranks(out_dir)
@@ -161,7 +173,6 @@ def _build_report(
     memory = analyse_memory(events) if events else None
     analysis.facts["memory"] = memory.entries if memory else []
     analysis.facts["memory_warnings"] = memory_warnings(memory.entries) if memory else []
-    analysis.facts["findings"] = [f.to_json() for f in report_findings(analysis.roofline, waits, analysis.facts)]
     files = {
         "roofline": write_table(analysis.roofline, out_dir / "roofline.parquet", output.run_id),
         "timeshare": write_csv(analysis.timeshare, out_dir / "timeshare.csv"),
@@ -172,8 +183,15 @@ def _build_report(
     files.update(write_waits(waits, out_dir, output.run_id))
     if memory is not None:
         files["memory"] = write_table(memory.allocations, out_dir / "memory.parquet", output.run_id)
+    matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
+    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched)
+    analysis.facts["critical_path"] = critical.facts
+    files["critical_path"] = write_table(critical.segments, out_dir / "critical_path.parquet", output.run_id)
+    # after the critical path: findings rank by its end-to-end savings where it has them
+    analysis.facts["findings"] = [f.to_json() for f in report_findings(analysis.roofline, waits, analysis.facts)]
     if cross_rank.path is not None:
         files["collectives"] = cross_rank.path
+    from kernel_atlas.report.critical_html import critical_path_html
     from kernel_atlas.report.fleet import cross_rank_html
     from kernel_atlas.report.html import write_html
     from kernel_atlas.report.memory_view import memory_html
@@ -188,6 +206,7 @@ def _build_report(
         sections=[
             efficiency_html(analysis.facts["efficiency"]),
             cross_rank_html(cross_rank, analysis.facts),
+            critical_path_html(critical.segments, critical.facts),
             memory_html(memory),
         ],
         views=views,

@@ -421,6 +421,15 @@ def _efficiency_section(console: Console, report: Report, view: ReportView) -> N
         _text(console, esc(line))
 
 
+def _critical_path_section(console: Console, report: Report, view: ReportView) -> None:
+    """What bounds the run: the path's length and breakdown; in full its top frames and kernels
+    and where optimisation pays end to end."""
+    from kernel_atlas.report.critical_view import print_critical_path
+
+    facts = report.analysis.facts.get("critical_path")
+    print_critical_path(console, facts, top=min(view.top, 8) if view.full else 0, wide=view.wide)
+
+
 @dataclass(frozen=True)
 class Section:
     """One section of the terminal report: `--section NAME` prints it alone, in full; `brief`
@@ -437,6 +446,7 @@ REPORT_SECTIONS: list[Section] = [
     Section("busy", _busy_section),
     Section("efficiency", _efficiency_section),
     Section("findings", _findings_section),
+    Section("critical_path", _critical_path_section),
     Section("categories", _category_section),
     Section("headroom", _headroom_section),
     Section("costs", _no_cost_section),

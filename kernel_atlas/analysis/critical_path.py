@@ -1,0 +1,734 @@
+"""What bounds the run: the critical path through a rank's host threads and GPU streams.
+
+The trace becomes a graph of time points — the start and the end of every CPU op, runtime call
+and GPU activity — joined by edges that carry time (see docs/critical_path.md):
+
+* host threads: consecutive points of a thread in call-stack order; an edge inside an op is CPU
+  time attributed to it (HTA's rules); the edge entering a top-level op and the edge that ends
+  a blocking call (synchronize, synchronous copy) weigh nothing — the thread was waiting;
+* launch → activity: the activity waited for its launch when its stream was empty at the
+  launch (launch overhead = activity start − launch start); otherwise previous activity on the
+  stream → activity (kernel-kernel overhead = the gap), when under 1.5 ms;
+* synchronisation (zero weight): the activity an event wait, a stream/device/event sync or a
+  synchronous call waited for → the waiting kernel's start or the host call's end;
+* every activity's own duration, graph-replayed kernels included (each owns its launch's
+  `cudaGraphLaunch`, only the first of a replay can wait for it).
+
+The longest path (a pass over the nodes in topological order) is the critical path; its edges
+are segments, named in HTA's bound buckets. A what-if re-solves the same graph with new
+weights (`analysis/whatif.py`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.errors import AtlasError
+
+KERNEL_GAP_LIMIT_US = 1500.0  # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US: longer gaps are unexplained waits
+BUCKETS = (
+    "cpu_bound",
+    "gpu_compute_bound",
+    "gpu_communication_bound",
+    "gpu_kernel_kernel_overhead",
+    "gpu_kernel_launch_overhead",
+    "data_loading",
+)
+# host calls that hold the thread until GPU work ends (their time is waiting, not CPU work)
+BLOCKING = re.compile(
+    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|EventQuery|Memcpy|MemcpyAsync)$"
+)
+# blocking calls whose release is found from the GPU timeline when the trace has no cuda_sync events
+_RELEASED_BY_GPU = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy)$")
+DATA_LOADING = re.compile(r"DataLoader|dataloader|data_loading", re.IGNORECASE)
+_LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset|GraphLaunch", re.IGNORECASE)
+
+# edge kinds
+CPU, DEPEND, GPU, LAUNCH, GAP, SYNC, WAIT = range(7)
+KIND_NAMES = ("cpu", "dependency", "gpu", "launch", "kernel_gap", "sync", "wait", "collective")  # 7: critical_ranks
+
+
+@dataclass
+class Graph:
+    """Nodes 2e (start) and 2e+1 (end) of event e; events are host rows then GPU rows."""
+
+    node_ts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    weight: np.ndarray
+    kind: np.ndarray  # int8, see KIND_NAMES
+    event: np.ndarray  # event each edge's time is attributed to (-1: none)
+    n_host: int
+    host: pd.DataFrame  # the host rows that are events
+    gpu: pd.DataFrame  # the GPU rows that are events
+    window: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+    node_tie: np.ndarray | None = None  # order among nodes of equal time (host: call-stack order)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_ts)
+
+
+@dataclass
+class Path:
+    length_us: float
+    edges: np.ndarray  # edge indices on the path, in time order
+
+
+def name_mask(values: pd.Series, test: Any) -> np.ndarray:
+    """`test(text)` per row of a string or categorical column, evaluated once per distinct text."""
+    cat = values.astype("category") if not isinstance(values.dtype, pd.CategoricalDtype) else values
+    codes = cat.cat.codes.to_numpy()
+    hit = np.array([bool(test(str(c))) for c in cat.cat.categories], dtype=bool)
+    return np.where(codes >= 0, hit[np.maximum(codes, 0)] if len(hit) else False, False)
+
+
+def take_text(values: pd.Series, rows: np.ndarray) -> np.ndarray:
+    """The values of `rows` as an object array (None for missing), without converting the column."""
+    if len(values) == 0:
+        return np.full(len(rows), None, object)
+    picked = values.iloc[rows]
+    return np.where(picked.isna().to_numpy(), None, picked.to_numpy(dtype=object))
+
+
+# --- window ---------------------------------------------------------------------------------------
+
+
+def parse_window(spec: str | None) -> tuple[str, int] | None:
+    """`ProfilerStep#2` → ("ProfilerStep", 2); None: the whole trace."""
+    if not spec:
+        return None
+    name, sep, k = spec.rpartition("#")
+    if not sep or not name or not k.isdigit():
+        raise AtlasError(None, f"--window {spec!r}: expected NAME#K (the K-th instance, from 0, e.g. ProfilerStep#0)")
+    return name, int(k)
+
+
+def window_range(host: pd.DataFrame, window: tuple[str, int] | None) -> tuple[float, float, str]:
+    """[start, end] of the K-th (0-based, by start) host range whose name contains NAME."""
+    if window is None:
+        return -np.inf, np.inf, "whole trace"
+    name, k = window
+    ranges = host[(host["kind"] != "sync").to_numpy() & name_mask(host["name"], lambda s: name in s)]
+    ranges = ranges.sort_values("ts_us", kind="stable")
+    if k >= len(ranges):
+        raise AtlasError(None, f"--window {name}#{k}: the trace has {len(ranges)} ranges named like {name!r}")
+    row = ranges.iloc[k]
+    return float(row["ts_us"]), float(row["end_us"]), f"{row['name']} (instance {k} of {len(ranges)})"
+
+
+# --- graph ----------------------------------------------------------------------------------------
+
+
+class _Edges:
+    def __init__(self) -> None:
+        self.parts: list[tuple[np.ndarray, ...]] = []
+
+    def add(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, kind: int, event: np.ndarray) -> None:
+        n = len(src)
+        if n:
+            w = np.broadcast_to(np.asarray(weight, np.float64), (n,))
+            e = np.broadcast_to(np.asarray(event, np.int64), (n,))
+            self.parts.append((src.astype(np.int64), dst.astype(np.int64), w, np.full(n, kind, np.int8), e))
+
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        if not self.parts:
+            return tuple(np.empty(0, t) for t in (np.int64, np.int64, np.float64, np.int8, np.int64))
+        return tuple(np.concatenate([p[i] for p in self.parts]) for i in range(5))
+
+
+def _depths(parent: np.ndarray) -> np.ndarray:
+    depth = np.zeros(len(parent), np.int64)
+    cur = parent.copy()
+    active = np.flatnonzero(cur >= 0)
+    while len(active):
+        depth[active] += 1
+        cur[active] = parent[cur[active]]
+        active = active[cur[active] >= 0]
+    return depth
+
+
+def _node_parents(host: pd.DataFrame, is_node: np.ndarray) -> np.ndarray:
+    """Each row's nearest ancestor that is a node (row index into `host`, -1 none)."""
+    parent = host["parent"].to_numpy(np.int64)
+    cur = parent.copy()
+    active = np.flatnonzero(cur >= 0)
+    active = active[~is_node[cur[active]]]
+    while len(active):
+        cur[active] = parent[cur[active]]
+        active = active[cur[active] >= 0]
+        active = active[~is_node[cur[active]]]
+    return cur
+
+
+def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
+    """Edges along every host thread in call-stack order (HTA's rules, see the module docstring);
+    returns each host node's position in that order (to order nodes of equal time)."""
+    n = len(host)
+    if n == 0:
+        return np.empty(0, np.int64)
+    parent = host["node_parent"].to_numpy(np.int64)
+    ts, end = host["ts_us"].to_numpy(), host["end_us"].to_numpy().copy()
+    depth = _depths(parent)
+    for d in range(1, int(depth.max()) + 1):  # a child ends by its parent's end (nesting tolerance)
+        rows = np.flatnonzero(depth == d)
+        end[rows] = np.minimum(end[rows], end[parent[rows]])
+    thread = host["thread"].to_numpy(np.int64)
+    ev = np.arange(n)
+    p_ev = np.concatenate([ev, ev])
+    p_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+    p_ts = np.concatenate([ts, np.maximum(end, ts)])
+    p_depth = np.concatenate([depth, depth])
+    # thread, time, ends before starts, outer starts first, inner ends first
+    order = np.lexsort((np.where(p_start, p_depth, -p_depth), p_start, p_ts, np.concatenate([thread, thread])))
+    p_ev, p_start, p_ts = p_ev[order], p_start[order], p_ts[order]
+    tie = np.empty(2 * n, np.int64)
+    tie[2 * p_ev + ~p_start] = np.arange(2 * n)
+    same = thread[p_ev[1:]] == thread[p_ev[:-1]]
+    a, b = p_ev[:-1][same], p_ev[1:][same]
+    a_start, b_start = p_start[:-1][same], p_start[1:][same]
+    w = p_ts[1:][same] - p_ts[:-1][same]
+    src = 2 * a + ~a_start
+    dst = 2 * b + ~b_start
+    blocking = host["blocking"].to_numpy(bool)
+    top_enter = b_start & (depth[b] == 0)
+    zero = top_enter | (~b_start & blocking[b])
+    attr = np.where(a_start, a, np.where(~b_start, b, parent[a]))
+    kind = np.where(top_enter, DEPEND, CPU)
+    w = np.where(zero, 0.0, np.maximum(w, 0.0))
+    for k in (CPU, DEPEND):
+        m = kind == k
+        edges.add(src[m], dst[m], w[m], k, np.where(k == DEPEND, -1, attr[m]))
+    return tie
+
+
+def _search(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
+    """Per query, the position of `t` among the sorted times of its key (searchsorted within the
+    key's block, one call per distinct key: streams and threads are few); as a global index."""
+    pos = np.full(len(key), -1, np.int64)
+    size = np.zeros(len(key), np.int64)
+    base = np.zeros(len(key), np.int64)
+    for k in np.unique(key):
+        lo, hi = np.searchsorted(keys_sorted, k, "left"), np.searchsorted(keys_sorted, k, "right")
+        q = key == k
+        pos[q] = np.searchsorted(times_sorted[lo:hi], t[q], side)
+        base[q], size[q] = lo, hi - lo
+    return pos, base, size
+
+
+def _last_before(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index (into the sorted arrays) of the last entry with the same key and time <= t; -1 none."""
+    pos, base, _ = _search(keys_sorted, times_sorted, key, t, "right")
+    return np.where(pos > 0, base + pos - 1, -1)
+
+
+def _first_after(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the first entry with the same key and time >= t; -1 none."""
+    pos, base, size = _search(keys_sorted, times_sorted, key, t, "left")
+    return np.where(pos < size, base + pos, -1)
+
+
+def build_graph(
+    kernels: pd.DataFrame,
+    host_events: pd.DataFrame | None,
+    window: tuple[str, int] | None = None,
+    zero_weight_launches: bool = False,
+) -> Graph:
+    """The dependency graph of one rank (see the module docstring). `zero_weight_launches` adds
+    the causal launch → activity edges HTA leaves out where the stream was busy (weight 0), so
+    that a what-if can move work earlier only as far as its launch allows."""
+    notes: list[str] = []
+    if host_events is None:
+        host_events = _empty_host()
+        notes.append("no host events recorded (ingested before they were kept): GPU timeline only; re-run atlas ingest")
+    start, stop, label = window_range(host_events, window)
+    # CPU ops and runtime calls are nodes, and annotations that load data (HTA's data_load_events)
+    loading = (host_events["kind"] == "annotation").to_numpy() & name_mask(host_events["name"], DATA_LOADING.search)
+    is_range = host_events["kind"].isin(["cpu_op", "runtime"]).to_numpy() | loading
+    is_range &= host_events["thread"].to_numpy() >= 0
+    ts = host_events["ts_us"].to_numpy()
+    in_window = (ts >= start) & (ts <= stop)
+    is_node = is_range & in_window
+    host_events = host_events.assign(node_parent=_node_parents(host_events, is_node))
+    host = host_events[is_node].copy()
+    row_to_event = np.full(len(host_events) + 1, -1, np.int64)
+    row_to_event[np.flatnonzero(is_node)] = np.arange(len(host))
+    host["node_parent"] = row_to_event[host["node_parent"].to_numpy()]
+    host["blocking"] = name_mask(host["name"], BLOCKING.match)
+    n_host = len(host)
+
+    gpu = _gpu_rows(kernels, host, n_host, start, stop)
+    edges = _Edges()
+    host_tie = _host_chains(host, edges)
+    syncs = host_events[(host_events["kind"] == "sync").to_numpy() & (ts <= stop) & (host_events["end_us"] >= start)]
+    if len(syncs):
+        _sync_edges(syncs, gpu, host, edges)  # first: an event wait decides how its kernel's start is explained
+    else:
+        _fallback_sync_edges(gpu, host, n_host, edges)
+        if n_host:
+            notes.append("no cuda_sync events in the trace: host syncs released by the GPU activity that ended last")
+    _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes)
+    src, dst, weight, kind, event = edges.arrays()
+    node_ts = np.empty(2 * (n_host + len(gpu)))
+    node_ts[0 : 2 * n_host : 2] = host["ts_us"].to_numpy()
+    node_ts[1 : 2 * n_host : 2] = host["end_us"].to_numpy()
+    node_ts[2 * n_host :: 2] = gpu["ts_us"].to_numpy()
+    node_ts[2 * n_host + 1 :: 2] = gpu["end_us"].to_numpy()
+    window_facts = {"name": label, "start_us": None if start == -np.inf else start}
+    window_facts["end_us"] = None if stop == np.inf else stop
+    tie = np.zeros(len(node_ts), np.int64)
+    tie[: 2 * n_host] = host_tie
+    graph = Graph(node_ts, src, dst, weight, kind, event, n_host, host.reset_index(drop=True), gpu, window_facts, notes)
+    graph.node_tie = tie
+    return graph
+
+
+def _empty_host() -> pd.DataFrame:
+    cols = {"kind": pd.Categorical([]), "name": pd.Categorical([]), "thread": np.empty(0, np.int64)}
+    cols |= {c: np.empty(0) for c in ("ts_us", "end_us")}
+    cols |= {c: np.empty(0, np.int64) for c in ("correlation", "parent", "device", "stream", "wait_stream")}
+    cols["wait_correlation"] = np.empty(0, np.int64)
+    return pd.DataFrame(cols)
+
+
+def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: float, stop: float) -> pd.DataFrame:
+    """The GPU activities of the window (launched in it; without a launch, started in it), with
+    the event index of their launch call (-1 none)."""
+    launch_ts = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    ts = kernels["ts_us"].to_numpy(np.float64)
+    when = np.where(np.isnan(launch_ts), ts, launch_ts)
+    gpu = kernels[(when >= start) & (when <= stop)].copy()
+    gpu["end_us"] = gpu["ts_us"] + gpu["dur_us"]
+    gpu["device"] = gpu["device"].fillna(-1).astype(np.int64) if "device" in gpu else -1
+    gpu["stream"] = gpu["stream"].fillna(-1).astype(np.int64)
+    # the launch call: runtime event with the kernel's correlation (a graph launch owns all its kernels)
+    runtime = host[(host["kind"] == "runtime").to_numpy() & (host["correlation"].to_numpy() >= 0)]
+    call_of = pd.Series(np.flatnonzero((host["kind"] == "runtime").to_numpy() & (host["correlation"].to_numpy() >= 0)))
+    call_of.index = runtime["correlation"].to_numpy()
+    call_of = call_of[~call_of.index.duplicated()]
+    corr = gpu["correlation"].fillna(-1).astype(np.int64).to_numpy()
+    gpu["launch_event"] = call_of.reindex(corr).fillna(-1).astype(np.int64).to_numpy()
+    gpu = gpu.sort_values(["ts_us"], kind="stable").reset_index(drop=True)
+    gpu["event"] = n_host + np.arange(len(gpu))
+    return gpu
+
+
+def _gpu_edges(
+    gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges, zero_launch: bool, notes: list[str]
+) -> None:
+    n = len(gpu)
+    if n == 0:
+        return
+    ev = gpu["event"].to_numpy()
+    ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
+    edges.add(2 * ev, 2 * ev + 1, end - ts, GPU, ev)
+    key = gpu["device"].to_numpy() * (1 << 32) + gpu["stream"].to_numpy()
+    order = np.lexsort((np.arange(n), ts, key))
+    prev = np.full(n, -1, np.int64)
+    same = key[order[1:]] == key[order[:-1]]
+    prev[order[1:][same]] = order[:-1][same]
+    launch = gpu["launch_event"].to_numpy()
+    has_launch = launch >= 0
+    launch_ts = np.where(has_launch, host["ts_us"].to_numpy()[np.maximum(launch, 0)] if n_host else np.nan, np.nan)
+    prev_end = np.where(prev >= 0, end[np.maximum(prev, 0)], -np.inf)
+    wait_end = gpu["wait_end_us"].to_numpy() if "wait_end_us" in gpu else np.full(n, -np.inf)
+    # the queue was empty at the launch, and nothing launched later on the stream was waiting
+    # behind it when it started (HTA's queue-length test)
+    nxt = np.full(n, -1, np.int64)
+    nxt[order[:-1][same]] = order[1:][same]
+    other_launch = (nxt >= 0) & (launch[np.maximum(nxt, 0)] != launch)  # a graph replay's kernels share one
+    queued_behind = other_launch & (np.where(nxt >= 0, launch_ts[np.maximum(nxt, 0)], np.inf) < ts)
+    by_launch = has_launch & (prev_end < launch_ts) & (wait_end < launch_ts) & ~queued_behind
+    stuck = by_launch & (ts - launch_ts >= KERNEL_GAP_LIMIT_US)  # not a launch latency: a wait the trace does not show
+    if stuck.any():
+        notes.append(
+            f"{int(stuck.sum())} activities started ≥ {KERNEL_GAP_LIMIT_US:g} µs after their launch on an idle stream "
+            "(an event wait the trace does not record?): not counted as launch overhead"
+        )
+        m = np.flatnonzero(stuck)
+        edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
+        by_launch &= ~stuck
+    by_gap = ~by_launch & ~stuck & (prev >= 0) & (ts - prev_end < KERNEL_GAP_LIMIT_US) & (wait_end < prev_end)
+    m = np.flatnonzero(by_launch)
+    edges.add(2 * launch[m], 2 * ev[m], np.maximum(ts[m] - launch_ts[m], 0.0), LAUNCH, ev[m])
+    m = np.flatnonzero(by_gap)
+    edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], np.maximum(ts[m] - prev_end[m], 0.0), GAP, ev[prev[m]])
+    if zero_launch:  # causality for what-if: every activity waits for its launch and its stream
+        m = np.flatnonzero(has_launch & ~by_launch & ~stuck)
+        edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
+        m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
+        edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1)
+
+
+def _call_events(host: pd.DataFrame) -> pd.Series:
+    """Runtime call event by correlation."""
+    runtime = np.flatnonzero((host["kind"] == "runtime").to_numpy() & (host["correlation"].to_numpy() >= 0))
+    calls = pd.Series(runtime, index=host["correlation"].to_numpy()[runtime])
+    return calls[~calls.index.duplicated()]
+
+
+def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges) -> None:
+    """Edges from Kineto's cuda_sync events (HTA's reading of them)."""
+    calls = _call_events(host)
+    n = len(gpu)
+    if n == 0:
+        return
+    ev = gpu["event"].to_numpy()
+    key = gpu["device"].to_numpy() * (1 << 32) + gpu["stream"].to_numpy()
+    by_start = np.lexsort((gpu["ts_us"].to_numpy(), key))
+    k_sorted, ts_sorted = key[by_start], gpu["ts_us"].to_numpy()[by_start]
+    name = np.asarray(syncs["name"].to_numpy(dtype=object), dtype=str)
+    s_dev = syncs["device"].to_numpy()
+    s_end = syncs["end_us"].to_numpy()
+    call = calls.reindex(syncs["correlation"].to_numpy()).fillna(-1).astype(np.int64).to_numpy()
+    # Stream Sync: the last activity started on the stream by the sync's end → the call's end
+    m = (name == "Stream Sync") & (call >= 0)
+    hit = _last_before(k_sorted, ts_sorted, s_dev[m] * (1 << 32) + syncs["stream"].to_numpy()[m], s_end[m])
+    ok = hit >= 0
+    edges.add(2 * ev[by_start[hit[ok]]] + 1, 2 * call[m][ok] + 1, 0.0, SYNC, -1)
+    # Context Sync: the last activity of every stream of the device
+    for i in np.flatnonzero((name == "Context Sync") & (call >= 0)):
+        streams = np.unique(key[gpu["device"].to_numpy() == s_dev[i]])
+        hit = _last_before(k_sorted, ts_sorted, streams, np.full(len(streams), s_end[i]))
+        hit = hit[hit >= 0]
+        edges.add(2 * ev[by_start[hit]] + 1, np.full(len(hit), 2 * call[i] + 1), 0.0, SYNC, -1)
+    # Event Sync / Stream Wait Event: the last activity launched on the recorded stream before the
+    # cudaEventRecord call
+    record = calls.reindex(syncs["wait_correlation"].to_numpy()).fillna(-1).astype(np.int64).to_numpy()
+    waits = np.flatnonzero(np.isin(name, ["Event Sync", "Stream Wait Event"]) & (record >= 0))
+    if len(waits) == 0:
+        return
+    launched = gpu["launch_event"].to_numpy() >= 0
+    l_ts = np.where(launched, host["ts_us"].to_numpy()[np.maximum(gpu["launch_event"].to_numpy(), 0)], np.nan)
+    rows = np.flatnonzero(launched)
+    lo = np.lexsort((l_ts[rows], key[rows]))
+    lk, lt, lr = key[rows][lo], l_ts[rows][lo], rows[lo]
+    rec_ts = host["ts_us"].to_numpy()[record[waits]]
+    src_key = s_dev[waits] * (1 << 32) + syncs["wait_stream"].to_numpy()[waits]
+    hit = _last_before(lk, lt, src_key, rec_ts)
+    source = np.where(hit >= 0, lr[np.maximum(hit, 0)], -1)
+    is_event_sync = name[waits] == "Event Sync"
+    m = is_event_sync & (source >= 0) & (call[waits] >= 0)
+    edges.add(2 * ev[source[m]] + 1, 2 * call[waits][m] + 1, 0.0, SYNC, -1)
+    # Stream Wait Event: the next activity launched on the waiting stream from the same thread
+    m = ~is_event_sync & (source >= 0) & (call[waits] >= 0)
+    if not m.any():
+        return
+    thread = host["thread"].to_numpy()
+    l_thread = np.where(launched, thread[np.maximum(gpu["launch_event"].to_numpy(), 0)], -1)
+    tk = l_thread[rows] * (1 << 40) + key[rows]
+    to = np.lexsort((l_ts[rows], tk))
+    w_call = call[waits][m]
+    w_key = thread[w_call] * (1 << 40) + s_dev[waits][m] * (1 << 32) + syncs["stream"].to_numpy()[waits][m]
+    hit = _first_after(tk[to], l_ts[rows][to], w_key, host["ts_us"].to_numpy()[w_call])
+    ok = hit >= 0
+    dest = rows[to][hit[ok]]
+    src = source[m][ok]
+    keep = dest != src
+    edges.add(2 * ev[src[keep]] + 1, 2 * ev[dest[keep]], 0.0, SYNC, -1)
+    wait_end = np.full(n, -np.inf)
+    np.maximum.at(wait_end, dest[keep], gpu["end_us"].to_numpy()[src[keep]])
+    gpu["wait_end_us"] = wait_end
+
+
+def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges) -> None:
+    """Without cuda_sync events: a blocking call is released by the GPU activity that ended last
+    while it ran (between its start and its end)."""
+    if len(gpu) == 0 or n_host == 0:
+        return
+    calls = np.flatnonzero(name_mask(host["name"], _RELEASED_BY_GPU.match))
+    if len(calls) == 0:
+        return
+    end = gpu["end_us"].to_numpy()
+    order = np.argsort(end, kind="stable")
+    c_ts, c_end = host["ts_us"].to_numpy()[calls], host["end_us"].to_numpy()[calls]
+    idx = np.searchsorted(end[order], c_end + 1e-3, side="right") - 1
+    ok = idx >= 0
+    ok[ok] = end[order][idx[ok]] >= c_ts[ok]
+    src = gpu["event"].to_numpy()[order][idx[ok]]
+    edges.add(2 * src + 1, 2 * calls[ok] + 1, 0.0, SYNC, -1)
+
+
+# --- longest path ---------------------------------------------------------------------------------
+
+
+def _node_order(graph: Graph) -> np.ndarray:
+    """Each node's position in time order; at equal times GPU ends first, then host points in
+    call-stack order, then GPU starts — the order of every edge but rare clock disagreements."""
+    n = graph.n_nodes
+    cls = np.ones(n, np.int8)
+    gpu_nodes = np.arange(2 * graph.n_host, n)
+    cls[gpu_nodes] = np.where(gpu_nodes % 2 == 1, 0, 2)
+    tie = graph.node_tie if graph.node_tie is not None else np.zeros(n, np.int64)
+    position = np.empty(n, np.int64)
+    position[np.lexsort((tie, cls, graph.node_ts))] = np.arange(n)
+    return position
+
+
+@dataclass
+class _Runs:
+    """The graph with its chains contracted: a node with one edge in and one out is passed
+    through, so each run of such edges becomes one edge (most of the graph: the calls of a thread
+    between launches, the kernels of a stream)."""
+
+    root: np.ndarray  # per original edge, the first edge of its run (-1: on a cycle)
+    heads: np.ndarray  # first edge of each run
+    tail_dst: np.ndarray  # per run (aligned with heads), the node the run ends at
+    members: np.ndarray  # original edges grouped by run, in order along it
+    bounds: np.ndarray  # members[bounds[k]:bounds[k+1]] are run k's edges
+
+
+def _contract(graph: Graph) -> _Runs:
+    n, src, dst = graph.n_nodes, graph.src, graph.dst
+    e = len(src)
+    indeg, outdeg = np.bincount(dst, minlength=n), np.bincount(src, minlength=n)
+    through = (indeg == 1) & (outdeg == 1)
+    in_edge = np.full(n, -1, np.int64)
+    in_edge[dst] = np.arange(e)
+    prev = np.where(through[src], in_edge[src], -1)  # the one edge before, inside a run
+    root = np.where(prev < 0, np.arange(e), prev)  # pointer doubling: heads point at themselves
+    depth = (prev >= 0).astype(np.int64)
+    for _ in range(64):
+        jumped = root[root]
+        if np.array_equal(jumped, root):
+            break
+        depth = depth + depth[root]
+        root = jumped
+    root = np.where(prev[root] < 0, root, -1)  # still inside a run: a cycle of pass-through nodes
+    heads = np.flatnonzero(prev < 0)
+    ends = np.flatnonzero(~through[dst] & (root >= 0))
+    tail_dst = np.full(e, -1, np.int64)
+    tail_dst[root[ends]] = dst[ends]
+    on = np.flatnonzero(root >= 0)
+    members = on[np.lexsort((depth[on], root[on]))]
+    run_index = np.full(e, -1, np.int64)
+    run_index[heads] = np.arange(len(heads))
+    bounds = np.searchsorted(run_index[root[members]], np.arange(len(heads) + 1))
+    return _Runs(root, heads, tail_dst[heads], members, bounds)
+
+
+def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> Path:
+    """The heaviest path over the contracted graph: runs relaxed in the time order of their
+    heads' ends (one pass when every run goes forward in that order; one going back — clocks
+    that disagree — takes another pass, until nothing changes)."""
+    n = graph.n_nodes
+    w = graph.weight if weight is None else weight
+    if n == 0 or len(graph.src) == 0:
+        return Path(0.0, np.empty(0, np.int64))
+    runs = getattr(graph, "_runs", None)
+    if runs is None:
+        runs = graph._runs = _contract(graph)  # type: ignore[attr-defined]
+    has = runs.root >= 0
+    run_weight = np.bincount(np.searchsorted(runs.heads, runs.root[has]), weights=w[has], minlength=len(runs.heads))
+    c_src, c_dst = graph.src[runs.heads], runs.tail_dst
+    position = _node_order(graph)
+    order = np.argsort(position[c_dst], kind="stable")
+    backward = int(np.count_nonzero(position[c_src] >= position[c_dst]))
+    src, dst, ws = c_src[order].tolist(), c_dst[order].tolist(), run_weight[order].tolist()
+    dist = [0.0] * n
+    pred = [-1] * n
+    for _ in range(min(backward, max_passes) + 1):
+        changed = False
+        for i, (u, v, wi) in enumerate(zip(src, dst, ws, strict=True)):
+            d = dist[u] + wi
+            if d > dist[v]:
+                dist[v] = d
+                pred[v] = i
+                changed = True
+        if not changed:
+            break
+    else:
+        if backward:
+            graph.notes.append(f"{backward} edges go back in time (clock disagreements); the path may be inexact")
+    dist_a = np.asarray(dist)
+    node = int(np.argmax(dist_a))
+    chosen, seen = [], set()
+    while pred[node] >= 0 and node not in seen:
+        seen.add(node)
+        i = pred[node]
+        chosen.append(int(order[i]))
+        node = src[i]
+    chosen.reverse()
+    edges = [runs.members[runs.bounds[k] : runs.bounds[k + 1]] for k in chosen]
+    return Path(float(dist_a.max()), np.concatenate(edges) if edges else np.empty(0, np.int64))
+
+
+# --- segments and breakdown -----------------------------------------------------------------------
+
+SEGMENT_COLUMNS = ("seq", "kind", "bound", "start_us", "dur_us", "name", "op", "kernel", "category", "module")
+SEGMENT_COLUMNS += ("frame", "rank", "stream", "thread", "event_ts_us")
+
+
+def _pick(values: pd.Series | None, rows: np.ndarray, mask: np.ndarray) -> pd.Categorical:
+    """`values[rows]` where `mask`, missing elsewhere, as a categorical (codes only are moved)."""
+    if values is None or len(values) == 0:
+        return pd.Categorical.from_codes(np.full(len(rows), -1), categories=pd.Index([], dtype=object))
+    cat = values.array if isinstance(values.dtype, pd.CategoricalDtype) else pd.Categorical(values.iloc[rows[mask]])
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = np.where(mask, cat.codes[rows], -1)
+    else:
+        codes = np.full(len(rows), -1, np.int64)
+        codes[mask] = cat.codes
+    return pd.Categorical.from_codes(codes, categories=cat.categories.astype(object))
+
+
+def _either(mask: np.ndarray, a: pd.Categorical, b: pd.Categorical) -> pd.Categorical:
+    """`a` where `mask`, else `b`."""
+    cats = pd.Index(a.categories.append(b.categories).unique(), dtype=object)
+    ca, cb = cats.get_indexer(a.categories), cats.get_indexer(b.categories)
+    codes = np.where(mask, np.where(a.codes >= 0, ca[np.maximum(a.codes, 0)] if len(ca) else -1, -1), -1)
+    codes = np.where(mask, codes, np.where(b.codes >= 0, cb[np.maximum(b.codes, 0)] if len(cb) else -1, -1))
+    return pd.Categorical.from_codes(codes, categories=cats)
+
+
+def _const(mask: np.ndarray, text: str) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.where(mask, 0, -1), categories=pd.Index([text], dtype=object))
+
+
+def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per path edge that carries time: what it is, when, how long, and what it is
+    attributed to (kernel, op, category, module, host frame)."""
+    w = graph.weight if weight is None else weight
+    edges = path.edges[w[path.edges] > 0] if len(path.edges) else path.edges
+    kind = graph.kind[edges]
+    ev = graph.event[edges]
+    n_host = graph.n_host
+    is_gpu = ev >= n_host
+    is_host = (ev >= 0) & ~is_gpu
+    gi = np.where(is_gpu, ev - n_host, 0)
+    hi = np.where(is_host, ev, 0)
+    gpu, host = graph.gpu, graph.host
+
+    def gcol(name: str) -> pd.Categorical:
+        return _pick(gpu.get(name), gi, is_gpu)
+
+    host_name = _pick(host["name"] if len(host) else None, hi, is_host)
+    loading = is_host & name_mask(host["name"], DATA_LOADING.search)[hi] if len(host) else np.zeros(len(ev), bool)
+    category = gcol("category")
+    communication = is_gpu & (np.asarray(category.astype(object)) == "communication")
+    bound = np.select(
+        [kind == LAUNCH, kind == GAP, communication, is_gpu, loading],
+        [4, 3, 2, 1, 5],
+        0,
+    )
+    ranks = np.full(len(edges), rank, np.int64)
+    if "rank" in host and len(gpu):  # a joint graph of several ranks (critical_ranks.join_ranks)
+        host_rank = host["rank"].to_numpy()[hi] if len(host) else rank
+        ranks = np.where(is_gpu, gpu["rank"].to_numpy()[gi], host_rank)
+    thread = host["thread"].to_numpy()[hi] if len(host) else np.zeros(len(edges), np.int64)
+    stream = gpu["stream"].to_numpy()[gi] if len(gpu) else np.zeros(len(edges), np.int64)
+    kernel = gcol("name")
+    host_ts = host["ts_us"].to_numpy()[hi] if len(host) else np.zeros(len(edges))
+    gpu_ts = gpu["ts_us"].to_numpy()[gi] if len(gpu) else np.zeros(len(edges))
+    event_ts = np.where(is_gpu, gpu_ts, np.where(is_host, host_ts, np.nan))
+    return pd.DataFrame(
+        {
+            "seq": np.arange(len(edges)),
+            "kind": pd.Categorical.from_codes(kind, categories=list(KIND_NAMES)),
+            "bound": pd.Categorical.from_codes(bound, categories=list(BUCKETS)),
+            "start_us": graph.node_ts[graph.src[edges]],
+            "dur_us": w[edges],
+            "name": _either(is_gpu, kernel, host_name),
+            "op": _either(is_gpu, gcol("op_mapping"), host_name),
+            "kernel": kernel,
+            "category": _either(
+                is_gpu, category, _either(loading, _const(loading, "data loading"), _const(~is_gpu, "host"))
+            ),
+            "module": gcol("module"),
+            "frame": _either(is_gpu, gcol("launcher"), host_name),
+            "rank": ranks,
+            "stream": pd.Series(np.where(is_gpu, stream, 0), dtype="Int64").where(is_gpu),
+            "thread": pd.Series(np.where(is_host, thread, 0), dtype="Int64").where(is_host),
+            "event_ts_us": event_ts,
+        }
+    )
+
+
+def breakdown_pct(segs: pd.DataFrame) -> dict[str, float]:
+    """Share of the path's length per HTA bound bucket (every bucket present, summing to 100)."""
+    total = float(segs["dur_us"].sum())
+    by = segs.groupby("bound", observed=True)["dur_us"].sum()
+    return {b: (round(100.0 * float(by.get(b, 0.0)) / total, 2) if total > 0 else 0.0) for b in BUCKETS}
+
+
+def top_entries(segs: pd.DataFrame, by: str, n: int = 10) -> list[dict[str, Any]]:
+    """The largest contributors to the path at one level (`op`, `kernel`, `category`, …)."""
+    total = float(segs["dur_us"].sum())
+    rows = segs[segs[by].notna()]
+    grouped = rows.groupby(by, observed=True)["dur_us"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    return [
+        {
+            by: str(k),
+            "path_us": round(float(r["sum"]), 3),
+            "segments": int(r["count"]),
+            "pct": round(100.0 * float(r["sum"]) / total, 2) if total else 0.0,
+        }
+        for k, r in grouped.head(n).iterrows()
+    ]
+
+
+# --- the report's section -------------------------------------------------------------------------
+
+
+@dataclass
+class CriticalPathResult:
+    segments: pd.DataFrame
+    facts: dict[str, Any]
+
+
+def analyse_output(
+    out_dir: Any,
+    ranks: list[int],
+    window: tuple[str, int] | None,
+    roofline: pd.DataFrame | None,
+    collectives: pd.DataFrame | None = None,
+) -> CriticalPathResult:
+    """The critical path of an ingest output: of its one rank; of several ranks joined at their
+    matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
+    longest reported. `per_rank` gives every rank's own path length."""
+    from kernel_atlas.analysis.critical_ranks import MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
+    from kernel_atlas.analysis.whatif import where_optimisation_pays
+    from kernel_atlas.ingest.host_events import load_host_events
+    from kernel_atlas.ingest.outputs import load_kernels
+
+    joint = len(ranks) > 1 and collectives is not None and len(collectives) > 0 and len(ranks) <= MAX_JOINT_RANKS
+    per_rank, graphs, best, notes = [], {}, None, []
+    for rank in ranks:
+        kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
+        host = load_host_events(out_dir, rank)
+        graph = build_graph(kernels, host, window)
+        path = longest_path(graph)
+        per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
+        if joint:
+            graphs[rank] = graph
+            if sum(g.n_nodes for g in graphs.values()) > MAX_JOINT_NODES:  # memory: solve rank by rank
+                joint, graphs = False, {}
+                notes.append(f"ranks not joined: their graphs exceed {MAX_JOINT_NODES:,} nodes; each solved alone")
+        if best is None or path.length_us > best[1].length_us:
+            best = (rank, path, graph, kernels, host)
+    if joint:
+        graph = join_ranks(graphs, collectives)
+        path = longest_path(graph)
+        segs, pays, rank = segments(graph, path), [], None
+    else:
+        rank, path, graph, kernels, host = best
+        segs = segments(graph, path, rank)
+        pays = where_optimisation_pays(build_graph(kernels, host, window, zero_weight_launches=True), roofline)
+    facts = {
+        "window": graph.window,
+        "rank": rank,
+        "joint_ranks": len(graphs) if joint else 1,
+        "total_us": round(path.length_us, 3),
+        "breakdown_pct": breakdown_pct(segs),
+        "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame", "rank")},
+        "where_optimisation_pays": pays,
+        "per_rank": per_rank,
+        "notes": notes + graph.notes,
+    }
+    return CriticalPathResult(segs, facts)

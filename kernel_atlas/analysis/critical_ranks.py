@@ -1,0 +1,129 @@
+"""The critical path across ranks: the ranks' graphs joined at their collectives.
+
+A collective ends on every rank only when its last member has arrived. Each instance matched by
+the cross-rank view (`collectives.parquet`: process group and sequence number, clocks aligned)
+joins the ranks' graphs: the start of the kernel of the rank that arrived last → the end of
+every other rank's kernel, weighted with the time from that arrival to their end (the
+transfer); the other ranks' kernels themselves then weigh only that transfer — the wait before
+it is the late rank's doing, found on its own path. Timestamps move to the common clock
+(`clock_offset_us`). The joint graph's longest path is the run's critical path; each segment
+keeps its rank.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.analysis.critical_path import GPU, Graph
+
+COLLECTIVE = 7  # edge kind: a collective's transfer after its last member arrived (see KIND_NAMES)
+MAX_JOINT_RANKS = 64  # beyond this, each rank is solved alone (memory: one graph per rank)
+MAX_JOINT_NODES = 8_000_000  # nor when the ranks' graphs together hold more nodes (~1 GB of graph)
+
+
+def _global_events(graphs: list[Graph]) -> tuple[list[np.ndarray], int]:
+    """Per rank, the global event index of each local event: all ranks' host events first, then
+    all GPU activities (the layout `segments` reads)."""
+    n_host_total = sum(g.n_host for g in graphs)
+    maps, host_off, gpu_off = [], 0, 0
+    for g in graphs:
+        local = np.arange(g.n_host + len(g.gpu))
+        maps.append(np.where(local < g.n_host, host_off + local, n_host_total + gpu_off + (local - g.n_host)))
+        host_off += g.n_host
+        gpu_off += len(g.gpu)
+    return maps, n_host_total
+
+
+def _instance_kernels(graph: Graph, rows: pd.DataFrame) -> np.ndarray:
+    """Local event of the kernel that starts each of this rank's instance rows (-1 not found)."""
+    gpu = graph.gpu
+    local_start = (rows["start_us"] + rows["clock_offset_us"]).to_numpy(np.float64)
+    ts = gpu["ts_us"].to_numpy(np.float64)
+    order = np.argsort(ts, kind="stable")
+    pos = np.clip(np.searchsorted(ts[order], local_start), 0, max(len(ts) - 1, 0))
+    found = np.full(len(rows), -1, np.int64)
+    if len(ts):
+        for shift in (0, -1):
+            cand = np.clip(pos + shift, 0, len(ts) - 1)
+            close = np.abs(ts[order][cand] - local_start) < 0.01
+            found = np.where((found < 0) & close, graph.n_host + order[cand], found)
+    return found
+
+
+def join_ranks(graphs: dict[int, Graph], collectives: pd.DataFrame | None) -> Graph:
+    """One graph over all ranks (see the module docstring)."""
+    ranks = sorted(graphs)
+    parts = [graphs[r] for r in ranks]
+    maps, n_host_total = _global_events(parts)
+    offsets = (
+        {r: float(v) for r, v in collectives.groupby("rank")["clock_offset_us"].first().items()}
+        if collectives is not None and len(collectives)
+        else {}
+    )
+    node_ts, src, dst, weight, kind, event, ties = [], [], [], [], [], [], []
+    for r, g, m in zip(ranks, parts, maps, strict=True):
+        nodes = 2 * m[np.arange(g.n_nodes) // 2] + np.arange(g.n_nodes) % 2
+        node_ts.append((nodes, g.node_ts - offsets.get(r, 0.0)))
+        ties.append((nodes, g.node_tie if g.node_tie is not None else np.zeros(g.n_nodes, np.int64)))
+        src.append(nodes[g.src])
+        dst.append(nodes[g.dst])
+        weight.append(g.weight.copy())
+        kind.append(g.kind)
+        event.append(np.where(g.event >= 0, m[np.maximum(g.event, 0)], -1))
+    n_nodes = 2 * (n_host_total + sum(len(g.gpu) for g in parts))
+    ts_all = np.zeros(n_nodes)
+    for nodes, ts in node_ts:
+        ts_all[nodes] = ts
+    src_a, dst_a, w_a = np.concatenate(src), np.concatenate(dst), np.concatenate(weight)
+    kind_a, ev_a = np.concatenate(kind), np.concatenate(event)
+    if collectives is not None and len(collectives):
+        extra = _collective_edges(ranks, parts, maps, collectives, ts_all, kind_a, ev_a, w_a)
+        src_a, dst_a = np.concatenate([src_a, extra[0]]), np.concatenate([dst_a, extra[1]])
+        w_a, kind_a = np.concatenate([w_a, extra[2]]), np.concatenate([kind_a, np.full(len(extra[0]), COLLECTIVE)])
+        ev_a = np.concatenate([ev_a, extra[3]])
+    host = pd.concat([g.host.assign(rank=r) for r, g in zip(ranks, parts, strict=True)], ignore_index=True)
+    gpu = pd.concat([g.gpu.assign(rank=r) for r, g in zip(ranks, parts, strict=True)], ignore_index=True)
+    notes = sorted({n for g in parts for n in g.notes})
+    window = parts[0].window if parts else {"name": "whole trace", "start_us": None, "end_us": None}
+    joint = Graph(ts_all, src_a, dst_a, w_a, kind_a.astype(np.int8), ev_a, n_host_total, host, gpu, window, notes)
+    joint.node_tie = np.zeros(n_nodes, np.int64)
+    for nodes, tie in ties:
+        joint.node_tie[nodes] = tie
+    return joint
+
+
+def _collective_edges(
+    ranks: list[int],
+    parts: list[Graph],
+    maps: list[np.ndarray],
+    collectives: pd.DataFrame,
+    ts_all: np.ndarray,
+    kind: np.ndarray,
+    event: np.ndarray,
+    weight: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """Edges last arrival → every other member's end; the members' own edges shortened to their
+    transfer (in place on `weight`)."""
+    rows = []
+    for r, g, m in zip(ranks, parts, maps, strict=True):
+        mine = collectives[collectives["rank"] == r]
+        local = _instance_kernels(g, mine)
+        found = local >= 0
+        rows.append(mine[found].assign(ev=m[local[found]]))
+    if not rows:
+        return tuple(np.empty(0, t) for t in (np.int64, np.int64, np.float64, np.int64))
+    table = pd.concat(rows, ignore_index=True)
+    table["start"] = ts_all[2 * table["ev"].to_numpy()]
+    table["end"] = ts_all[2 * table["ev"].to_numpy() + 1]
+    last = table.loc[table.groupby(["process_group", "seq"])["start"].idxmax(), ["process_group", "seq", "ev", "start"]]
+    table = table.merge(last, on=["process_group", "seq"], suffixes=("", "_last"))
+    others = table[table["ev"] != table["ev_last"]]
+    transfer = np.maximum(others["end"].to_numpy() - others["start_last"].to_numpy(), 0.0)
+    own = np.flatnonzero(kind == GPU)
+    own_of = pd.Series(own, index=event[own])
+    idx = own_of.reindex(others["ev"].to_numpy()).to_numpy()
+    ok = ~np.isnan(idx)
+    weight[idx[ok].astype(np.int64)] = transfer[ok]
+    ev = others["ev"].to_numpy()
+    return 2 * others["ev_last"].to_numpy(), 2 * ev + 1, transfer, ev

@@ -1,0 +1,230 @@
+"""What a fix would save end to end: the critical-path graph re-solved under changed durations.
+
+A change selects GPU activities (`op=`, `category=`, `kernel=` a regular expression on the name,
+`module=` a substring of the `nn.Module` path, `launcher=`) and a new duration: `2x` (divided
+by 2) or `roofline` (its attainable time from `roofline.parquet`; activities without a cost keep
+theirs). `--no-launch-gaps` removes launch and kernel-to-kernel overheads. The graph is the
+critical path's plus the zero-weight edges that keep every activity after its launch and its
+stream's previous activity, so work moves earlier only as far as its dependencies allow; the
+host side keeps its recorded times (the CPU does not speed up).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, longest_path, name_mask
+from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
+from kernel_atlas.errors import AtlasError
+
+_FIELDS = {"op": "op_mapping", "category": "category", "kernel": "name", "module": "module", "launcher": "launcher"}
+_SPEC = re.compile(r"^(?P<field>\w+)=(?P<value>.+):(?P<how>roofline|\d+(\.\d+)?x)$")
+
+
+@dataclass(frozen=True)
+class Speedup:
+    field: str
+    value: str
+    factor: float | None  # None: to the roofline
+
+    def describe(self) -> str:
+        return f"{self.field}={self.value}:" + ("roofline" if self.factor is None else f"{self.factor:g}x")
+
+
+def parse_speedup(spec: str) -> Speedup:
+    """`op=fused_moe:2x`, `category=attention:roofline`, `kernel=gemm.*:1.5x`."""
+    match = _SPEC.match(spec.strip())
+    if not match or match["field"] not in _FIELDS:
+        raise AtlasError(
+            None,
+            f"--speedup {spec!r}: expected FIELD=VALUE:Nx or FIELD=VALUE:roofline, FIELD one of {', '.join(_FIELDS)}",
+        )
+    how = match["how"]
+    factor = None if how == "roofline" else float(how[:-1])
+    if factor is not None and factor <= 0:
+        raise AtlasError(None, f"--speedup {spec!r}: the factor must be positive")
+    if match["field"] == "kernel":
+        try:
+            re.compile(match["value"])
+        except re.error as exc:
+            raise AtlasError(None, f"--speedup {spec!r}: not a regular expression ({exc})") from None
+    return Speedup(match["field"], match["value"], factor)
+
+
+def _selected(gpu: pd.DataFrame, change: Speedup) -> np.ndarray:
+    column = _FIELDS[change.field]
+    if column not in gpu:
+        return np.zeros(len(gpu), bool)
+    values = gpu[column]
+    if change.field == "kernel":
+        pattern = re.compile(change.value)
+        return name_mask(values, pattern.search)
+    if change.field == "module":
+        return name_mask(values, lambda s: change.value in s)
+    return name_mask(values, lambda s: s == change.value)
+
+
+def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) -> np.ndarray:
+    """Each activity's roofline-attainable time (NaN where it has no cost): the attainable time
+    of its op call, on the call's main kernel, by (name, launcher, input shapes and types)."""
+    out = np.full(len(gpu), np.nan)
+    if roofline is None or roofline.empty or len(gpu) == 0:
+        return out
+    keys = ["name", "launcher", "input_dims", "input_types"]
+    main = roofline[(roofline["role"] == "main") & roofline["attainable_us"].notna()]
+    table = main[[*keys, "attainable_us"]].astype({k: object for k in keys}).drop_duplicates(keys)
+    left = gpu[keys].astype(object) if all(k in gpu for k in keys) else None
+    if left is None:
+        return out
+    merged = left.merge(table, on=keys, how="left")
+    return merged["attainable_us"].to_numpy(np.float64)
+
+
+def whatif_weights(
+    graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: pd.DataFrame | None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """New edge weights and, per change, the activities it touched and their time before/after."""
+    weight = graph.weight.copy()
+    gpu = graph.gpu
+    n_host = graph.n_host
+    dur = gpu["dur_us"].to_numpy(np.float64)
+    new = dur.copy()
+    attainable = None
+    touched = []
+    for change in changes:
+        hit = _selected(gpu, change)
+        if change.factor is None:
+            if roofline is None:
+                raise AtlasError(
+                    None, f"--speedup {change.describe()}: needs roofline.parquet: run `atlas report` first"
+                )
+            attainable = attainable_per_activity(gpu, roofline) if attainable is None else attainable
+            costed = hit & np.isfinite(attainable)
+            new[costed] = np.minimum(new[costed], attainable[costed])
+        else:
+            new[hit] = np.minimum(new[hit], dur[hit] / change.factor)
+        touched.append({"change": change.describe(), "activities": int(hit.sum()), "gpu_us": float(dur[hit].sum())})
+    # an activity's edges scale with it: its own edge and, across ranks, the collective transfer
+    # ending it (which its own edge then weighs too, see critical_ranks)
+    scale = np.divide(new, dur, out=np.ones_like(dur), where=dur > 0)
+    timed = np.flatnonzero((graph.kind == GPU) | (graph.kind == COLLECTIVE))
+    weight[timed] = graph.weight[timed] * scale[graph.event[timed] - n_host]
+    if no_launch_gaps:
+        weight[(graph.kind == LAUNCH) | (graph.kind == GAP)] = 0.0
+    return weight, {"changes": touched, "gpu_us_saved_locally": float((dur - new).sum())}
+
+
+def solve(graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: pd.DataFrame | None) -> dict[str, Any]:
+    """Baseline and new end-to-end (critical path) time of a what-if graph, and the saving."""
+    baseline = longest_path(graph)
+    weight, detail = whatif_weights(graph, changes, no_launch_gaps, roofline)
+    after = longest_path(graph, weight)
+    return {
+        "window": graph.window["name"],
+        "baseline_us": round(baseline.length_us, 3),
+        "new_us": round(after.length_us, 3),
+        "saving_us": round(baseline.length_us - after.length_us, 3),
+        "saving_pct": round(100.0 * (1 - after.length_us / baseline.length_us), 2) if baseline.length_us else 0.0,
+        "no_launch_gaps": no_launch_gaps,
+        **detail,
+        "notes": graph.notes,
+    }
+
+
+def what_if(
+    kernels: pd.DataFrame,
+    host_events: pd.DataFrame | None,
+    changes: list[Speedup],
+    no_launch_gaps: bool = False,
+    roofline: pd.DataFrame | None = None,
+    window: tuple[str, int] | None = None,
+) -> dict[str, Any]:
+    """One rank re-solved (see the module docstring)."""
+    graph = build_graph(kernels, host_events, window, zero_weight_launches=True)
+    return solve(graph, changes, no_launch_gaps, roofline)
+
+
+def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: int = 8) -> list[dict[str, Any]]:
+    """The roofline rows with the most headroom, each brought to its attainable time alone, ranked
+    by the end-to-end saving that gives (beside its kernel headroom)."""
+    if roofline is None or roofline.empty or len(graph.gpu) == 0:
+        return []
+    base = longest_path(graph).length_us
+    gpu = graph.gpu
+    attainable = attainable_per_activity(gpu, roofline)
+    keys = ["name", "launcher", "input_dims", "input_types"]
+    candidates = roofline[(roofline["role"] == "main") & (roofline["headroom_us"] > 0)]
+    candidates = candidates.sort_values("headroom_us", ascending=False).head(top)
+    own = np.flatnonzero(graph.kind == GPU)
+    index = graph.event[own] - graph.n_host
+    left = gpu[keys].astype(object).fillna("\0")
+    rows = []
+    for _, cand in candidates.iterrows():
+        hit = np.ones(len(gpu), bool)
+        for k in keys:
+            value = cand[k] if pd.notna(cand[k]) else "\0"
+            hit &= (left[k] == value).to_numpy()
+        hit &= np.isfinite(attainable)
+        weight = graph.weight.copy()
+        dur = gpu["dur_us"].to_numpy(np.float64)
+        new = np.where(hit, np.minimum(dur, attainable), dur)
+        weight[own] = new[index]
+        saving = base - longest_path(graph, weight).length_us
+        rows.append(
+            {
+                "kernel": str(cand["name"]),
+                "launcher": None if pd.isna(cand["launcher"]) else str(cand["launcher"]),
+                "op": None if pd.isna(cand["op_mapping"]) else str(cand["op_mapping"]),
+                "headroom_us": round(float(cand["headroom_us"]), 3),
+                "end_to_end_saving_us": round(float(saving), 3),
+            }
+        )
+    return sorted(rows, key=lambda r: -r["end_to_end_saving_us"])
+
+
+def run_whatif(
+    out_dir: Any, specs: list[str], no_launch_gaps: bool, window: str | None, rank: int | None
+) -> dict[str, Any]:
+    """`atlas whatif`: the ranks of an ingest output joined at their collectives (after `atlas report`
+    has matched them, at most MAX_JOINT_RANKS) or one rank (`rank`, default the first) re-solved;
+    the result also in OUT/whatif.json."""
+    from pathlib import Path
+
+    from kernel_atlas.analysis.critical_path import parse_window
+    from kernel_atlas.ingest.host_events import load_host_events
+    from kernel_atlas.ingest.outputs import load_kernels, lock, open_output, read_parquet, write_json
+
+    changes = [parse_speedup(s) for s in specs]
+    if not changes and not no_launch_gaps:
+        raise AtlasError(None, "nothing to change: give --speedup FIELD=VALUE:Nx (or :roofline) or --no-launch-gaps")
+    window_spec = parse_window(window)
+    out = Path(out_dir)
+    open_output(out)  # a folder that is not an ingest output is refused before the lock is taken
+    with lock(out, shared=True):
+        output = open_output(out)
+        ranks = sorted(output.files) or [0]
+        chosen = ranks[0] if rank is None else rank
+        if chosen not in ranks:
+            raise AtlasError(out, f"no rank {chosen} here (ranks: {', '.join(map(str, ranks))})")
+        roof_path, matched_path = out / "roofline.parquet", out / "collectives.parquet"
+        roofline = read_parquet(roof_path) if roof_path.is_file() else None
+        matched = read_parquet(matched_path) if matched_path.is_file() and len(ranks) > 1 else None
+        if rank is None and matched is not None and len(matched) and len(ranks) <= MAX_JOINT_RANKS:
+            graphs = {
+                r: build_graph(load_kernels(out, ranks=[r]), load_host_events(out, r), window_spec, True) for r in ranks
+            }
+            if sum(g.n_nodes for g in graphs.values()) > MAX_JOINT_NODES:
+                raise AtlasError(out, f"the ranks' graphs exceed {MAX_JOINT_NODES:,} nodes together: give --rank R")
+            result = solve(join_ranks(graphs, matched), changes, no_launch_gaps, roofline)
+            result["rank"], result["joint_ranks"] = None, len(ranks)
+        else:
+            kernels = load_kernels(out, ranks=[chosen]) if output.files else load_kernels(out)
+            result = what_if(kernels, load_host_events(out, chosen), changes, no_launch_gaps, roofline, window_spec)
+            result["rank"], result["joint_ranks"] = chosen, 1
+    write_json(out, "whatif.json", result)
+    return result

@@ -1,0 +1,114 @@
+"""The host side of a trace as a columnar table (ingest only): what the critical path needs.
+
+One row per CPU op, user annotation and runtime/driver call with a positive duration (Python
+frames are left out: they order nothing the ops do not), plus one row per `cuda_sync` event
+(newer Kineto: `Stream Sync`, `Context Sync`, `Event Sync`, `Stream Wait Event`):
+
+* `kind` (`cpu_op`, `annotation`, `runtime`, `sync`), `name`, `thread` (index of the (pid, tid)
+  as in the kernels table's `launch_thread`; -1 for sync rows), `ts_us`, `end_us`,
+  `correlation` (runtime calls and sync rows; -1 none);
+* `parent`: the row of the innermost enclosing op, annotation or call on the same thread (-1);
+* `device`, `stream`, `wait_stream`, `wait_correlation`: a sync row's device and stream, and the
+  stream and `cudaEventRecord` correlation an event sync or wait waits on (-1 none).
+
+Written per trace as `host_events.parquet/rank=R/<stem>.parquet`, tied to the ingest run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, TraceColumns
+from kernel_atlas.ingest.events import SYNC_KINDS
+from kernel_atlas.ingest.link import LinkedColumns
+from kernel_atlas.ingest.outputs import PARTITION, is_url, read_parquet, write_table
+from kernel_atlas.redact import redact_frame
+
+HOST_EVENTS = "host_events.parquet"
+KINDS = ("cpu_op", "annotation", "runtime", "sync")
+_KIND_OF_FAMILY = {CPU_OP: 0, ANNOTATION: 1, RUNTIME: 2}
+
+
+def _kept_parents(family: np.ndarray, parent: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """For each kept host row, its nearest kept ancestor (host index, -1 none), skipping the rest."""
+    keep = np.zeros(len(family), dtype=bool)
+    keep[kept] = True
+    cur = parent[kept].copy() if len(parent) == len(family) else np.full(len(kept), -1, np.int64)
+    active = np.flatnonzero(cur >= 0)
+    active = active[~keep[cur[active]]]
+    while len(active):
+        cur[active] = parent[cur[active]]
+        active = active[cur[active] >= 0]
+        active = active[~keep[cur[active]]]
+    return cur
+
+
+def host_events_table(cols: TraceColumns, linked: LinkedColumns) -> pd.DataFrame:
+    """The table described in the module docstring, host rows in trace order, then sync rows."""
+    host = cols.host
+    family = host.family
+    kept = np.flatnonzero(np.isin(family, list(_KIND_OF_FAMILY)) & (host.end > host.ts))
+    parents = _kept_parents(family, linked.host_parent, kept)
+    row_of = np.full(len(family) + 1, -1, np.int64)
+    row_of[kept] = np.arange(len(kept))
+    parent_rows = row_of[parents]  # -1 → the extra slot, -1
+    host_kind = np.select([family[kept] == f for f in _KIND_OF_FAMILY], list(_KIND_OF_FAMILY.values()), -1)
+    syncs = cols.gpu_syncs
+    n_sync = len(syncs)
+    names = np.asarray(host.names, dtype=object)
+    sync_names = np.asarray(SYNC_KINDS, dtype=object)
+    none = np.full(len(kept), -1, np.int64)
+    frame = pd.DataFrame(
+        {
+            "kind": pd.Categorical.from_codes(np.concatenate([host_kind, np.full(n_sync, 3)]), categories=list(KINDS)),
+            "name": pd.Categorical(
+                np.concatenate([names[host.name_code[kept]], sync_names[syncs[:, 0].astype(np.int64)]])
+            ),
+            "thread": np.concatenate([host.thread[kept], np.full(n_sync, -1, np.int64)]),
+            "ts_us": np.concatenate([host.ts[kept], syncs[:, 3]]),
+            "end_us": np.concatenate([host.end[kept], syncs[:, 4]]),
+            "correlation": np.concatenate([host.correlation[kept], syncs[:, 5].astype(np.int64)]),
+            "parent": np.concatenate([parent_rows, np.full(n_sync, -1, np.int64)]),
+            "device": np.concatenate([none, syncs[:, 1].astype(np.int64)]),
+            "stream": np.concatenate([none, syncs[:, 2].astype(np.int64)]),
+            "wait_stream": np.concatenate([none, syncs[:, 6].astype(np.int64)]),
+            "wait_correlation": np.concatenate([none, syncs[:, 7].astype(np.int64)]),
+        }
+    )
+    redact_frame(frame)
+    return frame
+
+
+def host_events_file(rank: int, stem: str) -> str:
+    return f"{HOST_EVENTS}/{PARTITION}={rank}/{stem}.parquet"
+
+
+def write_host_events(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_id: str | None) -> str | None:
+    """One trace's host events next to its kernels (local folders only); the relative path."""
+    if is_url(out):
+        return None
+    relative = host_events_file(rank, stem)
+    path = Path(out) / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_table(frame, path, run_id)
+    return relative
+
+
+def load_host_events(out: str | Path, rank: int) -> pd.DataFrame | None:
+    """A rank's host events (its traces' tables concatenated), None when not recorded."""
+    folder = Path(out) / HOST_EVENTS / f"{PARTITION}={rank}"
+    if not folder.is_dir():
+        return None
+    files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith("."))
+    if not files:
+        return None
+    frames = [read_parquet(f) for f in files]
+    if len(frames) == 1:
+        return frames[0]
+    offsets = np.cumsum([0] + [len(f) for f in frames[:-1]])
+    for frame, offset in zip(frames, offsets, strict=True):
+        frame["parent"] = np.where(frame["parent"] >= 0, frame["parent"] + offset, -1)
+    return pd.concat(frames, ignore_index=True)

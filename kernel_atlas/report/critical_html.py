@@ -1,0 +1,72 @@
+"""The report.html section of the critical path: its segments drawn on their threads and streams."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from kernel_atlas.classify.names import display_name
+from kernel_atlas.report.fit import trim
+from kernel_atlas.report.units import fmt_us
+
+MAX_BARS = 3000  # the longest segments drawn; the path line joins the drawn ones in path order
+
+
+def _lanes(segs: pd.DataFrame) -> np.ndarray:
+    """`stream S` / `thread T` (prefixed by the rank when there are several) of each segment."""
+    several = segs["rank"].nunique() > 1
+    lanes = []
+    for rank, stream, thread in zip(segs["rank"], segs["stream"], segs["thread"], strict=True):  # drawn rows only
+        lane = f"stream {stream}" if pd.notna(stream) else f"thread {thread}" if pd.notna(thread) else "host"
+        lanes.append(f"rank {rank} {lane}" if several else lane)
+    return np.asarray(lanes, dtype=object)
+
+
+def critical_path_figure(segs: pd.DataFrame, facts: dict[str, Any]) -> go.Figure:
+    drawn = segs.nlargest(MAX_BARS, "dur_us").sort_values("seq") if len(segs) > MAX_BARS else segs
+    origin = float(segs["start_us"].min()) if len(segs) else 0.0
+    lanes = _lanes(drawn)
+    fig = go.Figure()
+    for bound in drawn["bound"].astype(str).unique():
+        mine = (drawn["bound"].astype(str) == bound).to_numpy()
+        group = drawn[mine]
+        names = [display_name(str(n)) if isinstance(n, str) else "" for n in group["name"]]
+        fig.add_trace(
+            go.Bar(
+                base=(group["start_us"] - origin) / 1e3,
+                x=group["dur_us"] / 1e3,
+                y=lanes[mine],
+                orientation="h",
+                name=bound,
+                text=names,
+                textposition="none",
+                hovertemplate="%{text}<br>start %{base:.3f} ms, %{x:.4f} ms<extra>" + bound + "</extra>",
+            )
+        )
+    mid = (drawn["start_us"] + drawn["dur_us"] / 2 - origin) / 1e3
+    fig.add_trace(go.Scatter(x=mid, y=lanes, mode="lines", name="path", line={"width": 1, "color": "black"}))
+    shown = f"; the {len(drawn):,} longest of {len(segs):,} segments" if len(drawn) < len(segs) else ""
+    window = trim(str(facts.get("window", {}).get("name", "")), 60)
+    fig.update_layout(
+        title=f"Critical path of {window} ({fmt_us(facts.get('total_us'))}, ms from its start{shown})",
+        barmode="overlay",
+        xaxis_title="ms",
+        height=max(300, 40 * len(set(lanes)) + 160),
+    )
+    return fig
+
+
+def critical_path_html(segs: pd.DataFrame, facts: dict[str, Any]) -> str:
+    """The section (plotly.js is already on the page)."""
+    head = "<h2 id='critical-path'>Critical path</h2>"
+    if segs.empty:
+        return f"{head}<p>No critical path (no events in the window).</p>"
+    pct = ", ".join(f"{k} {v:.1f} %" for k, v in facts.get("breakdown_pct", {}).items() if v)
+    text = f"<p>{html.escape(fmt_us(facts.get('total_us')))}: {html.escape(pct)}</p>"
+    div = pio.to_html(critical_path_figure(segs, facts), full_html=False, include_plotlyjs=False, div_id="critical")
+    return f"{head}{text}<div class='fig'>{div}</div>"
