@@ -14,7 +14,9 @@ from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from kernel_atlas.analysis.findings import (
+    Finding,
     communication_findings,
+    end_to_end,
     headroom_findings,
     host_wait_findings,
     launch_findings,
@@ -49,6 +51,23 @@ def test_one_finding_per_kernel_with_its_headroom_summed() -> None:
     assert k.where == "matmul / Linear_3 / block.py(12): forward"
     assert k.why == "memory-bound, 44.4 % SOL"
     assert "90.0 µs in 5 calls, 40.0 µs attainable" in k.evidence
+
+
+def test_kernel_findings_take_the_critical_paths_end_to_end_saving() -> None:
+    k = Finding("k", "matmul", 50.0, "kernel_headroom", "90.0 µs in 5 calls (estimate: its own time)", kernel="k")
+    j = Finding("j", "add", 1.0, "kernel_headroom", "…", kernel="j")
+    # the what-if brought k's two rows to the roofline one at a time: 10 µs and 5 µs sooner end to end;
+    # j was not weighed (smaller headroom), a kernel off the path saves nothing and is no finding
+    pays = [
+        {"kernel": "k", "end_to_end_saving_us": 10.0},
+        {"kernel": "k", "end_to_end_saving_us": 5.0},
+        {"kernel": "z", "end_to_end_saving_us": 0.0},
+    ]
+    (weighed,) = end_to_end([k, j], pays)
+    assert weighed.saving_us == 15.0
+    assert weighed.evidence == "90.0 µs in 5 calls; end to end by the critical path: 15.0 µs of 50.0 µs headroom"
+    zero = Finding("z", "mm", 0.0, "kernel_headroom", "", kernel="z")
+    assert rank([zero, weighed]) == [weighed]
 
 
 def test_launch_host_and_communication_findings_by_hand() -> None:

@@ -179,8 +179,10 @@ def communication_findings(devices: Iterable[dict[str, Any]]) -> list[Finding]:
 
 
 def rank(findings: Iterable[Finding], limit: int = MAX_FINDINGS) -> list[Finding]:
-    """Largest saving first (ties: kind, then where, so the order is stable)."""
-    return sorted(findings, key=lambda f: (-f.saving_us, f.kind, f.where, f.what))[:limit]
+    """Largest saving first (ties: kind, then where, so the order is stable); what would save
+    nothing (a kernel off the critical path) is no finding."""
+    kept = [f for f in findings if f.saving_us > 0]
+    return sorted(kept, key=lambda f: (-f.saving_us, f.kind, f.where, f.what))[:limit]
 
 
 def end_to_end(findings: list[Finding], pays: list[dict[str, Any]]) -> list[Finding]:
