@@ -21,6 +21,7 @@ from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import link
+from kernel_atlas.ingest.nsys import is_nsys, read_nsys
 from kernel_atlas.ingest.outputs import (
     CATALOG,
     KERNELS,
@@ -104,12 +105,14 @@ def ingest_trace(
     on_progress: Progress | None = None,
     captures: Sequence[CapturedGraph] = (),
     workers: int | None = None,
+    process: int | None = None,
 ) -> IngestResult:
     """Read, link and label one trace. Raises `AtlasError` on unusable input. Graph-replayed
     kernels take launcher and shapes from the matching captured graph (`captures`, plus any
     capture profiled in the trace itself).
 
-    `workers`: decode processes (default: all CPUs for a large trace, none for a small one)."""
+    `workers`: decode processes (default: all CPUs for a large trace, none for a small one);
+    `process`: the process of an Nsight Systems export to read (`nsys.gpu_processes`)."""
     path = Path(path)
     report = on_progress or (lambda _stage, _fraction: None)
     report("reading", 0.0)
@@ -122,6 +125,9 @@ def ingest_trace(
         if reading_ahead(path):  # the classifier loads (its rules compile) while the trace decodes
             default_classifier()
         read = take_read_ahead(path, decoding)
+        nsys_read = None
+        if read is None and is_nsys(path):
+            *read, nsys_read = read_nsys(path, process)
         if read is None:
             read = build_columns(path, decode_pool(workers) if workers > 1 else None, workers, on_progress=decoding)
         trace, cols = read
@@ -171,6 +177,8 @@ def ingest_trace(
         "shapes_inferred": inferred.as_dict(kernel_time),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
+    if nsys_read is not None:
+        facts["nsys"] = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}
     return IngestResult(frame=frame, facts=facts, warnings=warnings)
 
 

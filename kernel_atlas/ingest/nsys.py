@@ -1,0 +1,545 @@
+"""Nsight Systems SQLite exports (`nsys export --type sqlite`) → the trace columns of `columns.py`.
+
+The same (TraceInfo, TraceColumns) pair the Kineto JSON reader makes, so linking, captures,
+classification and everything after run unchanged. Whole-table SELECTs into numpy arrays,
+string ids resolved through `StringIds` by vectorised take:
+
+* GPU activities: CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY / _MEMSET (ns → µs, `deviceId` → device);
+* launches: CUPTI_ACTIVITY_KIND_RUNTIME (correlation ids are per process: one process is read at
+  a time, and each process with GPU work is a rank, see `gpu_processes`);
+* CPU ops: NVTX push/pop ranges as PyTorch's `emit_nvtx` names them
+  (`aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]]`), nesting on the launching thread
+  as Kineto's CPU ops do; `nn.Module: X` ranges are module frames; other ranges annotations;
+* GPU: TARGET_INFO_GPU as Kineto's `deviceProperties`; host syncs:
+  CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, summarised per sync type (`sync_facts`).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.columns import (
+    ANNOTATION,
+    CPU_OP,
+    PYTHON,
+    RUNTIME,
+    GpuAnnotations,
+    GpuTable,
+    HostTable,
+    TraceColumns,
+    categorical,
+)
+from kernel_atlas.ingest.frames import MODULE_PREFIX
+from kernel_atlas.ingest.reader import TraceInfo
+
+NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
+KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME_TABLE, NVTX, SYNC = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+GPU_TABLES = (KERNEL, MEMCPY, MEMSET)
+_PID_SHIFT = 24  # globalTid / globalPid = (… << 48) | (pid << 24) | tid (nsys's documented layout)
+_NVTX_RANGES = (59, 60)  # push/pop and start/end ranges (33 categories, 34 marks)
+# `aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = …` (torch.autograd.profiler.emit_nvtx)
+_EMIT_NVTX = re.compile(r"^(?P<name>[^,]+?)(?P<tagged>(?:, seq = -?\d+)?, op_id = \d+|, seq = -?\d+)(?P<rest>.*)$")
+_SIZES = re.compile(r", sizes = (\[.*?\])(?:, input_op_ids = .*)?$")
+_OP_NAME = re.compile(r"^[A-Za-z_][\w.]*(?:::[\w.]+)*$")  # `aten::mm`, `record_param_comms`, `detach_`
+_API_VERSION = re.compile(r"_v\d{4,}$")  # cudaLaunchKernel_v7000 → cudaLaunchKernel
+_COPY_KINDS = {
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
+_MEM_KINDS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+}
+_SYNC_TYPES = {1: "event", 2: "stream wait event", 3: "stream", 4: "context"}
+_GRID_BLOCK = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+# Columns each table feeds (missing ones leave what they feed empty, counted in one warning).
+_WANTED: dict[str, tuple[str, ...]] = {
+    KERNEL: ("deviceId", "streamId", "correlationId", "globalPid", "demangledName", "shortName", *_GRID_BLOCK),
+    MEMCPY: ("deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind", "srcKind", "dstKind"),
+    MEMSET: ("deviceId", "streamId", "correlationId", "globalPid", "bytes", "memKind"),
+    RUNTIME_TABLE: ("globalTid", "correlationId", "nameId"),
+    NVTX: ("globalTid", "eventType", "text", "textId"),
+    SYNC: ("globalPid", "syncType"),
+}
+
+
+@dataclass
+class NsysRead:
+    """What one read of an export gives besides the columns: its processes and host syncs."""
+
+    processes: int = 0
+    syncs: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+def is_nsys(path: str | Path) -> bool:
+    return str(path).lower().endswith(NSYS_SUFFIXES)
+
+
+@contextmanager
+def exported(path: Path) -> Iterator[Path]:
+    """The SQLite export of `path`: itself, or for a `.nsys-rep` a temporary export by `nsys`."""
+    if not str(path).lower().endswith(".nsys-rep"):
+        yield path
+        return
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise AtlasError(
+            path, "an Nsight Systems report: export it first with `nsys export --type sqlite REPORT.nsys-rep`"
+        )
+    folder = tempfile.mkdtemp(prefix="atlas-nsys-")
+    out = Path(folder) / (path.stem + ".sqlite")
+    try:
+        done = subprocess.run(
+            [nsys, "export", "--type", "sqlite", "--output", str(out), str(path)], capture_output=True, text=True
+        )
+        if done.returncode != 0 or not out.is_file():
+            last = (done.stderr or done.stdout).strip().splitlines()
+            raise AtlasError(path, f"`nsys export` failed: {last[-1] if last else f'exit {done.returncode}'}")
+        yield out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    if not path.is_file():
+        raise AtlasError(path, "no such file")
+    try:
+        db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        raise AtlasError(path, f"not a readable SQLite file ({exc})") from None
+    return db
+
+
+class _Export:
+    """An open export: its tables' columns, and SELECTs into numpy arrays."""
+
+    def __init__(self, path: Path, db: sqlite3.Connection):
+        self.path, self.db = path, db
+        self.missing: list[str] = []
+        self.rows = 0
+        names = [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        self.columns = {n: {r[1] for r in self._query(f'PRAGMA table_info("{n}")')} for n in names}
+        if "StringIds" not in self.columns or not any(t in self.columns for t in GPU_TABLES):
+            raise AtlasError(path, "not an Nsight Systems export (no StringIds or CUPTI_ACTIVITY_KIND_KERNEL table)")
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:  # a truncated or damaged file, a lock held by a writer
+            raise AtlasError(self.path, f"cannot read the export ({exc})") from None
+
+    def usable(self, table: str) -> bool:
+        cols = self.columns.get(table)
+        if cols is None:
+            return False
+        if not {"start", "end"} <= cols:
+            self.missing.append(f"{table}.start/end")
+            return False
+        return True
+
+    def select(self, table: str, where: str = "", args: tuple = ()) -> dict[str, np.ndarray]:
+        """start, end and the wanted columns present (others noted missing) as object arrays."""
+        have = self.columns[table]
+        wanted = [c for c in _WANTED.get(table, ()) if c in have]
+        names = ["start", "end", *wanted]
+        sql = f'SELECT {", ".join(f"{_q(c)}" for c in names)} FROM "{table}" {where}'
+        rows = self._query(sql, args)
+        self.rows += len(rows)
+        if not rows:  # an empty table feeds nothing: its columns are not missed
+            return {c: np.empty(0, dtype=object) for c in names}
+        self.missing += [f"{table}.{c}" for c in _WANTED.get(table, ()) if c not in have and not _optional(table, c)]
+        data = np.array(rows, dtype=object)
+        return {c: data[:, i] for i, c in enumerate(names)}
+
+    def strings(self) -> np.ndarray:
+        rows = self._query("SELECT id, value FROM StringIds")
+        ids = np.array([r[0] for r in rows], dtype=np.int64) if rows else np.empty(0, np.int64)
+        table = np.full(int(ids.max()) + 1 if len(ids) else 0, None, dtype=object)
+        table[ids] = [r[1] for r in rows]
+        return table
+
+
+def _optional(table: str, column: str) -> bool:
+    """Columns whose absence is normal: NVTX text lives in `text` or `textId`; a kernel has a
+    demangled or a short name; `globalPid` is absent from single-process exports."""
+    return (table, column) in {(NVTX, "text"), (NVTX, "textId"), (KERNEL, "shortName"), (KERNEL, "demangledName")}
+
+
+def _q(column: str) -> str:
+    return f'"{column}"'
+
+
+def _ints(values: np.ndarray | None, n: int, fill: int = -1) -> np.ndarray:
+    if values is None:
+        return np.full(n, fill, dtype=np.int64)
+    out = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    return np.where(np.isfinite(out), out, fill).astype(np.int64)
+
+
+def _text_of(ids: np.ndarray, strings: np.ndarray) -> np.ndarray:
+    """StringIds values of integer ids (-1 / out of range: None), by take."""
+    ok = (ids >= 0) & (ids < len(strings))
+    out = np.full(len(ids), None, dtype=object)
+    out[ok] = strings[ids[ok]]
+    return out
+
+
+def _as_categorical(values: np.ndarray) -> pd.Categorical:
+    return pd.Categorical(pd.Series(values, dtype=object))
+
+
+def _triples(x: np.ndarray, y: np.ndarray, z: np.ndarray, present: np.ndarray) -> pd.Categorical:
+    """`[x, y, z]` texts (Kineto's grid/block form), formatted once per distinct triple."""
+    n = len(x)
+    if not present.any():
+        return _as_categorical(np.full(n, None, dtype=object))
+    stacked = np.stack([x, y, z], axis=1)
+    distinct, codes = np.unique(stacked[present], axis=0, return_inverse=True)
+    texts = [f"[{a}, {b}, {c}]" for a, b, c in distinct.tolist()]
+    full = np.full(n, -1, dtype=np.int64)
+    full[present] = codes.reshape(-1)
+    return categorical(full, texts)
+
+
+def _pid(global_id: np.ndarray) -> np.ndarray:
+    return global_id >> _PID_SHIFT
+
+
+def gpu_processes(path: Path) -> list[int]:
+    """Processes (globalPid >> 24) with GPU activities, ranked by their lowest device id, then pid."""
+    with exported(path) as sqlite_path, closing(_connect(sqlite_path)) as db:
+        export = _Export(sqlite_path, db)
+        return export_processes(export)
+
+
+def export_processes(export: _Export) -> list[int]:
+    lowest: dict[int, int] = {}
+    for table in GPU_TABLES:
+        cols = export.columns.get(table, set())
+        if "globalPid" not in cols or "deviceId" not in cols:
+            continue
+        for pid, device in export._query(
+            f'SELECT "globalPid" >> {_PID_SHIFT}, min("deviceId") FROM "{table}" GROUP BY 1'
+        ):
+            if pid is not None:
+                lowest[int(pid)] = min(lowest.get(int(pid), 1 << 62), int(device if device is not None else 1 << 62))
+    return sorted(lowest, key=lambda p: (lowest[p], p))
+
+
+def _process_filter(export: _Export, table: str, column: str, pid: int | None) -> tuple[str, tuple]:
+    if pid is None or column not in export.columns[table]:
+        return "", ()
+    return f'WHERE "{column}" >= ? AND "{column}" < ?', (pid << _PID_SHIFT, (pid + 1) << _PID_SHIFT)
+
+
+def _gpu_part(export: _Export, table: str, pid: int | None, strings: np.ndarray) -> dict[str, Any] | None:
+    if not export.usable(table):
+        return None
+    where, args = _process_filter(export, table, "globalPid", pid)
+    raw = export.select(table, where, args)
+    n = len(raw["start"])
+    start, end = _ints(raw["start"], n, 0), _ints(raw["end"], n, 0)
+    part: dict[str, Any] = {
+        "ts": start / 1000.0,
+        "dur": (end - start) / 1000.0,
+        "device": _ints(raw.get("deviceId"), n),
+        "stream": _ints(raw.get("streamId"), n),
+        "correlation": _ints(raw.get("correlationId"), n),
+        "bytes": _ints(raw.get("bytes"), n),
+    }
+    if table == KERNEL:
+        name_id = _ints(raw.get("demangledName"), n)
+        short = _ints(raw.get("shortName"), n)
+        name_id = np.where(name_id >= 0, name_id, short)
+        part["name"] = _text_of(name_id, strings)
+        grid = [_ints(raw.get(f"grid{a}"), n) for a in "XYZ"]
+        block = [_ints(raw.get(f"block{a}"), n) for a in "XYZ"]
+        part["grid"] = (grid, (grid[0] >= 0) & (grid[1] >= 0) & (grid[2] >= 0))
+        part["block"] = (block, (block[0] >= 0) & (block[1] >= 0) & (block[2] >= 0))
+        part["kind"] = "kernel"
+    elif table == MEMCPY:
+        part["name"] = _memcpy_names(
+            _ints(raw.get("copyKind"), n), _ints(raw.get("srcKind"), n), _ints(raw.get("dstKind"), n)
+        )
+        part["kind"] = "memcpy"
+    else:
+        part["name"] = _memset_names(_ints(raw.get("memKind"), n))
+        part["kind"] = "memset"
+    return part
+
+
+def _memcpy_names(copy: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Kineto's names: `Memcpy HtoD (Pinned -> Device)`, formatted once per distinct triple."""
+    keys = np.stack([copy, src, dst], axis=1) if len(copy) else np.empty((0, 3), np.int64)
+    distinct, codes = np.unique(keys, axis=0, return_inverse=True)
+    texts = np.array(
+        [
+            f"Memcpy {_COPY_KINDS.get(c, 'Unknown')} ({_MEM_KINDS.get(s, 'Unknown')} -> {_MEM_KINDS.get(d, 'Unknown')})"
+            for c, s, d in distinct.tolist()
+        ],
+        dtype=object,
+    )
+    return texts[codes.reshape(-1)] if len(copy) else np.empty(0, dtype=object)
+
+
+def _memset_names(kind: np.ndarray) -> np.ndarray:
+    distinct, codes = np.unique(kind, return_inverse=True)
+    texts = np.array([f"Memset ({_MEM_KINDS.get(k, 'Unknown')})" for k in distinct.tolist()], dtype=object)
+    return texts[codes.reshape(-1)] if len(kind) else np.empty(0, dtype=object)
+
+
+def _gpu_table(parts: list[dict[str, Any]]) -> GpuTable:
+    ts = np.concatenate([p["ts"] for p in parts]) if parts else np.empty(0)
+    order = np.argsort(ts, kind="stable")
+    n = len(ts)
+
+    def joined(key: str) -> np.ndarray:
+        return np.concatenate([p[key] for p in parts])[order] if parts else np.empty(0, np.int64)
+
+    def triple(key: str) -> pd.Categorical:
+        dims = [
+            np.concatenate([p[key][0][i] if key in p else np.full(len(p["ts"]), -1) for p in parts]) for i in range(3)
+        ]
+        present = np.concatenate([p[key][1] if key in p else np.zeros(len(p["ts"]), bool) for p in parts])
+        return _triples(*(d[order] for d in dims), present[order])
+
+    names = np.concatenate([p["name"] for p in parts])[order] if parts else np.empty(0, dtype=object)
+    kinds = np.concatenate([np.full(len(p["ts"]), p["kind"], dtype=object) for p in parts])[order] if parts else names
+    none = _as_categorical(np.full(n, None, dtype=object))
+    minus = np.full(n, -1, dtype=np.int64)
+    return GpuTable(
+        name=_as_categorical(names),
+        kind=_as_categorical(kinds),
+        ts=joined("ts").astype(np.float64),
+        dur=joined("dur").astype(np.float64),
+        device=joined("device"),
+        stream=joined("stream"),
+        correlation=joined("correlation"),
+        external_id=minus,
+        grid=triple("grid") if n else none,
+        block=triple("block") if n else none,
+        bytes=joined("bytes"),
+        collective=none,
+        in_nelems=minus,
+        out_nelems=minus,
+        group_size=minus,
+        msg_dtype=none,
+        process_group=none,
+        process_group_desc=none,
+        process_group_ranks=none,
+        seq=minus,
+    )
+
+
+@dataclass
+class _HostPart:
+    family: np.ndarray
+    names: np.ndarray  # object: the range's name
+    thread: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    correlation: np.ndarray
+    dims: np.ndarray  # object: canonical input dims JSON or None
+
+
+def _runtime_part(export: _Export, pid: int | None, strings: np.ndarray) -> _HostPart | None:
+    if not export.usable(RUNTIME_TABLE):
+        return None
+    where, args = _process_filter(export, RUNTIME_TABLE, "globalTid", pid)
+    raw = export.select(RUNTIME_TABLE, where, args)
+    n = len(raw["start"])
+    api = _text_of(_ints(raw.get("nameId"), n), strings)
+    codes, distinct = pd.factorize(pd.Series(api, dtype=object), use_na_sentinel=True)
+    clean = np.array([_API_VERSION.sub("", s) for s in distinct.tolist()] + [None], dtype=object)
+    return _HostPart(
+        family=np.full(n, RUNTIME, dtype=np.int8),
+        names=clean[codes],
+        thread=_ints(raw.get("globalTid"), n, 0),
+        ts=_ints(raw["start"], n, 0) / 1000.0,
+        end=_ints(raw["end"], n, 0) / 1000.0,
+        correlation=_ints(raw.get("correlationId"), n),
+        dims=np.full(n, None, dtype=object),
+    )
+
+
+def _nvtx_part(export: _Export, pid: int | None, strings: np.ndarray) -> _HostPart | None:
+    if not export.usable(NVTX):
+        return None
+    where, args = _process_filter(export, NVTX, "globalTid", pid)
+    raw = export.select(NVTX, where, args)
+    n = len(raw["start"])
+    end = _ints(raw["end"], n, -1)
+    kind = _ints(raw.get("eventType"), n, 59)
+    keep = (end >= 0) & np.isin(kind, _NVTX_RANGES)
+    text = raw.get("text", np.full(n, None, dtype=object)).copy()
+    if "textId" in raw:
+        no_text = pd.isna(pd.Series(text, dtype=object)).to_numpy()
+        text[no_text] = _text_of(_ints(raw["textId"][no_text], int(no_text.sum())), strings)
+    keep &= pd.notna(pd.Series(text, dtype=object)).to_numpy()
+    family, names, dims = _nvtx_ranges(text[keep])
+    return _HostPart(
+        family=family,
+        names=names,
+        thread=_ints(raw.get("globalTid"), n, 0)[keep],
+        ts=_ints(raw["start"], n, 0)[keep] / 1000.0,
+        end=end[keep] / 1000.0,
+        correlation=np.full(int(keep.sum()), -1, dtype=np.int64),
+        dims=dims,
+    )
+
+
+def _nvtx_ranges(text: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Family, name and input dims of each NVTX range text (vectorised string matching)."""
+    series = pd.Series(text, dtype=object).astype(str)
+    parts = series.str.extract(_EMIT_NVTX)
+    tagged = parts["name"].notna().to_numpy()
+    names = np.where(tagged, parts["name"].to_numpy(dtype=object), series.to_numpy(dtype=object))
+    name_series = pd.Series(names, dtype=object)
+    is_op = tagged & name_series.str.match(_OP_NAME).fillna(False).to_numpy(dtype=bool)
+    family = np.full(len(text), ANNOTATION, dtype=np.int8)
+    family[is_op & ~name_series.str.startswith("ProfilerStep#").to_numpy(dtype=bool)] = CPU_OP
+    family[name_series.str.startswith(MODULE_PREFIX).to_numpy(dtype=bool)] = PYTHON
+    sizes = parts["rest"].fillna("").str.extract(_SIZES)[0].to_numpy(dtype=object)
+    dims = np.full(len(text), None, dtype=object)
+    has = is_op & pd.notna(pd.Series(sizes, dtype=object)).to_numpy()
+    if has.any():
+        distinct, codes = pd.factorize(pd.Series(sizes[has], dtype=object))
+        dims[has] = np.array([_canonical(s) for s in distinct.tolist()], dtype=object)[codes]
+    return family, names, dims
+
+
+def _canonical(sizes: str) -> str | None:
+    """`[[2, 3], [3, 4]]` as the JSON reader writes input dims (compact JSON)."""
+    try:
+        return msgspec.json.encode(msgspec.json.decode(sizes)).decode()
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _host_table(parts: list[_HostPart]) -> HostTable:
+    def cat(key: str, empty: np.dtype) -> np.ndarray:
+        return np.concatenate([getattr(p, key) for p in parts]) if parts else np.empty(0, dtype=empty)
+
+    names = cat("names", np.dtype(object))
+    name_codes, distinct = pd.factorize(pd.Series(names, dtype=object).fillna(""))
+    dims = cat("dims", np.dtype(object))
+    dim_codes, dim_texts = pd.factorize(pd.Series(dims, dtype=object), use_na_sentinel=True)
+    n = len(names)
+    minus = np.full(n, -1, dtype=np.int64)
+    return HostTable(
+        family=cat("family", np.dtype(np.int8)),
+        name_code=name_codes.astype(np.int64),
+        names=[str(s) for s in distinct.tolist()],
+        thread=cat("thread", np.dtype(np.int64)),
+        ts=cat("ts", np.dtype(np.float64)),
+        end=cat("end", np.dtype(np.float64)),
+        correlation=cat("correlation", np.dtype(np.int64)),
+        external_id=minus,
+        shape=dim_codes.astype(np.int64),
+        shapes=[(t, None, None, None) for t in dim_texts.tolist()],
+        params=minus.copy(),
+        param_sets=[],
+        launch_kernel=minus.copy(),
+        launch_kernels=[],
+    )
+
+
+def _device_properties(export: _Export) -> list[dict[str, Any]]:
+    """TARGET_INFO_GPU rows in Kineto's `deviceProperties` keys."""
+    cols = export.columns.get("TARGET_INFO_GPU")
+    if not cols or "name" not in cols:
+        return []
+    keys = {"id": "id", "name": "name", "smCount": "numSms", "totalMemory": "totalGlobalMem"}
+    keys |= {"computeMajor": "computeMajor", "computeMinor": "computeMinor", "threadsPerWarp": "warpSize"}
+    present = [k for k in keys if k in cols]
+    rows = export._query(f'SELECT {", ".join(_q(k) for k in present)} FROM "TARGET_INFO_GPU"')
+    props = [{keys[k]: v for k, v in zip(present, row, strict=True) if v is not None} for row in rows]
+    seen: dict[Any, dict[str, Any]] = {}
+    for prop in props:  # one row per (vm, GPU): keep each GPU id once
+        seen.setdefault(prop.get("id"), prop)
+    return list(seen.values())
+
+
+def sync_facts(export: _Export, pid: int | None) -> dict[str, dict[str, float]]:
+    """Host syncs (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) per type: count and total µs."""
+    if not export.usable(SYNC):
+        return {}
+    where, args = _process_filter(export, SYNC, "globalPid", pid)
+    raw = export.select(SYNC, where, args)
+    n = len(raw["start"])
+    if not n:
+        return {}
+    dur = (_ints(raw["end"], n, 0) - _ints(raw["start"], n, 0)) / 1000.0
+    kind = _ints(raw.get("syncType"), n, 0)
+    frame = pd.DataFrame({"kind": [_SYNC_TYPES.get(k, "unknown") for k in kind.tolist()], "dur": dur})
+    grouped = frame.groupby("kind")["dur"].agg(["count", "sum"])
+    return {str(k): {"count": int(r["count"]), "total_us": float(r["sum"])} for k, r in grouped.iterrows()}
+
+
+def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, TraceColumns, NsysRead]:
+    """One process of an export (`process`: its pid; default: the first of `gpu_processes`) as
+    the JSON reader's (TraceInfo, TraceColumns). Raises `AtlasError` on unusable input."""
+    path = Path(path)
+    with exported(path) as sqlite_path, closing(_connect(sqlite_path)) as db:
+        export = _Export(sqlite_path, db)
+        processes = export_processes(export)
+        info = TraceInfo(path=path, runtime="cuda", size_bytes=sqlite_path.stat().st_size)
+        if process is None and processes:
+            process = processes[0]
+            if len(processes) > 1:
+                info.warnings.append(
+                    f"holds {len(processes)} processes with GPU work; only the first "
+                    f"(pid {process & 0xFFFFFF}) was read (`atlas ingest` reads each as a rank)"
+                )
+        if len(processes) > 1 and process in processes:
+            info.distributed_info = {"rank": processes.index(process), "world_size": len(processes)}
+        strings = export.strings()
+        gpu_parts = [p for t in GPU_TABLES if (p := _gpu_part(export, t, process, strings)) is not None]
+        host_parts = [p for p in (_runtime_part(export, process, strings), _nvtx_part(export, process, strings)) if p]
+        info.device_properties = _device_properties(export)
+        read = NsysRead(processes=len(processes), syncs=sync_facts(export, process))
+        if export.missing:
+            info.warnings.append(
+                f"older or newer nsys schema: {len(export.missing)} columns missing "
+                f"({', '.join(sorted(set(export.missing)))}); what they feed is left empty"
+            )
+        info.events = export.rows
+    gpu = _gpu_table(gpu_parts)
+    empty = np.empty(0, dtype=np.int64)
+    cols = TraceColumns(
+        gpu=gpu,
+        host=_host_table(host_parts),
+        gpu_steps=GpuAnnotations(step=empty, device=empty, ts=np.empty(0), end=np.empty(0)),
+        event_count=info.events,
+    )
+    return info, cols, read
