@@ -54,8 +54,6 @@ GPU_TABLES = (KERNEL, MEMCPY, MEMSET)
 _PID_SHIFT = 24  # globalTid / globalPid = (… << 48) | (pid << 24) | tid (nsys's documented layout)
 _NVTX_RANGES = (59, 60)  # push/pop and start/end ranges (33 categories, 34 marks)
 # `aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = …` (torch.autograd.profiler.emit_nvtx)
-_EMIT_NVTX = re.compile(r"^(?P<name>[^,]+?)(?P<tagged>(?:, seq = -?\d+)?, op_id = \d+|, seq = -?\d+)(?P<rest>.*)$")
-_SIZES = re.compile(r", sizes = (\[.*?\])(?:, input_op_ids = .*)?$")
 _OP_NAME = re.compile(r"^[A-Za-z_][\w.]*(?:::[\w.]+)*$")  # `aten::mm`, `record_param_comms`, `detach_`
 _API_VERSION = re.compile(r"_v\d{4,}$")  # cudaLaunchKernel_v7000 → cudaLaunchKernel
 _COPY_KINDS = {
@@ -87,7 +85,6 @@ _WANTED: dict[str, tuple[str, ...]] = {
     MEMCPY: ("deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind", "srcKind", "dstKind"),
     MEMSET: ("deviceId", "streamId", "correlationId", "globalPid", "bytes", "memKind"),
     RUNTIME_TABLE: ("globalTid", "correlationId", "nameId"),
-    NVTX: ("globalTid", "eventType", "text", "textId"),
     SYNC: ("globalPid", "syncType"),
 }
 
@@ -392,49 +389,75 @@ def _runtime_part(export: _Export, pid: int | None, strings: np.ndarray) -> _Hos
     )
 
 
-def _nvtx_part(export: _Export, pid: int | None, strings: np.ndarray) -> _HostPart | None:
+# emit_nvtx texts split in SQLite (C, not a Python loop per range): the name before the first ", ",
+# whether the text is tagged with `seq =` / `op_id =`, and what follows `, sizes = ` up to
+# `, input_op_ids = `.
+_NVTX_SQL = """
+WITH ranges AS (
+    SELECT n.start, n."end", n.globalTid, {text} AS t FROM NVTX_EVENTS n {join}
+    WHERE n."end" IS NOT NULL AND n.eventType IN (59, 60) {where}
+), split AS (
+    SELECT start, "end", globalTid, t,
+        instr(t, ', op_id = ') > 0 OR instr(t, ', seq = ') > 0 AS tagged,
+        CASE WHEN instr(t, ', sizes = ') > 0 THEN substr(t, instr(t, ', sizes = ') + 10) END AS tail
+    FROM ranges WHERE t IS NOT NULL
+)
+SELECT start, "end", globalTid,
+    CASE WHEN tagged AND instr(t, ', ') > 0 THEN substr(t, 1, instr(t, ', ') - 1) ELSE t END,
+    tagged,
+    CASE WHEN instr(tail, ', input_op_ids = ') > 0 THEN substr(tail, 1, instr(tail, ', input_op_ids = ') - 1)
+         ELSE tail END
+FROM split
+"""
+
+
+def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     if not export.usable(NVTX):
         return None
+    have = export.columns[NVTX]
+    export.missing += [f"{NVTX}.{c}" for c in ("globalTid", "eventType") if c not in have]
+    if "globalTid" not in have or "eventType" not in have or not {"text", "textId"} & have:
+        return None
+    text = {"text": "n.text", "textId": "s.value"}
+    text_sql = (
+        "COALESCE(n.text, s.value)" if {"text", "textId"} <= have else text["text" if "text" in have else "textId"]
+    )
+    join = "LEFT JOIN StringIds s ON s.id = n.textId" if "textId" in have else ""
     where, args = _process_filter(export, NVTX, "globalTid", pid)
-    raw = export.select(NVTX, where, args)
-    n = len(raw["start"])
-    end = _ints(raw["end"], n, -1)
-    kind = _ints(raw.get("eventType"), n, 59)
-    keep = (end >= 0) & np.isin(kind, _NVTX_RANGES)
-    text = raw.get("text", np.full(n, None, dtype=object)).copy()
-    if "textId" in raw:
-        no_text = pd.isna(pd.Series(text, dtype=object)).to_numpy()
-        text[no_text] = _text_of(_ints(raw["textId"][no_text], int(no_text.sum())), strings)
-    keep &= pd.notna(pd.Series(text, dtype=object)).to_numpy()
-    family, names, dims = _nvtx_ranges(text[keep])
+    where = where.replace("WHERE", "AND").replace('"globalTid"', "n.globalTid")
+    rows = export._query(_NVTX_SQL.format(text=text_sql, join=join, where=where), args)
+    export.rows += len(rows)
+    n = len(rows)
+    data = np.array(rows, dtype=object) if n else np.empty((0, 6), dtype=object)
+    family, names, dims = _nvtx_ranges(data[:, 3], data[:, 4].astype(bool), data[:, 5])
     return _HostPart(
         family=family,
         names=names,
-        thread=_ints(raw.get("globalTid"), n, 0)[keep],
-        ts=_ints(raw["start"], n, 0)[keep] / 1000.0,
-        end=end[keep] / 1000.0,
-        correlation=np.full(int(keep.sum()), -1, dtype=np.int64),
+        thread=_ints(data[:, 2], n, 0),
+        ts=_ints(data[:, 0], n, 0) / 1000.0,
+        end=_ints(data[:, 1], n, 0) / 1000.0,
+        correlation=np.full(n, -1, dtype=np.int64),
         dims=dims,
     )
 
 
-def _nvtx_ranges(text: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Family, name and input dims of each NVTX range text (vectorised string matching)."""
-    series = pd.Series(text, dtype=object).astype(str)
-    parts = series.str.extract(_EMIT_NVTX)
-    tagged = parts["name"].notna().to_numpy()
-    names = np.where(tagged, parts["name"].to_numpy(dtype=object), series.to_numpy(dtype=object))
-    name_series = pd.Series(names, dtype=object)
-    is_op = tagged & name_series.str.match(_OP_NAME).fillna(False).to_numpy(dtype=bool)
-    family = np.full(len(text), ANNOTATION, dtype=np.int8)
-    family[is_op & ~name_series.str.startswith("ProfilerStep#").to_numpy(dtype=bool)] = CPU_OP
-    family[name_series.str.startswith(MODULE_PREFIX).to_numpy(dtype=bool)] = PYTHON
-    sizes = parts["rest"].fillna("").str.extract(_SIZES)[0].to_numpy(dtype=object)
-    dims = np.full(len(text), None, dtype=object)
+def _nvtx_ranges(names: np.ndarray, tagged: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Family and input dims of each range: tagged ranges named like an op (`aten::mm`,
+    `record_param_comms`) are CPU ops, `nn.Module: X` module frames, the rest annotations;
+    each distinct name and sizes text looked at once."""
+    codes, distinct = pd.factorize(pd.Series(names, dtype=object))
+    op_like = np.array([bool(_OP_NAME.match(x)) and not x.startswith("ProfilerStep#") for x in distinct], dtype=bool)
+    module = np.array([x.startswith(MODULE_PREFIX) for x in distinct], dtype=bool)
+    is_op = tagged & op_like[codes] if len(codes) else tagged
+    family = np.full(len(names), ANNOTATION, dtype=np.int8)
+    family[is_op] = CPU_OP
+    if len(codes):
+        family[module[codes]] = PYTHON
+    dims = np.full(len(names), None, dtype=object)
     has = is_op & pd.notna(pd.Series(sizes, dtype=object)).to_numpy()
     if has.any():
-        distinct, codes = pd.factorize(pd.Series(sizes[has], dtype=object))
-        dims[has] = np.array([_canonical(s) for s in distinct.tolist()], dtype=object)[codes]
+        size_codes, size_texts = pd.factorize(pd.Series(sizes[has], dtype=object))
+        dims[has] = np.array([_canonical(t) for t in size_texts], dtype=object)[size_codes]
     return family, names, dims
 
 
@@ -525,7 +548,7 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
             info.distributed_info = {"rank": processes.index(process), "world_size": len(processes)}
         strings = export.strings()
         gpu_parts = [p for t in GPU_TABLES if (p := _gpu_part(export, t, process, strings)) is not None]
-        host_parts = [p for p in (_runtime_part(export, process, strings), _nvtx_part(export, process, strings)) if p]
+        host_parts = [p for p in (_runtime_part(export, process, strings), _nvtx_part(export, process)) if p]
         info.device_properties = _device_properties(export)
         read = NsysRead(processes=len(processes), syncs=sync_facts(export, process))
         if export.missing:
