@@ -36,7 +36,11 @@ from kernel_atlas.ingest.pipeline import ingest_trace  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared" / "traces"
 DEFAULT_JSON = ("a100_diff_control.json.gz", "h100_inference.json.gz")
-_TABLES = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY", "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+_TABLES = {
+    "kernel": "CUPTI_ACTIVITY_KIND_KERNEL",
+    "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "memset": "CUPTI_ACTIVITY_KIND_MEMSET",
+}
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
@@ -96,7 +100,12 @@ def measure(path: Path, other: Path | None, out: Path) -> dict:
         }
     )
     key = ["kind", "device", "start", "dur"]
-    same = want.sort_values(key).reset_index(drop=True).astype(str).equals(got.sort_values(key).reset_index(drop=True).astype(str))
+    same = (
+        want.sort_values(key)
+        .reset_index(drop=True)
+        .astype(str)
+        .equals(got.sort_values(key).reset_index(drop=True).astype(str))
+    )
     kernels = frame[frame["kind"] == "kernel"]
     kernels = kernels.assign(start=np.rint(kernels["ts_us"].to_numpy() * 1000).astype(np.int64))
     joined = launched.merge(kernels[["device", "start", "launcher"]], on=["device", "start"], how="left")
@@ -132,7 +141,12 @@ def per_kernel_speed(path: Path, repeat: int) -> dict:
         result = ingest_trace(path, workers=1)
         best = min(best, time.perf_counter() - start)
         rows = len(result.frame)
-    return {"file": path.name, "rows": rows, "best_s": round(best, 3), "us_per_row": round(best / max(rows, 1) * 1e6, 2)}
+    return {
+        "file": path.name,
+        "rows": rows,
+        "best_s": round(best, 3),
+        "us_per_row": round(best / max(rows, 1) * 1e6, 2),
+    }
 
 
 def main() -> None:
