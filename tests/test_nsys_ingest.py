@@ -20,14 +20,16 @@ SLICE = REPO / "examples" / "h100_2gpu_slice.sqlite"
 
 KERNEL_COLUMNS = (
     "start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName, "
-    "gridX, gridY, gridZ, blockX, blockY, blockZ"
+    "gridX, gridY, gridZ, blockX, blockY, blockZ, registersPerThread, staticSharedMemory, dynamicSharedMemory, "
+    "graphId, graphNodeId"
 )
 SCHEMA = f"""
 CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS});
 CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, streamId, correlationId, globalPid, bytes,
-    copyKind, srcKind, dstKind);
-CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, streamId, correlationId, globalPid, bytes, memKind);
+    copyKind, srcKind, dstKind, graphNodeId);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, streamId, correlationId, globalPid, bytes, memKind,
+    graphNodeId);
 CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId);
 CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start, end, deviceId, streamId, globalPid, syncType);
 CREATE TABLE NVTX_EVENTS (start, end, eventType, text, globalTid, textId);
@@ -47,7 +49,8 @@ def _export(path: Path, pid_shift: int = 0, device: int = 0, create: bool = True
           aten::linear, seq = 1, op_id = 10, sizes = [[4, 8], [16, 8], [16]]      [ 1000, 9000]
           aten::addmm, seq = 2, op_id = 11, sizes = [[16], [4, 8], [8, 16]], …    [ 2000, 8000]
     RUNTIME cudaLaunchKernel corr 5 [3000, 4000]; cudaMemcpyAsync corr 6 [10000, 11000]
-    KERNEL  corr 5 [5000, 7500] grid (4,1,1) block (128,1,1); corr 7 [20000, 20250] (no launch)
+    KERNEL  corr 5 [5000, 7500] grid (4,1,1) block (128,1,1), 64 registers, 1024 + 2048 B shared;
+            corr 7 [20000, 20250] (no launch), the same, graph 3 node 17
     MEMCPY  corr 6 [12000, 12800] 4096 B HtoD pageable → device
     MEMSET  corr 8 [13000, 13100] 64 B device (no launch)
     SYNC    stream sync [100, 600]
@@ -71,16 +74,16 @@ def _export(path: Path, pid_shift: int = 0, device: int = 0, create: bool = True
         [(3000, 4000, thread, 5, 3), (10000, 11000, thread, 6, 4)],
     )
     db.executemany(
-        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES ({', '.join('?' * 14)})",
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES ({', '.join('?' * 19)})",
         [
-            (5000, 7500, device, 7, 5, proc, 1, 2, 4, 1, 1, 128, 1, 1),
-            (20000, 20250, device, 7, 7, proc, 1, 2, 4, 1, 1, 128, 1, 1),
+            (5000, 7500, device, 7, 5, proc, 1, 2, 4, 1, 1, 128, 1, 1, 64, 1024, 2048, None, None),
+            (20000, 20250, device, 7, 7, proc, 1, 2, 4, 1, 1, 128, 1, 1, 64, 1024, 2048, 3, 17),
         ],
     )
     db.execute(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (12000, 12800, ?, 7, 6, ?, 4096, 1, 0, 2)", (device, proc)
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (12000, 12800, ?, 7, 6, ?, 4096, 1, 0, 2, NULL)", (device, proc)
     )
-    db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (13000, 13100, ?, 7, 8, ?, 64, 2)", (device, proc))
+    db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (13000, 13100, ?, 7, 8, ?, 64, 2, NULL)", (device, proc))
     db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES (100, 600, ?, 7, ?, 3)", (device, proc))
     db.commit()
     db.close()
@@ -109,6 +112,9 @@ def test_hand_built_export_rows_and_links(tmp_path: Path) -> None:
     assert kernel["ts_us"] == 5.0 and kernel["dur_us"] == 2.5  # 5000 ns, 7500 - 5000 ns
     assert kernel["device"] == 0 and kernel["stream"] == 7
     assert kernel["grid"] == "[4, 1, 1]" and kernel["block"] == "[128, 1, 1]"
+    assert kernel["registers_per_thread"] == 64 and kernel["shared_memory_bytes"] == 3072  # 1024 + 2048
+    assert pd.isna(kernel["graph_id"]) and pd.isna(kernel["graph_node_id"])
+    assert frame.loc[7, "graph_id"] == 3 and frame.loc[7, "graph_node_id"] == 17
     assert kernel["launch"] == "cudaLaunchKernel"  # `_v7000` dropped as Kineto names it
     assert kernel["launch_ts_us"] == 3.0
     assert kernel["launcher"] == "aten::addmm"  # the innermost op range around [3000, 4000]
@@ -163,7 +169,8 @@ def test_missing_columns_degrade_in_one_warning(tmp_path: Path) -> None:
     assert len(result.frame) == 1 and result.frame["dur_us"].iloc[0] == 3.0
     schema = [w for w in result.warnings if "schema" in w]
     assert len(schema) == 1
-    assert "9 columns missing" in schema[0]  # deviceId, streamId, globalPid, grid x3, block x3
+    # deviceId, streamId, globalPid, grid ×3, block ×3, registers, shared memory ×2, graphId, graphNodeId
+    assert "14 columns missing" in schema[0]
     assert "CUPTI_ACTIVITY_KIND_KERNEL.deviceId" in schema[0]
 
 

@@ -78,6 +78,11 @@ class GpuTable:
     process_group_desc: pd.Categorical
     process_group_ranks: pd.Categorical  # "[0, 1, 2, 3]"
     seq: np.ndarray  # int64 (-1 not recorded)
+    # launch resources and CUDA-graph ids as Nsight Systems records them (`nsys.py`); None: not recorded
+    registers: np.ndarray | None = None  # int64 per thread (-1 unknown)
+    shared_memory: np.ndarray | None = None  # int64 bytes per block, static + dynamic (-1 unknown)
+    graph_id: np.ndarray | None = None  # int64 (-1: not graph-launched or unknown)
+    graph_node_id: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ts)

@@ -78,12 +78,14 @@ _MEM_KINDS = {
     6: "Managed Static",
 }
 _SYNC_TYPES = {1: "event", 2: "stream wait event", 3: "stream", 4: "context"}
+_ACTIVITY = ("deviceId", "streamId", "correlationId", "globalPid")
+_RESOURCES = ("registersPerThread", "staticSharedMemory", "dynamicSharedMemory")
 _GRID_BLOCK = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
 # Columns each table feeds (missing ones leave what they feed empty, counted in one warning).
 _WANTED: dict[str, tuple[str, ...]] = {
-    KERNEL: ("deviceId", "streamId", "correlationId", "globalPid", "demangledName", "shortName", *_GRID_BLOCK),
-    MEMCPY: ("deviceId", "streamId", "correlationId", "globalPid", "bytes", "copyKind", "srcKind", "dstKind"),
-    MEMSET: ("deviceId", "streamId", "correlationId", "globalPid", "bytes", "memKind"),
+    KERNEL: (*_ACTIVITY, "demangledName", "shortName", *_GRID_BLOCK, *_RESOURCES, "graphId", "graphNodeId"),
+    MEMCPY: (*_ACTIVITY, "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"),
+    MEMSET: (*_ACTIVITY, "bytes", "memKind", "graphNodeId"),
     RUNTIME_TABLE: ("globalTid", "correlationId", "nameId"),
     SYNC: ("globalPid", "syncType"),
 }
@@ -273,6 +275,10 @@ def _gpu_part(export: _Export, table: str, pid: int | None, strings: np.ndarray)
         "stream": _ints(raw.get("streamId"), n),
         "correlation": _ints(raw.get("correlationId"), n),
         "bytes": _ints(raw.get("bytes"), n),
+        "graph_node_id": _ints(raw.get("graphNodeId"), n),
+        "graph_id": _ints(raw.get("graphId"), n),
+        "registers": _ints(raw.get("registersPerThread"), n),
+        "shared_memory": _shared_memory(raw, n),
     }
     if table == KERNEL:
         name_id = _ints(raw.get("demangledName"), n)
@@ -293,6 +299,12 @@ def _gpu_part(export: _Export, table: str, pid: int | None, strings: np.ndarray)
         part["name"] = _memset_names(_ints(raw.get("memKind"), n))
         part["kind"] = "memset"
     return part
+
+
+def _shared_memory(raw: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Static + dynamic shared memory per block (bytes); -1 when either is not recorded."""
+    static, dynamic = _ints(raw.get("staticSharedMemory"), n), _ints(raw.get("dynamicSharedMemory"), n)
+    return np.where((static >= 0) & (dynamic >= 0), static + dynamic, -1)
 
 
 def _memcpy_names(copy: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -355,6 +367,10 @@ def _gpu_table(parts: list[dict[str, Any]]) -> GpuTable:
         process_group_desc=none,
         process_group_ranks=none,
         seq=minus,
+        registers=joined("registers"),
+        shared_memory=joined("shared_memory"),
+        graph_id=joined("graph_id"),
+        graph_node_id=joined("graph_node_id"),
     )
 
 

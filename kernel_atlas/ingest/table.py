@@ -59,6 +59,11 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "launch_thread": pa.int32(),
     "wait_frame": pa.dictionary(pa.int32(), pa.string()),
     "wait_module": pa.dictionary(pa.int32(), pa.string()),
+    # launch resources and CUDA-graph ids where the profiler records them (Nsight Systems, `nsys.py`)
+    "registers_per_thread": pa.int32(),
+    "shared_memory_bytes": pa.int64(),
+    "graph_id": pa.int64(),
+    "graph_node_id": pa.int64(),
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
@@ -68,6 +73,11 @@ _CATEGORICAL = [name for name, kind in KERNEL_COLUMNS.items() if pa.types.is_dic
 def _nullable_int(values: np.ndarray) -> pd.arrays.IntegerArray:
     """-1 (our "missing") → <NA>."""
     return pd.arrays.IntegerArray(values.astype(np.int64), mask=values < 0)
+
+
+def _optional_int(values: np.ndarray | None, n: int) -> pd.arrays.IntegerArray:
+    """A column some readers fill (None: all <NA>)."""
+    return _nullable_int(np.full(n, -1, dtype=np.int64) if values is None else values)
 
 
 def _constant(value: str | None, n: int) -> pd.Categorical:
@@ -125,6 +135,10 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_rule": _constant(None, n),
             "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),
+            "registers_per_thread": _optional_int(gpu.registers, n),
+            "shared_memory_bytes": _optional_int(gpu.shared_memory, n),
+            "graph_id": _optional_int(gpu.graph_id, n),
+            "graph_node_id": _optional_int(gpu.graph_node_id, n),
         }
     )
     return as_categoricals(frame)
