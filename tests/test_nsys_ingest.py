@@ -233,3 +233,24 @@ def test_real_slice_rows_report_and_diff(tmp_path: Path) -> None:
     assert report.exit_code == 0, report.output
     diff = runner.invoke(app, ["diff", str(out), str(EXAMPLE)])  # nsys ↔ Kineto
     assert diff.exit_code == 0, diff.output
+
+
+def test_nsys_rep_exported_through_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a stand-in `nsys` that "exports" by copying a hand-built export to --output
+    source = _export(tmp_path / "made.sqlite")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "nsys"
+    fake.write_text(
+        '#!/bin/sh\n[ "$1 $2 $3" = "export --type sqlite" ] || exit 3\n'
+        f'while [ "$1" != "--output" ]; do shift; done\ncp "{source}" "$2"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"\0" * 64)
+    result = runner.invoke(app, ["ingest", str(report)])
+    assert result.exit_code == 0, result.output
+    frame = load_kernels(tmp_path / "run.atlas")  # `.nsys-rep` is not part of the output's name
+    assert len(frame) == 4 and set(frame["trace"]) == {"run"}
+    assert frame.loc[frame["correlation"] == 5, "launcher"].tolist() == ["aten::addmm"]
