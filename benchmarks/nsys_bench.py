@@ -1,6 +1,7 @@
 """Nsight Systems SQLite ingest: fidelity on real exports and speed per kernel against the JSON ingest.
 
-    python benchmarks/nsys_bench.py /tmp/nsys/*.sqlite --out benchmarks/results/nsys-fixtures-2core.json
+    python benchmarks/nsys_bench.py /tmp/nsys/*.sqlite --part fidelity --out benchmarks/results/nsys-fidelity-2core.json
+    python benchmarks/nsys_bench.py /tmp/nsys/*.sqlite --part speed --out benchmarks/results/nsys-speed-2core.json
 
 For each export, checked against the export itself with plain SQL (not through `ingest/nsys.py`):
 1. rows: every CUPTI kernel / memcpy / memset row is one row of the kernels table, with the same
@@ -10,15 +11,20 @@ For each export, checked against the export itself with plain SQL (not through `
    is NAME of the innermost such range;
 3. unknown: the share of kernel time whose `op_mapping` is `unknown`;
 4. `atlas report` and `atlas diff` (against the next export given) run and exit 0.
-Speed: ingest seconds per kernel row for each export and for the shared JSON traces given with
-`--json` (default: the A100 and H100 traces of ../shared/traces), best of `--repeat` runs.
+Speed: ingest seconds per GPU-activity row (one process, `workers=1`: this process alone) of each
+export, of each export repeated `--scale` times end to end (times shifted by the export's span,
+correlation ids by their largest), and of the shared JSON traces given with `--json` (default:
+a100_diff_control and v100_diff_test of ../shared/traces) and of the first of them repeated to
+`--json-mb` MB (`ingest_bench.build_large_trace`), best of `--repeat` runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -32,10 +38,19 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from benchmarks.ingest_bench import build_large_trace  # noqa: E402
 from kernel_atlas.ingest.pipeline import ingest_trace  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared" / "traces"
-DEFAULT_JSON = ("a100_diff_control.json.gz", "h100_inference.json.gz")
+DEFAULT_JSON = ("a100_diff_control.json.gz", "v100_diff_test.json.gz")
+_SCALED = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "NVTX_EVENTS",
+)
 _TABLES = {
     "kernel": "CUPTI_ACTIVITY_KIND_KERNEL",
     "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -80,7 +95,7 @@ def nvtx_launchers(db: sqlite3.Connection) -> pd.DataFrame:
     return frame
 
 
-def measure(path: Path, other: Path | None, out: Path) -> dict:
+def measure(path: Path, other: Path, out: Path) -> dict:
     from kernel_atlas.ingest.outputs import load_kernels
 
     folder = out / path.stem
@@ -113,7 +128,10 @@ def measure(path: Path, other: Path | None, out: Path) -> dict:
     kernel_time = float(kernels["dur_us"].sum())
     unknown = float(kernels.loc[kernels["op_mapping"] == "unknown", "dur_us"].sum())
     report = subprocess.run(["atlas", "report", str(folder)], capture_output=True, text=True)
-    diff = subprocess.run(["atlas", "diff", str(folder), str(other)], capture_output=True, text=True) if other else None
+    diff_csv = str(out / f"{path.stem}.diff.csv")
+    if not other.name.endswith(".sqlite"):  # a JSON trace: diff ingests it next to itself
+        other = Path(shutil.copy(other, out / other.name))
+    diff = subprocess.run(["atlas", "diff", str(folder), str(other), "-o", diff_csv], capture_output=True, text=True)
     return {
         "export": path.name,
         "ingest_exit": done.returncode,
@@ -127,10 +145,34 @@ def measure(path: Path, other: Path | None, out: Path) -> dict:
         "launcher_share": round(matched / len(joined), 4) if len(joined) else None,
         "unknown_share_of_kernel_time": round(unknown / kernel_time, 4) if kernel_time else None,
         "report_exit": report.returncode,
-        "diff_against": other.name if other else None,
-        "diff_exit": diff.returncode if diff else None,
+        "diff_against": other.name,
+        "diff_exit": diff.returncode,
         "ranks": sorted(int(r) for r in frame["rank"].unique()),
     }
+
+
+def scaled(path: Path, copies: int, folder: Path) -> Path:
+    """`path` with its timed tables repeated `copies` times, one after the other."""
+    out = folder / f"{path.stem}_x{copies}.sqlite"
+    shutil.copyfile(path, out)
+    db = sqlite3.connect(out)
+    tables = [t for t in _SCALED if t in _tables(db)]
+    span = max(db.execute(f'SELECT max("end") - min(start) FROM {t}').fetchone()[0] or 0 for t in tables) + 1
+    corr = max(
+        db.execute(f"SELECT max(correlationId) FROM {t}").fetchone()[0] or 0 for t in tables if t != "NVTX_EVENTS"
+    )
+    for table in tables:
+        cols = [r[1] for r in db.execute(f"PRAGMA table_info({table})")]
+        rows = db.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0] or 0  # the export's own rows
+        for k in range(1, copies):
+            shifted = {"start": f"start + {k * span}", "end": f'"end" + {k * span}'}
+            if "correlationId" in cols:
+                shifted["correlationId"] = f"correlationId + {k * (corr + 1)}"
+            select = ", ".join(shifted.get(c, f'"{c}"') for c in cols)
+            db.execute(f"INSERT INTO {table} SELECT {select} FROM {table} WHERE rowid <= {rows}")
+    db.commit()
+    db.close()
+    return out
 
 
 def per_kernel_speed(path: Path, repeat: int) -> dict:
@@ -149,25 +191,42 @@ def per_kernel_speed(path: Path, repeat: int) -> dict:
     }
 
 
+def speed(args: argparse.Namespace, tmp: Path) -> dict:
+    runs = {"nsys": [per_kernel_speed(p, args.repeat) for p in args.exports]}
+    big = [scaled(p, args.scale, tmp) for p in args.exports if p.stat().st_size > 1 << 20]
+    runs["nsys_scaled"] = [per_kernel_speed(p, args.repeat) for p in big]
+    runs["json"] = [per_kernel_speed(p, args.repeat) for p in args.json if p.is_file()]
+    if args.json and args.json[0].is_file() and args.json_mb:
+        large = tmp / "large.json"
+        build_large_trace(args.json[0], large, args.json_mb)
+        runs["json_scaled"] = [per_kernel_speed(large, args.repeat)]
+    for kind, kind_runs in runs.items():
+        for run in kind_runs:
+            print(kind, json.dumps(run), flush=True)
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("exports", nargs="+", type=Path)
     parser.add_argument("--json", nargs="*", type=Path, default=[SHARED / n for n in DEFAULT_JSON])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--scale", type=int, default=10)
+    parser.add_argument("--json-mb", type=float, default=70.0)
+    parser.add_argument("--part", choices=("fidelity", "speed", "all"), default="all")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    result: dict = {"machine": platform.platform(), "load_average_before": list(os.getloadavg())}
     with tempfile.TemporaryDirectory() as tmp:
-        fidelity = []
-        for i, path in enumerate(args.exports):
-            other = args.exports[(i + 1) % len(args.exports)] if len(args.exports) > 1 else None
-            fidelity.append(measure(path, other, Path(tmp)))
-            print(json.dumps(fidelity[-1]), flush=True)
-    speed = {"nsys": [per_kernel_speed(p, args.repeat) for p in args.exports]}
-    speed["json"] = [per_kernel_speed(p, args.repeat) for p in args.json if p.is_file()]
-    for kind, runs in speed.items():
-        for run in runs:
-            print(kind, json.dumps(run), flush=True)
-    result = {"machine": platform.platform(), "fidelity": fidelity, "speed_single_process": speed}
+        if args.part in ("fidelity", "all"):
+            result["fidelity"] = []
+            for i, path in enumerate(args.exports):
+                other = args.exports[(i + 1) % len(args.exports)] if len(args.exports) > 1 else args.json[0]
+                result["fidelity"].append(measure(path, other, Path(tmp)))
+                print(json.dumps(result["fidelity"][-1]), flush=True)
+        if args.part in ("speed", "all"):
+            result["speed_single_process"] = speed(args, Path(tmp))
+    result["load_average_after"] = list(os.getloadavg())
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")

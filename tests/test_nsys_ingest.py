@@ -3,6 +3,7 @@ real slice, and bad input."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -231,7 +232,9 @@ def test_real_slice_rows_report_and_diff(tmp_path: Path) -> None:
     assert kernels["launcher"].notna().all()  # every launch of the slice lies inside an emit_nvtx op
     report = runner.invoke(app, ["report", str(out)])
     assert report.exit_code == 0, report.output
-    diff = runner.invoke(app, ["diff", str(out), str(EXAMPLE)])  # nsys ↔ Kineto
+    kineto = tmp_path / EXAMPLE.name  # a copy: diff ingests it next to itself
+    shutil.copyfile(EXAMPLE, kineto)
+    diff = runner.invoke(app, ["diff", str(out), str(kineto), "-o", str(tmp_path / "diff.csv")])  # nsys ↔ Kineto
     assert diff.exit_code == 0, diff.output
 
 

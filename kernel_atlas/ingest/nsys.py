@@ -411,7 +411,7 @@ def _runtime_part(export: _Export, pid: int | None, strings: np.ndarray) -> _Hos
 _NVTX_SQL = """
 WITH ranges AS (
     SELECT n.start, n."end", n.globalTid, {text} AS t FROM NVTX_EVENTS n {join}
-    WHERE n."end" IS NOT NULL AND n.eventType IN (59, 60) {where}
+    WHERE n."end" IS NOT NULL AND n.eventType IN (59, 60) {domain} {where}
 ), split AS (
     SELECT start, "end", globalTid, t,
         instr(t, ', op_id = ') > 0 OR instr(t, ', seq = ') > 0 AS tagged,
@@ -441,7 +441,10 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     join = "LEFT JOIN StringIds s ON s.id = n.textId" if "textId" in have else ""
     where, args = _process_filter(export, NVTX, "globalTid", pid)
     where = where.replace("WHERE", "AND").replace('"globalTid"', "n.globalTid")
-    rows = export._query(_NVTX_SQL.format(text=text_sql, join=join, where=where), args)
+    # the default domain only: PyTorch's and the program's ranges; libraries' own (NCCL's `ncclGroupEnd`)
+    # are invisible to torch.profiler and would take the launch from the op that called them
+    domain = "AND COALESCE(n.domainId, 0) = 0" if "domainId" in have else ""
+    rows = export._query(_NVTX_SQL.format(text=text_sql, join=join, domain=domain, where=where), args)
     export.rows += len(rows)
     n = len(rows)
     data = np.array(rows, dtype=object) if n else np.empty((0, 6), dtype=object)
