@@ -33,14 +33,20 @@ CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, streamId, correla
     graphNodeId);
 CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId);
 CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start, end, deviceId, streamId, globalPid, syncType);
-CREATE TABLE NVTX_EVENTS (start, end, eventType, text, globalTid, textId);
+CREATE TABLE NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId);
 CREATE TABLE TARGET_INFO_GPU (id, name, smCount, totalMemory, computeMajor, computeMinor, threadsPerWarp);
 """
 PID = 0x1000000 + 300  # the process's pid (300) as nsys's globalTid/globalPid keep it, shifted by 24 bits
 PROC = PID << 24
 THREAD = PROC + 301
 ADDMM = "aten::addmm, seq = 2, op_id = 11, sizes = [[16], [4, 8], [8, 16]], input_op_ids = [(1, 0)]"
-STRINGS = [(1, "ampere_sgemm_128x64_tn"), (2, "sgemm"), (3, "cudaLaunchKernel_v7000"), (4, "cudaMemcpyAsync_v3020")]
+STRINGS = [
+    (1, "ampere_sgemm_128x64_tn"),
+    (2, "sgemm"),
+    (3, "cudaLaunchKernel_v7000"),
+    (4, "cudaMemcpyAsync_v3020"),
+    (5, "ncclGroupEnd"),
+]
 
 
 def _export(path: Path, pid_shift: int = 0, device: int = 0, create: bool = True) -> Path:
@@ -49,6 +55,7 @@ def _export(path: Path, pid_shift: int = 0, device: int = 0, create: bool = True
     NVTX  nn.Module: Linear_0                                     [  500, 9500]
           aten::linear, seq = 1, op_id = 10, sizes = [[4, 8], [16, 8], [16]]      [ 1000, 9000]
           aten::addmm, seq = 2, op_id = 11, sizes = [[16], [4, 8], [8, 16]], …    [ 2000, 8000]
+          ncclGroupEnd (textId 5, domain 1)                       [ 2800, 4200]
     RUNTIME cudaLaunchKernel corr 5 [3000, 4000]; cudaMemcpyAsync corr 6 [10000, 11000]
     KERNEL  corr 5 [5000, 7500] grid (4,1,1) block (128,1,1), 64 registers, 1024 + 2048 B shared;
             corr 7 [20000, 20250] (no launch), the same, graph 3 node 17
@@ -64,12 +71,13 @@ def _export(path: Path, pid_shift: int = 0, device: int = 0, create: bool = True
         db.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', 132, 85520809984, 9, 0, 32)")
         db.execute("INSERT INTO TARGET_INFO_GPU VALUES (1, 'NVIDIA H100 80GB HBM3', 132, 85520809984, 9, 0, 32)")
     nvtx = [
-        (500, 9500, 59, "nn.Module: Linear_0", thread, None),
-        (1000, 9000, 59, "aten::linear, seq = 1, op_id = 10, sizes = [[4, 8], [16, 8], [16]]", thread, None),
-        (2000, 8000, 59, ADDMM, thread, None),
-        (2500, None, 34, "a mark", thread, None),
+        (500, 9500, 59, "nn.Module: Linear_0", thread, None, 0),
+        (1000, 9000, 59, "aten::linear, seq = 1, op_id = 10, sizes = [[4, 8], [16, 8], [16]]", thread, None, 0),
+        (2000, 8000, 59, ADDMM, thread, None, 0),
+        (2500, None, 34, "a mark", thread, None, 0),
+        (2800, 4200, 59, None, thread, 5, 1),  # NCCL's own domain: left out
     ]
-    db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?)", nvtx)
+    db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?, ?)", nvtx)
     db.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?)",
         [(3000, 4000, thread, 5, 3), (10000, 11000, thread, 6, 4)],
