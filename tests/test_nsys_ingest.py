@@ -265,3 +265,27 @@ def test_nsys_rep_exported_through_nsys(tmp_path: Path, monkeypatch: pytest.Monk
     frame = load_kernels(tmp_path / "run.atlas")  # `.nsys-rep` is not part of the output's name
     assert len(frame) == 4 and set(frame["trace"]) == {"run"}
     assert frame.loc[frame["correlation"] == 5, "launcher"].tolist() == ["aten::addmm"]
+
+
+def test_untimed_and_untyped_values(tmp_path: Path) -> None:
+    path = _export(tmp_path / "odd.sqlite")
+    db = sqlite3.connect(path)
+    db.execute(  # no end; a device id that is text: the activity is dropped, counted once
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES "
+        "(30000, NULL, 'zero', 7, 9, ?, 1, 2, 4, 1, 1, 128, 1, 1, 64, 0, 0, NULL, NULL)",
+        (PROC,),
+    )
+    db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (NULL, 4000, ?, 9, 3)", (THREAD,))  # left out
+    db.execute(  # absolute ns past 2^53: the duration stays exact
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES "
+        "(1700000000000000001, 1700000000000001234, 'zero', 7, 10, ?, 1, 2, 4, 1, 1, 128, 1, 1, 64, 0, 0, NULL, NULL)",
+        (PROC,),
+    )
+    db.commit()
+    db.close()
+    result = ingest_trace(path)
+    frame = result.frame
+    assert len(frame) == 5  # 4 + the absolute one
+    assert frame.loc[frame["correlation"] == 10, "dur_us"].tolist() == [1.233]  # 1234 - 1 ns
+    assert pd.isna(frame.loc[frame["correlation"] == 10, "device"]).all()  # 'zero' is not a device id
+    assert any("1 GPU activities without a usable ts or dur were left out" in w for w in result.warnings)

@@ -199,10 +199,32 @@ def _q(column: str) -> str:
 
 
 def _ints(values: np.ndarray | None, n: int, fill: int = -1) -> np.ndarray:
+    """Integer column values as int64, `fill` where NULL or not an integer (SQLite does not type its columns)."""
     if values is None:
         return np.full(n, fill, dtype=np.int64)
-    out = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    return np.where(np.isfinite(out), out, fill).astype(np.int64)
+    known = _int_array(values)
+    return known.to_numpy(dtype=np.int64, na_value=fill)
+
+
+def _int_array(values: np.ndarray) -> pd.arrays.IntegerArray:
+    try:  # exact for any int64 (no float round trip): timestamps may be absolute ns
+        return pd.array(values, dtype="Int64")
+    except (TypeError, ValueError, OverflowError):
+        numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+        whole = numbers.where(np.isfinite(numbers) & (numbers == np.round(numbers)))
+        return pd.array(whole.to_numpy(dtype=np.float64, na_value=np.nan), dtype="Int64")
+
+
+def _times(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start (µs) and duration (µs) from ns columns, NaN where either is missing."""
+    a, b = _int_array(start), _int_array(end)
+    ok = ~(a.isna() | b.isna())
+    ts = np.full(len(a), np.nan)
+    dur = np.full(len(a), np.nan)
+    first, last = a[ok].to_numpy(dtype=np.int64), b[ok].to_numpy(dtype=np.int64)
+    ts[ok] = first / 1000.0
+    dur[ok] = (last - first) / 1000.0  # in integers first: exact to the ns
+    return ts, dur
 
 
 def _text_of(ids: np.ndarray, strings: np.ndarray) -> np.ndarray:
@@ -267,10 +289,10 @@ def _gpu_part(export: _Export, table: str, pid: int | None, strings: np.ndarray)
     where, args = _process_filter(export, table, "globalPid", pid)
     raw = export.select(table, where, args)
     n = len(raw["start"])
-    start, end = _ints(raw["start"], n, 0), _ints(raw["end"], n, 0)
+    ts, dur = _times(raw["start"], raw["end"])  # NULL times: dropped and counted by `sanity.usable_rows`
     part: dict[str, Any] = {
-        "ts": start / 1000.0,
-        "dur": (end - start) / 1000.0,
+        "ts": ts,
+        "dur": dur,
         "device": _ints(raw.get("deviceId"), n),
         "stream": _ints(raw.get("streamId"), n),
         "correlation": _ints(raw.get("correlationId"), n),
@@ -394,14 +416,16 @@ def _runtime_part(export: _Export, pid: int | None, strings: np.ndarray) -> _Hos
     api = _text_of(_ints(raw.get("nameId"), n), strings)
     codes, distinct = pd.factorize(pd.Series(api, dtype=object), use_na_sentinel=True)
     clean = np.array([_API_VERSION.sub("", s) for s in distinct.tolist()] + [None], dtype=object)
+    ts, dur = _times(raw["start"], raw["end"])
+    timed = np.isfinite(dur)  # a call without both times cannot enclose or be enclosed
     return _HostPart(
-        family=np.full(n, RUNTIME, dtype=np.int8),
-        names=clean[codes],
-        thread=_ints(raw.get("globalTid"), n, 0),
-        ts=_ints(raw["start"], n, 0) / 1000.0,
-        end=_ints(raw["end"], n, 0) / 1000.0,
-        correlation=_ints(raw.get("correlationId"), n),
-        dims=np.full(n, None, dtype=object),
+        family=np.full(int(timed.sum()), RUNTIME, dtype=np.int8),
+        names=clean[codes][timed],
+        thread=_ints(raw.get("globalTid"), n, 0)[timed],
+        ts=ts[timed],
+        end=(ts + dur)[timed],
+        correlation=_ints(raw.get("correlationId"), n)[timed],
+        dims=np.full(int(timed.sum()), None, dtype=object),
     )
 
 
@@ -411,7 +435,7 @@ def _runtime_part(export: _Export, pid: int | None, strings: np.ndarray) -> _Hos
 _NVTX_SQL = """
 WITH ranges AS (
     SELECT n.start, n."end", n.globalTid, {text} AS t FROM NVTX_EVENTS n {join}
-    WHERE n."end" IS NOT NULL AND n.eventType IN (59, 60) {domain} {where}
+    WHERE n.start IS NOT NULL AND n."end" IS NOT NULL AND n.eventType IN (59, 60) {domain} {where}
 ), split AS (
     SELECT start, "end", globalTid, t,
         instr(t, ', op_id = ') > 0 OR instr(t, ', seq = ') > 0 AS tagged,
@@ -541,7 +565,7 @@ def sync_facts(export: _Export, pid: int | None) -> dict[str, dict[str, float]]:
     n = len(raw["start"])
     if not n:
         return {}
-    dur = (_ints(raw["end"], n, 0) - _ints(raw["start"], n, 0)) / 1000.0
+    dur = np.nan_to_num(_times(raw["start"], raw["end"])[1])
     kind = _ints(raw.get("syncType"), n, 0)
     frame = pd.DataFrame({"kind": [_SYNC_TYPES.get(k, "unknown") for k in kind.tolist()], "dur": dur})
     grouped = frame.groupby("kind")["dur"].agg(["count", "sum"])
