@@ -289,3 +289,16 @@ def test_untimed_and_untyped_values(tmp_path: Path) -> None:
     assert frame.loc[frame["correlation"] == 10, "dur_us"].tolist() == [1.233]  # 1234 - 1 ns
     assert pd.isna(frame.loc[frame["correlation"] == 10, "device"]).all()  # 'zero' is not a device id
     assert any("1 GPU activities without a usable ts or dur were left out" in w for w in result.warnings)
+
+
+def test_folder_of_exports_and_traces(tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    _export(folder / "nsys_run.sqlite")
+    shutil.copyfile(EXAMPLE, folder / EXAMPLE.name)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["ingest", str(folder), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = load_kernels(out)
+    assert set(frame["trace"]) == {"nsys_run", "h100_bert_small_infer"}
+    assert (frame["trace"] == "nsys_run").sum() == 4
