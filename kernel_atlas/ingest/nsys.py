@@ -180,18 +180,24 @@ class _Export:
         data = np.array(rows, dtype=object)
         return {c: data[:, i] for i, c in enumerate(names)}
 
-    def strings(self) -> np.ndarray:
+    def strings(self) -> _Strings:
         rows = self._query("SELECT id, value FROM StringIds")
-        ids = np.array([r[0] for r in rows], dtype=np.int64) if rows else np.empty(0, np.int64)
-        table = np.full(int(ids.max()) + 1 if len(ids) else 0, None, dtype=object)
-        table[ids] = [r[1] for r in rows]
-        return table
+        ids = _ints(np.array([r[0] for r in rows], dtype=object), len(rows))
+        order = np.argsort(ids, kind="stable")
+        return _Strings(ids[order], np.array([r[1] for r in rows], dtype=object)[order])
+
+
+@dataclass
+class _Strings:
+    """StringIds, sorted by id (ids need not be dense)."""
+
+    ids: np.ndarray
+    values: np.ndarray
 
 
 def _optional(table: str, column: str) -> bool:
-    """Columns whose absence is normal: NVTX text lives in `text` or `textId`; a kernel has a
-    demangled or a short name; `globalPid` is absent from single-process exports."""
-    return (table, column) in {(NVTX, "text"), (NVTX, "textId"), (KERNEL, "shortName"), (KERNEL, "demangledName")}
+    """Columns whose absence is normal: a kernel has a demangled or a short name."""
+    return (table, column) in {(KERNEL, "shortName"), (KERNEL, "demangledName")}
 
 
 def _q(column: str) -> str:
@@ -227,11 +233,14 @@ def _times(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return ts, dur
 
 
-def _text_of(ids: np.ndarray, strings: np.ndarray) -> np.ndarray:
-    """StringIds values of integer ids (-1 / out of range: None), by take."""
-    ok = (ids >= 0) & (ids < len(strings))
+def _text_of(ids: np.ndarray, strings: _Strings) -> np.ndarray:
+    """StringIds values of integer ids (unknown ids: None), by binary search and take."""
+    pos = np.searchsorted(strings.ids, ids)
+    inside = pos < len(strings.ids)
+    hit = inside.copy()
+    hit[inside] = strings.ids[pos[inside]] == ids[inside]
     out = np.full(len(ids), None, dtype=object)
-    out[ok] = strings[ids[ok]]
+    out[hit] = strings.values[pos[hit]]
     return out
 
 
@@ -283,7 +292,7 @@ def _process_filter(export: _Export, table: str, column: str, pid: int | None) -
     return f'WHERE "{column}" >= ? AND "{column}" < ?', (pid << _PID_SHIFT, (pid + 1) << _PID_SHIFT)
 
 
-def _gpu_part(export: _Export, table: str, pid: int | None, strings: np.ndarray) -> dict[str, Any] | None:
+def _gpu_part(export: _Export, table: str, pid: int | None, strings: _Strings) -> dict[str, Any] | None:
     if not export.usable(table):
         return None
     where, args = _process_filter(export, table, "globalPid", pid)
@@ -407,7 +416,7 @@ class _HostPart:
     dims: np.ndarray  # object: canonical input dims JSON or None
 
 
-def _runtime_part(export: _Export, pid: int | None, strings: np.ndarray) -> _HostPart | None:
+def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostPart | None:
     if not export.usable(RUNTIME_TABLE):
         return None
     where, args = _process_filter(export, RUNTIME_TABLE, "globalTid", pid)
