@@ -465,6 +465,7 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
         return None
     have = export.columns[NVTX]
     export.missing += [f"{NVTX}.{c}" for c in ("globalTid", "eventType") if c not in have]
+    export.missing += [] if {"text", "textId"} & have else [f"{NVTX}.text/textId"]
     if "globalTid" not in have or "eventType" not in have or not {"text", "textId"} & have:
         return None
     text = {"text": "n.text", "textId": "s.value"}
