@@ -302,3 +302,17 @@ def test_folder_of_exports_and_traces(tmp_path: Path) -> None:
     frame = load_kernels(out)
     assert set(frame["trace"]) == {"nsys_run", "h100_bert_small_infer"}
     assert (frame["trace"] == "nsys_run").sum() == 4
+
+
+def test_nsys_export_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "nsys"
+    fake.write_text("#!/bin/sh\necho 'Importer error: the report is damaged' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    report = tmp_path / "bad.nsys-rep"
+    report.write_bytes(b"\0" * 64)
+    result = runner.invoke(app, ["ingest", str(report), "-o", str(tmp_path / "o")])
+    _one_line_error(result, "the report is damaged")
+    assert "bad.nsys-rep" in result.output
