@@ -144,7 +144,11 @@ def test_hand_built_export_rows_and_links(tmp_path: Path) -> None:
     facts = result.facts
     assert facts["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3" and facts["gpus"][0]["numSms"] == 132
     assert facts["kernels"] == 2 and facts["kernel_time_us"] == 2.75  # 2.5 + 0.25
-    assert facts["nsys"] == {"processes": 1, "host_syncs": {"stream": {"count": 1, "total_us": 0.5}}}
+    assert facts["nsys"] == {
+        "processes": 1,
+        "host_syncs": {"stream": {"count": 1, "total_us": 0.5}},  # syncType 3, 600 - 100 ns
+        "graph_node_matched": 0,
+    }
     assert not any("schema" in w for w in result.warnings)
 
 
@@ -316,3 +320,48 @@ def test_nsys_export_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.Mon
     result = runner.invoke(app, ["ingest", str(report), "-o", str(tmp_path / "o")])
     _one_line_error(result, "the report is damaged")
     assert "bad.nsys-rep" in result.output
+
+
+def test_graph_kernels_matched_by_node_id(tmp_path: Path) -> None:
+    """Capture: aten::mm [100000, 110000] ns holds the captured cudaLaunchKernel (corr 20), during
+    which node 900 is created; instantiation clones it as node 901. Two replays (cudaGraphLaunch
+    corr 30 and 31, outside any op) each run node 901's kernel."""
+    path = tmp_path / "graph.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)
+    db.executescript("CREATE TABLE CUDA_GRAPH_NODE_EVENTS (start, end, globalTid, graphNodeId, originalGraphNodeId);")
+    db.executemany("INSERT INTO StringIds VALUES (?, ?)", [*STRINGS, (6, "cudaGraphLaunch_v10000"), (7, "gemv_kernel")])
+    db.execute(
+        "INSERT INTO NVTX_EVENTS VALUES (100000, 110000, 59, 'aten::mm, seq = 5, op_id = 50, sizes = [[2, 3], [3, 4]]', "
+        "?, NULL, 0)",
+        (THREAD,),
+    )
+    db.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?)",
+        [(101000, 102000, THREAD, 20, 3), (200000, 201000, THREAD, 30, 6), (300000, 301000, THREAD, 31, 6)],
+    )
+    db.executemany(
+        "INSERT INTO CUDA_GRAPH_NODE_EVENTS VALUES (?, ?, ?, ?, ?)",
+        [(101500, 101600, THREAD, 900, None), (120000, 120100, THREAD, 901, 900)],
+    )
+    db.executemany(
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+        [
+            (202000, 203000, 0, 7, 30, PROC, 7, 7, 1, 1, 1, 32, 1, 1, 32, 0, 0, 4, 901),
+            (302000, 303000, 0, 7, 31, PROC, 7, 7, 1, 1, 1, 32, 1, 1, 32, 0, 0, 4, 901),
+        ],
+    )
+    db.commit()
+    db.close()
+    result = ingest_trace(path)
+    frame = result.frame
+    assert frame["graph_launch"].tolist() == [True, True]
+    assert frame["launch"].tolist() == ["cudaGraphLaunch", "cudaGraphLaunch"]
+    assert frame["launcher"].tolist() == ["aten::mm", "aten::mm"]  # the op around node 900's creation
+    assert frame["call_stack"].tolist() == ["cudaLaunchKernel <- aten::mm"] * 2  # the captured launch
+    assert frame["input_dims"].tolist() == ["[[2,3],[3,4]]"] * 2
+    assert frame["link"].tolist() == ["graph node id"] * 2
+    assert frame["graph_node_id"].tolist() == [901, 901] and frame["graph_id"].tolist() == [4, 4]
+    assert frame["cpu_op_id"].nunique() == 2  # one op call per replay
+    assert result.facts["nsys"]["graph_node_matched"] == 2
+    assert result.facts["unlinked"] == {}  # nothing left "replayed from a graph (no launcher)"

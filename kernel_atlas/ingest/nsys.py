@@ -49,6 +49,8 @@ from kernel_atlas.ingest.reader import TraceInfo
 
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
 KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
+NODE_CREATION = "graph node creation"  # the host range a graph node's creation becomes
 RUNTIME_TABLE, NVTX, SYNC = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 GPU_TABLES = (KERNEL, MEMCPY, MEMSET)
 _PID_SHIFT = 24  # globalTid / globalPid = (… << 48) | (pid << 24) | tid (nsys's documented layout)
@@ -97,6 +99,8 @@ class NsysRead:
 
     processes: int = 0
     syncs: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per GPU activity: the host row of its graph node's creation (-1 none), `graph_nodes.py`
+    node_creation: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
 
 def is_nsys(path: str | Path) -> bool:
@@ -494,6 +498,64 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     )
 
 
+def _graph_nodes(export: _Export, pid: int | None) -> tuple[_HostPart | None, np.ndarray, np.ndarray, np.ndarray]:
+    """Graph node creations (CUDA_GRAPH_NODE_EVENTS rows without `originalGraphNodeId`) as
+    zero-length host ranges on their thread; every node id with the id of the node it was cloned
+    from at instantiation, followed to the created one (node ids, root ids); the created ids."""
+    none = np.empty(0, np.int64)
+    cols = export.columns.get(GRAPH_NODES, set())
+    if not {"start", "globalTid", "graphNodeId"} <= cols:
+        return None, none, none, none
+    original = '"originalGraphNodeId"' if "originalGraphNodeId" in cols else "NULL"
+    where, args = _process_filter(export, GRAPH_NODES, "globalTid", pid)
+    rows = export._query(f'SELECT start, globalTid, graphNodeId, {original} FROM "{GRAPH_NODES}" {where}', args)
+    export.rows += len(rows)
+    if not rows:
+        return None, none, none, none
+    data = np.array(rows, dtype=object)
+    start, thread, node, parent = (_ints(data[:, i], len(rows)) for i in range(4))
+    order = np.argsort(node, kind="stable")
+    sorted_node, sorted_parent = node[order], parent[order]
+    root = node.copy()
+    for _ in range(8):  # clones of clones (graph updates): a few levels at most
+        pos = np.minimum(np.searchsorted(sorted_node, root), len(node) - 1)
+        up = sorted_parent[pos]
+        moved = (sorted_node[pos] == root) & (up >= 0)
+        if not moved.any():
+            break
+        root = np.where(moved, up, root)
+    created = (parent < 0) & (node >= 0) & (start >= 0)
+    k = int(created.sum())
+    part = _HostPart(
+        family=np.full(k, ANNOTATION, dtype=np.int8),
+        names=np.full(k, NODE_CREATION, dtype=object),
+        thread=thread[created],
+        ts=start[created] / 1000.0,
+        end=start[created] / 1000.0,
+        correlation=np.full(k, -1, dtype=np.int64),
+        dims=np.full(k, None, dtype=object),
+    )
+    return part, node, root, node[created]
+
+
+def _node_creation_rows(
+    graph_node: np.ndarray, nodes: np.ndarray, roots: np.ndarray, created: np.ndarray, offset: int
+) -> np.ndarray:
+    """Host row (offset + position among the creations) of each activity's created node; -1 none."""
+    out = np.full(len(graph_node), -1, dtype=np.int64)
+    if not len(nodes) or not len(created):
+        return out
+    order = np.argsort(nodes, kind="stable")
+    pos = np.minimum(np.searchsorted(nodes[order], graph_node), len(nodes) - 1)
+    known = (graph_node >= 0) & (nodes[order][pos] == graph_node)
+    root = np.where(known, roots[order][pos], -1)
+    made = np.argsort(created, kind="stable")
+    at = np.minimum(np.searchsorted(created[made], root), len(created) - 1)
+    hit = (root >= 0) & (created[made][at] == root)
+    out[hit] = offset + made[at[hit]]
+    return out
+
+
 def _nvtx_ranges(names: np.ndarray, tagged: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
     """Family and input dims of each range: tagged ranges named like an op (`aten::mm`,
     `record_param_comms`) are CPU ops, `nn.Module: X` module frames, the rest annotations;
@@ -602,6 +664,10 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
         strings = export.strings()
         gpu_parts = [p for t in GPU_TABLES if (p := _gpu_part(export, t, process, strings)) is not None]
         host_parts = [p for p in (_runtime_part(export, process, strings), _nvtx_part(export, process)) if p]
+        nodes_part, nodes, roots, created = _graph_nodes(export, process)
+        offset = sum(len(p.family) for p in host_parts)
+        if nodes_part is not None:
+            host_parts.append(nodes_part)
         info.device_properties = _device_properties(export)
         read = NsysRead(processes=len(processes), syncs=sync_facts(export, process))
         if export.missing:
@@ -611,6 +677,7 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
             )
         info.events = export.rows
     gpu = _gpu_table(gpu_parts)
+    read.node_creation = _node_creation_rows(gpu.graph_node_id, nodes, roots, created, offset)
     empty = np.empty(0, dtype=np.int64)
     cols = TraceColumns(
         gpu=gpu,

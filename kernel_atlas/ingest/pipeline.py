@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier, label_frame
@@ -18,6 +19,7 @@ from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_i
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
+from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import link
@@ -141,8 +143,11 @@ def ingest_trace(
     report("linking", 0.8)
     linked = link(cols)
     complete_collectives(cols.gpu, cols.host, linked.cpu_op_id)  # before captures give graph kernels op ids
+    exact = attach_graph_nodes(cols.host, linked, nsys_read.node_creation) if nsys_read else np.empty(0, np.int64)
+    linked.graph_launch[exact] = False  # matched by graph node id: the capture alignment sees the rest
     own_captures = graphs_in_trace(cols, path.name) if linked.graph_launch.any() else []
     graph_facts = attach_captures(cols.gpu, linked, [*captures, *own_captures])
+    linked.graph_launch[exact] = True
     inferred = infer_shapes(cols.gpu, linked)
     frame = assemble(trace_stem(path), rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
@@ -178,7 +183,8 @@ def ingest_trace(
     }
     facts = trace_facts(trace, frame, rank, link_facts)
     if nsys_read is not None:
-        facts["nsys"] = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}
+        nsys_facts = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}
+        facts["nsys"] = {**nsys_facts, "graph_node_matched": len(exact)}
     return IngestResult(frame=frame, facts=facts, warnings=warnings)
 
 
