@@ -365,3 +365,14 @@ def test_graph_kernels_matched_by_node_id(tmp_path: Path) -> None:
     assert frame["cpu_op_id"].nunique() == 2  # one op call per replay
     assert result.facts["nsys"]["graph_node_matched"] == 2
     assert result.facts["unlinked"] == {}  # nothing left "replayed from a graph (no launcher)"
+
+
+def test_whole_graph_replays_are_said(tmp_path: Path) -> None:
+    path = _export(tmp_path / "graphs.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start, end, deviceId, globalPid, graphId)")
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (?, ?, 0, ?, 4)", [(1, 2, PROC), (3, 4, PROC)])
+    db.commit()
+    db.close()
+    warnings = [w for w in ingest_trace(path).warnings if "whole graphs" in w]
+    assert len(warnings) == 1 and "2 CUDA-graph replays" in warnings[0]

@@ -50,6 +50,7 @@ from kernel_atlas.ingest.reader import TraceInfo
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
 KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 NODE_CREATION = "graph node creation"  # the host range a graph node's creation becomes
 RUNTIME_TABLE, NVTX, SYNC = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 GPU_TABLES = (KERNEL, MEMCPY, MEMSET)
@@ -628,6 +629,14 @@ def _device_properties(export: _Export) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def _whole_graph_replays(export: _Export, pid: int | None) -> int:
+    """Graph replays nsys kept as one range each (its default `--cuda-graph-trace=graph`)."""
+    if GRAPH_TRACE not in export.columns:
+        return 0
+    where, args = _process_filter(export, GRAPH_TRACE, "globalPid", pid)
+    return int(export._query(f'SELECT count(*) FROM "{GRAPH_TRACE}" {where}', args)[0][0])
+
+
 def sync_facts(export: _Export, pid: int | None) -> dict[str, dict[str, float]]:
     """Host syncs (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) per type: count and total µs."""
     if not export.usable(SYNC):
@@ -669,6 +678,12 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
         if nodes_part is not None:
             host_parts.append(nodes_part)
         info.device_properties = _device_properties(export)
+        whole_graphs = _whole_graph_replays(export, process)
+        if whole_graphs:
+            info.warnings.append(
+                f"{whole_graphs} CUDA-graph replays were recorded as whole graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): "
+                "their kernels are not in the export and not in the tables (profile with --cuda-graph-trace=node)"
+            )
         read = NsysRead(processes=len(processes), syncs=sync_facts(export, process))
         if export.missing:
             info.warnings.append(
