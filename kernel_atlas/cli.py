@@ -83,8 +83,8 @@ def ingest(
     traces: Annotated[
         list[str],
         typer.Argument(
-            help="Trace files (.json, .json.gz, .json.zst), folders of them, globs or fsspec URLs "
-            "(s3://bucket/run/*.json.gz); several = one per rank."
+            help="Trace files (.json, .json.gz, .json.zst; Nsight Systems .sqlite, .nsys-rep), folders of them, "
+            "globs or fsspec URLs (s3://bucket/run/*.json.gz); several = one per rank."
         ),
     ],
     out: Annotated[

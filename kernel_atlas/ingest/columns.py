@@ -79,11 +79,14 @@ class GpuTable:
     process_group_desc: pd.Categorical
     process_group_ranks: pd.Categorical  # "[0, 1, 2, 3]"
     seq: np.ndarray  # int64 (-1 not recorded)
-    # kernels: what CUPTI recorded of the launch (-1 / NaN not recorded)
-    registers: np.ndarray  # int64 registers per thread
-    shared_memory: np.ndarray  # int64 bytes per block, static + dynamic
-    blocks_per_sm: np.ndarray  # float64, Kineto's grid blocks / SMs
-    occupancy: np.ndarray  # float64, Kineto's est. achieved occupancy %
+    # kernels: what the profiler recorded of the launch (-1 / NaN not recorded; None: a reader
+    # that records none of it) — CUPTI through Kineto, or Nsight Systems (`nsys.py`)
+    registers: np.ndarray | None = None  # int64 registers per thread
+    shared_memory: np.ndarray | None = None  # int64 bytes per block, static + dynamic
+    blocks_per_sm: np.ndarray | None = None  # float64, Kineto's grid blocks / SMs
+    occupancy: np.ndarray | None = None  # float64, Kineto's est. achieved occupancy %
+    graph_id: np.ndarray | None = None  # int64 (-1: not graph-launched or unknown), Nsight Systems
+    graph_node_id: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ts)

@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
 from kernel_atlas.ingest.host_events import write_host_events
+from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
 from kernel_atlas.ingest.outputs import (
     CATALOG,
     KERNELS,
@@ -43,7 +44,7 @@ from kernel_atlas.ingest.outputs import (
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
 from kernel_atlas.safe_files import is_writable_folder, why_missing
 
-TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
+TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", *NSYS_SUFFIXES)
 ENGINES = ("local", "ray")
 
 
@@ -56,6 +57,7 @@ class Task:
     captures: tuple[CapturedGraph, ...] = ()  # profiled graph captures for its graph replays
     workers: int | None = None  # decode processes for the trace (None: as many as suit it)
     run_id: str | None = None  # the ingest run its file belongs to (`outputs.RUN_KEY`)
+    process: int | None = None  # the process of a multi-process Nsight Systems export (its rank)
 
 
 @dataclass
@@ -183,9 +185,20 @@ def plan(
     stems = [file_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
     clash = {s for s in stems if stems.count(s) > 1}
     return [
-        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures), run_id=run_id)
-        for i, (source, stem) in enumerate(zip(sources, stems, strict=True))
+        Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures), run_id=run_id, process=process)
+        for i, (source, stem, process) in enumerate(_with_processes(sources, stems))
     ]
+
+
+def _with_processes(sources: Sequence[str], stems: list[str]) -> Iterator[tuple[str, str, int | None]]:
+    """Each source once, but a local Nsight Systems SQLite export once per process with GPU work."""
+    for source, stem in zip(sources, stems, strict=True):
+        processes: list[int] = []
+        if source.lower().endswith(".sqlite") and not is_url(source):
+            with suppress(AtlasError):  # ingesting it says what is wrong
+                processes = gpu_processes(Path(source.removeprefix("file://")))
+        for process in processes if len(processes) > 1 else [None]:
+            yield source, stem, process
 
 
 @contextmanager
@@ -212,7 +225,9 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
 
     try:
         with _local_copy(task.source) as path:
-            result = ingest_trace(path, task.index, on_progress, captures=task.captures, workers=task.workers)
+            result = ingest_trace(
+                path, task.index, on_progress, captures=task.captures, workers=task.workers, process=task.process
+            )
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
         kernel_time = kernel_time_table(result.frame)

@@ -95,8 +95,9 @@ def filesystem(target: str | Path) -> tuple[fsspec.AbstractFileSystem, str]:
 
 
 def file_stem(name: str) -> str:
-    """A trace's file name without `.json`, `.gz`, `.zst`: the name of its rows in the dataset."""
-    for suffix in (".gz", ".zst", ".json"):
+    """A trace's file name without `.json`, `.gz`, `.zst` (an Nsight Systems export's without
+    `.sqlite`, `.nsys-rep`): the name of its rows in the dataset."""
+    for suffix in (".sqlite", ".nsys-rep", ".gz", ".zst", ".json"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return name

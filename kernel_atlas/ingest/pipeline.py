@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.efficiency import with_kernel_efficiency
@@ -21,11 +22,13 @@ from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.events import UNKNOWN_GPU
+from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table, write_host_events
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import HostNesting, link
 from kernel_atlas.ingest.memory import concat_memory, memory_events, write_memory_events
+from kernel_atlas.ingest.nsys import is_nsys, read_nsys
 from kernel_atlas.ingest.outputs import (
     CATALOG,
     KERNELS,
@@ -131,12 +134,14 @@ def ingest_trace(
     on_progress: Progress | None = None,
     captures: Sequence[CapturedGraph] = (),
     workers: int | None = None,
+    process: int | None = None,
 ) -> IngestResult:
     """Read, link and label one trace. Raises `AtlasError` on unusable input. Graph-replayed
     kernels take launcher and shapes from the matching captured graph (`captures`, plus any
     capture profiled in the trace itself).
 
-    `workers`: decode processes (default: all CPUs for a large trace, none for a small one)."""
+    `workers`: decode processes (default: all CPUs for a large trace, none for a small one);
+    `process`: the process of an Nsight Systems export to read (`nsys.gpu_processes`)."""
     path = Path(path)
     report = on_progress or (lambda _stage, _fraction: None)
     report("reading", 0.0)
@@ -149,6 +154,9 @@ def ingest_trace(
         if reading_ahead(path):  # the classifier loads (its rules compile) while the trace decodes
             default_classifier()
         read = take_read_ahead(path, decoding)
+        nsys_read = None
+        if read is None and is_nsys(path):
+            *read, nsys_read = read_nsys(path, process)
         if read is None:
             read = build_columns(path, decode_pool(workers) if workers > 1 else None, workers, on_progress=decoding)
         trace, cols = read
@@ -163,8 +171,11 @@ def ingest_trace(
     report("linking", 0.8)
     linked = link(cols)
     complete_collectives(cols.gpu, cols.host, linked.cpu_op_id)  # before captures give graph kernels op ids
+    exact = attach_graph_nodes(cols.host, linked, nsys_read.node_creation) if nsys_read else np.empty(0, np.int64)
+    linked.graph_launch[exact] = False  # matched by graph node id: the capture alignment sees the rest
     own_captures = graphs_in_trace(cols, path.name) if linked.graph_launch.any() else []
     graph_facts = attach_captures(cols.gpu, linked, [*captures, *own_captures])
+    linked.graph_launch[exact] = True
     inferred = infer_shapes(cols.gpu, linked)
     frame = assemble(trace_stem(path), rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
@@ -213,6 +224,9 @@ def ingest_trace(
     }
     facts = trace_facts(trace, frame, rank, link_facts)
     facts["memory_events"] = 0 if memory is None else len(memory)
+    if nsys_read is not None:
+        nsys_facts = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}
+        facts["nsys"] = {**nsys_facts, "graph_node_matched": len(exact)}
     return IngestResult(frame=frame, facts=facts, warnings=warnings, memory=memory, host_events=host_events)
 
 

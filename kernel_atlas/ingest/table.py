@@ -59,7 +59,7 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "launch_thread": pa.int32(),
     "wait_frame": pa.dictionary(pa.int32(), pa.string()),
     "wait_module": pa.dictionary(pa.int32(), pa.string()),
-    # what CUPTI recorded of a kernel's launch (null: not recorded; docs/efficiency.md)
+    # what the profiler recorded of a kernel's launch (null: not recorded; docs/efficiency.md, docs/nsys.md)
     "registers_per_thread": pa.int32(),
     "shared_mem_bytes": pa.int64(),
     "recorded_blocks_per_sm": pa.float64(),
@@ -74,6 +74,9 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "waves": pa.float64(),
     "tail_wave_pct": pa.float64(),
     "tensor_core": pa.bool_(),
+    # CUDA-graph ids where the profiler records them (Nsight Systems, `nsys.py`)
+    "graph_id": pa.int64(),
+    "graph_node_id": pa.int64(),
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
@@ -83,6 +86,16 @@ _CATEGORICAL = [name for name, kind in KERNEL_COLUMNS.items() if pa.types.is_dic
 def _nullable_int(values: np.ndarray) -> pd.arrays.IntegerArray:
     """-1 (our "missing") → <NA>."""
     return pd.arrays.IntegerArray(values.astype(np.int64), mask=values < 0)
+
+
+def _optional_int(values: np.ndarray | None, n: int) -> pd.arrays.IntegerArray:
+    """A column some readers fill (None: all <NA>)."""
+    return _nullable_int(np.full(n, -1, dtype=np.int64) if values is None else values)
+
+
+def _optional_float(values: np.ndarray | None, n: int) -> np.ndarray:
+    """A float column some readers fill (None: all NaN)."""
+    return np.full(n, np.nan) if values is None else values
 
 
 def _constant(value: str | None, n: int) -> pd.Categorical:
@@ -140,10 +153,12 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_rule": _constant(None, n),
             "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),
-            "registers_per_thread": _nullable_int(gpu.registers).astype("Int32"),
-            "shared_mem_bytes": _nullable_int(gpu.shared_memory),
-            "recorded_blocks_per_sm": gpu.blocks_per_sm,
-            "recorded_occupancy_pct": gpu.occupancy,
+            "registers_per_thread": _optional_int(gpu.registers, n).astype("Int32"),
+            "shared_mem_bytes": _optional_int(gpu.shared_memory, n),
+            "recorded_blocks_per_sm": _optional_float(gpu.blocks_per_sm, n),
+            "recorded_occupancy_pct": _optional_float(gpu.occupancy, n),
+            "graph_id": _optional_int(gpu.graph_id, n),
+            "graph_node_id": _optional_int(gpu.graph_node_id, n),
         }
     )
     return as_categoricals(frame)

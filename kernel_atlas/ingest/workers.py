@@ -134,7 +134,7 @@ def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
     if not paths or (jobs > 1 and len(paths) > 1):
         return
     first = Path(paths[0])
-    if not first.is_file():  # a folder, a glob or a URL: what it expands to is not known yet
+    if not first.is_file() or first.name.lower().endswith((".sqlite", ".nsys-rep")):  # not JSON (`nsys.py`)
         return
     _read_ahead = _ReadAhead(first, workers_for(first), last=len(paths) == 1)
 

@@ -1,0 +1,703 @@
+"""Nsight Systems SQLite exports (`nsys export --type sqlite`) → the trace columns of `columns.py`.
+
+The same (TraceInfo, TraceColumns) pair the Kineto JSON reader makes, so linking, captures,
+classification and everything after run unchanged. Whole-table SELECTs into numpy arrays,
+string ids resolved through `StringIds` by vectorised take:
+
+* GPU activities: CUPTI_ACTIVITY_KIND_KERNEL / _MEMCPY / _MEMSET (ns → µs, `deviceId` → device);
+* launches: CUPTI_ACTIVITY_KIND_RUNTIME (correlation ids are per process: one process is read at
+  a time, and each process with GPU work is a rank, see `gpu_processes`);
+* CPU ops: NVTX push/pop ranges as PyTorch's `emit_nvtx` names them
+  (`aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]]`), nesting on the launching thread
+  as Kineto's CPU ops do; `nn.Module: X` ranges are module frames; other ranges annotations;
+* GPU: TARGET_INFO_GPU as Kineto's `deviceProperties`; host syncs:
+  CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, summarised per sync type (`sync_facts`).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.errors import AtlasError
+from kernel_atlas.ingest.columns import (
+    ANNOTATION,
+    CPU_OP,
+    PYTHON,
+    RUNTIME,
+    GpuAnnotations,
+    GpuTable,
+    HostTable,
+    TraceColumns,
+    categorical,
+)
+from kernel_atlas.ingest.frames import MODULE_PREFIX
+from kernel_atlas.ingest.reader import TraceInfo
+
+NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
+KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+NODE_CREATION = "graph node creation"  # the host range a graph node's creation becomes
+RUNTIME_TABLE, NVTX, SYNC = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+GPU_TABLES = (KERNEL, MEMCPY, MEMSET)
+_PID_SHIFT = 24  # globalTid / globalPid = (… << 48) | (pid << 24) | tid (nsys's documented layout)
+_NVTX_RANGES = (59, 60)  # push/pop and start/end ranges (33 categories, 34 marks)
+# `aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = …` (torch.autograd.profiler.emit_nvtx)
+_OP_NAME = re.compile(r"^[A-Za-z_][\w.]*(?:::[\w.]+)*$")  # `aten::mm`, `record_param_comms`, `detach_`
+_API_VERSION = re.compile(r"_v\d{4,}$")  # cudaLaunchKernel_v7000 → cudaLaunchKernel
+_COPY_KINDS = {
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoA",
+    4: "AtoH",
+    5: "AtoA",
+    6: "AtoD",
+    7: "DtoA",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
+_MEM_KINDS = {
+    0: "Pageable",
+    1: "Pinned",
+    2: "Device",
+    3: "Array",
+    4: "Managed",
+    5: "Device Static",
+    6: "Managed Static",
+}
+_SYNC_TYPES = {1: "event", 2: "stream wait event", 3: "stream", 4: "context"}
+_ACTIVITY = ("deviceId", "streamId", "correlationId", "globalPid")
+_RESOURCES = ("registersPerThread", "staticSharedMemory", "dynamicSharedMemory")
+_GRID_BLOCK = ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ")
+# Columns each table feeds (missing ones leave what they feed empty, counted in one warning).
+_WANTED: dict[str, tuple[str, ...]] = {
+    KERNEL: (*_ACTIVITY, "demangledName", "shortName", *_GRID_BLOCK, *_RESOURCES, "graphId", "graphNodeId"),
+    MEMCPY: (*_ACTIVITY, "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"),
+    MEMSET: (*_ACTIVITY, "bytes", "memKind", "graphNodeId"),
+    RUNTIME_TABLE: ("globalTid", "correlationId", "nameId"),
+    SYNC: ("globalPid", "syncType"),
+}
+
+
+@dataclass
+class NsysRead:
+    """What one read of an export gives besides the columns: its processes and host syncs."""
+
+    processes: int = 0
+    syncs: dict[str, dict[str, float]] = field(default_factory=dict)
+    # per GPU activity: the host row of its graph node's creation (-1 none), `graph_nodes.py`
+    node_creation: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+
+
+def is_nsys(path: str | Path) -> bool:
+    return str(path).lower().endswith(NSYS_SUFFIXES)
+
+
+@contextmanager
+def exported(path: Path) -> Iterator[Path]:
+    """The SQLite export of `path`: itself, or for a `.nsys-rep` a temporary export by `nsys`."""
+    if not str(path).lower().endswith(".nsys-rep"):
+        yield path
+        return
+    nsys = shutil.which("nsys")
+    if nsys is None:
+        raise AtlasError(
+            path, "an Nsight Systems report: export it first with `nsys export --type sqlite REPORT.nsys-rep`"
+        )
+    folder = tempfile.mkdtemp(prefix="atlas-nsys-")
+    out = Path(folder) / (path.stem + ".sqlite")
+    try:
+        done = subprocess.run(
+            [nsys, "export", "--type", "sqlite", "--output", str(out), str(path)], capture_output=True, text=True
+        )
+        if done.returncode != 0 or not out.is_file():
+            last = (done.stderr or done.stdout).strip().splitlines()
+            raise AtlasError(path, f"`nsys export` failed: {last[-1] if last else f'exit {done.returncode}'}")
+        yield out
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    if not path.is_file():
+        raise AtlasError(path, "no such file")
+    try:
+        db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error as exc:
+        raise AtlasError(path, f"not a readable SQLite file ({exc})") from None
+    return db
+
+
+class _Export:
+    """An open export: its tables' columns, and SELECTs into numpy arrays."""
+
+    def __init__(self, path: Path, db: sqlite3.Connection):
+        self.path, self.db = path, db
+        self.missing: list[str] = []
+        self.rows = 0
+        names = [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        self.columns = {n: {r[1] for r in self._query(f'PRAGMA table_info("{n}")')} for n in names}
+        if "StringIds" not in self.columns or not any(t in self.columns for t in GPU_TABLES):
+            raise AtlasError(path, "not an Nsight Systems export (no StringIds or CUPTI_ACTIVITY_KIND_KERNEL table)")
+
+    def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        try:
+            return self.db.execute(sql, args).fetchall()
+        except sqlite3.Error as exc:  # a truncated or damaged file, a lock held by a writer
+            raise AtlasError(self.path, f"cannot read the export ({exc})") from None
+
+    def usable(self, table: str) -> bool:
+        cols = self.columns.get(table)
+        if cols is None:
+            return False
+        if not {"start", "end"} <= cols:
+            self.missing.append(f"{table}.start/end")
+            return False
+        return True
+
+    def select(self, table: str, where: str = "", args: tuple = ()) -> dict[str, np.ndarray]:
+        """start, end and the wanted columns present (others noted missing) as object arrays."""
+        have = self.columns[table]
+        wanted = [c for c in _WANTED.get(table, ()) if c in have]
+        names = ["start", "end", *wanted]
+        sql = f'SELECT {", ".join(f"{_q(c)}" for c in names)} FROM "{table}" {where}'
+        rows = self._query(sql, args)
+        self.rows += len(rows)
+        if not rows:  # an empty table feeds nothing: its columns are not missed
+            return {c: np.empty(0, dtype=object) for c in names}
+        self.missing += [f"{table}.{c}" for c in _WANTED.get(table, ()) if c not in have and not _optional(table, c)]
+        data = np.array(rows, dtype=object)
+        return {c: data[:, i] for i, c in enumerate(names)}
+
+    def strings(self) -> _Strings:
+        rows = self._query("SELECT id, value FROM StringIds")
+        ids = _ints(np.array([r[0] for r in rows], dtype=object), len(rows))
+        order = np.argsort(ids, kind="stable")
+        return _Strings(ids[order], np.array([r[1] for r in rows], dtype=object)[order])
+
+
+@dataclass
+class _Strings:
+    """StringIds, sorted by id (ids need not be dense)."""
+
+    ids: np.ndarray
+    values: np.ndarray
+
+
+def _optional(table: str, column: str) -> bool:
+    """Columns whose absence is normal: a kernel has a demangled or a short name."""
+    return (table, column) in {(KERNEL, "shortName"), (KERNEL, "demangledName")}
+
+
+def _q(column: str) -> str:
+    return f'"{column}"'
+
+
+def _ints(values: np.ndarray | None, n: int, fill: int = -1) -> np.ndarray:
+    """Integer column values as int64, `fill` where NULL or not an integer (SQLite does not type its columns)."""
+    if values is None:
+        return np.full(n, fill, dtype=np.int64)
+    known = _int_array(values)
+    return known.to_numpy(dtype=np.int64, na_value=fill)
+
+
+def _int_array(values: np.ndarray) -> pd.arrays.IntegerArray:
+    try:  # exact for any int64 (no float round trip): timestamps may be absolute ns
+        return pd.array(values, dtype="Int64")
+    except (TypeError, ValueError, OverflowError):
+        numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+        whole = numbers.where(np.isfinite(numbers) & (numbers == np.round(numbers)))
+        return pd.array(whole.to_numpy(dtype=np.float64, na_value=np.nan), dtype="Int64")
+
+
+def _times(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start (µs) and duration (µs) from ns columns, NaN where either is missing."""
+    a, b = _int_array(start), _int_array(end)
+    ok = ~(a.isna() | b.isna())
+    ts = np.full(len(a), np.nan)
+    dur = np.full(len(a), np.nan)
+    first, last = a[ok].to_numpy(dtype=np.int64), b[ok].to_numpy(dtype=np.int64)
+    ts[ok] = first / 1000.0
+    dur[ok] = (last - first) / 1000.0  # in integers first: exact to the ns
+    return ts, dur
+
+
+def _text_of(ids: np.ndarray, strings: _Strings) -> np.ndarray:
+    """StringIds values of integer ids (unknown ids: None), by binary search and take."""
+    pos = np.searchsorted(strings.ids, ids)
+    inside = pos < len(strings.ids)
+    hit = inside.copy()
+    hit[inside] = strings.ids[pos[inside]] == ids[inside]
+    out = np.full(len(ids), None, dtype=object)
+    out[hit] = strings.values[pos[hit]]
+    return out
+
+
+def _as_categorical(values: np.ndarray) -> pd.Categorical:
+    return pd.Categorical(pd.Series(values, dtype=object))
+
+
+def _triples(x: np.ndarray, y: np.ndarray, z: np.ndarray, present: np.ndarray) -> pd.Categorical:
+    """`[x, y, z]` texts (Kineto's grid/block form), formatted once per distinct triple."""
+    n = len(x)
+    if not present.any():
+        return _as_categorical(np.full(n, None, dtype=object))
+    stacked = np.stack([x, y, z], axis=1)
+    distinct, codes = np.unique(stacked[present], axis=0, return_inverse=True)
+    texts = [f"[{a}, {b}, {c}]" for a, b, c in distinct.tolist()]
+    full = np.full(n, -1, dtype=np.int64)
+    full[present] = codes.reshape(-1)
+    return categorical(full, texts)
+
+
+def _pid(global_id: np.ndarray) -> np.ndarray:
+    return global_id >> _PID_SHIFT
+
+
+def gpu_processes(path: Path) -> list[int]:
+    """Processes (globalPid >> 24) with GPU activities, ranked by their lowest device id, then pid."""
+    with exported(path) as sqlite_path, closing(_connect(sqlite_path)) as db:
+        export = _Export(sqlite_path, db)
+        return export_processes(export)
+
+
+def export_processes(export: _Export) -> list[int]:
+    lowest: dict[int, int] = {}
+    for table in GPU_TABLES:
+        cols = export.columns.get(table, set())
+        if "globalPid" not in cols or "deviceId" not in cols:
+            continue
+        for pid, device in export._query(
+            f'SELECT "globalPid" >> {_PID_SHIFT}, min("deviceId") FROM "{table}" GROUP BY 1'
+        ):
+            if pid is not None:
+                lowest[int(pid)] = min(lowest.get(int(pid), 1 << 62), int(device if device is not None else 1 << 62))
+    return sorted(lowest, key=lambda p: (lowest[p], p))
+
+
+def _process_filter(export: _Export, table: str, column: str, pid: int | None) -> tuple[str, tuple]:
+    if pid is None or column not in export.columns[table]:
+        return "", ()
+    return f'WHERE "{column}" >= ? AND "{column}" < ?', (pid << _PID_SHIFT, (pid + 1) << _PID_SHIFT)
+
+
+def _gpu_part(export: _Export, table: str, pid: int | None, strings: _Strings) -> dict[str, Any] | None:
+    if not export.usable(table):
+        return None
+    where, args = _process_filter(export, table, "globalPid", pid)
+    raw = export.select(table, where, args)
+    n = len(raw["start"])
+    ts, dur = _times(raw["start"], raw["end"])  # NULL times: dropped and counted by `sanity.usable_rows`
+    part: dict[str, Any] = {
+        "ts": ts,
+        "dur": dur,
+        "device": _ints(raw.get("deviceId"), n),
+        "stream": _ints(raw.get("streamId"), n),
+        "correlation": _ints(raw.get("correlationId"), n),
+        "bytes": _ints(raw.get("bytes"), n),
+        "graph_node_id": _ints(raw.get("graphNodeId"), n),
+        "graph_id": _ints(raw.get("graphId"), n),
+        "registers": _ints(raw.get("registersPerThread"), n),
+        "shared_memory": _shared_memory(raw, n),
+    }
+    if table == KERNEL:
+        name_id = _ints(raw.get("demangledName"), n)
+        short = _ints(raw.get("shortName"), n)
+        name_id = np.where(name_id >= 0, name_id, short)
+        part["name"] = _text_of(name_id, strings)
+        grid = [_ints(raw.get(f"grid{a}"), n) for a in "XYZ"]
+        block = [_ints(raw.get(f"block{a}"), n) for a in "XYZ"]
+        part["grid"] = (grid, (grid[0] >= 0) & (grid[1] >= 0) & (grid[2] >= 0))
+        part["block"] = (block, (block[0] >= 0) & (block[1] >= 0) & (block[2] >= 0))
+        part["kind"] = "kernel"
+    elif table == MEMCPY:
+        part["name"] = _memcpy_names(
+            _ints(raw.get("copyKind"), n), _ints(raw.get("srcKind"), n), _ints(raw.get("dstKind"), n)
+        )
+        part["kind"] = "memcpy"
+    else:
+        part["name"] = _memset_names(_ints(raw.get("memKind"), n))
+        part["kind"] = "memset"
+    return part
+
+
+def _shared_memory(raw: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Static + dynamic shared memory per block (bytes); -1 when either is not recorded."""
+    static, dynamic = _ints(raw.get("staticSharedMemory"), n), _ints(raw.get("dynamicSharedMemory"), n)
+    return np.where((static >= 0) & (dynamic >= 0), static + dynamic, -1)
+
+
+def _memcpy_names(copy: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Kineto's names: `Memcpy HtoD (Pinned -> Device)`, formatted once per distinct triple."""
+    keys = np.stack([copy, src, dst], axis=1) if len(copy) else np.empty((0, 3), np.int64)
+    distinct, codes = np.unique(keys, axis=0, return_inverse=True)
+    texts = np.array(
+        [
+            f"Memcpy {_COPY_KINDS.get(c, 'Unknown')} ({_MEM_KINDS.get(s, 'Unknown')} -> {_MEM_KINDS.get(d, 'Unknown')})"
+            for c, s, d in distinct.tolist()
+        ],
+        dtype=object,
+    )
+    return texts[codes.reshape(-1)] if len(copy) else np.empty(0, dtype=object)
+
+
+def _memset_names(kind: np.ndarray) -> np.ndarray:
+    distinct, codes = np.unique(kind, return_inverse=True)
+    texts = np.array([f"Memset ({_MEM_KINDS.get(k, 'Unknown')})" for k in distinct.tolist()], dtype=object)
+    return texts[codes.reshape(-1)] if len(kind) else np.empty(0, dtype=object)
+
+
+def _gpu_table(parts: list[dict[str, Any]]) -> GpuTable:
+    ts = np.concatenate([p["ts"] for p in parts]) if parts else np.empty(0)
+    order = np.argsort(ts, kind="stable")
+    n = len(ts)
+
+    def joined(key: str) -> np.ndarray:
+        return np.concatenate([p[key] for p in parts])[order] if parts else np.empty(0, np.int64)
+
+    def triple(key: str) -> pd.Categorical:
+        dims = [
+            np.concatenate([p[key][0][i] if key in p else np.full(len(p["ts"]), -1) for p in parts]) for i in range(3)
+        ]
+        present = np.concatenate([p[key][1] if key in p else np.zeros(len(p["ts"]), bool) for p in parts])
+        return _triples(*(d[order] for d in dims), present[order])
+
+    names = np.concatenate([p["name"] for p in parts])[order] if parts else np.empty(0, dtype=object)
+    kinds = np.concatenate([np.full(len(p["ts"]), p["kind"], dtype=object) for p in parts])[order] if parts else names
+    none = _as_categorical(np.full(n, None, dtype=object))
+    minus = np.full(n, -1, dtype=np.int64)
+    return GpuTable(
+        name=_as_categorical(names),
+        kind=_as_categorical(kinds),
+        ts=joined("ts").astype(np.float64),
+        dur=joined("dur").astype(np.float64),
+        device=joined("device"),
+        stream=joined("stream"),
+        correlation=joined("correlation"),
+        external_id=minus,
+        grid=triple("grid") if n else none,
+        block=triple("block") if n else none,
+        bytes=joined("bytes"),
+        collective=none,
+        in_nelems=minus,
+        out_nelems=minus,
+        group_size=minus,
+        msg_dtype=none,
+        process_group=none,
+        process_group_desc=none,
+        process_group_ranks=none,
+        seq=minus,
+        registers=joined("registers"),
+        shared_memory=joined("shared_memory"),
+        graph_id=joined("graph_id"),
+        graph_node_id=joined("graph_node_id"),
+    )
+
+
+@dataclass
+class _HostPart:
+    family: np.ndarray
+    names: np.ndarray  # object: the range's name
+    thread: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    correlation: np.ndarray
+    dims: np.ndarray  # object: canonical input dims JSON or None
+
+
+def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostPart | None:
+    if not export.usable(RUNTIME_TABLE):
+        return None
+    where, args = _process_filter(export, RUNTIME_TABLE, "globalTid", pid)
+    raw = export.select(RUNTIME_TABLE, where, args)
+    n = len(raw["start"])
+    api = _text_of(_ints(raw.get("nameId"), n), strings)
+    codes, distinct = pd.factorize(pd.Series(api, dtype=object), use_na_sentinel=True)
+    clean = np.array([_API_VERSION.sub("", s) for s in distinct.tolist()] + [None], dtype=object)
+    ts, dur = _times(raw["start"], raw["end"])
+    timed = np.isfinite(dur)  # a call without both times cannot enclose or be enclosed
+    return _HostPart(
+        family=np.full(int(timed.sum()), RUNTIME, dtype=np.int8),
+        names=clean[codes][timed],
+        thread=_ints(raw.get("globalTid"), n, 0)[timed],
+        ts=ts[timed],
+        end=(ts + dur)[timed],
+        correlation=_ints(raw.get("correlationId"), n)[timed],
+        dims=np.full(int(timed.sum()), None, dtype=object),
+    )
+
+
+# emit_nvtx texts split in SQLite (C, not a Python loop per range): the name before the first ", ",
+# whether the text is tagged with `seq =` / `op_id =`, and what follows `, sizes = ` up to
+# `, input_op_ids = `.
+_NVTX_SQL = """
+WITH ranges AS (
+    SELECT n.start, n."end", n.globalTid, {text} AS t FROM NVTX_EVENTS n {join}
+    WHERE n.start IS NOT NULL AND n."end" IS NOT NULL AND n.eventType IN (59, 60) {domain} {where}
+), split AS (
+    SELECT start, "end", globalTid, t,
+        instr(t, ', op_id = ') > 0 OR instr(t, ', seq = ') > 0 AS tagged,
+        CASE WHEN instr(t, ', sizes = ') > 0 THEN substr(t, instr(t, ', sizes = ') + 10) END AS tail
+    FROM ranges WHERE t IS NOT NULL
+)
+SELECT start, "end", globalTid,
+    CASE WHEN tagged AND instr(t, ', ') > 0 THEN substr(t, 1, instr(t, ', ') - 1) ELSE t END,
+    tagged,
+    CASE WHEN instr(tail, ', input_op_ids = ') > 0 THEN substr(tail, 1, instr(tail, ', input_op_ids = ') - 1)
+         ELSE tail END
+FROM split
+"""
+
+
+def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
+    if not export.usable(NVTX):
+        return None
+    have = export.columns[NVTX]
+    export.missing += [f"{NVTX}.{c}" for c in ("globalTid", "eventType") if c not in have]
+    export.missing += [] if {"text", "textId"} & have else [f"{NVTX}.text/textId"]
+    if "globalTid" not in have or "eventType" not in have or not {"text", "textId"} & have:
+        return None
+    text = {"text": "n.text", "textId": "s.value"}
+    text_sql = (
+        "COALESCE(n.text, s.value)" if {"text", "textId"} <= have else text["text" if "text" in have else "textId"]
+    )
+    join = "LEFT JOIN StringIds s ON s.id = n.textId" if "textId" in have else ""
+    where, args = _process_filter(export, NVTX, "globalTid", pid)
+    where = where.replace("WHERE", "AND").replace('"globalTid"', "n.globalTid")
+    # the default domain only: PyTorch's and the program's ranges; libraries' own (NCCL's `ncclGroupEnd`)
+    # are invisible to torch.profiler and would take the launch from the op that called them
+    domain = "AND COALESCE(n.domainId, 0) = 0" if "domainId" in have else ""
+    rows = export._query(_NVTX_SQL.format(text=text_sql, join=join, domain=domain, where=where), args)
+    export.rows += len(rows)
+    n = len(rows)
+    data = np.array(rows, dtype=object) if n else np.empty((0, 6), dtype=object)
+    family, names, dims = _nvtx_ranges(data[:, 3], data[:, 4].astype(bool), data[:, 5])
+    return _HostPart(
+        family=family,
+        names=names,
+        thread=_ints(data[:, 2], n, 0),
+        ts=_ints(data[:, 0], n, 0) / 1000.0,
+        end=_ints(data[:, 1], n, 0) / 1000.0,
+        correlation=np.full(n, -1, dtype=np.int64),
+        dims=dims,
+    )
+
+
+def _graph_nodes(export: _Export, pid: int | None) -> tuple[_HostPart | None, np.ndarray, np.ndarray, np.ndarray]:
+    """Graph node creations (CUDA_GRAPH_NODE_EVENTS rows without `originalGraphNodeId`) as
+    zero-length host ranges on their thread; every node id with the id of the node it was cloned
+    from at instantiation, followed to the created one (node ids, root ids); the created ids."""
+    none = np.empty(0, np.int64)
+    cols = export.columns.get(GRAPH_NODES, set())
+    if not {"start", "globalTid", "graphNodeId"} <= cols:
+        return None, none, none, none
+    original = '"originalGraphNodeId"' if "originalGraphNodeId" in cols else "NULL"
+    where, args = _process_filter(export, GRAPH_NODES, "globalTid", pid)
+    rows = export._query(f'SELECT start, globalTid, graphNodeId, {original} FROM "{GRAPH_NODES}" {where}', args)
+    export.rows += len(rows)
+    if not rows:
+        return None, none, none, none
+    data = np.array(rows, dtype=object)
+    start, thread, node, parent = (_ints(data[:, i], len(rows)) for i in range(4))
+    order = np.argsort(node, kind="stable")
+    sorted_node, sorted_parent = node[order], parent[order]
+    root = node.copy()
+    for _ in range(8):  # clones of clones (graph updates): a few levels at most
+        pos = np.minimum(np.searchsorted(sorted_node, root), len(node) - 1)
+        up = sorted_parent[pos]
+        moved = (sorted_node[pos] == root) & (up >= 0)
+        if not moved.any():
+            break
+        root = np.where(moved, up, root)
+    created = (parent < 0) & (node >= 0) & (start >= 0)
+    k = int(created.sum())
+    part = _HostPart(
+        family=np.full(k, ANNOTATION, dtype=np.int8),
+        names=np.full(k, NODE_CREATION, dtype=object),
+        thread=thread[created],
+        ts=start[created] / 1000.0,
+        end=start[created] / 1000.0,
+        correlation=np.full(k, -1, dtype=np.int64),
+        dims=np.full(k, None, dtype=object),
+    )
+    return part, node, root, node[created]
+
+
+def _node_creation_rows(
+    graph_node: np.ndarray, nodes: np.ndarray, roots: np.ndarray, created: np.ndarray, offset: int
+) -> np.ndarray:
+    """Host row (offset + position among the creations) of each activity's created node; -1 none."""
+    out = np.full(len(graph_node), -1, dtype=np.int64)
+    if not len(nodes) or not len(created):
+        return out
+    order = np.argsort(nodes, kind="stable")
+    pos = np.minimum(np.searchsorted(nodes[order], graph_node), len(nodes) - 1)
+    known = (graph_node >= 0) & (nodes[order][pos] == graph_node)
+    root = np.where(known, roots[order][pos], -1)
+    made = np.argsort(created, kind="stable")
+    at = np.minimum(np.searchsorted(created[made], root), len(created) - 1)
+    hit = (root >= 0) & (created[made][at] == root)
+    out[hit] = offset + made[at[hit]]
+    return out
+
+
+def _nvtx_ranges(names: np.ndarray, tagged: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Family and input dims of each range: tagged ranges named like an op (`aten::mm`,
+    `record_param_comms`) are CPU ops, `nn.Module: X` module frames, the rest annotations;
+    each distinct name and sizes text looked at once."""
+    codes, distinct = pd.factorize(pd.Series(names, dtype=object))
+    op_like = np.array([bool(_OP_NAME.match(x)) and not x.startswith("ProfilerStep#") for x in distinct], dtype=bool)
+    module = np.array([x.startswith(MODULE_PREFIX) for x in distinct], dtype=bool)
+    is_op = tagged & op_like[codes] if len(codes) else tagged
+    family = np.full(len(names), ANNOTATION, dtype=np.int8)
+    family[is_op] = CPU_OP
+    if len(codes):
+        family[module[codes]] = PYTHON
+    dims = np.full(len(names), None, dtype=object)
+    has = is_op & pd.notna(pd.Series(sizes, dtype=object)).to_numpy()
+    if has.any():
+        size_codes, size_texts = pd.factorize(pd.Series(sizes[has], dtype=object))
+        dims[has] = np.array([_canonical(t) for t in size_texts], dtype=object)[size_codes]
+    return family, names, dims
+
+
+def _canonical(sizes: str) -> str | None:
+    """`[[2, 3], [3, 4]]` as the JSON reader writes input dims (compact JSON)."""
+    try:
+        return msgspec.json.encode(msgspec.json.decode(sizes)).decode()
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _host_table(parts: list[_HostPart]) -> HostTable:
+    def cat(key: str, empty: np.dtype) -> np.ndarray:
+        return np.concatenate([getattr(p, key) for p in parts]) if parts else np.empty(0, dtype=empty)
+
+    names = cat("names", np.dtype(object))
+    name_codes, distinct = pd.factorize(pd.Series(names, dtype=object).fillna(""))
+    dims = cat("dims", np.dtype(object))
+    dim_codes, dim_texts = pd.factorize(pd.Series(dims, dtype=object), use_na_sentinel=True)
+    n = len(names)
+    minus = np.full(n, -1, dtype=np.int64)
+    return HostTable(
+        family=cat("family", np.dtype(np.int8)),
+        name_code=name_codes.astype(np.int64),
+        names=[str(s) for s in distinct.tolist()],
+        thread=cat("thread", np.dtype(np.int64)),
+        ts=cat("ts", np.dtype(np.float64)),
+        end=cat("end", np.dtype(np.float64)),
+        correlation=cat("correlation", np.dtype(np.int64)),
+        external_id=minus,
+        shape=dim_codes.astype(np.int64),
+        shapes=[(t, None, None, None) for t in dim_texts.tolist()],
+        params=minus.copy(),
+        param_sets=[],
+        launch_kernel=minus.copy(),
+        launch_kernels=[],
+    )
+
+
+def _device_properties(export: _Export) -> list[dict[str, Any]]:
+    """TARGET_INFO_GPU rows in Kineto's `deviceProperties` keys."""
+    cols = export.columns.get("TARGET_INFO_GPU")
+    if not cols or "name" not in cols:
+        return []
+    keys = {"id": "id", "name": "name", "smCount": "numSms", "totalMemory": "totalGlobalMem"}
+    keys |= {"computeMajor": "computeMajor", "computeMinor": "computeMinor", "threadsPerWarp": "warpSize"}
+    present = [k for k in keys if k in cols]
+    rows = export._query(f'SELECT {", ".join(_q(k) for k in present)} FROM "TARGET_INFO_GPU"')
+    props = [{keys[k]: v for k, v in zip(present, row, strict=True) if v is not None} for row in rows]
+    seen: dict[Any, dict[str, Any]] = {}
+    for prop in props:  # one row per (vm, GPU): keep each GPU id once
+        seen.setdefault(prop.get("id"), prop)
+    return list(seen.values())
+
+
+def _whole_graph_replays(export: _Export, pid: int | None) -> int:
+    """Graph replays nsys kept as one range each (its default `--cuda-graph-trace=graph`)."""
+    if GRAPH_TRACE not in export.columns:
+        return 0
+    where, args = _process_filter(export, GRAPH_TRACE, "globalPid", pid)
+    return int(export._query(f'SELECT count(*) FROM "{GRAPH_TRACE}" {where}', args)[0][0])
+
+
+def sync_facts(export: _Export, pid: int | None) -> dict[str, dict[str, float]]:
+    """Host syncs (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) per type: count and total µs."""
+    if not export.usable(SYNC):
+        return {}
+    where, args = _process_filter(export, SYNC, "globalPid", pid)
+    raw = export.select(SYNC, where, args)
+    n = len(raw["start"])
+    if not n:
+        return {}
+    dur = np.nan_to_num(_times(raw["start"], raw["end"])[1])
+    kind = _ints(raw.get("syncType"), n, 0)
+    frame = pd.DataFrame({"kind": [_SYNC_TYPES.get(k, "unknown") for k in kind.tolist()], "dur": dur})
+    grouped = frame.groupby("kind")["dur"].agg(["count", "sum"])
+    return {str(k): {"count": int(r["count"]), "total_us": float(r["sum"])} for k, r in grouped.iterrows()}
+
+
+def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, TraceColumns, NsysRead]:
+    """One process of an export (`process`: its pid; default: the first of `gpu_processes`) as
+    the JSON reader's (TraceInfo, TraceColumns). Raises `AtlasError` on unusable input."""
+    path = Path(path)
+    with exported(path) as sqlite_path, closing(_connect(sqlite_path)) as db:
+        export = _Export(sqlite_path, db)
+        processes = export_processes(export)
+        info = TraceInfo(path=path, runtime="cuda", size_bytes=sqlite_path.stat().st_size)
+        if process is None and processes:
+            process = processes[0]
+            if len(processes) > 1:
+                info.warnings.append(
+                    f"holds {len(processes)} processes with GPU work; only the first "
+                    f"(pid {process & 0xFFFFFF}) was read (`atlas ingest` reads each as a rank)"
+                )
+        if len(processes) > 1 and process in processes:
+            info.distributed_info = {"rank": processes.index(process), "world_size": len(processes)}
+        strings = export.strings()
+        gpu_parts = [p for t in GPU_TABLES if (p := _gpu_part(export, t, process, strings)) is not None]
+        host_parts = [p for p in (_runtime_part(export, process, strings), _nvtx_part(export, process)) if p]
+        nodes_part, nodes, roots, created = _graph_nodes(export, process)
+        offset = sum(len(p.family) for p in host_parts)
+        if nodes_part is not None:
+            host_parts.append(nodes_part)
+        info.device_properties = _device_properties(export)
+        whole_graphs = _whole_graph_replays(export, process)
+        if whole_graphs:
+            info.warnings.append(
+                f"{whole_graphs} CUDA-graph replays were recorded as whole graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): "
+                "their kernels are not in the export and not in the tables (profile with --cuda-graph-trace=node)"
+            )
+        read = NsysRead(processes=len(processes), syncs=sync_facts(export, process))
+        if export.missing:
+            info.warnings.append(
+                f"older or newer nsys schema: {len(export.missing)} columns missing "
+                f"({', '.join(sorted(set(export.missing)))}); what they feed is left empty"
+            )
+        info.events = export.rows
+    gpu = _gpu_table(gpu_parts)
+    read.node_creation = _node_creation_rows(gpu.graph_node_id, nodes, roots, created, offset)
+    empty = np.empty(0, dtype=np.int64)
+    cols = TraceColumns(
+        gpu=gpu,
+        host=_host_table(host_parts),
+        gpu_steps=GpuAnnotations(step=empty, device=empty, ts=np.empty(0), end=np.empty(0)),
+        event_count=info.events,
+    )
+    return info, cols, read
