@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
 
 app = typer.Typer(
     name="atlas",
@@ -34,7 +34,7 @@ def say(console: Console, label: str, message: object, redact: bool = True) -> N
     """One line: our markup `label`, then `message` shown literally (escaped, on one line, and
     unless `redact` is off anything shaped like a credential redacted — messages quote trace
     content)."""
-    from kernel_atlas.redact import redact_text
+    from kernel_atlas.core.redact import redact_text
     from kernel_atlas.report.markup import esc
 
     text = esc(redact_text(str(message)) if redact else str(message))
@@ -63,7 +63,7 @@ def _one_line_errors(func: F) -> F:
             if os.environ.get("ATLAS_DEBUG"):
                 raise
             if isinstance(exc, OSError) and exc.filename is not None:  # the user's file system said no
-                from kernel_atlas.safe_files import os_problem
+                from kernel_atlas.core.safe_files import os_problem
 
                 say(err_console, "[bold red]error:[/]", f"{exc.filename}: {os_problem(exc)}")
                 raise typer.Exit(2) from None
@@ -178,7 +178,7 @@ def classify(
     if out is None:
         sys.stdout.write(text)
         return
-    from kernel_atlas.safe_files import write_text
+    from kernel_atlas.core.safe_files import write_text
 
     write_text(out, text)
     newly = sum(1 for a, b in zip(entries, filled, strict=True) if a.get("op_mapping") != b["op_mapping"])
@@ -278,9 +278,9 @@ def report(
     if source.is_file() and source.suffix == ".json" and _starts_with(source, b"["):
         # a kernel catalog: costs of every entry at its example shapes
         from kernel_atlas.classify.classifier import load_catalog
-        from kernel_atlas.ingest.outputs import write_csv
         from kernel_atlas.roofline.catalog import catalog_costs
         from kernel_atlas.roofline.devices import get_device
+        from kernel_atlas.store.outputs import write_csv
 
         table = catalog_costs(load_catalog(source), get_device(device or "h100-sxm"))
         target = Path(source.stem + ".costs.csv")
@@ -313,9 +313,9 @@ def diff(
     """Compare two runs: GPU time per category, op, nn.Module and kernel in A and B and the
     change; kernels matched by name, or by op and shapes when the names differ (two GPUs);
     appeared and vanished kernels; regressions ranked. Traces are ingested next to themselves."""
-    from kernel_atlas.ingest.outputs import write_csv
-    from kernel_atlas.report.diff import diff_runs
+    from kernel_atlas.analysis.diff import diff_runs
     from kernel_atlas.report.terminal import print_diff
+    from kernel_atlas.store.outputs import write_csv
 
     result = diff_runs(a, b)
     write_csv(result.table, out)
@@ -346,10 +346,10 @@ def dashboard(
 ) -> None:
     """Open the notebook dashboard for a run in JupyterLab (filters, roofline, time share,
     timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""
-    from kernel_atlas.ingest.outputs import lock, open_output
     from kernel_atlas.report.dashboard import resolve_source
     from kernel_atlas.report.markup import esc
     from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
+    from kernel_atlas.store.outputs import lock, open_output
 
     out_dir = resolve_source(source)
     with lock(out_dir, shared=True):
@@ -400,8 +400,7 @@ def replay(
     launch's own output against a float64 or plain-torch reference, then time it (CUDA events
     with the L2 flushed, CUDA graphs for short kernels; wall clock on the CPU)."""
     from kernel_atlas.classify.names import display_name
-    from kernel_atlas.ingest.outputs import open_output
-    from kernel_atlas.paths import catalogs_dir
+    from kernel_atlas.core.paths import catalogs_dir
     from kernel_atlas.replay.runner import (
         check_device,
         default_device,
@@ -415,6 +414,7 @@ def replay(
     )
     from kernel_atlas.report.progress import progress_bar
     from kernel_atlas.report.terminal import print_replay
+    from kernel_atlas.store.outputs import open_output
 
     device = check_device(device) if device else default_device()
     if scale is not None and not 0 < scale <= 1:

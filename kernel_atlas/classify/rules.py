@@ -31,8 +31,8 @@ from pathlib import Path
 
 from kernel_atlas.classify.names import literal_needles, token_pattern
 from kernel_atlas.classify.taxonomy import load_taxonomy
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.paths import catalogs_dir, read_toml
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.paths import catalogs_dir, read_toml
 
 PATTERN_KEYS = ("name", "launcher", "stack", "not_name", "not_launcher", "not_stack")
 # The cases where the name and the launcher disagree; rules.toml's [resolution] says who wins.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kernel_atlas.paths import read_toml
+from kernel_atlas.core.paths import read_toml
 
 UNKNOWN_OP = "unknown"
 OTHER_CATEGORY = "other"

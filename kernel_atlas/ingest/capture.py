@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     RUNTIME,

@@ -24,10 +24,12 @@ from typing import Any
 
 import pandas as pd
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.safe_files import is_writable_folder, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
-from kernel_atlas.ingest.outputs import (
+from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
+from kernel_atlas.store.outputs import (
     CATALOG,
     KERNELS,
     LAYOUT,
@@ -39,8 +41,6 @@ from kernel_atlas.ingest.outputs import (
     write_json,
     write_rank,
 )
-from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
-from kernel_atlas.safe_files import is_writable_folder, why_missing
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
 ENGINES = ("local", "ray")

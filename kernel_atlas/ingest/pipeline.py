@@ -13,7 +13,8 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier, label_frame
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import redact_frame
 from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
@@ -21,7 +22,12 @@ from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import link
-from kernel_atlas.ingest.outputs import (
+from kernel_atlas.ingest.reader import TraceInfo
+from kernel_atlas.ingest.sanity import usable_rows
+from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
+from kernel_atlas.ingest.table import as_categoricals, assemble
+from kernel_atlas.ingest.workers import decode_pool, discard_pool, reading_ahead, take_read_ahead, workers_for
+from kernel_atlas.store.outputs import (
     CATALOG,
     KERNELS,
     LAYOUT,
@@ -32,12 +38,6 @@ from kernel_atlas.ingest.outputs import (
     write_json,
     write_rank,
 )
-from kernel_atlas.ingest.reader import TraceInfo
-from kernel_atlas.ingest.sanity import usable_rows
-from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
-from kernel_atlas.ingest.table import as_categoricals, assemble
-from kernel_atlas.ingest.workers import decode_pool, discard_pool, reading_ahead, take_read_ahead, workers_for
-from kernel_atlas.redact import redact_frame
 
 __all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels", "write_outputs"]
 

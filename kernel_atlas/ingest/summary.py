@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.reader import TraceInfo
-from kernel_atlas.redact import redact_text
 
 # Metadata keys that may hold credentials are never copied into any output.
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|key|credential|auth|cookie", re.IGNORECASE)

@@ -13,11 +13,11 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier, rule_id
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.outputs import load_kernels, lock, open_output, write_table
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.recorded import Arg, from_params, parse_call
 from kernel_atlas.replay.inputs import NotReplayable, nbytes
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
+from kernel_atlas.store.outputs import load_kernels, lock, open_output, write_table
 
 # Kernels one process on one GPU cannot replay, by their label (a rules.toml rule, else the
 # label's category), and why.

@@ -8,8 +8,16 @@ from typing import Any
 
 import pandas as pd
 
-from kernel_atlas import safe_files
-from kernel_atlas.ingest.outputs import (
+from kernel_atlas.analysis.collectives import CrossRank, cross_rank_view
+from kernel_atlas.analysis.idle import KERNEL_WAIT_US
+from kernel_atlas.analysis.launches import SHORT_KERNEL_US
+from kernel_atlas.analysis.ranks import WaitOptions, analyse_ranks
+from kernel_atlas.analysis.views import KernelViews
+from kernel_atlas.analysis.waits import Waits, write_waits
+from kernel_atlas.core import safe_files
+from kernel_atlas.roofline.analysis import Analysis
+from kernel_atlas.roofline.devices import Device, get_device, match_device
+from kernel_atlas.store.outputs import (
     REPORT,
     check_derived,
     lock,
@@ -20,14 +28,6 @@ from kernel_atlas.ingest.outputs import (
     write_json,
     write_table,
 )
-from kernel_atlas.report.idle import KERNEL_WAIT_US
-from kernel_atlas.report.launches import SHORT_KERNEL_US
-from kernel_atlas.report.views import KernelViews
-from kernel_atlas.report.waits import Waits, write_waits
-from kernel_atlas.roofline.analysis import Analysis
-from kernel_atlas.roofline.collectives import CrossRank, cross_rank_view
-from kernel_atlas.roofline.devices import Device, get_device, match_device
-from kernel_atlas.roofline.ranks import WaitOptions, analyse_ranks
 
 
 @dataclass

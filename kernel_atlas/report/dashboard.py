@@ -18,12 +18,13 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from kernel_atlas.analysis.diff import Diff, compare, side_of
+from kernel_atlas.analysis.views import module_times, timeline_of
 from kernel_atlas.classify.names import display_name
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.safe_files import why_missing
 from kernel_atlas.ingest.fleet import ingest_one, output_for
-from kernel_atlas.ingest.outputs import SUMMARY, check_derived, load_kernels, lock, open_output, read_parquet
 from kernel_atlas.ingest.summary import gpu_time_facts
-from kernel_atlas.report.diff import Diff, compare, side_of
 from kernel_atlas.report.html import (
     diff_figure,
     headroom_figure,
@@ -33,10 +34,9 @@ from kernel_atlas.report.html import (
     timeshare_figure,
     top_kernels_figure,
 )
-from kernel_atlas.report.views import module_times, timeline_of
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
-from kernel_atlas.safe_files import why_missing
+from kernel_atlas.store.outputs import SUMMARY, check_derived, load_kernels, lock, open_output, read_parquet
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_TRACE = REPO / "examples" / "h100_bert_small_infer.json.gz"

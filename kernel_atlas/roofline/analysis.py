@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
-from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
 from kernel_atlas.roofline.devices import VECTOR, Device
 

@@ -1,0 +1,1 @@
+"""Analyses of the kernels table: time share views, waits and idle, launches, collectives across ranks, diff."""
