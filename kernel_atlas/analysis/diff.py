@@ -12,16 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.classify.names import display_name
-from kernel_atlas.report.units import fmt_shapes
-
-if TYPE_CHECKING:
-    from kernel_atlas.report.dashboard import Run
+from kernel_atlas.ingest.fleet import run_folder
+from kernel_atlas.store.outputs import lock
+from kernel_atlas.store.run import Run
 
 LEVELS = ("category", "op_mapping", "module", "kernel")
 NO_MODULE = "(no module)"
@@ -168,8 +166,7 @@ def diff_kernels(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFra
 
 
 def side_of(run: Run) -> Side:
-    gpus = sorted({g.get("name", "?") for t in run.summary.get("traces", []) for g in t.get("gpus", [])})
-    return Side(run.label, run.kernels, gpus)
+    return Side(run.label, run.kernels(), run.gpu_names)
 
 
 def compare(a: Side, b: Side) -> Diff:
@@ -178,20 +175,12 @@ def compare(a: Side, b: Side) -> Diff:
     return Diff(a, b, diff_kernels(a.kernels, b.kernels))
 
 
+def _side(source: str | Path) -> Side:
+    out_dir = run_folder(source)
+    with lock(out_dir, shared=True):  # not while an ingest or a report writes it
+        return side_of(Run.open(out_dir))
+
+
 def diff_runs(source_a: str | Path, source_b: str | Path) -> Diff:
     """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output."""
-    from kernel_atlas.report.dashboard import load_run
-
-    return compare(side_of(load_run(source_a)), side_of(load_run(source_b)))
-
-
-def describe_key(row: Any) -> str:
-    """A kernel-level key for people: short kernel names; `A name → B name` for kernels matched
-    by op and shapes."""
-    if row.level != "kernel":
-        return str(row.key)
-    if row.matched_by == "op+shapes":
-        first = [display_name(str(k).split(" | ")[0]) for k in (row.a_kernels, row.b_kernels)]
-        op, _, dims = str(row.key).split(SIGNATURE_SEPARATOR, 2)
-        return f"{op} {fmt_shapes(dims)}: {first[0]} → {first[1]}"
-    return display_name(str(row.key))
+    return compare(_side(source_a), _side(source_b))

@@ -175,6 +175,23 @@ def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
     return Path(out), ([note] if note else []) + result.warnings
 
 
+def run_folder(source: str | Path, reuse: bool = True) -> Path:
+    """The ingest output for `source`: a folder as it is; a trace's default output folder,
+    ingested now unless `reuse` and its summary.json is newer than the trace."""
+    path = Path(source)
+    if path.is_dir():
+        return path
+    if not reuse:
+        return ingest_one(source)[0]
+    if not path.exists():
+        raise AtlasError(path, why_missing(path))
+    out_dir = Path(output_for(str(path))[0])
+    summary = out_dir / SUMMARY
+    if not summary.is_file() or summary.stat().st_mtime < path.stat().st_mtime:
+        return ingest_one(path)[0]
+    return out_dir
+
+
 def plan(
     sources: Sequence[str], out: str, captures: Sequence[CapturedGraph] = (), run_id: str | None = None
 ) -> list[Task]:

@@ -564,7 +564,7 @@ def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure
 
 
 def diff_table(diff: Diff) -> str:
-    from kernel_atlas.analysis.diff import describe_key
+    from kernel_atlas.report.units import describe_key
 
     cells, details = [], []
     for row in diff.table.itertuples(index=False):

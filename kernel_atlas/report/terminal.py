@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from kernel_atlas.analysis.diff import describe_key
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
@@ -24,6 +23,7 @@ from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.progress import progress_bar
 from kernel_atlas.report.units import (
+    describe_key,
     device_time_line,
     fmt_number,
     fmt_shapes,

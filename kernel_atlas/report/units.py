@@ -10,6 +10,9 @@ import json
 import math
 from typing import Any
 
+from kernel_atlas.analysis.diff import SIGNATURE_SEPARATOR
+from kernel_atlas.classify.names import display_name
+
 MISSING = "–"
 
 
@@ -132,3 +135,15 @@ def peaks_line(device: Any) -> str:
     """`NVIDIA H100 SXM5 80GB: 3.35 TB/s, bf16 989 TFLOP/s` for a `roofline.devices.Device`."""
     bf16 = device.tensor.get("bf16")
     return f"{device.name}: {fmt_gbps(device.memory_gbps)}" + (f", bf16 {fmt_tflops(bf16)}" if bf16 else "")
+
+
+def describe_key(row: Any) -> str:
+    """A kernel-level key for people: short kernel names; `A name → B name` for kernels matched
+    by op and shapes."""
+    if row.level != "kernel":
+        return str(row.key)
+    if row.matched_by == "op+shapes":
+        first = [display_name(str(k).split(" | ")[0]) for k in (row.a_kernels, row.b_kernels)]
+        op, _, dims = str(row.key).split(SIGNATURE_SEPARATOR, 2)
+        return f"{op} {fmt_shapes(dims)}: {first[0]} → {first[1]}"
+    return display_name(str(row.key))

@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from kernel_atlas.core import safe_files
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_value
-from kernel_atlas.ingest.table import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
+from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
 
 KERNELS = "kernels.parquet"
 CATALOG = "catalog.json"

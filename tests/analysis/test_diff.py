@@ -146,9 +146,9 @@ def test_diff_of_a_trace_file_and_bad_input(outputs, tmp_path: Path) -> None:
 
 
 def test_same_label_runs_are_told_apart(outputs) -> None:
-    from kernel_atlas.report.dashboard import load_run
+    from kernel_atlas.store.run import Run
 
-    run = side_of(load_run(outputs[0]))
+    run = side_of(Run.open(outputs[0]))
     same = compare(run, run)
     assert (same.a.label, same.b.label) == ("A:a100", "B:a100")
     assert (same.table["delta_us"] == 0).all() and set(same.table["status"]) == {"both"}
