@@ -20,7 +20,7 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -41,6 +41,9 @@ from kernel_atlas.store.outputs import (
     write_json,
     write_rank,
 )
+
+if TYPE_CHECKING:
+    from kernel_atlas.ingest.pipeline import IngestResult
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst")
 ENGINES = ("local", "ray")
@@ -372,25 +375,15 @@ def _ingest_run(
     on_done: Callable[[str], None] | None,
     on_progress: Callable[[str, float], None] | None,
 ) -> FleetResult:
-    traces: list[dict[str, Any]] = []
     if engine == "ray" and address is not None and not is_url(out):
         warnings.append(
             f"-o {out} is a local path: Ray workers on other machines write their ranks to their own disks "
             "(use shared storage or an s3:// / gs:// URL)"
         )
-    failed: list[RankFailed] = []
-    catalog: dict[tuple[str, str], dict[str, Any]] = {}
-    kernel_time: pd.DataFrame | None = None
+    run = RunFold(warnings)
 
     def fold(outcome: Outcome) -> None:
-        nonlocal kernel_time
-        if isinstance(outcome, RankFailed):
-            failed.append(outcome)
-        else:
-            traces.append({**outcome.facts, "kernels_file": outcome.file})
-            warnings.extend(outcome.warnings)
-            merge_catalog(catalog, outcome.catalog)
-            kernel_time = add_kernel_times(kernel_time, outcome.kernel_time)
+        run.add(outcome)
         if on_done:
             on_done(outcome.source)
 
@@ -398,28 +391,77 @@ def _ingest_run(
         _run_ray(tasks, jobs, address, fold)
     else:
         _run_local(tasks, jobs or 1, fold, on_progress)
-    kernel_time = kernel_time if kernel_time is not None else kernel_time_table(pd.DataFrame())
-    if not traces:
-        return FleetResult(out, {}, warnings, failed, kernel_time)
-    traces.sort(key=lambda t: (t["rank"], t["kernels_file"]))
-    ranks = [t["rank"] for t in traces]
-    if len(set(ranks)) != len(ranks):
-        warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")
-    entries = merged_entries(catalog)
-    summary = {
-        "run_id": tasks[0].run_id,
-        "traces": traces,
-        "devices": [device for t in traces for device in t.get("devices", [])],
-        "by_kind": _summed_kinds(traces),
-        "failed": [{"source": f.source, "reason": f.reason} for f in failed],
-        "layout": LAYOUT,
-        "engine": engine,
-        "warnings": warnings,
-        "distinct_kernels": len(entries),
-    }
-    files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
-    files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
-    return FleetResult(out, summary, warnings, failed, kernel_time, files)
+    return run.finish(out, tasks[0].run_id, engine)
+
+
+@dataclass
+class RunFold:
+    """The ranks of one run folded as they finish — facts, catalog entries, time per kernel —
+    and, at the end, the run's catalog.json and summary.json: the one writer of a run's summary,
+    for one trace (`write_outputs`) and for thousands (`ingest_fleet`)."""
+
+    warnings: list[str]
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[RankFailed] = field(default_factory=list)
+    catalog: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    kernel_time: pd.DataFrame | None = None
+
+    def add(self, outcome: Outcome) -> None:
+        if isinstance(outcome, RankFailed):
+            self.failed.append(outcome)
+            return
+        self.traces.append({**outcome.facts, "kernels_file": outcome.file})
+        self.warnings.extend(outcome.warnings)
+        merge_catalog(self.catalog, outcome.catalog)
+        self.kernel_time = add_kernel_times(self.kernel_time, outcome.kernel_time)
+
+    def finish(self, out: str, run_id: str | None, engine: str) -> FleetResult:
+        """catalog.json and, last, summary.json; nothing when every rank failed."""
+        warnings, traces = self.warnings, self.traces
+        kernel_time = self.kernel_time if self.kernel_time is not None else kernel_time_table(pd.DataFrame())
+        if not traces:
+            return FleetResult(out, {}, warnings, self.failed, kernel_time)
+        traces.sort(key=lambda t: (t["rank"], t["kernels_file"]))
+        ranks = [t["rank"] for t in traces]
+        clash = f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart"
+        if len(set(ranks)) != len(ranks) and clash not in warnings:
+            warnings.append(clash)
+        entries = merged_entries(self.catalog)
+        summary = {
+            "run_id": run_id,
+            "traces": traces,
+            "devices": [device for t in traces for device in t.get("devices", [])],
+            "by_kind": _summed_kinds(traces),
+            "failed": [{"source": f.source, "reason": f.reason} for f in self.failed],
+            "layout": LAYOUT,
+            "engine": engine,
+            "warnings": warnings,
+            "distinct_kernels": len(entries),
+        }
+        files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
+        files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
+        return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
+
+
+def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
+    """An ingest already in memory (`pipeline.ingest_trace` / `ingest_paths`) written as
+    `atlas ingest` writes it: one rank file per trace, then catalog.json and summary.json through
+    `RunFold`, replacing an earlier run's."""
+    from kernel_atlas.classify.classifier import default_classifier
+
+    frame, out = result.frame, str(out_dir)
+    facts = result.facts.get("traces", [result.facts])
+    with new_run(out) as run_id:
+        run = RunFold(list(result.warnings))
+        for trace in facts:
+            stem = file_stem(Path(trace["file"]).name)
+            mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == trace["rank"]).to_numpy()
+            rows = frame[mine] if len(facts) > 1 else frame
+            catalog = build_catalog(rows, known=default_classifier().catalog)
+            written = write_rank(rows, out, trace["rank"], stem, run_id)
+            run.add(RankDone(trace["file"], trace["rank"], written, trace, [], catalog, kernel_time_table(rows)))
+        files = run.finish(out, run_id, "local").files
+    return {key: Path(value) for key, value in files.items()}
 
 
 def _summed_kinds(traces: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

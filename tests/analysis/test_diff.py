@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from kernel_atlas.analysis.diff import LEVELS, compare, diff_runs, side_of
 from kernel_atlas.cli import app
-from kernel_atlas.ingest.pipeline import write_outputs
+from kernel_atlas.ingest.fleet import write_outputs
 from tests.support.browser import Chromium
 from tests.support.traces import ingested, raw_events, trace_path
 

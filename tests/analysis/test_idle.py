@@ -21,7 +21,7 @@ from kernel_atlas.analysis.idle import CAUSE_COLUMNS, analyse_idle, gaps, idle_b
 from kernel_atlas.analysis.launches import CANDIDATE_COLUMNS, LAUNCH_COLUMNS, graph_candidates, launch_stats
 from kernel_atlas.analysis.waits import Waits, analyse_waits
 from kernel_atlas.cli import app
-from kernel_atlas.ingest.pipeline import write_outputs
+from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.report.waits_view import convention_differences, idle_figure, print_waits
 from tests.support.traces import ingested
 

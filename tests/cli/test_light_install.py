@@ -12,7 +12,8 @@ def test_analysis_never_imports_gpu_libraries(tmp_path) -> None:
     code = f"""
 import sys
 from pathlib import Path
-from kernel_atlas.ingest.pipeline import ingest_paths, write_outputs
+from kernel_atlas.ingest.fleet import write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths
 from kernel_atlas.report.build import build_report
 from kernel_atlas.classify.fill import fill_catalog
 import kernel_atlas.cli

@@ -21,7 +21,8 @@ from kernel_atlas.ingest.capture import (
     inductor_grid,
     read_capture,
 )
-from kernel_atlas.ingest.pipeline import ingest_paths, ingest_trace, write_outputs
+from kernel_atlas.ingest.fleet import write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths, ingest_trace
 from tests.support import graph_synth as synth
 from tests.support.traces import trace_path
 

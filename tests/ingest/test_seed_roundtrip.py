@@ -7,8 +7,9 @@ import re
 
 import pytest
 
+from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, is_python_frame
-from kernel_atlas.ingest.pipeline import ingest_trace, write_outputs
+from kernel_atlas.ingest.pipeline import ingest_trace
 from tests.support.synth import trace_from_catalog
 from tests.support.traces import SEED
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.frames import is_python_frame, short_frame
-from kernel_atlas.ingest.pipeline import ingest_trace, write_outputs
+from kernel_atlas.ingest.pipeline import ingest_trace
 from tests.support.traces import ingested, raw_events, trace_path
 
 PYBIND = "pybind11_builtins.pybind11_detail_function_record_v1_system_libstdcpp_gxx_abi_1xxx_use_cxx11_abi_1"

@@ -32,7 +32,9 @@ def test_an_upward_import_breaks_the_contract(tmp_path: Path) -> None:
     shutil.copytree(REPO / "kernel_atlas", tmp_path / "kernel_atlas", symlinks=True)
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     bad = tmp_path / "kernel_atlas" / "core" / "upward.py"
-    bad.write_text(textwrap.dedent('"""An import from the bottom layer to the top."""\n\nimport kernel_atlas.report.units\n'))
+    bad.write_text(
+        textwrap.dedent('"""An import from the bottom layer to the top."""\n\nimport kernel_atlas.report.units\n')
+    )
     result = _lint(tmp_path)
     assert result.returncode != 0
     assert "kernel_atlas.core.upward -> kernel_atlas.report.units" in result.stdout

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
 from kernel_atlas.cli import app  # noqa: E402
-from kernel_atlas.ingest.pipeline import write_outputs  # noqa: E402
+from kernel_atlas.ingest.fleet import write_outputs  # noqa: E402
 from kernel_atlas.ingest.recorded import parse_call  # noqa: E402
 from kernel_atlas.replay.runner import Target, replay_all, replay_one, targets_from_output  # noqa: E402
 from kernel_atlas.replay.timing import measure  # noqa: E402

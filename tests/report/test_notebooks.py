@@ -8,7 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kernel_atlas.cli import app
-from kernel_atlas.ingest.pipeline import write_outputs
+from kernel_atlas.ingest.fleet import write_outputs
 from tests.support.traces import ingested
 
 pytest.importorskip("nbclient")

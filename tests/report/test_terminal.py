@@ -15,7 +15,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from kernel_atlas.cli import app
-from kernel_atlas.ingest.pipeline import ingest_paths, write_outputs
+from kernel_atlas.ingest.fleet import write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths
 from kernel_atlas.report.build import build_report
 from kernel_atlas.report.fit import Column, fold, print_table
 from kernel_atlas.report.progress import progress_bar
