@@ -42,15 +42,21 @@ COLUMNS = [
 
 @dataclass
 class Side:
-    """One run of a comparison."""
+    """One run of a comparison: its GPU time and activity count per distinct (name, op, cpu op,
+    shapes, category, module) — the `activities` table, a few thousand rows however many ranks."""
 
     label: str
-    kernels: pd.DataFrame
+    activities: pd.DataFrame
     gpus: list[str]
 
     @property
     def gpu_time_us(self) -> float:
-        return float(self.kernels["dur_us"].sum())
+        return float(self.activities["us"].sum())
+
+    @property
+    def count(self) -> int:
+        """GPU activities of the run."""
+        return int(self.activities["count"].sum())
 
 
 @dataclass
@@ -145,7 +151,19 @@ def _compare(keys_a: np.ndarray, a: pd.DataFrame, keys_b: np.ndarray, b: pd.Data
 
 def diff_kernels(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
     """The comparison table (COLUMNS) of two kernels tables (`kernels.parquet` of run A and B)."""
-    a, b = _activities(kernels_a), _activities(kernels_b)
+    return diff_activities(_activities(kernels_a), _activities(kernels_b))
+
+
+def _folded(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The `_activities` tables of several ranks as one (time and count summed per combination)."""
+    if len(parts) == 1:
+        return parts[0]
+    grouped = pd.concat(parts, ignore_index=True).groupby(_GROUP, sort=False)
+    return grouped[["us", "count"]].sum().reset_index()
+
+
+def diff_activities(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table (COLUMNS) of two `_activities` tables."""
     parts = []
     key_a, key_b, how = kernel_keys(a, b)
     for level in LEVELS:
@@ -166,13 +184,20 @@ def diff_kernels(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFra
 
 
 def side_of(run: Run) -> Side:
-    return Side(run.label, run.kernels(), run.gpu_names)
+    """A run's side of a comparison, read one rank at a time (memory: one rank's kernels)."""
+    parts = [_activities(run.kernels(rank)) for rank in run.ranks] or [_activities(run.kernels())]
+    return Side(run.label, _folded(parts), run.gpu_names)
+
+
+def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:
+    """The side of a kernels table already in memory (the dashboard's filtered runs)."""
+    return Side(label, _activities(kernels), gpus)
 
 
 def compare(a: Side, b: Side) -> Diff:
     if a.label == b.label:
-        a, b = Side(f"A:{a.label}", a.kernels, a.gpus), Side(f"B:{b.label}", b.kernels, b.gpus)
-    return Diff(a, b, diff_kernels(a.kernels, b.kernels))
+        a, b = Side(f"A:{a.label}", a.activities, a.gpus), Side(f"B:{b.label}", b.activities, b.gpus)
+    return Diff(a, b, diff_activities(a.activities, b.activities))
 
 
 def _side(source: str | Path) -> Side:

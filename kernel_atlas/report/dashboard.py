@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from kernel_atlas.analysis.diff import Diff, Side, compare
+from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels
 from kernel_atlas.analysis.views import module_times, timeline_of
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.errors import AtlasError
@@ -198,7 +198,10 @@ def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
 
 def compare_runs(a: Run, b: Run) -> Diff:
     """Time per category, op, module and kernel in both runs and the change (`atlas diff`)."""
-    return compare(Side(a.label, a.kernels, gpu_names(a.summary)), Side(b.label, b.kernels, gpu_names(b.summary)))
+    return compare(
+        side_of_kernels(a.label, a.kernels, gpu_names(a.summary)),
+        side_of_kernels(b.label, b.kernels, gpu_names(b.summary)),
+    )
 
 
 def compare_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:

@@ -596,7 +596,7 @@ def write_diff_html(diff: Diff, path: Path) -> Path:
     change = b.gpu_time_us - a.gpu_time_us
     summary = "".join(
         f"<li>{tag} {html.escape(side.label)} ({html.escape(', '.join(side.gpus) or 'unknown GPU')}): "
-        f"GPU time {fmt_us(side.gpu_time_us)}, {len(side.kernels):,} activities</li>"
+        f"GPU time {fmt_us(side.gpu_time_us)}, {side.count:,} activities</li>"
         for tag, side in (("A", a), ("B", b))
     )
     pct = fmt_pct(100 * change / a.gpu_time_us) if a.gpu_time_us else "–"

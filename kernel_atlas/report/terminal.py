@@ -412,7 +412,7 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
         _text(
             console,
             f"[bold]{tag}[/] {esc(side.label)}  {esc(', '.join(map(str, side.gpus)) or 'unknown GPU')}  "
-            f"GPU time {fmt_us(side.gpu_time_us)} ({len(side.kernels):,} activities)",
+            f"GPU time {fmt_us(side.gpu_time_us)} ({side.count:,} activities)",
         )
     change = b.gpu_time_us - a.gpu_time_us
     _text(console, f"[bold]B − A[/] {fmt_signed_us(change)} ({_change_pct(a.gpu_time_us, b.gpu_time_us)})")
