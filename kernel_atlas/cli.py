@@ -171,6 +171,7 @@ def classify(
     operation and the provenance of every new label."""
     from kernel_atlas.classify.classifier import load_catalog
     from kernel_atlas.classify.fill import fill_catalog
+    from kernel_atlas.classify.taxonomy import UNKNOWN_OP
 
     entries = load_catalog(catalog)
     filled = fill_catalog(entries)
@@ -182,7 +183,7 @@ def classify(
 
     write_text(out, text)
     newly = sum(1 for a, b in zip(entries, filled, strict=True) if a.get("op_mapping") != b["op_mapping"])
-    unknown = sum(1 for e in filled if e["op_mapping"] == "unknown")
+    unknown = sum(1 for e in filled if e["op_mapping"] == UNKNOWN_OP)
     say(err_console, "", f"{len(filled)} entries, {newly} newly labelled, {unknown} unknown → {out}")
 
 

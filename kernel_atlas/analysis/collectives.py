@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.safe_files import remove
 from kernel_atlas.roofline.analysis import bus_factor, comm_itemsize
@@ -139,7 +140,7 @@ def _load_rows(con: duckdb.DuckDBPyConnection, source: str) -> None:
         SELECT rank, CAST(trace AS VARCHAR) AS trace, ts_us, dur_us, CAST(op_mapping AS VARCHAR) AS op_mapping,
                {optional}
         FROM {source}
-        WHERE kind = 'kernel' AND category = 'communication' AND op_mapping <> 'send_recv'
+        WHERE kind = 'kernel' AND category = '{COMMUNICATION}' AND op_mapping <> '{SEND_RECV}'
     """)
     con.execute(f"""
         CREATE TEMP TABLE inst AS

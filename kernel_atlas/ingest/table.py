@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP
 from kernel_atlas.ingest.columns import TraceColumns
 from kernel_atlas.ingest.link import LinkedColumns
 from kernel_atlas.store.schema import KERNEL_COLUMNS
@@ -68,8 +69,8 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "cpu_op_id": _nullable_int(linked.cpu_op_id),
             "capture_correlation": _nullable_int(linked.capture_correlation),
             "shapes_inferred": linked.shapes_inferred,
-            "op_mapping": _constant("unknown", n),
-            "category": _constant("other", n),
+            "op_mapping": _constant(UNKNOWN_OP, n),
+            "category": _constant(OTHER_CATEGORY, n),
             "label_rule": _constant(None, n),
             "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),

@@ -69,7 +69,9 @@ def test_a_corrected_label_changes_cost_and_replay_together() -> None:
         cost_of(Call("<built-in function launch>", "matmul", args, "rule:deepgemm-grouped"))
 
     def target(rule: str) -> Target:
-        return Target("k", "<built-in function launch>", "matmul", "gemm", dims, types, None, None, None, 1, "catalog", rule)
+        return Target(
+            "k", "<built-in function launch>", "matmul", "gemm", dims, types, None, None, None, 1, "catalog", rule
+        )
 
     grouped = replay_one(target("rule:deepgemm-grouped"), "cpu")
     assert grouped.check == "skipped" and "grouped DeepGEMM" in grouped.reason
@@ -79,9 +81,9 @@ def test_a_corrected_label_changes_cost_and_replay_together() -> None:
 
 def test_the_recorded_call_model_types_every_argument() -> None:
     args = parse_call(
-        '[[[1,559,32],[1,559,32]],[],[4,6],[],[]]',
+        "[[[1,559,32],[1,559,32]],[],[4,6],[],[]]",
         '["TensorList","Scalar","c10::BFloat16","ScalarList",""]',
-        '[[[17888,32,1],[17888,32,1]],[],[1,4],[],[]]',
+        "[[[17888,32,1],[17888,32,1]],[],[1,4],[],[]]",
         '["","-1","","[2, 3]",""]',
     )
     assert [a.kind for a in args] == ["tensor_list", "scalar", "tensor", "list", "none"]
@@ -114,3 +116,70 @@ def test_the_label_decides_a_builders_variant() -> None:
     assert "(paged prefill, page size 4" in plain.implementation
     # the same arrays read as a decode: kv_indptr [4] → 3 requests, kv_indices [4] pages
     assert "(decode" in replay("k", prefill, "rule:flashinfer-decode").implementation
+
+
+def _family_table() -> list[tuple[str, str, str, str, str]]:
+    """One row per rule of catalogs/rules.toml: (rule id, label `op (category)`, cost formula,
+    replay builder, replay config) — a kernel family's knowledge in one visible line."""
+    import tomllib
+
+    from kernel_atlas.classify.rules import load_rules
+    from kernel_atlas.core.paths import catalogs_dir
+    from kernel_atlas.replay.runner import NOT_REPLAYABLE
+
+    replay = _replay_registry()
+    taxonomy = load_taxonomy()
+    triton = tomllib.loads((catalogs_dir() / "replay.toml").read_text())["triton"]
+    config_of = {rule: name for name, spec in triton.items() for rule in spec.get("rules", [])}
+    rows = []
+    for rule in load_rules()[0].by_id().values():
+        ops = list(dict.fromkeys(op for op in (rule.op, *rule.map.values()) if op))
+        by_category: dict[str, list[str]] = {}
+        for op in ops:
+            by_category.setdefault(taxonomy.category(op), []).append(op)
+        label = "; ".join(f"{', '.join(o)} ({c})" for c, o in by_category.items()) or "(refines only)"
+        formulas = [costs.REGISTRY.get(("rule", rule.id))] + [costs.REGISTRY.get(("op", op)) for op in ops]
+        cost = ", ".join(dict.fromkeys(f.__name__ for f in formulas if f)) or "—"
+        builder = replay.get(("rule", rule.id)) or (replay.get(("op", rule.op)) if rule.op else None)
+        refused = NOT_REPLAYABLE.get(("rule", rule.id)) or NOT_REPLAYABLE.get(("category", taxonomy.category(rule.op)))
+        shown = "refused" if refused else "ATen schema, if an ATen op launched it"
+        if builder:
+            shown = f"{builder.__module__.rsplit('.', 1)[-1]}.{builder.__name__}"
+        rows.append((rule.id, label, cost, shown, config_of.get(rule.id, "—")))
+    return rows
+
+
+def test_one_table_per_rule_says_label_cost_replay_and_config() -> None:
+    import inspect
+    import sys
+
+    from kernel_atlas.classify.rules import load_rules, rule_ids
+
+    rows = _family_table()
+    width = [max(len(r[i]) for r in rows) for i in range(5)]
+    header = ("rule", "label", "cost formula", "replay builder", "replay config")
+    for row in (header, *rows):  # `pytest -s` shows the table
+        sys.stdout.write("  ".join(cell.ljust(w) for cell, w in zip(row, width, strict=True)) + "\n")
+    assert [r[0] for r in rows] == list(dict.fromkeys(r[0] for r in rows))  # one row per rule
+    taxonomy = load_taxonomy()
+    for rule in load_rules()[0].by_id().values():  # every label a rule gives is in the vocabulary
+        assert all(taxonomy.is_op(op) for op in (rule.op, *rule.map.values()) if op), rule.id
+    # every replay config names existing rules whose builder's module uses that config
+    import tomllib
+
+    from kernel_atlas.core.paths import catalogs_dir
+
+    replay = _replay_registry()
+    triton = tomllib.loads((catalogs_dir() / "replay.toml").read_text())["triton"]
+    for name, spec in triton.items():
+        assert spec.get("rules"), f"[triton.{name}] names no rule"
+        for rule in spec["rules"]:
+            assert rule in rule_ids(), (name, rule)
+            builder = replay[("rule", rule)]
+            assert f'candidates("{name}"' in inspect.getsource(inspect.getmodule(builder)), (name, rule)
+    # the Triton fused-MoE family, read off rules.toml, costs.py, replay/kernels/fused_moe.py, replay.toml
+    row = {r[0]: r for r in rows}["triton-fused-moe"]
+    assert row[1] == "fused_moe (moe)" and row[3].startswith("fused_moe.") and row[4] == "fused_moe_kernel"
+    assert row[2] != "—" and costs.REGISTRY[("rule", "triton-fused-moe")].__name__ in row[2]
+    assert {r[0]: r for r in rows}["deepgemm"][4] == "w8a8_block_fp8_matmul"  # its stand-in's config
+    assert taxonomy.category("fused_moe") == "moe"

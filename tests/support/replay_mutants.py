@@ -156,7 +156,9 @@ def run_mutant(mutant: Mutant) -> Outcome:
 
 # Shapes with tail blocks for the interpreter's tiles (fused_moe: K 72, N 96 in 64-wide tiles).
 MOE = [[24, 72], [4, 96, 72], [4, 72, 48], [24, 2], [24, 2]]
-FM, EP, NORMS, SERVING = (f"kernel_atlas.replay.kernels.{m}" for m in ("fused_moe", "ep", "norms", "serving"))
+FM, EP, GEMM, NORMS, SERVING = (
+    f"kernel_atlas.replay.kernels.{m}" for m in ("fused_moe", "ep", "gemm", "norms", "serving")
+)
 
 MUTANTS = [
     Mutant(
@@ -275,7 +277,7 @@ MUTANTS = [
     ),
     Mutant(
         "w8a8 block-fp8 GEMM: N mask dropped from the store",
-        EP,
+        GEMM,
         "    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)",
         "    mask = offs_cm[:, None] < M",
         "_block_fp8_matmul",
