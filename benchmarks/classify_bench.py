@@ -27,8 +27,8 @@ import pandas as pd
 from kernel_atlas.classify import names
 from kernel_atlas.classify.classifier import Classifier, label_frame, load_catalog
 from kernel_atlas.classify.rules import load_rules
+from kernel_atlas.core.paths import catalogs_dir
 from kernel_atlas.ingest.pipeline import ingest_trace
-from kernel_atlas.paths import catalogs_dir
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "traces"

@@ -25,9 +25,10 @@ import pandas as pd
 
 from kernel_atlas.analysis.critical_path import breakdown_pct, build_graph, longest_path, segments
 from kernel_atlas.analysis.whatif import parse_speedup, whatif_weights
+from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.host_events import load_host_events
-from kernel_atlas.ingest.outputs import load_kernels
-from kernel_atlas.ingest.pipeline import ingest_paths, write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths
+from kernel_atlas.store.outputs import load_kernels
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "traces"
 

@@ -1,10 +1,10 @@
-"""A long hostile-input campaign: tests/test_fuzz.py's property with a large budget, by hand.
+"""A long hostile-input campaign: tests/cli/test_fuzz.py's property with a large budget, by hand.
 
     python benchmarks/fuzz_hostile.py [--examples 2000] [--seed 11] [--out benchmarks/results/fuzz-hostile.json]
                                       [--keep DIR]
 
 Real traces (the small shared ones and the bundled example) are mutated by hypothesis
-(`tests/fuzz.py`: one hostile value in an event's args or the metadata, an event's own fields,
+(`tests/support/fuzz.py`: one hostile value in an event's args or the metadata, an event's own fields,
 bytes of the plain, gzip or zstd file) and run through `atlas ingest` then `atlas report` in a
 worker process whose address space is capped (`resource.setrlimit`), each case with a time
 bound. Every outcome is checked against the contract (exit 0 with a correct result, or exit 2

@@ -208,8 +208,9 @@ def main() -> int:
         return 2
     device = "cpu" if args.cpu_dry_run else "cuda"
 
-    from kernel_atlas.ingest.pipeline import ingest_paths, write_outputs
-    from kernel_atlas.paths import catalogs_dir, read_toml
+    from kernel_atlas.core.paths import catalogs_dir, read_toml
+    from kernel_atlas.ingest.fleet import write_outputs
+    from kernel_atlas.ingest.pipeline import ingest_paths
     from kernel_atlas.replay.runner import targets_from_catalog, targets_from_output
 
     started = time.monotonic()

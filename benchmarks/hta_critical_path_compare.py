@@ -27,9 +27,10 @@ import textwrap
 from pathlib import Path
 
 from kernel_atlas.analysis.critical_path import BUCKETS, breakdown_pct, build_graph, longest_path, segments
+from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.host_events import load_host_events
-from kernel_atlas.ingest.outputs import load_kernels
-from kernel_atlas.ingest.pipeline import ingest_paths, write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths
+from kernel_atlas.store.outputs import load_kernels
 
 HTA_CHILD = textwrap.dedent(
     """

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from kernel_atlas.analysis.waits import analyse_waits
 from kernel_atlas.ingest.pipeline import ingest_trace
-from kernel_atlas.report.waits import analyse_waits
 
 HTA_CHILD = textwrap.dedent(
     """

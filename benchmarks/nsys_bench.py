@@ -96,7 +96,7 @@ def nvtx_launchers(db: sqlite3.Connection) -> pd.DataFrame:
 
 
 def measure(path: Path, other: Path, out: Path) -> dict:
-    from kernel_atlas.ingest.outputs import load_kernels
+    from kernel_atlas.store.outputs import load_kernels
 
     folder = out / path.stem
     start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Mutation study of replay's checks: every mutant of tests/replay_mutants.py, by hand.
+"""Mutation study of replay's checks: every mutant of tests/support/replay_mutants.py, by hand.
 
     python benchmarks/replay_mutation.py [--out benchmarks/results/replay-mutation-cpu.json]
 
@@ -6,7 +6,7 @@ Each mutant is a deliberate bug in a copy of a replay module (a dropped mask, a 
 the timed launch, an off-by-one bound, inputs outside an op's domain, a wrong integer output, a
 tolerance taken from the wrong dtype). A mutant is caught when the replay's own check says
 "fail" where the unmutated code says "pass". Runs on the CPU (Triton interpreter), ~1 minute;
-CI runs a subset (tests/test_replay_mutants.py). Exit code 1 if any mutant survives.
+CI runs a subset (tests/replay/test_replay_mutants.py). Exit code 1 if any mutant survives.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main() -> int:
     import torch
     import triton
 
-    from tests.replay_mutants import MUTANTS, run_mutant
+    from tests.support.replay_mutants import MUTANTS, run_mutant
 
     rows = []
     started = time.perf_counter()

@@ -30,9 +30,9 @@ from rich.console import Console
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from kernel_atlas.analysis.diff import diff_kernels  # noqa: E402
 from kernel_atlas.ingest.pipeline import ingest_trace  # noqa: E402
 from kernel_atlas.report.build import Report  # noqa: E402
-from kernel_atlas.report.diff import diff_kernels  # noqa: E402
 from kernel_atlas.report.html import write_html  # noqa: E402
 from kernel_atlas.report.terminal import print_report  # noqa: E402
 from kernel_atlas.roofline.analysis import analyse  # noqa: E402

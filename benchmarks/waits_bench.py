@@ -22,9 +22,9 @@ sys.path.insert(0, str(HERE))
 
 from report_views_bench import SHARED, finish, repeated  # noqa: E402
 
+from kernel_atlas.analysis.idle import idle_breakdown  # noqa: E402
+from kernel_atlas.analysis.waits import analyse_waits  # noqa: E402
 from kernel_atlas.ingest.pipeline import ingest_trace  # noqa: E402
-from kernel_atlas.report.idle import idle_breakdown  # noqa: E402
-from kernel_atlas.report.waits import analyse_waits  # noqa: E402
 
 
 def best(fn, repeat: int) -> float:

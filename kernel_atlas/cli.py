@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
 
 app = typer.Typer(
     name="atlas",
@@ -34,7 +34,7 @@ def say(console: Console, label: str, message: object, redact: bool = True) -> N
     """One line: our markup `label`, then `message` shown literally (escaped, on one line, and
     unless `redact` is off anything shaped like a credential redacted — messages quote trace
     content)."""
-    from kernel_atlas.redact import redact_text
+    from kernel_atlas.core.redact import redact_text
     from kernel_atlas.report.markup import esc
 
     text = esc(redact_text(str(message)) if redact else str(message))
@@ -63,7 +63,7 @@ def _one_line_errors(func: F) -> F:
             if os.environ.get("ATLAS_DEBUG"):
                 raise
             if isinstance(exc, OSError) and exc.filename is not None:  # the user's file system said no
-                from kernel_atlas.safe_files import os_problem
+                from kernel_atlas.core.safe_files import os_problem
 
                 say(err_console, "[bold red]error:[/]", f"{exc.filename}: {os_problem(exc)}")
                 raise typer.Exit(2) from None
@@ -171,6 +171,7 @@ def classify(
     operation and the provenance of every new label."""
     from kernel_atlas.classify.classifier import load_catalog
     from kernel_atlas.classify.fill import fill_catalog
+    from kernel_atlas.classify.taxonomy import UNKNOWN_OP
 
     entries = load_catalog(catalog)
     filled = fill_catalog(entries)
@@ -178,11 +179,11 @@ def classify(
     if out is None:
         sys.stdout.write(text)
         return
-    from kernel_atlas.safe_files import write_text
+    from kernel_atlas.core.safe_files import write_text
 
     write_text(out, text)
     newly = sum(1 for a, b in zip(entries, filled, strict=True) if a.get("op_mapping") != b["op_mapping"])
-    unknown = sum(1 for e in filled if e["op_mapping"] == "unknown")
+    unknown = sum(1 for e in filled if e["op_mapping"] == UNKNOWN_OP)
     say(err_console, "", f"{len(filled)} entries, {newly} newly labelled, {unknown} unknown → {out}")
 
 
@@ -302,9 +303,9 @@ def report(
     if source.is_file() and source.suffix == ".json" and _starts_with(source, b"["):
         # a kernel catalog: costs of every entry at its example shapes
         from kernel_atlas.classify.classifier import load_catalog
-        from kernel_atlas.ingest.outputs import write_csv
         from kernel_atlas.roofline.catalog import catalog_costs
         from kernel_atlas.roofline.devices import get_device
+        from kernel_atlas.store.outputs import write_csv
 
         table = catalog_costs(load_catalog(source), get_device(device or "h100-sxm"))
         target = Path(source.stem + ".costs.csv")
@@ -425,11 +426,11 @@ def diff(
     --fail-above PCT it gates a CI job: exit code 3 when something regressed by more than PCT
     percent (named), 0 otherwise. Traces are ingested next to themselves; files are written
     only where asked (-o, --html, --markdown)."""
+    from kernel_atlas.analysis.diff import diff_runs
     from kernel_atlas.analysis.gate import comparability, judge
-    from kernel_atlas.ingest.outputs import write_csv
-    from kernel_atlas.report.diff import diff_runs
     from kernel_atlas.report.diff_markdown import comparability_line, verdict_line, write_markdown
     from kernel_atlas.report.terminal import print_diff, print_gate
+    from kernel_atlas.store.outputs import write_csv
 
     result = diff_runs(a, b)
     totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
@@ -493,10 +494,10 @@ def dashboard(
 ) -> None:
     """Open the notebook dashboard for a run in JupyterLab (filters, roofline, time share,
     timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""
-    from kernel_atlas.ingest.outputs import lock, open_output
     from kernel_atlas.report.dashboard import resolve_source
     from kernel_atlas.report.markup import esc
     from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
+    from kernel_atlas.store.outputs import lock, open_output
 
     out_dir = resolve_source(source)
     with lock(out_dir, shared=True):
@@ -547,8 +548,7 @@ def replay(
     launch's own output against a float64 or plain-torch reference, then time it (CUDA events
     with the L2 flushed, CUDA graphs for short kernels; wall clock on the CPU)."""
     from kernel_atlas.classify.names import display_name
-    from kernel_atlas.ingest.outputs import open_output
-    from kernel_atlas.paths import catalogs_dir
+    from kernel_atlas.core.paths import catalogs_dir
     from kernel_atlas.replay.runner import (
         check_device,
         default_device,
@@ -562,6 +562,7 @@ def replay(
     )
     from kernel_atlas.report.progress import progress_bar
     from kernel_atlas.report.terminal import print_replay
+    from kernel_atlas.store.outputs import open_output
 
     device = check_device(device) if device else default_device()
     if scale is not None and not 0 < scale <= 1:

@@ -20,9 +20,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.outputs import KERNELS, REPORT, SUMMARY, open_output
-from kernel_atlas.redact import redact_value
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import redact_value
+from kernel_atlas.store.outputs import KERNELS, REPORT, SUMMARY, open_output
 
 MAX_ROWS = 500  # the most rows a tool returns
 MAX_RUNS = 1000  # the most runs `runs` lists
@@ -78,7 +78,7 @@ class Tools:
 
     def _report(self, folder: Path, run_id: str | None) -> dict[str, Any] | None:
         """report.json of the run when `atlas report` wrote one for this very ingest."""
-        from kernel_atlas import safe_files
+        from kernel_atlas.core import safe_files
 
         path = folder / REPORT
         if not path.is_file() or path.is_symlink():
@@ -227,8 +227,8 @@ class Tools:
     def diff(self, run_a: str, run_b: str, fail_above_pct: float | None = None, limit: int = 20) -> dict[str, Any]:
         """Run B against run A: GPU time per category and the largest op changes, how comparable
         the runs are and, with `fail_above_pct`, the verdict of `atlas diff --fail-above`."""
+        from kernel_atlas.analysis.diff import diff_runs
         from kernel_atlas.analysis.gate import comparability, judge
-        from kernel_atlas.report.diff import diff_runs
 
         result = diff_runs(self.run_dir(run_a), self.run_dir(run_b))
         a, b = result.a, result.b

@@ -1,1 +1,2 @@
-"""Analyses over the tables of a run: each module takes tables and returns tables."""
+"""Analyses of a run's tables, each module taking tables and returning tables: time share views,
+waits and idle, launches, collectives across ranks, diff and its gate, findings."""

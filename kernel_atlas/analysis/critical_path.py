@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
 
 KERNEL_GAP_LIMIT_US = 1500.0  # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US: longer gaps are unexplained waits
 BUCKETS = (
@@ -695,7 +695,7 @@ def analyse_output(
     from kernel_atlas.analysis.critical_ranks import MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
     from kernel_atlas.analysis.whatif import where_optimisation_pays
     from kernel_atlas.ingest.host_events import load_host_events
-    from kernel_atlas.ingest.outputs import load_kernels
+    from kernel_atlas.store.outputs import load_kernels
 
     joint = len(ranks) > 1 and collectives is not None and len(collectives) > 0 and len(ranks) <= MAX_JOINT_RANKS
     per_rank, graphs, best, notes = [], {}, None, []

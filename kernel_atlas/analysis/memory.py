@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.memory import EVENT_COLUMNS, MEMORY_EVENTS
-from kernel_atlas.ingest.outputs import SUMMARY, load_table, table_run
-from kernel_atlas.paths import read_toml
+from kernel_atlas.store.outputs import SUMMARY, load_table, table_run
 
 ALLOCATION_COLUMNS = (
     "device",

@@ -19,9 +19,9 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.analysis.critical_path import BUCKETS
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.redact import redact_value
-from kernel_atlas.safe_files import atomic_file
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import redact_value
+from kernel_atlas.core.safe_files import atomic_file
 
 _PID = "Critical path"
 _KEPT = ("displayTimeUnit", "schemaVersion", "deviceProperties", "distributedInfo")
@@ -100,7 +100,7 @@ def overlay_for_report(report: Any, target: Path, trace: Path | None) -> Path:
     """`atlas report --overlay FILE`: the overlay of the report's critical path on its trace (the
     given one, else the trace named in summary.json found next to the output folder). For a
     joint path of several ranks, the segments of the path's first rank."""
-    from kernel_atlas.ingest.outputs import read_parquet
+    from kernel_atlas.store.outputs import read_parquet
 
     segs = read_parquet(report.out_dir / "critical_path.parquet")
     facts = report.analysis.facts.get("critical_path", {})

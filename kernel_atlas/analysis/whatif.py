@@ -20,7 +20,7 @@ import pandas as pd
 
 from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, longest_path, name_mask
 from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
 
 _FIELDS = {"op": "op_mapping", "category": "category", "kernel": "name", "module": "module", "launcher": "launcher"}
 _SPEC = re.compile(r"^(?P<field>\w+)=(?P<value>.+):(?P<how>roofline|\d+(\.\d+)?x)$")
@@ -197,7 +197,7 @@ def run_whatif(
 
     from kernel_atlas.analysis.critical_path import parse_window
     from kernel_atlas.ingest.host_events import load_host_events
-    from kernel_atlas.ingest.outputs import load_kernels, lock, open_output, read_parquet, write_json
+    from kernel_atlas.store.outputs import load_kernels, lock, open_output, read_parquet, write_json
 
     changes = [parse_speedup(s) for s in specs]
     if not changes and not no_launch_gaps:

@@ -26,8 +26,8 @@ import pandas as pd
 from kernel_atlas.classify.names import NAME_TEXTS, family_key, lower_texts, name_texts
 from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules, rule_precisions
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.paths import catalogs_dir
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.paths import catalogs_dir
 
 UNLABELLED = ("", "TBD", None)
 LAUNCHER_RULE = "launcher-table"
@@ -285,7 +285,7 @@ _ENTRY_TEXT = ("kernel_name", "kernel_implementation", "op_mapping", "operation"
 def load_catalog(path: str | Path) -> list[dict[str, Any]]:
     """A kernel catalog (the seed's format): a JSON list of entries, checked where it is read
     (`AtlasError` naming the file and the first entry that is not one)."""
-    from kernel_atlas.safe_files import read_json
+    from kernel_atlas.core.safe_files import read_json
 
     data = read_json(path)
     if not isinstance(data, list):

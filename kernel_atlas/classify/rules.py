@@ -31,8 +31,8 @@ from pathlib import Path
 
 from kernel_atlas.classify.names import literal_needles, token_pattern
 from kernel_atlas.classify.taxonomy import load_taxonomy
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.paths import catalogs_dir, read_toml
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.paths import catalogs_dir, read_toml
 
 PATTERN_KEYS = ("name", "launcher", "stack", "not_name", "not_launcher", "not_stack")
 # The cases where the name and the launcher disagree; rules.toml's [resolution] says who wins.
@@ -79,6 +79,7 @@ class RuleSet:
     context: tuple[Rule, ...]
     fallback: tuple[Rule, ...]
     resolution: dict[str, Resolution]
+    sets: dict[str, str] = field(default_factory=dict)  # [sets]: named alternations
 
     def by_id(self) -> dict[str, Rule]:
         return {r.id: r for r in (*self.rules, *self.context, *self.fallback)}
@@ -225,7 +226,7 @@ def parse_rules(source: Path) -> RuleSet:
         if not isinstance(raw, dict) or raw.get("winner") not in WINNERS:
             raise AtlasError(source, f"[resolution] needs `{case} = {{ winner = \"name\"|\"launcher\", why = ... }}`")
         resolution[case] = Resolution(raw["winner"], raw.get("why", ""))
-    return RuleSet(tuple(lists["rule"]), tuple(lists["context"]), tuple(lists["fallback"]), resolution)
+    return RuleSet(tuple(lists["rule"]), tuple(lists["context"]), tuple(lists["fallback"]), resolution, sets)
 
 
 def parse_launchers(source: Path) -> LauncherTable:
@@ -271,3 +272,13 @@ def rule_precisions(directory: str | None = None) -> dict[str, str]:
 def rule_ids() -> frozenset[str]:
     """Every rule id of the shipped rules.toml (registries of costs and replay name them)."""
     return frozenset(load_rules()[0].by_id())
+
+
+def inductor_kernel_prefix() -> re.Pattern[str]:
+    """`triton_<kind>_`, the prefix Inductor gives its Triton kernels, for the kinds that
+    rules.toml's `[sets] inductor_kernels` lists (Inductor names a launch's CPU op after it)."""
+    rules, _ = load_rules()
+    kinds = rules.sets.get("inductor_kernels")
+    if not kinds:
+        raise AtlasError(catalogs_dir() / "rules.toml", "[sets] needs `inductor_kernels` (Inductor's kernel kinds)")
+    return re.compile(rf"^triton_(?:{kinds})_")

@@ -5,10 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kernel_atlas.paths import read_toml
+from kernel_atlas.core.paths import read_toml
 
+# The names code refers to (catalogs/taxonomy.toml defines them; tests/classify/test_taxonomy_names.py
+# checks each is there): the fallback labels, and the family that crosses ranks.
 UNKNOWN_OP = "unknown"
 OTHER_CATEGORY = "other"
+COMMUNICATION = "communication"
+SEND_RECV = "send_recv"  # a point-to-point copy: a communication op that is no collective
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.classify.rules import inductor_kernel_prefix
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     RUNTIME,
@@ -70,7 +71,7 @@ _KERNEL_LAUNCH = re.compile(r"Launch(?:Cooperative)?Kernel")
 # ROCm may replay a graph's memset/memcpy nodes as runtime blit kernels
 _ROCCLR_FILL, _ROCCLR_COPY = "__amd_rocclr_fillBuffer", "__amd_rocclr_copyBuffer"
 # Inductor names the CPU op around a Triton launch after the kernel
-_INDUCTOR_KERNEL = re.compile(r"^triton_(?:poi|red|per|tem|for|mm|bmm|cooperative)_")
+_INDUCTOR_KERNEL = inductor_kernel_prefix()  # rules.toml [sets] inductor_kernels
 # Triton 2.0 appended the argument signature to kernel names (`…_0d1d2de`)
 _TRITON_SIGNATURE = re.compile(r"_\d+d[0-9de]*$")
 

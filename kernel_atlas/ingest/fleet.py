@@ -20,16 +20,18 @@ from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.safe_files import is_writable_folder, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
 from kernel_atlas.ingest.host_events import write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
-from kernel_atlas.ingest.outputs import (
+from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
+from kernel_atlas.store.outputs import (
     CATALOG,
     KERNELS,
     LAYOUT,
@@ -41,8 +43,9 @@ from kernel_atlas.ingest.outputs import (
     write_json,
     write_rank,
 )
-from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
-from kernel_atlas.safe_files import is_writable_folder, why_missing
+
+if TYPE_CHECKING:
+    from kernel_atlas.ingest.pipeline import IngestResult
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", *NSYS_SUFFIXES)
 ENGINES = ("local", "ray")
@@ -178,6 +181,23 @@ def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
     return Path(out), ([note] if note else []) + result.warnings
 
 
+def run_folder(source: str | Path, reuse: bool = True) -> Path:
+    """The ingest output for `source`: a folder as it is; a trace's default output folder,
+    ingested now unless `reuse` and its summary.json is newer than the trace."""
+    path = Path(source)
+    if path.is_dir():
+        return path
+    if not reuse:
+        return ingest_one(source)[0]
+    if not path.exists():
+        raise AtlasError(path, why_missing(path))
+    out_dir = Path(output_for(str(path))[0])
+    summary = out_dir / SUMMARY
+    if not summary.is_file() or summary.stat().st_mtime < path.stat().st_mtime:
+        return ingest_one(path)[0]
+    return out_dir
+
+
 def plan(
     sources: Sequence[str], out: str, captures: Sequence[CapturedGraph] = (), run_id: str | None = None
 ) -> list[Task]:
@@ -220,7 +240,6 @@ def _local_copy(source: str) -> Iterator[Path]:
 def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = None) -> Outcome:
     """Ingest one trace into the dataset. Never raises: a failure comes back as `RankFailed`."""
     from kernel_atlas.classify.classifier import default_classifier
-    from kernel_atlas.ingest.memory import write_memory_events
     from kernel_atlas.ingest.pipeline import ingest_trace
 
     try:
@@ -231,11 +250,8 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog)
         kernel_time = kernel_time_table(result.frame)
-        memory = write_memory_events(result.memory, task.out, rank, task.stem, task.run_id)
-        if memory:
-            result.facts["memory_file"] = memory
-        for host in result.host_events.values():  # the critical path's host side (ingest/host_events.py)
-            write_host_events(host, task.out, rank, task.stem, task.run_id)
+        host = next(iter(result.host_events.values()), None)
+        result.facts = write_beside(result.memory, host, task.out, result.facts, task.stem, task.run_id)
         written = write_rank(result.frame, task.out, rank, task.stem, task.run_id)  # last: a failure leaves no file
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:
@@ -377,25 +393,15 @@ def _ingest_run(
     on_done: Callable[[str], None] | None,
     on_progress: Callable[[str, float], None] | None,
 ) -> FleetResult:
-    traces: list[dict[str, Any]] = []
     if engine == "ray" and address is not None and not is_url(out):
         warnings.append(
             f"-o {out} is a local path: Ray workers on other machines write their ranks to their own disks "
             "(use shared storage or an s3:// / gs:// URL)"
         )
-    failed: list[RankFailed] = []
-    catalog: dict[tuple[str, str], dict[str, Any]] = {}
-    kernel_time: pd.DataFrame | None = None
+    run = RunFold(warnings)
 
     def fold(outcome: Outcome) -> None:
-        nonlocal kernel_time
-        if isinstance(outcome, RankFailed):
-            failed.append(outcome)
-        else:
-            traces.append({**outcome.facts, "kernels_file": outcome.file})
-            warnings.extend(outcome.warnings)
-            merge_catalog(catalog, outcome.catalog)
-            kernel_time = add_kernel_times(kernel_time, outcome.kernel_time)
+        run.add(outcome)
         if on_done:
             on_done(outcome.source)
 
@@ -403,28 +409,94 @@ def _ingest_run(
         _run_ray(tasks, jobs, address, fold)
     else:
         _run_local(tasks, jobs or 1, fold, on_progress)
-    kernel_time = kernel_time if kernel_time is not None else kernel_time_table(pd.DataFrame())
-    if not traces:
-        return FleetResult(out, {}, warnings, failed, kernel_time)
-    traces.sort(key=lambda t: (t["rank"], t["kernels_file"]))
-    ranks = [t["rank"] for t in traces]
-    if len(set(ranks)) != len(ranks):
-        warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")
-    entries = merged_entries(catalog)
-    summary = {
-        "run_id": tasks[0].run_id,
-        "traces": traces,
-        "devices": [device for t in traces for device in t.get("devices", [])],
-        "by_kind": _summed_kinds(traces),
-        "failed": [{"source": f.source, "reason": f.reason} for f in failed],
-        "layout": LAYOUT,
-        "engine": engine,
-        "warnings": warnings,
-        "distinct_kernels": len(entries),
-    }
-    files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
-    files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
-    return FleetResult(out, summary, warnings, failed, kernel_time, files)
+    return run.finish(out, tasks[0].run_id, engine)
+
+
+@dataclass
+class RunFold:
+    """The ranks of one run folded as they finish — facts, catalog entries, time per kernel —
+    and, at the end, the run's catalog.json and summary.json: the one writer of a run's summary,
+    for one trace (`write_outputs`) and for thousands (`ingest_fleet`)."""
+
+    warnings: list[str]
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    failed: list[RankFailed] = field(default_factory=list)
+    catalog: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    kernel_time: pd.DataFrame | None = None
+
+    def add(self, outcome: Outcome) -> None:
+        if isinstance(outcome, RankFailed):
+            self.failed.append(outcome)
+            return
+        self.traces.append({**outcome.facts, "kernels_file": outcome.file})
+        self.warnings.extend(outcome.warnings)
+        merge_catalog(self.catalog, outcome.catalog)
+        self.kernel_time = add_kernel_times(self.kernel_time, outcome.kernel_time)
+
+    def finish(self, out: str, run_id: str | None, engine: str) -> FleetResult:
+        """catalog.json and, last, summary.json; nothing when every rank failed."""
+        warnings, traces = self.warnings, self.traces
+        kernel_time = self.kernel_time if self.kernel_time is not None else kernel_time_table(pd.DataFrame())
+        if not traces:
+            return FleetResult(out, {}, warnings, self.failed, kernel_time)
+        traces.sort(key=lambda t: (t["rank"], t["kernels_file"]))
+        ranks = [t["rank"] for t in traces]
+        clash = f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart"
+        if len(set(ranks)) != len(ranks) and clash not in warnings:
+            warnings.append(clash)
+        entries = merged_entries(self.catalog)
+        summary = {
+            "run_id": run_id,
+            "traces": traces,
+            "devices": [device for t in traces for device in t.get("devices", [])],
+            "by_kind": _summed_kinds(traces),
+            "failed": [{"source": f.source, "reason": f.reason} for f in self.failed],
+            "layout": LAYOUT,
+            "engine": engine,
+            "warnings": warnings,
+            "distinct_kernels": len(entries),
+        }
+        files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
+        files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
+        return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
+
+
+def write_beside(
+    memory: pd.DataFrame | None, host: pd.DataFrame | None, out: str, facts: dict[str, Any], stem: str, run_id: str
+) -> dict[str, Any]:
+    """The tables ingest writes beside a rank's kernels — its `[memory]` events and its host
+    events (the critical path's host side) — and the trace's facts with `memory_file` added."""
+    from kernel_atlas.ingest.memory import write_memory_events
+
+    written = write_memory_events(memory, out, facts["rank"], stem, run_id)
+    if host is not None:
+        write_host_events(host, out, facts["rank"], stem, run_id)
+    return {**facts, "memory_file": written} if written else facts
+
+
+def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
+    """An ingest already in memory (`pipeline.ingest_trace` / `ingest_paths`) written as
+    `atlas ingest` writes it: one rank file per trace, then catalog.json and summary.json through
+    `RunFold`, replacing an earlier run's."""
+    from kernel_atlas.classify.classifier import default_classifier
+
+    frame, out = result.frame, str(out_dir)
+    facts = result.facts.get("traces", [result.facts])
+    with new_run(out) as run_id:
+        run = RunFold(list(result.warnings))
+        for trace in facts:
+            stem = file_stem(Path(trace["file"]).name)
+            mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == trace["rank"]).to_numpy()
+            rows = frame[mine] if len(facts) > 1 else frame
+            memory = result.memory
+            if memory is not None and len(facts) > 1:
+                memory = memory[(memory["trace"] == stem).to_numpy() & (memory["rank"] == trace["rank"]).to_numpy()]
+            trace = write_beside(memory, result.host_events.get((stem, trace["rank"])), out, trace, stem, run_id)
+            catalog = build_catalog(rows, known=default_classifier().catalog)
+            written = write_rank(rows, out, trace["rank"], stem, run_id)
+            run.add(RankDone(trace["file"], trace["rank"], written, trace, [], catalog, kernel_time_table(rows)))
+        files = run.finish(out, run_id, "local").files
+    return {key: Path(value) for key, value in files.items()}
 
 
 def _summed_kinds(traces: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.redact import redact_frame
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, TraceColumns
 from kernel_atlas.ingest.events import SYNC_KINDS
 from kernel_atlas.ingest.link import LinkedColumns
-from kernel_atlas.ingest.outputs import PARTITION, is_url, read_parquet, write_table
-from kernel_atlas.redact import redact_frame
+from kernel_atlas.store.outputs import PARTITION, is_url, read_parquet, write_table
 
 HOST_EVENTS = "host_events.parquet"
 KINDS = ("cpu_op", "annotation", "runtime", "sync")

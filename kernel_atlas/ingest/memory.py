@@ -21,12 +21,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from kernel_atlas import safe_files
+from kernel_atlas.core import safe_files
+from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
 from kernel_atlas.ingest.link import HostNesting, _call_stacks, _first_matching, take
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US
-from kernel_atlas.ingest.outputs import _safe_folder, _with_run, filesystem, is_url
-from kernel_atlas.paths import read_toml
+from kernel_atlas.store.outputs import _safe_folder, _with_run, filesystem, is_url
 
 MEMORY_EVENTS = "memory_events.parquet"  # in the ingest output folder: rank=N/<trace-stem>.parquet
 _TEXT_COLUMNS = ("trace", "device", "op", "module", "call_stack")

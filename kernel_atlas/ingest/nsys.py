@@ -32,7 +32,7 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     CPU_OP,

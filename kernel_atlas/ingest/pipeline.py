@@ -16,38 +16,27 @@ import pandas as pd
 from kernel_atlas.analysis.efficiency import with_kernel_efficiency
 from kernel_atlas.analysis.steps import host_roles, overview
 from kernel_atlas.classify.classifier import default_classifier, label_frame
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import redact_frame, redact_text
 from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
-from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.events import UNKNOWN_GPU
 from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
-from kernel_atlas.ingest.host_events import host_events_table, write_host_events
+from kernel_atlas.ingest.host_events import host_events_table
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import HostNesting, link
-from kernel_atlas.ingest.memory import concat_memory, memory_events, write_memory_events
+from kernel_atlas.ingest.memory import concat_memory, memory_events
 from kernel_atlas.ingest.nsys import is_nsys, read_nsys
-from kernel_atlas.ingest.outputs import (
-    CATALOG,
-    KERNELS,
-    LAYOUT,
-    SUMMARY,
-    file_stem,
-    load_kernels,
-    new_run,
-    write_json,
-    write_rank,
-)
 from kernel_atlas.ingest.reader import TraceInfo
 from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
 from kernel_atlas.ingest.workers import decode_pool, discard_pool, reading_ahead, take_read_ahead, workers_for
-from kernel_atlas.redact import redact_frame, redact_text
+from kernel_atlas.store.outputs import file_stem, load_kernels
 
-__all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels", "write_outputs"]
+__all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels"]
 
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
@@ -275,41 +264,3 @@ def ingest_paths(
 
 def default_out_dir(first_trace: Path) -> Path:
     return first_trace.with_name(trace_stem(first_trace) + ".atlas")
-
-
-def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
-    """The kernels dataset (one file per trace, partitioned by rank), catalog.json and
-    summary.json (last) in `out_dir`, replacing an earlier run's."""
-    files = {"kernels": Path(out_dir) / KERNELS, "catalog": Path(out_dir) / CATALOG, "summary": Path(out_dir) / SUMMARY}
-    frame = result.frame
-    facts = result.facts if "traces" in result.facts else {"traces": [result.facts]}
-    with new_run(out_dir) as run_id:
-        traces = []
-        for trace in facts["traces"]:
-            stem = trace_stem(Path(trace["file"]))
-            mine = (frame["trace"] == stem).to_numpy() & (frame["rank"] == trace["rank"]).to_numpy()
-            rows = frame[mine] if len(facts["traces"]) > 1 else frame
-            memory = result.memory
-            if memory is not None and len(facts["traces"]) > 1:
-                memory = memory[(memory["trace"] == stem).to_numpy() & (memory["rank"] == trace["rank"]).to_numpy()]
-            memory_written = write_memory_events(memory, out_dir, trace["rank"], stem, run_id)
-            written = write_rank(rows, out_dir, trace["rank"], stem, run_id)
-            host = result.host_events.get((stem, trace["rank"]))
-            if host is not None:
-                write_host_events(host, out_dir, trace["rank"], stem, run_id)
-            traces.append(
-                {**trace, "kernels_file": written, **({"memory_file": memory_written} if memory_written else {})}
-            )
-        catalog = build_catalog(frame, known=default_classifier().catalog)
-        write_json(out_dir, CATALOG, catalog)
-        summary = {
-            "run_id": run_id,
-            **facts,
-            "traces": traces,
-            "failed": [],
-            "layout": LAYOUT,
-            "warnings": result.warnings,
-            "distinct_kernels": len(catalog),
-        }
-        write_json(out_dir, SUMMARY, summary)  # last: its presence says the run completed
-    return files

@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.events import SliceError, SlicePart, decode_task, schema_problem, without_surrogates
 
 try:  # ISA-L reads the same gzip format about four times faster than zlib

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from kernel_atlas.paths import read_toml
+from kernel_atlas.core.paths import read_toml
 
 TENSOR, TENSOR_LIST, SCALAR, LIST, NONE = "tensor", "tensor_list", "scalar", "list", "none"
 NOT_TENSORS = ("", "Scalar", "ScalarList", "IntList", "TensorList", "GenericList", "None", "str", "Device", "Layout")

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from kernel_atlas.ingest.table import KERNEL_COLUMNS
+from kernel_atlas.store.schema import KERNEL_COLUMNS
 
 # What a launching op recorded about its inputs: JSON lists, one entry per input.
 RECORDED_CALL = ("input_dims", "input_types", "input_strides", "concrete_inputs")

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.classify.taxonomy import COMMUNICATION
+from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.reader import TraceInfo
-from kernel_atlas.redact import redact_text
 
 # Metadata keys that may hold credentials are never copied into any output.
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|key|credential|auth|cookie", re.IGNORECASE)
@@ -85,7 +86,7 @@ def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
             "streams": sorted(int(s) for s in group["stream"].dropna().unique()),
         }
         if "category" in group:
-            comm = (group["category"] == "communication").to_numpy()
+            comm = (group["category"] == COMMUNICATION).to_numpy()
             comm_busy = union_length(start[comm], end[comm])
             compute_busy = union_length(start[~comm], end[~comm])
             overlap = comm_busy + compute_busy - busy

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from kernel_atlas.paths import read_toml
+from kernel_atlas.core.paths import read_toml
 
 LAUNCH = ("num_warps", "num_stages")
 MAX_AUTOTUNE = 16  # configurations timed at most per replay (each compiles once on the GPU)

@@ -13,11 +13,13 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier, rule_id
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.outputs import load_kernels, lock, open_output, write_table
+from kernel_atlas.classify.taxonomy import COMMUNICATION
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.recorded import Arg, from_params, parse_call
 from kernel_atlas.replay.inputs import NotReplayable, nbytes
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
+from kernel_atlas.store.outputs import lock, write_table
+from kernel_atlas.store.run import REPLAY, Run
 
 # Kernels one process on one GPU cannot replay, by their label (a rules.toml rule, else the
 # label's category), and why.
@@ -25,7 +27,7 @@ NOT_REPLAYABLE = {
     ("rule", "expert-parallel-a2a"): "DeepEP dispatch/combine needs the expert-parallel ranks and their buffers",
     ("rule", "deepep-layout"): "DeepEP's dispatch layout needs the expert-parallel ranks and their buffers",
     ("rule", "deepgemm-grouped"): "grouped DeepGEMM (masked/contiguous layout) needs the per-expert token layout",
-    ("category", "communication"): "a collective across ranks: not replayable on one GPU",
+    ("category", COMMUNICATION): "a collective across ranks: not replayable on one GPU",
 }
 
 
@@ -104,8 +106,7 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
     (Triton, custom ops) one per distinct (kernel, launch within the call, recorded inputs),
     timed as the mean of that kernel launch, with its grid and block."""
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
-        open_output(out_dir, required=_TARGET_COLUMNS)
-        frame = load_kernels(out_dir)
+        frame = Run.open(out_dir, required=_TARGET_COLUMNS).kernels()
     frame = frame[(frame["kind"] == "kernel") & frame["cpu_op"].notna()].copy()
     if frame.empty:
         return []
@@ -175,9 +176,9 @@ def save_replay(results: pd.DataFrame, out_dir: str | Path, run_id: str | None) 
     """`replay.parquet` in the ingest output the targets came from (`run_id`: its run when they
     were read); refused when the folder was re-ingested meanwhile (the rows would not match)."""
     with lock(out_dir):
-        if open_output(out_dir).run_id != run_id:
+        if Run.open(out_dir).run_id != run_id:
             raise AtlasError(out_dir, "was ingested again while replaying: replay.parquet not written")
-        return write_table(results, Path(out_dir) / "replay.parquet", run_id)
+        return write_table(results, Path(out_dir) / REPLAY, run_id)
 
 
 def targets_from_catalog(path: str | Path) -> list[Target]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from kernel_atlas.paths import read_toml
+from kernel_atlas.core.paths import read_toml
 from kernel_atlas.replay.checks import dtype_name
 from kernel_atlas.replay.inputs import torch_dtype
 

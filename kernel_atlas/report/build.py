@@ -8,30 +8,22 @@ from typing import Any
 
 import pandas as pd
 
-from kernel_atlas import safe_files
+from kernel_atlas.analysis.collectives import CrossRank, cross_rank_view
 from kernel_atlas.analysis.critical_path import analyse_output, parse_window
 from kernel_atlas.analysis.findings import report_findings
+from kernel_atlas.analysis.idle import KERNEL_WAIT_US
+from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.memory import MemoryReport, analyse_memory, memory_warnings, read_memory_events
-from kernel_atlas.ingest.outputs import (
-    REPORT,
-    check_derived,
-    lock,
-    open_output,
-    output_ranks,
-    read_parquet,
-    write_csv,
-    write_json,
-    write_table,
-)
+from kernel_atlas.analysis.ranks import WaitOptions, analyse_ranks
+from kernel_atlas.analysis.views import KernelViews
+from kernel_atlas.analysis.waits import Waits, write_waits
+from kernel_atlas.core import safe_files
+from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
-from kernel_atlas.report.idle import KERNEL_WAIT_US
-from kernel_atlas.report.launches import SHORT_KERNEL_US
-from kernel_atlas.report.views import KernelViews
-from kernel_atlas.report.waits import Waits, write_waits
 from kernel_atlas.roofline.analysis import Analysis
-from kernel_atlas.roofline.collectives import CrossRank, cross_rank_view
 from kernel_atlas.roofline.devices import Device, get_device, match_device
-from kernel_atlas.roofline.ranks import WaitOptions, analyse_ranks
+from kernel_atlas.store.outputs import REPORT, lock, read_parquet, write_csv, write_json, write_table
+from kernel_atlas.store.run import Run
 
 
 @dataclass
@@ -76,23 +68,6 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
     return merged
 
 
-def _resolve_input(source: Path) -> Path:
-    """An ingest output directory for `source` (ingesting a trace file first)."""
-    if source.is_dir():
-        return source
-    from kernel_atlas.ingest.fleet import ingest_one
-
-    return ingest_one(source)[0]
-
-
-def _traced_gpu(summary: dict[str, Any]) -> tuple[str | None, int | None, int | None]:
-    for trace in summary.get("traces", []):
-        for gpu in trace.get("gpus", []):
-            world = trace.get("distributed", {}).get("world_size")
-            return gpu.get("name"), gpu.get("numSms"), world
-    return None, None, None
-
-
 def _other_gpus(summary: dict[str, Any], device: Device | None) -> list[str]:
     """GPUs of the run's traces whose peaks are not `device`'s (ranks of different machines, or
     traces of different runs ingested together), each name once."""
@@ -117,8 +92,8 @@ def build_report(
     overlay: Path | None = None,
     trace: Path | None = None,
 ) -> Report:
-    out_dir = _resolve_input(Path(source))
     trace = trace or (Path(source) if Path(source).is_file() else None)
+    out_dir = run_folder(source, reuse=False)  # a trace is ingested first
     with lock(out_dir):  # one writer: an ingest or another report into this folder fails at once
         report = _build_report(out_dir, device_key, html, kernel_wait_us, short_kernel_us, like_hta, jobs, window)
     if overlay is not None:
@@ -139,11 +114,12 @@ def _build_report(
     window: str | None = None,
 ) -> Report:
     window_spec = parse_window(window)  # a bad --window fails before anything is written
-    output = open_output(out_dir)
+    run = Run.open(out_dir)
+    output = run.output
     safe_files.remove(out_dir / REPORT)  # the previous report's manifest first: files below replace its own
-    ranks = sorted(output.files) if output.files else output_ranks(out_dir)
+    ranks = run.ranks
     summary = output.summary
-    gpu_name, sms, world = _traced_gpu(summary)
+    gpu_name, sms, world = run.gpu.name, run.gpu.sms, run.gpu.world_size
     device = get_device(device_key) if device_key else match_device(gpu_name, sms)
     cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id)
     stragglers = cross_rank.facts.get("stragglers") or []
@@ -160,10 +136,9 @@ def _build_report(
     )
     analysis, waits, views = ranked.analysis, ranked.waits, ranked.views
     analysis.facts.update(cross_rank.facts)
-    replay_path = out_dir / "replay.parquet"
-    if replay_path.exists() or replay_path.is_symlink():
-        check_derived(replay_path, output)
-        analysis.roofline = merge_replay(analysis.roofline, read_parquet(replay_path))
+    replay = run.replay()
+    if replay is not None:
+        analysis.roofline = merge_replay(analysis.roofline, replay)
     analysis.facts["traced_gpu"] = gpu_name
     analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)

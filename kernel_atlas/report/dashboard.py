@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels
+from kernel_atlas.analysis.views import module_times, timeline_of
 from kernel_atlas.classify.names import display_name
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.ingest.fleet import ingest_one, output_for
-from kernel_atlas.ingest.outputs import REPORT, SUMMARY, check_derived, load_kernels, lock, open_output, read_parquet
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.ingest.summary import gpu_time_facts
-from kernel_atlas.report.diff import Diff, compare, side_of
 from kernel_atlas.report.html import (
     diff_figure,
     headroom_figure,
@@ -33,18 +33,16 @@ from kernel_atlas.report.html import (
     timeshare_figure,
     top_kernels_figure,
 )
-from kernel_atlas.report.views import module_times, timeline_of
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
-from kernel_atlas.safe_files import why_missing
-
-REPO = Path(__file__).resolve().parents[2]
-EXAMPLE_TRACE = REPO / "examples" / "h100_bert_small_infer.json.gz"
+from kernel_atlas.store.outputs import REPORT, lock
+from kernel_atlas.store.run import Run as StoredRun
+from kernel_atlas.store.run import gpu_names
 
 
 @dataclass
 class Run:
-    """One ingest output, loaded for exploration."""
+    """One ingest output, loaded for exploration: its kernels (every rank) in memory."""
 
     out_dir: Path
     kernels: pd.DataFrame
@@ -61,41 +59,27 @@ class Run:
         return analyse(self.kernels if kernels is None else kernels, self.device, self.world_size)
 
 
-def resolve_source(source: str | Path | None = None, suffix: str = "") -> Path:
-    """An ingest output directory: `source`, else $ATLAS_OUT<suffix>, else $ATLAS_TRACE<suffix>
-    (ingested on first use), else the example trace bundled with the repository."""
+def resolve_source(source: str | Path | None = None, suffix: str = "", default: str | Path | None = None) -> Path:
+    """An ingest output directory: `source`, else $ATLAS_OUT<suffix>, else $ATLAS_TRACE<suffix>,
+    else `default` (a trace is ingested on first use, and again when it is newer than its output)."""
     if source is None:
-        source = os.environ.get(f"ATLAS_OUT{suffix}") or os.environ.get(f"ATLAS_TRACE{suffix}") or EXAMPLE_TRACE
-    path = Path(source)
-    if path.is_dir():
-        return path
-    if not path.exists():
-        raise AtlasError(path, why_missing(path))
-    out_dir = Path(output_for(str(path))[0])
-    summary = out_dir / SUMMARY
-    if not summary.is_file() or summary.stat().st_mtime < path.stat().st_mtime:
-        ingest_one(path)
-    return out_dir
+        source = os.environ.get(f"ATLAS_OUT{suffix}") or os.environ.get(f"ATLAS_TRACE{suffix}") or default
+    if source is None:
+        raise AtlasError(None, f"no run given: set ATLAS_OUT{suffix} (an ingest output) or ATLAS_TRACE{suffix}")
+    return run_folder(source)
 
 
-def load_run(source: str | Path | None = None, device: str | None = None, suffix: str = "") -> Run:
-    out_dir = resolve_source(source, suffix)
+def load_run(
+    source: str | Path | None = None, device: str | None = None, suffix: str = "", default: str | Path | None = None
+) -> Run:
+    out_dir = resolve_source(source, suffix, default)
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
-        output = open_output(out_dir)
-        kernels = load_kernels(out_dir)
-        replay_path = out_dir / "replay.parquet"
-        replay = None
-        if replay_path.exists() or replay_path.is_symlink():
-            check_derived(replay_path, output)
-            replay = read_parquet(replay_path)
-    summary = output.summary
-    gpu, sms, world = None, None, None
-    for trace in summary.get("traces", []):
-        world = world or trace.get("distributed", {}).get("world_size")
-        for entry in trace.get("gpus", []):
-            gpu, sms = gpu or entry.get("name"), sms or entry.get("numSms")
-    found = get_device(device) if device else match_device(gpu, sms)
-    return Run(out_dir, kernels, summary, found, world, replay)
+        stored = StoredRun.open(out_dir)
+        kernels = stored.kernels()
+        replay = stored.replay()
+    gpu = stored.gpu
+    found = get_device(device) if device else match_device(gpu.name, gpu.sms)
+    return Run(out_dir, kernels, stored.summary, found, gpu.world_size, replay)
 
 
 def filter_kernels(
@@ -146,7 +130,7 @@ def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
     devices = gpu_time_facts(kernels)["devices"] if len(kernels) else []  # no full analysis for the cards
     busy = sum(d["busy_us"] for d in devices)
     span = sum(d["span_us"] for d in devices)
-    gpus = sorted({g.get("name", "?") for t in run.summary.get("traces", []) for g in t.get("gpus", [])})
+    gpus = gpu_names(run.summary)
     top = kernels.groupby("category", observed=True)["dur_us"].sum().sort_values(ascending=False)
     cards = [
         ("GPU", ", ".join(gpus) or "unknown"),
@@ -171,7 +155,7 @@ def _report_facts(run: Run) -> dict[str, Any] | None:
     path = run.out_dir / REPORT
     if not path.is_file() or path.is_symlink():
         return None
-    from kernel_atlas import safe_files
+    from kernel_atlas.core import safe_files
 
     facts = safe_files.read_json(path)
     return facts if isinstance(facts, dict) and facts.get("run_id") == run.summary.get("run_id") else None
@@ -248,7 +232,10 @@ def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
 
 def compare_runs(a: Run, b: Run) -> Diff:
     """Time per category, op, module and kernel in both runs and the change (`atlas diff`)."""
-    return compare(side_of(a), side_of(b))
+    return compare(
+        side_of_kernels(a.label, a.kernels, gpu_names(a.summary)),
+        side_of_kernels(b.label, b.kernels, gpu_names(b.summary)),
+    )
 
 
 def compare_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:

@@ -68,6 +68,6 @@ def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int =
 
 
 def write_markdown(diff: Any, verdict: Verdict | None, comp: Comparability, path: Path, top: int = 10) -> Path:
-    from kernel_atlas.safe_files import write_text
+    from kernel_atlas.core.safe_files import write_text
 
     return write_text(path, markdown(diff, verdict, comp, top))

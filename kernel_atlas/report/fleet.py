@@ -1,5 +1,5 @@
 """The cross-rank section of `atlas report`: per-rank time, collective skew and stragglers, in
-the terminal (rich) and in report.html (plotly), from `roofline.collectives.CrossRank`."""
+the terminal (rich) and in report.html (plotly), from `analysis.collectives.CrossRank`."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import plotly.io as pio
 from rich.console import Console
 from rich.table import Table
 
+from kernel_atlas.analysis.collectives import CrossRank
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.units import fmt_us as _fmt_us
-from kernel_atlas.roofline.collectives import CrossRank
 
 TITLE = "Collectives across ranks"
 

@@ -19,7 +19,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from kernel_atlas.analysis.views import NO_MODULE, KernelViews, Timeline, kernel_views, text_codes
+from kernel_atlas.analysis.waits import Waits
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.core.safe_files import write_text
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
@@ -35,15 +38,12 @@ from kernel_atlas.report.units import (
     fmt_us,
     peaks_line,
 )
-from kernel_atlas.report.views import NO_MODULE, KernelViews, Timeline, kernel_views, text_codes
-from kernel_atlas.report.waits import Waits
 from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.roofline.devices import Device
-from kernel_atlas.safe_files import write_text
 
 if TYPE_CHECKING:
-    from kernel_atlas.report.diff import Diff
+    from kernel_atlas.analysis.diff import Diff
 
 FIGURE_IDS = ("roofline", "timeshare", "top-kernels", "headroom", "modules", "steps", "timeline")
 
@@ -609,7 +609,7 @@ def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure
 
 
 def diff_table(diff: Diff) -> str:
-    from kernel_atlas.report.diff import describe_key
+    from kernel_atlas.report.units import describe_key
 
     cells, details = [], []
     for row in diff.table.itertuples(index=False):
@@ -641,7 +641,7 @@ def write_diff_html(diff: Diff, path: Path) -> Path:
     change = b.gpu_time_us - a.gpu_time_us
     summary = "".join(
         f"<li>{tag} {html.escape(side.label)} ({html.escape(', '.join(side.gpus) or 'unknown GPU')}): "
-        f"GPU time {fmt_us(side.gpu_time_us)}, {len(side.kernels):,} activities</li>"
+        f"GPU time {fmt_us(side.gpu_time_us)}, {side.count:,} activities</li>"
         for tag, side in (("A", a), ("B", b))
     )
     pct = fmt_pct(100 * change / a.gpu_time_us) if a.gpu_time_us else "–"

@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.safe_files import write_text
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.safe_files import write_text
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 

@@ -19,15 +19,15 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from kernel_atlas.classify.names import display_name
-from kernel_atlas.errors import AtlasError
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
-from kernel_atlas.report.diff import describe_key
 from kernel_atlas.report.efficiency_view import efficiency_lines, report_lines
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.progress import progress_bar
 from kernel_atlas.report.units import (
+    describe_key,
     device_time_line,
     fmt_number,
     fmt_shapes,
@@ -606,7 +606,7 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
         _text(
             console,
             f"[bold]{tag}[/] {esc(side.label)}  {esc(', '.join(map(str, side.gpus)) or 'unknown GPU')}  "
-            f"GPU time {fmt_us(side.gpu_time_us)} ({len(side.kernels):,} activities)",
+            f"GPU time {fmt_us(side.gpu_time_us)} ({side.count:,} activities)",
         )
     change = b.gpu_time_us - a.gpu_time_us
     _text(console, f"[bold]B − A[/] {fmt_signed_us(change)} ({_change_pct(a.gpu_time_us, b.gpu_time_us)})")

@@ -10,6 +10,9 @@ import json
 import math
 from typing import Any
 
+from kernel_atlas.analysis.diff import SIGNATURE_SEPARATOR
+from kernel_atlas.classify.names import display_name
+
 MISSING = "–"
 
 
@@ -146,3 +149,15 @@ def fmt_bytes(n: Any) -> str:
     if unit == "B":
         return f"{sign}{value:.0f} B"
     return f"{sign}{value:.2f} {unit}" if value < 100 else f"{sign}{value:.1f} {unit}"
+
+
+def describe_key(row: Any) -> str:
+    """A kernel-level key for people: short kernel names; `A name → B name` for kernels matched
+    by op and shapes."""
+    if row.level != "kernel":
+        return str(row.key)
+    if row.matched_by == "op+shapes":
+        first = [display_name(str(k).split(" | ")[0]) for k in (row.a_kernels, row.b_kernels)]
+        op, _, dims = str(row.key).split(SIGNATURE_SEPARATOR, 2)
+        return f"{op} {fmt_shapes(dims)}: {first[0]} → {first[1]}"
+    return display_name(str(row.key))

@@ -12,14 +12,14 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
+from kernel_atlas.analysis.idle import CATEGORIES, other_basis
+from kernel_atlas.analysis.waits import Waits
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table
 from kernel_atlas.report.fit import Column, print_table
-from kernel_atlas.report.idle import CATEGORIES, other_basis
 from kernel_atlas.report.markup import literal
 from kernel_atlas.report.units import fmt_pct, fmt_us
-from kernel_atlas.report.waits import Waits
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

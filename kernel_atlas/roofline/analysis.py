@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
+from kernel_atlas.classify.taxonomy import COMMUNICATION
+from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
-from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
 from kernel_atlas.roofline.devices import VECTOR, Device
 
@@ -89,7 +90,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     """Collectives (communication kernels with NCCL's message parameters) are costed by their
     bus bytes: message size · dtype size · the collective's bus factor for its group size."""
     rows = np.flatnonzero(
-        (kernels["category"] == "communication").to_numpy() & kernels["collective"].notna().to_numpy()
+        (kernels["category"] == COMMUNICATION).to_numpy() & kernels["collective"].notna().to_numpy()
     )
     if len(rows) == 0:
         return

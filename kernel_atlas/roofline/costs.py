@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kernel_atlas.classify.classifier import rule_id, rule_precision
+from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes
-from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
 
 

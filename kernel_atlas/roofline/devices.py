@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from kernel_atlas.errors import AtlasError
-from kernel_atlas.paths import read_toml
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.paths import read_toml
 
 MATRIX = "tensor"
 VECTOR = "vector"

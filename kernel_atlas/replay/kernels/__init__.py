@@ -49,7 +49,15 @@ def load() -> None:
         return
     _LOADED = True
     try:
-        from kernel_atlas.replay.kernels import attention, ep, flashinfer_ops, fused_moe, norms, serving  # noqa: F401
+        from kernel_atlas.replay.kernels import (  # noqa: F401
+            attention,
+            ep,
+            flashinfer_ops,
+            fused_moe,
+            gemm,
+            norms,
+            serving,
+        )
     except ImportError as exc:  # triton missing: ATen replay still works
         if "triton" not in str(exc):
             raise

@@ -1,6 +1,5 @@
-"""Expert-parallel token layout kernels of SGLang's DeepEP path and the block-fp8 GEMM, each
-following SGLang's algorithm and launch shape (`layers/moe/ep_moe/kernels.py`,
-`layers/quantization/fp8_kernel.py`):
+"""Expert-parallel token layout kernels of SGLang's DeepEP path, each following SGLang's
+algorithm and launch shape (`layers/moe/ep_moe/kernels.py`; the block-fp8 GEMM is in `gemm`):
 
 * `_fwd_kernel_ep_scatter_1`: one program per expert; each computes the exclusive cumsum of the
   (128-aligned) per-expert row counts into `expert_start_loc` and fills its rows of `m_indices`
@@ -10,9 +9,7 @@ following SGLang's algorithm and launch shape (`layers/moe/ep_moe/kernels.py`,
   consumes: restored before each timed repetition, untimed), copies its fp8 row and scales
   there and records the row in `output_index`;
 * `_fwd_kernel_ep_gather`: output[t] = Σ_k weight[t, k] · input[output_index[t, k]], over a grid
-  of (hidden / BLOCK_D, min(tokens, 1024)) programs;
-* `_w8a8_block_fp8_matmul`: C = (A · As) (B · Bs)^T with per-(row, 128-column-group) scales for A
-  and per-(128×128 block) scales for B, accumulated block by block in fp32.
+  of (hidden / BLOCK_D, min(tokens, 1024)) programs.
 
 The router's choices are not recorded: the number of local experts and the share of slots
 routed to other ranks are assumed and stated in the label.
@@ -28,23 +25,21 @@ import triton.language as tl
 
 from kernel_atlas.classify.classifier import rule_id
 from kernel_atlas.ingest.recorded import tensor_shapes
-from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
+from kernel_atlas.replay.aten import KERNEL, Case
 from kernel_atlas.replay.checks import combine, compare, guarded, inside_guard
 from kernel_atlas.replay.configs import Config, candidates, pick, traced_warps
-from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
 from kernel_atlas.replay.kernels.common import (
     guard_cpu_bytes,
-    guard_interpreter,
     guard_programs,
     interpreting,
     label,
     scaled,
 )
+from kernel_atlas.replay.kernels.gemm import GROUP, fp8_values
 from kernel_atlas.replay.values import generator, randn
 
 ALIGN = 128  # rows of each expert's run in the contiguous layout are a multiple of this
-GROUP = 128  # fp8 quantisation group
 LOCAL_EXPERTS = 32  # DeepSeek-V3's 256 routed experts over 8 expert-parallel ranks
 REMOTE_SHARE = 0.1  # share of (token, k) slots whose expert lives on another rank
 
@@ -122,59 +117,6 @@ def ep_gather_kernel(
         tl.store(output + token * hidden + cols, acc.to(output.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def w8a8_block_fp8_matmul_kernel(
-    a_ptr,
-    b_ptr,
-    c_ptr,
-    as_ptr,
-    bs_ptr,
-    M,
-    N,
-    K,
-    group_n,
-    group_k,
-    BLOCK_SIZE_M: tl.constexpr,
-    BLOCK_SIZE_N: tl.constexpr,
-    BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + (pid % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    offs_m = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
-    offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
-    offs_k = tl.arange(0, BLOCK_SIZE_K)
-    a_ptrs = a_ptr + offs_m[:, None] * K + offs_k[None, :]
-    b_ptrs = b_ptr + offs_n[None, :] * K + offs_k[:, None]
-    scale_cols = tl.cdiv(K, group_k)
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for kb in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - kb * BLOCK_SIZE_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - kb * BLOCK_SIZE_K, other=0.0)
-        k_group = kb * BLOCK_SIZE_K // group_k
-        a_s = tl.load(as_ptr + offs_m * scale_cols + k_group)
-        b_s = tl.load(bs_ptr + (offs_n // group_n) * scale_cols + k_group)
-        acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
-        a_ptrs += BLOCK_SIZE_K
-        b_ptrs += BLOCK_SIZE_K
-    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptr + offs_cm[:, None] * N + offs_cn[None, :], acc.to(c_ptr.dtype.element_ty), mask=mask)
-
-
-def _fp8(shape: tuple[int, ...], device: str, gen: Any) -> torch.Tensor:
-    """e4m3 values; under the interpreter held in fp32 (its fp8 loads and stores are unreliable)."""
-    values = randn(shape, torch.float8_e4m3fn, device, gen, 2.0)
-    return values.float() if interpreting() else values
-
-
 def _routing(target: Any, device: str, scale: float) -> dict[str, Any]:
     found = [s for s in tensor_shapes(target.args) if len(s) == 2]
     tokens, hidden = found[0] if found else (1024, 7168)
@@ -227,7 +169,7 @@ def _scatter(target: Any, device: str, scale: float) -> Case:
         text = f"Triton _fwd_kernel_ep_scatter_1 ({experts} programs); {r['assumed']}"
         return Case(run, label(text, device, scale), check, timed=KERNEL, config=f"BLOCK_E={ALIGN} num_warps={warps}")
 
-    x = inside_guard(_fp8((tokens, hidden), device, r["gen"]))
+    x = inside_guard(fp8_values((tokens, hidden), device, r["gen"]))
     scale_cols = hidden // GROUP
     x_scale = torch.rand(tokens, scale_cols, device=device, generator=r["gen"]) + 0.5
     cursor = torch.empty(experts, dtype=torch.int32, device=device)
@@ -313,51 +255,4 @@ def _gather(target: Any, device: str, scale: float) -> Case:
         return out.check(compare(produced, reference, "float64 weighted gather"))
 
     text = f"Triton _fwd_kernel_ep_gather; {r['assumed']}"
-    return Case(run, label(text, device, scale), check, timed=KERNEL, config=config_text)
-
-
-@register(rules=("deepgemm",))
-def _deep_gemm(target: Any, device: str, scale: float) -> Case:
-    case = _block_fp8_matmul(target, device, scale)
-    case.implementation = "stand-in for DeepGEMM: " + case.implementation
-    case.timed = STAND_IN
-    return case
-
-
-@register(rules=("triton-block-fp8-gemm",))
-def _block_fp8_matmul(target: Any, device: str, scale: float) -> Case:
-    found = [s for s in tensor_shapes(target.args) if len(s) == 2]
-    pair = next(((a, b) for i, a in enumerate(found) for b in found[i + 1 :] if a[1] == b[1]), None)
-    if pair is None:
-        raise NotReplayable("needs A [M, K] and B [N, K] with the same K")
-    (m0, k0), (n0, _) = pair
-    m, n, k = scaled(m0, scale), scaled(n0, scale, GROUP), scaled(k0, scale, GROUP)
-    guard_interpreter(device, 2.0 * m * n * k, "block-fp8 GEMM")
-    gen = generator(device)
-    a, b = inside_guard(_fp8((m, k), device, gen)), inside_guard(_fp8((n, k), device, gen))
-    a_s = torch.rand(m, triton.cdiv(k, GROUP), device=device, generator=gen) + 0.5
-    b_s = torch.rand(triton.cdiv(n, GROUP), triton.cdiv(k, GROUP), device=device, generator=gen) + 0.5
-    c = guarded((m, n), torch.bfloat16 if device.startswith("cuda") else torch.float32, device)
-
-    def programs(config: Config) -> int:
-        return triton.cdiv(m0, config["BLOCK_SIZE_M"]) * triton.cdiv(n0, config["BLOCK_SIZE_N"])
-
-    def make_run(config: Config):
-        grid = (triton.cdiv(m, config["BLOCK_SIZE_M"]) * triton.cdiv(n, config["BLOCK_SIZE_N"]),)
-
-        def run() -> torch.Tensor:
-            w8a8_block_fp8_matmul_kernel[grid](a, b, c.tensor, a_s, b_s, m, n, k, GROUP, GROUP, **config.kwargs())
-            return c.tensor
-
-        return run
-
-    _, run, config_text = pick(candidates("w8a8_block_fp8_matmul", target, device, programs), make_run, device)
-
-    def check() -> tuple[str, str]:
-        produced = run()
-        a_full = a.double() * a_s.double().repeat_interleave(GROUP, 1)[:, :k]
-        b_full = b.double() * b_s.double().repeat_interleave(GROUP, 0)[:n].repeat_interleave(GROUP, 1)[:, :k]
-        return c.check(compare(produced, a_full @ b_full.T, "dequantised float64 GEMM"))
-
-    text = "Triton w8a8 block-fp8 matmul" + (" (fp8 values in fp32)" if interpreting() else "")
     return Case(run, label(text, device, scale), check, timed=KERNEL, config=config_text)

@@ -1,6 +1,6 @@
 """Kernels flashinfer provides (SiLU/GeLU-and-mul here; RMSNorm in `norms`, RoPE and attention in
 `attention`): flashinfer itself on a GPU where it is installed, torch stand-ins otherwise (the
-`timed` column says which); and sgl-kernel's DeepSeek-V3 small GEMMs (a torch.mm stand-in)."""
+`timed` column says which). sgl-kernel's DeepSeek-V3 small GEMMs are in `gemm`."""
 
 from __future__ import annotations
 
@@ -68,30 +68,3 @@ def _act_and_mul(target: Any, device: str, scale: float) -> Case:
         return out.check(compare(out.tensor, _gated(kind, x.double()), "float64 torch"))
 
     return Case(run, label(implementation, device, scale, triton=False), check, timed=timed)
-
-
-@register(rules=("dsv3-small-gemm",))
-def _small_gemm(target: Any, device: str, scale: float) -> Case:
-    """sgl-kernel's DeepSeek-V3 small-M GEMMs (fused-A projection, router): torch.mm stand-in."""
-    found = [s for s in tensor_shapes(target.args) if len(s) == 2]
-    if len(found) >= 3:
-        found = found[1:]  # sgl-kernel passes the output first: (out, mat1, mat2)
-    if len(found) < 2 or found[0][1] not in found[1]:
-        raise NotReplayable("needs mat1 [M, K] and mat2 [K, N] or [N, K]")
-    (m, k), w = found[0], found[1]
-    n = w[1] if w[0] == k else w[0]
-    m, n, k = scaled(m, scale), scaled(n, scale), scaled(k, scale)
-    dtype = compute_dtype(device)
-    gen = generator(device)
-    a = randn((m, k), dtype, device, gen)
-    b = randn((k, n), dtype, device, gen, k**-0.5)
-    out = torch.empty(m, n, dtype=dtype, device=device)
-
-    def run() -> torch.Tensor:
-        return torch.mm(a, b, out=out)
-
-    def check() -> tuple[str, str]:
-        return compare(run(), a.double() @ b.double(), "float64 GEMM")
-
-    text = f"stand-in: torch.mm [{m}×{k}]·[{k}×{n}]"
-    return Case(run, label(text, device, scale, triton=False), check, timed=STAND_IN)

@@ -1,0 +1,404 @@
+"""Collectives across ranks: which rank every collective waits for, and how long — DuckDB
+queries over the kernels dataset, so the driver never holds the fleet's rows.
+
+* **Instances.** A collective kernel (category `communication`, point-to-point excluded) is
+  one rank's part of one instance. Instances are matched across ranks by process group and
+  sequence number: the `Seq` that PyTorch records on `record_param_comms` (copied to the kernel
+  by newer Kineto; `collective_seq`), else the kernel's position among its rank's collectives
+  of that process group (which assumes every rank's trace starts at the same collective —
+  ranks that disagree on what an instance is are counted as `mismatched`).
+* **Clocks.** Ranks on different hosts have different clocks. Every rank of an instance leaves
+  it at (nearly) the same moment — nobody finishes an all-reduce before the last rank's data
+  is in — so each rank's offset is estimated from end times: alternately, an instance's end is
+  the median of its ranks' ends minus their offsets, and a rank's offset the median of its
+  ends minus the instances' ends; rank offsets are relative to the lowest rank. The residual
+  spread of end times after alignment is the alignment's precision (`noise_us`).
+* **Per row** (`collectives.parquet`, one per rank per instance): start on the common clock,
+  `skew_us` = latest − earliest start of the instance, `wait_us` = latest start − this rank's
+  start (its time in the kernel before the last rank arrived, at most its duration), `late_us`
+  = its start − the instance's median start, bandwidths over the time after the last arrival.
+* **Stragglers.** An instance has a clear last rank when the latest arrival leads the second
+  latest by more than `noise_us`. Under no straggler, each of the n ranks is that last rank
+  with probability 1/n; a rank is a straggler when it is last so often that the binomial tail
+  probability is below 0.01 / (number of ranks) (Bonferroni over the ranks).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.safe_files import remove
+from kernel_atlas.roofline.analysis import bus_factor, comm_itemsize
+from kernel_atlas.store.outputs import RUN_KEY, kernels_sql, load_table, rank_files
+
+if TYPE_CHECKING:
+    import duckdb
+
+ONE_RANK = "one rank: no cross-rank view"
+SIGNIFICANCE = 0.01  # family-wise, over the ranks
+MIN_NOISE_US = 1.0
+HEATMAP_COLUMNS = 200  # at most this many columns (instances, or bins of consecutive instances)
+HEATMAP_ROWS = 512  # at most this many ranks (the latest on average when there are more)
+_ALIGN_ROUNDS = 4
+_MAD_SCALE = 3.0 * 1.4826  # three standard deviations, estimated from the median absolute deviation
+_P2P = ("send", "recv", "_send", "_recv", "sendrecv")
+_OPTIONAL = {
+    "collective": "VARCHAR",
+    "process_group": "VARCHAR",
+    "process_group_ranks": "VARCHAR",
+    "collective_seq": "BIGINT",
+    "msg_in_nelems": "BIGINT",
+    "msg_out_nelems": "BIGINT",
+    "group_size": "INTEGER",
+    "msg_dtype": "VARCHAR",
+}
+
+COLLECTIVE_COLUMNS = [
+    "rank",
+    "process_group",
+    "seq",
+    "collective",
+    "start_us",
+    "dur_us",
+    "msg_bytes",
+    "algbw_gbps",
+    "busbw_gbps",
+    "skew_us",
+    "wait_us",
+    "late_us",
+    "last",
+    "ranks",
+    "group_size",
+    "clock_offset_us",
+    "seq_source",
+    "trace",
+]
+
+
+@dataclass
+class CrossRank:
+    """The cross-rank view of a run (`note` says why there is none)."""
+
+    ranks: int
+    note: str | None = None
+    facts: dict[str, Any] = field(default_factory=dict)  # goes into report.json
+    per_rank: pd.DataFrame | None = None  # rank, collectives, wait_us, late_count, clock_offset_us
+    heatmap: pd.DataFrame | None = None  # rank × instance (or bin) lateness, µs
+    path: Path | None = None
+
+
+def binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X ≥ k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if k > n or p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k, n + 1):
+        term = math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_p + (n - i) * log_q)
+        total += term
+        if i > n * p and term < total * 1e-12:
+            break
+    return min(total, 1.0)
+
+
+def _connect(work: Path) -> duckdb.DuckDBPyConnection:
+    import duckdb  # here: a one-rank report never needs it (importing it takes a while)
+
+    con = duckdb.connect()
+    con.execute(f"SET temp_directory = '{work}'")  # larger-than-memory joins spill here
+    con.execute("SET memory_limit = '2GB'")
+    return con
+
+
+def _source_columns(con: duckdb.DuckDBPyConnection, source: str) -> set[str]:
+    return {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+
+
+def _load_rows(con: duckdb.DuckDBPyConnection, source: str) -> None:
+    """`inst`: one row per rank per collective instance, on each rank's own clock."""
+    present = _source_columns(con, source)
+    optional = ", ".join(
+        f"{name}" if name in present else f"NULL::{kind} AS {name}" for name, kind in _OPTIONAL.items()
+    )
+    p2p = ", ".join(f"'{name}'" for name in _P2P)
+    con.execute(f"""
+        CREATE TEMP TABLE kern AS
+        SELECT rank, CAST(trace AS VARCHAR) AS trace, ts_us, dur_us, CAST(op_mapping AS VARCHAR) AS op_mapping,
+               {optional}
+        FROM {source}
+        WHERE kind = 'kernel' AND category = '{COMMUNICATION}' AND op_mapping <> '{SEND_RECV}'
+    """)
+    con.execute(f"""
+        CREATE TEMP TABLE inst AS
+        WITH named AS (
+            SELECT *, coalesce(CAST(process_group AS VARCHAR), '?' || op_mapping) AS pg,
+                   coalesce(CAST(collective AS VARCHAR), op_mapping) AS coll
+            FROM kern WHERE lower(coalesce(CAST(collective AS VARCHAR), '')) NOT IN ({p2p})
+        ), numbered AS (
+            SELECT *,
+                   count(collective_seq) OVER w = count(*) OVER w AS recorded,
+                   row_number() OVER (PARTITION BY rank, pg ORDER BY ts_us) - 1 AS position
+            FROM named WINDOW w AS (PARTITION BY rank, pg)
+        )
+        SELECT rank, pg AS process_group,
+               CASE WHEN recorded THEN collective_seq ELSE position END AS seq,
+               CASE WHEN bool_and(recorded) THEN 'recorded' ELSE 'position' END AS seq_source,
+               first(coll ORDER BY ts_us) AS collective, first(op_mapping ORDER BY ts_us) AS op_mapping,
+               min(ts_us) AS start_local, max(ts_us + dur_us) AS end_local,
+               sum(greatest(coalesce(msg_in_nelems, 0), coalesce(msg_out_nelems, 0))) AS nelems,
+               first(CAST(msg_dtype AS VARCHAR) ORDER BY ts_us) AS msg_dtype,
+               max(group_size) AS group_size, first(trace ORDER BY ts_us) AS trace
+        FROM numbered GROUP BY ALL
+    """)
+
+
+def _instances(con: duckdb.DuckDBPyConnection) -> None:
+    """`ok`: instances seen on two ranks or more whose ranks agree on what they are."""
+    con.execute("""
+        CREATE TEMP TABLE shape AS
+        SELECT process_group, seq, count(*) AS ranks,
+               count(DISTINCT collective) > 1 OR count(DISTINCT nelems) > 1 AS mismatched
+        FROM inst GROUP BY process_group, seq
+    """)
+    con.execute("""
+        CREATE TEMP TABLE ok AS SELECT process_group, seq, ranks FROM shape WHERE ranks > 1 AND NOT mismatched
+    """)
+
+
+def _align_clocks(con: duckdb.DuckDBPyConnection) -> None:
+    """`clock`: each rank's clock offset, estimated on instance end times (alternating medians)."""
+    con.execute("CREATE TEMP TABLE clock_est AS SELECT DISTINCT rank, 0.0::DOUBLE AS c FROM inst")
+    matched = "inst JOIN ok USING (process_group, seq) JOIN clock_est USING (rank)"
+    for _ in range(_ALIGN_ROUNDS):
+        con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE ends AS
+            SELECT process_group, seq, median(end_local - c) AS e FROM {matched} GROUP BY process_group, seq
+        """)
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE clock_next AS
+            SELECT o.rank, coalesce(median(i.end_local - e.e), 0.0) AS c
+            FROM clock_est o
+            LEFT JOIN (inst i JOIN ends e USING (process_group, seq)) ON i.rank = o.rank
+            GROUP BY o.rank
+        """)
+        con.execute("DROP TABLE clock_est")
+        con.execute("ALTER TABLE clock_next RENAME TO clock_est")
+    con.execute("""
+        CREATE TEMP TABLE clock AS
+        SELECT rank, c - (SELECT c FROM clock_est ORDER BY rank LIMIT 1) AS c FROM clock_est
+    """)
+
+
+def _rows(con: duckdb.DuckDBPyConnection) -> tuple[float, float]:
+    """`rows`: the matched rows on the common clock with skew, wait, lateness and whether the
+    rank held the instance up; returns the alignment noise and the arrival jitter (µs)."""
+    con.execute("""
+        CREATE TEMP TABLE aligned AS
+        SELECT i.*, ok.ranks, i.start_local - o.c AS start_us, i.end_local - o.c AS end_us, o.c AS clock_offset_us
+        FROM inst i JOIN ok USING (process_group, seq) JOIN clock o USING (rank)
+    """)
+    con.execute("""
+        CREATE TEMP TABLE inst_stats AS
+        SELECT process_group, seq, max(start_us) AS last_start, min(start_us) AS first_start,
+               median(start_us) AS median_start, median(end_us) AS median_end,
+               arg_max(rank, start_us) AS last_rank, list_sort(list(start_us), 'DESC')[2] AS second_start
+        FROM aligned GROUP BY process_group, seq
+    """)
+    noise, jitter = con.execute("""
+        SELECT median(abs(a.end_us - s.median_end)), median(abs(a.start_us - s.median_start))
+        FROM aligned a JOIN inst_stats s USING (process_group, seq)
+    """).fetchall()[0]
+    noise = max(MIN_NOISE_US, _MAD_SCALE * float(noise or 0.0))
+    jitter = max(noise, _MAD_SCALE * float(jitter or 0.0))
+    held_up = f"s.last_start - s.median_start > {jitter} AND s.last_start - s.second_start > {noise}"
+    con.execute(f"""
+        CREATE TEMP TABLE rows AS
+        SELECT a.*, s.last_start - s.first_start AS skew_us,
+               least(greatest(s.last_start - a.start_us, 0.0), a.end_local - a.start_local) AS wait_us,
+               a.start_us - s.median_start AS late_us,
+               {held_up} AS held_up, {held_up} AND a.rank = s.last_rank AS last,
+               greatest(a.end_us - s.last_start, 0.0) AS transfer_us
+        FROM aligned a JOIN inst_stats s USING (process_group, seq)
+    """)
+    return noise, jitter
+
+
+def _bandwidth_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Element sizes and bus factors for the dtypes and (op, group size) pairs present."""
+    dtypes = [r[0] for r in con.execute("SELECT DISTINCT msg_dtype FROM rows WHERE msg_dtype IS NOT NULL").fetchall()]
+    sizes = pd.DataFrame({"msg_dtype": dtypes, "itemsize": [comm_itemsize(d) for d in dtypes]}, dtype=object)
+    sizes["itemsize"] = pd.to_numeric(sizes["itemsize"])
+    pairs = con.execute("SELECT DISTINCT op_mapping, coalesce(group_size, ranks) FROM rows").fetchall()
+    factors = pd.DataFrame(
+        [(op, n, bus_factor(str(op), int(n))) for op, n in pairs], columns=["op_mapping", "n", "factor"]
+    )
+    con.register("itemsizes", sizes)
+    con.register("bus_factors", factors)
+
+
+def cross_rank_view(
+    out_dir: str | Path, ranks: list[int], target: Path | None = None, run_id: str | None = None
+) -> CrossRank:
+    """Match collective instances across the ranks of an ingest output; write
+    `collectives.parquet` (to `target`, default OUT/collectives.parquet, tied to the ingest run
+    `run_id`) and return the facts, the per-rank waits and the lateness heatmap. With one rank
+    there is nothing to compare."""
+    target = target or Path(out_dir) / "collectives.parquet"
+    remove(target)  # an earlier report's, when this run has none
+    if len(ranks) < 2:
+        return CrossRank(ranks=len(ranks), note=ONE_RANK)
+    shared = [rank for rank, files in rank_files(out_dir).items() if len(files) > 1]
+    if shared:
+        return CrossRank(ranks=len(ranks), note=f"several traces claim rank {shared[0]}: no cross-rank view")
+    import duckdb  # for `duckdb.Error` below (already loaded by `_connect`; never on one rank)
+
+    with tempfile.TemporaryDirectory(prefix="atlas-duckdb-") as work:
+        con = _connect(Path(work))
+        try:
+            return _cross_rank(con, kernels_sql(out_dir), len(ranks), target, run_id)
+        except duckdb.Error as exc:
+            for files in rank_files(out_dir).values():  # name the file DuckDB could not read, when one is
+                for file in files:
+                    load_table(file)
+            raise AtlasError(out_dir, f"cannot read the kernels dataset: {str(exc).strip().splitlines()[0]}") from None
+        finally:
+            con.close()
+
+
+def _cross_rank(
+    con: duckdb.DuckDBPyConnection, source: str, rank_count: int, target: Path, run_id: str | None
+) -> CrossRank:
+    _load_rows(con, source)
+    _instances(con)
+    total, matched, mismatched, seen_once = con.execute("""
+        SELECT count(*), count(*) FILTER (ranks > 1 AND NOT mismatched), count(*) FILTER (mismatched),
+               count(*) FILTER (ranks = 1) FROM shape
+    """).fetchall()[0]
+    if not matched:
+        note = "no collective is seen on two ranks" if not total else "no collective instance matches across ranks"
+        return CrossRank(ranks=rank_count, note=note, facts={"collectives": {"instances": int(total or 0)}})
+    _align_clocks(con)
+    noise, jitter = _rows(con)
+    _bandwidth_tables(con)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}.tmp"  # renamed when complete
+    metadata = f", KV_METADATA {{'{RUN_KEY.decode()}': '{run_id}'}}" if run_id else ""
+    con.execute(f"""
+        COPY (
+            SELECT r.rank, r.process_group, r.seq, r.collective, r.start_us, r.end_local - r.start_local AS dur_us,
+                   r.nelems * t.itemsize AS msg_bytes,
+                   r.nelems * t.itemsize / nullif(r.transfer_us, 0) / 1e3 AS algbw_gbps,
+                   r.nelems * t.itemsize / nullif(r.transfer_us, 0) / 1e3 * f.factor AS busbw_gbps,
+                   r.skew_us, r.wait_us, r.late_us, r.last, r.ranks, r.group_size, r.clock_offset_us,
+                   r.seq_source, r.trace
+            FROM rows r
+            LEFT JOIN itemsizes t USING (msg_dtype)
+            LEFT JOIN bus_factors f ON f.op_mapping = r.op_mapping AND f.n = coalesce(r.group_size, r.ranks)
+            ORDER BY r.process_group, r.seq, r.rank
+        ) TO '{_sql_text(partial)}' (FORMAT PARQUET, COMPRESSION ZSTD{metadata})
+    """)
+    try:
+        os.replace(partial, target)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise
+    per_rank = con.execute("""
+        SELECT rank, count(*) AS collectives, sum(wait_us) AS wait_us, count(*) FILTER (held_up) AS held_instances,
+               sum(1.0 / ranks) FILTER (held_up) AS expected_last, count(*) FILTER (last) AS last_count,
+               avg(late_us) FILTER (last) AS mean_late_us, any_value(clock_offset_us) AS clock_offset_us
+        FROM rows GROUP BY rank ORDER BY rank
+    """).df()
+    caused = con.execute("""
+        SELECT l.rank, sum(o.wait_us) AS wait_caused_us
+        FROM rows l JOIN rows o ON o.process_group = l.process_group AND o.seq = l.seq AND o.rank <> l.rank
+        WHERE l.last GROUP BY l.rank
+    """).df()
+    per_rank = per_rank.merge(caused, on="rank", how="left").fillna({"wait_caused_us": 0.0})
+    stragglers = _stragglers(per_rank, rank_count)
+    skew = con.execute("""
+        SELECT median(skew_us), max(skew_us), sum(wait_us) FROM rows
+    """).fetchall()[0]
+    seq_sources = sorted(r[0] for r in con.execute("SELECT DISTINCT seq_source FROM rows").fetchall())
+    facts = {
+        "collectives": {
+            "instances": int(matched),
+            "mismatched_instances": int(mismatched),
+            "instances_on_one_rank": int(seen_once),
+            "matched_by": " and ".join(seq_sources),
+            "clock_alignment": "collective end times",
+            "alignment_noise_us": round(noise, 3),
+            "arrival_jitter_us": round(jitter, 3),
+            "median_skew_us": float(skew[0]),
+            "max_skew_us": float(skew[1]),
+            "total_wait_us": float(skew[2]),
+        },
+        "stragglers": stragglers,
+    }
+    return CrossRank(ranks=rank_count, facts=facts, per_rank=per_rank, heatmap=_heatmap(con, per_rank), path=target)
+
+
+def _stragglers(per_rank: pd.DataFrame, rank_count: int) -> list[dict[str, Any]]:
+    """Ranks last significantly more often than chance, heaviest wait caused first."""
+    threshold = SIGNIFICANCE / max(rank_count, 1)
+    found = []
+    for row in per_rank.itertuples(index=False):
+        trials, lasts = int(row.held_instances), int(row.last_count)
+        if not trials or not lasts:
+            continue
+        chance = float(row.expected_last) / trials
+        p_value = binomial_tail(lasts, trials, chance)
+        if p_value < threshold:
+            found.append(
+                {
+                    "rank": int(row.rank),
+                    "mean_late_us": round(float(row.mean_late_us), 3),
+                    "collectives": lasts,
+                    "of": trials,
+                    "expected": round(float(row.expected_last), 2),
+                    "p_value": p_value,
+                    "wait_caused_us": round(float(row.wait_caused_us), 3),
+                }
+            )
+    return sorted(found, key=lambda s: s["wait_caused_us"], reverse=True)
+
+
+def _heatmap(con: duckdb.DuckDBPyConnection, per_rank: pd.DataFrame) -> pd.DataFrame:
+    """Mean lateness per rank (rows) and instance in time order (columns; consecutive
+    instances binned when there are more than HEATMAP_COLUMNS)."""
+    instances = con.execute("SELECT count(DISTINCT (process_group, seq)) FROM rows").fetchall()[0][0]
+    per_bin = max(1, math.ceil(instances / HEATMAP_COLUMNS))
+    shown = per_rank.sort_values("last_count", ascending=False).head(HEATMAP_ROWS)["rank"].tolist()
+    con.register("shown_ranks", pd.DataFrame({"rank": shown}))
+    cells = con.execute(f"""
+        WITH ordered AS (
+            SELECT process_group, seq, collective,
+                   dense_rank() OVER (ORDER BY min(start_us), process_group, seq) - 1 AS k
+            FROM rows GROUP BY process_group, seq, collective
+        )
+        SELECT r.rank, o.k // {per_bin} AS bin, avg(r.late_us) AS late_us,
+               min(o.process_group || '#' || o.seq || ' ' || o.collective) AS label
+        FROM rows r JOIN ordered o USING (process_group, seq) JOIN shown_ranks USING (rank)
+        GROUP BY r.rank, bin
+    """).df()
+    table = cells.pivot(index="rank", columns="bin", values="late_us").sort_index()
+    labels = cells.drop_duplicates("bin").set_index("bin")["label"].sort_index()
+    table.columns = [labels[c] if per_bin == 1 else f"{labels[c]} (+{per_bin - 1})" for c in table.columns]
+    return table
+
+
+def _sql_text(path: Path) -> str:
+    return str(path).replace("'", "''")

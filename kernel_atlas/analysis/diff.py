@@ -1,0 +1,221 @@
+"""Comparing two runs (`atlas diff A B`, notebooks/compare.ipynb): GPU time per category, op,
+module and kernel in both, and the change.
+
+Kernels are matched by name, except where both runs make the same op call — the same
+`op_mapping`, launching CPU op and recorded input shapes — with different kernels (two GPUs, or
+two library versions, run different kernels for the same op): those calls are compared as one
+group, `A kernels → B kernels`. What has no partner appeared or vanished. Every level covers
+all GPU activities, so each level's `a_us` and `b_us` sum to the GPU time of run A and run B.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.ingest.fleet import run_folder
+from kernel_atlas.store.outputs import lock
+from kernel_atlas.store.run import Run
+
+LEVELS = ("category", "op_mapping", "module", "kernel")
+NO_MODULE = "(no module)"
+SIGNATURE_SEPARATOR = " · "
+COLUMNS = [
+    "level",
+    "key",
+    "a_us",
+    "b_us",
+    "delta_us",
+    "ratio",
+    "a_count",
+    "b_count",
+    "status",
+    "matched_by",
+    "a_kernels",
+    "b_kernels",
+]
+
+
+@dataclass
+class Side:
+    """One run of a comparison: its GPU time and activity count per distinct (name, op, cpu op,
+    shapes, category, module) — the `activities` table, a few thousand rows however many ranks."""
+
+    label: str
+    activities: pd.DataFrame
+    gpus: list[str]
+
+    @property
+    def gpu_time_us(self) -> float:
+        return float(self.activities["us"].sum())
+
+    @property
+    def count(self) -> int:
+        """GPU activities of the run."""
+        return int(self.activities["count"].sum())
+
+
+@dataclass
+class Diff:
+    a: Side
+    b: Side
+    table: pd.DataFrame  # COLUMNS, per level sorted by delta_us (largest regression first)
+    memory: list[dict[str, Any]] = field(default_factory=list)  # `analysis.memory.compare_memory`
+
+    def level(self, level: str) -> pd.DataFrame:
+        return self.table[self.table["level"] == level]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The `--json` rows: {level, key, a_us, b_us, delta_us}."""
+        keep = self.table[["level", "key", "a_us", "b_us", "delta_us"]]
+        return keep.astype({"a_us": float, "b_us": float, "delta_us": float}).to_dict(orient="records")
+
+
+# What the comparison needs of a kernels table: time and count per distinct combination of these.
+_GROUP = ["name", "op_mapping", "cpu_op", "input_dims", "category", "module"]
+
+
+def _activities(kernels: pd.DataFrame) -> pd.DataFrame:
+    """GPU time (`us`) and activity count per distinct (name, op, cpu op, shapes, category,
+    module): a few thousand rows however long the trace, with text columns ('' = missing)."""
+    grouped = kernels.groupby([kernels[c] for c in _GROUP], dropna=False, observed=True, sort=False)["dur_us"]
+    table = grouped.agg(us="sum", count="size").reset_index()
+    for column in _GROUP:
+        values = table[column].astype(object)
+        table[column] = values.where(values.notna(), "").astype(str)
+    return table
+
+
+def _signature(table: pd.DataFrame) -> np.ndarray:
+    """`op · cpu op · input shapes`; '' where no shapes were recorded (nothing to match on)."""
+    sep = SIGNATURE_SEPARATOR
+    text = (table["op_mapping"] + sep + table["cpu_op"] + sep + table["input_dims"]).to_numpy()
+    return np.where(table["input_dims"].to_numpy() != "", text, "")
+
+
+def _names_by_signature(signature: np.ndarray, names: np.ndarray) -> dict[str, frozenset[str]]:
+    pairs = pd.DataFrame({"sig": signature, "name": names}).drop_duplicates()
+    pairs = pairs[pairs["sig"] != ""]
+    return {sig: frozenset(group) for sig, group in pairs.groupby("sig")["name"]}
+
+
+def kernel_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
+    """For the rows of two `_activities` tables: the key each kernel is compared under, and how
+    each key that both runs have was matched (`name`, or `op+shapes`).
+
+    An op call at recorded shapes that both runs make, with other kernel names in A than in B,
+    is compared as one group keyed `op · cpu op · shapes`; every other kernel by its name."""
+    name_a, name_b = a["name"].to_numpy(), b["name"].to_numpy()
+    sig_a, sig_b = _signature(a), _signature(b)
+    names_a, names_b = _names_by_signature(sig_a, name_a), _names_by_signature(sig_b, name_b)
+    regrouped = {sig for sig in names_a.keys() & names_b.keys() if names_a[sig] != names_b[sig]}
+    by_sig_a = np.array([s in regrouped for s in sig_a], dtype=bool)
+    by_sig_b = np.array([s in regrouped for s in sig_b], dtype=bool)
+    key_a = np.where(by_sig_a, sig_a, name_a)
+    key_b = np.where(by_sig_b, sig_b, name_b)
+    how = {str(k): "name" for k in set(key_a[~by_sig_a]) & set(key_b[~by_sig_b])}
+    how.update({sig: "op+shapes" for sig in regrouped})
+    return key_a, key_b, how
+
+
+def _level_keys(table: pd.DataFrame, level: str) -> np.ndarray:
+    missing = NO_MODULE if level == "module" else "(none)"
+    values = table[level].to_numpy()
+    return np.where(values != "", values, missing)
+
+
+def _names(table: pd.DataFrame, keys: np.ndarray, wanted: set[str]) -> dict[str, str]:
+    """The kernel names behind each key in `wanted`, heaviest first, joined by ' | '."""
+    mask = np.array([k in wanted for k in keys], dtype=bool)
+    if not mask.any():
+        return {}
+    frame = table.loc[mask, ["name", "us"]].assign(key=keys[mask])
+    heaviest = frame.groupby(["key", "name"])["us"].sum().reset_index().sort_values("us", ascending=False)
+    return heaviest.groupby("key", sort=False)["name"].agg(" | ".join).to_dict()
+
+
+def _compare(keys_a: np.ndarray, a: pd.DataFrame, keys_b: np.ndarray, b: pd.DataFrame) -> pd.DataFrame:
+    ta = a[["us", "count"]].groupby(keys_a).sum().rename(columns={"us": "a_us", "count": "a_count"})
+    tb = b[["us", "count"]].groupby(keys_b).sum().rename(columns={"us": "b_us", "count": "b_count"})
+    table = ta.join(tb, how="outer").fillna(0.0)
+    table["delta_us"] = table["b_us"] - table["a_us"]
+    table["ratio"] = table["b_us"] / table["a_us"].where(table["a_us"] > 0)
+    table["status"] = np.select([table["a_count"] == 0, table["b_count"] == 0], ["appeared", "vanished"], "both")
+    for column in ("a_count", "b_count"):
+        table[column] = table[column].astype(np.int64)
+    return table.rename_axis("key").reset_index()
+
+
+def diff_kernels(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table (COLUMNS) of two kernels tables (`kernels.parquet` of run A and B)."""
+    return diff_activities(_activities(kernels_a), _activities(kernels_b))
+
+
+def _folded(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """The `_activities` tables of several ranks as one (time and count summed per combination)."""
+    if len(parts) == 1:
+        return parts[0]
+    grouped = pd.concat(parts, ignore_index=True).groupby(_GROUP, sort=False)
+    return grouped[["us", "count"]].sum().reset_index()
+
+
+def diff_activities(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table (COLUMNS) of two `_activities` tables."""
+    parts = []
+    key_a, key_b, how = kernel_keys(a, b)
+    for level in LEVELS:
+        if level == "kernel":
+            table = _compare(key_a, a, key_b, b)
+            keys = table["key"].tolist()
+            by_sig = {k for k in keys if how.get(k) == "op+shapes"}
+            names_a, names_b = _names(a, key_a, by_sig), _names(b, key_b, by_sig)
+            table["matched_by"] = [how.get(k, "") for k in keys]
+            table["a_kernels"] = [names_a.get(k, "") for k in keys]
+            table["b_kernels"] = [names_b.get(k, "") for k in keys]
+        else:
+            table = _compare(_level_keys(a, level), a, _level_keys(b, level), b)
+            table["matched_by"] = table["a_kernels"] = table["b_kernels"] = ""
+        table["level"] = level
+        parts.append(table.sort_values(["delta_us", "key"], ascending=[False, True], kind="stable"))
+    return pd.concat(parts, ignore_index=True)[COLUMNS]
+
+
+def side_of(run: Run) -> Side:
+    """A run's side of a comparison, read one rank at a time (memory: one rank's kernels)."""
+    parts = [_activities(run.kernels(rank)) for rank in run.ranks] or [_activities(run.kernels())]
+    return Side(run.label, _folded(parts), run.gpu_names)
+
+
+def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:
+    """The side of a kernels table already in memory (the dashboard's filtered runs)."""
+    return Side(label, _activities(kernels), gpus)
+
+
+def compare(a: Side, b: Side) -> Diff:
+    if a.label == b.label:
+        a, b = Side(f"A:{a.label}", a.activities, a.gpus), Side(f"B:{b.label}", b.activities, b.gpus)
+    return Diff(a, b, diff_activities(a.activities, b.activities))
+
+
+def _side(source: str | Path) -> Side:
+    out_dir = run_folder(source)
+    with lock(out_dir, shared=True):  # not while an ingest or a report writes it
+        return side_of(Run.open(out_dir))
+
+
+def diff_runs(source_a: str | Path, source_b: str | Path) -> Diff:
+    """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output."""
+    from kernel_atlas.analysis.memory import compare_memory, run_memory
+
+    result = compare(_side(source_a), _side(source_b))
+    memories = []
+    for source in (source_a, source_b):
+        out_dir = run_folder(source)  # already ingested by `_side`
+        with lock(out_dir, shared=True):
+            memories.append(run_memory(out_dir, Run.open(out_dir).summary))
+    result.memory = compare_memory(*memories)
+    return result

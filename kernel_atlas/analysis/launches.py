@@ -1,0 +1,247 @@
+"""Launch statistics and "graph this" candidates.
+
+* Launch statistics, per kernel and per launching op, over eagerly launched activities (those
+  with a launch call of their own; graph replays share one `cudaGraphLaunch` and are left out):
+  CPU time of the launch call, launch-to-start delay (queueing on the stream) and the share of
+  activities shorter on the GPU than their launch call on the CPU (launch-bound).
+* Graph candidates: on each stream, stretches of consecutive short eager kernels where every gap
+  between neighbours is a host wait or a kernel wait (or none). Captured in a CUDA graph, the
+  stretch would be replayed by one launch and those waits would (at most) vanish: the saving is
+  the waits inside the stretch. Stretches are grouped by the call stack all their launches share
+  (the code to capture), ranked by the total saving.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.analysis.idle import KERNEL_WAIT_US, gaps, start_order
+from kernel_atlas.ingest.frames import MODULE_PREFIX, STACK_SEPARATOR
+
+SHORT_KERNEL_US = 20.0
+MIN_STRETCH_KERNELS = 3
+NO_LAUNCHER = "(no launcher)"
+LAUNCH_COLUMNS = [
+    "level",
+    "key",
+    "count",
+    "launch_us",
+    "launch_mean_us",
+    "delay_mean_us",
+    "delay_p50_us",
+    "delay_max_us",
+    "gpu_us",
+    "gpu_mean_us",
+    "launch_bound_pct",
+]
+CANDIDATE_COLUMNS = [
+    "rank",
+    "device",
+    "stream",
+    "frame",
+    "module",
+    "saving_us",
+    "host_wait_us",
+    "kernel_wait_us",
+    "stretches",
+    "kernels",
+    "kernels_per_stretch",
+    "gpu_us",
+    "first_ts_us",
+    "first_kernel",
+    "call_stack",
+]
+
+
+def eager(frame: pd.DataFrame) -> pd.Series:
+    """Activities with a launch call of their own (not replayed from a graph)."""
+    launched = frame["launch_ts_us"].notna() & ~frame["graph_launch"].fillna(False).astype(bool)
+    if "launch_dur_us" in frame:
+        launched &= frame["launch_dur_us"].notna()
+    return launched
+
+
+def launch_stats(frame: pd.DataFrame) -> pd.DataFrame:
+    """launch_stats.parquet: one row per kernel name (`level` = kernel) and per launching op
+    (`level` = op), largest launch CPU time first."""
+    if "launch_dur_us" not in frame:
+        return pd.DataFrame(columns=LAUNCH_COLUMNS)
+    rows = frame[eager(frame)]
+    launcher = rows["launcher"]
+    # grouped on the categorical codes: no string per row
+    if isinstance(launcher.dtype, pd.CategoricalDtype) and NO_LAUNCHER not in launcher.cat.categories:
+        launcher = launcher.cat.add_categories([NO_LAUNCHER])
+    data = pd.DataFrame(
+        {
+            "kernel": rows["name"],
+            "op": launcher.fillna(NO_LAUNCHER),
+            "launch": rows["launch_dur_us"],
+            "delay": rows["ts_us"] - rows["launch_ts_us"],
+            "gpu": rows["dur_us"],
+            "bound": rows["dur_us"] < rows["launch_dur_us"],
+        }
+    )
+    tables = []
+    for level in ("kernel", "op"):
+        grouped = data.groupby(level, sort=False, observed=True)
+        table = pd.DataFrame(
+            {
+                "count": grouped.size(),
+                "launch_us": grouped["launch"].sum(),
+                "launch_mean_us": grouped["launch"].mean(),
+                "delay_mean_us": grouped["delay"].mean(),
+                "delay_p50_us": grouped["delay"].median(),
+                "delay_max_us": grouped["delay"].max(),
+                "gpu_us": grouped["gpu"].sum(),
+                "gpu_mean_us": grouped["gpu"].mean(),
+                "launch_bound_pct": 100.0 * grouped["bound"].mean(),
+            }
+        )
+        table = table.rename_axis("key").reset_index().sort_values("launch_us", ascending=False, kind="stable")
+        table["key"] = table["key"].astype(str)
+        table.insert(0, "level", level)
+        tables.append(table)
+    return pd.concat(tables, ignore_index=True)[LAUNCH_COLUMNS]
+
+
+def launch_facts(frame: pd.DataFrame) -> dict[str, float | int | None]:
+    """Totals for report.json."""
+    rows = frame[eager(frame)] if "launch_dur_us" in frame else frame.iloc[0:0]
+    graph = int(frame["graph_launch"].fillna(False).astype(bool).sum())
+    if rows.empty:
+        return {"eager_activities": 0, "graph_replayed": graph}
+    delay = rows["ts_us"] - rows["launch_ts_us"]
+    return {
+        "eager_activities": len(rows),
+        "graph_replayed": graph,
+        "launch_cpu_us": float(rows["launch_dur_us"].sum()),
+        "launch_p50_us": float(rows["launch_dur_us"].median()),
+        "delay_p50_us": float(delay.median()),
+        "launch_bound_pct": float(100.0 * (rows["dur_us"] < rows["launch_dur_us"]).mean()),
+    }
+
+
+def _stack_frames(call_stack: object) -> tuple[str, ...]:
+    """Enclosing frames of a launch, outermost first (the launch call itself dropped)."""
+    if not isinstance(call_stack, str) or not call_stack:
+        return ()
+    return tuple(reversed(call_stack.split(STACK_SEPARATOR)[1:]))
+
+
+def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[str, ...]:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return a[:n]
+
+
+def _describe(frames: tuple[str, ...]) -> tuple[str | None, str | None, str | None]:
+    """A shared stack (outermost first) as (call stack, innermost frame, module path)."""
+    module = ".".join(x[len(MODULE_PREFIX) :] for x in frames if x.startswith(MODULE_PREFIX))
+    return STACK_SEPARATOR.join(reversed(frames)) or None, frames[-1] if frames else None, module or None
+
+
+def graph_candidates(
+    frame: pd.DataFrame,
+    kernel_wait_us: float = KERNEL_WAIT_US,
+    short_kernel_us: float = SHORT_KERNEL_US,
+    min_kernels: int = MIN_STRETCH_KERNELS,
+    stream_gaps: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """graph_candidates.parquet: stretches of short eager kernels separated by host or kernel
+    waits, grouped by (rank, device, stream, shared call stack), largest saving first.
+    `stream_gaps`: the frame's exact per-stream `gaps` with this `kernel_wait_us`, when already
+    computed."""
+    if frame.empty:
+        return pd.DataFrame(columns=CANDIDATE_COLUMNS)
+    if stream_gaps is None or not frame.index.equals(pd.RangeIndex(len(frame))):
+        frame = frame.reset_index(drop=True)
+        stream_gaps = gaps(frame, per_stream=True, kernel_wait_us=kernel_wait_us)
+    gap_of = np.zeros(len(frame))
+    gap_of[stream_gaps.index] = stream_gaps["gap_us"].to_numpy()
+    category_of = np.full(len(frame), "", dtype=object)
+    category_of[stream_gaps.index] = stream_gaps["category"].astype(object).to_numpy()
+    order, group = start_order(frame, ["rank", "device", "stream"])
+    stack_code, stack_text = pd.factorize(frame["call_stack"])  # -1: no call stack
+    start = frame["ts_us"].to_numpy(np.float64)[order]
+    end = start + frame["dur_us"].to_numpy(np.float64)[order]
+    gap = gap_of[order]
+    host_wait = category_of[order] == "host_wait"
+    other = category_of[order] == "other"
+    short = (
+        (frame["kind"] == "kernel").to_numpy()[order]
+        & eager(frame).to_numpy()[order]
+        & (frame["dur_us"].to_numpy()[order] < short_kernel_us)
+    )
+    same_stream = np.zeros(len(order), dtype=bool)
+    same_stream[1:] = group[1:] == group[:-1]
+    joined = np.zeros(len(order), dtype=bool)  # row i continues the stretch of row i-1
+    joined[1:] = short[1:] & short[:-1]
+    joined &= same_stream & ~other
+    stretch = np.cumsum(~joined)
+    stretch[~short] = -1
+    member = np.flatnonzero(stretch >= 0)
+    rows = pd.DataFrame(
+        {
+            "stretch": stretch[member],
+            "wait": np.where(joined[member], gap[member], 0.0),
+            "host": np.where(joined[member] & host_wait[member], gap[member], 0.0),
+            "gpu": end[member] - start[member],
+            "stack": stack_code[order][member],
+            "row": order[member],
+        }
+    )
+    per = rows.groupby("stretch", sort=False).agg(
+        kernels=("row", "size"),
+        saving_us=("wait", "sum"),
+        host_wait_us=("host", "sum"),
+        gpu_us=("gpu", "sum"),
+        first=("row", "first"),
+    )
+    per = per[(per["kernels"] >= min_kernels) & (per["saving_us"] > 0)]
+    if per.empty:
+        return pd.DataFrame(columns=CANDIDATE_COLUMNS)
+    # The call stack every launch of a stretch shares: the common prefix of the lexicographically
+    # smallest and largest stacks of the stretch (outermost first) — one comparison per stretch.
+    rows = rows[rows["stretch"].isin(per.index)]
+    used = np.unique(rows["stack"].to_numpy())
+    frames = [_stack_frames(stack_text[c]) if c >= 0 else () for c in used.tolist()]
+    ordered = sorted(range(len(used)), key=frames.__getitem__)
+    by_rank = [frames[i] for i in ordered]
+    rank_of = np.empty(len(used), dtype=np.int64)
+    rank_of[ordered] = np.arange(len(used))
+    code = rank_of[np.searchsorted(used, rows["stack"].to_numpy())]
+    bounds = pd.Series(code, index=rows.index).groupby(rows["stretch"]).agg(["min", "max"])
+    pairs = list(zip(bounds.loc[per.index, "min"], bounds.loc[per.index, "max"], strict=True))
+    # (call stack, frame, module) of each distinct shared stack, described once
+    described = {pair: _describe(_common_prefix(by_rank[pair[0]], by_rank[pair[1]])) for pair in set(pairs)}
+    first = per["first"].to_numpy()
+    per["rank"] = frame["rank"].to_numpy()[first]
+    per["device"] = frame["device"].to_numpy()[first]
+    per["stream"] = frame["stream"].to_numpy()[first]
+    per["first_ts_us"] = frame["ts_us"].to_numpy()[first]
+    per["first_kernel"] = frame["name"].iloc[first].astype(str).to_numpy()
+    for i, column in enumerate(("call_stack", "frame", "module")):
+        per[column] = [described[pair][i] for pair in pairs]
+    per["kernel_wait_us"] = per["saving_us"] - per["host_wait_us"]
+    keys = ["rank", "device", "stream", "call_stack"]
+    per = per.sort_values("first_ts_us", kind="stable")
+    candidates = per.groupby(keys, sort=False, dropna=False).agg(
+        frame=("frame", "first"),
+        module=("module", "first"),
+        saving_us=("saving_us", "sum"),
+        host_wait_us=("host_wait_us", "sum"),
+        kernel_wait_us=("kernel_wait_us", "sum"),
+        stretches=("kernels", "size"),
+        kernels=("kernels", "sum"),
+        gpu_us=("gpu_us", "sum"),
+        first_ts_us=("first_ts_us", "first"),
+        first_kernel=("first_kernel", "first"),
+    )
+    candidates = candidates.reset_index()
+    candidates["kernels_per_stretch"] = candidates["kernels"] / candidates["stretches"]
+    candidates = candidates.sort_values("saving_us", ascending=False, kind="stable")
+    return candidates[CANDIDATE_COLUMNS].reset_index(drop=True)

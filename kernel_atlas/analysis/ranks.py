@@ -1,0 +1,199 @@
+"""The report's analysis of a run, one rank at a time (a single trace is a run of one rank).
+
+Each rank's kernels are read once, alone (one partition of the dataset), and analysed with the
+same `analyse` as a single trace — costs need the per-call Python cost formulas, so they are not
+re-written in SQL — and the same `analyse_waits` (idle breakdown, causes, launch statistics,
+graph candidates). Only small per-rank results are kept: the roofline groups (one row per
+distinct kernel, launcher, shapes and role), the time shares, the facts, the time per
+(category, op, kernel), the waits (`analysis/waits_fold.py` says how they combine) and the module,
+step and timeline views (`analysis/views.py`). They are folded as they arrive, so the driver holds
+one rank's kernels at a time (one per worker with `jobs`), never the fleet's; cross-rank
+questions (collectives) are DuckDB queries (`collectives.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.analysis.efficiency import EFFICIENCY_SUMS
+from kernel_atlas.analysis.idle import KERNEL_WAIT_US
+from kernel_atlas.analysis.launches import SHORT_KERNEL_US
+from kernel_atlas.analysis.views import KernelViews, ViewsFold, kernel_views
+from kernel_atlas.analysis.waits import Waits, analyse_waits
+from kernel_atlas.analysis.waits_fold import WaitsFold
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.roofline.analysis import ROOFLINE_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
+from kernel_atlas.roofline.devices import Device
+from kernel_atlas.store.outputs import load_kernels
+
+_SUMMED = ["count", "total_us", "op_time_us", *EFFICIENCY_SUMS]
+_TREEMAP_KEYS = ["category", "op_mapping", "name"]
+
+
+@dataclass
+class WaitOptions:
+    """The settings of `analyse_waits` (`atlas report --kernel-wait-us --short-kernel-us --like-hta`)."""
+
+    kernel_wait_us: float = KERNEL_WAIT_US
+    short_kernel_us: float = SHORT_KERNEL_US
+    like_hta: bool = False
+
+
+@dataclass
+class RankPart:
+    """What is kept of one rank's analysis."""
+
+    rank: int
+    groups: pd.DataFrame  # `roofline_groups`
+    timeshare: pd.DataFrame
+    facts: dict[str, Any]
+    kernel_time: pd.DataFrame | None  # category, op_mapping, name, dur_us (summed), count; None with the rows
+    waits: Waits
+    views: KernelViews
+    kernels: pd.DataFrame | None = None  # the analysed kernel rows, kept only for a one-rank report
+
+
+@dataclass
+class RanksAnalysis:
+    """The report's analysis of every rank together."""
+
+    analysis: Analysis
+    waits: Waits
+    views: KernelViews
+
+
+def rank_summary(summary: dict[str, Any], rank: int) -> dict[str, Any]:
+    """The part of summary.json about one rank (what `analyse_waits` reads: HTA's window)."""
+    traces = [t for t in summary.get("traces", []) if t.get("rank") == rank]
+    return {"traces": traces} if traces else {}
+
+
+def analyse_rank(
+    out_dir: str | Path,
+    rank: int,
+    device: Device | None,
+    world_size: int | None,
+    options: WaitOptions | None = None,
+    summary: dict[str, Any] | None = None,
+    keep_rows: bool = False,
+) -> RankPart | None:
+    """One rank's part, or None when the rank has no GPU activity. `summary`: the rank's part
+    of summary.json (`rank_summary`); `keep_rows` keeps the analysed kernel rows."""
+    frame = load_kernels(out_dir, ranks=[rank])
+    if frame.empty:
+        return None
+    options = options or WaitOptions()
+    analysis = analyse(frame, device, world_size)
+    waits = analyse_waits(frame, options.kernel_wait_us, options.short_kernel_us, options.like_hta, summary)
+    views = kernel_views(frame)
+    kernels = analysis.kernels
+    kernel_time = None  # what the figures need of the rows, when the rows are not kept
+    if not keep_rows:
+        kernel_time = kernels.groupby(_TREEMAP_KEYS, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
+        kernel_time = kernel_time.rename(columns={"sum": "dur_us"})
+    groups = analysis.groups if analysis.groups is not None else roofline_groups(kernels)
+    part = RankPart(rank, groups, analysis.timeshare, analysis.facts, kernel_time, waits, views)
+    if keep_rows:
+        part.kernels = kernels
+    return part
+
+
+def _sum_by(frames: list[pd.DataFrame], keys: list[str], summed: list[str]) -> pd.DataFrame:
+    """Rows with equal keys added up: `summed` columns summed, the others' first value kept."""
+    both = pd.concat([f for f in frames if f is not None and len(f)], ignore_index=True)
+    rest = [c for c in both.columns if c not in keys and c not in summed]
+    spec = {c: "sum" for c in summed} | {c: "first" for c in rest}
+    for key in keys:
+        both[key] = both[key].astype(object)
+    return both.groupby(keys, sort=False, dropna=False, observed=True).agg(spec).reset_index()
+
+
+def combine_facts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
+    """`analyse`'s facts of two runs: numbers add up, lists are joined, anything else keeps the
+    first. Right for those facts (times, per-device lists, the device); not for facts holding
+    settings or medians — the waits' combine in `analysis/waits_fold.py`."""
+    merged = dict(total)
+    for key, value in part.items():
+        if key not in merged:
+            merged[key] = value
+        elif isinstance(value, list) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+            merged[key] = merged[key] + value
+    return merged
+
+
+def _timeshare(summed: pd.DataFrame) -> pd.DataFrame:
+    """Per-level percentages of the summed time shares, each level heaviest first."""
+    total = float(summed.loc[summed["level"] == "category", "total_us"].sum())
+    summed["pct"] = 100.0 * summed["total_us"] / total if total else 0.0
+    levels = list(dict.fromkeys(summed["level"]))
+    ordered = [
+        summed[summed["level"] == level].sort_values("total_us", ascending=False, kind="stable") for level in levels
+    ]
+    table = pd.concat(ordered, ignore_index=True)
+    table["count"] = table["count"].astype("int64")
+    return table[["level", "key", "total_us", "count", "pct"]]
+
+
+def analyse_ranks(
+    out_dir: str | Path,
+    ranks: list[int],
+    device: Device | None,
+    world_size: int | None,
+    jobs: int = 1,
+    on_rank: Callable[[int], None] | None = None,
+    options: WaitOptions | None = None,
+    summary: dict[str, Any] | None = None,
+    timeline_rank: int | None = None,
+) -> RanksAnalysis:
+    """The analysis of every rank together, built one rank at a time.
+
+    With several ranks `Analysis.kernels` is the time per (category, op_mapping, name) with
+    `dur_us` and `count` — what the time-share figures need — not the kernel rows of the whole
+    fleet; with one rank it is the rank's analysed kernel rows. The timeline is
+    `timeline_rank`'s when it has GPU activity, else the rank with the most GPU time's."""
+    groups = timeshare = kernel_time = kernels = None
+    facts: dict[str, Any] = {}
+    waits = WaitsFold()
+    views = ViewsFold(timeline_rank)
+    keep_rows = len(ranks) == 1
+
+    def fold(part: RankPart | None, rank: int) -> None:
+        nonlocal groups, timeshare, kernel_time, facts, kernels
+        if part is not None:
+            groups = _sum_by([groups, part.groups], ROOFLINE_KEYS, _SUMMED)
+            shares = part.timeshare.drop(columns="pct")
+            timeshare = _sum_by([timeshare, shares], ["level", "key"], ["total_us", "count"])
+            if part.kernel_time is not None:
+                kernel_time = _sum_by([kernel_time, part.kernel_time], _TREEMAP_KEYS, ["dur_us", "count"])
+            facts = combine_facts(facts, part.facts)
+            waits.add(rank, part.waits)
+            views.add(rank, part.views)
+            kernels = part.kernels
+        if on_rank:
+            on_rank(rank)
+
+    def task(rank: int) -> tuple:
+        return (out_dir, rank, device, world_size, options, rank_summary(summary or {}, rank), keep_rows)
+
+    if jobs > 1 and len(ranks) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(ranks))) as pool:
+            futures = [(rank, pool.submit(analyse_rank, *task(rank))) for rank in ranks]
+            for rank, future in futures:
+                fold(future.result(), rank)
+    else:
+        for rank in ranks:
+            fold(analyse_rank(*task(rank)), rank)
+    combined_waits, combined_views = waits.result(), views.result()
+    rows = kernels if kernels is not None else kernel_time
+    if groups is None or timeshare is None or rows is None or combined_waits is None or combined_views is None:
+        raise AtlasError(out_dir, "no GPU activities to report on")
+    facts["ranks"] = len(ranks)
+    roofline = roofline_metrics(groups, device)
+    analysis = Analysis(kernels=rows, roofline=roofline, timeshare=_timeshare(timeshare), facts=facts)
+    return RanksAnalysis(analysis, combined_waits, combined_views)

@@ -1,0 +1,84 @@
+"""Why the GPU waits, as `atlas report` writes it: the idle breakdown, its causes, launch
+statistics and graph candidates of one ingest output, and their files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.analysis.idle import BREAKDOWN_COLUMNS, KERNEL_WAIT_US, analyse_idle, exact_gaps, other_basis
+from kernel_atlas.analysis.launches import SHORT_KERNEL_US, graph_candidates, launch_facts, launch_stats
+from kernel_atlas.core.safe_files import remove
+from kernel_atlas.store.outputs import write_table
+
+NO_WINDOW_NOTE = "summary.json lacks the end of HTA's window (re-run `atlas ingest`): HTA's numbers keep every activity"
+NO_CAUSES_NOTE = "kernels.parquet has no host-activity columns: re-run `atlas ingest` for causes"
+
+
+@dataclass
+class Waits:
+    breakdown: pd.DataFrame  # idle.parquet
+    causes: pd.DataFrame  # idle_causes.parquet
+    launches: pd.DataFrame  # launch_stats.parquet
+    candidates: pd.DataFrame  # graph_candidates.parquet
+    facts: dict[str, Any]  # report.json: "idle", "launches", "graph_candidates"
+    # the breakdown in the other convention (idle_hta.parquet; idle_exact.parquet with --like-hta)
+    alternate: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BREAKDOWN_COLUMNS))
+
+    @property
+    def basis(self) -> str:
+        """The convention of `breakdown`: `exact` or `hta`."""
+        return str(self.facts["idle"]["basis"])
+
+
+def last_step_starts(summary: dict[str, Any]) -> dict[int, float | None]:
+    """Per rank, where HTA's analysis window ends (`summary.json`, written by `atlas ingest`)."""
+    return {int(t["rank"]): t.get("last_step_start_us") for t in summary.get("traces", []) if "rank" in t}
+
+
+def analyse_waits(
+    frame: pd.DataFrame,
+    kernel_wait_us: float = KERNEL_WAIT_US,
+    short_kernel_us: float = SHORT_KERNEL_US,
+    like_hta: bool = False,
+    summary: dict[str, Any] | None = None,
+) -> Waits:
+    exact = exact_gaps(frame, kernel_wait_us)  # read by the breakdown, the causes and the candidates
+    idle = analyse_idle(frame, kernel_wait_us, like_hta, last_step_starts(summary or {}), exact)
+    candidates = graph_candidates(frame, kernel_wait_us, short_kernel_us, stream_gaps=exact.stream)
+    facts = {
+        "idle": idle.facts,
+        "launches": launch_facts(frame),
+        "graph_candidates": {
+            "short_kernel_us": short_kernel_us,
+            "count": len(candidates),
+            "saving_us": float(candidates["saving_us"].sum()) if len(candidates) else 0.0,
+        },
+    }
+    notes = []
+    if any("last_step_start_us" not in t for t in (summary or {}).get("traces", [{}])):
+        notes.append(NO_WINDOW_NOTE)
+    if "wait_frame" not in frame:
+        notes.append(NO_CAUSES_NOTE)
+    if notes:
+        facts["idle"]["note"] = "; ".join(notes)
+    return Waits(idle.breakdown, idle.causes, launch_stats(frame), candidates, facts, idle.alternate)
+
+
+def write_waits(waits: Waits, out_dir: Path, run_id: str | None = None) -> dict[str, Path]:
+    """The wait files (tied to the ingest run `run_id`, see `outputs.write_table`); the other
+    convention's breakdown is `idle_hta.parquet` (`idle_exact.parquet` with --like-hta), and a
+    previous run's file of the other name is removed (it would be stale)."""
+    other = other_basis(waits.basis)
+    remove(out_dir / f"idle_{other_basis(other)}.parquet")
+    tables = {
+        "idle": (waits.breakdown, "idle.parquet"),
+        f"idle_{other}": (waits.alternate, f"idle_{other}.parquet"),
+        "idle_causes": (waits.causes, "idle_causes.parquet"),
+        "launch_stats": (waits.launches, "launch_stats.parquet"),
+        "graph_candidates": (waits.candidates, "graph_candidates.parquet"),
+    }
+    return {key: write_table(frame, out_dir / name, run_id) for key, (frame, name) in tables.items()}

@@ -1,0 +1,209 @@
+"""Files of an output folder, written and read safely.
+
+- A file is written whole or not at all: into a dotted temporary file in the same folder, then
+  renamed over its name (`atomic_file`). A run killed half-way leaves the previous file or none,
+  never half of one, and a rename replaces a symbolic link planted at that name instead of
+  writing through it (the temporary file is created exclusively, so it never follows one either).
+- One writer per folder at a time (`folder_lock`): a second `atlas` command that would write the
+  same folder fails at once with a one-line message instead of mixing its files with the first's.
+- A file read back (`read_json`) must be a regular file of sane size: a FIFO or a device planted
+  in its place neither blocks nor fills the memory.
+
+Errors are `AtlasError`s naming the path and the problem (one line, exit code 2).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import stat
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO, Any
+
+from kernel_atlas.core.errors import AtlasError
+
+try:  # POSIX; elsewhere folders are not locked
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_NAME = ".atlas.lock"
+JSON_LIMIT = 1 << 30  # a summary of 100,000 ranks is ~500 MB; anything larger is not ours
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def os_problem(exc: OSError) -> str:
+    """An OS error in words, without the path (the message names it once, first)."""
+    if exc.errno == errno.ENAMETOOLONG:
+        return "path too long"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop (or a link where a file was expected)"
+    return exc.strerror or type(exc).__name__
+
+
+def _temporary_name(name: str) -> str:
+    # dotted (readers skip it), unique, and short enough for any file system's name limit
+    return f".{name[:180]}.{uuid.uuid4().hex[:12]}.tmp"
+
+
+@contextmanager
+def atomic_file(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """Write `path` whole or not at all: a handle on a new temporary file beside it, renamed
+    over `path` when the block ends without an exception (removed otherwise)."""
+    path = Path(path)
+    if not path.name:
+        raise AtlasError(path, "not a file name")
+    temporary = path.parent / _temporary_name(path.name)
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666)
+    except OSError as exc:
+        raise AtlasError(path, f"cannot write: {os_problem(exc)}") from None
+    try:
+        text = "b" not in mode
+        with os.fdopen(fd, mode, **({"encoding": "utf-8", "newline": ""} if text else {})) as handle:
+            yield handle
+        if path.is_dir() and not path.is_symlink():
+            raise AtlasError(path, "cannot write: a folder has this name")
+        os.replace(temporary, path)
+    except OSError as exc:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise AtlasError(path, f"cannot write: {os_problem(exc)}") from None
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    with atomic_file(path, "w") as handle:
+        handle.write(text)
+    return Path(path)
+
+
+def remove(path: str | Path) -> None:
+    """Remove a file, a folder (with its contents) or a link (never what it points to)."""
+    path = Path(path)
+    try:
+        if path.is_symlink() or not path.is_dir():
+            path.unlink(missing_ok=True)
+        else:
+            shutil.rmtree(path)
+    except OSError as exc:
+        raise AtlasError(path, f"cannot remove the previous run's file: {os_problem(exc)}") from None
+
+
+def why_missing(path: str | Path) -> str:
+    """Why a path that does not exist does not: a link loop or a dangling link are said as such."""
+    path = Path(path)
+    try:
+        path.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symbolic link loop"
+        if path.is_symlink():
+            return f"broken symbolic link (to {os.readlink(path)}, which does not exist)"
+        if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+            return os_problem(exc)
+    return "no such file"
+
+
+def is_writable_folder(folder: str | Path) -> bool:
+    """Whether new files can be made in `folder`. A folder whose permission bits forbid writing
+    counts as read-only even for root (it says: do not write here, e.g. a shared traces folder)."""
+    try:
+        mode = os.stat(folder).st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) and bool(mode & 0o222) and os.access(folder, os.W_OK | os.X_OK)
+
+
+def _holder(fd: int) -> str:
+    with suppress(OSError):
+        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        if pid.isdigit():
+            return f" (pid {pid})"
+    return ""
+
+
+@contextmanager
+def folder_lock(folder: str | Path, shared: bool = False) -> Iterator[None]:
+    """Hold `folder` for the block: exclusively for a writer, shared for a reader. A writer
+    meeting any other holder, or a reader meeting a writer, fails at once. A reader of a folder
+    it cannot write (read-only media) reads without a lock."""
+    folder = Path(folder)
+    if fcntl is None:  # pragma: no cover
+        yield
+        return
+    try:
+        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666)
+    except OSError as exc:
+        if shared and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            yield
+            return
+        if exc.errno == errno.ELOOP:
+            raise AtlasError(folder / LOCK_NAME, "is a symbolic link: not followed (remove it)") from None
+        raise AtlasError(folder, f"cannot write here: {os_problem(exc)}") from None
+    try:
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            doing = "being written" if shared else "in use"
+            raise AtlasError(
+                folder,
+                f"{doing} by another atlas command{_holder(fd)}: wait for it to finish, or use another folder",
+            ) from None
+        if not shared:
+            with suppress(OSError):
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def read_bytes(path: str | Path, limit: int = JSON_LIMIT) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (never blocks on a FIFO or a device)."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | _NONBLOCK | _CLOEXEC)
+    except FileNotFoundError:
+        raise AtlasError(path, "no such file") from None
+    except OSError as exc:
+        raise AtlasError(path, f"cannot read: {os_problem(exc)}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise AtlasError(path, "not a regular file")
+        if info.st_size > limit:
+            raise AtlasError(path, f"too large ({info.st_size:,} bytes)")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(limit + 1)[:limit]
+    except OSError as exc:
+        raise AtlasError(path, f"cannot read: {os_problem(exc)}") from None
+    finally:
+        os.close(fd)
+
+
+def read_json(path: str | Path, limit: int = JSON_LIMIT) -> Any:
+    """A JSON document from a regular file; not-JSON, too deep or not UTF-8 is a one-line error."""
+    data = read_bytes(path, limit)
+    try:
+        return json.loads(data.decode("utf-8-sig"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise AtlasError(path, f"not valid JSON ({str(exc).splitlines()[0][:120]})") from None
+    except RecursionError:
+        raise AtlasError(path, "not valid JSON (nested too deeply)") from None

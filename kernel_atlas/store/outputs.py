@@ -1,0 +1,549 @@
+"""The ingest output folder: its layout, its writers and its readers.
+
+    OUT/
+      kernels.parquet/                 the kernels table, a Hive-partitioned Parquet dataset
+        rank=0/<trace-stem>.parquet    one file per trace; `rank` lives in the folder name
+        rank=1/<trace-stem>.parquet
+      catalog.json                     distinct kernels over all ranks
+      summary.json                     per-trace facts and failures; written last
+      .atlas.lock                      held by the command writing the folder
+
+One layout for one rank and for thousands: pandas (`pd.read_parquet(OUT/kernels.parquet)`),
+pyarrow.dataset, DuckDB (`kernels_sql`) and Spark read the dataset directly. `OUT` may be an
+fsspec URL (`s3://…`, `gs://…`, `file://…`) for the writers. A `kernels.parquet` that is a
+single file (the layout before partitioning) is still read.
+
+One run's files belong together. An ingest takes the folder's lock (`safe_files.folder_lock`: a
+second ingest or report into it fails at once), removes the previous run's summary.json first,
+then its dataset, catalog and every file derived from it (`DERIVED`, and whatever the previous
+report.json lists), and gives the new run an id. Every file is written whole under a dotted
+temporary name and renamed (never through a link planted at its name); each rank's Parquet file
+carries the run id in its metadata (`RUN_KEY`), and summary.json — written last — holds the run
+id and lists the rank files. A run killed half-way therefore leaves no summary.json, and
+`open_output` — what `atlas report`, `dashboard`, `diff` and `replay --from` read through —
+refuses a folder without one, a summary that is not JSON, and a dataset file that is not the
+summary's run's, is not listed, is not a kernels table, or is not a regular file. The files a
+report or a replay writes carry the same run id, so they are tied to the kernels they came from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from kernel_atlas.core import safe_files
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import redact_value
+from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
+
+KERNELS = "kernels.parquet"
+CATALOG = "catalog.json"
+SUMMARY = "summary.json"
+REPORT = "report.json"  # the report's facts; written last by `atlas report`, lists its files
+PARTITION = "rank"
+LAYOUT = {"kernels": KERNELS, "partitioning": "hive", "partition_by": [PARTITION]}  # recorded in summary.json
+RUN_KEY = b"kernel_atlas.run"  # Parquet metadata: the id of the ingest run a file belongs to
+# Files made from an ingest's kernels by `atlas report` and `atlas replay --from --all`: stale
+# once the kernels change, so a new ingest removes them (and whatever the last report.json lists).
+DERIVED = (
+    REPORT,
+    "report.html",
+    "roofline.parquet",
+    "timeshare.csv",
+    "replay.parquet",
+    "idle.parquet",
+    "idle_hta.parquet",
+    "idle_exact.parquet",
+    "idle_causes.parquet",
+    "launch_stats.parquet",
+    "graph_candidates.parquet",
+    "collectives.parquet",
+    "memory_events.parquet",  # written by ingest itself, after the previous run's is removed
+    "memory.parquet",
+    "host_events.parquet",  # written by ingest beside the kernels (ingest/host_events.py)
+    "critical_path.parquet",
+    "whatif.json",
+)
+# Columns a kernels table must have for `atlas report`; the others are filled with nulls when absent
+# (outputs of earlier versions lack the newer ones).
+REQUIRED_COLUMNS = ("name", "kind", "ts_us", "dur_us", "op_mapping", "category")
+_RANK_DIR = re.compile(r"^rank=(-?\d+)$")
+
+
+def is_url(target: str | Path) -> bool:
+    return "://" in str(target)
+
+
+def filesystem(target: str | Path) -> tuple[fsspec.AbstractFileSystem, str]:
+    """The fsspec filesystem of a path or URL, and the path within it."""
+    return fsspec.core.url_to_fs(str(target))
+
+
+def file_stem(name: str) -> str:
+    """A trace's file name without `.json`, `.gz`, `.zst` (an Nsight Systems export's without
+    `.sqlite`, `.nsys-rep`): the name of its rows in the dataset."""
+    for suffix in (".sqlite", ".nsys-rep", ".gz", ".zst", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def rank_file(rank: int, stem: str) -> str:
+    """Where one trace's rows go, relative to the output folder."""
+    return f"{KERNELS}/{PARTITION}={rank}/{stem}.parquet"
+
+
+# --- writing a run ---------------------------------------------------------------------------------
+
+
+def check_output_path(out: str | Path) -> None:
+    """`-o` names a folder that is (or can be made) ours: not empty, not a file."""
+    if not str(out).strip():
+        raise AtlasError(None, "-o: the output folder is an empty path")
+    if is_url(out):
+        return
+    path = Path(out)
+    try:
+        if path.exists() and not path.is_dir():
+            raise AtlasError(out, "output exists and is not a folder")
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AtlasError(out, f"cannot create the output folder: {safe_files.os_problem(exc)}") from None
+
+
+def _previous_report_files(root: Path) -> list[Path]:
+    """Files the previous report listed in report.json, inside the folder."""
+    try:
+        listed = safe_files.read_json(root / REPORT, limit=64 << 20).get("files", {})
+    except (AtlasError, AttributeError):
+        return []
+    names = listed.values() if isinstance(listed, dict) else []
+    # report.json names its files inside the folder by name alone, others by their full path
+    inside = [root / name for name in names if isinstance(name, str) and name == Path(name).name]
+    return [p for p in inside if p.name not in (KERNELS, CATALOG, SUMMARY, safe_files.LOCK_NAME, ".", "..")]
+
+
+def clear_previous_run(out: str | Path) -> None:
+    """Remove an earlier run's files from `out`: summary.json first (a folder without one is an
+    unfinished run), then everything made from its kernels, its catalog and its dataset."""
+    if is_url(out):
+        fs, root_url = filesystem(out)
+        for name in (SUMMARY, *DERIVED, CATALOG, KERNELS):
+            path = f"{root_url}/{name}"
+            if fs.exists(path):
+                fs.rm(path, recursive=True)
+        return
+    root = Path(out)
+    safe_files.remove(root / SUMMARY)
+    for path in [*_previous_report_files(root), *(root / name for name in DERIVED)]:
+        safe_files.remove(path)
+    safe_files.remove(root / CATALOG)
+    safe_files.remove(root / KERNELS)
+
+
+@contextmanager
+def lock(out: str | Path, shared: bool = False) -> Iterator[None]:
+    """The folder's lock (`safe_files.folder_lock`); object stores are not locked."""
+    if is_url(out):
+        yield
+        return
+    with safe_files.folder_lock(out, shared=shared):
+        yield
+
+
+@contextmanager
+def new_run(out: str | Path) -> Iterator[str]:
+    """Hold `out` for a new ingest run: the folder is made and locked and the previous run's
+    files removed; yields the new run's id."""
+    check_output_path(out)
+    with lock(out):
+        clear_previous_run(out)
+        yield uuid.uuid4().hex
+
+
+def _with_run(table: pa.Table, run_id: str | None) -> pa.Table:
+    if run_id is None:
+        return table
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), RUN_KEY: run_id.encode()})
+
+
+def _safe_folder(root: Path, relative: str) -> Path:
+    """`root/relative`'s folder, made; a link planted on the way is refused (never followed)."""
+    folder = root
+    for part in Path(relative).parent.parts:
+        folder = folder / part
+        if folder.is_symlink():
+            raise AtlasError(folder, "is a symbolic link: refusing to write through it")
+        try:
+            folder.mkdir(exist_ok=True)
+        except OSError as exc:
+            raise AtlasError(folder, f"cannot create: {safe_files.os_problem(exc)}") from None
+    return folder
+
+
+def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_id: str | None = None) -> str:
+    """Write one trace's rows (all of one rank) into the dataset; returns the relative path."""
+    relative = rank_file(rank, stem)
+    table = to_arrow(frame)
+    table = _with_run(table.drop_columns([PARTITION]) if PARTITION in table.column_names else table, run_id)
+    if not is_url(out):
+        _safe_folder(Path(out), relative)
+        with safe_files.atomic_file(Path(out) / relative) as handle:
+            pq.write_table(table, handle, compression="zstd")
+        return relative
+    fs, root = filesystem(out)
+    folder, name = f"{root}/{relative}".rsplit("/", 1)
+    fs.makedirs(folder, exist_ok=True)
+    partial = f"{folder}/.{name}.{uuid.uuid4().hex[:8]}.tmp"
+    with fs.open(partial, "wb") as handle:
+        pq.write_table(table, handle, compression="zstd")
+    fs.mv(partial, f"{folder}/{name}")
+    return relative
+
+
+def write_json(out: str | Path, name: str, document: Any) -> str:
+    """A JSON file of the output folder, whole or not at all; strings shaped like credentials
+    are redacted (documents quote trace content: warnings, names)."""
+    text = json.dumps(_finite(redact_value(document)), indent=1, allow_nan=False) + "\n"
+    if not is_url(out):
+        return str(safe_files.write_text(Path(out) / name, text))
+    fs, root = filesystem(out)
+    path = f"{root}/{name}"
+    with fs.open(path, "w") as handle:
+        handle.write(text)
+    return path
+
+
+def _finite(value: Any) -> Any:
+    """NaN and ±inf as null: JSON has no such numbers (DuckDB, jq and browsers reject them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
+def write_table(frame: pd.DataFrame, path: str | Path, run_id: str | None) -> Path:
+    """A derived Parquet file (report, replay) tied to the ingest run its rows came from."""
+    table = _with_run(pa.Table.from_pandas(frame, preserve_index=False), run_id)
+    with safe_files.atomic_file(path) as handle:
+        pq.write_table(table, handle)
+    return Path(path)
+
+
+def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
+    with safe_files.atomic_file(path, "w") as handle:
+        frame.to_csv(handle, index=False)
+    return Path(path)
+
+
+def _schema(path: str | Path) -> pa.Schema:
+    try:
+        return pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise AtlasError(path, f"not a Parquet file ({_first_line(exc)})") from None
+
+
+def table_run(path: str | Path) -> str | None:
+    """The ingest run id in a Parquet file's metadata, or None."""
+    run = (_schema(path).metadata or {}).get(RUN_KEY)
+    return run.decode("ascii", "replace") if run else None
+
+
+# --- reading a run ---------------------------------------------------------------------------------
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:160] if text else type(exc).__name__
+
+
+def kernels_path(out_dir: str | Path) -> Path:
+    path = Path(out_dir) / KERNELS
+    if not path.exists():
+        raise AtlasError(out_dir, f"no {KERNELS} here: run `atlas ingest` first")
+    return path
+
+
+def rank_files(out_dir: str | Path) -> dict[int, list[Path]]:
+    """The dataset's files by rank (an empty dict for the single-file layout)."""
+    path = kernels_path(out_dir)
+    if path.is_file():
+        return {}
+    files: dict[int, list[Path]] = {}
+    for folder in sorted(path.iterdir()):
+        match = _RANK_DIR.match(folder.name)
+        if match and folder.is_dir():
+            found = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith((".", "_")))
+            if found:
+                files[int(match.group(1))] = found
+    return files
+
+
+def output_ranks(out_dir: str | Path) -> list[int]:
+    """Ranks present in an ingest output, without reading the tables."""
+    path = kernels_path(out_dir)
+    if path.is_file():
+        if PARTITION not in _schema(path).names:
+            return [0]  # a single table made by other means: one rank
+        try:
+            column = pq.read_table(path, columns=[PARTITION]).column(PARTITION)
+        except (pa.ArrowException, OSError, KeyError) as exc:
+            raise AtlasError(path, f"cannot read the ranks: {_first_line(exc)}") from None
+        return sorted(int(r) for r in pc.unique(column).drop_null().to_pylist())
+    return sorted(rank_files(out_dir))
+
+
+def _ordered(table: pa.Table) -> pa.Table:
+    """Columns in the declared order (`rank` second, as in the table's schema), extras last."""
+    known = [name for name in KERNEL_COLUMNS if name in table.column_names]
+    return table.select(known + [name for name in table.column_names if name not in KERNEL_COLUMNS])
+
+
+def load_table(path: Path, **options: Any) -> pa.Table:
+    """A Parquet file as an Arrow table; a damaged one is a one-line error naming it."""
+    try:
+        return pq.read_table(path, **options)
+    except (pa.ArrowException, OSError) as exc:
+        raise AtlasError(path, f"cannot read: {_first_line(exc)}") from None
+
+
+def read_parquet(path: str | Path) -> pd.DataFrame:
+    """A Parquet file as a DataFrame; a damaged one is a one-line error."""
+    return load_table(Path(path)).to_pandas()
+
+
+def load_kernels(out_dir: str | Path, ranks: list[int] | None = None) -> pd.DataFrame:
+    """The kernels table of an ingest output as one DataFrame — all ranks, or only `ranks`.
+
+    For one rank or a few; multi-rank analyses go through `kernels_sql` (DuckDB) or one rank
+    at a time so that memory does not grow with the number of ranks."""
+    path = kernels_path(out_dir)
+    if path.is_file():
+        if PARTITION not in _schema(path).names:  # a single table made by other means: one rank
+            table = load_table(path) if ranks is None or 0 in ranks else load_table(path).slice(0, 0)
+            table = table.append_column(PARTITION, pa.array([0] * table.num_rows, pa.int32()))
+        else:
+            table = load_table(path, filters=[(PARTITION, "in", ranks)] if ranks is not None else None)
+        return _ordered(table).to_pandas()
+    files = rank_files(out_dir)
+    wanted = sorted(files) if ranks is None else [r for r in ranks if r in files]
+    parts = []
+    for rank in wanted:
+        for file in files[rank]:
+            table = load_table(file)
+            parts.append(table.append_column(PARTITION, pa.array([rank] * table.num_rows, pa.int32())))
+    if not parts:
+        return KERNEL_SCHEMA.empty_table().to_pandas()
+    try:
+        table = pa.concat_tables(parts, promote_options="permissive")
+    except pa.ArrowException as exc:
+        raise AtlasError(path, f"the rank files do not fit together: {_first_line(exc)}") from None
+    return _ordered(table).to_pandas()
+
+
+def kernels_sql(out_dir: str | Path) -> str:
+    """A DuckDB table expression over the kernels table of an ingest output (either layout)."""
+    path = kernels_path(out_dir)
+    if path.is_file():
+        return f"read_parquet({_quote(path)})"
+    pattern = path / f"{PARTITION}=*" / "*.parquet"
+    options = "hive_partitioning = true, hive_types = {'rank': INTEGER}, union_by_name = true"
+    return f"read_parquet({_quote(pattern)}, {options})"
+
+
+def _quote(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+# --- checking a run --------------------------------------------------------------------------------
+
+
+def _family(kind: pa.DataType) -> str:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "string"
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_integer(kind):
+        return "integer"
+    if pa.types.is_floating(kind):
+        return "float"
+    if pa.types.is_null(kind):
+        return "null"
+    return str(kind)
+
+
+def check_kernels_schema(schema: pa.Schema, path: Path, required: Sequence[str] = REQUIRED_COLUMNS) -> None:
+    """A kernels table's columns: the `required` ones present, every known one of its declared
+    kind (integers may stand for floats; an all-null column fits anything)."""
+    missing = [name for name in required if name not in schema.names]
+    if missing:
+        raise AtlasError(path, f"not a kernels table of `atlas ingest` (no column {', '.join(missing)})")
+    for name in schema.names:
+        if name not in KERNEL_COLUMNS:
+            continue
+        found, wanted = _family(schema.field(name).type), _family(KERNEL_COLUMNS[name])
+        if found != wanted and found != "null" and not (wanted == "float" and found == "integer"):
+            raise AtlasError(path, f"column {name} holds {found} values where {wanted} ones belong")
+
+
+_SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
+    "rank": (int,),
+    "last_step_start_us": (int, float, type(None)),
+    "kernels_file": (str,),
+    "gpus": (list,),
+    "distributed": (dict,),
+    "devices": (list,),
+}
+_GPU_FIELDS: dict[str, tuple[type, ...]] = {"name": (str,), "numSms": (int,)}
+
+
+def check_summary(summary: Any, path: Path) -> None:
+    """The parts of summary.json the commands read have the types they expect."""
+
+    def wrong(where: str, what: str) -> AtlasError:
+        return AtlasError(path, f"not a summary of `atlas ingest`: {where} is not {what} (re-run `atlas ingest`)")
+
+    if not isinstance(summary, dict):
+        raise wrong("the document", "an object")
+    traces = summary.get("traces", [])
+    if not isinstance(traces, list):
+        raise wrong("traces", "a list")
+    for i, trace in enumerate(traces):
+        if not isinstance(trace, dict):
+            raise wrong(f"traces[{i}]", "an object")
+        for key, kinds in _SUMMARY_FIELDS.items():
+            value = trace.get(key)
+            if key in trace and (not isinstance(value, kinds) or isinstance(value, bool)):
+                raise wrong(f"traces[{i}].{key}", f"a {kinds[0].__name__}")
+        for j, gpu in enumerate(trace.get("gpus", [])):
+            if not isinstance(gpu, dict):
+                raise wrong(f"traces[{i}].gpus[{j}]", "an object")
+            for key, kinds in _GPU_FIELDS.items():
+                if key in gpu and (not isinstance(gpu[key], kinds) or isinstance(gpu[key], bool)):
+                    raise wrong(f"traces[{i}].gpus[{j}].{key}", f"a {kinds[0].__name__}")
+        world = trace.get("distributed", {}).get("world_size")
+        if world is not None and (not isinstance(world, int) or isinstance(world, bool)):
+            raise wrong(f"traces[{i}].distributed.world_size", "an int")
+    run_id = summary.get("run_id", "0")
+    if not isinstance(run_id, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", run_id):
+        raise wrong("run_id", "a run id")
+
+
+@dataclass
+class Output:
+    """An ingest output that passed `open_output`'s checks."""
+
+    path: Path
+    summary: dict[str, Any]
+    run_id: str | None  # None: written before runs had ids
+    files: dict[int, list[Path]] = field(default_factory=dict)  # rank files ({} for the single-file layout)
+
+
+def _regular(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _dataset_files(kernels: Path) -> list[Path]:
+    """Every entry of a partitioned dataset (temporary files of a running writer aside); what is
+    not a rank folder holding regular Parquet files is refused."""
+    files = []
+    for entry in sorted(kernels.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if not _RANK_DIR.match(entry.name) or entry.is_symlink() or not entry.is_dir():
+            raise AtlasError(entry, f"not part of an `atlas ingest` dataset (expected {PARTITION}=N folders)")
+        for file in sorted(entry.iterdir()):
+            if file.name.startswith("."):
+                continue
+            if not file.name.endswith(".parquet") or not _regular(file):
+                raise AtlasError(file, "not part of an `atlas ingest` dataset (not a regular Parquet file)")
+            files.append(file)
+    return files
+
+
+def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS) -> Output:
+    """An ingest output checked as one run (see the module docstring), its kernels tables having
+    the `required` columns; every refusal is one line."""
+    root = Path(out_dir)
+    if not root.is_dir():
+        raise AtlasError(out_dir, "no such ingest output folder")
+    kernels = root / KERNELS
+    if not kernels.exists() and not kernels.is_symlink():
+        raise AtlasError(out_dir, f"not an ingest output (no {KERNELS}); give a trace or run `atlas ingest`")
+    if kernels.is_symlink() or not (kernels.is_dir() or _regular(kernels)):
+        raise AtlasError(kernels, "not a regular file or folder")
+    summary_path = root / SUMMARY
+    if not summary_path.exists() and not summary_path.is_symlink() and kernels.is_file():
+        _check_file(kernels, None, required)  # a single table made by other means (or the layout of version 0.1)
+        return Output(root, {}, None)
+    if not summary_path.exists() and not summary_path.is_symlink():
+        raise AtlasError(
+            out_dir,
+            f"unfinished ingest output: no {SUMMARY} (the ingest was interrupted or is still running); "
+            "run `atlas ingest` again",
+        )
+    summary = safe_files.read_json(summary_path)
+    check_summary(summary, summary_path)
+    run_id = summary.get("run_id")
+    if kernels.is_file():
+        _check_file(kernels, run_id, required)
+        return Output(root, summary, run_id)
+    files = _dataset_files(kernels)
+    for file in files:
+        _check_file(file, run_id, required)
+    if run_id is not None:
+        present = {file.relative_to(root).as_posix() for file in files}
+        listed = {t["kernels_file"] for t in summary.get("traces", []) if "kernels_file" in t}
+        for name in sorted(listed - present):
+            raise AtlasError(root / name, f"listed in {SUMMARY} but missing: run `atlas ingest` again")
+    return Output(root, summary, run_id, rank_files(root))
+
+
+def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None:
+    schema = _schema(path)
+    check_kernels_schema(schema, path, required)
+    if run_id is None:
+        return
+    found = (schema.metadata or {}).get(RUN_KEY)
+    if found != run_id.encode():
+        raise AtlasError(
+            path,
+            f"not from the ingest run that wrote {SUMMARY} (an interrupted or concurrent ingest?): "
+            "run `atlas ingest` again",
+        )
+
+
+def check_derived(path: Path, output: Output) -> None:
+    """A file made from the kernels (replay.parquet) by atlas belongs to the same ingest run (one
+    without a run id was written by other means, or by an earlier version, and is taken as is)."""
+    if not _regular(path):
+        raise AtlasError(path, "not a regular file")
+    found = table_run(path)
+    if output.run_id is not None and found is not None and found != output.run_id:
+        raise AtlasError(
+            path,
+            "made from another ingest run's kernels than the ones here: delete it, or re-run what wrote it",
+        )

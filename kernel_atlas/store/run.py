@@ -1,0 +1,94 @@
+"""One ingest output opened once: its checked summary, ranks, traced GPU, replay results and
+kernels one rank (or all) at a time — what report, diff, the dashboard and replay read."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.store.outputs import (
+    REQUIRED_COLUMNS,
+    Output,
+    check_derived,
+    load_kernels,
+    open_output,
+    output_ranks,
+    read_parquet,
+)
+
+REPLAY = "replay.parquet"
+
+
+@dataclass(frozen=True)
+class TracedGpu:
+    """The GPU the run's first trace ran on (name and SM count from `deviceProperties`) and that
+    trace's world size; None where the trace does not say."""
+
+    name: str | None = None
+    sms: int | None = None
+    world_size: int | None = None
+
+
+@dataclass
+class Run:
+    """An ingest output that passed `open_output`'s checks. Open it under the folder's lock
+    (`outputs.lock`) when something may write it meanwhile."""
+
+    output: Output
+
+    @classmethod
+    def open(cls, out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS) -> Run:
+        return cls(open_output(out_dir, required))
+
+    @property
+    def out_dir(self) -> Path:
+        return self.output.path
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return self.output.summary
+
+    @property
+    def run_id(self) -> str | None:
+        return self.output.run_id
+
+    @property
+    def label(self) -> str:
+        return self.out_dir.name.removesuffix(".atlas")
+
+    @cached_property
+    def ranks(self) -> list[int]:
+        return sorted(self.output.files) if self.output.files else output_ranks(self.out_dir)
+
+    @cached_property
+    def gpu(self) -> TracedGpu:
+        for trace in self.summary.get("traces", []):
+            for gpu in trace.get("gpus", []):
+                return TracedGpu(gpu.get("name"), gpu.get("numSms"), trace.get("distributed", {}).get("world_size"))
+        return TracedGpu()
+
+    @property
+    def gpu_names(self) -> list[str]:
+        return gpu_names(self.summary)
+
+    def kernels(self, rank: int | None = None) -> pd.DataFrame:
+        """One rank's kernels, or every rank's (for a few ranks: analyses of many go rank by rank)."""
+        return load_kernels(self.out_dir, None if rank is None else [rank])
+
+    def replay(self) -> pd.DataFrame | None:
+        """`replay.parquet` (made from this run's kernels), or None without one."""
+        path = self.out_dir / REPLAY
+        if not (path.exists() or path.is_symlink()):
+            return None
+        check_derived(path, self.output)
+        return read_parquet(path)
+
+
+def gpu_names(summary: dict[str, Any]) -> list[str]:
+    """Every traced GPU's name in a summary, sorted, each once."""
+    return sorted({g.get("name", "?") for t in summary.get("traces", []) for g in t.get("gpus", [])})

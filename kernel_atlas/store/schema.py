@@ -1,0 +1,84 @@
+"""The kernels table's declared schema: every column of kernels.parquet, and a frame as an Arrow table of it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+
+# Every column of kernels.parquet, written down once (README documents each).
+KERNEL_COLUMNS: dict[str, pa.DataType] = {
+    "trace": pa.dictionary(pa.int32(), pa.string()),
+    "rank": pa.int32(),
+    "name": pa.dictionary(pa.int32(), pa.string()),
+    "kind": pa.dictionary(pa.int8(), pa.string()),
+    "ts_us": pa.float64(),
+    "dur_us": pa.float64(),
+    "device": pa.int32(),
+    "stream": pa.int64(),
+    "step": pa.int64(),
+    "correlation": pa.int64(),
+    "external_id": pa.int64(),
+    "launch": pa.dictionary(pa.int32(), pa.string()),
+    "launch_ts_us": pa.float64(),
+    "graph_launch": pa.bool_(),
+    "launcher": pa.dictionary(pa.int32(), pa.string()),
+    "cpu_op": pa.dictionary(pa.int32(), pa.string()),
+    "link": pa.dictionary(pa.int8(), pa.string()),
+    "call_stack": pa.dictionary(pa.int32(), pa.string()),
+    "module": pa.dictionary(pa.int32(), pa.string()),
+    "input_dims": pa.dictionary(pa.int32(), pa.string()),
+    "input_types": pa.dictionary(pa.int32(), pa.string()),
+    "input_strides": pa.dictionary(pa.int32(), pa.string()),
+    "concrete_inputs": pa.dictionary(pa.int32(), pa.string()),
+    "grid": pa.dictionary(pa.int32(), pa.string()),
+    "block": pa.dictionary(pa.int32(), pa.string()),
+    "bytes": pa.int64(),
+    "collective": pa.dictionary(pa.int8(), pa.string()),
+    "msg_in_nelems": pa.int64(),
+    "msg_out_nelems": pa.int64(),
+    "group_size": pa.int32(),
+    "msg_dtype": pa.dictionary(pa.int8(), pa.string()),
+    "process_group": pa.dictionary(pa.int32(), pa.string()),
+    "process_group_desc": pa.dictionary(pa.int32(), pa.string()),
+    "process_group_ranks": pa.dictionary(pa.int32(), pa.string()),
+    "collective_seq": pa.int64(),
+    "cpu_op_id": pa.int64(),
+    "capture_correlation": pa.int64(),
+    "shapes_inferred": pa.bool_(),
+    "op_mapping": pa.dictionary(pa.int32(), pa.string()),
+    "category": pa.dictionary(pa.int32(), pa.string()),
+    "label_rule": pa.dictionary(pa.int32(), pa.string()),
+    "label_evidence": pa.dictionary(pa.int8(), pa.string()),
+    "label_confidence": pa.float32(),
+    # host activity around the launch (`host_activity.py`)
+    "launch_dur_us": pa.float64(),
+    "launch_thread": pa.int32(),
+    "wait_frame": pa.dictionary(pa.int32(), pa.string()),
+    "wait_module": pa.dictionary(pa.int32(), pa.string()),
+    # what the profiler recorded of a kernel's launch (null: not recorded; docs/efficiency.md, docs/nsys.md)
+    "registers_per_thread": pa.int32(),
+    "shared_mem_bytes": pa.int64(),
+    "recorded_blocks_per_sm": pa.float64(),
+    "recorded_occupancy_pct": pa.float64(),
+    # how well the kernel fills the GPU (`analysis/efficiency.py`)
+    "blocks_per_sm": pa.float64(),
+    "warps_per_sm": pa.float64(),
+    "max_blocks_per_sm": pa.float64(),
+    "theoretical_occupancy_pct": pa.float64(),
+    "est_occupancy_pct": pa.float64(),
+    "occupancy_source": pa.dictionary(pa.int8(), pa.string()),
+    "waves": pa.float64(),
+    "tail_wave_pct": pa.float64(),
+    "tensor_core": pa.bool_(),
+    # CUDA-graph ids where the profiler records them (Nsight Systems, `nsys.py`)
+    "graph_id": pa.int64(),
+    "graph_node_id": pa.int64(),
+}
+KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
+
+
+def to_arrow(frame: pd.DataFrame) -> pa.Table:
+    if frame.empty:
+        return KERNEL_SCHEMA.empty_table()
+    table = pa.Table.from_pandas(frame[list(KERNEL_COLUMNS)], preserve_index=False)
+    return table.cast(KERNEL_SCHEMA) if table.schema != KERNEL_SCHEMA else table

@@ -1,0 +1,121 @@
+"""The critical path across two ranks joined at an all-reduce, with a late rank (answers by hand)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from kernel_atlas.ingest.fleet import write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths
+from kernel_atlas.report.build import build_report
+
+NCCL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def _rank_trace(rank: int, cpu_us: float, after_us: float) -> dict[str, Any]:
+    """host: aten::work [0, cpu_us] ⊃ launch [cpu_us-2, cpu_us-1] → all-reduce [cpu_us, 60]
+    (every rank's ends at 60: the last arrival's transfer); cudaStreamSynchronize
+    [cpu_us+1, 61]; then aten::after [61, 61+after_us]."""
+    t = {"pid": 10 + rank, "tid": 10 + rank}
+    comm = {
+        "Collective name": "allreduce",
+        "In msg nelems": 1 << 20,
+        "Out msg nelems": 1 << 20,
+        "Group size": 2,
+        "dtype": "Float",
+        "Process Group Name": "0",
+        "Process Group Ranks": [0, 1],
+        "Seq": 1,
+    }
+    kernel_args = {"correlation": 1, "device": 0, "stream": 20, "grid": [2, 1, 1], "block": [512, 1, 1], **comm}
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::work", **t, "ts": 0, "dur": cpu_us, "args": {}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            **t,
+            "ts": cpu_us - 2,
+            "dur": 1,
+            "args": {"correlation": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": NCCL,
+            "pid": 0,
+            "tid": 20,
+            "ts": cpu_us,
+            "dur": 60 - cpu_us,
+            "args": kernel_args,
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaStreamSynchronize",
+            **t,
+            "ts": cpu_us + 1,
+            "dur": 60 - cpu_us,
+            "args": {"correlation": 2},
+        },
+        {"ph": "X", "cat": "cpu_op", "name": "aten::after", **t, "ts": 61, "dur": after_us, "args": {}},
+    ]
+    return {
+        "traceEvents": events,
+        "distributedInfo": {"rank": rank, "world_size": 2, "backend": "nccl"},
+        "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}],
+    }
+
+
+@pytest.fixture
+def two_ranks(tmp_path: Path) -> Path:
+    # rank 0 is quick (8 µs of CPU, arrives at 10) and has 10 µs of work after the collective;
+    # rank 1 is late (38 µs of CPU, arrives at 40) and has 5 µs after it.
+    paths = []
+    for rank, cpu, after in ((0, 10.0, 10.0), (1, 40.0, 5.0)):
+        path = tmp_path / f"run_rank{rank}.json"
+        path.write_text(json.dumps(_rank_trace(rank, cpu, after)))
+        paths.append(path)
+    out = tmp_path / "run.atlas"
+    write_outputs(ingest_paths(paths), out)
+    return out
+
+
+def test_late_rank_bounds_the_run(two_ranks: Path) -> None:
+    build_report(two_ranks)
+    facts = json.loads((two_ranks / "report.json").read_text())["critical_path"]
+    # Joint path: rank 1's CPU to its launch (38) + its launch overhead (2) + the all-reduce's transfer
+    # after the last arrival (60 − 40 = 20, ending rank 0's kernel) + (sync released, 0) + rank 0's
+    # aten::after (10) = 70 µs. Rank 0 alone: 8 + 2 + 20 (its kernel now weighs the transfer only)
+    # + 10 = 40; rank 1 alone: 38 + 2 + 20 + 5 = 65.
+    assert facts["joint_ranks"] == 2
+    assert facts["total_us"] == pytest.approx(70.0)
+    segs = pd.read_parquet(two_ranks / "critical_path.parquet")
+    assert segs["rank"].tolist() == [1, 1, 0, 0]
+    assert segs["kind"].tolist() == ["cpu", "launch", "collective", "cpu"]
+    assert segs["dur_us"].tolist() == pytest.approx([38.0, 2.0, 20.0, 10.0])
+    assert segs["name"].tolist() == ["aten::work", NCCL, NCCL, "aten::after"]
+    # 48/70 CPU, 2/70 launch, 20/70 communication
+    pct = facts["breakdown_pct"]
+    assert (pct["cpu_bound"], pct["gpu_kernel_launch_overhead"], pct["gpu_communication_bound"]) == (68.57, 2.86, 28.57)
+    # each rank alone (HTA's view): rank 0 counts its 50 µs in the all-reduce as communication
+    assert {r["rank"]: r["total_us"] for r in facts["per_rank"]} == {0: 70.0, 1: 65.0}
+
+
+def test_whatif_across_ranks(two_ranks: Path) -> None:
+    from kernel_atlas.analysis.whatif import run_whatif
+
+    build_report(two_ranks)  # matches the collectives (collectives.parquet)
+    # the all-reduce 2x: its transfer after the last arrival 20 → 10 on both ranks: the joint path
+    # 38 + 2 + 10 + 10 = 60, saving 10 µs
+    joint = run_whatif(two_ranks, ["category=communication:2x"], False, None, None)
+    assert joint["joint_ranks"] == 2
+    assert (joint["baseline_us"], joint["new_us"], joint["saving_us"]) == (70.0, 60.0, 10.0)
+    # rank 0 alone counts its 50 µs in the kernel (30 of them waiting for rank 1) as communication:
+    # 8 + 2 + 25 + 10 = 45, a saving of 25 µs that the run would not see
+    alone = run_whatif(two_ranks, ["category=communication:2x"], False, None, 0)
+    assert (alone["joint_ranks"], alone["baseline_us"], alone["saving_us"]) == (1, 70.0, 25.0)

@@ -1,0 +1,133 @@
+"""`atlas diff --fail-above PCT` gates a CI job: exit 0 on identical runs, exit 3 naming what
+regressed when GEMMs are planted 25 % slower; `--markdown` writes a postable summary; a bare
+diff writes no file. The planted trace is the bundled example with every kernel whose name says
+`gemm` made 25 % longer, so the expected numbers are read off the example's JSON by hand."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from kernel_atlas.analysis.gate import comparability, judge
+from kernel_atlas.cli import app
+from tests.support.traces import EXAMPLE
+
+runner = CliRunner()
+# Σ dur of the example's four `…gemm…` kernels (98.718 + 41.28 + 33.089 + 24.511 µs) and of all
+# its GPU activities, summed from the JSON by hand (kernels, memcpy and memset).
+GEMM_US = 197.598
+TOTAL_US = 309.4
+
+
+def _planted(tmp_path: Path, factor: float, match: str) -> Path:
+    with gzip.open(EXAMPLE, "rt") as handle:
+        doc = json.load(handle)
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "kernel" and match in event.get("name", ""):
+            event["dur"] = event["dur"] * factor
+    path = tmp_path / f"planted_{match}_{factor}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    folder = tmp_path_factory.mktemp("gate")
+    a = folder / "a.json.gz"
+    a.write_bytes(EXAMPLE.read_bytes())
+    return a, _planted(folder, 1.25, "gemm")
+
+
+def test_identical_runs_pass_and_write_nothing(runs, tmp_path: Path) -> None:
+    a, _ = runs
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        result = runner.invoke(app, ["diff", str(a), str(a), "--fail-above", "5"], env={"COLUMNS": "100"})
+    finally:
+        os.chdir(here)
+    assert result.exit_code == 0, result.output
+    assert "PASS" in result.output
+    assert "same GPU; 100.0 % of GPU time in ops both runs have, 100.0 % in kernels" in result.output
+    assert list(tmp_path.iterdir()) == []  # no diff.csv left behind
+
+
+def test_gemms_planted_25_percent_slower_fail_naming_gemm(runs, tmp_path: Path) -> None:
+    a, b = runs
+    md = tmp_path / "summary.md"
+    result = runner.invoke(app, ["diff", str(a), str(b), "--fail-above", "20", "--markdown", str(md)])
+    assert result.exit_code == 3, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("diff gate:"))
+    # gemm (category) and matmul (the op) rose 25 %; the total rose 0.25 · 197.598 / 309.4 = 16.0 %,
+    # under the 20 % threshold, so it is not named.
+    assert "gemm (+25.0 %)" in line and "matmul (+25.0 %)" in line and "GPU time" not in line
+    text = md.read_text()
+    assert text.startswith("## Kernel Atlas diff")
+    assert "**FAIL: regressed by more than 20 %: gemm (+25.0 %), matmul (+25.0 %)**" in text
+    assert "| gemm | 197.6 µs | 247.0 µs | +49.4 µs | +25.0 % |" in text
+
+
+def test_the_total_is_gated_too(runs) -> None:
+    a, b = runs
+    result = runner.invoke(app, ["diff", str(a), str(b), "--fail-above", "15"])
+    assert result.exit_code == 3
+    assert "GPU time (+16.0 %)" in result.output  # 49.3995 / 309.4 µs
+
+
+def test_json_output_keeps_its_rows_and_gates(runs) -> None:
+    a, b = runs
+    result = runner.invoke(app, ["diff", str(a), str(b), "--json", "--fail-above", "30"])
+    assert result.exit_code == 0
+    rows = json.loads(result.stdout)
+    gemm = next(r for r in rows if r["level"] == "category" and r["key"] == "gemm")
+    assert gemm["a_us"] == pytest.approx(GEMM_US, abs=1e-6)
+    assert gemm["b_us"] == pytest.approx(GEMM_US * 1.25, abs=1e-6)
+
+
+def _table(rows: list[tuple[str, str, float, float, str]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["level", "key", "a_us", "b_us", "status"])
+
+
+def test_small_rows_are_not_judged_and_appearing_ops_are() -> None:
+    # A: 1000 µs. `tiny` doubles but holds at most 0.8 % of A; `new` appears with 20 µs (2 % of A).
+    table = _table(
+        [
+            ("category", "gemm", 900.0, 900.0, "both"),
+            ("category", "tiny", 4.0, 8.0, "both"),
+            ("op_mapping", "new", 0.0, 20.0, "appeared"),
+            ("op_mapping", "mm", 995.0, 990.0, "both"),
+            ("kernel", "k1", 995.0, 990.0, "both"),
+            ("kernel", "k2", 5.0, 0.0, "vanished"),
+            ("kernel", "k3", 0.0, 40.0, "appeared"),
+        ]
+    )
+    verdict = judge(table, 1000.0, 1030.0, ["H100"], ["H100"], pct=10.0)
+    assert [(r.level, r.key, r.pct) for r in verdict.regressions] == [("op_mapping", "new", None)]
+    assert verdict.failed
+    loose = judge(table, 1000.0, 1030.0, ["H100"], ["H100"], pct=10.0, min_share=0.03)
+    assert not loose.failed
+    strict = judge(table, 1000.0, 1030.0, ["H100"], ["H100"], pct=10.0, min_share=0.004)
+    assert [r.key for r in strict.regressions] == ["new", "tiny"]  # larger rise (20 µs, then 4 µs) first
+
+
+def test_comparability_shares_by_hand() -> None:
+    table = _table(
+        [
+            ("op_mapping", "mm", 60.0, 50.0, "both"),
+            ("op_mapping", "gone", 30.0, 0.0, "vanished"),
+            ("op_mapping", "(none)", 10.0, 10.0, "both"),
+            ("kernel", "k1", 60.0, 50.0, "both"),
+            ("kernel", "k2", 40.0, 0.0, "vanished"),
+            ("kernel", "k3", 0.0, 10.0, "appeared"),
+        ]
+    )
+    comp = comparability(table, ["A100"], ["V100"])
+    assert not comp.same_device
+    assert comp.ops_matched_share == pytest.approx(110.0 / 140.0)  # (60+50) / (60+50+30), unlabelled left out
+    assert comp.kernels_matched_share == pytest.approx(110.0 / 160.0)

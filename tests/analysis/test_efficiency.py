@@ -1,0 +1,232 @@
+"""GPU efficiency from the trace alone (analysis/efficiency.py, analysis/steps.py): values derived
+by hand from small hand-built traces, and the real PyTorch 1.9 trace against the numbers the
+TensorBoard plugin's own parser gives for it (benchmarks/results/tb-plugin-compare.json)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from kernel_atlas.cli import app
+from kernel_atlas.ingest.pipeline import ingest_trace
+from tests.support.traces import trace_path
+
+V100 = {
+    "id": 0,
+    "name": "Tesla V100-SXM2-16GB",
+    "computeMajor": 7,
+    "computeMinor": 0,
+    "numSms": 80,
+    "maxThreadsPerMultiprocessor": 2048,
+    "regsPerMultiprocessor": 65536,
+    "sharedMemPerMultiprocessor": 98304,
+    "warpSize": 32,
+}
+
+
+def _x(cat: str, name: str, ts: float, dur: float, args: dict[str, Any], pid: int = 1, tid: int = 1) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def _kernel(name: str, ts: float, dur: float, corr: int, grid: int, block: int, **extra: Any) -> list[dict]:
+    """An op [ts-6, ts-1] with a launch [ts-5, ts-3] of a kernel at [ts, ts+dur] on stream 7."""
+    return [
+        _x("cpu_op", "aten::mm", ts - 6, 5, {"External id": corr}),
+        _x("cuda_runtime", "cudaLaunchKernel", ts - 5, 2, {"correlation": corr, "External id": corr}),
+        _x(
+            "kernel",
+            name,
+            ts,
+            dur,
+            {"device": 0, "stream": 7, "correlation": corr, "grid": [grid, 1, 1], "block": [block, 1, 1], **extra},
+            pid=0,
+            tid=7,
+        ),
+    ]
+
+
+def _doc() -> dict:
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 100, {})]
+    # A: 160 blocks of 256 threads, 64 registers, no shared memory
+    events += _kernel("volta_sgemm_128x64_nn", 10, 20, 1, 160, 256, **{"registers per thread": 64, "shared memory": 0})
+    # B: 400 blocks of 128 threads, 32 registers, 48 KiB shared memory; an h884 (tensor-core) name
+    events += _kernel(
+        "volta_h884gemm_64x64_nn", 40, 10, 2, 400, 128, **{"registers per thread": 32, "shared memory": 49152}
+    )
+    # C: Kineto recorded its blocks per SM and occupancy
+    recorded = {"registers per thread": 16, "shared memory": 0, "blocks per SM": 0.5, "est. achieved occupancy %": 37}
+    events += _kernel("elementwise_kernel", 60, 20, 3, 40, 64, **recorded)
+    events.append(_x("cpu_op", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", 85, 10, {}))
+    return {"deviceProperties": [V100], "traceEvents": events}
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory: pytest.TempPathFactory):
+    path = tmp_path_factory.mktemp("eff") / "small.json"
+    path.write_text(json.dumps(_doc()))
+    return ingest_trace(path, workers=1)
+
+
+def test_per_kernel_by_hand(small) -> None:
+    """V100 (cc 7.0): 64 warps, 32 blocks, 65,536 registers in 4 sub-partitions, 96 KiB shared per SM.
+    A: 8 warps/block → 8 blocks by warps; 64 regs → 2,048 per warp → 8 warps per sub-partition → 32
+       warps → 4 blocks: max 4; theoretical 4·8/64 = 50 %; blocks/SM 160/80 = 2, warps/SM 2·256/32 = 16;
+       estimate min(4, 2)·256/2048 = 25 %; waves 160/(80·4) = 0.5 → last wave 50 % full.
+    B: 4 warps/block; 48 KiB shared → 98,304/49,152 = 2 blocks (registers allow 16): theoretical
+       2·4/64 = 12.5 %; blocks/SM 5; estimate min(2, 5)·128/2048 = 12.5 %; waves 400/160 = 2.5 → 2.5/3.
+    C: the recorded 37 %."""
+    k = small.frame.set_index("correlation")
+    assert k.loc[1, ["blocks_per_sm", "warps_per_sm", "max_blocks_per_sm"]].tolist() == [2.0, 16.0, 4.0]
+    assert k.loc[1, ["theoretical_occupancy_pct", "est_occupancy_pct", "waves", "tail_wave_pct"]].tolist() == [
+        50.0,
+        25.0,
+        0.5,
+        50.0,
+    ]
+    assert k.loc[
+        2, ["blocks_per_sm", "max_blocks_per_sm", "theoretical_occupancy_pct", "est_occupancy_pct"]
+    ].tolist() == [
+        5.0,
+        2.0,
+        12.5,
+        12.5,
+    ]
+    assert k.loc[2, "waves"] == 2.5 and k.loc[2, "tail_wave_pct"] == pytest.approx(100 * 2.5 / 3)
+    assert k.loc[3, "est_occupancy_pct"] == 37.0
+    assert k["occupancy_source"].astype(str).tolist() == ["estimated", "estimated", "recorded"]
+    assert k["tensor_core"].tolist() == [False, True, False]
+
+
+def test_device_metrics_and_step_split_by_hand(small) -> None:
+    """Step [0, 100] (nothing runs past it). Kernels [10,30], [40,50], [60,80]: busy 50 → 50 %.
+    SM efficiency: min(2,1)·20 + min(5,1)·10 + 0.5·20 (C's recorded blocks/SM) = 40 → 40 %.
+    Occupancy: (25·20 + 12.5·10 + 37·20) / 50 = 27.3 %. Tensor cores: B's 10 of 50 µs = 20 %.
+    Split: kernel 50; runtime 3 launches × 2 = 6; CPU ops 3 × 5 minus the launches inside them = 9;
+    data loading 10; other 100 − 75 = 25."""
+    eff = small.facts["efficiency"]
+    (device,) = eff["devices"]
+    assert device["gpu_utilization_pct"] == pytest.approx(50.0)
+    assert device["sm_efficiency_pct"] == pytest.approx(40.0)
+    assert device["achieved_occupancy_pct"] == pytest.approx(27.3)
+    assert device["tensor_core_time_pct"] == pytest.approx(20.0)
+    (step,) = eff["steps"]
+    assert (step["step"], step["start_us"], step["end_us"]) == (1, 0.0, 100.0)
+    split = {k: step[f"{k}_us"] for k in ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")}
+    assert split == pytest.approx(
+        {"kernel": 50, "memcpy": 0, "memset": 0, "runtime": 6, "dataloader": 10, "cpu_exec": 9, "other": 25}
+    )
+    assert step["kernel_us_launched"] == 50.0
+
+
+def test_a_step_stretches_to_the_end_of_its_kernels(tmp_path: Path) -> None:
+    """The plugin's device steps: a kernel launched in step 1 [0, 100] that runs until 130 makes the
+    step end at 130; step 2 [110, 200] then starts at 130 (and holds its own kernel [150, 160])."""
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 100, {}), _x("user_annotation", "ProfilerStep#2", 110, 90, {})]
+    events += _kernel("k1", 90, 40, 1, 80, 256)
+    events += _kernel("k2", 150, 10, 2, 80, 256)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"deviceProperties": [V100], "traceEvents": events}))
+    steps = ingest_trace(path, workers=1).facts["efficiency"]["steps"]
+    assert [(s["step"], s["start_us"], s["end_us"]) for s in steps] == [(1, 0.0, 130.0), (2, 130.0, 200.0)]
+    assert [s["kernel_us"] for s in steps] == [40.0, 10.0]
+
+
+def test_amd_without_registers_is_an_upper_bound(tmp_path: Path) -> None:
+    """MI300X: wave64, 32 waves and 2,048 work-items per CU; no registers or LDS recorded.
+    608 blocks of 256 → 2 per CU; the thread bound allows 8 (4 waves each): estimate at most
+    min(8, 2)·256/2048 = 25 %, waves 608/(304·8) = 0.25; theoretical occupancy not possible."""
+    props = {"id": 0, "name": "AMD Instinct MI300X", "numSms": 304, "warpSize": 64, "maxThreadsPerMultiprocessor": 2048}
+    events = [
+        _x("user_annotation", "ProfilerStep#1", 0, 100, {}),
+        *_kernel("Cijk_Alik_Bljk_HHS_MT128", 10, 10, 1, 608, 256),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"deviceProperties": [props], "traceEvents": events}))
+    row = ingest_trace(path, workers=1).frame.iloc[0]
+    assert (row["blocks_per_sm"], row["max_blocks_per_sm"], row["est_occupancy_pct"], row["waves"]) == (
+        2.0,
+        8.0,
+        25.0,
+        0.25,
+    )
+    assert row["occupancy_source"] == "upper bound" and pd.isna(row["theoretical_occupancy_pct"])
+
+
+def test_no_device_properties_no_estimate(tmp_path: Path) -> None:
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 100, {}), *_kernel("k", 10, 10, 1, 80, 256)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = ingest_trace(path, workers=1)
+    row = result.frame.iloc[0]
+    assert pd.isna(row["est_occupancy_pct"]) and pd.isna(row["blocks_per_sm"]) and pd.isna(row["occupancy_source"])
+    (device,) = result.facts["efficiency"]["devices"]
+    assert device["gpu_utilization_pct"] == pytest.approx(10.0)
+    assert device["sm_efficiency_pct"] is None and device["achieved_occupancy_pct"] is None
+
+
+def test_pt19_matches_the_tensorboard_plugin() -> None:
+    """The plugin's parser (tb_plugin 0.4.3) on this trace gives, per step (µs): Kernel 98420,
+    98471, 98654, 98580, 98645, 98439; DataLoader 46723 for step 16; GPU utilization 63.607 %,
+    est. SM efficiency 62.651 %, est. achieved occupancy 49.136 % (benchmarks/tb_plugin_compare.py)."""
+    eff = ingest_trace(trace_path("v100_resnet50_train_pt19"), workers=1).facts["efficiency"]
+    assert [s["step"] for s in eff["steps"]] == [16, 17, 18, 19, 20, 21]
+    assert [round(s["kernel_us"]) for s in eff["steps"]] == [98420, 98471, 98654, 98580, 98645, 98439]
+    assert round(eff["steps"][0]["dataloader_us"]) == 46723 and round(eff["steps"][0]["total_us"]) == 171772
+    (device,) = eff["devices"]
+    assert device["gpu_utilization_pct"] == pytest.approx(63.607, abs=0.001)
+    assert device["sm_efficiency_pct"] == pytest.approx(62.651, abs=0.001)
+    assert device["achieved_occupancy_pct"] == pytest.approx(49.136, abs=0.001)
+
+
+def test_report_writes_steps_and_efficiency(tmp_path: Path, small) -> None:
+    trace = tmp_path / "small.json"
+    trace.write_text(json.dumps(_doc()))
+    out = tmp_path / "out"
+    runner = CliRunner()
+    assert runner.invoke(app, ["ingest", str(trace), "-o", str(out), "-q"]).exit_code == 0
+    result = runner.invoke(app, ["report", str(out)])
+    assert result.exit_code == 0, result.output
+    steps = pd.read_parquet(out / "steps.parquet")
+    assert steps[["step", "device", "kernel_us", "other_us", "gpu_utilization_pct"]].values.tolist() == [
+        [1, 0, 50.0, 25.0, 50.0]
+    ]
+    report = json.loads((out / "report.json").read_text())
+    (device,) = report["efficiency"]["devices"]
+    assert device["sm_efficiency_pct"] == pytest.approx(40.0) and report["files"]["steps"] == "steps.parquet"
+    assert "GPU efficiency" in (out / "report.html").read_text()
+
+
+def test_roofline_likely_cause_by_hand() -> None:
+    """Group 1: kernels of 10 µs at 20 % occupancy and 30 µs at 40 % → (200 + 1200) / 40 = 35 %;
+    waves 0.5 (last wave 50 %) over all 40 µs; SOL 30 % (< 50): partial wave only (35 ≥ 25).
+    Group 2: 10 % occupancy, 2.2 waves (2.2/3 = 73.3 % full), SOL 20 %: both causes.
+    Group 3: the same as 2 at SOL 80 %: no cause named."""
+    from kernel_atlas.analysis.efficiency import efficiency_sums, roofline_efficiency
+
+    kernels = pd.DataFrame(
+        {
+            "dur_us": [10.0, 30.0, 5.0],
+            "est_occupancy_pct": [20.0, 40.0, 10.0],
+            "waves": [0.5, 0.5, 2.2],
+            "tail_wave_pct": [50.0, 50.0, 100 * 2.2 / 3],
+            "tensor_core": pd.array([True, False, pd.NA], dtype="boolean"),
+        }
+    )
+    sums = efficiency_sums(kernels)
+    table = pd.DataFrame([sums.iloc[:2].sum(), sums.iloc[2], sums.iloc[2]], index=[0, 1, 2]).assign(
+        total_us=[40.0, 5.0, 5.0], sol_pct=[30.0, 20.0, 80.0]
+    )
+    out = roofline_efficiency(table)
+    assert out["est_occupancy_pct"].tolist() == pytest.approx([35.0, 10.0, 10.0])
+    assert out["waves"].tolist() == pytest.approx([0.5, 2.2, 2.2])
+    assert out["tensor_core_pct"].tolist() == pytest.approx([25.0, 0.0, 0.0])
+    assert out["likely_cause"].tolist()[:2] == [
+        "grid fills 50% of one wave",
+        "low occupancy (est. 10%); last wave 73% full",
+    ]
+    assert pd.isna(out["likely_cause"].iloc[2])

@@ -1,0 +1,95 @@
+"""Input dialects: .json/.gz/.zst, displayTimeUnit, several ranks at once."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import zstandard
+from typer.testing import CliRunner
+
+from kernel_atlas.cli import app
+from kernel_atlas.ingest.pipeline import ingest_paths, ingest_trace
+from tests.support.traces import EXAMPLE, trace_path
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def example_doc() -> dict:
+    return json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+
+
+def test_plain_gzip_and_zstd_give_the_same_table(tmp_path: Path) -> None:
+    raw = gzip.decompress(EXAMPLE.read_bytes())
+    plain = tmp_path / "t.json"
+    plain.write_bytes(raw)
+    zst = tmp_path / "t.json.zst"
+    zst.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    frames = [ingest_trace(p).frame.drop(columns="trace") for p in (EXAMPLE, plain, zst)]
+    for other in frames[1:]:
+        pd.testing.assert_frame_equal(frames[0], other)
+
+
+def test_display_time_unit_ns_does_not_rescale(tmp_path: Path) -> None:
+    """`ts`/`dur` are µs whatever `displayTimeUnit` says: Kineto writes "ns" when its µs values
+    carry nanosecond fractions. A shared trace marked "ns" must give the same times as its µs
+    values, read here with plain json."""
+    doc = json.loads(gzip.decompress(trace_path("h100_bert_small_infer").read_bytes()))
+    doc["displayTimeUnit"] = "ns"
+    path = tmp_path / "ns.json"
+    path.write_text(json.dumps(doc))
+    result = ingest_trace(path)
+    frame = result.frame
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    first = min(kernels, key=lambda e: e["ts"])
+    row = frame[(frame["kind"] == "kernel") & (frame["correlation"] == first["args"]["correlation"])]
+    assert row["dur_us"].tolist() == [first["dur"]] and row["ts_us"].tolist() == [first["ts"]]
+    assert frame.loc[frame["kind"] == "kernel", "dur_us"].sum() == pytest.approx(sum(e["dur"] for e in kernels))
+    assert result.facts["kernel_time_us"] == pytest.approx(sum(e["dur"] for e in kernels))
+
+
+def test_display_time_unit_ns_keeps_microsecond_values(tmp_path: Path, example_doc: dict) -> None:
+    # In the Trace Event Format ts and dur are always µs; displayTimeUnit is a display hint
+    doc = json.loads(json.dumps(example_doc))
+    doc["displayTimeUnit"] = "ns"
+    path = tmp_path / "ns.json"
+    path.write_text(json.dumps(doc))
+    ns = ingest_trace(path).frame
+    us = ingest_trace(EXAMPLE).frame
+    assert ns["dur_us"].tolist() == us["dur_us"].tolist()
+    assert ns["ts_us"].tolist() == us["ts_us"].tolist()
+    assert (ns["launcher"].astype(str) == us["launcher"].astype(str)).all()
+
+
+def test_several_ranks_in_parallel(tmp_path: Path, example_doc: dict) -> None:
+    paths = []
+    for rank in range(3):
+        doc = json.loads(json.dumps(example_doc))
+        doc["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 3}
+        path = tmp_path / f"rank-{rank}.json"
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    result = ingest_paths(paths, jobs=2)
+    assert sorted(result.frame["rank"].unique()) == [0, 1, 2]
+    assert len(result.frame) == 3 * 61
+    assert [t["rank"] for t in result.facts["traces"]] == [0, 1, 2]
+    out = tmp_path / "out"
+    cli = runner.invoke(app, ["ingest", *map(str, paths), "-j", "2", "-o", str(out)])
+    assert cli.exit_code == 0, cli.output
+    table = pd.read_parquet(out / "kernels.parquet")
+    assert table.groupby("rank").size().to_dict() == {0: 61, 1: 61, 2: 61}
+    summary = json.loads((out / "summary.json").read_text())
+    assert (
+        len(summary["traces"]) == 3
+        and summary["distinct_kernels"] == len(json.loads((out / "catalog.json").read_text())) == 13
+    )
+
+
+def test_rank_from_file_name_when_distributed_info_is_missing(tmp_path: Path) -> None:
+    path = tmp_path / "worker_rank7.json.gz"
+    path.write_bytes(EXAMPLE.read_bytes())
+    assert set(ingest_trace(path).frame["rank"]) == {7}

@@ -1,0 +1,378 @@
+"""Nsight Systems SQLite exports: hand-built exports with values checked by hand, the committed
+real slice, and bad input."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from kernel_atlas.cli import app
+from kernel_atlas.ingest.pipeline import ingest_trace
+from kernel_atlas.store.outputs import load_kernels
+from tests.support.traces import EXAMPLE, REPO
+
+runner = CliRunner()
+SLICE = REPO / "examples" / "h100_2gpu_slice.sqlite"
+
+KERNEL_COLUMNS = (
+    "start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName, "
+    "gridX, gridY, gridZ, blockX, blockY, blockZ, registersPerThread, staticSharedMemory, dynamicSharedMemory, "
+    "graphId, graphNodeId"
+)
+SCHEMA = f"""
+CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS});
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, streamId, correlationId, globalPid, bytes,
+    copyKind, srcKind, dstKind, graphNodeId);
+CREATE TABLE CUPTI_ACTIVITY_KIND_MEMSET (start, end, deviceId, streamId, correlationId, globalPid, bytes, memKind,
+    graphNodeId);
+CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId);
+CREATE TABLE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION (start, end, deviceId, streamId, globalPid, syncType);
+CREATE TABLE NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId);
+CREATE TABLE TARGET_INFO_GPU (id, name, smCount, totalMemory, computeMajor, computeMinor, threadsPerWarp);
+"""
+PID = 0x1000000 + 300  # the process's pid (300) as nsys's globalTid/globalPid keep it, shifted by 24 bits
+PROC = PID << 24
+THREAD = PROC + 301
+ADDMM = "aten::addmm, seq = 2, op_id = 11, sizes = [[16], [4, 8], [8, 16]], input_op_ids = [(1, 0)]"
+STRINGS = [
+    (1, "ampere_sgemm_128x64_tn"),
+    (2, "sgemm"),
+    (3, "cudaLaunchKernel_v7000"),
+    (4, "cudaMemcpyAsync_v3020"),
+    (5, "ncclGroupEnd"),
+]
+
+
+def _export(path: Path, pid_shift: int = 0, device: int = 0, create: bool = True) -> Path:
+    """One process (pid 300 + pid_shift), its thread 301, on `device`; times in ns:
+
+    NVTX  nn.Module: Linear_0                                     [  500, 9500]
+          aten::linear, seq = 1, op_id = 10, sizes = [[4, 8], [16, 8], [16]]      [ 1000, 9000]
+          aten::addmm, seq = 2, op_id = 11, sizes = [[16], [4, 8], [8, 16]], …    [ 2000, 8000]
+          ncclGroupEnd (textId 5, domain 1)                       [ 2800, 4200]
+    RUNTIME cudaLaunchKernel corr 5 [3000, 4000]; cudaMemcpyAsync corr 6 [10000, 11000]
+    KERNEL  corr 5 [5000, 7500] grid (4,1,1) block (128,1,1), 64 registers, 1024 + 2048 B shared;
+            corr 7 [20000, 20250] (no launch), the same, graph 3 node 17
+    MEMCPY  corr 6 [12000, 12800] 4096 B HtoD pageable → device
+    MEMSET  corr 8 [13000, 13100] 64 B device (no launch)
+    SYNC    stream sync [100, 600]
+    """
+    proc, thread = PROC + (pid_shift << 24), THREAD + (pid_shift << 24)
+    db = sqlite3.connect(path)
+    if create:
+        db.executescript(SCHEMA)
+        db.executemany("INSERT INTO StringIds VALUES (?, ?)", STRINGS)
+        db.execute("INSERT INTO TARGET_INFO_GPU VALUES (0, 'NVIDIA H100 80GB HBM3', 132, 85520809984, 9, 0, 32)")
+        db.execute("INSERT INTO TARGET_INFO_GPU VALUES (1, 'NVIDIA H100 80GB HBM3', 132, 85520809984, 9, 0, 32)")
+    nvtx = [
+        (500, 9500, 59, "nn.Module: Linear_0", thread, None, 0),
+        (1000, 9000, 59, "aten::linear, seq = 1, op_id = 10, sizes = [[4, 8], [16, 8], [16]]", thread, None, 0),
+        (2000, 8000, 59, ADDMM, thread, None, 0),
+        (2500, None, 34, "a mark", thread, None, 0),
+        (2800, 4200, 59, None, thread, 5, 1),  # NCCL's own domain: left out
+    ]
+    db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?, ?)", nvtx)
+    db.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?)",
+        [(3000, 4000, thread, 5, 3), (10000, 11000, thread, 6, 4)],
+    )
+    db.executemany(
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+        [
+            (5000, 7500, device, 7, 5, proc, 1, 2, 4, 1, 1, 128, 1, 1, 64, 1024, 2048, None, None),
+            (20000, 20250, device, 7, 7, proc, 1, 2, 4, 1, 1, 128, 1, 1, 64, 1024, 2048, 3, 17),
+        ],
+    )
+    db.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (12000, 12800, ?, 7, 6, ?, 4096, 1, 0, 2, NULL)", (device, proc)
+    )
+    db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (13000, 13100, ?, 7, 8, ?, 64, 2, NULL)", (device, proc))
+    db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_SYNCHRONIZATION VALUES (100, 600, ?, 7, ?, 3)", (device, proc))
+    db.commit()
+    db.close()
+    return path
+
+
+def _one_line_error(result, needle: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "Traceback" not in result.output
+    assert needle in lines[0], lines[0]
+
+
+def test_hand_built_export_rows_and_links(tmp_path: Path) -> None:
+    result = ingest_trace(_export(tmp_path / "one.sqlite"))
+    frame = result.frame.set_index("correlation")
+    assert list(frame["kind"].astype(str)) == [
+        "kernel",
+        "memcpy",
+        "memset",
+        "kernel",
+    ]  # by start: 5000, 12000, 13000, 20000
+    kernel = frame.loc[5]
+    assert kernel["name"] == "ampere_sgemm_128x64_tn"  # demangledName id 1
+    assert kernel["ts_us"] == 5.0 and kernel["dur_us"] == 2.5  # 5000 ns, 7500 - 5000 ns
+    assert kernel["device"] == 0 and kernel["stream"] == 7
+    assert kernel["grid"] == "[4, 1, 1]" and kernel["block"] == "[128, 1, 1]"
+    assert kernel["registers_per_thread"] == 64 and kernel["shared_mem_bytes"] == 3072  # 1024 + 2048
+    assert pd.isna(kernel["graph_id"]) and pd.isna(kernel["graph_node_id"])
+    assert frame.loc[7, "graph_id"] == 3 and frame.loc[7, "graph_node_id"] == 17
+    assert kernel["launch"] == "cudaLaunchKernel"  # `_v7000` dropped as Kineto names it
+    assert kernel["launch_ts_us"] == 3.0
+    assert kernel["launcher"] == "aten::addmm"  # the innermost op range around [3000, 4000]
+    assert kernel["cpu_op"] == "aten::addmm"
+    assert kernel["input_dims"] == "[[16],[4,8],[8,16]]"  # addmm's sizes, not linear's
+    assert kernel["module"] == "Linear_0"
+    copy = frame.loc[6]
+    assert copy["name"] == "Memcpy HtoD (Pageable -> Device)"  # copyKind 1, srcKind 0, dstKind 2
+    assert copy["bytes"] == 4096 and copy["dur_us"] == 0.8
+    assert copy["launch"] == "cudaMemcpyAsync" and pd.isna(copy["launcher"])  # [10000, 11000] is outside every op
+    assert copy["link"] == "launch has no enclosing CPU op or Python frame"
+    memset = frame.loc[8]
+    assert memset["name"] == "Memset (Device)" and memset["bytes"] == 64  # memKind 2
+    assert memset["link"] == "launch not in the trace (issued before the profiling window opened)"
+    unlaunched = frame.loc[7]  # no runtime row: borrows launcher and shapes from the same kernel, grid, block
+    assert pd.isna(unlaunched["launch"]) and unlaunched["link"] == "inferred: same kernel, grid and block"
+    assert kernel["call_stack"] == "cudaLaunchKernel <- aten::addmm <- aten::linear <- nn.Module: Linear_0"
+    facts = result.facts
+    assert facts["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3" and facts["gpus"][0]["numSms"] == 132
+    assert facts["kernels"] == 2 and facts["kernel_time_us"] == 2.75  # 2.5 + 0.25
+    assert facts["nsys"] == {
+        "processes": 1,
+        "host_syncs": {"stream": {"count": 1, "total_us": 0.5}},  # syncType 3, 600 - 100 ns
+        "graph_node_matched": 0,
+    }
+    assert not any("schema" in w for w in result.warnings)
+
+
+def test_two_processes_are_two_ranks_with_their_own_correlations(tmp_path: Path) -> None:
+    path = _export(tmp_path / "two.sqlite", pid_shift=0, device=1)
+    _export(path, pid_shift=1, device=0, create=False)  # the same correlation ids, in another process
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["ingest", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = load_kernels(out)
+    assert sorted(frame.groupby("rank")["device"].unique().map(list).tolist()) == [[0], [1]]
+    assert frame.groupby("rank")["device"].first().to_dict() == {0: 0, 1: 1}  # ranked by lowest device
+    linked = frame[frame["correlation"] == 5]
+    assert len(linked) == 2 and set(linked["launcher"]) == {"aten::addmm"}
+    assert len(frame) == 8
+
+
+def test_missing_columns_degrade_in_one_warning(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        """
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, correlationId, demangledName);
+        INSERT INTO StringIds VALUES (1, 'k');
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (1000, 4000, 1, 1);
+        """
+    )
+    db.close()
+    result = ingest_trace(path)
+    assert len(result.frame) == 1 and result.frame["dur_us"].iloc[0] == 3.0
+    schema = [w for w in result.warnings if "schema" in w]
+    assert len(schema) == 1
+    # deviceId, streamId, globalPid, grid ×3, block ×3, registers, shared memory ×2, graphId, graphNodeId
+    assert "14 columns missing" in schema[0]
+    assert "CUPTI_ACTIVITY_KIND_KERNEL.deviceId" in schema[0]
+
+
+def test_not_an_export(tmp_path: Path) -> None:
+    path = tmp_path / "empty.sqlite"
+    sqlite3.connect(path).execute("CREATE TABLE t (x)").connection.close()
+    _one_line_error(
+        runner.invoke(app, ["ingest", str(path), "-o", str(tmp_path / "o")]), "not an Nsight Systems export"
+    )
+
+
+def test_not_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "text.sqlite"
+    path.write_text("hello, not a database\n" * 100)
+    _one_line_error(runner.invoke(app, ["ingest", str(path), "-o", str(tmp_path / "o")]), "text.sqlite")
+
+
+def test_truncated_export(tmp_path: Path) -> None:
+    data = SLICE.read_bytes()
+    path = tmp_path / "cut.sqlite"
+    path.write_bytes(data[: len(data) // 3])
+    _one_line_error(runner.invoke(app, ["ingest", str(path), "-o", str(tmp_path / "o")]), "cut.sqlite")
+
+
+def test_locked_export(tmp_path: Path) -> None:
+    path = _export(tmp_path / "locked.sqlite")
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        _one_line_error(runner.invoke(app, ["ingest", str(path), "-o", str(tmp_path / "o")]), "locked")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_nsys_rep_without_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "run.nsys-rep"
+    path.write_bytes(b"\0" * 64)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    _one_line_error(runner.invoke(app, ["ingest", str(path), "-o", str(tmp_path / "o")]), "nsys export --type sqlite")
+
+
+def test_real_slice_rows_report_and_diff(tmp_path: Path) -> None:
+    # The slice holds 124 + 124 kernels and 56 memcpys (sqlite3 on the file):
+    #   SELECT deviceId, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL GROUP BY 1  → (0, 124), (1, 124)
+    #   SELECT count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY  → 56;  … MEMSET → 0
+    db = sqlite3.connect(f"file:{SLICE}?mode=ro", uri=True)
+    longest = db.execute('SELECT max("end" - start), deviceId FROM CUPTI_ACTIVITY_KIND_KERNEL').fetchone()
+    db.close()
+    out = tmp_path / "slice"
+    assert runner.invoke(app, ["ingest", str(SLICE), "-o", str(out)]).exit_code == 0
+    frame = load_kernels(out)
+    kernels = frame[frame["kind"] == "kernel"]
+    assert kernels.groupby("device").size().to_dict() == {0: 124, 1: 124}
+    assert len(frame) == 304
+    top = kernels.loc[kernels["dur_us"].idxmax()]
+    assert round(top["dur_us"] * 1000) == longest[0] and top["device"] == longest[1]
+    assert kernels["launcher"].notna().all()  # every launch of the slice lies inside an emit_nvtx op
+    report = runner.invoke(app, ["report", str(out)])
+    assert report.exit_code == 0, report.output
+    kineto = tmp_path / EXAMPLE.name  # a copy: diff ingests it next to itself
+    shutil.copyfile(EXAMPLE, kineto)
+    diff = runner.invoke(app, ["diff", str(out), str(kineto), "-o", str(tmp_path / "diff.csv")])  # nsys ↔ Kineto
+    assert diff.exit_code == 0, diff.output
+
+
+def test_nsys_rep_exported_through_nsys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a stand-in `nsys` that "exports" by copying a hand-built export to --output
+    source = _export(tmp_path / "made.sqlite")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "nsys"
+    fake.write_text(
+        '#!/bin/sh\n[ "$1 $2 $3" = "export --type sqlite" ] || exit 3\n'
+        f'while [ "$1" != "--output" ]; do shift; done\ncp "{source}" "$2"\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    report = tmp_path / "run.nsys-rep"
+    report.write_bytes(b"\0" * 64)
+    result = runner.invoke(app, ["ingest", str(report)])
+    assert result.exit_code == 0, result.output
+    frame = load_kernels(tmp_path / "run.atlas")  # `.nsys-rep` is not part of the output's name
+    assert len(frame) == 4 and set(frame["trace"]) == {"run"}
+    assert frame.loc[frame["correlation"] == 5, "launcher"].tolist() == ["aten::addmm"]
+
+
+def test_untimed_and_untyped_values(tmp_path: Path) -> None:
+    path = _export(tmp_path / "odd.sqlite")
+    db = sqlite3.connect(path)
+    db.execute(  # no end; a device id that is text: the activity is dropped, counted once
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES "
+        "(30000, NULL, 'zero', 7, 9, ?, 1, 2, 4, 1, 1, 128, 1, 1, 64, 0, 0, NULL, NULL)",
+        (PROC,),
+    )
+    db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (NULL, 4000, ?, 9, 3)", (THREAD,))  # left out
+    db.execute(  # absolute ns past 2^53: the duration stays exact
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES "
+        "(1700000000000000001, 1700000000000001234, 'zero', 7, 10, ?, 1, 2, 4, 1, 1, 128, 1, 1, 64, 0, 0, NULL, NULL)",
+        (PROC,),
+    )
+    db.commit()
+    db.close()
+    result = ingest_trace(path)
+    frame = result.frame
+    assert len(frame) == 5  # 4 + the absolute one
+    assert frame.loc[frame["correlation"] == 10, "dur_us"].tolist() == [1.233]  # 1234 - 1 ns
+    assert pd.isna(frame.loc[frame["correlation"] == 10, "device"]).all()  # 'zero' is not a device id
+    assert any("1 GPU activities without a usable ts or dur were left out" in w for w in result.warnings)
+
+
+def test_folder_of_exports_and_traces(tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    _export(folder / "nsys_run.sqlite")
+    shutil.copyfile(EXAMPLE, folder / EXAMPLE.name)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["ingest", str(folder), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = load_kernels(out)
+    assert set(frame["trace"]) == {"nsys_run", "h100_bert_small_infer"}
+    assert (frame["trace"] == "nsys_run").sum() == 4
+
+
+def test_nsys_export_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "nsys"
+    fake.write_text("#!/bin/sh\necho 'Importer error: the report is damaged' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:/usr/bin:/bin")
+    report = tmp_path / "bad.nsys-rep"
+    report.write_bytes(b"\0" * 64)
+    result = runner.invoke(app, ["ingest", str(report), "-o", str(tmp_path / "o")])
+    _one_line_error(result, "the report is damaged")
+    assert "bad.nsys-rep" in result.output
+
+
+def test_graph_kernels_matched_by_node_id(tmp_path: Path) -> None:
+    """Capture: aten::mm [100000, 110000] ns holds the captured cudaLaunchKernel (corr 20), during
+    which node 900 is created; instantiation clones it as node 901. Two replays (cudaGraphLaunch
+    corr 30 and 31, outside any op) each run node 901's kernel."""
+    path = tmp_path / "graph.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA)
+    db.executescript("CREATE TABLE CUDA_GRAPH_NODE_EVENTS (start, end, globalTid, graphNodeId, originalGraphNodeId);")
+    db.executemany("INSERT INTO StringIds VALUES (?, ?)", [*STRINGS, (6, "cudaGraphLaunch_v10000"), (7, "gemv_kernel")])
+    db.execute(
+        "INSERT INTO NVTX_EVENTS VALUES (100000, 110000, 59, 'aten::mm, seq = 5, op_id = 50, sizes = [[2, 3], [3, 4]]', "
+        "?, NULL, 0)",
+        (THREAD,),
+    )
+    db.executemany(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?)",
+        [(101000, 102000, THREAD, 20, 3), (200000, 201000, THREAD, 30, 6), (300000, 301000, THREAD, 31, 6)],
+    )
+    db.executemany(
+        "INSERT INTO CUDA_GRAPH_NODE_EVENTS VALUES (?, ?, ?, ?, ?)",
+        [(101500, 101600, THREAD, 900, None), (120000, 120100, THREAD, 901, 900)],
+    )
+    db.executemany(
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+        [
+            (202000, 203000, 0, 7, 30, PROC, 7, 7, 1, 1, 1, 32, 1, 1, 32, 0, 0, 4, 901),
+            (302000, 303000, 0, 7, 31, PROC, 7, 7, 1, 1, 1, 32, 1, 1, 32, 0, 0, 4, 901),
+        ],
+    )
+    db.commit()
+    db.close()
+    result = ingest_trace(path)
+    frame = result.frame
+    assert frame["graph_launch"].tolist() == [True, True]
+    assert frame["launch"].tolist() == ["cudaGraphLaunch", "cudaGraphLaunch"]
+    assert frame["launcher"].tolist() == ["aten::mm", "aten::mm"]  # the op around node 900's creation
+    assert frame["call_stack"].tolist() == ["cudaLaunchKernel <- aten::mm"] * 2  # the captured launch
+    assert frame["input_dims"].tolist() == ["[[2,3],[3,4]]"] * 2
+    assert frame["link"].tolist() == ["graph node id"] * 2
+    assert frame["graph_node_id"].tolist() == [901, 901] and frame["graph_id"].tolist() == [4, 4]
+    assert frame["cpu_op_id"].nunique() == 2  # one op call per replay
+    assert result.facts["nsys"]["graph_node_matched"] == 2
+    assert result.facts["unlinked"] == {}  # nothing left "replayed from a graph (no launcher)"
+
+
+def test_whole_graph_replays_are_said(tmp_path: Path) -> None:
+    path = _export(tmp_path / "graphs.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_GRAPH_TRACE (start, end, deviceId, globalPid, graphId)")
+    db.executemany("INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (?, ?, 0, ?, 4)", [(1, 2, PROC), (3, 4, PROC)])
+    db.commit()
+    db.close()
+    warnings = [w for w in ingest_trace(path).warnings if "whole graphs" in w]
+    assert len(warnings) == 1 and "2 CUDA-graph replays" in warnings[0]

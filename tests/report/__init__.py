@@ -1,0 +1,1 @@
+"""Tests of kernel_atlas.report."""

@@ -1,0 +1,57 @@
+"""One writer and one reader of a run: `write_outputs` (what the tests use) writes the run that
+`atlas ingest` writes, and `store.run.Run` reads it once for report, diff and the dashboard."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from kernel_atlas.ingest.fleet import write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths
+from kernel_atlas.store.run import Run
+from tests.support.hostile import cli
+from tests.support.traces import EXAMPLE
+
+VOLATILE = {"run_id", "kernels_file", "file"}
+
+
+def _stable(summary: dict) -> dict:
+    traces = [{k: v for k, v in t.items() if k not in VOLATILE} for t in summary["traces"]]
+    return {**{k: v for k, v in summary.items() if k not in VOLATILE}, "traces": traces}
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    done = cli("ingest", EXAMPLE, "-o", root / "cli.atlas", "-q")
+    assert done.code == 0, done.stderr
+    write_outputs(ingest_paths([EXAMPLE]), root / "lib.atlas")
+    return root / "cli.atlas", root / "lib.atlas"
+
+
+def test_the_library_writer_is_the_cli_writer(both: tuple[Path, Path]) -> None:
+    by_cli, by_lib = (json.loads((out / "summary.json").read_text()) for out in both)
+    assert set(by_lib) == set(by_cli)  # devices, by_kind, engine included
+    assert {"devices", "by_kind", "engine"} <= set(by_lib) and by_lib["engine"] == "local"
+    assert _stable(by_lib) == _stable(by_cli)
+    assert [t["kernels_file"] for t in by_lib["traces"]] == [t["kernels_file"] for t in by_cli["traces"]]
+    catalogs = [json.loads((out / "catalog.json").read_text()) for out in both]
+    assert catalogs[0] == catalogs[1]
+
+
+def test_run_reads_what_the_trace_says(both: tuple[Path, Path]) -> None:
+    doc = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+    events = doc["traceEvents"]
+    kernels = sum(1 for e in events if e.get("cat") == "kernel")  # counted with plain json
+    gpu = doc["deviceProperties"][0]
+    run = Run.open(both[1])
+    assert run.ranks == [0] and run.label == "lib"
+    assert (run.gpu.name, run.gpu.sms) == (gpu["name"], gpu["numSms"])
+    assert run.gpu_names == [gpu["name"]]
+    one = run.kernels(0)
+    assert int((one["kind"] == "kernel").sum()) == kernels
+    assert len(run.kernels(1)) == 0  # no such rank: nothing, not everything
+    assert run.replay() is None

@@ -1,0 +1,1 @@
+"""Test helpers shared by the test packages: real and synthetic traces, hostile input, fuzzing, a browser."""
