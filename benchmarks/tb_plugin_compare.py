@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.efficiency import kernel_columns
+from kernel_atlas.ingest.efficiency import kernel_columns
 from kernel_atlas.ingest.pipeline import ingest_trace
 
 TB_CHILD = textwrap.dedent(

@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernel_atlas.analysis.efficiency import EFFICIENCY_SUMS
+from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.views import KernelViews, ViewsFold, kernel_views

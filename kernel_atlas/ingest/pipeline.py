@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.efficiency import with_kernel_efficiency
-from kernel_atlas.analysis.steps import host_roles, overview
+from kernel_atlas.ingest.efficiency import with_kernel_efficiency
+from kernel_atlas.ingest.step_split import host_roles, overview
 from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_frame, redact_text

@@ -1,5 +1,5 @@
 """The efficiency that ingest measured (summary.json `efficiency` of each trace,
-`analysis/steps.py`) as report outputs: steps.parquet, report.json `efficiency`, a terminal line
+`ingest/step_split.py`) as report outputs: steps.parquet, report.json `efficiency`, a terminal line
 per device and a report.html section. Definitions: docs/efficiency.md."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from kernel_atlas.analysis.efficiency import METRICS
-from kernel_atlas.analysis.steps import ROLES
+from kernel_atlas.ingest.efficiency import METRICS
+from kernel_atlas.ingest.step_split import ROLES
 
 STEP_COLUMNS = (
     ["trace", "rank", "step", "device", "start_us", "end_us", "total_us"]

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
+from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
@@ -56,7 +56,7 @@ ROOFLINE_COLUMNS = [
     "note",
     "formula",
     "call_stack",
-    *ROOFLINE_EFFICIENCY,  # analysis/efficiency.py
+    *ROOFLINE_EFFICIENCY,  # ingest/efficiency.py
 ]
 _COMM_DTYPES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Char": 1, "Byte": 1}
 

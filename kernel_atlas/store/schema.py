@@ -60,7 +60,7 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "shared_mem_bytes": pa.int64(),
     "recorded_blocks_per_sm": pa.float64(),
     "recorded_occupancy_pct": pa.float64(),
-    # how well the kernel fills the GPU (`analysis/efficiency.py`)
+    # how well the kernel fills the GPU (`ingest/efficiency.py`)
     "blocks_per_sm": pa.float64(),
     "warps_per_sm": pa.float64(),
     "max_blocks_per_sm": pa.float64(),

@@ -1,4 +1,4 @@
-"""GPU efficiency from the trace alone (analysis/efficiency.py, analysis/steps.py): values derived
+"""GPU efficiency from the trace alone (ingest/efficiency.py, ingest/step_split.py): values derived
 by hand from small hand-built traces, and the real PyTorch 1.9 trace against the numbers the
 TensorBoard plugin's own parser gives for it (benchmarks/results/tb-plugin-compare.json)."""
 
@@ -206,7 +206,7 @@ def test_roofline_likely_cause_by_hand() -> None:
     waves 0.5 (last wave 50 %) over all 40 µs; SOL 30 % (< 50): partial wave only (35 ≥ 25).
     Group 2: 10 % occupancy, 2.2 waves (2.2/3 = 73.3 % full), SOL 20 %: both causes.
     Group 3: the same as 2 at SOL 80 %: no cause named."""
-    from kernel_atlas.analysis.efficiency import efficiency_sums, roofline_efficiency
+    from kernel_atlas.ingest.efficiency import efficiency_sums, roofline_efficiency
 
     kernels = pd.DataFrame(
         {
