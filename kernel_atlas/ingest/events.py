@@ -591,11 +591,15 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
 
 
+_STEP_LIMIT = 2**53  # step numbers travel as float64 (GPU-side steps) and int64: exact below this
+
+
 def step_number(name: str) -> int | None:
-    """`ProfilerStep#12` → 12."""
+    """`ProfilerStep#12` → 12; None for another name, or a number that is not plain ASCII
+    digits (`ProfilerStep#²`) or too large to hold exactly (the range stays an annotation)."""
     if name.startswith("ProfilerStep#"):
         tail = name[len("ProfilerStep#") :]
-        if tail.isdigit():
+        if tail.isascii() and tail.isdigit() and len(tail) <= 16 and int(tail) < _STEP_LIMIT:
             return int(tail)
     return None
 
