@@ -103,3 +103,91 @@ def test_mangled_names_with_odd_digits_are_kept_as_written(tmp_path: Path, examp
         kernel["name"] = name
     frame, _ = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
     assert set(odd) <= set(frame["name"].astype(str))
+
+
+# --- long strings --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'"abc"',
+        b'""',
+        b'"a\\"b"',  # an escaped quote inside
+        b'"a\\\\"',  # an escaped backslash, then the closing quote
+        b'"' + b"\\\\" * 5000 + b'"',  # 10,000 backslashes: pairs across the 4 KiB window edges
+        b'"' + b"x" * 4094 + b'\\"' + b"y" * 9000 + b'"',  # an escape split by the first window's edge
+        b'"' + b"z" * 3_000_000 + b'"',  # longer than the first windows together
+    ],
+)
+def test_a_member_string_ends_at_its_closing_quote(tmp_path: Path, text: bytes) -> None:
+    from kernel_atlas.ingest.reader import _Source, _Walker
+
+    path = tmp_path / "s.json"
+    path.write_bytes(text + b' , "next"')
+    source = _Source(path)
+    try:
+        assert _Walker(source).string_end(0) == len(text)
+    finally:
+        source.close()
+
+
+def _peak(args: list[object]) -> tuple[int, str, int, float]:
+    """`atlas ARGS` under a fresh parent: (exit code, stderr, peak RSS in MB of the largest
+    process, children included, seconds)."""
+    import subprocess
+    import sys
+
+    from tests.hostile import ATLAS
+
+    script = (
+        "import resource, subprocess, sys, time\n"
+        "start = time.monotonic()\n"
+        f"done = subprocess.run({[*ATLAS, *map(str, args)]!r}, capture_output=True, text=True)\n"
+        "sys.stderr.write(done.stderr)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, time.monotonic() - start)\n"
+        "sys.exit(done.returncode)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    peak, seconds = done.stdout.split()
+    return done.returncode, done.stderr, int(peak), float(seconds)
+
+
+def test_long_strings_are_cut_within_bounded_memory_and_time(tmp_path: Path, example) -> None:
+    """A 25 MB metadata string and a 5 MB kernel name, zstd-compressed to a few KB: the metadata
+    peaked at 3.1 GB (a regex over the string), the name took 16-60 s (every rule's regex over
+    it). Now the name is cut to MAX_TEXT characters, counted in one warning, the rest intact."""
+    import zstandard
+
+    from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT
+    from kernel_atlas.ingest.outputs import load_kernels
+
+    doc = copy.deepcopy(example)
+    doc["traceName"] = "x" * 25_000_000
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[0]["name"] = "k" * 5_000_000
+    trace = tmp_path / "long.json.zst"
+    trace.write_bytes(zstandard.ZstdCompressor().compress(json.dumps(doc).encode()))
+    assert trace.stat().st_size < 200_000
+    code, err, peak_mb, seconds = _peak(["ingest", trace, "-o", tmp_path / "out", "-q"])
+    assert code == 0, err
+    assert err.strip() == f"warning: {trace}: 1 strings longer than 16,384 characters were cut (names) or ignored"
+    assert peak_mb < 600, peak_mb  # 3.1 GB before
+    assert seconds < 60, seconds
+    frame = load_kernels(tmp_path / "out")
+    assert len(frame) == 61
+    cut = [name for name in frame["name"].astype(str) if name.startswith("kkk")]
+    assert cut == ["k" * (MAX_TEXT - len(CUT_MARK)) + CUT_MARK]
+    assert cli("report", tmp_path / "out").code == 0
+
+
+def test_long_recorded_inputs_are_not_recorded(tmp_path: Path, example) -> None:
+    """Input Dims longer than MAX_TEXT characters cannot be cut (the cut is not JSON): that op's
+    shapes are not recorded, counted; its other fields stay."""
+    doc = copy.deepcopy(example)
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["args"].get("Input Dims")]
+    ops[0]["args"]["Input Dims"] = [[1] * 20_000]  # "[[1, 1, …]]": ~60,000 characters
+    frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert "1 strings longer than 16,384 characters were cut (names) or ignored" in err
+    assert len(frame) == 61
+    assert frame["input_dims"].astype(str).str.len().max() < 16384

@@ -285,8 +285,45 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
     except RecursionError:  # inside an args value decoded on its own
         raise SliceError("deep", "JSON nested too deeply") from None
+    _cut_long_strings(part, ignored)
     part.ignored = dict(ignored)
     return part
+
+
+MAX_TEXT = 16384  # characters: real kernel names reach ~5,000; past this a string is cut (counted)
+CUT_MARK = "…"
+LONG_STRINGS = "long strings"  # the `ignored` key counting them
+
+
+def _cut(texts: list[Any], ignored: Counter[str]) -> list[Any]:
+    """Names and labels past MAX_TEXT characters cut to it, marked with CUT_MARK (what follows —
+    classifying, demangling, printing — then costs what a real name costs)."""
+    long = [i for i, text in enumerate(texts) if isinstance(text, str) and len(text) > MAX_TEXT]
+    for i in long:
+        texts[i] = texts[i][: MAX_TEXT - len(CUT_MARK)] + CUT_MARK
+    ignored[LONG_STRINGS] += len(long)
+    return texts
+
+
+def _drop_long(texts: Sequence[Any], ignored: Counter[str]) -> tuple[Any, ...]:
+    """Recorded JSON (input dims, types…) past MAX_TEXT characters: not recorded (a cut would
+    not be JSON), counted."""
+    long = [isinstance(text, str) and len(text) > MAX_TEXT for text in texts]
+    ignored[LONG_STRINGS] += sum(long)
+    return tuple(None if cut else text for text, cut in zip(texts, long, strict=True))
+
+
+def _cut_long_strings(part: SlicePart, ignored: Counter[str]) -> None:
+    """Every string a slice hands on is at most MAX_TEXT characters (counted in `ignored`)."""
+    _cut(part.names, ignored)
+    _cut(part.gpu_strings, ignored)
+    _cut(part.launch_kernels, ignored)
+    for i, shape in enumerate(part.shapes):
+        if any(isinstance(text, str) and len(text) > MAX_TEXT for text in shape):
+            part.shapes[i] = _drop_long(shape, ignored)  # type: ignore[assignment]
+    for i, params in enumerate(part.param_sets):
+        if any(isinstance(text, str) and len(text) > MAX_TEXT for text in params):
+            part.param_sets[i] = OpParams(*_cut(list(params), ignored))
 
 
 class _Damaged(Exception):

@@ -18,6 +18,7 @@ from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_i
 from kernel_atlas.ingest.catalog import build_catalog
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
+from kernel_atlas.ingest.events import LONG_STRINGS, MAX_TEXT
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.infer import infer_shapes
 from kernel_atlas.ingest.link import link
@@ -84,6 +85,9 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     surrogates = ignored.pop("lone surrogates", 0)
     if surrogates:
         warnings.append(f"{path}: {surrogates} strings held lone UTF-16 surrogates (not Unicode): replaced by U+FFFD")
+    cut = ignored.pop(LONG_STRINGS, 0)
+    if cut:
+        warnings.append(f"{path}: {cut} strings longer than {MAX_TEXT:,} characters were cut (names) or ignored")
     untimed_host = ignored.pop("host ranges without a ts", 0)
     if untimed_host:
         warnings.append(f"{path}: {untimed_host} host ranges without a usable ts were left out")
