@@ -191,3 +191,38 @@ def test_long_recorded_inputs_are_not_recorded(tmp_path: Path, example) -> None:
     assert "1 strings longer than 16,384 characters were cut (names) or ignored" in err
     assert len(frame) == 61
     assert frame["input_dims"].astype(str).str.len().max() < 16384
+
+
+# --- an input folder's own outputs ---------------------------------------------------------------
+
+
+def test_ingesting_a_folder_twice_never_reads_its_own_outputs(tmp_path: Path) -> None:
+    """The second `atlas ingest DIR` read the first's catalog.json and summary.json as traces,
+    nested a new output inside the old one and renumbered the real trace's rank."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "t.json.gz").write_bytes(EXAMPLE.read_bytes())
+    first = cli("ingest", folder, "-q")
+    assert first.code == 0, first.output
+    before = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    second = cli("ingest", folder, "-q")
+    assert second.code == 0 and not second.lines(), second.output
+    after = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert after == before
+    assert "t.atlas/kernels.parquet/rank=0/t.parquet" in after
+    summary = json.loads((folder / "t.atlas" / "summary.json").read_text())
+    assert [t["rank"] for t in summary["traces"]] == [0]
+
+
+def test_a_trace_beside_a_lone_summary_is_still_read(tmp_path: Path) -> None:
+    """Only a real output folder (summary.json and kernels.parquet) is passed over."""
+    from kernel_atlas.ingest.fleet import expand_sources, outside_outputs
+
+    folder = tmp_path / "runs"
+    (folder / "a").mkdir(parents=True)
+    (folder / "a" / "summary.json").write_text("{}")
+    (folder / "a" / "t.json").write_text("{}")
+    assert expand_sources([folder]) == [str(folder / "a" / "summary.json"), str(folder / "a" / "t.json")]
+    files = ["r/x.atlas/summary.json", "r/x.atlas/catalog.json", "r/x.atlas/kernels.parquet/rank=0/x.parquet",
+             "r/x.atlas.json", "r/t.json"]  # fmt: skip
+    assert outside_outputs(files) == ["r/x.atlas.json", "r/t.json"]
