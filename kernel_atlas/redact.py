@@ -42,7 +42,9 @@ _PATTERNS = [
     _B + "(?:" + "|".join(_FORMATS) + ")",
     r"(?i:\bbearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
-    r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)",  # user:password@ in a URL
+    # user:password@ in a URL: the user may be empty (redis://:pw@), the password hold / + @
+    # (up to the token's last @); a token ends at whitespace or a quote
+    r"(?<=://)[^/\s:@\"']*:[^\s\"']*(?=@[^\s@\"']*(?:[\s\"']|$))",
     # key=value / key: value where the key names a secret
     r"(?i:(?<=password=)|(?<=passwd=)|(?<=secret=)|(?<=token=)|(?<=api_key=)|(?<=apikey=)|(?<=access_key=))[^\s&,;'\"]+",
 ]

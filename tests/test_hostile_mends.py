@@ -226,3 +226,100 @@ def test_a_trace_beside_a_lone_summary_is_still_read(tmp_path: Path) -> None:
     files = ["r/x.atlas/summary.json", "r/x.atlas/catalog.json", "r/x.atlas/kernels.parquet/rank=0/x.parquet",
              "r/x.atlas.json", "r/t.json"]  # fmt: skip
     assert outside_outputs(files) == ["r/x.atlas.json", "r/t.json"]
+
+
+# --- credentials -----------------------------------------------------------------------------------
+
+TOKEN = "ghp_" + "Zz09" * 9
+
+
+def _every_output_byte(out: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file()) + "\n".join(
+        str(p) for p in out.rglob("*")
+    ).encode()
+
+
+def test_a_token_in_the_trace_file_name_reaches_no_output_and_the_run_reads(tmp_path: Path) -> None:
+    """The rank file was named `run_ghp_….parquet` while summary.json listed it redacted, so every
+    reader refused the folder; the default output folder was named after the token too."""
+    trace = tmp_path / f"run_{TOKEN}.json.gz"
+    trace.write_bytes(EXAMPLE.read_bytes())
+    ingest = cli("ingest", trace, "-q")
+    assert ingest.code == 0, ingest.output
+    out = tmp_path / "run_redacted.atlas"
+    assert (out / "kernels.parquet" / "rank=0" / "run_redacted.parquet").is_file()
+    assert TOKEN.encode() not in _every_output_byte(out)
+    report = cli("report", out)
+    assert report.code == 0, report.output
+    assert TOKEN not in report.output
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("redis://:hunter2secret@cache:6379/0", "@cache:6379/0"),  # no user name
+        ("https://user:pa/ss+word@example.com/x", "@example.com/x"),  # / and + in the password
+        ("postgres://bob:s3cr@t@db:5432/app", "@db:5432/app"),  # an @ in the password
+        ("mysql://root:hunter2secret@localhost", "@localhost"),
+    ],
+)
+def test_url_passwords_are_redacted(url: str, kept: str) -> None:
+    from kernel_atlas.redact import REDACTED, redact_text
+
+    scheme = url.split("://")[0]
+    assert redact_text(url) == f"{scheme}://{REDACTED}{kept}"
+    listed = json.dumps([url, "0"])  # as Concrete Inputs are written: a JSON list of strings
+    assert redact_text(listed) == json.dumps([f"{scheme}://{REDACTED}{kept}", "0"])
+
+
+@pytest.mark.parametrize("text", ["http://host:8080/path", "https://a.b/c?x=1&y=2", "ftp://user@host/x", "a:b@c"])
+def test_urls_without_a_password_are_kept(text: str) -> None:
+    from kernel_atlas.redact import redact_text
+
+    assert redact_text(text) == text
+
+
+def test_url_passwords_in_concrete_inputs_reach_no_output(tmp_path: Path, example) -> None:
+    doc = copy.deepcopy(example)
+    secrets = ["hunter2secret", "pa/ss+word", "s3cr@t"]
+    urls = ["redis://:hunter2secret@cache:6379", "https://user:pa/ss+word@example.com/x", "pg://bob:s3cr@t@db/app"]
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["args"].get("Concrete Inputs")]
+    for op, url in zip(ops, urls, strict=False):
+        op["args"]["Concrete Inputs"] = [url, *op["args"]["Concrete Inputs"][1:]]
+    out = tmp_path / "out"
+    _ingest_and_report(_write(tmp_path, doc), out)
+    written = _every_output_byte(out)
+    for secret in secrets:
+        assert secret.encode() not in written, secret
+
+
+def test_classify_redacts_and_writes_only_json(tmp_path: Path) -> None:
+    """`atlas classify` copied `ghp_`/`hf_`/`Bearer` values through and wrote NaN / Infinity."""
+    catalog = tmp_path / "c.json"
+    hf = "hf_" + "A1b2" * 9
+    entries = [
+        {"kernel_name": f"ampere_sgemm_128x64_nn_{TOKEN}", "op_mapping": "TBD", "call_stack": f"aten::mm;{hf}",
+         "params": [{"example_dim": [4, 4], "example_dtype": "float", "weight": float("nan")}], "note": "Bearer abc.def.ghijkl",
+         "time": float("inf")},
+    ]  # fmt: skip
+    catalog.write_text(json.dumps(entries))  # Python writes NaN and Infinity
+    result = cli("classify", catalog)
+    assert result.code == 0, result.output
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    filled = json.loads(result.stdout, parse_constant=refuse)
+    assert filled[0]["params"][0]["weight"] is None and filled[0]["time"] is None
+    for secret in (TOKEN, hf, "abc.def.ghijkl"):
+        assert secret not in result.output
+    out = tmp_path / "filled.json"
+    assert cli("classify", catalog, "-o", out).code == 0
+    assert TOKEN not in out.read_text() and "NaN" not in out.read_text()
+
+
+def test_explain_never_prints_a_credential() -> None:
+    result = cli("explain", f"ampere_sgemm_128x64_nn_{TOKEN}", "--launcher", "aten::mm", "-s", "hf_" + "A1b2" * 9)
+    assert result.code == 0, result.output
+    assert TOKEN not in result.output and "A1b2A1b2" not in result.output
+    assert "<redacted>" in result.output

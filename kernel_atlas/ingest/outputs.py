@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from kernel_atlas import safe_files
 from kernel_atlas.errors import AtlasError
 from kernel_atlas.ingest.table import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
-from kernel_atlas.redact import redact_value
+from kernel_atlas.redact import REDACTED, redact_text, redact_value
 
 KERNELS = "kernels.parquet"
 CATALOG = "catalog.json"
@@ -90,11 +90,13 @@ def filesystem(target: str | Path) -> tuple[fsspec.AbstractFileSystem, str]:
 
 
 def file_stem(name: str) -> str:
-    """A trace's file name without `.json`, `.gz`, `.zst`: the name of its rows in the dataset."""
+    """A trace's file name without `.json`, `.gz`, `.zst`: the name of its rows in the dataset
+    (and of its output folder). A credential in the name becomes `redacted` (a file name keeps
+    no `<>`), so the rank file is named as summary.json lists it and keeps no token."""
     for suffix in (".gz", ".zst", ".json"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    return name
+    return redact_text(name).replace(REDACTED, "redacted")
 
 
 def rank_file(rank: int, stem: str) -> str:
@@ -213,7 +215,7 @@ def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_i
 def write_json(out: str | Path, name: str, document: Any) -> str:
     """A JSON file of the output folder, whole or not at all; strings shaped like credentials
     are redacted (documents quote trace content: warnings, names)."""
-    text = json.dumps(_finite(redact_value(document)), indent=1, allow_nan=False) + "\n"
+    text = json_text(document)
     if not is_url(out):
         return str(safe_files.write_text(Path(out) / name, text))
     fs, root = filesystem(out)
@@ -221,6 +223,11 @@ def write_json(out: str | Path, name: str, document: Any) -> str:
     with fs.open(path, "w") as handle:
         handle.write(text)
     return path
+
+
+def json_text(document: Any) -> str:
+    """`document` as JSON text: credential-shaped strings redacted, NaN and ±inf as null."""
+    return json.dumps(_finite(redact_value(document)), indent=1, allow_nan=False) + "\n"
 
 
 def _finite(value: Any) -> Any:
