@@ -171,7 +171,6 @@ def classify(
     operation and the provenance of every new label."""
     from kernel_atlas.classify.classifier import load_catalog
     from kernel_atlas.classify.fill import fill_catalog
-
     from kernel_atlas.ingest.outputs import json_text
 
     entries = load_catalog(catalog)
