@@ -234,9 +234,10 @@ TOKEN = "ghp_" + "Zz09" * 9
 
 
 def _every_output_byte(out: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file()) + "\n".join(
-        str(p) for p in out.rglob("*")
-    ).encode()
+    return (
+        b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+        + "\n".join(str(p) for p in out.rglob("*")).encode()
+    )
 
 
 def test_a_token_in_the_trace_file_name_reaches_no_output_and_the_run_reads(tmp_path: Path) -> None:
@@ -323,3 +324,32 @@ def test_explain_never_prints_a_credential() -> None:
     assert result.code == 0, result.output
     assert TOKEN not in result.output and "A1b2A1b2" not in result.output
     assert "<redacted>" in result.output
+
+
+# --- URLs ----------------------------------------------------------------------------------------
+
+
+def test_an_unknown_url_protocol_is_one_line(tmp_path: Path) -> None:
+    from tests.hostile import assert_one_line_error
+
+    result = cli("ingest", "nosuchproto://bucket/t.json.gz", "-o", tmp_path / "o")
+    assert_one_line_error(result, "nosuchproto://bucket/t.json.gz", "unknown URL protocol nosuchproto://")
+
+
+def test_a_url_whose_package_is_missing_names_the_package(tmp_path: Path) -> None:
+    """`s3://` without s3fs, `gs://` without gcsfs, `http://` without aiohttp: one line naming
+    what to install (a registered protocol whose module is absent stands for them all)."""
+    import fsspec
+
+    from tests.hostile import assert_one_line_error
+
+    fsspec.register_implementation("atlasnopkg", "atlas_no_such_module.FS", errtxt="Install atlas-nopkg", clobber=True)
+    result = cli("ingest", "atlasnopkg://bucket/t.json.gz", "-o", tmp_path / "o")
+    assert_one_line_error(result, "atlasnopkg://bucket/t.json.gz", "need a package", "Install atlas-nopkg")
+
+
+def test_a_password_in_a_url_is_not_printed_in_the_error(tmp_path: Path) -> None:
+    for command in (["ingest", "nosuchproto://ak:hunter2secret@bucket/t.json", "-o", tmp_path / "o"],
+                    ["report", "s3://ak:hunter2secret@bucket/t.json"]):  # fmt: skip
+        result = cli(*command)
+        assert result.code == 2 and "hunter2secret" not in result.output, result.output

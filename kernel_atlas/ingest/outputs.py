@@ -85,8 +85,19 @@ def is_url(target: str | Path) -> bool:
 
 
 def filesystem(target: str | Path) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The fsspec filesystem of a path or URL, and the path within it."""
-    return fsspec.core.url_to_fs(str(target))
+    """The fsspec filesystem of a path or URL, and the path within it. A protocol fsspec does not
+    know, or whose package is not installed, is an AtlasError naming it (fsspec's message
+    names the package: "Install s3fs to access S3")."""
+    try:
+        return fsspec.core.url_to_fs(str(target))
+    except ImportError as exc:
+        protocol = str(target).split("://", 1)[0]
+        raise AtlasError(target, f"{protocol}:// URLs need a package that is not installed ({exc})") from None
+    except ValueError as exc:
+        if "protocol not known" not in str(exc).lower():
+            raise
+        protocol = str(target).split("://", 1)[0]
+        raise AtlasError(target, f"unknown URL protocol {protocol}:// (fsspec knows no such filesystem)") from None
 
 
 def file_stem(name: str) -> str:
