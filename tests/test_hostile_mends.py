@@ -353,3 +353,118 @@ def test_a_password_in_a_url_is_not_printed_in_the_error(tmp_path: Path) -> None
                     ["report", "s3://ak:hunter2secret@bucket/t.json"]):  # fmt: skip
         result = cli(*command)
         assert result.code == 2 and "hunter2secret" not in result.output, result.output
+
+
+# --- doctored output folders ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ingested_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("doctor") / "base"
+    assert cli("ingest", EXAMPLE, "-o", out, "-q").code == 0
+    return out
+
+
+def _doctored(base: Path, tmp_path: Path, change: Any) -> tuple[Path, Path]:
+    """A copy of the ingest output with its rank file rewritten by `change(table)` (the run id
+    in its metadata kept, as a careful doctor would)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "doctored"
+    shutil.copytree(base, out)
+    file = out / "kernels.parquet" / "rank=0" / f"{EXAMPLE.name.split('.')[0]}.parquet"
+    table = pq.read_table(file)
+    changed = change(table, out, file)
+    if changed is not None:
+        pq.write_table(changed.replace_schema_metadata(table.schema.metadata), file)
+    return out, file
+
+
+def _with(column: str, first: Any) -> Any:
+    """A change setting `column`'s first row to `first` (as plain values)."""
+    import pyarrow as pa
+
+    def change(table: Any, _out: Path, _file: Path) -> Any:
+        values = table.column(column).to_pylist()
+        values[0] = first
+        kind = table.schema.field(column).type
+        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+        return table.set_column(table.column_names.index(column), column, pa.array(values, kind))
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        *[((lambda c: lambda t, o, f: t.drop([c]))(c), f"no column {c}")
+          for c in ("launcher", "stream", "device", "module", "input_dims")],
+        (_with("dur_us", -5.0), "1 rows with a negative, NaN or infinite duration"),
+        (_with("dur_us", float("nan")), "1 rows with a negative, NaN or infinite duration"),
+        (_with("dur_us", float("inf")), "1 rows with a negative, NaN or infinite duration"),
+        (_with("ts_us", float("-inf")), "1 rows with a start that is NaN or infinite"),
+        (_with("name", None), "1 rows without a name"),
+        (_with("input_dims", "[" * 5000 + "]" * 5000), "1 `input_dims` values nested deeper than 16 levels"),
+    ],
+    ids=["no-launcher", "no-stream", "no-device", "no-module", "no-input_dims", "negative-dur", "nan-dur", "inf-dur",
+         "inf-ts", "null-name", "deep-dims"],
+)  # fmt: skip
+def test_a_doctored_kernels_file_is_refused_where_the_run_is_opened(
+    ingested_example: Path, tmp_path: Path, change: Any, needle: str
+) -> None:
+    """`report` ended in KeyError, a plotly ValueError, RecursionError or numpy warnings."""
+    from tests.hostile import assert_one_line_error
+
+    out, file = _doctored(ingested_example, tmp_path, change)
+    assert_one_line_error(cli("report", out), str(file), needle)
+
+
+def test_an_extra_rank_folder_is_refused(ingested_example: Path, tmp_path: Path) -> None:
+    """A copy of rank 0's file as rank=1, not in summary.json: every time was silently doubled."""
+    import shutil
+
+    from tests.hostile import assert_one_line_error
+
+    def extra(_table: Any, out: Path, file: Path) -> None:
+        (out / "kernels.parquet" / "rank=1").mkdir()
+        shutil.copy(file, out / "kernels.parquet" / "rank=1" / file.name)
+
+    out, file = _doctored(ingested_example, tmp_path, extra)
+    assert_one_line_error(cli("report", out), f"rank=1/{file.name}", "not listed in summary.json")
+
+
+def test_an_undoctored_output_still_opens(ingested_example: Path) -> None:
+    from kernel_atlas.ingest.outputs import open_output
+
+    assert open_output(ingested_example).run_id
+
+
+def test_deep_recorded_calls_are_not_recorded_at_ingest(tmp_path: Path, example) -> None:
+    """What open_output refuses, ingest never writes: Input Dims nested 40 deep (within the
+    decoder's limit) counts as not recorded, in one warning."""
+    doc = copy.deepcopy(example)
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["args"].get("Input Dims")]
+    deep: Any = [1]
+    for _ in range(40):
+        deep = [deep]
+    for op in ops:
+        if op["name"] == "aten::addmm":
+            op["args"]["Input Dims"] = deep
+    frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert "`input_dims` values nest deeper than 16 levels: not recorded" in err
+    assert not frame["input_dims"].astype(str).str.startswith("[" * 17).any()
+
+
+def test_replay_refuses_an_impossible_recorded_shape() -> None:
+    """A negative size becomes a 'none' argument carrying a tensor dtype: not replayable (the
+    CPU stand-ins ran on None: AttributeError)."""
+    from kernel_atlas.ingest.recorded import Arg
+    from kernel_atlas.replay.aten import build_case
+    from kernel_atlas.replay.inputs import NotReplayable
+
+    pytest.importorskip("torch")
+    recorded = (Arg("none", None, "c10::BFloat16"),) * 3
+    with pytest.raises(NotReplayable, match="impossible"):
+        build_case("aten::_scaled_dot_product_flash_attention", recorded, "cpu")

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -520,19 +521,53 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
     summary = safe_files.read_json(summary_path)
     check_summary(summary, summary_path)
     run_id = summary.get("run_id")
+    if run_id is not None and required is REQUIRED_COLUMNS:
+        required = tuple(c for c in KERNEL_COLUMNS if c != PARTITION)  # ingest writes all: one missing is doctoring
     if kernels.is_file():
         _check_file(kernels, run_id, required)
+        _check_values(kernels)
         return Output(root, summary, run_id)
     files = _dataset_files(kernels)
     for file in files:
         _check_file(file, run_id, required)
+        _check_values(file)
     if run_id is not None:
         present = {file.relative_to(root).as_posix() for file in files}
         listed = {t["kernels_file"] for t in summary.get("traces", []) if "kernels_file" in t}
         for name in sorted(listed - present):
             raise AtlasError(root / name, f"listed in {SUMMARY} but missing: run `atlas ingest` again")
+        for name in sorted(present - listed):  # every rank's time would be counted again
+            raise AtlasError(root / name, f"not listed in {SUMMARY} (not written by this ingest run): remove it")
     return Output(root, summary, run_id, rank_files(root))
 
+
+def _check_values(path: Path) -> None:
+    """The values every reader relies on, as `atlas ingest` writes them (`sanity.usable_rows`):
+    each activity named, with a finite start and a finite, non-negative duration, its recorded
+    calls nested no deeper than MAX_DEPTH."""
+    from kernel_atlas.ingest.sanity import MAX_DEPTH, RECORDED_CALL, too_deep
+
+    schema = _schema(path)
+    wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL) if name in schema.names]
+    table = load_table(path, columns=wanted)
+
+    def refuse(count: int, what: str) -> AtlasError:
+        return AtlasError(path, f"{count} {what}, which `atlas ingest` never writes: run `atlas ingest` again")
+
+    if "name" in wanted and table.column("name").null_count:
+        raise refuse(table.column("name").null_count, "rows without a name")
+    for name, what in (("ts_us", "start that is NaN or infinite"), ("dur_us", "negative, NaN or infinite duration")):
+        if name in wanted:
+            values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            bad = ~np.isfinite(values) | ((values < 0) if name == "dur_us" else False)
+            if bad.any():
+                raise refuse(int(bad.sum()), f"rows with a {what}")
+    for name in RECORDED_CALL:
+        if name in wanted:
+            texts = pc.unique(table.column(name).cast(pa.string())).drop_null().to_pylist()
+            deep = sum(too_deep(text) for text in texts)
+            if deep:
+                raise refuse(deep, f"`{name}` values nested deeper than {MAX_DEPTH} levels")
 
 def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None:
     schema = _schema(path)

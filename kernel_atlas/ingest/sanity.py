@@ -8,6 +8,8 @@ such a value becomes null — each counted in one warning, nothing silently wron
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -21,6 +23,31 @@ _NARROW = {
     for name, kind in KERNEL_COLUMNS.items()
     if pa.types.is_integer(kind) and kind.bit_width < 64
 }
+
+
+MAX_DEPTH = 16  # recorded calls nest 2-3 deep (a list of inputs, of sizes, of a tensor list)
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON `text` nests deeper than `limit` (measured without recursion; text that
+    is not JSON is not deep). Readers parse recorded calls recursively: 5,000 levels would
+    end in RecursionError far from here."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            if depth > limit:
+                return True
+            stack += [(item, depth + 1) for item in (node.values() if isinstance(node, dict) else node)]
+    return False
 
 
 def _bits(dtype: object) -> int:
@@ -48,6 +75,11 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         if series is None or not isinstance(series.dtype, pd.CategoricalDtype):
             continue
         kept = [c for c in series.cat.categories if isinstance(c, str) and c.lstrip().startswith("[")]
+        shallow = [c for c in kept if not too_deep(c)]
+        if len(shallow) < len(kept):
+            deep = int(series.isin(set(kept) - set(shallow)).sum())
+            warnings.append(f"{deep} `{name}` values nest deeper than {MAX_DEPTH} levels: not recorded")
+            kept = shallow
         if len(kept) < len(series.cat.categories):
             lost = int(series.notna().sum())
             frame[name] = series.cat.set_categories(kept)
