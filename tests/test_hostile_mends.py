@@ -382,6 +382,10 @@ def _doctored(base: Path, tmp_path: Path, change: Any) -> tuple[Path, Path]:
     return out, file
 
 
+def _without(column: str) -> Any:
+    return lambda table, _out, _file: table.drop([column])
+
+
 def _with(column: str, first: Any) -> Any:
     """A change setting `column`'s first row to `first` (as plain values)."""
     import pyarrow as pa
@@ -399,8 +403,7 @@ def _with(column: str, first: Any) -> Any:
 @pytest.mark.parametrize(
     ("change", "needle"),
     [
-        *[((lambda c: lambda t, o, f: t.drop([c]))(c), f"no column {c}")
-          for c in ("launcher", "stream", "device", "module", "input_dims")],
+        *[(_without(c), f"no column {c}") for c in ("launcher", "stream", "device", "module", "input_dims")],
         (_with("dur_us", -5.0), "1 rows with a negative, NaN or infinite duration"),
         (_with("dur_us", float("nan")), "1 rows with a negative, NaN or infinite duration"),
         (_with("dur_us", float("inf")), "1 rows with a negative, NaN or infinite duration"),
