@@ -471,3 +471,23 @@ def test_replay_refuses_an_impossible_recorded_shape() -> None:
     recorded = (Arg("none", None, "c10::BFloat16"),) * 3
     with pytest.raises(NotReplayable, match="impossible"):
         build_case("aten::_scaled_dot_product_flash_attention", recorded, "cpu")
+
+
+# --- capture grids -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "concrete", "grid"),
+    [
+        ("XBLOCK=256", ["", "", "1000"], "[4, 1, 1]"),  # ceil(1000 / 256)
+        ("XBLOCK=0", ["", "", "1000"], None),  # was ZeroDivisionError
+        ("XBLOCK=\u00b2", ["", "", "1000"], None),  # was ValueError
+        ("XBLOCK=128", ["", "", "1\u00b2"], None),  # the only size is no number
+        ("XBLOCK=128", ["", "", "\u0661\u0660\u0660", "256"], "[2, 1, 1]"),  # the Arabic-Indic 100 is not a size
+        ("XBLOCK=128", ["", "", "9" * 40], None),  # beyond int64
+    ],
+)
+def test_inductor_grids_from_odd_tiles(kwargs: str, concrete: list[str], grid: str | None) -> None:
+    from kernel_atlas.ingest.capture import inductor_grid
+
+    assert inductor_grid("triton_poi_fused_add_0", {"kernel_kwargs": kwargs, "Concrete Inputs": concrete}) == grid
