@@ -491,3 +491,30 @@ def test_inductor_grids_from_odd_tiles(kwargs: str, concrete: list[str], grid: s
     from kernel_atlas.ingest.capture import inductor_grid
 
     assert inductor_grid("triton_poi_fused_add_0", {"kernel_kwargs": kwargs, "Concrete Inputs": concrete}) == grid
+
+
+# --- two traces, one rank --------------------------------------------------------------------------
+
+
+def test_two_traces_claiming_one_rank_are_said_in_the_report(tmp_path: Path, example) -> None:
+    """Both say rank 0: the per-rank analyses see one merged timeline neither trace has — the
+    report says so (terminal and report.json), naming the traces."""
+    doc = copy.deepcopy(example)
+    doc["distributedInfo"] = {"rank": 0, "world_size": 2, "backend": "nccl"}
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("a.json", "b.json"):
+        _write(folder, doc, name)
+    assert cli("ingest", folder, "-o", tmp_path / "out", "-q").code == 0
+    report = cli("report", tmp_path / "out")
+    assert report.code == 0, report.output
+    said = " ".join(report.stdout.split())
+    assert "2 traces claim rank 0 (a.json, b.json): their activities share one timeline" in said
+    facts = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert facts["shared_ranks"] == [{"rank": 0, "traces": ["a.json", "b.json"]}]
+
+
+def test_one_trace_a_rank_says_nothing(ingested_example: Path) -> None:
+    report = cli("report", ingested_example)
+    assert report.code == 0 and "claim rank" not in report.stdout
+    assert json.loads((ingested_example / "report.json").read_text())["shared_ranks"] == []
