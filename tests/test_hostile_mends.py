@@ -518,3 +518,30 @@ def test_one_trace_a_rank_says_nothing(ingested_example: Path) -> None:
     report = cli("report", ingested_example)
     assert report.code == 0 and "claim rank" not in report.stdout
     assert json.loads((ingested_example / "report.json").read_text())["shared_ranks"] == []
+
+
+# --- smaller ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="no /proc/self/mem here")
+def test_proc_self_mem_is_a_read_error_not_an_internal_one(tmp_path: Path) -> None:
+    from tests.hostile import assert_one_line_error
+
+    assert_one_line_error(cli("ingest", "/proc/self/mem", "-o", tmp_path / "o"), "/proc/self/mem", "cannot read file")
+
+
+def test_a_full_disk_names_the_output_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The message named the input trace, as if it were the trace that could not be written."""
+    import errno
+
+    import kernel_atlas.ingest.outputs as outputs
+    from tests.hostile import assert_one_line_error
+
+    def full(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(outputs.pq, "write_table", full)
+    out = tmp_path / "out"
+    result = cli("ingest", EXAMPLE, "-o", out, "-j", "1")
+    line = assert_one_line_error(result, f"{out}/kernels.parquet/rank=0/", "no space left on the device")
+    assert not line.startswith(f"error: {EXAMPLE}")

@@ -244,6 +244,8 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:
         problem = exc.problem if exc.source else str(exc)
+        if exc.source and exc.source.startswith(str(task.out).rstrip("/") + "/"):  # an output file (disk full)
+            return RankFailed(task.source, f"{exc.source}: {problem}")
         return RankFailed(task.source, f"{task.source}: {problem}")
     except MemoryError:
         return RankFailed(task.source, f"{task.source}: out of memory")

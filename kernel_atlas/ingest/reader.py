@@ -104,8 +104,12 @@ class _Source:
             self.raw = path.open("rb")
         except OSError as exc:
             raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
-        magic = self.raw.read(4)
-        self.raw.seek(0)
+        try:
+            magic = self.raw.read(4)
+            self.raw.seek(0)
+        except OSError as exc:  # /proc/self/mem opens, then says EIO
+            self.raw.close()
+            raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
         self.stream: Any = None
         if magic[:2] == b"\x1f\x8b":
             self.stream = _gzip.GzipFile(fileobj=self.raw)
