@@ -404,10 +404,10 @@ def _with(column: str, first: Any) -> Any:
     ("change", "needle"),
     [
         *[(_without(c), f"no column {c}") for c in ("launcher", "stream", "device", "module", "input_dims")],
-        (_with("dur_us", -5.0), "1 rows with a negative, NaN or infinite duration"),
-        (_with("dur_us", float("nan")), "1 rows with a negative, NaN or infinite duration"),
-        (_with("dur_us", float("inf")), "1 rows with a negative, NaN or infinite duration"),
-        (_with("ts_us", float("-inf")), "1 rows with a start that is NaN or infinite"),
+        (_with("dur_us", -5.0), "1 rows with a negative, NaN or huge duration"),
+        (_with("dur_us", float("nan")), "1 rows with a negative, NaN or huge duration"),
+        (_with("dur_us", float("inf")), "1 rows with a negative, NaN or huge duration"),
+        (_with("ts_us", float("-inf")), "1 rows with a start that is NaN or beyond 2^53 µs"),
         (_with("name", None), "1 rows without a name"),
         (_with("input_dims", "[" * 5000 + "]" * 5000), "1 `input_dims` values nested deeper than 16 levels"),
     ],
@@ -545,3 +545,29 @@ def test_a_full_disk_names_the_output_file(tmp_path: Path, monkeypatch: pytest.M
     result = cli("ingest", EXAMPLE, "-o", out, "-j", "1")
     line = assert_one_line_error(result, f"{out}/kernels.parquet/rank=0/", "no space left on the device")
     assert not line.startswith(f"error: {EXAMPLE}")
+
+
+# --- numbers numpy cannot sum ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cat", "field", "value", "warning"),
+    [
+        ("kernel", "dur", 1e308, "1 GPU activities without a usable ts or dur were left out"),
+        ("kernel", "ts", -1e308, "1 GPU activities without a usable ts or dur were left out"),
+        ("cuda_runtime", "dur", 1.5e308, "1 values out of range or of an unexpected type were ignored (dur 1)"),
+        ("cpu_op", "dur", 1e308, "1 values out of range or of an unexpected type were ignored (dur 1)"),
+        ("python_function", "ts", 1e307, "1 host ranges without a usable ts were left out"),
+    ],
+)
+def test_times_beyond_2_53_us_are_unusable_not_overflowing(
+    tmp_path: Path, example, cat: str, field: str, value: float, warning: str
+) -> None:
+    """Finite but absurd times (1e308 µs) overflowed numpy sums: RuntimeWarning lines on stderr,
+    shares of inf. Each costs its own field (or activity), counted in one warning."""
+    doc = copy.deepcopy(example)
+    next(e for e in doc["traceEvents"] if e.get("cat") == cat)[field] = value
+    frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")  # no stderr line but warnings
+    assert warning in err
+    assert len(frame) == (60 if cat == "kernel" else 61)
+    assert float(frame["dur_us"].max()) < 1e6

@@ -57,6 +57,9 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # forgiving one drops that field alone.
 Int = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
 NAN = float("nan")  # `ts` / `dur` not given
+# Times beyond 2^53 µs (285 years) are not times: float64 loses the microsecond, and sums of such
+# durations overflow to inf (numpy RuntimeWarnings, shares of NaN). Unusable, counted.
+MAX_TIME_US = float(2**53)
 
 
 class Args(msgspec.Struct, frozen=True, gc=False):
@@ -457,10 +460,15 @@ def _numbering() -> defaultdict:
 def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignored: Counter[str]) -> SlicePart:
     n = len(events)
     ts = np.fromiter([e.ts for e in events], np.float64, n)
-    if not np.isfinite(ts).all():  # a range without a usable start is left out (no `dur`: an instant)
-        ignored["host ranges without a ts"] += int((~np.isfinite(ts)).sum())
-        return _host_columns(*_keep(np.isfinite(ts), events, args, family), ignored)
+    timed = np.abs(ts) < MAX_TIME_US  # NaN (not given) and inf too
+    if not timed.all():  # a range without a usable start is left out (no `dur`: an instant)
+        ignored["host ranges without a ts"] += int((~timed).sum())
+        return _host_columns(*_keep(timed, events, args, family), ignored)
     dur = np.fromiter([e.dur for e in events], np.float64, n)
+    huge = np.abs(dur) >= MAX_TIME_US  # a duration no process lives: as if not given
+    if huge.any():
+        ignored["dur"] += int(huge.sum())
+        dur[huge] = NAN
     names, threads = _numbering(), _numbering()
     name_code = np.fromiter([names[e.name] for e in events], np.int32, n)
     thread = np.fromiter([threads[e.pid, e.tid] for e in events], np.int32, n)
@@ -623,7 +631,7 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
         if step is None:
             continue
         device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
-        if math.isfinite(event.ts) and math.isfinite(event.dur):
+        if abs(event.ts) < MAX_TIME_US and abs(event.dur) < MAX_TIME_US:  # NaN and inf fail too
             rows.append((step, device, event.ts, event.ts + event.dur))
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
 

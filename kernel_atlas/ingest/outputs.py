@@ -543,9 +543,9 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
 
 def _check_values(path: Path) -> None:
     """The values every reader relies on, as `atlas ingest` writes them (`sanity.usable_rows`):
-    each activity named, with a finite start and a finite, non-negative duration, its recorded
+    each activity named, with a start and a non-negative duration below 2^53 µs, its recorded
     calls nested no deeper than MAX_DEPTH."""
-    from kernel_atlas.ingest.sanity import MAX_DEPTH, RECORDED_CALL, too_deep
+    from kernel_atlas.ingest.sanity import MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 
     schema = _schema(path)
     wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL) if name in schema.names]
@@ -556,10 +556,10 @@ def _check_values(path: Path) -> None:
 
     if "name" in wanted and table.column("name").null_count:
         raise refuse(table.column("name").null_count, "rows without a name")
-    for name, what in (("ts_us", "start that is NaN or infinite"), ("dur_us", "negative, NaN or infinite duration")):
+    for name, what in (("ts_us", "start that is NaN or beyond 2^53 µs"), ("dur_us", "negative, NaN or huge duration")):
         if name in wanted:
             values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            bad = ~np.isfinite(values) | ((values < 0) if name == "dur_us" else False)
+            bad = ~(np.abs(values) < MAX_TIME_US) | ((values < 0) if name == "dur_us" else False)
             if bad.any():
                 raise refuse(int(bad.sum()), f"rows with a {what}")
     for name in RECORDED_CALL:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from kernel_atlas.ingest.events import MAX_TIME_US
 from kernel_atlas.ingest.table import KERNEL_COLUMNS
 
 # What a launching op recorded about its inputs: JSON lists, one entry per input.
@@ -62,7 +63,7 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     warnings = []
     ts = frame["ts_us"].to_numpy(dtype=np.float64, na_value=np.nan)
     dur = frame["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)
-    no_time = ~np.isfinite(ts) | ~np.isfinite(dur)
+    no_time = ~np.isfinite(ts) | ~np.isfinite(dur) | ~(np.abs(ts) < MAX_TIME_US) | ~(np.abs(dur) < MAX_TIME_US)
     negative = ~no_time & (dur < 0)
     if no_time.any():
         warnings.append(f"{int(no_time.sum())} GPU activities without a usable ts or dur were left out")
