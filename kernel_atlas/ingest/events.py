@@ -304,7 +304,8 @@ def _cut(texts: list[Any], ignored: Counter[str]) -> list[Any]:
     long = [i for i, text in enumerate(texts) if isinstance(text, str) and len(text) > MAX_TEXT]
     for i in long:
         texts[i] = texts[i][: MAX_TEXT - len(CUT_MARK)] + CUT_MARK
-    ignored[LONG_STRINGS] += len(long)
+    if long:
+        ignored[LONG_STRINGS] += len(long)
     return texts
 
 
@@ -312,7 +313,7 @@ def _drop_long(texts: Sequence[Any], ignored: Counter[str]) -> tuple[Any, ...]:
     """Recorded JSON (input dims, types…) past MAX_TEXT characters: not recorded (a cut would
     not be JSON), counted."""
     long = [isinstance(text, str) and len(text) > MAX_TEXT for text in texts]
-    ignored[LONG_STRINGS] += sum(long)
+    ignored[LONG_STRINGS] += sum(long)  # called only when one is long
     return tuple(None if cut else text for text, cut in zip(texts, long, strict=True))
 
 
