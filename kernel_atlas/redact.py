@@ -40,7 +40,7 @@ _FORMATS = [
 ]
 _PATTERNS = [
     _B + "(?:" + "|".join(_FORMATS) + ")",
-    r"(?i:\bbearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value
+    _B + r"(?i:bearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value (also after a _)
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
     # user:password@ in a URL: the user may be empty (redis://:pw@), the password hold / + @
     # (up to the token's last @); a token ends at whitespace or a quote; `s3:/` is a URL
