@@ -571,3 +571,16 @@ def test_times_beyond_2_53_us_are_unusable_not_overflowing(
     assert warning in err
     assert len(frame) == (60 if cat == "kernel" else 61)
     assert float(frame["dur_us"].max()) < 1e6
+
+
+@pytest.mark.parametrize("command", [["dashboard", "{out}", "--html", "{tmp}/d.html"], ["replay", "--from", "{out}"]])
+def test_dashboard_and_replay_refuse_a_doctored_output_in_one_line(
+    ingested_example: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """The dashboard's message carried the notebook's coloured traceback; both now refuse where
+    the run is opened."""
+    from tests.hostile import assert_one_line_error
+
+    out, file = _doctored(ingested_example, tmp_path, _with("dur_us", float("nan")))
+    args = [part.format(out=out, tmp=tmp_path) for part in command]
+    assert_one_line_error(cli(*args), str(file), "NaN or huge duration")
