@@ -25,6 +25,13 @@ Analysis on one large trace, plain and gzipped, all in one run; then `atlas repo
 On a loaded machine wall times move a lot from run to run: `--repeat N` runs the whole sequence
 N times, interleaved, and reports each tool's median run (by wall time; every run's wall and CPU
 time are kept in the JSON).
+
+Speed and memory depend on the trace's mix of events (issue 27): `--mix NAME` repeats a shared
+trace of that mix instead of --source (`--mix all`: each in turn, one JSON with a section per
+mix) — see MIXES. Besides the sampled tree sums, every run records the exact peak RSS of its
+largest single process (`peak_rss_exact_mb`, from the `os.wait4` rusage: the child and every
+descendant it waited for), and `report_read_floor` is a fresh Python importing pandas and
+pyarrow and reading kernels.parquet — what `atlas report` cannot go below.
 """
 
 from __future__ import annotations
@@ -49,6 +56,15 @@ import msgspec
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "traces"
+# Event mixes (share of the trace's events): shared traces repeated to the size asked.
+MIXES = {
+    "default": "a100_diff_control",  # the recorded benchmark: CPU ops with shapes 0.33, kernels 0.08
+    "kernel-dense": "mi210_gpu_only",  # kernels 0.23, no CPU ops
+    "cpu-shapes": "cpu_ops_no_distributed_info",  # CPU ops with shapes 0.98
+    "python-heavy": "mi300x_sglang_qwen3_8b_decode_capture_bs32",  # python_function 0.88, 1,014 [memory]
+    "graph-replay": "a100_cudagraph_rank0",  # 70 cudaGraphLaunch, CPU ops with shapes 0.22
+    "memory": "v100_resnet50_train_pt19",  # 12,838 [memory] events of 75,718 (PyTorch 1.9)
+}
 ID_KEYS = ("correlation", "External id", "Python id", "Python parent id", "Ev Idx")
 
 
@@ -187,6 +203,7 @@ def run_child(args: list[str]) -> dict[str, Any]:
     return {
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,  # the child and the processes it waited for
+        "peak_rss_exact_mb": usage.ru_maxrss / 1024,  # the largest single process (Linux: KiB), exact
         "peak_rss_mb": peak_rss / 1024,
         "peak_pss_mb": peak_pss / 1024,
         "stdout": out[-1500:],
@@ -232,6 +249,15 @@ HTA = """
     print(len(kernel_df), "kernel rows")
 """
 
+READ_FLOOR = """
+    import sys, time
+    start = time.perf_counter()
+    import pandas, pyarrow.parquet
+    imported = time.perf_counter()
+    frame = pyarrow.parquet.read_table(sys.argv[1]).to_pandas()
+    print(f"imports {imported - start:.3f} s, read {time.perf_counter() - imported:.3f} s, {len(frame)} rows")
+"""
+
 REPORT_IN_PROCESS = """
     import sys, time
     start = time.perf_counter()
@@ -250,11 +276,25 @@ def main() -> None:
     parser.add_argument("--skip-hta", action="store_true", help="do not run Holistic Trace Analysis")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--repeat", type=int, default=1, help="run the sequence N times; report each tool's median")
+    parser.add_argument("--mix", choices=[*MIXES, "all"], default=None, help="repeat a shared trace of this mix")
     args = parser.parse_args()
+    if args.mix is None:
+        results = run_mix(args, Path(args.source))
+    else:
+        mixes = list(MIXES) if args.mix == "all" else [args.mix]
+        results = {}
+        for mix in mixes:
+            print(f"--- mix {mix}: {MIXES[mix]}")
+            results[mix] = run_mix(args, SHARED / f"{MIXES[mix]}.json.gz")
+    if args.out:
+        Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
 
+
+def run_mix(args: argparse.Namespace, source: Path) -> dict[str, Any]:
+    """The whole sequence on `source` repeated to --size-mb; the results document."""
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    made = prepare_traces(Path(args.source), args.size_mb, work)
+    made = prepare_traces(source, args.size_mb, work)
     plain, gz = Path(made["plain"]), Path(made["gz"])
     size_mb = made["bytes"] / 1e6
     print(
@@ -272,11 +312,11 @@ def main() -> None:
         "runs": {},
     }
     runs = results["runs"]
-    out_dir = work / "atlas-out"
+    out_dir = work / f"atlas-out-{source.name.split('.')[0]}"
     sequence = {
         "decode_limit": python(DECODE_LIMIT, str(plain)),
         "atlas_ingest": atlas("ingest", str(plain), "-o", str(out_dir), "-q"),
-        "atlas_ingest_gz": atlas("ingest", str(gz), "-o", str(work / "atlas-out-gz"), "-q"),
+        "atlas_ingest_gz": atlas("ingest", str(gz), "-o", str(work / f"{out_dir.name}-gz"), "-q"),
     }
     if not args.skip_hta and importlib.util.find_spec("hta") is None:
         print("HTA is not installed (pip install holistictraceanalysis): skipping it")
@@ -285,6 +325,7 @@ def main() -> None:
         sequence["hta"] = python(HTA, str(plain.parent))
         sequence["hta_gz"] = python(HTA, str(gz.parent))
     sequence["atlas_report"] = atlas("report", str(out_dir))
+    sequence["report_read_floor"] = python(READ_FLOOR, str(out_dir / "kernels.parquet"))
     sequence["atlas_report_in_process"] = python(REPORT_IN_PROCESS, str(out_dir))
     every: dict[str, list[dict[str, Any]]] = {key: [] for key in sequence}
     for _ in range(max(args.repeat, 1)):
@@ -307,10 +348,11 @@ def main() -> None:
         "hta_gz": "HTA, .json.gz",
         "atlas_report": "atlas report (CLI)",
         "atlas_report_in_process": "atlas report (build_report)",
+        "report_read_floor": "report read floor (pandas+pyarrow)",
     }
     print(
         f"{'':34s} {'wall':>8s} {'× limit':>8s} {'MB/s':>7s} {'CPU':>7s} {'RSS peak':>9s} {'× trace':>8s} "
-        f"{'PSS peak':>9s}"
+        f"{'PSS peak':>9s} {'1 process':>9s}"
     )
     for key, run in runs.items():
         run["over_decode_limit"] = run["wall_s"] / limit
@@ -320,12 +362,15 @@ def main() -> None:
         print(
             f"{labels[key]:34s} {run['wall_s']:7.2f}s {run['over_decode_limit']:7.2f}× {run['mb_per_s']:7.0f} "
             f"{run['cpu_s']:6.2f}s "
-            f"{run['peak_rss_mb']:7.0f}MB {run['rss_over_trace']:7.2f}× {run['peak_pss_mb']:7.0f}MB"
+            f"{run['peak_rss_mb']:7.0f}MB {run['rss_over_trace']:7.2f}× {run['peak_pss_mb']:7.0f}MB "
+            f"{run['peak_rss_exact_mb']:7.0f}MB"
         )
     ratios = {
         "ingest_over_decode_limit": runs["atlas_ingest"]["wall_s"] / limit,
         "gz_over_plain_ingest": runs["atlas_ingest_gz"]["wall_s"] / runs["atlas_ingest"]["wall_s"],
         "ingest_rss_over_trace": runs["atlas_ingest"]["rss_over_trace"],
+        "ingest_exact_rss_over_trace": runs["atlas_ingest"]["peak_rss_exact_mb"] / size_mb,
+        "report_over_read_floor": runs["atlas_report"]["wall_s"] / runs["report_read_floor"]["wall_s"],
     }
     if "hta" in runs:
         ratios["hta_over_atlas"] = runs["hta"]["wall_s"] / runs["atlas_ingest"]["wall_s"]
@@ -335,8 +380,8 @@ def main() -> None:
     print("  ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
     print("decode limit:", runs["decode_limit"]["stdout"].strip())
     print("report:", runs["atlas_report_in_process"]["stdout"].strip())
-    if args.out:
-        Path(args.out).write_text(json.dumps(results, indent=1) + "\n")
+    print("read floor:", runs["report_read_floor"]["stdout"].strip())
+    return results
 
 
 if __name__ == "__main__":

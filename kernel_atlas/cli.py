@@ -172,10 +172,11 @@ def classify(
     from kernel_atlas.classify.classifier import load_catalog
     from kernel_atlas.classify.fill import fill_catalog
     from kernel_atlas.classify.taxonomy import UNKNOWN_OP
+    from kernel_atlas.store.outputs import json_text
 
     entries = load_catalog(catalog)
     filled = fill_catalog(entries)
-    text = json.dumps(filled, indent=1) + "\n"
+    text = json_text(filled)  # the same JSON as every output: no credential, no NaN/Infinity
     if out is None:
         sys.stdout.write(text)
         return
@@ -202,9 +203,13 @@ def explain(
     disagree (the resolution table of rules.toml), context refinements, and the name rules tried."""
     from kernel_atlas.classify.classifier import default_classifier
     from kernel_atlas.classify.names import base_name, family_key
+    from kernel_atlas.core.redact import redact_text
     from kernel_atlas.ingest.frames import STACK_SEPARATOR
     from kernel_atlas.report.explain import print_explanation
 
+    # a credential pasted with the name is never printed back (the rules see the same text)
+    kernel_name, launcher = redact_text(kernel_name), launcher and redact_text(launcher)
+    stack = [redact_text(frame) for frame in stack] if stack else None
     call_stack = STACK_SEPARATOR.join(stack) if stack else None
     explanation = default_classifier().explain(kernel_name, launcher, call_stack)
     print_explanation(

@@ -40,9 +40,12 @@ _FORMATS = [
 ]
 _PATTERNS = [
     _B + "(?:" + "|".join(_FORMATS) + ")",
-    r"(?i:\bbearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value
+    _B + r"(?i:bearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value (also after a _)
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
-    r"(?<=://)[^/\s:@]+:[^/\s@]+(?=@)",  # user:password@ in a URL
+    # user:password@ in a URL: the user may be empty (redis://:pw@), the password hold / + @
+    # (up to the token's last @); a token ends at whitespace or a quote; `s3:/` is a URL
+    # whose // a path collapsed
+    r"(?:(?<=://)|(?<=:/))[^/\s:@\"']*:[^\s\"']*(?=@[^\s@\"']*(?:[\s\"']|$))",
     # key=value / key: value where the key names a secret
     r"(?i:(?<=password=)|(?<=passwd=)|(?<=secret=)|(?<=token=)|(?<=api_key=)|(?<=apikey=)|(?<=access_key=))[^\s&,;'\"]+",
 ]

@@ -134,14 +134,23 @@ def inductor_grid(op: str, args: Any) -> str | None:
     if not isinstance(args, dict) or not isinstance(args.get("kernel_kwargs"), str):
         return None
     tiles = dict(part.split("=", 1) for part in args["kernel_kwargs"].split(",") if "=" in part)
-    if not tiles.get("XBLOCK", "").isdigit() or any(k in tiles for k in ("YBLOCK", "ZBLOCK", "R1_BLOCK")):
+    block = _count(tiles.get("XBLOCK"))
+    if not block or any(k in tiles for k in ("YBLOCK", "ZBLOCK", "R1_BLOCK")):  # XBLOCK=0 is no tile
         return None
-    sizes = [int(c) for c in args.get("Concrete Inputs") or [] if isinstance(c, str) and c.isdigit()]
+    sizes = [n for n in map(_count, args.get("Concrete Inputs") or []) if n is not None]
     reduction = op.startswith(("triton_red_", "triton_per_"))
     if (not op.startswith("triton_poi_") and not reduction) or len(sizes) < 1 + reduction:
         return None
     xnumel = sizes[-2] if reduction else sizes[-1]
-    return f"[{-(-xnumel // int(tiles['XBLOCK']))}, 1, 1]"
+    return f"[{-(-xnumel // block)}, 1, 1]"
+
+
+def _count(text: object) -> int | None:
+    """A size written in plain ASCII digits, within int64 (`str.isdigit` also takes '²', which
+    `int` refuses); None otherwise."""
+    if not isinstance(text, str) or not (text.isascii() and text.isdigit()) or len(text) > 18:
+        return None
+    return int(text)
 
 
 def _launch_kind(name: str) -> int:

@@ -35,6 +35,8 @@ from typing import Annotated, Any, NamedTuple, Union
 import msgspec
 import numpy as np
 
+from kernel_atlas.store.limits import MAX_TIME_US
+
 GPU_KINDS: dict[str, str] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 KIND_NAMES = list(GPU_KINDS.values())  # GPU kind codes 0, 1, 2
 
@@ -368,8 +370,46 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         part.syncs = _gpu_syncs(*pick(family == _GPU_SYNC)[:2])
     except RecursionError:  # inside an args value decoded on its own
         raise SliceError("deep", "JSON nested too deeply") from None
+    _cut_long_strings(part, ignored)
     part.ignored = dict(ignored)
     return part
+
+
+MAX_TEXT = 16384  # characters: real kernel names reach ~5,000; past this a string is cut (counted)
+CUT_MARK = "…"
+LONG_STRINGS = "long strings"  # the `ignored` key counting them
+
+
+def _cut(texts: list[Any], ignored: Counter[str]) -> list[Any]:
+    """Names and labels past MAX_TEXT characters cut to it, marked with CUT_MARK (what follows —
+    classifying, demangling, printing — then costs what a real name costs)."""
+    long = [i for i, text in enumerate(texts) if isinstance(text, str) and len(text) > MAX_TEXT]
+    for i in long:
+        texts[i] = texts[i][: MAX_TEXT - len(CUT_MARK)] + CUT_MARK
+    if long:
+        ignored[LONG_STRINGS] += len(long)
+    return texts
+
+
+def _drop_long(texts: Sequence[Any], ignored: Counter[str]) -> tuple[Any, ...]:
+    """Recorded JSON (input dims, types…) past MAX_TEXT characters: not recorded (a cut would
+    not be JSON), counted."""
+    long = [isinstance(text, str) and len(text) > MAX_TEXT for text in texts]
+    ignored[LONG_STRINGS] += sum(long)  # called only when one is long
+    return tuple(None if cut else text for text, cut in zip(texts, long, strict=True))
+
+
+def _cut_long_strings(part: SlicePart, ignored: Counter[str]) -> None:
+    """Every string a slice hands on is at most MAX_TEXT characters (counted in `ignored`)."""
+    _cut(part.names, ignored)
+    _cut(part.gpu_strings, ignored)
+    _cut(part.launch_kernels, ignored)
+    for i, shape in enumerate(part.shapes):
+        if any(isinstance(text, str) and len(text) > MAX_TEXT for text in shape):
+            part.shapes[i] = _drop_long(shape, ignored)  # type: ignore[assignment]
+    for i, params in enumerate(part.param_sets):
+        if any(isinstance(text, str) and len(text) > MAX_TEXT for text in params):
+            part.param_sets[i] = OpParams(*_cut(list(params), ignored))
 
 
 class _Damaged(Exception):
@@ -540,10 +580,15 @@ def _numbering() -> defaultdict:
 def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignored: Counter[str]) -> SlicePart:
     n = len(events)
     ts = np.fromiter([e.ts for e in events], np.float64, n)
-    if not np.isfinite(ts).all():  # a range without a usable start is left out (no `dur`: an instant)
-        ignored["host ranges without a ts"] += int((~np.isfinite(ts)).sum())
-        return _host_columns(*_keep(np.isfinite(ts), events, args, family), ignored)
+    timed = np.abs(ts) < MAX_TIME_US  # NaN (not given) and inf too
+    if not timed.all():  # a range without a usable start is left out (no `dur`: an instant)
+        ignored["host ranges without a ts"] += int((~timed).sum())
+        return _host_columns(*_keep(timed, events, args, family), ignored)
     dur = np.fromiter([e.dur for e in events], np.float64, n)
+    huge = np.abs(dur) >= MAX_TIME_US  # a duration no process lives: as if not given
+    if huge.any():
+        ignored["dur"] += int(huge.sum())
+        dur[huge] = NAN
     names, threads = _numbering(), _numbering()
     name_code = np.fromiter([names[e.name] for e in events], np.int32, n)
     thread = np.fromiter([threads[e.pid, e.tid] for e in events], np.int32, n)
@@ -713,7 +758,7 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
         if step is None:
             continue
         device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
-        if math.isfinite(event.ts) and math.isfinite(event.dur):
+        if abs(event.ts) < MAX_TIME_US and abs(event.dur) < MAX_TIME_US:  # NaN and inf fail too
             rows.append((step, device, event.ts, event.ts + event.dur))
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
 
@@ -798,11 +843,15 @@ def _gpu_syncs(events: list[Any], args: list[Args]) -> np.ndarray:
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
+_STEP_LIMIT = 2**53  # step numbers travel as float64 (GPU-side steps) and int64: exact below this
+
+
 def step_number(name: str) -> int | None:
-    """`ProfilerStep#12` → 12."""
+    """`ProfilerStep#12` → 12; None for another name, or a number that is not plain ASCII
+    digits (`ProfilerStep#²`) or too large to hold exactly (the range stays an annotation)."""
     if name.startswith("ProfilerStep#"):
         tail = name[len("ProfilerStep#") :]
-        if tail.isdigit():
+        if tail.isascii() and tail.isdigit() and len(tail) <= 16 and int(tail) < _STEP_LIMIT:
             return int(tail)
     return None
 

@@ -101,6 +101,31 @@ def _is_trace_name(name: str) -> bool:
     return name.endswith(TRACE_SUFFIXES) and not name.startswith(".")
 
 
+def outside_outputs(files: Sequence[str], sep: str = "/") -> list[str]:
+    """`files` (every file found under a folder, recursively) less those inside a Kernel Atlas
+    output folder — one holding `summary.json` and a `kernels.parquet` — so that `atlas ingest
+    DIR` run twice never reads its own `catalog.json` / `summary.json` as traces."""
+    summaries = [f.rsplit(sep, 1)[0] + sep for f in files if f.rsplit(sep, 1)[-1] == SUMMARY]
+    if not summaries:
+        return list(files)
+    parents = _parents(files, sep)
+    outputs = {folder for folder in summaries if folder + KERNELS in parents}
+    if not outputs:
+        return list(files)
+    inside = tuple(outputs)
+    return [f for f in files if not f.startswith(inside)]
+
+
+def _parents(files: Sequence[str], sep: str) -> set[str]:
+    """Every folder above a file in `files` (a `kernels.parquet` is a folder of rank files, or
+    one file)."""
+    found: set[str] = set()
+    for f in files:
+        parts = f.split(sep)
+        found.update(sep.join(parts[:i]) for i in range(1, len(parts) + 1))
+    return found
+
+
 def expand_sources(sources: Sequence[str | Path]) -> list[str]:
     """Trace files from paths, folders (their trace files, recursively), shell globs and fsspec
     URLs or URL globs (`s3://bucket/run/*.json.gz`), in order, each once."""
@@ -112,7 +137,7 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
             if glob.has_magic(path):
                 matches = sorted(fs.glob(path))
             elif fs.isdir(path):
-                matches = sorted(p for p in fs.find(path) if _is_trace_name(p.rsplit("/", 1)[-1]))
+                matches = sorted(p for p in outside_outputs(fs.find(path)) if _is_trace_name(p.rsplit("/", 1)[-1]))
             elif fs.exists(path):
                 matches = [path]
             else:
@@ -128,7 +153,8 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
                 raise AtlasError(source, "matches no file")
             found += matches
         elif local.is_dir():
-            matches = sorted(str(p) for p in local.rglob("*") if p.is_file() and _is_trace_name(p.name))
+            files = outside_outputs([str(p) for p in local.rglob("*") if p.is_file()], os.sep)
+            matches = sorted(f for f in files if _is_trace_name(os.path.basename(f)))
             if not matches:
                 raise AtlasError(source, f"directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
             found += matches
@@ -256,6 +282,8 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:
         problem = exc.problem if exc.source else str(exc)
+        if exc.source and exc.source.startswith(str(task.out).rstrip("/") + "/"):  # an output file (disk full)
+            return RankFailed(task.source, f"{exc.source}: {problem}")
         return RankFailed(task.source, f"{task.source}: {problem}")
     except MemoryError:
         return RankFailed(task.source, f"{task.source}: out of memory")

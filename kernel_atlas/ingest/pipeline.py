@@ -13,15 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.efficiency import with_kernel_efficiency
-from kernel_atlas.ingest.step_split import host_roles, overview
 from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_frame, redact_text
 from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
-from kernel_atlas.ingest.events import UNKNOWN_GPU
+from kernel_atlas.ingest.efficiency import with_kernel_efficiency
+from kernel_atlas.ingest.events import LONG_STRINGS, MAX_TEXT, UNKNOWN_GPU
 from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table
@@ -31,6 +30,7 @@ from kernel_atlas.ingest.memory import concat_memory, memory_events
 from kernel_atlas.ingest.nsys import is_nsys, read_nsys
 from kernel_atlas.ingest.reader import TraceInfo
 from kernel_atlas.ingest.sanity import usable_rows
+from kernel_atlas.ingest.step_split import host_roles, overview
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
 from kernel_atlas.ingest.workers import decode_pool, discard_pool, reading_ahead, take_read_ahead, workers_for
@@ -103,6 +103,9 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     unknown = unknown_gpu_categories(ignored)
     if unknown:
         warnings.append(f"{path}: {unknown_gpu_text(unknown)} were not read (categories unknown to kernel_atlas)")
+    cut = ignored.pop(LONG_STRINGS, 0)
+    if cut:
+        warnings.append(f"{path}: {cut} strings longer than {MAX_TEXT:,} characters were cut (names) or ignored")
     untimed_host = ignored.pop("host ranges without a ts", 0)
     if untimed_host:
         warnings.append(f"{path}: {untimed_host} host ranges without a usable ts were left out")

@@ -61,7 +61,6 @@ _TRUNCATED = "invalid JSON: JSON is truncated (the file ends in the middle of th
 # A possible end of one event: followed by the next event, or by the end of the array.
 _CUT = re.compile(rb'\}\s*(?:,\s*(\{)\s*"|(\]))')
 _ARRAY_END = re.compile(rb"\}\s*\]")
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _SCALAR = re.compile(rb"[^\s,\]}]*")
 _WHITESPACE = b" \t\r\n"
 _WANTED = ("deviceProperties", "distributedInfo", "cuda_runtime_version", "hip_runtime_version", "roctracer_version")
@@ -105,8 +104,12 @@ class _Source:
             self.raw = path.open("rb")
         except OSError as exc:
             raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
-        magic = self.raw.read(4)
-        self.raw.seek(0)
+        try:
+            magic = self.raw.read(4)
+            self.raw.seek(0)
+        except OSError as exc:  # /proc/self/mem opens, then says EIO
+            self.raw.close()
+            raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
         self.stream: Any = None
         if magic[:2] == b"\x1f\x8b":
             self.stream = _gzip.GzipFile(fileobj=self.raw)
@@ -290,18 +293,29 @@ class _Walker:
                 return pos
 
     def string_end(self, pos: int) -> int:
-        """Offset just past the string token starting at `pos`."""
-        size = 4096
+        """Offset just past the string token starting at `pos` (a vectorised search for its
+        closing quote, window by window: a 25 MB string costs its bytes, not a regex's
+        backtracking state, nor a window re-read for every growth)."""
+        at, carry, size = pos + 1, 0, 4096
         while True:
-            w = self.source.window(pos, size)
-            match = _STRING.match(w)
-            if match:
-                return pos + match.end()
-            if len(w) < size:
-                raise AtlasError(self.source.path, _TRUNCATED)
-            if size > MAX_EVENT_BYTES:
+            if at - pos > MAX_EVENT_BYTES:
                 raise AtlasError(self.source.path, too_large(pos))
-            size *= 4
+            w = self.source.window(at, size)
+            if not len(w):
+                raise AtlasError(self.source.path, _TRUNCATED)
+            b = np.frombuffer(w, np.uint8)
+            slash = b == _BACKSLASH
+            # for every byte, the index of the last byte at or before it that is no backslash
+            last = np.maximum.accumulate(np.where(slash, -1, np.arange(len(b))))
+            quotes = np.flatnonzero(b == _QUOTE)
+            before = np.where(quotes > 0, last[np.maximum(quotes - 1, 0)], -1)
+            run = quotes - 1 - before + np.where(before < 0, carry, 0)  # backslashes just before
+            closing = quotes[run % 2 == 0]
+            if len(closing):
+                return at + int(closing[0]) + 1
+            carry = carry + len(b) if last[-1] < 0 else len(b) - 1 - int(last[-1])
+            at += len(b)
+            size = min(size * 4, 4 << 20)
 
     def value_end(self, pos: int) -> int:
         """Offset just past the JSON value starting at `pos`."""

@@ -12,10 +12,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from kernel_atlas.store.limits import MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS
 
-# What a launching op recorded about its inputs: JSON lists, one entry per input.
-RECORDED_CALL = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 _NARROW = {
     name: np.iinfo(kind.to_pandas_dtype())
     for name, kind in KERNEL_COLUMNS.items()
@@ -35,7 +34,7 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     warnings = []
     ts = frame["ts_us"].to_numpy(dtype=np.float64, na_value=np.nan)
     dur = frame["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)
-    no_time = ~np.isfinite(ts) | ~np.isfinite(dur)
+    no_time = ~np.isfinite(ts) | ~np.isfinite(dur) | ~(np.abs(ts) < MAX_TIME_US) | ~(np.abs(dur) < MAX_TIME_US)
     negative = ~no_time & (dur < 0)
     if no_time.any():
         warnings.append(f"{int(no_time.sum())} GPU activities without a usable ts or dur were left out")
@@ -48,6 +47,11 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
         if series is None or not isinstance(series.dtype, pd.CategoricalDtype):
             continue
         kept = [c for c in series.cat.categories if isinstance(c, str) and c.lstrip().startswith("[")]
+        shallow = [c for c in kept if not too_deep(c)]
+        if len(shallow) < len(kept):
+            deep = int(series.isin(set(kept) - set(shallow)).sum())
+            warnings.append(f"{deep} `{name}` values nest deeper than {MAX_DEPTH} levels: not recorded")
+            kept = shallow
         if len(kept) < len(series.cat.categories):
             lost = int(series.notna().sum())
             frame[name] = series.cat.set_categories(kept)

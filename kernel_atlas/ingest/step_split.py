@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, step_number
 from kernel_atlas.ingest.efficiency import device_metrics
 from kernel_atlas.ingest.intervals import covered, merge
-from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, step_number
 
 ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
 _COMM_OPS = frozenset(

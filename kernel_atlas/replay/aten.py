@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernel_atlas.classify.classifier import rule_precision
-from kernel_atlas.ingest.recorded import Arg
+from kernel_atlas.ingest.recorded import Arg, dtypes
 from kernel_atlas.replay.checks import combine, compare
 from kernel_atlas.replay.inputs import NotReplayable, nbytes
 from kernel_atlas.replay.values import comparable, domain_of, generator, make_tensor
@@ -272,6 +272,8 @@ def _stand_in(name: str, recorded: tuple[Arg, ...], device: str) -> tuple[str, C
 def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0, *, label_rule: str = "") -> Case:
     """An ATen op (`name`) replayed with its recorded arguments; `label_rule` is the traced
     kernel's label rule (a TF32 kernel family is replayed with TF32 allowed)."""
+    if any(r.kind == "none" and r.dtype in dtypes() for r in recorded):  # a tensor whose shape was impossible
+        raise NotReplayable(f"{name}: a recorded input shape is impossible (negative, or beyond any GPU's memory)")
     gen = generator(device, seed)
     small = nbytes(recorded) <= CPU_REFERENCE_BYTES
     stand_in = _stand_in(name, recorded, device)

@@ -80,6 +80,15 @@ def _other_gpus(summary: dict[str, Any], device: Device | None) -> list[str]:
     return list(names)
 
 
+def _shared_ranks(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Ranks claimed by several traces, with their trace files: their activities share one
+    timeline in the per-rank analyses (idle time, waits, overlap) that neither trace has."""
+    by_rank: dict[int, list[str]] = {}
+    for trace in summary.get("traces", []):
+        by_rank.setdefault(trace.get("rank", 0), []).append(str(trace.get("file", "?")))
+    return [{"rank": rank, "traces": files} for rank, files in sorted(by_rank.items()) if len(files) > 1]
+
+
 def build_report(
     source: str | Path,
     device_key: str | None = None,
@@ -141,6 +150,7 @@ def _build_report(
         analysis.roofline = merge_replay(analysis.roofline, replay)
     analysis.facts["traced_gpu"] = gpu_name
     analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
+    analysis.facts["shared_ranks"] = _shared_ranks(summary)
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
     analysis.facts.update(waits.facts)
     analysis.facts["efficiency"] = efficiency_facts(summary)

@@ -219,6 +219,13 @@ def _device_section(console: Console, report: Report, view: ReportView) -> None:
             f"[yellow]some traces ran on another GPU ({esc(', '.join(others))}): their kernels are costed "
             "against these peaks all the same — report them apart[/]",
         )
+    for shared in report.analysis.facts.get("shared_ranks", []):
+        _text(
+            console,
+            f"[yellow]{len(shared['traces'])} traces claim rank {shared['rank']} "
+            f"({esc(', '.join(shared['traces']))}): their activities share one timeline here (idle time, waits, "
+            "overlap) that neither trace has — ingest them apart[/]",
+        )
 
 
 _DEVICES_SHOWN = 8  # device lines of a multi-rank run; the per-rank table follows

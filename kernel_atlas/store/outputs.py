@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,7 +49,8 @@ import pyarrow.parquet as pq
 
 from kernel_atlas.core import safe_files
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import redact_value
+from kernel_atlas.core.redact import REDACTED, redact_text, redact_value
+from kernel_atlas.store.limits import MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
 
 KERNELS = "kernels.parquet"
@@ -90,17 +92,30 @@ def is_url(target: str | Path) -> bool:
 
 
 def filesystem(target: str | Path) -> tuple[fsspec.AbstractFileSystem, str]:
-    """The fsspec filesystem of a path or URL, and the path within it."""
-    return fsspec.core.url_to_fs(str(target))
+    """The fsspec filesystem of a path or URL, and the path within it. A protocol fsspec does not
+    know, or whose package is not installed, is an AtlasError naming it (fsspec's message
+    names the package: "Install s3fs to access S3")."""
+    try:
+        return fsspec.core.url_to_fs(str(target))
+    except ImportError as exc:
+        protocol = str(target).split("://", 1)[0]
+        raise AtlasError(target, f"{protocol}:// URLs need a package that is not installed ({exc})") from None
+    except ValueError as exc:
+        if "protocol not known" not in str(exc).lower():
+            raise
+        protocol = str(target).split("://", 1)[0]
+        raise AtlasError(target, f"unknown URL protocol {protocol}:// (fsspec knows no such filesystem)") from None
 
 
 def file_stem(name: str) -> str:
     """A trace's file name without `.json`, `.gz`, `.zst` (an Nsight Systems export's without
-    `.sqlite`, `.nsys-rep`): the name of its rows in the dataset."""
+    `.sqlite`, `.nsys-rep`): the name of its rows in the dataset (and of its output folder). A
+    credential in the name becomes `redacted` (a file name keeps no `<>`), so the rank file is
+    named as summary.json lists it and keeps no token."""
     for suffix in (".sqlite", ".nsys-rep", ".gz", ".zst", ".json"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    return name
+    return redact_text(name).replace(REDACTED, "redacted")
 
 
 def rank_file(rank: int, stem: str) -> str:
@@ -219,7 +234,7 @@ def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_i
 def write_json(out: str | Path, name: str, document: Any) -> str:
     """A JSON file of the output folder, whole or not at all; strings shaped like credentials
     are redacted (documents quote trace content: warnings, names)."""
-    text = json.dumps(_finite(redact_value(document)), indent=1, allow_nan=False) + "\n"
+    text = json_text(document)
     if not is_url(out):
         return str(safe_files.write_text(Path(out) / name, text))
     fs, root = filesystem(out)
@@ -227,6 +242,11 @@ def write_json(out: str | Path, name: str, document: Any) -> str:
     with fs.open(path, "w") as handle:
         handle.write(text)
     return path
+
+
+def json_text(document: Any) -> str:
+    """`document` as JSON text: credential-shaped strings redacted, NaN and ±inf as null."""
+    return json.dumps(_finite(redact_value(document)), indent=1, allow_nan=False) + "\n"
 
 
 def _finite(value: Any) -> Any:
@@ -508,19 +528,51 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
     summary = safe_files.read_json(summary_path)
     check_summary(summary, summary_path)
     run_id = summary.get("run_id")
+    if run_id is not None and required is REQUIRED_COLUMNS:
+        required = tuple(c for c in KERNEL_COLUMNS if c != PARTITION)  # ingest writes all: one missing is doctoring
     if kernels.is_file():
         _check_file(kernels, run_id, required)
+        _check_values(kernels)
         return Output(root, summary, run_id)
     files = _dataset_files(kernels)
     for file in files:
         _check_file(file, run_id, required)
+        _check_values(file)
     if run_id is not None:
         present = {file.relative_to(root).as_posix() for file in files}
         listed = {t["kernels_file"] for t in summary.get("traces", []) if "kernels_file" in t}
         for name in sorted(listed - present):
             raise AtlasError(root / name, f"listed in {SUMMARY} but missing: run `atlas ingest` again")
+        for name in sorted(present - listed):  # every rank's time would be counted again
+            raise AtlasError(root / name, f"not listed in {SUMMARY} (not written by this ingest run): remove it")
     return Output(root, summary, run_id, rank_files(root))
 
+
+def _check_values(path: Path) -> None:
+    """The values every reader relies on, as `atlas ingest` writes them (`sanity.usable_rows`):
+    each activity named, with a start and a non-negative duration below 2^53 µs, its recorded
+    calls nested no deeper than MAX_DEPTH."""
+    schema = _schema(path)
+    wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL) if name in schema.names]
+    table = load_table(path, columns=wanted)
+
+    def refuse(count: int, what: str) -> AtlasError:
+        return AtlasError(path, f"{count} {what}, which `atlas ingest` never writes: run `atlas ingest` again")
+
+    if "name" in wanted and table.column("name").null_count:
+        raise refuse(table.column("name").null_count, "rows without a name")
+    for name, what in (("ts_us", "start that is NaN or beyond 2^53 µs"), ("dur_us", "negative, NaN or huge duration")):
+        if name in wanted:
+            values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            bad = ~(np.abs(values) < MAX_TIME_US) | ((values < 0) if name == "dur_us" else False)
+            if bad.any():
+                raise refuse(int(bad.sum()), f"rows with a {what}")
+    for name in RECORDED_CALL:
+        if name in wanted:
+            texts = pc.unique(table.column(name).cast(pa.string())).drop_null().to_pylist()
+            deep = sum(too_deep(text) for text in texts)
+            if deep:
+                raise refuse(deep, f"`{name}` values nested deeper than {MAX_DEPTH} levels")
 
 def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None:
     schema = _schema(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -76,9 +77,23 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
-
 def to_arrow(frame: pd.DataFrame) -> pa.Table:
     if frame.empty:
         return KERNEL_SCHEMA.empty_table()
     table = pa.Table.from_pandas(frame[list(KERNEL_COLUMNS)], preserve_index=False)
-    return table.cast(KERNEL_SCHEMA) if table.schema != KERNEL_SCHEMA else table
+    schema = _fitted_schema(frame)
+    return table.cast(schema) if table.schema != schema else table
+
+
+def _fitted_schema(frame: pd.DataFrame) -> pa.Schema:
+    """KERNEL_SCHEMA with each dictionary's index wide enough for the column's categories (a
+    narrow one, int8, overflows past 127 distinct values: 300 collective names or dtypes)."""
+    fields = []
+    for name, kind in KERNEL_COLUMNS.items():
+        if pa.types.is_dictionary(kind) and isinstance(frame[name].dtype, pd.CategoricalDtype):
+            size = len(frame[name].cat.categories)
+            if size > np.iinfo(kind.index_type.to_pandas_dtype()).max:
+                index = pa.int16() if size <= np.iinfo(np.int16).max else pa.int32()
+                kind = pa.dictionary(index, kind.value_type)
+        fields.append(pa.field(name, kind))
+    return pa.schema(fields)

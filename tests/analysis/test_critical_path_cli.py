@@ -9,8 +9,8 @@ import pytest
 
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.pipeline import ingest_paths
+from tests.analysis.test_critical_path import TWO_STREAMS
 from tests.support.hostile import assert_one_line_error, cli
-from tests.test_critical_path import TWO_STREAMS
 
 
 @pytest.fixture

@@ -105,8 +105,16 @@ HOSTILE_RAW = [
     Raw("123456789012345678901234567890e-5", "long mantissa"),
 ]
 SECRETS = ["hf_" + "A1b2" * 9, "Bearer abc.def.ghijkl", "AKIA" + "ABCDEFGHIJKLMNOP", "ghp_" + "Zz09" * 9]
+# URLs with passwords (issue 27): an empty user, / + and @ in the password; the password must not leak
+URL_SECRETS = {"redis://:hunter2pw@cache:6379/0": "hunter2pw", "https://user:pa/ss+word@example.com/x": "pa/ss+word",
+               "pg://bob:s3cr@tpw@db:5432/app": "s3cr@tpw"}  # fmt: skip
+LEAKS = [*SECRETS, *URL_SECRETS.values()]
+# digits str.isdigit() takes and int() does not, numbers beyond int64, Inductor tiles of 0
+ODD_DIGITS = ["ProfilerStep#\u00b2", "ProfilerStep#" + "9" * 30, "ProfilerStep#\u0663", "XBLOCK=0", "XBLOCK=\u00b2",
+              "\u00b2", "9" * 30, "_ZN\u0663\u0663abc"]  # fmt: skip
+LONG_TEXT = ["k" * 40_000, "[" + "1, " * 20_000 + "1]", "x" * 3_000_000]  # past ingest's MAX_TEXT
 ODD_TEXT = ["", " ", "\u0000", "\u202eevil", "e\u0301", "😀" * 50, "x" * 100_000, "[bold]x[/]", "[/x]", "\n\r\t",
-            "-----BEGIN PRIVATE KEY-----", *SECRETS]  # fmt: skip
+            "-----BEGIN PRIVATE KEY-----", *SECRETS, *URL_SECRETS, *ODD_DIGITS, *LONG_TEXT]  # fmt: skip
 
 
 def hostile_values() -> st.SearchStrategy[Any]:
@@ -135,6 +143,8 @@ class Case:
     # for "args"/"metadata": what the mutation may reach (baseline rows matching these are not compared)
     reach: dict[str, set[Any]] = field(default_factory=dict)
     whole: bool = False  # the mutation may reach every row (not compared)
+    stem: str = "trace"  # the trace's file name without its suffix (a token in it must not leak)
+    doctor: str = ""  # how the worker damages the ingest output before `atlas report` (see DOCTORS)
 
     def __repr__(self) -> str:
         return f"Case({self.trace.name}, {self.kind}: {self.detail}, {len(self.data):,} bytes{self.suffix})"
@@ -224,7 +234,7 @@ def _reach(event: dict[str, Any], key: str, new: Any) -> tuple[dict[str, set[Any
 @st.composite
 def cases(draw: st.DrawFn, paths: tuple[Path, ...] | None = None) -> Case:
     path = draw(st.sampled_from(paths or tuple(trace_paths())))
-    kind = draw(st.sampled_from(["args", "args", "metadata", "event", "bytes", "bytes"]))
+    kind = draw(st.sampled_from(["args", "args", "metadata", "event", "bytes", "bytes", "wide", "doctored"]))
     doc = copy.deepcopy(parsed(path))
     raws: dict[str, str] = {}
     case = Case(path, kind, "", b"")
@@ -288,8 +298,23 @@ def cases(draw: st.DrawFn, paths: tuple[Path, ...] | None = None) -> Case:
                 events[index][key] = _place(value, raws)
             case.detail = f"[{index}].{key} = {value!r}"[:300]
         data = _dumps(doc, raws)
+    elif kind == "wide":  # many distinct values in one dictionary column (an int8 index overflowed)
+        key = draw(st.sampled_from(["Collective name", "dtype", "Process Group Name"]))
+        count = draw(st.sampled_from([128, 300]))
+        gpu = _events_of(doc, GPU_CATS)
+        for i, index in enumerate(gpu[:count]):
+            if not isinstance(events[index].get("args"), dict):
+                events[index]["args"] = {}
+            events[index]["args"][key] = f"v{i}"
+        case.detail, case.whole = f"{min(count, len(gpu))} distinct {key!r} values", True
+        data = json.dumps(doc).encode()
     else:
         data = json.dumps(doc).encode()
+        if kind == "doctored":
+            case.doctor = draw(st.sampled_from(sorted(DOCTORS)))
+            case.detail, case.whole = f"output doctored: {case.doctor}", True
+    if draw(st.integers(0, 7)) == 0:  # a credential in the file name
+        case.stem = f"run_{draw(st.sampled_from(SECRETS))}"
     if kind == "bytes" or draw(st.integers(0, 9)) == 0:  # byte damage, sometimes on top of the rest
         compression = draw(st.sampled_from(["", "", "gzip", "zstd"]))
         if compression == "gzip":
@@ -330,6 +355,7 @@ class Outcome:
     report_out: str = ""
     seconds: float = 0.0
     died: str = ""  # why there is no result
+    doctored: bool = False  # the output was damaged (`Case.doctor`) before the report
 
 
 def _limit_memory() -> None:  # in the worker, before it starts
@@ -357,13 +383,16 @@ class Runner:
             self.done = 0
         return self.proc
 
-    def run(self, case: Case, name: str = "trace") -> tuple[Outcome, Path, Path]:
+    def run(self, case: Case, name: str | None = None) -> tuple[Outcome, Path, Path]:
         proc = self._start()
+        name = name or case.stem
         trace = self.folder / f"{name}{case.suffix}"
-        out = self.folder / f"{name}.atlas"
+        out = self.folder / "out.atlas"  # never named after the trace: a token in its name stays out
+        for old in self.folder.glob("run_*"):  # an earlier case's trace named after a token
+            old.unlink()
         trace.write_bytes(case.data)
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"trace": str(trace), "out": str(out)}) + "\n")
+        proc.stdin.write(json.dumps({"trace": str(trace), "out": str(out), "doctor": case.doctor}) + "\n")
         proc.stdin.flush()
         ready, _, _ = select.select([proc.stdout], [], [], TIME_LIMIT_S)
         line = proc.stdout.readline() if ready else ""
@@ -382,6 +411,61 @@ class Runner:
             self.proc = None
 
 
+def _rewrite(out: Path, change: Any) -> bool:
+    """Rewrite every rank file of `out` with `change(table)`, its metadata (the run id) kept;
+    whether a file had rows to damage."""
+    import pyarrow.parquet as pq
+
+    damaged = False
+    for file in sorted((out / "kernels.parquet").glob("rank=*/*.parquet")):
+        table = pq.read_table(file)
+        if table.num_rows:
+            pq.write_table(change(table).replace_schema_metadata(table.schema.metadata), file)
+            damaged = True
+    return damaged
+
+
+def _first(column: str, value: Any) -> Any:
+    """A change setting the first row of `column` to `value`."""
+    import pyarrow as pa
+
+    def change(table: Any) -> Any:
+        values = table.column(column).to_pylist()
+        values[0] = value
+        kind = table.schema.field(column).type
+        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+        return table.set_column(table.column_names.index(column), column, pa.array(values, kind))
+
+    return change
+
+
+def _without(column: str) -> Any:
+    return lambda out: _rewrite(out, lambda table: table.drop([column]))
+
+
+def _extra_rank(out: Path) -> bool:
+    import shutil
+
+    files = sorted((out / "kernels.parquet").glob("rank=*/*.parquet"))
+    if files:
+        (out / "kernels.parquet" / "rank=999").mkdir(exist_ok=True)
+        shutil.copy(files[0], out / "kernels.parquet" / "rank=999" / files[0].name)
+    return bool(files)
+
+
+# Damage to an ingest output that `atlas report` must refuse in one line (issue 27).
+DOCTORS: dict[str, Any] = {
+    **{f"no {column}": _without(column) for column in ("launcher", "stream", "device", "module", "input_dims")},
+    "negative dur": lambda out: _rewrite(out, _first("dur_us", -3.0)),
+    "NaN dur": lambda out: _rewrite(out, _first("dur_us", float("nan"))),
+    "inf ts": lambda out: _rewrite(out, _first("ts_us", float("inf"))),
+    "huge dur": lambda out: _rewrite(out, _first("dur_us", 1e308)),
+    "null name": lambda out: _rewrite(out, _first("name", None)),
+    "deep input_dims": lambda out: _rewrite(out, _first("input_dims", "[" * 5000 + "]" * 5000)),
+    "extra rank": _extra_rank,
+}
+
+
 def _serve() -> None:
     """The worker: one JSON job per line in, one `Outcome` per line out."""
     import shutil
@@ -397,6 +481,8 @@ def _serve() -> None:
         start = time.monotonic()
         ingest = runner.invoke(app, ["ingest", job["trace"], "-o", job["out"], "-q"])
         result = {"ingest": ingest.exit_code, "ingest_err": ingest.stderr}
+        if ingest.exit_code == 0 and job.get("doctor"):
+            result["doctored"] = DOCTORS[job["doctor"]](Path(job["out"]))
         if ingest.exit_code == 0:
             report = runner.invoke(app, ["report", job["out"]])
             result.update(report=report.exit_code, report_err=report.stderr, report_out=report.stdout)
@@ -415,12 +501,14 @@ def baseline(path: Path) -> Any:  # -> pd.DataFrame: the trace ingested unmutate
 
 
 def _one_line_error(err: str, trace: Path | None) -> str | None:
+    from kernel_atlas.core.redact import redact_text
+
     lines = [line for line in err.splitlines() if line.strip()]
     if len(lines) != 1:
         return f"{len(lines)} lines on stderr"
     if not lines[0].startswith("error: "):
         return "the line is not an error"
-    if trace is not None and str(trace) not in lines[0]:
+    if trace is not None and redact_text(str(trace)) not in lines[0]:  # a token in the name is redacted
         return "the error does not name the file"
     return None
 
@@ -433,7 +521,7 @@ def check(case: Case, outcome: Outcome, trace: Path, out: Path) -> list[str]:
     for err in (outcome.ingest_err, outcome.report_err, outcome.report_out):
         if "Traceback" in err or "internal error" in err:
             problems.append("traceback or internal error: " + err.strip().splitlines()[-1][:300])
-        problems += [f"{secret[:8]}… printed" for secret in SECRETS if secret in err]
+        problems += [f"{secret[:8]}… printed" for secret in LEAKS if secret in err]
     if outcome.ingest == 2:
         why = _one_line_error(outcome.ingest_err, trace)
         if why:
@@ -446,6 +534,13 @@ def check(case: Case, outcome: Outcome, trace: Path, out: Path) -> list[str]:
     for line in outcome.ingest_err.splitlines():
         if line.strip() and not line.startswith(("warning: ", "note: ")):
             problems.append(f"ingest exit 0 but stderr says: {line[:300]}")
+    if outcome.doctored:  # the output was damaged after the ingest: the report refuses it, in one line
+        if outcome.report != 2:
+            return [*problems, f"a doctored output ({case.doctor}) was reported: exit {outcome.report}"]
+        why = _one_line_error(outcome.report_err, None)
+        return problems + [f"doctored output refused with {why}: {outcome.report_err.strip()[:200]}"] * bool(why)
+    if case.doctor:  # nothing to damage (no GPU activity): the report of an intact output
+        return problems
     if outcome.report not in (0, 2):
         problems.append(f"report exit {outcome.report}: {outcome.report_err.strip()[:300]}")
     elif outcome.report == 2:
@@ -470,7 +565,8 @@ def _check_output(case: Case, out: Path) -> list[str]:
     problems = []
     for file in (f for f in out.rglob("*") if f.is_file()):
         data = file.read_bytes()
-        problems += [f"{secret[:8]}… written into {file.name}" for secret in SECRETS if secret.encode() in data]
+        problems += [f"{secret[:8]}… written into {file.name}" for secret in LEAKS if secret.encode() in data]
+        problems += [f"{secret[:8]}… in the file name {file.name}" for secret in LEAKS if secret in str(file)]
     ts, dur = frame["ts_us"].to_numpy(float), frame["dur_us"].to_numpy(float)
     if len(frame) and not (np.isfinite(ts).all() and np.isfinite(dur).all() and (dur >= 0).all()):
         problems.append("a GPU activity without a usable time is in the table")

@@ -1,0 +1,35 @@
+"""The values every reader of the kernels table relies on: `atlas ingest` writes them so and
+`open_output` checks them (no heavy imports: the decode workers read it too)."""
+
+from __future__ import annotations
+
+import json
+
+# Times beyond 2^53 µs (285 years) are not times: float64 loses the microsecond, and sums of such
+# durations overflow to inf (numpy RuntimeWarnings, shares of NaN). Unusable, counted.
+MAX_TIME_US = float(2**53)
+# What a launching op recorded about its inputs: JSON lists, one entry per input.
+RECORDED_CALL = ("input_dims", "input_types", "input_strides", "concrete_inputs")
+MAX_DEPTH = 16  # recorded calls nest 2-3 deep (a list of inputs, of sizes, of a tensor list)
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON `text` nests deeper than `limit` (measured without recursion; text that
+    is not JSON is not deep). Readers parse recorded calls recursively: 5,000 levels would
+    end in RecursionError far from here."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        return True
+    except ValueError:
+        return False
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            if depth > limit:
+                return True
+            stack += [(item, depth + 1) for item in (node.values() if isinstance(node, dict) else node)]
+    return False

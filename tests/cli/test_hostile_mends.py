@@ -1,0 +1,586 @@
+"""Issue 27's second hostile-input campaign: each class that ended in "internal error", lost a
+usable trace or broke a promise, built by hand from the example trace (so the test runs without
+the shared traces) and checked end to end through `atlas ingest` and `atlas report`."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from kernel_atlas.ingest.events import step_number
+from tests.support.hostile import cli
+from tests.support.traces import EXAMPLE
+
+
+@pytest.fixture(scope="module")
+def example() -> dict[str, Any]:
+    return json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+
+
+def _write(tmp_path: Path, doc: Any, name: str = "t.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _ingest_and_report(trace: Path, out: Path) -> tuple[pd.DataFrame, str]:
+    """Ingest then report; both must end in exit 0 with only warnings on stderr."""
+    from kernel_atlas.store.outputs import load_kernels
+
+    ingest = cli("ingest", trace, "-o", out, "-q")
+    assert ingest.code == 0, ingest.output
+    assert all(line.startswith("warning: ") for line in ingest.lines()), ingest.stderr
+    report = cli("report", out)
+    assert report.code == 0, report.output
+    assert not report.lines(), report.stderr
+    return load_kernels(out), ingest.stderr
+
+
+# --- wide dictionaries -----------------------------------------------------------------------------
+
+
+def test_three_hundred_collective_names_and_dtypes_fit_their_columns(tmp_path: Path, example) -> None:
+    """300 distinct `Collective name`s and `dtype`s overflowed an int8 dictionary index
+    (ArrowInvalid: Integer value 128 not in range) and lost the whole trace."""
+    doc = copy.deepcopy(example)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    for i in range(300):
+        kernel = copy.deepcopy(kernels[i % len(kernels)])
+        kernel["ts"] += 0.001 * (i + 1)
+        kernel["args"].update({"correlation": 10**7 + i, "Collective name": f"coll_{i}", "dtype": f"dt{i}"})
+        doc["traceEvents"].append(kernel)
+    frame, _ = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert len(frame) == 61 + 300  # the example's 60 kernels + 1 memcpy, and the 300 added
+    assert frame["collective"].nunique() == 300 and frame["msg_dtype"].nunique() == 300
+    assert set(frame["collective"].dropna()) == {f"coll_{i}" for i in range(300)}
+
+
+# --- odd digits ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "number"),
+    [
+        ("ProfilerStep#12", 12),
+        ("ProfilerStep#0", 0),
+        ("ProfilerStep#\u00b2", None),  # a superscript two: str.isdigit() says yes, int() refuses
+        ("ProfilerStep#\u0663", None),  # an Arabic-Indic three: int() reads 3, but it is no step number
+        ("ProfilerStep#" + "9" * 30, None),  # beyond int64
+        ("ProfilerStep#9007199254740993", None),  # 2^53 + 1: not exact in float64
+        ("ProfilerStep#-1", None),
+        ("ProfilerStep#", None),
+        ("ProfilerStep", None),
+    ],
+)
+def test_step_numbers_are_plain_digits_in_range(name: str, number: int | None) -> None:
+    assert step_number(name) == number
+
+
+@pytest.mark.parametrize("tail", ["\u00b2", "9" * 30, "\u0663"])
+def test_an_odd_step_number_costs_only_the_step(tmp_path: Path, example, tail: str) -> None:
+    """`ProfilerStep#²` / a step beyond int64, on the CPU annotation and the GPU one: the trace is
+    ingested, its kernels keep everything, only the step is unknown."""
+    doc = copy.deepcopy(example)
+    for event in doc["traceEvents"]:
+        if str(event.get("name", "")).startswith("ProfilerStep#"):
+            event["name"] = "ProfilerStep#" + tail
+    frame, _ = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert len(frame) == 61 and frame["step"].isna().all()
+    assert frame["launcher"].notna().sum() > 0
+
+
+def test_mangled_names_with_odd_digits_are_kept_as_written(tmp_path: Path, example) -> None:
+    doc = copy.deepcopy(example)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    odd = ["_ZN2at6native18elementwise_kernelILi\u00b2ELi4EZNS0_vv", "_Z" + "9" * 30 + "foo", "_ZN\u0663\u0663abc"]
+    for kernel, name in zip(kernels, odd, strict=False):
+        kernel["name"] = name
+    frame, _ = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert set(odd) <= set(frame["name"].astype(str))
+
+
+# --- long strings --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'"abc"',
+        b'""',
+        b'"a\\"b"',  # an escaped quote inside
+        b'"a\\\\"',  # an escaped backslash, then the closing quote
+        b'"' + b"\\\\" * 5000 + b'"',  # 10,000 backslashes: pairs across the 4 KiB window edges
+        b'"' + b"x" * 4094 + b'\\"' + b"y" * 9000 + b'"',  # an escape split by the first window's edge
+        b'"' + b"z" * 3_000_000 + b'"',  # longer than the first windows together
+    ],
+)
+def test_a_member_string_ends_at_its_closing_quote(tmp_path: Path, text: bytes) -> None:
+    from kernel_atlas.ingest.reader import _Source, _Walker
+
+    path = tmp_path / "s.json"
+    path.write_bytes(text + b' , "next"')
+    source = _Source(path)
+    try:
+        assert _Walker(source).string_end(0) == len(text)
+    finally:
+        source.close()
+
+
+def _peak(args: list[object]) -> tuple[int, str, int, float]:
+    """`atlas ARGS` under a fresh parent: (exit code, stderr, peak RSS in MB of the largest
+    process, children included, seconds)."""
+    import subprocess
+    import sys
+
+    from tests.support.hostile import ATLAS
+
+    script = (
+        "import resource, subprocess, sys, time\n"
+        "start = time.monotonic()\n"
+        f"done = subprocess.run({[*ATLAS, *map(str, args)]!r}, capture_output=True, text=True)\n"
+        "sys.stderr.write(done.stderr)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024, time.monotonic() - start)\n"
+        "sys.exit(done.returncode)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    peak, seconds = done.stdout.split()
+    return done.returncode, done.stderr, int(peak), float(seconds)
+
+
+def test_long_strings_are_cut_within_bounded_memory_and_time(tmp_path: Path, example) -> None:
+    """A 25 MB metadata string and a 5 MB kernel name, zstd-compressed to a few KB: the metadata
+    peaked at 3.1 GB (a regex over the string), the name took 16-60 s (every rule's regex over
+    it). Now the name is cut to MAX_TEXT characters, counted in one warning, the rest intact."""
+    import zstandard
+
+    from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT
+    from kernel_atlas.store.outputs import load_kernels
+
+    doc = copy.deepcopy(example)
+    doc["traceName"] = "x" * 25_000_000
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[0]["name"] = "k" * 5_000_000
+    trace = tmp_path / "long.json.zst"
+    trace.write_bytes(zstandard.ZstdCompressor().compress(json.dumps(doc).encode()))
+    assert trace.stat().st_size < 200_000
+    code, err, peak_mb, seconds = _peak(["ingest", trace, "-o", tmp_path / "out", "-q"])
+    assert code == 0, err
+    assert err.strip() == f"warning: {trace}: 1 strings longer than 16,384 characters were cut (names) or ignored"
+    assert peak_mb < 600, peak_mb  # 3.1 GB before
+    assert seconds < 60, seconds
+    frame = load_kernels(tmp_path / "out")
+    assert len(frame) == 61
+    cut = [name for name in frame["name"].astype(str) if name.startswith("kkk")]
+    assert cut == ["k" * (MAX_TEXT - len(CUT_MARK)) + CUT_MARK]
+    assert cli("report", tmp_path / "out").code == 0
+
+
+def test_long_recorded_inputs_are_not_recorded(tmp_path: Path, example) -> None:
+    """Input Dims longer than MAX_TEXT characters cannot be cut (the cut is not JSON): that op's
+    shapes are not recorded, counted; its other fields stay."""
+    doc = copy.deepcopy(example)
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["args"].get("Input Dims")]
+    ops[0]["args"]["Input Dims"] = [[1] * 20_000]  # "[[1, 1, …]]": ~60,000 characters
+    frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert "1 strings longer than 16,384 characters were cut (names) or ignored" in err
+    assert len(frame) == 61
+    assert frame["input_dims"].astype(str).str.len().max() < 16384
+
+
+# --- an input folder's own outputs ---------------------------------------------------------------
+
+
+def test_ingesting_a_folder_twice_never_reads_its_own_outputs(tmp_path: Path) -> None:
+    """The second `atlas ingest DIR` read the first's catalog.json and summary.json as traces,
+    nested a new output inside the old one and renumbered the real trace's rank."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "t.json.gz").write_bytes(EXAMPLE.read_bytes())
+    first = cli("ingest", folder, "-q")
+    assert first.code == 0, first.output
+    before = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    second = cli("ingest", folder, "-q")
+    assert second.code == 0 and not second.lines(), second.output
+    after = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert after == before
+    assert "t.atlas/kernels.parquet/rank=0/t.parquet" in after
+    summary = json.loads((folder / "t.atlas" / "summary.json").read_text())
+    assert [t["rank"] for t in summary["traces"]] == [0]
+
+
+def test_a_trace_beside_a_lone_summary_is_still_read(tmp_path: Path) -> None:
+    """Only a real output folder (summary.json and kernels.parquet) is passed over."""
+    from kernel_atlas.ingest.fleet import expand_sources, outside_outputs
+
+    folder = tmp_path / "runs"
+    (folder / "a").mkdir(parents=True)
+    (folder / "a" / "summary.json").write_text("{}")
+    (folder / "a" / "t.json").write_text("{}")
+    assert expand_sources([folder]) == [str(folder / "a" / "summary.json"), str(folder / "a" / "t.json")]
+    files = ["r/x.atlas/summary.json", "r/x.atlas/catalog.json", "r/x.atlas/kernels.parquet/rank=0/x.parquet",
+             "r/x.atlas.json", "r/t.json"]  # fmt: skip
+    assert outside_outputs(files) == ["r/x.atlas.json", "r/t.json"]
+
+
+# --- credentials -----------------------------------------------------------------------------------
+
+TOKEN = "ghp_" + "Zz09" * 9
+
+
+def _every_output_byte(out: Path) -> bytes:
+    return (
+        b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+        + "\n".join(str(p) for p in out.rglob("*")).encode()
+    )
+
+
+def test_a_token_in_the_trace_file_name_reaches_no_output_and_the_run_reads(tmp_path: Path) -> None:
+    """The rank file was named `run_ghp_….parquet` while summary.json listed it redacted, so every
+    reader refused the folder; the default output folder was named after the token too."""
+    trace = tmp_path / f"run_{TOKEN}.json.gz"
+    trace.write_bytes(EXAMPLE.read_bytes())
+    ingest = cli("ingest", trace, "-q")
+    assert ingest.code == 0, ingest.output
+    out = tmp_path / "run_redacted.atlas"
+    assert (out / "kernels.parquet" / "rank=0" / "run_redacted.parquet").is_file()
+    assert TOKEN.encode() not in _every_output_byte(out)
+    report = cli("report", out)
+    assert report.code == 0, report.output
+    assert TOKEN not in report.output
+
+
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [
+        ("redis://:hunter2secret@cache:6379/0", "@cache:6379/0"),  # no user name
+        ("https://user:pa/ss+word@example.com/x", "@example.com/x"),  # / and + in the password
+        ("postgres://bob:s3cr@t@db:5432/app", "@db:5432/app"),  # an @ in the password
+        ("mysql://root:hunter2secret@localhost", "@localhost"),
+    ],
+)
+def test_url_passwords_are_redacted(url: str, kept: str) -> None:
+    from kernel_atlas.core.redact import REDACTED, redact_text
+
+    scheme = url.split("://")[0]
+    assert redact_text(url) == f"{scheme}://{REDACTED}{kept}"
+    listed = json.dumps([url, "0"])  # as Concrete Inputs are written: a JSON list of strings
+    assert redact_text(listed) == json.dumps([f"{scheme}://{REDACTED}{kept}", "0"])
+
+
+@pytest.mark.parametrize("text", ["http://host:8080/path", "https://a.b/c?x=1&y=2", "ftp://user@host/x", "a:b@c"])
+def test_urls_without_a_password_are_kept(text: str) -> None:
+    from kernel_atlas.core.redact import redact_text
+
+    assert redact_text(text) == text
+
+
+def test_url_passwords_in_concrete_inputs_reach_no_output(tmp_path: Path, example) -> None:
+    doc = copy.deepcopy(example)
+    secrets = ["hunter2secret", "pa/ss+word", "s3cr@t"]
+    urls = ["redis://:hunter2secret@cache:6379", "https://user:pa/ss+word@example.com/x", "pg://bob:s3cr@t@db/app"]
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["args"].get("Concrete Inputs")]
+    for op, url in zip(ops, urls, strict=False):
+        op["args"]["Concrete Inputs"] = [url, *op["args"]["Concrete Inputs"][1:]]
+    out = tmp_path / "out"
+    _ingest_and_report(_write(tmp_path, doc), out)
+    written = _every_output_byte(out)
+    for secret in secrets:
+        assert secret.encode() not in written, secret
+
+
+def test_classify_redacts_and_writes_only_json(tmp_path: Path) -> None:
+    """`atlas classify` copied `ghp_`/`hf_`/`Bearer` values through and wrote NaN / Infinity."""
+    catalog = tmp_path / "c.json"
+    hf = "hf_" + "A1b2" * 9
+    entries = [
+        {"kernel_name": f"ampere_sgemm_128x64_nn_{TOKEN}", "op_mapping": "TBD", "call_stack": f"aten::mm;{hf}",
+         "params": [{"example_dim": [4, 4], "example_dtype": "float", "weight": float("nan")}], "note": "Bearer abc.def.ghijkl",
+         "time": float("inf")},
+    ]  # fmt: skip
+    catalog.write_text(json.dumps(entries))  # Python writes NaN and Infinity
+    result = cli("classify", catalog)
+    assert result.code == 0, result.output
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON")
+
+    filled = json.loads(result.stdout, parse_constant=refuse)
+    assert filled[0]["params"][0]["weight"] is None and filled[0]["time"] is None
+    for secret in (TOKEN, hf, "abc.def.ghijkl"):
+        assert secret not in result.output
+    out = tmp_path / "filled.json"
+    assert cli("classify", catalog, "-o", out).code == 0
+    assert TOKEN not in out.read_text() and "NaN" not in out.read_text()
+
+
+def test_explain_never_prints_a_credential() -> None:
+    result = cli("explain", f"ampere_sgemm_128x64_nn_{TOKEN}", "--launcher", "aten::mm", "-s", "hf_" + "A1b2" * 9)
+    assert result.code == 0, result.output
+    assert TOKEN not in result.output and "A1b2A1b2" not in result.output
+    assert "<redacted>" in result.output
+
+
+# --- URLs ----------------------------------------------------------------------------------------
+
+
+def test_an_unknown_url_protocol_is_one_line(tmp_path: Path) -> None:
+    from tests.support.hostile import assert_one_line_error
+
+    result = cli("ingest", "nosuchproto://bucket/t.json.gz", "-o", tmp_path / "o")
+    assert_one_line_error(result, "nosuchproto://bucket/t.json.gz", "unknown URL protocol nosuchproto://")
+
+
+def test_a_url_whose_package_is_missing_names_the_package(tmp_path: Path) -> None:
+    """`s3://` without s3fs, `gs://` without gcsfs, `http://` without aiohttp: one line naming
+    what to install (a registered protocol whose module is absent stands for them all)."""
+    import fsspec
+
+    from tests.support.hostile import assert_one_line_error
+
+    fsspec.register_implementation("atlasnopkg", "atlas_no_such_module.FS", errtxt="Install atlas-nopkg", clobber=True)
+    result = cli("ingest", "atlasnopkg://bucket/t.json.gz", "-o", tmp_path / "o")
+    assert_one_line_error(result, "atlasnopkg://bucket/t.json.gz", "need a package", "Install atlas-nopkg")
+
+
+def test_a_password_in_a_url_is_not_printed_in_the_error(tmp_path: Path) -> None:
+    for command in (["ingest", "nosuchproto://ak:hunter2secret@bucket/t.json", "-o", tmp_path / "o"],
+                    ["report", "s3://ak:hunter2secret@bucket/t.json"]):  # fmt: skip
+        result = cli(*command)
+        assert result.code == 2 and "hunter2secret" not in result.output, result.output
+
+
+# --- doctored output folders ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ingested_example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("doctor") / "base"
+    assert cli("ingest", EXAMPLE, "-o", out, "-q").code == 0
+    return out
+
+
+def _doctored(base: Path, tmp_path: Path, change: Any) -> tuple[Path, Path]:
+    """A copy of the ingest output with its rank file rewritten by `change(table)` (the run id
+    in its metadata kept, as a careful doctor would)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "doctored"
+    shutil.copytree(base, out)
+    file = out / "kernels.parquet" / "rank=0" / f"{EXAMPLE.name.split('.')[0]}.parquet"
+    table = pq.read_table(file)
+    changed = change(table, out, file)
+    if changed is not None:
+        pq.write_table(changed.replace_schema_metadata(table.schema.metadata), file)
+    return out, file
+
+
+def _without(column: str) -> Any:
+    return lambda table, _out, _file: table.drop([column])
+
+
+def _with(column: str, first: Any) -> Any:
+    """A change setting `column`'s first row to `first` (as plain values)."""
+    import pyarrow as pa
+
+    def change(table: Any, _out: Path, _file: Path) -> Any:
+        values = table.column(column).to_pylist()
+        values[0] = first
+        kind = table.schema.field(column).type
+        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+        return table.set_column(table.column_names.index(column), column, pa.array(values, kind))
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        *[(_without(c), f"no column {c}") for c in ("launcher", "stream", "device", "module", "input_dims")],
+        (_with("dur_us", -5.0), "1 rows with a negative, NaN or huge duration"),
+        (_with("dur_us", float("nan")), "1 rows with a negative, NaN or huge duration"),
+        (_with("dur_us", float("inf")), "1 rows with a negative, NaN or huge duration"),
+        (_with("ts_us", float("-inf")), "1 rows with a start that is NaN or beyond 2^53 µs"),
+        (_with("name", None), "1 rows without a name"),
+        (_with("input_dims", "[" * 5000 + "]" * 5000), "1 `input_dims` values nested deeper than 16 levels"),
+    ],
+    ids=["no-launcher", "no-stream", "no-device", "no-module", "no-input_dims", "negative-dur", "nan-dur", "inf-dur",
+         "inf-ts", "null-name", "deep-dims"],
+)  # fmt: skip
+def test_a_doctored_kernels_file_is_refused_where_the_run_is_opened(
+    ingested_example: Path, tmp_path: Path, change: Any, needle: str
+) -> None:
+    """`report` ended in KeyError, a plotly ValueError, RecursionError or numpy warnings."""
+    from tests.support.hostile import assert_one_line_error
+
+    out, file = _doctored(ingested_example, tmp_path, change)
+    assert_one_line_error(cli("report", out), str(file), needle)
+
+
+def test_an_extra_rank_folder_is_refused(ingested_example: Path, tmp_path: Path) -> None:
+    """A copy of rank 0's file as rank=1, not in summary.json: every time was silently doubled."""
+    import shutil
+
+    from tests.support.hostile import assert_one_line_error
+
+    def extra(_table: Any, out: Path, file: Path) -> None:
+        (out / "kernels.parquet" / "rank=1").mkdir()
+        shutil.copy(file, out / "kernels.parquet" / "rank=1" / file.name)
+
+    out, file = _doctored(ingested_example, tmp_path, extra)
+    assert_one_line_error(cli("report", out), f"rank=1/{file.name}", "not listed in summary.json")
+
+
+def test_an_undoctored_output_still_opens(ingested_example: Path) -> None:
+    from kernel_atlas.store.outputs import open_output
+
+    assert open_output(ingested_example).run_id
+
+
+def test_deep_recorded_calls_are_not_recorded_at_ingest(tmp_path: Path, example) -> None:
+    """What open_output refuses, ingest never writes: Input Dims nested 40 deep (within the
+    decoder's limit) counts as not recorded, in one warning."""
+    doc = copy.deepcopy(example)
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["args"].get("Input Dims")]
+    deep: Any = [1]
+    for _ in range(40):
+        deep = [deep]
+    for op in ops:
+        if op["name"] == "aten::addmm":
+            op["args"]["Input Dims"] = deep
+    frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert "`input_dims` values nest deeper than 16 levels: not recorded" in err
+    assert not frame["input_dims"].astype(str).str.startswith("[" * 17).any()
+
+
+def test_replay_refuses_an_impossible_recorded_shape() -> None:
+    """A negative size becomes a 'none' argument carrying a tensor dtype: not replayable (the
+    CPU stand-ins ran on None: AttributeError)."""
+    from kernel_atlas.ingest.recorded import Arg
+    from kernel_atlas.replay.aten import build_case
+    from kernel_atlas.replay.inputs import NotReplayable
+
+    pytest.importorskip("torch")
+    recorded = (Arg("none", None, "c10::BFloat16"),) * 3
+    with pytest.raises(NotReplayable, match="impossible"):
+        build_case("aten::_scaled_dot_product_flash_attention", recorded, "cpu")
+
+
+# --- capture grids -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "concrete", "grid"),
+    [
+        ("XBLOCK=256", ["", "", "1000"], "[4, 1, 1]"),  # ceil(1000 / 256)
+        ("XBLOCK=0", ["", "", "1000"], None),  # was ZeroDivisionError
+        ("XBLOCK=\u00b2", ["", "", "1000"], None),  # was ValueError
+        ("XBLOCK=128", ["", "", "1\u00b2"], None),  # the only size is no number
+        ("XBLOCK=128", ["", "", "\u0661\u0660\u0660", "256"], "[2, 1, 1]"),  # the Arabic-Indic 100 is not a size
+        ("XBLOCK=128", ["", "", "9" * 40], None),  # beyond int64
+    ],
+)
+def test_inductor_grids_from_odd_tiles(kwargs: str, concrete: list[str], grid: str | None) -> None:
+    from kernel_atlas.ingest.capture import inductor_grid
+
+    assert inductor_grid("triton_poi_fused_add_0", {"kernel_kwargs": kwargs, "Concrete Inputs": concrete}) == grid
+
+
+# --- two traces, one rank --------------------------------------------------------------------------
+
+
+def test_two_traces_claiming_one_rank_are_said_in_the_report(tmp_path: Path, example) -> None:
+    """Both say rank 0: the per-rank analyses see one merged timeline neither trace has — the
+    report says so (terminal and report.json), naming the traces."""
+    doc = copy.deepcopy(example)
+    doc["distributedInfo"] = {"rank": 0, "world_size": 2, "backend": "nccl"}
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("a.json", "b.json"):
+        _write(folder, doc, name)
+    assert cli("ingest", folder, "-o", tmp_path / "out", "-q").code == 0
+    report = cli("report", tmp_path / "out")
+    assert report.code == 0, report.output
+    said = " ".join(report.stdout.split())
+    assert "2 traces claim rank 0 (a.json, b.json): their activities share one timeline" in said
+    facts = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert facts["shared_ranks"] == [{"rank": 0, "traces": ["a.json", "b.json"]}]
+
+
+def test_one_trace_a_rank_says_nothing(ingested_example: Path) -> None:
+    report = cli("report", ingested_example)
+    assert report.code == 0 and "claim rank" not in report.stdout
+    assert json.loads((ingested_example / "report.json").read_text())["shared_ranks"] == []
+
+
+# --- smaller ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="no /proc/self/mem here")
+def test_proc_self_mem_is_a_read_error_not_an_internal_one(tmp_path: Path) -> None:
+    from tests.support.hostile import assert_one_line_error
+
+    assert_one_line_error(cli("ingest", "/proc/self/mem", "-o", tmp_path / "o"), "/proc/self/mem", "cannot read file")
+
+
+def test_a_full_disk_names_the_output_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The message named the input trace, as if it were the trace that could not be written."""
+    import errno
+
+    import kernel_atlas.store.outputs as outputs
+    from tests.support.hostile import assert_one_line_error
+
+    def full(*_args: Any, **_kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(outputs.pq, "write_table", full)
+    out = tmp_path / "out"
+    result = cli("ingest", EXAMPLE, "-o", out, "-j", "1")
+    line = assert_one_line_error(result, f"{out}/kernels.parquet/rank=0/", "no space left on the device")
+    assert not line.startswith(f"error: {EXAMPLE}")
+
+
+# --- numbers numpy cannot sum ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cat", "field", "value", "warning"),
+    [
+        ("kernel", "dur", 1e308, "1 GPU activities without a usable ts or dur were left out"),
+        ("kernel", "ts", -1e308, "1 GPU activities without a usable ts or dur were left out"),
+        ("cuda_runtime", "dur", 1.5e308, "1 values out of range or of an unexpected type were ignored (dur 1)"),
+        ("cpu_op", "dur", 1e308, "1 values out of range or of an unexpected type were ignored (dur 1)"),
+        ("python_function", "ts", 1e307, "1 host ranges without a usable ts were left out"),
+    ],
+)
+def test_times_beyond_2_53_us_are_unusable_not_overflowing(
+    tmp_path: Path, example, cat: str, field: str, value: float, warning: str
+) -> None:
+    """Finite but absurd times (1e308 µs) overflowed numpy sums: RuntimeWarning lines on stderr,
+    shares of inf. Each costs its own field (or activity), counted in one warning."""
+    doc = copy.deepcopy(example)
+    next(e for e in doc["traceEvents"] if e.get("cat") == cat)[field] = value
+    frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")  # no stderr line but warnings
+    assert warning in err
+    assert len(frame) == (60 if cat == "kernel" else 61)
+    assert float(frame["dur_us"].max()) < 1e6
+
+
+@pytest.mark.parametrize("command", [["dashboard", "{out}", "--html", "{tmp}/d.html"], ["replay", "--from", "{out}"]])
+def test_dashboard_and_replay_refuse_a_doctored_output_in_one_line(
+    ingested_example: Path, tmp_path: Path, command: list[str]
+) -> None:
+    """The dashboard's message carried the notebook's coloured traceback; both now refuse where
+    the run is opened."""
+    from tests.support.hostile import assert_one_line_error
+
+    out, file = _doctored(ingested_example, tmp_path, _with("dur_us", float("nan")))
+    args = [part.format(out=out, tmp=tmp_path) for part in command]
+    assert_one_line_error(cli(*args), str(file), "NaN or huge duration")
