@@ -63,7 +63,8 @@ def test_paths_with_brackets_print_as_they_are(tmp_path: Path) -> None:
     result = cli("ingest", trace, "-o", tmp_path / "out[bold]x")
     assert result.code == 0, result.output
     assert "trace[rank3].json.gz  rank 3" in result.stdout  # the rank comes from the name, and the name shows whole
-    assert f"{tmp_path}/out[bold]x/catalog.json" in result.stdout.replace("\n", "")
+    written = result.stdout.replace("\n", "")  # `wrote FOLDER/: names`, the folder whole and literal
+    assert f"{tmp_path}/out[bold]x/:" in written and "catalog.json" in written
     missing = cli("ingest", "missing[/x]/t.json")
     assert_one_line_error(missing, "missing[/x]/t.json: ")
     assert_one_line_error(cli("report", "gone[/red]"), "gone[/red]")
