@@ -39,15 +39,15 @@ def measure(trace: Path, captures: list[Path], work: Path, top: int) -> dict:
     capture_args = [a for c in captures for a in ("--capture", str(c))]
     for command in (["ingest", str(trace), "-o", str(out), *capture_args], ["report", str(out)]):
         done = subprocess.run([ATLAS, *command], capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"})
-        if done.returncode and not (out / "kernels.parquet").exists() or command[0] == "report" and done.returncode:
+        if done.returncode and (command[0] == "report" or not (out / "kernels.parquet").exists()):
             return {"trace": trace.name, "error": done.stderr.strip().splitlines()[-1:]}
     facts = json.loads((out / "report.json").read_text())
     gpu, costed = facts["gpu_time_us"], facts["costed_time_us"]
     roofline = pd.read_parquet(out / "roofline.parquet")
-    # a helper row's time is part of its costed call; every other non-main row is uncosted
+    # op_time_us: a call's kernels together (a helper row's time is in its main row's)
     rest = roofline[~roofline["role"].isin(["main", "helper"])]
     why = rest["role"] + ": " + rest["note"].fillna("").astype(str).str.slice(0, 100)
-    reasons = rest["total_us"].groupby(why).sum().sort_values(ascending=False)
+    reasons = rest["op_time_us"].groupby(why).sum().sort_values(ascending=False)
     return {
         "trace": trace.name,
         "captures": [c.name for c in captures],
@@ -67,8 +67,7 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=3)
     args = parser.parse_args()
     pairs = [
-        (Path(t.split("=")[0]), [Path(c) for c in t.split("=")[1].split(",")] if "=" in t else [])
-        for t in args.traces
+        (Path(t.split("=")[0]), [Path(c) for c in t.split("=")[1].split(",")] if "=" in t else []) for t in args.traces
     ] or default_traces()
     results = [measure(trace, captures, args.work, args.top) for trace, captures in pairs]
     print("| trace | costed | largest uncosted reasons (share of GPU time) |")

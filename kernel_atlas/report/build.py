@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas import safe_files
+from kernel_atlas.analysis.trust import trust_facts
 from kernel_atlas.ingest.outputs import (
     REPORT,
     check_derived,
@@ -152,6 +153,8 @@ def _build_report(
     analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
     analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
     analysis.facts.update(waits.facts)
+    # first in report.json: how much of the GPU time the costs cover
+    analysis.facts = {"trust": trust_facts(analysis.roofline, analysis.facts, summary), **analysis.facts}
     files = {
         "roofline": write_table(analysis.roofline, out_dir / "roofline.parquet", output.run_id),
         "timeshare": write_csv(analysis.timeshare, out_dir / "timeshare.csv"),

@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
+from kernel_atlas.analysis.trust import trust_lines
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
@@ -439,7 +440,8 @@ def _summary_section(page: Page) -> str:
     if page.device is not None:
         items.insert(0, f"<li>peaks of {html.escape(peaks_line(page.device))}</li>")
     items.append(f"<li>GPU time (all activities, overlaps counted in full) {fmt_us(facts['gpu_time_us'])}</li>")
-    return f"<h1>{html.escape(page.title)}</h1><ul>{''.join(items)}</ul>"
+    trust = "".join(f"<p><b>{html.escape(line)}</b></p>" for line in trust_lines(facts.get("trust")))
+    return f"<h1>{html.escape(page.title)}</h1>{trust}<ul>{''.join(items)}</ul>"
 
 
 def _roofline_section(page: Page) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
+from kernel_atlas.analysis.trust import trust_lines
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
@@ -168,6 +169,11 @@ class ReportView:
     wide: bool = False
 
 
+def _trust_section(console: Console, report: Report, view: ReportView) -> None:
+    for i, line in enumerate(trust_lines(report.analysis.facts.get("trust"))):
+        _text(console, f"[bold]{esc(line)}[/]" if i == 0 else f"[yellow]{esc(line)}[/]")
+
+
 def _device_section(console: Console, report: Report, view: ReportView) -> None:
     device = report.device
     if device is None:
@@ -270,6 +276,7 @@ def _report_files_section(console: Console, report: Report, view: ReportView) ->
 
 # The terminal report, section by section; a section is `f(console, report, view)`.
 REPORT_SECTIONS: list[Callable[[Console, Report, ReportView], None]] = [
+    _trust_section,
     _device_section,
     _busy_section,
     _category_section,

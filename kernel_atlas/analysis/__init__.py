@@ -1,0 +1,1 @@
+"""Analyses of the kernels table: one job per module."""
