@@ -30,6 +30,7 @@ from kernel_atlas.ingest.columns import (
 )
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, nesting_parents
+from kernel_atlas.ingest.steps import is_step
 
 GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 
@@ -72,6 +73,7 @@ class LinkedColumns:
     # `TraceColumns.host` (-1 none) and every host range's enclosing range (`nesting_parents`).
     launch_idx: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     host_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    step_annotation: pd.Categorical | None = None  # the enclosing per-step attention annotation (ingest/steps.py)
 
 
 @dataclass
@@ -298,6 +300,8 @@ def link(cols: TraceColumns) -> LinkedColumns:
     # --- launch → enclosing ranges --------------------------------------------------------
     launcher_idx, cpu_op_idx = _launcher_and_op(host, nest, launch_idx)
     step_idx = _enclosing_step(host, is_profiler_step, launch_idx)
+    # a serving engine's per-step annotation with the batch's sequence lengths (ingest/steps.py)
+    attention_step_idx = _enclosing_step(host, np.array([is_step(s) for s in names], dtype=bool), launch_idx)
 
     # External id fallback / cross-check (0 and -1 mean "not recorded").
     ext = host.external_id
@@ -373,6 +377,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         unlinked=unlinked_counts(link_reason),
         launch_idx=launch_idx,
         host_parent=nest.parent,
+        step_annotation=name_or_none(attention_step_idx),
     )
 
 

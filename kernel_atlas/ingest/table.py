@@ -59,6 +59,8 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "launch_thread": pa.int32(),
     "wait_frame": pa.dictionary(pa.int32(), pa.string()),
     "wait_module": pa.dictionary(pa.int32(), pa.string()),
+    # the serving engine's per-step annotation enclosing the launch, with its sequence lengths
+    "step_annotation": pa.dictionary(pa.int32(), pa.string()),
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
@@ -125,6 +127,7 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_rule": _constant(None, n),
             "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),
+            "step_annotation": linked.step_annotation if linked.step_annotation is not None else _constant(None, n),
         }
     )
     return as_categoricals(frame)

@@ -193,7 +193,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     keys = ["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "label_rule"]
     signature = frame[keys].iloc[main_rows]
     columns = [signature[c].astype("category") for c in signature.columns]
-    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 6))
+    columns.append(_attention_steps(frame).iloc[main_rows])  # the sequence lengths of attention calls
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 7))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
@@ -201,10 +202,10 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
     for row in unique.tolist():
-        launcher, op, dims, types, concrete, rule = (text[k] for text, k in zip(texts, row, strict=True))
+        launcher, op, dims, types, concrete, rule, step = (text[k] for text, k in zip(texts, row, strict=True))
         try:
             args = parse_call(dims, types, None, concrete)
-            call = Call(str(launcher or ""), str(op), args, str(rule or ""), list_dtype)
+            call = Call(str(launcher or ""), str(op), args, str(rule or ""), list_dtype, str(step or ""))
             results.append((cost_of(call), ""))
         except NoCost as exc:
             results.append((None, str(exc)))
@@ -260,6 +261,15 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _attention_steps(frame: pd.DataFrame) -> pd.Series:
+    """The step annotation of attention calls (categorical), missing for every other call: only
+    attention reads it, and other calls keep one cost per signature whatever the step."""
+    if "step_annotation" not in frame:  # an output ingested before the column existed
+        return pd.Series(pd.Categorical([None] * len(frame)), index=frame.index)
+    attention = (frame["category"] == "attention").to_numpy()
+    return frame["step_annotation"].astype("category").where(attention)
+
+
 def _link_notes(link: pd.Series) -> np.ndarray:
     """How each row was linked, as a note (objects): empty for the usual link by correlation,
     missing where the link is; one text per distinct value, not per row."""
@@ -295,7 +305,7 @@ def _first_seen_groups(columns: list[pd.Series], empty_is_missing: bool = True) 
 
 
 def _helper_notes(frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.ndarray) -> list[str]:
-    """"cost counted on <main kernel> (same <op> call)" for the helper rows of each call."""
+    """ "cost counted on <main kernel> (same <op> call)" for the helper rows of each call."""
     names = frame["name"].astype("category")
     ops = frame["cpu_op"].astype("category")
     main_name = names.cat.codes.to_numpy(np.int64)[main_of_helper]
@@ -346,8 +356,9 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         count=("dur_us", "size"),
         total_us=("dur_us", "sum"),
         op_time_us=("op_time_us", "sum"),
-        flops=("flops", "first"),
-        bytes=("bytes", "first"),
+        # the mean call: one per signature, except attention calls of different steps
+        flops=("flops", "mean"),
+        bytes=("bytes", "mean"),
         precision=("precision", "first"),
         unit=("unit", "first"),
         note=("note", "first"),

@@ -19,6 +19,7 @@ from functools import lru_cache
 
 from kernel_atlas.classify.classifier import rule_id, rule_precision
 from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes
+from kernel_atlas.ingest.steps import parse_step
 from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
 
@@ -43,6 +44,7 @@ class Call:
     args: tuple[Arg, ...]
     rule: str = ""  # the label's rule (`rule:<id>`), as kernels.parquet's label_rule
     list_dtype: str | None = None  # dtype assumed for tensor-list elements (not recorded)
+    step: str = ""  # the enclosing per-step attention annotation (attention calls only)
 
     @property
     def what(self) -> str:
@@ -135,9 +137,7 @@ def _output_numel(shapes: list[tuple[int, ...]]) -> int:
     not broadcast (an Inductor kernel's arguments are views of one buffer, [8,4096,2048] beside
     [32768,2048]), the largest input, never the per-axis maximum of shapes that do not fit."""
     broadcast = _broadcast(shapes)
-    fits = all(
-        size in (1, broadcast[axis - len(shape)]) for shape in shapes for axis, size in enumerate(shape)
-    )
+    fits = all(size in (1, broadcast[axis - len(shape)]) for shape in shapes for axis, size in enumerate(shape))
     return math.prod(broadcast) if fits else max(math.prod(shape) for shape in shapes)
 
 
@@ -277,6 +277,8 @@ def _attention(call: Call, layout: str, causal_index: int | None) -> Cost:
 def _flash_forward(call: Call) -> Cost:
     # (query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...), [B, S, H, D]
     if len(call.args) > 3 and call.args[3].is_tensor:
+        if call.step:
+            return _paged_attention(call)
         raise NoCost(
             "aten::_flash_attention_forward with cumulative sequence lengths (varlen): "
             "per-sequence lengths not recorded"
@@ -312,11 +314,58 @@ def _sdpa_efficient(call: Call) -> Cost:
 
 
 @register(ops=("attention",))
-def _attention_unknown(call: Call) -> Cost:
-    raise NoCost(
-        f"{call.what or 'graph replay'}: paged/ragged attention records only workspace buffers; "
-        "sequence lengths and head counts are missing"
+def _attention_step(call: Call) -> Cost:
+    return _paged_attention(call)
+
+
+def _heads(call: Call) -> tuple[Arg, int, int, int, Arg]:
+    """query [T, H_q, d] and the KV heads: from a [T, H_kv, d] key, else the second-to-last
+    axis of a KV cache ([blocks, block_size, H_kv, d], [2, blocks, block_size, H_kv, d]); H_q
+    must be a multiple of H_kv. Returns (query, H_q, d, H_kv, the tensor the K/V are read as)."""
+    tensors = _tensors(call)
+    q = next((a for a in tensors if len(a.dims) == 3), None)
+    if q is None:
+        raise NoCost(f"{call.what}: no [tokens, heads, head_dim] query recorded (heads unknown)")
+    _, h_q, d = q.dims
+    fits = [a for a in tensors if a is not q and len(a.dims) >= 3 and a.dims[-1] == d and 0 < a.dims[-2] <= h_q]
+    fits = [a for a in fits if h_q % a.dims[-2] == 0]
+    caches = [a for a in fits if len(a.dims) >= 4]
+    keys = [a for a in fits if len(a.dims) == 3 and a.dims[-2] < h_q]
+    source = max(caches, key=lambda a: a.numel) if caches else (keys[0] if keys else None)
+    if source is None:
+        # MHA with only [T, H, d] tensors recorded: K/V heads equal the query's
+        same = [a for a in fits if len(a.dims) == 3]
+        if not same:
+            raise NoCost(f"{call.what}: the KV heads are not recorded (no key or KV-cache tensor with head_dim {d})")
+        source = same[0]
+    return q, h_q, d, source.dims[-2], source
+
+
+def _paged_attention(call: Call) -> Cost:
+    """Attention over a batch of variable-length requests (paged KV cache, ragged/varlen
+    layouts): sequence lengths from the step annotation enclosing the launch, heads from the
+    recorded query and key/cache. FLOPs = 4·H_q·d·(Σ sq·sk of decode + Σ sq·sk − ½ Σ sq² of the
+    causal context part), as FlashAttention's benchmarks and TraceLens count; bytes = Q and O
+    (Σ sq·H_q·d each) + K and V read (Σ sk·H_kv·d each, at the cache's dtype)."""
+    lengths = parse_step(call.step)
+    if lengths is None:
+        raise NoCost(
+            f"{call.what}: paged/varlen attention: no sequence lengths recorded and no per-step "
+            "annotation with them (vLLM/SGLang detailed roofline annotations) encloses the launch"
+        )
+    q, h_q, d, h_kv, kv = _heads(call)
+    products = lengths.g_sqsk + lengths.c_sqsk - lengths.c_sqsq / 2
+    flops = 4.0 * h_q * d * products
+    sq = lengths.c_sq + lengths.g_sq
+    sk = lengths.c_sk + lengths.g_sk
+    q_o = 2.0 * sq * h_q * d * q.itemsize
+    k_v = 2.0 * sk * h_kv * d * kv.itemsize
+    formula = (
+        f"4·H_q·d·(Σsq·sk − ½Σsq² causal context) = 4·{h_q}·{d}·({lengths.g_sqsk}+{lengths.c_sqsk}−"
+        f"{lengths.c_sqsq}/2) ({lengths.engine} step annotation); bytes = Q+O 2·{sq}·{h_q}·{d}·{q.itemsize} "
+        f"+ K+V 2·{sk}·{h_kv}·{d}·{kv.itemsize} (KV-cache writes on their own op)"
     )
+    return Cost(flops, q_o + k_v, q.precision, MATRIX, formula)
 
 
 # --- fused MoE -------------------------------------------------------------------------------
@@ -581,15 +630,32 @@ def _rotary(call: Call) -> Cost:
     for arg in _tensors(call):
         if len(arg.dims) == 3 and not any(arg.dims == r.dims for r in rotated):
             rotated.append(arg)  # sgl-kernel records q/k twice (inputs and outputs)
-    if not rotated:
-        raise NoCost(f"{call.what}: no [tokens, heads, dim] query/key recorded")
-    tokens = rotated[0].dims[0]
     cache = next((a for a in _tensors(call) if len(a.dims) == 2), None)
+    if not rotated:
+        rotated, cache = _rotary_2d(call)
+    tokens = rotated[0].dims[0]
     row = cache.nbytes // cache.dims[0] if cache is not None and cache.dims[0] else 0
     moved = sum(a.nbytes for a in rotated)
     elements = sum(a.numel for a in rotated)
     formula = f"3 FLOP × {elements} q/k elements; bytes = q/k {moved} read and written + {tokens} cache rows of {row}"
     return Cost(3.0 * elements, 2.0 * moved + tokens * row, rotated[0].precision, VECTOR, formula)
+
+
+def _rotary_2d(call: Call) -> tuple[list[Arg], Arg | None]:
+    """vLLM `_C::rotary_embedding` / sgl-kernel `rotary_embedding(positions [T], query [T, H_q·d],
+    key [T, H_kv·d], head_size, cos_sin_cache [max_pos, d], is_neox)`: the query and key (the
+    first two float [T, ·] tensors after the positions), and the cache (a 2-D tensor of other rows)."""
+    tensors = _tensors(call)
+    positions = next((a for a in tensors if len(a.dims) == 1 and a.precision == "int"), None)
+    if positions is None:
+        raise NoCost(f"{call.what}: no [tokens, heads, dim] query/key or [tokens] positions recorded")
+    tokens = positions.dims[0]
+    flat = [a for a in tensors if len(a.dims) == 2 and a.precision != "int"]
+    rotated = [a for a in flat if a.dims[0] == tokens][:2]
+    if len(rotated) < 2:
+        raise NoCost(f"{call.what}: no [tokens, H·d] query and key recorded apart (a packed qkv cannot be split)")
+    cache = next((a for a in flat if a.dims[0] != tokens), None)
+    return rotated, cache
 
 
 # --- GEMMs launched from Python (catalog entries) -------------------------------------------
