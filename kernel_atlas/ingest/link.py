@@ -13,6 +13,7 @@ Rules (see shared/kineto-format.md, checked on the shared traces):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -239,6 +240,17 @@ def _shapes(host: HostTable, shape_source: np.ndarray) -> tuple[pd.Categorical, 
     return tuple(_shape_part(shape, [recorded[k] for recorded in host.shapes]) for k in range(4))
 
 
+def _collective_shapes(host: HostTable, launcher_idx: np.ndarray, cpu_op_idx: np.ndarray) -> np.ndarray:
+    """The host range whose shapes a launch takes: its CPU op, or its launcher when that is an
+    annotation with recorded tensors and the op has none (older PyTorch records a collective's
+    tensors on the `nccl:all_reduce` range inside a `record_param_comms` op without them)."""
+    tensors = np.array([bool(re.search(r"\[\d", shape[0] or "")) for shape in host.shapes] + [False])
+    op_has = tensors[take(host.shape, cpu_op_idx, -1)]
+    launcher_has = tensors[take(host.shape, launcher_idx, -1)]
+    borrow = ~op_has & launcher_has & (take(host.family, launcher_idx, -1) == ANNOTATION)
+    return np.where(borrow, launcher_idx, cpu_op_idx)
+
+
 def _launcher_and_op(host: HostTable, nest: HostNesting, launch_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Host index of the launcher (innermost enclosing CPU op or Python frame, not a step range)
     and of the innermost enclosing CPU op of each launch; -1 none."""
@@ -324,7 +336,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
 
     # --- call stacks (graph replays keep the graph launch's), shapes of the launching op --
     stacks = _call_stacks(host, nest, np.where(fallback, ext_match, launch_idx))
-    shape_source = np.where(graph, -1, cpu_op_idx)
+    shape_source = np.where(graph, -1, _collective_shapes(host, launcher_idx, cpu_op_idx))
     input_dims, input_types, input_strides, concrete = _shapes(host, shape_source)
 
     # --- steps: CPU-side ProfilerStep of the launch, else the GPU-side annotation ----------

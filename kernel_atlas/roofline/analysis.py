@@ -86,9 +86,9 @@ def comm_itemsize(dtype: object) -> int | None:
 def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     """Collectives (communication kernels with NCCL's message parameters) are costed by their
     bus bytes: message size · dtype size · the collective's bus factor for its group size."""
-    rows = np.flatnonzero(
-        (kernels["category"] == "communication").to_numpy() & kernels["collective"].notna().to_numpy()
-    )
+    communication = (kernels["category"] == "communication").to_numpy()
+    shape_nelems, shape_dtype = _messages_from_shapes(kernels, communication)
+    rows = np.flatnonzero(communication & (kernels["collective"].notna().to_numpy() | ~np.isnan(shape_nelems)))
     if len(rows) == 0:
         return
 
@@ -97,9 +97,14 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
 
     nelems = np.fmax(values("msg_in_nelems"), values("msg_out_nelems"))  # the larger one recorded
     dtype = kernels["msg_dtype"].astype(object).to_numpy()[rows]
-    itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
     ranks = np.where(np.isnan(group := values("group_size")), world_size or 0, group)
     op = kernels["op_mapping"].astype(object).to_numpy()[rows]
+    # no message fields on the kernel: the tensor recorded on its launch, the input of the collective
+    borrowed = np.isnan(nelems) & ~np.isnan(shape_nelems[rows])
+    scale = np.array([_input_scale(str(o), int(r)) for o, r in zip(op[borrowed], ranks[borrowed], strict=True)])
+    nelems[borrowed] = shape_nelems[rows][borrowed] * scale
+    dtype[borrowed] = shape_dtype[rows][borrowed]
+    itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
     why = np.full(len(rows), "", dtype=object)
     why[ranks < 1] = "group size unknown"
     unknown_dtype = np.isnan(itemsize)
@@ -121,8 +126,8 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
         "precision": "int",
         "unit": "link",
         "formula": [
-            f"bus bytes = {int(n)}·{int(b)} B · {f:.3f} ({o}, n={int(r)})"
-            for n, b, f, o, r in zip(nelems[ok], itemsize[ok], factor, op[ok], ranks[ok], strict=True)
+            f"bus bytes = {int(n)}·{int(b)} B · {f:.3f} ({o}, n={int(r)}){_BORROWED if w else ''}"
+            for n, b, f, o, r, w in zip(nelems[ok], itemsize[ok], factor, op[ok], ranks[ok], borrowed[ok], strict=True)
         ],
         "op_time_us": kernels["dur_us"].to_numpy()[done],
     }
@@ -132,6 +137,34 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
             target = target.astype(object)
         target[done] = value
         kernels[column] = target
+
+
+_BORROWED = " (message: the recorded input)"
+
+
+def _input_scale(op: str, ranks: int) -> float:
+    """nccl-tests' message size over the recorded input's size (all_gather: n parts of one input)."""
+    expression = read_toml("costs.toml")["input_to_message"].get(op, "1")
+    return float(eval(expression, {"__builtins__": {}}, {"n": ranks}))
+
+
+def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (`wanted` ones only): elements and dtype of the largest tensor recorded on the
+    launch, NaN/None where none is."""
+    nelems = np.full(len(kernels), np.nan)
+    dtype = np.full(len(kernels), None, dtype=object)
+    rows = np.flatnonzero(wanted & kernels["input_dims"].notna().to_numpy())
+    if len(rows) == 0:
+        return nelems, dtype
+    group, first = _first_seen_groups([kernels["input_dims"].iloc[rows], kernels["input_types"].iloc[rows]])
+    found: list[tuple[float, object]] = []
+    for row in rows[first].tolist():
+        args = [a for a in parse_call(kernels["input_dims"].iat[row], kernels["input_types"].iat[row]) if a.is_tensor]
+        largest = max(args, key=lambda a: a.numel, default=None)
+        found.append((float(largest.numel), largest.dtype) if largest is not None and largest.numel else (np.nan, None))
+    nelems[rows] = np.array([n for n, _ in found])[group]
+    dtype[rows] = np.array([d for _, d in found], dtype=object)[group]
+    return nelems, dtype
 
 
 def _itemsize(dtype: str) -> float:
