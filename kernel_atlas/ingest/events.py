@@ -354,10 +354,8 @@ def _drop_bad_numbers(
 ) -> None:
     for key in keys:
         value = mapping.get(key)
-        if (
-            (nulls and key in mapping and value is None)
-            or _bad_number(value)
-            or (isinstance(value, list) and any(_bad_number(v) for v in value))
+        if (nulls and key in mapping and value is None) or _bad_number(value) or (
+            isinstance(value, list) and any(_bad_number(v) for v in value)
         ):
             del mapping[key]
             ignored[key] += 1
