@@ -29,6 +29,7 @@ from kernel_atlas.ingest.columns import (
     categorical,
     step_number,
 )
+from kernel_atlas.ingest.composite import enclosed_shapes
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, nesting_parents
 from kernel_atlas.ingest.steps import is_step
@@ -75,6 +76,7 @@ class LinkedColumns:
     launch_idx: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     host_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     step_annotation: pd.Categorical | None = None  # the enclosing per-step attention annotation (ingest/steps.py)
+    enclosed_shapes: pd.Categorical | None = None  # what a composite MoE op encloses (ingest/composite.py)
 
 
 @dataclass
@@ -90,6 +92,7 @@ class LaunchContext:
     input_strides: list[str | None]
     concrete_inputs: list[str | None]
     cpu_op_idx: np.ndarray  # int64 host index of the enclosing CPU op (one per op call), -1 none
+    enclosed_shapes: list[str | None] = field(default_factory=list)  # of composite MoE ops (ingest/composite.py)
 
 
 @dataclass
@@ -281,6 +284,7 @@ def describe_launches(host: HostTable, launch_idx: np.ndarray, nest: HostNesting
         input_strides=strides,
         concrete_inputs=concrete,
         cpu_op_idx=cpu_op_idx,
+        enclosed_shapes=[v if isinstance(v, str) else None for v in enclosed_shapes(host, cpu_op_idx)],
     )
 
 
@@ -390,6 +394,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         launch_idx=launch_idx,
         host_parent=nest.parent,
         step_annotation=name_or_none(attention_step_idx),
+        enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx)),
     )
 
 

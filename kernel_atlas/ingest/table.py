@@ -61,6 +61,8 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "wait_module": pa.dictionary(pa.int32(), pa.string()),
     # the serving engine's per-step annotation enclosing the launch, with its sequence lengths
     "step_annotation": pa.dictionary(pa.int32(), pa.string()),
+    # a composite MoE op's enclosed 3-D tensors and top-k (ingest/composite.py), as JSON
+    "enclosed_shapes": pa.dictionary(pa.int32(), pa.string()),
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
@@ -128,6 +130,7 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_evidence": _constant(None, n),
             "label_confidence": np.zeros(n, dtype=np.float32),
             "step_annotation": linked.step_annotation if linked.step_annotation is not None else _constant(None, n),
+            "enclosed_shapes": linked.enclosed_shapes if linked.enclosed_shapes is not None else _constant(None, n),
         }
     )
     return as_categoricals(frame)

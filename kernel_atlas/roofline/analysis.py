@@ -10,7 +10,7 @@ sizes NCCL records, memcpy/memset from their byte counts. Kernels without record
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -227,7 +227,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     signature = frame[keys].iloc[main_rows]
     columns = [signature[c].astype("category") for c in signature.columns]
     columns.append(_attention_steps(frame).iloc[main_rows])  # the sequence lengths of attention calls
-    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 7))
+    columns.append(_optional(frame, "enclosed_shapes").iloc[main_rows])  # what a composite MoE op encloses
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 8))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
@@ -235,10 +236,13 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
     for row in unique.tolist():
-        launcher, op, dims, types, concrete, rule, step = (text[k] for text, k in zip(texts, row, strict=True))
+        launcher, op, dims, types, concrete, rule, step, enclosed = (
+            text[k] for text, k in zip(texts, row, strict=True)
+        )
         try:
             args = parse_call(dims, types, None, concrete)
             call = Call(str(launcher or ""), str(op), args, str(rule or ""), list_dtype, str(step or ""))
+            call = replace(call, enclosed=str(enclosed or ""))
             results.append((cost_of(call), ""))
         except NoCost as exc:
             results.append((None, str(exc)))
@@ -294,13 +298,18 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _optional(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A text column as categorical; all missing in an output ingested before it existed."""
+    if column not in frame:
+        return pd.Series(pd.Categorical([None] * len(frame)), index=frame.index)
+    return frame[column].astype("category")
+
+
 def _attention_steps(frame: pd.DataFrame) -> pd.Series:
     """The step annotation of attention calls (categorical), missing for every other call: only
     attention reads it, and other calls keep one cost per signature whatever the step."""
-    if "step_annotation" not in frame:  # an output ingested before the column existed
-        return pd.Series(pd.Categorical([None] * len(frame)), index=frame.index)
     attention = (frame["category"] == "attention").to_numpy()
-    return frame["step_annotation"].astype("category").where(attention)
+    return _optional(frame, "step_annotation").where(attention)
 
 
 def _link_notes(link: pd.Series) -> np.ndarray:

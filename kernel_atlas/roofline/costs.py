@@ -12,13 +12,14 @@ input read once, every output written once. Elementwise-style ops count `flops_p
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from kernel_atlas.classify.classifier import rule_id, rule_precision
-from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes
+from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
 from kernel_atlas.ingest.steps import parse_step
 from kernel_atlas.paths import read_toml
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
@@ -45,6 +46,7 @@ class Call:
     rule: str = ""  # the label's rule (`rule:<id>`), as kernels.parquet's label_rule
     list_dtype: str | None = None  # dtype assumed for tensor-list elements (not recorded)
     step: str = ""  # the enclosing per-step attention annotation (attention calls only)
+    enclosed: str = ""  # a composite MoE op's enclosed tensors and top-k (ingest/composite.py), JSON
 
     @property
     def what(self) -> str:
@@ -403,6 +405,77 @@ def _fused_experts(call: Call) -> Cost:
         f"bytes = x + out + {touched:.3f} of the expert weights"
     )
     return Cost(flops, read + written, precision, unit, formula)
+
+
+def expected_experts(experts: int, k: int, tokens: int) -> float:
+    """Distinct experts a batch touches when each of T tokens picks k of E experts uniformly and
+    independently: E·(1 − (1 − k/E)^T)."""
+    return experts * (1.0 - (1.0 - min(k, experts) / experts) ** tokens)
+
+
+def _expert_weights(weights: list[tuple[list[int], str]], hidden: int) -> tuple[Arg, Arg, int, bool]:
+    """(w1, w2, I, gated) from the [E, ·, ·] weights recorded inside the call: each has a hidden
+    axis (H, or H/2 when two fp4 values pack one byte) and another one; w1's other axis is the
+    larger (2·I gated, or I), w2's is I over the same packing."""
+    found = []
+    for dims, dtype in weights:
+        axes = dims[1:]
+        pack = next((p for p in (1, 2) if hidden // p in axes and hidden % p == 0), None)
+        if pack is not None:
+            other = axes[1] if axes[0] == hidden // pack else axes[0]
+            found.append((other, pack, Arg(TENSOR, tuple(dims), dtype)))
+    if len(found) < 2:
+        raise NoCost(f"experts' weights [E, ·, H] not recorded inside the call (found {len(found)})")
+    (n1, pack, w1), (n2, _, w2) = sorted(found, key=lambda f: -f[0])[:2]
+    inter = n2 * pack
+    if n1 not in (inter, 2 * inter):
+        raise NoCost(f"experts' weights {list(w1.dims)} / {list(w2.dims)} do not fit one intermediate size")
+    return w1, w2, inter, n1 == 2 * inter
+
+
+@register(launchers=("vllm::moe_forward", "vllm::moe_forward_shared"))
+def _moe_forward(call: Call) -> Cost:
+    """vLLM's moe_forward(hidden_states [T, H], router_logits [T, E], ...): k and the experts'
+    weights from the ops it encloses (TopK's k; the weights viewed at their stored dtype)."""
+    x, logits = _tensor(call, 0, "hidden_states"), _tensor(call, 1, "router_logits")
+    if len(x.dims) != 2 or len(logits.dims) != 2:
+        raise NoCost(f"{call.what}: not hidden_states [T, H] and router_logits [T, E]")
+    (tokens, hidden), experts = x.dims, logits.dims[-1]
+    enclosed = json.loads(call.enclosed) if call.enclosed else {}
+    k = enclosed.get("topk")
+    if not k:
+        raise NoCost(f"{call.what}: top-k not recorded inside the call (no TopK op with its k)")
+    weights = [(d, t) for d, t in enclosed.get("tensors", []) if d[0] == experts and t in dtypes()]
+    try:
+        w1, w2, inter, gated = _expert_weights(weights, hidden)
+    except NoCost as exc:
+        raise NoCost(f"{call.what}: {exc}") from None
+    up = 2 if gated else 1
+    flops = 2.0 * tokens * k * hidden * inter * up + 2.0 * tokens * k * inter * hidden
+    touched = expected_experts(experts, k, tokens)
+    weight_bytes = touched / experts * (w1.nbytes + w2.nbytes)
+    activations = 2 * x.nbytes + logits.nbytes
+    formula = (
+        f"2·T·k·H·I{'·2 (gated)' if gated else ''} + 2·T·k·I·H = 2·{tokens}·{k}·{hidden}·{inter}·{up} + "
+        f"2·{tokens}·{k}·{inter}·{hidden}; "
+        f"bytes = {touched:.2f} of {experts} experts (E·(1−(1−k/E)^T)) × w1 {list(w1.dims)} + w2 {list(w2.dims)} "
+        f"{w1.dtype} as stored (block scales not recorded, not counted) + x, out, router logits {activations}"
+    )
+    precision, unit = _gemm_precision(call, x)
+    return Cost(flops, weight_bytes + activations, precision, unit, formula)
+
+
+@register(ops=("moe_gate", "moe_align"))
+def _routing(call: Call) -> Cost:
+    """MoE routing (top-k of the router logits, sorting tokens by expert): an estimate, every
+    recorded input read once and as many bytes written (ids, weights, offsets); one op per element."""
+    tensors = _tensors(call)
+    if not tensors:
+        raise NoCost(f"{call.what}: no tensor shapes recorded")
+    read = sum(a.nbytes for a in tensors)
+    elements = sum(a.numel for a in tensors)
+    formula = f"estimate: {elements} elements; bytes = inputs {read} read + as many written"
+    return Cost(float(elements), 2.0 * read, tensors[0].precision, VECTOR, formula)
 
 
 # --- bytes-dominated ops ---------------------------------------------------------------------
