@@ -252,6 +252,35 @@ def _conv(call: Call) -> Cost:
     return Cost(flops, read + written, precision, unit, formula)
 
 
+@register(launchers=("aten::convolution_backward",))
+def _conv_backward(call: Call) -> Cost:
+    """convolution_backward(grad_output [N,K,P,Q…], input [N,C,H,W…], weight [K,C/g,R,S…], bias_sizes,
+    stride, padding, dilation, transposed, output_padding, groups, output_mask): the data gradient
+    and the weight gradient each 2·N·K·P·Q·(C/g·R·S) FLOPs where output_mask asks for them (a
+    transposed convolution the same with the roles of input and grad_output swapped), the bias
+    gradient N·K·P·Q."""
+    grad, x, w = _tensor(call, 0, "grad_output"), _tensor(call, 1, "input"), _tensor(call, 2, "weight")
+    if len(grad.dims) != len(x.dims) or len(w.dims) != len(x.dims) or len(x.dims) < 3:
+        raise NoCost(f"{call.launcher}: unexpected ranks {grad.dims} / {x.dims} / {w.dims}")
+    mask_text = call.args[10].text if len(call.args) > 10 else ""
+    mask = [m.strip() == "True" for m in mask_text.strip("[]").split(",")] if mask_text else []
+    if len(mask) != 3:
+        raise NoCost(f"{call.launcher}: output_mask not recorded (Concrete Inputs missing)")
+    transposed = len(call.args) > 7 and call.args[7].text.strip() == "True"
+    out = x if transposed else grad  # the forward's output
+    macs = math.prod(out.dims) * math.prod(w.dims[1:])  # N·K·P·Q·(C/g·R·S)
+    flops = 2.0 * macs * (int(mask[0]) + int(mask[1])) + (math.prod(grad.dims) if mask[2] else 0)
+    read = grad.nbytes + (w.nbytes if mask[0] else 0) + (x.nbytes if mask[1] else 0)
+    bias = grad.dims[1] * grad.itemsize if mask[2] else 0
+    written = (x.nbytes if mask[0] else 0) + (w.nbytes if mask[1] else 0) + bias
+    precision, unit = _gemm_precision(call, x)
+    formula = (
+        f"2·N·K·P·Q·(C/g·R·S) = 2·{macs} FLOP per gradient × (data {mask[0]}, weight {mask[1]}) "
+        f"+ bias {mask[2]}; bytes = grad_output, weight/input as needed {read} + gradients {written}"
+    )
+    return Cost(flops, read + written, precision, unit, formula)
+
+
 # --- attention -------------------------------------------------------------------------------
 
 
