@@ -8,7 +8,8 @@ signature is borrowed (`link = "inferred: same kernel, grid and block"`,
 `shapes_inferred = true`). The call stack and module are borrowed too when they are also
 unique. Never when ambiguous: several signatures, no recorded shapes, or an op call whose
 other kernels are not all there to form it again (a GEMM and its split-K reduce are one call,
-costed once).
+costed once). A kernel without a grid/block (ROCm records them on the launch, which is
+missing) is matched on its name when every linked kernel of that name has one grid and block.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ LINK_INFERRED = "inferred: same kernel, grid and block"
 WHY_NO_SOURCE = "no linked kernel with the same name, grid and block"
 WHY_SEVERAL = "the same kernel is linked with several shape signatures"
 WHY_NO_SHAPES = "the same kernel is linked but without recorded shapes"
-WHY_NO_GEOMETRY = "no grid/block recorded"
+WHY_NO_GEOMETRY = "no grid/block recorded, and its name is linked with several or none"
 WHY_PARTIAL_CALL = "its op call launches several kernels and the others are not all there"
 
 _SIGNATURE = ["launcher", "cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs", "pos", "size"]
@@ -60,8 +61,7 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     if len(missing) == 0:
         return facts
     targets = missing[geometry[missing]]
-    if len(targets) < len(missing):
-        facts.not_inferred[WHY_NO_GEOMETRY] = len(missing) - len(targets)
+    unknown = missing[~geometry[missing]]  # ROCm records grid/block on the launch, absent here
     sources = np.flatnonzero(kernel & launched & geometry)
 
     def table(rows: np.ndarray) -> pd.DataFrame:
@@ -89,7 +89,11 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         unique_stack=stacks == 1,
         has_shapes=grouped["input_dims"].count() == grouped.size(),
     )
-    wanted = table(targets).merge(first.reset_index(), on=_KEY, how="left", suffixes=("", "_source"))
+    guessed = _geometry_of_name(table(unknown), found)
+    if len(guessed) < len(unknown):
+        facts.not_inferred[WHY_NO_GEOMETRY] = len(unknown) - len(guessed)
+    wanted = pd.concat([table(targets), guessed], ignore_index=True)
+    wanted = wanted.merge(first.reset_index(), on=_KEY, how="left", suffixes=("", "_source"))
     no_source = wanted["signatures"].isna()
     several = ~no_source & (wanted["signatures"] > 1)
     no_shapes = ~no_source & ~several & ~wanted["has_shapes"].astype(bool)
@@ -126,6 +130,18 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         linked.link = set_rows(linked.link, inferred_rows, [LINK_INFERRED] * len(inferred_rows))
     linked.unlinked = unlinked_counts(linked.link)
     return facts
+
+
+def _geometry_of_name(unknown: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
+    """Kernels without a grid/block take those of their name's linked kernels when all of them
+    have one grid and block (the name then says as much as name, grid and block would)."""
+    if unknown.empty or found.empty:
+        return unknown.iloc[:0]
+    per_name = found.groupby("name", sort=False)[["grid", "block"]]
+    single = per_name.nunique(dropna=False).max(axis=1) == 1
+    geometry = per_name.first()[single]
+    known = unknown.drop(columns=["grid", "block"]).merge(geometry.reset_index(), on="name", how="inner")
+    return known[unknown.columns]
 
 
 def _text(value: Any) -> str | None:
