@@ -119,3 +119,12 @@ def test_ingest_gives_the_call_its_enclosed_weights_and_its_kernels_share_the_co
     assert main["flops"].iloc[0] == 2 * 8 * 2 * 64 * 128 * 2 + 2 * 8 * 2 * 128 * 64 == 786_432
     assert main["op_time_us"].iloc[0] == 40.0  # both kernels' time
     assert (kernels.loc[kernels["name"] == "fused_moe_down_kernel", "role"] == "helper").all()
+
+
+def test_fused_experts_reads_the_expected_distinct_experts() -> None:
+    # sglang::inplace_fused_experts(hidden [4,64], w1 [8,256,64], w2 [8,64,128], topk_weights [4,2]) in bf16
+    args = parse_call("[[4,64],[8,256,64],[8,64,128],[4,2]]", f"[{BF16},{BF16},{BF16},{BF16}]")
+    cost = cost_of(Call("sglang::inplace_fused_experts", "fused_moe", args))
+    assert cost.flops == 2 * 4 * 2 * 256 * 64 + 2 * 4 * 2 * 64 * 128 == 393_216
+    # 8·(1 − (3/4)^4) = 5.46875 of 8 experts: 0.68359375 of w1 (262,144 B) + w2 (131,072 B); x and out 512 B each
+    assert cost.bytes == 512 + 512 + 0.68359375 * (262_144 + 131_072) == 269_824

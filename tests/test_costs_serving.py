@@ -30,7 +30,7 @@ def test_step_annotations_of_each_engine_format() -> None:
     mixed = parse_step(
         "execute_6147_context_2(sq6144sk7144sqsq20971520sqsk23019520)_generation_3(sq3sk6144sqsq3sqsk6144)"
     )
-    assert mixed is not None
+    assert mixed is not None and mixed.engine == "vLLM-format"
     assert (mixed.c_sq, mixed.c_sk, mixed.c_sqsq, mixed.c_sqsk) == (6144, 7144, 20971520, 23019520)
     assert (mixed.g_sq, mixed.g_sk, mixed.g_sqsq, mixed.g_sqsk) == (3, 6144, 3, 6144)
     sglang = parse_step("step[MIXED bs=2 c=1 g=1 c_sq=5 c_sk=8 c_sqsq=25 c_sqsk=40 g_sq=1 g_sk=12 g_sqsq=1 g_sqsk=12]")

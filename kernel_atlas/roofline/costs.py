@@ -425,13 +425,13 @@ def _fused_experts(call: Call) -> Cost:
     _, _, n2 = w2.dims
     k = topk.dims[-1]
     flops = 2.0 * tokens * k * n1 * hidden + 2.0 * tokens * k * hidden * n2
-    touched = min(experts, tokens * k) / experts
+    touched = expected_experts(experts, k, tokens) / experts
     read = x.nbytes + touched * (w1.nbytes + w2.nbytes)
     written = x.nbytes
     precision, unit = _gemm_precision(call, w1)
     formula = (
         f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}·{n1}·{hidden} + 2·{tokens}·{k}·{hidden}·{n2}; "
-        f"bytes = x + out + {touched:.3f} of the expert weights"
+        f"bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts E·(1−(1−k/E)^T))"
     )
     return Cost(flops, read + written, precision, unit, formula)
 
