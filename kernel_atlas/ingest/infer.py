@@ -8,8 +8,11 @@ signature is borrowed (`link = "inferred: same kernel, grid and block"`,
 `shapes_inferred = true`). The call stack and module are borrowed too when they are also
 unique. Never when ambiguous: several signatures, no recorded shapes, or an op call whose
 other kernels are not all there to form it again (a GEMM and its split-K reduce are one call,
-costed once). A kernel without a grid/block (ROCm records them on the launch, which is
-missing) is matched on its name when every linked kernel of that name has one grid and block.
+costed once). A kernel linked with several signatures takes the one of the linked occurrences
+that ran between the same kernels on their stream, when they have exactly one (`link =
+"inferred: same kernel, grid, block and neighbouring kernels"`). A kernel without a grid/block
+(ROCm records them on the launch, which is missing) is matched on its name when every linked
+kernel of that name has one grid and block.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from kernel_atlas.ingest.columns import GpuTable, as_list, set_rows
 from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions, unlinked_counts
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
+LINK_BY_NEIGHBOURS = "inferred: same kernel, grid, block and neighbouring kernels"
 WHY_NO_SOURCE = "no linked kernel with the same name, grid and block"
 WHY_SEVERAL = "the same kernel is linked with several shape signatures"
 WHY_NO_SHAPES = "the same kernel is linked but without recorded shapes"
@@ -98,9 +102,16 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     several = ~no_source & (wanted["signatures"] > 1)
     no_shapes = ~no_source & ~several & ~wanted["has_shapes"].astype(bool)
     _count(facts, WHY_NO_SOURCE, no_source)
-    _count(facts, WHY_SEVERAL, several)
     _count(facts, WHY_NO_SHAPES, no_shapes)
-    usable = wanted[~(no_source | several | no_shapes)]
+    prev, nxt = _neighbours(gpu)
+    found["prev"], found["next"] = prev[sources], nxt[sources]
+    resolved = _by_neighbours(wanted[several], found, prev, nxt)
+    _count(facts, WHY_SEVERAL, several)
+    if len(resolved):
+        facts.not_inferred[WHY_SEVERAL] -= len(resolved)
+        facts.not_inferred = {k: v for k, v in facts.not_inferred.items() if v}
+    usable = pd.concat([wanted[~(no_source | several | no_shapes)], resolved], ignore_index=True)
+    by_neighbours = set(resolved["row"].astype(int).tolist())
     calls = _form_calls(gpu, usable)
     _count(facts, WHY_PARTIAL_CALL, usable["row"].map(lambda r: r not in calls).to_numpy(bool))
 
@@ -127,9 +138,45 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
             setattr(linked, column, set_rows(getattr(linked, column), rows, values))
     inferred_rows = borrowed["launcher"][0]
     if inferred_rows:
-        linked.link = set_rows(linked.link, inferred_rows, [LINK_INFERRED] * len(inferred_rows))
+        how = [LINK_BY_NEIGHBOURS if r in by_neighbours else LINK_INFERRED for r in inferred_rows]
+        linked.link = set_rows(linked.link, inferred_rows, how)
     linked.unlinked = unlinked_counts(linked.link)
     return facts
+
+
+def _neighbours(gpu: GpuTable) -> tuple[np.ndarray, np.ndarray]:
+    """Name codes of the activity before and after each one on its device and stream (-1 none)."""
+    codes = np.asarray(gpu.name.codes, dtype=np.int64)
+    order = np.lexsort((gpu.ts, gpu.stream, gpu.device))
+    same = (gpu.device[order][1:] == gpu.device[order][:-1]) & (gpu.stream[order][1:] == gpu.stream[order][:-1])
+    prev, nxt = np.full(len(codes), -1, np.int64), np.full(len(codes), -1, np.int64)
+    prev[order[1:][same]] = codes[order[:-1][same]]
+    nxt[order[:-1][same]] = codes[order[1:][same]]
+    return prev, nxt
+
+
+def _by_neighbours(
+    several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray, nxt: np.ndarray
+) -> pd.DataFrame:
+    """Kernels whose name, grid and block are linked with several signatures, resolved where the
+    linked occurrences with the same kernel before and after on the stream have exactly one."""
+    if several.empty:
+        return several
+    targets = several[["row", *_KEY]].assign(prev=prev[several["row"]], next=nxt[several["row"]])
+    context = ["prev", "next"]
+    matched = targets.merge(found.drop(columns="row"), on=[*_KEY, *context], how="inner")
+    if matched.empty:
+        return several.iloc[:0]
+    grouped = matched.groupby("row", sort=False)
+    unique = grouped[_SIGNATURE].nunique(dropna=False).max(axis=1) == 1
+    first = grouped.first()[unique]
+    first = first.assign(
+        signatures=1,
+        unique_stack=(grouped[_STACK].nunique(dropna=False).max(axis=1) == 1)[unique],
+        has_shapes=(grouped["input_dims"].count() == grouped.size())[unique],
+    )
+    first = first[first["has_shapes"]].reset_index()
+    return first.reindex(columns=several.columns)
 
 
 def _geometry_of_name(unknown: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
