@@ -34,3 +34,12 @@ def test_all_to_all_and_all_reduce_take_the_recorded_input(tmp_path: Path) -> No
     # no communication kernel of the trace is left without a cost
     rest = roofline[(roofline["category"] == "communication") & ~roofline["role"].isin(["main", "helper"])]
     assert rest.empty
+
+
+def test_rocm_memcpy_without_a_byte_count_takes_its_copy_ops_tensor(tmp_path: Path) -> None:
+    # mi250_minitoy_train: "Memcpy HtoD (Host -> Device)" has no "bytes" arg; its launcher aten::copy_
+    # records Input Dims [[5,128],[5,128],[]] float: 5·128·4 = 2,560 bytes over the host link
+    roofline = _analysis(tmp_path, "mi250_minitoy_train").roofline
+    copy = roofline[roofline["name"].str.startswith("Memcpy HtoD")]
+    assert copy["role"].tolist() == ["main"] and copy["bytes"].tolist() == [2560.0]
+    assert "estimate: no byte count recorded" in copy["formula"].iloc[0]

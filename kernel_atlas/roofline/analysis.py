@@ -271,16 +271,22 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
 
     # memcpy / memset: their own byte counts. Host<->device copies are bounded by the host
     # link; a device-to-device copy reads and writes device memory.
-    copies = np.flatnonzero((frame["kind"] != "kernel").to_numpy() & frame["bytes"].notna().to_numpy())
+    recorded = frame["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
+    estimated = _copied_bytes(frame, np.isnan(recorded))
+    copies = np.flatnonzero((frame["kind"] != "kernel").to_numpy() & ~np.isnan(np.fmax(recorded, estimated)))
     if len(copies):
-        moved = frame["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)[copies]
+        moved = np.where(np.isnan(recorded), estimated, recorded)[copies]
+        guessed = np.isnan(recorded[copies])
         host = _over_host_link(frame["name"])[copies]
         memset = (frame["kind"] == "memset").to_numpy()[copies]
         traffic = np.where(host | memset, moved, 2 * moved)
         role[copies], flops[copies], nbytes[copies], precision[copies] = "main", 0.0, traffic, "int"
         unit[copies] = np.where(host, "host", VECTOR)
         what = np.where(host, "over the host link", np.where(traffic == moved, "written", "read + written"))
-        formula[copies] = [f"{int(m)} bytes {w}" for m, w in zip(moved.tolist(), what.tolist(), strict=True)]
+        formula[copies] = [
+            f"{int(m)} bytes {w}{_COPY_ESTIMATE if g else ''}"
+            for m, w, g in zip(moved.tolist(), what.tolist(), guessed.tolist(), strict=True)
+        ]
         note[copies] = ""
         op_time[copies] = frame["dur_us"].to_numpy()[copies]
     return pd.DataFrame(
@@ -310,6 +316,21 @@ def _attention_steps(frame: pd.DataFrame) -> pd.Series:
     attention reads it, and other calls keep one cost per signature whatever the step."""
     attention = (frame["category"] == "attention").to_numpy()
     return _optional(frame, "step_annotation").where(attention)
+
+
+_COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous")
+_COPY_ESTIMATE = " (estimate: no byte count recorded; the launching copy op's largest tensor)"
+
+
+def _copied_bytes(frame: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
+    """Bytes of memcpy rows without a recorded byte count (ROCm writes none): the largest tensor
+    recorded on their launching copy op, NaN elsewhere."""
+    copy = wanted & (frame["kind"] == "memcpy").to_numpy() & frame["launcher"].isin(_COPY_OPS).to_numpy()
+    nelems, dtype = _messages_from_shapes(frame, copy)
+    itemsize = np.full(len(frame), np.nan)
+    rows = np.flatnonzero(~np.isnan(nelems))
+    itemsize[rows] = [_itemsize(str(d)) for d in dtype[rows]]
+    return nelems * itemsize
 
 
 def _link_notes(link: pd.Series) -> np.ndarray:
