@@ -95,7 +95,7 @@ def _kernel(name: str, ts: float, corr: int, grid: list[int] | None = None) -> d
     return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": 5, "args": args}
 
 
-def _neighbour_trace(tmp_path: Path, before: str, after: str) -> Path:
+def _neighbour_trace(tmp_path: Path, before: str, after: str, rocm: bool = False) -> Path:
     # kernel X (grid 4, block 128) is linked twice: aten::mm [64,32]·[32,16] between P1 and N1, and
     # aten::mm [128,32]·[32,16] between P2 and N2; a copy of X launched before the window runs between
     # `before` and `after` (those have no launch in the trace either)
@@ -124,12 +124,12 @@ def _neighbour_trace(tmp_path: Path, before: str, after: str) -> Path:
                 "args": {"External id": 10 + i, "correlation": 500 + i},
             },
             _kernel(p, 2000.0 + 100 * i, 900 + 10 * i, [1, 1, 1]),
-            _kernel("X", 2010.0 + 100 * i, 500 + i, [4, 1, 1]),
+            _kernel("X", 2010.0 + 100 * i, 500 + i, [4 + 4 * i * rocm, 1, 1]),
             _kernel(n, 2020.0 + 100 * i, 901 + 10 * i, [1, 1, 1]),
         ]
     events += [
         _kernel(before, 100.0, 800, [1, 1, 1]),
-        _kernel("X", 110.0, 801, [4, 1, 1]),
+        _kernel("X", 110.0, 801, None if rocm else [4, 1, 1]),
         _kernel(after, 120.0, 802, [1, 1, 1]),
     ]
     path = tmp_path / "neighbours.json.gz"
@@ -148,3 +148,10 @@ def test_several_signatures_resolved_by_the_neighbouring_kernels(tmp_path: Path)
     frame = ingest_trace(_neighbour_trace(tmp_path, "P1", "N2")).frame
     row = frame[frame["correlation"] == 801].iloc[0]
     assert not bool(row["shapes_inferred"]) and pd.isna(row["input_dims"])
+
+
+def test_rocm_kernel_of_several_grids_takes_its_neighbours_grid(tmp_path: Path) -> None:
+    # as above, but the two linked X run with grids 4 and 8, and the pre-window one has none (ROCm)
+    frame = ingest_trace(_neighbour_trace(tmp_path, "P2", "N2", rocm=True)).frame
+    row = frame[frame["correlation"] == 801].iloc[0]
+    assert bool(row["shapes_inferred"]) and json.loads(row["input_dims"]) == [[128, 32], [32, 16]]

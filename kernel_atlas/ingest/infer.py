@@ -93,7 +93,9 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         unique_stack=stacks == 1,
         has_shapes=grouped["input_dims"].count() == grouped.size(),
     )
-    guessed = _geometry_of_name(table(unknown), found)
+    prev, nxt = _neighbours(gpu)
+    found["prev"], found["next"] = prev[sources], nxt[sources]
+    guessed = _geometry_of_name(table(unknown).assign(prev=prev[unknown], next=nxt[unknown]), found)
     if len(guessed) < len(unknown):
         facts.not_inferred[WHY_NO_GEOMETRY] = len(unknown) - len(guessed)
     wanted = pd.concat([table(targets), guessed], ignore_index=True)
@@ -103,8 +105,6 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     no_shapes = ~no_source & ~several & ~wanted["has_shapes"].astype(bool)
     _count(facts, WHY_NO_SOURCE, no_source)
     _count(facts, WHY_NO_SHAPES, no_shapes)
-    prev, nxt = _neighbours(gpu)
-    found["prev"], found["next"] = prev[sources], nxt[sources]
     resolved = _by_neighbours(wanted[several], found, prev, nxt)
     _count(facts, WHY_SEVERAL, several)
     if len(resolved):
@@ -181,14 +181,21 @@ def _by_neighbours(
 
 def _geometry_of_name(unknown: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
     """Kernels without a grid/block take those of their name's linked kernels when all of them
-    have one grid and block (the name then says as much as name, grid and block would)."""
+    have one grid and block, else those of the linked occurrences between the same neighbouring
+    kernels when they have one (the name then says as much as name, grid and block would)."""
+    columns = ["row", *_KEY]
     if unknown.empty or found.empty:
-        return unknown.iloc[:0]
+        return unknown[columns].iloc[:0]
     per_name = found.groupby("name", sort=False)[["grid", "block"]]
     single = per_name.nunique(dropna=False).max(axis=1) == 1
-    geometry = per_name.first()[single]
-    known = unknown.drop(columns=["grid", "block"]).merge(geometry.reset_index(), on="name", how="inner")
-    return known[unknown.columns]
+    geometry = per_name.first()[single].reset_index()
+    known = unknown.drop(columns=["grid", "block"]).merge(geometry, on="name", how="inner")
+    rest = unknown[~unknown["row"].isin(known["row"])].drop(columns=["grid", "block"])
+    around = rest.merge(found[["name", "prev", "next", "grid", "block"]], on=["name", "prev", "next"], how="inner")
+    by_row = around.groupby("row", sort=False)
+    one = by_row[["grid", "block"]].nunique(dropna=False).max(axis=1) == 1
+    chosen = by_row[["name", "grid", "block"]].first()[one].reset_index()
+    return pd.concat([known[columns], chosen[columns]], ignore_index=True)
 
 
 def _text(value: Any) -> str | None:
