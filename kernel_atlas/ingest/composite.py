@@ -34,7 +34,10 @@ def enclosed_shapes(host: HostTable, cpu_op_idx: np.ndarray) -> pd.Categorical:
     """Per launch: the JSON summary of its composite CPU op's enclosed ops, missing otherwise."""
     composites, topk = _catalog()
     named = np.array([n in composites for n in host.names] + [False])
-    calls = np.unique(cpu_op_idx[(cpu_op_idx >= 0) & named[np.where(cpu_op_idx >= 0, host.name_code[cpu_op_idx], -1)]])
+    has = cpu_op_idx >= 0
+    codes = np.full(len(cpu_op_idx), -1, dtype=np.int64)
+    codes[has] = host.name_code[cpu_op_idx[has]]
+    calls = np.unique(cpu_op_idx[has & named[codes]])
     if len(calls) == 0:
         return pd.Categorical.from_codes(np.full(len(cpu_op_idx), -1), categories=pd.Index([], dtype=object))
     is_topk = np.array([bool(topk.search(n)) for n in host.names])

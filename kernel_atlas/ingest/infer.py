@@ -99,7 +99,8 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     if len(guessed) < len(unknown):
         facts.not_inferred[WHY_NO_GEOMETRY] = len(unknown) - len(guessed)
     wanted = pd.concat([table(targets), guessed], ignore_index=True)
-    wanted = wanted.merge(first.reset_index(), on=_KEY, how="left", suffixes=("", "_source"))
+    sourced = first.reset_index().astype({key: object for key in _KEY})  # keys of no source: float
+    wanted = wanted.astype({key: object for key in _KEY}).merge(sourced, on=_KEY, how="left", suffixes=("", "_source"))
     no_source = wanted["signatures"].isna()
     several = ~no_source & (wanted["signatures"] > 1)
     no_shapes = ~no_source & ~several & ~wanted["has_shapes"].astype(bool)
