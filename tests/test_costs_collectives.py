@@ -43,3 +43,18 @@ def test_rocm_memcpy_without_a_byte_count_takes_its_copy_ops_tensor(tmp_path: Pa
     copy = roofline[roofline["name"].str.startswith("Memcpy HtoD")]
     assert copy["role"].tolist() == ["main"] and copy["bytes"].tolist() == [2560.0]
     assert "estimate: no byte count recorded" in copy["formula"].iloc[0]
+
+
+def test_all_gather_takes_the_gathered_size(tmp_path: Path) -> None:
+    # a100_cudagraph_rank0: an all_gather recorded with output [65536, 64] and input [8192, 64] float
+    # (65536 = 16·8192, world_size 16): the message is the gathered output, 65536·64 floats, not scaled again
+    roofline = _analysis(tmp_path, "a100_cudagraph_rank0").roofline
+    gather = roofline[
+        (roofline["launcher"] == "nccl:_all_gather_base") & (roofline["input_dims"] == "[[65536,64],[8192,64],[]]")
+    ]
+    assert len(gather) == 1
+    assert gather["bytes"].iloc[0] == 65536 * 64 * 4 * 15 / 16 == 15_728_640
+    # b200-style single input (one rank's part) is scaled by n: 8 ranks · [1, 25136] bf16, factor 7/8
+    from kernel_atlas.roofline.analysis import _input_scale
+
+    assert _input_scale("all_gather", 8) == 8.0 and _input_scale("all_reduce", 8) == 1.0

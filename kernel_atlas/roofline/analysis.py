@@ -10,7 +10,7 @@ sizes NCCL records, memcpy/memset from their byte counts. Kernels without record
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -87,7 +87,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     """Collectives (communication kernels with NCCL's message parameters) are costed by their
     bus bytes: message size · dtype size · the collective's bus factor for its group size."""
     communication = (kernels["category"] == "communication").to_numpy()
-    shape_nelems, shape_dtype = _messages_from_shapes(kernels, communication)
+    shape_nelems, shape_dtype, shape_count = _messages_from_shapes(kernels, communication)
     rows = np.flatnonzero(communication & (kernels["collective"].notna().to_numpy() | ~np.isnan(shape_nelems)))
     if len(rows) == 0:
         return
@@ -101,7 +101,14 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     op = kernels["op_mapping"].astype(object).to_numpy()[rows]
     # no message fields on the kernel: the tensor recorded on its launch, the input of the collective
     borrowed = np.isnan(nelems) & ~np.isnan(shape_nelems[rows])
-    scale = np.array([_input_scale(str(o), int(r)) for o, r in zip(op[borrowed], ranks[borrowed], strict=True)])
+    # one tensor recorded: the input (all_gather's is one rank's part); several: the largest is the output
+    alone = shape_count[rows][borrowed] == 1
+    scale = np.array(
+        [
+            _input_scale(str(o), int(r)) if a else 1.0
+            for o, r, a in zip(op[borrowed], ranks[borrowed], alone, strict=True)
+        ]
+    )
     nelems[borrowed] = shape_nelems[rows][borrowed] * scale
     dtype[borrowed] = shape_dtype[rows][borrowed]
     itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
@@ -148,23 +155,26 @@ def _input_scale(op: str, ranks: int) -> float:
     return float(eval(expression, {"__builtins__": {}}, {"n": ranks}))
 
 
-def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per row (`wanted` ones only): elements and dtype of the largest tensor recorded on the
-    launch, NaN/None where none is."""
+    launch (NaN/None where none is), and how many tensors it recorded."""
     nelems = np.full(len(kernels), np.nan)
     dtype = np.full(len(kernels), None, dtype=object)
+    count = np.zeros(len(kernels), dtype=np.int64)
     rows = np.flatnonzero(wanted & kernels["input_dims"].notna().to_numpy())
     if len(rows) == 0:
-        return nelems, dtype
+        return nelems, dtype, count
     group, first = _first_seen_groups([kernels["input_dims"].iloc[rows], kernels["input_types"].iloc[rows]])
-    found: list[tuple[float, object]] = []
+    found: list[tuple[float, object, int]] = []
     for row in rows[first].tolist():
         args = [a for a in parse_call(kernels["input_dims"].iat[row], kernels["input_types"].iat[row]) if a.is_tensor]
         largest = max(args, key=lambda a: a.numel, default=None)
-        found.append((float(largest.numel), largest.dtype) if largest is not None and largest.numel else (np.nan, None))
-    nelems[rows] = np.array([n for n, _ in found])[group]
-    dtype[rows] = np.array([d for _, d in found], dtype=object)[group]
-    return nelems, dtype
+        ok = largest is not None and largest.numel
+        found.append((float(largest.numel), largest.dtype, len(args)) if ok else (np.nan, None, 0))
+    nelems[rows] = np.array([n for n, _, _ in found])[group]
+    dtype[rows] = np.array([d for _, d, _ in found], dtype=object)[group]
+    count[rows] = np.array([c for _, _, c in found], dtype=np.int64)[group]
+    return nelems, dtype, count
 
 
 def _itemsize(dtype: str) -> float:
@@ -241,8 +251,9 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         )
         try:
             args = parse_call(dims, types, None, concrete)
-            call = Call(str(launcher or ""), str(op), args, str(rule or ""), list_dtype, str(step or ""))
-            call = replace(call, enclosed=str(enclosed or ""))
+            call = Call(
+                str(launcher or ""), str(op), args, str(rule or ""), list_dtype, str(step or ""), str(enclosed or "")
+            )
             results.append((cost_of(call), ""))
         except NoCost as exc:
             results.append((None, str(exc)))
@@ -326,7 +337,7 @@ def _copied_bytes(frame: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
     """Bytes of memcpy rows without a recorded byte count (ROCm writes none): the largest tensor
     recorded on their launching copy op, NaN elsewhere."""
     copy = wanted & (frame["kind"] == "memcpy").to_numpy() & frame["launcher"].isin(_COPY_OPS).to_numpy()
-    nelems, dtype = _messages_from_shapes(frame, copy)
+    nelems, dtype, _ = _messages_from_shapes(frame, copy)
     itemsize = np.full(len(frame), np.nan)
     rows = np.flatnonzero(~np.isnan(nelems))
     itemsize[rows] = [_itemsize(str(d)) for d in dtype[rows]]
