@@ -156,9 +156,7 @@ def _neighbours(gpu: GpuTable) -> tuple[np.ndarray, np.ndarray]:
     return prev, nxt
 
 
-def _by_neighbours(
-    several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray, nxt: np.ndarray
-) -> pd.DataFrame:
+def _by_neighbours(several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray, nxt: np.ndarray) -> pd.DataFrame:
     """Kernels whose name, grid and block are linked with several signatures, resolved where the
     linked occurrences with the same kernel before and after on the stream have exactly one."""
     if several.empty:
