@@ -85,6 +85,7 @@ _ATTACHED = (
     "input_types",
     "input_strides",
     "concrete_inputs",
+    "enclosed_shapes",
 )
 MIN_EDITS, EDIT_SHARE = 4, 0.05  # edits tolerated: max(4, 5% of the longer sequence)
 LOOKAHEAD = 2  # replayed kernels a stream may skip (profiler drops) in a multi-stream merge

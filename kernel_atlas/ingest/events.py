@@ -261,7 +261,7 @@ class SlicePart:
     end: np.ndarray  # float64 µs
     correlation: np.ndarray  # int64, -1 none (runtime events and CPU ops)
     external_id: np.ndarray  # int64, -1 none (runtime events and CPU ops)
-    shape: np.ndarray  # int32 → shapes, -1 none (CPU ops)
+    shape: np.ndarray  # int32 → shapes, -1 none (CPU ops and annotations)
     params: np.ndarray  # int32 → param_sets, -1 none (CPU ops)
     launch_kernel: np.ndarray  # int32 → launch_kernels, -1 none (runtime events)
     names: list[str]
@@ -605,8 +605,11 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
     param_sets: list[OpParams] = []
     if is_op.any():
         op_args = list(compress(args, is_op.tolist()))
-        shape[is_op], shapes = _shape_codes(op_args)
         params[is_op], param_sets = _param_codes(op_args)
+    # annotations too: older PyTorch records a collective's tensors on its `nccl:*` range
+    shaped = is_op | (family == ANNOTATION)
+    if shaped.any():
+        shape[shaped], shapes = _shape_codes(list(compress(args, shaped.tolist())))
     is_runtime = family == RUNTIME
     launch_kernel = np.full(n, -1, np.int32)
     kernels = _numbering()

@@ -8,7 +8,11 @@ signature is borrowed (`link = "inferred: same kernel, grid and block"`,
 `shapes_inferred = true`). The call stack and module are borrowed too when they are also
 unique. Never when ambiguous: several signatures, no recorded shapes, or an op call whose
 other kernels are not all there to form it again (a GEMM and its split-K reduce are one call,
-costed once).
+costed once). A kernel linked with several signatures takes the one of the linked occurrences
+that ran between the same kernels on their stream, when they have exactly one (`link =
+"inferred: same kernel, grid, block and neighbouring kernels"`). A kernel without a grid/block
+(ROCm records them on the launch, which is missing) is matched on its name when every linked
+kernel of that name has one grid and block.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ from kernel_atlas.ingest.columns import GpuTable, as_list, set_rows
 from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions, unlinked_counts
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
+LINK_BY_NEIGHBOURS = "inferred: same kernel, grid, block and neighbouring kernels"
 WHY_NO_SOURCE = "no linked kernel with the same name, grid and block"
 WHY_SEVERAL = "the same kernel is linked with several shape signatures"
 WHY_NO_SHAPES = "the same kernel is linked but without recorded shapes"
-WHY_NO_GEOMETRY = "no grid/block recorded"
+WHY_NO_GEOMETRY = "no grid/block recorded, and its name is linked with several or none"
 WHY_PARTIAL_CALL = "its op call launches several kernels and the others are not all there"
 
 _SIGNATURE = ["launcher", "cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs", "pos", "size"]
@@ -60,8 +65,7 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     if len(missing) == 0:
         return facts
     targets = missing[geometry[missing]]
-    if len(targets) < len(missing):
-        facts.not_inferred[WHY_NO_GEOMETRY] = len(missing) - len(targets)
+    unknown = missing[~geometry[missing]]  # ROCm records grid/block on the launch, absent here
     sources = np.flatnonzero(kernel & launched & geometry)
 
     def table(rows: np.ndarray) -> pd.DataFrame:
@@ -89,14 +93,26 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         unique_stack=stacks == 1,
         has_shapes=grouped["input_dims"].count() == grouped.size(),
     )
-    wanted = table(targets).merge(first.reset_index(), on=_KEY, how="left", suffixes=("", "_source"))
+    prev, nxt = _neighbours(gpu)
+    found["prev"], found["next"] = prev[sources], nxt[sources]
+    guessed = _geometry_of_name(table(unknown).assign(prev=prev[unknown], next=nxt[unknown]), found)
+    if len(guessed) < len(unknown):
+        facts.not_inferred[WHY_NO_GEOMETRY] = len(unknown) - len(guessed)
+    wanted = pd.concat([table(targets), guessed], ignore_index=True)
+    sourced = first.reset_index().astype({key: object for key in _KEY})  # keys of no source: float
+    wanted = wanted.astype({key: object for key in _KEY}).merge(sourced, on=_KEY, how="left", suffixes=("", "_source"))
     no_source = wanted["signatures"].isna()
     several = ~no_source & (wanted["signatures"] > 1)
     no_shapes = ~no_source & ~several & ~wanted["has_shapes"].astype(bool)
     _count(facts, WHY_NO_SOURCE, no_source)
-    _count(facts, WHY_SEVERAL, several)
     _count(facts, WHY_NO_SHAPES, no_shapes)
-    usable = wanted[~(no_source | several | no_shapes)]
+    resolved = _by_neighbours(wanted[several], found, prev, nxt)
+    _count(facts, WHY_SEVERAL, several)
+    if len(resolved):
+        facts.not_inferred[WHY_SEVERAL] -= len(resolved)
+        facts.not_inferred = {k: v for k, v in facts.not_inferred.items() if v}
+    usable = pd.concat([wanted[~(no_source | several | no_shapes)], resolved], ignore_index=True)
+    by_neighbours = set(resolved["row"].astype(int).tolist())
     calls = _form_calls(gpu, usable)
     _count(facts, WHY_PARTIAL_CALL, usable["row"].map(lambda r: r not in calls).to_numpy(bool))
 
@@ -123,9 +139,62 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
             setattr(linked, column, set_rows(getattr(linked, column), rows, values))
     inferred_rows = borrowed["launcher"][0]
     if inferred_rows:
-        linked.link = set_rows(linked.link, inferred_rows, [LINK_INFERRED] * len(inferred_rows))
+        how = [LINK_BY_NEIGHBOURS if r in by_neighbours else LINK_INFERRED for r in inferred_rows]
+        linked.link = set_rows(linked.link, inferred_rows, how)
     linked.unlinked = unlinked_counts(linked.link)
     return facts
+
+
+def _neighbours(gpu: GpuTable) -> tuple[np.ndarray, np.ndarray]:
+    """Name codes of the activity before and after each one on its device and stream (-1 none)."""
+    codes = np.asarray(gpu.name.codes, dtype=np.int64)
+    order = np.lexsort((gpu.ts, gpu.stream, gpu.device))
+    same = (gpu.device[order][1:] == gpu.device[order][:-1]) & (gpu.stream[order][1:] == gpu.stream[order][:-1])
+    prev, nxt = np.full(len(codes), -1, np.int64), np.full(len(codes), -1, np.int64)
+    prev[order[1:][same]] = codes[order[:-1][same]]
+    nxt[order[:-1][same]] = codes[order[1:][same]]
+    return prev, nxt
+
+
+def _by_neighbours(several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray, nxt: np.ndarray) -> pd.DataFrame:
+    """Kernels whose name, grid and block are linked with several signatures, resolved where the
+    linked occurrences with the same kernel before and after on the stream have exactly one."""
+    if several.empty:
+        return several
+    targets = several[["row", *_KEY]].assign(prev=prev[several["row"]], next=nxt[several["row"]])
+    context = ["prev", "next"]
+    matched = targets.merge(found.drop(columns="row"), on=[*_KEY, *context], how="inner")
+    if matched.empty:
+        return several.iloc[:0]
+    grouped = matched.groupby("row", sort=False)
+    unique = grouped[_SIGNATURE].nunique(dropna=False).max(axis=1) == 1
+    first = grouped.first()[unique]
+    first = first.assign(
+        signatures=1,
+        unique_stack=(grouped[_STACK].nunique(dropna=False).max(axis=1) == 1)[unique],
+        has_shapes=(grouped["input_dims"].count() == grouped.size())[unique],
+    )
+    first = first[first["has_shapes"]].reset_index()
+    return first.reindex(columns=several.columns)
+
+
+def _geometry_of_name(unknown: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
+    """Kernels without a grid/block take those of their name's linked kernels when all of them
+    have one grid and block, else those of the linked occurrences between the same neighbouring
+    kernels when they have one (the name then says as much as name, grid and block would)."""
+    columns = ["row", *_KEY]
+    if unknown.empty or found.empty:
+        return unknown[columns].iloc[:0]
+    per_name = found.groupby("name", sort=False)[["grid", "block"]]
+    single = per_name.nunique(dropna=False).max(axis=1) == 1
+    geometry = per_name.first()[single].reset_index()
+    known = unknown.drop(columns=["grid", "block"]).merge(geometry, on="name", how="inner")
+    rest = unknown[~unknown["row"].isin(known["row"])].drop(columns=["grid", "block"])
+    around = rest.merge(found[["name", "prev", "next", "grid", "block"]], on=["name", "prev", "next"], how="inner")
+    by_row = around.groupby("row", sort=False)
+    one = by_row[["grid", "block"]].nunique(dropna=False).max(axis=1) == 1
+    chosen = by_row[["name", "grid", "block"]].first()[one].reset_index()
+    return pd.concat([known[columns], chosen[columns]], ignore_index=True)
 
 
 def _text(value: Any) -> str | None:

@@ -13,6 +13,7 @@ Rules (see shared/kineto-format.md, checked on the shared traces):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,9 +29,11 @@ from kernel_atlas.ingest.columns import (
     categorical,
     step_number,
 )
+from kernel_atlas.ingest.composite import enclosed_shapes
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
 from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, nesting_parents
+from kernel_atlas.ingest.steps import is_step
 
 GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 
@@ -73,6 +76,8 @@ class LinkedColumns:
     # `TraceColumns.host` (-1 none) and every host range's enclosing range (`nesting_parents`).
     launch_idx: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     host_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    step_annotation: pd.Categorical | None = None  # the enclosing per-step attention annotation (ingest/steps.py)
+    enclosed_shapes: pd.Categorical | None = None  # what a composite MoE op encloses (ingest/composite.py)
 
 
 @dataclass
@@ -88,6 +93,7 @@ class LaunchContext:
     input_strides: list[str | None]
     concrete_inputs: list[str | None]
     cpu_op_idx: np.ndarray  # int64 host index of the enclosing CPU op (one per op call), -1 none
+    enclosed_shapes: list[str | None] = field(default_factory=list)  # of composite MoE ops (ingest/composite.py)
 
 
 @dataclass
@@ -260,6 +266,17 @@ def _shapes(host: HostTable, shape_source: np.ndarray) -> tuple[pd.Categorical, 
     return tuple(_shape_part(shape, [recorded[k] for recorded in host.shapes]) for k in range(4))
 
 
+def _collective_shapes(host: HostTable, launcher_idx: np.ndarray, cpu_op_idx: np.ndarray) -> np.ndarray:
+    """The host range whose shapes a launch takes: its CPU op, or its launcher when that is an
+    annotation with recorded tensors and the op has none (older PyTorch records a collective's
+    tensors on the `nccl:all_reduce` range inside a `record_param_comms` op without them)."""
+    tensors = np.array([bool(re.search(r"\[\d", shape[0] or "")) for shape in host.shapes] + [False])
+    op_has = tensors[take(host.shape, cpu_op_idx, -1)]
+    launcher_has = tensors[take(host.shape, launcher_idx, -1)]
+    borrow = ~op_has & launcher_has & (take(host.family, launcher_idx, -1) == ANNOTATION)
+    return np.where(borrow, launcher_idx, cpu_op_idx)
+
+
 def _launcher_and_op(host: HostTable, nest: HostNesting, launch_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Host index of the launcher (innermost enclosing CPU op or Python frame, not a step range)
     and of the innermost enclosing CPU op of each launch; -1 none."""
@@ -290,6 +307,7 @@ def describe_launches(host: HostTable, launch_idx: np.ndarray, nest: HostNesting
         input_strides=strides,
         concrete_inputs=concrete,
         cpu_op_idx=cpu_op_idx,
+        enclosed_shapes=[v if isinstance(v, str) else None for v in enclosed_shapes(host, cpu_op_idx)],
     )
 
 
@@ -321,6 +339,8 @@ def link(cols: TraceColumns) -> LinkedColumns:
     # --- launch → enclosing ranges --------------------------------------------------------
     launcher_idx, cpu_op_idx = _launcher_and_op(host, nest, launch_idx)
     step_idx = _enclosing_step(host, is_profiler_step, launch_idx)
+    # a serving engine's per-step annotation with the batch's sequence lengths (ingest/steps.py)
+    attention_step_idx = _enclosing_step(host, np.array([is_step(s) for s in names], dtype=bool), launch_idx)
 
     # External id fallback / cross-check (0 and -1 mean "not recorded").
     ext = host.external_id
@@ -343,7 +363,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
 
     # --- call stacks (graph replays keep the graph launch's), shapes of the launching op --
     stacks = _call_stacks(host, nest, np.where(fallback, ext_match, launch_idx))
-    shape_source = np.where(graph, -1, cpu_op_idx)
+    shape_source = np.where(graph, -1, _collective_shapes(host, launcher_idx, cpu_op_idx))
     input_dims, input_types, input_strides, concrete = _shapes(host, shape_source)
 
     # --- steps: CPU-side ProfilerStep of the launch, else the GPU-side annotation ----------
@@ -398,6 +418,8 @@ def link(cols: TraceColumns) -> LinkedColumns:
         unlinked=unlinked_counts(link_reason),
         launch_idx=launch_idx,
         host_parent=nest.parent,
+        step_annotation=name_or_none(attention_step_idx),
+        enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx)),
     )
 
 

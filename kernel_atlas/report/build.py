@@ -15,6 +15,7 @@ from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.memory import MemoryReport, analyse_memory, memory_warnings, read_memory_events
 from kernel_atlas.analysis.ranks import WaitOptions, analyse_ranks
+from kernel_atlas.analysis.trust import trust_facts
 from kernel_atlas.analysis.views import KernelViews
 from kernel_atlas.analysis.waits import Waits, write_waits
 from kernel_atlas.core import safe_files
@@ -158,6 +159,8 @@ def _build_report(
     memory = analyse_memory(events) if events else None
     analysis.facts["memory"] = memory.entries if memory else []
     analysis.facts["memory_warnings"] = memory_warnings(memory.entries) if memory else []
+    # first in report.json: how much of the GPU time the costs cover
+    analysis.facts = {"trust": trust_facts(analysis.roofline, analysis.facts, summary), **analysis.facts}
     files = {
         "roofline": write_table(analysis.roofline, out_dir / "roofline.parquet", output.run_id),
         "timeshare": write_csv(analysis.timeshare, out_dir / "timeshare.csv"),

@@ -26,6 +26,7 @@ from kernel_atlas.core.safe_files import write_text
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
+from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
     MISSING,
     device_time_line,
@@ -458,7 +459,8 @@ def _summary_section(page: Page) -> str:
     if page.device is not None:
         items.insert(0, f"<li>peaks of {html.escape(peaks_line(page.device))}</li>")
     items.append(f"<li>GPU time (all activities, overlaps counted in full) {fmt_us(facts['gpu_time_us'])}</li>")
-    return f"<h1>{html.escape(page.title)}</h1><ul>{''.join(items)}</ul>"
+    trust = "".join(f"<p><b>{html.escape(line)}</b></p>" for line in trust_lines(facts.get("trust")))
+    return f"<h1>{html.escape(page.title)}</h1>{trust}<ul>{''.join(items)}</ul>"
 
 
 def _findings_section(page: Page) -> str:

@@ -26,6 +26,7 @@ from kernel_atlas.report.efficiency_view import efficiency_lines, report_lines
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.progress import progress_bar
+from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
     describe_key,
     device_time_line,
@@ -200,6 +201,11 @@ BRIEF_ROWS = 5  # table rows of the brief report
 BRIEF_CATEGORIES = 8
 BRIEF_DEVICES = 2  # per-device lines of the brief report's sections
 SMALL_SHARE = 0.01  # rows under this share of GPU time are folded in the brief report
+
+
+def _trust_section(console: Console, report: Report, view: ReportView) -> None:
+    for i, line in enumerate(trust_lines(report.analysis.facts.get("trust"))):
+        _text(console, f"[bold]{esc(line)}[/]" if i == 0 else f"[yellow]{esc(line)}[/]")
 
 
 def _device_section(console: Console, report: Report, view: ReportView) -> None:
@@ -449,6 +455,7 @@ class Section:
 
 # The terminal report, section by section, in order; `show(console, report, view)`.
 REPORT_SECTIONS: list[Section] = [
+    Section("trust", _trust_section),
     Section("device", _device_section),
     Section("busy", _busy_section),
     Section("efficiency", _efficiency_section),

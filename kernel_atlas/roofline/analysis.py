@@ -89,9 +89,9 @@ def comm_itemsize(dtype: object) -> int | None:
 def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     """Collectives (communication kernels with NCCL's message parameters) are costed by their
     bus bytes: message size · dtype size · the collective's bus factor for its group size."""
-    rows = np.flatnonzero(
-        (kernels["category"] == COMMUNICATION).to_numpy() & kernels["collective"].notna().to_numpy()
-    )
+    communication = (kernels["category"] == COMMUNICATION).to_numpy()
+    shape_nelems, shape_dtype, shape_count = _messages_from_shapes(kernels, communication)
+    rows = np.flatnonzero(communication & (kernels["collective"].notna().to_numpy() | ~np.isnan(shape_nelems)))
     if len(rows) == 0:
         return
 
@@ -100,9 +100,21 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
 
     nelems = np.fmax(values("msg_in_nelems"), values("msg_out_nelems"))  # the larger one recorded
     dtype = kernels["msg_dtype"].astype(object).to_numpy()[rows]
-    itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
     ranks = np.where(np.isnan(group := values("group_size")), world_size or 0, group)
     op = kernels["op_mapping"].astype(object).to_numpy()[rows]
+    # no message fields on the kernel: the tensor recorded on its launch, the input of the collective
+    borrowed = np.isnan(nelems) & ~np.isnan(shape_nelems[rows])
+    # one tensor recorded: the input (all_gather's is one rank's part); several: the largest is the output
+    alone = shape_count[rows][borrowed] == 1
+    scale = np.array(
+        [
+            _input_scale(str(o), int(r)) if a else 1.0
+            for o, r, a in zip(op[borrowed], ranks[borrowed], alone, strict=True)
+        ]
+    )
+    nelems[borrowed] = shape_nelems[rows][borrowed] * scale
+    dtype[borrowed] = shape_dtype[rows][borrowed]
+    itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
     why = np.full(len(rows), "", dtype=object)
     why[ranks < 1] = "group size unknown"
     unknown_dtype = np.isnan(itemsize)
@@ -124,8 +136,8 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
         "precision": "int",
         "unit": "link",
         "formula": [
-            f"bus bytes = {int(n)}·{int(b)} B · {f:.3f} ({o}, n={int(r)})"
-            for n, b, f, o, r in zip(nelems[ok], itemsize[ok], factor, op[ok], ranks[ok], strict=True)
+            f"bus bytes = {int(n)}·{int(b)} B · {f:.3f} ({o}, n={int(r)}){_BORROWED if w else ''}"
+            for n, b, f, o, r, w in zip(nelems[ok], itemsize[ok], factor, op[ok], ranks[ok], borrowed[ok], strict=True)
         ],
         "op_time_us": kernels["dur_us"].to_numpy()[done],
     }
@@ -135,6 +147,37 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
             target = target.astype(object)
         target[done] = value
         kernels[column] = target
+
+
+_BORROWED = " (message: the recorded input)"
+
+
+def _input_scale(op: str, ranks: int) -> float:
+    """nccl-tests' message size over the recorded input's size (all_gather: n parts of one input)."""
+    expression = read_toml("costs.toml")["input_to_message"].get(op, "1")
+    return float(eval(expression, {"__builtins__": {}}, {"n": ranks}))
+
+
+def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row (`wanted` ones only): elements and dtype of the largest tensor recorded on the
+    launch (NaN/None where none is), and how many tensors it recorded."""
+    nelems = np.full(len(kernels), np.nan)
+    dtype = np.full(len(kernels), None, dtype=object)
+    count = np.zeros(len(kernels), dtype=np.int64)
+    rows = np.flatnonzero(wanted & kernels["input_dims"].notna().to_numpy())
+    if len(rows) == 0:
+        return nelems, dtype, count
+    group, first = _first_seen_groups([kernels["input_dims"].iloc[rows], kernels["input_types"].iloc[rows]])
+    found: list[tuple[float, object, int]] = []
+    for row in rows[first].tolist():
+        args = [a for a in parse_call(kernels["input_dims"].iat[row], kernels["input_types"].iat[row]) if a.is_tensor]
+        largest = max(args, key=lambda a: a.numel, default=None)
+        ok = largest is not None and largest.numel
+        found.append((float(largest.numel), largest.dtype, len(args)) if ok else (np.nan, None, 0))
+    nelems[rows] = np.array([n for n, _, _ in found])[group]
+    dtype[rows] = np.array([d for _, d, _ in found], dtype=object)[group]
+    count[rows] = np.array([c for _, _, c in found], dtype=np.int64)[group]
+    return nelems, dtype, count
 
 
 def _itemsize(dtype: str) -> float:
@@ -196,7 +239,9 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     keys = ["cpu_op", "op_mapping", "input_dims", "input_types", "concrete_inputs", "label_rule"]
     signature = frame[keys].iloc[main_rows]
     columns = [signature[c].astype("category") for c in signature.columns]
-    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 6))
+    columns.append(_attention_steps(frame).iloc[main_rows])  # the sequence lengths of attention calls
+    columns.append(_optional(frame, "enclosed_shapes").iloc[main_rows])  # what a composite MoE op encloses
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 8))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
@@ -204,10 +249,14 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
     for row in unique.tolist():
-        launcher, op, dims, types, concrete, rule = (text[k] for text, k in zip(texts, row, strict=True))
+        launcher, op, dims, types, concrete, rule, step, enclosed = (
+            text[k] for text, k in zip(texts, row, strict=True)
+        )
         try:
             args = parse_call(dims, types, None, concrete)
-            call = Call(str(launcher or ""), str(op), args, str(rule or ""), list_dtype)
+            call = Call(
+                str(launcher or ""), str(op), args, str(rule or ""), list_dtype, str(step or ""), str(enclosed or "")
+            )
             results.append((cost_of(call), ""))
         except NoCost as exc:
             results.append((None, str(exc)))
@@ -236,16 +285,22 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
 
     # memcpy / memset: their own byte counts. Host<->device copies are bounded by the host
     # link; a device-to-device copy reads and writes device memory.
-    copies = np.flatnonzero((frame["kind"] != "kernel").to_numpy() & frame["bytes"].notna().to_numpy())
+    recorded = frame["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
+    estimated = _copied_bytes(frame, np.isnan(recorded))
+    copies = np.flatnonzero((frame["kind"] != "kernel").to_numpy() & ~np.isnan(np.fmax(recorded, estimated)))
     if len(copies):
-        moved = frame["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)[copies]
+        moved = np.where(np.isnan(recorded), estimated, recorded)[copies]
+        guessed = np.isnan(recorded[copies])
         host = _over_host_link(frame["name"])[copies]
         memset = (frame["kind"] == "memset").to_numpy()[copies]
         traffic = np.where(host | memset, moved, 2 * moved)
         role[copies], flops[copies], nbytes[copies], precision[copies] = "main", 0.0, traffic, "int"
         unit[copies] = np.where(host, "host", VECTOR)
         what = np.where(host, "over the host link", np.where(traffic == moved, "written", "read + written"))
-        formula[copies] = [f"{int(m)} bytes {w}" for m, w in zip(moved.tolist(), what.tolist(), strict=True)]
+        formula[copies] = [
+            f"{int(m)} bytes {w}{_COPY_ESTIMATE if g else ''}"
+            for m, w, g in zip(moved.tolist(), what.tolist(), guessed.tolist(), strict=True)
+        ]
         note[copies] = ""
         op_time[copies] = frame["dur_us"].to_numpy()[copies]
     return pd.DataFrame(
@@ -261,6 +316,35 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         },
         index=frame.index,
     )
+
+
+def _optional(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A text column as categorical; all missing in an output ingested before it existed."""
+    if column not in frame:
+        return pd.Series(pd.Categorical([None] * len(frame)), index=frame.index)
+    return frame[column].astype("category")
+
+
+def _attention_steps(frame: pd.DataFrame) -> pd.Series:
+    """The step annotation of attention calls (categorical), missing for every other call: only
+    attention reads it, and other calls keep one cost per signature whatever the step."""
+    attention = (frame["category"] == "attention").to_numpy()
+    return _optional(frame, "step_annotation").where(attention)
+
+
+_COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous")
+_COPY_ESTIMATE = " (estimate: no byte count recorded; the launching copy op's largest tensor)"
+
+
+def _copied_bytes(frame: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
+    """Bytes of memcpy rows without a recorded byte count (ROCm writes none): the largest tensor
+    recorded on their launching copy op, NaN elsewhere."""
+    copy = wanted & (frame["kind"] == "memcpy").to_numpy() & frame["launcher"].isin(_COPY_OPS).to_numpy()
+    nelems, dtype, _ = _messages_from_shapes(frame, copy)
+    itemsize = np.full(len(frame), np.nan)
+    rows = np.flatnonzero(~np.isnan(nelems))
+    itemsize[rows] = [_itemsize(str(d)) for d in dtype[rows]]
+    return nelems * itemsize
 
 
 def _link_notes(link: pd.Series) -> np.ndarray:
@@ -298,7 +382,7 @@ def _first_seen_groups(columns: list[pd.Series], empty_is_missing: bool = True) 
 
 
 def _helper_notes(frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.ndarray) -> list[str]:
-    """"cost counted on <main kernel> (same <op> call)" for the helper rows of each call."""
+    """ "cost counted on <main kernel> (same <op> call)" for the helper rows of each call."""
     names = frame["name"].astype("category")
     ops = frame["cpu_op"].astype("category")
     main_name = names.cat.codes.to_numpy(np.int64)[main_of_helper]
@@ -350,8 +434,9 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         count=("dur_us", "size"),
         total_us=("dur_us", "sum"),
         op_time_us=("op_time_us", "sum"),
-        flops=("flops", "first"),
-        bytes=("bytes", "first"),
+        # the mean call: one per signature, except attention calls of different steps
+        flops=("flops", "mean"),
+        bytes=("bytes", "mean"),
         precision=("precision", "first"),
         unit=("unit", "first"),
         note=("note", "first"),

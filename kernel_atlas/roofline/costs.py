@@ -12,6 +12,7 @@ input read once, every output written once. Elementwise-style ops count `flops_p
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from functools import lru_cache
 
 from kernel_atlas.classify.classifier import rule_id, rule_precision
 from kernel_atlas.core.paths import read_toml
-from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes
+from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
+from kernel_atlas.ingest.steps import parse_step
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
 
 
@@ -43,6 +45,8 @@ class Call:
     args: tuple[Arg, ...]
     rule: str = ""  # the label's rule (`rule:<id>`), as kernels.parquet's label_rule
     list_dtype: str | None = None  # dtype assumed for tensor-list elements (not recorded)
+    step: str = ""  # the enclosing per-step attention annotation (attention calls only)
+    enclosed: str = ""  # a composite MoE op's enclosed tensors and top-k (ingest/composite.py), JSON
 
     @property
     def what(self) -> str:
@@ -248,6 +252,35 @@ def _conv(call: Call) -> Cost:
     return Cost(flops, read + written, precision, unit, formula)
 
 
+@register(launchers=("aten::convolution_backward",))
+def _conv_backward(call: Call) -> Cost:
+    """convolution_backward(grad_output [N,K,P,Q…], input [N,C,H,W…], weight [K,C/g,R,S…], bias_sizes,
+    stride, padding, dilation, transposed, output_padding, groups, output_mask): the data gradient
+    and the weight gradient each 2·N·K·P·Q·(C/g·R·S) FLOPs where output_mask asks for them (a
+    transposed convolution the same with the roles of input and grad_output swapped), the bias
+    gradient N·K·P·Q."""
+    grad, x, w = _tensor(call, 0, "grad_output"), _tensor(call, 1, "input"), _tensor(call, 2, "weight")
+    if len(grad.dims) != len(x.dims) or len(w.dims) != len(x.dims) or len(x.dims) < 3:
+        raise NoCost(f"{call.launcher}: unexpected ranks {grad.dims} / {x.dims} / {w.dims}")
+    mask_text = call.args[10].text if len(call.args) > 10 else ""
+    mask = [m.strip() == "True" for m in mask_text.strip("[]").split(",")] if mask_text else []
+    if len(mask) != 3:
+        raise NoCost(f"{call.launcher}: output_mask not recorded (Concrete Inputs missing)")
+    transposed = len(call.args) > 7 and call.args[7].text.strip() == "True"
+    out = x if transposed else grad  # the forward's output
+    macs = math.prod(out.dims) * math.prod(w.dims[1:])  # N·K·P·Q·(C/g·R·S)
+    flops = 2.0 * macs * (int(mask[0]) + int(mask[1])) + (math.prod(grad.dims) if mask[2] else 0)
+    read = grad.nbytes + (w.nbytes if mask[0] else 0) + (x.nbytes if mask[1] else 0)
+    bias = grad.dims[1] * grad.itemsize if mask[2] else 0
+    written = (x.nbytes if mask[0] else 0) + (w.nbytes if mask[1] else 0) + bias
+    precision, unit = _gemm_precision(call, x)
+    formula = (
+        f"2·N·K·P·Q·(C/g·R·S) = 2·{macs} FLOP per gradient × (data {mask[0]}, weight {mask[1]}) "
+        f"+ bias {mask[2]}; bytes = grad_output, weight/input as needed {read} + gradients {written}"
+    )
+    return Cost(flops, read + written, precision, unit, formula)
+
+
 # --- attention -------------------------------------------------------------------------------
 
 
@@ -277,6 +310,8 @@ def _attention(call: Call, layout: str, causal_index: int | None) -> Cost:
 def _flash_forward(call: Call) -> Cost:
     # (query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...), [B, S, H, D]
     if len(call.args) > 3 and call.args[3].is_tensor:
+        if call.step:
+            return _paged_attention(call)
         raise NoCost(
             "aten::_flash_attention_forward with cumulative sequence lengths (varlen): "
             "per-sequence lengths not recorded"
@@ -312,11 +347,58 @@ def _sdpa_efficient(call: Call) -> Cost:
 
 
 @register(ops=("attention",))
-def _attention_unknown(call: Call) -> Cost:
-    raise NoCost(
-        f"{call.what or 'graph replay'}: paged/ragged attention records only workspace buffers; "
-        "sequence lengths and head counts are missing"
+def _attention_step(call: Call) -> Cost:
+    return _paged_attention(call)
+
+
+def _heads(call: Call) -> tuple[Arg, int, int, int, Arg]:
+    """query [T, H_q, d] and the KV heads: from a [T, H_kv, d] key, else the second-to-last
+    axis of a KV cache ([blocks, block_size, H_kv, d], [2, blocks, block_size, H_kv, d]); H_q
+    must be a multiple of H_kv. Returns (query, H_q, d, H_kv, the tensor the K/V are read as)."""
+    tensors = _tensors(call)
+    q = next((a for a in tensors if len(a.dims) == 3), None)
+    if q is None:
+        raise NoCost(f"{call.what}: no [tokens, heads, head_dim] query recorded (heads unknown)")
+    _, h_q, d = q.dims
+    fits = [a for a in tensors if a is not q and len(a.dims) >= 3 and a.dims[-1] == d and 0 < a.dims[-2] <= h_q]
+    fits = [a for a in fits if h_q % a.dims[-2] == 0]
+    caches = [a for a in fits if len(a.dims) >= 4]
+    keys = [a for a in fits if len(a.dims) == 3 and a.dims[-2] < h_q]
+    source = max(caches, key=lambda a: a.numel) if caches else (keys[0] if keys else None)
+    if source is None:
+        # MHA with only [T, H, d] tensors recorded: K/V heads equal the query's
+        same = [a for a in fits if len(a.dims) == 3]
+        if not same:
+            raise NoCost(f"{call.what}: the KV heads are not recorded (no key or KV-cache tensor with head_dim {d})")
+        source = same[0]
+    return q, h_q, d, source.dims[-2], source
+
+
+def _paged_attention(call: Call) -> Cost:
+    """Attention over a batch of variable-length requests (paged KV cache, ragged/varlen
+    layouts): sequence lengths from the step annotation enclosing the launch, heads from the
+    recorded query and key/cache. FLOPs = 4·H_q·d·(Σ sq·sk of decode + Σ sq·sk − ½ Σ sq² of the
+    causal context part), as FlashAttention's benchmarks and TraceLens count; bytes = Q and O
+    (Σ sq·H_q·d each) + K and V read (Σ sk·H_kv·d each, at the cache's dtype)."""
+    lengths = parse_step(call.step)
+    if lengths is None:
+        raise NoCost(
+            f"{call.what}: paged/varlen attention: no sequence lengths recorded and no per-step "
+            "annotation with them (vLLM/SGLang detailed roofline annotations) encloses the launch"
+        )
+    q, h_q, d, h_kv, kv = _heads(call)
+    products = lengths.g_sqsk + lengths.c_sqsk - lengths.c_sqsq / 2
+    flops = 4.0 * h_q * d * products
+    sq = lengths.c_sq + lengths.g_sq
+    sk = lengths.c_sk + lengths.g_sk
+    q_o = 2.0 * sq * h_q * d * q.itemsize
+    k_v = 2.0 * sk * h_kv * d * kv.itemsize
+    formula = (
+        f"4·H_q·d·(Σsq·sk − ½Σsq² causal context) = 4·{h_q}·{d}·({lengths.g_sqsk}+{lengths.c_sqsk}−"
+        f"{lengths.c_sqsq}/2) ({lengths.engine} step annotation); bytes = Q+O 2·{sq}·{h_q}·{d}·{q.itemsize} "
+        f"+ K+V 2·{sk}·{h_kv}·{d}·{kv.itemsize} (KV-cache writes on their own op)"
     )
+    return Cost(flops, q_o + k_v, q.precision, MATRIX, formula)
 
 
 # --- fused MoE -------------------------------------------------------------------------------
@@ -343,15 +425,86 @@ def _fused_experts(call: Call) -> Cost:
     _, _, n2 = w2.dims
     k = topk.dims[-1]
     flops = 2.0 * tokens * k * n1 * hidden + 2.0 * tokens * k * hidden * n2
-    touched = min(experts, tokens * k) / experts
+    touched = expected_experts(experts, k, tokens) / experts
     read = x.nbytes + touched * (w1.nbytes + w2.nbytes)
     written = x.nbytes
     precision, unit = _gemm_precision(call, w1)
     formula = (
         f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}·{n1}·{hidden} + 2·{tokens}·{k}·{hidden}·{n2}; "
-        f"bytes = x + out + {touched:.3f} of the expert weights"
+        f"bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts E·(1−(1−k/E)^T))"
     )
     return Cost(flops, read + written, precision, unit, formula)
+
+
+def expected_experts(experts: int, k: int, tokens: int) -> float:
+    """Distinct experts a batch touches when each of T tokens picks k of E experts uniformly and
+    independently: E·(1 − (1 − k/E)^T)."""
+    return experts * (1.0 - (1.0 - min(k, experts) / experts) ** tokens)
+
+
+def _expert_weights(weights: list[tuple[list[int], str]], hidden: int) -> tuple[Arg, Arg, int, bool]:
+    """(w1, w2, I, gated) from the [E, ·, ·] weights recorded inside the call: each has a hidden
+    axis (H, or H/2 when two fp4 values pack one byte) and another one; w1's other axis is the
+    larger (2·I gated, or I), w2's is I over the same packing."""
+    found = []
+    for dims, dtype in weights:
+        axes = dims[1:]
+        pack = next((p for p in (1, 2) if hidden // p in axes and hidden % p == 0), None)
+        if pack is not None:
+            other = axes[1] if axes[0] == hidden // pack else axes[0]
+            found.append((other, pack, Arg(TENSOR, tuple(dims), dtype)))
+    if len(found) < 2:
+        raise NoCost(f"experts' weights [E, ·, H] not recorded inside the call (found {len(found)})")
+    (n1, pack, w1), (n2, _, w2) = sorted(found, key=lambda f: -f[0])[:2]
+    inter = n2 * pack
+    if n1 not in (inter, 2 * inter):
+        raise NoCost(f"experts' weights {list(w1.dims)} / {list(w2.dims)} do not fit one intermediate size")
+    return w1, w2, inter, n1 == 2 * inter
+
+
+@register(launchers=("vllm::moe_forward", "vllm::moe_forward_shared"))
+def _moe_forward(call: Call) -> Cost:
+    """vLLM's moe_forward(hidden_states [T, H], router_logits [T, E], ...): k and the experts'
+    weights from the ops it encloses (TopK's k; the weights viewed at their stored dtype)."""
+    x, logits = _tensor(call, 0, "hidden_states"), _tensor(call, 1, "router_logits")
+    if len(x.dims) != 2 or len(logits.dims) != 2:
+        raise NoCost(f"{call.what}: not hidden_states [T, H] and router_logits [T, E]")
+    (tokens, hidden), experts = x.dims, logits.dims[-1]
+    enclosed = json.loads(call.enclosed) if call.enclosed else {}
+    k = enclosed.get("topk")
+    if not k:
+        raise NoCost(f"{call.what}: top-k not recorded inside the call (no TopK op with its k)")
+    weights = [(d, t) for d, t in enclosed.get("tensors", []) if d[0] == experts and t in dtypes()]
+    try:
+        w1, w2, inter, gated = _expert_weights(weights, hidden)
+    except NoCost as exc:
+        raise NoCost(f"{call.what}: {exc}") from None
+    up = 2 if gated else 1
+    flops = 2.0 * tokens * k * hidden * inter * up + 2.0 * tokens * k * inter * hidden
+    touched = expected_experts(experts, k, tokens)
+    weight_bytes = touched / experts * (w1.nbytes + w2.nbytes)
+    activations = 2 * x.nbytes + logits.nbytes
+    formula = (
+        f"2·T·k·H·I{'·2 (gated)' if gated else ''} + 2·T·k·I·H = 2·{tokens}·{k}·{hidden}·{inter}·{up} + "
+        f"2·{tokens}·{k}·{inter}·{hidden}; "
+        f"bytes = {touched:.2f} of {experts} experts (E·(1−(1−k/E)^T)) × w1 {list(w1.dims)} + w2 {list(w2.dims)} "
+        f"{w1.dtype} as stored (block scales not recorded, not counted) + x, out, router logits {activations}"
+    )
+    precision, unit = _gemm_precision(call, x)
+    return Cost(flops, weight_bytes + activations, precision, unit, formula)
+
+
+@register(ops=("moe_gate", "moe_align"))
+def _routing(call: Call) -> Cost:
+    """MoE routing (top-k of the router logits, sorting tokens by expert): an estimate, every
+    recorded input read once and as many bytes written (ids, weights, offsets); one op per element."""
+    tensors = _tensors(call)
+    if not tensors:
+        raise NoCost(f"{call.what}: no tensor shapes recorded")
+    read = sum(a.nbytes for a in tensors)
+    elements = sum(a.numel for a in tensors)
+    formula = f"estimate: {elements} elements; bytes = inputs {read} read + as many written"
+    return Cost(float(elements), 2.0 * read, tensors[0].precision, VECTOR, formula)
 
 
 # --- bytes-dominated ops ---------------------------------------------------------------------
@@ -581,15 +734,32 @@ def _rotary(call: Call) -> Cost:
     for arg in _tensors(call):
         if len(arg.dims) == 3 and not any(arg.dims == r.dims for r in rotated):
             rotated.append(arg)  # sgl-kernel records q/k twice (inputs and outputs)
-    if not rotated:
-        raise NoCost(f"{call.what}: no [tokens, heads, dim] query/key recorded")
-    tokens = rotated[0].dims[0]
     cache = next((a for a in _tensors(call) if len(a.dims) == 2), None)
+    if not rotated:
+        rotated, cache = _rotary_2d(call)
+    tokens = rotated[0].dims[0]
     row = cache.nbytes // cache.dims[0] if cache is not None and cache.dims[0] else 0
     moved = sum(a.nbytes for a in rotated)
     elements = sum(a.numel for a in rotated)
     formula = f"3 FLOP × {elements} q/k elements; bytes = q/k {moved} read and written + {tokens} cache rows of {row}"
     return Cost(3.0 * elements, 2.0 * moved + tokens * row, rotated[0].precision, VECTOR, formula)
+
+
+def _rotary_2d(call: Call) -> tuple[list[Arg], Arg | None]:
+    """vLLM `_C::rotary_embedding` / sgl-kernel `rotary_embedding(positions [T], query [T, H_q·d],
+    key [T, H_kv·d], head_size, cos_sin_cache [max_pos, d], is_neox)`: the query and key (the
+    first two float [T, ·] tensors after the positions), and the cache (a 2-D tensor of other rows)."""
+    tensors = _tensors(call)
+    positions = next((a for a in tensors if len(a.dims) == 1 and a.precision == "int"), None)
+    if positions is None:
+        raise NoCost(f"{call.what}: no [tokens, heads, dim] query/key or [tokens] positions recorded")
+    tokens = positions.dims[0]
+    flat = [a for a in tensors if len(a.dims) == 2 and a.precision != "int"]
+    rotated = [a for a in flat if a.dims[0] == tokens][:2]
+    if len(rotated) < 2:
+        raise NoCost(f"{call.what}: no [tokens, H·d] query and key recorded apart (a packed qkv cannot be split)")
+    cache = next((a for a in flat if a.dims[0] != tokens), None)
+    return rotated, cache
 
 
 # --- GEMMs launched from Python (catalog entries) -------------------------------------------

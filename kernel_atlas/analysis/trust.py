@@ -1,0 +1,75 @@
+"""How far a report's costs can be trusted: the share of GPU time that has FLOPs or bytes, the
+largest reasons for the rest (op, reason, time) and what to re-profile.
+
+The costed share is report.json's `costed_time_us / gpu_time_us`: a costed call's time counts
+all of its kernels (`op_time_us` of its "main" row). The uncosted rest is grouped by launching
+op and note from the roofline table (each call once, by its `op_time_us`), so the reasons add
+up to `gpu_time_us − costed_time_us`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+TOP_REASONS = 3
+
+_ROLE_REASON = {"no shapes": "no recorded shapes", "no model": "no cost model"}
+
+# a reason (substring of its note) → what to do about it, said once
+_ADVICE = (
+    ("replayed from a CUDA/HIP graph", "profile the graph capture too and pass it with `atlas ingest --capture`"),
+    ("before the profiling window", "open the profiling window before the first launch (a warm-up step first)"),
+)
+_NO_SHAPES = (
+    "recorded without shapes (record_shapes=False): op calls have no FLOPs or bytes; "
+    "re-profile with torch.profiler.profile(record_shapes=True)"
+)
+
+
+def shapes_recorded(summary: dict[str, Any]) -> str:
+    """ "yes", "no" or "partly": whether the traces recorded op input shapes (`Input Dims`), from
+    the ingest summary's launched and shaped activity counts of each trace."""
+    traces = [t for t in summary.get("traces", []) if t.get("with_launcher")]
+    without = sum(1 for t in traces if not t.get("with_shapes"))
+    if not traces or without == 0:
+        return "yes"
+    return "no" if without == len(traces) else "partly"
+
+
+def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """report.json's `trust`: costed share, the largest uncosted (op, reason) groups, shapes, advice."""
+    gpu, costed = float(facts["gpu_time_us"]), float(facts["costed_time_us"])
+    rest = roofline[~roofline["role"].isin(["main", "helper"])]
+    op = rest["launcher"].astype(object).fillna("").replace("", "(no launcher)")
+    note = rest["note"].astype(object).fillna("").astype(str)
+    reason = note.where(note != "", rest["role"].map(_ROLE_REASON).fillna(rest["role"]))
+    # a note that starts with its op ("aten::cat: no tensor shapes recorded") says it once
+    reason = pd.Series(
+        [r.removeprefix(f"{o}: ") for o, r in zip(op.tolist(), reason.tolist(), strict=True)], index=rest.index
+    )
+    grouped = (
+        pd.DataFrame({"op": op, "reason": reason, "time_us": rest["op_time_us"].astype(float)})
+        .groupby(["op", "reason"], sort=False)["time_us"]
+        .sum()
+        .sort_values(ascending=False, kind="stable")
+    )
+    reasons = [
+        {"op": str(o), "reason": str(r), "time_us": float(t), "pct": 100.0 * t / gpu if gpu else 0.0}
+        for (o, r), t in grouped.head(TOP_REASONS).items()
+        if t > 0
+    ]
+    shapes = shapes_recorded(summary)
+    advice = [_NO_SHAPES] if shapes != "yes" else []
+    texts = " ".join(grouped.index.get_level_values("reason")) if len(grouped) else ""
+    advice += [what for key, what in _ADVICE if key in texts]
+    return {
+        "costed_pct": 100.0 * costed / gpu if gpu else 0.0,
+        "costed_time_us": costed,
+        "uncosted_time_us": gpu - costed,
+        "gpu_time_us": gpu,
+        "shapes_recorded": shapes,
+        "top_uncosted": reasons,
+        "advice": advice,
+    }

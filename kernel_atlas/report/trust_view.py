@@ -1,0 +1,24 @@
+"""The trust line (report.json `trust`, from `analysis.trust`) as text for the terminal and the HTML."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kernel_atlas.report.units import fmt_us
+
+
+def trust_lines(trust: dict[str, Any] | None) -> list[str]:
+    """The trust line and its reasons, as plain text (the terminal and the HTML escape it)."""
+    if not trust:
+        return []
+    lines = [
+        f"costed: {trust['costed_pct']:.1f} % of GPU time has FLOPs or bytes "
+        f"({fmt_us(trust['costed_time_us'])} of {fmt_us(trust['gpu_time_us'])})"
+    ]
+    if trust["shapes_recorded"] != "yes":
+        which = "the trace was" if trust["shapes_recorded"] == "no" else "some traces were"
+        lines.append(f"{which} {trust['advice'][0]}")
+    for r in trust["top_uncosted"]:
+        lines.append(f"  uncosted {fmt_us(r['time_us'])} ({r['pct']:.1f} %): {r['op']}: {r['reason']}")
+    lines += [f"  to cost more: {a}" for a in trust["advice"][1 if trust["shapes_recorded"] != "yes" else 0 :]]
+    return lines

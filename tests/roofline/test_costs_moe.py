@@ -1,0 +1,130 @@
+"""The MoE forward of vLLM (`vllm::moe_forward`): k and the experts' weights from the ops it
+encloses, the cost shared by its kernels. Numbers derived by hand from the recorded shapes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from kernel_atlas.ingest.pipeline import ingest_trace
+from kernel_atlas.ingest.recorded import parse_call
+from kernel_atlas.roofline.analysis import analyse
+from kernel_atlas.roofline.costs import Call, NoCost, cost_of, expected_experts
+
+BF16 = '"c10::BFloat16"'
+# TraceLens's vllm_decode_full capture (gpt-oss, mxfp4 weights): moe_forward(hidden [32,3072], router
+# logits [32,32]) enclosing TopK(k=4) and views of w1 [32,1536,5888] and w2 [32,1472,3072] as uint8
+ENCLOSED = json.dumps(
+    {
+        "topk": 4,
+        "tensors": [
+            [[1, 128, 2944], "c10::BFloat16"],
+            [[32, 1536, 5888], "unsigned char"],
+            [[1, 32, 3072], "c10::BFloat16"],
+            [[32, 1472, 3072], "unsigned char"],
+        ],
+    }
+)
+
+
+def _moe_call(enclosed: str) -> Call:
+    args = parse_call("[[32,3072],[32,32],[],[]]", f'[{BF16},{BF16},"",""]')
+    return Call("vllm::moe_forward", "fused_moe", args, "rule:moe-gemm", None, "", enclosed)
+
+
+def test_gated_mxfp4_experts_from_the_enclosed_weights() -> None:
+    cost = cost_of(_moe_call(ENCLOSED))
+    # w1 [E, H/2 packed, 2·I]: H = 3072 packs two fp4 per byte (1536), 2·I = 5888; w2 [E, I/2, H]: I = 2·1472 = 2944
+    # up 2·T·k·H·I·2 + down 2·T·k·I·H with T=32, k=4
+    assert cost.flops == 2 * 32 * 4 * 3072 * 2944 * 2 + 2 * 32 * 4 * 2944 * 3072 == 6_945_767_424
+    # weights: expected distinct experts 32·(1 − (1 − 4/32)^32) of the 32 experts' stored bytes
+    touched = 32 * (1 - (1 - 4 / 32) ** 32)
+    weights = 32 * 1536 * 5888 + 32 * 1472 * 3072  # one byte per packed pair
+    activations = 2 * 32 * 3072 * 2 + 32 * 32 * 2  # x read, out written, router logits read
+    assert cost.bytes == pytest.approx(touched / 32 * weights + activations, rel=1e-12)
+    assert expected_experts(32, 4, 32) == pytest.approx(31.553, abs=1e-3)
+    assert expected_experts(8, 2, 1) == 2.0  # one token touches exactly k experts
+
+
+def test_moe_without_enclosed_weights_or_topk_says_so() -> None:
+    with pytest.raises(NoCost, match="top-k not recorded"):
+        cost_of(_moe_call(json.dumps({"topk": None, "tensors": []})))
+    with pytest.raises(NoCost, match="weights"):
+        cost_of(_moe_call(json.dumps({"topk": 2, "tensors": []})))
+
+
+def _op(name: str, ts: float, dur: float, ext: int, dims: list, types: list, concrete: list | None = None) -> dict:
+    args = {"External id": ext, "Input Dims": dims, "Input type": types}
+    if concrete is not None:
+        args["Concrete Inputs"] = concrete
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+
+def _launch(ts: float, corr: int, ext: int, kernel: str, kts: float, kdur: float) -> list[dict]:
+    return [
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "cudaLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": ts,
+            "dur": 2,
+            "args": {"correlation": corr, "External id": ext},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": kernel,
+            "pid": 0,
+            "tid": 7,
+            "ts": kts,
+            "dur": kdur,
+            "args": {
+                "correlation": corr,
+                "External id": ext,
+                "device": 0,
+                "stream": 7,
+                "grid": [1, 1, 1],
+                "block": [128, 1, 1],
+            },
+        },
+    ]
+
+
+def test_ingest_gives_the_call_its_enclosed_weights_and_its_kernels_share_the_cost(tmp_path: Path) -> None:
+    # moe_forward(x [8,64] bf16, logits [8,4]) encloses TopK(k=2) and views of bf16 w1 [4,256,64] and
+    # w2 [4,64,128]: H = 64, I = 128, gated (w1's 256 = 2·128); its two expert GEMMs launch inside it
+    events = [
+        _op("vllm::moe_forward", 100, 100, 1, [[8, 64], [8, 4], [], []], ["c10::BFloat16"] * 2 + ["", ""]),
+        _op("TopK", 110, 5, 2, [[8, 4], [], []], ["c10::BFloat16", "Scalar", "Scalar"], ["", "2", "True"]),
+        _op("aten::view", 120, 1, 3, [[4, 256, 64], []], ["c10::BFloat16", "ScalarList"], ["", "[4, 256, 64]"]),
+        _op("aten::view", 122, 1, 4, [[4, 64, 128], []], ["c10::BFloat16", "ScalarList"], ["", "[4, 64, 128]"]),
+        *_launch(130, 11, 1, "fused_moe_up_kernel", 1000, 30.0),
+        *_launch(150, 12, 1, "fused_moe_down_kernel", 1040, 10.0),
+    ]
+    path = tmp_path / "moe.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump({"traceEvents": events}, handle)
+    frame = ingest_trace(path).frame
+    inside = frame[frame["cpu_op"] == "vllm::moe_forward"]
+    assert len(inside) == 2 and inside["enclosed_shapes"].nunique() == 1
+    kernels = analyse(frame, None).kernels
+    main = kernels[kernels["role"] == "main"]
+    assert len(main) == 1 and main["name"].iloc[0] == "fused_moe_up_kernel"  # the longer kernel carries it
+    # 2·8·2·64·128·2 + 2·8·2·128·64
+    assert main["flops"].iloc[0] == 2 * 8 * 2 * 64 * 128 * 2 + 2 * 8 * 2 * 128 * 64 == 786_432
+    assert main["op_time_us"].iloc[0] == 40.0  # both kernels' time
+    assert (kernels.loc[kernels["name"] == "fused_moe_down_kernel", "role"] == "helper").all()
+
+
+def test_fused_experts_reads_the_expected_distinct_experts() -> None:
+    # sglang::inplace_fused_experts(hidden [4,64], w1 [8,256,64], w2 [8,64,128], topk_weights [4,2]) in bf16
+    args = parse_call("[[4,64],[8,256,64],[8,64,128],[4,2]]", f"[{BF16},{BF16},{BF16},{BF16}]")
+    cost = cost_of(Call("sglang::inplace_fused_experts", "fused_moe", args))
+    assert cost.flops == 2 * 4 * 2 * 256 * 64 + 2 * 4 * 2 * 64 * 128 == 393_216
+    # 8·(1 − (3/4)^4) = 5.46875 of 8 experts: 0.68359375 of w1 (262,144 B) + w2 (131,072 B); x and out 512 B each
+    assert cost.bytes == 512 + 512 + 0.68359375 * (262_144 + 131_072) == 269_824
