@@ -1,7 +1,7 @@
 """Why the GPU waits: idle gaps per stream and per device, split as HTA splits them, and what
 the host was doing during the host waits.
 
-Definitions (those of HTA's `get_idle_time_breakdown`, README "Why the GPU waits"): on one stream,
+Definitions (those of HTA's `get_idle_time_breakdown`, docs/waits.md): on one stream,
 activities in start order; the gap before an activity runs from the end of the previous one to
 its start. A gap is
 1. `host_wait` when the activity's launch call began after the previous activity ended (the CPU

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-# Every column of kernels.parquet, written down once (README documents each).
+# Every column of kernels.parquet, written down once (docs/outputs.md documents each).
 KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "trace": pa.dictionary(pa.int32(), pa.string()),
     "rank": pa.int32(),

@@ -1,7 +1,7 @@
 """Hostile-input fuzzing: real traces mutated by hypothesis, run through `atlas ingest` and
 `atlas report`, and the bad-input contract checked on every outcome.
 
-The contract (README, "Bad input"): exit 0 with a correct result, or exit 2 with exactly one
+The contract (docs/input.md): exit 0 with a correct result, or exit 2 with exactly one
 line naming the file and the problem — never a traceback, an "internal error", a hang, memory
 beyond a bound, or an output that is not one consistent run.
 
