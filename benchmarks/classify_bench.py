@@ -89,8 +89,12 @@ def corpus() -> dict[str, object] | None:
         for r, label in zip(rows, labels, strict=True)
         if label.category != r["category"] or (r["op_mapping"] and label.op_mapping != r["op_mapping"])
     ]
-    return {"names": len(rows), "right_pct": round(100 * (1 - len(misses) / len(rows)), 2), "misses": misses,
-            "us_per_name": round(1e6 * seconds / len(rows), 1)}
+    return {
+        "names": len(rows),
+        "right_pct": round(100 * (1 - len(misses) / len(rows)), 2),
+        "misses": misses,
+        "us_per_name": round(1e6 * seconds / len(rows), 1),
+    }
 
 
 def main() -> None:
@@ -108,8 +112,12 @@ def main() -> None:
             continue
         keys = frame[["name", "launcher", "call_stack"]].astype(str).drop_duplicates()
         cold, warm = timed_labels(frame)
-        entry: dict[str, object] = {"rows": len(frame), "distinct_keys": len(keys), "cold_s": round(cold, 3),
-                                    "warm_s": round(warm, 3)}
+        entry: dict[str, object] = {
+            "rows": len(frame),
+            "distinct_keys": len(keys),
+            "cold_s": round(cold, 3),
+            "warm_s": round(warm, 3),
+        }
         if not args.no_labels:
             entry["attribution"] = attribution(stem, frame)
         result["traces"][stem] = entry  # type: ignore[index]

@@ -1,6 +1,6 @@
 """Draw docs/images/report.svg: `atlas report` on the bundled example, as an 80-column terminal shows it.
 
-    python docs/scripts/make_picture.py
+python docs/scripts/make_picture.py
 """
 
 from __future__ import annotations
@@ -29,7 +29,10 @@ def main() -> int:
         subprocess.run([*atlas, "ingest", str(trace), "-q"], check=True, env=env, capture_output=True)
         shown = subprocess.run(
             [*atlas, "report", str(trace.with_name("h100_bert_small_infer.atlas")), "--top", "6"],
-            check=True, env=env, capture_output=True, text=True,
+            check=True,
+            env=env,
+            capture_output=True,
+            text=True,
         ).stdout
     console = Console(record=True, width=80, file=open(os.devnull, "w"), force_terminal=True)  # noqa: SIM115
     console.print(Text.from_ansi(shown.replace(tmp, "/tmp")))

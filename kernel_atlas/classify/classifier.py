@@ -245,9 +245,7 @@ class Classifier:
         # evidence says what settled the op
         source = by_name.source if by_name is not None else chosen.source
         label = self._label(op, source, evidence, confidence, detail)
-        return Explanation(
-            label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None
-        )
+        return Explanation(label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None)
 
     def _known(self, name: str, launcher: str) -> tuple[str, str] | None:
         """(op, why) when the catalog has this exact kernel (and launcher, else a name whose

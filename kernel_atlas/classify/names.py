@@ -124,9 +124,9 @@ def _prefixes(items: list) -> list[str] | None:
         elif op is _sre.SUBPATTERN:
             inner = list(av[-1])
             if all(o in _ZERO_WIDTH for o, _ in inner) or (
-                len(inner) == 1 and inner[0][0] is _sre.BRANCH and all(
-                    all(o in _ZERO_WIDTH for o, _ in branch) for branch in inner[0][1][1]
-                )
+                len(inner) == 1
+                and inner[0][0] is _sre.BRANCH
+                and all(all(o in _ZERO_WIDTH for o, _ in branch) for branch in inner[0][1][1])
             ):
                 continue  # a zero-width group (the token boundary)
             branches = [inner]

@@ -224,7 +224,7 @@ def parse_rules(source: Path) -> RuleSet:
     for case in CONFLICT_CASES:
         raw = data.get("resolution", {}).get(case)
         if not isinstance(raw, dict) or raw.get("winner") not in WINNERS:
-            raise AtlasError(source, f"[resolution] needs `{case} = {{ winner = \"name\"|\"launcher\", why = ... }}`")
+            raise AtlasError(source, f'[resolution] needs `{case} = {{ winner = "name"|"launcher", why = ... }}`')
         resolution[case] = Resolution(raw["winner"], raw.get("why", ""))
     return RuleSet(tuple(lists["rule"]), tuple(lists["context"]), tuple(lists["fallback"]), resolution, sets)
 

@@ -477,8 +477,10 @@ def _drop_bad_numbers(
 ) -> None:
     for key in keys:
         value = mapping.get(key)
-        if (nulls and key in mapping and value is None) or _bad_number(value) or (
-            isinstance(value, list) and any(_bad_number(v) for v in value)
+        if (
+            (nulls and key in mapping and value is None)
+            or _bad_number(value)
+            or (isinstance(value, list) and any(_bad_number(v) for v in value))
         ):
             del mapping[key]
             ignored[key] += 1
@@ -825,6 +827,8 @@ def _forgiving_memory_args(raw: msgspec.Raw, ignored: Counter[str]) -> MemoryArg
             value = info.default
         values[info.name] = value
     return MemoryArgs(**values)
+
+
 _STREAM_TID = re.compile(r"(?:stream )?(\d+)")
 
 
@@ -834,6 +838,8 @@ def _number(value: int | str) -> int:
         return value
     match = _STREAM_TID.fullmatch(value)
     return int(match.group(1)) if match and len(match.group(1)) < 18 else -1
+
+
 def _gpu_syncs(events: list[Any], args: list[Args]) -> np.ndarray:
     """`SlicePart.syncs` rows of the timed `cuda_sync` events of a known kind."""
     rows = []

@@ -188,9 +188,7 @@ def output_for(first_source: str, choose: str = "-o sets the output folder") -> 
         return out, None
     fallback = Path(local.name)
     if not is_writable_folder(Path.cwd()):
-        raise AtlasError(
-            first_source, f"its folder {local.parent} and the current folder are read-only: {choose}"
-        )
+        raise AtlasError(first_source, f"its folder {local.parent} and the current folder are read-only: {choose}")
     return str(fallback), f"{local.parent} is read-only: writing to ./{fallback} instead ({choose})"
 
 

@@ -217,8 +217,7 @@ class _Source:
 
 def too_large(at: int) -> str:
     return (
-        f"not a profiler trace: more than {MAX_EVENT_BYTES >> 20} MB of text without an event boundary "
-        f"(from byte {at})"
+        f"not a profiler trace: more than {MAX_EVENT_BYTES >> 20} MB of text without an event boundary (from byte {at})"
     )
 
 

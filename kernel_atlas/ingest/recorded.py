@@ -163,8 +163,7 @@ def parse_call(
         return items[i] if i < len(items) else None
 
     return tuple(
-        _arg(at(dims_, i), at(types_, i), at(strides_, i), at(values, i))
-        for i in range(max(len(dims_), len(types_)))
+        _arg(at(dims_, i), at(types_, i), at(strides_, i), at(values, i)) for i in range(max(len(dims_), len(types_)))
     )
 
 

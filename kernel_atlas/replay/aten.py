@@ -177,9 +177,7 @@ def _tensors(value: Any) -> list[Any]:
     return []
 
 
-def _compare_outputs(
-    output: Any, reference: Any, precision: str | None = None, values: bool = True
-) -> tuple[str, str]:
+def _compare_outputs(output: Any, reference: Any, precision: str | None = None, values: bool = True) -> tuple[str, str]:
     """Each tensor of the replayed result against the float64 reference's, by its own dtype
     (`values` False: shapes and dtypes only, for random or uninitialised outputs)."""
     outs, refs = _tensors(output), _tensors(reference)

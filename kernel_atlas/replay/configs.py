@@ -114,9 +114,7 @@ class Choice:
     source: str  # where they came from
 
 
-def candidates(
-    kernel: str, target: Any, device: str, programs: Callable[[Config], int] | None = None
-) -> Choice:
+def candidates(kernel: str, target: Any, device: str, programs: Callable[[Config], int] | None = None) -> Choice:
     """The configurations consistent with the traced launch (else the usual ones); on the CPU
     (Triton interpreter) one: the traced tiling where known, else the interpreter's."""
     kernel_spec = spec(kernel)

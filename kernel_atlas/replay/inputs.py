@@ -25,5 +25,3 @@ def nbytes(args: tuple[Arg, ...]) -> int:
     """Bytes the recorded tensors take (tensor-list elements, whose dtype is not recorded: 4)."""
     size = {a.dtype: dtypes()[a.dtype].bytes if a.dtype in dtypes() else 4 for a in args}
     return sum(math.prod(shape) * size[a.dtype] for a in args for shape in a.shapes)
-
-

@@ -178,9 +178,7 @@ def data_table(
         "page": PAGE,
     }
     data = json.dumps(payload, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-    header = "".join(
-        f"<th title='{html.escape(c.title, quote=True)}'>{html.escape(c.label)}</th>" for c in columns
-    )
+    header = "".join(f"<th title='{html.escape(c.title, quote=True)}'>{html.escape(c.label)}</th>" for c in columns)
     return (
         f"<div class='atlas-table-wrap' id='{html.escape(table_id, quote=True)}'>"
         f"<input type='search' placeholder='{html.escape(placeholder, quote=True)}' aria-label='filter rows'>"

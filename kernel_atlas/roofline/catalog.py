@@ -17,9 +17,11 @@ def entry_call(entry: dict[str, Any]) -> Call:
     """A catalog entry as a call: its example params, its op_mapping, and the rule that
     identifies its kernel family (from the classifier, the one reader of kernel names)."""
     args = from_params(entry.get("params", []))
-    rule = default_classifier().classify(
-        entry.get("kernel_name", ""), entry.get("kernel_implementation"), entry.get("call_stack")
-    ).rule
+    rule = (
+        default_classifier()
+        .classify(entry.get("kernel_name", ""), entry.get("kernel_implementation"), entry.get("call_stack"))
+        .rule
+    )
     list_dtype = next((a.dtype for a in args if a.kind == TENSOR), None)
     return Call(entry.get("kernel_implementation", ""), entry.get("op_mapping", ""), args, rule, list_dtype)
 

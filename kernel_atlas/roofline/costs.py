@@ -139,9 +139,7 @@ def _output_numel(shapes: list[tuple[int, ...]]) -> int:
     not broadcast (an Inductor kernel's arguments are views of one buffer, [8,4096,2048] beside
     [32768,2048]), the largest input, never the per-axis maximum of shapes that do not fit."""
     broadcast = _broadcast(shapes)
-    fits = all(
-        size in (1, broadcast[axis - len(shape)]) for shape in shapes for axis, size in enumerate(shape)
-    )
+    fits = all(size in (1, broadcast[axis - len(shape)]) for shape in shapes for axis, size in enumerate(shape))
     return math.prod(broadcast) if fits else max(math.prod(shape) for shape in shapes)
 
 

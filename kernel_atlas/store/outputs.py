@@ -574,6 +574,7 @@ def _check_values(path: Path) -> None:
             if deep:
                 raise refuse(deep, f"`{name}` values nested deeper than {MAX_DEPTH} levels")
 
+
 def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None:
     schema = _schema(path)
     check_kernels_schema(schema, path, required)

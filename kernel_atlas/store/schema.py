@@ -81,6 +81,7 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
 }
 KERNEL_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in KERNEL_COLUMNS.items()])
 
+
 def to_arrow(frame: pd.DataFrame) -> pa.Table:
     if frame.empty:
         return KERNEL_SCHEMA.empty_table()

@@ -162,11 +162,15 @@ def test_diff_html_sorts_in_headless_chromium(diff, tmp_path: Path) -> None:
         browser.open(page.as_uri())
         assert not browser.errors, browser.errors
         assert browser.evaluate("document.querySelectorAll('.main-svg').length") >= 2
-        order = browser.evaluate("Array.from(document.querySelectorAll('#diff-table tbody tr')).map(r => +r.dataset.row)")
+        order = browser.evaluate(
+            "Array.from(document.querySelectorAll('#diff-table tbody tr')).map(r => +r.dataset.row)"
+        )
         deltas = diff.table["delta_us"].to_numpy()[order]
         assert len(order) == min(len(diff.table), 500) and (deltas[:-1] >= deltas[1:]).all()
         browser.evaluate("document.querySelectorAll('#diff-table th')[2].click()")  # A, largest first
-        order = browser.evaluate("Array.from(document.querySelectorAll('#diff-table tbody tr')).map(r => +r.dataset.row)")
+        order = browser.evaluate(
+            "Array.from(document.querySelectorAll('#diff-table tbody tr')).map(r => +r.dataset.row)"
+        )
         a_us = diff.table["a_us"].to_numpy()[order]
         assert (a_us[:-1] >= a_us[1:]).all()
         assert not browser.errors, browser.errors

@@ -37,10 +37,22 @@ SEED_TBD = [
     (14, "moe_align", "rule:sglang-moe-sort"),  # void count_and_sort_expert_tokens_kernel<long>(long const*,
     (15, "fused_moe", "rule:triton-fused-moe"),  # fused_moe_kernel
     (16, "gelu_and_mul", "rule:act-and-mul"),  # void flashinfer::activation::act_and_mul_kernel<__nv_bfloat1
-    (17, "attention", "rule:flashinfer-prefill-noncausal"),  # void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinf
-    (18, "moe_align", "rule:sglang-moe-align-small-batch"),  # void moe_align_block_size_small_batch_expert_kernel<long>(lo
+    (
+        17,
+        "attention",
+        "rule:flashinfer-prefill-noncausal",
+    ),  # void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinf
+    (
+        18,
+        "moe_align",
+        "rule:sglang-moe-align-small-batch",
+    ),  # void moe_align_block_size_small_batch_expert_kernel<long>(lo
     (19, "rms_norm", "rule:flashinfer-rms-norm"),  # void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv
-    (20, "rms_norm", "rule:flashinfer-rms-norm-fused-add"),  # void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat
+    (
+        20,
+        "rms_norm",
+        "rule:flashinfer-rms-norm-fused-add",
+    ),  # void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat
     (21, "moe_gate", "rule:moe-gate"),  # void topkGatingSoftmax<4, 128, 4, 16>(float const*, bool con
     (22, "silu_and_mul", "rule:act-and-mul"),  # void flashinfer::activation::act_and_mul_kernel<__nv_bfloat1
     (23, "quantize", "rule:per-token-group-quant"),  # _per_token_group_quant_fp8
@@ -279,7 +291,10 @@ VARIANT_STACKS = {
 FINER_FAMILIES = [
     ("void vllm::rotary_embedding_kernel<c10::Half, false>(long const*, c10::Half*)", "rope-interleaved"),
     ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*)", "rope-neox"),
-    ("void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<(bool)1, 128u, 8u, half, int>(half*)", "rope-interleaved"),
+    (
+        "void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheKernel<(bool)1, 128u, 8u, half, int>(half*)",
+        "rope-interleaved",
+    ),
     ("void sglang::rotary_embedding_kernel(half*)", "rotary"),  # the layout is not in the name
     (
         "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, 16u>,"
@@ -291,7 +306,10 @@ FINER_FAMILIES = [
         " PagedParams>(PagedParams)",
         "flashinfer-prefill-noncausal",
     ),
-    ("void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)1, 2u>(Params)", "flashinfer-decode"),
+    (
+        "void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)1, 2u>(Params)",
+        "flashinfer-decode",
+    ),
     ("void moe_align_block_size_small_batch_expert_kernel<int>(int const*, int*)", "sglang-moe-align-small-batch"),
     ("void count_and_sort_expert_tokens_kernel<int>(int const*, int*)", "sglang-moe-sort"),
     ("_fwd_kernel_ep_scatter_1", "sglang-ep-scatter-1"),
@@ -359,23 +377,47 @@ CATEGORY_VARIANTS = [
     ("void flashinfer::norm::GemmaRMSNormKernel<16u, half>(half*, half*, half*, unsigned int)", None, "norm"),
     # what a kernel is outranks what it fuses
     ("_p_matmul_ogs_NTN_fp8xfp8_64x128x64x2_swiglu", None, "moe"),
-    ("bmm_Bfloat16_E4m3E4m3_Fp32_t128x16x128u2_s5_et64x16_m64x16x32_cga1x1x1_16dp256b_TN_transOut_schedS_bN_dynBatch_sm100a", None, "moe"),
-    ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_gelu_bf16_64x128_32x4_tn_align8>(Params)", None, "gemm"),
+    (
+        "bmm_Bfloat16_E4m3E4m3_Fp32_t128x16x128u2_s5_et64x16_m64x16x32_cga1x1x1_16dp256b_TN_transOut_schedS_bN_dynBatch_sm100a",
+        None,
+        "moe",
+    ),
+    (
+        "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_gelu_bf16_64x128_32x4_tn_align8>(Params)",
+        None,
+        "gemm",
+    ),
     ("triton_poi_fused_addmm_gelu_view_11", None, "activation"),
     ("triton_poi_fused_add_addmm_mul_view_4", None, "elementwise"),
     ("triton_tem_fused_addmm_gelu_3", None, "gemm"),
     ("triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_view_12", None, "norm"),
     ("triton_poi_fused__to_copy_cat_clone_view_7", None, "memory"),
-    ("void tensorrt_llm::kernels::allreduce_fusion_kernel_twoshot_sync<__nv_bfloat16, 8, true>(AllReduceFusionParams)", None, "communication"),
+    (
+        "void tensorrt_llm::kernels::allreduce_fusion_kernel_twoshot_sync<__nv_bfloat16, 8, true>(AllReduceFusionParams)",
+        None,
+        "communication",
+    ),
     # collectives whose device kernel does not name the collective
     ("ncclDevKernel_Generic_2(ncclDevKernelArgsStorage<4096ul>)", None, "communication"),
     # MoE routing and expert GEMMs
     ("void vllm::moe::topkGatingSoftmaxDecode<8, 64, 2>(float const*, float*, int*)", None, "moe"),
-    ("void moe::dev::routing::routingIndicesBlockKernel<KernelParams<cutlass::bfloat16_t, float, 8> >(KernelParams)", None, "moe"),
-    ("void deep_gemm::sm100_fp8_gemm_1d1d_impl<0u, 4096u, 7168u, 128u, 128u, (deep_gemm::GemmType)1, float>(int*)", None, "moe"),
+    (
+        "void moe::dev::routing::routingIndicesBlockKernel<KernelParams<cutlass::bfloat16_t, float, 8> >(KernelParams)",
+        None,
+        "moe",
+    ),
+    (
+        "void deep_gemm::sm100_fp8_gemm_1d1d_impl<0u, 4096u, 7168u, 128u, 128u, (deep_gemm::GemmType)1, float>(int*)",
+        None,
+        "moe",
+    ),
     # attention variants
     ("void ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVS<Problem> >(Kargs)", None, "attention"),
-    ("void flash::FlashAttnFwdSm100<flash::CollectiveMainloopFwdSm100<192, cute::tuple<int>>>(Params)", None, "attention"),
+    (
+        "void flash::FlashAttnFwdSm100<flash::CollectiveMainloopFwdSm100<192, cute::tuple<int>>>(Params)",
+        None,
+        "attention",
+    ),
     ("qk_int8_sv_f16_accum_f32_attn_inst_buf<64, 128, 1>", None, "attention"),
     # layout transforms inside a convolution call are memory
     ("batched_transpose_128x8_pack_2x2_ediv_2x1_half", "aten::miopen_convolution", "memory"),
@@ -392,20 +434,47 @@ def test_principles_hold_on_unseen_names(name: str, launcher: str | None, catego
     ("name", "launcher", "op", "evidence"),
     [
         # a kernel's own name wins over a launcher of another category, and the conflict is recorded
-        ("void cudnn::ops::nchwToNhwcKernel<__half, __half, float, false, true>(Params)", "aten::cudnn_convolution", "copy_", "name>launcher"),
-        ("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}>(int)", "aten::addmm", "copy_", "name>launcher"),
+        (
+            "void cudnn::ops::nchwToNhwcKernel<__half, __half, float, false, true>(Params)",
+            "aten::cudnn_convolution",
+            "copy_",
+            "name>launcher",
+        ),
+        (
+            "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}>(int)",
+            "aten::addmm",
+            "copy_",
+            "name>launcher",
+        ),
         # same category: the launching op names the op (a GEMM kernel of a convolution call is conv)
-        ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x128_16x6_nn_align1>(Params)", "aten::cudnn_convolution", "conv", "launcher>name"),
+        (
+            "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x128_16x6_nn_align1>(Params)",
+            "aten::cudnn_convolution",
+            "conv",
+            "launcher>name",
+        ),
         # a generic wrapper name is weak evidence: the launcher decides
-        ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::opaque_lambda, std::array<char*, 2ul> >(int)", "aten::gelu", "gelu", "launcher>name"),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::opaque_lambda, std::array<char*, 2ul> >(int)",
+            "aten::gelu",
+            "gelu",
+            "launcher>name",
+        ),
         # a layer launcher (a whole MoE layer) does not override what the kernel's name says it is
-        ("void vllm::moe::topkGatingSoftmax<4, 64, 2>(float const*, bool const*, float*, int)", "vllm::moe_forward", "moe_gate", "name>launcher"),
+        (
+            "void vllm::moe::topkGatingSoftmax<4, 64, 2>(float const*, bool const*, float*, int)",
+            "vllm::moe_forward",
+            "moe_gate",
+            "name>launcher",
+        ),
         ("void some_vendor::opaque_kernel<3>(int)", "vllm::moe_forward", "fused_moe", "launcher"),
         # agreement
         ("void flashinfer::norm::RMSNormKernel<4u, half>(half*)", "sgl_kernel::rmsnorm", "rms_norm", "name+launcher"),
     ],
 )
-def test_name_and_launcher_conflicts_follow_the_stated_priority(name: str, launcher: str, op: str, evidence: str) -> None:
+def test_name_and_launcher_conflicts_follow_the_stated_priority(
+    name: str, launcher: str, op: str, evidence: str
+) -> None:
     label = default_classifier().classify(name, launcher)
     assert (label.op_mapping, label.evidence) == (op, evidence), label
 
@@ -419,7 +488,9 @@ def test_an_enclosing_moe_module_makes_a_gemm_moe_but_not_the_router() -> None:
     assert classifier.classify(gemm, "aten::mm", expert).op_mapping == "fused_moe"
     assert classifier.classify(gemm, "aten::mm", router).op_mapping == "matmul"
     assert classifier.classify(gemm, "aten::_grouped_mm", grouped).op_mapping == "fused_moe"
-    mixtral = "cudaLaunchKernel <- aten::mm <- nn.Module: MixtralBlockSparseTop2MLP_3 <- nn.Module: MixtralSparseMoeBlock_0"
+    mixtral = (
+        "cudaLaunchKernel <- aten::mm <- nn.Module: MixtralBlockSparseTop2MLP_3 <- nn.Module: MixtralSparseMoeBlock_0"
+    )
     shared = "cudaLaunchKernel <- aten::mm <- nn.Module: DeepseekV3MLP_0 <- nn.Module: DeepseekV3MoE_0"  # shared expert
     assert classifier.classify(gemm, "aten::mm", mixtral).op_mapping == "fused_moe"
     assert classifier.classify(gemm, "aten::mm", shared).op_mapping == "matmul"
@@ -454,7 +525,12 @@ def test_rule_precisions_are_read_without_compiling_the_rules() -> None:
 
     with (catalogs_dir() / "rules.toml").open("rb") as handle:
         raw = tomllib.load(handle)
-    written = {r["id"]: r["precision"] for kind in ("rule", "context", "fallback") for r in raw.get(kind, []) if "precision" in r}
+    written = {
+        r["id"]: r["precision"]
+        for kind in ("rule", "context", "fallback")
+        for r in raw.get(kind, [])
+        if "precision" in r
+    }
     assert written and set(written.values()) == {"tf32"}
     rule_module.rule_precisions.cache_clear()
     rule_module.load_rules.cache_clear()

@@ -22,7 +22,9 @@ def corpus_misses() -> tuple[int, list[str]]:
         wrong_op = row["op_mapping"] and label.op_mapping != row["op_mapping"]
         if label.category != row["category"] or wrong_op:
             expected = f"{row['category']}/{row['op_mapping'] or '*'}"
-            misses.append(f"{row['name'][:110]!r}: expected {expected}, got {label.category}/{label.op_mapping} ({label.rule})")
+            misses.append(
+                f"{row['name'][:110]!r}: expected {expected}, got {label.category}/{label.op_mapping} ({label.rule})"
+            )
     return len(rows), misses
 
 

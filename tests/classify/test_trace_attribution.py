@@ -26,7 +26,9 @@ def _attribution(stem: str) -> dict:
     expected = pd.read_csv(LABELS, keep_default_na=False)
     expected = expected[expected["trace"] == stem].set_index("kernel")["category"]
     times = kernels.groupby(kernels["name"].astype(str), observed=True)["dur_us"].sum()
-    got = kernels.groupby(kernels["name"].astype(str), observed=True)["category"].agg(lambda c: sorted(set(map(str, c))))
+    got = kernels.groupby(kernels["name"].astype(str), observed=True)["category"].agg(
+        lambda c: sorted(set(map(str, c)))
+    )
     total = float(times.sum())
     labelled = expected[expected != "?"]
     right = wrong = 0.0

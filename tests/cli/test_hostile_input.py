@@ -195,7 +195,7 @@ def test_out_of_range_narrow_integers_become_null_not_wrapped() -> None:
             "dur_us": [1.0, 1.0, 1.0, 1.0, float("inf")],
             "device": pd.array([0, 2**31 + 5, -(2**31) - 1, 1, 1], dtype="Int64"),
             "group_size": pd.array([8, 2**40, 4, 1, 1], dtype="Int64"),
-            "input_dims": pd.Categorical(['[[1,2]]', '{"a":[1,2]}', None, '[[3]]', '[[4]]']),
+            "input_dims": pd.Categorical(["[[1,2]]", '{"a":[1,2]}', None, "[[3]]", "[[4]]"]),
         }
     )
     kept, warnings = usable_rows(frame)
@@ -292,7 +292,9 @@ def test_an_out_of_range_number_costs_only_its_field(tmp_path: Path, example, wo
         kernels[i]["args"][key] = placeholder
     kernels[7]["args"]["correlation"] = str(kernels[7]["args"]["correlation"])  # the forgiving path as well
     path = tmp_path / "t.json"
-    path.write_text(_with_raw(doc, {"BIG": str(2**70), "NEGBIG": str(-(2**64)), "INF": "1e999", "INFGRID": "[1e999, 1, 1]"}))
+    path.write_text(
+        _with_raw(doc, {"BIG": str(2**70), "NEGBIG": str(-(2**64)), "INF": "1e999", "INFGRID": "[1e999, 1, 1]"})
+    )
     _, cols = _columns(path, workers, slice_bytes)
     gpu = cols.gpu
     assert len(gpu) == len(kernels) + 1  # and the memcpy
@@ -560,12 +562,36 @@ def test_host_fields_ingest_does_not_read_are_not_reported_as_damage() -> None:
     # Triton CPU ops their grid ("grid(100,)", a100_triton_compile_tiny): ingest reads neither on
     # host events, so nothing is "ignored"; the same text on a kernel is still counted
     events = [
-        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
-         "args": {"correlation": 7, "stream": "0x0"}},
-        {"ph": "X", "cat": "cpu_op", "name": "triton_poi_fused_add_0", "pid": 1, "tid": 1, "ts": 0.5, "dur": 4.0,
-         "args": {"External id": 3, "grid": "grid(100,)"}},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 5.0, "dur": 1.0,
-         "args": {"correlation": 7, "stream": "0x0", "device": 0}},
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "hipLaunchKernel",
+            "pid": 1,
+            "tid": 1,
+            "ts": 1.0,
+            "dur": 2.0,
+            "args": {"correlation": 7, "stream": "0x0"},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "triton_poi_fused_add_0",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0.5,
+            "dur": 4.0,
+            "args": {"External id": 3, "grid": "grid(100,)"},
+        },
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k",
+            "pid": 0,
+            "tid": 7,
+            "ts": 5.0,
+            "dur": 1.0,
+            "args": {"correlation": 7, "stream": "0x0", "device": 0},
+        },
     ]
     part = decode_slice(json.dumps(events).encode())
     assert part.ignored == {"stream": 1}

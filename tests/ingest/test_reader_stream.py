@@ -107,9 +107,18 @@ def _collective_trace(seq: object, ranks: object) -> list[dict]:
     """SYNTHETIC, written by hand: a `record_param_comms` op recording a collective (its `Seq`
     and `Process Group Ranks` as given), the ROCm launch inside it naming its kernel, and the
     NCCL kernel, which records no process group or sequence number of its own."""
-    comms = {"External id": 5, "Collective name": "allreduce", "In msg nelems": 1024, "Out msg nelems": 1024,
-             "Group size": 2, "dtype": "Float", "Process Group Name": "7", "Process Group Description": "tp",
-             "Process Group Ranks": ranks, "Seq": seq}
+    comms = {
+        "External id": 5,
+        "Collective name": "allreduce",
+        "In msg nelems": 1024,
+        "Out msg nelems": 1024,
+        "Group size": 2,
+        "dtype": "Float",
+        "Process Group Name": "7",
+        "Process Group Description": "tp",
+        "Process Group Ranks": ranks,
+        "Seq": seq,
+    }
     return [
         {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": 0, "dur": 100,
          "args": comms},

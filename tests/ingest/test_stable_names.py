@@ -22,7 +22,10 @@ PYBIND = "pybind11_builtins.pybind11_detail_function_record_v1_system_libstdcpp_
     [
         (f"<built-in method rmsnorm of {PYBIND} object at 0x786a5118d930>", "rmsnorm (pybind11)"),
         (f"<built-in method  of {PYBIND} object at 0x7f6486f2de50>", "<unnamed> (pybind11)"),
-        ("<built-in method inplace_fused_experts of PyCapsule object at 0x7f88b221fcf0>", "inplace_fused_experts (PyCapsule)"),
+        (
+            "<built-in method inplace_fused_experts of PyCapsule object at 0x7f88b221fcf0>",
+            "inplace_fused_experts (PyCapsule)",
+        ),
         ("<built-in method layer_norm of type object at 0x7499b741df60>", "layer_norm (type)"),
         ("<built-in method size of Tensor object at 0x74956e48e580>", "size (Tensor)"),
         (

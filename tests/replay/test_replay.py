@@ -58,9 +58,7 @@ def test_aten_signatures_of_the_h100_traces_replay_on_cpu(h100_outputs) -> None:
 
 
 def test_inputs_follow_recorded_strides_dtypes_and_index_ranges() -> None:
-    recorded = parse_call(
-        "[[4,6],[],[3]]", '["c10::BFloat16","Scalar","long int"]', "[[1,4],[],[1]]", '["","0",""]'
-    )
+    recorded = parse_call("[[4,6],[],[3]]", '["c10::BFloat16","Scalar","long int"]', "[[1,4],[],[1]]", '["","0",""]')
     assert [r.kind for r in recorded] == ["tensor", "scalar", "tensor"]
     t = make_tensor(recorded[0].dims, recorded[0].dtype, "cpu", recorded[0].strides)
     assert t.dtype == torch.bfloat16 and t.stride() == (1, 4) and t.shape == (4, 6)
@@ -136,15 +134,37 @@ MOE = [[24, 72], [4, 96, 72], [4, 72, 48], [24, 2], [24, 2]]
         ("_moe_sum_reduce_kernel", MOE, "kernel", "Triton moe_sum_reduce_kernel"),
         ("void moe_align_block_size_kernel<long>(long const*)", [[40, 3]], "stand-in", "stand-in: Triton moe_align"),
         ("count_and_sort_expert_tokens_kernel", [[40, 3]], "stand-in", "stand-in: Triton moe_align"),
-        ("void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", [[9, 100], [9, 100], [100]],
-         "stand-in", "Triton rmsnorm_kernel"),
+        (
+            "void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)",
+            [[9, 100], [9, 100], [100]],
+            "stand-in",
+            "Triton rmsnorm_kernel",
+        ),
         ("fused_rmsnorm_kernel", [[9, 100], [9, 100], [100]], "kernel", "Triton rmsnorm_kernel"),
-        ("void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)", [[9, 100], [9, 100], [100]],
-         "stand-in", "Triton fused_add_rmsnorm_kernel"),
-        ("fused_dual_residual_rmsnorm_kernel", [[9, 100], [9, 100], [9, 100], [9, 100], [1, 100], [2, 100]], "kernel",
-         "Triton fused_dual_residual_rmsnorm_kernel"),
-        ("write_req_to_token_pool_triton", [[8, 700], [3], [3], [3], [3], [600]], "kernel", "Triton write_req_to_token_pool"),
-        ("create_flashinfer_kv_indices_triton", [[8, 1300], [3], [3], [4], [0]], "kernel", "Triton create_flashinfer_kv"),
+        (
+            "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*)",
+            [[9, 100], [9, 100], [100]],
+            "stand-in",
+            "Triton fused_add_rmsnorm_kernel",
+        ),
+        (
+            "fused_dual_residual_rmsnorm_kernel",
+            [[9, 100], [9, 100], [9, 100], [9, 100], [1, 100], [2, 100]],
+            "kernel",
+            "Triton fused_dual_residual_rmsnorm_kernel",
+        ),
+        (
+            "write_req_to_token_pool_triton",
+            [[8, 700], [3], [3], [3], [3], [600]],
+            "kernel",
+            "Triton write_req_to_token_pool",
+        ),
+        (
+            "create_flashinfer_kv_indices_triton",
+            [[8, 1300], [3], [3], [4], [0]],
+            "kernel",
+            "Triton create_flashinfer_kv",
+        ),
         ("compute_position_kernel", [[5], [5]], "kernel", "Triton compute_position (5 programs)"),
         ("_per_token_group_quant_fp8", [[3, 5, 256]], "pipeline", "Triton per_token_group_quant_fp8 (30 programs"),
         ("_fwd_kernel_ep_scatter_1", [[24, 256], [64, 256], [64, 2]], "kernel", "Triton _fwd_kernel_ep_scatter_1"),
@@ -340,7 +360,19 @@ def test_targets_of_non_aten_launchers_are_per_kernel_launch(tmp_path: Path) -> 
         ),
         (  # qo_indptr [2], kv_indptr [2], kv_indices [1025], last_page_len [1]: 1 request, 1025 pages of 1
             "void flashinfer::BatchPrefillWithPagedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)0>>(P)",
-            [[4096], [4096], [15], [1, 6, 128], [9999, 1, 1, 128], [9999, 1, 1, 128], [2], [2], [1025], [1], [1, 6, 128]],
+            [
+                [4096],
+                [4096],
+                [15],
+                [1, 6, 128],
+                [9999, 1, 1, 128],
+                [9999, 1, 1, 128],
+                [2],
+                [2],
+                [1025],
+                [1],
+                [1, 6, 128],
+            ],
             "1 request(s), 1 query and 1025 KV tokens each (paged prefill, page size 1",
         ),
         (  # page size 4: 3 requests over 30 pages = 40 KV tokens each, 2 queries each (causal mask mode)

@@ -394,8 +394,13 @@ def test_tensor_list_ops_are_costed_by_hand(reports) -> None:
 
     # vit: aten::cat of a TensorList [[4,1,768],[4,196,768]] (Input type says only "TensorList");
     # the trace's tensors are mostly bf16, so its elements are taken as 2-byte values
-    types = Counter(t for e in raw_events("h100_vit_image_classify_infer") for t in (e.get("args") or {}).get("Input type", []))
-    assert max((t for t in types if t in ("c10::BFloat16", "float", "c10::Half")), key=types.__getitem__) == "c10::BFloat16"
+    types = Counter(
+        t for e in raw_events("h100_vit_image_classify_infer") for t in (e.get("args") or {}).get("Input type", [])
+    )
+    assert (
+        max((t for t in types if t in ("c10::BFloat16", "float", "c10::Half")), key=types.__getitem__)
+        == "c10::BFloat16"
+    )
     row = _first(reports["h100_vit_image_classify_infer"], "aten::cat", "[[[4,1,768],[4,196,768]],[]]")
     assert row["flops"] == 0
     assert row["bytes"] == 2 * (4 * 1 * 768 + 4 * 196 * 768) * 2 == 2_420_736  # read once, written once
@@ -461,4 +466,6 @@ def test_costed_kernels_keep_their_link_note() -> None:
     costed = kernels[(kernels["link"] == LINK_INFERRED).to_numpy() & (kernels["role"] == "main").to_numpy()]
     assert len(costed) > 0
     assert (costed["note"] == LINK_INFERRED).all()
-    assert (kernels.loc[(kernels["link"] == "correlation").to_numpy() & (kernels["role"] == "main"), "note"] == "").all()
+    assert (
+        kernels.loc[(kernels["link"] == "correlation").to_numpy() & (kernels["role"] == "main"), "note"] == ""
+    ).all()

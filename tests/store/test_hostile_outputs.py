@@ -237,7 +237,9 @@ def test_a_trace_in_a_read_only_folder_is_ingested_into_the_current_one(tmp_path
     try:
         result = atlas("ingest", trace, "-q", cwd=work)
         assert result.code == 0, result.output
-        assert result.lines() == [f"note: {shared} is read-only: writing to ./bert.atlas instead (-o sets the output folder)"]
+        assert result.lines() == [
+            f"note: {shared} is read-only: writing to ./bert.atlas instead (-o sets the output folder)"
+        ]
         assert (work / "bert.atlas" / "summary.json").is_file()
         assert sorted(p.name for p in shared.iterdir()) == ["bert.json.gz"]
         report = atlas("report", trace, cwd=work)  # a trace given to report: the same folder
@@ -262,7 +264,9 @@ def _damage(out: Path, how: str) -> Path:
     elif how == "empty":
         rank_file.write_bytes(b"")
     elif how == "foreign":
-        pq.write_table(pa.table({"x": [1, 2], "y": ["a", "b"]}).replace_schema_metadata(table.schema.metadata), rank_file)
+        pq.write_table(
+            pa.table({"x": [1, 2], "y": ["a", "b"]}).replace_schema_metadata(table.schema.metadata), rank_file
+        )
     elif how == "missing-column":
         pq.write_table(table.drop_columns(["ts_us"]), rank_file)
     elif how == "wrong-type":
@@ -344,7 +348,11 @@ def test_errors_cross_process_boundaries_intact() -> None:
 
     with ProcessPoolExecutor(1) as pool, pytest.raises(AtlasError) as caught:
         pool.submit(_raise_atlas_error, "x.json").result()
-    assert (caught.value.source, caught.value.problem, str(caught.value)) == ("x.json", "a problem", "x.json: a problem")
+    assert (caught.value.source, caught.value.problem, str(caught.value)) == (
+        "x.json",
+        "a problem",
+        "x.json: a problem",
+    )
 
 
 def test_outputs_written_before_run_ids_still_report(tmp_path: Path) -> None:
@@ -352,7 +360,9 @@ def test_outputs_written_before_run_ids_still_report(tmp_path: Path) -> None:
     out = _ingest(EXAMPLE, tmp_path / "run.atlas")
     for file in (out / "kernels.parquet").rglob("*.parquet"):
         table = pq.read_table(file)
-        pq.write_table(table.replace_schema_metadata({k: v for k, v in table.schema.metadata.items() if k != RUN_KEY}), file)
+        pq.write_table(
+            table.replace_schema_metadata({k: v for k, v in table.schema.metadata.items() if k != RUN_KEY}), file
+        )
     summary = json.loads((out / "summary.json").read_text())
     del summary["run_id"]
     (out / "summary.json").write_text(json.dumps(summary))

@@ -1,9 +1,9 @@
 """Headless Chromium driven over the DevTools protocol on a pipe (a test helper; no extra package).
 
-    with Chromium.start(tmp_path) as browser:   # pytest.skip when no Chromium is installed
-        browser.open(page.as_uri())
-        browser.evaluate("document.title")
-        assert not browser.errors                 # console errors and uncaught exceptions
+with Chromium.start(tmp_path) as browser:   # pytest.skip when no Chromium is installed
+    browser.open(page.as_uri())
+    browser.evaluate("document.title")
+    assert not browser.errors                 # console errors and uncaught exceptions
 """
 
 from __future__ import annotations

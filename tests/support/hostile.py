@@ -42,9 +42,7 @@ def atlas(*args: object, cwd: Path | None = None, timeout: float = 300) -> Outco
     """`atlas ARGS` as its own process (what a user runs: locks, signals and file descriptors are real)."""
     env = {**os.environ, "COLUMNS": "100"}
     env.pop("ATLAS_DEBUG", None)
-    done = subprocess.run(
-        [*ATLAS, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
-    )
+    done = subprocess.run([*ATLAS, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 

@@ -40,7 +40,9 @@ _counter = itertools.count()
 
 def catalog_target(kernel: str, dims: list, **fields: Any) -> Target:
     types = json.dumps(["c10::BFloat16"] * len(dims))
-    target = Target(kernel, "<built-in function launch>", "", "", json.dumps(dims), types, None, None, None, 1, "catalog")
+    target = Target(
+        kernel, "<built-in function launch>", "", "", json.dumps(dims), types, None, None, None, 1, "catalog"
+    )
     return replace(target, **fields)
 
 
@@ -99,7 +101,7 @@ def _load(module: str, source: str) -> ModuleType:
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[name] = loaded  # dataclasses look their module up while the class is made
     saved = registry.register
-    registry.register = lambda *args, **kwargs: (lambda builder: builder)  # keep mutants out of the registry
+    registry.register = lambda *args, **kwargs: lambda builder: builder  # keep mutants out of the registry
     try:
         spec.loader.exec_module(loaded)
     finally:
@@ -144,7 +146,9 @@ def run_mutant(mutant: Mutant) -> Outcome:
     """The check's verdict on the unmutated module and on the mutant."""
     source = _source(mutant.module)
     if source.count(mutant.old) != 1:
-        raise AssertionError(f"{mutant.name}: the source to mutate occurs {source.count(mutant.old)}× in {mutant.module}")
+        raise AssertionError(
+            f"{mutant.name}: the source to mutate occurs {source.count(mutant.old)}× in {mutant.module}"
+        )
     original = _load(mutant.module, source)
     with _patched(mutant.patch, original):
         before = _verdict(lambda: _scenario(mutant, original))
