@@ -215,7 +215,7 @@ def moe_align_block_size(topk_ids: torch.Tensor, block_m: int, experts: int):
 
 def check_alignment(
     ids: torch.Tensor, sorted_ids: torch.Tensor, expert_ids: torch.Tensor, post: torch.Tensor, block_m: int
-) -> tuple[str, str]:  # noqa: E501
+) -> tuple[str, str]:
     """Every slot exactly once, in a block of its own expert, padding elsewhere, runs padded."""
     flat = ids.flatten().long()
     numel, total = flat.numel(), int(post.item())
