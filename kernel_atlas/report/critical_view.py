@@ -66,7 +66,7 @@ def print_critical_path(console: Console, facts: dict[str, Any] | None, top: int
     if rows:
         print_table(console, _TOP_COLUMNS, rows[: 2 * top], "On the critical path (host frames, then kernels)", wide)
     pays = facts.get("where_optimisation_pays") or []
-    if pays:
+    if pays and top:
         rows = [
             [fmt_us(p["end_to_end_saving_us"]), fmt_us(p["headroom_us"]), p.get("op") or "—", _name(p["kernel"], wide)]
             for p in pays[:top]
