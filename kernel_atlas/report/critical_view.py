@@ -74,7 +74,11 @@ def print_critical_path(console: Console, facts: dict[str, Any] | None, top: int
         print_table(
             console, _PAYS_COLUMNS, rows, "Where optimisation pays end to end (each kernel at its roofline alone)", wide
         )
-    for note in facts.get("notes", []):
+    notes = facts.get("notes", [])
+    if notes and not top:  # the brief report: the notes counted, not spelled out
+        console.print(f"[dim]critical path: {len(notes)} note(s) on how it was read (--section critical_path)[/]")
+        return
+    for note in notes:
         console.print(f"[dim]critical path: {esc(note)}[/]", highlight=False)
 
 

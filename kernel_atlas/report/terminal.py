@@ -203,8 +203,16 @@ BRIEF_DEVICES = 2  # per-device lines of the brief report's sections
 SMALL_SHARE = 0.01  # rows under this share of GPU time are folded in the brief report
 
 
+BRIEF_TRUST = 3  # lines of the trust section in the brief report (the costed share, then reasons)
+
+
 def _trust_section(console: Console, report: Report, view: ReportView) -> None:
-    for i, line in enumerate(trust_lines(report.analysis.facts.get("trust"))):
+    lines = trust_lines(report.analysis.facts.get("trust"))
+    if not view.full and len(lines) > BRIEF_TRUST:  # the share and the largest reasons, one line each
+        lines = [*lines[: BRIEF_TRUST - 1], f"  … {len(lines) - BRIEF_TRUST + 1} more lines: --section trust"]
+    for i, line in enumerate(lines):
+        if not view.full and not view.wide and i > 0 and cell_len(line) > console.width:
+            line = _cut(line, console.width)
         _text(console, f"[bold]{esc(line)}[/]" if i == 0 else f"[yellow]{esc(line)}[/]")
 
 

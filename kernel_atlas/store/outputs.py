@@ -417,7 +417,11 @@ def check_kernels_schema(schema: pa.Schema, path: Path, required: Sequence[str] 
     kind (integers may stand for floats; an all-null column fits anything)."""
     missing = [name for name in required if name not in schema.names]
     if missing:
-        raise AtlasError(path, f"not a kernels table of `atlas ingest` (no column {', '.join(missing)})")
+        raise AtlasError(
+            path,
+            f"not a kernels table of this `atlas ingest` (no column {', '.join(missing)}): written by another "
+            "version or by other means; run `atlas ingest` again",
+        )
     for name in schema.names:
         if name not in KERNEL_COLUMNS:
             continue

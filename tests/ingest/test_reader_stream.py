@@ -163,6 +163,7 @@ _ONE_PARAM = {
     "process_group_ranks": ("Process Group Ranks", "[0, 2]"),
     "seq": ("Seq", 0),
     "kernel_kwargs": ("kernel_kwargs", "XBLOCK=64"),
+    "call_stack": ("Call stack", "model.py(12): forward;train.py(3): <module>"),  # older Kineto
 }
 
 
