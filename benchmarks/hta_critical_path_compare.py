@@ -1,7 +1,7 @@
 """Critical path: Kernel Atlas against Holistic Trace Analysis on the same traces and windows.
 
-    python3 -m venv /work/venv-hta && /work/venv-hta/bin/pip install HolisticTraceAnalysis 'pandas<2.3'
-    python benchmarks/hta_critical_path_compare.py --hta-python /work/venv-hta/bin/python \\
+    python3 -m venv .venv-hta && .venv-hta/bin/pip install HolisticTraceAnalysis 'pandas<2.3'
+    python benchmarks/hta_critical_path_compare.py --hta-python .venv-hta/bin/python \\
         TRACE[@ANNOTATION#K] ... --out benchmarks/results/hta-critical-path-compare.json
     # without HTA: its values as recorded by an earlier run
     python benchmarks/hta_critical_path_compare.py TRACE[@ANNOTATION#K] ... --recorded FILE
@@ -89,7 +89,7 @@ def compare(ours: dict, theirs: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="+", help="TRACE or TRACE@ANNOTATION#K")
-    parser.add_argument("--hta-python", default="/work/venv-hta/bin/python")
+    parser.add_argument("--hta-python", default=".venv-hta/bin/python")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--recorded", type=Path, help="HTA's values from this earlier output instead of running HTA")
     args = parser.parse_args()
