@@ -76,7 +76,7 @@ _INDUCTOR_KERNEL = inductor_kernel_prefix()  # rules.toml [sets] inductor_kernel
 _TRITON_SIGNATURE = re.compile(r"_\d+d[0-9de]*$")
 
 # what a replayed kernel takes from its captured launch's context
-_ATTACHED = (
+ATTACHED = (
     "launcher",
     "cpu_op",
     "call_stack",
@@ -707,7 +707,7 @@ def _attach(
     last_matched: dict[str, int] = {}
     next_op_id = int(linked.cpu_op_id.max(initial=-1)) + 1
     attached: list[int] = []  # rows given a captured launch, and what they get
-    texts: dict[str, list[str | None]] = {column: [] for column in _ATTACHED}
+    texts: dict[str, list[str | None]] = {column: [] for column in ATTACHED}
     for group in groups:
         members = group.tolist()
         r = _Items(
@@ -734,7 +734,7 @@ def _attach(
         for i, j in fit.pairs:
             row = members[i]
             attached.append(row)
-            for column in _ATTACHED:
+            for column in ATTACHED:
                 texts[column].append(getattr(ctx, column)[j])
             linked.capture_correlation[row] = graph.correlation[j]
             op = int(graph.op_call[j])

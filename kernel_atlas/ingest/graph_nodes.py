@@ -15,20 +15,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.ingest.capture import ATTACHED
 from kernel_atlas.ingest.columns import RUNTIME, HostTable, set_rows
 from kernel_atlas.ingest.link import LinkedColumns, describe_launches, unlinked_counts
 
 LINK_GRAPH_NODE = "graph node id"
-_ATTACHED = (
-    "launcher",
-    "cpu_op",
-    "call_stack",
-    "module",
-    "input_dims",
-    "input_types",
-    "input_strides",
-    "concrete_inputs",
-)
 
 
 def attach_graph_nodes(host: HostTable, linked: LinkedColumns, node_creation: np.ndarray) -> np.ndarray:
@@ -41,7 +32,7 @@ def attach_graph_nodes(host: HostTable, linked: LinkedColumns, node_creation: np
     if not len(rows):
         return rows
     ctx = describe_launches(host, _captured_launch(host, linked, node_creation[rows]))
-    for column in _ATTACHED:
+    for column in ATTACHED:
         setattr(linked, column, set_rows(getattr(linked, column), rows, getattr(ctx, column)))
     op = np.asarray(ctx.cpu_op_idx, dtype=np.int64)
     launch = np.asarray(linked.launch_idx, dtype=np.int64)[rows] if len(linked.launch_idx) else np.full(len(rows), -1)

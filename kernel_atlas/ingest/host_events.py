@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from kernel_atlas.core.redact import redact_frame
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, TraceColumns
 from kernel_atlas.ingest.events import SYNC_KINDS
 from kernel_atlas.ingest.link import LinkedColumns
-from kernel_atlas.store.outputs import PARTITION, is_url, read_parquet, write_table
+from kernel_atlas.store.outputs import PARTITION, is_url, read_parquet, write_dataset_file
 
 HOST_EVENTS = "host_events.parquet"
 KINDS = ("cpu_op", "annotation", "runtime", "sync")
@@ -90,11 +91,8 @@ def write_host_events(frame: pd.DataFrame, out: str | Path, rank: int, stem: str
     """One trace's host events next to its kernels (local folders only); the relative path."""
     if is_url(out):
         return None
-    relative = host_events_file(rank, stem)
-    path = Path(out) / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_table(frame, path, run_id)
-    return relative
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    return write_dataset_file(table, out, host_events_file(rank, stem), run_id)
 
 
 def load_host_events(out: str | Path, rank: int) -> pd.DataFrame | None:

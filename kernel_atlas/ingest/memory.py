@@ -19,14 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from kernel_atlas.core import safe_files
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
 from kernel_atlas.ingest.link import HostNesting, _call_stacks, _first_matching, take
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US
-from kernel_atlas.store.outputs import _safe_folder, _with_run, filesystem, is_url
+from kernel_atlas.store.outputs import write_dataset_file
 
 MEMORY_EVENTS = "memory_events.parquet"  # in the ingest output folder: rank=N/<trace-stem>.parquet
 _TEXT_COLUMNS = ("trace", "device", "op", "module", "call_stack")
@@ -159,17 +157,5 @@ def write_memory_events(
     written, None when the trace has none."""
     if memory is None or memory.empty:
         return None
-    relative = memory_file(rank, stem)
-    table = _with_run(
-        pa.Table.from_pandas(memory.drop(columns=["rank"], errors="ignore"), preserve_index=False), run_id
-    )
-    if not is_url(out):
-        _safe_folder(Path(out), relative)
-        with safe_files.atomic_file(Path(out) / relative) as handle:
-            pq.write_table(table, handle, compression="zstd")
-        return relative
-    fs, root = filesystem(out)
-    fs.makedirs(f"{root}/{relative}".rsplit("/", 1)[0], exist_ok=True)
-    with fs.open(f"{root}/{relative}", "wb") as handle:
-        pq.write_table(table, handle, compression="zstd")
-    return relative
+    table = pa.Table.from_pandas(memory.drop(columns=["rank"], errors="ignore"), preserve_index=False)
+    return write_dataset_file(table, out, memory_file(rank, stem), run_id)

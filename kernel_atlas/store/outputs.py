@@ -211,11 +211,11 @@ def _safe_folder(root: Path, relative: str) -> Path:
     return folder
 
 
-def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_id: str | None = None) -> str:
-    """Write one trace's rows (all of one rank) into the dataset; returns the relative path."""
-    relative = rank_file(rank, stem)
-    table = to_arrow(frame)
-    table = _with_run(table.drop_columns([PARTITION]) if PARTITION in table.column_names else table, run_id)
+def write_dataset_file(table: pa.Table, out: str | Path, relative: str, run_id: str | None = None) -> str:
+    """One Parquet file of a rank-partitioned table of the output folder (`relative`, such as
+    `kernels.parquet/rank=0/t.parquet`), tied to the run, whole or not at all: locally written
+    atomically through no symbolic link, at a URL under a temporary name moved into place."""
+    table = _with_run(table, run_id)
     if not is_url(out):
         _safe_folder(Path(out), relative)
         with safe_files.atomic_file(Path(out) / relative) as handle:
@@ -229,6 +229,13 @@ def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_i
         pq.write_table(table, handle, compression="zstd")
     fs.mv(partial, f"{folder}/{name}")
     return relative
+
+
+def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_id: str | None = None) -> str:
+    """Write one trace's rows (all of one rank) into the dataset; returns the relative path."""
+    table = to_arrow(frame)
+    table = table.drop_columns([PARTITION]) if PARTITION in table.column_names else table
+    return write_dataset_file(table, out, rank_file(rank, stem), run_id)
 
 
 def write_json(out: str | Path, name: str, document: Any) -> str:
