@@ -256,9 +256,12 @@ def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, flo
     weighted = ~np.isnan(occupancy) & (occupancy >= 0) & (inside > 0)
     tensor = kernels["tensor_core"].to_numpy(dtype=bool, na_value=False)
     kernel_time = float(inside.sum())
+    # kernels without a grid (graph replays on ROCm, say) would count as 0 blocks: the estimate is
+    # shown only where the grids of most of the kernel time are known
+    known = float(inside[bps > 0].sum()) / kernel_time if kernel_time > 0 else 0.0
     return {
         "gpu_utilization_pct": 100.0 * busy / window,
-        "sm_efficiency_pct": 100.0 * _sm_busy(start, end, bps, lo, hi) / window if (bps > 0).any() else None,
+        "sm_efficiency_pct": 100.0 * _sm_busy(start, end, bps, lo, hi) / window if known >= MIN_KNOWN else None,
         "achieved_occupancy_pct": float(np.average(occupancy[weighted], weights=inside[weighted]))
         if weighted.any()
         else None,
@@ -266,6 +269,7 @@ def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, flo
     }
 
 
+MIN_KNOWN = 0.5  # share of kernel time with a known grid below which no SM efficiency is estimated
 METRICS = ("gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct", "tensor_core_time_pct")
 
 
