@@ -220,6 +220,9 @@ def _device_section(console: Console, report: Report, view: ReportView) -> None:
     device = report.device
     if device is None:
         gpu = esc(repr(report.traced_gpu))
+        if report.traced_gpu is None:  # an export that names no GPU (an nsys slice without TARGET_INFO_GPU)
+            _text(console, "[yellow]the trace names no GPU: pass --device for peaks[/]")
+            return
         _text(console, f"[yellow]GPU {gpu} is not in catalogs/devices.toml: pass --device for peaks[/]")
         return
     projected = ""
