@@ -63,6 +63,10 @@ def _frames(stack: object) -> tuple[str | None, str | None]:
     return module, frame
 
 
+def _given(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
 def _where(*parts: object) -> str:
     return " / ".join(str(p) for p in parts if isinstance(p, str) and p)
 
@@ -79,6 +83,8 @@ def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
     rows = roofline[roofline["headroom_us"].notna() & (roofline["headroom_us"] > 0)]
     if rows.empty:
         return []
+    if "likely_cause" not in rows:  # a roofline without the efficiency columns
+        rows = rows.assign(likely_cause=None)
     grouped = rows.groupby(["name", "op_mapping"], observed=True, sort=False, dropna=False)
     table = grouped.agg(
         headroom_us=("headroom_us", "sum"),
@@ -86,6 +92,7 @@ def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
         calls=("count", "sum"),
         bound=("bound", "first"),
         call_stack=("call_stack", "first"),
+        likely_cause=("likely_cause", "first"),  # of its heaviest row with one (occupancy, waves)
     ).reset_index()
     table = table.sort_values(["headroom_us", "name"], ascending=[False, True], kind="stable").head(PER_KIND)
     found = []
@@ -100,10 +107,12 @@ def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
                 where=_where(row.op_mapping, module, frame),
                 saving_us=float(row.headroom_us),
                 kind="kernel_headroom",
-                why=f"{row.bound}-bound, {sol:.1f} % SOL",
+                why=f"{row.bound}-bound, {sol:.1f} % SOL"
+                + (f", {row.likely_cause}" if _given(row.likely_cause) else ""),
                 evidence=(
                     f"{row.bound}-bound at {sol:.1f} % of the roofline: {_us(row.op_time_us)} in "
                     f"{int(row.calls):,} calls, {_us(attainable)} attainable (estimate: its own time)"
+                    + (f"; likely cause: {row.likely_cause}" if _given(row.likely_cause) else "")
                 ),
             )
         )

@@ -47,6 +47,10 @@ def test_one_finding_per_kernel_with_its_headroom_summed() -> None:
     )
     found = headroom_findings(roofline)
     assert [(f.what, f.saving_us) for f in found] == [("k", 50.0), ("j", 1.0)]
+    # where the roofline names a likely cause (occupancy, waves), the finding says it
+    caused = headroom_findings(roofline.assign(likely_cause=[None, "low occupancy (est. 12%)", None, None]))
+    assert caused[0].why == "memory-bound, 44.4 % SOL, low occupancy (est. 12%)"
+    assert caused[0].evidence.endswith("; likely cause: low occupancy (est. 12%)")
     k = found[0]
     assert k.where == "matmul / Linear_3 / block.py(12): forward"
     assert k.why == "memory-bound, 44.4 % SOL"
