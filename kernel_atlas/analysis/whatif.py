@@ -13,14 +13,26 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, longest_path, name_mask
+from kernel_atlas.analysis.critical_path import (
+    GAP,
+    GPU,
+    LAUNCH,
+    Graph,
+    build_graph,
+    longest_path,
+    name_mask,
+    parse_window,
+)
 from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.ingest.host_events import load_host_events
+from kernel_atlas.store.outputs import load_kernels, lock, open_output, read_parquet, write_json
 
 _FIELDS = {"op": "op_mapping", "category": "category", "kernel": "name", "module": "module", "launcher": "launcher"}
 _SPEC = re.compile(r"^(?P<field>\w+)=(?P<value>.+):(?P<how>roofline|\d+(\.\d+)?x)$")
@@ -193,12 +205,6 @@ def run_whatif(
     """`atlas whatif`: the ranks of an ingest output joined at their collectives (after `atlas report`
     has matched them, at most MAX_JOINT_RANKS) or one rank (`rank`, default the first) re-solved;
     the result also in OUT/whatif.json."""
-    from pathlib import Path
-
-    from kernel_atlas.analysis.critical_path import parse_window
-    from kernel_atlas.ingest.host_events import load_host_events
-    from kernel_atlas.store.outputs import load_kernels, lock, open_output, read_parquet, write_json
-
     changes = [parse_speedup(s) for s in specs]
     if not changes and not no_launch_gaps:
         raise AtlasError(None, "nothing to change: give --speedup FIELD=VALUE:Nx (or :roofline) or --no-launch-gaps")

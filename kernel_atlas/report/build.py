@@ -9,7 +9,8 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.analysis.collectives import CrossRank, cross_rank_view
-from kernel_atlas.analysis.critical_path import analyse_output, parse_window
+from kernel_atlas.analysis.critical_path import parse_window
+from kernel_atlas.analysis.critical_report import analyse_output
 from kernel_atlas.analysis.findings import report_findings
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US

@@ -1,0 +1,69 @@
+"""The critical path of an ingest output for `atlas report`: each rank's graph solved, ranks
+joined at their matched collectives where they can be, and what a kernel at its roofline would
+save end to end (`critical_path` of report.json, critical_path.parquet)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from kernel_atlas.analysis.critical_path import breakdown_pct, build_graph, longest_path, segments, top_entries
+from kernel_atlas.analysis.critical_ranks import MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
+from kernel_atlas.analysis.whatif import where_optimisation_pays
+from kernel_atlas.ingest.host_events import load_host_events
+from kernel_atlas.store.outputs import load_kernels
+
+
+@dataclass
+class CriticalPathResult:
+    segments: pd.DataFrame
+    facts: dict[str, Any]
+
+
+def analyse_output(
+    out_dir: Any,
+    ranks: list[int],
+    window: tuple[str, int] | None,
+    roofline: pd.DataFrame | None,
+    collectives: pd.DataFrame | None = None,
+) -> CriticalPathResult:
+    """The critical path of an ingest output: of its one rank; of several ranks joined at their
+    matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
+    longest reported. `per_rank` gives every rank's own path length."""
+    joint = len(ranks) > 1 and collectives is not None and len(collectives) > 0 and len(ranks) <= MAX_JOINT_RANKS
+    per_rank, graphs, best, notes = [], {}, None, []
+    for rank in ranks:
+        kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
+        host = load_host_events(out_dir, rank)
+        graph = build_graph(kernels, host, window)
+        path = longest_path(graph)
+        per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
+        if joint:
+            graphs[rank] = graph
+            if sum(g.n_nodes for g in graphs.values()) > MAX_JOINT_NODES:  # memory: solve rank by rank
+                joint, graphs = False, {}
+                notes.append(f"ranks not joined: their graphs exceed {MAX_JOINT_NODES:,} nodes; each solved alone")
+        if best is None or path.length_us > best[1].length_us:
+            best = (rank, path, graph, kernels, host)
+    if joint:
+        graph = join_ranks(graphs, collectives)
+        path = longest_path(graph)
+        segs, pays, rank = segments(graph, path), [], None
+    else:
+        rank, path, graph, kernels, host = best
+        segs = segments(graph, path, rank)
+        pays = where_optimisation_pays(build_graph(kernels, host, window, zero_weight_launches=True), roofline)
+    facts = {
+        "window": graph.window,
+        "rank": rank,
+        "joint_ranks": len(graphs) if joint else 1,
+        "total_us": round(path.length_us, 3),
+        "breakdown_pct": breakdown_pct(segs),
+        "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame", "rank")},
+        "where_optimisation_pays": pays,
+        "per_rank": per_rank,
+        "notes": notes + graph.notes,
+    }
+    return CriticalPathResult(segs, facts)
