@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.ingest.nesting import first_matching
 
 KERNEL_GAP_LIMIT_US = 1500.0  # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US: longer gaps are unexplained waits
 BUCKETS = (
@@ -157,14 +158,7 @@ def _depths(parent: np.ndarray) -> np.ndarray:
 def _node_parents(host: pd.DataFrame, is_node: np.ndarray) -> np.ndarray:
     """Each row's nearest ancestor that is a node (row index into `host`, -1 none)."""
     parent = host["parent"].to_numpy(np.int64)
-    cur = parent.copy()
-    active = np.flatnonzero(cur >= 0)
-    active = active[~is_node[cur[active]]]
-    while len(active):
-        cur[active] = parent[cur[active]]
-        active = active[cur[active] >= 0]
-        active = active[~is_node[cur[active]]]
-    return cur
+    return first_matching(parent, parent, is_node)
 
 
 def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:

@@ -26,6 +26,7 @@ from kernel_atlas.core.redact import redact_frame
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, TraceColumns
 from kernel_atlas.ingest.events import SYNC_KINDS
 from kernel_atlas.ingest.link import LinkedColumns
+from kernel_atlas.ingest.nesting import first_matching
 from kernel_atlas.store.outputs import PARTITION, is_url, read_parquet, write_dataset_file
 
 HOST_EVENTS = "host_events.parquet"
@@ -37,14 +38,8 @@ def _kept_parents(family: np.ndarray, parent: np.ndarray, kept: np.ndarray) -> n
     """For each kept host row, its nearest kept ancestor (host index, -1 none), skipping the rest."""
     keep = np.zeros(len(family), dtype=bool)
     keep[kept] = True
-    cur = parent[kept].copy() if len(parent) == len(family) else np.full(len(kept), -1, np.int64)
-    active = np.flatnonzero(cur >= 0)
-    active = active[~keep[cur[active]]]
-    while len(active):
-        cur[active] = parent[cur[active]]
-        active = active[cur[active] >= 0]
-        active = active[~keep[cur[active]]]
-    return cur
+    start = parent[kept] if len(parent) == len(family) else np.full(len(kept), -1, np.int64)
+    return first_matching(start, parent, keep)
 
 
 def host_events_table(cols: TraceColumns, linked: LinkedColumns) -> pd.DataFrame:

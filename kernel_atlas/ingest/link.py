@@ -32,7 +32,7 @@ from kernel_atlas.ingest.columns import (
 from kernel_atlas.ingest.composite import enclosed_shapes
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
 from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
-from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, nesting_parents
+from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, first_matching, nesting_parents
 from kernel_atlas.ingest.steps import is_step
 
 GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
@@ -137,20 +137,6 @@ def take(values: np.ndarray, idx: np.ndarray, fill: object) -> np.ndarray:
     ok = idx >= 0
     out[ok] = values[idx[ok]]
     return out
-
-
-def _first_matching(start: np.ndarray, parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Walk up from `start` to the first node where `wanted` holds; -1 when none."""
-    cur = start.copy()
-    found = np.full(len(cur), -1, dtype=np.int64)
-    active = cur >= 0
-    while active.any():
-        hit = active & wanted[np.where(cur >= 0, cur, 0)]
-        found[hit] = cur[hit]
-        active &= ~hit
-        cur[active] = parent[cur[active]]
-        active &= cur >= 0
-    return found
 
 
 def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: np.ndarray) -> np.ndarray:
@@ -282,8 +268,8 @@ def _launcher_and_op(host: HostTable, nest: HostNesting, launch_idx: np.ndarray)
     and of the innermost enclosing CPU op of each launch; -1 none."""
     enclosing = take(nest.parent, launch_idx, -1)
     wanted_launcher = (host.family != ANNOTATION) | ~nest.is_profiler_step[host.name_code]
-    launcher_idx = _first_matching(enclosing, nest.parent, wanted_launcher)
-    cpu_op_idx = _first_matching(enclosing, nest.parent, host.family == CPU_OP)
+    launcher_idx = first_matching(enclosing, nest.parent, wanted_launcher)
+    cpu_op_idx = first_matching(enclosing, nest.parent, host.family == CPU_OP)
     return launcher_idx, cpu_op_idx
 
 

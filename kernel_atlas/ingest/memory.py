@@ -22,8 +22,8 @@ import pyarrow as pa
 
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
-from kernel_atlas.ingest.link import HostNesting, _call_stacks, _first_matching, take
-from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US
+from kernel_atlas.ingest.link import HostNesting, _call_stacks, take
+from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, first_matching
 from kernel_atlas.store.outputs import write_dataset_file
 
 MEMORY_EVENTS = "memory_events.parquet"  # in the ingest output folder: rank=N/<trace-stem>.parquet
@@ -117,7 +117,7 @@ def memory_events(memory: MemoryEvents, host: HostTable, nest: HostNesting) -> p
     order = np.argsort(m["ts"], kind="stable")
     thread, ts = m["thread"][order], m["ts"][order]
     enclosing = enclosing_ranges(host, nest, thread, ts)
-    op = _first_matching(enclosing, nest.parent, host.family == CPU_OP)
+    op = first_matching(enclosing, nest.parent, host.family == CPU_OP)
     stacks = _call_stacks(host, nest, enclosing)
     return pd.DataFrame(
         {

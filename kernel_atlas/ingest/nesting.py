@@ -101,3 +101,17 @@ def _by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length
     members_order = order[members]
     order[members] = members_order[np.lexsort((-length[members_order], run))]
     return order
+
+
+def first_matching(start: np.ndarray, parent: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Walk up from `start` to the first node where `wanted` holds; -1 when none."""
+    cur = start.copy()
+    found = np.full(len(cur), -1, dtype=np.int64)
+    active = cur >= 0
+    while active.any():
+        hit = active & wanted[np.where(cur >= 0, cur, 0)]
+        found[hit] = cur[hit]
+        active &= ~hit
+        cur[active] = parent[cur[active]]
+        active &= cur >= 0
+    return found
