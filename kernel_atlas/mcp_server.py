@@ -22,7 +22,7 @@ from typing import Any
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_value
-from kernel_atlas.store.outputs import KERNELS, REPORT, SUMMARY, open_output
+from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_report
 
 MAX_ROWS = 500  # the most rows a tool returns
 MAX_RUNS = 1000  # the most runs `runs` lists
@@ -76,18 +76,6 @@ class Tools:
         relative = path.relative_to(self.root).as_posix()
         return relative or "."
 
-    def _report(self, folder: Path, run_id: str | None) -> dict[str, Any] | None:
-        """report.json of the run when `atlas report` wrote one for this very ingest."""
-        from kernel_atlas.core import safe_files
-
-        path = folder / REPORT
-        if not path.is_file() or path.is_symlink():
-            return None
-        report = safe_files.read_json(path)
-        if not isinstance(report, dict) or report.get("run_id") != run_id:
-            return None
-        return report
-
     # --- tools ------------------------------------------------------------------------------------
 
     def runs(self) -> dict[str, Any]:
@@ -116,7 +104,7 @@ class Tools:
             "run": self._name(path),
             "traces": [t.get("file") for t in traces],
             "gpus": sorted({g.get("name", "?") for t in traces for g in t.get("gpus", [])}),
-            "reported": self._report(path, summary.get("run_id")) is not None,
+            "reported": read_report(path, summary.get("run_id")) is not None,
         }
 
     def summary(self, run: str) -> dict[str, Any]:
@@ -138,7 +126,7 @@ class Tools:
             "devices": summary.get("devices", []),
             "warnings": summary.get("warnings", []),
         }
-        report = self._report(folder, output.run_id)
+        report = read_report(folder, output.run_id)
         if report is None:
             answer["report"] = "not reported yet: run `atlas report` on this folder for costs, findings and waits"
         else:
@@ -171,7 +159,7 @@ class Tools:
         folder = self.run_dir(run)
         output = open_output(folder)
         limit = max(1, min(int(limit), MAX_ROWS))
-        report = self._report(folder, output.run_id)
+        report = read_report(folder, output.run_id)
         if report is not None and isinstance(report.get("findings"), list):
             return _clean({"run": self._name(folder), "source": "report.json", "findings": report["findings"][:limit]})
         if report is None or not (folder / "roofline.parquet").is_file():
@@ -253,7 +241,7 @@ class Tools:
         """The critical path `atlas report` found: its length, the breakdown by bound and the
         largest segments."""
         folder = self.run_dir(run)
-        report = self._report(folder, open_output(folder).run_id)
+        report = read_report(folder, open_output(folder).run_id)
         if report is None:
             raise AtlasError(run, "no report yet: run `atlas report` on this folder first")
         path = report.get("critical_path")

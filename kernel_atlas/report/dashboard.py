@@ -35,7 +35,7 @@ from kernel_atlas.report.html import (
 )
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.roofline.devices import Device, get_device, match_device
-from kernel_atlas.store.outputs import REPORT, lock
+from kernel_atlas.store.outputs import lock, read_report
 from kernel_atlas.store.run import Run as StoredRun
 from kernel_atlas.store.run import gpu_names
 
@@ -150,23 +150,12 @@ def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
     return f"<div>{body}</div>"
 
 
-def _report_facts(run: Run) -> dict[str, Any] | None:
-    """report.json of the run when `atlas report` wrote it for this very ingest."""
-    path = run.out_dir / REPORT
-    if not path.is_file() or path.is_symlink():
-        return None
-    from kernel_atlas.core import safe_files
-
-    facts = safe_files.read_json(path)
-    return facts if isinstance(facts, dict) and facts.get("run_id") == run.summary.get("run_id") else None
-
-
 def findings_html(run: Run) -> str:
     """The top of the dashboard: the costed share of GPU time and what to fix first — from the
     run's report.json where `atlas report` wrote one, else the kernel headroom of a fresh analysis."""
     from kernel_atlas.analysis.findings import headroom_findings
 
-    facts = _report_facts(run)
+    facts = read_report(run.out_dir, run.summary.get("run_id"))
     note = ""
     if facts is None:
         analysis = run.analyse()

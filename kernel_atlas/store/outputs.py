@@ -600,6 +600,16 @@ def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None
         )
 
 
+def read_report(out_dir: str | Path, run_id: str | None) -> dict[str, Any] | None:
+    """report.json of a run folder when `atlas report` wrote it for the ingest run `run_id`;
+    None when there is none (or it was written for another run, or is not a regular file)."""
+    path = Path(out_dir) / REPORT
+    if not path.is_file() or path.is_symlink():
+        return None
+    report = safe_files.read_json(path)
+    return report if isinstance(report, dict) and report.get("run_id") == run_id else None
+
+
 def check_derived(path: Path, output: Output) -> None:
     """A file made from the kernels (replay.parquet) by atlas belongs to the same ingest run (one
     without a run id was written by other means, or by an earlier version, and is taken as is)."""
