@@ -457,6 +457,7 @@ def _sanitized(framed: bytes | bytearray | memoryview, error: SliceError, ignore
         if not isinstance(event, dict):
             continue
         _drop_bad_numbers(event, ("ts", "dur", "pid", "tid"), ignored, nulls=True)
+        _drop_wrong_types(event, ignored)
         if isinstance(event.get("args"), dict):
             _drop_bad_numbers(event["args"], tuple(event["args"]), ignored)
     events = without_surrogates(events, ignored)
@@ -483,6 +484,29 @@ def _drop_bad_numbers(
             or (isinstance(value, list) and any(_bad_number(v) for v in value))
         ):
             del mapping[key]
+            ignored[key] += 1
+
+
+# The event keys the typed decode reads, with the JSON types it accepts for them (bool is no number).
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "ph": (str,),
+    "cat": (str,),
+    "name": (str,),
+    "pid": (int, str),
+    "tid": (int, str),
+    "ts": (int, float),
+    "dur": (int, float),
+}
+
+
+def _drop_wrong_types(event: dict[str, Any], ignored: Counter[str]) -> None:
+    """An event key of a type the trace format does not give it (`"ts": "10"`, `"name": 3`)
+    costs that key alone: dropped and counted, as a number out of range is. A GPU activity left
+    without `ts` or `dur` is then left out (counted)."""
+    for key, types in _FIELD_TYPES.items():
+        value = event.get(key)
+        if key in event and value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+            del event[key]
             ignored[key] += 1
 
 

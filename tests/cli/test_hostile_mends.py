@@ -574,6 +574,28 @@ def test_times_beyond_2_53_us_are_unusable_not_overflowing(
     assert float(frame["dur_us"].max()) < 1e6
 
 
+@pytest.mark.parametrize(
+    ("cat", "field", "value", "warning"),
+    [
+        ("kernel", "ts", "10", "1 GPU activities without a usable ts or dur were left out"),
+        ("kernel", "dur", "5", "1 values out of range or of an unexpected type were ignored (dur 1)"),
+        ("kernel", "name", 3, "1 values out of range or of an unexpected type were ignored (name 1)"),
+        ("cuda_runtime", "ts", True, "1 values out of range or of an unexpected type were ignored (ts 1)"),
+        ("cpu_op", "tid", [1], "1 values out of range or of an unexpected type were ignored (tid 1)"),
+    ],
+)
+def test_an_event_key_of_the_wrong_type_costs_only_that_key(
+    tmp_path: Path, example, cat: str, field: str, value: object, warning: str
+) -> None:
+    """`"ts": "10"` on one event failed the whole trace ("not a Chrome/Kineto trace"); it costs
+    that key alone (and a GPU activity without its time), counted in one warning."""
+    doc = copy.deepcopy(example)
+    next(e for e in doc["traceEvents"] if e.get("cat") == cat)[field] = value
+    frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert warning in err
+    assert len(frame) == (60 if (cat, field) in {("kernel", "ts"), ("kernel", "dur")} else 61)
+
+
 @pytest.mark.parametrize("command", [["dashboard", "{out}", "--html", "{tmp}/d.html"], ["replay", "--from", "{out}"]])
 def test_dashboard_and_replay_refuse_a_doctored_output_in_one_line(
     ingested_example: Path, tmp_path: Path, command: list[str]
