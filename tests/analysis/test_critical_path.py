@@ -268,3 +268,68 @@ def test_data_loading_annotation(tmp_path: Path) -> None:
     pct = breakdown_pct(segments(graph, path))  # 40/64, 10/64, 4/64, 10/64
     assert (pct["data_loading"], pct["cpu_bound"], pct["gpu_kernel_launch_overhead"]) == (62.5, 15.62, 6.25)
     assert pct["gpu_compute_bound"] == 15.62
+
+
+# An op of no length between two top-level ops (times in µs): aten::mm [0,10] ⊃ launch [2,4] →
+# k_small [5,6]; aten::view [20,20]; aten::add [30,40]. The thread's gaps between top-level ops
+# weigh nothing (HTA's dependency edges), so the host gives 10 + 0 + 10 = 20 µs; the kernel's
+# route 2 + 3 + 1 = 6 ends there. (The view's end once sorted before its start, and the gap
+# 10 → 20 was counted as CPU time: 30 µs.)
+def test_an_op_of_no_length_keeps_its_start_before_its_end(tmp_path: Path) -> None:
+    events = [
+        op("aten::mm", 0, 10),
+        call("cudaLaunchKernel", 2, 2, 1),
+        kernel("k_small", 5, 1, 1),
+        op("aten::view", 20, 0),
+        op("aten::add", 30, 10),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(20.0)
+    segs = segments(graph, path)
+    assert segs.groupby("name", observed=True)["dur_us"].sum().to_dict() == {
+        "aten::add": 10.0,
+        "aten::mm": 8.0,  # its own time; the launch call's 2 µs are the call's
+        "cudaLaunchKernel": 2.0,
+    }
+
+
+# HTA's convention against the exact one, on a HIP trace without cuda_sync events:
+#   aten::mm [0.2,10.8] ⊃ hipLaunchKernel [2.5,4.5] → k_mm [5.5,105.5] on stream 7,
+#   aten::view [10.3,10.7] inside the mm; hipDeviceSynchronize [11.4,120.6].
+# Exact: the sync waits (released by k_mm's end, the GPU work that ended last while it ran):
+#   2.3 (mm to its launch) + 3.0 (launch overhead) + 100 (k_mm) = 105.3 µs.
+# HTA: starts rounded up and ends down: mm [1,10], launch [3,4], view [11,10], k_mm [6,105],
+#   sync [12,120]; the view no longer nests in the mm (it starts after the mm ends), so it is a
+#   top-level op of weight 0; hipDeviceSynchronize is not in HTA's blocking list: CPU work.
+#   Host: mm 2 + 1 + 6 = 9, view 0, sync 108 → 117 µs, all cpu_bound (the kernel's route,
+#   2 + 3 + 99 = 104, is shorter). Without the re-nesting the mm would be 2 + 1 + 7 = 10 (118).
+HIP_SYNC = [
+    op("aten::mm", 0.2, 10.6),
+    call("hipLaunchKernel", 2.5, 2.0, 1),
+    kernel("k_mm", 5.5, 100.0, 1),
+    op("aten::view", 10.3, 0.4),
+    call("hipDeviceSynchronize", 11.4, 109.2, 2),
+]
+
+
+def test_hta_convention_rounds_renests_and_counts_hip_syncs_as_cpu(tmp_path: Path) -> None:
+    kernels, host = solved(tmp_path, HIP_SYNC)
+    exact = build_graph(kernels, host)
+    path = longest_path(exact)
+    assert path.length_us == pytest.approx(105.3)
+    pct = breakdown_pct(segments(exact, path))  # 2.3, 3, 100 of 105.3
+    assert (pct["cpu_bound"], pct["gpu_kernel_launch_overhead"], pct["gpu_compute_bound"]) == (2.18, 2.85, 94.97)
+    hta = build_graph(kernels, host, convention="hta")
+    path = longest_path(hta)
+    assert path.length_us == pytest.approx(117.0)
+    segs = segments(hta, path)
+    assert breakdown_pct(segs)["cpu_bound"] == 100.0
+    assert segs.groupby("name", observed=True)["dur_us"].sum().to_dict() == {
+        "aten::mm": 8.0,  # 2 + 6 around the launch, whose 1 µs is its own
+        "hipLaunchKernel": 1.0,
+        "hipDeviceSynchronize": 108.0,
+    }
+    with pytest.raises(AtlasError):
+        build_graph(kernels, host, convention="nvidia")
