@@ -30,6 +30,7 @@ import textwrap
 from pathlib import Path
 
 from kernel_atlas.analysis.critical_path import BUCKETS, CONVENTIONS, breakdown_pct, build_graph, longest_path, segments
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.ingest.pipeline import ingest_paths
@@ -111,7 +112,11 @@ def main() -> None:
         annotation, _, k = window.rpartition("#") if window else ("", "", "0")
         path = Path(trace)
         key = f"{path.name}@{window}" if window else path.name
-        values = atlas_values(path, annotation, int(k))
+        try:
+            values = atlas_values(path, annotation, int(k))
+        except AtlasError as error:  # a trace Kernel Atlas refuses: said, and the others go on
+            results[key] = {"atlas_error": str(error)}
+            continue
         entry: dict = {"atlas": values["exact"], "atlas_like_hta": values["hta"]}
         # HTA's default against Kernel Atlas in HTA's convention; HTA without its rounding against
         # the exact convention (both read every timestamp as written)

@@ -46,6 +46,12 @@ BLOCKING = re.compile(
 )
 # HTA 0.5.0's BLOCKING_SYNC_CALLS: CUDA names only (a HIP sync counts as CPU work there)
 BLOCKING_HTA = re.compile(r"^cuda(DeviceSynchronize|StreamSynchronize|EventSynchronize|EventQuery|Memcpy|MemcpyAsync)$")
+# HTA 0.5.0's runtime launch calls (TraceSymbolTable.get_runtime_launch_events_query): an activity
+# launched by another call (hipModuleLaunchKernel, cudaGraphLaunch) has no launch edge there
+LAUNCH_HTA = re.compile(
+    r"^(cudaLaunchKernel|cudaLaunchKernelExC|cuLaunchKernel|cudaMemcpyAsync|cudaMemsetAsync|hipLaunchKernel"
+    r"|hipExtModuleLaunchKernel|hipMemcpyAsync|hipMemsetAsync|hipMemcpyWithStream)$"
+)
 CONVENTIONS = ("exact", "hta")
 # blocking calls whose release is found from the GPU timeline when the trace has no cuda_sync events
 _RELEASED_BY_GPU = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy)$")
@@ -293,6 +299,10 @@ def build_graph(
     n_host = len(host)
 
     gpu = _gpu_rows(kernels, host, n_host, start, stop)
+    if hta:
+        launch = gpu["launch_event"].to_numpy()
+        known = name_mask(host["name"], LAUNCH_HTA.match) if n_host else np.zeros(0, bool)
+        gpu["launch_event"] = np.where((launch >= 0) & known[np.maximum(launch, 0)], launch, -1)
     edges = _Edges()
     host_tie = _host_chains(host, edges)
     syncs = host_events[(host_events["kind"] == "sync").to_numpy() & (ts <= stop) & (host_events["end_us"] >= start)]
@@ -320,22 +330,28 @@ def build_graph(
 
 def like_hta(kernels: pd.DataFrame, host_events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The trace as HTA 0.5.0 reads it: every start rounded up and every end rounded down to the
-    µs (its parser's `round_down_time_stamps`, which `HTA_DISABLE_NS_ROUNDING=1` turns off), and
-    the host nesting found again from the rounded times (HTA builds its call stacks after the
-    rounding, lengths below 0 read as 0): a call that now ends after its op, or starts after
-    it, is no longer inside it. An event under a µs can end before it starts; its edges weigh
-    nothing. HTA's other differences are in `build_graph`: only CUDA-named calls block, no sync
-    edge without cuda_sync events."""
+    µs (its parser's `round_down_time_stamps`, which `HTA_DISABLE_NS_ROUNDING=1` turns off); host
+    events left with no length dropped, and the GPU activities whose launch call was dropped or
+    is not in the trace (its `critical_path_analysis` keeps only `dur > 0`: an op or call that
+    straddles less than a whole µs is gone, with its kernels); the host nesting found again from
+    the rounded times (HTA builds its call stacks from what is left). HTA's other differences are
+    in `build_graph`: only CUDA-named calls block, no sync edge without cuda_sync events."""
     ts, end = np.ceil(host_events["ts_us"].to_numpy()), np.floor(host_events["end_us"].to_numpy())
-    nested = (host_events["kind"] != "sync").to_numpy() & (host_events["thread"].to_numpy() >= 0)
-    parent = np.full(len(ts), -1, np.int64)
-    rows = np.flatnonzero(nested)
-    found = nesting_parents(host_events["thread"].to_numpy(np.int64)[rows], ts[rows], np.maximum(end, ts)[rows])
-    parent[rows] = np.where(found >= 0, rows[np.maximum(found, 0)], -1)
-    host_events = host_events.assign(ts_us=ts, end_us=end, parent=parent)
-    end = np.floor(kernels["ts_us"] + kernels["dur_us"])
-    kernels = kernels.assign(ts_us=np.ceil(kernels["ts_us"]), launch_ts_us=np.ceil(kernels["launch_ts_us"]))
-    return kernels.assign(dur_us=end - kernels["ts_us"]), host_events
+    is_sync = (host_events["kind"] == "sync").to_numpy()
+    keep = is_sync | (end > ts)
+    host_events = host_events.assign(ts_us=ts, end_us=end)[keep]
+    nested = np.flatnonzero(~is_sync[keep] & (host_events["thread"].to_numpy() >= 0))
+    parent = np.full(len(host_events), -1, np.int64)
+    h_ts, h_end = host_events["ts_us"].to_numpy(), host_events["end_us"].to_numpy()
+    found = nesting_parents(host_events["thread"].to_numpy(np.int64)[nested], h_ts[nested], h_end[nested])
+    parent[nested] = np.where(found >= 0, nested[np.maximum(found, 0)], -1)
+    host_events = host_events.assign(parent=parent).reset_index(drop=True)
+    launch = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    launch_dur = kernels["launch_dur_us"].to_numpy(np.float64, na_value=np.nan)
+    launch_kept = np.floor(launch + launch_dur) > np.ceil(launch)  # False where either is missing
+    k_end = np.floor(kernels["ts_us"] + kernels["dur_us"])
+    kernels = kernels.assign(ts_us=np.ceil(kernels["ts_us"]), launch_ts_us=np.ceil(launch))
+    return kernels.assign(dur_us=k_end - kernels["ts_us"])[launch_kept], host_events
 
 
 def _empty_host() -> pd.DataFrame:

@@ -273,8 +273,8 @@ def test_data_loading_annotation(tmp_path: Path) -> None:
 # An op of no length between two top-level ops (times in µs): aten::mm [0,10] ⊃ launch [2,4] →
 # k_small [5,6]; aten::view [20,20]; aten::add [30,40]. The thread's gaps between top-level ops
 # weigh nothing (HTA's dependency edges), so the host gives 10 + 0 + 10 = 20 µs; the kernel's
-# route 2 + 3 + 1 = 6 ends there. (The view's end once sorted before its start, and the gap
-# 10 → 20 was counted as CPU time: 30 µs.)
+# route 2 + 3 + 1 = 6 ends there. The view's start must come before its end although both are
+# at 20 (the points follow the nesting, not the clock).
 def test_an_op_of_no_length_keeps_its_start_before_its_end(tmp_path: Path) -> None:
     events = [
         op("aten::mm", 0, 10),
@@ -301,10 +301,10 @@ def test_an_op_of_no_length_keeps_its_start_before_its_end(tmp_path: Path) -> No
 # Exact: the sync waits (released by k_mm's end, the GPU work that ended last while it ran):
 #   2.3 (mm to its launch) + 3.0 (launch overhead) + 100 (k_mm) = 105.3 µs.
 # HTA: starts rounded up and ends down: mm [1,10], launch [3,4], view [11,10], k_mm [6,105],
-#   sync [12,120]; the view no longer nests in the mm (it starts after the mm ends), so it is a
-#   top-level op of weight 0; hipDeviceSynchronize is not in HTA's blocking list: CPU work.
-#   Host: mm 2 + 1 + 6 = 9, view 0, sync 108 → 117 µs, all cpu_bound (the kernel's route,
-#   2 + 3 + 99 = 104, is shorter). Without the re-nesting the mm would be 2 + 1 + 7 = 10 (118).
+#   sync [12,120]; the view is left with no length and HTA drops it (it keeps dur > 0 only);
+#   hipDeviceSynchronize is not in HTA's blocking list: CPU work.
+#   Host: mm 2 + 1 + 6 = 9, sync 108 → 117 µs, all cpu_bound (the kernel's route, 2 + 3 + 99 =
+#   104, is shorter). Kept inside the mm, the view [11,10] would make it 2 + 1 + 7 = 10 (118).
 HIP_SYNC = [
     op("aten::mm", 0.2, 10.6),
     call("hipLaunchKernel", 2.5, 2.0, 1),
@@ -333,3 +333,17 @@ def test_hta_convention_rounds_renests_and_counts_hip_syncs_as_cpu(tmp_path: Pat
     }
     with pytest.raises(AtlasError):
         build_graph(kernels, host, convention="nvidia")
+
+
+# A launch call HTA does not list (hipModuleLaunchKernel [0,2] → k_triton [3,103]), then
+# aten::relu [5,15]. Exact: the kernel waited for its launch: 3 + 100 = 103 µs (the host gives
+# 2 + 10 = 12). HTA: no launch edge, the kernel's route starts at its start: 100 µs, all
+# gpu_compute_bound.
+def test_hta_convention_knows_only_its_launch_calls(tmp_path: Path) -> None:
+    events = [call("hipModuleLaunchKernel", 0, 2, 1), kernel("k_triton", 3, 100, 1), op("aten::relu", 5, 10)]
+    kernels, host = solved(tmp_path, events)
+    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(103.0)
+    hta = build_graph(kernels, host, convention="hta")
+    path = longest_path(hta)
+    assert path.length_us == pytest.approx(100.0)
+    assert breakdown_pct(segments(hta, path))["gpu_compute_bound"] == 100.0
