@@ -312,7 +312,11 @@ def build_graph(
         _fallback_sync_edges(gpu, host, n_host, edges)
         if n_host:
             notes.append("no cuda_sync events in the trace: host syncs released by the GPU activity that ended last")
-    _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes)
+    explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes)
+    if not hta:
+        _own_copy_edges(gpu, host, edges)
+        if not len(syncs):
+            _fallback_stream_waits(gpu, host, explained, edges, notes)
     src, dst, weight, kind, event = edges.arrays()
     node_ts = np.empty(2 * (n_host + len(gpu)))
     node_ts[0 : 2 * n_host : 2] = host["ts_us"].to_numpy()
@@ -386,10 +390,12 @@ def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: flo
 
 def _gpu_edges(
     gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges, zero_launch: bool, notes: list[str]
-) -> None:
+) -> np.ndarray:
+    """Duration, launch and stream-order edges of the activities; returns which activities' starts
+    they explain (a launch or kernel-kernel edge, or an event wait)."""
     n = len(gpu)
     if n == 0:
-        return
+        return np.zeros(0, bool)
     ev = gpu["event"].to_numpy()
     ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
     edges.add(2 * ev, 2 * ev + 1, end - ts, GPU, ev)
@@ -429,6 +435,55 @@ def _gpu_edges(
         edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
         m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
         edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1)
+    return by_launch | by_gap | np.isfinite(wait_end)
+
+
+def _own_copy_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges) -> None:
+    """A blocking call that launched an activity (a copy to or from pageable memory, a
+    synchronous memcpy) returns when that activity ends: its end → the call's end (weight 0)."""
+    launch = gpu["launch_event"].to_numpy()
+    if len(gpu) == 0 or len(host) == 0:
+        return
+    blocking = host["blocking"].to_numpy(bool)
+    end = gpu["end_us"].to_numpy()
+    m = np.flatnonzero((launch >= 0) & blocking[np.maximum(launch, 0)])
+    m = m[end[m] <= host["end_us"].to_numpy()[launch[m]]]
+    edges.add(2 * gpu["event"].to_numpy()[m] + 1, 2 * launch[m] + 1, 0.0, SYNC, -1)
+
+
+def _fallback_stream_waits(
+    gpu: pd.DataFrame, host: pd.DataFrame, explained: np.ndarray, edges: _Edges, notes: list[str]
+) -> None:
+    """Without cuda_sync events: an activity whose start neither its launch nor its stream explains
+    (it started long after both) waited for another stream — the activity of the device that
+    ended last before it started, when that was on another stream and ended after the waiting
+    one's launch and its stream's previous activity (weight 0)."""
+    n = len(gpu)
+    todo = np.flatnonzero(~explained)
+    if n == 0 or len(todo) == 0:
+        return
+    dev, stream = gpu["device"].to_numpy(), gpu["stream"].to_numpy()
+    ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
+    by_end = np.lexsort((end, dev))
+    hit = _last_before(dev[by_end], end[by_end], dev[todo], ts[todo])
+    ok = hit >= 0
+    todo, src = todo[ok], by_end[hit[ok]]
+    key = dev * (1 << 32) + stream
+    order = np.lexsort((np.arange(n), ts, key))
+    prev_end = np.full(n, -np.inf)
+    same = key[order[1:]] == key[order[:-1]]
+    prev_end[order[1:][same]] = end[order[:-1][same]]
+    launch = gpu["launch_event"].to_numpy()
+    launch_ts = np.full(n, -np.inf)
+    if len(host):
+        launch_ts = np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
+    keep = (stream[src] != stream[todo]) & (end[src] > np.maximum(prev_end[todo], launch_ts[todo]))
+    if keep.any():
+        notes.append(
+            f"no cuda_sync events: {int(keep.sum())} activities that started long after their launch and their "
+            "stream's previous activity taken to wait for the activity of another stream that ended last"
+        )
+    edges.add(2 * gpu["event"].to_numpy()[src[keep]] + 1, 2 * gpu["event"].to_numpy()[todo[keep]], 0.0, SYNC, -1)
 
 
 def _call_events(host: pd.DataFrame) -> pd.Series:

@@ -347,3 +347,56 @@ def test_hta_convention_knows_only_its_launch_calls(tmp_path: Path) -> None:
     path = longest_path(hta)
     assert path.length_us == pytest.approx(100.0)
     assert breakdown_pct(segments(hta, path))["gpu_compute_bound"] == 100.0
+
+
+def copy(ts: float, dur: float, corr: int, stream: int = 7) -> dict[str, Any]:
+    args = {"correlation": corr, "device": 0, "stream": stream, "bytes": 4096}
+    name = "Memcpy DtoH (Device -> Pageable)"
+    return {"ph": "X", "cat": "gpu_memcpy", "name": name, **G, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+
+# A copy to pageable memory holds its call until the copy is done (no cuda_sync events):
+#   cudaLaunchKernel [0,2] → k_long [5,45]; cudaMemcpyAsync [6,50] → its copy [45,47] on the same
+#   stream; aten::relu [50,60]. (The copy is launched after k_long started: k_long's start is its
+#   launch's doing, 5 µs; the copy's is k_long's end, a gap of 0.)
+# The call returns when its own copy ends: 5 (launch) + 40 (k_long) + 0 (gap) + 2 (copy) + 0
+# (copy end → call end) + 10 (relu) = 57 µs. Without that edge the call's 44 µs weigh nothing and
+# the host reaches relu alone (2 + 10): the path would be the GPU's 47.
+def test_a_blocking_copy_returns_when_its_copy_ends(tmp_path: Path) -> None:
+    events = [
+        call("cudaLaunchKernel", 0, 2, 1),
+        kernel("k_long", 5, 40, 1),
+        call("cudaMemcpyAsync", 6, 44, 2),
+        copy(45, 2, 2),
+        op("aten::relu", 50, 10),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(57.0)
+    segs = segments(graph, path)
+    assert segs["kind"].tolist() == ["launch", "gpu", "gpu", "cpu"]
+    assert segs["dur_us"].tolist() == [5.0, 40.0, 2.0, 10.0]
+    assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(47.0)  # HTA: no edge
+
+
+# A wait on another stream the trace does not record (no cuda_sync events):
+#   cudaLaunchKernel [0,2] → k_a [5,2005] on stream 8; cudaLaunchKernel [3,5] → k_b [2006,2026] on
+#   stream 7 (idle): k_b started 2003 µs after its launch, too long for a launch latency (≥ 1500),
+#   so nothing on its stream explains it; k_a, on another stream, ended last before it started.
+# Path: 5 (launch) + 2000 (k_a) + 0 (k_a → k_b) + 20 (k_b) = 2025 µs (without the inferred wait:
+# k_a alone, 2005).
+def test_an_unexplained_start_waits_for_the_stream_that_ended_last(tmp_path: Path) -> None:
+    events = [
+        call("cudaLaunchKernel", 0, 2, 1),
+        kernel("k_a", 5, 2000, 1, stream=8),
+        call("cudaLaunchKernel", 3, 2, 2),
+        kernel("k_b", 2006, 20, 2, stream=7),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(2025.0)
+    assert segments(graph, path)["name"].tolist() == ["k_a", "k_a", "k_b"]
+    assert any("1 activities" in note and "another stream" in note for note in graph.notes)
+    assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(2005.0)
