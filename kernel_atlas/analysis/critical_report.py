@@ -28,16 +28,18 @@ def analyse_output(
     window: tuple[str, int] | None,
     roofline: pd.DataFrame | None,
     collectives: pd.DataFrame | None = None,
+    convention: str = "exact",
 ) -> CriticalPathResult:
     """The critical path of an ingest output: of its one rank; of several ranks joined at their
     matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
-    longest reported. `per_rank` gives every rank's own path length."""
+    longest reported. `per_rank` gives every rank's own path length. `convention="hta"` reads
+    the trace as HTA does (`critical_path.like_hta`); where optimisation pays stays exact."""
     joint = len(ranks) > 1 and collectives is not None and len(collectives) > 0 and len(ranks) <= MAX_JOINT_RANKS
     per_rank, graphs, best, notes = [], {}, None, []
     for rank in ranks:
         kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
         host = load_host_events(out_dir, rank)
-        graph = build_graph(kernels, host, window)
+        graph = build_graph(kernels, host, window, convention=convention)
         path = longest_path(graph)
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
         if joint:
@@ -57,6 +59,7 @@ def analyse_output(
         pays = where_optimisation_pays(build_graph(kernels, host, window, zero_weight_launches=True), roofline)
     facts = {
         "window": graph.window,
+        "convention": convention,
         "rank": rank,
         "joint_ranks": len(graphs) if joint else 1,
         "total_us": round(path.length_us, 3),
