@@ -74,7 +74,10 @@ def atlas_values(path: Path, annotation: str, k: int) -> dict[str, dict]:
     values = {}
     with tempfile.TemporaryDirectory() as out:
         write_outputs(ingest_paths([path]), out)
-        kernels, host = load_kernels(out), load_host_events(out, int(load_kernels(out)["rank"].iloc[0]))
+        kernels = load_kernels(out)
+        if len(kernels) == 0:
+            raise AtlasError(None, "no GPU activity in the trace")
+        host = load_host_events(out, int(kernels["rank"].iloc[0]))
         for convention in CONVENTIONS:
             graph = build_graph(kernels, host, (annotation, k) if annotation else None, convention=convention)
             path_ = longest_path(graph)
@@ -111,7 +114,8 @@ def main() -> None:
         trace, _, window = case.partition("@")
         annotation, _, k = window.rpartition("#") if window else ("", "", "0")
         path = Path(trace)
-        key = f"{path.name}@{window}" if window else path.name
+        name = f"{path.parent.name}/{path.name}"  # traces of one name in two folders (h100/, mi300/)
+        key = f"{name}@{window}" if window else name
         try:
             values = atlas_values(path, annotation, int(k))
         except AtlasError as error:  # a trace Kernel Atlas refuses: said, and the others go on
