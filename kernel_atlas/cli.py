@@ -267,7 +267,7 @@ def report(
             "--like-hta",
             help="Idle breakdown (idle.parquet, the table) with HTA's conventions (timestamps rounded to µs, "
             "last ProfilerStep dropped), the exact one in idle_exact.parquet. Without it, HTA's numbers are in "
-            "idle_hta.parquet.",
+            "idle_hta.parquet. The critical path is then read as HTA 0.5.0 reads the trace (docs/critical_path.md).",
         ),
     ] = False,
     wide: Wide = False,

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.ingest.nesting import first_matching
+from kernel_atlas.ingest.nesting import first_matching, nesting_parents
 
 KERNEL_GAP_LIMIT_US = 1500.0  # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US: longer gaps are unexplained waits
 BUCKETS = (
@@ -44,6 +44,15 @@ BUCKETS = (
 BLOCKING = re.compile(
     r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|EventQuery|Memcpy|MemcpyAsync)$"
 )
+# HTA 0.5.0's BLOCKING_SYNC_CALLS: CUDA names only (a HIP sync counts as CPU work there)
+BLOCKING_HTA = re.compile(r"^cuda(DeviceSynchronize|StreamSynchronize|EventSynchronize|EventQuery|Memcpy|MemcpyAsync)$")
+# HTA 0.5.0's runtime launch calls (TraceSymbolTable.get_runtime_launch_events_query): an activity
+# launched by another call (hipModuleLaunchKernel, cudaGraphLaunch) has no launch edge there
+LAUNCH_HTA = re.compile(
+    r"^(cudaLaunchKernel|cudaLaunchKernelExC|cuLaunchKernel|cudaMemcpyAsync|cudaMemsetAsync|hipLaunchKernel"
+    r"|hipExtModuleLaunchKernel|hipMemcpyAsync|hipMemsetAsync|hipMemcpyWithStream)$"
+)
+CONVENTIONS = ("exact", "hta")
 # blocking calls whose release is found from the GPU timeline when the trace has no cuda_sync events
 _RELEASED_BY_GPU = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy)$")
 DATA_LOADING = re.compile(r"DataLoader|dataloader|data_loading", re.IGNORECASE)
@@ -174,13 +183,19 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
         rows = np.flatnonzero(depth == d)
         end[rows] = np.minimum(end[rows], end[parent[rows]])
     thread = host["thread"].to_numpy(np.int64)
+    # the points in call-stack order, as a depth-first walk of the nesting visits them (HTA's
+    # call stacks): an op's start, its children's points, its end — times only order the ops
+    # (by their top-level op's start, then their own), so an op of no or negative length (under
+    # a µs, rounded) still starts before it ends
+    order, size = _preorder(parent, ts, depth, thread)
+    pos = np.empty(n, np.int64)
+    pos[order] = np.arange(n)
     ev = np.arange(n)
     p_ev = np.concatenate([ev, ev])
     p_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
-    p_ts = np.concatenate([ts, np.maximum(end, ts)])
-    p_depth = np.concatenate([depth, depth])
-    # thread, time, ends before starts, outer starts first, inner ends first
-    order = np.lexsort((np.where(p_start, p_depth, -p_depth), p_start, p_ts, np.concatenate([thread, thread])))
+    p_ts = np.concatenate([ts, end])
+    key = np.concatenate([pos, pos + size - 1])
+    order = np.lexsort((np.concatenate([np.zeros(n, np.int64), -depth]), ~p_start, key))
     p_ev, p_start, p_ts = p_ev[order], p_start[order], p_ts[order]
     tie = np.empty(2 * n, np.int64)
     tie[2 * p_ev + ~p_start] = np.arange(2 * n)
@@ -200,6 +215,25 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
         m = kind == k
         edges.add(src[m], dst[m], w[m], k, np.where(k == DEPEND, -1, attr[m]))
     return tie
+
+
+def _preorder(parent: np.ndarray, ts: np.ndarray, depth: np.ndarray, thread: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The ops in depth-first order (thread, their top-level op's start, start, depth, row) and
+    each op's subtree size (itself and its descendants)."""
+    n = len(parent)
+    root = np.arange(n)
+    cur = parent.copy()
+    active = np.flatnonzero(cur >= 0)
+    while len(active):
+        root[active] = cur[active]
+        cur[active] = parent[cur[active]]
+        active = active[cur[active] >= 0]
+    order = np.lexsort((np.arange(n), depth, ts, ts[root], thread))
+    size = np.ones(n, np.int64)
+    for d in range(int(depth.max()) if n else 0, 0, -1):
+        rows = np.flatnonzero(depth == d)
+        np.add.at(size, parent[rows], size[rows])
+    return order, size
 
 
 def _search(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:
@@ -233,14 +267,21 @@ def build_graph(
     host_events: pd.DataFrame | None,
     window: tuple[str, int] | None = None,
     zero_weight_launches: bool = False,
+    convention: str = "exact",
 ) -> Graph:
     """The dependency graph of one rank (see the module docstring). `zero_weight_launches` adds
     the causal launch → activity edges HTA leaves out where the stream was busy (weight 0), so
-    that a what-if can move work earlier only as far as its launch allows."""
+    that a what-if can move work earlier only as far as its launch allows. `convention="hta"`
+    builds it as HTA 0.5.0 does (see `like_hta`), to hold the numbers against HTA's."""
     notes: list[str] = []
+    if convention not in CONVENTIONS:
+        raise AtlasError(None, f"critical path convention {convention!r}: expected one of {', '.join(CONVENTIONS)}")
+    hta = convention == "hta"
     if host_events is None:
         host_events = _empty_host()
         notes.append("no host events recorded (ingested before they were kept): GPU timeline only; re-run atlas ingest")
+    if hta:
+        kernels, host_events = like_hta(kernels, host_events)
     start, stop, label = window_range(host_events, window)
     # CPU ops and runtime calls are nodes, and annotations that load data (HTA's data_load_events)
     loading = (host_events["kind"] == "annotation").to_numpy() & name_mask(host_events["name"], DATA_LOADING.search)
@@ -254,24 +295,32 @@ def build_graph(
     row_to_event = np.full(len(host_events) + 1, -1, np.int64)
     row_to_event[np.flatnonzero(is_node)] = np.arange(len(host))
     host["node_parent"] = row_to_event[host["node_parent"].to_numpy()]
-    host["blocking"] = name_mask(host["name"], BLOCKING.match)
+    host["blocking"] = name_mask(host["name"], (BLOCKING_HTA if hta else BLOCKING).match)
     n_host = len(host)
 
     gpu = _gpu_rows(kernels, host, n_host, start, stop)
+    if hta:
+        launch = gpu["launch_event"].to_numpy()
+        known = name_mask(host["name"], LAUNCH_HTA.match) if n_host else np.zeros(0, bool)
+        gpu["launch_event"] = np.where((launch >= 0) & known[np.maximum(launch, 0)], launch, -1)
     edges = _Edges()
     host_tie = _host_chains(host, edges)
     syncs = host_events[(host_events["kind"] == "sync").to_numpy() & (ts <= stop) & (host_events["end_us"] >= start)]
     if len(syncs):
         _sync_edges(syncs, gpu, host, edges)  # first: an event wait decides how its kernel's start is explained
-    else:
+    elif not hta:  # HTA adds no sync edge without cuda_sync events
         _fallback_sync_edges(gpu, host, n_host, edges)
         if n_host:
             notes.append("no cuda_sync events in the trace: host syncs released by the GPU activity that ended last")
-    _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes)
+    explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes)
+    if not hta:
+        _own_copy_edges(gpu, host, edges)
+        if not len(syncs):
+            _fallback_stream_waits(gpu, host, explained, edges, notes)
     src, dst, weight, kind, event = edges.arrays()
     node_ts = np.empty(2 * (n_host + len(gpu)))
     node_ts[0 : 2 * n_host : 2] = host["ts_us"].to_numpy()
-    node_ts[1 : 2 * n_host : 2] = host["end_us"].to_numpy()
+    node_ts[1 : 2 * n_host : 2] = np.maximum(host["end_us"].to_numpy(), host["ts_us"].to_numpy())
     node_ts[2 * n_host :: 2] = gpu["ts_us"].to_numpy()
     node_ts[2 * n_host + 1 :: 2] = gpu["end_us"].to_numpy()
     window_facts = {"name": label, "start_us": None if start == -np.inf else start}
@@ -281,6 +330,32 @@ def build_graph(
     graph = Graph(node_ts, src, dst, weight, kind, event, n_host, host.reset_index(drop=True), gpu, window_facts, notes)
     graph.node_tie = tie
     return graph
+
+
+def like_hta(kernels: pd.DataFrame, host_events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The trace as HTA 0.5.0 reads it: every start rounded up and every end rounded down to the
+    µs (its parser's `round_down_time_stamps`, which `HTA_DISABLE_NS_ROUNDING=1` turns off); host
+    events left with no length dropped, and the GPU activities whose launch call was dropped or
+    is not in the trace (its `critical_path_analysis` keeps only `dur > 0`: an op or call that
+    straddles less than a whole µs is gone, with its kernels); the host nesting found again from
+    the rounded times (HTA builds its call stacks from what is left). HTA's other differences are
+    in `build_graph`: only CUDA-named calls block, no sync edge without cuda_sync events."""
+    ts, end = np.ceil(host_events["ts_us"].to_numpy()), np.floor(host_events["end_us"].to_numpy())
+    is_sync = (host_events["kind"] == "sync").to_numpy()
+    keep = is_sync | (end > ts)
+    host_events = host_events.assign(ts_us=ts, end_us=end)[keep]
+    nested = np.flatnonzero(~is_sync[keep] & (host_events["thread"].to_numpy() >= 0))
+    parent = np.full(len(host_events), -1, np.int64)
+    h_ts, h_end = host_events["ts_us"].to_numpy(), host_events["end_us"].to_numpy()
+    found = nesting_parents(host_events["thread"].to_numpy(np.int64)[nested], h_ts[nested], h_end[nested])
+    parent[nested] = np.where(found >= 0, nested[np.maximum(found, 0)], -1)
+    host_events = host_events.assign(parent=parent).reset_index(drop=True)
+    launch = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    launch_dur = kernels["launch_dur_us"].to_numpy(np.float64, na_value=np.nan)
+    launch_kept = np.floor(launch + launch_dur) > np.ceil(launch)  # False where either is missing
+    k_end = np.floor(kernels["ts_us"] + kernels["dur_us"])
+    kernels = kernels.assign(ts_us=np.ceil(kernels["ts_us"]), launch_ts_us=np.ceil(launch))
+    return kernels.assign(dur_us=k_end - kernels["ts_us"])[launch_kept], host_events
 
 
 def _empty_host() -> pd.DataFrame:
@@ -315,10 +390,12 @@ def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: flo
 
 def _gpu_edges(
     gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges, zero_launch: bool, notes: list[str]
-) -> None:
+) -> np.ndarray:
+    """Duration, launch and stream-order edges of the activities; returns which activities' starts
+    they explain (a launch or kernel-kernel edge, or an event wait)."""
     n = len(gpu)
     if n == 0:
-        return
+        return np.zeros(0, bool)
     ev = gpu["event"].to_numpy()
     ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
     edges.add(2 * ev, 2 * ev + 1, end - ts, GPU, ev)
@@ -358,6 +435,55 @@ def _gpu_edges(
         edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
         m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
         edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1)
+    return by_launch | by_gap | np.isfinite(wait_end)
+
+
+def _own_copy_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges) -> None:
+    """A blocking call that launched an activity (a copy to or from pageable memory, a
+    synchronous memcpy) returns when that activity ends: its end → the call's end (weight 0)."""
+    launch = gpu["launch_event"].to_numpy()
+    if len(gpu) == 0 or len(host) == 0:
+        return
+    blocking = host["blocking"].to_numpy(bool)
+    end = gpu["end_us"].to_numpy()
+    m = np.flatnonzero((launch >= 0) & blocking[np.maximum(launch, 0)])
+    m = m[end[m] <= host["end_us"].to_numpy()[launch[m]]]
+    edges.add(2 * gpu["event"].to_numpy()[m] + 1, 2 * launch[m] + 1, 0.0, SYNC, -1)
+
+
+def _fallback_stream_waits(
+    gpu: pd.DataFrame, host: pd.DataFrame, explained: np.ndarray, edges: _Edges, notes: list[str]
+) -> None:
+    """Without cuda_sync events: an activity whose start neither its launch nor its stream explains
+    (it started long after both) waited for another stream — the activity of the device that
+    ended last before it started, when that was on another stream and ended after the waiting
+    one's launch and its stream's previous activity (weight 0)."""
+    n = len(gpu)
+    todo = np.flatnonzero(~explained)
+    if n == 0 or len(todo) == 0:
+        return
+    dev, stream = gpu["device"].to_numpy(), gpu["stream"].to_numpy()
+    ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
+    by_end = np.lexsort((end, dev))
+    hit = _last_before(dev[by_end], end[by_end], dev[todo], ts[todo])
+    ok = hit >= 0
+    todo, src = todo[ok], by_end[hit[ok]]
+    key = dev * (1 << 32) + stream
+    order = np.lexsort((np.arange(n), ts, key))
+    prev_end = np.full(n, -np.inf)
+    same = key[order[1:]] == key[order[:-1]]
+    prev_end[order[1:][same]] = end[order[:-1][same]]
+    launch = gpu["launch_event"].to_numpy()
+    launch_ts = np.full(n, -np.inf)
+    if len(host):
+        launch_ts = np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
+    keep = (stream[src] != stream[todo]) & (end[src] > np.maximum(prev_end[todo], launch_ts[todo]))
+    if keep.any():
+        notes.append(
+            f"no cuda_sync events: {int(keep.sum())} activities that started long after their launch and their "
+            "stream's previous activity taken to wait for the activity of another stream that ended last"
+        )
+    edges.add(2 * gpu["event"].to_numpy()[src[keep]] + 1, 2 * gpu["event"].to_numpy()[todo[keep]], 0.0, SYNC, -1)
 
 
 def _call_events(host: pd.DataFrame) -> pd.Series:

@@ -1,4 +1,5 @@
-"""The critical path across ranks: the ranks' graphs joined at their collectives.
+"""The critical path across ranks: the ranks' graphs joined at their collectives and their
+point-to-point transfers.
 
 A collective ends on every rank only when its last member has arrived. Each instance matched by
 the cross-rank view (`collectives.parquet`: process group and sequence number, clocks aligned)
@@ -8,9 +9,15 @@ transfer); the other ranks' kernels themselves then weigh only that transfer —
 it is the late rank's doing, found on its own path. Timestamps move to the common clock
 (`clock_offset_us`). The joint graph's longest path is the run's critical path; each segment
 keeps its rank.
+
+Point-to-point transfers (`send`/`recv`, left out of the cross-rank view) are joined the same
+way, as two-member instances: in a process group of two ranks, the k-th send of rank A to B and
+the k-th receive of B from A (in start order) are one transfer (`p2p_rows`, `p2p_instances`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -20,6 +27,71 @@ from kernel_atlas.analysis.critical_path import GPU, Graph
 COLLECTIVE = 7  # edge kind: a collective's transfer after its last member arrived (see KIND_NAMES)
 MAX_JOINT_RANKS = 64  # beyond this, each rank is solved alone (memory: one graph per rank)
 MAX_JOINT_NODES = 8_000_000  # nor when the ranks' graphs together hold more nodes (~1 GB of graph)
+
+
+_SEND, _RECV = {"send", "_send", "isend"}, {"recv", "_recv", "irecv"}
+
+
+def p2p_rows(kernels: pd.DataFrame, rank: int) -> pd.DataFrame:
+    """This rank's send and receive kernels whose peer is known (a process group of two ranks):
+    `rank`, `process_group` (the group and the direction, `p2p:G:A->B`), `seq` (the k-th of that
+    direction, by start) and `local_ts`."""
+    cols = ("collective", "process_group", "process_group_ranks")
+    if len(kernels) == 0 or any(c not in kernels for c in cols):
+        return pd.DataFrame({"rank": [], "process_group": [], "seq": [], "local_ts": []})
+    coll = kernels["collective"].astype(object).fillna("").astype(str).str.lower()
+    comm = (kernels["category"].astype(str) == "communication").to_numpy()
+    rows = kernels[comm & coll.isin(_SEND | _RECV).to_numpy()]
+    coll = coll[rows.index]
+    members = rows["process_group_ranks"].astype(object).astype(str)
+    peer_of = {text: _pair_peer(rank)(text) for text in members.unique()}  # a few distinct groups
+    peers = members.map(peer_of)
+    ok = peers.notna().to_numpy()
+    rows, coll, peers = rows[ok], coll[ok], peers[ok].astype(np.int64)
+    sending = coll.isin(_SEND).to_numpy()
+    sender = np.where(sending, rank, peers.to_numpy())
+    receiver = np.where(sending, peers.to_numpy(), rank)
+    group = rows["process_group"].astype(object).fillna("?").astype(str).to_numpy()
+    key = pd.Series([f"p2p:{g}:{a}->{b}" for g, a, b in zip(group, sender, receiver, strict=True)], dtype=object)
+    local_ts = rows["ts_us"].to_numpy(np.float64)
+    table = pd.DataFrame({"rank": rank, "process_group": key.to_numpy(), "local_ts": local_ts})
+    table = table.sort_values("local_ts", kind="stable")
+    table["seq"] = table.groupby("process_group").cumcount()
+    return table.reset_index(drop=True)
+
+
+def _pair_peer(rank: int) -> Any:
+    def peer(text: Any) -> int | None:
+        try:
+            members = [int(x) for x in str(text).strip("[] ").split(",") if x.strip()]
+        except ValueError:
+            return None
+        return members[1 - members.index(rank)] if len(members) == 2 and rank in members else None
+
+    return peer
+
+
+def p2p_instances(rows: list[pd.DataFrame], collectives: pd.DataFrame | None) -> pd.DataFrame:
+    """Transfers seen from both ends (one send row, one receive row), as instance rows that
+    `join_ranks` reads: on the common clock of `collectives` (offset 0 for a rank it lacks)."""
+    table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+    if len(table) == 0:
+        return pd.DataFrame(columns=["rank", "process_group", "seq", "start_us", "clock_offset_us"])
+    both = table.groupby(["process_group", "seq"])["rank"].transform("nunique") == 2
+    table = table[both.to_numpy()]
+    offsets = {}
+    if collectives is not None and len(collectives):
+        offsets = collectives.groupby("rank")["clock_offset_us"].first().to_dict()
+    offset = table["rank"].map(lambda r: float(offsets.get(r, 0.0))).to_numpy(np.float64)
+    return pd.DataFrame(
+        {
+            "rank": table["rank"].to_numpy(),
+            "process_group": table["process_group"].to_numpy(),
+            "seq": table["seq"].to_numpy(),
+            "start_us": table["local_ts"].to_numpy() - offset,
+            "clock_offset_us": offset,
+        }
+    )
 
 
 def _global_events(graphs: list[Graph]) -> tuple[list[np.ndarray], int]:

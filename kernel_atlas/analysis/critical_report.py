@@ -10,7 +10,13 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.analysis.critical_path import breakdown_pct, build_graph, longest_path, segments, top_entries
-from kernel_atlas.analysis.critical_ranks import MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
+from kernel_atlas.analysis.critical_ranks import (
+    MAX_JOINT_NODES,
+    MAX_JOINT_RANKS,
+    join_ranks,
+    p2p_instances,
+    p2p_rows,
+)
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import load_kernels
@@ -28,16 +34,20 @@ def analyse_output(
     window: tuple[str, int] | None,
     roofline: pd.DataFrame | None,
     collectives: pd.DataFrame | None = None,
+    convention: str = "exact",
 ) -> CriticalPathResult:
     """The critical path of an ingest output: of its one rank; of several ranks joined at their
     matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
-    longest reported. `per_rank` gives every rank's own path length."""
-    joint = len(ranks) > 1 and collectives is not None and len(collectives) > 0 and len(ranks) <= MAX_JOINT_RANKS
-    per_rank, graphs, best, notes = [], {}, None, []
+    longest reported. `per_rank` gives every rank's own path length. `convention="hta"` reads
+    the trace as HTA does (`critical_path.like_hta`); where optimisation pays stays exact."""
+    joint = 1 < len(ranks) <= MAX_JOINT_RANKS
+    per_rank, graphs, best, notes, p2p = [], {}, None, [], []
     for rank in ranks:
         kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
+        if joint:
+            p2p.append(p2p_rows(kernels, rank))
         host = load_host_events(out_dir, rank)
-        graph = build_graph(kernels, host, window)
+        graph = build_graph(kernels, host, window, convention=convention)
         path = longest_path(graph)
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
         if joint:
@@ -48,7 +58,12 @@ def analyse_output(
         if best is None or path.length_us > best[1].length_us:
             best = (rank, path, graph, kernels, host)
     if joint:
-        graph = join_ranks(graphs, collectives)
+        pairs = p2p_instances(p2p, collectives)
+        parts = [c for c in (collectives, pairs) if c is not None and len(c)]
+        joint = bool(parts)
+        matched = pd.concat([c[list(pairs.columns)] for c in parts], ignore_index=True) if parts else None
+    if joint:
+        graph = join_ranks(graphs, matched)
         path = longest_path(graph)
         segs, pays, rank = segments(graph, path), [], None
     else:
@@ -57,6 +72,7 @@ def analyse_output(
         pays = where_optimisation_pays(build_graph(kernels, host, window, zero_weight_launches=True), roofline)
     facts = {
         "window": graph.window,
+        "convention": convention,
         "rank": rank,
         "joint_ranks": len(graphs) if joint else 1,
         "total_us": round(path.length_us, 3),

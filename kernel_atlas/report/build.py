@@ -173,7 +173,8 @@ def _build_report(
     if memory is not None:
         files["memory"] = write_table(memory.allocations, out_dir / "memory.parquet", output.run_id)
     matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
-    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched)
+    convention = "hta" if like_hta else "exact"
+    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched, convention)
     analysis.facts["critical_path"] = critical.facts
     files["critical_path"] = write_table(critical.segments, out_dir / "critical_path.parquet", output.run_id)
     # after the critical path: findings rank by its end-to-end savings where it has them

@@ -268,3 +268,110 @@ def test_data_loading_annotation(tmp_path: Path) -> None:
     pct = breakdown_pct(segments(graph, path))  # 40/64, 10/64, 4/64, 10/64
     assert (pct["data_loading"], pct["cpu_bound"], pct["gpu_kernel_launch_overhead"]) == (62.5, 15.62, 6.25)
     assert pct["gpu_compute_bound"] == 15.62
+
+
+# HTA's convention against the exact one, on a HIP trace without cuda_sync events:
+#   aten::mm [0.2,10.8] ⊃ hipLaunchKernel [2.5,4.5] → k_mm [5.5,105.5] on stream 7,
+#   aten::view [10.3,10.7] inside the mm; hipDeviceSynchronize [11.4,120.6].
+# Exact: the sync waits (released by k_mm's end, the GPU work that ended last while it ran):
+#   2.3 (mm to its launch) + 3.0 (launch overhead) + 100 (k_mm) = 105.3 µs.
+# HTA: starts rounded up and ends down: mm [1,10], launch [3,4], view [11,10], k_mm [6,105],
+#   sync [12,120]; the view is left with no length and HTA drops it (it keeps dur > 0 only);
+#   hipDeviceSynchronize is not in HTA's blocking list: CPU work.
+#   Host: mm 2 + 1 + 6 = 9, sync 108 → 117 µs, all cpu_bound (the kernel's route, 2 + 3 + 99 =
+#   104, is shorter). Kept inside the mm, the view [11,10] would make it 2 + 1 + 7 = 10 (118).
+HIP_SYNC = [
+    op("aten::mm", 0.2, 10.6),
+    call("hipLaunchKernel", 2.5, 2.0, 1),
+    kernel("k_mm", 5.5, 100.0, 1),
+    op("aten::view", 10.3, 0.4),
+    call("hipDeviceSynchronize", 11.4, 109.2, 2),
+]
+
+
+def test_hta_convention_rounds_renests_and_counts_hip_syncs_as_cpu(tmp_path: Path) -> None:
+    kernels, host = solved(tmp_path, HIP_SYNC)
+    exact = build_graph(kernels, host)
+    path = longest_path(exact)
+    assert path.length_us == pytest.approx(105.3)
+    pct = breakdown_pct(segments(exact, path))  # 2.3, 3, 100 of 105.3
+    assert (pct["cpu_bound"], pct["gpu_kernel_launch_overhead"], pct["gpu_compute_bound"]) == (2.18, 2.85, 94.97)
+    hta = build_graph(kernels, host, convention="hta")
+    path = longest_path(hta)
+    assert path.length_us == pytest.approx(117.0)
+    segs = segments(hta, path)
+    assert breakdown_pct(segs)["cpu_bound"] == 100.0
+    assert segs.groupby("name", observed=True)["dur_us"].sum().to_dict() == {
+        "aten::mm": 8.0,  # 2 + 6 around the launch, whose 1 µs is its own
+        "hipLaunchKernel": 1.0,
+        "hipDeviceSynchronize": 108.0,
+    }
+    with pytest.raises(AtlasError):
+        build_graph(kernels, host, convention="nvidia")
+
+
+# A launch call HTA does not list (hipModuleLaunchKernel [0,2] → k_triton [3,103]), then
+# aten::relu [5,15]. Exact: the kernel waited for its launch: 3 + 100 = 103 µs (the host gives
+# 2 + 10 = 12). HTA: no launch edge, the kernel's route starts at its start: 100 µs, all
+# gpu_compute_bound.
+def test_hta_convention_knows_only_its_launch_calls(tmp_path: Path) -> None:
+    events = [call("hipModuleLaunchKernel", 0, 2, 1), kernel("k_triton", 3, 100, 1), op("aten::relu", 5, 10)]
+    kernels, host = solved(tmp_path, events)
+    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(103.0)
+    hta = build_graph(kernels, host, convention="hta")
+    path = longest_path(hta)
+    assert path.length_us == pytest.approx(100.0)
+    assert breakdown_pct(segments(hta, path))["gpu_compute_bound"] == 100.0
+
+
+def copy(ts: float, dur: float, corr: int, stream: int = 7) -> dict[str, Any]:
+    args = {"correlation": corr, "device": 0, "stream": stream, "bytes": 4096}
+    name = "Memcpy DtoH (Device -> Pageable)"
+    return {"ph": "X", "cat": "gpu_memcpy", "name": name, **G, "tid": stream, "ts": ts, "dur": dur, "args": args}
+
+
+# A copy to pageable memory holds its call until the copy is done (no cuda_sync events):
+#   cudaLaunchKernel [0,2] → k_long [5,45]; cudaMemcpyAsync [6,50] → its copy [45,47] on the same
+#   stream; aten::relu [50,60]. (The copy is launched after k_long started: k_long's start is its
+#   launch's doing, 5 µs; the copy's is k_long's end, a gap of 0.)
+# The call returns when its own copy ends: 5 (launch) + 40 (k_long) + 0 (gap) + 2 (copy) + 0
+# (copy end → call end) + 10 (relu) = 57 µs. Without that edge the call's 44 µs weigh nothing and
+# the host reaches relu alone (2 + 10): the path would be the GPU's 47.
+def test_a_blocking_copy_returns_when_its_copy_ends(tmp_path: Path) -> None:
+    events = [
+        call("cudaLaunchKernel", 0, 2, 1),
+        kernel("k_long", 5, 40, 1),
+        call("cudaMemcpyAsync", 6, 44, 2),
+        copy(45, 2, 2),
+        op("aten::relu", 50, 10),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(57.0)
+    segs = segments(graph, path)
+    assert segs["kind"].tolist() == ["launch", "gpu", "gpu", "cpu"]
+    assert segs["dur_us"].tolist() == [5.0, 40.0, 2.0, 10.0]
+    assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(47.0)  # HTA: no edge
+
+
+# A wait on another stream the trace does not record (no cuda_sync events):
+#   cudaLaunchKernel [0,2] → k_a [5,2005] on stream 8; cudaLaunchKernel [3,5] → k_b [2006,2026] on
+#   stream 7 (idle): k_b started 2003 µs after its launch, too long for a launch latency (≥ 1500),
+#   so nothing on its stream explains it; k_a, on another stream, ended last before it started.
+# Path: 5 (launch) + 2000 (k_a) + 0 (k_a → k_b) + 20 (k_b) = 2025 µs (without the inferred wait:
+# k_a alone, 2005).
+def test_an_unexplained_start_waits_for_the_stream_that_ended_last(tmp_path: Path) -> None:
+    events = [
+        call("cudaLaunchKernel", 0, 2, 1),
+        kernel("k_a", 5, 2000, 1, stream=8),
+        call("cudaLaunchKernel", 3, 2, 2),
+        kernel("k_b", 2006, 20, 2, stream=7),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(2025.0)
+    assert segments(graph, path)["name"].tolist() == ["k_a", "k_a", "k_b"]
+    assert any("1 activities" in note and "another stream" in note for note in graph.notes)
+    assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(2005.0)

@@ -62,3 +62,18 @@ def test_report_bad_window_is_one_line_and_writes_nothing(out: Path) -> None:
 
 def test_whatif_on_a_missing_folder(tmp_path: Path) -> None:
     assert_one_line_error(cli("whatif", tmp_path / "nope", "--no-launch-gaps"), "no such ingest output folder")
+
+
+def test_report_like_hta_reads_the_path_as_hta(tmp_path: Path) -> None:
+    # HIP_SYNC (tests/analysis/test_critical_path.py): 105.3 µs exact, 117 µs as HTA reads it
+    from tests.analysis.test_critical_path import HIP_SYNC
+
+    trace = tmp_path / "hip.json"
+    trace.write_text(json.dumps({"traceEvents": HIP_SYNC, "deviceProperties": [{"id": 0, "name": "AMD MI300X"}]}))
+    folder = tmp_path / "hip.atlas"
+    write_outputs(ingest_paths([trace]), folder)
+    for flags, convention, total in (([], "exact", 105.3), (["--like-hta"], "hta", 117.0)):
+        done = cli("report", folder, *flags)
+        assert done.code == 0, done.output
+        facts = json.loads((folder / "report.json").read_text())["critical_path"]
+        assert (facts["convention"], facts["total_us"]) == (convention, total)

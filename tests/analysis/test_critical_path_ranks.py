@@ -119,3 +119,36 @@ def test_whatif_across_ranks(two_ranks: Path) -> None:
     # 8 + 2 + 25 + 10 = 45, a saving of 25 µs that the run would not see
     alone = run_whatif(two_ranks, ["category=communication:2x"], False, None, 0)
     assert (alone["joint_ranks"], alone["baseline_us"], alone["saving_us"]) == (1, 70.0, 25.0)
+
+
+SEND_RECV_KERNEL = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
+
+
+def test_send_and_recv_are_joined_across_ranks(tmp_path: Path) -> None:
+    # The same two ranks, with a point-to-point transfer instead of the all-reduce: rank 0 sends
+    # (arrives at 10), rank 1 receives (late, arrives at 40), in their group of two ranks. The
+    # receive ends the transfer on both ends only when the late rank is there, as a collective
+    # does: 38 (rank 1's CPU to its launch) + 2 (launch) + 20 (the transfer after the last
+    # arrival, 60 − 40, ending rank 0's send) + 10 (rank 0's aten::after) = 70 µs joined; rank 0
+    # alone would read 8 + 2 + 50 + 10 = 70 with 50 µs of communication, rank 1 alone 65.
+    paths = []
+    for rank, cpu, after in ((0, 10.0, 10.0), (1, 40.0, 5.0)):
+        trace = _rank_trace(rank, cpu, after)
+        for event in trace["traceEvents"]:
+            if event["cat"] == "kernel":
+                event["name"] = SEND_RECV_KERNEL
+                event["args"]["Collective name"] = "send" if rank == 0 else "recv"
+                del event["args"]["Seq"]
+        path = tmp_path / f"p2p_rank{rank}.json"
+        path.write_text(json.dumps(trace))
+        paths.append(path)
+    out = tmp_path / "p2p.atlas"
+    write_outputs(ingest_paths(paths), out)
+    build_report(out)
+    facts = json.loads((out / "report.json").read_text())["critical_path"]
+    assert (facts["joint_ranks"], facts["total_us"]) == (2, 70.0)
+    segs = pd.read_parquet(out / "critical_path.parquet")
+    assert segs["rank"].tolist() == [1, 1, 0, 0]
+    assert segs["kind"].tolist() == ["cpu", "launch", "collective", "cpu"]
+    assert segs["dur_us"].tolist() == pytest.approx([38.0, 2.0, 20.0, 10.0])
+    assert facts["breakdown_pct"]["gpu_communication_bound"] == 28.57  # 20 of 70
