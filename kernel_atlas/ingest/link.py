@@ -405,7 +405,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         launch_idx=launch_idx,
         host_parent=nest.parent,
         step_annotation=name_or_none(attention_step_idx),
-        enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx)),
+        enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx), gpu.name),
     )
 
 
