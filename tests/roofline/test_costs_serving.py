@@ -92,6 +92,18 @@ def test_rotary_embedding_on_flat_query_and_key() -> None:
     assert cost.bytes == 2 * 32 * 5120 * 2 + 32 * 256 == 663_552
 
 
+def test_rotary_embedding_on_views_of_a_packed_qkv() -> None:
+    # TraceLens's B200 vLLM trace: _C::rotary_embedding(positions [888] int64, query [888,512],
+    # key [888,64], head_size, cache [131072,64], is_neox), Input Strides [[1],[640,1],[640,1],[],[64,1],[]]:
+    # query and key are views of one packed qkv [888, 640] = (8 + 2·1)·64; only q and k are rotated
+    dims = "[[888],[888,512],[888,64],[],[131072,64],[]]"
+    types = ['"long int"', BF16, BF16, '"Scalar"', BF16, '"Scalar"']
+    cost = cost_of(_call("_C::rotary_embedding", "rotary_embedding", dims, types))
+    assert cost.flops == 3 * 888 * (512 + 64) == 1_534_464
+    # q and k read and written (not the packed v) + one 64·2-byte cache row per token
+    assert cost.bytes == 2 * 888 * 576 * 2 + 888 * 128 == 2_159_616
+
+
 def test_shared_decode_pair_costs_attention_per_step(tmp_path) -> None:
     from kernel_atlas.report.build import build_report
 
