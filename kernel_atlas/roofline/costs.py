@@ -21,7 +21,7 @@ from functools import lru_cache
 from kernel_atlas.classify.classifier import rule_id, rule_precision
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
-from kernel_atlas.ingest.steps import parse_step
+from kernel_atlas.ingest.steps import is_native_step, parse_step
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
 
 
@@ -379,6 +379,12 @@ def _paged_attention(call: Call) -> Cost:
     causal context part), as FlashAttention's benchmarks and TraceLens count; bytes = Q and O
     (Σ sq·H_q·d each) + K and V read (Σ sk·H_kv·d each, at the cache's dtype)."""
     lengths = parse_step(call.step)
+    if lengths is None and is_native_step(call.step):
+        raise NoCost(
+            f"{call.what}: paged/varlen attention: the step annotation {call.step!r} counts tokens but gives "
+            "no Σ sq·sk (the engine's native annotation; its detailed roofline annotation has them), "
+            "and no sequence lengths are recorded"
+        )
     if lengths is None:
         raise NoCost(
             f"{call.what}: paged/varlen attention: no sequence lengths recorded and no per-step "

@@ -82,6 +82,18 @@ def test_attention_without_lengths_says_so() -> None:
         cost_of(_call("aiter::paged_attention", "attention", PAGED_DIMS, PAGED_TYPES))
 
 
+def test_native_step_annotation_is_named_as_lacking_the_sums() -> None:
+    # TraceLens's B200 vLLM trace: unified_attention_with_output(q [888,8,64] fp8, k [888,1,64], v, out)
+    # under `execute_context_1(888_788544)_generation_0(0)` (888² = 788,544: one context request, but
+    # whether the second number is Σsq² or Σsq·sk the name does not say): not costed, and the note says why
+    dims = "[[888,8,64],[888,1,64],[888,1,64],[888,8,64],[],[],[]]"
+    types = ['"c10::Float8_e4m3fn"', BF16, BF16, BF16, '""', '""', '""']
+    step = "execute_context_1(888_788544)_generation_0(0)"
+    assert parse_step(step) is None
+    with pytest.raises(NoCost, match="counts tokens but gives no"):
+        cost_of(_call("vllm::unified_attention_with_output", "attention", dims, types, step))
+
+
 def test_rotary_embedding_on_flat_query_and_key() -> None:
     # sgl_kernel::rotary_embedding(positions [32] int64, query [32,4096], key [32,1024], head_size, cache [41216,128], is_neox)
     dims = "[[32],[32,4096],[32,1024],[],[41216,128],[]]"
