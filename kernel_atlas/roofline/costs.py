@@ -346,6 +346,13 @@ def _sdpa_efficient(call: Call) -> Cost:
 
 @register(ops=("attention",))
 def _attention_step(call: Call) -> Cost:
+    dense = [a for a in _tensors(call)[:3] if len(a.dims) == 4]
+    if not call.step and len(dense) == 3 and dense[0].dims[0] == dense[1].dims[0]:
+        # a library's dense attention (e.g. aiter's sage_fwd) with no known argument layout
+        raise NoCost(
+            f"{call.what}: dense q/k/v {list(dense[0].dims)} recorded, but not their layout (which axis is "
+            "heads, which sequence: [B, S, H, D] or [B, H, S, D]) nor whether it is causal"
+        )
     return _paged_attention(call)
 
 

@@ -94,6 +94,15 @@ def test_native_step_annotation_is_named_as_lacking_the_sums() -> None:
         cost_of(_call("vllm::unified_attention_with_output", "attention", dims, types, step))
 
 
+def test_dense_library_attention_says_what_it_lacks() -> None:
+    # xDiT Flux's aiter sage_fwd_1(q [1,24,768,128] int8, k int8, v fp8, ...): dense, but whether 24
+    # or 768 is the heads axis, and whether it is causal, the recorded call does not say
+    dims = "[[1,24,768,128],[1,24,768,128],[1,24,768,128],[],[1,24,3]]"
+    types = ['"signed char"', '"signed char"', '"c10::Float8_e4m3fnuz"', '"Scalar"', '"float"']
+    with pytest.raises(NoCost, match="not their layout"):
+        cost_of(_call("sage_fwd_1", "attention", dims, types))
+
+
 def test_rotary_embedding_on_flat_query_and_key() -> None:
     # sgl_kernel::rotary_embedding(positions [32] int64, query [32,4096], key [32,1024], head_size, cache [41216,128], is_neox)
     dims = "[[32],[32,4096],[32,1024],[],[41216,128],[]]"
