@@ -499,7 +499,7 @@ def _moe_forward(call: Call) -> Cost:
     activations = 2 * x.nbytes + logits.nbytes
     formula = (
         f"2·T·k·H·I{'·2 (gated)' if gated else ''} + 2·T·k·I·H = 2·{tokens}·{k}·{hidden}·{inter}·{up} + "
-        f"2·{tokens}·{k}·{inter}·{hidden}; "
+        f"2·{tokens}·{k}·{inter}·{hidden} (I as the weights record it; TraceLens takes I = H); "
         f"bytes = {touched:.2f} of {experts} experts (E·(1−(1−k/E)^T)) × w1 {list(w1.dims)} + w2 {list(w2.dims)} "
         f"{w1.dtype} as stored (block scales not recorded, not counted) + x, out, router logits {activations}"
     )
