@@ -220,18 +220,20 @@ def _by_period(
     if len(rows) == 0 or found.empty:
         return pd.DataFrame(columns=columns)
     signature = ["grid", "block", *_SIGNATURE, *_STACK]
-    linked = found.assign(
-        device=gpu.device[found["row"]], stream=gpu.stream[found["row"]], ts=gpu.ts[found["row"]]
-    ).sort_values("ts", kind="stable")
-    keys = pd.Series(list(zip(*(linked[c].map(_text) for c in signature), strict=True)), index=linked.index)
-    linked = linked.assign(key=keys)
     wanted = pd.DataFrame(
         {"row": rows, "name": as_list(gpu.name, rows), "device": gpu.device[rows], "stream": gpu.stream[rows]}
     ).assign(ts=gpu.ts[rows])
+    linked = found[found["name"].isin(set(wanted["name"]))]  # only the names wanted
+    linked = linked.assign(
+        device=gpu.device[linked["row"]], stream=gpu.stream[linked["row"]], ts=gpu.ts[linked["row"]]
+    ).sort_values("ts", kind="stable")
+    keys = pd.Series(list(zip(*(linked[c].map(_text) for c in signature), strict=True)), index=linked.index)
+    linked = linked.assign(key=keys)
+    streams = dict(list(linked.groupby(["name", "device", "stream"], sort=False)))
     chosen: list[pd.Series] = []
-    for (name, device, stream), mine in wanted.groupby(["name", "device", "stream"], sort=False):
-        seen = linked[(linked["name"] == name) & (linked["device"] == device) & (linked["stream"] == stream)]
-        if seen.empty or (mine["ts"] >= seen["ts"].iloc[0]).any():
+    for group, mine in wanted.groupby(["name", "device", "stream"], sort=False):
+        seen = streams.get(group)
+        if seen is None or (mine["ts"] >= seen["ts"].iloc[0]).any():
             continue
         sequence = seen["key"].tolist()
         period = next(
