@@ -46,7 +46,7 @@ class Call:
     rule: str = ""  # the label's rule (`rule:<id>`), as kernels.parquet's label_rule
     list_dtype: str | None = None  # dtype assumed for tensor-list elements (not recorded)
     step: str = ""  # the enclosing per-step attention annotation (attention calls only)
-    enclosed: str = ""  # a composite MoE op's enclosed tensors and top-k (ingest/composite.py), JSON
+    enclosed: str = ""  # a composite MoE op's enclosed tensors, top-k, buffers (ingest/composite.py), JSON
 
     @property
     def what(self) -> str:
