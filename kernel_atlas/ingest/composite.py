@@ -1,7 +1,9 @@
 """What a composite MoE op (`vllm::moe_forward`, catalogs/costs.toml `[moe]`) encloses: the 3-D
-tensors recorded on the ops inside it (the experts' weights, viewed at their stored dtype) and its
-top-k (the first integer Concrete Input of an enclosed TopK op), as one JSON text per composite
-call, for the launches whose CPU op is that call (`enclosed_shapes` in kernels.parquet)."""
+tensors recorded on the ops inside it (the experts' weights, viewed at their stored dtype), its
+top-k (the first integer Concrete Input of an enclosed TopK op), the buffers it allocates (an
+enclosed `aten::empty`-like op's Concrete Inputs: size list and dtype code) and whether one of its
+kernels names a gated activation (`swiGlu` fused into the first GEMM), as one JSON text per
+composite call, for the launches whose CPU op is that call (`enclosed_shapes` in kernels.parquet)."""
 
 from __future__ import annotations
 
@@ -17,22 +19,44 @@ from kernel_atlas.ingest.columns import CPU_OP, HostTable
 
 
 @lru_cache(maxsize=1)
-def _catalog() -> tuple[frozenset[str], re.Pattern[str]]:
+def _catalog() -> tuple[frozenset[str], re.Pattern[str], frozenset[str], re.Pattern[str], list]:
     moe = read_toml("costs.toml")["moe"]
-    return frozenset(moe["composites"]), re.compile(moe["topk_ops"])
+    return (
+        frozenset(moe["composites"]),
+        re.compile(moe["topk_ops"]),
+        frozenset(moe["allocation_ops"]),
+        re.compile(moe["gated_kernels"]),
+        [(re.compile(pattern), float(bits)) for pattern, bits in moe["weight_bits"]],
+    )
 
 
-def _features(shape: tuple[str | None, ...]) -> tuple[list[list], int | None]:
-    """(3-D tensors as [dims, dtype], the first integer concrete input) of one recorded shape."""
+def _kernel_facts(name: str, gated: re.Pattern[str], bits: list) -> tuple[bool, float]:
+    """(names a gated activation, the narrowest weight format it names in bits; inf: none)."""
+    return bool(gated.search(name)), min((b for pattern, b in bits if pattern.search(name)), default=np.inf)
+
+
+_SIZES = re.compile(r"^\[(\d+(?:, \d+)*)\]$")
+
+
+def _features(shape: tuple[str | None, ...]) -> tuple[list[list], int | None, list | None]:
+    """(3-D tensors as [dims, dtype], the first integer concrete input, the [sizes, dtype code] an
+    allocation's Concrete Inputs name: `['[888, 4]', '3', ...]`) of one recorded shape."""
     dims, types = json.loads(shape[0] or "[]"), json.loads(shape[1] or "[]")
     tensors = [[d, t] for d, t in zip(dims, types, strict=False) if isinstance(d, list) and len(d) == 3]
-    first = next((int(v) for v in json.loads(shape[3] or "[]") if isinstance(v, str) and v.isdigit()), None)
-    return tensors, first
+    concrete = json.loads(shape[3] or "[]")
+    first = next((int(v) for v in concrete if isinstance(v, str) and v.isdigit()), None)
+    sizes = _SIZES.match(concrete[0]) if concrete and isinstance(concrete[0], str) else None
+    code = concrete[1] if len(concrete) > 1 and isinstance(concrete[1], str) and concrete[1].isdigit() else None
+    allocated = [[int(x) for x in sizes.group(1).split(", ")], int(code)] if sizes and code else None
+    return tensors, first, allocated
 
 
-def enclosed_shapes(host: HostTable, cpu_op_idx: np.ndarray) -> pd.Categorical:
-    """Per launch: the JSON summary of its composite CPU op's enclosed ops, missing otherwise."""
-    composites, topk = _catalog()
+def enclosed_shapes(
+    host: HostTable, cpu_op_idx: np.ndarray, kernel_names: pd.Categorical | None = None
+) -> pd.Categorical:
+    """Per launch: the JSON summary of its composite CPU op's enclosed ops, missing otherwise.
+    `kernel_names` (per launch, as `cpu_op_idx`): the call's kernels, to find a gated activation."""
+    composites, topk, allocation_ops, gated_kernels, weight_bits = _catalog()
     named = np.array([n in composites for n in host.names] + [False])
     has = cpu_op_idx >= 0
     codes = np.full(len(cpu_op_idx), -1, dtype=np.int64)
@@ -41,9 +65,21 @@ def enclosed_shapes(host: HostTable, cpu_op_idx: np.ndarray) -> pd.Categorical:
     if len(calls) == 0:
         return pd.Categorical.from_codes(np.full(len(cpu_op_idx), -1), categories=pd.Index([], dtype=object))
     is_topk = np.array([bool(topk.search(n)) for n in host.names])
+    is_allocation = np.array([n in allocation_ops for n in host.names])
     ops = np.flatnonzero((host.family == CPU_OP) & (host.shape >= 0))
-    features: dict[int, tuple[list[list], int | None]] = {}
+    features: dict[int, tuple[list[list], int | None, list | None]] = {}
     texts: dict[int, str] = {}
+    gated: set[int] = set()
+    bits: dict[int, float] = {}
+    if kernel_names is not None:  # what the calls' kernels name: a gated activation, weight formats
+        facts = [_kernel_facts(str(n), gated_kernels, weight_bits) for n in kernel_names.categories]
+        named_gated = np.array([f[0] for f in facts] + [False])
+        named_bits = np.array([f[1] for f in facts] + [np.inf])
+        kernel_codes = np.asarray(kernel_names.codes, dtype=np.int64)
+        gated = set(np.unique(cpu_op_idx[named_gated[kernel_codes] & has]).tolist())
+        narrow = has & np.isfinite(named_bits[kernel_codes])
+        per_call = pd.Series(named_bits[kernel_codes][narrow]).groupby(cpu_op_idx[narrow]).min()
+        bits = {int(c): float(b) for c, b in per_call.items()}
     for thread in np.unique(host.thread[calls]).tolist():
         mine = ops[host.thread[ops] == thread]
         mine = mine[np.argsort(host.ts[mine], kind="stable")]
@@ -51,7 +87,8 @@ def enclosed_shapes(host: HostTable, cpu_op_idx: np.ndarray) -> pd.Categorical:
         for call in calls[host.thread[calls] == thread].tolist():
             lo = np.searchsorted(starts, host.ts[call], side="left")
             hi = np.searchsorted(starts, host.end[call], side="right")
-            texts[call] = _summary(host, mine[lo:hi][mine[lo:hi] != call], features, is_topk)
+            rows = mine[lo:hi][mine[lo:hi] != call]
+            texts[call] = _summary(host, rows, features, is_topk, is_allocation, call in gated, bits.get(call))
     # one category per distinct summary; each launch takes its call's
     distinct = sorted(set(texts.values()))
     position = {text: i for i, text in enumerate(distinct)}
@@ -61,16 +98,32 @@ def enclosed_shapes(host: HostTable, cpu_op_idx: np.ndarray) -> pd.Categorical:
 
 
 def _summary(
-    host: HostTable, rows: np.ndarray, features: dict[int, tuple[list[list], int | None]], is_topk: np.ndarray
+    host: HostTable,
+    rows: np.ndarray,
+    features: dict[int, tuple[list[list], int | None, list | None]],
+    is_topk: np.ndarray,
+    is_allocation: np.ndarray,
+    gated: bool,
+    weight_bits: float | None,
 ) -> str:
     tensors: list[list] = []
+    allocated: list[list] = []
     k = None
     for row in rows.tolist():
         code = int(host.shape[row])
         if code not in features:
             features[code] = _features(host.shapes[code])
-        found, first = features[code]
+        found, first, buffer = features[code]
         tensors += [t for t in found if t not in tensors]
         if k is None and is_topk[host.name_code[row]]:
             k = first
-    return json.dumps({"topk": k, "tensors": tensors}, separators=(",", ":"))
+        if buffer is not None and is_allocation[host.name_code[row]]:
+            allocated.append(buffer)
+    summary: dict = {"topk": k, "tensors": tensors}
+    if allocated:
+        summary["allocated"] = allocated
+    if gated:
+        summary["gated_kernel"] = True
+    if weight_bits is not None:
+        summary["weight_bits"] = weight_bits
+    return json.dumps(summary, separators=(",", ":"))

@@ -12,7 +12,15 @@ costed once). A kernel linked with several signatures takes the one of the linke
 that ran between the same kernels on their stream, when they have exactly one (`link =
 "inferred: same kernel, grid, block and neighbouring kernels"`). A kernel without a grid/block
 (ROCm records them on the launch, which is missing) is matched on its name when every linked
-kernel of that name has one grid and block.
+kernel of that name has one grid and block. Left ambiguous by these, a kernel takes its place in
+the repeating sequence of its stream: when the linked kernels of its name on its device and stream
+repeat one period of signatures (grid, block and the signature above) at least twice through the
+whole window, and the kernels before the window precede them all, the j-th before the first linked
+one takes the signature j places before it in that period — only when every kernel of that name
+before the window agrees with its place (grid and block where recorded, the kernels before and
+after it on the stream) (`link = "inferred: same kernel, its
+stream's repeating sequence"`: a training loop's step issued its kernels in the same order before
+the window opened).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_pos
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
 LINK_BY_NEIGHBOURS = "inferred: same kernel, grid, block and neighbouring kernels"
+LINK_BY_PERIOD = "inferred: same kernel, its stream's repeating sequence"
 WHY_NO_SOURCE = "no linked kernel with the same name, grid and block"
 WHY_SEVERAL = "the same kernel is linked with several shape signatures"
 WHY_NO_SHAPES = "the same kernel is linked but without recorded shapes"
@@ -113,6 +122,14 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         facts.not_inferred = {k: v for k, v in facts.not_inferred.items() if v}
     usable = pd.concat([wanted[~(no_source | several | no_shapes)], resolved], ignore_index=True)
     by_neighbours = set(resolved["row"].astype(int).tolist())
+    left = np.setdiff1d(missing, usable["row"].to_numpy(np.int64))
+    periodic = _by_period(gpu, left, found, usable.columns, prev, nxt)
+    if len(periodic):
+        _uncount(facts, periodic["row"].to_numpy(np.int64), unknown, guessed, wanted)
+        usable = pd.concat([usable, periodic], ignore_index=True)
+    by_period = set(periodic["row"].astype(int).tolist())
+    periodic_source = dict(zip(periodic["row"].astype(int), periodic.get("source", pd.Series()), strict=False))
+    usable = usable.drop(columns="source", errors="ignore")
     calls = _form_calls(gpu, usable)
     _count(facts, WHY_PARTIAL_CALL, usable["row"].map(lambda r: r not in calls).to_numpy(bool))
 
@@ -138,8 +155,14 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         if rows:
             setattr(linked, column, set_rows(getattr(linked, column), rows, values))
     inferred_rows = borrowed["launcher"][0]
+    placed = [r for r in inferred_rows if r in by_period]
+    if placed:
+        _borrow_messages(gpu, np.array(placed, np.int64), np.array([periodic_source[r] for r in placed], np.int64))
     if inferred_rows:
-        how = [LINK_BY_NEIGHBOURS if r in by_neighbours else LINK_INFERRED for r in inferred_rows]
+        how = [
+            LINK_BY_PERIOD if r in by_period else LINK_BY_NEIGHBOURS if r in by_neighbours else LINK_INFERRED
+            for r in inferred_rows
+        ]
         linked.link = set_rows(linked.link, inferred_rows, how)
     linked.unlinked = unlinked_counts(linked.link)
     return facts
@@ -176,6 +199,106 @@ def _by_neighbours(several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray,
     )
     first = first[first["has_shapes"]].reset_index()
     return first.reindex(columns=several.columns)
+
+
+def _agrees(gpu: GpuTable, row: int, source: pd.Series, prev: np.ndarray, nxt: np.ndarray) -> bool:
+    """Whether what the kernel before the window recorded agrees with the place it is given: its
+    grid and block (where recorded) and the kernels before and after it on the stream (where
+    there are) equal those of the linked kernel whose place it takes."""
+    for column in ("grid", "block"):
+        codes = np.asarray(getattr(gpu, column).codes)
+        if codes[row] >= 0 and str(getattr(gpu, column).categories[codes[row]]) != _text(source[column]):
+            return False
+    return all(mine < 0 or mine == int(source[side]) for mine, side in ((prev[row], "prev"), (nxt[row], "next")))
+
+
+def _by_period(
+    gpu: GpuTable, rows: np.ndarray, found: pd.DataFrame, columns: pd.Index, prev: np.ndarray, nxt: np.ndarray
+) -> pd.DataFrame:
+    """Kernels before the window (rows) given the signature of their place in the repeating
+    sequence of their name's linked kernels on the same device and stream (see the module)."""
+    if len(rows) == 0 or found.empty:
+        return pd.DataFrame(columns=columns)
+    signature = ["grid", "block", *_SIGNATURE, *_STACK]
+    wanted = pd.DataFrame(
+        {"row": rows, "name": as_list(gpu.name, rows), "device": gpu.device[rows], "stream": gpu.stream[rows]}
+    ).assign(ts=gpu.ts[rows])
+    linked = found[found["name"].isin(set(wanted["name"]))]  # only the names wanted
+    linked = linked.assign(
+        device=gpu.device[linked["row"]], stream=gpu.stream[linked["row"]], ts=gpu.ts[linked["row"]]
+    ).sort_values("ts", kind="stable")
+    keys = pd.Series(list(zip(*(linked[c].map(_text) for c in signature), strict=True)), index=linked.index)
+    linked = linked.assign(key=keys)
+    streams = dict(list(linked.groupby(["name", "device", "stream"], sort=False)))
+    chosen: list[pd.Series] = []
+    for group, mine in wanted.groupby(["name", "device", "stream"], sort=False):
+        seen = streams.get(group)
+        if seen is None or (mine["ts"] >= seen["ts"].iloc[0]).any():
+            continue
+        sequence = seen["key"].tolist()
+        period = next(
+            (p for p in range(1, len(sequence) // 2 + 1) if sequence[p:] == sequence[:-p]),
+            None,
+        )
+        if period is None:
+            continue
+        placed = []
+        for j, row in enumerate(mine.sort_values("ts", ascending=False)["row"].tolist(), start=1):
+            source = seen.iloc[(-j) % period].copy()
+            if not _agrees(gpu, row, source, prev, nxt):
+                placed = []  # the window's period does not continue before it: place none
+                break
+            source["source"], source["row"] = source["row"], row
+            placed.append(source)
+        chosen += [p for p in placed if not pd.isna(p["input_dims"])]
+    if not chosen:
+        return pd.DataFrame(columns=columns)
+    picked = pd.DataFrame(chosen).assign(signatures=1, unique_stack=True, has_shapes=True)
+    return picked.reindex(columns=[*columns, "source"]).reset_index(drop=True)
+
+
+_MESSAGE_TEXTS = ("collective", "msg_dtype", "process_group", "process_group_desc", "process_group_ranks")
+_MESSAGE_INTS = ("in_nelems", "out_nelems", "group_size")
+
+
+def _borrow_messages(gpu: GpuTable, rows: np.ndarray, sources: np.ndarray) -> None:
+    """A collective kernel placed by its stream's repeating sequence takes the message fields
+    (collective, sizes, dtype, group) of the linked kernel whose place it takes (in place)."""
+    for name in _MESSAGE_TEXTS:
+        column = getattr(gpu, name)
+        values = [None if c < 0 else str(column.categories[c]) for c in np.asarray(column.codes)[sources].tolist()]
+        setattr(gpu, name, set_rows(column, rows, values))
+    for name in _MESSAGE_INTS:
+        getattr(gpu, name)[rows] = getattr(gpu, name)[sources]
+
+
+def _uncount(
+    facts: InferredFacts,
+    rows: np.ndarray,
+    unknown: np.ndarray,
+    guessed: pd.DataFrame,
+    wanted: pd.DataFrame,
+) -> None:
+    """Take the rows the repeating sequence resolved off the reasons they were counted under."""
+    no_geometry = np.isin(rows, unknown) & ~np.isin(rows, guessed["row"].to_numpy(np.int64))
+    by_reason = {WHY_NO_GEOMETRY: int(no_geometry.sum())}
+    left = wanted.set_index("row")
+    for row in rows[~no_geometry].tolist():
+        if row not in left.index:
+            continue
+        record = left.loc[row]
+        why = (
+            WHY_NO_SOURCE
+            if pd.isna(record["signatures"])
+            else WHY_SEVERAL
+            if record["signatures"] > 1
+            else WHY_NO_SHAPES
+        )
+        by_reason[why] = by_reason.get(why, 0) + 1
+    for why, count in by_reason.items():
+        if count:
+            facts.not_inferred[why] = facts.not_inferred.get(why, 0) - count
+    facts.not_inferred = {k: v for k, v in facts.not_inferred.items() if v > 0}
 
 
 def _geometry_of_name(unknown: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:

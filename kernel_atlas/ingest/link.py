@@ -33,7 +33,7 @@ from kernel_atlas.ingest.composite import enclosed_shapes
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
 from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, first_matching, nesting_parents
-from kernel_atlas.ingest.steps import is_step
+from kernel_atlas.ingest.steps import is_native_step, is_step
 
 GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 
@@ -327,6 +327,9 @@ def link(cols: TraceColumns) -> LinkedColumns:
     step_idx = _enclosing_step(host, is_profiler_step, launch_idx)
     # a serving engine's per-step annotation with the batch's sequence lengths (ingest/steps.py)
     attention_step_idx = _enclosing_step(host, np.array([is_step(s) for s in names], dtype=bool), launch_idx)
+    # else its native annotation (tokens only), so that the attention call can say what it lacks
+    native_idx = _enclosing_step(host, np.array([is_native_step(s) for s in names], dtype=bool), launch_idx)
+    attention_step_idx = np.where(attention_step_idx >= 0, attention_step_idx, native_idx)
 
     # External id fallback / cross-check (0 and -1 mean "not recorded").
     ext = host.external_id
@@ -405,7 +408,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         launch_idx=launch_idx,
         host_parent=nest.parent,
         step_annotation=name_or_none(attention_step_idx),
-        enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx)),
+        enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx), gpu.name),
     )
 
 

@@ -60,5 +60,15 @@ def parse_step(name: str | None) -> StepLengths | None:
     return None
 
 
+@lru_cache(maxsize=1)
+def _native() -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in read_toml("costs.toml")["native_steps"]))
+
+
+def is_native_step(name: str | None) -> bool:
+    """A serving engine's native step annotation: tokens counted, no Σ sq·sk (catalogs/costs.toml)."""
+    return bool(name) and parse_step(name) is None and bool(_native().search(name or ""))
+
+
 def is_step(name: str) -> bool:
     return parse_step(name) is not None

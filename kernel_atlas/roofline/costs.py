@@ -21,7 +21,7 @@ from functools import lru_cache
 from kernel_atlas.classify.classifier import rule_id, rule_precision
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
-from kernel_atlas.ingest.steps import parse_step
+from kernel_atlas.ingest.steps import is_native_step, parse_step
 from kernel_atlas.roofline.devices import MATRIX, VECTOR
 
 
@@ -46,7 +46,7 @@ class Call:
     rule: str = ""  # the label's rule (`rule:<id>`), as kernels.parquet's label_rule
     list_dtype: str | None = None  # dtype assumed for tensor-list elements (not recorded)
     step: str = ""  # the enclosing per-step attention annotation (attention calls only)
-    enclosed: str = ""  # a composite MoE op's enclosed tensors and top-k (ingest/composite.py), JSON
+    enclosed: str = ""  # a composite MoE op's enclosed tensors, top-k, buffers (ingest/composite.py), JSON
 
     @property
     def what(self) -> str:
@@ -346,6 +346,13 @@ def _sdpa_efficient(call: Call) -> Cost:
 
 @register(ops=("attention",))
 def _attention_step(call: Call) -> Cost:
+    dense = [a for a in _tensors(call)[:3] if len(a.dims) == 4]
+    if not call.step and len(dense) == 3 and dense[0].dims[0] == dense[1].dims[0]:
+        # a library's dense attention (e.g. aiter's sage_fwd) with no known argument layout
+        raise NoCost(
+            f"{call.what}: dense q/k/v {list(dense[0].dims)} recorded, but not their layout (which axis is "
+            "heads, which sequence: [B, S, H, D] or [B, H, S, D]) nor whether it is causal"
+        )
     return _paged_attention(call)
 
 
@@ -379,6 +386,12 @@ def _paged_attention(call: Call) -> Cost:
     causal context part), as FlashAttention's benchmarks and TraceLens count; bytes = Q and O
     (Σ sq·H_q·d each) + K and V read (Σ sk·H_kv·d each, at the cache's dtype)."""
     lengths = parse_step(call.step)
+    if lengths is None and is_native_step(call.step):
+        raise NoCost(
+            f"{call.what}: paged/varlen attention: the step annotation {call.step!r} counts tokens but gives "
+            "no Σ sq·sk (the engine's native annotation; its detailed roofline annotation has them), "
+            "and no sequence lengths are recorded"
+        )
     if lengths is None:
         raise NoCost(
             f"{call.what}: paged/varlen attention: no sequence lengths recorded and no per-step "
@@ -470,9 +483,11 @@ def _moe_forward(call: Call) -> Cost:
     (tokens, hidden), experts = x.dims, logits.dims[-1]
     enclosed = json.loads(call.enclosed) if call.enclosed else {}
     k = enclosed.get("topk")
+    weights = [(d, t) for d, t in enclosed.get("tensors", []) if d[0] == experts and t in dtypes()]
+    if not weights and enclosed.get("allocated"):  # no weights recorded: the buffers it allocates
+        return _moe_from_buffers(call, x, logits, enclosed)
     if not k:
         raise NoCost(f"{call.what}: top-k not recorded inside the call (no TopK op with its k)")
-    weights = [(d, t) for d, t in enclosed.get("tensors", []) if d[0] == experts and t in dtypes()]
     try:
         w1, w2, inter, gated = _expert_weights(weights, hidden)
     except NoCost as exc:
@@ -484,9 +499,83 @@ def _moe_forward(call: Call) -> Cost:
     activations = 2 * x.nbytes + logits.nbytes
     formula = (
         f"2·T·k·H·I{'·2 (gated)' if gated else ''} + 2·T·k·I·H = 2·{tokens}·{k}·{hidden}·{inter}·{up} + "
-        f"2·{tokens}·{k}·{inter}·{hidden}; "
+        f"2·{tokens}·{k}·{inter}·{hidden} (I as the weights record it; TraceLens takes I = H); "
         f"bytes = {touched:.2f} of {experts} experts (E·(1−(1−k/E)^T)) × w1 {list(w1.dims)} + w2 {list(w2.dims)} "
         f"{w1.dtype} as stored (block scales not recorded, not counted) + x, out, router logits {activations}"
+    )
+    precision, unit = _gemm_precision(call, x)
+    return Cost(flops, weight_bytes + activations, precision, unit, formula)
+
+
+# torch ScalarType codes of an allocation's Concrete Inputs: integer types, and the bytes per value
+# of the floating ones (0, uint8, is raw bytes: packed or block-scaled formats)
+_INTEGER_CODES = frozenset((1, 2, 3, 4))
+_FLOAT_CODE_BYTES = {5: 2, 6: 4, 7: 8, 15: 2, 23: 1, 24: 1, 25: 1, 26: 1}
+_BYTE_CODE = 0
+
+
+def _moe_from_buffers(call: Call, x: Arg, logits: Arg, enclosed: dict) -> Cost:
+    """moe_forward whose experts' weights are not recorded (fused FlashInfer/TRT-LLM MoE): k from
+    the top-k buffers it allocates (ids [T, k] of an integer type and weights [T, k] of a float
+    type), I from its expert-ordered intermediate [P, I] (P ≥ T·k rows, I ≠ H): a float dtype gives
+    I, bytes (uint8) take the format its block-scale buffer fits (S scales for P' rows of I values,
+    one per 16 or 32, P ≤ P' < P + 128), a [P, 2I] beside it or a kernel naming a gated activation
+    says the up-projection is gated; the weights' bytes from the format the call's kernels name."""
+    (tokens, hidden), experts = x.dims, logits.dims[-1]
+    buffers = [(list(d), int(c)) for d, c in enclosed["allocated"]]
+    ids = {d[1] for d, c in buffers if len(d) == 2 and d[0] == tokens and c in _INTEGER_CODES}
+    scores = {d[1] for d, c in buffers if len(d) == 2 and d[0] == tokens and c in _FLOAT_CODE_BYTES}
+    ks = {k for k in ids & scores if 1 <= k < experts}
+    if len(ks) != 1:
+        raise NoCost(f"{call.what}: top-k not recorded inside the call (no TopK op, top-k buffers {sorted(ks)})")
+    k = ks.pop()
+    rows = [(d, c) for d, c in buffers if len(d) == 2 and d[0] >= tokens * k and d[0] != tokens and d[1] != hidden]
+    widths = sorted({d[1] for d, _ in rows})
+    gated = bool(enclosed.get("gated_kernel"))
+    if len(widths) == 2 and widths[1] == 2 * widths[0]:  # the up-projection's [P, 2I] and its activation [P, I]
+        widths, gated = widths[:1], True
+    if len(widths) != 1:
+        raise NoCost(f"{call.what}: experts' weights not recorded, and no one intermediate [P, I] buffer ({widths})")
+    width = widths[0]
+    codes = {c for d, c in rows if d[1] == width}
+    if codes & set(_FLOAT_CODE_BYTES):
+        inter, how = width, f"intermediate [P, {width}] allocated"
+    elif codes == {_BYTE_CODE}:
+        padded = max(d[0] for d, _ in rows if d[1] == width)
+        scales = [d[0] for d, c in buffers if len(d) == 1 and c == _BYTE_CODE]
+        fits = {
+            (per_byte, block)
+            for s in scales
+            for per_byte in (1, 2)
+            for block in (16, 32)
+            if padded <= s * block / (width * per_byte) < padded + 128 and (s * block) % (width * per_byte) == 0
+        }
+        if len({per_byte for per_byte, _ in fits}) != 1:
+            raise NoCost(
+                f"{call.what}: intermediate [{padded}, {width}] bytes: its format is not recorded ({sorted(fits)})"
+            )
+        per_byte = next(iter(fits))[0]
+        inter = width * per_byte
+        how = f"intermediate [{padded}, {width}] bytes, {per_byte} value(s) per byte by its block scales {sorted(fits)}"
+    else:
+        raise NoCost(f"{call.what}: intermediate [P, {width}] of dtype codes {sorted(codes)}")
+    if not gated:
+        # neither a [P, 2I] buffer nor a kernel naming a gated activation: not known
+        raise NoCost(f"{call.what}: experts' weights not recorded and no sign whether the up-projection is gated")
+    bits = enclosed.get("weight_bits")
+    if bits is None:
+        raise NoCost(f"{call.what}: experts' weights and their format not recorded (no kernel names one)")
+    up = 2
+    flops = 2.0 * tokens * k * hidden * inter * up + 2.0 * tokens * k * inter * hidden
+    touched = expected_experts(experts, k, tokens)
+    weight_bytes = touched * (up * inter * hidden + inter * hidden) * bits / 8
+    activations = 2 * x.nbytes + logits.nbytes
+    formula = (
+        f"2·T·k·H·I·2 (gated) + 2·T·k·I·H = 2·{tokens}·{k}·{hidden}·{inter}·2 + 2·{tokens}·{k}·{inter}·{hidden} "
+        f"(k from the [T, k] top-k buffers, I from the {how}; I is the recorded intermediate, where "
+        f"TraceLens takes I = H); bytes, an estimate: {touched:.2f} of {experts} experts (E·(1−(1−k/E)^T)) × "
+        f"(2I·H + I·H) weights at {bits} bits (the format the call's kernels name, block scales included; "
+        f"weights not recorded) + x, out, router logits {activations}"
     )
     precision, unit = _gemm_precision(call, x)
     return Cost(flops, weight_bytes + activations, precision, unit, formula)

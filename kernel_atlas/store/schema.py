@@ -56,9 +56,11 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "launch_thread": pa.int32(),
     "wait_frame": pa.dictionary(pa.int32(), pa.string()),
     "wait_module": pa.dictionary(pa.int32(), pa.string()),
-    # the serving engine's per-step annotation enclosing the launch, with its sequence lengths
+    # the serving engine's per-step annotation enclosing the launch, with its sequence lengths (else its
+    # native one, which counts tokens only: ingest/steps.py)
     "step_annotation": pa.dictionary(pa.int32(), pa.string()),
-    # a composite MoE op's enclosed 3-D tensors and top-k (ingest/composite.py), as JSON
+    # a composite MoE op's enclosed 3-D tensors, top-k, allocated buffers and what its kernels name
+    # (ingest/composite.py), as JSON
     "enclosed_shapes": pa.dictionary(pa.int32(), pa.string()),
     # what the profiler recorded of a kernel's launch (null: not recorded; docs/efficiency.md, docs/nsys.md)
     "registers_per_thread": pa.int32(),

@@ -155,3 +155,73 @@ def test_rocm_kernel_of_several_grids_takes_its_neighbours_grid(tmp_path: Path) 
     frame = ingest_trace(_neighbour_trace(tmp_path, "P2", "N2", rocm=True)).frame
     row = frame[frame["correlation"] == 801].iloc[0]
     assert bool(row["shapes_inferred"]) and json.loads(row["input_dims"]) == [[128, 32], [32, 16]]
+
+
+def _comms_trace(tmp_path: Path, sizes: list[int], early_grid: list[int] | None = None) -> Path:
+    """A ROCm NCCL stream: in the window, record_param_comms ops launching ncclDevKernel_Generic
+    with the messages `sizes` (bf16, 8 ranks) in turn; before it, two kernels of that name whose
+    launches (and so grid, block and message) are not in the trace."""
+    events: list[dict] = []
+    for i, nelems in enumerate(sizes):
+        ts, corr = 1000.0 + 100 * i, 700 + i
+        params = {"Collective name": "allreduce", "In msg nelems": nelems, "Out msg nelems": nelems}
+        params |= {"Group size": 8, "dtype": "BFloat16"}
+        op = {"External id": 50 + i, "Input Dims": [[nelems]], "Input type": ["c10::BFloat16"], **params}
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1, "ts": ts, "dur": 20},
+            {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 5, "dur": 3},
+            {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_Generic", "pid": 2, "tid": 4, "ts": 5000.0 + 100 * i},
+        ]
+        events[-3]["args"] = op
+        events[-2]["args"] = {"External id": 50 + i, "correlation": corr}
+        kernel = {"device": 0, "stream": 4, "correlation": corr, "grid": [56, 1, 1], "block": [256, 1, 1], **params}
+        events[-1] |= {"dur": 40, "args": kernel}
+    for j, ts in enumerate((4700.0, 4800.0)):  # before the window: no launch, no grid, no message
+        args = {"device": 0, "stream": 4, "correlation": 900 + j}
+        if early_grid is not None:  # CUDA records the grid even without the launch
+            args |= {"grid": early_grid, "block": [256, 1, 1]}
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_Generic",
+                "pid": 2,
+                "tid": 4,
+                "ts": ts,
+                "dur": 40,
+                "args": args,
+            }
+        )
+    path = tmp_path / "comms.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump({"traceEvents": events}, handle)
+    return path
+
+
+def test_pre_window_collective_takes_its_place_in_the_streams_repeating_sequence(tmp_path: Path) -> None:
+    # in the window: 1000, 64, 1000, 64 elements (period 2, twice); the kernel just before the first
+    # (ts 4800) takes the period's last (64), the one before it (ts 4700) the first (1000)
+    frame = ingest_trace(_comms_trace(tmp_path, [1000, 64, 1000, 64])).frame
+    early = frame[frame["ts_us"] < 5000].sort_values("ts_us")
+    assert early["link"].tolist() == ["inferred: same kernel, its stream's repeating sequence"] * 2
+    assert early["msg_in_nelems"].tolist() == [1000, 64]
+    assert early["collective"].tolist() == ["allreduce", "allreduce"]
+    assert early["input_dims"].tolist() == ["[[1000]]", "[[64]]"]
+
+
+def test_not_placed_when_the_sequence_does_not_repeat_twice(tmp_path: Path) -> None:
+    # 1000, 64, 1000: no period seen twice through the whole window (2 needs four kernels)
+    frame = ingest_trace(_comms_trace(tmp_path, [1000, 64, 1000])).frame
+    early = frame[frame["ts_us"] < 5000]
+    assert early["shapes_inferred"].sum() == 0 and early["msg_in_nelems"].isna().all()
+
+
+def test_not_placed_when_a_recorded_grid_disagrees_with_the_place(tmp_path: Path) -> None:
+    # the linked kernels ran with grid [56, 1, 1]; the two before the window recorded [8, 1, 1]:
+    # the window's sequence does not continue before it, and neither is placed
+    frame = ingest_trace(_comms_trace(tmp_path, [1000, 64, 1000, 64], early_grid=[8, 1, 1])).frame
+    early = frame[frame["ts_us"] < 5000]
+    assert early["shapes_inferred"].sum() == 0 and early["msg_in_nelems"].isna().all()
+    # with the grid they share, both are placed as on ROCm
+    frame = ingest_trace(_comms_trace(tmp_path, [1000, 64, 1000, 64], early_grid=[56, 1, 1])).frame
+    assert frame[frame["ts_us"] < 5000].sort_values("ts_us")["msg_in_nelems"].tolist() == [1000, 64]

@@ -128,3 +128,94 @@ def test_fused_experts_reads_the_expected_distinct_experts() -> None:
     assert cost.flops == 2 * 4 * 2 * 256 * 64 + 2 * 4 * 2 * 64 * 128 == 393_216
     # 8·(1 − (3/4)^4) = 5.46875 of 8 experts: 0.68359375 of w1 (262,144 B) + w2 (131,072 B); x and out 512 B each
     assert cost.bytes == 512 + 512 + 0.68359375 * (262_144 + 131_072) == 269_824
+
+
+# TraceLens's B200 vLLM eager trace (FlashInfer/TRT-LLM fp4 MoE): moe_forward(hidden [888, 3072],
+# router logits [888, 128]) records no weights and no TopK; inside it, aten::empty Concrete Inputs
+# ['[888, 4]', '3', ...] (int32 top-k ids), ['[888, 4]', '15', ...] (bf16 top-k weights),
+# ['[5472, 512]', '0', ...] (uint8 intermediate), ['[88064]', '0', ...] (its block scales),
+# ['[85248]', '0', ...] (the hidden states' scales), ['[5472, 3072]', '15', ...] (down-projection
+# rows); its kernels `bmm_MxE4m3_MxE2m1MxE4m3_..._swiGlu_...` and `bmm_Bfloat16_MxE2m1MxE4m3_...`
+B200 = {
+    "topk": None,
+    "tensors": [],
+    "allocated": [
+        [[888, 3072], 24],
+        [[85248], 0],
+        [[888, 4], 3],
+        [[888, 4], 15],
+        [[888, 3072], 15],
+        [[3552], 3],
+        [[5472], 3],
+        [[5472, 512], 0],
+        [[88064], 0],
+        [[5472, 3072], 15],
+    ],
+    "gated_kernel": True,
+    "weight_bits": 4.25,
+}
+
+
+def _b200_call(enclosed: dict) -> Call:
+    args = parse_call("[[888,3072],[888,128],[]]", f'[{BF16},{BF16},""]')
+    return Call("vllm::moe_forward", "fused_moe", args, "", None, "", json.dumps(enclosed))
+
+
+def test_fused_fp4_moe_from_the_buffers_it_allocates() -> None:
+    cost = cost_of(_b200_call(B200))
+    # k = 4 ([888, 4] int32 ids and bf16 weights); rows P = 5472 ≥ T·k = 3552; I: [5472, 512] bytes,
+    # scales 88064 = 5504 rows × 512 / 32 (5472 ≤ 5504 < 5600): one fp8 value per byte, I = 512
+    # (two per byte: 88064·32/1024 = 2752 rows < 5472, no fit). Gated (swiGlu in the first GEMM).
+    assert cost.flops == 2 * 888 * 4 * 3072 * 512 * 2 + 2 * 888 * 4 * 512 * 3072 == 33_520_877_568
+    # all 128 experts touched (128·(1 − (124/128)^888) = 128.00), 3·512·3072 weights each at 4.25 bits
+    weights = 128 * (1 - (1 - 4 / 128) ** 888) * 3 * 512 * 3072 * 4.25 / 8
+    assert weights == pytest.approx(320_864_256, rel=1e-9)
+    assert cost.bytes == pytest.approx(weights + 2 * 888 * 3072 * 2 + 888 * 128 * 2, rel=1e-12)
+    assert "TraceLens takes I = H" in cost.formula and "estimate" in cost.formula
+
+
+def test_fused_moe_buffers_that_do_not_say_enough_are_not_costed() -> None:
+    no_gate = {**B200, "gated_kernel": False}
+    with pytest.raises(NoCost, match="gated"):
+        cost_of(_b200_call(no_gate))
+    with pytest.raises(NoCost, match="format not recorded"):
+        cost_of(_b200_call({**B200, "weight_bits": None}))
+    # without its block scales the uint8 intermediate could hold one fp8 or two fp4 values per byte
+    no_scales = {**B200, "allocated": [a for a in B200["allocated"] if a[0] != [88064]]}
+    with pytest.raises(NoCost, match="format is not recorded"):
+        cost_of(_b200_call(no_scales))
+    # only ids [888, 4], no float weights beside them: k is not taken
+    no_weights = {**B200, "allocated": [a for a in B200["allocated"] if a != [[888, 4], 15]]}
+    with pytest.raises(NoCost, match="top-k"):
+        cost_of(_b200_call(no_weights))
+    # an unfused up-projection [P, 2I] beside the activation [P, I] says gated without a kernel name
+    unfused = {**B200, "gated_kernel": False, "allocated": [[[8, 2], 4], [[8, 2], 6], [[16, 64], 15], [[16, 32], 15]]}
+    args = parse_call("[[8,48],[8,4],[]]", f'[{BF16},{BF16},""]')
+    cost = cost_of(Call("vllm::moe_forward", "fused_moe", args, "", None, "", json.dumps(unfused)))
+    assert cost.flops == 2 * 8 * 2 * 48 * 32 * 2 + 2 * 8 * 2 * 32 * 48 == 147_456
+
+
+def test_ingest_records_the_allocations_and_what_the_kernels_name(tmp_path: Path) -> None:
+    # moe_forward(x [8, 64] bf16, logits [8, 4]) allocating ids/weights [8, 2] and a bf16 intermediate
+    # [16, 32]; its GEMM kernels name a fused SwiGLU and MxE2m1 (fp4) weights
+    empty = ["ScalarList", "Scalar", "", "", "Scalar", ""]
+    events = [
+        _op("vllm::moe_forward", 100, 100, 1, [[8, 64], [8, 4], []], ["c10::BFloat16"] * 2 + [""]),
+        _op("aten::empty", 105, 1, 2, [[]] * 6, empty, ["[8, 2]", "3", "", "", "False", ""]),
+        _op("aten::empty", 107, 1, 3, [[]] * 6, empty, ["[8, 2]", "15", "", "", "False", ""]),
+        _op("aten::empty", 109, 1, 4, [[]] * 6, empty, ["[16, 32]", "15", "", "", "False", ""]),
+        *_launch(130, 11, 1, "bmm_Bfloat16_MxE2m1Bfloat16_swiGlu_sm100f", 1000, 30.0),
+        *_launch(150, 12, 1, "bmm_Bfloat16_MxE2m1Bfloat16_sm100f", 1040, 10.0),
+    ]
+    path = tmp_path / "moe.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump({"traceEvents": events}, handle)
+    frame = ingest_trace(path).frame
+    enclosed = json.loads(frame["enclosed_shapes"].iloc[0])
+    assert enclosed["allocated"] == [[[8, 2], 3], [[8, 2], 15], [[16, 32], 15]]
+    assert enclosed["gated_kernel"] is True and enclosed["weight_bits"] == 4.25
+    main = analyse(frame, None).kernels.query("role == 'main'")
+    # T=8, k=2, H=64, I=32 gated: 2·8·2·64·32·2 + 2·8·2·32·64
+    assert main["flops"].iloc[0] == 2 * 8 * 2 * 64 * 32 * 2 + 2 * 8 * 2 * 32 * 64 == 196_608
+    # 4·(1 − (1/2)^8) = 3.984375 experts × 3·32·64 weights × 4.25/8 bytes + x, out 1024 B each + logits 64 B
+    assert main["bytes"].iloc[0] == pytest.approx(3.984375 * 6144 * 0.53125 + 2048 + 64, rel=1e-12)

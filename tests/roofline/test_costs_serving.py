@@ -82,6 +82,27 @@ def test_attention_without_lengths_says_so() -> None:
         cost_of(_call("aiter::paged_attention", "attention", PAGED_DIMS, PAGED_TYPES))
 
 
+def test_native_step_annotation_is_named_as_lacking_the_sums() -> None:
+    # TraceLens's B200 vLLM trace: unified_attention_with_output(q [888,8,64] fp8, k [888,1,64], v, out)
+    # under `execute_context_1(888_788544)_generation_0(0)` (888² = 788,544: one context request, but
+    # whether the second number is Σsq² or Σsq·sk the name does not say): not costed, and the note says why
+    dims = "[[888,8,64],[888,1,64],[888,1,64],[888,8,64],[],[],[]]"
+    types = ['"c10::Float8_e4m3fn"', BF16, BF16, BF16, '""', '""', '""']
+    step = "execute_context_1(888_788544)_generation_0(0)"
+    assert parse_step(step) is None
+    with pytest.raises(NoCost, match="counts tokens but gives no"):
+        cost_of(_call("vllm::unified_attention_with_output", "attention", dims, types, step))
+
+
+def test_dense_library_attention_says_what_it_lacks() -> None:
+    # xDiT Flux's aiter sage_fwd_1(q [1,24,768,128] int8, k int8, v fp8, ...): dense, but whether 24
+    # or 768 is the heads axis, and whether it is causal, the recorded call does not say
+    dims = "[[1,24,768,128],[1,24,768,128],[1,24,768,128],[],[1,24,3]]"
+    types = ['"signed char"', '"signed char"', '"c10::Float8_e4m3fnuz"', '"Scalar"', '"float"']
+    with pytest.raises(NoCost, match="not their layout"):
+        cost_of(_call("sage_fwd_1", "attention", dims, types))
+
+
 def test_rotary_embedding_on_flat_query_and_key() -> None:
     # sgl_kernel::rotary_embedding(positions [32] int64, query [32,4096], key [32,1024], head_size, cache [41216,128], is_neox)
     dims = "[[32],[32,4096],[32,1024],[],[41216,128],[]]"
@@ -90,6 +111,18 @@ def test_rotary_embedding_on_flat_query_and_key() -> None:
     assert cost.flops == 3 * 32 * (4096 + 1024) == 491_520  # TraceLens RoPE_fwd.csv: 0.00049152 GFLOP
     # q and k read and written (TraceLens's 0.625 MB) + one 128·2-byte cache row per token (ours, not TraceLens's)
     assert cost.bytes == 2 * 32 * 5120 * 2 + 32 * 256 == 663_552
+
+
+def test_rotary_embedding_on_views_of_a_packed_qkv() -> None:
+    # TraceLens's B200 vLLM trace: _C::rotary_embedding(positions [888] int64, query [888,512],
+    # key [888,64], head_size, cache [131072,64], is_neox), Input Strides [[1],[640,1],[640,1],[],[64,1],[]]:
+    # query and key are views of one packed qkv [888, 640] = (8 + 2·1)·64; only q and k are rotated
+    dims = "[[888],[888,512],[888,64],[],[131072,64],[]]"
+    types = ['"long int"', BF16, BF16, '"Scalar"', BF16, '"Scalar"']
+    cost = cost_of(_call("_C::rotary_embedding", "rotary_embedding", dims, types))
+    assert cost.flops == 3 * 888 * (512 + 64) == 1_534_464
+    # q and k read and written (not the packed v) + one 64·2-byte cache row per token
+    assert cost.bytes == 2 * 888 * 576 * 2 + 888 * 128 == 2_159_616
 
 
 def test_shared_decode_pair_costs_attention_per_step(tmp_path) -> None:
