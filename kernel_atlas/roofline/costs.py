@@ -453,6 +453,12 @@ def expected_experts(experts: int, k: int, tokens: int) -> float:
     return experts * (1.0 - (1.0 - min(k, experts) / experts) ** tokens)
 
 
+def moe_flops(tokens: int, k: int, hidden: int, inter: int, up: int) -> float:
+    """The experts' two GEMMs over T·k routed rows: 2·T·k·H·I·up (up = 2 for a gated
+    up-projection) + 2·T·k·I·H."""
+    return 2.0 * tokens * k * hidden * inter * up + 2.0 * tokens * k * inter * hidden
+
+
 def _expert_weights(weights: list[tuple[list[int], str]], hidden: int) -> tuple[Arg, Arg, int, bool]:
     """(w1, w2, I, gated) from the [E, ·, ·] weights recorded inside the call: each has a hidden
     axis (H, or H/2 when two fp4 values pack one byte) and another one; w1's other axis is the
@@ -493,7 +499,7 @@ def _moe_forward(call: Call) -> Cost:
     except NoCost as exc:
         raise NoCost(f"{call.what}: {exc}") from None
     up = 2 if gated else 1
-    flops = 2.0 * tokens * k * hidden * inter * up + 2.0 * tokens * k * inter * hidden
+    flops = moe_flops(tokens, k, hidden, inter, up)
     touched = expected_experts(experts, k, tokens)
     weight_bytes = touched / experts * (w1.nbytes + w2.nbytes)
     activations = 2 * x.nbytes + logits.nbytes
@@ -566,7 +572,7 @@ def _moe_from_buffers(call: Call, x: Arg, logits: Arg, enclosed: dict) -> Cost:
     if bits is None:
         raise NoCost(f"{call.what}: experts' weights and their format not recorded (no kernel names one)")
     up = 2
-    flops = 2.0 * tokens * k * hidden * inter * up + 2.0 * tokens * k * inter * hidden
+    flops = moe_flops(tokens, k, hidden, inter, up)
     touched = expected_experts(experts, k, tokens)
     weight_bytes = touched * (up * inter * hidden + inter * hidden) * bits / 8
     activations = 2 * x.nbytes + logits.nbytes
