@@ -25,6 +25,7 @@ the window opened).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,6 +202,24 @@ def _by_neighbours(several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray,
     return first.reindex(columns=several.columns)
 
 
+def smallest_period(sequence: Sequence[object]) -> int | None:
+    """The smallest p with sequence[p:] == sequence[:-p] when the sequence holds that period at
+    least twice (p ≤ n/2), else None — n minus its longest proper border (the prefix function of
+    Knuth–Morris–Pratt), linear in the length: a name with 50,000 kernels on a stream costs
+    milliseconds, where trying every p compared lists quadratically."""
+    n = len(sequence)
+    if n < 2:
+        return None
+    border = [0] * n
+    for i in range(1, n):
+        k = border[i - 1]
+        while k and sequence[i] != sequence[k]:
+            k = border[k - 1]
+        border[i] = k + 1 if sequence[i] == sequence[k] else 0
+    period = n - border[-1]
+    return period if 2 * period <= n else None
+
+
 def _agrees(gpu: GpuTable, row: int, source: pd.Series, prev: np.ndarray, nxt: np.ndarray) -> bool:
     """Whether what the kernel before the window recorded agrees with the place it is given: its
     grid and block (where recorded) and the kernels before and after it on the stream (where
@@ -235,11 +254,7 @@ def _by_period(
         seen = streams.get(group)
         if seen is None or (mine["ts"] >= seen["ts"].iloc[0]).any():
             continue
-        sequence = seen["key"].tolist()
-        period = next(
-            (p for p in range(1, len(sequence) // 2 + 1) if sequence[p:] == sequence[:-p]),
-            None,
-        )
+        period = smallest_period(seen["key"].tolist())
         if period is None:
             continue
         placed = []

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from kernel_atlas.ingest.infer import WHY_NO_GEOMETRY
 from kernel_atlas.ingest.pipeline import ingest_trace
@@ -225,3 +226,22 @@ def test_not_placed_when_a_recorded_grid_disagrees_with_the_place(tmp_path: Path
     # with the grid they share, both are placed as on ROCm
     frame = ingest_trace(_comms_trace(tmp_path, [1000, 64, 1000, 64], early_grid=[56, 1, 1])).frame
     assert frame[frame["ts_us"] < 5000].sort_values("ts_us")["msg_in_nelems"].tolist() == [1000, 64]
+
+
+@pytest.mark.parametrize(
+    ("sequence", "period"),
+    [
+        ("abcabc", 3),
+        ("abcab", None),  # a period of 3 seen less than twice
+        ("aaaa", 1),
+        ("abab" + "a", 2),
+        ("abcd", None),
+        ("", None),
+        ("a", None),
+        ("abaaba", 3),
+    ],
+)
+def test_the_smallest_repeating_period(sequence: str, period: int | None) -> None:
+    from kernel_atlas.ingest.infer import smallest_period
+
+    assert smallest_period(list(sequence)) == period
