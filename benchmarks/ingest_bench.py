@@ -179,9 +179,11 @@ def _memory_kib(pids: list[int]) -> tuple[int, int]:
     return rss, pss
 
 
-def run_child(args: list[str]) -> dict[str, Any]:
+def run_child(args: list[str], refusable: bool = False) -> dict[str, Any]:
     """Run a command; its wall time, the CPU time of its process tree (user + system, the
-    figure that other load on the machine disturbs least) and the tree's peak memory."""
+    figure that other load on the machine disturbs least) and the tree's peak memory. With
+    `refusable`, exit code 2 (refused in one line: a trace without GPU activities has nothing to
+    report on) is recorded as `refused`, not raised."""
     with tempfile.TemporaryFile("w+") as out_file, tempfile.TemporaryFile("w+") as err_file:
         start = time.perf_counter()
         proc = subprocess.Popen(args, stdout=out_file, stderr=err_file, text=True)
@@ -198,6 +200,8 @@ def run_child(args: list[str]) -> dict[str, Any]:
         out_file.seek(0)
         err_file.seek(0)
         out, err = out_file.read(), err_file.read()
+    if proc.returncode == 2 and refusable:
+        return {"refused": err.strip()[-300:]}
     if proc.returncode != 0:
         raise RuntimeError(f"{args[:3]} failed:\n{out[-2000:]}\n{err[-2000:]}")
     return {
@@ -276,12 +280,14 @@ def main() -> None:
     parser.add_argument("--skip-hta", action="store_true", help="do not run Holistic Trace Analysis")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--repeat", type=int, default=1, help="run the sequence N times; report each tool's median")
-    parser.add_argument("--mix", choices=[*MIXES, "all"], default=None, help="repeat a shared trace of this mix")
+    parser.add_argument(
+        "--mix", choices=[*MIXES, "all"], default=None, nargs="+", help="repeat shared traces of these mixes"
+    )
     args = parser.parse_args()
     if args.mix is None:
         results = run_mix(args, Path(args.source))
     else:
-        mixes = list(MIXES) if args.mix == "all" else [args.mix]
+        mixes = list(MIXES) if "all" in args.mix else args.mix
         results = {}
         for mix in mixes:
             print(f"--- mix {mix}: {MIXES[mix]}")
@@ -330,7 +336,12 @@ def run_mix(args: argparse.Namespace, source: Path) -> dict[str, Any]:
     every: dict[str, list[dict[str, Any]]] = {key: [] for key in sequence}
     for _ in range(max(args.repeat, 1)):
         for key, command in sequence.items():
-            every[key].append(run_child(command))
+            refused = key.startswith("atlas_report") and any("refused" in r for r in every["atlas_report"])
+            if refused or (key == "report_read_floor" and not (out_dir / "kernels.parquet").exists()):
+                continue  # nothing to report on (a trace without GPU activities)
+            every[key].append(run_child(command, refusable=key.startswith("atlas_report")))
+    for key in [key for key, done in every.items() if not done or any("refused" in run for run in done)]:
+        results.setdefault("not_run", {})[key] = (every.pop(key) or [{"refused": "skipped"}])[0].get("refused", "")
     for key, done in every.items():
         runs[key] = dict(sorted(done, key=lambda run: run["wall_s"])[len(done) // 2])  # the median run
         if len(done) > 1:
@@ -370,8 +381,11 @@ def run_mix(args: argparse.Namespace, source: Path) -> dict[str, Any]:
         "gz_over_plain_ingest": runs["atlas_ingest_gz"]["wall_s"] / runs["atlas_ingest"]["wall_s"],
         "ingest_rss_over_trace": runs["atlas_ingest"]["rss_over_trace"],
         "ingest_exact_rss_over_trace": runs["atlas_ingest"]["peak_rss_exact_mb"] / size_mb,
-        "report_over_read_floor": runs["atlas_report"]["wall_s"] / runs["report_read_floor"]["wall_s"],
     }
+    if "atlas_report" in runs and "report_read_floor" in runs:
+        ratios["report_over_read_floor"] = runs["atlas_report"]["wall_s"] / runs["report_read_floor"]["wall_s"]
+        ratios["report_cpu_over_read_floor_cpu"] = runs["atlas_report"]["cpu_s"] / runs["report_read_floor"]["cpu_s"]
+    ratios["ingest_cpu_over_decode_limit_cpu"] = runs["atlas_ingest"]["cpu_s"] / runs["decode_limit"]["cpu_s"]
     if "hta" in runs:
         ratios["hta_over_atlas"] = runs["hta"]["wall_s"] / runs["atlas_ingest"]["wall_s"]
         ratios["hta_gz_over_atlas_gz"] = runs["hta_gz"]["wall_s"] / runs["atlas_ingest_gz"]["wall_s"]
@@ -379,8 +393,8 @@ def run_mix(args: argparse.Namespace, source: Path) -> dict[str, Any]:
     results["ratios"] = ratios
     print("  ".join(f"{k} {v:.2f}" for k, v in ratios.items()))
     print("decode limit:", runs["decode_limit"]["stdout"].strip())
-    print("report:", runs["atlas_report_in_process"]["stdout"].strip())
-    print("read floor:", runs["report_read_floor"]["stdout"].strip())
+    for key, label in (("atlas_report_in_process", "report"), ("report_read_floor", "read floor")):
+        print(f"{label}:", runs[key]["stdout"].strip() if key in runs else results["not_run"].get(key))
     return results
 
 

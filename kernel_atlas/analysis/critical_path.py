@@ -633,14 +633,10 @@ def _contract(graph: Graph) -> _Runs:
     return _Runs(root, heads, tail_dst[heads], members, bounds)
 
 
-def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> Path:
-    """The heaviest path over the contracted graph: runs relaxed in the time order of their
-    heads' ends (one pass when every run goes forward in that order; one going back — clocks
-    that disagree — takes another pass, until nothing changes)."""
+def _relax(graph: Graph, w: np.ndarray, max_passes: int) -> tuple[list[float], list[int], list[int], np.ndarray, _Runs]:
+    """The heaviest distance to every node over the contracted graph, each node's incoming run
+    (index into `order`, -1 none), the runs' sources and their order (see `longest_path`)."""
     n = graph.n_nodes
-    w = graph.weight if weight is None else weight
-    if n == 0 or len(graph.src) == 0:
-        return Path(0.0, np.empty(0, np.int64))
     runs = getattr(graph, "_runs", None)
     if runs is None:
         runs = graph._runs = _contract(graph)  # type: ignore[attr-defined]
@@ -666,6 +662,25 @@ def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int
     else:
         if backward:
             graph.notes.append(f"{backward} edges go back in time (clock disagreements); the path may be inexact")
+    return dist, pred, src, order, runs
+
+
+def longest_path_length(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> float:
+    """`longest_path(graph, weight).length_us` without building the path (what-if savings need
+    only the length)."""
+    if graph.n_nodes == 0 or len(graph.src) == 0:
+        return 0.0
+    dist, *_ = _relax(graph, graph.weight if weight is None else weight, max_passes)
+    return float(max(dist))
+
+
+def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> Path:
+    """The heaviest path over the contracted graph: runs relaxed in the time order of their
+    heads' ends (one pass when every run goes forward in that order; one going back — clocks
+    that disagree — takes another pass, until nothing changes)."""
+    if graph.n_nodes == 0 or len(graph.src) == 0:
+        return Path(0.0, np.empty(0, np.int64))
+    dist, pred, src, order, runs = _relax(graph, graph.weight if weight is None else weight, max_passes)
     dist_a = np.asarray(dist)
     node = int(np.argmax(dist_a))
     chosen, seen = [], set()
@@ -675,8 +690,17 @@ def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int
         chosen.append(int(order[i]))
         node = src[i]
     chosen.reverse()
-    edges = [runs.members[runs.bounds[k] : runs.bounds[k + 1]] for k in chosen]
-    return Path(float(dist_a.max()), np.concatenate(edges) if edges else np.empty(0, np.int64))
+    return Path(float(dist_a.max()), _run_members(runs, np.asarray(chosen, np.int64)))
+
+
+def _run_members(runs: _Runs, chosen: np.ndarray) -> np.ndarray:
+    """The original edges of runs `chosen`, run after run, each in order along it (one gather)."""
+    starts, ends = runs.bounds[chosen], runs.bounds[chosen + 1]
+    lengths = ends - starts
+    if not lengths.sum():
+        return np.empty(0, np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return runs.members[offsets + np.arange(int(lengths.sum()))].astype(np.int64, copy=False)
 
 
 # --- segments and breakdown -----------------------------------------------------------------------

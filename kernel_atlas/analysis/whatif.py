@@ -26,6 +26,7 @@ from kernel_atlas.analysis.critical_path import (
     Graph,
     build_graph,
     longest_path,
+    longest_path_length,
     name_mask,
     parse_window,
 )
@@ -166,7 +167,7 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
     by the end-to-end saving that gives (beside its kernel headroom)."""
     if roofline is None or roofline.empty or len(graph.gpu) == 0:
         return []
-    base = longest_path(graph).length_us
+    base = longest_path_length(graph)
     gpu = graph.gpu
     attainable = attainable_per_activity(gpu, roofline)
     keys = ["name", "launcher", "input_dims", "input_types"]
@@ -186,7 +187,7 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
         dur = gpu["dur_us"].to_numpy(np.float64)
         new = np.where(hit, np.minimum(dur, attainable), dur)
         weight[own] = new[index]
-        saving = base - longest_path(graph, weight).length_us
+        saving = base - longest_path_length(graph, weight)
         rows.append(
             {
                 "kernel": str(cand["name"]),

@@ -143,18 +143,25 @@ def _prefixes(items: list) -> list[str] | None:
     return out
 
 
-def literal_needles(pattern: re.Pattern[str], shortest: int = 2) -> tuple[str, ...] | None:
-    """Lower-cased literals one of which every match of `pattern` contains (its alternatives'
+def literal_needles(parsed: object, shortest: int = 2) -> tuple[str, ...] | None:
+    """Lower-cased literals one of which every match of a pattern contains (its alternatives'
     leading literals): a quick `in` test that rules the pattern out for most names. None when
-    some alternative does not start with `shortest` literal characters."""
+    some alternative does not start with `shortest` literal characters. `parsed` is the pattern
+    as `re`'s parser gives it (`parse_pattern`); zero-width parts (`\\b`, token boundaries) are
+    skipped, so the pattern before `token_pattern` gives the same literals."""
     try:
-        parsed = list(_sre_parse.parse(pattern.pattern, pattern.flags))
+        heads = _prefixes(list(parsed))  # type: ignore[call-overload]
     except Exception:  # an internal API: without it, no shortcut
         return None
-    heads = _prefixes(parsed)
     if not heads or min(len(h) for h in heads) < shortest:
         return None
     return tuple(sorted(set(heads)))
+
+
+def parse_pattern(pattern: str, flags: int = 0) -> object:
+    """`pattern` as `re`'s parser reads it (raises `re.error` when it is not a regular expression);
+    `.state.groupdict` holds its named groups."""
+    return _sre_parse.parse(pattern, flags)
 
 
 NAME_TEXTS = ("function name", "qualified name", "full name")

@@ -619,11 +619,15 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
     name_code = np.fromiter([names[e.name] for e in events], np.int32, n)
     thread = np.fromiter([threads[e.pid, e.tid] for e in events], np.int32, n)
     with_ids = (family == RUNTIME) | (family == CPU_OP)
-    correlation = np.where(with_ids, np.fromiter([a.correlation for a in args], np.int64, n), -1)
-    external_id = np.fromiter([a.external_id for a in args], np.int64, n)
-    if (external_id[with_ids] < 0).any():  # older runtime events: `external id`
-        external_id = np.fmax(external_id, np.fromiter([a.external_id_lower for a in args], np.int64, n))
-    external_id = np.where(with_ids, external_id, -1)
+    correlation = np.full(n, -1, np.int64)
+    external_id = np.full(n, -1, np.int64)
+    if with_ids.any():  # only these rows: Python frames and annotations (most of some traces) carry none
+        id_args = list(compress(args, with_ids.tolist()))
+        correlation[with_ids] = np.fromiter([a.correlation for a in id_args], np.int64, len(id_args))
+        ids = np.fromiter([a.external_id for a in id_args], np.int64, len(id_args))
+        if (ids < 0).any():  # older runtime events: `external id`
+            ids = np.fmax(ids, np.fromiter([a.external_id_lower for a in id_args], np.int64, len(id_args)))
+        external_id[with_ids] = ids
     is_op = family == CPU_OP
     shape = np.full(n, -1, np.int32)
     params = np.full(n, -1, np.int32)

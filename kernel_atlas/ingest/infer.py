@@ -186,11 +186,17 @@ def _by_neighbours(several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray,
     if several.empty:
         return several
     targets = several[["row", *_KEY]].assign(prev=prev[several["row"]], next=nxt[several["row"]])
-    context = ["prev", "next"]
-    matched = targets.merge(found.drop(columns="row"), on=[*_KEY, *context], how="inner")
-    if matched.empty:
+    keys = [*_KEY, "prev", "next"]
+    # Every target with the same name, grid, block and neighbours meets the same occurrences:
+    # they are summarised once per such group, then joined to the targets (joining each target
+    # to every occurrence first grew with the square of a trace's graph replays).
+    occurrences = found[
+        found[keys].merge(targets[keys].drop_duplicates(), on=keys, how="left", indicator=True)["_merge"].to_numpy()
+        == "both"
+    ]
+    if occurrences.empty:
         return several.iloc[:0]
-    grouped = matched.groupby("row", sort=False)
+    grouped = occurrences.drop(columns="row").groupby(keys, sort=False, dropna=False)
     unique = grouped[_SIGNATURE].nunique(dropna=False).max(axis=1) == 1
     first = grouped.first()[unique]
     first = first.assign(
@@ -199,7 +205,8 @@ def _by_neighbours(several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray,
         has_shapes=(grouped["input_dims"].count() == grouped.size())[unique],
     )
     first = first[first["has_shapes"]].reset_index()
-    return first.reindex(columns=several.columns)
+    resolved = targets[["row", *keys]].merge(first, on=keys, how="inner")
+    return resolved.reindex(columns=several.columns)
 
 
 def smallest_period(sequence: Sequence[object]) -> int | None:

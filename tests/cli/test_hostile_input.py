@@ -15,9 +15,11 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 
-from kernel_atlas.core.redact import REDACTED, redact_text
+from kernel_atlas.core.redact import _FORMATS, CREDENTIAL, REDACTED, _may_hold_credential, redact_text
 from kernel_atlas.ingest.sanity import usable_rows
 from tests.support.hostile import assert_one_line_error, atlas, cli
 from tests.support.traces import EXAMPLE, GPU_TRACES, ingested
@@ -171,6 +173,23 @@ def test_credential_formats_and_what_is_kept() -> None:
     for kept in ("void at::native::vectorized_elementwise_kernel<4, AUnaryFunctor>", "mask-kernel", "task-sk-1",
                  "ampere_sgemm_128x64_tn", "hf_small", "xox", "Bearer", "nn.Module: TokenEmbedding_0"):  # fmt: skip
         assert redact_text(kept) == kept
+
+
+_KEYED = r"(?i:password|passwd|secret|token|api_key|apikey|access_key)=[a-z0-9]{1,8}"
+_QUICK_CHECKED = [*_FORMATS, r"(?i:bearer)\s+[A-Za-z0-9.]{8,}", r"-----BEGIN [A-Z ]*PRIVATE KEY-----", _KEYED]
+_QUICK_CHECKED.append(r"[a-z0-9]{1,6}:/{1,2}[a-z]{0,4}:[a-z/+@]{1,6}@[a-z]{1,4}( |$)")
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(st.data())
+def test_the_quick_check_passes_every_ascii_credential_to_the_expression(data) -> None:
+    """`redact_text` skips the (slow) credential expression for ASCII text that holds none of its
+    literals: no text the expression matches may be skipped."""
+    pattern = data.draw(st.sampled_from(_QUICK_CHECKED))
+    text = data.draw(st.from_regex(pattern, fullmatch=False, alphabet=st.characters(max_codepoint=127)))
+    assume(CREDENTIAL.search(text) is not None)
+    assert _may_hold_credential(text), text
+    assert redact_text(text) != text
 
 
 # --- times and numbers the table cannot hold -------------------------------------------------------
