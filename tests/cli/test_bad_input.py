@@ -49,7 +49,7 @@ def test_truncated_gzip(tmp_path: Path) -> None:
         (b"hello world", "not JSON"),
         (b'{"foo": 1}', "no 'traceEvents'"),
         (b'{"traceEvents": 3}', "not a Chrome/Kineto trace"),
-        (b'{"traceEvents": [{"ph": "X", "ts": "soon"}]}', "not a Chrome/Kineto trace"),
+        (b'{"traceEvents": [{"ph": "X", "ts": 1}, 7]}', "not a Chrome/Kineto trace"),
     ],
 )
 def test_not_a_trace(tmp_path: Path, content: bytes, needle: str) -> None:
