@@ -241,7 +241,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     columns = [signature[c].astype("category") for c in signature.columns]
     columns.append(_attention_steps(frame).iloc[main_rows])  # the sequence lengths of attention calls
     columns.append(_optional(frame, "enclosed_shapes").iloc[main_rows])  # what a composite MoE op encloses
-    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 8))
+    columns.append(_optional(frame, "autograd_partner").iloc[main_rows])  # its forward op / backward node
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 9))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
@@ -249,13 +250,20 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
     for row in unique.tolist():
-        launcher, op, dims, types, concrete, rule, step, enclosed = (
+        launcher, op, dims, types, concrete, rule, step, enclosed, partner = (
             text[k] for text, k in zip(texts, row, strict=True)
         )
         try:
             args = parse_call(dims, types, None, concrete)
             call = Call(
-                str(launcher or ""), str(op), args, str(rule or ""), list_dtype, str(step or ""), str(enclosed or "")
+                str(launcher or ""),
+                str(op),
+                args,
+                str(rule or ""),
+                list_dtype,
+                str(step or ""),
+                str(enclosed or ""),
+                str(partner or ""),
             )
             results.append((cost_of(call), ""))
         except NoCost as exc:
