@@ -56,15 +56,25 @@ class Call:
 
 Formula = Callable[[Call], Cost]
 REGISTRY: dict[tuple[str, str], Formula] = {}  # ("rule" | "launcher" | "op", key) → formula
+# launchers whose formula reads `Call.partner`: only their calls are told it (one partner per call
+# would make every call of a training step a signature of its own)
+PARTNER_LAUNCHERS: set[str] = set()
 
 
 def register(
-    *, rules: tuple[str, ...] = (), launchers: tuple[str, ...] = (), ops: tuple[str, ...] = ()
+    *,
+    rules: tuple[str, ...] = (),
+    launchers: tuple[str, ...] = (),
+    ops: tuple[str, ...] = (),
+    partner: bool = False,
 ) -> Callable[[Formula], Formula]:
     """Attach a formula to label rule ids (catalogs/rules.toml), launching ops, or op_mappings.
-    Each key takes one formula: registering a second is an error, as in torch's flop_counter."""
+    Each key takes one formula: registering a second is an error, as in torch's flop_counter.
+    `partner`: the formula reads the call's autograd partner (its launchers' calls get it)."""
 
     def wrap(func: Formula) -> Formula:
+        if partner:
+            PARTNER_LAUNCHERS.update(launchers)
         for kind, keys in (("rule", rules), ("launcher", launchers), ("op", ops)):
             for key in keys:
                 if (kind, key) in REGISTRY:
@@ -214,7 +224,8 @@ def _scaled_mm(call: Call) -> Cost:
         "aten::conv2d",
         "aten::conv1d",
         "aten::conv3d",
-    )
+    ),
+    partner=True,
 )
 def _conv(call: Call) -> Cost:
     x, w = _tensor(call, 0, "input"), _tensor(call, 1, "weight")
@@ -304,7 +315,7 @@ def _conv_from_backward(call: Call, x: Arg, w: Arg) -> Cost:
     return Cost(2.0 * macs, read + written, precision, unit, formula)
 
 
-@register(launchers=("aten::cudnn_convolution_backward_input", "aten::miopen_convolution_backward_input"))
+@register(launchers=("aten::cudnn_convolution_backward_input", "aten::miopen_convolution_backward_input"), partner=True)
 def _conv_backward_input(call: Call) -> Cost:
     """cudnn_convolution_backward_input(self_size, grad_output [N,K,P,Q…], weight [K,C/g,R,S…], padding,
     stride, dilation, groups, …): the data gradient, 2·N·K·P·Q·(C/g·R·S) FLOPs from what it records;
@@ -331,7 +342,9 @@ def _conv_backward_input(call: Call) -> Cost:
     return Cost(2.0 * macs, grad.nbytes + w.nbytes + written, precision, unit, formula)
 
 
-@register(launchers=("aten::cudnn_convolution_backward_weight", "aten::miopen_convolution_backward_weight"))
+@register(
+    launchers=("aten::cudnn_convolution_backward_weight", "aten::miopen_convolution_backward_weight"), partner=True
+)
 def _conv_backward_weight(call: Call) -> Cost:
     """cudnn_convolution_backward_weight(weight_size, grad_output [N,K,P,Q…], input [N,C,H,W…], padding,
     stride, dilation, groups, …): the weight gradient; the weight size list is not recorded (only
