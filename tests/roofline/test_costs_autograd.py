@@ -50,7 +50,7 @@ def _launch(tid: int, ts: float, corr: int, ext: int, kernel: str, kts: float, k
     ]
 
 
-def _trace(tmp_path: Path, *, forward: bool = True) -> pd.DataFrame:
+def _trace(tmp_path: Path, *, forward: bool = True, other_thread: bool = False) -> pd.DataFrame:
     """A 3×3 convolution, stride 2, padding 1, in fp32: input [2,4,8,8], weight [6,4,3,3], output
     [2,6,4,4] ((8 + 2 − 3)//2 + 1 = 4), PyTorch 1.9 style: no Concrete Inputs. Forward ops on
     thread 1 with sequence number 7 (an `aten::add` before them shares it, as a batch norm's
@@ -74,6 +74,8 @@ def _trace(tmp_path: Path, *, forward: bool = True) -> pd.DataFrame:
             ),
             *_launch(1, 110, 11, 3, "implicit_convolve_sgemm", 1000, 40.0),
         ]
+    if other_thread:  # a second forward thread whose own counter also reached 7
+        events.append(_op("aten::mul", 3, 120, 5, 4, [[2, 4, 8, 8], []], ["float", "Scalar"], 7, 0))
     events += [
         _op("CudnnConvolutionBackward", 2, 500, 100, 20, [[2, 6, 4, 4]], ["float"], 7, 1),
         _op("aten::cudnn_convolution_backward_input", 2, 510, 30, 21, [[], [2, 6, 4, 4], [6, 4, 3, 3]] + [[]] * 7, ["GenericList", "float", "float", *LISTS], -1, -1),
@@ -118,6 +120,15 @@ def test_without_the_forward_op_the_gradients_say_what_is_missing(tmp_path: Path
     assert kernels["flops"].isna().all()
     assert "weight's shape is not recorded" in kernels.loc["wgrad_splitK", "note"]
     assert "input's shape" in kernels.loc["dgrad_engine", "note"]
+
+
+def test_a_sequence_number_of_two_forward_threads_links_nothing(tmp_path: Path) -> None:
+    frame = _trace(tmp_path, other_thread=True)
+    assert frame["sequence_number"].tolist() == [7, 7, 7]
+    assert frame["autograd_partner"].isna().all()
+    kernels = analyse(frame, None).kernels.set_index("name")
+    assert "weight's shape is not recorded" in kernels.loc["wgrad_splitK", "note"]
+    assert "no backward node with its sequence number" in kernels.loc["implicit_convolve_sgemm", "note"]
 
 
 @pytest.fixture(scope="module")
