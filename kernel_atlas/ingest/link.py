@@ -98,6 +98,7 @@ class LaunchContext:
     concrete_inputs: list[str | None]
     cpu_op_idx: np.ndarray  # int64 host index of the enclosing CPU op (one per op call), -1 none
     enclosed_shapes: list[str | None] = field(default_factory=list)  # of composite MoE ops (ingest/composite.py)
+    autograd_partner: list[str | None] = field(default_factory=list)  # its forward op / backward node (autograd.py)
 
 
 @dataclass
@@ -298,6 +299,7 @@ def describe_launches(host: HostTable, launch_idx: np.ndarray, nest: HostNesting
         concrete_inputs=concrete,
         cpu_op_idx=cpu_op_idx,
         enclosed_shapes=[v if isinstance(v, str) else None for v in enclosed_shapes(host, cpu_op_idx)],
+        autograd_partner=[v if isinstance(v, str) else None for v in autograd_links(host, nest.parent, cpu_op_idx)[1]],
     )
 
 
