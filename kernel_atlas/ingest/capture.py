@@ -86,6 +86,7 @@ ATTACHED = (
     "input_strides",
     "concrete_inputs",
     "enclosed_shapes",
+    "autograd_partner",
 )
 MIN_EDITS, EDIT_SHARE = 4, 0.05  # edits tolerated: max(4, 5% of the longer sequence)
 LOOKAHEAD = 2  # replayed kernels a stream may skip (profiler drops) in a multi-stream merge

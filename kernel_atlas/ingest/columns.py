@@ -110,6 +110,8 @@ class HostTable:
     param_sets: list[OpParams]  # distinct collective parameters / Inductor tiles of CPU ops
     launch_kernel: np.ndarray  # int64 index into `launch_kernels` (-1 none)
     launch_kernels: list[str]  # kernel names (ROCm) launches record in `args.kernel`
+    seq_nr: np.ndarray  # int64 autograd `Sequence number` of CPU ops (-1 none; ingest/autograd.py)
+    fwd_tid: np.ndarray  # int64 autograd `Fwd thread id` of CPU ops (-1 none; 0 on forward ops)
 
     def __len__(self) -> int:
         return len(self.family)
@@ -237,6 +239,8 @@ class ColumnBuilder:
                 "shape": self.shapes.remap(part.shapes)[part.shape],
                 "params": self.param_sets.remap(part.param_sets)[part.params],
                 "launch_kernel": self.launch_kernels.remap(part.launch_kernels)[part.launch_kernel],
+                "seq_nr": part.seq_nr,
+                "fwd_tid": part.fwd_tid,
             }
         )
         if len(part.gpu.get("ts", ())):
@@ -289,6 +293,8 @@ _HOST_DTYPES = {
     "shape": np.int64,
     "params": np.int64,
     "launch_kernel": np.int64,
+    "seq_nr": np.int64,
+    "fwd_tid": np.int64,
 }
 _GPU_DTYPES = {
     "kind": np.int8,

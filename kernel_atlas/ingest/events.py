@@ -110,6 +110,10 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     process_group_desc: str | None = msgspec.field(default=None, name="Process Group Description")
     process_group_ranks: str | tuple[Int, ...] | None = msgspec.field(default=None, name="Process Group Ranks")
     seq: Int = msgspec.field(default=-1, name="Seq")
+    # autograd: a forward op's sequence number, and its backward node's (with the forward thread's id,
+    # which forward ops record as 0); one sequence number links the two (ingest/autograd.py)
+    seq_nr: Int = msgspec.field(default=-1, name="Sequence number")
+    fwd_tid: Int = msgspec.field(default=-1, name="Fwd thread id")
     # `cuda_sync` events: the stream and the cudaEventRecord call an event wait or sync waits on
     wait_stream: Int = msgspec.field(default=-1, name="wait_on_stream")
     wait_correlation: Int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
@@ -264,6 +268,8 @@ class SlicePart:
     shape: np.ndarray  # int32 → shapes, -1 none (CPU ops and annotations)
     params: np.ndarray  # int32 → param_sets, -1 none (CPU ops)
     launch_kernel: np.ndarray  # int32 → launch_kernels, -1 none (runtime events)
+    seq_nr: np.ndarray  # int64 autograd `Sequence number`, -1 none (CPU ops)
+    fwd_tid: np.ndarray  # int64 autograd `Fwd thread id`, -1 none (CPU ops)
     names: list[str]
     threads: list[tuple[int | str, int | str]]
     shapes: list[Shape]
@@ -629,6 +635,8 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
             ids = np.fmax(ids, np.fromiter([a.external_id_lower for a in id_args], np.int64, len(id_args)))
         external_id[with_ids] = ids
     is_op = family == CPU_OP
+    seq_nr = np.where(is_op, np.fromiter([a.seq_nr for a in args], np.int64, n), -1)
+    fwd_tid = np.where(is_op, np.fromiter([a.fwd_tid for a in args], np.int64, n), -1)
     shape = np.full(n, -1, np.int32)
     params = np.full(n, -1, np.int32)
     shapes: list[Shape] = []
@@ -659,6 +667,8 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
         shape=shape,
         params=params,
         launch_kernel=launch_kernel,
+        seq_nr=seq_nr,
+        fwd_tid=fwd_tid,
         names=list(names),
         threads=list(threads),
         shapes=shapes,
@@ -991,6 +1001,8 @@ def _forgiving_args(
         process_group_desc=any_text("Process Group Description"),
         process_group_ranks=any_text("Process Group Ranks"),
         seq=_loose_int(loose.get("Seq")),
+        seq_nr=_loose_int(loose.get("Sequence number")),
+        fwd_tid=_loose_int(loose.get("Fwd thread id")),
         kernel=text("kernel"),
         kernel_kwargs=text("kernel_kwargs"),
         dims=recorded("Input Dims"),

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.ingest.autograd import autograd_links
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     CPU_OP,
@@ -78,6 +79,9 @@ class LinkedColumns:
     host_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     step_annotation: pd.Categorical | None = None  # the enclosing per-step attention annotation (ingest/steps.py)
     enclosed_shapes: pd.Categorical | None = None  # what a composite MoE op encloses (ingest/composite.py)
+    # autograd: the launch's sequence number and its forward op's / backward node's shapes (ingest/autograd.py)
+    sequence_number: np.ndarray | None = None  # int64, -1 none
+    autograd_partner: pd.Categorical | None = None
 
 
 @dataclass
@@ -94,6 +98,7 @@ class LaunchContext:
     concrete_inputs: list[str | None]
     cpu_op_idx: np.ndarray  # int64 host index of the enclosing CPU op (one per op call), -1 none
     enclosed_shapes: list[str | None] = field(default_factory=list)  # of composite MoE ops (ingest/composite.py)
+    autograd_partner: list[str | None] = field(default_factory=list)  # its forward op / backward node (autograd.py)
 
 
 @dataclass
@@ -294,6 +299,7 @@ def describe_launches(host: HostTable, launch_idx: np.ndarray, nest: HostNesting
         concrete_inputs=concrete,
         cpu_op_idx=cpu_op_idx,
         enclosed_shapes=[v if isinstance(v, str) else None for v in enclosed_shapes(host, cpu_op_idx)],
+        autograd_partner=[v if isinstance(v, str) else None for v in autograd_links(host, nest.parent, cpu_op_idx)[1]],
     )
 
 
@@ -354,6 +360,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
     stacks = _call_stacks(host, nest, np.where(fallback, ext_match, launch_idx))
     shape_source = np.where(graph, -1, _collective_shapes(host, launcher_idx, cpu_op_idx))
     input_dims, input_types, input_strides, concrete = _shapes(host, shape_source)
+    sequence_number, autograd_partner = autograd_links(host, nest.parent, np.where(graph, -1, cpu_op_idx))
 
     # --- steps: CPU-side ProfilerStep of the launch, else the GPU-side annotation ----------
     step = np.full(n, -1, dtype=np.int64)
@@ -409,6 +416,8 @@ def link(cols: TraceColumns) -> LinkedColumns:
         host_parent=nest.parent,
         step_annotation=name_or_none(attention_step_idx),
         enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx), gpu.name),
+        sequence_number=sequence_number,
+        autograd_partner=autograd_partner,
     )
 
 

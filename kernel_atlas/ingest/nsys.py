@@ -609,6 +609,8 @@ def _host_table(parts: list[_HostPart]) -> HostTable:
         params=minus.copy(),
         param_sets=[],
         launch_kernel=minus.copy(),
+        seq_nr=minus.copy(),
+        fwd_tid=minus.copy(),
         launch_kernels=[],
     )
 

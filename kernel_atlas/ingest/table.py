@@ -86,6 +86,8 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "label_confidence": np.zeros(n, dtype=np.float32),
             "step_annotation": linked.step_annotation if linked.step_annotation is not None else _constant(None, n),
             "enclosed_shapes": linked.enclosed_shapes if linked.enclosed_shapes is not None else _constant(None, n),
+            "sequence_number": _optional_int(linked.sequence_number, n),
+            "autograd_partner": linked.autograd_partner if linked.autograd_partner is not None else _constant(None, n),
             "registers_per_thread": _optional_int(gpu.registers, n).astype("Int32"),
             "shared_mem_bytes": _optional_int(gpu.shared_memory, n),
             "recorded_blocks_per_sm": _optional_float(gpu.blocks_per_sm, n),

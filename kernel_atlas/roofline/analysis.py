@@ -22,7 +22,7 @@ from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
-from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
+from kernel_atlas.roofline.costs import PARTNER_LAUNCHERS, Call, Cost, NoCost, cost_of
 from kernel_atlas.roofline.devices import VECTOR, Device
 
 # A call whose attainable time is this small is dominated by launch and latency, not by a roof.
@@ -241,7 +241,9 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     columns = [signature[c].astype("category") for c in signature.columns]
     columns.append(_attention_steps(frame).iloc[main_rows])  # the sequence lengths of attention calls
     columns.append(_optional(frame, "enclosed_shapes").iloc[main_rows])  # what a composite MoE op encloses
-    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 8))
+    partner = _optional(frame, "autograd_partner").iloc[main_rows]  # its forward op / backward node
+    columns.append(partner.where(frame["cpu_op"].iloc[main_rows].isin(PARTNER_LAUNCHERS)))
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 9))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
@@ -249,13 +251,20 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
     for row in unique.tolist():
-        launcher, op, dims, types, concrete, rule, step, enclosed = (
+        launcher, op, dims, types, concrete, rule, step, enclosed, partner = (
             text[k] for text, k in zip(texts, row, strict=True)
         )
         try:
             args = parse_call(dims, types, None, concrete)
             call = Call(
-                str(launcher or ""), str(op), args, str(rule or ""), list_dtype, str(step or ""), str(enclosed or "")
+                str(launcher or ""),
+                str(op),
+                args,
+                str(rule or ""),
+                list_dtype,
+                str(step or ""),
+                str(enclosed or ""),
+                str(partner or ""),
             )
             results.append((cost_of(call), ""))
         except NoCost as exc:

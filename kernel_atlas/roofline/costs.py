@@ -47,6 +47,7 @@ class Call:
     list_dtype: str | None = None  # dtype assumed for tensor-list elements (not recorded)
     step: str = ""  # the enclosing per-step attention annotation (attention calls only)
     enclosed: str = ""  # a composite MoE op's enclosed tensors, top-k, buffers (ingest/composite.py), JSON
+    partner: str = ""  # its forward op's / backward node's name, sequence number, shapes (ingest/autograd.py), JSON
 
     @property
     def what(self) -> str:
@@ -55,15 +56,25 @@ class Call:
 
 Formula = Callable[[Call], Cost]
 REGISTRY: dict[tuple[str, str], Formula] = {}  # ("rule" | "launcher" | "op", key) → formula
+# launchers whose formula reads `Call.partner`: only their calls are told it (one partner per call
+# would make every call of a training step a signature of its own)
+PARTNER_LAUNCHERS: set[str] = set()
 
 
 def register(
-    *, rules: tuple[str, ...] = (), launchers: tuple[str, ...] = (), ops: tuple[str, ...] = ()
+    *,
+    rules: tuple[str, ...] = (),
+    launchers: tuple[str, ...] = (),
+    ops: tuple[str, ...] = (),
+    partner: bool = False,
 ) -> Callable[[Formula], Formula]:
     """Attach a formula to label rule ids (catalogs/rules.toml), launching ops, or op_mappings.
-    Each key takes one formula: registering a second is an error, as in torch's flop_counter."""
+    Each key takes one formula: registering a second is an error, as in torch's flop_counter.
+    `partner`: the formula reads the call's autograd partner (its launchers' calls get it)."""
 
     def wrap(func: Formula) -> Formula:
+        if partner:
+            PARTNER_LAUNCHERS.update(launchers)
         for kind, keys in (("rule", rules), ("launcher", launchers), ("op", ops)):
             for key in keys:
                 if (kind, key) in REGISTRY:
@@ -213,7 +224,8 @@ def _scaled_mm(call: Call) -> Cost:
         "aten::conv2d",
         "aten::conv1d",
         "aten::conv3d",
-    )
+    ),
+    partner=True,
 )
 def _conv(call: Call) -> Cost:
     x, w = _tensor(call, 0, "input"), _tensor(call, 1, "weight")
@@ -228,7 +240,7 @@ def _conv(call: Call) -> Cost:
     else:
         stride, padding, dilation = [*lists, [1], [0], [1]][:3]
     if len(lists) < 3:
-        raise NoCost(f"{call.launcher}: stride/padding/dilation not recorded (Concrete Inputs missing)")
+        return _conv_from_backward(call, x, w)
     out_spatial = []
     for axis in range(spatial):
         p = padding[axis % len(padding)]
@@ -248,6 +260,114 @@ def _conv(call: Call) -> Cost:
         f"bytes = input {x.nbytes} + weight {w.nbytes} + output {written}"
     )
     return Cost(flops, read + written, precision, unit, formula)
+
+
+def _partner(call: Call, backward: bool) -> dict | None:
+    """The call's autograd partner (kernels.parquet `autograd_partner`) when it is on the wanted
+    side (a backward node, or a forward op) and names a (non-transposed) convolution."""
+    if not call.partner:
+        return None
+    partner = json.loads(call.partner)
+    name = str(partner.get("op", "")).lower()
+    if bool(partner.get("backward")) != backward or "conv" not in name or "transpose" in name:
+        return None
+    dims = partner.get("dims") or []
+    return partner if all(isinstance(d, list) for d in dims[: 1 if backward else 2]) and dims else None
+
+
+def _partner_dims(partner: dict, index: int) -> tuple[int, ...] | None:
+    dims = partner["dims"]
+    return tuple(int(v) for v in dims[index]) if index < len(dims) and dims[index] else None
+
+
+def _from(partner: dict) -> str:
+    side = "backward node" if partner["backward"] else "forward"
+    return f"the {side} {partner['op']} with sequence number {partner['seq']}"
+
+
+def _conv_macs(grad: tuple[int, ...], weight: tuple[int, ...]) -> int:
+    """Multiply-adds of a convolution, its data gradient and its weight gradient alike: one per
+    output element and weight element of its group, N·K·P·Q·(C/g·R·S); stride and padding are
+    already in the output's shape."""
+    return math.prod(grad) * math.prod(weight[1:])
+
+
+def _conv_from_backward(call: Call, x: Arg, w: Arg) -> Cost:
+    """A forward convolution without stride/padding/dilation: its output's shape is the
+    grad_output its backward node (same sequence number) received."""
+    partner = _partner(call, backward=True)
+    out = _partner_dims(partner, 0) if partner else None
+    if out is None or len(out) != len(x.dims) or out[0] != x.dims[0] or out[1] != w.dims[0]:
+        raise NoCost(
+            f"{call.launcher}: stride/padding/dilation not recorded (Concrete Inputs missing) and no "
+            "backward node with its sequence number gives the output's shape"
+        )
+    macs = _conv_macs(out, w.dims)
+    bias = [a for a in call.args[2:3] if a.is_tensor]
+    read = x.nbytes + w.nbytes + sum(a.nbytes for a in bias)
+    written = math.prod(out) * x.itemsize
+    precision, unit = _gemm_precision(call, x)
+    formula = (
+        f"2·N·K·P·Q·(C/g·R·S) = 2·{'·'.join(map(str, out))}·{math.prod(w.dims[1:])} (input {list(x.dims)}, "
+        f"weight {list(w.dims)} recorded; output {list(out)} from {_from(partner)}, its grad_output); "
+        f"bytes = input {x.nbytes} + weight {w.nbytes} + output {written}"
+    )
+    return Cost(2.0 * macs, read + written, precision, unit, formula)
+
+
+@register(launchers=("aten::cudnn_convolution_backward_input", "aten::miopen_convolution_backward_input"), partner=True)
+def _conv_backward_input(call: Call) -> Cost:
+    """cudnn_convolution_backward_input(self_size, grad_output [N,K,P,Q…], weight [K,C/g,R,S…], padding,
+    stride, dilation, groups, …): the data gradient, 2·N·K·P·Q·(C/g·R·S) FLOPs from what it records;
+    the input size list is not recorded (only `[]`): grad_input's shape, for the bytes, is the
+    input of the forward op with the same sequence number."""
+    grad, w = _tensor(call, 1, "grad_output"), _tensor(call, 2, "weight")
+    if len(grad.dims) != len(w.dims) or len(grad.dims) < 3 or grad.dims[1] != w.dims[0]:
+        raise NoCost(f"{call.launcher}: unexpected grad_output/weight shapes {grad.dims} / {w.dims}")
+    partner = _partner(call, backward=False)
+    x = _partner_dims(partner, 0) if partner else None
+    if x is None or len(x) != len(grad.dims) or x[0] != grad.dims[0] or _partner_dims(partner, 1) != w.dims:
+        raise NoCost(
+            f"{call.launcher}: the input's shape (grad_input, for the bytes) is not recorded and no forward "
+            "convolution with its sequence number gives it"
+        )
+    macs = _conv_macs(grad.dims, w.dims)
+    written = math.prod(x) * grad.itemsize
+    precision, unit = _gemm_precision(call, grad)
+    formula = (
+        f"data gradient 2·N·K·P·Q·(C/g·R·S) = 2·{'·'.join(map(str, grad.dims))}·{math.prod(w.dims[1:])} "
+        f"(grad_output {list(grad.dims)}, weight {list(w.dims)} recorded); bytes = grad_output {grad.nbytes} + "
+        f"weight {w.nbytes} read + grad_input {list(x)} {written} written (input {list(x)} from {_from(partner)})"
+    )
+    return Cost(2.0 * macs, grad.nbytes + w.nbytes + written, precision, unit, formula)
+
+
+@register(
+    launchers=("aten::cudnn_convolution_backward_weight", "aten::miopen_convolution_backward_weight"), partner=True
+)
+def _conv_backward_weight(call: Call) -> Cost:
+    """cudnn_convolution_backward_weight(weight_size, grad_output [N,K,P,Q…], input [N,C,H,W…], padding,
+    stride, dilation, groups, …): the weight gradient; the weight size list is not recorded (only
+    `[]`): the weight's shape is that of the forward op with the same sequence number."""
+    grad, x = _tensor(call, 1, "grad_output"), _tensor(call, 2, "input")
+    if len(grad.dims) != len(x.dims) or len(grad.dims) < 3 or grad.dims[0] != x.dims[0]:
+        raise NoCost(f"{call.launcher}: unexpected grad_output/input shapes {grad.dims} / {x.dims}")
+    partner = _partner(call, backward=False)
+    w = _partner_dims(partner, 1) if partner else None
+    if w is None or len(w) != len(grad.dims) or w[0] != grad.dims[1] or _partner_dims(partner, 0) != x.dims:
+        raise NoCost(
+            f"{call.launcher}: the weight's shape is not recorded and no forward convolution with its "
+            "sequence number gives it"
+        )
+    macs = _conv_macs(grad.dims, w)
+    written = math.prod(w) * grad.itemsize
+    precision, unit = _gemm_precision(call, x)
+    formula = (
+        f"weight gradient 2·N·K·P·Q·(C/g·R·S) = 2·{'·'.join(map(str, grad.dims))}·{math.prod(w[1:])} "
+        f"(grad_output {list(grad.dims)}, input {list(x.dims)} recorded; weight {list(w)} from {_from(partner)}); "
+        f"bytes = grad_output {grad.nbytes} + input {x.nbytes} read + weight gradient {written} written"
+    )
+    return Cost(2.0 * macs, grad.nbytes + x.nbytes + written, precision, unit, formula)
 
 
 @register(launchers=("aten::convolution_backward",))

@@ -62,6 +62,10 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     # a composite MoE op's enclosed 3-D tensors, top-k, allocated buffers and what its kernels name
     # (ingest/composite.py), as JSON
     "enclosed_shapes": pa.dictionary(pa.int32(), pa.string()),
+    # autograd's sequence number of the launch's backward node or forward op, and the other one of the
+    # pair (its name, sequence number and recorded shapes, as JSON; ingest/autograd.py)
+    "sequence_number": pa.int64(),
+    "autograd_partner": pa.dictionary(pa.int32(), pa.string()),
     # what the profiler recorded of a kernel's launch (null: not recorded; docs/efficiency.md, docs/nsys.md)
     "registers_per_thread": pa.int32(),
     "shared_mem_bytes": pa.int64(),
