@@ -283,7 +283,7 @@ def build_graph(
         host_events = _empty_host()
         notes.append("no host events recorded (ingested before they were kept): GPU timeline only; re-run atlas ingest")
     if hta:
-        kernels, host_events = like_hta(kernels, host_events)
+        kernels, host_events = like_hta(kernels, host_events, notes)
     start, stop, label = window_range(host_events, window)
     # CPU ops and runtime calls are nodes, and annotations that load data (HTA's data_load_events)
     loading = (host_events["kind"] == "annotation").to_numpy() & name_mask(host_events["name"], DATA_LOADING.search)
@@ -335,7 +335,9 @@ def build_graph(
     return graph
 
 
-def like_hta(kernels: pd.DataFrame, host_events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def like_hta(
+    kernels: pd.DataFrame, host_events: pd.DataFrame, notes: list[str] | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The trace as HTA 0.5.0 reads it: every start rounded up and every end rounded down to the
     µs (its parser's `round_down_time_stamps`, which `HTA_DISABLE_NS_ROUNDING=1` turns off); host
     events left with no length dropped, and the GPU activities whose launch call was dropped or
@@ -368,6 +370,8 @@ def like_hta(kernels: pd.DataFrame, host_events: pd.DataFrame) -> tuple[pd.DataF
         kept_sync = np.isin(host_events["correlation"].to_numpy(), calls[calls >= 0])
         host_events = _renumbered(host_events, np.where(is_sync, kept_sync, before))
         launch_kept &= np.ceil(launch) < cut
+        if notes is not None:
+            notes.append("HTA's convention: the last ProfilerStep is left out, as HTA's loader does by default")
     launch_kept &= _hta_linked(kernels)
     k_end = np.floor(kernels["ts_us"] + kernels["dur_us"])
     kernels = kernels.assign(ts_us=np.ceil(kernels["ts_us"]), launch_ts_us=np.ceil(launch))
