@@ -284,7 +284,13 @@ def build_graph(
         notes.append("no host events recorded (ingested before they were kept): GPU timeline only; re-run atlas ingest")
     if hta:
         kernels, host_events = like_hta(kernels, host_events, notes)
-    start, stop, label = window_range(host_events, window)
+    try:
+        start, stop, label = window_range(host_events, window)
+    except AtlasError as error:
+        if hta and any("last ProfilerStep" in note for note in notes):
+            why = "HTA's convention leaves the last ProfilerStep out"
+            raise AtlasError(error.source, f"{error.problem} ({why})") from None
+        raise
     # CPU ops and runtime calls are nodes, and annotations that load data (HTA's data_load_events)
     loading = (host_events["kind"] == "annotation").to_numpy() & name_mask(host_events["name"], DATA_LOADING.search)
     is_range = host_events["kind"].isin(["cpu_op", "runtime"]).to_numpy() | loading

@@ -435,6 +435,9 @@ def test_hta_convention_drops_the_last_profiler_step(tmp_path: Path) -> None:
     assert segments(hta, path)["dur_us"].tolist() == pytest.approx([1.0, 3.0, 20.0])
     assert len(hta.gpu) == 1  # k2 is not in HTA's graph
     assert any("last ProfilerStep" in note for note in hta.notes)
+    with pytest.raises(AtlasError, match="leaves the last ProfilerStep out"):  # HTA finds no step #2 either
+        build_graph(kernels, host, ("ProfilerStep", 1), convention="hta")
+    assert longest_path(build_graph(kernels, host, ("ProfilerStep", 1))).length_us == pytest.approx(109.0)
     events[4] = op("ProfilerStep#1", 50, 50, "user_annotation")  # one name: nothing is cut
     kernels, host = solved(tmp_path, events, "one_name")
     assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(119.0)
