@@ -270,11 +270,14 @@ def build_graph(
     window: tuple[str, int] | None = None,
     zero_weight_launches: bool = False,
     convention: str = "exact",
+    last_step_start_us: float | None = None,
 ) -> Graph:
     """The dependency graph of one rank (see the module docstring). `zero_weight_launches` adds
     the causal launch → activity edges HTA leaves out where the stream was busy (weight 0), so
     that a what-if can move work earlier only as far as its launch allows. `convention="hta"`
-    builds it as HTA 0.5.0 does (see `like_hta`), to hold the numbers against HTA's."""
+    builds it as HTA 0.5.0 does (see `like_hta`), to hold the numbers against HTA's; there
+    `last_step_start_us` (the trace fact of summary.json, GPU-side steps included) is where HTA's
+    loader cuts the trace, found from the host ranges when not given."""
     notes: list[str] = []
     if convention not in CONVENTIONS:
         raise AtlasError(None, f"critical path convention {convention!r}: expected one of {', '.join(CONVENTIONS)}")
@@ -283,7 +286,7 @@ def build_graph(
         host_events = _empty_host()
         notes.append("no host events recorded (ingested before they were kept): GPU timeline only; re-run atlas ingest")
     if hta:
-        kernels, host_events = like_hta(kernels, host_events, notes)
+        kernels, host_events = like_hta(kernels, host_events, notes, last_step_start_us)
     try:
         start, stop, label = window_range(host_events, window)
     except AtlasError as error:
@@ -342,7 +345,10 @@ def build_graph(
 
 
 def like_hta(
-    kernels: pd.DataFrame, host_events: pd.DataFrame, notes: list[str] | None = None
+    kernels: pd.DataFrame,
+    host_events: pd.DataFrame,
+    notes: list[str] | None = None,
+    last_step_start_us: float | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The trace as HTA 0.5.0 reads it: every start rounded up and every end rounded down to the
     µs (its parser's `round_down_time_stamps`, which `HTA_DISABLE_NS_ROUNDING=1` turns off); host
@@ -367,7 +373,7 @@ def like_hta(
     launch = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
     launch_dur = kernels["launch_dur_us"].to_numpy(np.float64, na_value=np.nan)
     launch_kept = np.floor(launch + launch_dur) > np.ceil(launch)  # False where either is missing
-    cut = _hta_last_step_start(host_events)
+    cut = _hta_last_step_start(host_events) if last_step_start_us is None else float(np.ceil(last_step_start_us))
     if cut is not None:  # HTA's loader drops the last ProfilerStep: host events from its start on,
         # the activities they launched and the sync rows of their calls
         before = host_events["ts_us"].to_numpy() < cut
@@ -401,8 +407,10 @@ def _hta_linked(kernels: pd.DataFrame) -> np.ndarray:
 
 def _hta_last_step_start(host_events: pd.DataFrame) -> float | None:
     """Where HTA 0.5.0's loader cuts the trace (`TraceAnalysis(include_last_profiler_step=False)`,
-    its default: `Trace._filter_irrelevant_gpu_kernels`): the start of the last host range named
-    like `ProfilerStep`, when the trace names two or more of them (one name: nothing is cut)."""
+    its default: `Trace._filter_irrelevant_gpu_kernels`): the start of the last range named like
+    `ProfilerStep`, when the trace names two or more of them (one name: nothing is cut) — here
+    from the host ranges only; HTA counts the GPU-side step annotations too (ingest's
+    `last_step_start_us` does, which `build_graph` takes when given)."""
     named = (host_events["kind"] != "sync").to_numpy() & name_mask(host_events["name"], lambda s: "ProfilerStep" in s)
     if host_events["name"][named].nunique() < 2:
         return None

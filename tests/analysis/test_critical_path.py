@@ -467,3 +467,30 @@ def test_hta_convention_keeps_one_kernel_of_a_graph_replay(tmp_path: Path) -> No
     segs = segments(hta, path)
     assert (segs["name"].tolist(), segs["kind"].tolist()) == (["g_c"], ["gpu"])
     assert sorted(hta.gpu["name"].astype(str)) == ["g_c", "k_x"]
+
+
+# HTA finds the last step among the GPU-side step annotations too (a `gpu_user_annotation` has no
+# correlation, so its loader counts it with the host events):
+#   ProfilerStep#1 [0,50] on the host; ProfilerStep#2 only on the GPU, [40,50]; aten::mm [1,11] ⊃
+#   cudaLaunchKernel [2,4] → k1 [5,25]; aten::add [51,61] ⊃ cudaLaunchKernel [52,54] → k2 [60,160].
+# Two step names, the last starting at 40 (the GPU one): HTA cuts from 40 — add, its launch and k2
+#   are gone: 1 + 3 + 20 = 24 µs (HTA 0.5.0 on this trace: 24). The host ranges alone name one
+#   step: nothing cut, 1 + 2 + 7 + 0 + 1 + 8 + 100 = 119 µs.
+def test_hta_convention_counts_gpu_side_steps_for_the_cut(tmp_path: Path) -> None:
+    gpu_step = {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#2", **G, "tid": 7, "ts": 40, "dur": 10}
+    events = [
+        op("ProfilerStep#1", 0, 50, "user_annotation"),
+        op("aten::mm", 1, 10),
+        call("cudaLaunchKernel", 2, 2, 1),
+        kernel("k1", 5, 20, 1),
+        {**gpu_step, "args": {"device": 0}},
+        op("aten::add", 51, 10),
+        call("cudaLaunchKernel", 52, 2, 2),
+        kernel("k2", 60, 100, 2),
+    ]
+    kernels, host = solved(tmp_path, events)
+    summary = json.loads((tmp_path / "t.atlas" / "summary.json").read_text())
+    cut = summary["traces"][0]["last_step_start_us"]
+    assert cut == 40.0
+    assert longest_path(build_graph(kernels, host, convention="hta", last_step_start_us=cut)).length_us == 24.0
+    assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(119.0)
