@@ -30,6 +30,7 @@ import textwrap
 from pathlib import Path
 
 from kernel_atlas.analysis.critical_path import BUCKETS, CONVENTIONS, breakdown_pct, build_graph, longest_path, segments
+from kernel_atlas.analysis.waits import last_step_starts
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.host_events import load_host_events
@@ -77,9 +78,12 @@ def atlas_values(path: Path, annotation: str, k: int) -> dict[str, dict]:
         kernels = load_kernels(out)
         if len(kernels) == 0:
             raise AtlasError(None, "no GPU activity in the trace")
-        host = load_host_events(out, int(kernels["rank"].iloc[0]))
+        rank = int(kernels["rank"].iloc[0])
+        host = load_host_events(out, rank)
+        cut = last_step_starts(json.loads((Path(out) / "summary.json").read_text())).get(rank)
+        window = (annotation, k) if annotation else None
         for convention in CONVENTIONS:
-            graph = build_graph(kernels, host, (annotation, k) if annotation else None, convention=convention)
+            graph = build_graph(kernels, host, window, convention=convention, last_step_start_us=cut)
             path_ = longest_path(graph)
             segs = segments(graph, path_)
             values[convention] = {

@@ -31,7 +31,9 @@ import pandas as pd
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.nesting import first_matching, nesting_parents
 
-KERNEL_GAP_LIMIT_US = 1500.0  # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US: longer gaps are unexplained waits
+# HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US (from 0.6.0; 0.5.0, the `hta` convention, has no limit):
+# longer gaps are unexplained waits
+KERNEL_GAP_LIMIT_US = 1500.0
 BUCKETS = (
     "cpu_bound",
     "gpu_compute_bound",
@@ -268,11 +270,14 @@ def build_graph(
     window: tuple[str, int] | None = None,
     zero_weight_launches: bool = False,
     convention: str = "exact",
+    last_step_start_us: float | None = None,
 ) -> Graph:
     """The dependency graph of one rank (see the module docstring). `zero_weight_launches` adds
     the causal launch → activity edges HTA leaves out where the stream was busy (weight 0), so
     that a what-if can move work earlier only as far as its launch allows. `convention="hta"`
-    builds it as HTA 0.5.0 does (see `like_hta`), to hold the numbers against HTA's."""
+    builds it as HTA 0.5.0 does (see `like_hta`), to hold the numbers against HTA's; there
+    `last_step_start_us` (the trace fact of summary.json, GPU-side steps included) is where HTA's
+    loader cuts the trace, found from the host ranges when not given."""
     notes: list[str] = []
     if convention not in CONVENTIONS:
         raise AtlasError(None, f"critical path convention {convention!r}: expected one of {', '.join(CONVENTIONS)}")
@@ -281,8 +286,14 @@ def build_graph(
         host_events = _empty_host()
         notes.append("no host events recorded (ingested before they were kept): GPU timeline only; re-run atlas ingest")
     if hta:
-        kernels, host_events = like_hta(kernels, host_events)
-    start, stop, label = window_range(host_events, window)
+        kernels, host_events = like_hta(kernels, host_events, notes, last_step_start_us)
+    try:
+        start, stop, label = window_range(host_events, window)
+    except AtlasError as error:
+        if hta and any("last ProfilerStep" in note for note in notes):
+            why = "HTA's convention leaves the last ProfilerStep out"
+            raise AtlasError(error.source, f"{error.problem} ({why})") from None
+        raise
     # CPU ops and runtime calls are nodes, and annotations that load data (HTA's data_load_events)
     loading = (host_events["kind"] == "annotation").to_numpy() & name_mask(host_events["name"], DATA_LOADING.search)
     is_range = host_events["kind"].isin(["cpu_op", "runtime"]).to_numpy() | loading
@@ -312,7 +323,8 @@ def build_graph(
         _fallback_sync_edges(gpu, host, n_host, edges)
         if n_host:
             notes.append("no cuda_sync events in the trace: host syncs released by the GPU activity that ended last")
-    explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes)
+    limit = np.inf if hta else KERNEL_GAP_LIMIT_US  # HTA 0.5.0 chains a stream across any gap
+    explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes, limit)
     if not hta:
         _own_copy_edges(gpu, host, edges)
         if not len(syncs):
@@ -332,13 +344,21 @@ def build_graph(
     return graph
 
 
-def like_hta(kernels: pd.DataFrame, host_events: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+def like_hta(
+    kernels: pd.DataFrame,
+    host_events: pd.DataFrame,
+    notes: list[str] | None = None,
+    last_step_start_us: float | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The trace as HTA 0.5.0 reads it: every start rounded up and every end rounded down to the
     µs (its parser's `round_down_time_stamps`, which `HTA_DISABLE_NS_ROUNDING=1` turns off); host
     events left with no length dropped, and the GPU activities whose launch call was dropped or
     is not in the trace (its `critical_path_analysis` keeps only `dur > 0`: an op or call that
     straddles less than a whole µs is gone, with its kernels); the host nesting found again from
-    the rounded times (HTA builds its call stacks from what is left). HTA's other differences are
+    the rounded times (HTA builds its call stacks from what is left); and, as its loader does by
+    default, the last `ProfilerStep` cut off where the trace names two or more (host events from
+    its start on, and the activities and sync rows of their calls); of the activities of one
+    launch call (a CUDA graph replay), only the last. HTA's other differences are
     in `build_graph`: only CUDA-named calls block, no sync edge without cuda_sync events."""
     ts, end = np.ceil(host_events["ts_us"].to_numpy()), np.floor(host_events["end_us"].to_numpy())
     is_sync = (host_events["kind"] == "sync").to_numpy()
@@ -353,9 +373,57 @@ def like_hta(kernels: pd.DataFrame, host_events: pd.DataFrame) -> tuple[pd.DataF
     launch = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
     launch_dur = kernels["launch_dur_us"].to_numpy(np.float64, na_value=np.nan)
     launch_kept = np.floor(launch + launch_dur) > np.ceil(launch)  # False where either is missing
+    cut = _hta_last_step_start(host_events) if last_step_start_us is None else float(np.ceil(last_step_start_us))
+    if cut is not None:  # HTA's loader drops the last ProfilerStep: host events from its start on,
+        # the activities they launched and the sync rows of their calls
+        before = host_events["ts_us"].to_numpy() < cut
+        is_sync = (host_events["kind"] == "sync").to_numpy()
+        calls = host_events["correlation"].to_numpy()[before & ~is_sync]
+        kept_sync = np.isin(host_events["correlation"].to_numpy(), calls[calls >= 0])
+        host_events = _renumbered(host_events, np.where(is_sync, kept_sync, before))
+        launch_kept &= np.ceil(launch) < cut
+        if notes is not None:
+            notes.append("HTA's convention: the last ProfilerStep is left out, as HTA's loader does by default")
+    launch_kept &= _hta_linked(kernels)
     k_end = np.floor(kernels["ts_us"] + kernels["dur_us"])
     kernels = kernels.assign(ts_us=np.ceil(kernels["ts_us"]), launch_ts_us=np.ceil(launch))
     return kernels.assign(dur_us=k_end - kernels["ts_us"])[launch_kept], host_events
+
+
+def _hta_linked(kernels: pd.DataFrame) -> np.ndarray:
+    """The activities HTA 0.5.0 links to their launch call: its `index_correlation` points a call
+    at one GPU event, the last of those with its correlation (the later assignment wins), and its
+    critical path keeps only GPU events a call points at — of a CUDA graph replay (one
+    `cudaGraphLaunch`, many kernels) only the last kernel is left (HTA's issue #290)."""
+    n = len(kernels)
+    corr = kernels["correlation"].to_numpy(np.float64, na_value=np.nan)
+    rank = kernels["rank"].to_numpy(np.int64) if "rank" in kernels else np.zeros(n, np.int64)
+    order = np.lexsort((np.arange(n), kernels["ts_us"].to_numpy(np.float64), corr, rank))
+    last = np.ones(n, bool)
+    same = (corr[order[1:]] == corr[order[:-1]]) & (rank[order[1:]] == rank[order[:-1]])
+    last[order[:-1][same]] = False
+    return last
+
+
+def _hta_last_step_start(host_events: pd.DataFrame) -> float | None:
+    """Where HTA 0.5.0's loader cuts the trace (`TraceAnalysis(include_last_profiler_step=False)`,
+    its default: `Trace._filter_irrelevant_gpu_kernels`): the start of the last range named like
+    `ProfilerStep`, when the trace names two or more of them (one name: nothing is cut) — here
+    from the host ranges only; HTA counts the GPU-side step annotations too (ingest's
+    `last_step_start_us` does, which `build_graph` takes when given)."""
+    named = (host_events["kind"] != "sync").to_numpy() & name_mask(host_events["name"], lambda s: "ProfilerStep" in s)
+    if host_events["name"][named].nunique() < 2:
+        return None
+    return float(host_events["ts_us"].to_numpy()[named].max())
+
+
+def _renumbered(host_events: pd.DataFrame, keep: np.ndarray) -> pd.DataFrame:
+    """The kept rows, their `parent` pointing at the kept rows' new numbers (-1 where the parent
+    was dropped)."""
+    new = np.full(len(host_events) + 1, -1, np.int64)
+    new[np.flatnonzero(keep)] = np.arange(int(keep.sum()))
+    parent = new[host_events["parent"].to_numpy(np.int64)[keep]]  # -1 indexes the trailing -1
+    return host_events[keep].assign(parent=parent).reset_index(drop=True)
 
 
 def _empty_host() -> pd.DataFrame:
@@ -389,10 +457,17 @@ def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: flo
 
 
 def _gpu_edges(
-    gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges, zero_launch: bool, notes: list[str]
+    gpu: pd.DataFrame,
+    host: pd.DataFrame,
+    n_host: int,
+    edges: _Edges,
+    zero_launch: bool,
+    notes: list[str],
+    limit: float = KERNEL_GAP_LIMIT_US,
 ) -> np.ndarray:
     """Duration, launch and stream-order edges of the activities; returns which activities' starts
-    they explain (a launch or kernel-kernel edge, or an event wait)."""
+    they explain (a launch or kernel-kernel edge, or an event wait). A launch or stream gap of
+    `limit` µs or more is not overhead but a wait the trace does not show (HTA 0.5.0: no limit)."""
     n = len(gpu)
     if n == 0:
         return np.zeros(0, bool)
@@ -416,16 +491,16 @@ def _gpu_edges(
     other_launch = (nxt >= 0) & (launch[np.maximum(nxt, 0)] != launch)  # a graph replay's kernels share one
     queued_behind = other_launch & (np.where(nxt >= 0, launch_ts[np.maximum(nxt, 0)], np.inf) < ts)
     by_launch = has_launch & (prev_end < launch_ts) & (wait_end < launch_ts) & ~queued_behind
-    stuck = by_launch & (ts - launch_ts >= KERNEL_GAP_LIMIT_US)  # not a launch latency: a wait the trace does not show
+    stuck = by_launch & (ts - launch_ts >= limit)  # not a launch latency: a wait the trace does not show
     if stuck.any():
         notes.append(
-            f"{int(stuck.sum())} activities started ≥ {KERNEL_GAP_LIMIT_US:g} µs after their launch on an idle stream "
+            f"{int(stuck.sum())} activities started ≥ {limit:g} µs after their launch on an idle stream "
             "(an event wait the trace does not record?): not counted as launch overhead"
         )
         m = np.flatnonzero(stuck)
         edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
         by_launch &= ~stuck
-    by_gap = ~by_launch & ~stuck & (prev >= 0) & (ts - prev_end < KERNEL_GAP_LIMIT_US) & (wait_end < prev_end)
+    by_gap = ~by_launch & ~stuck & (prev >= 0) & (ts - prev_end < limit) & (wait_end < prev_end)
     m = np.flatnonzero(by_launch)
     edges.add(2 * launch[m], 2 * ev[m], np.maximum(ts[m] - launch_ts[m], 0.0), LAUNCH, ev[m])
     m = np.flatnonzero(by_gap)

@@ -35,11 +35,13 @@ def analyse_output(
     roofline: pd.DataFrame | None,
     collectives: pd.DataFrame | None = None,
     convention: str = "exact",
+    last_step_start: dict[int, float | None] | None = None,
 ) -> CriticalPathResult:
     """The critical path of an ingest output: of its one rank; of several ranks joined at their
     matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
     longest reported. `per_rank` gives every rank's own path length. `convention="hta"` reads
-    the trace as HTA does (`critical_path.like_hta`); where optimisation pays stays exact."""
+    the trace as HTA does (`critical_path.like_hta`; `last_step_start`: per rank, where HTA's
+    loader cuts the trace, from summary.json); where optimisation pays stays exact."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
     for rank in ranks:
@@ -47,7 +49,8 @@ def analyse_output(
         if joint:
             p2p.append(p2p_rows(kernels, rank))
         host = load_host_events(out_dir, rank)
-        graph = build_graph(kernels, host, window, convention=convention)
+        cut = (last_step_start or {}).get(rank)
+        graph = build_graph(kernels, host, window, convention=convention, last_step_start_us=cut)
         path = longest_path(graph)
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
         if joint:

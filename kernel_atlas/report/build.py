@@ -18,7 +18,7 @@ from kernel_atlas.analysis.memory import MemoryReport, analyse_memory, memory_wa
 from kernel_atlas.analysis.ranks import WaitOptions, analyse_ranks
 from kernel_atlas.analysis.trust import trust_facts
 from kernel_atlas.analysis.views import KernelViews
-from kernel_atlas.analysis.waits import Waits, write_waits
+from kernel_atlas.analysis.waits import Waits, last_step_starts, write_waits
 from kernel_atlas.core import safe_files
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
@@ -174,7 +174,8 @@ def _build_report(
         files["memory"] = write_table(memory.allocations, out_dir / "memory.parquet", output.run_id)
     matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
     convention = "hta" if like_hta else "exact"
-    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched, convention)
+    steps_cut = last_step_starts(summary)  # where HTA's loader cuts each rank (its convention only)
+    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched, convention, steps_cut)
     analysis.facts["critical_path"] = critical.facts
     files["critical_path"] = write_table(critical.segments, out_dir / "critical_path.parquet", output.run_id)
     # after the critical path: findings rank by its end-to-end savings where it has them

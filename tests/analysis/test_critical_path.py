@@ -360,7 +360,10 @@ def test_a_blocking_copy_returns_when_its_copy_ends(tmp_path: Path) -> None:
 #   stream 7 (idle): k_b started 2003 µs after its launch, too long for a launch latency (≥ 1500),
 #   so nothing on its stream explains it; k_a, on another stream, ended last before it started.
 # Path: 5 (launch) + 2000 (k_a) + 0 (k_a → k_b) + 20 (k_b) = 2025 µs (without the inferred wait:
-# k_a alone, 2005).
+# k_a alone, 2005). HTA 0.5.0 has no 1.5 ms limit (it came in 0.6.0): k_b's 2003 µs after its
+# launch are launch overhead, after the first call's 2 µs (top-level calls are joined):
+# 2 + 2003 + 20 = 2025 µs too, but 98.91 % launch overhead (2003/2025), 0.99 % GPU, 0.1 % CPU —
+# HTA 0.5.0 run on this trace gives these edges.
 def test_an_unexplained_start_waits_for_the_stream_that_ended_last(tmp_path: Path) -> None:
     events = [
         call("cudaLaunchKernel", 0, 2, 1),
@@ -374,4 +377,120 @@ def test_an_unexplained_start_waits_for_the_stream_that_ended_last(tmp_path: Pat
     assert path.length_us == pytest.approx(2025.0)
     assert segments(graph, path)["name"].tolist() == ["k_a", "k_a", "k_b"]
     assert any("1 activities" in note and "another stream" in note for note in graph.notes)
-    assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(2005.0)
+    hta = build_graph(kernels, host, convention="hta")
+    path = longest_path(hta)
+    assert path.length_us == pytest.approx(2025.0)
+    pct = breakdown_pct(segments(hta, path))
+    assert (pct["gpu_kernel_launch_overhead"], pct["gpu_compute_bound"], pct["cpu_bound"]) == (98.91, 0.99, 0.1)
+
+
+# HTA 0.5.0 chains a stream across any gap (the 1.5 ms limit came in HTA 0.6.0):
+#   aten::mm [0,10] ⊃ cudaLaunchKernel [1,3] → k1 [5,105]; cudaLaunchKernel [11,13] → k2
+#   [3105,3125] on the same stream, launched while k1 ran (so not its launch's doing).
+# Exact: the 3000 µs gap is no kernel-kernel overhead, nothing explains k2's start (no other
+#   stream): 1 (mm to its launch) + 4 (launch) + 100 (k1) = 105 µs.
+# HTA: the gap is overhead: 1 + 4 + 100 + 3000 + 20 = 3125 µs — 96.0 % kernel-kernel (3000),
+#   3.84 % GPU (120), 0.13 % launch (4), 0.03 % CPU (1); HTA 0.5.0 on this trace: 3125, these edges.
+def test_hta_convention_chains_a_stream_across_any_gap(tmp_path: Path) -> None:
+    events = [
+        op("aten::mm", 0, 10),
+        call("cudaLaunchKernel", 1, 2, 1),
+        kernel("k1", 5, 100, 1),
+        call("cudaLaunchKernel", 11, 2, 2),
+        kernel("k2", 3105, 20, 2),
+    ]
+    kernels, host = solved(tmp_path, events)
+    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(105.0)
+    hta = build_graph(kernels, host, convention="hta")
+    path = longest_path(hta)
+    assert path.length_us == pytest.approx(3125.0)
+    pct = breakdown_pct(segments(hta, path))
+    assert (pct["gpu_kernel_kernel_overhead"], pct["gpu_compute_bound"]) == (96.0, 3.84)
+    assert (pct["gpu_kernel_launch_overhead"], pct["cpu_bound"]) == (0.13, 0.03)
+
+
+# HTA's loader drops the last ProfilerStep (TraceAnalysis(include_last_profiler_step=False)):
+#   ProfilerStep#1 [0,50]: aten::mm [1,11] ⊃ cudaLaunchKernel [2,4] → k1 [5,25];
+#   ProfilerStep#2 [50,100]: aten::add [51,61] ⊃ cudaLaunchKernel [52,54] → k2 [60,160].
+# Exact (the whole trace): mm 1 (to its launch) + 2 (launch) + 7 (rest of mm) + 0 (entering add)
+#   + 1 (add to its launch) + 8 (launch overhead: 60 − 52) + 100 (k2) = 119 µs.
+# HTA: everything from 50 on is gone (step #2, add, its launch and k2): 1 + 3 (launch overhead:
+#   5 − 2) + 20 (k1) = 24 µs (HTA 0.5.0 on this trace: 24). One step name alone cuts nothing.
+def test_hta_convention_drops_the_last_profiler_step(tmp_path: Path) -> None:
+    events = [
+        op("ProfilerStep#1", 0, 50, "user_annotation"),
+        op("aten::mm", 1, 10),
+        call("cudaLaunchKernel", 2, 2, 1),
+        kernel("k1", 5, 20, 1),
+        op("ProfilerStep#2", 50, 50, "user_annotation"),
+        op("aten::add", 51, 10),
+        call("cudaLaunchKernel", 52, 2, 2),
+        kernel("k2", 60, 100, 2),
+    ]
+    kernels, host = solved(tmp_path, events)
+    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(119.0)
+    hta = build_graph(kernels, host, convention="hta")
+    path = longest_path(hta)
+    assert path.length_us == pytest.approx(24.0)
+    assert segments(hta, path)["dur_us"].tolist() == pytest.approx([1.0, 3.0, 20.0])
+    assert len(hta.gpu) == 1  # k2 is not in HTA's graph
+    assert any("last ProfilerStep" in note for note in hta.notes)
+    with pytest.raises(AtlasError, match="leaves the last ProfilerStep out"):  # HTA finds no step #2 either
+        build_graph(kernels, host, ("ProfilerStep", 1), convention="hta")
+    assert longest_path(build_graph(kernels, host, ("ProfilerStep", 1))).length_us == pytest.approx(109.0)
+    events[4] = op("ProfilerStep#1", 50, 50, "user_annotation")  # one name: nothing is cut
+    kernels, host = solved(tmp_path, events, "one_name")
+    assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(119.0)
+
+
+# A CUDA graph replay in HTA: its `index_correlation` points the cudaGraphLaunch at one kernel,
+# the last, and its critical path keeps only kernels a call points at (its issue #290):
+#   cudaGraphLaunch [0,5] → g_a [20,30], g_b [32,42], g_c [43,53] on stream 7;
+#   cudaLaunchKernel [6,7] → k_x [7,8] on stream 8.
+# Exact: 20 (launch) + 10 + 2 + 10 + 1 + 10 = 53 µs (the host route: 5 + 0 + 1 + 1 = 7).
+# HTA: only g_c, with no launch edge (cudaGraphLaunch is not one of its launch calls): 10 µs,
+#   all GPU (HTA 0.5.0 on this trace: 10, the one edge g_c).
+def test_hta_convention_keeps_one_kernel_of_a_graph_replay(tmp_path: Path) -> None:
+    events = [
+        call("cudaGraphLaunch", 0, 5, 9),
+        kernel("g_a", 20, 10, 9),
+        kernel("g_b", 32, 10, 9),
+        kernel("g_c", 43, 10, 9),
+        call("cudaLaunchKernel", 6, 1, 2),
+        kernel("k_x", 7, 1, 2, stream=8),
+    ]
+    kernels, host = solved(tmp_path, events)
+    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(53.0)
+    hta = build_graph(kernels, host, convention="hta")
+    path = longest_path(hta)
+    assert path.length_us == pytest.approx(10.0)
+    segs = segments(hta, path)
+    assert (segs["name"].tolist(), segs["kind"].tolist()) == (["g_c"], ["gpu"])
+    assert sorted(hta.gpu["name"].astype(str)) == ["g_c", "k_x"]
+
+
+# HTA finds the last step among the GPU-side step annotations too (a `gpu_user_annotation` has no
+# correlation, so its loader counts it with the host events):
+#   ProfilerStep#1 [0,50] on the host; ProfilerStep#2 only on the GPU, [40,50]; aten::mm [1,11] ⊃
+#   cudaLaunchKernel [2,4] → k1 [5,25]; aten::add [51,61] ⊃ cudaLaunchKernel [52,54] → k2 [60,160].
+# Two step names, the last starting at 40 (the GPU one): HTA cuts from 40 — add, its launch and k2
+#   are gone: 1 + 3 + 20 = 24 µs (HTA 0.5.0 on this trace: 24). The host ranges alone name one
+#   step: nothing cut, 1 + 2 + 7 + 0 + 1 + 8 + 100 = 119 µs.
+def test_hta_convention_counts_gpu_side_steps_for_the_cut(tmp_path: Path) -> None:
+    gpu_step = {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#2", **G, "tid": 7, "ts": 40, "dur": 10}
+    events = [
+        op("ProfilerStep#1", 0, 50, "user_annotation"),
+        op("aten::mm", 1, 10),
+        call("cudaLaunchKernel", 2, 2, 1),
+        kernel("k1", 5, 20, 1),
+        {**gpu_step, "args": {"device": 0}},
+        op("aten::add", 51, 10),
+        call("cudaLaunchKernel", 52, 2, 2),
+        kernel("k2", 60, 100, 2),
+    ]
+    kernels, host = solved(tmp_path, events)
+    summary = json.loads((tmp_path / "t.atlas" / "summary.json").read_text())
+    cut = summary["traces"][0]["last_step_start_us"]
+    assert cut == 40.0
+    assert longest_path(build_graph(kernels, host, convention="hta", last_step_start_us=cut)).length_us == 24.0
+    assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(119.0)
