@@ -40,7 +40,7 @@ def analyse_output(
     """The critical path of an ingest output: of its one rank; of several ranks joined at their
     matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
     longest reported. `per_rank` gives every rank's own path length. `convention="hta"` reads
-    the trace as HTA does (`critical_path.like_hta`; `last_step_start`: per rank, where HTA's
+    the trace as HTA does (`critical_hta.like_hta`; `last_step_start`: per rank, where HTA's
     loader cuts the trace, from summary.json); where optimisation pays stays exact."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
