@@ -635,14 +635,16 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
             ids = np.fmax(ids, np.fromiter([a.external_id_lower for a in id_args], np.int64, len(id_args)))
         external_id[with_ids] = ids
     is_op = family == CPU_OP
-    seq_nr = np.where(is_op, np.fromiter([a.seq_nr for a in args], np.int64, n), -1)
-    fwd_tid = np.where(is_op, np.fromiter([a.fwd_tid for a in args], np.int64, n), -1)
+    seq_nr = np.full(n, -1, np.int64)
+    fwd_tid = np.full(n, -1, np.int64)
     shape = np.full(n, -1, np.int32)
     params = np.full(n, -1, np.int32)
     shapes: list[Shape] = []
     param_sets: list[OpParams] = []
-    if is_op.any():
+    if is_op.any():  # read from the CPU ops' args only, as the ids above
         op_args = list(compress(args, is_op.tolist()))
+        seq_nr[is_op] = np.fromiter([a.seq_nr for a in op_args], np.int64, len(op_args))
+        fwd_tid[is_op] = np.fromiter([a.fwd_tid for a in op_args], np.int64, len(op_args))
         params[is_op], param_sets = _param_codes(op_args)
     # annotations too: older PyTorch records a collective's tensors on its `nccl:*` range
     shaped = is_op | (family == ANNOTATION)
