@@ -13,6 +13,7 @@ import pytest
 
 from kernel_atlas.ingest.pipeline import ingest_trace
 from kernel_atlas.roofline.analysis import analyse
+from tests.support.hand_built import launch_and_kernel
 from tests.support.traces import ingested
 
 LISTS = ["GenericList", "GenericList", "GenericList", "Int", "Bool", "Bool", "Bool"]
@@ -26,28 +27,7 @@ def _op(name: str, tid: int, ts: float, dur: float, ext: int, dims: list, types:
 
 
 def _launch(tid: int, ts: float, corr: int, ext: int, kernel: str, kts: float, kdur: float) -> list[dict]:
-    return [
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaLaunchKernel",
-            "pid": 1,
-            "tid": tid,
-            "ts": ts,
-            "dur": 2,
-            "args": {"correlation": corr, "External id": ext},
-        },
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": kernel,
-            "pid": 0,
-            "tid": 7,
-            "ts": kts,
-            "dur": kdur,
-            "args": {"correlation": corr, "External id": ext, "device": 0, "stream": 7, "grid": [8, 1, 1]},
-        },
-    ]
+    return launch_and_kernel(ts, corr, ext, kernel, kts, kdur, tid=tid, geometry={"grid": [8, 1, 1]})
 
 
 def _trace(tmp_path: Path, *, forward: bool = True, other_thread: bool = False) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from kernel_atlas.ingest.pipeline import ingest_trace
 from kernel_atlas.ingest.recorded import parse_call
 from kernel_atlas.roofline.analysis import analyse
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of, expected_experts
+from tests.support.hand_built import launch_and_kernel
 
 BF16 = '"c10::BFloat16"'
 # TraceLens's vllm_decode_full capture (gpt-oss, mxfp4 weights): moe_forward(hidden [32,3072], router
@@ -64,35 +65,7 @@ def _op(name: str, ts: float, dur: float, ext: int, dims: list, types: list, con
 
 
 def _launch(ts: float, corr: int, ext: int, kernel: str, kts: float, kdur: float) -> list[dict]:
-    return [
-        {
-            "ph": "X",
-            "cat": "cuda_runtime",
-            "name": "cudaLaunchKernel",
-            "pid": 1,
-            "tid": 1,
-            "ts": ts,
-            "dur": 2,
-            "args": {"correlation": corr, "External id": ext},
-        },
-        {
-            "ph": "X",
-            "cat": "kernel",
-            "name": kernel,
-            "pid": 0,
-            "tid": 7,
-            "ts": kts,
-            "dur": kdur,
-            "args": {
-                "correlation": corr,
-                "External id": ext,
-                "device": 0,
-                "stream": 7,
-                "grid": [1, 1, 1],
-                "block": [128, 1, 1],
-            },
-        },
-    ]
+    return launch_and_kernel(ts, corr, ext, kernel, kts, kdur, geometry={"grid": [1, 1, 1], "block": [128, 1, 1]})
 
 
 def test_ingest_gives_the_call_its_enclosed_weights_and_its_kernels_share_the_cost(tmp_path: Path) -> None:
