@@ -75,6 +75,7 @@ def _bus_factors() -> dict[str, str]:
     return read_toml("costs.toml")["bus_factor"]
 
 
+@lru_cache(maxsize=None)
 def bus_factor(op: str, ranks: int) -> float:
     expression = _bus_factors().get(op, "1")
     return float(eval(expression, {"__builtins__": {}}, {"n": ranks}))
@@ -152,10 +153,16 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
 _BORROWED = " (message: the recorded input)"
 
 
+@lru_cache(maxsize=None)
 def _input_scale(op: str, ranks: int) -> float:
     """nccl-tests' message size over the recorded input's size (all_gather: n parts of one input)."""
-    expression = read_toml("costs.toml")["input_to_message"].get(op, "1")
+    expression = _input_to_message().get(op, "1")
     return float(eval(expression, {"__builtins__": {}}, {"n": ranks}))
+
+
+@lru_cache(maxsize=1)
+def _input_to_message() -> dict[str, str]:
+    return read_toml("costs.toml")["input_to_message"]
 
 
 def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
