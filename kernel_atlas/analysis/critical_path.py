@@ -75,10 +75,19 @@ class Graph:
     window: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     node_tie: np.ndarray | None = None  # order among nodes of equal time (host: call-stack order)
+    causal: np.ndarray | None = None  # per edge: only a what-if needs it (`zero_weight_launches`)
 
     @property
     def n_nodes(self) -> int:
         return len(self.node_ts)
+
+    def without_causal_edges(self) -> Graph:
+        """The graph as built without `zero_weight_launches`: the same edges, in the same order,
+        less the causal ones a what-if adds (one build serves the path and its what-if)."""
+        keep = slice(None) if self.causal is None else ~self.causal
+        picked = (a[keep] for a in (self.src, self.dst, self.weight, self.kind, self.event))
+        notes = list(self.notes)
+        return Graph(self.node_ts, *picked, self.n_host, self.host, self.gpu, self.window, notes, self.node_tie)
 
 
 @dataclass
@@ -128,17 +137,21 @@ class _Edges:
     def __init__(self) -> None:
         self.parts: list[tuple[np.ndarray, ...]] = []
 
-    def add(self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, kind: int, event: np.ndarray) -> None:
+    def add(
+        self, src: np.ndarray, dst: np.ndarray, weight: np.ndarray, kind: int, event: np.ndarray, causal: bool = False
+    ) -> None:
+        """`causal`: an edge only a what-if needs (see `build_graph`'s `zero_weight_launches`)."""
         n = len(src)
         if n:
             w = np.broadcast_to(np.asarray(weight, np.float64), (n,))
             e = np.broadcast_to(np.asarray(event, np.int64), (n,))
-            self.parts.append((src.astype(np.int64), dst.astype(np.int64), w, np.full(n, kind, np.int8), e))
+            parts = (src.astype(np.int64), dst.astype(np.int64), w, np.full(n, kind, np.int8), e, np.full(n, causal))
+            self.parts.append(parts)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         if not self.parts:
-            return tuple(np.empty(0, t) for t in (np.int64, np.int64, np.float64, np.int8, np.int64))
-        return tuple(np.concatenate([p[i] for p in self.parts]) for i in range(5))
+            return tuple(np.empty(0, t) for t in (np.int64, np.int64, np.float64, np.int8, np.int64, bool))
+        return tuple(np.concatenate([p[i] for p in self.parts]) for i in range(6))
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
@@ -315,7 +328,7 @@ def build_graph(
         _own_copy_edges(gpu, host, edges)
         if not len(syncs):
             _fallback_stream_waits(gpu, host, explained, edges, notes)
-    src, dst, weight, kind, event = edges.arrays()
+    src, dst, weight, kind, event, causal = edges.arrays()
     node_ts = np.empty(2 * (n_host + len(gpu)))
     node_ts[0 : 2 * n_host : 2] = host["ts_us"].to_numpy()
     node_ts[1 : 2 * n_host : 2] = np.maximum(host["end_us"].to_numpy(), host["ts_us"].to_numpy())
@@ -327,6 +340,7 @@ def build_graph(
     tie[: 2 * n_host] = host_tie
     graph = Graph(node_ts, src, dst, weight, kind, event, n_host, host.reset_index(drop=True), gpu, window_facts, notes)
     graph.node_tie = tie
+    graph.causal = causal
     return graph
 
 
@@ -411,9 +425,9 @@ def _gpu_edges(
     edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], np.maximum(ts[m] - prev_end[m], 0.0), GAP, ev[prev[m]])
     if zero_launch:  # causality for what-if: every activity waits for its launch and its stream
         m = np.flatnonzero(has_launch & ~by_launch & ~stuck)
-        edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1)
+        edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1, causal=True)
         m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
-        edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1)
+        edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1, causal=True)
     return by_launch | by_gap | np.isfinite(wait_end)
 
 
@@ -576,7 +590,7 @@ class _Runs:
     through, so each run of such edges becomes one edge (most of the graph: the calls of a thread
     between launches, the kernels of a stream)."""
 
-    root: np.ndarray  # per original edge, the first edge of its run (-1: on a cycle)
+    run_of: np.ndarray  # per original edge, its run (index into heads; -1: on a cycle)
     heads: np.ndarray  # first edge of each run
     tail_dst: np.ndarray  # per run (aligned with heads), the node the run ends at
     members: np.ndarray  # original edges grouped by run, in order along it
@@ -593,55 +607,105 @@ def _contract(graph: Graph) -> _Runs:
     prev = np.where(through[src], in_edge[src], -1)  # the one edge before, inside a run
     root = np.where(prev < 0, np.arange(e), prev)  # pointer doubling: heads point at themselves
     depth = (prev >= 0).astype(np.int64)
+    active = np.flatnonzero(prev >= 0)  # edges whose root is not yet their run's head
+    active = active[prev[root[active]] >= 0]
     for _ in range(64):
-        jumped = root[root]
-        if np.array_equal(jumped, root):
+        if not len(active):
             break
-        depth = depth + depth[root]
-        root = jumped
+        jump = root[active]
+        depth[active] += depth[jump]
+        root[active] = root[jump]
+        active = active[prev[root[active]] >= 0]
     root = np.where(prev[root] < 0, root, -1)  # still inside a run: a cycle of pass-through nodes
     heads = np.flatnonzero(prev < 0)
     ends = np.flatnonzero(~through[dst] & (root >= 0))
     tail_dst = np.full(e, -1, np.int64)
     tail_dst[root[ends]] = dst[ends]
-    on = np.flatnonzero(root >= 0)
-    members = on[np.lexsort((depth[on], root[on]))]
     run_index = np.full(e, -1, np.int64)
     run_index[heads] = np.arange(len(heads))
-    bounds = np.searchsorted(run_index[root[members]], np.arange(len(heads) + 1))
-    return _Runs(root, heads, tail_dst[heads], members, bounds)
+    on = np.flatnonzero(root >= 0)
+    run_of = np.full(e, -1, np.int64)
+    run_of[on] = run_index[root[on]]
+    # members grouped by run, each at its depth along it (a head is at depth 0): no sort needed
+    bounds = np.zeros(len(heads) + 1, np.int64)
+    np.cumsum(np.bincount(run_of[on], minlength=len(heads)), out=bounds[1:])
+    members = np.empty(len(on), np.int64)
+    members[bounds[run_of[on]] + depth[on]] = on
+    return _Runs(run_of, heads, tail_dst[heads], members, bounds)
 
 
-def _relax(graph: Graph, w: np.ndarray, max_passes: int) -> tuple[list[float], list[int], list[int], np.ndarray, _Runs]:
-    """The heaviest distance to every node over the contracted graph, each node's incoming run
-    (index into `order`, -1 none), the runs' sources and their order (see `longest_path`)."""
-    n = graph.n_nodes
-    runs = getattr(graph, "_runs", None)
-    if runs is None:
-        runs = graph._runs = _contract(graph)  # type: ignore[attr-defined]
-    has = runs.root >= 0
-    run_weight = np.bincount(np.searchsorted(runs.heads, runs.root[has]), weights=w[has], minlength=len(runs.heads))
+@dataclass
+class _Solver:
+    """What every solve of one graph shares, worked out once: the contracted runs in the order
+    they are relaxed, their ends as compact node numbers (only nodes some run touches), each
+    original edge's run, and how many runs go back in time."""
+
+    runs: _Runs
+    order: np.ndarray  # runs in relaxation order (the time order of their ends)
+    src: list[int]  # per run in that order: compact start and end node
+    dst: list[int]
+    edge_rows: np.ndarray  # original edges on a run
+    edge_run: np.ndarray  # and the run (index into heads) each belongs to
+    n_compact: int
+    backward: int
+
+
+def _solver(graph: Graph) -> _Solver:
+    cached = getattr(graph, "_solver", None)
+    if cached is not None:
+        return cached
+    runs = _contract(graph)
+    edge_rows = np.flatnonzero(runs.run_of >= 0)
+    edge_run = runs.run_of[edge_rows]
     c_src, c_dst = graph.src[runs.heads], runs.tail_dst
     position = _node_order(graph)
     order = np.argsort(position[c_dst], kind="stable")
     backward = int(np.count_nonzero(position[c_src] >= position[c_dst]))
-    src, dst, ws = c_src[order].tolist(), c_dst[order].tolist(), run_weight[order].tolist()
-    dist = [0.0] * n
-    pred = [-1] * n
-    for _ in range(min(backward, max_passes) + 1):
+    # compact numbers keep the nodes' order, so the first node of largest distance stays the first
+    nodes, compact = np.unique(np.concatenate([c_src[order], c_dst[order]]), return_inverse=True)
+    k = len(order)
+    solver = _Solver(runs, order, compact[:k].tolist(), compact[k:].tolist(), edge_rows, edge_run, len(nodes), backward)
+    graph._solver = solver  # type: ignore[attr-defined]
+    return solver
+
+
+def _relax(graph: Graph, w: np.ndarray, max_passes: int, with_pred: bool) -> tuple[list[float], list[int], _Solver]:
+    """The heaviest distance to every compact node over the contracted graph and, `with_pred`,
+    each node's incoming run (index into the solver's order, -1 none; see `longest_path`)."""
+    solver = _solver(graph)
+    weights = np.bincount(solver.edge_run, weights=w[solver.edge_rows], minlength=len(solver.runs.heads))
+    src, dst, ws = solver.src, solver.dst, weights[solver.order].tolist()
+    dist = [0.0] * solver.n_compact
+    pred = [-1] * solver.n_compact if with_pred else []
+    for _ in range(min(solver.backward, max_passes) + 1):
         changed = False
-        for i, (u, v, wi) in enumerate(zip(src, dst, ws, strict=True)):
-            d = dist[u] + wi
-            if d > dist[v]:
-                dist[v] = d
-                pred[v] = i
-                changed = True
+        if with_pred:
+            for i, (u, v, wi) in enumerate(zip(src, dst, ws, strict=True)):
+                d = dist[u] + wi
+                if d > dist[v]:
+                    dist[v] = d
+                    pred[v] = i
+                    changed = True
+        else:
+            for u, v, wi in zip(src, dst, ws, strict=True):
+                d = dist[u] + wi
+                if d > dist[v]:
+                    dist[v] = d
+                    changed = True
         if not changed:
             break
     else:
-        if backward:
-            graph.notes.append(f"{backward} edges go back in time (clock disagreements); the path may be inexact")
-    return dist, pred, src, order, runs
+        if solver.backward:
+            note = f"{solver.backward} edges go back in time (clock disagreements); the path may be inexact"
+            if note not in graph.notes:
+                graph.notes.append(note)
+    return dist, pred, solver
+
+
+def solves_exactly(graph: Graph) -> bool:
+    """Whether one pass in time order solves the graph (no run goes back in time): then lowering
+    weights off a longest path cannot shorten it, and a what-if may skip that solve."""
+    return graph.n_nodes == 0 or len(graph.src) == 0 or _solver(graph).backward == 0
 
 
 def longest_path_length(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> float:
@@ -649,8 +713,8 @@ def longest_path_length(graph: Graph, weight: np.ndarray | None = None, max_pass
     only the length)."""
     if graph.n_nodes == 0 or len(graph.src) == 0:
         return 0.0
-    dist, *_ = _relax(graph, graph.weight if weight is None else weight, max_passes)
-    return float(max(dist))
+    dist, _, _ = _relax(graph, graph.weight if weight is None else weight, max_passes, with_pred=False)
+    return float(max(dist, default=0.0))
 
 
 def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> Path:
@@ -659,17 +723,19 @@ def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int
     that disagree — takes another pass, until nothing changes)."""
     if graph.n_nodes == 0 or len(graph.src) == 0:
         return Path(0.0, np.empty(0, np.int64))
-    dist, pred, src, order, runs = _relax(graph, graph.weight if weight is None else weight, max_passes)
+    dist, pred, solver = _relax(graph, graph.weight if weight is None else weight, max_passes, with_pred=True)
+    if not dist:
+        return Path(0.0, np.empty(0, np.int64))
     dist_a = np.asarray(dist)
     node = int(np.argmax(dist_a))
     chosen, seen = [], set()
     while pred[node] >= 0 and node not in seen:
         seen.add(node)
         i = pred[node]
-        chosen.append(int(order[i]))
-        node = src[i]
+        chosen.append(int(solver.order[i]))
+        node = solver.src[i]
     chosen.reverse()
-    return Path(float(dist_a.max()), _run_members(runs, np.asarray(chosen, np.int64)))
+    return Path(float(dist_a.max()), _run_members(solver.runs, np.asarray(chosen, np.int64)))
 
 
 def _run_members(runs: _Runs, chosen: np.ndarray) -> np.ndarray:

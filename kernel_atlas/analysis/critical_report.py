@@ -43,6 +43,7 @@ def analyse_output(
     the trace as HTA does (`critical_hta.like_hta`; `last_step_start`: per rank, where HTA's
     loader cuts the trace, from summary.json); where optimisation pays stays exact."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
+    exact = convention == "exact"
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
     for rank in ranks:
         kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
@@ -50,7 +51,9 @@ def analyse_output(
             p2p.append(p2p_rows(kernels, rank))
         host = load_host_events(out_dir, rank)
         cut = (last_step_start or {}).get(rank)
-        graph = build_graph(kernels, host, window, convention=convention, last_step_start_us=cut)
+        # the exact graph is built once with the what-if's causal edges, then solved without them
+        built = build_graph(kernels, host, window, exact, convention=convention, last_step_start_us=cut)
+        graph = built.without_causal_edges() if exact else built
         path = longest_path(graph)
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
         if joint:
@@ -59,7 +62,7 @@ def analyse_output(
                 joint, graphs = False, {}
                 notes.append(f"ranks not joined: their graphs exceed {MAX_JOINT_NODES:,} nodes; each solved alone")
         if best is None or path.length_us > best[1].length_us:
-            best = (rank, path, graph, kernels, host)
+            best = (rank, path, graph, kernels, host, built)
     if joint:
         pairs = p2p_instances(p2p, collectives)
         parts = [c for c in (collectives, pairs) if c is not None and len(c)]
@@ -70,9 +73,10 @@ def analyse_output(
         path = longest_path(graph)
         segs, pays, rank = segments(graph, path), [], None
     else:
-        rank, path, graph, kernels, host = best
+        rank, path, graph, kernels, host, built = best
         segs = segments(graph, path, rank)
-        pays = where_optimisation_pays(build_graph(kernels, host, window, zero_weight_launches=True), roofline)
+        causal = built if exact else build_graph(kernels, host, window, zero_weight_launches=True)
+        pays = where_optimisation_pays(causal, roofline)
     facts = {
         "window": graph.window,
         "convention": convention,

@@ -28,6 +28,7 @@ from kernel_atlas.analysis.critical_path import (
     longest_path,
     longest_path_length,
     parse_window,
+    solves_exactly,
 )
 from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
 from kernel_atlas.analysis.views import name_mask
@@ -164,30 +165,50 @@ def what_if(
 
 def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: int = 8) -> list[dict[str, Any]]:
     """The roofline rows with the most headroom, each brought to its attainable time alone, ranked
-    by the end-to-end saving that gives (beside its kernel headroom)."""
+    by the end-to-end saving that gives (beside its kernel headroom). `graph` is built with
+    `zero_weight_launches`. A candidate none of whose activities lies on the longest path saves
+    nothing end to end (lowering weights off a longest path leaves it longest) and is not re-solved
+    where one pass solves the graph."""
     if roofline is None or roofline.empty or len(graph.gpu) == 0:
         return []
-    base = longest_path_length(graph)
     gpu = graph.gpu
     attainable = attainable_per_activity(gpu, roofline)
     keys = ["name", "launcher", "input_dims", "input_types"]
     candidates = roofline[(roofline["role"] == "main") & (roofline["headroom_us"] > 0)]
-    candidates = candidates.sort_values("headroom_us", ascending=False).head(top)
+    candidates = candidates.sort_values("headroom_us", ascending=False).head(top).reset_index(drop=True)
+    if candidates.empty:
+        return []
     own = np.flatnonzero(graph.kind == GPU)
     index = graph.event[own] - graph.n_host
-    left = gpu[keys].astype(object).fillna("\0")
+    dur = gpu["dur_us"].to_numpy(np.float64)
+    # every activity at its recorded duration: the reference each candidate changes one row of
+    reference = graph.weight.copy()
+    reference[own] = dur[index]
+    if solves_exactly(graph):
+        path = longest_path(graph, reference)
+        base = path.length_us
+        on_path = np.zeros(len(gpu), bool)
+        path_own = path.edges[graph.kind[path.edges] == GPU]
+        on_path[graph.event[path_own] - graph.n_host] = True
+    else:
+        base, on_path = longest_path_length(graph, reference), np.ones(len(gpu), bool)
+    # each activity's candidate (the first of those with its keys), matched once
+    blank = "\0"
+    lookup = candidates[keys].astype(object).fillna(blank).assign(_candidate=np.arange(len(candidates)))
+    first = lookup.drop_duplicates(keys)
+    same_as = lookup[keys].merge(first, on=keys, how="left")["_candidate"].to_numpy()
+    left = gpu[keys].astype(object).fillna(blank)
+    which = left.merge(first, on=keys, how="left")["_candidate"].to_numpy(np.float64)
     rows = []
-    for _, cand in candidates.iterrows():
-        hit = np.ones(len(gpu), bool)
-        for k in keys:
-            value = cand[k] if pd.notna(cand[k]) else "\0"
-            hit &= (left[k] == value).to_numpy()
-        hit &= np.isfinite(attainable)
-        weight = graph.weight.copy()
-        dur = gpu["dur_us"].to_numpy(np.float64)
+    for c, cand in candidates.iterrows():
+        hit = (which == same_as[c]) & np.isfinite(attainable)
         new = np.where(hit, np.minimum(dur, attainable), dur)
-        weight[own] = new[index]
-        saving = base - longest_path_length(graph, weight)
+        if (on_path & (new < dur)).any():
+            weight = reference.copy()
+            weight[own] = new[index]
+            saving = base - longest_path_length(graph, weight)
+        else:
+            saving = 0.0
         rows.append(
             {
                 "kernel": str(cand["name"]),

@@ -11,7 +11,7 @@ sizes NCCL records, memcpy/memset from their byte counts. Kernels without record
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 import numpy as np
@@ -75,7 +75,7 @@ def _bus_factors() -> dict[str, str]:
     return read_toml("costs.toml")["bus_factor"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def bus_factor(op: str, ranks: int) -> float:
     expression = _bus_factors().get(op, "1")
     return float(eval(expression, {"__builtins__": {}}, {"n": ranks}))
@@ -153,7 +153,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
 _BORROWED = " (message: the recorded input)"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _input_scale(op: str, ranks: int) -> float:
     """nccl-tests' message size over the recorded input's size (all_gather: n parts of one input)."""
     expression = _input_to_message().get(op, "1")

@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from kernel_atlas.analysis import whatif
 from kernel_atlas.analysis.critical_path import breakdown_pct, build_graph, longest_path, parse_window, segments
-from kernel_atlas.analysis.whatif import parse_speedup, what_if
+from kernel_atlas.analysis.whatif import parse_speedup, what_if, where_optimisation_pays
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.host_events import load_host_events
@@ -105,6 +107,64 @@ def test_whatif_savings_are_exact(tmp_path: Path) -> None:
     # k_one 100 → 1 µs: 2 + 3 + 1 + 20 = 26 through k_one, but k_two cannot start before its own
     # launch, reached by the host's CPU time 2 + 2 + 6 + 1 + 1 + 1 = 13: 13 + 20 = 33
     assert what_if(kernels, host, [parse_speedup("kernel=k_one:100x")])["new_us"] == 33.0
+
+
+# TWO_STREAMS and a third kernel off the path: aten::relu [26,29] ⊃ launch [27,28] → k_side on
+# stream 9 [40,50]; the device sync waits for it too, but it ends at 50, long before k_two (126).
+WITH_SIDE = [
+    *TWO_STREAMS[:-2],
+    op("aten::relu", 26, 3),
+    call("cudaLaunchKernel", 27, 1, 6),
+    kernel("k_side_relu", 40, 10, 6, 9),
+    *TWO_STREAMS[-2:],
+]
+
+
+def _roofline(rows: list[tuple[str, str, float, float]]) -> pd.DataFrame:
+    """Main-kernel roofline rows (name, launcher, attainable µs, headroom µs), no shapes recorded."""
+    names, launchers, attainable, headroom = zip(*rows, strict=True)
+    return pd.DataFrame(
+        {
+            "name": names,
+            "launcher": launchers,
+            "input_dims": [None] * len(rows),
+            "input_types": [None] * len(rows),
+            "op_mapping": ["op"] * len(rows),
+            "role": ["main"] * len(rows),
+            "attainable_us": attainable,
+            "headroom_us": headroom,
+        }
+    )
+
+
+def test_where_optimisation_pays_on_and_off_the_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kernels, host = solved(tmp_path, WITH_SIDE)
+    graph = build_graph(kernels, host, zero_weight_launches=True)
+    # k_one 100 → 50 µs: 2 + 3 + 50 + 20 = 75, saving 50; k_side 10 → 1 µs: off the 125 µs path,
+    # saving exactly 0 (headroom 9 µs)
+    roofline = _roofline([("k_one_gemm", "aten::mm", 50.0, 50.0), ("k_side_relu", "aten::relu", 1.0, 9.0)])
+    pays = where_optimisation_pays(graph, roofline)
+    assert [(r["kernel"], r["headroom_us"], r["end_to_end_saving_us"]) for r in pays] == [
+        ("k_one_gemm", 50.0, 50.0),
+        ("k_side_relu", 9.0, 0.0),
+    ]
+    # the same answers when every candidate is solved (no path to skip by)
+    monkeypatch.setattr(whatif, "solves_exactly", lambda _graph: False)
+    assert where_optimisation_pays(build_graph(kernels, host, zero_weight_launches=True), roofline) == pays
+
+
+@pytest.mark.skipif(not trace_path("a100_alexnet_train").exists(), reason="shared traces absent")
+def test_one_build_serves_the_path_and_its_whatif(tmp_path: Path) -> None:
+    out = tmp_path / "alex"
+    write_outputs(ingest_paths([trace_path("a100_alexnet_train")]), out)
+    kernels, host = load_kernels(out), load_host_events(out, 0)
+    plain = build_graph(kernels, host)
+    both = build_graph(kernels, host, zero_weight_launches=True)
+    assert both.causal.sum() > 0 and len(both.src) == len(plain.src) + both.causal.sum()
+    derived = both.without_causal_edges()
+    for field in ("src", "dst", "weight", "kind", "event"):
+        assert np.array_equal(getattr(derived, field), getattr(plain, field)), field
+    assert longest_path(derived).length_us == longest_path(plain).length_us
 
 
 # A host sync without cuda_sync events (the release is found on the GPU timeline):
