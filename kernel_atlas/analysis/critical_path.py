@@ -196,7 +196,10 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
     p_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
     p_ts = np.concatenate([ts, end])
     key = np.concatenate([pos, pos + size - 1])
-    order = np.lexsort((np.concatenate([np.zeros(n, np.int64), -depth]), ~p_start, key))
+    # by key, then starts before ends, then deeper ends first: one sort of one combined number
+    span = int(depth.max()) + 1
+    deeper_first = np.concatenate([np.full(n, span - 1, np.int64), span - 1 - depth])
+    order = np.argsort(key * (2 * span) + ~p_start * span + deeper_first, kind="stable")
     p_ev, p_start, p_ts = p_ev[order], p_start[order], p_ts[order]
     tie = np.empty(2 * n, np.int64)
     tie[2 * p_ev + ~p_start] = np.arange(2 * n)
@@ -301,7 +304,7 @@ def build_graph(
     in_window = (ts >= start) & (ts <= stop)
     is_node = is_range & in_window
     host_events = host_events.assign(node_parent=_node_parents(host_events, is_node))
-    host = host_events[is_node].copy()
+    host = host_events.take(np.flatnonzero(is_node))  # a new frame (a mask then .copy() copies twice)
     row_to_event = np.full(len(host_events) + 1, -1, np.int64)
     row_to_event[np.flatnonzero(is_node)] = np.arange(len(host))
     host["node_parent"] = row_to_event[host["node_parent"].to_numpy()]
@@ -358,7 +361,7 @@ def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: flo
     launch_ts = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
     ts = kernels["ts_us"].to_numpy(np.float64)
     when = np.where(np.isnan(launch_ts), ts, launch_ts)
-    gpu = kernels[(when >= start) & (when <= stop)].copy()
+    gpu = kernels.take(np.flatnonzero((when >= start) & (when <= stop)))
     gpu["end_us"] = gpu["ts_us"] + gpu["dur_us"]
     gpu["device"] = gpu["device"].fillna(-1).astype(np.int64) if "device" in gpu else -1
     gpu["stream"] = gpu["stream"].fillna(-1).astype(np.int64)

@@ -36,17 +36,22 @@ def analyse_output(
     collectives: pd.DataFrame | None = None,
     convention: str = "exact",
     last_step_start: dict[int, float | None] | None = None,
+    loaded: dict[int, pd.DataFrame] | None = None,
 ) -> CriticalPathResult:
     """The critical path of an ingest output: of its one rank; of several ranks joined at their
     matched collectives (`collectives`, at most MAX_JOINT_RANKS); else of each rank alone, the
     longest reported. `per_rank` gives every rank's own path length. `convention="hta"` reads
     the trace as HTA does (`critical_hta.like_hta`; `last_step_start`: per rank, where HTA's
-    loader cuts the trace, from summary.json); where optimisation pays stays exact."""
+    loader cuts the trace, from summary.json); where optimisation pays stays exact. `loaded`: the
+    kernel rows of ranks already in memory (the report's own, with its cost columns), not read again."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
     exact = convention == "exact"
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
     for rank in ranks:
-        kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
+        if loaded and rank in loaded:
+            kernels = loaded[rank]
+        else:
+            kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
         if joint:
             p2p.append(p2p_rows(kernels, rank))
         host = load_host_events(out_dir, rank)

@@ -175,7 +175,9 @@ def _build_report(
     matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
     convention = "hta" if like_hta else "exact"
     steps_cut = last_step_starts(summary)  # where HTA's loader cuts each rank (its convention only)
-    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched, convention, steps_cut)
+    # one rank: its kernel rows are in memory already (analyse_ranks keeps them)
+    loaded = {ranks[0]: analysis.kernels} if len(ranks) == 1 else None
+    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched, convention, steps_cut, loaded)
     analysis.facts["critical_path"] = critical.facts
     files["critical_path"] = write_table(critical.segments, out_dir / "critical_path.parquet", output.run_id)
     # after the critical path: findings rank by its end-to-end savings where it has them
