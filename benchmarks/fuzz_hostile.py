@@ -39,7 +39,7 @@ def main() -> int:
 
     from hypothesis import HealthCheck, given, seed, settings
 
-    from tests import fuzz
+    from tests.support import fuzz
 
     work = Path(tempfile.mkdtemp(prefix="atlas-fuzz-"))
     runner = fuzz.Runner(work)
