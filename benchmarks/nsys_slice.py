@@ -57,5 +57,6 @@ def main(source: str, target: str, start: int, end: int) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 5 or not (sys.argv[3].isdigit() and sys.argv[4].isdigit()):
-        sys.exit(__doc__)
+        print(__doc__)
+        sys.exit(0 if sys.argv[1:] in (["--help"], ["-h"]) else 2)
     main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
