@@ -23,7 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import breakdown_pct, build_graph, longest_path, segments
+from kernel_atlas.analysis.critical_path import build_graph
+from kernel_atlas.analysis.critical_segments import breakdown_pct, segments
+from kernel_atlas.analysis.longest_path import longest_path
 from kernel_atlas.analysis.whatif import parse_speedup, whatif_weights
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.host_events import load_host_events

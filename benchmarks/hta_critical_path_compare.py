@@ -29,7 +29,9 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from kernel_atlas.analysis.critical_path import BUCKETS, CONVENTIONS, breakdown_pct, build_graph, longest_path, segments
+from kernel_atlas.analysis.critical_path import BUCKETS, CONVENTIONS, build_graph
+from kernel_atlas.analysis.critical_segments import breakdown_pct, segments
+from kernel_atlas.analysis.longest_path import longest_path
 from kernel_atlas.analysis.waits import last_step_starts
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import write_outputs

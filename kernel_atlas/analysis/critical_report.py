@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import breakdown_pct, build_graph, longest_path, segments, top_entries
+from kernel_atlas.analysis.critical_path import build_graph
 from kernel_atlas.analysis.critical_ranks import (
     MAX_JOINT_NODES,
     MAX_JOINT_RANKS,
@@ -17,6 +17,8 @@ from kernel_atlas.analysis.critical_ranks import (
     p2p_instances,
     p2p_rows,
 )
+from kernel_atlas.analysis.critical_segments import breakdown_pct, segments, top_entries
+from kernel_atlas.analysis.longest_path import longest_path
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import load_kernels

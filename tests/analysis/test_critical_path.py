@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 
 from kernel_atlas.analysis import whatif
-from kernel_atlas.analysis.critical_path import breakdown_pct, build_graph, longest_path, parse_window, segments
+from kernel_atlas.analysis.critical_path import build_graph, parse_window
+from kernel_atlas.analysis.critical_segments import breakdown_pct, segments
+from kernel_atlas.analysis.longest_path import longest_path
 from kernel_atlas.analysis.whatif import parse_speedup, what_if, where_optimisation_pays
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import write_outputs

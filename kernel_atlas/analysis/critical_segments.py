@@ -1,0 +1,126 @@
+"""The critical path as a table: one row per path edge that carries time — what it is, when, how
+long, what it is attributed to (kernel, op, category, module, host frame) and its HTA bound
+bucket — with the share per bucket and the largest contributors per level.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kernel_atlas.analysis.critical_path import BUCKETS, DATA_LOADING, GAP, KIND_NAMES, LAUNCH, Graph
+from kernel_atlas.analysis.longest_path import Path
+from kernel_atlas.analysis.views import name_mask
+
+SEGMENT_COLUMNS = ("seq", "kind", "bound", "start_us", "dur_us", "name", "op", "kernel", "category", "module")
+SEGMENT_COLUMNS += ("frame", "rank", "stream", "thread", "event_ts_us")
+
+
+def _pick(values: pd.Series | None, rows: np.ndarray, mask: np.ndarray) -> pd.Categorical:
+    """`values[rows]` where `mask`, missing elsewhere, as a categorical (codes only are moved)."""
+    if values is None or len(values) == 0:
+        return pd.Categorical.from_codes(np.full(len(rows), -1), categories=pd.Index([], dtype=object))
+    cat = values.array if isinstance(values.dtype, pd.CategoricalDtype) else pd.Categorical(values.iloc[rows[mask]])
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = np.where(mask, cat.codes[rows], -1)
+    else:
+        codes = np.full(len(rows), -1, np.int64)
+        codes[mask] = cat.codes
+    return pd.Categorical.from_codes(codes, categories=cat.categories.astype(object))
+
+
+def _either(mask: np.ndarray, a: pd.Categorical, b: pd.Categorical) -> pd.Categorical:
+    """`a` where `mask`, else `b`."""
+    cats = pd.Index(a.categories.append(b.categories).unique(), dtype=object)
+    ca, cb = cats.get_indexer(a.categories), cats.get_indexer(b.categories)
+    codes = np.where(mask, np.where(a.codes >= 0, ca[np.maximum(a.codes, 0)] if len(ca) else -1, -1), -1)
+    codes = np.where(mask, codes, np.where(b.codes >= 0, cb[np.maximum(b.codes, 0)] if len(cb) else -1, -1))
+    return pd.Categorical.from_codes(codes, categories=cats)
+
+
+def _const(mask: np.ndarray, text: str) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.where(mask, 0, -1), categories=pd.Index([text], dtype=object))
+
+
+def segments(graph: Graph, path: Path, rank: int = 0, weight: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per path edge that carries time: what it is, when, how long, and what it is
+    attributed to (kernel, op, category, module, host frame)."""
+    w = graph.weight if weight is None else weight
+    edges = path.edges[w[path.edges] > 0] if len(path.edges) else path.edges
+    kind = graph.kind[edges]
+    ev = graph.event[edges]
+    n_host = graph.n_host
+    is_gpu = ev >= n_host
+    is_host = (ev >= 0) & ~is_gpu
+    gi = np.where(is_gpu, ev - n_host, 0)
+    hi = np.where(is_host, ev, 0)
+    gpu, host = graph.gpu, graph.host
+
+    def gcol(name: str) -> pd.Categorical:
+        return _pick(gpu.get(name), gi, is_gpu)
+
+    host_name = _pick(host["name"] if len(host) else None, hi, is_host)
+    loading = is_host & name_mask(host["name"], DATA_LOADING.search)[hi] if len(host) else np.zeros(len(ev), bool)
+    category = gcol("category")
+    communication = is_gpu & (np.asarray(category.astype(object)) == "communication")
+    bound = np.select(
+        [kind == LAUNCH, kind == GAP, communication, is_gpu, loading],
+        [4, 3, 2, 1, 5],
+        0,
+    )
+    ranks = np.full(len(edges), rank, np.int64)
+    if "rank" in host and len(gpu):  # a joint graph of several ranks (critical_ranks.join_ranks)
+        host_rank = host["rank"].to_numpy()[hi] if len(host) else rank
+        ranks = np.where(is_gpu, gpu["rank"].to_numpy()[gi], host_rank)
+    thread = host["thread"].to_numpy()[hi] if len(host) else np.zeros(len(edges), np.int64)
+    stream = gpu["stream"].to_numpy()[gi] if len(gpu) else np.zeros(len(edges), np.int64)
+    kernel = gcol("name")
+    host_ts = host["ts_us"].to_numpy()[hi] if len(host) else np.zeros(len(edges))
+    gpu_ts = gpu["ts_us"].to_numpy()[gi] if len(gpu) else np.zeros(len(edges))
+    event_ts = np.where(is_gpu, gpu_ts, np.where(is_host, host_ts, np.nan))
+    return pd.DataFrame(
+        {
+            "seq": np.arange(len(edges)),
+            "kind": pd.Categorical.from_codes(kind, categories=list(KIND_NAMES)),
+            "bound": pd.Categorical.from_codes(bound, categories=list(BUCKETS)),
+            "start_us": graph.node_ts[graph.src[edges]],
+            "dur_us": w[edges],
+            "name": _either(is_gpu, kernel, host_name),
+            "op": _either(is_gpu, gcol("op_mapping"), host_name),
+            "kernel": kernel,
+            "category": _either(
+                is_gpu, category, _either(loading, _const(loading, "data loading"), _const(~is_gpu, "host"))
+            ),
+            "module": gcol("module"),
+            "frame": _either(is_gpu, gcol("launcher"), host_name),
+            "rank": ranks,
+            "stream": pd.Series(np.where(is_gpu, stream, 0), dtype="Int64").where(is_gpu),
+            "thread": pd.Series(np.where(is_host, thread, 0), dtype="Int64").where(is_host),
+            "event_ts_us": event_ts,
+        }
+    )
+
+
+def breakdown_pct(segs: pd.DataFrame) -> dict[str, float]:
+    """Share of the path's length per HTA bound bucket (every bucket present, summing to 100)."""
+    total = float(segs["dur_us"].sum())
+    by = segs.groupby("bound", observed=True)["dur_us"].sum()
+    return {b: (round(100.0 * float(by.get(b, 0.0)) / total, 2) if total > 0 else 0.0) for b in BUCKETS}
+
+
+def top_entries(segs: pd.DataFrame, by: str, n: int = 10) -> list[dict[str, Any]]:
+    """The largest contributors to the path at one level (`op`, `kernel`, `category`, …)."""
+    total = float(segs["dur_us"].sum())
+    rows = segs[segs[by].notna()]
+    grouped = rows.groupby(by, observed=True)["dur_us"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    return [
+        {
+            by: str(k),
+            "path_us": round(float(r["sum"]), 3),
+            "segments": int(r["count"]),
+            "pct": round(100.0 * float(r["sum"]) / total, 2) if total else 0.0,
+        }
+        for k, r in grouped.head(n).iterrows()
+    ]

@@ -1,0 +1,196 @@
+"""The longest path through a critical-path graph (`critical_path.Graph`): the heaviest path,
+found by relaxing the graph's chains, contracted to one edge each, in time order — one pass
+when no edge goes back in time. What every solve of one graph shares is worked out once and
+kept with the graph, so a what-if re-solves it with new weights at the cost of the pass alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernel_atlas.analysis.critical_path import Graph
+
+
+@dataclass
+class Path:
+    length_us: float
+    edges: np.ndarray  # edge indices on the path, in time order
+
+
+def _node_order(graph: Graph) -> np.ndarray:
+    """Each node's position in time order; at equal times GPU ends first, then host points in
+    call-stack order, then GPU starts — the order of every edge but rare clock disagreements."""
+    n = graph.n_nodes
+    cls = np.ones(n, np.int8)
+    gpu_nodes = np.arange(2 * graph.n_host, n)
+    cls[gpu_nodes] = np.where(gpu_nodes % 2 == 1, 0, 2)
+    tie = graph.node_tie if graph.node_tie is not None else np.zeros(n, np.int64)
+    position = np.empty(n, np.int64)
+    position[np.lexsort((tie, cls, graph.node_ts))] = np.arange(n)
+    return position
+
+
+@dataclass
+class _Runs:
+    """The graph with its chains contracted: a node with one edge in and one out is passed
+    through, so each run of such edges becomes one edge (most of the graph: the calls of a thread
+    between launches, the kernels of a stream)."""
+
+    run_of: np.ndarray  # per original edge, its run (index into heads; -1: on a cycle)
+    heads: np.ndarray  # first edge of each run
+    tail_dst: np.ndarray  # per run (aligned with heads), the node the run ends at
+    members: np.ndarray  # original edges grouped by run, in order along it
+    bounds: np.ndarray  # members[bounds[k]:bounds[k+1]] are run k's edges
+
+
+def _contract(graph: Graph) -> _Runs:
+    n, src, dst = graph.n_nodes, graph.src, graph.dst
+    e = len(src)
+    indeg, outdeg = np.bincount(dst, minlength=n), np.bincount(src, minlength=n)
+    through = (indeg == 1) & (outdeg == 1)
+    in_edge = np.full(n, -1, np.int64)
+    in_edge[dst] = np.arange(e)
+    prev = np.where(through[src], in_edge[src], -1)  # the one edge before, inside a run
+    root = np.where(prev < 0, np.arange(e), prev)  # pointer doubling: heads point at themselves
+    depth = (prev >= 0).astype(np.int64)
+    active = np.flatnonzero(prev >= 0)  # edges whose root is not yet their run's head
+    active = active[prev[root[active]] >= 0]
+    for _ in range(64):
+        if not len(active):
+            break
+        jump = root[active]
+        depth[active] += depth[jump]
+        root[active] = root[jump]
+        active = active[prev[root[active]] >= 0]
+    root = np.where(prev[root] < 0, root, -1)  # still inside a run: a cycle of pass-through nodes
+    heads = np.flatnonzero(prev < 0)
+    ends = np.flatnonzero(~through[dst] & (root >= 0))
+    tail_dst = np.full(e, -1, np.int64)
+    tail_dst[root[ends]] = dst[ends]
+    run_index = np.full(e, -1, np.int64)
+    run_index[heads] = np.arange(len(heads))
+    on = np.flatnonzero(root >= 0)
+    run_of = np.full(e, -1, np.int64)
+    run_of[on] = run_index[root[on]]
+    # members grouped by run, each at its depth along it (a head is at depth 0): no sort needed
+    bounds = np.zeros(len(heads) + 1, np.int64)
+    np.cumsum(np.bincount(run_of[on], minlength=len(heads)), out=bounds[1:])
+    members = np.empty(len(on), np.int64)
+    members[bounds[run_of[on]] + depth[on]] = on
+    return _Runs(run_of, heads, tail_dst[heads], members, bounds)
+
+
+@dataclass
+class _Solver:
+    """What every solve of one graph shares, worked out once: the contracted runs in the order
+    they are relaxed, their ends as compact node numbers (only nodes some run touches), each
+    original edge's run, and how many runs go back in time."""
+
+    runs: _Runs
+    order: np.ndarray  # runs in relaxation order (the time order of their ends)
+    src: list[int]  # per run in that order: compact start and end node
+    dst: list[int]
+    edge_rows: np.ndarray  # original edges on a run
+    edge_run: np.ndarray  # and the run (index into heads) each belongs to
+    n_compact: int
+    backward: int
+
+
+def _solver(graph: Graph) -> _Solver:
+    cached = getattr(graph, "_solver", None)
+    if cached is not None:
+        return cached
+    runs = _contract(graph)
+    edge_rows = np.flatnonzero(runs.run_of >= 0)
+    edge_run = runs.run_of[edge_rows]
+    c_src, c_dst = graph.src[runs.heads], runs.tail_dst
+    position = _node_order(graph)
+    order = np.argsort(position[c_dst], kind="stable")
+    backward = int(np.count_nonzero(position[c_src] >= position[c_dst]))
+    # compact numbers keep the nodes' order, so the first node of largest distance stays the first
+    nodes, compact = np.unique(np.concatenate([c_src[order], c_dst[order]]), return_inverse=True)
+    k = len(order)
+    solver = _Solver(runs, order, compact[:k].tolist(), compact[k:].tolist(), edge_rows, edge_run, len(nodes), backward)
+    graph._solver = solver  # type: ignore[attr-defined]
+    return solver
+
+
+def _relax(graph: Graph, w: np.ndarray, max_passes: int, with_pred: bool) -> tuple[list[float], list[int], _Solver]:
+    """The heaviest distance to every compact node over the contracted graph and, `with_pred`,
+    each node's incoming run (index into the solver's order, -1 none; see `longest_path`)."""
+    solver = _solver(graph)
+    weights = np.bincount(solver.edge_run, weights=w[solver.edge_rows], minlength=len(solver.runs.heads))
+    src, dst, ws = solver.src, solver.dst, weights[solver.order].tolist()
+    dist = [0.0] * solver.n_compact
+    pred = [-1] * solver.n_compact if with_pred else []
+    for _ in range(min(solver.backward, max_passes) + 1):
+        changed = False
+        if with_pred:
+            for i, (u, v, wi) in enumerate(zip(src, dst, ws, strict=True)):
+                d = dist[u] + wi
+                if d > dist[v]:
+                    dist[v] = d
+                    pred[v] = i
+                    changed = True
+        else:
+            for u, v, wi in zip(src, dst, ws, strict=True):
+                d = dist[u] + wi
+                if d > dist[v]:
+                    dist[v] = d
+                    changed = True
+        if not changed:
+            break
+    else:
+        if solver.backward:
+            note = f"{solver.backward} edges go back in time (clock disagreements); the path may be inexact"
+            if note not in graph.notes:
+                graph.notes.append(note)
+    return dist, pred, solver
+
+
+def solves_exactly(graph: Graph) -> bool:
+    """Whether one pass in time order solves the graph (no run goes back in time): then lowering
+    weights off a longest path cannot shorten it, and a what-if may skip that solve."""
+    return graph.n_nodes == 0 or len(graph.src) == 0 or _solver(graph).backward == 0
+
+
+def longest_path_length(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> float:
+    """`longest_path(graph, weight).length_us` without building the path (what-if savings need
+    only the length)."""
+    if graph.n_nodes == 0 or len(graph.src) == 0:
+        return 0.0
+    dist, _, _ = _relax(graph, graph.weight if weight is None else weight, max_passes, with_pred=False)
+    return float(max(dist, default=0.0))
+
+
+def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> Path:
+    """The heaviest path over the contracted graph: runs relaxed in the time order of their
+    heads' ends (one pass when every run goes forward in that order; one going back — clocks
+    that disagree — takes another pass, until nothing changes)."""
+    if graph.n_nodes == 0 or len(graph.src) == 0:
+        return Path(0.0, np.empty(0, np.int64))
+    dist, pred, solver = _relax(graph, graph.weight if weight is None else weight, max_passes, with_pred=True)
+    if not dist:
+        return Path(0.0, np.empty(0, np.int64))
+    dist_a = np.asarray(dist)
+    node = int(np.argmax(dist_a))
+    chosen, seen = [], set()
+    while pred[node] >= 0 and node not in seen:
+        seen.add(node)
+        i = pred[node]
+        chosen.append(int(solver.order[i]))
+        node = solver.src[i]
+    chosen.reverse()
+    return Path(float(dist_a.max()), _run_members(solver.runs, np.asarray(chosen, np.int64)))
+
+
+def _run_members(runs: _Runs, chosen: np.ndarray) -> np.ndarray:
+    """The original edges of runs `chosen`, run after run, each in order along it (one gather)."""
+    starts, ends = runs.bounds[chosen], runs.bounds[chosen + 1]
+    lengths = ends - starts
+    if not lengths.sum():
+        return np.empty(0, np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+    return runs.members[offsets + np.arange(int(lengths.sum()))].astype(np.int64, copy=False)
