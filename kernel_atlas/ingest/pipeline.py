@@ -180,7 +180,7 @@ def ingest_trace(
         memory.insert(0, "trace", trace_stem(path))
         memory_redacted = redact_frame(memory)
     roles = host_roles(cols.host)
-    host_events = {(trace_stem(path), rank): host_events_table(cols, linked)}
+    host_events = {(trace_stem(path), rank): host_events_table(cols, linked, release=True)}  # the last reader
     del cols
     report("classifying", 0.9)
     frame = label_frame(frame)
