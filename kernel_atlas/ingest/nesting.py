@@ -28,11 +28,14 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     if n == 0:
         return parent
     # Work relative to the first timestamp: absolute µs near 1.7e15 leave float64 a
-    # resolution of 0.25 µs, too coarse for the ns tolerance below.
+    # resolution of 0.25 µs, too coarse for the ns tolerance below. Each thread shifts its own
+    # ranges (`_thread_parents`): the same values, never a second copy of the whole trace's.
     origin = start.min()
-    start = start - origin
-    end = end - origin
-    order = _by_thread_start_longest_first(thread, start, end - start)
+    shifted = start - origin
+    length = end - origin
+    length -= shifted
+    order = _by_thread_start_longest_first(thread, shifted, length)
+    del shifted, length
     cuts = np.flatnonzero(np.diff(thread[order])) + 1
     bounds = np.concatenate(([0], cuts, [n]))
     groups = [order[lo:hi] for lo, hi in itertools.pairwise(bounds)]
@@ -40,26 +43,34 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     # run side by side. Each thread's parents are filled in as they come, not held for all.
     large = [g for g in groups if len(g) >= _PARALLEL_MIN]
     with ThreadPoolExecutor(max(1, min(len(large), os.cpu_count() or 1))) as pool:
-        for child, parent_of_child in pool.map(lambda idx: _thread_parents(idx, start, end), large):
+        for child, parent_of_child in pool.map(lambda idx: _thread_parents(idx, start, end, origin), large):
             parent[child] = parent_of_child
     for group in groups:
         if len(group) < _PARALLEL_MIN:
-            child, parent_of_child = _thread_parents(group, start, end)
+            child, parent_of_child = _thread_parents(group, start, end, origin)
             parent[child] = parent_of_child
     return parent
 
 
-def _thread_parents(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(ranges, their parents) of one thread's ranges `idx`, sorted by start, longest first.
+_CHUNK = 1 << 18  # ranges checked at a time for a parent that ends first
 
-    A thread may hold most of a trace's ranges (1.5M in a 500 MB trace): every temporary is
+
+def _thread_parents(
+    idx: np.ndarray, start: np.ndarray, end: np.ndarray, origin: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ranges, their parents) of one thread's ranges `idx`, sorted by start, longest first;
+    times relative to `origin`.
+
+    A thread may hold most of a trace's ranges (2M in a 500 MB trace): every temporary is
     dropped, or reused in place, as soon as it is done with."""
     eps = NEST_TOLERANCE_US
     n = len(idx)
     s = start[idx]
+    s -= origin
     # Zero-length ranges stay "open" for 2·eps so they never count as closed before a
     # range that starts at the same instant but sorts ahead of them.
     e = end[idx]
+    e -= origin
     np.maximum(e, s + 2 * eps, out=e)
     # in start order the ends are nearly sorted already: a merge sort (stable) finds runs
     e.sort(kind="stable")
@@ -71,11 +82,12 @@ def _thread_parents(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> tupl
     del closed
     np.maximum(depth, 0, out=depth)
     max_depth = int(depth.max(initial=0))
-    local_parent = np.full(n, -1, dtype=np.int64)
-    # depths are small: as int16 the stable sort is a radix sort
-    by_depth = np.argsort(depth.astype(np.int16) if max_depth < 1 << 15 else depth, kind="stable")
     level_starts = np.r_[0, np.cumsum(np.bincount(depth, minlength=max_depth + 1))]  # first of each depth
+    if max_depth < 1 << 15:  # depths are small: as int16 the stable sort is a radix sort
+        depth = depth.astype(np.int16)
+    by_depth = np.argsort(depth, kind="stable")
     del depth
+    local_parent = np.full(n, -1, dtype=np.int64)
     for d in range(1, max_depth + 1):
         here = by_depth[level_starts[d] : level_starts[d + 1]]
         above = by_depth[level_starts[d - 1] : level_starts[d]]
@@ -90,18 +102,25 @@ def _thread_parents(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> tupl
     # ends before the child does: climb until the parent really contains the child. Only a
     # range that climbed can need to climb again.
     child_end = end[idx]
-    bad = np.flatnonzero(local_parent >= 0)
+    child_end -= origin
+    bad = np.concatenate(
+        [_ends_first(np.arange(lo, min(lo + _CHUNK, n)), local_parent, child_end, eps) for lo in range(0, n, _CHUNK)]
+    )
     for _ in range(n):
-        bad = bad[local_parent[bad] >= 0]
-        parent_end = child_end[local_parent[bad]]
-        parent_end += eps
-        bad = bad[parent_end < child_end[bad]]
-        del parent_end
         if len(bad) == 0:
             break
         local_parent[bad] = local_parent[local_parent[bad]]
+        bad = _ends_first(bad, local_parent, child_end, eps)
     has = local_parent >= 0
     return idx[has], idx[local_parent[has]]
+
+
+def _ends_first(rows: np.ndarray, parent: np.ndarray, end: np.ndarray, eps: float) -> np.ndarray:
+    """The `rows` whose parent ends before they do."""
+    rows = rows[parent[rows] >= 0]
+    parent_end = end[parent[rows]]
+    parent_end += eps
+    return rows[parent_end < end[rows]]
 
 
 def _by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
