@@ -22,6 +22,7 @@ from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.efficiency import with_kernel_efficiency
 from kernel_atlas.ingest.events import LONG_STRINGS, MAX_TEXT, UNKNOWN_GPU
 from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
+from kernel_atlas.ingest.heap import release_free_memory
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table
 from kernel_atlas.ingest.infer import infer_shapes
@@ -163,6 +164,7 @@ def ingest_trace(
     event_count = cols.event_count
     report("linking", 0.8)
     linked = link(cols)
+    release_free_memory()  # linking's temporaries, of the host ranges' length
     complete_collectives(cols.gpu, cols.host, linked.cpu_op_id)  # before captures give graph kernels op ids
     exact = attach_graph_nodes(cols.host, linked, nsys_read.node_creation) if nsys_read else np.empty(0, np.int64)
     linked.graph_launch[exact] = False  # matched by graph node id: the capture alignment sees the rest
@@ -179,9 +181,11 @@ def ingest_trace(
         memory.insert(0, "rank", rank)
         memory.insert(0, "trace", trace_stem(path))
         memory_redacted = redact_frame(memory)
+        release_free_memory()
     roles = host_roles(cols.host)
     host_events = {(trace_stem(path), rank): host_events_table(cols, linked, release=True)}  # the last reader
     del cols
+    release_free_memory()  # the host table
     report("classifying", 0.9)
     frame = label_frame(frame)
     frame = with_kernel_efficiency(frame, trace.device_properties)
