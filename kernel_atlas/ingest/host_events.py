@@ -100,7 +100,10 @@ def host_events_table(cols: TraceColumns, linked: LinkedColumns, release: bool =
 def _rows(values: np.ndarray, kept: np.ndarray, tail: np.ndarray) -> np.ndarray:
     """`np.concatenate([values[kept], tail])` without the intermediate copy of `values[kept]`."""
     out = np.empty(len(kept) + len(tail), np.result_type(values, tail))
-    np.take(values, kept, out=out[: len(kept)])
+    if values.dtype == out.dtype:
+        np.take(values, kept, out=out[: len(kept)])
+    else:  # codes narrower than the column (int32 thread codes): `take` writes only its own type
+        out[: len(kept)] = values[kept]
     out[len(kept) :] = tail
     return out
 
