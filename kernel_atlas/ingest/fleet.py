@@ -276,6 +276,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         kernel_time = kernel_time_table(result.frame)
         host = next(iter(result.host_events.values()), None)
         result.facts = write_beside(result.memory, host, task.out, result.facts, task.stem, task.run_id)
+        result.host_events, result.memory, host = {}, None, None  # written: free before the kernels' file is made
         written = write_rank(result.frame, task.out, rank, task.stem, task.run_id)  # last: a failure leaves no file
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:

@@ -174,6 +174,7 @@ def ingest_trace(
     inferred = infer_shapes(cols.gpu, linked)
     frame = assemble(trace_stem(path), rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
+    release_free_memory()  # shape inference's and the kernels table's temporaries
     last_step = last_step_start(cols)
     memory, memory_redacted = None, 0
     if len(cols.memory):
