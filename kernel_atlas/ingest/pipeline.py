@@ -157,6 +157,7 @@ def ingest_trace(
     except BrokenProcessPool:
         discard_pool()
         raise AtlasError(path, "a decode worker process died (out of memory?)") from None
+    release_free_memory()  # the reader's buffers (decompressed text, the slices' columns as they arrived)
     warnings = _decoder_warnings(path, trace, cols.ignored)
     cols_ignored = cols.ignored
     detected = _rank_of(path, trace.distributed_info, warnings)
