@@ -222,6 +222,7 @@ def ingest_trace(
         "efficiency": overview(frame, roles),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
+    release_free_memory()  # labelling's and the efficiency columns' temporaries, before the tables are written
     facts["memory_events"] = 0 if memory is None else len(memory)
     if nsys_read is not None:
         nsys_facts = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}
