@@ -190,6 +190,7 @@ def ingest_trace(
     release_free_memory()  # the host table
     report("classifying", 0.9)
     frame = label_frame(frame)
+    release_free_memory()  # labelling's temporaries, before the efficiency columns'
     frame = with_kernel_efficiency(frame, trace.device_properties)
     frame, unusable = usable_rows(frame)
     warnings.extend(f"{path}: {warning}" for warning in unusable)
@@ -222,7 +223,7 @@ def ingest_trace(
         "efficiency": overview(frame, roles),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
-    release_free_memory()  # labelling's and the efficiency columns' temporaries, before the tables are written
+    release_free_memory()  # the efficiency columns' and the overview's temporaries, before the tables are written
     facts["memory_events"] = 0 if memory is None else len(memory)
     if nsys_read is not None:
         nsys_facts = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}
