@@ -97,18 +97,18 @@ class HostTable:
     """Host-side ranges (CPU ops, annotations, Python frames, runtime calls)."""
 
     family: np.ndarray  # int8, see CPU_OP/ANNOTATION/PYTHON/RUNTIME
-    name_code: np.ndarray  # int64 index into `names`
+    name_code: np.ndarray  # int32 index into `names` (the codes are int32 from the decoder, int64 from nsys.py)
     names: list[str]
-    thread: np.ndarray  # int64 code of (pid, tid)
+    thread: np.ndarray  # int32 code of (pid, tid)
     ts: np.ndarray
     end: np.ndarray
     correlation: np.ndarray  # int64 (-1 when none; runtime events only)
     external_id: np.ndarray  # int64 (-1 when none)
-    shape: np.ndarray  # int64 index into `shapes` (-1 none): what a CPU op recorded of its inputs
+    shape: np.ndarray  # int32 index into `shapes` (-1 none): what a CPU op recorded of its inputs
     shapes: list[Shape]  # distinct (input dims, types, strides, concrete inputs) as canonical JSON
-    params: np.ndarray  # int64 index into `param_sets` (-1 none): a CPU op's other recorded parameters
+    params: np.ndarray  # int32 index into `param_sets` (-1 none): a CPU op's other recorded parameters
     param_sets: list[OpParams]  # distinct collective parameters / Inductor tiles of CPU ops
-    launch_kernel: np.ndarray  # int64 index into `launch_kernels` (-1 none)
+    launch_kernel: np.ndarray  # int32 index into `launch_kernels` (-1 none)
     launch_kernels: list[str]  # kernel names (ROCm) launches record in `args.kernel`
     seq_nr: np.ndarray  # int64 autograd `Sequence number` of CPU ops (-1 none; ingest/autograd.py)
     fwd_tid: np.ndarray  # int64 autograd `Fwd thread id` of CPU ops (-1 none; 0 on forward ops)
@@ -284,15 +284,15 @@ class ColumnBuilder:
 
 _HOST_DTYPES = {
     "family": np.int8,
-    "name_code": np.int64,
-    "thread": np.int64,
+    "name_code": np.int32,
+    "thread": np.int32,
     "ts": np.float64,
     "end": np.float64,
     "correlation": np.int64,
     "external_id": np.int64,
-    "shape": np.int64,
-    "params": np.int64,
-    "launch_kernel": np.int64,
+    "shape": np.int32,
+    "params": np.int32,
+    "launch_kernel": np.int32,
     "seq_nr": np.int64,
     "fwd_tid": np.int64,
 }

@@ -242,48 +242,80 @@ def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, flo
     utilization (merged kernel time / window), est. SM efficiency (Σ min(Σ running kernels'
     blocks per SM, 1) × time / window), est. achieved occupancy (mean of the kernels'
     occupancy weighted by their time in the window), tensor-core share of kernel time."""
-    window = hi - lo
-    if window <= 0 or kernels.empty:
+    if hi - lo <= 0 or kernels.empty:
         return dict.fromkeys(METRICS)
-    start = kernels["ts_us"].to_numpy(np.float64)
-    end = start + kernels["dur_us"].to_numpy(np.float64)
-    inside = clipped_length(start, end, lo, hi)
-    busy_start, busy_end = merge(start, end)
-    busy = float(clipped_length(busy_start, busy_end, lo, hi).sum())
-    recorded_bps = kernels["recorded_blocks_per_sm"].to_numpy(np.float64, na_value=np.nan)
-    bps = np.where(recorded_bps > 0, recorded_bps, kernels["blocks_per_sm"].to_numpy(np.float64, na_value=np.nan))
-    occupancy = kernels["est_occupancy_pct"].to_numpy(np.float64, na_value=np.nan)
-    weighted = ~np.isnan(occupancy) & (occupancy >= 0) & (inside > 0)
-    tensor = kernels["tensor_core"].to_numpy(dtype=bool, na_value=False)
-    kernel_time = float(inside.sum())
-    # kernels without a grid (graph replays on ROCm, say) would count as 0 blocks: the estimate is
-    # shown only where the grids of most of the kernel time are known
-    known = float(inside[bps > 0].sum()) / kernel_time if kernel_time > 0 else 0.0
-    return {
-        "gpu_utilization_pct": 100.0 * busy / window,
-        "sm_efficiency_pct": 100.0 * _sm_busy(start, end, bps, lo, hi) / window if known >= MIN_KNOWN else None,
-        "achieved_occupancy_pct": float(np.average(occupancy[weighted], weights=inside[weighted]))
-        if weighted.any()
-        else None,
-        "tensor_core_time_pct": 100.0 * float(inside[tensor].sum()) / kernel_time if kernel_time > 0 else None,
-    }
+    return DeviceKernels.of(kernels).metrics(lo, hi)
 
 
 MIN_KNOWN = 0.5  # share of kernel time with a known grid below which no SM efficiency is estimated
 METRICS = ("gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct", "tensor_core_time_pct")
 
 
-def _sm_busy(start: np.ndarray, end: np.ndarray, bps: np.ndarray, lo: float, hi: float) -> float:
-    """∫ min(Σ blocks per SM of the kernels running at t, 1) dt over [lo, hi] (kernels without a
-    positive value left out, as the plugin does)."""
-    ok = bps > 0
-    times = np.concatenate([start[ok], end[ok]])
-    steps = np.concatenate([bps[ok], -bps[ok]])
-    ends = np.r_[np.zeros(ok.sum()), np.ones(ok.sum())]  # a start before an end at the same time
-    order = np.lexsort((ends, times))
-    times, level = times[order], np.cumsum(steps[order])
-    value = np.minimum(np.where(level > 1e-9, level, 0.0), 1.0)[:-1]
-    return float((value * clipped_length(times[:-1], times[1:], lo, hi)).sum())
+@dataclass
+class DeviceKernels:
+    """One device's kernels as `device_metrics` reads them, with what does not depend on the
+    window (the merged busy ranges, the blocks-per-SM level over time) worked out once: a
+    trace's steps each ask for their own window."""
+
+    start: np.ndarray
+    end: np.ndarray
+    bps: np.ndarray  # blocks per SM: recorded where positive, else estimated
+    occupancy: np.ndarray
+    tensor: np.ndarray
+    busy: tuple[np.ndarray, np.ndarray]  # merged (start, end)
+    level_times: np.ndarray  # the times the blocks-per-SM level changes, sorted
+    level: np.ndarray  # min(level, 1) between consecutive `level_times`
+
+    @classmethod
+    def of(cls, kernels: pd.DataFrame) -> DeviceKernels:
+        start = kernels["ts_us"].to_numpy(np.float64)
+        end = start + kernels["dur_us"].to_numpy(np.float64)
+        recorded_bps = kernels["recorded_blocks_per_sm"].to_numpy(np.float64, na_value=np.nan)
+        bps = np.where(recorded_bps > 0, recorded_bps, kernels["blocks_per_sm"].to_numpy(np.float64, na_value=np.nan))
+        # ∫ min(Σ blocks per SM of the kernels running at t, 1) dt: kernels without a positive value
+        # left out, as the plugin does
+        ok = bps > 0
+        times = np.concatenate([start[ok], end[ok]])
+        steps = np.concatenate([bps[ok], -bps[ok]])
+        ends = np.r_[np.zeros(ok.sum()), np.ones(ok.sum())]  # a start before an end at the same time
+        order = np.lexsort((ends, times))
+        times, level = times[order], np.cumsum(steps[order])
+        return cls(
+            start=start,
+            end=end,
+            bps=bps,
+            occupancy=kernels["est_occupancy_pct"].to_numpy(np.float64, na_value=np.nan),
+            tensor=kernels["tensor_core"].to_numpy(dtype=bool, na_value=False),
+            busy=merge(start, end),
+            level_times=times,
+            level=np.minimum(np.where(level > 1e-9, level, 0.0), 1.0)[:-1],
+        )
+
+    def metrics(self, lo: float, hi: float) -> dict[str, float | None]:
+        """`device_metrics` over [lo, hi]."""
+        window = hi - lo
+        if window <= 0 or not len(self.start):
+            return dict.fromkeys(METRICS)
+        inside = clipped_length(self.start, self.end, lo, hi)
+        busy = float(clipped_length(*self.busy, lo, hi).sum())
+        occupancy = self.occupancy
+        weighted = ~np.isnan(occupancy) & (occupancy >= 0) & (inside > 0)
+        kernel_time = float(inside.sum())
+        # kernels without a grid (graph replays on ROCm, say) would count as 0 blocks: the estimate is
+        # shown only where the grids of most of the kernel time are known
+        known = float(inside[self.bps > 0].sum()) / kernel_time if kernel_time > 0 else 0.0
+        return {
+            "gpu_utilization_pct": 100.0 * busy / window,
+            "sm_efficiency_pct": 100.0 * self._sm_busy(lo, hi) / window if known >= MIN_KNOWN else None,
+            "achieved_occupancy_pct": float(np.average(occupancy[weighted], weights=inside[weighted]))
+            if weighted.any()
+            else None,
+            "tensor_core_time_pct": 100.0 * float(inside[self.tensor].sum()) / kernel_time if kernel_time > 0 else None,
+        }
+
+    def _sm_busy(self, lo: float, hi: float) -> float:
+        times = self.level_times
+        return float((self.level * clipped_length(times[:-1], times[1:], lo, hi)).sum())
 
 
 # --- the roofline table's efficiency columns ----------------------------------------------------

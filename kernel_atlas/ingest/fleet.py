@@ -28,6 +28,7 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.safe_files import is_writable_folder, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
+from kernel_atlas.ingest.heap import release_free_memory
 from kernel_atlas.ingest.host_events import write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
@@ -276,6 +277,8 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         kernel_time = kernel_time_table(result.frame)
         host = next(iter(result.host_events.values()), None)
         result.facts = write_beside(result.memory, host, task.out, result.facts, task.stem, task.run_id)
+        result.host_events, result.memory, host = {}, None, None  # written: free before the kernels' file is made
+        release_free_memory()
         written = write_rank(result.frame, task.out, rank, task.stem, task.run_id)  # last: a failure leaves no file
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:

@@ -23,7 +23,7 @@ import pandas as pd
 import pyarrow as pa
 
 from kernel_atlas.core.redact import redact_frame
-from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, TraceColumns
+from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, TraceColumns
 from kernel_atlas.ingest.events import SYNC_KINDS
 from kernel_atlas.ingest.link import LinkedColumns
 from kernel_atlas.ingest.nesting import first_matching
@@ -42,40 +42,92 @@ def _kept_parents(family: np.ndarray, parent: np.ndarray, kept: np.ndarray) -> n
     return first_matching(start, parent, keep)
 
 
-def host_events_table(cols: TraceColumns, linked: LinkedColumns) -> pd.DataFrame:
-    """The table described in the module docstring, host rows in trace order, then sync rows."""
+def host_events_table(cols: TraceColumns, linked: LinkedColumns, release: bool = False) -> pd.DataFrame:
+    """The table described in the module docstring, host rows in trace order, then sync rows.
+
+    With `release`, the caller is done with `cols.host`: each of its columns is dropped once
+    copied (or at once when not needed here), so that the host table and this one, both of a
+    trace's size, are never held whole together."""
     host = cols.host
     family = host.family
+    if release:
+        _release(host, "external_id", "shape", "params", "launch_kernel", "seq_nr", "fwd_tid")
     kept = np.flatnonzero(np.isin(family, list(_KIND_OF_FAMILY)) & (host.end > host.ts))
     parents = _kept_parents(family, linked.host_parent, kept)
     row_of = np.full(len(family) + 1, -1, np.int64)
     row_of[kept] = np.arange(len(kept))
     parent_rows = row_of[parents]  # -1 → the extra slot, -1
-    host_kind = np.select([family[kept] == f for f in _KIND_OF_FAMILY], list(_KIND_OF_FAMILY.values()), -1)
+    del parents, row_of
+    kind_of = np.full(max(_KIND_OF_FAMILY) + 1, -1, np.int64)
+    kind_of[list(_KIND_OF_FAMILY)] = list(_KIND_OF_FAMILY.values())
+    host_kind = kind_of[family[kept]]
+    del family
     syncs = cols.gpu_syncs
     n_sync = len(syncs)
-    names = np.asarray(host.names, dtype=object)
-    sync_names = np.asarray(SYNC_KINDS, dtype=object)
-    none = np.full(len(kept), -1, np.int64)
-    frame = pd.DataFrame(
-        {
-            "kind": pd.Categorical.from_codes(np.concatenate([host_kind, np.full(n_sync, 3)]), categories=list(KINDS)),
-            "name": pd.Categorical(
-                np.concatenate([names[host.name_code[kept]], sync_names[syncs[:, 0].astype(np.int64)]])
-            ),
-            "thread": np.concatenate([host.thread[kept], np.full(n_sync, -1, np.int64)]),
-            "ts_us": np.concatenate([host.ts[kept], syncs[:, 3]]),
-            "end_us": np.concatenate([host.end[kept], syncs[:, 4]]),
-            "correlation": np.concatenate([host.correlation[kept], syncs[:, 5].astype(np.int64)]),
-            "parent": np.concatenate([parent_rows, np.full(n_sync, -1, np.int64)]),
-            "device": np.concatenate([none, syncs[:, 1].astype(np.int64)]),
-            "stream": np.concatenate([none, syncs[:, 2].astype(np.int64)]),
-            "wait_stream": np.concatenate([none, syncs[:, 6].astype(np.int64)]),
-            "wait_correlation": np.concatenate([none, syncs[:, 7].astype(np.int64)]),
-        }
-    )
+
+    def column(name: str, sync_column: int, dtype: type = np.int64) -> np.ndarray:
+        out = _rows(getattr(host, name), kept, syncs[:, sync_column].astype(dtype))
+        if release:
+            _release(host, name)
+        return out
+
+    def sync_only(sync_column: int) -> np.ndarray:
+        out = np.full(len(kept) + n_sync, -1, np.int64)
+        out[len(kept) :] = syncs[:, sync_column]
+        return out
+
+    columns = {
+        "kind": pd.Categorical.from_codes(np.concatenate([host_kind, np.full(n_sync, 3)]), categories=list(KINDS)),
+        "name": _names(host.names, host.name_code[kept], syncs[:, 0].astype(np.int64)),
+        "thread": _rows(host.thread, kept, np.full(n_sync, -1, np.int64)),
+        "ts_us": column("ts", 3, np.float64),
+        "end_us": column("end", 4, np.float64),
+        "correlation": column("correlation", 5),
+        "parent": np.concatenate([parent_rows, np.full(n_sync, -1, np.int64)]),
+        "device": sync_only(1),
+        "stream": sync_only(2),
+        "wait_stream": sync_only(6),
+        "wait_correlation": sync_only(7),
+    }
+    if release:
+        _release(host, "family", "name_code", "thread")
+    # a column each, not one block that copies them all (a trace's ~1.5M host rows: ~120 MB)
+    frame = pd.DataFrame(columns, copy=False)
     redact_frame(frame)
     return frame
+
+
+def _rows(values: np.ndarray, kept: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    """`np.concatenate([values[kept], tail])` without the intermediate copy of `values[kept]`."""
+    out = np.empty(len(kept) + len(tail), np.result_type(values, tail))
+    if values.dtype == out.dtype:
+        np.take(values, kept, out=out[: len(kept)])
+    else:  # codes narrower than the column (int32 thread codes): `take` writes only its own type
+        out[: len(kept)] = values[kept]
+    out[len(kept) :] = tail
+    return out
+
+
+def _release(host: HostTable, *names: str) -> None:
+    """Drop these columns of a host table nothing reads any more (empty arrays in their place)."""
+    for name in names:
+        setattr(host, name, np.empty(0, getattr(host, name).dtype))
+
+
+def _names(names: list[str], host_codes: np.ndarray, sync_codes: np.ndarray) -> pd.Categorical:
+    """The `name` column: host rows' names (codes into `names`), then sync rows' kinds, as a
+    categorical of the distinct texts used, sorted (as `pd.Categorical` of the texts orders them),
+    built from the codes rather than from a Python string per row."""
+    texts = [*names, *SYNC_KINDS]
+    codes = np.concatenate([host_codes, len(names) + sync_codes])
+    if not len(codes):
+        return pd.Categorical(np.empty(0, dtype=object))
+    used = np.unique(codes)
+    distinct = sorted({texts[i] for i in used.tolist()})
+    position = {text: i for i, text in enumerate(distinct)}
+    remap = np.full(len(texts), -1, np.int64)
+    remap[used] = [position[texts[i]] for i in used.tolist()]
+    return pd.Categorical.from_codes(remap[codes], categories=pd.Index(distinct))
 
 
 def host_events_file(rank: int, stem: str) -> str:

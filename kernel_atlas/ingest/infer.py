@@ -21,6 +21,10 @@ before the window agrees with its place (grid and block where recorded, the kern
 after it on the stream) (`link = "inferred: same kernel, its
 stream's repeating sequence"`: a training loop's step issued its kernels in the same order before
 the window opened).
+
+Every text column is handled as its categorical's codes (-1: missing) — a categorical's categories
+are distinct, so equal codes are equal texts — and turned back into text only for the kernels that
+borrow: a trace's ~200k linked kernels as Python or Arrow strings cost hundreds of MB.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.columns import GpuTable, as_list, set_rows
+from kernel_atlas.ingest.columns import GpuTable, set_rows
 from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions, unlinked_counts
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
@@ -67,11 +71,10 @@ class InferredFacts:
 def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     """Borrow launcher and shapes for kernels without a launch (in place on `linked`)."""
     facts = InferredFacts()
-    reasons = np.asarray(linked.link, dtype=object)
-    kernel = gpu.kind == "kernel"
+    kernel = np.asarray(gpu.kind == "kernel")
     geometry = (np.asarray(gpu.grid.codes) >= 0) & (np.asarray(gpu.block.codes) >= 0)
     launched = np.asarray(linked.launcher.codes) >= 0
-    missing = np.flatnonzero(kernel & (reasons == UNLINKED_NO_LAUNCH))
+    missing = np.flatnonzero(kernel & np.asarray(linked.link == UNLINKED_NO_LAUNCH))
     if len(missing) == 0:
         return facts
     targets = missing[geometry[missing]]
@@ -79,38 +82,30 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     sources = np.flatnonzero(kernel & launched & geometry)
 
     def table(rows: np.ndarray) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "row": rows,
-                "name": as_list(gpu.name, rows),
-                "grid": as_list(gpu.grid, rows),
-                "block": as_list(gpu.block, rows),
-            }
-        )
+        return pd.DataFrame({"row": rows, **{key: _codes(getattr(gpu, key), rows) for key in _KEY}})
 
     found = table(sources)
     pos, size = call_positions(linked.cpu_op_id[sources], gpu.ts[sources])
     for column in [*_SIGNATURE[:6], *_STACK]:
-        found[column] = as_list(getattr(linked, column), sources)
+        found[column] = _codes(getattr(linked, column), sources)
     found["pos"], found["size"] = pos, size
-    found = found.astype({c: object for c in [*_SIGNATURE[:6], *_STACK]})
-    grouped = found.groupby(_KEY, sort=False, dropna=False)
-    signatures = grouped[_SIGNATURE].nunique(dropna=False).max(axis=1)
-    stacks = grouped[_STACK].nunique(dropna=False).max(axis=1)
+    found["has_dims"] = found["input_dims"].to_numpy() >= 0
+    grouped = found.groupby(_KEY, sort=False)
+    signatures = grouped[_SIGNATURE].nunique().max(axis=1)
+    stacks = grouped[_STACK].nunique().max(axis=1)
     first = grouped.first().reindex(signatures.index)
     first = first.assign(
         signatures=signatures,
         unique_stack=stacks == 1,
-        has_shapes=grouped["input_dims"].count() == grouped.size(),
-    )
+        has_shapes=grouped["has_dims"].all(),
+    ).drop(columns="has_dims")
     prev, nxt = _neighbours(gpu)
     found["prev"], found["next"] = prev[sources], nxt[sources]
     guessed = _geometry_of_name(table(unknown).assign(prev=prev[unknown], next=nxt[unknown]), found)
     if len(guessed) < len(unknown):
         facts.not_inferred[WHY_NO_GEOMETRY] = len(unknown) - len(guessed)
     wanted = pd.concat([table(targets), guessed], ignore_index=True)
-    sourced = first.reset_index().astype({key: object for key in _KEY})  # keys of no source: float
-    wanted = wanted.astype({key: object for key in _KEY}).merge(sourced, on=_KEY, how="left", suffixes=("", "_source"))
+    wanted = wanted.merge(first.reset_index(), on=_KEY, how="left", suffixes=("", "_source"))
     no_source = wanted["signatures"].isna()
     several = ~no_source & (wanted["signatures"] > 1)
     no_shapes = ~no_source & ~several & ~wanted["has_shapes"].astype(bool)
@@ -147,7 +142,7 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         for column in [*_SIGNATURE[:6], *(_STACK if record.unique_stack else ())]:
             rows, values = borrowed[column]
             rows.append(row)
-            values.append(_text(getattr(record, column)))
+            values.append(_text(getattr(linked, column), getattr(record, column)))
         linked.shapes_inferred[row] = True
         linked.cpu_op_id[row] = call_ids[leader]
         facts.kernels += 1
@@ -196,13 +191,13 @@ def _by_neighbours(several: pd.DataFrame, found: pd.DataFrame, prev: np.ndarray,
     ]
     if occurrences.empty:
         return several.iloc[:0]
-    grouped = occurrences.drop(columns="row").groupby(keys, sort=False, dropna=False)
-    unique = grouped[_SIGNATURE].nunique(dropna=False).max(axis=1) == 1
-    first = grouped.first()[unique]
+    grouped = occurrences.drop(columns="row").groupby(keys, sort=False)
+    unique = grouped[_SIGNATURE].nunique().max(axis=1) == 1
+    first = grouped.first()[unique].drop(columns="has_dims")
     first = first.assign(
         signatures=1,
-        unique_stack=(grouped[_STACK].nunique(dropna=False).max(axis=1) == 1)[unique],
-        has_shapes=(grouped["input_dims"].count() == grouped.size())[unique],
+        unique_stack=(grouped[_STACK].nunique().max(axis=1) == 1)[unique],
+        has_shapes=grouped["has_dims"].all()[unique],
     )
     first = first[first["has_shapes"]].reset_index()
     resolved = targets[["row", *keys]].merge(first, on=keys, how="inner")
@@ -232,8 +227,8 @@ def _agrees(gpu: GpuTable, row: int, source: pd.Series, prev: np.ndarray, nxt: n
     grid and block (where recorded) and the kernels before and after it on the stream (where
     there are) equal those of the linked kernel whose place it takes."""
     for column in ("grid", "block"):
-        codes = np.asarray(getattr(gpu, column).codes)
-        if codes[row] >= 0 and str(getattr(gpu, column).categories[codes[row]]) != _text(source[column]):
+        code = int(np.asarray(getattr(gpu, column).codes)[row])
+        if code >= 0 and code != int(source[column]):
             return False
     return all(mine < 0 or mine == int(source[side]) for mine, side in ((prev[row], "prev"), (nxt[row], "next")))
 
@@ -247,13 +242,13 @@ def _by_period(
         return pd.DataFrame(columns=columns)
     signature = ["grid", "block", *_SIGNATURE, *_STACK]
     wanted = pd.DataFrame(
-        {"row": rows, "name": as_list(gpu.name, rows), "device": gpu.device[rows], "stream": gpu.stream[rows]}
+        {"row": rows, "name": _codes(gpu.name, rows), "device": gpu.device[rows], "stream": gpu.stream[rows]}
     ).assign(ts=gpu.ts[rows])
     linked = found[found["name"].isin(set(wanted["name"]))]  # only the names wanted
     linked = linked.assign(
         device=gpu.device[linked["row"]], stream=gpu.stream[linked["row"]], ts=gpu.ts[linked["row"]]
     ).sort_values("ts", kind="stable")
-    keys = pd.Series(list(zip(*(linked[c].map(_text) for c in signature), strict=True)), index=linked.index)
+    keys = pd.Series(list(zip(*(linked[c].tolist() for c in signature), strict=True)), index=linked.index)
     linked = linked.assign(key=keys)
     streams = dict(list(linked.groupby(["name", "device", "stream"], sort=False)))
     chosen: list[pd.Series] = []
@@ -272,10 +267,10 @@ def _by_period(
                 break
             source["source"], source["row"] = source["row"], row
             placed.append(source)
-        chosen += [p for p in placed if not pd.isna(p["input_dims"])]
+        chosen += [p for p in placed if p["input_dims"] >= 0]
     if not chosen:
         return pd.DataFrame(columns=columns)
-    picked = pd.DataFrame(chosen).assign(signatures=1, unique_stack=True, has_shapes=True)
+    picked = pd.DataFrame(chosen).drop(columns="has_dims").assign(signatures=1, unique_stack=True, has_shapes=True)
     return picked.reindex(columns=[*columns, "source"]).reset_index(drop=True)
 
 
@@ -331,20 +326,25 @@ def _geometry_of_name(unknown: pd.DataFrame, found: pd.DataFrame) -> pd.DataFram
     if unknown.empty or found.empty:
         return unknown[columns].iloc[:0]
     per_name = found.groupby("name", sort=False)[["grid", "block"]]
-    single = per_name.nunique(dropna=False).max(axis=1) == 1
+    single = per_name.nunique().max(axis=1) == 1
     geometry = per_name.first()[single].reset_index()
     known = unknown.drop(columns=["grid", "block"]).merge(geometry, on="name", how="inner")
     rest = unknown[~unknown["row"].isin(known["row"])].drop(columns=["grid", "block"])
     around = rest.merge(found[["name", "prev", "next", "grid", "block"]], on=["name", "prev", "next"], how="inner")
     by_row = around.groupby("row", sort=False)
-    one = by_row[["grid", "block"]].nunique(dropna=False).max(axis=1) == 1
+    one = by_row[["grid", "block"]].nunique().max(axis=1) == 1
     chosen = by_row[["name", "grid", "block"]].first()[one].reset_index()
     return pd.concat([known[columns], chosen[columns]], ignore_index=True)
 
 
-def _text(value: Any) -> str | None:
-    """A text cell of the borrowed signature (pandas gives NaN for a missing one)."""
-    return None if value is None or pd.isna(value) else str(value)
+def _codes(values: pd.Categorical, rows: np.ndarray) -> np.ndarray:
+    """A categorical's codes at `rows` as int64 (-1: missing)."""
+    return np.asarray(values.codes, dtype=np.int64)[rows]
+
+
+def _text(values: pd.Categorical, code: Any) -> str | None:
+    """The text of a code of `values` (-1, or NaN where a join found no source: missing)."""
+    return None if pd.isna(code) or code < 0 else str(values.categories[int(code)])
 
 
 def _count(facts: InferredFacts, why: str, mask: np.ndarray | pd.Series) -> None:

@@ -69,8 +69,15 @@ def _last_started(
         return found
     range_thread = host.thread[rows] if same_thread else np.zeros(len(rows), np.int64)
     thread = thread if same_thread else np.zeros(len(ts), np.int64)
-    by = np.lexsort((-(host.end[rows] - host.ts[rows]), host.ts[rows], range_thread))
+    # the keys made one at a time and dropped once sorted: `rows` may be most of a trace's ranges
+    start = host.ts[rows]
+    longest_first = host.end[rows]
+    longest_first -= start
+    np.negative(longest_first, out=longest_first)
+    by = np.lexsort((longest_first, start, range_thread))
+    del start, longest_first
     order, sorted_thread = rows[by], range_thread[by]
+    del by, range_thread
     for t in np.unique(thread).tolist():
         lo, hi = np.searchsorted(sorted_thread, [t, t + 1])
         if lo == hi:
@@ -84,8 +91,7 @@ def _last_started(
 
 def enclosing_ranges(host: HostTable, nest: HostNesting, thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
     """The innermost host range (not a runtime call) containing each point on its thread; -1 none."""
-    rows = np.flatnonzero(host.family != RUNTIME)
-    cur = _last_started(host, rows, thread, ts)
+    cur = _last_started(host, np.flatnonzero(host.family != RUNTIME), thread, ts)
     # climb while the candidate ended before the point (it was a finished sibling's subtree)
     active = np.flatnonzero(cur >= 0)
     while len(active):

@@ -28,42 +28,67 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     if n == 0:
         return parent
     # Work relative to the first timestamp: absolute µs near 1.7e15 leave float64 a
-    # resolution of 0.25 µs, too coarse for the ns tolerance below.
+    # resolution of 0.25 µs, too coarse for the ns tolerance below. Each thread shifts its own
+    # ranges (`_thread_parents`): the same values, never a second copy of the whole trace's.
     origin = start.min()
-    start = start - origin
-    end = end - origin
-    order = _by_thread_start_longest_first(thread, start, end - start)
-    sorted_thread = thread[order]
-    cuts = np.flatnonzero(np.diff(sorted_thread)) + 1
+    shifted = start - origin
+    length = end - origin
+    length -= shifted
+    order = _by_thread_start_longest_first(thread, shifted, length)
+    del shifted, length
+    cuts = np.flatnonzero(np.diff(thread[order])) + 1
     bounds = np.concatenate(([0], cuts, [n]))
     groups = [order[lo:hi] for lo, hi in itertools.pairwise(bounds)]
     # Threads are independent and numpy's sorts and searches release the GIL: the large ones
-    # run side by side.
+    # run side by side. Each thread's parents are filled in as they come, not held for all.
     large = [g for g in groups if len(g) >= _PARALLEL_MIN]
     with ThreadPoolExecutor(max(1, min(len(large), os.cpu_count() or 1))) as pool:
-        found = list(pool.map(lambda idx: _thread_parents(idx, start, end), large))
-    found += [_thread_parents(g, start, end) for g in groups if len(g) < _PARALLEL_MIN]
-    for child, parent_of_child in found:
-        parent[child] = parent_of_child
+        for child, parent_of_child in pool.map(lambda idx: _thread_parents(idx, start, end, origin), large):
+            parent[child] = parent_of_child
+    for group in groups:
+        if len(group) < _PARALLEL_MIN:
+            child, parent_of_child = _thread_parents(group, start, end, origin)
+            parent[child] = parent_of_child
     return parent
 
 
-def _thread_parents(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(ranges, their parents) of one thread's ranges `idx`, sorted by start, longest first."""
+_CHUNK = 1 << 18  # ranges checked at a time for a parent that ends first
+
+
+def _thread_parents(
+    idx: np.ndarray, start: np.ndarray, end: np.ndarray, origin: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ranges, their parents) of one thread's ranges `idx`, sorted by start, longest first;
+    times relative to `origin`.
+
+    A thread may hold most of a trace's ranges (2M in a 500 MB trace): every temporary is
+    dropped, or reused in place, as soon as it is done with."""
     eps = NEST_TOLERANCE_US
     n = len(idx)
     s = start[idx]
+    s -= origin
     # Zero-length ranges stay "open" for 2·eps so they never count as closed before a
     # range that starts at the same instant but sorts ahead of them.
-    e = np.maximum(end[idx], s + 2 * eps)
+    e = end[idx]
+    e -= origin
+    np.maximum(e, s + 2 * eps, out=e)
     # in start order the ends are nearly sorted already: a merge sort (stable) finds runs
-    closed = np.searchsorted(np.sort(e, kind="stable"), s + eps, side="right")
-    depth = np.maximum(np.arange(n) - closed, 0)
+    e.sort(kind="stable")
+    s += eps
+    closed = np.searchsorted(e, s, side="right")
+    del s, e
+    depth = np.arange(n)
+    depth -= closed
+    del closed
+    np.maximum(depth, 0, out=depth)
+    max_depth = int(depth.max(initial=0))
+    level_starts = np.r_[0, np.cumsum(np.bincount(depth, minlength=max_depth + 1))]  # first of each depth
+    if max_depth < 1 << 15:  # depths are small: as int16 the stable sort is a radix sort
+        depth = depth.astype(np.int16)
+    by_depth = np.argsort(depth, kind="stable")
+    del depth
     local_parent = np.full(n, -1, dtype=np.int64)
-    # depths are small: as int16 the stable sort is a radix sort
-    by_depth = np.argsort(depth.astype(np.int16) if depth.max(initial=0) < 1 << 15 else depth, kind="stable")
-    level_starts = np.searchsorted(depth[by_depth], np.arange(depth.max() + 2))
-    for d in range(1, depth.max() + 1):
+    for d in range(1, max_depth + 1):
         here = by_depth[level_starts[d] : level_starts[d + 1]]
         above = by_depth[level_starts[d - 1] : level_starts[d]]
         if len(here) == 0 or len(above) == 0:
@@ -71,18 +96,31 @@ def _thread_parents(idx: np.ndarray, start: np.ndarray, end: np.ndarray) -> tupl
         pos = np.searchsorted(above, here) - 1
         ok = pos >= 0
         local_parent[here[ok]] = above[pos[ok]]
+    del by_depth
     # Ranges that are not properly nested (e.g. `ProfilerStep#N` opens inside the Python
     # frame of `profiler.step()` and outlives it) can make the depth-level parent one that
-    # ends before the child does: climb until the parent really contains the child.
+    # ends before the child does: climb until the parent really contains the child. Only a
+    # range that climbed can need to climb again.
     child_end = end[idx]
+    child_end -= origin
+    bad = np.concatenate(
+        [_ends_first(np.arange(lo, min(lo + _CHUNK, n)), local_parent, child_end, eps) for lo in range(0, n, _CHUNK)]
+    )
     for _ in range(n):
-        bad = np.flatnonzero(local_parent >= 0)
-        bad = bad[child_end[local_parent[bad]] + eps < child_end[bad]]
         if len(bad) == 0:
             break
         local_parent[bad] = local_parent[local_parent[bad]]
+        bad = _ends_first(bad, local_parent, child_end, eps)
     has = local_parent >= 0
     return idx[has], idx[local_parent[has]]
+
+
+def _ends_first(rows: np.ndarray, parent: np.ndarray, end: np.ndarray, eps: float) -> np.ndarray:
+    """The `rows` whose parent ends before they do."""
+    rows = rows[parent[rows] >= 0]
+    parent_end = end[parent[rows]]
+    parent_end += eps
+    return rows[parent_end < end[rows]]
 
 
 def _by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.efficiency import with_kernel_efficiency
 from kernel_atlas.ingest.events import LONG_STRINGS, MAX_TEXT, UNKNOWN_GPU
 from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
+from kernel_atlas.ingest.heap import release_free_memory
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table
 from kernel_atlas.ingest.infer import infer_shapes
@@ -152,9 +153,11 @@ def ingest_trace(
         if read is None:
             read = build_columns(path, decode_pool(workers) if workers > 1 else None, workers, on_progress=decoding)
         trace, cols = read
+        del read  # `del cols` below frees the columns (the host ranges: ~130 MB for 1.5M ranges)
     except BrokenProcessPool:
         discard_pool()
         raise AtlasError(path, "a decode worker process died (out of memory?)") from None
+    release_free_memory()  # the reader's buffers (decompressed text, the slices' columns as they arrived)
     warnings = _decoder_warnings(path, trace, cols.ignored)
     cols_ignored = cols.ignored
     detected = _rank_of(path, trace.distributed_info, warnings)
@@ -162,6 +165,7 @@ def ingest_trace(
     event_count = cols.event_count
     report("linking", 0.8)
     linked = link(cols)
+    release_free_memory()  # linking's temporaries, of the host ranges' length
     complete_collectives(cols.gpu, cols.host, linked.cpu_op_id)  # before captures give graph kernels op ids
     exact = attach_graph_nodes(cols.host, linked, nsys_read.node_creation) if nsys_read else np.empty(0, np.int64)
     linked.graph_launch[exact] = False  # matched by graph node id: the capture alignment sees the rest
@@ -171,6 +175,7 @@ def ingest_trace(
     inferred = infer_shapes(cols.gpu, linked)
     frame = assemble(trace_stem(path), rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
+    release_free_memory()  # shape inference's and the kernels table's temporaries
     last_step = last_step_start(cols)
     memory, memory_redacted = None, 0
     if len(cols.memory):
@@ -178,11 +183,14 @@ def ingest_trace(
         memory.insert(0, "rank", rank)
         memory.insert(0, "trace", trace_stem(path))
         memory_redacted = redact_frame(memory)
+        release_free_memory()
     roles = host_roles(cols.host)
-    host_events = {(trace_stem(path), rank): host_events_table(cols, linked)}
+    host_events = {(trace_stem(path), rank): host_events_table(cols, linked, release=True)}  # the last reader
     del cols
+    release_free_memory()  # the host table
     report("classifying", 0.9)
     frame = label_frame(frame)
+    release_free_memory()  # labelling's temporaries, before the efficiency columns'
     frame = with_kernel_efficiency(frame, trace.device_properties)
     frame, unusable = usable_rows(frame)
     warnings.extend(f"{path}: {warning}" for warning in unusable)
@@ -215,6 +223,7 @@ def ingest_trace(
         "efficiency": overview(frame, roles),
     }
     facts = trace_facts(trace, frame, rank, link_facts)
+    release_free_memory()  # the efficiency columns' and the overview's temporaries, before the tables are written
     facts["memory_events"] = 0 if memory is None else len(memory)
     if nsys_read is not None:
         nsys_facts = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}

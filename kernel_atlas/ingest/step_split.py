@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, step_number
-from kernel_atlas.ingest.efficiency import device_metrics
+from kernel_atlas.ingest.efficiency import DeviceKernels
 from kernel_atlas.ingest.intervals import covered, merge
 
 ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
@@ -167,6 +167,11 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
     split = step_split(frame, roles, steps)
     kernels = frame[frame["kind"] == "kernel"]
     launched = kernels.groupby("step", observed=True)["dur_us"].sum()
+    devices = [(int(device), DeviceKernels.of(group)) for device, group in kernels.groupby("device", observed=True)]
+
+    def per_device(lo: float, hi: float) -> list[dict[str, Any]]:
+        return [{"device": device, **prepared.metrics(lo, hi)} for device, prepared in devices]
+
     rows = []
     for k, (number, lo, hi) in enumerate(steps.tolist()):
         row: dict[str, Any] = {
@@ -177,14 +182,7 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
         }
         row.update({f"{role}_us": float(split[k, j]) for j, role in enumerate(ROLES)})
         row["kernel_us_launched"] = float(launched.get(int(number), 0.0)) if number >= 0 else None
-        row["devices"] = _per_device(kernels, lo, hi)
+        row["devices"] = per_device(lo, hi)
         rows.append(row)
     lo, hi = float(steps[0, 1]), float(steps[-1, 2])
-    return {"steps": rows, "devices": _per_device(kernels, lo, hi), "window_us": [lo, hi]}
-
-
-def _per_device(kernels: pd.DataFrame, lo: float, hi: float) -> list[dict[str, Any]]:
-    out = []
-    for device, group in kernels.groupby("device", observed=True):
-        out.append({"device": int(device), **device_metrics(group, lo, hi)})
-    return out
+    return {"steps": rows, "devices": per_device(lo, hi), "window_us": [lo, hi]}

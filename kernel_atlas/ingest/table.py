@@ -94,7 +94,8 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "recorded_occupancy_pct": _optional_float(gpu.occupancy, n),
             "graph_id": _optional_int(gpu.graph_id, n),
             "graph_node_id": _optional_int(gpu.graph_node_id, n),
-        }
+        },
+        copy=False,  # a column each: one consolidated block per dtype copied every numeric column once more
     )
     return as_categoricals(frame)
 
