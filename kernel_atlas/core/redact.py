@@ -108,10 +108,29 @@ def redact_frame(frame: pd.DataFrame) -> int:
             remapped = np.where(codes >= 0, new_codes[np.maximum(codes, 0)], -1)
             frame[column] = pd.Categorical.from_codes(remapped, categories=pd.Index(uniques, dtype=object))
         elif pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series):
-            values = series.to_numpy()
-            new = [redact_text(v) if isinstance(v, str) else v for v in values]
-            changed = sum(isinstance(a, str) and a != b for a, b in zip(new, values, strict=True))
-            if changed:
-                redacted += changed
-                frame[column] = pd.Series(new, index=series.index, dtype=object)
+            redacted += _redact_texts(frame, column)
     return redacted
+
+
+def _redact_texts(frame: pd.DataFrame, column: str) -> int:
+    """A column of texts redacted in place, each distinct text checked once (a column repeating
+    one value, the trace's name on every memory event, is one check, not one per row); returns
+    how many rows changed."""
+    series = frame[column]
+    values = series.to_numpy()
+    try:
+        codes, uniques = pd.factorize(values)
+    except TypeError:  # unhashable values (lists): row by row
+        codes, uniques = np.arange(len(values)), values
+    new = [redact_text(u) if isinstance(u, str) else u for u in uniques]
+    changed = np.fromiter((isinstance(a, str) and a != b for a, b in zip(new, uniques, strict=True)), bool, len(new))
+    present = codes >= 0  # missing values (None, NaN) stay as they are
+    rows = int(changed[codes[present]].sum())
+    if rows:
+        lookup = np.empty(len(new), dtype=object)
+        for i, value in enumerate(new):  # one by one: a list value must stay one element
+            lookup[i] = value
+        out = values.astype(object, copy=True)
+        out[present] = lookup[codes[present]]
+        frame[column] = pd.Series(out, index=series.index, dtype=object)
+    return rows

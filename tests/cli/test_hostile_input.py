@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from kernel_atlas.core.redact import _FORMATS, CREDENTIAL, REDACTED, _may_hold_credential, redact_text
+from kernel_atlas.core.redact import _FORMATS, CREDENTIAL, REDACTED, _may_hold_credential, redact_frame, redact_text
 from kernel_atlas.ingest.sanity import usable_rows
 from tests.support.hostile import assert_one_line_error, atlas, cli
 from tests.support.traces import EXAMPLE, GPU_TRACES, ingested
@@ -173,6 +173,28 @@ def test_credential_formats_and_what_is_kept() -> None:
     for kept in ("void at::native::vectorized_elementwise_kernel<4, AUnaryFunctor>", "mask-kernel", "task-sk-1",
                  "ampere_sgemm_128x64_tn", "hf_small", "xox", "Bearer", "nn.Module: TokenEmbedding_0"):  # fmt: skip
         assert redact_text(kept) == kept
+
+
+def test_a_frame_is_redacted_row_by_row_and_counted_by_rows() -> None:
+    """Texts repeated down a column are checked once each but every row is redacted and counted;
+    missing values and values that are not texts stay as they are."""
+    token = SECRETS["github"]
+    frame = pd.DataFrame(
+        {
+            "trace": ["run"] * 5,  # one text on every row
+            "args": [f"key={token}", None, f"key={token}", "plain", float("nan")],
+            "lists": [[1, 2], [3, 4], f"Bearer {token}", [1, 2], None],  # unhashable: row by row
+            "codes": pd.Categorical([f"x {token}", "y", f"x {token}", "y", "y"]),
+        }
+    )
+    # rows: args 2, lists 1; the categorical counts its one distinct redacted value
+    assert redact_frame(frame) == 4
+    assert frame["trace"].tolist() == ["run"] * 5
+    args = frame["args"].tolist()
+    assert [args[0], args[2], args[3]] == [f"key={REDACTED}", f"key={REDACTED}", "plain"]
+    assert pd.isna(args[1]) and pd.isna(args[4])
+    assert frame["lists"].tolist() == [[1, 2], [3, 4], REDACTED, [1, 2], None]
+    assert frame["codes"].tolist() == [f"x {REDACTED}", "y", f"x {REDACTED}", "y", "y"]
 
 
 _KEYED = r"(?i:password|passwd|secret|token|api_key|apikey|access_key)=[a-z0-9]{1,8}"
