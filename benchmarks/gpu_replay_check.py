@@ -105,8 +105,8 @@ def gemm_sanity(torch: Any, settings: dict[str, Any]) -> dict[str, Any]:
     """bf16 n³ torch.mm by replay's timing routine and by triton's do_bench, against the bar."""
     import triton.testing
 
+    from kernel_atlas.core.devices import match_device
     from kernel_atlas.replay.timing import measure
-    from kernel_atlas.roofline.devices import match_device
 
     n = int(settings["gemm_size"])
     props = torch.cuda.get_device_properties(0)

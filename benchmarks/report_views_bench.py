@@ -31,12 +31,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from kernel_atlas.analysis.diff import diff_kernels  # noqa: E402
+from kernel_atlas.core.devices import match_device  # noqa: E402
 from kernel_atlas.ingest.pipeline import ingest_trace  # noqa: E402
 from kernel_atlas.report.build import Report  # noqa: E402
 from kernel_atlas.report.html import write_html  # noqa: E402
 from kernel_atlas.report.terminal import print_report  # noqa: E402
 from kernel_atlas.roofline.analysis import analyse  # noqa: E402
-from kernel_atlas.roofline.devices import match_device  # noqa: E402
 
 SHARED = HERE.parent.parent / "shared" / "traces"
 

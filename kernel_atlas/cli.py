@@ -308,8 +308,8 @@ def report(
     if source.is_file() and source.suffix == ".json" and _starts_with(source, b"["):
         # a kernel catalog: costs of every entry at its example shapes
         from kernel_atlas.classify.classifier import load_catalog
+        from kernel_atlas.core.devices import get_device
         from kernel_atlas.roofline.catalog import catalog_costs
-        from kernel_atlas.roofline.devices import get_device
         from kernel_atlas.store.outputs import write_csv
 
         table = catalog_costs(load_catalog(source), get_device(device or "h100-sxm"))

@@ -26,10 +26,10 @@ from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.views import KernelViews, ViewsFold, kernel_views
 from kernel_atlas.analysis.waits import Waits, analyse_waits
 from kernel_atlas.analysis.waits_fold import WaitsFold
+from kernel_atlas.core.devices import Device
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
 from kernel_atlas.roofline.analysis import ROOFLINE_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
-from kernel_atlas.roofline.devices import Device
 from kernel_atlas.store.outputs import load_kernels
 
 _SUMMED = ["count", "total_us", "op_time_us", *EFFICIENCY_SUMS]

@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.devices import match_device
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.intervals import clipped_length, merge
 from kernel_atlas.ingest.recorded import dtypes, type_names
-from kernel_atlas.roofline.devices import match_device
 
 RECORDED, ESTIMATED, UPPER_BOUND = "recorded", "estimated", "upper bound"
 COLUMNS = (

@@ -20,10 +20,10 @@ from kernel_atlas.analysis.trust import trust_facts
 from kernel_atlas.analysis.views import KernelViews
 from kernel_atlas.analysis.waits import Waits, last_step_starts, write_waits
 from kernel_atlas.core import safe_files
+from kernel_atlas.core.devices import Device, get_device, match_device
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
 from kernel_atlas.roofline.analysis import Analysis
-from kernel_atlas.roofline.devices import Device, get_device, match_device
 from kernel_atlas.store.outputs import REPORT, lock, read_parquet, write_csv, write_json, write_table
 from kernel_atlas.store.run import Run
 

@@ -21,6 +21,7 @@ import plotly.graph_objects as go
 from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels
 from kernel_atlas.analysis.views import module_times, timeline_of
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.core.devices import Device, get_device, match_device
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.ingest.summary import gpu_time_facts
@@ -34,7 +35,6 @@ from kernel_atlas.report.html import (
     top_kernels_figure,
 )
 from kernel_atlas.roofline.analysis import Analysis, analyse
-from kernel_atlas.roofline.devices import Device, get_device, match_device
 from kernel_atlas.store.outputs import lock, read_report
 from kernel_atlas.store.run import Run as StoredRun
 from kernel_atlas.store.run import gpu_names

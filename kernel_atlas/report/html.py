@@ -22,6 +22,7 @@ import plotly.io as pio
 from kernel_atlas.analysis.views import NO_MODULE, KernelViews, Timeline, kernel_views, text_codes
 from kernel_atlas.analysis.waits import Waits
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.core.devices import Device
 from kernel_atlas.core.safe_files import write_text
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
@@ -41,7 +42,6 @@ from kernel_atlas.report.units import (
 )
 from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
-from kernel_atlas.roofline.devices import Device
 
 if TYPE_CHECKING:
     from kernel_atlas.analysis.diff import Diff

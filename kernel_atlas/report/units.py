@@ -132,7 +132,7 @@ def device_time_line(device: dict[str, Any]) -> str:
 
 
 def peaks_line(device: Any) -> str:
-    """`NVIDIA H100 SXM5 80GB: 3.35 TB/s, bf16 989 TFLOP/s` for a `roofline.devices.Device`."""
+    """`NVIDIA H100 SXM5 80GB: 3.35 TB/s, bf16 989 TFLOP/s` for a `core.devices.Device`."""
     bf16 = device.tensor.get("bf16")
     return f"{device.name}: {fmt_gbps(device.memory_gbps)}" + (f", bf16 {fmt_tflops(bf16)}" if bf16 else "")
 

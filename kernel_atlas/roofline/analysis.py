@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
+from kernel_atlas.core.devices import VECTOR, Device
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.roofline.costs import PARTNER_LAUNCHERS, Call, Cost, NoCost, cost_of
-from kernel_atlas.roofline.devices import VECTOR, Device
 
 # A call whose attainable time is this small is dominated by launch and latency, not by a roof.
 LATENCY_US = 4.0

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier
+from kernel_atlas.core.devices import Device
 from kernel_atlas.ingest.recorded import TENSOR, from_params
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
-from kernel_atlas.roofline.devices import Device
 
 
 def entry_call(entry: dict[str, Any]) -> Call:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from kernel_atlas.classify.classifier import rule_id, rule_precision
+from kernel_atlas.core.devices import MATRIX, VECTOR
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
 from kernel_atlas.ingest.steps import is_native_step, parse_step
-from kernel_atlas.roofline.devices import MATRIX, VECTOR
 
 
 @dataclass(frozen=True)

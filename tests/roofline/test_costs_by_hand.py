@@ -77,8 +77,8 @@ def test_kv_cache_write_touches_both_caches_only_where_written() -> None:
 
 
 def test_llama_block_inductor_kernel_costed_end_to_end() -> None:
+    from kernel_atlas.core.devices import get_device
     from kernel_atlas.roofline.analysis import analyse
-    from kernel_atlas.roofline.devices import get_device
 
     kernels = analyse(ingested("mi300x_torch_compile_llama_block").frame, get_device("mi300x")).kernels
     row = kernels[kernels["launcher"] == "triton_poi_fused__unsafe_view_add_3"].iloc[0]

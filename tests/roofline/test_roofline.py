@@ -11,10 +11,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kernel_atlas.cli import app
+from kernel_atlas.core.devices import get_device, load_devices, match_device
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.report.build import build_report
 from kernel_atlas.roofline.analysis import bus_factor
-from kernel_atlas.roofline.devices import get_device, load_devices, match_device
 from tests.support.browser import Chromium
 from tests.support.traces import ingested
 
