@@ -172,7 +172,7 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
     own = np.flatnonzero(graph.kind == GPU)
     index = graph.event[own] - graph.n_host
     dur = gpu["dur_us"].to_numpy(np.float64)
-    # every activity at its recorded duration: the reference each candidate shortens its activities in
+    # the baseline: every activity at its recorded duration; each candidate shortens only its own
     reference = graph.weight.copy()
     reference[own] = dur[index]
     if solves_exactly(graph):
