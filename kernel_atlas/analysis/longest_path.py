@@ -53,18 +53,7 @@ def _contract(graph: Graph) -> _Runs:
     in_edge = np.full(n, -1, np.int64)
     in_edge[dst] = np.arange(e)
     prev = np.where(through[src], in_edge[src], -1)  # the one edge before, inside a run
-    root = np.where(prev < 0, np.arange(e), prev)  # pointer doubling: heads point at themselves
-    depth = (prev >= 0).astype(np.int64)
-    active = np.flatnonzero(prev >= 0)  # edges whose root is not yet their run's head
-    active = active[prev[root[active]] >= 0]
-    for _ in range(64):
-        if not len(active):
-            break
-        jump = root[active]
-        depth[active] += depth[jump]
-        root[active] = root[jump]
-        active = active[prev[root[active]] >= 0]
-    root = np.where(prev[root] < 0, root, -1)  # still inside a run: a cycle of pass-through nodes
+    root, depth = _run_heads(prev)
     heads = np.flatnonzero(prev < 0)
     ends = np.flatnonzero(~through[dst] & (root >= 0))
     tail_dst = np.full(e, -1, np.int64)
@@ -80,6 +69,34 @@ def _contract(graph: Graph) -> _Runs:
     members = np.empty(len(on), np.int64)
     members[bounds[run_of[on]] + depth[on]] = on
     return _Runs(run_of, heads, tail_dst[heads], members, bounds)
+
+
+def _run_heads(prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge, the first edge of its run (-1: on a cycle of pass-through nodes) and its depth
+    along the run, from each edge's predecessor `prev` (-1: a run's first edge).
+
+    Edges that follow the edge just before them in the array (a thread's calls are added in
+    order) form blocks; pointer doubling runs over the blocks, each pointing at the block of its
+    first edge's predecessor, only over those whose root is not yet a run's head."""
+    e = len(prev)
+    index = np.arange(e)
+    starts = (prev < 0) | (prev != index - 1)
+    first = np.flatnonzero(starts)  # each block's first edge
+    block = np.cumsum(starts) - 1
+    offset = index - first[block]  # an edge's depth inside its block
+    before = prev[first]  # the edge each block continues (-1: it starts a run)
+    b_root = np.where(before < 0, np.arange(len(first)), block[np.maximum(before, 0)])
+    b_depth = np.where(before < 0, 0, offset[np.maximum(before, 0)] + 1)
+    active = np.flatnonzero(before[b_root] >= 0)  # blocks whose root is not yet a run's first block
+    for _ in range(64):
+        if not len(active):
+            break
+        jump = b_root[active]
+        b_depth[active] += b_depth[jump]
+        b_root[active] = b_root[jump]
+        active = active[before[b_root[active]] >= 0]
+    head = np.where(before[b_root] < 0, first[b_root], -1)  # still inside a run: a cycle
+    return head[block], b_depth[block] + offset
 
 
 @dataclass

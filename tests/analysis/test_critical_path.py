@@ -556,3 +556,15 @@ def test_hta_convention_counts_gpu_side_steps_for_the_cut(tmp_path: Path) -> Non
     assert cut == 40.0
     assert longest_path(build_graph(kernels, host, convention="hta", last_step_start_us=cut)).length_us == 24.0
     assert longest_path(build_graph(kernels, host, convention="hta")).length_us == pytest.approx(119.0)
+
+
+def test_run_heads_follow_blocks_across_the_array_and_leave_cycles_out() -> None:
+    from kernel_atlas.analysis.longest_path import _run_heads
+
+    # edge: 0 1 2 3 4 5 6 7 — each edge's predecessor in its run (-1: the run starts there)
+    # run A: 0 → 1 → 2 (one block) → 4 → 5 (a second block, after the unrelated run B = 3);
+    # 6 and 7 follow each other in a cycle of pass-through nodes: no head
+    prev = np.array([-1, 0, 1, -1, 2, 4, 7, 6])
+    root, depth = _run_heads(prev)
+    assert root.tolist() == [0, 0, 0, 3, 0, 0, -1, -1]
+    assert depth[:6].tolist() == [0, 1, 2, 0, 3, 4]
