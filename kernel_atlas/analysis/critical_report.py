@@ -59,7 +59,9 @@ def analyse_output(
         host = load_host_events(out_dir, rank)
         cut = (last_step_start or {}).get(rank)
         # the exact graph is built once with the what-if's causal edges, then solved without them
-        built = build_graph(kernels, host, window, exact, convention=convention, last_step_start_us=cut)
+        built = build_graph(
+            kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut
+        )
         graph = built.without_causal_edges() if exact else built
         path = longest_path(graph)
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
