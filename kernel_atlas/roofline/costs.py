@@ -997,9 +997,49 @@ def _block_fp8_gemm(call: Call) -> Cost:
     return _two_operand_gemm(call, 2, "fp8 operands with block scales, bf16 output")
 
 
+# DeepGEMM's m-grouped contiguous layout pads each expert's rows to this many (its
+# `get_m_alignment_for_contiguous_layout()`, the kernel's BLOCK_M)
+_DEEPGEMM_CONTIGUOUS_ALIGNMENT = 128
+
+
 @register(rules=("deepgemm-grouped",))
 def _grouped_deepgemm(call: Call) -> Cost:
-    raise NoCost("grouped DeepGEMM: the per-expert token counts are not recorded")
+    """DeepGEMM's m-grouped contiguous GEMM (`m_grouped_gemm_fp8_fp8_bf16_nt_contiguous`, the
+    expert GEMMs of SGLang's DeepEP MoE): lhs [M, K] holds every expert's rows back to back, each
+    expert's segment padded to a multiple of 128 rows; rhs [G, N, K] the G local experts' weights;
+    out [M, N] bf16. Which rows belong to which expert (`m_indices`, −1 on padding) is a value the
+    trace does not record, so both numbers are upper bounds: the FLOPs count the padding rows,
+    whose 128-row blocks the kernel skips, and the bytes count the weights of every expert the
+    layout can hold (each non-empty segment takes at least 128 rows: at most min(G, ⌈M/128⌉)).
+    The masked layout (lhs [G, M_max, K], each expert's row count `masked_m` a value) and the
+    k-grouped one are not costed."""
+    tensors = _tensors(call)
+    rhs = next((a for a in tensors if len(a.dims) == 3 and a.precision != "fp32"), None)
+    if rhs is None:
+        raise NoCost(f"grouped DeepGEMM: no experts' weights [G, N, K] recorded ({[list(a.dims) for a in tensors]})")
+    groups, n, k = rhs.dims
+    lhs = next((a for a in tensors if len(a.dims) == 2 and a.dims[1] == k and a.precision != "fp32"), None)
+    if lhs is None:
+        masked = any(len(a.dims) == 3 and a is not rhs and a.dims[0] == groups and a.dims[2] == k for a in tensors)
+        layout = "the masked layout: each expert's row count (masked_m) is a value" if masked else "no lhs [M, K]"
+        raise NoCost(f"grouped DeepGEMM: {layout} the trace does not record")
+    m = lhs.dims[0]
+    touched = min(groups, -(-m // _DEEPGEMM_CONTIGUOUS_ALIGNMENT))
+    out = next((a for a in tensors if a is not lhs and a.dims == (m, n)), None)
+    weights = [a for a in tensors if a.dims[:1] == (groups,) and len(a.dims) == 3]  # rhs and its block scales
+    rows = [a for a in tensors if a is not lhs and a is not out and a.dims[:1] == (m,)]  # lhs scales, m_indices
+    weight_bytes = sum(a.nbytes for a in weights) * touched / groups
+    read = lhs.nbytes + sum(a.nbytes for a in rows) + weight_bytes
+    written = m * n * (out.itemsize if out is not None else 2)
+    precision, unit = _gemm_precision(call, lhs)
+    formula = (
+        f"an upper bound: 2·M·N·K = 2·{m}·{n}·{k}, M counting each expert's padding to "
+        f"{_DEEPGEMM_CONTIGUOUS_ALIGNMENT} rows (blocks the kernel skips); bytes = lhs and its row-wise "
+        f"inputs {lhs.nbytes + sum(a.nbytes for a in rows)} + weights and scales of at most "
+        f"min(G, ⌈M/{_DEEPGEMM_CONTIGUOUS_ALIGNMENT}⌉) = {touched} of {groups} experts {weight_bytes:.0f} "
+        f"+ output {m}·{n}·{written // (m * n) if m * n else 2}"
+    )
+    return Cost(2.0 * m * n * k, read + written, precision, unit, formula)
 
 
 @register(rules=("dsv3-small-gemm",))

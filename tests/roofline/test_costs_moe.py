@@ -192,3 +192,36 @@ def test_ingest_records_the_allocations_and_what_the_kernels_name(tmp_path: Path
     assert main["flops"].iloc[0] == 2 * 8 * 2 * 64 * 32 * 2 + 2 * 8 * 2 * 32 * 64 == 196_608
     # 4·(1 − (1/2)^8) = 3.984375 experts × 3·32·64 weights × 4.25/8 bytes + x, out 1024 B each + logits 64 B
     assert main["bytes"].iloc[0] == pytest.approx(3.984375 * 6144 * 0.53125 + 2048 + 64, rel=1e-12)
+
+
+FP8, F32 = '"c10::Float8_e4m3fn"', '"float"'
+
+
+def test_grouped_deepgemm_contiguous_is_an_upper_bound_from_the_layout() -> None:
+    """The seed catalog's DeepEP expert GEMM (`m_grouped_gemm_fp8_fp8_bf16_nt_contiguous`): lhs
+    [1024, 7168] fp8 with its scales [1024, 56] fp32, rhs [16, 4096, 7168] fp8 with [16, 32, 56]."""
+    args = parse_call("[[1024,7168],[1024,56],[16,4096,7168],[16,32,56]]", f"[{FP8},{F32},{FP8},{F32}]")
+    cost = cost_of(Call("cuLaunchKernelEx", "fused_moe", args, "rule:deepgemm-grouped"))
+    assert cost.flops == 2 * 1024 * 4096 * 7168 == 60_129_542_144  # padding rows included
+    assert cost.precision == "fp8"
+    # 1024 rows in segments of ≥ 128 rows hold at most 8 of the 16 experts
+    lhs, lhs_scale = 1024 * 7168, 1024 * 56 * 4
+    weights = 8 * 4096 * 7168 + 8 * 32 * 56 * 4
+    out = 1024 * 4096 * 2  # bf16
+    assert cost.bytes == lhs + lhs_scale + weights + out == 250_896_384
+    assert cost.formula.startswith("an upper bound") and "8 of 16 experts" in cost.formula
+    # a recorded bf16 output and m_indices: the output is written, not read; m_indices [M] int32 read
+    args = parse_call(
+        "[[256,512],[256,4],[4,384,512],[4,3,4],[256,384],[256]]",
+        f'[{FP8},{F32},{FP8},{F32},{BF16},"int"]',
+    )
+    cost = cost_of(Call("cuLaunchKernelEx", "fused_moe", args, "rule:deepgemm-grouped"))
+    assert cost.flops == 2 * 256 * 384 * 512
+    # 256 rows hold at most 2 of the 4 experts
+    assert cost.bytes == 256 * 512 + 256 * 4 * 4 + 256 * 4 + (2 * 384 * 512 + 2 * 3 * 4 * 4) + 256 * 384 * 2
+
+
+def test_grouped_deepgemm_masked_layout_says_what_it_lacks() -> None:
+    args = parse_call("[[4,64,512],[4,64,4],[4,384,512],[4,3,4],[4]]", f'[{FP8},{F32},{FP8},{F32},"int"]')
+    with pytest.raises(NoCost, match="masked layout"):
+        cost_of(Call("cuLaunchKernelEx", "fused_moe", args, "rule:deepgemm-grouped"))
