@@ -4,12 +4,14 @@ save end to end (`critical_path` of report.json, critical_path.parquet)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import build_graph
+from kernel_atlas.analysis.critical_path import Graph, build_graph
 from kernel_atlas.analysis.critical_ranks import (
     MAX_JOINT_NODES,
     MAX_JOINT_RANKS,
@@ -18,16 +20,31 @@ from kernel_atlas.analysis.critical_ranks import (
     p2p_rows,
 )
 from kernel_atlas.analysis.critical_segments import breakdown_pct, segments, top_entries
-from kernel_atlas.analysis.longest_path import longest_path
+from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
+from kernel_atlas.core.beside import Beside, ChildLost, can_fork
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import load_kernels
+
+# traces of at least this many events (summary.json, all ranks) have their critical path solved in
+# a process beside the report's own work (`CriticalPathJob`); below, the fork would cost more than it saves
+BESIDE_MIN_EVENTS = 250_000
+T = TypeVar("T")
 
 
 @dataclass
 class CriticalPathResult:
     segments: pd.DataFrame
     facts: dict[str, Any]
+
+
+@dataclass
+class SolvedPaths:
+    """The paths solved, before the what-if: the result (its `where_optimisation_pays` empty) and
+    the graph the what-if re-solves (None where there is none: ranks joined at their collectives)."""
+
+    result: CriticalPathResult
+    causal: Graph | None
 
 
 def analyse_output(
@@ -46,6 +63,22 @@ def analyse_output(
     the trace as HTA does (`critical_hta.like_hta`; `last_step_start`: per rank, where HTA's
     loader cuts the trace, from summary.json); where optimisation pays stays exact. `loaded`: the
     kernel rows of ranks already in memory (the report's own, with its cost columns), not read again."""
+    solved = solve_paths(out_dir, ranks, window, collectives, convention, last_step_start, loaded)
+    if solved.causal is not None:
+        solved.result.facts["where_optimisation_pays"] = where_optimisation_pays(solved.causal, roofline)
+    return solved.result
+
+
+def solve_paths(
+    out_dir: Any,
+    ranks: list[int],
+    window: tuple[str, int] | None,
+    collectives: pd.DataFrame | None = None,
+    convention: str = "exact",
+    last_step_start: dict[int, float | None] | None = None,
+    loaded: dict[int, pd.DataFrame] | None = None,
+) -> SolvedPaths:
+    """`analyse_output` but the what-if, which alone needs the roofline."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
     exact = convention == "exact"
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
@@ -80,12 +113,11 @@ def analyse_output(
     if joint:
         graph = join_ranks(graphs, matched)
         path = longest_path(graph)
-        segs, pays, rank = segments(graph, path), [], None
+        segs, causal, rank = segments(graph, path), None, None
     else:
         rank, path, graph, kernels, host, built = best
         segs = segments(graph, path, rank)
         causal = built if exact else build_graph(kernels, host, window, zero_weight_launches=True)
-        pays = where_optimisation_pays(causal, roofline)
     facts = {
         "window": graph.window,
         "convention": convention,
@@ -94,8 +126,81 @@ def analyse_output(
         "total_us": round(path.length_us, 3),
         "breakdown_pct": breakdown_pct(segs),
         "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame", "rank")},
-        "where_optimisation_pays": pays,
+        "where_optimisation_pays": [],  # the what-if's, filled in by `analyse_output`
         "per_rank": per_rank,
         "notes": notes + graph.notes,
     }
-    return CriticalPathResult(segs, facts)
+    return SolvedPaths(CriticalPathResult(segs, facts), causal)
+
+
+@dataclass
+class Finished(Generic[T]):
+    value: T  # `finish`'s
+    facts: dict[str, Any]  # the critical path's, the what-if's savings included
+
+
+class CriticalPathJob(Generic[T]):
+    """`analyse_output` for `atlas report`, started before the roofline exists, with `finish` (what
+    the report makes of the solved paths: files, a page section). On a large trace
+    (BESIDE_MIN_EVENTS) with a second CPU it runs in a forked process: that process reads its own
+    kernel rows and host events, solves the paths and hands them over, then waits for the
+    roofline and solves the what-if while this one runs `finish`. Else, and if that process is
+    lost, everything is done here when `result` is asked for."""
+
+    def __init__(
+        self,
+        out_dir: Path,
+        ranks: list[int],
+        window: tuple[str, int] | None,
+        collectives: pd.DataFrame | None,
+        convention: str,
+        last_step_start: dict[int, float | None] | None,
+        events: int,
+        finish: Callable[[CriticalPathResult], T],
+    ) -> None:
+        self._args = (out_dir, ranks, window, collectives, convention, last_step_start)
+        self._finish = finish
+        self._roofline: pd.DataFrame | None = None
+        self._beside: Beside[list[dict[str, Any]]] | None = None
+        if events >= BESIDE_MIN_EVENTS and can_fork():
+            self._beside = Beside(self._solve_beside)
+
+    def _solve_beside(self, receive: Callable[[], Any], post: Callable[[Any], None]) -> list[dict[str, Any]]:
+        solved = solve_paths(*self._args)
+        post(solved.result)
+        if solved.causal is None:
+            return []
+        solves_exactly(solved.causal)  # the what-if solver's set-up needs no roofline: done before waiting for it
+        return where_optimisation_pays(solved.causal, receive())
+
+    @property
+    def beside(self) -> bool:
+        return self._beside is not None
+
+    def roofline_ready(self, roofline: pd.DataFrame | None) -> None:
+        self._roofline = roofline
+        if self._beside is not None:
+            self._beside.send(roofline)
+
+    def result(self, loaded: dict[int, pd.DataFrame] | None = None) -> Finished[T]:
+        """`finish`'s value and the facts; `loaded`: kernel rows in memory, for a solve in this process."""
+        if self._beside is not None:
+            beside, self._beside = self._beside, None
+            try:
+                paths = beside.posted()
+                value = self._finish(paths)  # while the process beside solves the what-if
+                paths.facts["where_optimisation_pays"] = beside.result()
+                return Finished(value, paths.facts)
+            except ChildLost:
+                pass  # e.g. killed for memory: solved here instead
+        result = analyse_output(*self._args[:3], self._roofline, *self._args[3:], loaded)
+        return Finished(self._finish(result), result.facts)
+
+    def __enter__(self) -> CriticalPathJob[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """A solve beside that was not asked for (the report failed first) is stopped."""
+        if self._beside is not None:
+            self._beside.stop()
+            self._beside = None

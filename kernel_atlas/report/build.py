@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pandas as pd
 
 from kernel_atlas.analysis.collectives import CrossRank, cross_rank_view
 from kernel_atlas.analysis.critical_path import parse_window
-from kernel_atlas.analysis.critical_report import analyse_output
+from kernel_atlas.analysis.critical_report import CriticalPathJob, CriticalPathResult
 from kernel_atlas.analysis.findings import report_findings
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
@@ -26,6 +27,14 @@ from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_htm
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.store.outputs import REPORT, lock, read_parquet, write_csv, write_json, write_table
 from kernel_atlas.store.run import Run
+
+
+def _critical_outputs(result: CriticalPathResult, out_dir: Path, run_id: str | None) -> tuple[Path, str]:
+    """critical_path.parquet written and the page's section drawn (neither reads the what-if)."""
+    from kernel_atlas.report.critical_html import critical_path_html
+
+    path = write_table(result.segments, out_dir / "critical_path.parquet", run_id)
+    return path, critical_path_html(result.segments, result.facts)
 
 
 @dataclass
@@ -134,77 +143,77 @@ def _build_report(
     device = get_device(device_key) if device_key else match_device(gpu_name, sms)
     cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id)
     stragglers = cross_rank.facts.get("stragglers") or []
-    # one rank at a time (a single trace is one rank): the memory of one rank, whatever the fleet's size
-    ranked = analyse_ranks(
-        out_dir,
-        ranks,
-        device,
-        world,
-        jobs,
-        options=WaitOptions(kernel_wait_us, short_kernel_us, like_hta),
-        summary=summary,
-        timeline_rank=stragglers[0]["rank"] if stragglers else None,
-    )
-    analysis, waits, views = ranked.analysis, ranked.waits, ranked.views
-    analysis.facts.update(cross_rank.facts)
-    replay = run.replay()
-    if replay is not None:
-        analysis.roofline = merge_replay(analysis.roofline, replay)
-    analysis.facts["traced_gpu"] = gpu_name
-    analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
-    analysis.facts["shared_ranks"] = _shared_ranks(summary)
-    analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
-    analysis.facts.update(waits.facts)
-    analysis.facts["efficiency"] = efficiency_facts(summary)
-    events = read_memory_events(out_dir, summary, output.run_id)
-    memory = analyse_memory(events) if events else None
-    analysis.facts["memory"] = memory.entries if memory else []
-    analysis.facts["memory_warnings"] = memory_warnings(memory.entries) if memory else []
-    # first in report.json: how much of the GPU time the costs cover
-    analysis.facts = {"trust": trust_facts(analysis.roofline, analysis.facts, summary), **analysis.facts}
-    files = {
-        "roofline": write_table(analysis.roofline, out_dir / "roofline.parquet", output.run_id),
-        "timeshare": write_csv(analysis.timeshare, out_dir / "timeshare.csv"),
-        "steps": write_table(steps_table(summary), out_dir / "steps.parquet", output.run_id),
-        "facts": out_dir / REPORT,
-        "html": html or out_dir / "report.html",
-    }
-    files.update(write_waits(waits, out_dir, output.run_id))
-    if memory is not None:
-        files["memory"] = write_table(memory.allocations, out_dir / "memory.parquet", output.run_id)
     matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
     convention = "hta" if like_hta else "exact"
     steps_cut = last_step_starts(summary)  # where HTA's loader cuts each rank (its convention only)
-    # one rank: its kernel rows are in memory already (analyse_ranks keeps them)
-    loaded = {ranks[0]: analysis.kernels} if len(ranks) == 1 else None
-    critical = analyse_output(out_dir, ranks, window_spec, analysis.roofline, matched, convention, steps_cut, loaded)
-    analysis.facts["critical_path"] = critical.facts
-    files["critical_path"] = write_table(critical.segments, out_dir / "critical_path.parquet", output.run_id)
-    # after the critical path: findings rank by its end-to-end savings where it has them
-    analysis.facts["findings"] = [f.to_json() for f in report_findings(analysis.roofline, waits, analysis.facts)]
-    if cross_rank.path is not None:
-        files["collectives"] = cross_rank.path
-    from kernel_atlas.report.critical_html import critical_path_html
-    from kernel_atlas.report.fleet import cross_rank_html
-    from kernel_atlas.report.html import write_html
-    from kernel_atlas.report.memory_view import memory_html
+    # on a large trace the critical path is solved beside the rest: started first, it waits for
+    # the roofline only for its what-if
+    trace_events = sum(int(trace.get("events") or 0) for trace in summary.get("traces", []))
+    finish = partial(_critical_outputs, out_dir=out_dir, run_id=output.run_id)
+    with CriticalPathJob(out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish) as job:
+        # one rank at a time (a single trace is one rank): the memory of one rank, whatever the fleet's size
+        ranked = analyse_ranks(
+            out_dir,
+            ranks,
+            device,
+            world,
+            jobs,
+            options=WaitOptions(kernel_wait_us, short_kernel_us, like_hta),
+            summary=summary,
+            timeline_rank=stragglers[0]["rank"] if stragglers else None,
+        )
+        analysis, waits, views = ranked.analysis, ranked.waits, ranked.views
+        analysis.facts.update(cross_rank.facts)
+        replay = run.replay()
+        if replay is not None:
+            analysis.roofline = merge_replay(analysis.roofline, replay)
+        job.roofline_ready(analysis.roofline)
+        analysis.facts["traced_gpu"] = gpu_name
+        analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
+        analysis.facts["shared_ranks"] = _shared_ranks(summary)
+        analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
+        analysis.facts.update(waits.facts)
+        analysis.facts["efficiency"] = efficiency_facts(summary)
+        events = read_memory_events(out_dir, summary, output.run_id)
+        memory = analyse_memory(events) if events else None
+        analysis.facts["memory"] = memory.entries if memory else []
+        analysis.facts["memory_warnings"] = memory_warnings(memory.entries) if memory else []
+        # first in report.json: how much of the GPU time the costs cover
+        analysis.facts = {"trust": trust_facts(analysis.roofline, analysis.facts, summary), **analysis.facts}
+        files = {
+            "roofline": write_table(analysis.roofline, out_dir / "roofline.parquet", output.run_id),
+            "timeshare": write_csv(analysis.timeshare, out_dir / "timeshare.csv"),
+            "steps": write_table(steps_table(summary), out_dir / "steps.parquet", output.run_id),
+            "facts": out_dir / REPORT,
+            "html": html or out_dir / "report.html",
+        }
+        files.update(write_waits(waits, out_dir, output.run_id))
+        if memory is not None:
+            files["memory"] = write_table(memory.allocations, out_dir / "memory.parquet", output.run_id)
+        from kernel_atlas.report.fleet import cross_rank_html
+        from kernel_atlas.report.html import draw_html
+        from kernel_atlas.report.memory_view import memory_html
 
-    title = f"Kernel Atlas — {out_dir.name}"
-    write_html(
-        analysis,
-        device,
-        files["html"],
-        title,
-        waits=waits,
-        sections=[
-            efficiency_html(analysis.facts["efficiency"]),
-            cross_rank_html(cross_rank, analysis.facts),
-            critical_path_html(critical.segments, critical.facts),
-            memory_html(memory),
-        ],
-        views=views,
-    )
-    # last, as the manifest of this report: the ingest run it was made from and its files
-    listed = {key: path.name if path.parent == out_dir else str(path) for key, path in files.items()}
-    write_json(out_dir, REPORT, {**analysis.facts, "run_id": output.run_id, "files": listed})
-    return Report(out_dir, analysis, device, gpu_name, files, waits, cross_rank, views, memory)
+        # the page's sections that do not read the critical path, drawn while it is solved
+        page = draw_html(analysis, device, f"Kernel Atlas — {out_dir.name}", waits, views)
+        # one rank: its kernel rows are in memory already (analyse_ranks keeps them)
+        critical = job.result(loaded={ranks[0]: analysis.kernels} if len(ranks) == 1 else None)
+        analysis.facts["critical_path"] = critical.facts
+        files["critical_path"], critical_section = critical.value
+        # after the critical path: findings rank by its end-to-end savings where it has them
+        analysis.facts["findings"] = [f.to_json() for f in report_findings(analysis.roofline, waits, analysis.facts)]
+        if cross_rank.path is not None:
+            files["collectives"] = cross_rank.path
+        page.write(
+            files["html"],
+            sections=[
+                efficiency_html(analysis.facts["efficiency"]),
+                cross_rank_html(cross_rank, analysis.facts),
+                critical_section,
+                memory_html(memory),
+            ],
+        )
+        # last, as the manifest of this report: the ingest run it was made from and its files
+        listed = {key: path.name if path.parent == out_dir else str(path) for key, path in files.items()}
+        write_json(out_dir, REPORT, {**analysis.facts, "run_id": output.run_id, "files": listed})
+        return Report(out_dir, analysis, device, gpu_name, files, waits, cross_rank, views, memory)

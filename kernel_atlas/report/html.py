@@ -521,6 +521,10 @@ def _timeline_section(page: Page) -> str:
     return page.figure(timeline_figure(page.views.timeline, page.views.timeline_note), "timeline")
 
 
+def _extra_sections(page: Page) -> str:
+    return "".join(page.extra)
+
+
 HTML_SECTIONS: list[Callable[[Page], str]] = [
     _summary_section,
     _findings_section,
@@ -533,8 +537,11 @@ HTML_SECTIONS: list[Callable[[Page], str]] = [
     _steps_section,
     _timeline_section,
     lambda page: waits_html(page.waits),
-    lambda page: "".join(page.extra),
+    _extra_sections,
 ]
+# sections that read the critical path's outcome (findings rank by its savings; the further
+# fragments hold its view): `draw_html` draws them last, once it is solved
+AFTER_CRITICAL_PATH = (_findings_section, _extra_sections)
 
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:24px} .fig{margin-bottom:32px}"
@@ -567,11 +574,37 @@ def write_html(
 ) -> Path:
     """The report page; `sections` are further HTML fragments placed after the others. Without
     `views`, they are made from `analysis.kernels` when it holds kernel rows (one rank)."""
+    return draw_html(analysis, device, title, waits, views).write(path, sections)
+
+
+@dataclass
+class DrawnPage:
+    """A report page with every section drawn but those of AFTER_CRITICAL_PATH."""
+
+    page: Page
+    drawn: list[str | None]  # per HTML_SECTIONS, None: drawn by `write`
+
+    def write(self, path: Path, sections: Sequence[str] = ()) -> Path:
+        """The remaining sections drawn from the facts as they are now, and the page written."""
+        self.page.extra = sections
+        body = [part if part is not None else HTML_SECTIONS[i](self.page) for i, part in enumerate(self.drawn)]
+        write_text(path, _document(self.page.title, body))
+        return path
+
+
+def draw_html(
+    analysis: Analysis,
+    device: Device | None,
+    title: str,
+    waits: Waits | None = None,
+    views: KernelViews | None = None,
+) -> DrawnPage:
+    """The report page's sections that do not read the critical path, drawn now (`atlas report`
+    draws them while the critical path is solved beside it); `DrawnPage.write` does the rest."""
     if views is None and {"module", "step", "ts_us"} <= set(analysis.kernels.columns):
         views = kernel_views(analysis.kernels)
-    page = Page(analysis, device, title, waits, sections, views=views)
-    write_text(path, _document(title, [section(page) for section in HTML_SECTIONS]))
-    return path
+    page = Page(analysis, device, title, waits, (), views=views)
+    return DrawnPage(page, [None if s in AFTER_CRITICAL_PATH else s(page) for s in HTML_SECTIONS])
 
 
 # --- the page of `atlas diff --html` ----------------------------------------------------------------

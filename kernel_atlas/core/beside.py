@@ -1,0 +1,137 @@
+"""Work done in a forked process beside the caller's own: `atlas report` solves the critical path
+while it computes the roofline, the waits and the page. The child inherits what the parent holds
+at the fork (nothing is pickled on the way in), may wait for one value the parent hands it later,
+and hands back its result or its exception. It writes nothing: what it returns is all it does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import threading
+import traceback
+import warnings
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from kernel_atlas.core.errors import AtlasError
+
+T = TypeVar("T")
+
+
+class ChildLost(Exception):
+    """The child ended without a result (killed, e.g. for memory): the caller does the work itself."""
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def can_fork() -> bool:
+    """Whether work beside the caller can run at the same time: fork exists and a second CPU."""
+    return "fork" in multiprocessing.get_all_start_methods() and usable_cpus() > 1
+
+
+class Beside(Generic[T]):
+    """`work(receive, post)` in a forked child: `receive()` waits for the value given to `send`,
+    `post(value)` hands the parent a value before the work ends, which `posted()` returns.
+    `result()` waits for the child and returns its value or raises its exception (ChildLost when
+    it died without one); leaving the `with` block without it stops the child."""
+
+    def __init__(self, work: Callable[[Callable[[], Any], Callable[[Any], None]], T]) -> None:
+        context = multiprocessing.get_context("fork")
+        values_read, self._values = context.Pipe(duplex=False)  # parent → child: the value sent
+        self._results, results_write = context.Pipe(duplex=False)  # child → parent: the outcome
+        self._sender: threading.Thread | None = None
+        ends = (values_read, results_write, self._values, self._results)
+        self._process = context.Process(target=_run, args=(work, *ends), daemon=True)
+        with warnings.catch_warnings():  # Python 3.12+ warns on fork with threads (Arrow's pool waits idle)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            self._process.start()
+        values_read.close()  # the child's ends
+        results_write.close()
+        self._done = False
+
+    def send(self, value: Any) -> None:
+        """Hand the child its value without waiting for it to take it (it may still be busy)."""
+        self._sender = threading.Thread(target=self._hand, args=(value,), daemon=True)
+        self._sender.start()
+
+    def _hand(self, value: Any) -> None:
+        with contextlib.suppress(OSError):  # the child is gone: `result` says so
+            self._values.send(value)
+
+    def posted(self) -> Any:
+        """The child's next posted value; its exception, or ChildLost, if it ended first."""
+        status, payload = self._receive()
+        if status == "post":
+            return payload
+        self._finish()
+        self._outcome(status, payload)
+        raise ChildLost("the process beside ended without posting")
+
+    def result(self) -> T:
+        if self._sender is None:
+            self._values.close()  # nothing will be sent: a child waiting for it gets EOFError
+        try:
+            status, payload = self._receive()
+            while status == "post":  # posts not asked for
+                status, payload = self._receive()
+        finally:
+            self._finish()
+        return self._outcome(status, payload)
+
+    def _receive(self) -> tuple[str, Any]:
+        try:
+            return self._results.recv()
+        except (EOFError, OSError):
+            return "lost", None
+
+    def _outcome(self, status: str, payload: Any) -> T:
+        if status == "error":
+            raise payload
+        if status == "lost":
+            raise ChildLost(f"the process beside ended with exit code {self._process.exitcode}")
+        return payload
+
+    def _finish(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        self._process.join()
+        if self._sender is not None:
+            self._sender.join(timeout=1.0)
+        self._values.close()
+        self._results.close()
+
+    def stop(self) -> None:
+        """Stop the child unless its result was taken (the caller failed first)."""
+        if not self._done:
+            self._process.terminate()
+            self._finish()
+
+    def __enter__(self) -> Beside[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _run(work: Callable[..., Any], values: Any, results: Any, *parents_ends: Any) -> None:
+    for end in parents_ends:  # else the child's own copy of the writer keeps `values` from ending
+        end.close()
+    try:
+        outcome: tuple[str, Any] = ("ok", work(values.recv, lambda value: results.send(("post", value))))
+    except BaseException as error:  # handed to the parent, which raises it
+        if not isinstance(error, AtlasError):
+            error.add_note("in the process beside:\n" + "".join(traceback.format_exception(error)))
+        outcome = ("error", error)
+    try:
+        results.send(outcome)
+    except Exception as error:  # a result or an exception that does not pickle
+        results.send(("error", RuntimeError(f"the process beside could not hand back its outcome: {error}")))
+    results.close()

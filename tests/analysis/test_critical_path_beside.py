@@ -1,0 +1,119 @@
+"""The critical path solved in a process beside the report (`CriticalPathJob`): the same files
+to the byte as solved in the report's own process, errors handed back as one line, and a lost
+process made up for."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import kernel_atlas.analysis.critical_report as critical_report
+from kernel_atlas.core.beside import Beside, ChildLost, can_fork
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.ingest.fleet import write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths
+from kernel_atlas.report.build import build_report
+from tests.analysis.test_critical_path import TWO_STREAMS
+from tests.support.hostile import assert_one_line_error, cli
+from tests.support.traces import trace_path
+
+needs_fork = pytest.mark.skipif(not can_fork(), reason="needs fork and a second CPU")
+
+
+def test_beside_hands_values_both_ways() -> None:
+    def work(receive: Callable[[], int], post: Callable[[str], None]) -> int:
+        post("paths")
+        return receive() * 2
+
+    job = Beside(work)
+    job.send(21)
+    assert job.posted() == "paths"
+    assert job.result() == 42
+    assert Beside(lambda receive, post: 5).result() == 5  # posts nothing, receives nothing
+
+
+def test_beside_raises_what_the_child_raised() -> None:
+    def bad_window(receive: Callable[[], object], post: Callable[[object], None]) -> None:
+        raise AtlasError("trace.json", "--window ProfilerStep#9: the trace has 2 ranges")
+
+    with pytest.raises(AtlasError, match="the trace has 2 ranges") as error:
+        Beside(bad_window).posted()
+    assert error.value.source == "trace.json"
+    with pytest.raises(ZeroDivisionError) as error:
+        Beside(lambda receive, post: 1 / 0).result()
+    assert any("in the process beside" in note for note in error.value.__notes__)
+    # waiting for a value never sent: it ends (EOFError) rather than hang
+    with pytest.raises(EOFError):
+        Beside(lambda receive, post: receive()).result()
+
+
+def test_a_lost_child_is_said_and_a_waiting_one_stopped() -> None:
+    with pytest.raises(ChildLost, match="exit code 3"):
+        Beside(lambda receive, post: os._exit(3)).result()
+    start = time.monotonic()
+    with Beside(lambda receive, post: time.sleep(60)):
+        pass  # leaving without the result stops it
+    assert time.monotonic() - start < 10
+
+
+def _report_files(folder: Path, monkeypatch: pytest.MonkeyPatch, min_events: int) -> dict[str, bytes]:
+    monkeypatch.setattr(critical_report, "BESIDE_MIN_EVENTS", min_events)
+    build_report(folder)
+    return {name: (folder / name).read_bytes() for name in ("report.json", "report.html")}
+
+
+@needs_fork
+def test_two_streams_beside_and_here_write_the_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "two.json"
+    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    folder = tmp_path / "two.atlas"
+    write_outputs(ingest_paths([trace]), folder)
+    here = _report_files(folder, monkeypatch, 10**12)
+    here_path = pd.read_parquet(folder / "critical_path.parquet")
+    beside = _report_files(folder, monkeypatch, 0)
+    assert beside == here
+    pd.testing.assert_frame_equal(pd.read_parquet(folder / "critical_path.parquet"), here_path)
+    facts = json.loads(beside["report.json"])["critical_path"]
+    assert facts["total_us"] == 125.0  # the path of tests/analysis/test_critical_path.py's TWO_STREAMS
+
+
+@needs_fork
+def test_a_bad_window_found_beside_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "two.json"
+    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    folder = tmp_path / "two.atlas"
+    write_outputs(ingest_paths([trace]), folder)
+    monkeypatch.setattr(critical_report, "BESIDE_MIN_EVENTS", 0)
+    assert_one_line_error(cli("report", folder, "--window", "ProfilerStep#0"), "0 ranges")
+
+
+@needs_fork
+def test_a_lost_solve_beside_is_made_up_for_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "two.json"
+    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    folder = tmp_path / "two.atlas"
+    write_outputs(ingest_paths([trace]), folder)
+    here = _report_files(folder, monkeypatch, 10**12)
+    # the process beside dies (as if killed for memory): the report solves the path itself
+    monkeypatch.setattr(critical_report.CriticalPathJob, "_solve_beside", lambda self, r, p: os._exit(9))
+    assert _report_files(folder, monkeypatch, 0) == here
+
+
+@needs_fork
+@pytest.mark.parametrize("name", ["a100_diff_control", "mi300x_sglang_qwen3_8b_decode_graph"])
+def test_shared_traces_beside_and_here_write_the_same_report(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trace = trace_path(name)
+    folder = tmp_path / f"{name}.atlas"
+    write_outputs(ingest_paths([trace]), folder)
+    here = _report_files(folder, monkeypatch, 10**12)
+    beside = _report_files(folder, monkeypatch, 0)
+    assert beside == here
+    assert json.loads(beside["report.json"])["critical_path"]["where_optimisation_pays"]
