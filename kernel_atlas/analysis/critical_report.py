@@ -173,10 +173,6 @@ class CriticalPathJob(Generic[T]):
         solves_exactly(solved.causal)  # the what-if solver's set-up needs no roofline: done before waiting for it
         return where_optimisation_pays(solved.causal, receive())
 
-    @property
-    def beside(self) -> bool:
-        return self._beside is not None
-
     def roofline_ready(self, roofline: pd.DataFrame | None) -> None:
         self._roofline = roofline
         if self._beside is not None:

@@ -1,7 +1,8 @@
 """Work done in a forked process beside the caller's own: `atlas report` solves the critical path
 while it computes the roofline, the waits and the page. The child inherits what the parent holds
 at the fork (nothing is pickled on the way in), may wait for one value the parent hands it later,
-and hands back its result or its exception. It writes nothing: what it returns is all it does.
+may post values before it ends, and hands back its result or its exception. It writes nothing:
+what it hands back is all it does.
 """
 
 from __future__ import annotations
