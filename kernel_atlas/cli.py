@@ -331,6 +331,9 @@ def report(
         unknown = sorted(set(section) - set(SECTION_NAMES))
         if unknown:  # before the work, not after it
             raise AtlasError("--section", f"no section {', '.join(unknown)} (sections: {', '.join(SECTION_NAMES)})")
+    from kernel_atlas.core.heap import keep_freed_memory
+
+    keep_freed_memory()  # this process ends with the report: its analyses reuse the pages they free
     result = build_report(
         source,
         device,

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.safe_files import is_writable_folder, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
-from kernel_atlas.ingest.heap import release_free_memory
 from kernel_atlas.ingest.host_events import write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table

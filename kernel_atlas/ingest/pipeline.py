@@ -15,6 +15,7 @@ import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.redact import redact_frame, redact_text
 from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
 from kernel_atlas.ingest.columns import build_columns
@@ -22,7 +23,6 @@ from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.efficiency import with_kernel_efficiency
 from kernel_atlas.ingest.events import LONG_STRINGS, MAX_TEXT, UNKNOWN_GPU
 from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
-from kernel_atlas.ingest.heap import release_free_memory
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table
 from kernel_atlas.ingest.infer import infer_shapes
