@@ -1020,9 +1020,11 @@ def _grouped_deepgemm(call: Call) -> Cost:
     groups, n, k = rhs.dims
     lhs = next((a for a in tensors if len(a.dims) == 2 and a.dims[1] == k and a.precision != "fp32"), None)
     if lhs is None:
-        masked = any(len(a.dims) == 3 and a is not rhs and a.dims[0] == groups and a.dims[2] == k for a in tensors)
-        layout = "the masked layout: each expert's row count (masked_m) is a value" if masked else "no lhs [M, K]"
-        raise NoCost(f"grouped DeepGEMM: {layout} the trace does not record")
+        if any(len(a.dims) == 3 and a is not rhs and a.dims[0] == groups and a.dims[2] == k for a in tensors):
+            raise NoCost(
+                "grouped DeepGEMM: the masked layout: each expert's row count (masked_m) is a value not recorded"
+            )
+        raise NoCost(f"grouped DeepGEMM: no lhs [M, {k}] recorded beside the weights {list(rhs.dims)}")
     m = lhs.dims[0]
     touched = min(groups, -(-m // _DEEPGEMM_CONTIGUOUS_ALIGNMENT))
     out = next((a for a in tensors if a is not lhs and a.dims == (m, n)), None)

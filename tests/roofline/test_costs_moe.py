@@ -225,3 +225,7 @@ def test_grouped_deepgemm_masked_layout_says_what_it_lacks() -> None:
     args = parse_call("[[4,64,512],[4,64,4],[4,384,512],[4,3,4],[4]]", f'[{FP8},{F32},{FP8},{F32},"int"]')
     with pytest.raises(NoCost, match="masked layout"):
         cost_of(Call("cuLaunchKernelEx", "fused_moe", args, "rule:deepgemm-grouped"))
+    # the seed catalog's down projection records lhs as [2048]: M is not recorded
+    args = parse_call("[[2048],[8192,16],[16,7168,2048],[16,56,16]]", f"[{FP8},{F32},{FP8},{F32}]")
+    with pytest.raises(NoCost, match=r"no lhs \[M, 2048\] recorded"):
+        cost_of(Call("cuLaunchKernelEx", "fused_moe", args, "rule:deepgemm-grouped"))
