@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import sys
 import threading
 import traceback
 import warnings
@@ -33,8 +34,10 @@ def usable_cpus() -> int:
 
 
 def can_fork() -> bool:
-    """Whether work beside the caller can run at the same time: fork exists and a second CPU."""
-    return "fork" in multiprocessing.get_all_start_methods() and usable_cpus() > 1
+    """Whether work beside the caller can run at the same time: on Linux (macOS has fork, but a
+    forked child of a process with threads may crash there, hence Python's spawn default) with a
+    second CPU."""
+    return sys.platform.startswith("linux") and usable_cpus() > 1
 
 
 class Beside(Generic[T]):

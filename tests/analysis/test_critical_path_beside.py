@@ -48,6 +48,8 @@ def test_beside_raises_what_the_child_raised() -> None:
     with pytest.raises(ZeroDivisionError) as error:
         Beside(lambda receive, post: 1 / 0).result()
     assert any("in the process beside" in note for note in error.value.__notes__)
+    with pytest.raises(RuntimeError, match="could not hand back"):
+        Beside(lambda receive, post: lambda: None).result()  # a result that does not pickle
     # waiting for a value never sent: it ends (EOFError) rather than hang
     with pytest.raises(EOFError):
         Beside(lambda receive, post: receive()).result()
