@@ -19,7 +19,6 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.pipeline import ingest_paths
 from kernel_atlas.report.build import build_report
-from tests.analysis.test_critical_path import TWO_STREAMS
 from tests.support.hostile import assert_one_line_error, cli
 from tests.support.traces import trace_path
 
@@ -71,11 +70,8 @@ def _report_files(folder: Path, monkeypatch: pytest.MonkeyPatch, min_events: int
 
 
 @needs_fork
-def test_two_streams_beside_and_here_write_the_same_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trace = tmp_path / "two.json"
-    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
-    folder = tmp_path / "two.atlas"
-    write_outputs(ingest_paths([trace]), folder)
+def test_two_streams_beside_and_here_write_the_same_report(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = two_streams
     here = _report_files(folder, monkeypatch, 10**12)
     here_path = pd.read_parquet(folder / "critical_path.parquet")
     beside = _report_files(folder, monkeypatch, 0)
@@ -86,21 +82,15 @@ def test_two_streams_beside_and_here_write_the_same_report(tmp_path: Path, monke
 
 
 @needs_fork
-def test_a_bad_window_found_beside_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trace = tmp_path / "two.json"
-    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
-    folder = tmp_path / "two.atlas"
-    write_outputs(ingest_paths([trace]), folder)
+def test_a_bad_window_found_beside_is_one_line(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = two_streams
     monkeypatch.setattr(critical_report, "BESIDE_MIN_EVENTS", 0)
     assert_one_line_error(cli("report", folder, "--window", "ProfilerStep#0"), "0 ranges")
 
 
 @needs_fork
-def test_a_lost_solve_beside_is_made_up_for_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    trace = tmp_path / "two.json"
-    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
-    folder = tmp_path / "two.atlas"
-    write_outputs(ingest_paths([trace]), folder)
+def test_a_lost_solve_beside_is_made_up_for_here(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = two_streams
     here = _report_files(folder, monkeypatch, 10**12)
     # the process beside dies (as if killed for memory): the report solves the path itself
     monkeypatch.setattr(critical_report.CriticalPathJob, "_solve_beside", lambda self, r, p: os._exit(9))

@@ -9,17 +9,12 @@ import pytest
 
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.pipeline import ingest_paths
-from tests.analysis.test_critical_path import TWO_STREAMS
 from tests.support.hostile import assert_one_line_error, cli
 
 
 @pytest.fixture
-def out(tmp_path: Path) -> Path:
-    trace = tmp_path / "two.json"
-    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
-    folder = tmp_path / "two.atlas"
-    write_outputs(ingest_paths([trace]), folder)
-    return folder
+def out(two_streams: Path) -> Path:
+    return two_streams  # tests/analysis/conftest.py
 
 
 def test_whatif_prints_and_writes_the_saving(out: Path) -> None:
