@@ -29,6 +29,13 @@ from kernel_atlas.store.outputs import load_kernels
 # traces of at least this many events (summary.json, all ranks) have their critical path solved in
 # a process beside the report's own work (`CriticalPathJob`); below, the fork would cost more than it saves
 BESIDE_MIN_EVENTS = 250_000
+# the kernel columns the graphs, their segments and the what-if read (all but these are left unread)
+GRAPH_COLUMNS = (
+    *("trace", "rank", "name", "kind", "ts_us", "dur_us", "device", "stream", "step", "correlation"),
+    *("launch_ts_us", "launch_dur_us", "launch_thread", "graph_launch", "launcher", "module"),
+    *("input_dims", "input_types", "op_mapping", "category"),
+    *("collective", "process_group", "process_group_ranks", "collective_seq"),
+)
 T = TypeVar("T")
 
 
@@ -84,9 +91,9 @@ def solve_paths(
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
     for rank in ranks:
         if loaded and rank in loaded:
-            kernels = loaded[rank]
+            kernels = loaded[rank][[c for c in loaded[rank].columns if c in GRAPH_COLUMNS]]
         else:
-            kernels = load_kernels(out_dir, ranks=[rank]) if len(ranks) > 1 else load_kernels(out_dir)
+            kernels = load_kernels(out_dir, [rank] if len(ranks) > 1 else None, GRAPH_COLUMNS)
         if joint:
             p2p.append(p2p_rows(kernels, rank))
         host = load_host_events(out_dir, rank)

@@ -128,12 +128,24 @@ class Beside(Generic[T]):
 def _run(work: Callable[..., Any], values: Any, results: Any, *parents_ends: Any) -> None:
     for end in parents_ends:  # else the child's own copy of the writer keeps `values` from ending
         end.close()
+    posting: list[threading.Thread] = []
+
+    def post(value: Any) -> None:
+        """Sent from a thread: a large value fills the pipe until the parent reads it, and the
+        work goes on meanwhile (posts and the outcome keep their order)."""
+        for earlier in posting:
+            earlier.join()
+        posting.append(threading.Thread(target=results.send, args=(("post", value),), daemon=True))
+        posting[-1].start()
+
     try:
-        outcome: tuple[str, Any] = ("ok", work(values.recv, lambda value: results.send(("post", value))))
+        outcome: tuple[str, Any] = ("ok", work(values.recv, post))
     except BaseException as error:  # handed to the parent, which raises it
         if not isinstance(error, AtlasError):
             error.add_note("in the process beside:\n" + "".join(traceback.format_exception(error)))
         outcome = ("error", error)
+    for earlier in posting:
+        earlier.join()
     try:
         results.send(outcome)
     except Exception as error:  # a result or an exception that does not pickle

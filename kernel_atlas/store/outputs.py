@@ -362,25 +362,34 @@ def read_parquet(path: str | Path) -> pd.DataFrame:
     return load_table(Path(path)).to_pandas()
 
 
-def load_kernels(out_dir: str | Path, ranks: list[int] | None = None) -> pd.DataFrame:
-    """The kernels table of an ingest output as one DataFrame — all ranks, or only `ranks`.
+def load_kernels(
+    out_dir: str | Path, ranks: list[int] | None = None, columns: Sequence[str] | None = None
+) -> pd.DataFrame:
+    """The kernels table of an ingest output as one DataFrame — all ranks, or only `ranks`;
+    all columns, or only those of `columns` the files have (and `rank`).
 
     For one rank or a few; multi-rank analyses go through `kernels_sql` (DuckDB) or one rank
     at a time so that memory does not grow with the number of ranks."""
     path = kernels_path(out_dir)
+
+    def present(file: Path) -> list[str] | None:
+        return None if columns is None else [c for c in _schema(file).names if c in columns or c == PARTITION]
+
     if path.is_file():
         if PARTITION not in _schema(path).names:  # a single table made by other means: one rank
-            table = load_table(path) if ranks is None or 0 in ranks else load_table(path).slice(0, 0)
+            table = load_table(path, columns=present(path))
+            table = table if ranks is None or 0 in ranks else table.slice(0, 0)
             table = table.append_column(PARTITION, pa.array([0] * table.num_rows, pa.int32()))
         else:
-            table = load_table(path, filters=[(PARTITION, "in", ranks)] if ranks is not None else None)
+            filters = [(PARTITION, "in", ranks)] if ranks is not None else None
+            table = load_table(path, filters=filters, columns=present(path))
         return _ordered(table).to_pandas()
     files = rank_files(out_dir)
     wanted = sorted(files) if ranks is None else [r for r in ranks if r in files]
     parts = []
     for rank in wanted:
         for file in files[rank]:
-            table = load_table(file)
+            table = load_table(file, columns=present(file))
             parts.append(table.append_column(PARTITION, pa.array([rank] * table.num_rows, pa.int32())))
     if not parts:
         return KERNEL_SCHEMA.empty_table().to_pandas()
