@@ -29,6 +29,13 @@ from kernel_atlas.store.outputs import REPORT, lock, read_parquet, write_csv, wr
 from kernel_atlas.store.run import Run
 
 
+def _trace_events(summary: dict[str, Any]) -> int:
+    """The events of the run's traces (summary.json), only where they are counts: the number only
+    chooses where the critical path is solved, which changes no result."""
+    counts = [trace.get("events") for trace in summary.get("traces", []) if isinstance(trace, dict)]
+    return sum(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n > 0)
+
+
 def _critical_outputs(result: CriticalPathResult, out_dir: Path, run_id: str | None) -> tuple[Path, str]:
     """critical_path.parquet written and the page's section drawn (neither reads the what-if)."""
     from kernel_atlas.report.critical_html import critical_path_html
@@ -148,7 +155,7 @@ def _build_report(
     steps_cut = last_step_starts(summary)  # where HTA's loader cuts each rank (its convention only)
     # on a large trace the critical path is solved beside the rest: started first, it waits for
     # the roofline only for its what-if
-    trace_events = sum(int(trace.get("events") or 0) for trace in summary.get("traces", []))
+    trace_events = _trace_events(summary)
     finish = partial(_critical_outputs, out_dir=out_dir, run_id=output.run_id)
     with CriticalPathJob(out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish) as job:
         # one rank at a time (a single trace is one rank): the memory of one rank, whatever the fleet's size

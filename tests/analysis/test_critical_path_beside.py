@@ -109,3 +109,14 @@ def test_shared_traces_beside_and_here_write_the_same_report(
     beside = _report_files(folder, monkeypatch, 0)
     assert beside == here
     assert json.loads(beside["report.json"])["critical_path"]["where_optimisation_pays"]
+
+
+@pytest.mark.parametrize("events", ["lots", [1], None, True, -5, 10**30])
+def test_a_doctored_event_count_changes_nothing(two_streams: Path, events: object) -> None:
+    """summary.json's `events` only chooses where the path is solved: any value gives the report."""
+    summary = json.loads((two_streams / "summary.json").read_text())
+    summary["traces"][0]["events"] = events
+    (two_streams / "summary.json").write_text(json.dumps(summary))
+    done = cli("report", two_streams)
+    assert done.code == 0, done.output
+    assert json.loads((two_streams / "report.json").read_text())["critical_path"]["total_us"] == 125.0
