@@ -196,6 +196,8 @@ class CriticalPathJob(Generic[T]):
                 return Finished(value, paths.facts)
             except ChildLost:
                 pass  # e.g. killed for memory: solved here instead
+            finally:
+                beside.stop()  # only when `finish` failed: its result was taken otherwise
         result = analyse_output(*self._args[:3], self._roofline, *self._args[3:], loaded)
         return Finished(self._finish(result), result.facts)
 

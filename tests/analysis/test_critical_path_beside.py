@@ -120,3 +120,18 @@ def test_a_doctored_event_count_changes_nothing(two_streams: Path, events: objec
     done = cli("report", two_streams)
     assert done.code == 0, done.output
     assert json.loads((two_streams / "report.json").read_text())["critical_path"]["total_us"] == 125.0
+
+
+@needs_fork
+def test_a_failing_finish_stops_the_process_beside(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(critical_report, "BESIDE_MIN_EVENTS", 0)
+
+    def finish(result: critical_report.CriticalPathResult) -> None:
+        raise OSError(28, "No space left on device")
+
+    job = critical_report.CriticalPathJob(two_streams, [0], None, None, "exact", None, 1, finish)
+    process = job._beside._process  # type: ignore[union-attr]
+    with pytest.raises(OSError, match="No space left"):
+        job.result()  # the roofline never sent: the process beside still waits for it
+    process.join(timeout=10)
+    assert not process.is_alive()
