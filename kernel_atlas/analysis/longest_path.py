@@ -38,7 +38,8 @@ class _Runs:
     through, so each run of such edges becomes one edge (most of the graph: the calls of a thread
     between launches, the kernels of a stream)."""
 
-    run_of: np.ndarray  # per original edge, its run (index into heads; -1: on a cycle)
+    on_run: np.ndarray  # the original edges on a run, ascending (those on a cycle are not)
+    run_of: np.ndarray  # and the run each belongs to (index into heads)
     heads: np.ndarray  # first edge of each run
     tail_dst: np.ndarray  # per run (aligned with heads), the node the run ends at
     members: np.ndarray  # original edges grouped by run, in order along it
@@ -61,14 +62,13 @@ def _contract(graph: Graph) -> _Runs:
     run_index = np.full(e, -1, np.int64)
     run_index[heads] = np.arange(len(heads))
     on = np.flatnonzero(root >= 0)
-    run_of = np.full(e, -1, np.int64)
-    run_of[on] = run_index[root[on]]
+    run_of = run_index[root[on]]
     # members grouped by run, each at its depth along it (a head is at depth 0): no sort needed
     bounds = np.zeros(len(heads) + 1, np.int64)
-    np.cumsum(np.bincount(run_of[on], minlength=len(heads)), out=bounds[1:])
+    np.cumsum(np.bincount(run_of, minlength=len(heads)), out=bounds[1:])
     members = np.empty(len(on), np.int64)
-    members[bounds[run_of[on]] + depth[on]] = on
-    return _Runs(run_of, heads, tail_dst[heads], members, bounds)
+    members[bounds[run_of] + depth[on]] = on
+    return _Runs(on, run_of, heads, tail_dst[heads], members, bounds)
 
 
 def _run_heads(prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -102,15 +102,13 @@ def _run_heads(prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 @dataclass
 class _Solver:
     """What every solve of one graph shares, worked out once: the contracted runs in the order
-    they are relaxed, their ends as compact node numbers (only nodes some run touches), each
-    original edge's run, and how many runs go back in time."""
+    they are relaxed, their ends as compact node numbers (only nodes some run touches), and how
+    many runs go back in time."""
 
     runs: _Runs
     order: np.ndarray  # runs in relaxation order (the time order of their ends)
     src: list[int]  # per run in that order: compact start and end node
     dst: list[int]
-    edge_rows: np.ndarray  # original edges on a run
-    edge_run: np.ndarray  # and the run (index into heads) each belongs to
     n_compact: int
     backward: int
 
@@ -120,8 +118,6 @@ def _solver(graph: Graph) -> _Solver:
     if cached is not None:
         return cached
     runs = _contract(graph)
-    edge_rows = np.flatnonzero(runs.run_of >= 0)
-    edge_run = runs.run_of[edge_rows]
     c_src, c_dst = graph.src[runs.heads], runs.tail_dst
     position = _node_order(graph)
     order = np.argsort(position[c_dst], kind="stable")
@@ -129,7 +125,7 @@ def _solver(graph: Graph) -> _Solver:
     # compact numbers keep the nodes' order, so the first node of largest distance stays the first
     nodes, compact = np.unique(np.concatenate([c_src[order], c_dst[order]]), return_inverse=True)
     k = len(order)
-    solver = _Solver(runs, order, compact[:k].tolist(), compact[k:].tolist(), edge_rows, edge_run, len(nodes), backward)
+    solver = _Solver(runs, order, compact[:k].tolist(), compact[k:].tolist(), len(nodes), backward)
     graph._solver = solver  # type: ignore[attr-defined]
     return solver
 
@@ -138,7 +134,8 @@ def _relax(graph: Graph, w: np.ndarray, max_passes: int, with_pred: bool) -> tup
     """The heaviest distance to every compact node over the contracted graph and, `with_pred`,
     each node's incoming run (index into the solver's order, -1 none; see `longest_path`)."""
     solver = _solver(graph)
-    weights = np.bincount(solver.edge_run, weights=w[solver.edge_rows], minlength=len(solver.runs.heads))
+    runs = solver.runs
+    weights = np.bincount(runs.run_of, weights=w[runs.on_run], minlength=len(runs.heads))
     src, dst, ws = solver.src, solver.dst, weights[solver.order].tolist()
     dist = [0.0] * solver.n_compact
     pred = [-1] * solver.n_compact if with_pred else []
