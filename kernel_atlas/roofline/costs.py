@@ -1030,18 +1030,17 @@ def _grouped_deepgemm(call: Call) -> Cost:
     out = next((a for a in tensors if a is not lhs and a.dims == (m, n)), None)
     weights = [a for a in tensors if a.dims[:1] == (groups,) and len(a.dims) == 3]  # rhs and its block scales
     rows = [a for a in tensors if a is not lhs and a is not out and a.dims[:1] == (m,)]  # lhs scales, m_indices
+    row_bytes = lhs.nbytes + sum(a.nbytes for a in rows)
     weight_bytes = sum(a.nbytes for a in weights) * touched / groups
-    read = lhs.nbytes + sum(a.nbytes for a in rows) + weight_bytes
-    written = m * n * (out.itemsize if out is not None else 2)
+    out_itemsize = out.itemsize if out is not None else 2  # bf16
     precision, unit = _gemm_precision(call, lhs)
     formula = (
         f"an upper bound: 2·M·N·K = 2·{m}·{n}·{k}, M counting each expert's padding to "
         f"{_DEEPGEMM_CONTIGUOUS_ALIGNMENT} rows (blocks the kernel skips); bytes = lhs and its row-wise "
-        f"inputs {lhs.nbytes + sum(a.nbytes for a in rows)} + weights and scales of at most "
-        f"min(G, ⌈M/{_DEEPGEMM_CONTIGUOUS_ALIGNMENT}⌉) = {touched} of {groups} experts {weight_bytes:.0f} "
-        f"+ output {m}·{n}·{written // (m * n) if m * n else 2}"
+        f"inputs {row_bytes} + weights and scales of at most min(G, ⌈M/{_DEEPGEMM_CONTIGUOUS_ALIGNMENT}⌉) "
+        f"= {touched} of {groups} experts {weight_bytes:.0f} + output {m}·{n}·{out_itemsize}"
     )
-    return Cost(2.0 * m * n * k, read + written, precision, unit, formula)
+    return Cost(2.0 * m * n * k, row_bytes + weight_bytes + m * n * out_itemsize, precision, unit, formula)
 
 
 @register(rules=("dsv3-small-gemm",))
