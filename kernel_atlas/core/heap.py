@@ -27,21 +27,23 @@ import ctypes
 import ctypes.util
 import sys
 from collections.abc import Callable
+from typing import Any
 
 
-def _malloc_trim() -> Callable[[int], int] | None:
+def _glibc(name: str, *argtypes: Any) -> Callable[..., int] | None:
+    """A function of glibc's malloc, None elsewhere (another system, musl)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl has no malloc_trim)
+        function = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
+    except (OSError, AttributeError):
         return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
+    function.argtypes = list(argtypes)
+    function.restype = ctypes.c_int
+    return function
 
 
-_TRIM = _malloc_trim()
+_TRIM = _glibc("malloc_trim", ctypes.c_size_t)
 # mallopt parameters (malloc.h)
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MMAP_THRESHOLD_MAX = 32 << 20  # DEFAULT_MMAP_THRESHOLD_MAX on 64-bit: mallopt refuses more
@@ -51,14 +53,9 @@ _KEEP_FREE_TOP = 1 << 30
 def keep_freed_memory() -> bool:
     """Have malloc keep freed memory for reuse (see the module docstring); whether it could
     (glibc on Linux). For a short-lived process: what it frees stays in it until it exits."""
-    if _TRIM is None:
+    mallopt = _glibc("mallopt", ctypes.c_int, ctypes.c_int) if _TRIM is not None else None
+    if mallopt is None:
         return False
-    try:
-        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
     return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD_MAX)) and bool(mallopt(_M_TRIM_THRESHOLD, _KEEP_FREE_TOP))
 
 
