@@ -89,10 +89,14 @@ def comm_itemsize(dtype: object) -> int | None:
 
 def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     """Collectives (communication kernels with NCCL's message parameters) are costed by their
-    bus bytes: message size · dtype size · the collective's bus factor for its group size."""
+    bus bytes: message size · dtype size · the collective's bus factor for its group size. The
+    group size is the one NCCL records, else the one the recorded tensors imply (all_gather's
+    output holds n inputs), else the trace's world size — an assumption the formula names."""
     communication = (kernels["category"] == COMMUNICATION).to_numpy()
-    shape_nelems, shape_dtype, shape_count = _messages_from_shapes(kernels, communication)
-    rows = np.flatnonzero(communication & (kernels["collective"].notna().to_numpy() | ~np.isnan(shape_nelems)))
+    shapes = _messages_from_shapes(kernels, communication)
+    recorded = kernels["collective"].notna().to_numpy() | ~np.isnan(shapes.nelems)
+    _say_why_silent(kernels, communication & ~recorded)
+    rows = np.flatnonzero(communication & recorded)
     if len(rows) == 0:
         return
 
@@ -101,23 +105,25 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
 
     nelems = np.fmax(values("msg_in_nelems"), values("msg_out_nelems"))  # the larger one recorded
     dtype = kernels["msg_dtype"].astype(object).to_numpy()[rows]
-    ranks = np.where(np.isnan(group := values("group_size")), world_size or 0, group)
     op = kernels["op_mapping"].astype(object).to_numpy()[rows]
+    ranks, group_source = _group_sizes(values("group_size"), op, shapes, rows, world_size)
     # no message fields on the kernel: the tensor recorded on its launch, the input of the collective
-    borrowed = np.isnan(nelems) & ~np.isnan(shape_nelems[rows])
+    borrowed = np.isnan(nelems) & ~np.isnan(shapes.nelems[rows])
     # one tensor recorded: the input (all_gather's is one rank's part); several: the largest is the output
-    alone = shape_count[rows][borrowed] == 1
+    alone = shapes.count[rows][borrowed] == 1
     scale = np.array(
         [
             _input_scale(str(o), int(r)) if a else 1.0
             for o, r, a in zip(op[borrowed], ranks[borrowed], alone, strict=True)
         ]
     )
-    nelems[borrowed] = shape_nelems[rows][borrowed] * scale
-    dtype[borrowed] = shape_dtype[rows][borrowed]
+    nelems[borrowed] = shapes.nelems[rows][borrowed] * scale
+    message = np.full(len(rows), "", dtype=object)  # where the message size came from, for the formula
+    message[np.flatnonzero(borrowed)] = np.where(alone, _BORROWED_INPUT, _BORROWED_LARGEST)
+    dtype[borrowed] = shapes.dtype[rows][borrowed]
     itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
     why = np.full(len(rows), "", dtype=object)
-    why[ranks < 1] = "group size unknown"
+    why[ranks < 1] = "group size unknown: not recorded on the collective, and the trace names no world size"
     unknown_dtype = np.isnan(itemsize)
     why[unknown_dtype] = [f"unknown collective dtype {d!r}" for d in dtype[unknown_dtype]]
     why[np.isnan(nelems)] = "collective message size not recorded on the kernel"
@@ -137,8 +143,10 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
         "precision": "int",
         "unit": "link",
         "formula": [
-            f"bus bytes = {int(n)}·{int(b)} B · {f:.3f} ({o}, n={int(r)}){_BORROWED if w else ''}"
-            for n, b, f, o, r, w in zip(nelems[ok], itemsize[ok], factor, op[ok], ranks[ok], borrowed[ok], strict=True)
+            f"bus bytes = {int(n)}·{int(b)} B · {f:.3f} ({o}, n={int(r)}{_GROUP_SOURCES[g]}){w}"
+            for n, b, f, o, r, g, w in zip(
+                nelems[ok], itemsize[ok], factor, op[ok], ranks[ok], group_source[ok], message[ok], strict=True
+            )
         ],
         "op_time_us": kernels["dur_us"].to_numpy()[done],
     }
@@ -150,7 +158,58 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
         kernels[column] = target
 
 
-_BORROWED = " (message: the recorded input)"
+# where a collective's group size n came from (formula text by source)
+_RECORDED, _FROM_TENSORS, _WORLD = 0, 1, 2
+_GROUP_SOURCES = {
+    _RECORDED: "",
+    _FROM_TENSORS: " from the recorded tensors",
+    _WORLD: ": the trace's world size, the process group's size not being recorded",
+}
+_SILENT = (
+    "collective message size not recorded: no NCCL message fields on the kernel and no tensor shapes on its "
+    "launch (re-profile with record_shapes=True)"
+)
+
+
+def _group_sizes(
+    recorded: np.ndarray, op: np.ndarray, shapes: _Messages, rows: np.ndarray, world_size: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each collective's group size (0 where nothing gives one) and where it came from."""
+    ranks = recorded.copy()
+    source = np.full(len(rows), _RECORDED, dtype=np.int8)
+    # all_gather (output = n inputs) and reduce_scatter (input = n outputs) recorded with both tensors
+    largest, smallest = shapes.nelems[rows], shapes.smallest[rows]
+    ratio = np.divide(largest, smallest, out=np.full(len(rows), np.nan), where=smallest > 0)
+    implied = (
+        np.isnan(ranks)
+        & np.isin(op.astype(str), _group_from_tensors())
+        & (shapes.count[rows] >= 2)
+        & (ratio >= 2)
+        & (ratio == np.floor(ratio))
+    )
+    ranks[implied], source[implied] = ratio[implied], _FROM_TENSORS
+    assumed = np.isnan(ranks)
+    ranks[assumed], source[assumed] = world_size or 0, _WORLD
+    return ranks, source
+
+
+@lru_cache(maxsize=1)
+def _group_from_tensors() -> list[str]:
+    return list(read_toml("costs.toml")["group_from_tensors"]["ops"])
+
+
+def _say_why_silent(kernels: pd.DataFrame, silent: np.ndarray) -> None:
+    """Collectives with neither NCCL's message fields nor a recorded tensor: the reason is that,
+    not the launching op's lack of a cost model."""
+    rows = np.flatnonzero(silent & (kernels["role"].to_numpy(dtype=object) == "no model"))
+    if len(rows):
+        note = kernels["note"].to_numpy(dtype=object, copy=True)
+        note[rows] = _SILENT
+        kernels["note"] = note
+
+
+_BORROWED_INPUT = " (message: the recorded input)"
+_BORROWED_LARGEST = " (message: the largest tensor recorded on its launch)"
 
 
 @cache
@@ -165,26 +224,43 @@ def _input_to_message() -> dict[str, str]:
     return read_toml("costs.toml")["input_to_message"]
 
 
-def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row (`wanted` ones only): elements and dtype of the largest tensor recorded on the
-    launch (NaN/None where none is), and how many tensors it recorded."""
-    nelems = np.full(len(kernels), np.nan)
-    dtype = np.full(len(kernels), None, dtype=object)
-    count = np.zeros(len(kernels), dtype=np.int64)
+@dataclass
+class _Messages:
+    """Per kernel row: the largest and smallest tensor recorded on its launch (elements; NaN
+    where none is), the largest one's dtype, and how many tensors it recorded."""
+
+    nelems: np.ndarray
+    smallest: np.ndarray
+    dtype: np.ndarray
+    count: np.ndarray
+
+
+def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> _Messages:
+    """The tensors recorded on the launches of the `wanted` rows."""
+    found = _Messages(
+        nelems=np.full(len(kernels), np.nan),
+        smallest=np.full(len(kernels), np.nan),
+        dtype=np.full(len(kernels), None, dtype=object),
+        count=np.zeros(len(kernels), dtype=np.int64),
+    )
     rows = np.flatnonzero(wanted & kernels["input_dims"].notna().to_numpy())
     if len(rows) == 0:
-        return nelems, dtype, count
+        return found
     group, first = _first_seen_groups([kernels["input_dims"].iloc[rows], kernels["input_types"].iloc[rows]])
-    found: list[tuple[float, object, int]] = []
+    seen: list[tuple[float, float, object, int]] = []
     for row in rows[first].tolist():
         args = [a for a in parse_call(kernels["input_dims"].iat[row], kernels["input_types"].iat[row]) if a.is_tensor]
+        sizes = [a.numel for a in args if a.numel]
         largest = max(args, key=lambda a: a.numel, default=None)
         ok = largest is not None and largest.numel
-        found.append((float(largest.numel), largest.dtype, len(args)) if ok else (np.nan, None, 0))
-    nelems[rows] = np.array([n for n, _, _ in found])[group]
-    dtype[rows] = np.array([d for _, d, _ in found], dtype=object)[group]
-    count[rows] = np.array([c for _, _, c in found], dtype=np.int64)[group]
-    return nelems, dtype, count
+        seen.append(
+            (float(largest.numel), float(min(sizes)), largest.dtype, len(args)) if ok else (np.nan, np.nan, None, 0)
+        )
+    found.nelems[rows] = np.array([n for n, _, _, _ in seen])[group]
+    found.smallest[rows] = np.array([m for _, m, _, _ in seen])[group]
+    found.dtype[rows] = np.array([d for _, _, d, _ in seen], dtype=object)[group]
+    found.count[rows] = np.array([c for _, _, _, c in seen], dtype=np.int64)[group]
+    return found
 
 
 def _itemsize(dtype: str) -> float:
@@ -356,11 +432,11 @@ def _copied_bytes(frame: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
     """Bytes of memcpy rows without a recorded byte count (ROCm writes none): the largest tensor
     recorded on their launching copy op, NaN elsewhere."""
     copy = wanted & (frame["kind"] == "memcpy").to_numpy() & frame["launcher"].isin(_COPY_OPS).to_numpy()
-    nelems, dtype, _ = _messages_from_shapes(frame, copy)
+    tensors = _messages_from_shapes(frame, copy)
     itemsize = np.full(len(frame), np.nan)
-    rows = np.flatnonzero(~np.isnan(nelems))
-    itemsize[rows] = [_itemsize(str(d)) for d in dtype[rows]]
-    return nelems * itemsize
+    rows = np.flatnonzero(~np.isnan(tensors.nelems))
+    itemsize[rows] = [_itemsize(str(d)) for d in tensors.dtype[rows]]
+    return tensors.nelems * itemsize
 
 
 def _link_notes(link: pd.Series) -> np.ndarray:

@@ -26,8 +26,8 @@ REPLAY = "replay.parquet"
 
 @dataclass(frozen=True)
 class TracedGpu:
-    """The GPU the run's first trace ran on (name and SM count from `deviceProperties`) and that
-    trace's world size; None where the trace does not say."""
+    """The GPU the run's first trace ran on (name and SM count from `deviceProperties`) and the
+    world size of the first trace that names one (`distributedInfo`); None where none says."""
 
     name: str | None = None
     sms: int | None = None
@@ -67,10 +67,13 @@ class Run:
 
     @cached_property
     def gpu(self) -> TracedGpu:
-        for trace in self.summary.get("traces", []):
+        traces = self.summary.get("traces", [])
+        sizes = (trace.get("distributed", {}).get("world_size") for trace in traces)
+        world = next((size for size in sizes if size is not None), None)
+        for trace in traces:
             for gpu in trace.get("gpus", []):
-                return TracedGpu(gpu.get("name"), gpu.get("numSms"), trace.get("distributed", {}).get("world_size"))
-        return TracedGpu()
+                return TracedGpu(gpu.get("name"), gpu.get("numSms"), world)
+        return TracedGpu(world_size=world)
 
     @property
     def gpu_names(self) -> list[str]:

@@ -4,18 +4,25 @@ values derived by hand from the shared traces' JSON."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.pipeline import ingest_paths
+from tests.support.hand_built import launch_and_kernel
 from tests.support.traces import trace_path
 
 
 def _analysis(tmp_path: Path, stem: str):
+    return _analysis_of(tmp_path, trace_path(stem))
+
+
+def _analysis_of(tmp_path: Path, trace: Path):
     from kernel_atlas.report.build import build_report
 
+    stem = trace.name.split(".")[0]
     out = tmp_path / stem
-    write_outputs(ingest_paths([trace_path(stem)]), out)
+    write_outputs(ingest_paths([trace]), out)
     return build_report(out, None, tmp_path / f"{stem}.html").analysis
 
 
@@ -47,15 +54,63 @@ def test_rocm_memcpy_without_a_byte_count_takes_its_copy_ops_tensor(tmp_path: Pa
 
 
 def test_all_gather_takes_the_gathered_size(tmp_path: Path) -> None:
-    # a100_cudagraph_rank0: an all_gather recorded with output [65536, 64] and input [8192, 64] float
-    # (65536 = 16·8192, world_size 16): the message is the gathered output, 65536·64 floats, not scaled again
+    # a100_cudagraph_rank0: an all_gather recorded with output [65536, 64] and input [8192, 64] float:
+    # the message is the gathered output, 65536·64 floats, not scaled again; the group is
+    # 65536/8192 = 8 ranks by its tensors (the trace's world_size is 16): bus factor 7/8
     roofline = _analysis(tmp_path, "a100_cudagraph_rank0").roofline
     gather = roofline[
         (roofline["launcher"] == "nccl:_all_gather_base") & (roofline["input_dims"] == "[[65536,64],[8192,64],[]]")
     ]
     assert len(gather) == 1
-    assert gather["bytes"].iloc[0] == 65536 * 64 * 4 * 15 / 16 == 15_728_640
+    assert gather["bytes"].iloc[0] == 65536 * 64 * 4 * 7 / 8 == 14_680_064
+    assert "n=8 from the recorded tensors" in gather["formula"].iloc[0]
     # b200-style single input (one rank's part) is scaled by n: 8 ranks · [1, 25136] bf16, factor 7/8
     from kernel_atlas.roofline.analysis import _input_scale
 
     assert _input_scale("all_gather", 8) == 8.0 and _input_scale("all_reduce", 8) == 1.0
+
+
+def _comm_call(ts: float, ext: int, c10d: str, nccl: str, dims: list | None, types: list | None) -> list[dict]:
+    """A c10d op, its `nccl:*` range and one NCCL kernel; `dims`/`types` recorded on the c10d op
+    (None: the trace recorded no shapes for it)."""
+    shapes = {} if dims is None else {"Input Dims": dims, "Input type": types}
+    op = {"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1}
+    kernel = f"ncclKernel_{nccl.title().replace('_', '')}_RING_LL_Sum_float(ncclWorkElem)"
+    return [
+        {**op, "name": c10d, "ts": ts, "dur": 100, "args": {"External id": ext, **shapes}},
+        {
+            **op,
+            "cat": "user_annotation",
+            "name": f"nccl:{nccl}",
+            "ts": ts + 10,
+            "dur": 50,
+            "args": {"External id": ext},
+        },
+        *launch_and_kernel(ts + 20, ext, ext, kernel, ts + 30, 40),
+    ]
+
+
+def test_group_size_from_the_tensors_else_the_world_size_and_said_so(tmp_path: Path) -> None:
+    # distributedInfo world_size 8, no deviceProperties (the GPU is not named)
+    trace = {
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},
+        "traceEvents": [
+            # all_gather with output [4096] and input [1024] int8: n = 4096/1024 = 4, not the world's 8
+            *_comm_call(
+                0, 1, "c10d::_allgather_base_", "_all_gather_base", [[4096], [1024], []], ["signed char"] * 2 + [""]
+            ),
+            # all_reduce of [1000] float: its group is not recorded, the world size 8 stands in
+            *_comm_call(200, 2, "c10d::allreduce_", "all_reduce", [[1000]], ["float"]),
+            # an all_reduce recorded without shapes: nothing gives its message size
+            *_comm_call(400, 3, "c10d::allreduce_", "all_reduce", None, None),
+        ],
+    }
+    path = tmp_path / "comms.json"
+    path.write_text(json.dumps(trace))
+    kernels = _analysis_of(tmp_path, path).kernels.sort_values("ts_us")
+    gather, reduce, silent = (kernels.iloc[i] for i in range(3))
+    # all_gather: 4096 · 1 B · (n−1)/n = 3/4 → 3,072 bytes
+    assert gather["bytes"] == 3072.0 and "n=4 from the recorded tensors" in gather["formula"]
+    # all_reduce: 1000 · 4 B · 2·(n−1)/n = 14/8 → 7,000 bytes, the assumed n named
+    assert reduce["bytes"] == 7000.0 and "n=8: the trace's world size" in reduce["formula"]
+    assert silent["role"] == "no model" and silent["note"].startswith("collective message size not recorded")

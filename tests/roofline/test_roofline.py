@@ -452,7 +452,7 @@ def test_collective_costs_and_their_refusals_row_by_row() -> None:
     assert kernels["note"].tolist()[1:] == [
         "collective message size not recorded on the kernel",
         "unknown collective dtype 'Quaternion'",
-        "group size unknown",
+        "group size unknown: not recorded on the collective, and the trace names no world size",
     ]
 
 
