@@ -76,6 +76,8 @@ class Graph:
     notes: list[str] = field(default_factory=list)
     node_tie: np.ndarray | None = None  # order among nodes of equal time (host: call-stack order)
     causal: np.ndarray | None = None  # per edge: only a what-if needs it (`zero_weight_launches`)
+    # what longest_path works out once per graph (its contraction and relaxation order)
+    solver: Any = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def n_nodes(self) -> int:
@@ -335,10 +337,8 @@ def build_graph(
     window_facts["end_us"] = None if stop == np.inf else stop
     tie = np.zeros(len(node_ts), np.int64)
     tie[: 2 * n_host] = host_tie
-    graph = Graph(node_ts, src, dst, weight, kind, event, n_host, host.reset_index(drop=True), gpu, window_facts, notes)
-    graph.node_tie = tie
-    graph.causal = causal
-    return graph
+    host = host.reset_index(drop=True)
+    return Graph(node_ts, src, dst, weight, kind, event, n_host, host, gpu, window_facts, notes, tie, causal)
 
 
 def _empty_host() -> pd.DataFrame:

@@ -158,11 +158,11 @@ def join_ranks(graphs: dict[int, Graph], collectives: pd.DataFrame | None) -> Gr
     gpu = pd.concat([g.gpu.assign(rank=r) for r, g in zip(ranks, parts, strict=True)], ignore_index=True)
     notes = sorted({n for g in parts for n in g.notes})
     window = parts[0].window if parts else {"name": "whole trace", "start_us": None, "end_us": None}
-    joint = Graph(ts_all, src_a, dst_a, w_a, kind_a.astype(np.int8), ev_a, n_host_total, host, gpu, window, notes)
-    joint.node_tie = np.zeros(n_nodes, np.int64)
+    node_tie = np.zeros(n_nodes, np.int64)
     for nodes, tie in ties:
-        joint.node_tie[nodes] = tie
-    return joint
+        node_tie[nodes] = tie
+    kinds = kind_a.astype(np.int8)
+    return Graph(ts_all, src_a, dst_a, w_a, kinds, ev_a, n_host_total, host, gpu, window, notes, node_tie)
 
 
 def _collective_edges(

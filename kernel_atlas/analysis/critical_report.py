@@ -146,6 +146,35 @@ class Finished(Generic[T]):
     facts: dict[str, Any]  # the critical path's, the what-if's savings included
 
 
+@dataclass(frozen=True)
+class _PathQuestion:
+    """What a critical path is asked of (`analyse_output`'s arguments but the roofline)."""
+
+    out_dir: Path
+    ranks: list[int]
+    window: tuple[str, int] | None
+    collectives: pd.DataFrame | None
+    convention: str
+    last_step_start: dict[int, float | None] | None
+
+    def solve(self) -> SolvedPaths:
+        return solve_paths(
+            self.out_dir, self.ranks, self.window, self.collectives, self.convention, self.last_step_start
+        )
+
+    def analyse(self, roofline: pd.DataFrame | None, loaded: dict[int, pd.DataFrame] | None) -> CriticalPathResult:
+        return analyse_output(
+            self.out_dir,
+            self.ranks,
+            self.window,
+            roofline,
+            collectives=self.collectives,
+            convention=self.convention,
+            last_step_start=self.last_step_start,
+            loaded=loaded,
+        )
+
+
 class CriticalPathJob(Generic[T]):
     """`analyse_output` for `atlas report`, started before the roofline exists, with `finish` (what
     the report makes of the solved paths: files, a page section). On a large trace
@@ -165,7 +194,7 @@ class CriticalPathJob(Generic[T]):
         events: int,
         finish: Callable[[CriticalPathResult], T],
     ) -> None:
-        self._args = (out_dir, ranks, window, collectives, convention, last_step_start)
+        self._question = _PathQuestion(out_dir, ranks, window, collectives, convention, last_step_start)
         self._finish = finish
         self._roofline: pd.DataFrame | None = None
         self._beside: Beside[list[dict[str, Any]]] | None = None
@@ -173,7 +202,7 @@ class CriticalPathJob(Generic[T]):
             self._beside = Beside(self._solve_beside)
 
     def _solve_beside(self, receive: Callable[[], Any], post: Callable[[Any], None]) -> list[dict[str, Any]]:
-        solved = solve_paths(*self._args)
+        solved = self._question.solve()
         post(solved.result)
         if solved.causal is None:
             return []
@@ -198,7 +227,7 @@ class CriticalPathJob(Generic[T]):
                 pass  # e.g. killed for memory: solved here instead
             finally:
                 beside.stop()  # only when `finish` failed: its result was taken otherwise
-        result = analyse_output(*self._args[:3], self._roofline, *self._args[3:], loaded)
+        result = self._question.analyse(self._roofline, loaded)
         return Finished(self._finish(result), result.facts)
 
     def __enter__(self) -> CriticalPathJob[T]:

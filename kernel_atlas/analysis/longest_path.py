@@ -114,9 +114,8 @@ class _Solver:
 
 
 def _solver(graph: Graph) -> _Solver:
-    cached = getattr(graph, "_solver", None)
-    if cached is not None:
-        return cached
+    if graph.solver is not None:
+        return graph.solver
     runs = _contract(graph)
     c_src, c_dst = graph.src[runs.heads], runs.tail_dst
     position = _node_order(graph)
@@ -126,7 +125,7 @@ def _solver(graph: Graph) -> _Solver:
     nodes, compact = np.unique(np.concatenate([c_src[order], c_dst[order]]), return_inverse=True)
     k = len(order)
     solver = _Solver(runs, order, compact[:k].tolist(), compact[k:].tolist(), len(nodes), backward)
-    graph._solver = solver  # type: ignore[attr-defined]
+    graph.solver = solver
     return solver
 
 

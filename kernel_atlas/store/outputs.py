@@ -372,24 +372,25 @@ def load_kernels(
     at a time so that memory does not grow with the number of ranks."""
     path = kernels_path(out_dir)
 
-    def present(file: Path) -> list[str] | None:
-        return None if columns is None else [c for c in _schema(file).names if c in columns or c == PARTITION]
+    def present(names: list[str]) -> list[str] | None:
+        return None if columns is None else [c for c in names if c in columns or c == PARTITION]
 
     if path.is_file():
-        if PARTITION not in _schema(path).names:  # a single table made by other means: one rank
-            table = load_table(path, columns=present(path))
+        names = _schema(path).names
+        if PARTITION not in names:  # a single table made by other means: one rank
+            table = load_table(path, columns=present(names))
             table = table if ranks is None or 0 in ranks else table.slice(0, 0)
             table = table.append_column(PARTITION, pa.array([0] * table.num_rows, pa.int32()))
         else:
             filters = [(PARTITION, "in", ranks)] if ranks is not None else None
-            table = load_table(path, filters=filters, columns=present(path))
+            table = load_table(path, filters=filters, columns=present(names))
         return _ordered(table).to_pandas()
     files = rank_files(out_dir)
     wanted = sorted(files) if ranks is None else [r for r in ranks if r in files]
     parts = []
     for rank in wanted:
         for file in files[rank]:
-            table = load_table(file, columns=present(file))
+            table = load_table(file, columns=present(_schema(file).names))
             parts.append(table.append_column(PARTITION, pa.array([rank] * table.num_rows, pa.int32())))
     if not parts:
         return KERNEL_SCHEMA.empty_table().to_pandas()
