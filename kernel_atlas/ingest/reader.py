@@ -42,6 +42,7 @@ import msgspec
 import numpy as np
 
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.events import SliceError, SlicePart, decode_task, schema_problem, without_surrogates
 
 try:  # ISA-L reads the same gzip format about four times faster than zlib
@@ -520,7 +521,7 @@ class _Reader:
         if isinstance(devices, dict):
             devices = [devices]
         if isinstance(devices, list):
-            info.device_properties = [d for d in devices if isinstance(d, dict)]
+            info.device_properties = [_device_entry(d, info.warnings) for d in devices if isinstance(d, dict)]
         if isinstance(wanted.get("distributedInfo"), dict):
             info.distributed_info = wanted["distributedInfo"]
         if "hip_runtime_version" in wanted or "roctracer_version" in wanted:
@@ -737,3 +738,25 @@ def read_trace(
     submit = None if executor is None else (lambda task: executor.submit(decode_task, task))
     reader = _Reader(Path(path), on_part, submit, workers, slice_bytes or SLICE_BYTES, on_progress)
     return reader.read()
+
+
+def _device_entry(entry: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    """A deviceProperties entry with only the values a device property can be — a text, an
+    integer within 64 bits or a finite number; any other value of a field costs that field
+    alone, named in one warning."""
+    kept = {key: value for key, value in entry.items() if _device_value(value)}
+    dropped = sorted(redact_text(str(key)[:40]) for key in entry.keys() - kept.keys())
+    if dropped:
+        names = ", ".join(dropped[:5])
+        warnings.append(f"deviceProperties: {len(dropped)} value(s) neither a text nor a number ignored ({names})")
+    return kept
+
+
+def _device_value(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -(1 << 63) <= value < 1 << 63
+    if isinstance(value, float):
+        return bool(np.isfinite(value))
+    return isinstance(value, str)

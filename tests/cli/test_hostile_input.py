@@ -427,6 +427,20 @@ def test_a_gpu_name_that_is_not_a_string(tmp_path: Path, example) -> None:
     assert cli("report", tmp_path / "o", "--device", "h100-sxm").code == 0
 
 
+def test_device_properties_that_are_neither_texts_nor_numbers(tmp_path: Path, example) -> None:
+    # fuzz seed 33: deviceProperties.id = {...} ended ingest in "internal error: unhashable type"
+    doc = copy.deepcopy(example)
+    gpu = doc["deviceProperties"][0]
+    gpu["id"], gpu["warpSize"], gpu["totalGlobalMem"] = {"": 47112163095}, [32], 1 << 70
+    result, frame, summary = _ingest(_write(tmp_path, doc), tmp_path / "o")
+    warning = "deviceProperties: 3 value(s) neither a text nor a number ignored (id, totalGlobalMem, warpSize)"
+    assert warning in result.stderr and any(warning in line for line in summary["warnings"])
+    kept = summary["traces"][0]["gpus"][0]
+    assert kept["numSms"] == 132 and not {"id", "warpSize", "totalGlobalMem"} & kept.keys()
+    assert len(frame) and frame["est_occupancy_pct"].notna().any()  # the single GPU's limits still apply
+    assert cli("report", tmp_path / "o").code == 0
+
+
 @pytest.mark.parametrize("suffix", [".json", ".json.gz"])
 def test_a_byte_order_mark_is_accepted(tmp_path: Path, suffix: str) -> None:
     text = b"\xef\xbb\xbf" + gzip.decompress(EXAMPLE.read_bytes())
