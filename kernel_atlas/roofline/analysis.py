@@ -165,10 +165,8 @@ _GROUP_SOURCES = {
     _FROM_TENSORS: " from the recorded tensors",
     _WORLD: ": the trace's world size, the process group's size not being recorded",
 }
-_SILENT = (
-    "collective message size not recorded: no NCCL message fields on the kernel and no tensor shapes on its "
-    "launch (re-profile with record_shapes=True)"
-)
+# (the trust line says what to re-profile with: Kineto's record_shapes, or nothing an Nsight export holds)
+_SILENT = "collective message size not recorded: neither NCCL message fields on the kernel nor shapes on its launch"
 
 
 def _group_sizes(
