@@ -26,6 +26,19 @@ _NO_SHAPES = (
     "recorded without shapes (record_shapes=False): op calls have no FLOPs or bytes; "
     "re-profile with torch.profiler.profile(record_shapes=True)"
 )
+# an Nsight Systems export has shapes only from PyTorch's NVTX ranges (`…, sizes = [[2, 3], …]`)
+_NO_SHAPES_NSYS = (
+    "recorded without shapes (no NVTX ranges with `sizes`): op calls have no FLOPs or bytes; "
+    "re-profile under torch.autograd.profiler.emit_nvtx(record_shapes=True)"
+)
+_NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
+
+
+def _without_shapes_advice(summary: dict[str, Any]) -> str:
+    """What to re-profile with, by the format of the traces that lack shapes (Kineto first)."""
+    lacking = [t for t in summary.get("traces", []) if t.get("with_launcher") and not t.get("with_shapes")]
+    nsys = [str(t.get("file", "")).lower().endswith(_NSYS_SUFFIXES) for t in lacking]
+    return _NO_SHAPES_NSYS if nsys and all(nsys) else _NO_SHAPES
 
 
 def shapes_recorded(summary: dict[str, Any]) -> str:
@@ -61,7 +74,7 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
         if t > 0
     ]
     shapes = shapes_recorded(summary)
-    advice = [_NO_SHAPES] if shapes != "yes" else []
+    advice = [_without_shapes_advice(summary)] if shapes != "yes" else []
     texts = " ".join(grouped.index.get_level_values("reason")) if len(grouped) else ""
     advice += [what for key, what in _ADVICE if key in texts]
     return {

@@ -57,6 +57,19 @@ def test_traces_without_shapes_are_named_with_what_to_reprofile() -> None:
     assert trust_lines(trust)[1].startswith("the trace was recorded without shapes (record_shapes=False)")
 
 
+def test_the_advice_for_traces_without_shapes_follows_their_format() -> None:
+    # an Nsight export has shapes only from PyTorch's NVTX ranges; Kineto's option would not help it
+    roofline = _roofline([("aten::mm", "no model", "aten::mm: input 0 (self) has no recorded shape", 10.0)])
+    facts = {"gpu_time_us": 10.0, "costed_time_us": 0.0}
+    nsys = {"file": "run.nsys-rep", "with_launcher": 10, "with_shapes": 0}
+    kineto = {"file": "rank0.json.gz", "with_launcher": 10, "with_shapes": 0}
+    advice = trust_facts(roofline, facts, {"traces": [nsys, {**nsys, "file": "run.sqlite"}]})["advice"]
+    assert advice[0].endswith("re-profile under torch.autograd.profiler.emit_nvtx(record_shapes=True)")
+    # Kineto traces among those without shapes: Kineto's option first
+    advice = trust_facts(roofline, facts, {"traces": [nsys, kineto]})["advice"]
+    assert advice[0].endswith("re-profile with torch.profiler.profile(record_shapes=True)")
+
+
 def test_report_leads_with_the_trust_line_in_every_output(tmp_path: Path) -> None:
     from kernel_atlas.report.build import build_report
     from kernel_atlas.report.terminal import print_report
