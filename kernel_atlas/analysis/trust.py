@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.ingest.nsys import NSYS_SUFFIXES
+
 TOP_REASONS = 3
 
 _ROLE_REASON = {"no shapes": "no recorded shapes", "no model": "no cost model"}
@@ -31,13 +33,12 @@ _NO_SHAPES_NSYS = (
     "recorded without shapes (no NVTX ranges with `sizes`): op calls have no FLOPs or bytes; "
     "re-profile under torch.autograd.profiler.emit_nvtx(record_shapes=True)"
 )
-_NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
 
 
 def _without_shapes_advice(summary: dict[str, Any]) -> str:
     """What to re-profile with, by the format of the traces that lack shapes (Kineto first)."""
     lacking = [t for t in summary.get("traces", []) if t.get("with_launcher") and not t.get("with_shapes")]
-    nsys = [str(t.get("file", "")).lower().endswith(_NSYS_SUFFIXES) for t in lacking]
+    nsys = [str(t.get("file", "")).lower().endswith(NSYS_SUFFIXES) for t in lacking]
     return _NO_SHAPES_NSYS if nsys and all(nsys) else _NO_SHAPES
 
 
