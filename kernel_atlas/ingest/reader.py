@@ -521,7 +521,7 @@ class _Reader:
         if isinstance(devices, dict):
             devices = [devices]
         if isinstance(devices, list):
-            info.device_properties = [_device_entry(d, info.warnings) for d in devices if isinstance(d, dict)]
+            info.device_properties = _device_entries([d for d in devices if isinstance(d, dict)], info.warnings)
         if isinstance(wanted.get("distributedInfo"), dict):
             info.distributed_info = wanted["distributedInfo"]
         if "hip_runtime_version" in wanted or "roctracer_version" in wanted:
@@ -740,14 +740,14 @@ def read_trace(
     return reader.read()
 
 
-def _device_entry(entry: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
-    """A deviceProperties entry with only the values a device property can be — a text, an
-    integer within 64 bits or a finite number; any other value of a field costs that field
-    alone, named in one warning."""
-    kept = {key: value for key, value in entry.items() if _device_value(value)}
-    dropped = sorted(redact_text(str(key)[:40]) for key in entry.keys() - kept.keys())
+def _device_entries(entries: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
+    """deviceProperties entries with only the values a device property can be — a text, an
+    integer within 64 bits or a finite number; any other value costs its field alone, the
+    fields named (once) in one warning."""
+    kept = [{key: value for key, value in entry.items() if _device_value(value)} for entry in entries]
+    dropped = [key for entry, ok in zip(entries, kept, strict=True) for key in entry.keys() - ok.keys()]
     if dropped:
-        names = ", ".join(dropped[:5])
+        names = ", ".join(sorted({redact_text(str(key)[:40]) for key in dropped})[:5])
         warnings.append(f"deviceProperties: {len(dropped)} value(s) neither a text nor a number ignored ({names})")
     return kept
 
