@@ -473,7 +473,8 @@ def _sanitized(framed: bytes | bytearray | memoryview, error: SliceError, ignore
         raise error from None
 
 
-def _bad_number(value: object) -> bool:
+def bad_number(value: object) -> bool:
+    """A number JSON may hold but a column may not: not finite, or an integer beyond int64."""
     if isinstance(value, float):
         return not math.isfinite(value)
     return isinstance(value, int) and not isinstance(value, bool) and not _INT64_MIN <= value <= _INT64_MAX
@@ -486,8 +487,8 @@ def _drop_bad_numbers(
         value = mapping.get(key)
         if (
             (nulls and key in mapping and value is None)
-            or _bad_number(value)
-            or (isinstance(value, list) and any(_bad_number(v) for v in value))
+            or bad_number(value)
+            or (isinstance(value, list) and any(bad_number(v) for v in value))
         ):
             del mapping[key]
             ignored[key] += 1

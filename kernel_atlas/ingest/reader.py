@@ -43,7 +43,14 @@ import numpy as np
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text
-from kernel_atlas.ingest.events import SliceError, SlicePart, decode_task, schema_problem, without_surrogates
+from kernel_atlas.ingest.events import (
+    SliceError,
+    SlicePart,
+    bad_number,
+    decode_task,
+    schema_problem,
+    without_surrogates,
+)
 
 try:  # ISA-L reads the same gzip format about four times faster than zlib
     from isal import igzip as _gzip
@@ -755,8 +762,4 @@ def _device_entries(entries: list[dict[str, Any]], warnings: list[str]) -> list[
 def _device_value(value: Any) -> bool:
     if isinstance(value, bool):
         return False
-    if isinstance(value, int):
-        return -(1 << 63) <= value < 1 << 63
-    if isinstance(value, float):
-        return bool(np.isfinite(value))
-    return isinstance(value, str)
+    return isinstance(value, str) or (isinstance(value, (int, float)) and not bad_number(value))
