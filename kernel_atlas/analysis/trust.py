@@ -35,9 +35,14 @@ _NO_SHAPES_NSYS = (
 )
 
 
+def _launched(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The traces that launched GPU activities (only they can lack shapes)."""
+    return [t for t in summary.get("traces", []) if t.get("with_launcher")]
+
+
 def _without_shapes_advice(summary: dict[str, Any]) -> str:
     """What to re-profile with, by the format of the traces that lack shapes (Kineto first)."""
-    lacking = [t for t in summary.get("traces", []) if t.get("with_launcher") and not t.get("with_shapes")]
+    lacking = [t for t in _launched(summary) if not t.get("with_shapes")]
     nsys = [str(t.get("file", "")).lower().endswith(NSYS_SUFFIXES) for t in lacking]
     return _NO_SHAPES_NSYS if nsys and all(nsys) else _NO_SHAPES
 
@@ -45,7 +50,7 @@ def _without_shapes_advice(summary: dict[str, Any]) -> str:
 def shapes_recorded(summary: dict[str, Any]) -> str:
     """ "yes", "no" or "partly": whether the traces recorded op input shapes (`Input Dims`), from
     the ingest summary's launched and shaped activity counts of each trace."""
-    traces = [t for t in summary.get("traces", []) if t.get("with_launcher")]
+    traces = _launched(summary)
     without = sum(1 for t in traces if not t.get("with_shapes"))
     if not traces or without == 0:
         return "yes"
