@@ -15,6 +15,14 @@ from rich.console import Console
 
 from kernel_atlas.core.errors import AtlasError
 
+# numpy asks the kernel for transparent huge pages for every array of 4 MB or more (madvise); where
+# the kernel then compacts memory to find them on first touch (`defrag=madvise`, a common default),
+# the commands' many short-lived large arrays cost more system time than the pages save:
+# `atlas report` on a 510 MB trace's output, 4.7 s (2.2 s of it system time) with them, 3.5 s
+# (0.9 s) without (docs/performance.md). numpy reads this when first imported — after this
+# module, which imports none of it; a value the user set is kept.
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+
 app = typer.Typer(
     name="atlas",
     help="Kernel Atlas: where a PyTorch model's GPU time goes, kernel by kernel, and how far each "

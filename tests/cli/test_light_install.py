@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -42,3 +43,23 @@ def test_catalogs_ship_with_the_package() -> None:
         "dtypes.toml",
         "costs.toml",
     } <= names
+
+
+def test_the_command_line_sets_numpys_page_advice_before_numpy_loads() -> None:
+    """`atlas` turns off numpy's huge-page advice (cli.py says why) by the environment, which numpy
+    reads once, when first imported: the command line must get there before anything imports it,
+    and keep a value the user set."""
+    code = """
+import os, sys
+import kernel_atlas.cli
+assert "numpy" not in sys.modules, "kernel_atlas.cli imports numpy before setting NUMPY_MADVISE_HUGEPAGE"
+print(os.environ["NUMPY_MADVISE_HUGEPAGE"])
+"""
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    unset = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert unset.returncode == 0, unset.stderr
+    assert unset.stdout.strip() == "0"
+    chosen = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**env, "NUMPY_MADVISE_HUGEPAGE": "1"}
+    )
+    assert chosen.stdout.strip() == "1", chosen.stderr
