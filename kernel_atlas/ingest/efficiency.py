@@ -254,11 +254,14 @@ METRICS = ("gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct",
 @dataclass
 class DeviceKernels:
     """One device's kernels as `device_metrics` reads them, with what does not depend on the
-    window (the merged busy ranges, the blocks-per-SM level over time) worked out once: a
-    trace's steps each ask for their own window."""
+    window worked out once — the kernels in start order with the running latest end, the merged
+    busy ranges, the blocks-per-SM level over time —, so that each window (a trace's steps each
+    ask for theirs) reads only the kernels and ranges that can reach into it: its cost follows the
+    window's kernels, not the trace's."""
 
-    start: np.ndarray
+    start: np.ndarray  # in start order
     end: np.ndarray
+    reach: np.ndarray  # the latest end up to each kernel (infinite where a time is unknown)
     bps: np.ndarray  # blocks per SM: recorded where positive, else estimated
     occupancy: np.ndarray
     tensor: np.ndarray
@@ -272,6 +275,8 @@ class DeviceKernels:
         end = start + kernels["dur_us"].to_numpy(np.float64)
         recorded_bps = kernels["recorded_blocks_per_sm"].to_numpy(np.float64, na_value=np.nan)
         bps = np.where(recorded_bps > 0, recorded_bps, kernels["blocks_per_sm"].to_numpy(np.float64, na_value=np.nan))
+        occupancy = kernels["est_occupancy_pct"].to_numpy(np.float64, na_value=np.nan)
+        tensor = kernels["tensor_core"].to_numpy(dtype=bool, na_value=False)
         # ∫ min(Σ blocks per SM of the kernels running at t, 1) dt: kernels without a positive value
         # left out, as the plugin does
         ok = bps > 0
@@ -280,12 +285,16 @@ class DeviceKernels:
         ends = np.r_[np.zeros(ok.sum()), np.ones(ok.sum())]  # a start before an end at the same time
         order = np.lexsort((ends, times))
         times, level = times[order], np.cumsum(steps[order])
+        by_start = np.argsort(start, kind="stable")
+        start, end = start[by_start], end[by_start]
+        timed = not (np.isnan(start).any() or np.isnan(end).any())
         return cls(
             start=start,
             end=end,
-            bps=bps,
-            occupancy=kernels["est_occupancy_pct"].to_numpy(np.float64, na_value=np.nan),
-            tensor=kernels["tensor_core"].to_numpy(dtype=bool, na_value=False),
+            reach=np.maximum.accumulate(end) if timed and len(end) else np.full(len(end), np.inf),
+            bps=bps[by_start],
+            occupancy=occupancy[by_start],
+            tensor=tensor[by_start],
             busy=merge(start, end),
             level_times=times,
             level=np.minimum(np.where(level > 1e-9, level, 0.0), 1.0)[:-1],
@@ -296,26 +305,40 @@ class DeviceKernels:
         window = hi - lo
         if window <= 0 or not len(self.start):
             return dict.fromkeys(METRICS)
-        inside = clipped_length(self.start, self.end, lo, hi)
-        busy = float(clipped_length(*self.busy, lo, hi).sum())
-        occupancy = self.occupancy
+        # the kernels that can reach into the window: none before `first` ends after lo (the
+        # latest end so far does not), none from `past` on starts before hi
+        part = slice(None)  # all of them where a time is unknown
+        if np.isfinite(self.reach[-1]):
+            first = int(np.searchsorted(self.reach, lo, side="right"))
+            part = slice(first, max(int(np.searchsorted(self.start, hi, side="left")), first))
+        inside = clipped_length(self.start[part], self.end[part], lo, hi)
+        busy_start, busy_end = self.busy
+        merged = slice(int(np.searchsorted(busy_end, lo, side="right")), int(np.searchsorted(busy_start, hi)))
+        busy = float(clipped_length(busy_start[merged], busy_end[merged], lo, hi).sum())
+        occupancy = self.occupancy[part]
         weighted = ~np.isnan(occupancy) & (occupancy >= 0) & (inside > 0)
         kernel_time = float(inside.sum())
         # kernels without a grid (graph replays on ROCm, say) would count as 0 blocks: the estimate is
         # shown only where the grids of most of the kernel time are known
-        known = float(inside[self.bps > 0].sum()) / kernel_time if kernel_time > 0 else 0.0
+        known = float(inside[self.bps[part] > 0].sum()) / kernel_time if kernel_time > 0 else 0.0
         return {
             "gpu_utilization_pct": 100.0 * busy / window,
             "sm_efficiency_pct": 100.0 * self._sm_busy(lo, hi) / window if known >= MIN_KNOWN else None,
             "achieved_occupancy_pct": float(np.average(occupancy[weighted], weights=inside[weighted]))
             if weighted.any()
             else None,
-            "tensor_core_time_pct": 100.0 * float(inside[self.tensor].sum()) / kernel_time if kernel_time > 0 else None,
+            "tensor_core_time_pct": 100.0 * float(inside[self.tensor[part]].sum()) / kernel_time
+            if kernel_time > 0
+            else None,
         }
 
     def _sm_busy(self, lo: float, hi: float) -> float:
+        """∫ level over [lo, hi]: the level's intervals [times[k], times[k+1]) that reach into it."""
         times = self.level_times
-        return float((self.level * clipped_length(times[:-1], times[1:], lo, hi)).sum())
+        if len(times) < 2:
+            return 0.0
+        k = slice(int(np.searchsorted(times[1:], lo, side="right")), int(np.searchsorted(times[:-1], hi)))
+        return float((self.level[k] * clipped_length(times[:-1][k], times[1:][k], lo, hi)).sum())
 
 
 # --- the roofline table's efficiency columns ----------------------------------------------------

@@ -230,3 +230,60 @@ def test_roofline_likely_cause_by_hand() -> None:
         "low occupancy (est. 10%); last wave 73% full",
     ]
     assert pd.isna(out["likely_cause"].iloc[2])
+
+
+def test_a_window_reads_only_the_kernels_that_reach_into_it() -> None:
+    """Kernels (rows out of order) A [0,100] bps 1 occupancy 50; B [10,20] bps .5 occ 10;
+    C [200,210] bps 2 occ 20; D [205,300] bps .25 occ 40, tensor cores. A starts first but ends
+    last among the early ones: a window late in it still sees it.
+    [50,60]: A alone 10 µs → 100 % busy, SM level 1 → 100 %, occupancy 50, tensor 0.
+    [150,190]: nothing runs → 0 % busy, no SM efficiency, occupancy or tensor share.
+    [95,205]: A 5 + C 5 → 10 of 110 µs = 9.0909 %; SM: A 1·5, C min(2,1)·5 → 9.0909 %;
+    occupancy (50·5 + 20·5)/10 = 35; tensor 0.
+    [190,250]: C 10, D 45, union [200,250] → 50/60 = 83.333 %; SM: C+D ≥ 1 over [205,210] and C
+    alone over [200,205] → 10, D .25·40 = 10 → 20/60 = 33.333 %; occupancy (20·10 + 40·45)/55
+    = 36.3636; tensor D's 45 of 55 = 81.818 %."""
+    from kernel_atlas.ingest.efficiency import DeviceKernels
+
+    frame = pd.DataFrame(
+        {
+            "ts_us": [200.0, 0.0, 205.0, 10.0],
+            "dur_us": [10.0, 100.0, 95.0, 10.0],
+            "recorded_blocks_per_sm": [None, None, None, None],
+            "blocks_per_sm": [2.0, 1.0, 0.25, 0.5],
+            "est_occupancy_pct": [20.0, 50.0, 40.0, 10.0],
+            "tensor_core": [False, False, True, False],
+        }
+    )
+    device = DeviceKernels.of(frame)
+    late_in_a = device.metrics(50, 60)
+    assert late_in_a == pytest.approx(
+        {
+            "gpu_utilization_pct": 100.0,
+            "sm_efficiency_pct": 100.0,
+            "achieved_occupancy_pct": 50.0,
+            "tensor_core_time_pct": 0.0,
+        }
+    )
+    assert device.metrics(150, 190) == {
+        "gpu_utilization_pct": 0.0,
+        "sm_efficiency_pct": None,
+        "achieved_occupancy_pct": None,
+        "tensor_core_time_pct": None,
+    }
+    assert device.metrics(95, 205) == pytest.approx(
+        {
+            "gpu_utilization_pct": 100 * 10 / 110,
+            "sm_efficiency_pct": 100 * 10 / 110,
+            "achieved_occupancy_pct": 35.0,
+            "tensor_core_time_pct": 0.0,
+        }
+    )
+    assert device.metrics(190, 250) == pytest.approx(
+        {
+            "gpu_utilization_pct": 100 * 50 / 60,
+            "sm_efficiency_pct": 100 * 20 / 60,
+            "achieved_occupancy_pct": 2000 / 55,
+            "tensor_core_time_pct": 100 * 45 / 55,
+        }
+    )
