@@ -83,6 +83,14 @@ class Graph:
     def n_nodes(self) -> int:
         return len(self.node_ts)
 
+    def path_weight(self) -> np.ndarray:
+        """The weights the critical path is solved with: the causal edges a what-if adds weigh
+        -inf, so no path takes them (every other weight is finite) — the graph solved as if built
+        without them, by the same solver as its what-if (`longest_path` contracts a graph once)."""
+        if self.causal is None or not self.causal.any():
+            return self.weight
+        return np.where(self.causal, -np.inf, self.weight)
+
     def without_causal_edges(self) -> Graph:
         """The graph as built without `zero_weight_launches`: the same edges, in the same order,
         less the causal ones a what-if adds (one build serves the path and its what-if)."""

@@ -98,20 +98,20 @@ def solve_paths(
             p2p.append(p2p_rows(kernels, rank))
         host = load_host_events(out_dir, rank)
         cut = (last_step_start or {}).get(rank)
-        # the exact graph is built once with the what-if's causal edges, then solved without them
-        built = build_graph(
+        # the exact graph is built once with the what-if's causal edges, then solved as if without
+        # them (they weigh -inf in `path_weight`): one graph, one solver set-up for the path and the what-if
+        graph = build_graph(
             kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut
         )
-        graph = built.without_causal_edges() if exact else built
-        path = longest_path(graph)
+        path = longest_path(graph, graph.path_weight())
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
         if joint:
-            graphs[rank] = graph
+            graphs[rank] = graph.without_causal_edges()  # joined at the collectives, solved once
             if sum(g.n_nodes for g in graphs.values()) > MAX_JOINT_NODES:  # memory: solve rank by rank
                 joint, graphs = False, {}
                 notes.append(f"ranks not joined: their graphs exceed {MAX_JOINT_NODES:,} nodes; each solved alone")
         if best is None or path.length_us > best[1].length_us:
-            best = (rank, path, graph, kernels, host, built)
+            best = (rank, path, graph, kernels, host)
     if joint:
         pairs = p2p_instances(p2p, collectives)
         parts = [c for c in (collectives, pairs) if c is not None and len(c)]
@@ -122,9 +122,9 @@ def solve_paths(
         path = longest_path(graph)
         segs, causal, rank = segments(graph, path), None, None
     else:
-        rank, path, graph, kernels, host, built = best
-        segs = segments(graph, path, rank)
-        causal = built if exact else build_graph(kernels, host, window, zero_weight_launches=True)
+        rank, path, graph, kernels, host = best
+        segs = segments(graph, path, rank, graph.path_weight())
+        causal = graph if exact else build_graph(kernels, host, window, zero_weight_launches=True)
     facts = {
         "window": graph.window,
         "convention": convention,

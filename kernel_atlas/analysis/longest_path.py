@@ -51,6 +51,9 @@ def _contract(graph: Graph) -> _Runs:
     e = len(src)
     indeg, outdeg = np.bincount(dst, minlength=n), np.bincount(src, minlength=n)
     through = (indeg == 1) & (outdeg == 1)
+    if graph.causal is not None and graph.causal.any():  # runs stop at a what-if's causal edges: each
+        # is a run of its own, so that weighing them -inf (`Graph.path_weight`) cuts only them
+        through[src[graph.causal]] = through[dst[graph.causal]] = False
     in_edge = np.full(n, -1, np.int64)
     in_edge[dst] = np.arange(e)
     prev = np.where(through[src], in_edge[src], -1)  # the one edge before, inside a run

@@ -568,3 +568,32 @@ def test_run_heads_follow_blocks_across_the_array_and_leave_cycles_out() -> None
     root, depth = _run_heads(prev)
     assert root.tolist() == [0, 0, 0, 3, 0, 0, -1, -1]
     assert depth[:6].tolist() == [0, 1, 2, 0, 3, 4]
+
+
+def test_causal_edges_weigh_nothing_on_the_path_and_no_run_passes_through_them() -> None:
+    """Nodes 0–5; edges e0 0→1 (5 µs), e1 2→3 causal (a what-if's, 0 µs: node 3's only way in),
+    e2 3→4 (7 µs), e3 4→5 (1 µs). Without e1, node 3 starts a path: 3→4→5 = 8 µs beats 0→1 =
+    5 µs. Solved with e1 at -inf (`path_weight`) the answer must be the same 8 µs along e2, e3 —
+    which needs the run 3→4→5 to start at node 3, not to run on from the causal edge into it (a
+    run through e1 would weigh -inf in all, leaving 5 µs)."""
+    from kernel_atlas.analysis.critical_path import CPU, Graph
+
+    graph = Graph(
+        node_ts=np.array([0.0, 5.0, 0.0, 0.0, 7.0, 8.0]),
+        src=np.array([0, 2, 3, 4]),
+        dst=np.array([1, 3, 4, 5]),
+        weight=np.array([5.0, 0.0, 7.0, 1.0]),
+        kind=np.full(4, CPU, np.int8),
+        event=np.full(4, -1),
+        n_host=3,
+        host=pd.DataFrame(),
+        gpu=pd.DataFrame(),
+        window={},
+        causal=np.array([False, True, False, False]),
+    )
+    weight = graph.path_weight()
+    assert weight[1] == -np.inf and weight[[0, 2, 3]].tolist() == [5.0, 7.0, 1.0]
+    path = longest_path(graph, weight)
+    assert path.length_us == 8.0 and path.edges.tolist() == [2, 3]
+    assert longest_path(graph.without_causal_edges()).length_us == 8.0
+    assert longest_path(graph).length_us == 8.0  # the what-if's view: the causal edge weighs 0
