@@ -135,3 +135,21 @@ def test_a_failing_finish_stops_the_process_beside(two_streams: Path, monkeypatc
         job.result()  # the roofline never sent: the process beside still waits for it
     process.join(timeout=10)
     assert not process.is_alive()
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_GETPIPE_SZ"), reason="pipe sizes are Linux's")
+def test_beside_widens_its_pipes_and_a_large_value_crosses_whole() -> None:
+    """Both pipes hold PIPE_BYTES (where the system allows it: its limit for an unprivileged
+    process is read from /proc), and a value of many pipefuls crosses intact."""
+    import fcntl
+
+    from kernel_atlas.core.beside import PIPE_BYTES
+
+    limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
+    job = Beside(lambda receive, post: bytes(range(256)) * (3 * PIPE_BYTES // 256) + receive())
+    sizes = [fcntl.fcntl(end.fileno(), fcntl.F_GETPIPE_SZ) for end in (job._values, job._results)]
+    if limit >= PIPE_BYTES or os.geteuid() == 0:  # else refused: the pipes keep the system's size
+        assert sizes == [PIPE_BYTES, PIPE_BYTES]
+    job.send(b"end")
+    value = job.result()
+    assert len(value) == 3 * PIPE_BYTES + 3 and value[-3:] == b"end" and value[255] == 255
