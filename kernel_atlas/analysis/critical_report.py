@@ -156,10 +156,11 @@ class _PathQuestion:
     collectives: pd.DataFrame | None
     convention: str
     last_step_start: dict[int, float | None] | None
+    loaded: dict[int, pd.DataFrame] | None  # kernel rows read before the question was asked
 
     def solve(self) -> SolvedPaths:
         return solve_paths(
-            self.out_dir, self.ranks, self.window, self.collectives, self.convention, self.last_step_start
+            self.out_dir, self.ranks, self.window, self.collectives, self.convention, self.last_step_start, self.loaded
         )
 
     def analyse(self, roofline: pd.DataFrame | None, loaded: dict[int, pd.DataFrame] | None) -> CriticalPathResult:
@@ -178,10 +179,11 @@ class _PathQuestion:
 class CriticalPathJob(Generic[T]):
     """`analyse_output` for `atlas report`, started before the roofline exists, with `finish` (what
     the report makes of the solved paths: files, a page section). On a large trace
-    (BESIDE_MIN_EVENTS) with a second CPU it runs in a forked process: that process reads its own
-    kernel rows and host events, solves the paths and hands them over, then waits for the
-    roofline and solves the what-if while this one runs `finish`. Else, and if that process is
-    lost, everything is done here when `result` is asked for."""
+    (BESIDE_MIN_EVENTS) with a second CPU it runs in a forked process: that process reads its
+    host events and the kernel rows not `loaded` already (those it inherits at the fork), solves
+    the paths and hands them over, then waits for the roofline and solves the what-if while this
+    one runs `finish`. Else, and if that process is lost, everything is done here when `result`
+    is asked for."""
 
     def __init__(
         self,
@@ -193,8 +195,9 @@ class CriticalPathJob(Generic[T]):
         last_step_start: dict[int, float | None] | None,
         events: int,
         finish: Callable[[CriticalPathResult], T],
+        loaded: dict[int, pd.DataFrame] | None = None,
     ) -> None:
-        self._question = _PathQuestion(out_dir, ranks, window, collectives, convention, last_step_start)
+        self._question = _PathQuestion(out_dir, ranks, window, collectives, convention, last_step_start, loaded)
         self._finish = finish
         self._roofline: pd.DataFrame | None = None
         self._beside: Beside[list[dict[str, Any]]] | None = None

@@ -82,10 +82,12 @@ def analyse_rank(
     options: WaitOptions | None = None,
     summary: dict[str, Any] | None = None,
     keep_rows: bool = False,
+    frame: pd.DataFrame | None = None,
 ) -> RankPart | None:
     """One rank's part, or None when the rank has no GPU activity. `summary`: the rank's part
-    of summary.json (`rank_summary`); `keep_rows` keeps the analysed kernel rows."""
-    frame = load_kernels(out_dir, ranks=[rank])
+    of summary.json (`rank_summary`); `keep_rows` keeps the analysed kernel rows; `frame`: the
+    rank's kernel rows when already read (else read here)."""
+    frame = load_kernels(out_dir, ranks=[rank]) if frame is None else frame
     if frame.empty:
         return None
     options = options or WaitOptions()
@@ -150,13 +152,15 @@ def analyse_ranks(
     options: WaitOptions | None = None,
     summary: dict[str, Any] | None = None,
     timeline_rank: int | None = None,
+    loaded: dict[int, pd.DataFrame] | None = None,
 ) -> RanksAnalysis:
     """The analysis of every rank together, built one rank at a time.
 
     With several ranks `Analysis.kernels` is the time per (category, op_mapping, name) with
     `dur_us` and `count` — what the time-share figures need — not the kernel rows of the whole
     fleet; with one rank it is the rank's analysed kernel rows. The timeline is
-    `timeline_rank`'s when it has GPU activity, else the rank with the most GPU time's."""
+    `timeline_rank`'s when it has GPU activity, else the rank with the most GPU time's.
+    `loaded`: kernel rows of ranks already read, by rank (analysed in this process)."""
     groups = timeshare = kernel_time = kernels = None
     facts: dict[str, Any] = {}
     waits = WaitsFold()
@@ -188,7 +192,7 @@ def analyse_ranks(
                 fold(future.result(), rank)
     else:
         for rank in ranks:
-            fold(analyse_rank(*task(rank)), rank)
+            fold(analyse_rank(*task(rank), frame=(loaded or {}).get(rank)), rank)
     combined_waits, combined_views = waits.result(), views.result()
     rows = kernels if kernels is not None else kernel_time
     if groups is None or timeshare is None or rows is None or combined_waits is None or combined_views is None:

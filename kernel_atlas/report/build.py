@@ -26,7 +26,7 @@ from kernel_atlas.core.devices import Device, get_device, match_device
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
 from kernel_atlas.roofline.analysis import Analysis
-from kernel_atlas.store.outputs import REPORT, lock, read_parquet, write_csv, write_json, write_table
+from kernel_atlas.store.outputs import REPORT, load_kernels, lock, read_parquet, write_csv, write_json, write_table
 from kernel_atlas.store.run import Run
 
 
@@ -160,10 +160,13 @@ def _build_report(
     convention = "hta" if like_hta else "exact"
     steps_cut = last_step_starts(summary)  # where HTA's loader cuts each rank (its convention only)
     # on a large trace the critical path is solved beside the rest: started first, it waits for
-    # the roofline only for its what-if
+    # the roofline only for its what-if; one rank's kernel rows are read once, before the process
+    # beside is forked (it inherits them)
     trace_events = _trace_events(summary)
     finish = partial(_critical_outputs, out_dir=out_dir, run_id=output.run_id)
-    with CriticalPathJob(out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish) as job:
+    loaded = {ranks[0]: load_kernels(out_dir, ranks=ranks)} if len(ranks) == 1 else None
+    job = CriticalPathJob(out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, loaded)
+    with job:
         # one rank at a time (a single trace is one rank): the memory of one rank, whatever the fleet's size
         ranked = analyse_ranks(
             out_dir,
@@ -174,6 +177,7 @@ def _build_report(
             options=WaitOptions(kernel_wait_us, short_kernel_us, like_hta),
             summary=summary,
             timeline_rank=stragglers[0]["rank"] if stragglers else None,
+            loaded=loaded,
         )
         analysis, waits, views = ranked.analysis, ranked.waits, ranked.views
         analysis.facts.update(cross_rank.facts)

@@ -153,3 +153,20 @@ def test_beside_widens_its_pipes_and_a_large_value_crosses_whole() -> None:
     job.send(b"end")
     value = job.result()
     assert len(value) == 3 * PIPE_BYTES + 3 and value[-3:] == b"end" and value[255] == 255
+
+
+@needs_fork
+def test_one_ranks_kernels_are_read_once_for_the_report_and_the_path_beside(
+    two_streams: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A single rank's kernel rows are read by the report before the process beside is forked,
+    which solves the path from them: that process never reads the kernels table (a read there
+    fails the test), and the report's files are those of a solve in the report's own process."""
+    folder = two_streams
+    here = _report_files(folder, monkeypatch, 10**12)
+
+    def no_second_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the kernels table was read again")
+
+    monkeypatch.setattr(critical_report, "load_kernels", no_second_read)
+    assert _report_files(folder, monkeypatch, 0) == here
