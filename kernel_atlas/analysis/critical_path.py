@@ -147,9 +147,12 @@ class _Edges:
         """`causal`: an edge only a what-if needs (see `build_graph`'s `zero_weight_launches`)."""
         n = len(src)
         if n:
-            w = np.broadcast_to(np.asarray(weight, np.float64), (n,))
-            e = np.broadcast_to(np.asarray(event, np.int64), (n,))
-            parts = (src.astype(np.int64), dst.astype(np.int64), w, np.full(n, kind, np.int8), e, np.full(n, causal))
+            # no copies here: `arrays` concatenates the parts into new arrays once
+            def wide(values: object, dtype: type) -> np.ndarray:
+                return np.broadcast_to(np.asarray(values, dtype), (n,))
+
+            ends = (src.astype(np.int64, copy=False), dst.astype(np.int64, copy=False))
+            parts = (*ends, wide(weight, np.float64), wide(kind, np.int8), wide(event, np.int64), wide(causal, bool))
             self.parts.append(parts)
 
     def arrays(self) -> tuple[np.ndarray, ...]:
