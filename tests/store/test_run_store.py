@@ -55,3 +55,35 @@ def test_run_reads_what_the_trace_says(both: tuple[Path, Path]) -> None:
     assert int((one["kind"] == "kernel").sum()) == kernels
     assert len(run.kernels(1)) == 0  # no such rank: nothing, not everything
     assert run.replay() is None
+
+
+def test_texts_are_dictionary_encoded_and_numbers_plain(tmp_path: Path) -> None:
+    """Both writers of the store (`write_dataset_file` for ingest's tables, `write_table` for the
+    report's) give Parquet dictionaries to texts and categoricals only; numbers, mostly distinct,
+    are written plain. The values read back unchanged."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernel_atlas.store.outputs import write_dataset_file, write_table
+
+    frame = pd.DataFrame(
+        {
+            "ts_us": np.arange(5000, dtype=np.float64) * 1.5,
+            "name": ["gemm", "relu"] * 2500,
+            "category": pd.Categorical(["gemm", "elementwise"] * 2500),
+        }
+    )
+    write_dataset_file(pa.Table.from_pandas(frame, preserve_index=False), tmp_path, "t.parquet/rank=0/a.parquet")
+    written = [tmp_path / "t.parquet/rank=0/a.parquet", write_table(frame, tmp_path / "r.parquet", None)]
+    for path in written:
+        meta = pq.ParquetFile(path).metadata.row_group(0)
+        encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings) for i in range(meta.num_columns)}
+        assert not any("DICTIONARY" in e for e in encodings["ts_us"]), encodings
+        assert any("DICTIONARY" in e for e in encodings["name"]) and any(
+            "DICTIONARY" in e for e in encodings["category"]
+        )
+        back = pd.read_parquet(path)
+        assert back["ts_us"].tolist() == frame["ts_us"].tolist() and back["name"].tolist() == frame["name"].tolist()
+        assert back["category"].astype(str).tolist() == frame["category"].astype(str).tolist()
