@@ -151,8 +151,10 @@ def _precisions(types: pd.Series) -> np.ndarray:
     return np.array([*per_text, None], dtype=object)[values.cat.codes.to_numpy()]
 
 
-def _tensor_core(frame: pd.DataFrame, device_tensor: np.ndarray) -> np.ndarray:
-    """By name (catalogs/efficiency.toml patterns) or by category and recorded precision."""
+def _tensor_core(frame: pd.DataFrame, device_tensor: list[tuple[np.ndarray, frozenset[str]]]) -> np.ndarray:
+    """By name (catalogs/efficiency.toml patterns) or by category and recorded precision, where
+    the row's device has tensor cores of that precision (`device_tensor`: rows and precisions of
+    each device whose limits are known). Evaluated per distinct name, category and device."""
     rules = tensor_core_rules()
     names = frame["name"].astype("category")
     pattern = re.compile("|".join(re.escape(p) for p in rules["name_patterns"]))
@@ -160,8 +162,12 @@ def _tensor_core(frame: pd.DataFrame, device_tensor: np.ndarray) -> np.ndarray:
     hit = by_name[names.cat.codes.to_numpy()]
     if "input_types" in frame and "category" in frame:
         precision = _precisions(frame["input_types"])
-        eligible = frame["category"].astype(str).isin(rules["categories"]).to_numpy()
-        on_device = np.array([p in t for p, t in zip(precision.tolist(), device_tensor.tolist(), strict=True)])
+        categories = frame["category"].astype("category")
+        wanted = np.array([str(c) in rules["categories"] for c in categories.cat.categories] + [False])
+        eligible = wanted[categories.cat.codes.to_numpy()]
+        on_device = np.zeros(len(frame), bool)
+        for rows, precisions in device_tensor:
+            on_device[rows] = np.isin(precision[rows], list(precisions))
         hit |= eligible & np.isin(precision, rules["precisions"]) & on_device
     return hit
 
@@ -172,7 +178,7 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
     n = len(frame)
     out: dict[str, Any] = {c: np.full(n, np.nan) for c in COLUMNS}
     out["occupancy_source"] = np.full(n, None, dtype=object)
-    out["tensor_core"] = pd.array([pd.NA] * n, dtype="boolean")
+    out["tensor_core"] = pd.arrays.BooleanArray(np.zeros(n, bool), np.ones(n, bool))  # all unknown
     if not n:
         return out
     kernel = (frame["kind"] == "kernel").to_numpy()
@@ -181,7 +187,7 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
     regs = frame["registers_per_thread"].to_numpy(dtype=np.float64, na_value=np.nan)
     shared = frame["shared_mem_bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
     recorded = frame["recorded_occupancy_pct"].to_numpy(dtype=np.float64, na_value=np.nan)
-    device_tensor = np.full(n, frozenset(), dtype=object)
+    device_tensor: list[tuple[np.ndarray, frozenset[str]]] = []  # rows of each device, its tensor precisions
     by_id = {p.get("id"): p for p in device_properties}
     for device in np.unique(devices[kernel & ~np.isnan(devices)]).tolist():
         props = by_id.get(int(device)) or (device_properties[0] if len(device_properties) == 1 else None)
@@ -189,11 +195,10 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
         rows = np.flatnonzero(kernel & (devices == device))
         if limits is None:
             continue
-        device_tensor[rows] = limits.tensor
+        device_tensor.append((rows, limits.tensor))
         _fill(out, rows, limits, grid[rows], threads[rows], regs[rows], shared[rows], recorded[rows])
     tensor = _tensor_core(frame, device_tensor)
-    out["tensor_core"] = pd.array(np.where(kernel, tensor, False), dtype="boolean")
-    out["tensor_core"][~kernel] = pd.NA
+    out["tensor_core"] = pd.arrays.BooleanArray(np.where(kernel, tensor, False), ~kernel)  # unknown off kernels
     return out
 
 
