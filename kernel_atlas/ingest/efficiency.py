@@ -21,7 +21,7 @@ import pandas as pd
 
 from kernel_atlas.core.devices import match_device
 from kernel_atlas.core.paths import read_toml
-from kernel_atlas.ingest.intervals import clipped_length, merge
+from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
 from kernel_atlas.ingest.recorded import dtypes, type_names
 
 RECORDED, ESTIMATED, UPPER_BOUND = "recorded", "estimated", "upper bound"
@@ -310,15 +310,11 @@ class DeviceKernels:
         window = hi - lo
         if window <= 0 or not len(self.start):
             return dict.fromkeys(METRICS)
-        # the kernels that can reach into the window: none before `first` ends after lo (the
-        # latest end so far does not), none from `past` on starts before hi
-        part = slice(None)  # all of them where a time is unknown
-        if np.isfinite(self.reach[-1]):
-            first = int(np.searchsorted(self.reach, lo, side="right"))
-            part = slice(first, max(int(np.searchsorted(self.start, hi, side="left")), first))
+        # only the kernels, busy ranges and level intervals that can reach into the window
+        part = reaching(self.start, self.reach, lo, hi) if np.isfinite(self.reach[-1]) else slice(None)  # else: all
         inside = clipped_length(self.start[part], self.end[part], lo, hi)
         busy_start, busy_end = self.busy
-        merged = slice(int(np.searchsorted(busy_end, lo, side="right")), int(np.searchsorted(busy_start, hi)))
+        merged = reaching(busy_start, busy_end, lo, hi)
         busy = float(clipped_length(busy_start[merged], busy_end[merged], lo, hi).sum())
         occupancy = self.occupancy[part]
         weighted = ~np.isnan(occupancy) & (occupancy >= 0) & (inside > 0)
@@ -342,7 +338,7 @@ class DeviceKernels:
         times = self.level_times
         if len(times) < 2:
             return 0.0
-        k = slice(int(np.searchsorted(times[1:], lo, side="right")), int(np.searchsorted(times[:-1], hi)))
+        k = reaching(times[:-1], times[1:], lo, hi)
         return float((self.level[k] * clipped_length(times[:-1][k], times[1:][k], lo, hi)).sum())
 
 

@@ -27,3 +27,11 @@ def covered(start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
 def clipped_length(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """Length of each range inside [lo, hi]."""
     return np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None)
+
+
+def reaching(start: np.ndarray, reach: np.ndarray, lo: float, hi: float) -> slice:
+    """The ranges that can reach into [lo, hi], as a slice: `start` sorted, `reach` each range's
+    latest end so far (non-decreasing; sorted ends where ranges do not overlap). Those before it
+    end by lo, those after it start at hi or later: `clipped_length` gives them 0."""
+    first = int(np.searchsorted(reach, lo, side="right"))
+    return slice(first, max(int(np.searchsorted(start, hi, side="left")), first))
