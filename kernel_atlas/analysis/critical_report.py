@@ -69,7 +69,7 @@ def analyse_output(
     longest reported. `per_rank` gives every rank's own path length. `convention="hta"` reads
     the trace as HTA does (`critical_hta.like_hta`; `last_step_start`: per rank, where HTA's
     loader cuts the trace, from summary.json); where optimisation pays stays exact. `loaded`: the
-    kernel rows of ranks already in memory (the report's own, with its cost columns), not read again."""
+    kernel rows of ranks already in memory (the report's own), not read again."""
     solved = solve_paths(out_dir, ranks, window, collectives, convention, last_step_start, loaded)
     if solved.causal is not None:
         solved.result.facts["where_optimisation_pays"] = where_optimisation_pays(solved.causal, roofline)
@@ -163,7 +163,7 @@ class _PathQuestion:
             self.out_dir, self.ranks, self.window, self.collectives, self.convention, self.last_step_start, self.loaded
         )
 
-    def analyse(self, roofline: pd.DataFrame | None, loaded: dict[int, pd.DataFrame] | None) -> CriticalPathResult:
+    def analyse(self, roofline: pd.DataFrame | None) -> CriticalPathResult:
         return analyse_output(
             self.out_dir,
             self.ranks,
@@ -172,7 +172,7 @@ class _PathQuestion:
             collectives=self.collectives,
             convention=self.convention,
             last_step_start=self.last_step_start,
-            loaded=loaded,
+            loaded=self.loaded,
         )
 
 
@@ -183,7 +183,7 @@ class CriticalPathJob(Generic[T]):
     host events and the kernel rows not `loaded` already (those it inherits at the fork), solves
     the paths and hands them over, then waits for the roofline and solves the what-if while this
     one runs `finish`. Else, and if that process is lost, everything is done here when `result`
-    is asked for."""
+    is asked for, from the same `loaded` rows."""
 
     def __init__(
         self,
@@ -217,8 +217,8 @@ class CriticalPathJob(Generic[T]):
         if self._beside is not None:
             self._beside.send(roofline)
 
-    def result(self, loaded: dict[int, pd.DataFrame] | None = None) -> Finished[T]:
-        """`finish`'s value and the facts; `loaded`: kernel rows in memory, for a solve in this process."""
+    def result(self) -> Finished[T]:
+        """`finish`'s value and the facts."""
         if self._beside is not None:
             beside, self._beside = self._beside, None
             try:
@@ -230,7 +230,7 @@ class CriticalPathJob(Generic[T]):
                 pass  # e.g. killed for memory: solved here instead
             finally:
                 beside.stop()  # only when `finish` failed: its result was taken otherwise
-        result = self._question.analyse(self._roofline, loaded)
+        result = self._question.analyse(self._roofline)
         return Finished(self._finish(result), result.facts)
 
     def __enter__(self) -> CriticalPathJob[T]:

@@ -213,8 +213,7 @@ def _build_report(
 
         # the page's sections that do not read the critical path, drawn while it is solved
         page = draw_html(analysis, device, f"Kernel Atlas — {out_dir.name}", waits, views)
-        # one rank: its kernel rows are in memory already (analyse_ranks keeps them)
-        critical = job.result(loaded={ranks[0]: analysis.kernels} if len(ranks) == 1 else None)
+        critical = job.result()
         analysis.facts["critical_path"] = critical.facts
         written, critical_section = critical.value
         files["critical_path"] = written.result()  # written while the what-if was solved
