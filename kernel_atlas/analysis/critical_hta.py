@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.views import name_mask
+from kernel_atlas.core.texts import name_mask
 from kernel_atlas.ingest.nesting import nesting_parents
 
 # HTA 0.5.0's BLOCKING_SYNC_CALLS: CUDA names only (a HIP sync counts as CPU work there)

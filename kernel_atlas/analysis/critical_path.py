@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.critical_hta import BLOCKING_HTA, LAUNCH_HTA, like_hta
-from kernel_atlas.analysis.views import name_mask
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.texts import name_mask
 from kernel_atlas.ingest.nesting import first_matching
 
 # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US (from 0.6.0; 0.5.0, the `hta` convention, has no limit):

@@ -12,7 +12,7 @@ import pandas as pd
 
 from kernel_atlas.analysis.critical_path import BUCKETS, DATA_LOADING, GAP, KIND_NAMES, LAUNCH, Graph
 from kernel_atlas.analysis.longest_path import Path
-from kernel_atlas.analysis.views import name_mask
+from kernel_atlas.core.texts import name_mask
 
 SEGMENT_COLUMNS = ("seq", "kind", "bound", "start_us", "dur_us", "name", "op", "kernel", "category", "module")
 SEGMENT_COLUMNS += ("frame", "rank", "stream", "thread", "event_ts_us")

@@ -38,14 +38,6 @@ def text_codes(
     return per_row, np.asarray(unique, dtype=object)
 
 
-def name_mask(values: pd.Series, test: Callable[[str], object]) -> np.ndarray:
-    """`test(text)` per row of a string or categorical column, evaluated once per distinct text."""
-    cat = values.astype("category") if not isinstance(values.dtype, pd.CategoricalDtype) else values
-    codes = cat.cat.codes.to_numpy()
-    hit = np.array([bool(test(str(c))) for c in cat.cat.categories], dtype=bool)
-    return np.where(codes >= 0, hit[np.maximum(codes, 0)] if len(hit) else False, False)
-
-
 def module_times(kernels: pd.DataFrame) -> pd.DataFrame:
     """GPU time per `nn.Module` path (`module`, `dur_us`); activities outside any module are
     `(no module)`."""

@@ -22,8 +22,8 @@ import pandas as pd
 from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, parse_window
 from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
 from kernel_atlas.analysis.longest_path import longest_path, longest_path_length, solves_exactly
-from kernel_atlas.analysis.views import name_mask
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.texts import name_mask
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import load_kernels, lock, open_output, read_parquet, write_json
 

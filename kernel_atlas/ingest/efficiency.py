@@ -21,6 +21,7 @@ import pandas as pd
 
 from kernel_atlas.core.devices import match_device
 from kernel_atlas.core.paths import read_toml
+from kernel_atlas.core.texts import name_mask
 from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
 from kernel_atlas.ingest.recorded import dtypes, type_names
 
@@ -156,15 +157,11 @@ def _tensor_core(frame: pd.DataFrame, device_tensor: list[tuple[np.ndarray, froz
     the row's device has tensor cores of that precision (`device_tensor`: rows and precisions of
     each device whose limits are known). Evaluated per distinct name, category and device."""
     rules = tensor_core_rules()
-    names = frame["name"].astype("category")
     pattern = re.compile("|".join(re.escape(p) for p in rules["name_patterns"]))
-    by_name = np.array([bool(pattern.search(str(n))) for n in names.cat.categories] + [False])
-    hit = by_name[names.cat.codes.to_numpy()]
+    hit = name_mask(frame["name"], pattern.search)
     if "input_types" in frame and "category" in frame:
         precision = _precisions(frame["input_types"])
-        categories = frame["category"].astype("category")
-        wanted = np.array([str(c) in rules["categories"] for c in categories.cat.categories] + [False])
-        eligible = wanted[categories.cat.codes.to_numpy()]
+        eligible = name_mask(frame["category"], lambda category: category in rules["categories"])
         on_device = np.zeros(len(frame), bool)
         for rows, precisions in device_tensor:
             on_device[rows] = np.isin(precision[rows], list(precisions))
