@@ -23,7 +23,7 @@ import pyarrow as pa
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
 from kernel_atlas.ingest.link import HostNesting, _call_stacks, take
-from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, first_matching
+from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, by_thread_start_longest_first, first_matching
 from kernel_atlas.store.outputs import write_dataset_file
 
 MEMORY_EVENTS = "memory_events.parquet"  # in the ingest output folder: rank=N/<trace-stem>.parquet
@@ -71,11 +71,10 @@ def _last_started(
     thread = thread if same_thread else np.zeros(len(ts), np.int64)
     # the keys made one at a time and dropped once sorted: `rows` may be most of a trace's ranges
     start = host.ts[rows]
-    longest_first = host.end[rows]
-    longest_first -= start
-    np.negative(longest_first, out=longest_first)
-    by = np.lexsort((longest_first, start, range_thread))
-    del start, longest_first
+    length = host.end[rows]
+    length -= start
+    by = by_thread_start_longest_first(range_thread, start, length)
+    del start, length
     order, sorted_thread = rows[by], range_thread[by]
     del by, range_thread
     for t in np.unique(thread).tolist():

