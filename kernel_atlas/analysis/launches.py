@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.idle import KERNEL_WAIT_US, gaps, start_order
+from kernel_atlas.analysis.idle import CATEGORIES, KERNEL_WAIT_US, gaps, start_order
 from kernel_atlas.ingest.frames import MODULE_PREFIX, STACK_SEPARATOR
 
 SHORT_KERNEL_US = 20.0
@@ -162,15 +162,16 @@ def graph_candidates(
         stream_gaps = gaps(frame, per_stream=True, kernel_wait_us=kernel_wait_us)
     gap_of = np.zeros(len(frame))
     gap_of[stream_gaps.index] = stream_gaps["gap_us"].to_numpy()
-    category_of = np.full(len(frame), "", dtype=object)
-    category_of[stream_gaps.index] = stream_gaps["category"].astype(object).to_numpy()
+    category_of = np.full(len(frame), -1, np.int64)  # codes of the gap's category (-1: no gap before)
+    named = pd.Categorical(stream_gaps["category"], categories=CATEGORIES)
+    category_of[stream_gaps.index] = named.codes
     order, group = start_order(frame, ["rank", "device", "stream"])
     stack_code, stack_text = pd.factorize(frame["call_stack"])  # -1: no call stack
     start = frame["ts_us"].to_numpy(np.float64)[order]
     end = start + frame["dur_us"].to_numpy(np.float64)[order]
     gap = gap_of[order]
-    host_wait = category_of[order] == "host_wait"
-    other = category_of[order] == "other"
+    host_wait = category_of[order] == CATEGORIES.index("host_wait")
+    other = category_of[order] == CATEGORIES.index("other")
     short = (
         (frame["kind"] == "kernel").to_numpy()[order]
         & eager(frame).to_numpy()[order]
@@ -214,10 +215,10 @@ def graph_candidates(
     rank_of = np.empty(len(used), dtype=np.int64)
     rank_of[ordered] = np.arange(len(used))
     code = rank_of[np.searchsorted(used, rows["stack"].to_numpy())]
-    bounds = pd.Series(code, index=rows.index).groupby(rows["stretch"]).agg(["min", "max"])
-    pairs = list(zip(bounds.loc[per.index, "min"], bounds.loc[per.index, "max"], strict=True))
+    bounds = pd.Series(code, index=rows.index).groupby(rows["stretch"]).agg(["min", "max"]).loc[per.index]
     # (call stack, frame, module) of each distinct shared stack, described once
-    described = {pair: _describe(_common_prefix(by_rank[pair[0]], by_rank[pair[1]])) for pair in set(pairs)}
+    pair_code, pairs = pd.factorize(pd.MultiIndex.from_arrays([bounds["min"].to_numpy(), bounds["max"].to_numpy()]))
+    described = [_describe(_common_prefix(by_rank[low], by_rank[high])) for low, high in pairs]
     first = per["first"].to_numpy()
     per["rank"] = frame["rank"].to_numpy()[first]
     per["device"] = frame["device"].to_numpy()[first]
@@ -225,7 +226,7 @@ def graph_candidates(
     per["first_ts_us"] = frame["ts_us"].to_numpy()[first]
     per["first_kernel"] = frame["name"].iloc[first].astype(str).to_numpy()
     for i, column in enumerate(("call_stack", "frame", "module")):
-        per[column] = [described[pair][i] for pair in pairs]
+        per[column] = np.array([d[i] for d in described], dtype=object)[pair_code]
     per["kernel_wait_us"] = per["saving_us"] - per["host_wait_us"]
     keys = ["rank", "device", "stream", "call_stack"]
     per = per.sort_values("first_ts_us", kind="stable")

@@ -12,6 +12,7 @@ utilization, est. SM efficiency, est. achieved occupancy, and the tensor-core sh
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -26,6 +27,7 @@ from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
 from kernel_atlas.ingest.recorded import dtypes, type_names
 
 RECORDED, ESTIMATED, UPPER_BOUND = "recorded", "estimated", "upper bound"
+SOURCES = (RECORDED, ESTIMATED, UPPER_BOUND)  # `occupancy_source`'s codes while it is worked out
 COLUMNS = (
     "blocks_per_sm",
     "warps_per_sm",
@@ -141,31 +143,40 @@ def _max_blocks(limits: SmLimits, threads: np.ndarray, regs: np.ndarray, shared:
     return np.where(np.isnan(regs) | np.isnan(shared), np.nan, out)
 
 
-def _precisions(types: pd.Series) -> np.ndarray:
-    """The precision of the first floating dtype each row's op recorded (None: none)."""
+def _precisions(types: pd.Series) -> tuple[np.ndarray, list[str | None]]:
+    """The precision of the first floating dtype each row's op recorded, as codes into the list
+    returned with them (its last entry None: none recorded), one per distinct `input_types`."""
     values = types.astype("category")
     known = dtypes()
-    per_text = []
+    per_text: list[str | None] = []
     for text in values.cat.categories:
         names = [n for n in type_names(str(text)) if n in known and known[n].precision not in ("int", "int8")]
         per_text.append(known[names[0]].precision if names else None)
-    return np.array([*per_text, None], dtype=object)[values.cat.codes.to_numpy()]
+    codes = values.cat.codes.to_numpy().astype(np.int64)
+    codes[codes < 0] = len(per_text)
+    return codes, [*per_text, None]
 
 
 def _tensor_core(frame: pd.DataFrame, device_tensor: list[tuple[np.ndarray, frozenset[str]]]) -> np.ndarray:
     """By name (catalogs/efficiency.toml patterns) or by category and recorded precision, where
     the row's device has tensor cores of that precision (`device_tensor`: rows and precisions of
-    each device whose limits are known). Evaluated per distinct name, category and device."""
+    each device whose limits are known). Evaluated per distinct name, category, precision and
+    device."""
     rules = tensor_core_rules()
     pattern = re.compile("|".join(re.escape(p) for p in rules["name_patterns"]))
     hit = name_mask(frame["name"], pattern.search)
     if "input_types" in frame and "category" in frame:
-        precision = _precisions(frame["input_types"])
+        precision, texts = _precisions(frame["input_types"])
+
+        def among(allowed: Iterable[str]) -> np.ndarray:  # per row: its precision is one of `allowed`
+            wanted = set(allowed)
+            return np.array([text in wanted for text in texts], bool)[precision]
+
         eligible = name_mask(frame["category"], lambda category: category in rules["categories"])
         on_device = np.zeros(len(frame), bool)
         for rows, precisions in device_tensor:
-            on_device[rows] = np.isin(precision[rows], list(precisions))
-        hit |= eligible & np.isin(precision, rules["precisions"]) & on_device
+            on_device[rows] = among(precisions)[rows]
+        hit |= eligible & among(rules["precisions"]) & on_device
     return hit
 
 
@@ -174,7 +185,7 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
     None for memcpys, memsets and kernels whose device limits are unknown."""
     n = len(frame)
     out: dict[str, Any] = {c: np.full(n, np.nan) for c in COLUMNS}
-    out["occupancy_source"] = np.full(n, None, dtype=object)
+    out["occupancy_source"] = np.full(n, -1, np.int8)  # codes into SOURCES (-1: none)
     out["tensor_core"] = pd.arrays.BooleanArray(np.zeros(n, bool), np.ones(n, bool))  # all unknown
     if not n:
         return out
@@ -215,9 +226,8 @@ def _fill(
     # Kineto's estimate: the blocks an SM holds (at most the grid's share), their threads over the SM's
     estimate = np.minimum(max_blocks, blocks_per_sm) * threads / limits.max_threads * 100.0
     has_recorded = ~np.isnan(recorded)
-    source = np.where(
-        has_recorded, RECORDED, np.where(np.isnan(estimate), None, ESTIMATED if limits.registers_known else UPPER_BOUND)
-    )
+    estimated = SOURCES.index(ESTIMATED if limits.registers_known else UPPER_BOUND)
+    source = np.where(has_recorded, SOURCES.index(RECORDED), np.where(np.isnan(estimate), -1, estimated))
     with np.errstate(divide="ignore", invalid="ignore"):
         waves = grid / (limits.sms * max_blocks)
         tail = np.where(waves > 0, waves / np.ceil(waves) * 100.0, np.nan)
@@ -235,8 +245,17 @@ def _fill(
 def with_kernel_efficiency(frame: pd.DataFrame, device_properties: list[dict[str, Any]]) -> pd.DataFrame:
     """`frame` with the per-kernel efficiency columns appended."""
     for name, values in kernel_columns(frame, device_properties).items():
-        frame[name] = pd.Categorical(values) if name == "occupancy_source" else values
+        frame[name] = _sources(values) if name == "occupancy_source" else values
     return frame
+
+
+def _sources(codes: np.ndarray) -> pd.Categorical:
+    """`occupancy_source` from its codes into SOURCES: a categorical of the sources present, in
+    sorted order (as `pd.Categorical` of the texts would make it)."""
+    present = sorted({SOURCES[k] for k in np.unique(codes[codes >= 0]).tolist()})
+    mapping = np.full(len(SOURCES) + 1, -1, np.int8)  # the last entry: code -1
+    mapping[[SOURCES.index(source) for source in present]] = np.arange(len(present))
+    return pd.Categorical.from_codes(mapping[codes], categories=pd.Index(present, dtype="str"))
 
 
 def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, float | None]:

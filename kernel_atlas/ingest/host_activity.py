@@ -106,23 +106,32 @@ def host_activity(cols: TraceColumns, linked: LinkedColumns) -> dict[str, Any]:
     launch_dur = np.round(take(host.end, launch, np.nan) - launch_ts, 3)
     since = device_idle_since(gpu.device, gpu.ts, gpu.ts + gpu.dur)
     host_wait = has & (gpu.ts > since) & (launch_ts > since)
-    wait_frame = np.full(n, None, dtype=object)
-    wait_module = np.full(n, None, dtype=object)
     waits = np.flatnonzero(host_wait)
+    frames = modules = np.empty(0, dtype=object)  # the waits' (none: every row's is None)
     if len(waits) and len(parent) == len(host):
         is_step = np.array([step_number(s) is not None for s in host.names], dtype=bool)
         found = _enclosing_frames(cols, parent, launch[waits], since[waits], is_step)
         codes = take(host.name_code, found, -1)
         used, inverse = np.unique(codes, return_inverse=True)
         short = np.array([BETWEEN_OPS if c < 0 else short_frame(host.names[c]) for c in used.tolist()], dtype=object)
-        wait_frame[waits] = short[inverse]
-        wait_module[waits] = _module_paths(cols, parent, found)
+        frames, modules = short[inverse], _module_paths(cols, parent, found)
+    else:
+        waits = waits[:0]
     return {
         "launch_dur_us": launch_dur,
         "launch_thread": pd.arrays.IntegerArray(take(host.thread, launch, -1), mask=~has).astype("Int32"),
-        "wait_frame": wait_frame,
-        "wait_module": wait_module,
+        "wait_frame": _at_rows(n, waits, frames),
+        "wait_module": _at_rows(n, waits, modules),
     }
+
+
+def _at_rows(n: int, rows: np.ndarray, values: np.ndarray) -> pd.Categorical:
+    """A categorical of `n` rows, `values` at `rows` and missing elsewhere — what
+    `pd.Categorical` of the whole column makes, from the few rows that hold a value."""
+    part = pd.Categorical(values)
+    codes = np.full(n, -1, part.codes.dtype)
+    codes[rows] = part.codes
+    return pd.Categorical.from_codes(codes, dtype=part.dtype)
 
 
 def last_step_start(cols: TraceColumns) -> float | None:
@@ -143,5 +152,5 @@ def last_step_start(cols: TraceColumns) -> float | None:
 def with_host_activity(frame: pd.DataFrame, cols: TraceColumns, linked: LinkedColumns) -> pd.DataFrame:
     """The kernels table with the host-activity columns appended (categoricals for the names)."""
     for name, values in host_activity(cols, linked).items():
-        frame[name] = pd.Categorical(values) if name.startswith("wait_") else values
+        frame[name] = values
     return frame
