@@ -5,6 +5,7 @@ save end to end (`critical_path` of report.json, critical_path.parquet)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -163,27 +164,16 @@ class _PathQuestion:
             self.out_dir, self.ranks, self.window, self.collectives, self.convention, self.last_step_start, self.loaded
         )
 
-    def analyse(self, roofline: pd.DataFrame | None) -> CriticalPathResult:
-        return analyse_output(
-            self.out_dir,
-            self.ranks,
-            self.window,
-            roofline,
-            collectives=self.collectives,
-            convention=self.convention,
-            last_step_start=self.last_step_start,
-            loaded=self.loaded,
-        )
-
 
 class CriticalPathJob(Generic[T]):
     """`analyse_output` for `atlas report`, started before the roofline exists, with `finish` (what
-    the report makes of the solved paths: files, a page section). On a large trace
-    (BESIDE_MIN_EVENTS) with a second CPU it runs in a forked process: that process reads its
+    the report makes of the solved paths: files, a page section), run where the paths are solved.
+    On a large trace (BESIDE_MIN_EVENTS) with a second CPU that is a forked process: it reads its
     host events and the kernel rows not `loaded` already (those it inherits at the fork), solves
-    the paths and hands them over, then waits for the roofline and solves the what-if while this
-    one runs `finish`. Else, and if that process is lost, everything is done here when `result`
-    is asked for, from the same `loaded` rows."""
+    the paths, runs `finish` on a thread while it waits for the roofline and solves the what-if,
+    and hands back `finish`'s value (which must pickle) and the facts — never the path's segments
+    (a 500 MB trace's are ~60 MB). Else, and if that process is lost, the same is done here when
+    `result` is asked for, from the same `loaded` rows."""
 
     def __init__(
         self,
@@ -200,17 +190,30 @@ class CriticalPathJob(Generic[T]):
         self._question = _PathQuestion(out_dir, ranks, window, collectives, convention, last_step_start, loaded)
         self._finish = finish
         self._roofline: pd.DataFrame | None = None
-        self._beside: Beside[list[dict[str, Any]]] | None = None
+        self._beside: Beside[Finished[T]] | None = None
         if events >= BESIDE_MIN_EVENTS and can_fork():
             self._beside = Beside(self._solve_beside)
 
-    def _solve_beside(self, receive: Callable[[], Any], post: Callable[[Any], None]) -> list[dict[str, Any]]:
+    def _solve_beside(self, receive: Callable[[], pd.DataFrame | None]) -> Finished[T]:
+        """What the process beside does: all of it, the roofline received from the report."""
+        return self._work(receive)
+
+    def _work(self, roofline: Callable[[], pd.DataFrame | None]) -> Finished[T]:
+        """The paths solved and finished, the what-if solved meanwhile once `roofline()` gives
+        the roofline. An error of `finish` is raised before one of the what-if (which, when
+        `finish` failed first, may only have ended because nobody will send the roofline)."""
         solved = self._question.solve()
-        post(solved.result)
-        if solved.causal is None:
-            return []
-        solves_exactly(solved.causal)  # the what-if solver's set-up needs no roofline: done before waiting for it
-        return where_optimisation_pays(solved.causal, receive())
+        facts = solved.result.facts
+        pool = ThreadPoolExecutor(max_workers=1)
+        finishing = pool.submit(self._finish, solved.result)
+        pool.shutdown(wait=False)  # its thread ends with `finish`
+        try:
+            if solved.causal is not None:
+                solves_exactly(solved.causal)  # the what-if solver's set-up needs no roofline: done before it
+                facts["where_optimisation_pays"] = where_optimisation_pays(solved.causal, roofline())
+        finally:
+            value = finishing.result()
+        return Finished(value, facts)
 
     def roofline_ready(self, roofline: pd.DataFrame | None) -> None:
         self._roofline = roofline
@@ -222,16 +225,12 @@ class CriticalPathJob(Generic[T]):
         if self._beside is not None:
             beside, self._beside = self._beside, None
             try:
-                paths = beside.posted()
-                value = self._finish(paths)  # while the process beside solves the what-if
-                paths.facts["where_optimisation_pays"] = beside.result()
-                return Finished(value, paths.facts)
+                return beside.result()
             except ChildLost:
                 pass  # e.g. killed for memory: solved here instead
             finally:
-                beside.stop()  # only when `finish` failed: its result was taken otherwise
-        result = self._question.analyse(self._roofline)
-        return Finished(self._finish(result), result.facts)
+                beside.stop()  # only when it failed: its result was taken otherwise
+        return self._work(lambda: self._roofline)
 
     def __enter__(self) -> CriticalPathJob[T]:
         return self

@@ -19,16 +19,17 @@ class Path:
     edges: np.ndarray  # edge indices on the path, in time order
 
 
-def _node_order(graph: Graph) -> np.ndarray:
-    """Each node's position in time order; at equal times GPU ends first, then host points in
-    call-stack order, then GPU starts — the order of every edge but rare clock disagreements."""
-    n = graph.n_nodes
-    cls = np.ones(n, np.int8)
-    gpu_nodes = np.arange(2 * graph.n_host, n)
-    cls[gpu_nodes] = np.where(gpu_nodes % 2 == 1, 0, 2)
-    tie = graph.node_tie if graph.node_tie is not None else np.zeros(n, np.int64)
-    position = np.empty(n, np.int64)
-    position[np.lexsort((tie, cls, graph.node_ts))] = np.arange(n)
+def _node_order(graph: Graph, nodes: np.ndarray) -> np.ndarray:
+    """Each of `nodes` (ascending node numbers)'s position among them in time order; at equal
+    times GPU ends first, then host points in call-stack order, then GPU starts — the order of
+    every edge but rare clock disagreements. Only the nodes some run touches are ordered: the
+    order among them is the order of the whole graph's nodes, restricted to them."""
+    cls = np.ones(len(nodes), np.int8)
+    gpu = nodes >= 2 * graph.n_host
+    cls[gpu] = np.where(nodes[gpu] % 2 == 1, 0, 2)
+    tie = graph.node_tie[nodes] if graph.node_tie is not None else np.zeros(len(nodes), np.int64)
+    position = np.empty(len(nodes), np.int64)
+    position[np.lexsort((tie, cls, graph.node_ts[nodes]))] = np.arange(len(nodes))
     return position
 
 
@@ -120,14 +121,14 @@ def _solver(graph: Graph) -> _Solver:
     if graph.solver is not None:
         return graph.solver
     runs = _contract(graph)
-    c_src, c_dst = graph.src[runs.heads], runs.tail_dst
-    position = _node_order(graph)
+    k = len(runs.heads)
+    # compact numbers keep the nodes' order, so the first node of largest distance stays the first
+    nodes, compact = np.unique(np.concatenate([graph.src[runs.heads], runs.tail_dst]), return_inverse=True)
+    c_src, c_dst = compact[:k], compact[k:]
+    position = _node_order(graph, nodes)
     order = np.argsort(position[c_dst], kind="stable")
     backward = int(np.count_nonzero(position[c_src] >= position[c_dst]))
-    # compact numbers keep the nodes' order, so the first node of largest distance stays the first
-    nodes, compact = np.unique(np.concatenate([c_src[order], c_dst[order]]), return_inverse=True)
-    k = len(order)
-    solver = _Solver(runs, order, compact[:k].tolist(), compact[k:].tolist(), len(nodes), backward)
+    solver = _Solver(runs, order, c_src[order].tolist(), c_dst[order].tolist(), len(nodes), backward)
     graph.solver = solver
     return solver
 

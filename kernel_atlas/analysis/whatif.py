@@ -74,6 +74,29 @@ def _selected(gpu: pd.DataFrame, change: Speedup) -> np.ndarray:
     return name_mask(values, lambda s: s == change.value)
 
 
+def matching_rows(left: pd.DataFrame, right: pd.DataFrame, keys: list[str]) -> np.ndarray:
+    """Per row of `left`, the first row of `right` (its position) whose values equal the row's in
+    every key column — a missing value equals a missing one, as in a merge —, -1 where none does.
+    A left merge on the keys, on each column's codes rather than on object columns."""
+    n = len(left)
+    if not len(right) or not n:
+        return np.full(n, -1, np.int64)
+    joint = np.zeros(n + len(right), np.int64)  # left's rows then right's: one code per distinct key
+    for key in keys:
+        values = left[key].array if isinstance(left[key].dtype, pd.CategoricalDtype) else pd.Categorical(left[key])
+        theirs = right[key]
+        found = values.categories.get_indexer(theirs.to_numpy(dtype=object))
+        # codes shifted by 2: 0 for a right value left never has, 1 for missing, then the categories
+        code = np.concatenate(
+            [values.codes.astype(np.int64) + 2, np.where(theirs.isna(), 1, np.where(found >= 0, found + 2, 0))]
+        )
+        joint = np.unique(joint * (len(values.categories) + 2) + code, return_inverse=True)[1].ravel()
+    first = np.full(int(joint.max()) + 1, -1, np.int64)
+    mine = joint[n:]
+    first[mine[::-1]] = np.arange(len(right) - 1, -1, -1)  # the earliest row written last: it stays
+    return first[joint[:n]]
+
+
 def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) -> np.ndarray:
     """Each activity's roofline-attainable time (NaN where it has no cost): the attainable time
     of its op call, on the call's main kernel, by (name, launcher, input shapes and types)."""
@@ -81,13 +104,13 @@ def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) ->
     if roofline is None or roofline.empty or len(gpu) == 0:
         return out
     keys = ["name", "launcher", "input_dims", "input_types"]
-    main = roofline[(roofline["role"] == "main") & roofline["attainable_us"].notna()]
-    table = main[[*keys, "attainable_us"]].astype({k: object for k in keys}).drop_duplicates(keys)
-    left = gpu[keys].astype(object) if all(k in gpu for k in keys) else None
-    if left is None:
+    if not all(k in gpu for k in keys):
         return out
-    merged = left.merge(table, on=keys, how="left")
-    return merged["attainable_us"].to_numpy(np.float64)
+    main = roofline[(roofline["role"] == "main") & roofline["attainable_us"].notna()]
+    row = matching_rows(gpu, main, keys)
+    matched = row >= 0
+    out[matched] = main["attainable_us"].to_numpy(np.float64)[row[matched]]
+    return out
 
 
 def whatif_weights(
@@ -184,12 +207,8 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
     else:
         base, on_path = longest_path_length(graph, reference), np.ones(len(gpu), bool)
     # each activity's candidate (the first of those with its keys), matched once
-    blank = "\0"
-    lookup = candidates[keys].astype(object).fillna(blank).assign(_candidate=np.arange(len(candidates)))
-    first = lookup.drop_duplicates(keys)
-    same_as = lookup[keys].merge(first, on=keys, how="left")["_candidate"].to_numpy()
-    left = gpu[keys].astype(object).fillna(blank)
-    which = left.merge(first, on=keys, how="left")["_candidate"].to_numpy(np.float64)
+    same_as = matching_rows(candidates, candidates, keys)
+    which = matching_rows(gpu, candidates, keys) if all(k in gpu for k in keys) else np.full(len(gpu), -1)
     rows = []
     for c, cand in candidates.iterrows():
         hit = (which == same_as[c]) & np.isfinite(attainable)

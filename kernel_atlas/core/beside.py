@@ -1,8 +1,8 @@
 """Work done in a forked process beside the caller's own: `atlas report` solves the critical path
 while it computes the roofline, the waits and the page. The child inherits what the parent holds
 at the fork (nothing is pickled on the way in), may wait for one value the parent hands it later,
-may post values before it ends, and hands back its result or its exception. It writes nothing:
-what it hands back is all it does.
+and hands back its result or its exception. Besides what its work writes (the files the caller
+asks of it), what it hands back is all it does.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ PIPE_BYTES = 1 << 20
 
 
 def _widen(*connections: Any) -> None:
-    """Pipes of PIPE_BYTES instead of 64 KiB: a large value (a 500 MB trace's critical path hands
-    back ~60 MB of segments) crosses in 16 times fewer turns of the two processes, each of which
-    waits for the other to run; where the system refuses, the pipe stays as it is."""
+    """Pipes of PIPE_BYTES instead of 64 KiB: a value of several pipefuls (the roofline a report
+    hands its critical path's what-if) crosses in 16 times fewer turns of the two processes, each
+    of which waits for the other to run; where the system refuses, the pipe stays as it is."""
     try:
         import fcntl
     except ImportError:  # not on Linux, where no process runs beside (`can_fork`)
@@ -60,12 +60,11 @@ def can_fork() -> bool:
 
 
 class Beside(Generic[T]):
-    """`work(receive, post)` in a forked child: `receive()` waits for the value given to `send`,
-    `post(value)` hands the parent a value before the work ends, which `posted()` returns.
+    """`work(receive)` in a forked child: `receive()` waits for the value given to `send`.
     `result()` waits for the child and returns its value or raises its exception (ChildLost when
     it died without one); leaving the `with` block without it stops the child."""
 
-    def __init__(self, work: Callable[[Callable[[], Any], Callable[[Any], None]], T]) -> None:
+    def __init__(self, work: Callable[[Callable[[], Any]], T]) -> None:
         context = multiprocessing.get_context("fork")
         values_read, self._values = context.Pipe(duplex=False)  # parent → child: the value sent
         self._results, results_write = context.Pipe(duplex=False)  # child → parent: the outcome
@@ -89,33 +88,16 @@ class Beside(Generic[T]):
         with contextlib.suppress(OSError):  # the child is gone: `result` says so
             self._values.send(value)
 
-    def posted(self) -> Any:
-        """The child's next posted value; its exception, or ChildLost, if it ended first."""
-        status, payload = self._receive()
-        if status == "post":
-            return payload
-        self._finish()
-        self._outcome(status, payload)
-        raise ChildLost("the process beside ended without posting")
-
     def result(self) -> T:
         if self._sender is None:
             self._values.close()  # nothing will be sent: a child waiting for it gets EOFError
         try:
-            status, payload = self._receive()
-            while status == "post":  # posts not asked for
-                status, payload = self._receive()
+            try:
+                status, payload = self._results.recv()
+            except (EOFError, OSError):
+                status, payload = "lost", None
         finally:
             self._finish()
-        return self._outcome(status, payload)
-
-    def _receive(self) -> tuple[str, Any]:
-        try:
-            return self._results.recv()
-        except (EOFError, OSError):
-            return "lost", None
-
-    def _outcome(self, status: str, payload: Any) -> T:
         if status == "error":
             raise payload
         if status == "lost":
@@ -148,24 +130,12 @@ class Beside(Generic[T]):
 def _run(work: Callable[..., Any], values: Any, results: Any, *parents_ends: Any) -> None:
     for end in parents_ends:  # else the child's own copy of the writer keeps `values` from ending
         end.close()
-    posting: list[threading.Thread] = []
-
-    def post(value: Any) -> None:
-        """Sent from a thread: a large value fills the pipe until the parent reads it, and the
-        work goes on meanwhile (posts and the outcome keep their order)."""
-        for earlier in posting:
-            earlier.join()
-        posting.append(threading.Thread(target=results.send, args=(("post", value),), daemon=True))
-        posting[-1].start()
-
     try:
-        outcome: tuple[str, Any] = ("ok", work(values.recv, post))
+        outcome: tuple[str, Any] = ("ok", work(values.recv))
     except BaseException as error:  # handed to the parent, which raises it
         if not isinstance(error, AtlasError):
             error.add_note("in the process beside:\n" + "".join(traceback.format_exception(error)))
         outcome = ("error", error)
-    for earlier in posting:
-        earlier.join()
     try:
         results.send(outcome)
     except Exception as error:  # a result or an exception that does not pickle

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -37,17 +36,14 @@ def _trace_events(summary: dict[str, Any]) -> int:
     return sum(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n > 0)
 
 
-def _critical_outputs(result: CriticalPathResult, out_dir: Path, run_id: str | None) -> tuple[Future[Path], str]:
-    """critical_path.parquet being written and the page's section drawn (neither reads the
-    what-if). The file — every segment of the path: 0.3 s for the 0.9 M of a 500 MB trace — is
-    written by a thread, Arrow's writer leaving the report free to go on meanwhile (with a large
-    trace: to wait for the what-if of the process beside); the manifest waits for it."""
+def _critical_outputs(result: CriticalPathResult, out_dir: Path, run_id: str | None) -> tuple[Path, str]:
+    """critical_path.parquet written and the page's section drawn, where the path was solved
+    (with a large trace: in the process beside, on a thread while it solves the what-if, so that
+    every segment of the path — the 0.9 M of a 500 MB trace — never crosses to the report)."""
     from kernel_atlas.report.critical_html import critical_path_html
 
-    writer = ThreadPoolExecutor(max_workers=1)
-    path = writer.submit(write_table, result.segments, out_dir / "critical_path.parquet", run_id)
-    writer.shutdown(wait=False)  # its thread ends with the write
-    return path, critical_path_html(result.segments, result.facts)
+    written = write_table(result.segments, out_dir / "critical_path.parquet", run_id)
+    return written, critical_path_html(result.segments, result.facts)
 
 
 @dataclass
@@ -215,8 +211,7 @@ def _build_report(
         page = draw_html(analysis, device, f"Kernel Atlas — {out_dir.name}", waits, views)
         critical = job.result()
         analysis.facts["critical_path"] = critical.facts
-        written, critical_section = critical.value
-        files["critical_path"] = written.result()  # written while the what-if was solved
+        files["critical_path"], critical_section = critical.value  # written where the path was solved
         # after the critical path: findings rank by its end-to-end savings where it has them
         analysis.facts["findings"] = [f.to_json() for f in report_findings(analysis.roofline, waits, analysis.facts)]
         if cross_rank.path is not None:

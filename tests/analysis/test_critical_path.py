@@ -155,6 +155,30 @@ def test_where_optimisation_pays_on_and_off_the_path(tmp_path: Path, monkeypatch
     assert where_optimisation_pays(build_graph(kernels, host, zero_weight_launches=True), roofline) == pays
 
 
+def test_activities_match_roofline_rows_as_a_merge_on_their_keys() -> None:
+    """Per activity, the first roofline row equal in every key: a missing value matches a missing
+    one only, a value the activities never have matches nothing, and categoricals and texts
+    compare by value."""
+    activities = pd.DataFrame(
+        {
+            "name": pd.Categorical(["gemm", "relu", None, "gemm", "softmax", "relu"]),
+            "launcher": ["aten::mm", "aten::relu", "aten::add", None, "aten::mm", "aten::relu"],
+        }
+    )
+    rows = pd.DataFrame(
+        {
+            "name": ["relu", "gemm", "gemm", None, "layernorm", "relu"],
+            "launcher": ["aten::relu", None, "aten::mm", "aten::add", "aten::mm", "aten::relu"],
+        }
+    )
+    keys = ["name", "launcher"]
+    # gemm/mm → row 2; relu/relu → row 0 (not its duplicate, row 5); missing/add → row 3;
+    # gemm/missing → row 1; softmax appears in no row
+    assert whatif.matching_rows(activities, rows, keys).tolist() == [2, 0, 3, 1, -1, 0]
+    assert whatif.matching_rows(activities, rows.iloc[:0], keys).tolist() == [-1] * 6
+    assert whatif.matching_rows(rows, rows, keys).tolist() == [0, 1, 2, 3, 4, 0]
+
+
 @pytest.mark.skipif(not trace_path("a100_alexnet_train").exists(), reason="shared traces absent")
 def test_one_build_serves_the_path_and_its_whatif(tmp_path: Path) -> None:
     out = tmp_path / "alex"

@@ -26,39 +26,34 @@ needs_fork = pytest.mark.skipif(not can_fork(), reason="needs fork and a second 
 
 
 def test_beside_hands_values_both_ways() -> None:
-    def work(receive: Callable[[], int], post: Callable[[str], None]) -> int:
-        post("paths")
-        return receive() * 2
-
-    job = Beside(work)
+    job = Beside(lambda receive: receive() * 2)
     job.send(21)
-    assert job.posted() == "paths"
     assert job.result() == 42
-    assert Beside(lambda receive, post: 5).result() == 5  # posts nothing, receives nothing
+    assert Beside(lambda receive: 5).result() == 5  # receives nothing
 
 
 def test_beside_raises_what_the_child_raised() -> None:
-    def bad_window(receive: Callable[[], object], post: Callable[[object], None]) -> None:
+    def bad_window(receive: Callable[[], object]) -> None:
         raise AtlasError("trace.json", "--window ProfilerStep#9: the trace has 2 ranges")
 
     with pytest.raises(AtlasError, match="the trace has 2 ranges") as error:
-        Beside(bad_window).posted()
+        Beside(bad_window).result()
     assert error.value.source == "trace.json"
     with pytest.raises(ZeroDivisionError) as error:
-        Beside(lambda receive, post: 1 / 0).result()
+        Beside(lambda receive: 1 / 0).result()
     assert any("in the process beside" in note for note in error.value.__notes__)
     with pytest.raises(RuntimeError, match="could not hand back"):
-        Beside(lambda receive, post: lambda: None).result()  # a result that does not pickle
+        Beside(lambda receive: lambda: None).result()  # a result that does not pickle
     # waiting for a value never sent: it ends (EOFError) rather than hang
     with pytest.raises(EOFError):
-        Beside(lambda receive, post: receive()).result()
+        Beside(lambda receive: receive()).result()
 
 
 def test_a_lost_child_is_said_and_a_waiting_one_stopped() -> None:
     with pytest.raises(ChildLost, match="exit code 3"):
-        Beside(lambda receive, post: os._exit(3)).result()
+        Beside(lambda receive: os._exit(3)).result()
     start = time.monotonic()
-    with Beside(lambda receive, post: time.sleep(60)):
+    with Beside(lambda receive: time.sleep(60)):
         pass  # leaving without the result stops it
     assert time.monotonic() - start < 10
 
@@ -82,6 +77,30 @@ def test_two_streams_beside_and_here_write_the_same_report(two_streams: Path, mo
 
 
 @needs_fork
+def test_the_path_is_written_where_it_is_solved(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beside, critical_path.parquet is written by the process that solved the path: its segments
+    never cross to the report, which gets the page section and the facts alone."""
+    import kernel_atlas.report.build as build
+
+    writers = two_streams / "writers.txt"
+    write_table = build.write_table
+
+    def recording(frame: pd.DataFrame, path: Path, run_id: str | None) -> Path:
+        if Path(path).name == "critical_path.parquet":
+            with writers.open("a") as handle:
+                handle.write(f"{os.getpid()}\n")
+        return write_table(frame, path, run_id)
+
+    monkeypatch.setattr(build, "write_table", recording)
+    _report_files(two_streams, monkeypatch, 0)
+    beside = writers.read_text().split()
+    _report_files(two_streams, monkeypatch, 10**12)
+    here = writers.read_text().split()[len(beside) :]
+    assert len(beside) == 1 and beside != [str(os.getpid())]
+    assert here == [str(os.getpid())]
+
+
+@needs_fork
 def test_a_bad_window_found_beside_is_one_line(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = two_streams
     monkeypatch.setattr(critical_report, "BESIDE_MIN_EVENTS", 0)
@@ -93,7 +112,7 @@ def test_a_lost_solve_beside_is_made_up_for_here(two_streams: Path, monkeypatch:
     folder = two_streams
     here = _report_files(folder, monkeypatch, 10**12)
     # the process beside dies (as if killed for memory): the report solves the path itself
-    monkeypatch.setattr(critical_report.CriticalPathJob, "_solve_beside", lambda self, r, p: os._exit(9))
+    monkeypatch.setattr(critical_report.CriticalPathJob, "_solve_beside", lambda self, receive: os._exit(9))
     assert _report_files(folder, monkeypatch, 0) == here
 
 
@@ -146,7 +165,7 @@ def test_beside_widens_its_pipes_and_a_large_value_crosses_whole() -> None:
     from kernel_atlas.core.beside import PIPE_BYTES
 
     limit = int(Path("/proc/sys/fs/pipe-max-size").read_text())
-    job = Beside(lambda receive, post: bytes(range(256)) * (3 * PIPE_BYTES // 256) + receive())
+    job = Beside(lambda receive: bytes(range(256)) * (3 * PIPE_BYTES // 256) + receive())
     sizes = [fcntl.fcntl(end.fileno(), fcntl.F_GETPIPE_SZ) for end in (job._values, job._results)]
     if limit >= PIPE_BYTES or os.geteuid() == 0:  # else refused: the pipes keep the system's size
         assert sizes == [PIPE_BYTES, PIPE_BYTES]
