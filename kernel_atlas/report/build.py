@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -28,6 +28,9 @@ from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.store.outputs import REPORT, load_kernels, lock, read_parquet, write_csv, write_json, write_table
 from kernel_atlas.store.run import Run
 
+if TYPE_CHECKING:
+    from kernel_atlas.report.critical_html import PathPicture
+
 
 def _trace_events(summary: dict[str, Any]) -> int:
     """The events of the run's traces (summary.json), only where they are counts: the number only
@@ -36,14 +39,15 @@ def _trace_events(summary: dict[str, Any]) -> int:
     return sum(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n > 0)
 
 
-def _critical_outputs(result: CriticalPathResult, out_dir: Path, run_id: str | None) -> tuple[Path, str]:
-    """critical_path.parquet written and the page's section drawn, where the path was solved
-    (with a large trace: in the process beside, on a thread while it solves the what-if, so that
-    every segment of the path — the 0.9 M of a 500 MB trace — never crosses to the report)."""
-    from kernel_atlas.report.critical_html import critical_path_html
+def _critical_outputs(result: CriticalPathResult, out_dir: Path, run_id: str | None) -> tuple[Path, PathPicture]:
+    """critical_path.parquet written and what the page draws of the path picked, where the path
+    was solved (with a large trace: in the process beside, on a thread while it solves the
+    what-if), so that every segment of the path — the 0.9 M of a 500 MB trace — never crosses to
+    the report: only the few thousand drawn do."""
+    from kernel_atlas.report.critical_html import path_picture
 
     written = write_table(result.segments, out_dir / "critical_path.parquet", run_id)
-    return written, critical_path_html(result.segments, result.facts)
+    return written, path_picture(result.segments)
 
 
 @dataclass
@@ -203,6 +207,7 @@ def _build_report(
         files.update(write_waits(waits, out_dir, output.run_id))
         if memory is not None:
             files["memory"] = write_table(memory.allocations, out_dir / "memory.parquet", output.run_id)
+        from kernel_atlas.report.critical_html import critical_path_html
         from kernel_atlas.report.fleet import cross_rank_html
         from kernel_atlas.report.html import draw_html
         from kernel_atlas.report.memory_view import memory_html
@@ -211,7 +216,7 @@ def _build_report(
         page = draw_html(analysis, device, f"Kernel Atlas — {out_dir.name}", waits, views)
         critical = job.result()
         analysis.facts["critical_path"] = critical.facts
-        files["critical_path"], critical_section = critical.value  # written where the path was solved
+        files["critical_path"], picture = critical.value  # written where the path was solved
         # after the critical path: findings rank by its end-to-end savings where it has them
         analysis.facts["findings"] = [f.to_json() for f in report_findings(analysis.roofline, waits, analysis.facts)]
         if cross_rank.path is not None:
@@ -221,7 +226,7 @@ def _build_report(
             sections=[
                 efficiency_html(analysis.facts["efficiency"]),
                 cross_rank_html(cross_rank, analysis.facts),
-                critical_section,
+                critical_path_html(picture, critical.facts),
                 memory_html(memory),
             ],
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,25 @@ from kernel_atlas.report.fit import trim
 from kernel_atlas.report.units import fmt_us
 
 MAX_BARS = 3000  # the longest segments drawn; the path line joins the drawn ones in path order
+PICTURE_COLUMNS = ["rank", "stream", "thread", "bound", "name", "start_us", "dur_us"]
+
+
+@dataclass
+class PathPicture:
+    """What the page draws of a critical path: its longest segments (at most MAX_BARS, in path
+    order, only the columns drawn), where the path starts and how many segments it has — a few
+    thousand rows whatever the path's length, so it is made where the path was solved and only it
+    crosses to the report."""
+
+    drawn: pd.DataFrame
+    origin_us: float
+    segments: int
+
+
+def path_picture(segs: pd.DataFrame) -> PathPicture:
+    drawn = segs.nlargest(MAX_BARS, "dur_us").sort_values("seq") if len(segs) > MAX_BARS else segs
+    origin = float(segs["start_us"].min()) if len(segs) else 0.0
+    return PathPicture(drawn[PICTURE_COLUMNS].reset_index(drop=True), origin, len(segs))
 
 
 def _lanes(segs: pd.DataFrame) -> np.ndarray:
@@ -27,9 +47,8 @@ def _lanes(segs: pd.DataFrame) -> np.ndarray:
     return np.asarray(lanes, dtype=object)
 
 
-def critical_path_figure(segs: pd.DataFrame, facts: dict[str, Any]) -> go.Figure:
-    drawn = segs.nlargest(MAX_BARS, "dur_us").sort_values("seq") if len(segs) > MAX_BARS else segs
-    origin = float(segs["start_us"].min()) if len(segs) else 0.0
+def critical_path_figure(picture: PathPicture, facts: dict[str, Any]) -> go.Figure:
+    drawn, origin = picture.drawn, picture.origin_us
     lanes = _lanes(drawn)
     fig = go.Figure()
     for bound in drawn["bound"].astype(str).unique():
@@ -50,7 +69,7 @@ def critical_path_figure(segs: pd.DataFrame, facts: dict[str, Any]) -> go.Figure
         )
     mid = (drawn["start_us"] + drawn["dur_us"] / 2 - origin) / 1e3
     fig.add_trace(go.Scatter(x=mid, y=lanes, mode="lines", name="path", line={"width": 1, "color": "black"}))
-    shown = f"; the {len(drawn):,} longest of {len(segs):,} segments" if len(drawn) < len(segs) else ""
+    shown = f"; the {len(drawn):,} longest of {picture.segments:,} segments" if len(drawn) < picture.segments else ""
     window = trim(str(facts.get("window", {}).get("name", "")), 60)
     fig.update_layout(
         title=f"Critical path of {window} ({fmt_us(facts.get('total_us'))}, ms from its start{shown})",
@@ -61,12 +80,12 @@ def critical_path_figure(segs: pd.DataFrame, facts: dict[str, Any]) -> go.Figure
     return fig
 
 
-def critical_path_html(segs: pd.DataFrame, facts: dict[str, Any]) -> str:
+def critical_path_html(picture: PathPicture, facts: dict[str, Any]) -> str:
     """The section (plotly.js is already on the page)."""
     head = "<h2 id='critical-path'>Critical path</h2>"
-    if segs.empty:
+    if not picture.segments:
         return f"{head}<p>No critical path (no events in the window).</p>"
     pct = ", ".join(f"{k} {v:.1f} %" for k, v in facts.get("breakdown_pct", {}).items() if v)
     text = f"<p>{html.escape(fmt_us(facts.get('total_us')))}: {html.escape(pct)}</p>"
-    div = pio.to_html(critical_path_figure(segs, facts), full_html=False, include_plotlyjs=False, div_id="critical")
+    div = pio.to_html(critical_path_figure(picture, facts), full_html=False, include_plotlyjs=False, div_id="critical")
     return f"{head}{text}<div class='fig'>{div}</div>"
