@@ -167,7 +167,7 @@ class _PathQuestion:
 
 class CriticalPathJob(Generic[T]):
     """`analyse_output` for `atlas report`, started before the roofline exists, with `finish` (what
-    the report makes of the solved paths: files, a page section), run where the paths are solved.
+    the report makes of the solved paths: files, what its page draws), run where the paths are solved.
     On a large trace (BESIDE_MIN_EVENTS) with a second CPU that is a forked process: it reads its
     host events and the kernel rows not `loaded` already (those it inherits at the fork), solves
     the paths, runs `finish` on a thread while it waits for the roofline and solves the what-if,
