@@ -27,7 +27,8 @@ from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
 from kernel_atlas.ingest.recorded import dtypes, type_names
 
 RECORDED, ESTIMATED, UPPER_BOUND = "recorded", "estimated", "upper bound"
-SOURCES = (RECORDED, ESTIMATED, UPPER_BOUND)  # `occupancy_source`'s codes while it is worked out
+# `occupancy_source`'s codes while it is worked out, in sorted order (as a categorical of the texts orders them)
+SOURCES = (ESTIMATED, RECORDED, UPPER_BOUND)
 COLUMNS = (
     "blocks_per_sm",
     "warps_per_sm",
@@ -252,10 +253,7 @@ def with_kernel_efficiency(frame: pd.DataFrame, device_properties: list[dict[str
 def _sources(codes: np.ndarray) -> pd.Categorical:
     """`occupancy_source` from its codes into SOURCES: a categorical of the sources present, in
     sorted order (as `pd.Categorical` of the texts would make it)."""
-    present = sorted({SOURCES[k] for k in np.unique(codes[codes >= 0]).tolist()})
-    mapping = np.full(len(SOURCES) + 1, -1, np.int8)  # the last entry: code -1
-    mapping[[SOURCES.index(source) for source in present]] = np.arange(len(present))
-    return pd.Categorical.from_codes(mapping[codes], categories=pd.Index(present, dtype="str"))
+    return pd.Categorical.from_codes(codes, categories=list(SOURCES)).remove_unused_categories()
 
 
 def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, float | None]:
