@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.groups import row_groups
 from kernel_atlas.ingest.host_activity import BETWEEN_OPS
 
 CATEGORIES = ("host_wait", "kernel_wait", "other")
@@ -201,23 +202,55 @@ def idle_causes(frame: pd.DataFrame, device_gaps: pd.DataFrame | None = None) ->
     return causes[CAUSE_COLUMNS].reset_index(drop=True)
 
 
+def _by_category(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Idle µs and gaps of each row of a breakdown as arrays (row, category of CATEGORIES): the
+    row's own category holds them, the others 0."""
+    position = rows["category"].map({c: i for i, c in enumerate(CATEGORIES)}).to_numpy()
+    known = ~pd.isna(position)
+    at = position[known].astype(np.int64)
+    idle = np.zeros((len(rows), len(CATEGORIES)))
+    count = np.zeros((len(rows), len(CATEGORIES)), np.int64)
+    idle[np.flatnonzero(known), at] = rows["idle_us"].to_numpy(np.float64)[known]
+    count[np.flatnonzero(known), at] = rows["count"].to_numpy(np.int64)[known]
+    return idle, count
+
+
+def _per_category(rows: np.ndarray, idle: np.ndarray, count: np.ndarray) -> dict[str, Any]:
+    us, gaps = idle[rows].sum(axis=0), count[rows].sum(axis=0)
+    return {
+        **{f"{c}_us": float(us[i]) for i, c in enumerate(CATEGORIES)},
+        **{f"{c}_gaps": int(gaps[i]) for i, c in enumerate(CATEGORIES)},
+    }
+
+
+_NONE = object()  # a device without causes (`_device_facts`)
+
+
 def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[str, Any]]:
+    rows = breakdown[breakdown["stream"].isna()].reset_index(drop=True)
+    idle, count = _by_category(rows)
+    total = rows["idle_us"].to_numpy(np.float64)
+    # per (rank, device) of the causes (a missing device as -1): idle µs they explain, of it
+    # named (a frame, not "between ops"), and the top cause (the causes are sorted by idle µs)
+    keys = pd.DataFrame({"rank": causes["rank"].to_numpy(), "device": causes["device"].astype("float64").fillna(-1)})
+    idle_us = causes["idle_us"].to_numpy(np.float64)
+    is_named = ~causes["frame"].isin([BETWEEN_OPS, NO_CAUSE]).to_numpy()
+    frames = causes["frame"].to_numpy(dtype=object)
+    explained = {
+        key: (float(idle_us[at].sum()), float(idle_us[at[is_named[at]]].sum()), frames[at[0]])
+        for key, at in row_groups(keys, ["rank", "device"])
+    }
     devices = []
-    rows = breakdown[breakdown["stream"].isna()]
-    for (rank, device), group in rows.groupby(["rank", "device"], dropna=False, sort=True):
-        by = group.set_index("category")
-        mine = causes[(causes["rank"] == rank) & (causes["device"].fillna(-1) == (-1 if pd.isna(device) else device))]
-        caused = float(mine["idle_us"].sum())
-        named = float(mine.loc[~mine["frame"].isin([BETWEEN_OPS, NO_CAUSE]), "idle_us"].sum())
+    for (rank, device), at in row_groups(rows, ["rank", "device"]):
+        done, named, top = explained.get((rank, -1.0 if pd.isna(device) else float(device)), (0.0, 0.0, _NONE))
         devices.append(
             {
                 "rank": int(rank),
                 "device": None if pd.isna(device) else int(device),
-                "idle_us": float(group["idle_us"].sum()),
-                **{f"{c}_us": float(by.loc[c, "idle_us"]) for c in CATEGORIES},
-                **{f"{c}_gaps": int(by.loc[c, "count"]) for c in CATEGORIES},
-                "host_wait_named_pct": 100.0 * named / caused if caused > 0 else None,
-                "top_cause": None if mine.empty else str(mine.iloc[0]["frame"]),
+                "idle_us": float(total[at].sum()),
+                **_per_category(at, idle, count),
+                "host_wait_named_pct": 100.0 * named / done if done > 0 else None,
+                "top_cause": None if top is _NONE else str(top),
             }
         )
     return devices
@@ -225,21 +258,19 @@ def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[st
 
 def stream_facts(breakdown: pd.DataFrame) -> list[dict[str, Any]]:
     """Per (rank, device, stream) of `breakdown`: idle time and gaps of each category."""
-    streams = []
-    rows = breakdown[breakdown["stream"].notna()]
-    for (rank, device, stream), group in rows.groupby(["rank", "device", "stream"], dropna=False, sort=True):
-        by = group.set_index("category")
-        streams.append(
-            {
-                "rank": int(rank),
-                "device": None if pd.isna(device) else int(device),
-                "stream": int(stream),
-                "idle_us": float(group["idle_us"].sum()),
-                **{f"{c}_us": float(by.loc[c, "idle_us"]) for c in CATEGORIES},
-                **{f"{c}_gaps": int(by.loc[c, "count"]) for c in CATEGORIES},
-            }
-        )
-    return streams
+    rows = breakdown[breakdown["stream"].notna()].reset_index(drop=True)
+    idle, count = _by_category(rows)
+    total = rows["idle_us"].to_numpy(np.float64)
+    return [
+        {
+            "rank": int(rank),
+            "device": None if pd.isna(device) else int(device),
+            "stream": int(stream),
+            "idle_us": float(total[at].sum()),
+            **_per_category(at, idle, count),
+        }
+        for (rank, device, stream), at in row_groups(rows, ["rank", "device", "stream"])
+    ]
 
 
 def analyse_idle(

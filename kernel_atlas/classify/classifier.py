@@ -24,12 +24,14 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.names import NAME_TEXTS, family_key, lower_texts, name_texts
+from kernel_atlas.classify.needles import NeedleIndex, bits
 from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules, rule_precisions
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import catalogs_dir
 
 UNLABELLED = ("", "TBD", None)
+_HITS_KEPT = 1 << 16  # names whose needle hits are kept (`Classifier._needle_hits`)
 LAUNCHER_RULE = "launcher-table"
 
 
@@ -112,6 +114,14 @@ class Classifier:
         # Name-only and family matches are used only where the catalog is unambiguous.
         self.by_name = {k: next(iter(v)) for k, v in by_name.items() if len(v) == 1}
         self.by_family = {k: next(iter(v)) for k, v in by_family.items() if len(v) == 1}
+        # the name rules a name can match, by their needles (`needles.py`), as bit masks
+        self._needles = NeedleIndex(rules.rules)
+        self._strong = sum(1 << i for i, rule in enumerate(rules.rules) if not rule.weak)
+        self._weak = sum(1 << i for i, rule in enumerate(rules.rules) if rule.weak)
+        self._of_scope = [
+            sum(1 << i for i, rule in enumerate(rules.rules) if rule.scope == scope) for scope in range(len(NAME_TEXTS))
+        ]
+        self._hits: dict[str, tuple[int, ...]] = {}
 
     def _label(self, op: str, rule: str, evidence: str, confidence: float, detail: str) -> Label:
         return Label(op, self.taxonomy.category(op), rule, evidence, confidence, detail)
@@ -158,16 +168,41 @@ class Classifier:
     def _name_opinion(self, name: str, launcher: str, stack: str) -> tuple[Rule, Opinion] | None:
         """The first rule that matches the function name, else the qualified name, else the full
         name (the more specific the text, the stronger the evidence); a rule with a wider
-        `scope` reads that text from the first pass on; rules marked weak only after all."""
-        strong = [r for r in self.rules.rules if not r.weak]
-        weak = [r for r in self.rules.rules if r.weak]
-        passes = [(strong, index) for index in range(len(NAME_TEXTS))] + [(weak, None)]
-        for rules, text in passes:
-            for rule in rules:
-                op, detail = self._try(rule, name, launcher, stack, None if text is None else max(text, rule.scope))
+        `scope` reads that text from the first pass on; rules marked weak only after all. Only
+        the rules whose needles occur in the text they read are tried."""
+        hits = self._needle_hits(name)
+        rules = self.rules.rules
+        for text in range(len(NAME_TEXTS)):
+            mask = 0
+            for scope, of_scope in enumerate(self._of_scope):
+                mask |= hits[max(text, scope)] & of_scope
+            for position in bits(mask & self._strong):
+                rule = rules[position]
+                op, detail = self._try(rule, name, launcher, stack, max(text, rule.scope))
                 if op is not None:
                     return rule, Opinion(f"rule:{rule.id}", op, detail, rule.confidence)
+        in_any = 0
+        for hit in hits:
+            in_any |= hit
+        for position in bits(self._weak & in_any):
+            rule = rules[position]
+            op, detail = self._try(rule, name, launcher, stack)
+            if op is not None:
+                return rule, Opinion(f"rule:{rule.id}", op, detail, rule.confidence)
         return None
+
+    def _needle_hits(self, name: str) -> tuple[int, ...]:
+        """Per name text (`name_texts`), the name rules whose needles occur in it (a bit mask)."""
+        hits = self._hits.get(name)
+        if hits is None:
+            if len(self._hits) >= _HITS_KEPT:
+                self._hits.clear()
+            found: dict[str, int] = {}
+            for text in lower_texts(name):
+                if text not in found:
+                    found[text] = self._needles.rules_in(text)
+            hits = self._hits[name] = tuple(found[text] for text in lower_texts(name))
+        return hits
 
     def _launcher_opinion(self, launcher: str) -> Opinion | None:
         if not launcher:

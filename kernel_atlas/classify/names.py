@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 _ANON = "(anonymous namespace)"
 _DIGITS = re.compile(r"\d+")
+_ANGLE = re.compile(r"[<>]")
 _HASH_SUFFIX = re.compile(r"_+[0-9a-f]{12,}$|_\d+$")
 
 
@@ -51,15 +52,21 @@ def _itanium_prefix(mangled: str) -> str | None:
 
 
 def _strip_templates(text: str) -> str:
+    """`text` without its template arguments: what lies inside `<…>` (nested) and the angle
+    brackets themselves; an unmatched `>` is dropped, an unclosed `<` drops the rest. Only the
+    brackets are visited, not every character."""
+    if "<" not in text and ">" not in text:
+        return text
     out = []
-    depth = 0
-    for ch in text:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            out.append(ch)
+    depth = last = 0
+    for bracket in _ANGLE.finditer(text):
+        at = bracket.start()
+        if depth == 0:
+            out.append(text[last:at])
+        depth = depth + 1 if text[at] == "<" else max(depth - 1, 0)
+        last = at + 1
+    if depth == 0:
+        out.append(text[last:])
     return "".join(out)
 
 

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.texts import trie_pattern
+
 REDACTED = "<redacted>"
 
 _B = r"(?<![A-Za-z0-9])"  # the token is not the tail of a longer word
@@ -63,11 +65,19 @@ _NEEDLES = (
 )
 
 
+# the needles in one pass over a text (~2× faster than searching for each in turn)
+_NEEDLE_SCAN = re.compile(trie_pattern(sorted(_NEEDLES)))
+
+
 def _may_hold_credential(text: str) -> bool:
-    if not text.isascii():
-        return True
-    lowered = text.lower()
-    return any(needle in lowered for needle in _NEEDLES)
+    return not text.isascii() or _NEEDLE_SCAN.search(text.lower()) is not None
+
+
+def may_hold_credential_json(compact: str) -> bool:
+    """Whether JSON text written with `ensure_ascii` (json's default) may hold a credential-shaped
+    string: a needle, or an escape (a string beyond ASCII, or with control characters). A
+    needle's characters are never escaped, so a string holding one shows it in the text."""
+    return "\\u" in compact or _NEEDLE_SCAN.search(compact.lower()) is not None
 
 
 def redact_text(text: str) -> str:
@@ -88,6 +98,58 @@ def redact_value(value: Any) -> Any:
     return value
 
 
+def redact_document(document: Any) -> Any:
+    """`redact_value` of a whole document (an output's JSON), screened in one pass: its strings
+    are joined into one lower-cased text and the needles searched for in it at once; only the
+    strings a needle lands in (and those beyond ASCII) are redacted one by one. The document
+    itself when nothing in it changes (almost always), else a copy with the credential-shaped
+    strings redacted. The catalog of a trace with 200k kernel names holds ~10^6 strings:
+    screening them one by one took seconds."""
+    strings: list[str] = []
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            strings.append(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    changed = {}
+    for text in _suspects(strings):
+        new = redact_text(text)
+        if new != text:
+            changed[text] = new
+    return _replaced(document, changed) if changed else document
+
+
+def _suspects(strings: list[str]) -> set[str]:
+    """The strings that `_may_hold_credential`: beyond ASCII, or holding a needle."""
+    suspects = {text for text in strings if not text.isascii()} if not all(map(str.isascii, strings)) else set()
+    screened = [text for text in strings if text not in suspects] if suspects else strings
+    if not screened:
+        return suspects
+    lowered = "\0".join(screened).lower()  # ASCII: lower-casing keeps every offset; no needle holds a NUL
+    lengths = np.fromiter(map(len, screened), np.int64, len(screened)) + 1
+    starts = np.cumsum(lengths) - lengths
+    # a needle never spans two strings (none holds a NUL): one hit per string holding any is enough
+    found = [hit.start() for hit in _NEEDLE_SCAN.finditer(lowered)]
+    if found:
+        rows = np.unique(np.searchsorted(starts, np.asarray(found, np.int64), side="right") - 1)
+        suspects.update(screened[row] for row in rows.tolist())
+    return suspects
+
+
+def _replaced(value: Any, changed: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return changed.get(value, value)
+    if isinstance(value, dict):
+        return {key: _replaced(item, changed) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_replaced(item, changed) for item in value]
+    return value
+
+
 def redact_frame(frame: pd.DataFrame) -> int:
     """Redact the string columns of `frame` in place (categoricals: only their distinct values);
     returns how many distinct values were redacted."""
@@ -98,7 +160,11 @@ def redact_frame(frame: pd.DataFrame) -> int:
             categories = series.cat.categories
             if not (pd.api.types.is_object_dtype(categories) or pd.api.types.is_string_dtype(categories)):
                 continue
-            new = [redact_text(c) if isinstance(c, str) else c for c in categories]
+            texts = [c for c in categories if isinstance(c, str)]
+            suspects = _suspects(texts)  # screened together: a column of 200k kernel names
+            if not suspects:
+                continue
+            new = [redact_text(c) if isinstance(c, str) and c in suspects else c for c in categories]
             changed = sum(isinstance(a, str) and a != b for a, b in zip(new, categories, strict=True))
             if not changed:
                 continue

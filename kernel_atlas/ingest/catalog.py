@@ -18,6 +18,8 @@ _MACHINERY = ("torch/", "triton/", "<built-in", "<string>", "nn.Module: ", "cuda
 
 def params_from(dims: object, types: object, concrete: object) -> list[dict[str, Any]]:
     """Seed-style params from a launching op's `Input Dims`/`Input type`/`Concrete Inputs`."""
+    if not (isinstance(dims, str) and dims) and not (isinstance(types, str) and types):
+        return []  # nothing recorded (most kernels of a trace without shapes): no argument to describe
     args = parse_call(*(text if isinstance(text, str) else None for text in (dims, types, None, concrete)))
     params = []
     for i, arg in enumerate(args):
@@ -117,7 +119,7 @@ def build_catalog(frame: pd.DataFrame, known: list[dict[str, Any]] | None = None
                 "op_mapping": row.op_mapping,
                 "operation": "",
                 "source_code": source_frame(row.call_stack),
-                "call_stack": row.call_stack or "",
+                "call_stack": row.call_stack if isinstance(row.call_stack, str) else None,
                 "params": params,
                 "params_named_from": "catalog" if named else None,
                 "count": int(row.count),

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.core.devices import match_device
+from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import name_mask
 from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
@@ -198,10 +199,11 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
     recorded = frame["recorded_occupancy_pct"].to_numpy(dtype=np.float64, na_value=np.nan)
     device_tensor: list[tuple[np.ndarray, frozenset[str]]] = []  # rows of each device, its tensor precisions
     by_id = {p.get("id"): p for p in device_properties}
-    for device in np.unique(devices[kernel & ~np.isnan(devices)]).tolist():
+    known = np.flatnonzero(kernel & ~np.isnan(devices))
+    for device, at in value_groups(devices[known]):
         props = by_id.get(int(device)) or (device_properties[0] if len(device_properties) == 1 else None)
         limits = sm_limits(props) if props else None
-        rows = np.flatnonzero(kernel & (devices == device))
+        rows = known[at]
         if limits is None:
             continue
         device_tensor.append((rows, limits.tensor))

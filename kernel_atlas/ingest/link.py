@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.groups import value_groups
 from kernel_atlas.ingest.autograd import autograd_links
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
@@ -155,13 +156,14 @@ def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: n
     if len(steps) == 0 or not has.any():
         return found
     order = steps[np.lexsort((host.ts[steps], host.thread[steps]))]
+    step_thread = host.thread[order]
     launches = launch_idx[has]
     result = np.full(len(launches), -1, dtype=np.int64)
-    for thread in np.unique(host.thread[launches]).tolist():
-        on_thread = order[host.thread[order] == thread]
+    for thread, mine in value_groups(host.thread[launches]):
+        lo, hi = np.searchsorted(step_thread, [thread, thread + 1])
+        on_thread = order[lo:hi]
         if len(on_thread) == 0:
             continue
-        mine = np.flatnonzero(host.thread[launches] == thread)
         t = host.ts[launches[mine]]
         p = np.searchsorted(host.ts[on_thread], t + NEST_TOLERANCE_US, side="right") - 1
         ok = p >= 0

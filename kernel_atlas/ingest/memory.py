@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
 from kernel_atlas.ingest.link import HostNesting, _call_stacks, take
@@ -77,11 +78,10 @@ def _last_started(
     del start, length
     order, sorted_thread = rows[by], range_thread[by]
     del by, range_thread
-    for t in np.unique(thread).tolist():
+    for t, mine in value_groups(thread):
         lo, hi = np.searchsorted(sorted_thread, [t, t + 1])
         if lo == hi:
             continue
-        mine = np.flatnonzero(thread == t)
         pos = np.searchsorted(host.ts[order[lo:hi]], ts[mine] + NEST_TOLERANCE_US, side="right") - 1
         ok = pos >= 0
         found[mine[ok]] = order[lo:hi][pos[ok]]

@@ -12,6 +12,7 @@ import html
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -320,7 +321,7 @@ def _step_shading(steps: pd.DataFrame, origin: float, scale: float) -> dict[str,
     shapes and annotations set at once: what `fig.add_vrect` draws, without re-validating
     every earlier shape at each call (quadratic in the number of steps)."""
     shapes, annotations = [], []
-    for span in steps.itertuples(index=False):
+    for span in _step_bands(steps):
         x0, x1 = (span.start - origin) / scale, (span.end - origin) / scale
         shapes.append(
             {
@@ -332,13 +333,13 @@ def _step_shading(steps: pd.DataFrame, origin: float, scale: float) -> dict[str,
                 "y0": 0,
                 "y1": 1,
                 "fillcolor": "grey",
-                "opacity": 0.08 + 0.06 * (int(span.step) % 2),
+                "opacity": 0.08 + 0.06 * span.shade,
                 "line": {"width": 0},
             }
         )
         annotations.append(
             {
-                "text": f"step {int(span.step)}",
+                "text": span.label,
                 "showarrow": False,
                 "xref": "x",
                 "yref": "y domain",
@@ -349,6 +350,25 @@ def _step_shading(steps: pd.DataFrame, origin: float, scale: float) -> dict[str,
             }
         )
     return {"shapes": shapes, "annotations": annotations}
+
+
+MAX_STEP_BANDS = 200  # shaded bands of a whole-window timeline: plotly spends ~0.5 ms on each
+
+
+def _step_bands(steps: pd.DataFrame) -> list[SimpleNamespace]:
+    """The steps as shaded bands: one per step, or with more steps than MAX_STEP_BANDS, runs of
+    consecutive steps, one band each (`steps 10–19`)."""
+    per_band = max(1, -(-len(steps) // MAX_STEP_BANDS))
+    numbers, starts, ends = (steps[k].to_numpy() for k in ("step", "start", "end"))
+    bands = []
+    for lo in range(0, len(steps), per_band):
+        hi = min(lo + per_band, len(steps)) - 1
+        single = per_band == 1
+        label = f"step {int(numbers[lo])}" if hi == lo else f"steps {int(numbers[lo])}–{int(numbers[hi])}"
+        shade = int(numbers[lo]) % 2 if single else (lo // per_band) % 2  # alternating
+        end = float(ends[lo]) if single else float(ends[lo : hi + 1].max())
+        bands.append(SimpleNamespace(start=float(starts[lo]), end=end, label=label, shade=shade))
+    return bands
 
 
 ROOFLINE_TABLE_COLUMNS = [
@@ -399,10 +419,22 @@ def _bound_cell(row: object) -> str:
     return f"{MISSING} {role}" if isinstance(role, str) and role and role != "main" else MISSING
 
 
+MAX_TABLE_ROWS = 5_000  # roofline rows the page's table holds (each ~600 bytes of HTML); the file has all
+
+
 def roofline_table(analysis: Analysis) -> str:
-    """Every roofline row (kernel, launcher, shapes) in a sortable, filterable table, ranked by headroom."""
+    """The roofline rows (kernel, launcher, shapes) in a sortable, filterable table, ranked by
+    headroom: all of them, or the first MAX_TABLE_ROWS, said above the table (a trace with 200k
+    distinct kernels made a 118 MB page)."""
+    rows = analysis.roofline.head(MAX_TABLE_ROWS)
+    note = ""
+    if len(analysis.roofline) > len(rows):
+        note = (
+            f"<p>The first {len(rows):,} of {len(analysis.roofline):,} rows (most headroom first); "
+            "roofline.parquet holds every row.</p>"
+        )
     cells, details = [], []
-    for row in analysis.roofline.itertuples(index=False):
+    for row in rows.itertuples(index=False):
         cells.append(
             [
                 (_name_cell(row.name), None),
@@ -419,7 +451,7 @@ def roofline_table(analysis: Analysis) -> str:
             ]
         )
         details.append(_row_detail(row))
-    return data_table("roofline-table", ROOFLINE_TABLE_COLUMNS, cells, details, sort=None)
+    return note + data_table("roofline-table", ROOFLINE_TABLE_COLUMNS, cells, details, sort=None)
 
 
 # --- the report page, section by section ---------------------------------------------------------

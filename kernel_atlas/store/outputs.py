@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+import msgspec
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -49,7 +50,7 @@ import pyarrow.parquet as pq
 
 from kernel_atlas.core import safe_files
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import REDACTED, redact_text, redact_value
+from kernel_atlas.core.redact import REDACTED, may_hold_credential_json, redact_document, redact_text
 from kernel_atlas.store.limits import MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
 
@@ -275,8 +276,26 @@ def write_json(out: str | Path, name: str, document: Any) -> str:
 
 
 def json_text(document: Any) -> str:
-    """`document` as JSON text: credential-shaped strings redacted, NaN and ±inf as null."""
-    return json.dumps(_finite(redact_value(document)), indent=1, allow_nan=False) + "\n"
+    """`document` as JSON text: credential-shaped strings redacted, NaN and ±inf as null.
+
+    Encoded by json's C encoder, then indented by msgspec: the same text `json.dumps(indent=1)`
+    gives, which the pure-Python encoder writes ~10× slower. The compact text is screened for
+    credentials first (`may_hold_credential_json`); only a document that may hold one is walked
+    string by string (`redact_document`), and only one holding NaN or ±inf (rare) is rebuilt
+    without them."""
+    compact = _compact_json(document)
+    if may_hold_credential_json(compact):
+        redacted = redact_document(document)
+        if redacted is not document:
+            compact = _compact_json(redacted)
+    return msgspec.json.format(compact, indent=1) + "\n"
+
+
+def _compact_json(document: Any) -> str:
+    try:
+        return json.dumps(document, allow_nan=False)
+    except ValueError:  # NaN or ±inf somewhere
+        return json.dumps(_finite(document), allow_nan=False)
 
 
 def _finite(value: Any) -> Any:
