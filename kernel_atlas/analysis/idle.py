@@ -223,9 +223,6 @@ def _per_category(rows: np.ndarray, idle: np.ndarray, count: np.ndarray) -> dict
     }
 
 
-_NONE = object()  # a device without causes (`_device_facts`)
-
-
 def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[str, Any]]:
     rows = breakdown[breakdown["stream"].isna()].reset_index(drop=True)
     idle, count = _by_category(rows)
@@ -242,7 +239,8 @@ def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[st
     }
     devices = []
     for (rank, device), at in row_groups(rows, ["rank", "device"]):
-        done, named, top = explained.get((rank, -1.0 if pd.isna(device) else float(device)), (0.0, 0.0, _NONE))
+        cause = explained.get((rank, -1.0 if pd.isna(device) else float(device)))  # None: no causes
+        done, named = cause[:2] if cause else (0.0, 0.0)
         devices.append(
             {
                 "rank": int(rank),
@@ -250,7 +248,7 @@ def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[st
                 "idle_us": float(total[at].sum()),
                 **_per_category(at, idle, count),
                 "host_wait_named_pct": 100.0 * named / done if done > 0 else None,
-                "top_cause": None if top is _NONE else str(top),
+                "top_cause": str(cause[2]) if cause else None,
             }
         )
     return devices

@@ -18,11 +18,9 @@ def row_groups(frame: pd.DataFrame, keys: Sequence[str]) -> Iterator[tuple[tuple
     order = np.argsort(number, kind="stable")
     starts = np.flatnonzero(np.r_[True, number[order][1:] != number[order][:-1]])
     ends = np.r_[starts[1:], len(order)]
-    values = [frame[key].to_numpy(dtype=object) for key in keys]
-    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-        rows = order[start:end]
-        first = rows[0]
-        yield tuple(column[first] for column in values), rows
+    firsts = [frame[key].iloc[order[starts]].to_numpy(dtype=object) for key in keys]  # each group's key values
+    for group, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        yield tuple(column[group] for column in firsts), order[start:end]
 
 
 def value_groups(values: np.ndarray) -> Iterator[tuple[object, np.ndarray]]:

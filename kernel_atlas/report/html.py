@@ -363,11 +363,11 @@ def _step_bands(steps: pd.DataFrame) -> list[SimpleNamespace]:
     bands = []
     for lo in range(0, len(steps), per_band):
         hi = min(lo + per_band, len(steps)) - 1
-        single = per_band == 1
         label = f"step {int(numbers[lo])}" if hi == lo else f"steps {int(numbers[lo])}–{int(numbers[hi])}"
-        shade = int(numbers[lo]) % 2 if single else (lo // per_band) % 2  # alternating
-        end = float(ends[lo]) if single else float(ends[lo : hi + 1].max())
-        bands.append(SimpleNamespace(start=float(starts[lo]), end=end, label=label, shade=shade))
+        shade = int(numbers[lo]) % 2 if per_band == 1 else (lo // per_band) % 2  # alternating
+        bands.append(
+            SimpleNamespace(start=float(starts[lo]), end=float(ends[lo : hi + 1].max()), label=label, shade=shade)
+        )
     return bands
 
 
