@@ -5,9 +5,11 @@ each in a fresh process, with its wall time and the exact peak RSS of the proces
 
     python benchmarks/wide_input.py [--scale 1.0] [--out benchmarks/results/wide-input.json]
 
-The cases (at --scale 1): 200k distinct kernel names; 100k and 5k devices; 50k profiler steps,
-each with a launch and a kernel; 200k host threads; 100k overlapping kernels on one stream;
-200k overlapping, unnested host ranges on one thread; 100k properly nested Python frames.
+The cases (at --scale 1): 50k distinct nn.Modules and 50k distinct Python frames, each around an
+op that launches a kernel; 200k memory events; 200k distinct kernel names; 100k and 5k devices;
+50k profiler steps, each with a launch and a kernel; 200k host threads; 100k overlapping kernels
+on one stream; 200k overlapping, unnested host ranges on one thread; 100k properly nested Python
+frames; and a folder of 1,000 one-rank traces, each with a GEMM and an NCCL all-reduce.
 Exit code 1 when a command breaks a bound (or fails: exit other than 0, or a traceback).
 """
 
@@ -58,7 +60,20 @@ def cases(scale: float) -> dict[str, list[dict]]:
                 "args": {"External id": i + 1}} for i in range(n(200_000))]  # fmt: skip
     threads.append(_kernel(0, "k", 0, 7, 1000, 5))
     wide = n(100_000)
+    modules, frames = [], []
+    for i in range(n(50_000)):
+        t = 1000 + 10 * i
+        for events, name in ((modules, f"nn.Module: Block_{i}"), (frames, f"model/layer_{i}.py({i}): forward_{i}")):
+            events += _launched(i, t, {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1,
+                                       "ts": t, "dur": 9, "args": {"Python id": i + 1}})  # fmt: skip
+    memory = [{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "s": "t",
+               "ts": 1000 + i, "args": {"Addr": 4096 * (i // 2 + 1), "Bytes": 512 if i % 2 == 0 else -512,
+                                        "Total Allocated": 512 * (i % 2 == 0), "Device Id": 0, "Device Type": 1}}
+              for i in range(n(200_000))] + [_kernel(0, "k", 0, 7, 1000, 5)]  # fmt: skip
     return {
+        "modules 50k": modules,
+        "python frames 50k": frames,
+        "memory events 200k": memory,
         "kernel names 200k": [_kernel(i, f"kern_{i}_" + "x" * 50, 0, 7, 1000 + 3 * i, 2) for i in range(n(200_000))],
         "devices 100k": [_kernel(i, "k", i, i, 1000 + i, 5) for i in range(n(100_000))],
         "devices 5k": [_kernel(i, "k", i, i, 1000 + i, 5) for i in range(n(5_000))],
@@ -70,8 +85,44 @@ def cases(scale: float) -> dict[str, list[dict]]:
     }
 
 
+def fleet_cases(scale: float) -> dict[str, list[list[dict]]]:
+    """Runs of many small traces (a folder, one trace a rank): each rank's step launches a GEMM
+    and an NCCL all-reduce, so that the cross-rank view matches collectives across every rank."""
+    ranks = max(2, int(1_000 * scale))
+    traces = []
+    for rank in range(ranks):
+        t = 1000 + rank % 7
+        events = [
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": t, "dur": 50}
+        ]
+        events += _launched(0, t, {"ph": "X", "cat": "python_function", "name": "nn.Module: Block_0", "pid": 1,
+                                   "tid": 1, "ts": t, "dur": 9, "args": {"Python id": 1}})  # fmt: skip
+        events += [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 20,
+             "dur": 1, "args": {"correlation": 2}},
+            _kernel(1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", 0, 9,
+                    t + 30, 10 + rank % 5),
+        ]  # fmt: skip
+        traces.append(events)
+    return {f"ranks {ranks:,}": traces}
+
+
+def _launched(i: int, t: int, around: dict) -> list[dict]:
+    """An event `around` (a module or a frame) holding an op that launches kernel `i`."""
+    return [
+        around,
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t + 1, "dur": 7,
+         "args": {"External id": i + 1, "Input Dims": [[8, 8], [8, 8]], "Input type": ["float", "float"]}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2, "dur": 1,
+         "args": {"correlation": i + 1, "External id": i + 1}},
+        _kernel(i, "ampere_sgemm_32x32_nn", 0, 7, t + 3, 5),
+    ]  # fmt: skip
+
+
 def _file_name(case: str) -> str:
-    return case.replace(" ", "_").replace(",", "") + ".json"
+    """A case's trace file (`.json`), or its folder of traces (a fleet case: `ranks …`)."""
+    name = case.replace(" ", "_").replace(",", "")
+    return name if case.startswith("ranks") else name + ".json"
 
 
 def run(command: list[str], folder: Path) -> dict:
@@ -103,6 +154,13 @@ def main() -> int:
         for name, events in cases(args.scale).items():
             (Path(args.write) / _file_name(name)).write_text(json.dumps({"traceEvents": events}))
             sizes[name] = len(events)
+        for name, traces in fleet_cases(args.scale).items():
+            folder = Path(args.write) / _file_name(name)
+            folder.mkdir()
+            for rank, events in enumerate(traces):
+                info = {"rank": rank, "world_size": len(traces), "backend": "nccl"}
+                (folder / f"rank{rank}.json").write_text(json.dumps({"distributedInfo": info, "traceEvents": events}))
+            sizes[name] = sum(map(len, traces))
         (Path(args.write) / "cases.json").write_text(json.dumps(sizes))
         return 0
     work = Path(tempfile.mkdtemp(prefix="atlas-wide-"))
@@ -115,7 +173,8 @@ def main() -> int:
         for name, size in json.loads((work / "cases.json").read_text()).items():
             trace = work / _file_name(name)
             out = trace.with_suffix(".atlas")
-            result = {"events": size, "mb": round(trace.stat().st_size / 2**20, 1)}
+            files = sorted(trace.iterdir()) if trace.is_dir() else [trace]
+            result = {"events": size, "mb": round(sum(f.stat().st_size for f in files) / 2**20, 1)}
             commands = (("ingest", [*ATLAS, "ingest", trace, "-o", out, "-q"]), ("report", [*ATLAS, "report", out]))
             for step, command in commands:
                 done = run([str(c) for c in command], work)
@@ -129,7 +188,7 @@ def main() -> int:
                 if done["exit"] != 0:
                     break
             record["cases"][name] = result
-            trace.unlink()
+            shutil.rmtree(trace) if trace.is_dir() else trace.unlink()
             shutil.rmtree(out, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

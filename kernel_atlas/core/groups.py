@@ -38,3 +38,29 @@ def value_groups(values: np.ndarray) -> Iterator[tuple[object, np.ndarray]]:
     ends = np.r_[starts[1:], len(order)]
     for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
         yield ordered[start].item() if hasattr(ordered[start], "item") else ordered[start], order[start:end]
+
+
+def group_numbers(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's group number by `keys`, in `row_groups` order (sorted, missing values last),
+    and each group's first row (its key values are that row's): per-group facts computed for
+    all groups at once, by `np.bincount` and `group_sums`."""
+    if frame.empty:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    number = frame.groupby(list(keys), sort=True, dropna=False, observed=True).ngroup().to_numpy(np.int64)
+    _, firsts = np.unique(number, return_index=True)
+    return number, firsts
+
+
+def group_sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """The sum of `values` in each of `groups` groups (0.0 for an empty one), with the bits
+    `values[rows].sum()` gives each group's rows in table order: `np.bincount` adds in turn, as
+    `sum` does up to 8 terms; a group of 8 or more, which `sum` adds pairwise, is summed by it."""
+    sums = np.bincount(group, weights=values, minlength=groups)
+    sizes = np.bincount(group, minlength=groups)
+    many = np.flatnonzero(sizes >= 8)
+    if len(many):
+        order = np.argsort(group, kind="stable")
+        bounds = np.r_[0, np.cumsum(sizes)]
+        for k in many.tolist():
+            sums[k] = values[order[bounds[k] : bounds[k + 1]]].sum()
+    return sums

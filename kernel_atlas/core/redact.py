@@ -10,6 +10,7 @@ matching part of a string is replaced, the rest is kept (`['<redacted>', '0']`).
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -73,11 +74,47 @@ def _may_hold_credential(text: str) -> bool:
     return not text.isascii() or _NEEDLE_SCAN.search(text.lower()) is not None
 
 
-def may_hold_credential_json(compact: str) -> bool:
-    """Whether JSON text written with `ensure_ascii` (json's default) may hold a credential-shaped
-    string: a needle, or an escape (a string beyond ASCII, or with control characters). A
-    needle's characters are never escaped, so a string holding one shows it in the text."""
-    return "\\u" in compact or _NEEDLE_SCAN.search(compact.lower()) is not None
+def json_holds_credential(compact: str) -> bool:
+    """Whether a string of JSON text written with `ensure_ascii` (json's default) holds a
+    credential: exactly what `redact_document` would change, decided from the text without
+    walking the document. Only the string literals that can hold one are decoded and searched:
+    those a needle lands in and those with a `\\u` escape (text beyond ASCII or control
+    characters). A needle holds no quote, backslash or control character, so a string holding
+    one shows it in the text; outside strings (numbers, `true`, punctuation) no needle occurs.
+    Keys are strings like any other (redacted too)."""
+    hits = [hit.start() for hit in _NEEDLE_SCAN.finditer(compact.lower())]  # ASCII: offsets kept
+    if "\\u" in compact:
+        hits = sorted(hits + [hit.start() for hit in _ESCAPE.finditer(compact)])
+    covered = -1  # end of the last literal decoded: a hit before it lies in that literal
+    for position in hits:
+        if position < covered:
+            continue
+        opening = _opening_quote(compact, position)
+        literal = _STRING_LITERAL.match(compact, opening) if opening >= 0 else None
+        if literal is None or literal.end() <= position:  # not text json.dumps wrote: walk it
+            return True
+        covered = literal.end()
+        if CREDENTIAL.search(json.loads(literal.group())):
+            return True
+    return False
+
+
+_ESCAPE = re.compile(r"\\u")
+_STRING_LITERAL = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')  # unrolled: no alternation a character
+
+
+def _opening_quote(text: str, position: int) -> int:
+    """The quote that opens the string literal holding `position`: the last quote before it
+    that no backslash escapes (an odd run of backslashes before a quote escapes it)."""
+    quote = text.rfind('"', 0, position)
+    while quote > 0:
+        before = quote - 1
+        while before >= 0 and text[before] == "\\":
+            before -= 1
+        if (quote - 1 - before) % 2 == 0:
+            return quote
+        quote = text.rfind('"', 0, quote)
+    return quote
 
 
 def redact_text(text: str) -> str:
@@ -88,11 +125,12 @@ def redact_text(text: str) -> str:
 
 
 def redact_value(value: Any) -> Any:
-    """Strings redacted anywhere inside a JSON-like value (dicts, lists); other values as they are."""
+    """Strings redacted anywhere inside a JSON-like value (dicts' keys and values, lists); other
+    values as they are."""
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):
-        return {key: redact_value(item) for key, item in value.items()}
+        return {redact_value(key): redact_value(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [redact_value(item) for item in value]
     return value
@@ -112,6 +150,7 @@ def redact_document(document: Any) -> Any:
         if isinstance(value, str):
             strings.append(value)
         elif isinstance(value, dict):
+            stack.extend(value.keys())
             stack.extend(value.values())
         elif isinstance(value, (list, tuple)):
             stack.extend(value)
@@ -144,7 +183,7 @@ def _replaced(value: Any, changed: dict[str, str]) -> Any:
     if isinstance(value, str):
         return changed.get(value, value)
     if isinstance(value, dict):
-        return {key: _replaced(item, changed) for key, item in value.items()}
+        return {_replaced(key, changed): _replaced(item, changed) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [_replaced(item, changed) for item in value]
     return value

@@ -450,7 +450,7 @@ class RunFold:
     warnings: list[str]
     traces: list[dict[str, Any]] = field(default_factory=list)
     failed: list[RankFailed] = field(default_factory=list)
-    catalog: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    catalog: dict[tuple[str, str], tuple[dict[str, Any], int]] = field(default_factory=dict)
     kernel_time: pd.DataFrame | None = None
 
     def add(self, outcome: Outcome) -> None:

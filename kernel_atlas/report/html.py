@@ -164,6 +164,7 @@ def timeshare_figure(analysis: Analysis) -> go.Figure:
         }
         | {"time": summed.to_numpy()}
     )
+    frame, folded = _fold_small_kernels(frame)
     frame = frame.sort_values(["category", "op", "kernel"], ignore_index=True)
     ids, labels, parents, values = [], [], [], []
     for category, g in frame.groupby("category"):
@@ -184,8 +185,31 @@ def timeshare_figure(analysis: Analysis) -> go.Figure:
             hovertemplate="%{label}<br>%{value:.1f} µs (%{percentRoot:.1%})<extra></extra>",
         )
     )
-    fig.update_layout(title="GPU time: category → op → kernel", height=600)
+    title = "GPU time: category → op → kernel"
+    if folded:
+        title += (
+            f"<br><sup>the {MAX_TREEMAP_KERNELS:,} kernels with the most time; the other {folded:,} "
+            "summed per op (each one in timeshare.csv)</sup>"
+        )
+    fig.update_layout(title=title, height=600)
     return fig
+
+
+MAX_TREEMAP_KERNELS = 2_000  # kernel tiles of the treemap: a browser draws 200k of them in minutes
+
+
+def _fold_small_kernels(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The treemap's (category, op, kernel, time) rows: the MAX_TREEMAP_KERNELS with the most
+    time, the others summed into one `… N other kernels` tile per (category, op); and how many
+    were summed."""
+    if len(frame) <= MAX_TREEMAP_KERNELS:
+        return frame, 0
+    order = np.argsort(-frame["time"].to_numpy(), kind="stable")
+    top, rest = frame.iloc[order[:MAX_TREEMAP_KERNELS]], frame.iloc[order[MAX_TREEMAP_KERNELS:]]
+    others = rest.groupby(["category", "op"], sort=False)["time"].agg(["sum", "count"]).reset_index()
+    others["kernel"] = [f"… {n:,} other kernel{'s' if n > 1 else ''}" for n in others["count"]]
+    others = others.rename(columns={"sum": "time"})[["category", "op", "kernel", "time"]]
+    return pd.concat([top, others], ignore_index=True), len(rest)
 
 
 def top_kernels_figure(analysis: Analysis, top: int = 20) -> go.Figure:
@@ -485,9 +509,15 @@ class Page:
         return self.figures.html(fig, div_id)
 
 
+MAX_DEVICE_LINES = 64  # device lines of the summary; report.json lists every device
+
+
 def _summary_section(page: Page) -> str:
     facts = page.analysis.facts
-    items = [f"<li>{html.escape(device_time_line(d))}</li>" for d in facts["devices"]]
+    devices = facts["devices"]
+    items = [f"<li>{html.escape(device_time_line(d))}</li>" for d in devices[:MAX_DEVICE_LINES]]
+    if len(devices) > MAX_DEVICE_LINES:
+        items.append(f"<li>… and {len(devices) - MAX_DEVICE_LINES:,} more devices (report.json `devices`)</li>")
     if page.device is not None:
         items.insert(0, f"<li>peaks of {html.escape(peaks_line(page.device))}</li>")
     items.append(f"<li>GPU time (all activities, overlaps counted in full) {fmt_us(facts['gpu_time_us'])}</li>")

@@ -246,28 +246,37 @@ def print_waits(console: Console, waits: Waits | None, top: int = 8, wide: bool 
     _print_candidates(console, waits, top, wide)
 
 
+def _labelled(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` of a breakdown with their bar's label (`where`)."""
+    where = [
+        _where(r, d, s) if not pd.isna(s) else _where(r, d) + " (all streams)"
+        for r, d, s in zip(rows["rank"], rows["device"], rows["stream"], strict=True)
+    ]
+    return rows.assign(where=where)
+
+
 def _figure_rows(breakdown: pd.DataFrame, bars: int = FIGURE_BARS) -> tuple[pd.DataFrame, str]:
     """The breakdown's rows drawn in the idle figure (`where`, `category`, `idle_us`, `count`):
     of the devices (all streams) and of the streams, the `bars` with the most idle time each,
     the rest summed into one "others" bar of each kind; and the figure's title."""
-    rows = breakdown.copy()
-    rows["where"] = [
-        _where(r, d, s) if not pd.isna(s) else _where(r, d) + " (all streams)"
-        for r, d, s in zip(rows["rank"], rows["device"], rows["stream"], strict=True)
-    ]
     kept, counted = [], []
-    for kind, part in (("devices", rows[rows["stream"].isna()]), ("streams", rows[rows["stream"].notna()])):
-        total = part.groupby("where", sort=False)["idle_us"].sum()
+    per_stream = breakdown["stream"].notna()
+    for kind, part in (("devices", breakdown[~per_stream]), ("streams", breakdown[per_stream])):
+        # a bar per (rank, device[, stream]); labels only for the bars drawn (a trace may claim 100k devices)
+        keys = ["rank", "device"] if kind == "devices" else ["rank", "device", "stream"]
+        number = part.groupby(keys, sort=False, dropna=False, observed=True).ngroup().to_numpy() if len(part) else []
+        total = part["idle_us"].groupby(number).sum()
         counted.append((kind, len(total)))
         if len(total) <= bars + 1:  # an "others" bar of one would hide nothing
-            kept.append(part)
+            kept.append(_labelled(part))
             continue
-        top = set(total.sort_values(ascending=False, kind="stable").index[:bars])
-        rest = part[~part["where"].isin(top)]
-        others = rest.groupby("category", sort=False)[["idle_us", "count"]].sum().reset_index()
+        top = total.sort_values(ascending=False, kind="stable").index[:bars]
+        in_top = np.isin(number, top)
+        others = part[~in_top].groupby("category", sort=False)[["idle_us", "count"]].sum().reset_index()
         others["where"] = f"{len(total) - bars:,} other {kind}" + (" (all streams)" if kind == "devices" else "")
-        kept += [part[part["where"].isin(top)], others]
-    shown = pd.concat([k for k in kept if len(k)], ignore_index=True) if any(len(k) for k in kept) else rows
+        kept += [_labelled(part[in_top]), others]
+    drawn = [k for k in kept if len(k)]
+    shown = pd.concat(drawn, ignore_index=True) if drawn else _labelled(breakdown)
     title = "Idle time by cause, per device (all streams) and per stream"
     capped = [(kind, n) for kind, n in counted if n > bars + 1]
     if capped:

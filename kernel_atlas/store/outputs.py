@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 from kernel_atlas.core import safe_files
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import REDACTED, may_hold_credential_json, redact_document, redact_text
+from kernel_atlas.core.redact import REDACTED, json_holds_credential, redact_document, redact_text
 from kernel_atlas.store.limits import MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
 
@@ -145,7 +145,7 @@ def check_output_path(out: str | Path) -> None:
 def _previous_report_files(root: Path) -> list[Path]:
     """Files the previous report listed in report.json, inside the folder."""
     try:
-        listed = safe_files.read_json(root / REPORT, limit=64 << 20).get("files", {})
+        listed = safe_files.read_json(root / REPORT, limit=256 << 20).get("files", {})
     except (AtlasError, AttributeError):
         return []
     names = listed.values() if isinstance(listed, dict) else []
@@ -265,30 +265,56 @@ def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_i
 def write_json(out: str | Path, name: str, document: Any) -> str:
     """A JSON file of the output folder, whole or not at all; strings shaped like credentials
     are redacted (documents quote trace content: warnings, names)."""
-    text = json_text(document)
     if not is_url(out):
-        return str(safe_files.write_text(Path(out) / name, text))
+        with safe_files.atomic_file(Path(out) / name) as handle:
+            _write_json_to(handle, document)
+        return str(Path(out) / name)
     fs, root = filesystem(out)
     path = f"{root}/{name}"
-    with fs.open(path, "w") as handle:
-        handle.write(text)
+    with fs.open(path, "wb") as handle:
+        _write_json_to(handle, document)
     return path
 
 
+_LIST_CHUNK = 4096  # items of a long top-level list encoded at a time (catalog.json: 200k entries)
+
+
+def _write_json_to(handle: Any, document: Any) -> None:
+    """`json_bytes(document)` and a newline, written; a long list a chunk of items at a time,
+    so that its text is never whole in memory: each chunk is a list indented alone, whose items
+    sit at the depth and indent they have in the whole list (the same bytes)."""
+    if not isinstance(document, list) or len(document) <= _LIST_CHUNK:
+        handle.write(json_bytes(document))
+        handle.write(b"\n")
+        return
+    handle.write(b"[\n")
+    for start in range(0, len(document), _LIST_CHUNK):
+        chunk = json_bytes(document[start : start + _LIST_CHUNK])  # `[\n item,\n item\n]`
+        handle.write((b",\n" if start else b"") + chunk[2:-2])
+    handle.write(b"\n]\n")
+
+
 def json_text(document: Any) -> str:
-    """`document` as JSON text: credential-shaped strings redacted, NaN and ±inf as null.
+    """`document` as JSON text (`json_bytes`), with a final newline."""
+    return json_bytes(document).decode() + "\n"
+
+
+def json_bytes(document: Any) -> bytes:
+    """`document` as UTF-8 JSON: credential-shaped strings redacted, NaN and ±inf as null.
 
     Encoded by json's C encoder, then indented by msgspec: the same text `json.dumps(indent=1)`
     gives, which the pure-Python encoder writes ~10× slower. The compact text is screened for
-    credentials first (`may_hold_credential_json`); only a document that may hold one is walked
-    string by string (`redact_document`), and only one holding NaN or ±inf (rare) is rebuilt
-    without them."""
+    credentials first (`json_holds_credential`, which decodes only the strings a needle or an
+    escape lands in); only a document holding one is walked string by string
+    (`redact_document`), and only one holding NaN or ±inf (rare) is rebuilt without them. Each
+    intermediate text is dropped as soon as the next exists: a document of 100k devices is
+    ~80 MB of text."""
     compact = _compact_json(document)
-    if may_hold_credential_json(compact):
-        redacted = redact_document(document)
-        if redacted is not document:
-            compact = _compact_json(redacted)
-    return msgspec.json.format(compact, indent=1) + "\n"
+    if json_holds_credential(compact):
+        compact = _compact_json(redact_document(document))
+    data = compact.encode()  # ASCII (ensure_ascii): the same bytes
+    del compact
+    return msgspec.json.format(data, indent=1)
 
 
 def _compact_json(document: Any) -> str:
@@ -351,19 +377,31 @@ def kernels_path(out_dir: str | Path) -> Path:
     return path
 
 
-def rank_files(out_dir: str | Path) -> dict[int, list[Path]]:
-    """The dataset's files by rank (an empty dict for the single-file layout)."""
+def rank_files(out_dir: str | Path, ranks: Sequence[int] | None = None) -> dict[int, list[Path]]:
+    """The dataset's files by rank (an empty dict for the single-file layout); `ranks`: only
+    those, each looked up in its own `rank=N` folder (as ingest names them) without listing the
+    dataset — a report reads 1,000 ranks one at a time."""
     path = kernels_path(out_dir)
     if path.is_file():
         return {}
+    if ranks is not None:
+        found = {rank: _folder_files(path / f"{PARTITION}={rank}") for rank in ranks}
+        if all(files is not None for files in found.values()):  # else a folder named otherwise: listed
+            return {rank: files for rank, files in found.items() if files}
     files: dict[int, list[Path]] = {}
     for folder in sorted(path.iterdir()):
         match = _RANK_DIR.match(folder.name)
-        if match and folder.is_dir():
-            found = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith((".", "_")))
-            if found:
-                files[int(match.group(1))] = found
+        listed = _folder_files(folder) if match else None
+        if listed and (ranks is None or int(match.group(1)) in ranks):
+            files[int(match.group(1))] = listed
     return files
+
+
+def _folder_files(folder: Path) -> list[Path] | None:
+    """A rank folder's Parquet files (temporary and hidden files aside), None when not a folder."""
+    if not folder.is_dir():
+        return None
+    return sorted(f for f in folder.glob("*.parquet") if not f.name.startswith((".", "_")))
 
 
 def output_ranks(out_dir: str | Path) -> list[int]:
@@ -422,7 +460,7 @@ def load_kernels(
             filters = [(PARTITION, "in", ranks)] if ranks is not None else None
             table = load_table(path, filters=filters, columns=present(names))
         return _ordered(table).to_pandas()
-    files = rank_files(out_dir)
+    files = rank_files(out_dir, ranks)
     wanted = sorted(files) if ranks is None else [r for r in ranks if r in files]
     parts = []
     for rank in wanted:
@@ -567,6 +605,15 @@ def _dataset_files(kernels: Path) -> list[Path]:
     return files
 
 
+def _share_devices(summary: dict[str, Any]) -> None:
+    """A run of one trace lists its devices twice (the trace's and the run's), equal: held
+    once in memory (a trace claiming 100k devices has ~100 MB of them)."""
+    traces = summary.get("traces")
+    one = traces[0] if isinstance(traces, list) and len(traces) == 1 and isinstance(traces[0], dict) else None
+    if one is not None and "devices" in summary and one.get("devices") == summary["devices"]:
+        one["devices"] = summary["devices"]
+
+
 def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS) -> Output:
     """An ingest output checked as one run (see the module docstring), its kernels tables having
     the `required` columns; every refusal is one line."""
@@ -590,6 +637,7 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
         )
     summary = safe_files.read_json(summary_path)
     check_summary(summary, summary_path)
+    _share_devices(summary)
     run_id = summary.get("run_id")
     if run_id is not None and required is REQUIRED_COLUMNS:
         required = tuple(c for c in KERNEL_COLUMNS if c != PARTITION)  # ingest writes all: one missing is doctoring

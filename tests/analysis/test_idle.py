@@ -447,3 +447,44 @@ def test_outputs_from_before_the_host_activity_columns() -> None:
     assert waits.launches.empty
     assert waits.causes["frame"].str.contains("re-run").all()
     assert idle_causes(old)["idle_us"].sum() == pytest.approx(waits.facts["idle"]["devices"][0]["host_wait_us"])
+
+
+def test_breakdown_of_a_hand_made_frame_keeps_keys_without_gaps_and_missing_devices() -> None:
+    # rank 0 device 1 stream 7: [0, 10], then [15, 20] launched at 12 (after the stream went
+    # idle: 5 µs host wait), then [21, 25] with no launch (1 µs < 30: kernel wait); rank 0 on an
+    # unknown device, stream 3: one activity, no gap; rank 1 device 0 stream 2: [0, 1] and
+    # [100, 101] launched at 0.5 (before the gap: 99 µs other)
+    frame = pd.DataFrame(
+        {
+            "rank": [0, 0, 0, 0, 1, 1],
+            "device": pd.array([1, 1, None, 1, 0, 0], dtype="Int32"),
+            "stream": pd.array([7, 7, 3, 7, 2, 2], dtype="Int64"),
+            "ts_us": [0.0, 15.0, 0.0, 21.0, 0.0, 100.0],
+            "dur_us": [10.0, 5.0, 5.0, 4.0, 1.0, 1.0],
+            "launch_ts_us": [float("nan"), 12.0, float("nan"), float("nan"), float("nan"), 0.5],
+        }
+    )
+    table = idle_breakdown(frame, kernel_wait_us=30.0)
+    rows = [
+        (
+            r.rank,
+            None if pd.isna(r.device) else r.device,
+            None if pd.isna(r.stream) else r.stream,
+            r.category,
+            r.idle_us,
+            r.count,
+            r.pct,
+        )
+        for r in table.itertuples()
+    ]
+    expected_keys = [(0, None, None), (0, None, 3), (0, 1, None), (0, 1, 7), (1, 0, None), (1, 0, 2)]  # missing first
+    assert [row[:3] for row in rows[::3]] == expected_keys
+    by_key = {row[:4]: row[4:] for row in rows}
+    for stream in (None, 7):  # one stream: the device's union is the stream's
+        assert by_key[(0, 1, stream, "host_wait")] == (5.0, 1, 100 * 5 / 6)
+        assert by_key[(0, 1, stream, "kernel_wait")] == (1.0, 1, 100 * 1 / 6)
+        assert by_key[(0, 1, stream, "other")] == (0.0, 0, 0.0)
+        assert by_key[(1, 0, None if stream is None else 2, "other")] == (99.0, 1, 100.0)
+    assert all(
+        by_key[(0, None, s, c)] == (0.0, 0, 0.0) for s in (None, 3) for c in ("host_wait", "kernel_wait", "other")
+    )

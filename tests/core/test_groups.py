@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.core.groups import row_groups, value_groups
+from kernel_atlas.core.groups import group_numbers, group_sums, row_groups, value_groups
 
 
 def test_value_groups_are_sorted_with_rows_ascending_and_nan_last() -> None:
@@ -28,3 +28,28 @@ def test_row_groups_follow_groupby_order_with_missing_keys_last() -> None:
     assert [key[0] for key, _ in groups] == [0, 0, 1, 1]
     assert groups[0][0][1] == 3 and pd.isna(groups[1][0][1]) and groups[2][0][1] == 2 and pd.isna(groups[3][0][1])
     assert list(row_groups(frame.iloc[:0], ["rank"])) == []
+
+
+def test_group_numbers_follow_row_groups_order_with_each_groups_first_row() -> None:
+    frame = pd.DataFrame(
+        {
+            "rank": np.array([1, 0, 1, 0, 0], np.int32),
+            "device": pd.array([None, 3, 2, 3, None], dtype="Int32"),
+        }
+    )
+    number, firsts = group_numbers(frame, ["rank", "device"])
+    assert number.tolist() == [3, 0, 2, 0, 1]  # (0, 3), (0, <NA>), (1, 2), (1, <NA>)
+    assert firsts.tolist() == [1, 4, 2, 0]
+    empty_number, empty_firsts = group_numbers(frame.iloc[:0], ["rank"])
+    assert len(empty_number) == len(empty_firsts) == 0
+
+
+def test_group_sums_add_each_groups_values_as_sum_does() -> None:
+    sums = group_sums(np.array([2, 0, 2, 2]), np.array([1.5, 4.0, 0.25, 2.0]), 4)
+    assert sums.tolist() == [4.0, 0.0, 3.75, 0.0]
+    # ten tenths in one group: numpy's `sum` adds them pairwise and gives 1.0, where adding them
+    # in turn gives 0.9999999999999999 — the group has `sum`'s bits
+    tenths = np.full(10, 0.1)
+    assert sum(tenths.tolist()) == 0.9999999999999999
+    assert group_sums(np.zeros(10, np.int64), tenths, 1).tolist() == [1.0]
+    assert group_sums(np.zeros(7, np.int64), tenths[:7], 1).tolist() == [sum([0.1] * 7)]  # in turn below 8

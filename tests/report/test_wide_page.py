@@ -52,3 +52,49 @@ def test_the_page_table_holds_at_most_max_table_rows(monkeypatch, tmp_path) -> N
     assert table.count("<tr") - table.count("<tr class='detail") <= 3 + 2  # 3 rows, header rows aside
     monkeypatch.setattr(html, "MAX_TABLE_ROWS", len(analysis.roofline))
     assert "The first" not in html.roofline_table(analysis)
+
+
+def test_the_treemap_keeps_the_heaviest_kernels_and_sums_the_rest_per_op(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(html, "MAX_TREEMAP_KERNELS", 2)
+    kernels = pd.DataFrame(
+        {
+            "category": ["gemm", "gemm", "gemm", "attention", "attention"],
+            "op_mapping": ["mm", "mm", "mm", "sdpa", "sdpa"],
+            "name": ["ka", "kb", "kc", "kd", "ke"],
+            "dur_us": [5.0, 3.0, 1.0, 4.0, 0.5],
+        }
+    )
+    tree = html.timeshare_figure(SimpleNamespace(kernels=kernels)).data[0]
+    tiles = dict(zip(tree.ids, tree.values, strict=True))
+    assert tiles == {
+        "attention": 4.5,
+        "attention/sdpa": 4.5,
+        "attention/sdpa/kd": 4.0,
+        "attention/sdpa/… 1 other kernel": 0.5,
+        "gemm": 9.0,
+        "gemm/mm": 9.0,
+        "gemm/mm/ka": 5.0,
+        "gemm/mm/… 2 other kernels": 4.0,
+    }
+    title = html.timeshare_figure(SimpleNamespace(kernels=kernels)).layout.title.text
+    assert "the 2 kernels with the most time; the other 3 summed per op" in title
+    monkeypatch.setattr(html, "MAX_TREEMAP_KERNELS", 5)
+    assert len(html.timeshare_figure(SimpleNamespace(kernels=kernels)).data[0].ids) == 4 + 5
+
+
+def test_the_summary_lists_at_most_max_device_lines(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(html, "MAX_DEVICE_LINES", 2)
+    devices = [
+        {"rank": 0, "device": d, "span_us": 10.0, "busy_us": 4.0, "idle_us": 6.0, "communication_us": 0.0}
+        for d in range(5)
+    ]
+    facts = {"devices": devices, "gpu_time_us": 20.0, "trust": None}
+    page = SimpleNamespace(analysis=SimpleNamespace(facts=facts), device=None, title="t")
+    section = html._summary_section(page)
+    assert "rank 0 device 1: busy 4.0 µs of 10.0 µs (40.0%), idle 6.0 µs" in section
+    assert "rank 0 device 2:" not in section
+    assert "… and 3 more devices (report.json `devices`)" in section

@@ -1,12 +1,12 @@
 """Output JSON (store/outputs.json_text): the text json.dumps(indent=1) writes, NaN as null,
-credentials redacted, the document walked only when it may hold one (core/redact.py)."""
+credentials redacted, the document walked only when its text holds one (core/redact.py)."""
 
 from __future__ import annotations
 
 import json
 import math
 
-from kernel_atlas.core.redact import REDACTED, may_hold_credential_json, redact_document, redact_value
+from kernel_atlas.core.redact import REDACTED, json_holds_credential, redact_document, redact_value
 from kernel_atlas.store.outputs import json_text
 
 TOKEN = "ghp_" + "Zz09" * 9
@@ -32,10 +32,31 @@ def test_credentials_are_redacted_wherever_they_sit() -> None:
 def test_a_document_without_credentials_is_returned_as_it_is() -> None:
     document = {"names": [f"kern_{i}" for i in range(100)], "stack": "a.py(1): f"}
     assert redact_document(document) is document
-    assert not may_hold_credential_json(json.dumps(document))
-    assert may_hold_credential_json(json.dumps({"k": "mask_x"}))  # the needle `sk_`: walked, unchanged
+    assert not json_holds_credential(json.dumps(document))
+    assert not json_holds_credential(json.dumps({"k": "mask_x"}))  # the needle `sk_`, decoded: no credential
     assert redact_document({"k": "mask_x"}) == {"k": "mask_x"}
-    assert may_hold_credential_json(json.dumps({"k": "é"}))  # beyond ASCII: always walked
+    assert not json_holds_credential(json.dumps({"k": "é", "u": "0.5 \u00b5s"}))  # escapes, decoded: none
+
+
+def test_the_text_screen_finds_each_credential_a_walk_would_redact() -> None:
+    # (document, whether redact_document changes it): escapes before, inside and after a token,
+    # quotes and backslashes around it, a token in a key only, fullwidth and long-s look-alikes
+    cases = [
+        ({"a": f"é {TOKEN}"}, True),
+        ({"a": f'say "{TOKEN}"'}, True),
+        ({"a": "x\\", "b": f"\\{TOKEN}"}, True),
+        ({"a": 'q\\"', "b": "µs", "c": [f"é{TOKEN}é"]}, True),
+        ({TOKEN: "value"}, True),  # a key is redacted too
+        ({"a": "\u0000 Bearer abcdefgh12"}, True),
+        ({"a": "ſk-" + "a" * 20}, False),
+        ({"a": "ｇｈｐ_" + "Zz09" * 9}, False),
+        ({"a": ["µ"] * 50 + ["ok"], "b": "pg://bob:s3cr@tpw@db:5432/app"}, True),
+        ([["µs", 'a"b', "\\"], {"n": 1e-5, "t": True}], False),
+        (f"é{TOKEN}", True),
+    ]
+    for document, changes in cases:
+        assert (json.dumps(redact_document(document)) != json.dumps(document)) is changes, document
+        assert json_holds_credential(json.dumps(document)) is changes, document
 
 
 def test_redact_document_agrees_with_redact_value() -> None:
@@ -48,3 +69,16 @@ def test_redact_document_agrees_with_redact_value() -> None:
     ]
     for document in documents:
         assert json.dumps(redact_document(document)) == json.dumps(redact_value(document))
+
+
+def test_a_long_list_is_written_a_chunk_at_a_time_with_the_same_bytes(monkeypatch, tmp_path) -> None:
+    from kernel_atlas.store import outputs
+
+    monkeypatch.setattr(outputs, "_LIST_CHUNK", 3)
+    document = [{"a": [1, {"b": []}]}, "x", None, [], {}, 2.5, "é", {"k": math.nan}, [[f"run {TOKEN}"]]]
+    outputs.write_json(tmp_path, "list.json", document)
+    expected = json.dumps([*document[:7], {"k": None}, [[f"run {REDACTED}"]]], indent=1) + "\n"
+    assert (tmp_path / "list.json").read_text() == expected
+    for short in ([], [1, 2, 3]):  # at most a chunk: written whole
+        outputs.write_json(tmp_path, "short.json", short)
+        assert (tmp_path / "short.json").read_text() == json.dumps(short, indent=1) + "\n"
