@@ -9,7 +9,7 @@ The cases (at --scale 1): 50k distinct nn.Modules and 50k distinct Python frames
 op that launches a kernel; 200k memory events; 200k distinct kernel names; 100k and 5k devices;
 50k profiler steps, each with a launch and a kernel; 200k host threads; 100k overlapping kernels
 on one stream; 200k overlapping, unnested host ranges on one thread; 100k properly nested Python
-frames; and a folder of 1,000 one-rank traces, each with a GEMM and an NCCL all-reduce.
+frames; and a folder of 200 one-rank traces, each with a GEMM and an NCCL all-reduce.
 Exit code 1 when a command breaks a bound (or fails: exit other than 0, or a traceback).
 """
 
@@ -88,7 +88,7 @@ def cases(scale: float) -> dict[str, list[dict]]:
 def fleet_cases(scale: float) -> dict[str, list[list[dict]]]:
     """Runs of many small traces (a folder, one trace a rank): each rank's step launches a GEMM
     and an NCCL all-reduce, so that the cross-rank view matches collectives across every rank."""
-    ranks = max(2, int(1_000 * scale))
+    ranks = max(2, int(200 * scale))
     traces = []
     for rank in range(ranks):
         t = 1000 + rank % 7

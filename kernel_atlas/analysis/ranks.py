@@ -116,6 +116,34 @@ def _sum_by(frames: list[pd.DataFrame], keys: list[str], summed: list[str]) -> p
     return both.groupby(keys, sort=False, dropna=False, observed=True).agg(spec).reset_index()
 
 
+class _SumFold:
+    """Tables whose rows with equal keys add up (`_sum_by`), folded as ranks arrive: added in
+    batches of FOLD_EVERY (one concat and group-by per batch, not per rank: the fixed cost of a
+    group-by is most of the fold of a small rank), so that at most a batch is pending."""
+
+    FOLD_EVERY = 64
+
+    def __init__(self, keys: list[str], summed: list[str]) -> None:
+        self.keys, self.summed = keys, summed
+        self._total: pd.DataFrame | None = None
+        self._pending: list[pd.DataFrame] = []
+
+    def add(self, frame: pd.DataFrame | None) -> None:
+        if frame is not None:
+            self._pending.append(frame)
+        if len(self._pending) >= self.FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        if self._pending:
+            self._total = _sum_by([self._total, *self._pending], self.keys, self.summed)
+            self._pending = []
+
+    def result(self) -> pd.DataFrame | None:
+        self._fold()
+        return self._total
+
+
 def combine_facts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     """`analyse`'s facts of two runs: numbers add up, lists are joined, anything else keeps the
     first. Right for those facts (times, per-device lists, the device); not for facts holding
@@ -161,20 +189,21 @@ def analyse_ranks(
     fleet; with one rank it is the rank's analysed kernel rows. The timeline is
     `timeline_rank`'s when it has GPU activity, else the rank with the most GPU time's.
     `loaded`: kernel rows of ranks already read, by rank (analysed in this process)."""
-    groups = timeshare = kernel_time = kernels = None
+    kernels = None
+    groups_fold = _SumFold(ROOFLINE_KEYS, _SUMMED)
+    timeshare_fold = _SumFold(["level", "key"], ["total_us", "count"])
+    kernel_time_fold = _SumFold(_TREEMAP_KEYS, ["dur_us", "count"])
     facts: dict[str, Any] = {}
     waits = WaitsFold()
     views = ViewsFold(timeline_rank)
     keep_rows = len(ranks) == 1
 
     def fold(part: RankPart | None, rank: int) -> None:
-        nonlocal groups, timeshare, kernel_time, facts, kernels
+        nonlocal facts, kernels
         if part is not None:
-            groups = _sum_by([groups, part.groups], ROOFLINE_KEYS, _SUMMED)
-            shares = part.timeshare.drop(columns="pct")
-            timeshare = _sum_by([timeshare, shares], ["level", "key"], ["total_us", "count"])
-            if part.kernel_time is not None:
-                kernel_time = _sum_by([kernel_time, part.kernel_time], _TREEMAP_KEYS, ["dur_us", "count"])
+            groups_fold.add(part.groups)
+            timeshare_fold.add(part.timeshare.drop(columns="pct"))
+            kernel_time_fold.add(part.kernel_time)
             facts = combine_facts(facts, part.facts)
             waits.add(rank, part.waits)
             views.add(rank, part.views)
@@ -194,6 +223,7 @@ def analyse_ranks(
         for rank in ranks:
             fold(analyse_rank(*task(rank), frame=(loaded or {}).get(rank)), rank)
     combined_waits, combined_views = waits.result(), views.result()
+    groups, timeshare, kernel_time = groups_fold.result(), timeshare_fold.result(), kernel_time_fold.result()
     rows = kernels if kernels is not None else kernel_time
     if groups is None or timeshare is None or rows is None or combined_waits is None or combined_views is None:
         raise AtlasError(out_dir, "no GPU activities to report on")

@@ -418,10 +418,15 @@ def output_ranks(out_dir: str | Path) -> list[int]:
     return sorted(rank_files(out_dir))
 
 
+_KERNEL_COLUMN_SET = frozenset(KERNEL_COLUMNS)
+
+
 def _ordered(table: pa.Table) -> pa.Table:
     """Columns in the declared order (`rank` second, as in the table's schema), extras last."""
-    known = [name for name in KERNEL_COLUMNS if name in table.column_names]
-    return table.select(known + [name for name in table.column_names if name not in KERNEL_COLUMNS])
+    names = table.column_names  # a new list at each access
+    present = set(names)
+    known = [name for name in KERNEL_COLUMNS if name in present]
+    return table.select(known + [name for name in names if name not in _KERNEL_COLUMN_SET])
 
 
 def load_table(path: Path, **options: Any) -> pa.Table:
