@@ -82,3 +82,35 @@ def test_a_long_list_is_written_a_chunk_at_a_time_with_the_same_bytes(monkeypatc
     for short in ([], [1, 2, 3]):  # at most a chunk: written whole
         outputs.write_json(tmp_path, "short.json", short)
         assert (tmp_path / "short.json").read_text() == json.dumps(short, indent=1) + "\n"
+
+
+_PIECES = ["ghp_" + "Zz09" * 9, "hf_" + "A1b2" * 6, "Bearer abcdefgh12", "redis://:pw@h", "mask_x", "token=", "sk-",
+           "é", "µs", "ſ", "ｇ", '"', "\\", "\\u00b5", "\n", "\x00", " ", "a", "://", "@"]  # fmt: skip
+
+
+def _texts():
+    from hypothesis import strategies as st
+
+    return st.lists(st.sampled_from(_PIECES) | st.text(max_size=4), max_size=6).map("".join)
+
+
+def _documents():
+    from hypothesis import strategies as st
+
+    leaves = _texts() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.none() | st.booleans()
+    return st.recursive(
+        leaves, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_texts(), inner, max_size=4), max_leaves=12
+    )
+
+
+def test_the_text_screen_agrees_with_the_walk_on_any_document() -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_documents())
+    def check(document) -> None:
+        changes = json.dumps(redact_document(document)) != json.dumps(document)
+        assert json_holds_credential(json.dumps(document)) is changes
+        assert json.loads(json_text(document)) == json.loads(json.dumps(redact_value(document)))
+
+    check()
