@@ -5,10 +5,11 @@ each in a fresh process, with its wall time and the exact peak RSS of the proces
 
     python benchmarks/wide_input.py [--scale 1.0] [--out benchmarks/results/wide-input.json]
 
-The cases (at --scale 1): 50k distinct nn.Modules and 50k distinct Python frames, each around an
-op that launches a kernel; 200k memory events; 200k distinct kernel names; 100k and 5k devices;
-50k profiler steps, each with a launch and a kernel; 200k host threads; 100k overlapping kernels
-on one stream; 200k overlapping, unnested host ranges on one thread; 100k properly nested Python
+The cases (at --scale 1): 200k calls of one GEMM kernel, each with a new shape (dynamic
+shapes); 50k distinct nn.Modules and 50k distinct Python frames, each around an op that launches
+a kernel; 200k memory events; 200k distinct kernel names; 100k and 5k devices; 50k profiler
+steps, each with a launch and a kernel; 200k host threads; 100k overlapping kernels on one
+stream; 200k overlapping, unnested host ranges on one thread; 100k properly nested Python
 frames; and a folder of 200 one-rank traces, each with a GEMM and an NCCL all-reduce.
 Exit code 1 when a command breaks a bound (or fails: exit other than 0, or a traceback).
 """
@@ -70,7 +71,12 @@ def cases(scale: float) -> dict[str, list[dict]]:
                "ts": 1000 + i, "args": {"Addr": 4096 * (i // 2 + 1), "Bytes": 512 if i % 2 == 0 else -512,
                                         "Total Allocated": 512 * (i % 2 == 0), "Device Id": 0, "Device Type": 1}}
               for i in range(n(200_000))] + [_kernel(0, "k", 0, 7, 1000, 5)]  # fmt: skip
+    shapes = []
+    for i in range(n(200_000)):  # dynamic shapes: one GEMM kernel, a new M each call
+        shapes += _launched(i, 1000 + 10 * i, {"ph": "X", "cat": "user_annotation", "name": "decode", "pid": 1,
+                                                "tid": 1, "ts": 1000 + 10 * i, "dur": 9}, m=i + 1)  # fmt: skip
     return {
+        "distinct shapes 200k": shapes,
         "modules 50k": modules,
         "python frames 50k": frames,
         "memory events 200k": memory,
@@ -107,12 +113,13 @@ def fleet_cases(scale: float) -> dict[str, list[list[dict]]]:
     return {f"ranks {ranks:,}": traces}
 
 
-def _launched(i: int, t: int, around: dict) -> list[dict]:
-    """An event `around` (a module or a frame) holding an op that launches kernel `i`."""
+def _launched(i: int, t: int, around: dict, m: int = 8) -> list[dict]:
+    """An event `around` (a module, a frame, a range) holding an (m×8)·(8×8) `aten::mm` that
+    launches kernel `i`."""
     return [
         around,
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t + 1, "dur": 7,
-         "args": {"External id": i + 1, "Input Dims": [[8, 8], [8, 8]], "Input type": ["float", "float"]}},
+         "args": {"External id": i + 1, "Input Dims": [[m, 8], [8, 8]], "Input type": ["float", "float"]}},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2, "dur": 1,
          "args": {"correlation": i + 1, "External id": i + 1}},
         _kernel(i, "ampere_sgemm_32x32_nn", 0, 7, t + 3, 5),

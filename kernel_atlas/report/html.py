@@ -63,9 +63,16 @@ def _stack_hint(call_stack: object, frames: int = 6) -> str:
     return "<br>".join(html.escape(_short(p, 90)) for p in parts)
 
 
+MAX_ROOFLINE_POINTS = 5_000  # points of the roofline figure (each ~350 bytes of page); the file has all
+
+
 def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
     table = analysis.roofline
     points = table[(table["role"] == "main") & table["achieved_tflops"].notna() & (table["flops"] > 0)]
+    plotted = len(points)
+    if plotted > MAX_ROOFLINE_POINTS:  # dynamic shapes: a group per shape (200k groups: a 70 MB page)
+        heaviest = np.argsort(-points["op_time_us"].to_numpy(np.float64), kind="stable")[:MAX_ROOFLINE_POINTS]
+        points = points.iloc[np.sort(heaviest)]
     fig = go.Figure()
     for category, group in points.groupby("category", sort=True):
         size = np.sqrt(group["op_time_us"].to_numpy() / max(points["op_time_us"].max(), 1e-9)) * 40 + 6
@@ -142,6 +149,11 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
             )
         )
     title = f"Roofline — {device.name if device else 'no device peaks'}"
+    if plotted > len(points):
+        title += (
+            f"<br><sup>the {len(points):,} kernel groups with the most time of {plotted:,} "
+            "(each one in roofline.parquet)</sup>"
+        )
     fig.update_layout(
         title=title,
         xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},

@@ -98,3 +98,35 @@ def test_the_summary_lists_at_most_max_device_lines(monkeypatch) -> None:
     assert "rank 0 device 1: busy 4.0 µs of 10.0 µs (40.0%), idle 6.0 µs" in section
     assert "rank 0 device 2:" not in section
     assert "… and 3 more devices (report.json `devices`)" in section
+
+
+def test_the_roofline_figure_plots_the_heaviest_groups(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(html, "MAX_ROOFLINE_POINTS", 2)
+    n = 3
+    roofline = pd.DataFrame(
+        {
+            "role": ["main"] * n,
+            "category": ["gemm"] * n,
+            "name": ["mm_a", "mm_b", "mm_c"],
+            "launcher": ["aten::mm"] * n,
+            "input_dims": ["[[1, 8], [8, 8]]", "[[2, 8], [8, 8]]", "[[3, 8], [8, 8]]"],
+            "count": [1, 1, 1],
+            "op_time_us": [5.0, 1.0, 9.0],
+            "flops": [128.0, 256.0, 384.0],
+            "intensity": [1.0, 2.0, 3.0],
+            "achieved_tflops": [0.1, 0.2, 0.3],
+            "achieved_gbps": [1.0, 1.0, 1.0],
+            "sol_pct": [1.0, 2.0, 3.0],
+            "bound": ["memory"] * n,
+            "headroom_us": [4.0, 0.5, 8.0],
+            "call_stack": [None] * n,
+        }
+    )
+    fig = html.roofline_figure(SimpleNamespace(roofline=roofline), None)
+    assert list(fig.data[0].x) == [1.0, 3.0]  # mm_a (5 µs) and mm_c (9 µs), in table order
+    assert "the 2 kernel groups with the most time of 3 (each one in roofline.parquet)" in fig.layout.title.text
+    monkeypatch.setattr(html, "MAX_ROOFLINE_POINTS", 3)
+    fig = html.roofline_figure(SimpleNamespace(roofline=roofline), None)
+    assert list(fig.data[0].x) == [1.0, 2.0, 3.0] and "<sup>" not in fig.layout.title.text
