@@ -7,10 +7,11 @@ each in a fresh process, with its wall time and the exact peak RSS of the proces
 
 The cases (at --scale 1): 200k calls of one GEMM kernel, each with a new shape (dynamic
 shapes); 50k distinct nn.Modules and 50k distinct Python frames, each around an op that launches
-a kernel; 200k memory events; 200k distinct kernel names; 100k and 5k devices; 50k profiler
-steps, each with a launch and a kernel; 200k host threads; 100k overlapping kernels on one
-stream; 200k overlapping, unnested host ranges on one thread; 100k properly nested Python
-frames; and a folder of 200 one-rank traces, each with a GEMM and an NCCL all-reduce.
+a kernel; 200k memory events; 20k memory events on 5k devices; 200k distinct kernel names; 100k
+and 5k devices; 50k profiler steps, each with a launch and a kernel; 200k host threads; 100k
+overlapping kernels on one stream; 200k overlapping, unnested host ranges on one thread; 100k
+properly nested Python frames; and a folder of 200 one-rank traces, each with a GEMM and an NCCL
+all-reduce.
 Exit code 1 when a command breaks a bound (or fails: exit other than 0, or a traceback).
 """
 
@@ -71,6 +72,9 @@ def cases(scale: float) -> dict[str, list[dict]]:
                "ts": 1000 + i, "args": {"Addr": 4096 * (i // 2 + 1), "Bytes": 512 if i % 2 == 0 else -512,
                                         "Total Allocated": 512 * (i % 2 == 0), "Device Id": 0, "Device Type": 1}}
               for i in range(n(200_000))] + [_kernel(0, "k", 0, 7, 1000, 5)]  # fmt: skip
+    memory_devices = [
+        {**event, "args": {**event["args"], "Device Id": i // 4}} for i, event in enumerate(memory[: n(20_000)])
+    ]
     shapes = []
     for i in range(n(200_000)):  # dynamic shapes: one GEMM kernel, a new M each call
         shapes += _launched(i, 1000 + 10 * i, {"ph": "X", "cat": "user_annotation", "name": "decode", "pid": 1,
@@ -80,6 +84,7 @@ def cases(scale: float) -> dict[str, list[dict]]:
         "modules 50k": modules,
         "python frames 50k": frames,
         "memory events 200k": memory,
+        "memory devices 5k": [*memory_devices, _kernel(0, "k", 0, 7, 1000, 5)],
         "kernel names 200k": [_kernel(i, f"kern_{i}_" + "x" * 50, 0, 7, 1000 + 3 * i, 2) for i in range(n(200_000))],
         "devices 100k": [_kernel(i, "k", i, i, 1000 + i, 5) for i in range(n(100_000))],
         "devices 5k": [_kernel(i, "k", i, i, 1000 + i, 5) for i in range(n(5_000))],

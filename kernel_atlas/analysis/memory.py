@@ -231,11 +231,24 @@ def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str)
     return entry
 
 
-def memory_summary(events: pd.DataFrame, allocations: pd.DataFrame) -> list[dict[str, Any]]:
-    """report.json `memory` of one trace: one entry per device, GPUs first, host memory last."""
+MAX_MEMORY_DEVICES = 64  # devices of one trace analysed in full (a real rank has a host and ≤16 GPUs)
+
+
+def memory_summary(
+    events: pd.DataFrame, allocations: pd.DataFrame, limit: int = MAX_MEMORY_DEVICES
+) -> tuple[list[dict[str, Any]], int]:
+    """report.json `memory` of one trace: one entry per device, GPUs first, host memory last —
+    at most `limit` devices, those with the highest allocated peak (then the most events); and
+    how many devices were left out (a trace may claim thousands: ~10 ms each)."""
     devices = [str(d) for d in events["device"].unique()]
+    left_out = max(len(devices) - limit, 0)
+    if left_out:
+        per_device = events.groupby(events["device"].astype(str), observed=True)
+        ranked = pd.DataFrame({"peak": per_device["total_allocated"].max(), "events": per_device.size()})
+        ranked = ranked.sort_values(["peak", "events"], ascending=False, kind="stable")
+        devices = [str(d) for d in ranked.index[:limit]]
     devices.sort(key=lambda d: (d.split(":")[0] == "cpu", d))
-    return [device_summary(events, allocations, d) for d in devices]
+    return [device_summary(events, allocations, d) for d in devices], left_out
 
 
 @dataclass
@@ -247,6 +260,7 @@ class MemoryReport:
     allocations: pd.DataFrame
     events: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # by (trace, rank)
     by_trace: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # allocations, by (trace, rank)
+    left_out: int = 0  # devices with events but no entry (beyond MAX_MEMORY_DEVICES of a trace)
 
 
 def read_memory_events(
@@ -279,7 +293,7 @@ def read_memory_events(
 
 def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> MemoryReport:
     """Allocations and per-device summaries of every trace (`trace` and `rank` in both)."""
-    entries, parts, by_trace = [], [], {}
+    entries, parts, by_trace, left_out = [], [], {}, 0
     for (stem, rank), events in events_by_trace.items():
         events = events.reset_index(drop=True)
         for column in ("device", "op", "module", "call_stack"):
@@ -288,7 +302,9 @@ def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> Memo
         events_by_trace[(stem, rank)] = events
         allocations = pair_allocations(events)
         by_trace[(stem, rank)] = allocations
-        entries += [{"trace": stem, "rank": rank, **entry} for entry in memory_summary(events, allocations)]
+        summaries, left = memory_summary(events, allocations)
+        entries += [{"trace": stem, "rank": rank, **entry} for entry in summaries]
+        left_out += left
         allocations = allocations.copy()
         allocations.insert(0, "rank", rank)
         allocations.insert(0, "trace", stem)
@@ -298,12 +314,17 @@ def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> Memo
     )
     for column in ("trace", "device", "op", "module", "call_stack"):
         frame[column] = frame[column].astype(object).astype("category")
-    return MemoryReport(entries, frame, events_by_trace, by_trace)
+    return MemoryReport(entries, frame, events_by_trace, by_trace, left_out)
 
 
-def memory_warnings(entries: list[dict[str, Any]]) -> list[str]:
-    """What the numbers cannot say, each kind in one line."""
+def memory_warnings(entries: list[dict[str, Any]], left_out: int = 0) -> list[str]:
+    """What the numbers cannot say, each kind in one line; `left_out`: devices without an entry."""
     lines = []
+    if left_out:
+        lines.append(
+            f"{left_out:,} more devices have memory events: only the {MAX_MEMORY_DEVICES} of each trace with the "
+            "highest allocated peak are analysed (memory.parquet holds every allocation)"
+        )
     unpaired = sum(e["unpaired_events"] for e in entries)
     if unpaired:
         lines.append(f"{unpaired:,} memory events carry no address (PyTorch < 1.10?): not paired into allocations")

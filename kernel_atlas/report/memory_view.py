@@ -165,6 +165,10 @@ def timeline_figure(frame: Any, device: str) -> go.Figure:
     return fig
 
 
+MAX_MEMORY_ENTRIES = 64  # devices described on the page
+MAX_MEMORY_FIGURES = 16  # of them, drawn over time (each ~10k events around its peak)
+
+
 def memory_html(memory: MemoryReport | None) -> str:
     """The report.html section (plotly.js is already on the page)."""
     import plotly.io as pio
@@ -174,11 +178,21 @@ def memory_html(memory: MemoryReport | None) -> str:
         return f"{head}<p>{html.escape(NO_EVENTS)}</p>"
     several = len(memory.events) > 1
     parts = [head]
+    # a fleet's devices can be thousands: the highest peaks are shown, the others are in report.json
+    by_peak = sorted(range(len(memory.entries)), key=lambda n: -(memory.entries[n].get("peak_allocated_bytes") or -1))
+    shown, drawn = set(by_peak[:MAX_MEMORY_ENTRIES]), set(by_peak[:MAX_MEMORY_FIGURES])
+    if len(memory.entries) > len(shown):
+        parts.append(
+            f"<p>The {len(shown)} devices with the highest allocated peaks of {len(memory.entries):,}, "
+            f"{len(drawn)} of them drawn; every device is in report.json <code>memory</code>.</p>"
+        )
     for n, entry in enumerate(memory.entries):
+        if n not in shown:
+            continue
         key = (entry["trace"], entry["rank"])
         parts.append(f"<h3>{html.escape(_where(entry, several))}</h3>")
         parts.append(_entry_html(entry, several))
-        if entry["host"] or entry.get("peak_allocated_bytes") is None:
+        if entry["host"] or entry.get("peak_allocated_bytes") is None or n not in drawn:
             continue
         frame = live_by_module(memory.events[key], memory.by_trace[key], entry["device"])
         if len(frame):

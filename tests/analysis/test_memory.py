@@ -337,3 +337,24 @@ def test_memory_plot_renders(ingested_run: Path, tmp_path: Path) -> None:
         assert not browser.errors
     # the pre-window holder, the three modules at the peak (no module, ReLU_0, Linear_0), then the totals
     assert names == [BEFORE_WINDOW, NO_MODULE, "Net_0.ReLU_0", "Net_0.Linear_0", "total allocated", "total reserved"]
+
+
+def test_devices_beyond_the_limit_are_left_out_and_said(ingested_run: Path, monkeypatch) -> None:
+    from kernel_atlas.analysis import memory as memory_analysis
+    from kernel_atlas.report import memory_view
+
+    (events,) = _events(ingested_run).values()
+    events = events.reset_index(drop=True)
+    events["device"] = events["device"].astype("category")
+    allocations = pair_allocations(events)
+    # cuda:0 peaks at 1650 bytes, the host at 16: with room for one device, cuda:0 is kept
+    entries, left_out = memory_analysis.memory_summary(events, allocations, limit=1)
+    assert [e["device"] for e in entries] == ["cuda:0"] and left_out == 1
+    entries, left_out = memory_analysis.memory_summary(events, allocations, limit=2)
+    assert [e["device"] for e in entries] == ["cuda:0", "cpu"] and left_out == 0
+    assert memory_analysis.memory_warnings([], 3)[0].startswith("3 more devices have memory events: only the 64")
+    # the page describes the highest peaks and says how many it shows
+    monkeypatch.setattr(memory_view, "MAX_MEMORY_ENTRIES", 1)
+    report = memory_analysis.analyse_memory(_events(ingested_run))
+    page = memory_view.memory_html(report)
+    assert page.count("<h3>") == 1 and "The 1 devices with the highest allocated peaks of 2" in page
