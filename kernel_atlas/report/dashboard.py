@@ -108,14 +108,17 @@ def filter_kernels(
     return kernels[mask]
 
 
+MAX_CHOICES = 1_000  # values of a dropdown (a trace may claim 100k streams: a page of widget state)
+
+
 def choices(kernels: pd.DataFrame) -> dict[str, list[Any]]:
-    """Filter values present in a run, for dropdowns."""
+    """Filter values present in a run, for dropdowns: at most MAX_CHOICES of each, the lowest."""
 
     def values(column: str) -> list[Any]:
-        return sorted(v for v in kernels[column].dropna().unique().tolist())
+        return sorted(v for v in kernels[column].dropna().unique().tolist())[:MAX_CHOICES]
 
     modules = kernels["module"].dropna().astype(str)
-    top_modules = sorted({".".join(m.split(".")[:2]) for m in modules})
+    top_modules = sorted({".".join(m.split(".")[:2]) for m in modules.unique()})[:MAX_CHOICES]
     return {
         "step": [int(v) for v in values("step")],
         "rank": [int(v) for v in values("rank")],
@@ -199,7 +202,8 @@ def kernel_details(kernels: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
-    """Where one kernel's shapes sit on the roofline (its rows of the roofline table)."""
+    """Where one kernel's shapes sit on the roofline (its rows of the roofline table), the most
+    time first (dynamic shapes give a kernel thousands of rows)."""
     table = analysis.roofline
     columns = [
         "input_dims",
@@ -213,7 +217,8 @@ def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
         "headroom_us",
         "note",
     ]
-    return table.loc[table["name"].astype(str) == name, columns]
+    rows = table.loc[table["name"].astype(str) == name, columns]
+    return rows.sort_values("op_time_us", ascending=False, kind="stable")
 
 
 # --- comparing two runs --------------------------------------------------------------------

@@ -130,3 +130,32 @@ def test_the_roofline_figure_plots_the_heaviest_groups(monkeypatch) -> None:
     monkeypatch.setattr(html, "MAX_ROOFLINE_POINTS", 3)
     fig = html.roofline_figure(SimpleNamespace(roofline=roofline), None)
     assert list(fig.data[0].x) == [1.0, 2.0, 3.0] and "<sup>" not in fig.layout.title.text
+
+
+def test_dashboard_dropdowns_and_a_kernels_shapes_are_bounded(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from kernel_atlas.report import dashboard
+
+    monkeypatch.setattr(dashboard, "MAX_CHOICES", 2)
+    kernels = pd.DataFrame(
+        {
+            "step": [3, 1, 2],
+            "rank": [0, 0, 0],
+            "stream": [9, 7, 8],
+            "category": ["gemm", "gemm", "other"],
+            "module": ["Net.a.x", "Net.b", None],
+        }
+    )
+    assert dashboard.choices(kernels) == {
+        "step": [1, 2],
+        "rank": [0],
+        "stream": [7, 8],
+        "category": ["gemm", "other"],
+        "module": ["Net.a", "Net.b"],
+    }
+    columns = ["input_dims", "role", "count", "achieved_tflops", "achieved_gbps", "sol_pct", "bound", "headroom_us"]
+    roofline = pd.DataFrame({"name": ["k", "other", "k"], "op_time_us": [1.0, 9.0, 5.0], "note": [None] * 3})
+    roofline = roofline.assign(**{c: [0] * 3 for c in columns})
+    shapes = dashboard.kernel_roofline(SimpleNamespace(roofline=roofline), "k")
+    assert shapes["op_time_us"].tolist() == [5.0, 1.0]  # the most time first
