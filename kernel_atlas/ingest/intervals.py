@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+
+from kernel_atlas.core.groups import group_sums
 
 
 def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,3 +38,18 @@ def reaching(start: np.ndarray, reach: np.ndarray, lo: float, hi: float) -> slic
     end by lo, those after it start at hi or later: `clipped_length` gives them 0."""
     first = int(np.searchsorted(reach, lo, side="right"))
     return slice(first, max(int(np.searchsorted(start, hi, side="left")), first))
+
+
+def union_lengths(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
+    """Total length covered by each group's intervals (overlaps counted once): `groups` values,
+    0 for a group without intervals. One sort of all intervals by (group, start): a trace of
+    100k devices took seconds as one call per device."""
+    if not len(start):
+        return np.zeros(groups)
+    order = np.lexsort((start, group))  # stable: ties by start keep their row order
+    g, s, e = group[order], start[order], end[order]
+    reach = pd.Series(e).groupby(g, sort=False).cummax().to_numpy()  # within each group
+    # a segment starts at a group's first interval and where an interval starts past the reach
+    at = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (s[1:] > reach[:-1])])
+    covered = np.maximum.reduceat(e, at) - s[at]
+    return group_sums(g[at], covered, groups)  # the bits one `sum` per group gives

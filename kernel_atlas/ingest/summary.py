@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
-from kernel_atlas.core.groups import group_numbers, group_sums
+from kernel_atlas.core.groups import group_numbers
 from kernel_atlas.core.redact import redact_text
+from kernel_atlas.ingest.intervals import union_lengths
 from kernel_atlas.ingest.reader import TraceInfo
 
 # Metadata keys that may hold credentials are never copied into any output.
@@ -47,21 +48,6 @@ def safe_fields(source: dict[str, Any], allowed: dict[str, type]) -> dict[str, A
         for k, kind in allowed.items()
         if k in source and not is_secret_key(k) and _fits(source[k], kind)
     }
-
-
-def union_lengths(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
-    """Total length covered by each group's intervals (overlaps counted once): `groups` values,
-    0 for a group without intervals. One sort of all intervals by (group, start): a trace of
-    100k devices took seconds as one call per device."""
-    if not len(start):
-        return np.zeros(groups)
-    order = np.lexsort((start, group))  # stable: ties by start keep their row order
-    g, s, e = group[order], start[order], end[order]
-    reach = pd.Series(e).groupby(g, sort=False).cummax().to_numpy()  # within each group
-    # a segment starts at a group's first interval and where an interval starts past the reach
-    at = np.flatnonzero(np.r_[True, (g[1:] != g[:-1]) | (s[1:] > reach[:-1])])
-    covered = np.maximum.reduceat(e, at) - s[at]
-    return group_sums(g[at], covered, groups)  # the bits one `sum` per group gives
 
 
 def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:

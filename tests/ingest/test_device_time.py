@@ -1,12 +1,13 @@
-"""Busy time per device (ingest/summary.py): the union of each group's intervals, for all groups
-at once (`union_lengths`), and the device facts built on it (`gpu_time_facts`), by hand."""
+"""Busy time per device: the union of each group's intervals, for all groups at once
+(`ingest/intervals.union_lengths`), and the device facts built on it (`gpu_time_facts`), by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.summary import gpu_time_facts, union_lengths
+from kernel_atlas.ingest.intervals import union_lengths
+from kernel_atlas.ingest.summary import gpu_time_facts
 
 
 def test_union_lengths_count_overlaps_once_per_group() -> None:
