@@ -464,7 +464,7 @@ class RunFold:
 
     def finish(self, out: str, run_id: str | None, engine: str) -> FleetResult:
         """catalog.json and, last, summary.json; nothing when every rank failed."""
-        warnings, traces = self.warnings, self.traces
+        warnings, traces = _folded(self.warnings), self.traces
         kernel_time = self.kernel_time if self.kernel_time is not None else kernel_time_table(pd.DataFrame())
         if not traces:
             return FleetResult(out, {}, warnings, self.failed, kernel_time)
@@ -488,6 +488,15 @@ class RunFold:
         files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
         files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
         return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
+
+
+def _folded(warnings: list[str]) -> list[str]:
+    """Each distinct warning once, in first-seen order, with how many times it was given when
+    more than once (the ranks of one Nsight export each say the same of the same file)."""
+    counts: dict[str, int] = {}
+    for warning in warnings:
+        counts[warning] = counts.get(warning, 0) + 1
+    return [warning if n == 1 else f"{warning} ({n:,} times)" for warning, n in counts.items()]
 
 
 def write_beside(

@@ -277,18 +277,32 @@ def gpu_processes(path: Path) -> list[int]:
         return export_processes(export)
 
 
+MAX_PROCESSES = 128  # processes of one export read as ranks (a node runs a few; each rank costs ~0.15 s)
+
+
 def export_processes(export: _Export) -> list[int]:
+    """The processes read as ranks, in rank order (lowest device id, then pid): at most
+    MAX_PROCESSES, those with the most GPU activities (a 100 KB export can claim thousands)."""
+    return _processes(export)[0]
+
+
+def _processes(export: _Export) -> tuple[list[int], int, int]:
+    """`export_processes`, and how many processes with GPU work and GPU activities are left out."""
     lowest: dict[int, int] = {}
+    activities: dict[int, int] = {}
     for table in GPU_TABLES:
         cols = export.columns.get(table, set())
         if "globalPid" not in cols or "deviceId" not in cols:
             continue
-        for pid, device in export._query(
-            f'SELECT "globalPid" >> {_PID_SHIFT}, min("deviceId") FROM "{table}" GROUP BY 1'
+        for pid, device, count in export._query(
+            f'SELECT "globalPid" >> {_PID_SHIFT}, min("deviceId"), count(*) FROM "{table}" GROUP BY 1'
         ):
             if pid is not None:
                 lowest[int(pid)] = min(lowest.get(int(pid), 1 << 62), int(device if device is not None else 1 << 62))
-    return sorted(lowest, key=lambda p: (lowest[p], p))
+                activities[int(pid)] = activities.get(int(pid), 0) + int(count)
+    kept = sorted(activities, key=lambda p: (-activities[p], p))[:MAX_PROCESSES]
+    left = [p for p in activities if p not in set(kept)]
+    return sorted(kept, key=lambda p: (lowest[p], p)), len(left), sum(activities[p] for p in left)
 
 
 def _process_filter(export: _Export, table: str, column: str, pid: int | None) -> tuple[str, tuple]:
@@ -661,8 +675,14 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
     path = Path(path)
     with exported(path) as sqlite_path, closing(_connect(sqlite_path)) as db:
         export = _Export(sqlite_path, db)
-        processes = export_processes(export)
+        processes, left_out, left_activities = _processes(export)
         info = TraceInfo(path=path, runtime="cuda", size_bytes=sqlite_path.stat().st_size)
+        if left_out and (process is None or process == processes[0]):  # said once, by the first rank
+            info.warnings.append(
+                f"holds {len(processes) + left_out:,} processes with GPU work: the {len(processes)} with the most "
+                f"GPU activities are read as ranks, the other {left_out:,} ({left_activities:,} activities) are "
+                "left out"
+            )
         if process is None and processes:
             process = processes[0]
             if len(processes) > 1:

@@ -374,3 +374,13 @@ def test_a_rank_file_duckdb_cannot_read_is_named(fleet_out: Path, tmp_path: Path
     with pytest.raises(AtlasError) as caught:
         cross_rank_view(out, list(range(8)), target=tmp_path / "collectives.parquet")
     assert "rank-3.parquet" in str(caught.value)
+
+
+def test_identical_warnings_are_folded_with_their_count() -> None:
+    from kernel_atlas.ingest.fleet import _folded
+
+    assert _folded(["a.sqlite: x", "b.json: y", "a.sqlite: x", "a.sqlite: x"]) == [
+        "a.sqlite: x (3 times)",
+        "b.json: y",
+    ]
+    assert _folded([]) == []

@@ -166,6 +166,35 @@ def test_two_processes_are_two_ranks_with_their_own_correlations(tmp_path: Path)
     assert len(frame) == 8
 
 
+def test_processes_beyond_the_limit_are_left_out_in_one_warning(tmp_path: Path, monkeypatch) -> None:
+    from kernel_atlas.ingest import nsys
+
+    monkeypatch.setattr(nsys, "MAX_PROCESSES", 2)
+    path = _export(tmp_path / "three.sqlite", pid_shift=0, device=1)
+    _export(path, pid_shift=1, device=0, create=False)
+    _export(path, pid_shift=2, device=2, create=False)
+    db = sqlite3.connect(path)  # pid 301 (shift 1) gets a third kernel, pid 300 a memcpy less: the fewest
+    db.execute(
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+        (30000, 30100, 0, 7, 9, PROC + (1 << 24), 1, 2, 4, 1, 1, 128, 1, 1, 64, 0, 0, None, None),
+    )
+    db.execute('DELETE FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE "globalPid" = ?', (PROC,))
+    db.commit()
+    db.close()
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["ingest", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = load_kernels(out)
+    # 4 and 5 GPU activities (kernels, memcpy, memset) for pids 302 and 301 are kept; pid 300 (3) is not
+    assert frame.groupby("rank")["device"].first().to_dict() == {0: 0, 1: 2}  # ranked by lowest device
+    assert len(frame) == 9
+    said = [line for line in result.output.splitlines() if "processes with GPU work" in line]
+    assert len(said) == 1 and said[0].endswith(
+        "three.sqlite: holds 3 processes with GPU work: the 2 with the most GPU activities are read as "
+        "ranks, the other 1 (3 activities) are left out"
+    )
+
+
 def test_missing_columns_degrade_in_one_warning(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
