@@ -717,11 +717,38 @@ def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure
     return fig
 
 
+def _largest_changes(table: pd.DataFrame, limit: int) -> pd.DataFrame:
+    """At most `limit` rows of the comparison, those with the largest changes (|delta|) of each
+    level, in the table's order: the levels share `limit` evenly, a level with fewer rows than
+    its share leaving the rest to the others. The table itself when it has at most `limit` rows."""
+    if len(table) <= limit:
+        return table
+    size = table["delta_us"].abs().to_numpy(np.float64)
+    level = table["level"].to_numpy()
+    rows_of = {value: np.flatnonzero(level == value) for value in pd.unique(level)}
+    keep = np.zeros(len(table), bool)
+    budget, left = limit, len(rows_of)
+    for rows in sorted(rows_of.values(), key=len):  # the smallest levels first: they take all they have
+        take = min(len(rows), budget // left)
+        keep[rows[np.argsort(-size[rows], kind="stable")[:take]]] = True
+        budget, left = budget - take, left - 1
+    return table[keep]
+
+
 def diff_table(diff: Diff) -> str:
+    """Every row of the comparison, or at most MAX_TABLE_ROWS of them with the largest changes,
+    said above the table: two traces with 200k distinct kernels made a 60 MB page."""
     from kernel_atlas.report.units import describe_key
 
+    rows = _largest_changes(diff.table, MAX_TABLE_ROWS)
+    note = ""
+    if len(rows) < len(diff.table):
+        note = (
+            f"<p>The {len(rows):,} rows of {len(diff.table):,} with the largest changes, shared "
+            "between the levels; <code>atlas diff -o FILE.csv</code> writes every row.</p>"
+        )
     cells, details = [], []
-    for row in diff.table.itertuples(index=False):
+    for row in rows.itertuples(index=False):
         cells.append(
             [
                 (row.level, None),
@@ -741,11 +768,12 @@ def diff_table(diff: Diff) -> str:
             details.append(f"{row.key}\nA: {row.a_kernels}\nB: {row.b_kernels}")
         else:
             details.append(str(row.key))
-    return data_table("diff-table", DIFF_TABLE_COLUMNS, cells, details, sort=4)
+    return note + data_table("diff-table", DIFF_TABLE_COLUMNS, cells, details, sort=4)
 
 
 def write_diff_html(diff: Diff, path: Path) -> Path:
-    """One self-contained page: both runs, time per category and op side by side, every row."""
+    """One self-contained page: both runs, time per category and op side by side, the table of
+    rows (`diff_table`)."""
     a, b = diff.a, diff.b
     change = b.gpu_time_us - a.gpu_time_us
     summary = "".join(
@@ -760,7 +788,7 @@ def write_diff_html(diff: Diff, path: Path) -> Path:
         f"<h1>{html.escape(title)}</h1><ul>{summary}<li>B − A: {fmt_signed_us(change)} ({pct})</li></ul>",
         figures.html(diff_figure(diff, "category"), "diff-category"),
         figures.html(diff_figure(diff, "op_mapping"), "diff-op"),
-        "<h2>Every category, op, module and kernel (largest regression first)</h2>",
+        "<h2>Each category, op, module and kernel (largest regression first)</h2>",
         diff_table(diff),
     ]
     write_text(path, _document(title, body))

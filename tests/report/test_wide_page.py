@@ -159,3 +159,18 @@ def test_dashboard_dropdowns_and_a_kernels_shapes_are_bounded(monkeypatch) -> No
     roofline = roofline.assign(**{c: [0] * 3 for c in columns})
     shapes = dashboard.kernel_roofline(SimpleNamespace(roofline=roofline), "k")
     assert shapes["op_time_us"].tolist() == [5.0, 1.0]  # the most time first
+
+
+def test_the_diff_page_keeps_the_largest_changes_of_each_level(monkeypatch) -> None:
+    # 3 levels, at most 5 rows: the op level's one row, then 2 each of the others' largest |changes|
+    table = pd.DataFrame(
+        {
+            "level": ["category"] * 3 + ["op_mapping"] + ["kernel"] * 4,
+            "key": ["a", "b", "c", "mm", "k1", "k2", "k3", "k4"],
+            "delta_us": [5.0, -1.0, -9.0, 0.0, 3.0, 2.0, 0.5, -7.0],
+        }
+    )
+    assert html._largest_changes(table, 5)["key"].tolist() == ["a", "c", "mm", "k1", "k4"]
+    # 6 rows: category's share is 2 of its 3, the kernels take the 3 left
+    assert html._largest_changes(table, 6)["key"].tolist() == ["a", "c", "mm", "k1", "k2", "k4"]
+    assert html._largest_changes(table, 8) is table
