@@ -114,18 +114,20 @@ class Tools:
         output = open_output(folder)
         summary = output.summary
         kinds = self._select(folder, "SELECT kind, count(*) AS n, sum(dur_us) AS us FROM kernels GROUP BY kind", 100)
-        traces = summary.get("traces", [])
+        # a fleet (or a hostile trace) lists thousands: the first MAX_ROWS of each, and how many there are
+        listed = {key: summary.get(key, []) for key in ("traces", "devices", "warnings")}
         answer: dict[str, Any] = {
             "run": self._name(folder),
             "gpu_time_us": sum(row["us"] or 0.0 for row in kinds["rows"]),
             "activities": {row["kind"]: row["n"] for row in sorted(kinds["rows"], key=lambda r: str(r["kind"]))},
             "traces": [
                 {"file": t.get("file"), "rank": t.get("rank"), "gpus": [g.get("name") for g in t.get("gpus", [])]}
-                for t in traces
+                for t in listed["traces"][:MAX_ROWS]
             ],
-            "devices": summary.get("devices", []),
-            "warnings": summary.get("warnings", []),
+            "devices": listed["devices"][:MAX_ROWS],
+            "warnings": listed["warnings"][:MAX_ROWS],
         }
+        answer.update({f"{key}_total": len(rows) for key, rows in listed.items() if len(rows) > MAX_ROWS})
         report = read_report(folder, output.run_id)
         if report is None:
             answer["report"] = "not reported yet: run `atlas report` on this folder for costs, findings and waits"

@@ -75,6 +75,17 @@ def test_row_limits(tools) -> None:
     assert top[0]["calls"] == 17
 
 
+def test_summary_lists_are_capped_with_their_totals(tools, monkeypatch) -> None:
+    from kernel_atlas import mcp_server
+
+    full = tools.summary("bert.atlas")
+    assert len(full["traces"]) == 1 and "traces_total" not in full
+    monkeypatch.setattr(mcp_server, "MAX_ROWS", 0)  # every list is then "longer than the cap"
+    capped = tools.summary("bert.atlas")
+    assert capped["traces"] == [] and capped["traces_total"] == 1
+    assert capped["devices"] == [] and capped["devices_total"] == len(full["devices"]) >= 1
+
+
 def test_paths_outside_the_root_are_refused(tools, root: Path, tmp_path: Path) -> None:
     for run in ("..", "../..", "/etc", str(root / "bert.atlas"), "outside", "bert.atlas/../.."):
         with pytest.raises(AtlasError):
