@@ -40,6 +40,7 @@ from kernel_atlas.report.units import (
     fmt_tflops,
     fmt_us,
     peaks_line,
+    shared_rank_line,
 )
 from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
@@ -533,6 +534,7 @@ def _summary_section(page: Page) -> str:
     if page.device is not None:
         items.insert(0, f"<li>peaks of {html.escape(peaks_line(page.device))}</li>")
     items.append(f"<li>GPU time (all activities, overlaps counted in full) {fmt_us(facts['gpu_time_us'])}</li>")
+    items += [f"<li><b>{html.escape(shared_rank_line(shared))}</b></li>" for shared in facts.get("shared_ranks", [])]
     trust = "".join(f"<p><b>{html.escape(line)}</b></p>" for line in trust_lines(facts.get("trust")))
     return f"<h1>{html.escape(page.title)}</h1>{trust}<ul>{''.join(items)}</ul>"
 

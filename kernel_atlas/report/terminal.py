@@ -35,6 +35,7 @@ from kernel_atlas.report.units import (
     fmt_signed_us,
     fmt_us,
     peaks_line,
+    shared_rank_line,
 )
 from kernel_atlas.report.waits_view import print_waits
 
@@ -222,8 +223,9 @@ def _device_section(console: Console, report: Report, view: ReportView) -> None:
         gpu = esc(repr(report.traced_gpu))
         if report.traced_gpu is None:  # an export that names no GPU (an nsys slice without TARGET_INFO_GPU)
             _text(console, "[yellow]the trace names no GPU: pass --device for peaks[/]")
-            return
-        _text(console, f"[yellow]GPU {gpu} is not in catalogs/devices.toml: pass --device for peaks[/]")
+        else:
+            _text(console, f"[yellow]GPU {gpu} is not in catalogs/devices.toml: pass --device for peaks[/]")
+        _shared_rank_lines(console, report)
         return
     projected = ""
     if report.analysis.facts.get("projection"):
@@ -236,13 +238,13 @@ def _device_section(console: Console, report: Report, view: ReportView) -> None:
             f"[yellow]some traces ran on another GPU ({esc(', '.join(others))}): their kernels are costed "
             "against these peaks all the same — report them apart[/]",
         )
+    _shared_rank_lines(console, report)
+
+
+def _shared_rank_lines(console: Console, report: Report) -> None:
+    """One line per rank that several traces claim (whether or not the GPU has peaks)."""
     for shared in report.analysis.facts.get("shared_ranks", []):
-        _text(
-            console,
-            f"[yellow]{len(shared['traces'])} traces claim rank {shared['rank']} "
-            f"({esc(', '.join(shared['traces']))}): their activities share one timeline here (idle time, waits, "
-            "overlap) that neither trace has — ingest them apart[/]",
-        )
+        _text(console, f"[yellow]{esc(shared_rank_line(shared))}[/]")
 
 
 _DEVICES_SHOWN = 8  # device lines of a multi-rank run; the per-rank table follows

@@ -115,6 +115,16 @@ def fmt_shapes(input_dims: Any) -> str:
     return ", ".join(t for t in (_dims_text(d) for d in dims) if t)
 
 
+def shared_rank_line(shared: dict[str, Any], named: int = 5) -> str:
+    """report.json's `shared_ranks` entry in words, naming its first `named` traces."""
+    files = shared["traces"]
+    listed = ", ".join(files[:named]) + (f", … {len(files) - named:,} more" if len(files) > named else "")
+    return (
+        f"{len(files)} traces claim rank {shared['rank']} ({listed}): their activities share one timeline "
+        "here (idle time, waits, overlap) that neither trace has — ingest them apart"
+    )
+
+
 def device_time_line(device: dict[str, Any]) -> str:
     """One device's time as `report.json` has it: `rank 0 device 0: busy 1.23 ms of 7.56 ms
     (16.2%), idle 6.33 ms; communication 2.00 ms, 40% overlapped with compute`."""

@@ -514,6 +514,25 @@ def test_two_traces_claiming_one_rank_are_said_in_the_report(tmp_path: Path, exa
     assert facts["shared_ranks"] == [{"rank": 0, "traces": ["a.json", "b.json"]}]
 
 
+def test_traces_claiming_one_rank_on_a_gpu_without_peaks_are_said_too(tmp_path: Path, example) -> None:
+    """The GPU is not in the catalog (no peaks): the line is still there, naming five traces."""
+    doc = copy.deepcopy(example)
+    doc["distributedInfo"] = {"rank": 0, "world_size": 1, "backend": "nccl"}
+    doc["deviceProperties"] = [{"id": 0, "name": "Mystery GPU", "numSms": 7}]
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("a.json", "b.json", "c.json", "d.json", "e.json", "f.json", "g.json"):
+        _write(folder, doc, name)
+    assert cli("ingest", folder, "-o", tmp_path / "out", "-q").code == 0
+    report = cli("report", tmp_path / "out")
+    assert report.code == 0, report.output
+    said = " ".join(report.stdout.split())
+    assert "is not in catalogs/devices.toml" in said
+    assert "7 traces claim rank 0 (a.json, b.json, c.json, d.json, e.json, … 2 more): their activities" in said
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "7 traces claim rank 0 (a.json, b.json, c.json, d.json, e.json, … 2 more): their activities" in page
+
+
 def test_one_trace_a_rank_says_nothing(ingested_example: Path) -> None:
     report = cli("report", ingested_example)
     assert report.code == 0 and "claim rank" not in report.stdout
