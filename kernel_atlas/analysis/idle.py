@@ -122,17 +122,19 @@ def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str])
     this 4,000 times."""
     source_keys, gap_keys = _float_keys(source, keys), _float_keys(table, keys)
     both = np.concatenate([source_keys, gap_keys])
-    code = np.unique(both.view(np.dtype((np.void, both.dtype.itemsize * len(keys)))).ravel(), return_inverse=True)[1]
+    distinct, code = np.unique(
+        both.view(np.dtype((np.void, both.dtype.itemsize * len(keys)))).ravel(), return_inverse=True
+    )
     code = code.reshape(-1)
     source_code, gap_code = code[: len(source_keys)], code[len(source_keys) :]
     _, first = np.unique(source_code, return_index=True)
     first = np.sort(first)  # each distinct key's first row in `source`, in that order
-    position = np.full(int(code.max()) + 1 if len(code) else 0, -1)
+    position = np.full(len(distinct), -1)
     position[source_code[first]] = np.arange(len(first))
     categories = len(CATEGORIES)
     cells = len(first) * categories
-    at = position[gap_code] * categories + _category_codes(table["category"]) if len(gap_code) else gap_code
-    kept = position[gap_code] >= 0 if len(gap_code) else np.zeros(0, bool)
+    at = position[gap_code] * categories + _category_codes(table["category"])
+    kept = position[gap_code] >= 0
     idle = np.zeros(cells)
     if kept.any():
         summed = pd.Series(table["gap_us"].to_numpy(np.float64)[kept]).groupby(at[kept]).sum()

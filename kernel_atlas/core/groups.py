@@ -9,20 +9,6 @@ import numpy as np
 import pandas as pd
 
 
-def row_groups(frame: pd.DataFrame, keys: Sequence[str]) -> Iterator[tuple[tuple, np.ndarray]]:
-    """(key values, row positions in table order) per group of `frame` by `keys`, in
-    `groupby(keys, sort=True, dropna=False)` order: sorted, missing values last, as one group."""
-    if frame.empty:
-        return
-    number = frame.groupby(list(keys), sort=True, dropna=False, observed=True).ngroup().to_numpy()
-    order = np.argsort(number, kind="stable")
-    starts = np.flatnonzero(np.r_[True, number[order][1:] != number[order][:-1]])
-    ends = np.r_[starts[1:], len(order)]
-    firsts = [frame[key].iloc[order[starts]].to_numpy(dtype=object) for key in keys]  # each group's key values
-    for group, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
-        yield tuple(column[group] for column in firsts), order[start:end]
-
-
 def value_groups(values: np.ndarray) -> Iterator[tuple[object, np.ndarray]]:
     """(value, positions in ascending order) per distinct value of `values`, values ascending
     (NaN last, as one group): `np.flatnonzero(values == v)` for each `v` of `np.unique(values)`,
@@ -41,9 +27,10 @@ def value_groups(values: np.ndarray) -> Iterator[tuple[object, np.ndarray]]:
 
 
 def group_numbers(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's group number by `keys`, in `row_groups` order (sorted, missing values last),
-    and each group's first row (its key values are that row's): per-group facts computed for
-    all groups at once, by `np.bincount` and `group_sums`."""
+    """Each row's group number by `keys`, in `groupby(keys, sort=True, dropna=False)` order
+    (sorted, missing values last, as one group), and each group's first row (its key values are
+    that row's): per-group facts computed for all groups at once, by `np.bincount` and
+    `group_sums`, without a DataFrame per group."""
     if frame.empty:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     number = frame.groupby(list(keys), sort=True, dropna=False, observed=True).ngroup().to_numpy(np.int64)

@@ -140,9 +140,10 @@ def redact_document(document: Any) -> Any:
     """`redact_value` of a whole document (an output's JSON), screened in one pass: its strings
     are joined into one lower-cased text and the needles searched for in it at once; only the
     strings a needle lands in (and those beyond ASCII) are redacted one by one. The document
-    itself when nothing in it changes (almost always), else a copy with the credential-shaped
-    strings redacted. The catalog of a trace with 200k kernel names holds ~10^6 strings:
-    screening them one by one took seconds."""
+    itself when nothing in it changes, else a copy with the credential-shaped strings (keys
+    too) redacted. Output JSON walks a document only when its text holds a credential
+    (`json_holds_credential`). The catalog of a trace with 200k kernel names holds ~10^6
+    strings: screening them one by one took seconds."""
     strings: list[str] = []
     stack = [document]
     while stack:

@@ -300,8 +300,8 @@ def _processes(export: _Export) -> tuple[list[int], int, int]:
             if pid is not None:
                 lowest[int(pid)] = min(lowest.get(int(pid), 1 << 62), int(device if device is not None else 1 << 62))
                 activities[int(pid)] = activities.get(int(pid), 0) + int(count)
-    kept = sorted(activities, key=lambda p: (-activities[p], p))[:MAX_PROCESSES]
-    left = [p for p in activities if p not in set(kept)]
+    by_activities = sorted(activities, key=lambda p: (-activities[p], p))
+    kept, left = by_activities[:MAX_PROCESSES], by_activities[MAX_PROCESSES:]
     return sorted(kept, key=lambda p: (lowest[p], p)), len(left), sum(activities[p] for p in left)
 
 

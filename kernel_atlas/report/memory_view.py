@@ -179,20 +179,28 @@ def memory_html(memory: MemoryReport | None) -> str:
     several = len(memory.events) > 1
     parts = [head]
     # a fleet's devices can be thousands: the highest peaks are shown, the others are in report.json
-    by_peak = sorted(range(len(memory.entries)), key=lambda n: -(memory.entries[n].get("peak_allocated_bytes") or -1))
-    shown, drawn = set(by_peak[:MAX_MEMORY_ENTRIES]), set(by_peak[:MAX_MEMORY_FIGURES])
-    if len(memory.entries) > len(shown):
+    entries = memory.entries
+    by_peak = sorted(range(len(entries)), key=lambda n: -(entries[n].get("peak_allocated_bytes") or -1))
+    shown = set(by_peak[:MAX_MEMORY_ENTRIES])
+    # a GPU with totals is drawn (host memory and devices without totals have no timeline)
+    drawable = [
+        n
+        for n in by_peak
+        if n in shown and not entries[n]["host"] and entries[n].get("peak_allocated_bytes") is not None
+    ]
+    drawn = set(drawable[:MAX_MEMORY_FIGURES])
+    if len(entries) > len(shown):
         parts.append(
-            f"<p>The {len(shown)} devices with the highest allocated peaks of {len(memory.entries):,}, "
+            f"<p>The {len(shown)} devices with the highest allocated peaks of {len(entries):,}, "
             f"{len(drawn)} of them drawn; every device is in report.json <code>memory</code>.</p>"
         )
-    for n, entry in enumerate(memory.entries):
+    for n, entry in enumerate(entries):
         if n not in shown:
             continue
         key = (entry["trace"], entry["rank"])
         parts.append(f"<h3>{html.escape(_where(entry, several))}</h3>")
         parts.append(_entry_html(entry, several))
-        if entry["host"] or entry.get("peak_allocated_bytes") is None or n not in drawn:
+        if n not in drawn:
             continue
         frame = live_by_module(memory.events[key], memory.by_trace[key], entry["device"])
         if len(frame):

@@ -496,19 +496,24 @@ def test_inductor_grids_from_odd_tiles(kwargs: str, concrete: list[str], grid: s
 # --- two traces, one rank --------------------------------------------------------------------------
 
 
-def test_two_traces_claiming_one_rank_are_said_in_the_report(tmp_path: Path, example) -> None:
-    """Both say rank 0: the per-rank analyses see one merged timeline neither trace has — the
-    report says so (terminal and report.json), naming the traces."""
-    doc = copy.deepcopy(example)
-    doc["distributedInfo"] = {"rank": 0, "world_size": 2, "backend": "nccl"}
+def _reported_as_rank_0(tmp_path: Path, doc: dict, names: tuple[str, ...]) -> str:
+    """`doc` written once per name, every copy claiming rank 0, ingested and reported: the
+    report's terminal text, its lines joined."""
+    doc = {**copy.deepcopy(doc), "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl"}}
     folder = tmp_path / "runs"
     folder.mkdir()
-    for name in ("a.json", "b.json"):
+    for name in names:
         _write(folder, doc, name)
     assert cli("ingest", folder, "-o", tmp_path / "out", "-q").code == 0
     report = cli("report", tmp_path / "out")
     assert report.code == 0, report.output
-    said = " ".join(report.stdout.split())
+    return " ".join(report.stdout.split())
+
+
+def test_two_traces_claiming_one_rank_are_said_in_the_report(tmp_path: Path, example) -> None:
+    """Both say rank 0: the per-rank analyses see one merged timeline neither trace has — the
+    report says so (terminal and report.json), naming the traces."""
+    said = _reported_as_rank_0(tmp_path, example, ("a.json", "b.json"))
     assert "2 traces claim rank 0 (a.json, b.json): their activities share one timeline" in said
     facts = json.loads((tmp_path / "out" / "report.json").read_text())
     assert facts["shared_ranks"] == [{"rank": 0, "traces": ["a.json", "b.json"]}]
@@ -516,17 +521,8 @@ def test_two_traces_claiming_one_rank_are_said_in_the_report(tmp_path: Path, exa
 
 def test_traces_claiming_one_rank_on_a_gpu_without_peaks_are_said_too(tmp_path: Path, example) -> None:
     """The GPU is not in the catalog (no peaks): the line is still there, naming five traces."""
-    doc = copy.deepcopy(example)
-    doc["distributedInfo"] = {"rank": 0, "world_size": 1, "backend": "nccl"}
-    doc["deviceProperties"] = [{"id": 0, "name": "Mystery GPU", "numSms": 7}]
-    folder = tmp_path / "runs"
-    folder.mkdir()
-    for name in ("a.json", "b.json", "c.json", "d.json", "e.json", "f.json", "g.json"):
-        _write(folder, doc, name)
-    assert cli("ingest", folder, "-o", tmp_path / "out", "-q").code == 0
-    report = cli("report", tmp_path / "out")
-    assert report.code == 0, report.output
-    said = " ".join(report.stdout.split())
+    doc = {**example, "deviceProperties": [{"id": 0, "name": "Mystery GPU", "numSms": 7}]}
+    said = _reported_as_rank_0(tmp_path, doc, ("a.json", "b.json", "c.json", "d.json", "e.json", "f.json", "g.json"))
     assert "is not in catalogs/devices.toml" in said
     assert "7 traces claim rank 0 (a.json, b.json, c.json, d.json, e.json, … 2 more): their activities" in said
     page = (tmp_path / "out" / "report.html").read_text()

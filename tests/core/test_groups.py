@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.core.groups import group_numbers, group_sums, row_groups, value_groups
+from kernel_atlas.core.groups import group_numbers, group_sums, value_groups
 
 
 def test_value_groups_are_sorted_with_rows_ascending_and_nan_last() -> None:
@@ -16,21 +16,7 @@ def test_value_groups_are_sorted_with_rows_ascending_and_nan_last() -> None:
     assert list(value_groups(np.array([], np.int64))) == []
 
 
-def test_row_groups_follow_groupby_order_with_missing_keys_last() -> None:
-    frame = pd.DataFrame(
-        {
-            "rank": np.array([1, 0, 1, 0, 0], np.int32),
-            "device": pd.array([None, 3, 2, 3, None], dtype="Int32"),
-        }
-    )
-    groups = [(key, rows.tolist()) for key, rows in row_groups(frame, ["rank", "device"])]
-    assert [rows for _, rows in groups] == [[1, 3], [4], [2], [0]]
-    assert [key[0] for key, _ in groups] == [0, 0, 1, 1]
-    assert groups[0][0][1] == 3 and pd.isna(groups[1][0][1]) and groups[2][0][1] == 2 and pd.isna(groups[3][0][1])
-    assert list(row_groups(frame.iloc[:0], ["rank"])) == []
-
-
-def test_group_numbers_follow_row_groups_order_with_each_groups_first_row() -> None:
+def test_group_numbers_follow_groupby_order_with_missing_keys_last_and_each_groups_first_row() -> None:
     frame = pd.DataFrame(
         {
             "rank": np.array([1, 0, 1, 0, 0], np.int32),
