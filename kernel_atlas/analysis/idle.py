@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.core.groups import group_numbers, group_sums
+from kernel_atlas.core.groups import distinct_codes, group_numbers, group_sums
 from kernel_atlas.ingest.host_activity import BETWEEN_OPS
 
 CATEGORIES = ("host_wait", "kernel_wait", "other")
@@ -122,14 +122,11 @@ def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str])
     this 4,000 times."""
     source_keys, gap_keys = _float_keys(source, keys), _float_keys(table, keys)
     both = np.concatenate([source_keys, gap_keys])
-    distinct, code = np.unique(
-        both.view(np.dtype((np.void, both.dtype.itemsize * len(keys)))).ravel(), return_inverse=True
-    )
-    code = code.reshape(-1)
+    code = distinct_codes([both[:, i] for i in range(len(keys))], len(both))
     source_code, gap_code = code[: len(source_keys)], code[len(source_keys) :]
     _, first = np.unique(source_code, return_index=True)
     first = np.sort(first)  # each distinct key's first row in `source`, in that order
-    position = np.full(len(distinct), -1)
+    position = np.full(int(code.max(initial=-1)) + 1, -1)
     position[source_code[first]] = np.arange(len(first))
     categories = len(CATEGORIES)
     cells = len(first) * categories

@@ -90,7 +90,7 @@ def matching_rows(left: pd.DataFrame, right: pd.DataFrame, keys: list[str]) -> n
         code = np.concatenate(
             [values.codes.astype(np.int64) + 2, np.where(theirs.isna(), 1, np.where(found >= 0, found + 2, 0))]
         )
-        joint = np.unique(joint * (len(values.categories) + 2) + code, return_inverse=True)[1].ravel()
+        joint = pd.factorize(joint * (len(values.categories) + 2) + code)[0]  # hashed: no sort
     first = np.full(int(joint.max()) + 1, -1, np.int64)
     mine = joint[n:]
     first[mine[::-1]] = np.arange(len(right) - 1, -1, -1)  # the earliest row written last: it stays

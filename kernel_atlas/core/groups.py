@@ -38,6 +38,17 @@ def group_numbers(frame: pd.DataFrame, keys: Sequence[str]) -> tuple[np.ndarray,
     return number, firsts
 
 
+def distinct_codes(columns: Sequence[np.ndarray], rows: int) -> np.ndarray:
+    """Per row, a code shared by exactly the rows whose values are equal in every one of `columns`
+    (NaN equal to NaN, -0.0 to 0.0): 0, 1, … in order of first appearance. Hashed column by column
+    (`pd.factorize`), never sorted: a sort of the rows as bytes cost ~0.1 s per 10^6 keys."""
+    code = np.zeros(rows, np.int64)
+    for values in columns:
+        column, distinct = pd.factorize(values, use_na_sentinel=False)
+        code = pd.factorize(code * max(len(distinct), 1) + column)[0].astype(np.int64, copy=False)
+    return code
+
+
 def group_sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
     """The sum of `values` in each of `groups` groups (0.0 for an empty one), with the bits
     `values[rows].sum()` gives each group's rows in table order: `np.bincount` adds in turn, as

@@ -108,9 +108,11 @@ def _streams(frame: pd.DataFrame, number: np.ndarray, count: int) -> list[list[i
     """Each group's distinct known streams, ascending."""
     known = frame["stream"].notna().to_numpy()
     stream = frame["stream"].where(known, 0).to_numpy(np.int64)[known]
-    pairs = np.unique(np.stack([number[known], stream], axis=1), axis=0)
-    at = np.searchsorted(pairs[:, 0], np.arange(count + 1)).tolist()
-    values = pairs[:, 1].tolist()
+    streams, stream_code = np.unique(stream, return_inverse=True)
+    # (group, stream) pairs as one number each, ascending as the pairs are (no sort of rows as bytes)
+    pairs = np.unique(number[known] * max(len(streams), 1) + stream_code.ravel())
+    at = np.searchsorted(pairs // max(len(streams), 1), np.arange(count + 1)).tolist()
+    values = streams[pairs % max(len(streams), 1)].tolist()
     return [values[at[k] : at[k + 1]] for k in range(count)]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.core.groups import group_numbers, group_sums, value_groups
+from kernel_atlas.core.groups import distinct_codes, group_numbers, group_sums, value_groups
 
 
 def test_value_groups_are_sorted_with_rows_ascending_and_nan_last() -> None:
@@ -39,3 +39,13 @@ def test_group_sums_add_each_groups_values_as_sum_does() -> None:
     assert sum(tenths.tolist()) == 0.9999999999999999
     assert group_sums(np.zeros(10, np.int64), tenths, 1).tolist() == [1.0]
     assert group_sums(np.zeros(7, np.int64), tenths[:7], 1).tolist() == [sum([0.1] * 7)]  # in turn below 8
+
+
+def test_distinct_codes_number_each_distinct_row_in_order_of_first_appearance() -> None:
+    rank = np.array([1.0, np.nan, 1.0, 0.0, -0.0, np.nan, 1.0])
+    stream = np.array([7, 3, 7, 5, 5, 3, 8])
+    # rows 0 and 2 share (1, 7); 1 and 5 (NaN, 3); 3 and 4 (0, 5), -0.0 equal to 0.0; 6 alone
+    assert distinct_codes([rank, stream], 7).tolist() == [0, 1, 0, 2, 2, 1, 3]
+    assert distinct_codes([rank], 7).tolist() == [0, 1, 0, 2, 2, 1, 0]
+    assert distinct_codes([], 3).tolist() == [0, 0, 0]  # no key: one group
+    assert distinct_codes([np.array([])], 0).tolist() == []
