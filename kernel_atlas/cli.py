@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -619,3 +620,21 @@ def replay(
             f"automatically so that the Triton interpreter finishes on the CPU (--scale sets it; a GPU runs the "
             f"recorded shapes)"
         )
+
+
+def _unwrapped(text: str) -> str:
+    """A docstring's paragraphs each on one line (rich wraps them to the terminal; the source's
+    own line breaks made ragged lines in `--help`); a paragraph holding a list or indented lines
+    is kept as written."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    kept = [
+        p if any(line.startswith(("-", "*", " ")) for line in p.splitlines()) else " ".join(p.split())
+        for p in paragraphs
+    ]
+    return "\n\n".join(kept)
+
+
+for _command in app.registered_commands:  # before typer reads them, when the app first runs
+    _doc = _command.help or (_command.callback.__doc__ if _command.callback else None)
+    if _doc:
+        _command.help = _unwrapped(_doc)

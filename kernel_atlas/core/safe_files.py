@@ -62,10 +62,18 @@ def _temporary_name(name: str) -> str:
 @contextmanager
 def atomic_file(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
     """Write `path` whole or not at all: a handle on a new temporary file beside it, renamed
-    over `path` when the block ends without an exception (removed otherwise)."""
+    over `path` when the block ends without an exception (removed otherwise). A `path` that is
+    (or links to) a character device or a FIFO — /dev/stdout, /dev/null, a pipe — is written
+    straight into instead: a rename would replace the device node itself. A block device is
+    refused."""
     path = Path(path)
     if not path.name:
         raise AtlasError(path, "not a file name")
+    special = _special_file(path)
+    if special:
+        with _straight_into(path, mode) as handle:
+            yield handle
+        return
     temporary = path.parent / _temporary_name(path.name)
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, 0o666)
@@ -86,6 +94,37 @@ def atomic_file(path: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
         with suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def _special_file(path: Path) -> bool:
+    """Whether `path` (its links followed) is a character device or a FIFO; raises for a block
+    device (a disk: never written) and a socket."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False  # missing, or a dangling link: the rename makes the file
+    if stat.S_ISBLK(mode):
+        raise AtlasError(path, "is a block device: refusing to write to it")
+    if stat.S_ISSOCK(mode):
+        raise AtlasError(path, "is a socket: cannot write a file there")
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
+
+
+@contextmanager
+def _straight_into(path: Path, mode: str) -> Iterator[IO[Any]]:
+    """A handle writing into a device or FIFO; a FIFO nobody reads fails at once (no wait)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | _NONBLOCK | _CLOEXEC)
+        os.set_blocking(fd, True)  # non-blocking only to open: writes wait for the reader
+    except OSError as exc:
+        why = "a FIFO nobody reads" if exc.errno == errno.ENXIO else os_problem(exc)
+        raise AtlasError(path, f"cannot write: {why}") from None
+    try:
+        text = "b" not in mode
+        with os.fdopen(fd, mode, **({"encoding": "utf-8", "newline": ""} if text else {})) as handle:
+            yield handle
+    except OSError as exc:
+        raise AtlasError(path, f"cannot write: {os_problem(exc)}") from None
 
 
 def write_text(path: str | Path, text: str) -> Path:

@@ -381,6 +381,7 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
     return part
 
 
+NOT_OBJECTS = "entries not objects"  # the `ignored` key counting traceEvents entries that are no JSON object
 MAX_TEXT = 16384  # characters: real kernel names reach ~5,000; past this a string is cut (counted)
 CUT_MARK = "…"
 LONG_STRINGS = "long strings"  # the `ignored` key counting them
@@ -459,9 +460,11 @@ def _sanitized(framed: bytes | bytearray | memoryview, error: SliceError, ignore
         raise error from None
     if not isinstance(events, list):
         raise error
+    objects = [event for event in events if isinstance(event, dict)]
+    if len(objects) < len(events):  # `null`, a number, a text or a list among the events: skipped, counted
+        ignored[NOT_OBJECTS] += len(events) - len(objects)
+        events = objects
     for event in events:
-        if not isinstance(event, dict):
-            continue
         _drop_bad_numbers(event, ("ts", "dur", "pid", "tid"), ignored, nulls=True)
         _drop_wrong_types(event, ignored)
         if isinstance(event.get("args"), dict):
@@ -507,12 +510,12 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 
 
 def _drop_wrong_types(event: dict[str, Any], ignored: Counter[str]) -> None:
-    """An event key of a type the trace format does not give it (`"ts": "10"`, `"name": 3`)
-    costs that key alone: dropped and counted, as a number out of range is. A GPU activity left
-    without `ts` or `dur` is then left out (counted)."""
+    """An event key of a type the trace format does not give it (`"ts": "10"`, `"name": 3`,
+    `"cat": null`) costs that key alone: dropped and counted, as a number out of range is. A GPU
+    activity left without `ts` or `dur` is then left out (counted)."""
     for key, types in _FIELD_TYPES.items():
         value = event.get(key)
-        if key in event and value is not None and (isinstance(value, bool) or not isinstance(value, types)):
+        if key in event and (isinstance(value, bool) or not isinstance(value, types)):
             del event[key]
             ignored[key] += 1
 

@@ -98,6 +98,10 @@ class FleetResult:
         return len(self.facts.get("traces", []))
 
 
+# the JSON files Kernel Atlas writes into an output folder (never traces)
+OUTPUT_JSON = frozenset({"summary.json", "catalog.json", "report.json", "whatif.json"})
+
+
 def _is_trace_name(name: str) -> bool:
     return name.endswith(TRACE_SUFFIXES) and not name.startswith(".")
 
@@ -154,9 +158,17 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
                 raise AtlasError(source, "matches no file")
             found += matches
         elif local.is_dir():
-            files = outside_outputs([str(p) for p in local.rglob("*") if p.is_file()], os.sep)
-            matches = sorted(f for f in files if _is_trace_name(os.path.basename(f)))
+            every = [str(p) for p in local.rglob("*") if p.is_file()]
+            matches = sorted(f for f in outside_outputs(every, os.sep) if _is_trace_name(os.path.basename(f)))
             if not matches:
+                names = (os.path.basename(f) for f in every)
+                if any(_is_trace_name(name) and name not in OUTPUT_JSON for name in names):
+                    # e.g. a trace kept in the folder an earlier ingest wrote into
+                    raise AtlasError(
+                        source,
+                        "its trace files lie inside a Kernel Atlas output folder, never read as input:"
+                        " name the trace files themselves",
+                    )
                 raise AtlasError(source, f"directory holds no trace files ({', '.join(TRACE_SUFFIXES)})")
             found += matches
         elif not local.exists():

@@ -44,6 +44,7 @@ import numpy as np
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.events import (
+    CUT_MARK,
     SliceError,
     SlicePart,
     bad_number,
@@ -74,6 +75,23 @@ _WHITESPACE = b" \t\r\n"
 _WANTED = ("deviceProperties", "distributedInfo", "cuda_runtime_version", "hip_runtime_version", "roctracer_version")
 _ANY = msgspec.json.Decoder()
 _ANY_RAW = msgspec.json.Decoder(msgspec.Raw)
+
+
+# the first bytes of the containers and compressions people meet traces in but this reader does not
+# open (one layer of gzip or zstd is read; plain JSON inside it), with what to do instead
+_PACKED = (
+    (b"\x1f\x8b", "gzip inside gzip: decompress the outer layer first (gunzip -c FILE > trace.json.gz)"),
+    (b"\x28\xb5\x2f\xfd", "zstd inside a compressed file: decompress the outer layer first"),
+    (b"BZh", "bzip2-compressed (gzip and zstd are read): decompress it first (bunzip2 -k FILE)"),
+    (b"\xfd7zXZ", "xz-compressed (gzip and zstd are read): decompress it first (unxz -k FILE)"),
+    (b"PK\x03\x04", "a zip archive: extract the trace first (unzip FILE)"),
+    (b"7z\xbc\xaf", "a 7z archive: extract the trace first"),
+)
+
+
+def _packed_as(head: bytes) -> str | None:
+    """What a file that is no JSON is packed as, and what to do, from its first bytes."""
+    return next((problem for magic, problem in _PACKED if bytes(head).startswith(magic)), None)
 
 
 @dataclass
@@ -446,7 +464,8 @@ class _Reader:
         if first == ord("["):
             pos = self._events(pos)
         elif first != ord("{"):
-            raise self.fail("not JSON: a Chrome/Kineto trace starts with '{' or '['")
+            packed = _packed_as(self.source.window(pos, 6))
+            raise self.fail(packed or "not JSON: a Chrome/Kineto trace starts with '{' or '['")
         else:
             pos = self._members(pos + 1)
             if not self.seen_events:
@@ -528,9 +547,10 @@ class _Reader:
         if isinstance(devices, dict):
             devices = [devices]
         if isinstance(devices, list):
-            info.device_properties = _device_entries([d for d in devices if isinstance(d, dict)], info.warnings)
+            info.device_properties = device_entries([d for d in devices if isinstance(d, dict)], info.warnings)
         if isinstance(wanted.get("distributedInfo"), dict):
             info.distributed_info = wanted["distributedInfo"]
+            cut_texts([info.distributed_info], "distributedInfo", info.warnings)
         if "hip_runtime_version" in wanted or "roctracer_version" in wanted:
             info.runtime = "rocm"
         elif "cuda_runtime_version" in wanted:
@@ -747,16 +767,33 @@ def read_trace(
     return reader.read()
 
 
-def _device_entries(entries: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
+META_TEXT = 256  # characters: a GPU name is ~30, a backend ~4; past this a metadata text is cut (counted)
+
+
+def device_entries(entries: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:
     """deviceProperties entries with only the values a device property can be — a text, an
     integer within 64 bits or a finite number; any other value costs its field alone, the
-    fields named (once) in one warning."""
+    fields named (once) in one warning. Texts are cut (`cut_texts`)."""
     kept = [{key: value for key, value in entry.items() if _device_value(value)} for entry in entries]
     dropped = [key for entry, ok in zip(entries, kept, strict=True) for key in entry.keys() - ok.keys()]
     if dropped:
         names = ", ".join(sorted({redact_text(str(key)[:40]) for key in dropped})[:5])
         warnings.append(f"deviceProperties: {len(dropped)} value(s) neither a text nor a number ignored ({names})")
+    cut_texts(kept, "deviceProperties", warnings)
     return kept
+
+
+def cut_texts(entries: list[dict[str, Any]], what: str, warnings: list[str]) -> None:
+    """Metadata texts past META_TEXT characters cut to it, in place, counted in one warning
+    (a 30 MB GPU name took the terminal report minutes to wrap)."""
+    cut = 0
+    for entry in entries:
+        for key, value in entry.items():
+            if isinstance(value, str) and len(value) > META_TEXT:
+                entry[key] = value[: META_TEXT - len(CUT_MARK)] + CUT_MARK
+                cut += 1
+    if cut:
+        warnings.append(f"{what}: {cut} text(s) longer than {META_TEXT} characters cut to it")
 
 
 def _device_value(value: Any) -> bool:

@@ -212,7 +212,10 @@ def targets_from_catalog(path: str | Path) -> list[Target]:
 
 
 def select(targets: list[Target], kernel: str | None, op: str | None, category: str | None) -> list[Target]:
-    pattern = re.compile(kernel) if kernel else None
+    try:
+        pattern = re.compile(kernel) if kernel else None
+    except re.error as exc:
+        raise AtlasError(None, f"--kernel {kernel!r}: not a regular expression ({exc})") from None
     return [
         t
         for t in targets

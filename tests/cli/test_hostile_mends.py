@@ -181,6 +181,24 @@ def test_long_strings_are_cut_within_bounded_memory_and_time(tmp_path: Path, exa
     assert cli("report", tmp_path / "out").code == 0
 
 
+def test_long_metadata_texts_are_cut_before_anything_prints_them(tmp_path: Path, example) -> None:
+    """A 30 MB GPU name took `atlas ingest` 408 s (the terminal table wrapping it) and wrote a
+    30 MB summary.json; a 5 MB distributedInfo backend went to summary.json whole. Metadata
+    texts are cut to 256 characters, each kind counted in one warning."""
+    doc = copy.deepcopy(example)
+    doc["deviceProperties"][0]["name"] = "NVIDIA H100 " + "g" * 3_000_000
+    doc["distributedInfo"] = {"backend": "nccl" + "b" * 3_000_000, "rank": 0, "world_size": 1}
+    code, err, _peak_mb, seconds = _peak(["ingest", _write(tmp_path, doc), "-o", tmp_path / "out"])
+    assert code == 0, err
+    assert seconds < 30, seconds  # minutes before
+    assert "deviceProperties: 1 text(s) longer than 256 characters cut to it" in err
+    assert "distributedInfo: 1 text(s) longer than 256 characters cut to it" in err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["traces"][0]["gpus"][0]["name"] == "NVIDIA H100 " + "g" * 243 + "…"
+    assert summary["traces"][0]["distributed"]["backend"] == "nccl" + "b" * 251 + "…"
+    assert (tmp_path / "out" / "summary.json").stat().st_size < 100_000
+
+
 def test_long_recorded_inputs_are_not_recorded(tmp_path: Path, example) -> None:
     """Input Dims longer than MAX_TEXT characters cannot be cut (the cut is not JSON): that op's
     shapes are not recorded, counted; its other fields stay."""
@@ -226,6 +244,20 @@ def test_a_trace_beside_a_lone_summary_is_still_read(tmp_path: Path) -> None:
     files = ["r/x.atlas/summary.json", "r/x.atlas/catalog.json", "r/x.atlas/kernels.parquet/rank=0/x.parquet",
              "r/x.atlas.json", "r/t.json"]  # fmt: skip
     assert outside_outputs(files) == ["r/x.atlas.json", "r/t.json"]
+
+
+def test_a_folder_whose_only_traces_lie_in_an_output_says_so(tmp_path: Path) -> None:
+    """A trace kept in the folder an ingest wrote into (`-o .`) is inside an output, so never
+    read: the message said the folder "holds no trace files" while it held one."""
+    from tests.support.hostile import assert_one_line_error
+
+    folder = tmp_path / "run"
+    assert cli("ingest", EXAMPLE, "-o", folder, "-q").code == 0
+    (folder / "t.json.gz").write_bytes(EXAMPLE.read_bytes())
+    assert_one_line_error(cli("ingest", folder, "-o", tmp_path / "o"), f"error: {folder}: ", "name the trace files")
+    bare = tmp_path / "bare"  # an output folder alone: no trace anywhere
+    assert cli("ingest", EXAMPLE, "-o", bare, "-q").code == 0
+    assert_one_line_error(cli("ingest", bare, "-o", tmp_path / "o2"), f"error: {bare}: ", "holds no trace files")
 
 
 # --- credentials -----------------------------------------------------------------------------------
@@ -597,18 +629,35 @@ def test_times_beyond_2_53_us_are_unusable_not_overflowing(
         ("kernel", "name", 3, "1 values out of range or of an unexpected type were ignored (name 1)"),
         ("cuda_runtime", "ts", True, "1 values out of range or of an unexpected type were ignored (ts 1)"),
         ("cpu_op", "tid", [1], "1 values out of range or of an unexpected type were ignored (tid 1)"),
+        # null where the format gives a text (found by a later campaign: each lost the whole trace)
+        ("kernel", "cat", None, "1 values out of range or of an unexpected type were ignored (cat 1)"),
+        ("kernel", "ph", None, "1 values out of range or of an unexpected type were ignored (ph 1)"),
+        ("cpu_op", "name", None, "1 values out of range or of an unexpected type were ignored (name 1)"),
     ],
 )
 def test_an_event_key_of_the_wrong_type_costs_only_that_key(
     tmp_path: Path, example, cat: str, field: str, value: object, warning: str
 ) -> None:
     """`"ts": "10"` on one event failed the whole trace ("not a Chrome/Kineto trace"); it costs
-    that key alone (and a GPU activity without its time), counted in one warning."""
+    that key alone (and a GPU activity without its time, its category or its phase: then it is no
+    GPU activity), counted in one warning."""
     doc = copy.deepcopy(example)
     next(e for e in doc["traceEvents"] if e.get("cat") == cat)[field] = value
     frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
     assert warning in err
-    assert len(frame) == (60 if (cat, field) in {("kernel", "ts"), ("kernel", "dur")} else 61)
+    lost = {("kernel", "ts"), ("kernel", "dur"), ("kernel", "cat"), ("kernel", "ph")}
+    assert len(frame) == (60 if (cat, field) in lost else 61)
+
+
+@pytest.mark.parametrize("entry", [None, 5, "x", [1, 2], True])
+def test_an_entry_of_trace_events_that_is_no_object_is_skipped_and_counted(tmp_path: Path, example, entry) -> None:
+    """`null`, a number, a text or a list among the events failed the whole trace ("Expected
+    `object`, got `null` - at `traceEvents[3]`"); it is skipped, said in one warning."""
+    doc = copy.deepcopy(example)
+    doc["traceEvents"][3:3] = [entry, entry]
+    frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
+    assert "2 traceEvents entries that are not JSON objects were skipped" in err
+    assert len(frame) == 61
 
 
 @pytest.mark.parametrize("command", [["dashboard", "{out}", "--html", "{tmp}/d.html"], ["replay", "--from", "{out}"]])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -405,3 +406,73 @@ def test_whole_graph_replays_are_said(tmp_path: Path) -> None:
     db.close()
     warnings = [w for w in ingest_trace(path).warnings if "whole graphs" in w]
     assert len(warnings) == 1 and "2 CUDA-graph replays" in warnings[0]
+
+
+def _edited(path: Path, *statements: tuple[str, tuple]) -> Path:
+    db = sqlite3.connect(path)
+    for sql, args in statements:
+        db.execute(sql, args)
+    db.commit()
+    db.close()
+    return path
+
+
+def test_device_ids_that_are_text_everywhere(tmp_path: Path) -> None:
+    """SQLite does not type its columns: a device id that is text in every table costs the
+    device (none), not the export."""
+    path = _export(tmp_path / "text_devices.sqlite")
+    tables = ("KERNEL", "MEMCPY", "MEMSET", "SYNCHRONIZATION")
+    _edited(path, *((f"UPDATE CUPTI_ACTIVITY_KIND_{t} SET deviceId = 'zero'", ()) for t in tables))
+    frame = ingest_trace(path).frame
+    assert len(frame) == 4 and frame["device"].isna().all()
+    assert frame.loc[frame["correlation"] == 5, "launcher"].tolist() == ["aten::addmm"]  # still linked
+
+
+def test_texts_that_are_blobs_numbers_or_not_utf8(tmp_path: Path) -> None:
+    path = _edited(
+        _export(tmp_path / "texts.sqlite"),
+        ("UPDATE StringIds SET value = ? WHERE id = 1", (b"sgemm\xff_nt",)),  # a blob, one byte not UTF-8
+        ("UPDATE StringIds SET value = 42 WHERE id = 2", ()),  # a number
+        ("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'nn.Module: Linear_0'", (b"nn.Module: Lin\xfeear_0",)),
+        ("UPDATE TARGET_INFO_GPU SET name = CAST(X'4e564944494120ff' AS TEXT)", ()),  # 'NVIDIA \xff' typed text
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning on the way
+        result = ingest_trace(path)
+    kernel = result.frame.set_index("correlation").loc[5]
+    assert kernel["name"] == "sgemm\ufffd_nt"
+    assert kernel["module"] == "Lin\ufffdear_0"
+    assert result.facts["gpus"][0]["name"] == "NVIDIA \ufffd"
+    said = [w for w in result.warnings if "not UTF-8" in w]  # the typed text; blobs are decoded by design
+    assert len(said) == 1 and "2 texts were not UTF-8" in said[0], result.warnings  # the two GPU rows
+
+
+def test_numbers_beyond_int64_cost_their_field(tmp_path: Path) -> None:
+    path = _edited(
+        _export(tmp_path / "huge.sqlite"),
+        ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET registersPerThread = 1e300, gridX = -1e300", ()),
+        ("UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 1e300", ()),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        frame = ingest_trace(path).frame.set_index("correlation")
+    assert pd.isna(frame.loc[5, "registers_per_thread"]) and pd.isna(frame.loc[6, "bytes"])
+    assert frame.loc[5, "dur_us"] == 2.5  # the rest of the row kept
+
+
+def test_long_texts_are_cut_in_sqlite_and_counted(tmp_path: Path) -> None:
+    path = _edited(
+        _export(tmp_path / "long.sqlite"),
+        ("UPDATE StringIds SET value = ? WHERE id = 1", ("k" * 100_000,)),
+        ("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'nn.Module: Linear_0'", ("nn.Module: " + "m" * 50_000,)),
+        ("UPDATE TARGET_INFO_GPU SET name = ?", ("NVIDIA H100 " + "g" * 10_000,)),
+    )
+    result = ingest_trace(path)
+    kernel = result.frame.set_index("correlation").loc[5]
+    assert kernel["name"] == "k" * 16_383 + "…"  # 16,384 characters, the last the mark
+    assert kernel["module"].startswith("mmm") and len(kernel["module"]) < 16_384
+    assert kernel["launcher"] == "aten::addmm"  # the op ranges beside it untouched
+    gpu = result.facts["gpus"][0]["name"]
+    assert gpu == ("NVIDIA H100 " + "g" * 243 + "…") and len(gpu) == 256
+    assert any("2 strings longer than 16,384 characters were cut" in w for w in result.warnings), result.warnings
+    assert any("deviceProperties: 2 text(s) longer than 256 characters cut" in w for w in result.warnings)  # 2 GPUs

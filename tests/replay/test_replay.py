@@ -277,6 +277,16 @@ def test_replay_command_as_typed_on_a_cpu() -> None:
         assert len(refused.output.strip().splitlines()) == 1 and "Traceback" not in refused.output
 
 
+def test_a_kernel_pattern_that_is_no_regular_expression_is_one_line(h100_outputs) -> None:
+    """`atlas replay --from OUT --kernel "("` ended in "internal error" (re.error)."""
+    for source in (["--from", str(h100_outputs["h100_bert_small_infer"])], []):
+        result = runner.invoke(app, ["replay", *source, "--kernel", "(", "--device", "cpu"])
+        assert result.exit_code == 2, result.output
+        assert result.output.strip().splitlines() == [
+            "error: --kernel '(': not a regular expression (missing ), unterminated subpattern at position 0)"
+        ]
+
+
 def test_replay_all_writes_parquet_that_the_report_merges(h100_outputs) -> None:
     out = h100_outputs["h100_bert_small_infer"]
     result = runner.invoke(app, ["replay", "--from", str(out), "--all", "--device", "cpu"])

@@ -208,6 +208,33 @@ def test_links_planted_in_the_output_folder_are_replaced_not_followed(tmp_path: 
     assert (victim / "precious.txt").read_text() == "keep me"
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists() or not hasattr(os, "mkfifo"), reason="needs /dev/full and FIFOs")
+def test_a_device_or_fifo_named_as_an_output_file_is_written_into_not_replaced(tmp_path: Path) -> None:
+    """`atlas dashboard OUT --html /dev/full` renamed its temporary file over the device node
+    (as root: /dev/full became a regular file) and said it wrote it. A character device or FIFO
+    is written straight into: /dev/null swallows the page, /dev/full fails in one line, a FIFO
+    nobody reads fails at once (no wait), one with a reader gets the page."""
+    import stat
+    import threading
+
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    assert cli("report", out, "--html", "/dev/null").code == 0
+    assert_one_line_error(cli("report", out, "--html", "/dev/full"), "/dev/full", "no space left on the device")
+    for device in ("/dev/null", "/dev/full"):
+        assert stat.S_ISCHR(os.stat(device).st_mode), device
+    fifo = tmp_path / "page.fifo"
+    os.mkfifo(fifo)
+    assert_one_line_error(cli("report", out, "--html", fifo), str(fifo), "a FIFO nobody reads")
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    time.sleep(0.2)  # the reader opens the FIFO first
+    assert cli("report", out, "--html", fifo).code == 0
+    reader.join(timeout=30)
+    assert received and b"</html>" in received[0]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
 @pytest.mark.parametrize(
     ("make", "needle"),
     [

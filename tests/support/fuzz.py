@@ -288,8 +288,12 @@ def cases(draw: st.DrawFn, paths: tuple[Path, ...] | None = None) -> Case:
         data = _dumps(doc, raws)
     elif kind == "event":
         index = draw(st.sampled_from(_events_of(doc, None) or list(range(len(events)))))
-        key = draw(st.sampled_from(EVENT_FIELDS))
-        if draw(st.booleans()) and isinstance(events[index], dict):
+        key = draw(st.sampled_from([*EVENT_FIELDS, "whole"]))
+        if key == "whole":  # the event replaced by a value that is no object (null, a number, a list…)
+            value = draw(hostile_values().filter(lambda v: not isinstance(v, dict)))
+            events[index] = _place(value, raws)
+            case.detail = f"[{index}] = {value!r}"[:300]
+        elif draw(st.booleans()) and isinstance(events[index], dict):
             events[index].pop(key, None)
             case.detail = f"delete [{index}].{key}"
         else:
@@ -526,7 +530,7 @@ def check(case: Case, outcome: Outcome, trace: Path, out: Path) -> list[str]:
         why = _one_line_error(outcome.ingest_err, trace)
         if why:
             problems.append(f"ingest exit 2 with {why}: {outcome.ingest_err.strip()[:300]}")
-        if case.kind in ("args", "metadata") and not case.whole:
+        if case.kind in ("args", "metadata", "event") and not case.whole:
             problems.append("a mutation confined to one value rejected the trace: " + outcome.ingest_err.strip()[:300])
         return problems
     if outcome.ingest != 0:
