@@ -499,9 +499,11 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
 # whether the text is tagged with `seq =` / `op_id =`, and what follows `, sizes = ` up to
 # `, input_op_ids = `. Texts are cut to MAX_TEXT first, in a materialised CTE: each reference to
 # `t` would otherwise re-read the whole text (a 50 MB one: 0.8 GB and seconds), and it is faster
-# on ordinary exports too (1M ranges: 2.1 against 2.5 s).
+# on ordinary exports too (1M ranges: 2.1 against 2.5 s). SQLite before 3.35 (Python builds of
+# older distributions) has no MATERIALIZED: the same query, without the hint.
+_MATERIALIZED = "MATERIALIZED" if sqlite3.sqlite_version_info >= (3, 35, 0) else ""
 _NVTX_SQL = """
-WITH ranges AS MATERIALIZED (
+WITH ranges AS {materialized} (
     SELECT n.start, n."end", n.globalTid, {cut} AS t, length({text}) > {longest} AS long FROM NVTX_EVENTS n {join}
     WHERE n.start IS NOT NULL AND n."end" IS NOT NULL AND n.eventType IN (59, 60) {domain} {where}
 ), split AS (
@@ -539,7 +541,9 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     # are invisible to torch.profiler and would take the launch from the op that called them
     domain = "AND COALESCE(n.domainId, 0) = 0" if "domainId" in have else ""
     cut = _cut_sql(text_sql)
-    sql = _NVTX_SQL.format(text=text_sql, cut=cut, longest=MAX_TEXT, join=join, domain=domain, where=where)
+    sql = _NVTX_SQL.format(
+        materialized=_MATERIALIZED, text=text_sql, cut=cut, longest=MAX_TEXT, join=join, domain=domain, where=where
+    )
     rows = export._query(sql, args)
     export.rows += len(rows)
     n = len(rows)

@@ -476,3 +476,14 @@ def test_long_texts_are_cut_in_sqlite_and_counted(tmp_path: Path) -> None:
     assert gpu == ("NVIDIA H100 " + "g" * 243 + "…") and len(gpu) == 256
     assert any("2 strings longer than 16,384 characters were cut" in w for w in result.warnings), result.warnings
     assert any("deviceProperties: 2 text(s) longer than 256 characters cut" in w for w in result.warnings)  # 2 GPUs
+
+
+def test_sqlite_without_materialized_reads_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite before 3.35 has no `AS MATERIALIZED`: the NVTX query runs without it, same rows."""
+    from kernel_atlas.ingest import nsys
+
+    path = _export(tmp_path / "old.sqlite")
+    monkeypatch.setattr(nsys, "_MATERIALIZED", "")
+    frame = ingest_trace(path).frame.set_index("correlation")
+    assert frame.loc[5, "launcher"] == "aten::addmm" and frame.loc[5, "module"] == "Linear_0"
+    assert frame.loc[5, "input_dims"] == "[[16],[4,8],[8,16]]"
