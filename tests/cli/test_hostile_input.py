@@ -440,10 +440,10 @@ def test_device_properties_that_are_neither_texts_nor_numbers(tmp_path: Path, ex
     assert len(frame) and frame["est_occupancy_pct"].notna().any()  # the single GPU's limits still apply
     assert cli("report", tmp_path / "o").code == 0
     # many entries: one warning for them all
-    from kernel_atlas.ingest.reader import _device_entries
+    from kernel_atlas.ingest.reader import device_entries
 
     warnings: list[str] = []
-    kept = _device_entries([{"id": [i], "name": "GPU", "numSms": float("nan")} for i in range(1000)], warnings)
+    kept = device_entries([{"id": [i], "name": "GPU", "numSms": float("nan")} for i in range(1000)], warnings)
     assert kept == [{"name": "GPU"}] * 1000
     assert warnings == ["deviceProperties: 2000 value(s) neither a text nor a number ignored (id, numSms)"]
 

@@ -197,15 +197,17 @@ def test_errors_name_the_file_and_the_event(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text(text.replace('"name": "op150"', '"name": op150'))
     assert "invalid JSON inside traceEvents" in _error(broken)
-    events[250] = 7  # an event that is not an object ("ts": "soon" costs only that key: test_hostile_mends)
-    schema = tmp_path / "schema.json"
-    schema.write_text(json.dumps({"traceEvents": events}))
-    message = _error(schema)
-    assert "not a Chrome/Kineto trace" in message and "traceEvents[250]" in message
-    for bad, needle in ((broken, "invalid JSON inside traceEvents"), (schema, "traceEvents[250]")):
-        packed = tmp_path / (bad.name + ".gz")  # compressed: slices reach workers in shared memory
-        packed.write_bytes(gzip.compress(bad.read_bytes()))
-        assert needle in _error(packed)
+    packed = tmp_path / "broken.json.gz"  # compressed: slices reach workers in shared memory
+    packed.write_bytes(gzip.compress(broken.read_bytes()))
+    assert "invalid JSON inside traceEvents" in _error(packed)
+    events[250] = 7  # an entry that is not an object costs only itself, counted ("ts": "soon" only that key)
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"traceEvents": events}))
+    for path in (odd, tmp_path / "odd.json.gz"):
+        if path.suffix == ".gz":
+            path.write_bytes(gzip.compress(odd.read_bytes()))
+        columns = _columns(path, 300, 2)[1]
+        assert len(columns.host.family) == 299 and dict(columns.ignored) == {"entries not objects": 1}
     trailing = tmp_path / "trailing.json"
     trailing.write_text(json.dumps({"traceEvents": _events(3)}) + " {}")
     assert "unexpected text after the trace" in _error(trailing)
