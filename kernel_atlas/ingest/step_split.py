@@ -159,12 +159,14 @@ def step_split(frame: pd.DataFrame, roles: HostRoles, steps: np.ndarray) -> np.n
     """(k, len(ROLES)) µs of each step per role, the earlier roles winning."""
     role_ranges = _role_ranges(frame, roles)
     bounds = np.unique(np.concatenate([steps[:, 1], steps[:, 2], *(np.concatenate(r) for r in role_ranges)]))
-    mid, length = (bounds[:-1] + bounds[1:]) / 2, np.diff(bounds)
-    role = np.full(len(mid), len(ROLES) - 1)
+    # pieces judged by their start, not their midpoint: at epoch timestamps neighbouring bounds are
+    # one float apart and a midpoint rounds onto the next bound (steps' ends are bounds too)
+    first, length = bounds[:-1], np.diff(bounds)
+    role = np.full(len(first), len(ROLES) - 1)
     for r in range(len(role_ranges) - 1, -1, -1):  # the highest priority last, so it wins
         role[_covering(bounds, *role_ranges[r])] = r
-    k = np.searchsorted(steps[:, 1], mid, side="right") - 1
-    inside = (k >= 0) & (mid < steps[np.maximum(k, 0), 2])
+    k = np.searchsorted(steps[:, 1], first, side="right") - 1
+    inside = (k >= 0) & (first < steps[np.maximum(k, 0), 2])
     sums = np.bincount(k[inside] * len(ROLES) + role[inside], weights=length[inside], minlength=len(steps) * len(ROLES))
     return sums.reshape(len(steps), len(ROLES))
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
@@ -287,3 +288,40 @@ def test_a_window_reads_only_the_kernels_that_reach_into_it() -> None:
             "tensor_core_time_pct": 100 * 45 / 55,
         }
     )
+
+
+def test_step_split_at_epoch_timestamps_is_exact() -> None:
+    """At T = 2**42 + 2**-10 µs (an epoch-like timestamp: 2**-10 µs between neighbouring floats)
+    a memcpy covers [T, T + 2**-10) and a kernel [T + 2**-10, T + 5); the step is [T, T + 10).
+    By hand: kernel 5 - 2**-10 = 4.9990234375 µs, memcpy 0.0009765625 µs, the rest (5 µs) is no
+    role. The piece [T, T + 2**-10) is one float wide: its midpoint rounds to T + 2**-10, where
+    the kernel starts, so a piece judged by its midpoint went to the kernel (5 µs, memcpy 0).
+    A step starting at T + 2**-10 holds none of the memcpy (a midpoint put it inside)."""
+    from kernel_atlas.ingest.step_split import ROLES, HostRoles, step_split
+
+    ulp = 2.0**-10
+    t = 2.0**42 + ulp
+    assert t + ulp / 2 == t + ulp  # the midpoint rounds up: the case that was wrong
+    frame = pd.DataFrame(
+        {
+            "ts_us": [t, t + ulp],
+            "dur_us": [ulp, 5.0 - ulp],
+            "kind": pd.Categorical(["memcpy", "kernel"]),
+            "external_id": pd.array([None, None], dtype="Int64"),
+        }
+    )
+    none = (np.empty(0), np.empty(0))
+    roles = HostRoles(none, none, none, none, np.empty((0, 3)), np.empty(0), None)
+    split = step_split(frame, roles, np.array([[0.0, t, t + 10.0]]))
+    late = step_split(frame, roles, np.array([[0.0, t + ulp, t + 10.0]]))  # the memcpy ends where the step starts
+    assert late[0, ROLES.index("memcpy")] == 0.0 and late[0, ROLES.index("kernel")] == 4.9990234375
+    assert dict(zip(ROLES, split[0].tolist(), strict=True)) == {
+        "kernel": 4.9990234375,
+        "memcpy": 0.0009765625,
+        "memset": 0.0,
+        "communication": 0.0,
+        "runtime": 0.0,
+        "dataloader": 0.0,
+        "cpu_exec": 0.0,
+        "other": 5.0,
+    }
