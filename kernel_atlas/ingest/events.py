@@ -387,12 +387,17 @@ CUT_MARK = "…"
 LONG_STRINGS = "long strings"  # the `ignored` key counting them
 
 
+def cut_to(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, the last of them CUT_MARK (`text` is longer than `limit`)."""
+    return text[: limit - len(CUT_MARK)] + CUT_MARK
+
+
 def _cut(texts: list[Any], ignored: Counter[str]) -> list[Any]:
     """Names and labels past MAX_TEXT characters cut to it, marked with CUT_MARK (what follows —
     classifying, demangling, printing — then costs what a real name costs)."""
     long = [i for i, text in enumerate(texts) if isinstance(text, str) and len(text) > MAX_TEXT]
     for i in long:
-        texts[i] = texts[i][: MAX_TEXT - len(CUT_MARK)] + CUT_MARK
+        texts[i] = cut_to(texts[i], MAX_TEXT)
     if long:
         ignored[LONG_STRINGS] += len(long)
     return texts

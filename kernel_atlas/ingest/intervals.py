@@ -19,14 +19,6 @@ def merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return start[first], np.maximum.reduceat(end, first)
 
 
-def covered(start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Whether each time `at` lies inside one of the merged ranges (start <= t < end)."""
-    if not len(start):
-        return np.zeros(len(at), dtype=bool)
-    i = np.searchsorted(start, at, side="right") - 1
-    return (i >= 0) & (at < end[np.maximum(i, 0)])
-
-
 def clipped_length(start: np.ndarray, end: np.ndarray, lo: float, hi: float) -> np.ndarray:
     """Length of each range inside [lo, hi]."""
     return np.clip(np.minimum(end, hi) - np.maximum(start, lo), 0.0, None)

@@ -44,10 +44,10 @@ import numpy as np
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.events import (
-    CUT_MARK,
     SliceError,
     SlicePart,
     bad_number,
+    cut_to,
     decode_task,
     schema_problem,
     without_surrogates,
@@ -790,7 +790,7 @@ def cut_texts(entries: list[dict[str, Any]], what: str, warnings: list[str]) -> 
     for entry in entries:
         for key, value in entry.items():
             if isinstance(value, str) and len(value) > META_TEXT:
-                entry[key] = value[: META_TEXT - len(CUT_MARK)] + CUT_MARK
+                entry[key] = cut_to(value, META_TEXT)
                 cut += 1
     if cut:
         warnings.append(f"{what}: {cut} text(s) longer than {META_TEXT} characters cut to it")
