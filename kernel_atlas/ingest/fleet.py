@@ -464,6 +464,7 @@ class RunFold:
     failed: list[RankFailed] = field(default_factory=list)
     catalog: dict[tuple[str, str], tuple[dict[str, Any], int]] = field(default_factory=dict)
     kernel_time: pd.DataFrame | None = None
+    sources: list[str] = field(default_factory=list)  # the traces whose warnings `warnings` holds
 
     def add(self, outcome: Outcome) -> None:
         if isinstance(outcome, RankFailed):
@@ -471,12 +472,13 @@ class RunFold:
             return
         self.traces.append({**outcome.facts, "kernels_file": outcome.file})
         self.warnings.extend(outcome.warnings)
+        self.sources.append(outcome.source)
         merge_catalog(self.catalog, outcome.catalog)
         self.kernel_time = add_kernel_times(self.kernel_time, outcome.kernel_time)
 
     def finish(self, out: str, run_id: str | None, engine: str) -> FleetResult:
         """catalog.json and, last, summary.json; nothing when every rank failed."""
-        warnings, traces = _folded(self.warnings), self.traces
+        warnings, traces = _folded(self.warnings, self.sources), self.traces
         kernel_time = self.kernel_time if self.kernel_time is not None else kernel_time_table(pd.DataFrame())
         if not traces:
             return FleetResult(out, {}, warnings, self.failed, kernel_time)
@@ -502,13 +504,33 @@ class RunFold:
         return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
 
 
-def _folded(warnings: list[str]) -> list[str]:
+# traces named in a warning said alike of several traces; the rest are counted
+NAMED_TRACES = 3
+
+
+def _folded(warnings: list[str], sources: Sequence[str] = ()) -> list[str]:
     """Each distinct warning once, in first-seen order, with how many times it was given when
-    more than once (the ranks of one Nsight export each say the same of the same file)."""
-    counts: dict[str, int] = {}
+    more than once (the ranks of one Nsight export each say the same of the same file). A warning
+    said alike of several of `sources` (`<trace>: <what>`: the ranks of a fleet each missing the
+    same launcher) is one line naming the first NAMED_TRACES of them and counting the others."""
+    names = sorted(set(sources), key=len, reverse=True)  # the longest first: one may prefix another
+    said: dict[tuple[str, bool], dict[str, int]] = {}  # (text, of a trace) → trace (or "") → times
     for warning in warnings:
-        counts[warning] = counts.get(warning, 0) + 1
-    return [warning if n == 1 else f"{warning} ({n:,} times)" for warning, n in counts.items()]
+        source = next((n for n in names if warning.startswith(f"{n}: ")), None)
+        text = warning[len(source) + 2 :] if source is not None else warning
+        times = said.setdefault((text, source is not None), {})
+        times[source or ""] = times.get(source or "", 0) + 1
+    folded = []
+    for (text, of_trace), times in said.items():
+        if len(times) == 1:
+            source, n = next(iter(times.items()))
+            line = f"{source}: {text}" if of_trace else text
+            folded.append(line if n == 1 else f"{line} ({n:,} times)")
+            continue
+        named = ", ".join(list(times)[:NAMED_TRACES])
+        more = len(times) - NAMED_TRACES
+        folded.append(f"{len(times):,} traces: {text} ({named}{f' and {more:,} more' if more > 0 else ''})")
+    return folded
 
 
 def write_beside(

@@ -199,6 +199,8 @@ def _group_from_tensors() -> list[str]:
 def _say_why_silent(kernels: pd.DataFrame, silent: np.ndarray) -> None:
     """Collectives with neither NCCL's message fields nor a recorded tensor: the reason is that,
     not the launching op's lack of a cost model."""
+    if not silent.any():  # most traces: no role to read (a text column of every kernel row)
+        return
     rows = np.flatnonzero(silent & (kernels["role"].to_numpy(dtype=object) == "no model"))
     if len(rows):
         note = kernels["note"].to_numpy(dtype=object, copy=True)

@@ -384,3 +384,26 @@ def test_identical_warnings_are_folded_with_their_count() -> None:
         "b.json: y",
     ]
     assert _folded([]) == []
+
+
+def test_a_warning_said_alike_of_several_traces_is_one_line_naming_three() -> None:
+    from kernel_atlas.ingest.fleet import _folded
+
+    sources = ["r/a.json", "r/b.json", "r/c.json", "r/d.json", "r/a.json.gz"]
+    warnings = [
+        "r/a.json: 1 of 2 GPU activities have no launcher",
+        "r/b.json: 1 of 2 GPU activities have no launcher",
+        "r/a.json.gz: 3 of 4 GPU activities have no launcher",
+        "r/c.json: 1 of 2 GPU activities have no launcher",
+        "r/d.json: 1 of 2 GPU activities have no launcher",
+        "r/d.json: 1 of 2 GPU activities have no launcher",
+        "-o out is a local path",
+    ]
+    assert _folded(warnings, sources) == [
+        "4 traces: 1 of 2 GPU activities have no launcher (r/a.json, r/b.json, r/c.json and 1 more)",
+        "r/a.json.gz: 3 of 4 GPU activities have no launcher",  # the longer name, not `r/a.json` + `.gz: …`
+        "-o out is a local path",
+    ]
+    two = ["r/a.json: x", "r/b.json: x"]
+    assert _folded(two, sources) == ["2 traces: x (r/a.json, r/b.json)"]
+    assert _folded(["r/a.json: x", "r/a.json: x"], sources) == ["r/a.json: x (2 times)"]
