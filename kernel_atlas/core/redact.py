@@ -124,6 +124,26 @@ def redact_text(text: str) -> str:
     return CREDENTIAL.sub(REDACTED, text) if CREDENTIAL.search(text) else text
 
 
+# characters past a cut that `redact_cut` reads: a credential the cut would end is seen whole
+CUT_TAIL = 4096
+# a URL's userinfo (`user:pass`) running to the end of a text: whether an `@` follows is not known
+_OPEN_USERINFO = re.compile(r"(?:(?<=://)|(?<=:/))[^/\s:@\"']*:[^\s\"']*\Z")
+
+
+def redact_cut(text: str, keep: int) -> str:
+    """The first `keep` characters of `text` with its credentials redacted, including one the cut
+    would end — cut first, `ghp_…` keeps a token's first characters, and `https://user:pass`
+    before a cut `@host` no longer looks like a credential at all. The text up to CUT_TAIL
+    characters past the cut is redacted, then cut; where the text goes on past that and a URL's
+    userinfo runs through it, the userinfo is redacted from its start (its `@` may lie beyond)."""
+    window = redact_text(text[: keep + CUT_TAIL])
+    if len(text) > keep + CUT_TAIL:
+        running = _OPEN_USERINFO.search(window)
+        if running is not None and running.start() < keep:
+            window = window[: running.start()] + REDACTED
+    return window[:keep]
+
+
 def redact_value(value: Any) -> Any:
     """Strings redacted anywhere inside a JSON-like value (dicts' keys and values, lists); other
     values as they are."""

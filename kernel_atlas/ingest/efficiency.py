@@ -11,6 +11,7 @@ utilization, est. SM efficiency, est. achieved occupancy, and the tensor-core sh
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -117,12 +118,14 @@ def sm_limits(props: dict[str, Any]) -> SmLimits | None:
 
 
 def _volumes(column: pd.Series) -> np.ndarray:
-    """x·y·z of "[x, y, z]" texts (NaN when absent), computed once per distinct text."""
+    """x·y·z of "[x, y, z]" texts, computed once per distinct text: NaN when absent or when a
+    dimension is not positive (no launch has one: `[0, 1, 1]`, `[-32, 1, 1]` say nothing of its
+    threads), in exact integers (x·y·z past int64 wrapped in numpy, to 0 for 2^32·2^32)."""
     values = column.astype("category")
     per_text = []
     for text in values.cat.categories:
-        dims = [int(d) for d in re.findall(r"\d+", str(text))]
-        per_text.append(float(np.prod(dims)) if dims else np.nan)
+        dims = [int(d) for d in re.findall(r"-?\d+", str(text))]
+        per_text.append(float(math.prod(dims)) if dims and min(dims) > 0 else np.nan)
     table = np.append(np.array(per_text, dtype=np.float64), np.nan)
     return table[values.cat.codes.to_numpy()]
 

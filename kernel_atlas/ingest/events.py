@@ -388,8 +388,12 @@ LONG_STRINGS = "long strings"  # the `ignored` key counting them
 
 
 def cut_to(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, the last of them CUT_MARK (`text` is longer than `limit`)."""
-    return text[: limit - len(CUT_MARK)] + CUT_MARK
+    """`text` cut to `limit` characters, the last of them CUT_MARK (`text` is longer than `limit`);
+    a credential the cut would end is redacted first (`redact_cut`: once cut, it is no longer
+    recognisable as one)."""
+    from kernel_atlas.core.redact import redact_cut  # rare: decode workers never import pandas otherwise
+
+    return redact_cut(text, limit - len(CUT_MARK)) + CUT_MARK
 
 
 def _cut(texts: list[Any], ignored: Counter[str]) -> list[Any]:

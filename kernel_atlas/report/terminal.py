@@ -173,7 +173,7 @@ def print_ingest_summary(
         rows = [
             [
                 fmt_us(row.sum),
-                f"{100 * row.sum / kernel_time:.1f}",
+                f"{100 * row.sum / kernel_time:.1f}" if kernel_time > 0 else "–",  # every kernel of no length
                 f"{int(row.count):,}",
                 str(row.category),
                 str(row.op_mapping),

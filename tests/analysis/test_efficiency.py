@@ -325,3 +325,22 @@ def test_step_split_at_epoch_timestamps_is_exact() -> None:
         "cpu_exec": 0.0,
         "other": 5.0,
     }
+
+
+@pytest.mark.parametrize("block", [[0, 1, 1], [-32, 1, 1], [2**32, 2**32, 1]])
+def test_blocks_of_no_threads_or_past_int64_estimate_nothing(tmp_path: Path, block: list[int], recwarn) -> None:
+    """A block of 0 threads divided by zero (numpy's RuntimeWarning on stderr), `[-32, 1, 1]`
+    read as 32 threads (the sign dropped), and 2^32·2^32 wrapped int64 to 0: the first two say
+    nothing of the threads (no estimate), the third is 2^64 threads — more than an SM holds,
+    so no block fits (0 blocks, 0 %)."""
+    doc = _doc()
+    doc["traceEvents"][3]["args"]["block"] = block  # kernel A
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    k = ingest_trace(path, workers=1).frame.set_index("correlation")
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    if block[0] > 2**31:
+        assert k.loc[1, ["max_blocks_per_sm", "est_occupancy_pct"]].tolist() == [0.0, 0.0]
+    else:
+        assert k.loc[1, ["max_blocks_per_sm", "est_occupancy_pct"]].isna().all()
+    assert k.loc[2, "est_occupancy_pct"] == 12.5  # B as before

@@ -671,3 +671,39 @@ def test_dashboard_and_replay_refuse_a_doctored_output_in_one_line(
     out, file = _doctored(ingested_example, tmp_path, _with("dur_us", float("nan")))
     args = [part.format(out=out, tmp=tmp_path) for part in command]
     assert_one_line_error(cli(*args), str(file), "NaN or huge duration")
+
+
+def test_a_credential_the_name_cut_would_end_never_reaches_an_output(tmp_path: Path, example) -> None:
+    """Names past MAX_TEXT were cut, then redacted: a URL password before the cut `@host` was
+    written whole, a GitHub token's first 19 characters kept. Now redacted before the cut."""
+    from kernel_atlas.ingest.events import MAX_TEXT
+
+    doc = copy.deepcopy(example)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    url = "https://user:SECRETPW77@host.example.com"
+    kernels[0]["name"] = "k" * (MAX_TEXT - 1 - len("https://user:SECRETPW77") - 1) + " " + url + " tail"
+    kernels[1]["name"] = "k" * (MAX_TEXT - 1 - 23 - 1) + " ghp_" + "Q" * 36 + " tail"  # 19 Qs kept before
+    out = tmp_path / "out"
+    frame, _ = _ingest_and_report(_write(tmp_path, doc), out)
+    cut = sorted(name for name in frame["name"].astype(str).unique() if name.startswith("kkk"))
+    # 16,359 k's, a space, then the 23 characters up to the cut (`https://user:SECRETPW77`)
+    assert cut == ["k" * 16_359 + " <redacted> tail…", "k" * 16_359 + " https://<redacted>@host…"]
+    for path in out.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            assert b"SECRETPW77" not in data and b"QQQQQQQQ" not in data, path
+
+
+def test_gpu_activities_all_of_no_length_ingest_and_report(tmp_path: Path, example) -> None:
+    """Every kernel, memcpy and memset of `dur` 0: the ingest summary's shares divided by a GPU
+    time of 0 (internal error, exit 1). Shares of nothing are shown as `–`."""
+    doc = copy.deepcopy(example)
+    for event in doc["traceEvents"]:
+        if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            event["dur"] = 0
+    trace = _write(tmp_path, doc)
+    ingest = cli("ingest", trace, "-o", tmp_path / "out")
+    assert ingest.code == 0, ingest.output
+    shares = [line.split()[2] for line in ingest.stdout.splitlines() if line.startswith("0.0 µs")]
+    assert shares and set(shares) == {"–"}, ingest.stdout
+    assert cli("report", tmp_path / "out").code == 0

@@ -487,3 +487,18 @@ def test_sqlite_without_materialized_reads_the_same(tmp_path: Path, monkeypatch:
     frame = ingest_trace(path).frame.set_index("correlation")
     assert frame.loc[5, "launcher"] == "aten::addmm" and frame.loc[5, "module"] == "Linear_0"
     assert frame.loc[5, "input_dims"] == "[[16],[4,8],[8,16]]"
+
+
+def test_a_credential_the_sqlite_cut_would_end_is_redacted(tmp_path: Path) -> None:
+    """SQLite hands on the CUT_TAIL characters past the cut too, so that a URL password before a
+    cut `@host` is recognised (it was kept whole: `https://user:SECRETPW77…`)."""
+    head = "k" * (16_383 - len(" https://user:SECRETPW77"))  # the cut falls on the `@`
+    path = _edited(
+        _export(tmp_path / "cut.sqlite"),
+        ("UPDATE StringIds SET value = ? WHERE id = 1", (head + " https://user:SECRETPW77@host.org tail",)),
+        ("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'nn.Module: Linear_0'", ("nn.Module: " + "m" * 20_000,)),
+    )
+    result = ingest_trace(path)
+    kernel = result.frame.set_index("correlation").loc[5]
+    assert kernel["name"] == head + " https://<redacted>@host…"
+    assert kernel["module"] == "m" * (16_383 - len("nn.Module: ")) + "…"
