@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import CUT_TAIL
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     CPU_OP,
@@ -44,7 +45,6 @@ from kernel_atlas.ingest.columns import (
     TraceColumns,
     categorical,
 )
-from kernel_atlas.core.redact import CUT_TAIL
 from kernel_atlas.ingest.events import CUT_MARK, LONG_STRINGS, MAX_TEXT, cut_to
 from kernel_atlas.ingest.frames import MODULE_PREFIX
 from kernel_atlas.ingest.reader import TraceInfo, device_entries
