@@ -389,9 +389,11 @@ def whatif(
     """Re-solve the critical path with some GPU work faster: the new end-to-end time and the
     saving (writes OUT/whatif.json)."""
     from kernel_atlas.analysis.whatif import run_whatif
+    from kernel_atlas.core.redact import redact_document
     from kernel_atlas.report.critical_view import print_whatif
 
-    result = run_whatif(source, speedup or [], no_launch_gaps, window, rank)
+    # printed as whatif.json holds it: the changes quote the --speedup values as typed
+    result = redact_document(run_whatif(source, speedup or [], no_launch_gaps, window, rank))
     if as_json:
         import json
 

@@ -27,8 +27,8 @@ import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import read_toml
-from kernel_atlas.ingest.memory import EVENT_COLUMNS, MEMORY_EVENTS
-from kernel_atlas.store.outputs import SUMMARY, load_table, table_run
+from kernel_atlas.ingest.memory import EVENT_KINDS, MEMORY_EVENTS
+from kernel_atlas.store.outputs import SUMMARY, load_checked, table_run
 
 ALLOCATION_COLUMNS = (
     "device",
@@ -282,10 +282,7 @@ def read_memory_events(
             raise AtlasError(path, f"listed in {SUMMARY} but missing or not a regular file: run `atlas ingest` again")
         if run_id is not None and table_run(path) != run_id:
             raise AtlasError(path, f"not from the ingest run that wrote {SUMMARY}: run `atlas ingest` again")
-        events = load_table(path).to_pandas()
-        missing = [c for c in EVENT_COLUMNS if c not in events]
-        if missing:
-            raise AtlasError(path, f"not a memory events table of `atlas ingest` (no column {', '.join(missing)})")
+        events = load_checked(path, EVENT_KINDS, "a memory events table").to_pandas()
         stem = str(events["trace"].iloc[0]) if "trace" in events and len(events) else Path(name).stem
         found[(stem, int(trace.get("rank", 0)))] = events
     return found

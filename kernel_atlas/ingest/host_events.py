@@ -22,12 +22,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_frame
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, TraceColumns
 from kernel_atlas.ingest.events import SYNC_KINDS
 from kernel_atlas.ingest.link import LinkedColumns
 from kernel_atlas.ingest.nesting import first_matching
-from kernel_atlas.store.outputs import PARTITION, is_url, read_parquet, write_dataset_file
+from kernel_atlas.store.outputs import PARTITION, is_url, load_checked, write_dataset_file
 
 HOST_EVENTS = "host_events.parquet"
 KINDS = ("cpu_op", "annotation", "runtime", "sync")
@@ -150,10 +151,37 @@ def load_host_events(out: str | Path, rank: int) -> pd.DataFrame | None:
     files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith("."))
     if not files:
         return None
-    frames = [read_parquet(f) for f in files]
+    frames = [_checked(f) for f in files]
     if len(frames) == 1:
         return frames[0]
     offsets = np.cumsum([0] + [len(f) for f in frames[:-1]])
     for frame, offset in zip(frames, offsets, strict=True):
         frame["parent"] = np.where(frame["parent"] >= 0, frame["parent"] + offset, -1)
     return pd.concat(frames, ignore_index=True)
+
+
+# the columns the critical path reads, by kind (`outputs.load_checked`)
+COLUMNS = {
+    **{"kind": "string", "name": "string", "ts_us": "time", "end_us": "time"},
+    **{name: "integer" for name in ("thread", "correlation", "parent", "device", "stream")},
+    **{name: "integer" for name in ("wait_stream", "wait_correlation")},
+}
+
+
+def _checked(path: Path) -> pd.DataFrame:
+    """One host events file, refused in one line where it is not as ingest writes it: its
+    columns' kinds and times (`load_checked`), and each `parent` a row of the file (or -1) with
+    no row its own ancestor — a cycle of parents kept the critical path's walks up the call
+    stack going forever."""
+    frame = load_checked(path, COLUMNS, "a host events table").to_pandas()
+    parent = frame["parent"].to_numpy(np.int64)
+    outside = int(np.count_nonzero((parent < -1) | (parent >= len(parent))))
+    if outside:
+        raise AtlasError(path, f"{outside} rows whose parent is no row of the table: run `atlas ingest` again")
+    # the 2^k-th ancestor, k doubling: a chain of parents longer than the table is a cycle
+    ancestor = parent
+    for _ in range(max(1, len(parent)).bit_length()):
+        ancestor = np.where(ancestor >= 0, ancestor[np.maximum(ancestor, 0)], -1)
+        if not (ancestor >= 0).any():
+            return frame
+    raise AtlasError(path, "rows that are their own ancestor (a cycle of parents): run `atlas ingest` again")

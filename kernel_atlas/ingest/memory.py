@@ -42,6 +42,11 @@ EVENT_COLUMNS = (
     "call_stack",
     "step",
 )
+# their kinds, as the report's reader checks them (`outputs.load_checked`)
+EVENT_KINDS = {
+    **{"device": "string", "ts_us": "time", "op": "string", "module": "string", "call_stack": "string"},
+    **{name: "integer" for name in ("addr", "bytes", "total_allocated", "total_reserved", "step")},
+}
 
 
 def device_names(device_type: np.ndarray, device_id: np.ndarray) -> pd.Categorical:

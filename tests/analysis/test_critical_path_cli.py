@@ -34,6 +34,17 @@ def test_whatif_prints_and_writes_the_saving(out: Path) -> None:
     assert text.code == 0 and "saving 75.0 µs" in text.stdout
 
 
+@pytest.mark.parametrize("as_json", [[], ["--json"]])
+def test_whatif_never_prints_a_credential_typed_in_a_speedup(out: Path, as_json: list[str]) -> None:
+    """The changes quote each --speedup as typed: whatif.json had it redacted, the terminal not."""
+    token = "ghp_" + "a" * 36
+    for spec, secret in ((f"kernel={token}:2x", token), ("op=https://u:pw123@host:2x", "pw123")):
+        done = cli("whatif", out, "--speedup", spec, *as_json)
+        assert done.code == 0, done.output
+        assert secret not in done.output and "<redacted>" in done.stdout
+        assert secret not in (out / "whatif.json").read_text()
+
+
 @pytest.mark.parametrize(
     ("args", "needle"),
     [

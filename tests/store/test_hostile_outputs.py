@@ -394,3 +394,67 @@ def test_outputs_written_before_run_ids_still_report(tmp_path: Path) -> None:
     del summary["run_id"]
     (out / "summary.json").write_text(json.dumps(summary))
     assert cli("report", out).code == 0
+
+
+def _doctored(out: Path, table: str, column: str, values: list | None, kind: pa.DataType | None = None) -> Path:
+    """`column` of the first file of `table` (a folder beside the kernels) replaced, or dropped."""
+    path = next((out / table).rglob("*.parquet"))
+    data = pq.read_table(path)
+    if values is None:
+        data = data.drop_columns([column])
+    else:
+        data = data.set_column(data.schema.get_field_index(column), column, pa.array(values, kind))
+    pq.write_table(data.replace_schema_metadata(pq.read_schema(path).metadata), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("how", "needle"),
+    [
+        ("self-parent", "their own ancestor"),
+        ("ring", "their own ancestor"),
+        ("parent-outside", "whose parent is no row of the table"),
+        ("ts-text", "column ts_us holds string values where float ones belong"),
+        ("thread-text", "column thread holds string values where integer ones belong"),
+        ("ts-infinite", "with a ts_us that is NaN or beyond 2^53 µs"),
+        ("no-kind", "no column kind"),
+    ],
+)
+def test_doctored_host_events_are_one_line(tmp_path: Path, how: str, needle: str) -> None:
+    """The critical path's host side was read unchecked: parents forming a cycle kept report and
+    whatif walking up the call stack until killed; a text column or an infinite time was an
+    internal error or a numpy warning."""
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    n = pq.read_metadata(next((out / "host_events.parquet").rglob("*.parquet"))).num_rows
+    table = "host_events.parquet"
+    named = {
+        "self-parent": lambda: _doctored(out, table, "parent", list(range(n)), pa.int64()),
+        "ring": lambda: _doctored(out, table, "parent", [(i + 1) % n for i in range(n)], pa.int64()),
+        "parent-outside": lambda: _doctored(out, table, "parent", [2**62] * n, pa.int64()),
+        "ts-text": lambda: _doctored(out, table, "ts_us", ["1.0"] * n),
+        "thread-text": lambda: _doctored(out, table, "thread", ["t"] * n),
+        "ts-infinite": lambda: _doctored(out, table, "ts_us", [float("inf")] * n),
+        "no-kind": lambda: _doctored(out, table, "kind", None),
+    }[how]()
+    run = (lambda *a: atlas(*a, timeout=60)) if "ancestor" in needle else cli  # a cycle hung: killed, not waited on
+    for command in (("report", str(out)), ("whatif", str(out), "--speedup", "kernel=.*:2x")):
+        result = run(*command)
+        assert_one_line_error(result, needle)
+        assert str(named) in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "needle"),
+    [
+        ("ts_us", "x", "column ts_us holds string values where float ones belong"),
+        ("bytes", float("nan"), "column bytes holds float values where integer ones belong"),
+    ],
+)
+def test_doctored_memory_events_are_one_line(tmp_path: Path, column: str, values: object, needle: str) -> None:
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    n = pq.read_metadata(next((out / "memory_events.parquet").rglob("*.parquet"))).num_rows
+    named = _doctored(out, "memory_events.parquet", column, [values] * n)
+    for command in (("report", str(out)), ("diff", str(out), str(out), "-o", str(tmp_path / "d.csv"))):
+        result = cli(*command)
+        assert_one_line_error(result, needle)
+        assert str(named) in result.stderr
