@@ -41,16 +41,19 @@ _FORMATS = [
     r"wandb_v1_[A-Za-z0-9_]{20,}",
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JSON Web Token
 ]
+_SECRET_KEYS = ("password", "passwd", "secret", "api_key", "apikey", "access_key")
+_KEYED_EQUAL = tuple(f"{key}=" for key in (*_SECRET_KEYS, "token"))
+_KEYED_COLON = tuple(f"{key}{colon}" for key in _SECRET_KEYS for colon in (":", ": "))
 _PATTERNS = [
     _B + "(?:" + "|".join(_FORMATS) + ")",
     _B + r"(?i:bearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value (also after a _)
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
     # user:password@ in a URL: the user may be empty (redis://:pw@), the password hold / + @
-    # (up to the token's last @); a token ends at whitespace or a quote; `s3:/` is a URL
-    # whose // a path collapsed
-    r"(?:(?<=://)|(?<=:/))[^/\s:@\"']*:[^\s\"']*(?=@[^\s@\"']*(?:[\s\"']|$))",
-    # key=value / key: value where the key names a secret
-    r"(?i:(?<=password=)|(?<=passwd=)|(?<=secret=)|(?<=token=)|(?<=api_key=)|(?<=apikey=)|(?<=access_key=))[^\s&,;'\"]+",
+    # (up to the token's last @) and ' (o'neil:it's@); a token ends at whitespace or a double
+    # quote, its host at a quote; `s3:/` is a URL whose // a path collapsed
+    r"(?:(?<=://)|(?<=:/))[^/\s:@\"]*:[^\s\"]*(?=@[^\s@\"']*(?:[\s\"']|$))",
+    # key=value, and key: value where the key names a password or a secret (`token: 5` is a count)
+    "(?i:" + "|".join(f"(?<={key})" for key in (*_KEYED_EQUAL, *_KEYED_COLON)) + ")[^\\s&,;'\"]+",
 ]
 CREDENTIAL = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.DOTALL)
 # Text every match of a pattern above contains, lower-cased (a format's prefix, `bearer`, the
@@ -62,7 +65,8 @@ _NEEDLES = (
     *("hf_", "api_org_", "akia", "asia", "abia", "acca", "agpa", "aida", "aipa", "anpa", "anva", "aroa", "apka"),
     *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "sk_", "rk_", "pk_", "xox"),
     *("aiza", "ya29.", "npm_", "pypi-", "dapi", "wandb_v1_", "eyj", "bearer", "-----begin ", ":/"),
-    *("password=", "passwd=", "secret=", "token=", "api_key=", "apikey=", "access_key="),
+    *_KEYED_EQUAL,
+    *(f"{key}:" for key in _SECRET_KEYS),
 )
 
 

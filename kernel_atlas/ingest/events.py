@@ -458,13 +458,28 @@ def _decode_events(framed: bytes | bytearray | memoryview, again: bool = False) 
         raise damaged("json", exc) from None
 
 
+_INT_DIGITS = 4000  # Python refuses to read an integer of more than 4,300 digits (sys.int_info)
+
+
+def _bounded_int(literal: str) -> int | float:
+    return int(literal) if len(literal) <= _INT_DIGITS else math.inf
+
+
+def python_loads(text: bytes | str) -> Any:
+    """JSON as Python's parser reads it (numbers beyond float or int64 range, NaN, lone
+    surrogates), an integer of thousands of digits read as infinity: out of every column's range
+    like 2^70, where Python's own limit on digits refused the whole text (a trace lost to one
+    number)."""
+    return json.loads(text, parse_int=_bounded_int)
+
+
 def _sanitized(framed: bytes | bytearray | memoryview, error: SliceError, ignored: Counter[str]) -> bytes:
     """The slice re-encoded after Python's parser read it (it accepts numbers beyond float or
     int64 range, NaN and lone surrogates): such top-level fields of an event or of its args are
     dropped and counted in `ignored`, lone surrogates replaced by U+FFFD. Raises `error` when
     even Python cannot read the text."""
     try:
-        events = json.loads(bytes(framed))
+        events = python_loads(bytes(framed))
     except (ValueError, UnicodeDecodeError):
         raise error from None
     if not isinstance(events, list):
@@ -949,7 +964,7 @@ def _loose_args(raw: msgspec.Raw) -> dict[str, Any] | None:
         loose = _ANY.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
         try:
-            loose = json.loads(bytes(raw))
+            loose = python_loads(bytes(raw))
         except (ValueError, UnicodeDecodeError):
             return None
     return loose if isinstance(loose, dict) else None

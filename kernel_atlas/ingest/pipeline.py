@@ -70,6 +70,8 @@ def _rank_of(path: Path, distributed: dict[str, Any], warnings: list[str] | None
             return rank
         if warnings is not None:
             warnings.append(f"{path}: distributedInfo.rank {rank} is out of range (0…{_MAX_RANK}): ignored")
+    elif rank is not None and warnings is not None:  # 1.5, "3", an integer of 5,000 digits (read as inf)
+        warnings.append(f"{path}: distributedInfo.rank {str(rank)[:40]!r} is not an integer: ignored")
     match = _RANK_IN_NAME.search(path.name)
     return int(match.group(1)) if match and int(match.group(1)) <= _MAX_RANK else None
 

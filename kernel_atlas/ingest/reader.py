@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import bisect
 import gzip
-import json
 import os
 import re
 import stat
@@ -49,6 +48,7 @@ from kernel_atlas.ingest.events import (
     bad_number,
     cut_to,
     decode_task,
+    python_loads,
     schema_problem,
     without_surrogates,
 )
@@ -534,7 +534,7 @@ class _Reader:
                 return _ANY.decode(text) if decode else _ANY_RAW.decode(text)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 try:  # Python's parser takes 1e999, integers beyond 64 bits, lone surrogates
-                    return without_surrogates(json.loads(text), Counter()) if decode else None
+                    return without_surrogates(python_loads(text), Counter()) if decode else None
                 except (ValueError, UnicodeDecodeError):
                     raise self.fail(f"invalid JSON: {_at_offset(str(exc), start)}") from None
         except RecursionError:

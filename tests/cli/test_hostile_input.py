@@ -169,9 +169,14 @@ def test_credential_formats_and_what_is_kept() -> None:
     for secret in SECRETS.values():
         assert redact_text(f"x={secret};") == f"x={REDACTED};", secret
     assert redact_text("https://user:hunter2@host/x") == f"https://{REDACTED}@host/x"
+    # a quote is legal in a URL's userinfo; the host ends at one
+    assert redact_text("https://o'neil:it's2@host x") == f"https://{REDACTED}@host x"
+    assert redact_text("'https://u:pw@h.org', 'a'") == f"'https://{REDACTED}@h.org', 'a'"
+    assert redact_text("password: hunter2, Secret:abc") == f"password: {REDACTED}, Secret:{REDACTED}"
     assert redact_text("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----") == REDACTED
     for kept in ("void at::native::vectorized_elementwise_kernel<4, AUnaryFunctor>", "mask-kernel", "task-sk-1",
-                 "ampere_sgemm_128x64_tn", "hf_small", "xox", "Bearer", "nn.Module: TokenEmbedding_0"):  # fmt: skip
+                 "ampere_sgemm_128x64_tn", "hf_small", "xox", "Bearer", "nn.Module: TokenEmbedding_0",
+                 "token: 5", "['https://host:8080/a', 'b@c']"):  # fmt: skip
         assert redact_text(kept) == kept
 
 
@@ -197,9 +202,9 @@ def test_a_frame_is_redacted_row_by_row_and_counted_by_rows() -> None:
     assert frame["codes"].tolist() == [f"x {REDACTED}", "y", f"x {REDACTED}", "y", "y"]
 
 
-_KEYED = r"(?i:password|passwd|secret|token|api_key|apikey|access_key)=[a-z0-9]{1,8}"
+_KEYED = r"(?i:(?:password|passwd|secret|token|api_key|apikey|access_key)=|(?:password|passwd|secret|api_key|apikey|access_key): ?)[a-z0-9]{1,8}"
 _QUICK_CHECKED = [*_FORMATS, r"(?i:bearer)\s+[A-Za-z0-9.]{8,}", r"-----BEGIN [A-Z ]*PRIVATE KEY-----", _KEYED]
-_QUICK_CHECKED.append(r"[a-z0-9]{1,6}:/{1,2}[a-z]{0,4}:[a-z/+@]{1,6}@[a-z]{1,4}( |$)")
+_QUICK_CHECKED.append(r"[a-z0-9]{1,6}:/{1,2}[a-z']{0,4}:[a-z/+@']{1,6}@[a-z]{1,4}( |$)")
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])

@@ -707,3 +707,21 @@ def test_gpu_activities_all_of_no_length_ingest_and_report(tmp_path: Path, examp
     shares = [line.split()[2] for line in ingest.stdout.splitlines() if line.startswith("0.0 µs")]
     assert shares and set(shares) == {"–"}, ingest.stdout
     assert cli("report", tmp_path / "out").code == 0
+
+
+def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, example) -> None:
+    """Python reads no integer past 4,300 digits: one such number in a kernel's `pid` refused the
+    whole trace, one in its `grid` lost all its args (its correlation with them), one as the
+    rank refused the trace. Now each is out of range like 2^70: its field ignored and said."""
+    doc = copy.deepcopy(example)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    kernels[0]["pid"], kernels[1]["args"]["grid"] = "PID_HERE", "GRID_HERE"
+    doc["distributedInfo"] = {"rank": "RANK_HERE", "backend": "nccl"}
+    big = "9" * 5000
+    text = json.dumps(doc).replace('"PID_HERE"', big).replace('"GRID_HERE"', f"[{big}, 1, 1]")
+    trace = tmp_path / "big.json"
+    trace.write_text(text.replace('"RANK_HERE"', big))
+    frame, err = _ingest_and_report(trace, tmp_path / "out")
+    assert len(frame) == 61 and frame["correlation"].notna().all() and frame["launcher"].notna().all()
+    assert "2 values out of range or of an unexpected type were ignored (grid 1, pid 1)" in err
+    assert "distributedInfo.rank 'inf' is not an integer: ignored" in err
