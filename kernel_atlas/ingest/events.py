@@ -190,8 +190,14 @@ class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):
 # `cat` is a class attribute so that one pass over `e.cat` covers all events.
 _OTHER_PHASES = ("B", "E", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O", "D", "M")
 _OTHER_PHASES += ("V", "v", "R", "c", "(", ")", "=")
+# Begin/end pairs ("B", "E") carry a category of their own, so that counting them rides on the
+# category pass: ingest reads complete events only, and says how many pairs it left unread.
+DURATION_PAIRS = "duration events"  # the `ignored` key counting "B"/"E" events
+_PAIR_CATEGORY = "\x00B/E"
 _OTHERS = tuple(
-    msgspec.defstruct(f"Phase{i}", [], tag_field="ph", tag=ph, gc=False, namespace={"cat": ""})
+    msgspec.defstruct(
+        f"Phase{i}", [], tag_field="ph", tag=ph, gc=False, namespace={"cat": _PAIR_CATEGORY if ph in "BE" else ""}
+    )
     for i, ph in enumerate(_OTHER_PHASES)
 )
 
@@ -355,9 +361,12 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
             events, forgiving = _decode_events(_sanitized(framed, damaged.error, ignored), again=True)
     except RecursionError:
         raise SliceError("deep", "JSON nested too deeply") from None
-    family = _families(events)
+    family = _families(events, ignored)
     if forgiving:
         family[np.fromiter([e.ph != "X" for e in events], bool, len(events))] = -1
+        pairs = sum(e.ph in ("B", "E") for e in events)
+        if pairs:
+            ignored[DURATION_PAIRS] += pairs
         family[np.fromiter([e.ph == "i" and e.name == MEMORY_EVENT for e in events], bool, len(events))] = _INSTANT
     _count_unknown_gpu(events, family, forgiving, ignored)
 
@@ -586,13 +595,16 @@ def schema_problem(message: str, first_event: int) -> str:
 _shape_fields = attrgetter("dims", "types", "strides", "concrete")
 
 
-def _families(events: Sequence[Any]) -> np.ndarray:
+def _families(events: Sequence[Any], ignored: Counter[str]) -> np.ndarray:
     family_of = _FAMILY.get
     family = np.fromiter([family_of(e.cat, -1) for e in events], np.int8, len(events))
     unknown = family < 0
     if unknown.any():  # older or differently cased names: once per distinct category
         rows = np.flatnonzero(unknown)
         cats = [events[i].cat for i in rows.tolist()]
+        pairs = cats.count(_PAIR_CATEGORY)
+        if pairs:
+            ignored[DURATION_PAIRS] += pairs
         aliases = {cat: _LEGACY_FAMILY.get(cat.lower(), -1) if isinstance(cat, str) else -1 for cat in set(cats)}
         if any(code >= 0 for code in aliases.values()):
             family[rows] = [aliases[cat] for cat in cats]

@@ -21,7 +21,7 @@ from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_i
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.efficiency import with_kernel_efficiency
-from kernel_atlas.ingest.events import LONG_STRINGS, MAX_TEXT, NOT_OBJECTS, UNKNOWN_GPU
+from kernel_atlas.ingest.events import DURATION_PAIRS, LONG_STRINGS, MAX_TEXT, NOT_OBJECTS, UNKNOWN_GPU
 from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table
@@ -109,6 +109,9 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     not_objects = ignored.pop(NOT_OBJECTS, 0)
     if not_objects:
         warnings.append(f"{path}: {not_objects} traceEvents entries that are not JSON objects were skipped")
+    pairs = ignored.pop(DURATION_PAIRS, 0)
+    if pairs:  # torch.profiler writes complete ("X") events; a begin/end pair is another tool's
+        warnings.append(f"{path}: {pairs:,} begin/end (B/E) events were not read: only complete (X) ones are")
     cut = ignored.pop(LONG_STRINGS, 0)
     if cut:
         warnings.append(f"{path}: {cut} strings longer than {MAX_TEXT:,} characters were cut (names) or ignored")

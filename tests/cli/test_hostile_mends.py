@@ -725,3 +725,23 @@ def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, 
     assert len(frame) == 61 and frame["correlation"].notna().all() and frame["launcher"].notna().all()
     assert "2 values out of range or of an unexpected type were ignored (grid 1, pid 1)" in err
     assert "distributedInfo.rank 'inf' is not an integer: ignored" in err
+
+
+def test_begin_end_events_are_said_not_read(tmp_path: Path, example) -> None:
+    """Kernels and ops written as begin/end pairs vanished without a word (60 kernels became
+    none); complete events are what torch.profiler writes and what ingest reads: the pairs are
+    counted in one warning, in the fast and the forgiving decode alike."""
+    doc = copy.deepcopy(example)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    begin = {**kernels[0], "ph": "B"}
+    begin.pop("dur")
+    end = {"ph": "E", "pid": begin["pid"], "tid": begin["tid"], "ts": begin["ts"] + kernels[0]["dur"]}
+    doc["traceEvents"].remove(kernels[0])
+    doc["traceEvents"] += [begin, end]
+    ingest = cli("ingest", _write(tmp_path, doc), "-o", tmp_path / "out", "-q")
+    assert ingest.code == 0, ingest.output
+    assert "2 begin/end (B/E) events were not read: only complete (X) ones are" in ingest.stderr
+    doc["traceEvents"][0]["args"] = {"correlation": "7"}  # an id written as text: the forgiving decode
+    ingest = cli("ingest", _write(tmp_path, doc), "-o", tmp_path / "out2", "-q")
+    assert ingest.code == 0, ingest.output
+    assert "2 begin/end (B/E) events were not read: only complete (X) ones are" in ingest.stderr
