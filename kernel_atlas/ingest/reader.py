@@ -432,6 +432,7 @@ class _Reader:
         self.slice_bytes = max(slice_bytes, 1)
         self.on_progress = on_progress
         self.seen_events = False
+        self.bare_array = False  # the JSON Array Format: the document is the events array
         self.slots = _SharedSlots(self.slice_bytes) if submit is not None and self.source.compressed else None
         # the text in flight (slices being decoded, read ahead) plus one event at its largest
         self.source.limit = (self.depth + 2) * self.slice_bytes + MAX_EVENT_BYTES
@@ -462,6 +463,7 @@ class _Reader:
         if first is None:
             raise self.fail("file is empty")
         if first == ord("["):
+            self.bare_array = True
             pos = self._events(pos)
         elif first != ord("{"):
             packed = _packed_as(self.source.window(pos, 6))
@@ -660,11 +662,37 @@ class _Reader:
     def _exact_slice(self, good: int, must_reach: int) -> tuple[int, bool]:
         """Decode events from `good` up to the first real event boundary at or after
         `must_reach`, or to the end of the array: (next event start or offset after ']', done)."""
-        kind, at = self.walk.scan(good, must_reach)
+        try:
+            kind, at = self.walk.scan(good, must_reach)
+        except AtlasError as exc:
+            end = self._unclosed_end(good) if exc.problem == _TRUNCATED else None
+            if end is None:
+                raise
+            try:
+                self._shallow(good, end)
+            except AtlasError:
+                raise exc from None  # an event cut short: the file is truncated, not only unclosed
+            self.info.warnings.append(
+                "the events array has no closing ']' (the JSON Array Format allows it): read to the end of the file"
+            )
+            return self.source.length or end, True
         self._shallow(good, at)
         if kind == "close":
             return at + 1, True
         return self.walk.skip_ws(at + 1), False
+
+    def _unclosed_end(self, good: int) -> int | None:
+        """Where the events of a bare array without its closing `]` end: the end of the text less
+        trailing whitespace and one comma (the Trace Event Format lets a writer that stops mid-run
+        leave the `]` out); None in a `traceEvents` member, or with no event after `good`."""
+        if not self.bare_array or self.source.length is None:
+            return None
+        tail_start = max(good, self.source.length - 4096)
+        tail = bytes(self.source.window(tail_start, self.source.length - tail_start)).rstrip(_WHITESPACE)
+        if tail.endswith(b","):
+            tail = tail[:-1].rstrip(_WHITESPACE)
+        end = tail_start + len(tail)
+        return end if end > good else None
 
     def _shallow(self, start: int, end: int) -> None:
         """Decode the events in [start, end) (both at event boundaries) and deliver them. Where

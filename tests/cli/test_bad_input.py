@@ -110,6 +110,22 @@ def test_events_missing_fields_and_bare_list(tmp_path: Path) -> None:
     assert "1 GPU activities without a usable ts or dur were left out" in result.output
 
 
+@pytest.mark.parametrize("ending", ["", ",", ",\n  ", "\n"])
+def test_a_bare_list_without_its_closing_bracket_is_read_to_the_end(tmp_path: Path, ending: str) -> None:
+    """The JSON Array Format lets a writer leave the closing `]` out (a trace written while the
+    program ran); an event cut short is still a truncated file."""
+    events = [{"ph": "X", "cat": "kernel", "name": f"k{i}", "ts": 10 * i, "dur": 2, "args": {}} for i in range(3)]
+    text = json.dumps(events)[:-1]
+    (tmp_path / "open.json").write_text(text + ending)
+    result = _run("ingest", str(tmp_path / "open.json"), "-o", str(tmp_path / "o"))
+    assert result.exit_code == 0, result.output
+    assert list(pq.read_table(tmp_path / "o" / "kernels.parquet").to_pandas()["name"]) == ["k0", "k1", "k2"]
+    assert "the events array has no closing ']'" in result.output
+    (tmp_path / "cut.json").write_text(text[:-5])
+    result = _run("ingest", str(tmp_path / "cut.json"), "-o", str(tmp_path / "o2"))
+    assert result.exit_code == 2 and "JSON is truncated" in result.output
+
+
 def test_credentials_in_metadata_never_reach_outputs(tmp_path: Path) -> None:
     doc = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
     doc["metadata"] = {"HF_TOKEN": "hf_SECRETVALUE123", "env": {"AWS_SECRET_ACCESS_KEY": "AKIASECRET999"}}
