@@ -745,3 +745,26 @@ def test_begin_end_events_are_said_not_read(tmp_path: Path, example) -> None:
     ingest = cli("ingest", _write(tmp_path, doc), "-o", tmp_path / "out2", "-q")
     assert ingest.code == 0, ingest.output
     assert "2 begin/end (B/E) events were not read: only complete (X) ones are" in ingest.stderr
+
+
+def test_markup_in_names_stays_inside_the_page_tables(tmp_path: Path, example) -> None:
+    """Table rows travel as JSON inside <script type='application/json'>; with only `</` escaped,
+    `<!--<script>` in a kernel name put the HTML parser where the element's own </script> no
+    longer closed it, and the rest of report.html and diff.html was swallowed into it. The JSON
+    now holds no `<`, `>` or `&` at all (\\u escapes, which JSON.parse reads back)."""
+    import re
+
+    doc = copy.deepcopy(example)
+    name = next(e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    for event in doc["traceEvents"]:
+        if event.get("name") == name:
+            event["name"] = "<!--<script>" + name
+    out = tmp_path / "out"
+    _ingest_and_report(_write(tmp_path, doc), out)
+    assert cli("diff", out, out, "--html", tmp_path / "diff.html").code == 0
+    for page in (out / "report.html", tmp_path / "diff.html"):
+        payloads = re.findall(r"<script type='application/json'>(.*?)</script>", page.read_text(), re.S)
+        assert payloads
+        assert not [p for p in payloads if set(p) & set("<>&")]
+        read_back = [json.dumps(json.loads(p), ensure_ascii=False) for p in payloads]  # the rows and their details
+        assert any("<!--<script>void at::native::" in text for text in read_back), page
