@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import redact_value
+from kernel_atlas.core.redact import redact_text, redact_value
 from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_report
 
 MAX_ROWS = 500  # the most rows a tool returns
@@ -31,9 +31,10 @@ TABLES_SKIPPED = {KERNELS}  # registered apart (a partitioned dataset)
 
 
 def _clean(value: Any) -> Any:
-    """JSON-safe: NaN/inf → None, numpy scalars → Python, credentials redacted."""
+    """JSON-safe: NaN/inf → None, numpy scalars → Python, credentials redacted (keys too: a
+    query's column alias or a key of report.json is text like any other)."""
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {redact_text(str(k)): _clean(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_clean(v) for v in value]
     if hasattr(value, "item") and not isinstance(value, str | bytes):

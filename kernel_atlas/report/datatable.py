@@ -29,7 +29,6 @@ class TableColumn:
     wrap: bool = True  # False: short words kept on one line (op names, status)
 
 
-
 # what JSON text inside a <script> must not hold as it is: `<!--<script>` in a kernel name put the
 # HTML parser in a state where the element's own `</script>` no longer closes it (the rest of the
 # page swallowed); as \u escapes JSON.parse reads the same text
@@ -39,6 +38,7 @@ _SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
 def script_json(text: str) -> str:
     """JSON text safe inside an HTML <script> element: `<`, `>` and `&` written as \\u escapes."""
     return text.translate(_SCRIPT_UNSAFE)
+
 
 def _sort_value(value: Any) -> Any:
     if value is None:

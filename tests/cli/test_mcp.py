@@ -100,6 +100,11 @@ def test_no_credential_leaves_the_server(tools, root: Path) -> None:
     pq.write_table(table, root / "bert.atlas" / "planted.parquet")
     text = json.dumps(tools.query("bert.atlas", "SELECT note FROM planted"))
     assert TOKEN not in text and "<redacted>" in text
+    # a column alias keys every row: keys are redacted as values are
+    aliased = json.dumps(
+        tools.query("bert.atlas", f'SELECT 1 AS "{TOKEN}", \'https://u:sekret@h\' AS "https://u:sekret@h"')
+    )
+    assert TOKEN not in aliased and "sekret" not in aliased, aliased
 
 
 def test_explain_and_diff(tools) -> None:
