@@ -569,6 +569,12 @@ _SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
     "devices": (list,),
 }
 _GPU_FIELDS: dict[str, tuple[type, ...]] = {"name": (str,), "numSms": (int,)}
+_MAX_COUNT = (1 << 31) - 1  # ranks: int32, as ingest writes them (their column and partition)
+_INT64 = 1 << 63  # other integers: what numpy holds
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_summary(summary: Any, path: Path) -> None:
@@ -589,15 +595,19 @@ def check_summary(summary: Any, path: Path) -> None:
             value = trace.get(key)
             if key in trace and (not isinstance(value, kinds) or isinstance(value, bool)):
                 raise wrong(f"traces[{i}].{key}", f"a {kinds[0].__name__}")
+        if "rank" in trace and not 0 <= trace["rank"] <= _MAX_COUNT:  # ranks are int32, as ingest writes them
+            raise wrong(f"traces[{i}].rank", f"a rank (0…{_MAX_COUNT})")
         for j, gpu in enumerate(trace.get("gpus", [])):
             if not isinstance(gpu, dict):
                 raise wrong(f"traces[{i}].gpus[{j}]", "an object")
             for key, kinds in _GPU_FIELDS.items():
                 if key in gpu and (not isinstance(gpu[key], kinds) or isinstance(gpu[key], bool)):
                     raise wrong(f"traces[{i}].gpus[{j}].{key}", f"a {kinds[0].__name__}")
+            if isinstance(gpu.get("numSms"), int) and not -_INT64 <= gpu["numSms"] < _INT64:
+                raise wrong(f"traces[{i}].gpus[{j}].numSms", "an int64")
         world = trace.get("distributed", {}).get("world_size")
-        if world is not None and (not isinstance(world, int) or isinstance(world, bool)):
-            raise wrong(f"traces[{i}].distributed.world_size", "an int")
+        if world is not None and not (_is_int(world) and -_INT64 <= world < _INT64):
+            raise wrong(f"traces[{i}].distributed.world_size", "an int64")
     run_id = summary.get("run_id", "0")
     if not isinstance(run_id, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", run_id):
         raise wrong("run_id", "a run id")
@@ -697,7 +707,17 @@ def _check_values(path: Path) -> None:
     each activity named, with a start and a non-negative duration below 2^53 µs, its recorded
     calls nested no deeper than MAX_DEPTH."""
     schema = _schema(path)
-    wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL) if name in schema.names]
+    # integers written as int64 where the column is narrower (device, group_size…): beyond its range
+    # numpy's cast to it raises (or wraps)
+    narrow = [
+        name
+        for name in schema.names
+        if name in KERNEL_COLUMNS
+        and pa.types.is_integer(KERNEL_COLUMNS[name])
+        and pa.types.is_integer(schema.field(name).type)
+        and KERNEL_COLUMNS[name].bit_width < schema.field(name).type.bit_width
+    ]
+    wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL, *narrow) if name in schema.names]
     table = load_table(path, columns=wanted)
 
     def refuse(count: int, what: str) -> AtlasError:
@@ -711,6 +731,12 @@ def _check_values(path: Path) -> None:
             bad = ~(np.abs(values) < MAX_TIME_US) | ((values < 0) if name == "dur_us" else False)
             if bad.any():
                 raise refuse(int(bad.sum()), f"rows with a {what}")
+    for name in narrow:
+        kind = KERNEL_COLUMNS[name]
+        low, high = -(1 << (kind.bit_width - 1)), (1 << (kind.bit_width - 1)) - 1
+        bounds = pc.min_max(table.column(name)).as_py()
+        if bounds["min"] is not None and (bounds["min"] < low or bounds["max"] > high):
+            raise AtlasError(path, f"column {name} holds values beyond {kind} ({bounds['min']}…{bounds['max']})")
     for name in RECORDED_CALL:
         if name in wanted:
             texts = pc.unique(table.column(name).cast(pa.string())).drop_null()

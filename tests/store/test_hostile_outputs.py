@@ -296,6 +296,9 @@ def _damage(out: Path, how: str) -> Path:
         )
     elif how == "missing-column":
         pq.write_table(table.drop_columns(["ts_us"]), rank_file)
+    elif how == "device-beyond-int32":  # int64 where the column is int32: numpy's cast raised
+        column = pa.array([2**62] * table.num_rows, pa.int64())
+        pq.write_table(table.set_column(table.schema.get_field_index("device"), "device", column), rank_file)
     elif how == "wrong-type":
         column = table.column("dur_us").cast(pa.string())
         pq.write_table(table.set_column(table.schema.get_field_index("dur_us"), "dur_us", column), rank_file)
@@ -319,6 +322,10 @@ def _damage(out: Path, how: str) -> Path:
             summary.write_text("[1, 2]")
         elif how == "summary-deep":
             summary.write_text("[" * 100_000 + "]" * 100_000)
+        elif how == "summary-rank-beyond-int64":  # an OverflowError in numpy before
+            doc = json.loads(summary.read_text())
+            doc["traces"][0]["rank"] = 10**30
+            summary.write_text(json.dumps(doc))
         elif how == "summary-gpu-name-not-a-string":
             doc = json.loads(summary.read_text())
             doc["traces"][0]["gpus"][0]["name"] = 12345
@@ -332,7 +339,7 @@ def _damage(out: Path, how: str) -> Path:
 
 DAMAGE = ["corrupt", "empty", "foreign", "missing-column", "wrong-type", "single-file-corrupt", "junk-in-dataset",
           "fifo-in-dataset", "summary-not-json", "summary-empty", "summary-a-list", "summary-deep",
-          "summary-gpu-name-not-a-string", "summary-fifo"]  # fmt: skip
+          "summary-gpu-name-not-a-string", "summary-fifo", "device-beyond-int32", "summary-rank-beyond-int64"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", DAMAGE)
