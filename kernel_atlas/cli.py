@@ -50,12 +50,23 @@ def say(console: Console, label: str, message: object, redact: bool = True) -> N
     console.print(f"{label} {text}" if label else text, highlight=False, soft_wrap=True)
 
 
+def _utf8_arguments(values: list[Any]) -> None:
+    """Paths and texts on the command line whose bytes are not UTF-8 refused before any work."""
+    from kernel_atlas.core.safe_files import check_utf8
+
+    for value in values:
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, str | Path):
+                check_utf8(item)
+
+
 def _one_line_errors(func: F) -> F:
     """Bad input → one line naming the file and the problem, exit code 2, no traceback."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            _utf8_arguments([*args, *kwargs.values()])
             return func(*args, **kwargs)
         except typer.Exit:  # a command's own exit code
             raise

@@ -145,6 +145,18 @@ def remove(path: str | Path) -> None:
         raise AtlasError(path, f"cannot remove the previous run's file: {os_problem(exc)}") from None
 
 
+def check_utf8(path: str | Path) -> None:
+    """Refuse, in one line, a path whose bytes are not UTF-8 (legal on Linux; Python holds such
+    bytes as lone surrogates): Arrow opens no such path, and no Parquet or JSON text can hold it."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
+        problem = "not valid UTF-8 (bytes of another encoding?): Parquet and JSON hold only UTF-8 text"
+        raise AtlasError(shown, problem) from None
+
+
 def why_missing(path: str | Path) -> str:
     """Why a path that does not exist does not: a link loop or a dangling link are said as such."""
     path = Path(path)

@@ -26,7 +26,7 @@ import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_free_memory
-from kernel_atlas.core.safe_files import is_writable_folder, why_missing
+from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
 from kernel_atlas.ingest.host_events import write_host_events
@@ -178,6 +178,7 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
     # each file once, however it was spelled (`t.json`, `./t.json`, `../dir/t.json`, a folder and a file in it)
     once: dict[str, str] = {}
     for source in found:
+        check_utf8(source)  # a file found in a folder: its name becomes a file name and a column value
         once.setdefault(source if is_url(source) else os.path.realpath(source), source)
     return list(once.values())
 

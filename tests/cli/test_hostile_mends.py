@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from kernel_atlas.ingest.events import step_number
-from tests.support.hostile import cli
+from tests.support.hostile import assert_one_line_error, cli
 from tests.support.traces import EXAMPLE
 
 
@@ -768,3 +768,19 @@ def test_markup_in_names_stays_inside_the_page_tables(tmp_path: Path, example) -
         assert not [p for p in payloads if set(p) & set("<>&")]
         read_back = [json.dumps(json.loads(p), ensure_ascii=False) for p in payloads]  # the rows and their details
         assert any("<!--<script>void at::native::" in text for text in read_back), page
+
+
+def test_names_whose_bytes_are_not_utf8_are_one_line(tmp_path: Path) -> None:
+    """Linux file names are bytes; one not UTF-8 (Python holds it with lone surrogates) was an
+    internal error — in Arrow, which opens no such path, or in the JSON that names it."""
+    import os
+    import shutil
+
+    odd = os.fsdecode(b"t_\xff\xfe")
+    trace = tmp_path / f"{odd}.json.gz"
+    shutil.copy(EXAMPLE, trace)
+    assert_one_line_error(cli("ingest", trace, "-o", tmp_path / "a"), "t_\\udcff\\udcfe.json.gz", "not valid UTF-8")
+    assert_one_line_error(cli("ingest", tmp_path, "-o", tmp_path / "b"), "not valid UTF-8")  # found in a folder
+    assert_one_line_error(cli("ingest", EXAMPLE, "-o", tmp_path / odd), "not valid UTF-8")
+    assert not (tmp_path / odd).exists()
+    assert_one_line_error(cli("report", tmp_path / odd), "not valid UTF-8")
