@@ -770,7 +770,44 @@ def read_report(out_dir: str | Path, run_id: str | None) -> dict[str, Any] | Non
     if not path.is_file() or path.is_symlink():
         return None
     report = safe_files.read_json(path)
-    return report if isinstance(report, dict) and report.get("run_id") == run_id else None
+    if not isinstance(report, dict) or report.get("run_id") != run_id:
+        return None
+    _check_report(report, path)
+    return report
+
+
+_FINDING_FIELDS = ("kind", "what", "evidence")
+
+
+def _check_report(report: dict[str, Any], path: Path) -> None:
+    """The parts of report.json that the dashboard and the MCP server read have the types
+    `atlas report` writes (a doctored field was a notebook's traceback or an internal error)."""
+
+    def wrong(where: str, what: str) -> AtlasError:
+        return AtlasError(path, f"not a report of `atlas report`: {where} is not {what} (run `atlas report` again)")
+
+    for key in ("gpu_time_us", "costed_time_us", "no_shape_time_us", "no_model_time_us"):
+        value = report.get(key)
+        if value is not None and not (_is_number(value) and math.isfinite(value)):
+            raise wrong(key, "a number")
+    for key in ("trust", "critical_path", "efficiency"):
+        if report.get(key) is not None and not isinstance(report[key], dict):
+            raise wrong(key, "an object")
+    findings = report.get("findings", [])
+    if not isinstance(findings, list):
+        raise wrong("findings", "a list")
+    for i, finding in enumerate(findings):
+        if not isinstance(finding, dict):
+            raise wrong(f"findings[{i}]", "an object")
+        if not (_is_number(finding.get("saving_us")) and math.isfinite(finding["saving_us"])):
+            raise wrong(f"findings[{i}].saving_us", "a number")
+        missing = [key for key in _FINDING_FIELDS if key not in finding]
+        if missing:
+            raise wrong(f"findings[{i}]", f"a finding (no {', '.join(missing)})")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def check_derived(path: Path, output: Output) -> None:

@@ -148,3 +148,33 @@ def test_a_real_client_over_stdio(root: Path) -> None:
     assert seen["summary"]["gpu_time_us"] == pytest.approx(GPU_TIME_US)
     assert seen["count"]["rows"] == [{"n": 61}]
     assert seen["write"][0] and "read-only" in seen["write"][1]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "needle"),
+    [
+        ("findings", {"a": 1}, "findings is not a list"),
+        ("findings", [{"kind": "x", "what": "y", "evidence": "z", "saving_us": "1"}], "saving_us is not a number"),
+        ("findings", [{"saving_us": 1.0}], "no kind, what, evidence"),
+        ("gpu_time_us", "x", "gpu_time_us is not a number"),
+        ("critical_path", [1], "critical_path is not an object"),
+    ],
+)
+def test_a_doctored_report_json_is_one_line(tmp_path: Path, key: str, value: object, needle: str) -> None:
+    """report.json of the same run with a field of another type: the dashboard ended in the
+    notebook's traceback, the MCP tools in an internal error."""
+    import shutil
+
+    from kernel_atlas.mcp_server import Tools
+    from kernel_atlas.report.build import build_report
+
+    root = tmp_path / "root"
+    write_outputs(ingest_paths([EXAMPLE]), root / "run")
+    build_report(root / "run")
+    report = json.loads((root / "run" / "report.json").read_text())
+    report[key] = value
+    (root / "run" / "report.json").write_text(json.dumps(report))
+    for tool in ("findings", "summary"):
+        with pytest.raises(AtlasError, match=needle):
+            getattr(Tools(root), tool)("run")
+    shutil.rmtree(root)

@@ -465,3 +465,14 @@ def test_doctored_memory_events_are_one_line(tmp_path: Path, column: str, values
         result = cli(*command)
         assert_one_line_error(result, needle)
         assert str(named) in result.stderr
+
+
+def test_a_doctored_report_json_is_one_line_for_the_dashboard(tmp_path: Path) -> None:
+    """The dashboard reads report.json's findings inside its notebook: a doctored one printed the
+    notebook's coloured traceback (exit 1)."""
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    assert cli("report", out).code == 0
+    report = json.loads((out / "report.json").read_text())
+    report["findings"] = {"a": 1}
+    (out / "report.json").write_text(json.dumps(report))
+    assert_one_line_error(cli("dashboard", out, "--html", tmp_path / "d.html"), "findings is not a list")
