@@ -514,10 +514,11 @@ def _folded(warnings: list[str], sources: Sequence[str] = ()) -> list[str]:
     more than once (the ranks of one Nsight export each say the same of the same file). A warning
     said alike of several of `sources` (`<trace>: <what>`: the ranks of a fleet each missing the
     same launcher) is one line naming the first NAMED_TRACES of them and counting the others."""
-    names = sorted(set(sources), key=len, reverse=True)  # the longest first: one may prefix another
+    names = set(sources)
+    lengths = sorted({len(n) for n in names}, reverse=True)  # the longest first: one name may prefix another
     said: dict[tuple[str, bool], dict[str, int]] = {}  # (text, of a trace) → trace (or "") → times
     for warning in warnings:
-        source = next((n for n in names if warning.startswith(f"{n}: ")), None)
+        source = next((warning[:k] for k in lengths if warning[k : k + 2] == ": " and warning[:k] in names), None)
         text = warning[len(source) + 2 :] if source is not None else warning
         times = said.setdefault((text, source is not None), {})
         times[source or ""] = times.get(source or "", 0) + 1
