@@ -32,8 +32,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+# no emoji codes: `:fire:` in a file name or an option value is text, printed as typed
+console = Console(emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 Wide = Annotated[bool, typer.Option("--wide", help="Full kernel names and shapes, every column, however wide.")]

@@ -20,6 +20,7 @@ from rich.console import Console
 
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
 from kernel_atlas.report.efficiency_view import efficiency_lines, report_lines
@@ -69,11 +70,11 @@ def _files_line(console: Console, files: dict[str, Path]) -> None:
     if not paths:
         return
     folders = {p.parent for p in paths}
-    if len(folders) == 1:
-        folder = str(next(iter(folders)))
-        _text(console, f"wrote {esc(folder.rstrip('/') + '/')}: " + esc(", ".join(p.name for p in paths)))
+    if len(folders) == 1:  # paths the user named (--html, -o) may hold a credential: redacted like any text
+        folder = redact_text(str(next(iter(folders))))
+        _text(console, f"wrote {esc(folder.rstrip('/') + '/')}: " + esc(redact_text(", ".join(p.name for p in paths))))
         return
-    _text(console, "wrote " + esc(", ".join(str(p) for p in paths)))
+    _text(console, "wrote " + esc(redact_text(", ".join(str(p) for p in paths))))
 
 
 # --- atlas ingest -------------------------------------------------------------------------------
@@ -579,7 +580,7 @@ def print_catalog_costs(
             for row in costed.sort_values("attainable_us", ascending=False).head(top).itertuples(index=False)
         ]
         print_table(console, columns, rows, f"Largest attainable times on {device}", wide)
-    _text(console, f"wrote {esc(path)}")
+    _text(console, f"wrote {esc(redact_text(str(path)))}")
 
 
 # --- atlas diff ---------------------------------------------------------------------------------

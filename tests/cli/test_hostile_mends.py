@@ -784,3 +784,18 @@ def test_names_whose_bytes_are_not_utf8_are_one_line(tmp_path: Path) -> None:
     assert_one_line_error(cli("ingest", EXAMPLE, "-o", tmp_path / odd), "not valid UTF-8")
     assert not (tmp_path / odd).exists()
     assert_one_line_error(cli("report", tmp_path / odd), "not valid UTF-8")
+
+
+def test_paths_the_user_names_print_literally_and_redacted(tmp_path: Path) -> None:
+    """`wrote …` lines printed output paths as typed (a token in `--html` on the terminal), and
+    rich turned `:fire:` in a name into an emoji (a folder that does not exist)."""
+    token = "ghp_" + "a" * 36
+    out = tmp_path / "run:fire:.atlas"
+    ingest = cli("ingest", EXAMPLE, "-o", out, "-q")
+    assert ingest.code == 0 and ingest.stdout.strip() == str(out), ingest.output
+    report = cli("report", out, "--html", tmp_path / f"page_{token}.html")
+    unwrapped = report.output.replace("\n", "")  # a long path wraps mid-name at 80 columns
+    assert report.code == 0 and token not in unwrapped and "page_<redacted>.html" in unwrapped
+    assert (tmp_path / f"page_{token}.html").is_file()
+    diff = cli("diff", out, out, "-o", tmp_path / f"d_{token}.csv", "--markdown", tmp_path / f"d_{token}.md")
+    assert diff.code == 0 and token not in diff.output.replace("\n", "")
