@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -51,14 +52,18 @@ def say(console: Console, label: str, message: object, redact: bool = True) -> N
     console.print(f"{label} {text}" if label else text, highlight=False, soft_wrap=True)
 
 
-def _utf8_arguments(values: list[Any]) -> None:
-    """Paths and texts on the command line whose bytes are not UTF-8 refused before any work."""
+def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Refused before any work: paths and texts on the command line whose bytes are not UTF-8,
+    and numbers that are not finite (`--fail-above inf` judged nothing, with numpy warnings)."""
     from kernel_atlas.core.safe_files import check_utf8
 
-    for value in values:
+    for value in [*args, *kwargs.values()]:
         for item in value if isinstance(value, list | tuple) else [value]:
             if isinstance(item, str | Path):
                 check_utf8(item)
+    for name, value in kwargs.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise AtlasError(None, f"--{name.replace('_', '-')} {value}: not a finite number")
 
 
 def _one_line_errors(func: F) -> F:
@@ -67,7 +72,7 @@ def _one_line_errors(func: F) -> F:
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            _utf8_arguments([*args, *kwargs.values()])
+            _screen_arguments(args, kwargs)
             return func(*args, **kwargs)
         except typer.Exit:  # a command's own exit code
             raise

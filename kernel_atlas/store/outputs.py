@@ -532,31 +532,27 @@ def check_kernels_schema(schema: pa.Schema, path: Path, required: Sequence[str] 
             raise AtlasError(path, f"column {name} holds {found} values where {wanted} ones belong")
 
 
-def load_checked(path: Path, columns: dict[str, str], what: str) -> pa.Table:
+def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atlas ingest") -> pa.Table:
     """A table `atlas ingest` writes beside the kernels (host or memory events) read and checked
     as its readers rely on it, every refusal one line: each of `columns` present, of its kind
     ("string", "integer", "float"; a time "time": a float with no null, NaN or value beyond
-    2^53 µs), integer columns without nulls."""
+    2^53 µs), integer columns without nulls. `by`: the command that writes it."""
     table = load_table(path)
     missing = [name for name in columns if name not in table.column_names]
     if missing:
-        raise AtlasError(
-            path, f"not {what} of `atlas ingest` (no column {', '.join(missing)}): run `atlas ingest` again"
-        )
+        raise AtlasError(path, f"not {what} of `{by}` (no column {', '.join(missing)}): run `{by}` again")
     for name, kind in columns.items():
         column = table.column(name)
         found, wanted = _family(column.type), "float" if kind == "time" else kind
         if found != wanted and found != "null" and not (wanted == "float" and found == "integer"):
             raise AtlasError(path, f"column {name} holds {found} values where {wanted} ones belong")
         if kind in ("integer", "time") and column.null_count:
-            raise AtlasError(path, f"{column.null_count} rows without a {name}, which `atlas ingest` never writes")
+            raise AtlasError(path, f"{column.null_count} rows without a {name}, which `{by}` never writes")
         if kind == "time":
             values = column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
             bad = int(np.count_nonzero(~(np.abs(values) < MAX_TIME_US)))
             if bad:
-                raise AtlasError(
-                    path, f"{bad} rows with a {name} that is NaN or beyond 2^53 µs: run `atlas ingest` again"
-                )
+                raise AtlasError(path, f"{bad} rows with a {name} that is NaN or beyond 2^53 µs: run `{by}` again")
     return table
 
 

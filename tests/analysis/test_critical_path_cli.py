@@ -50,6 +50,7 @@ def test_whatif_never_prints_a_credential_typed_in_a_speedup(out: Path, as_json:
     [
         (["--speedup", "op=mm"], "expected FIELD=VALUE:Nx"),
         (["--speedup", "kernel=(:2x"], "not a regular expression"),
+        (["--speedup", "kernel=k_one:0.5x"], "the factor must be at least 1"),  # a slowdown changed nothing
         (["--speedup", "category=gemm:roofline"], "needs roofline.parquet"),
         ([], "nothing to change"),
         (["--no-launch-gaps", "--rank", "3"], "no rank 3"),

@@ -799,3 +799,16 @@ def test_paths_the_user_names_print_literally_and_redacted(tmp_path: Path) -> No
     assert (tmp_path / f"page_{token}.html").is_file()
     diff = cli("diff", out, out, "-o", tmp_path / f"d_{token}.csv", "--markdown", tmp_path / f"d_{token}.md")
     assert diff.code == 0 and token not in diff.output.replace("\n", "")
+
+
+@pytest.mark.parametrize("value", ["inf", "1e309", "-inf"])
+def test_numbers_that_are_not_finite_are_one_line(tmp_path: Path, value: str) -> None:
+    """`--fail-above inf` judged nothing and printed numpy's RuntimeWarnings."""
+    out = tmp_path / "run.atlas"
+    assert cli("ingest", EXAMPLE, "-o", out, "-q").code == 0
+    done = cli("diff", out, out, "--fail-above", value)
+    if value.startswith("-"):  # below the option's minimum: typer's own usage error
+        assert done.code == 2
+    else:
+        assert_one_line_error(done, "--fail-above inf: not a finite number")
+    assert "RuntimeWarning" not in done.output

@@ -476,3 +476,29 @@ def test_a_doctored_report_json_is_one_line_for_the_dashboard(tmp_path: Path) ->
     report["findings"] = {"a": 1}
     (out / "report.json").write_text(json.dumps(report))
     assert_one_line_error(cli("dashboard", out, "--html", tmp_path / "d.html"), "findings is not a list")
+
+
+@pytest.mark.parametrize(
+    ("how", "needle"),
+    [
+        ("negative", "rows with a negative attainable_us"),
+        ("no-role", "no column role): run `atlas report` again"),
+        ("role-numbers", "column role holds integer values where string ones belong"),
+    ],
+)
+def test_a_doctored_roofline_is_one_line_for_whatif(tmp_path: Path, how: str, needle: str) -> None:
+    """whatif read roofline.parquet unchecked: a negative attainable time saved 26,000 s of
+    197 µs of GPU time, a missing column was a KeyError."""
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    assert cli("report", out).code == 0
+    path = out / "roofline.parquet"
+    table = pq.read_table(path)
+    if how == "negative":
+        column = pa.array([-1e9] * table.num_rows)
+        table = table.set_column(table.schema.get_field_index("attainable_us"), "attainable_us", column)
+    elif how == "no-role":
+        table = table.drop_columns(["role"])
+    else:
+        table = table.set_column(table.schema.get_field_index("role"), "role", pa.array([1] * table.num_rows))
+    pq.write_table(table, path)
+    assert_one_line_error(cli("whatif", out, "--speedup", "category=gemm:roofline"), needle, str(path))
