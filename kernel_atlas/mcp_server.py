@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from kernel_atlas.core.redact import redact_text, redact_value
 from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_report
 
 MAX_ROWS = 500  # the most rows a tool returns
+QUERY_SECONDS = 30  # the most time one `query` may take
+QUERY_MEMORY = "1GB"  # and memory (DuckDB's limit)
 MAX_RUNS = 1000  # the most runs `runs` lists
 MAX_DEPTH = 4  # how deep under the root `runs` looks
 TABLES_SKIPPED = {KERNELS}  # registered apart (a partitioned dataset)
@@ -274,6 +277,10 @@ class Tools:
                 continue
             connection.register(path.stem, ds.dataset(path, format="parquet"))
         del output
+        # an agent's query is bounded like any input: memory (no spilling to disk) and, in
+        # `_select`, time (`range(1e12)` ran for ever, `repeat('x', 1.5e9)` reached 6 GB)
+        connection.execute(f"SET memory_limit = '{QUERY_MEMORY}'")
+        connection.execute("SET temp_directory = ''")
         connection.execute("SET enable_external_access = false")
         connection.execute("SET lock_configuration = true")
         return connection
@@ -290,11 +297,17 @@ class Tools:
             raise AtlasError("query", f"not valid SQL: {str(exc).splitlines()[0]}") from None
         if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
             raise AtlasError("query", "read-only: one SELECT statement only (no writes, settings or attachments)")
+        timer = threading.Timer(QUERY_SECONDS, connection.interrupt)
+        timer.start()
         try:
             cursor = connection.execute(sql)
             rows = cursor.fetchmany(limit + 1)
+        except duckdb.InterruptException:
+            raise AtlasError("query", f"stopped after {QUERY_SECONDS} s (the most a query may take)") from None
         except duckdb.Error as exc:
             raise AtlasError("query", str(exc).splitlines()[0]) from None
+        finally:
+            timer.cancel()
         columns = [d[0] for d in cursor.description or []]
         records = [dict(zip(columns, row, strict=False)) for row in rows[:limit]]
         return _clean({"columns": columns, "rows": records, "truncated": len(rows) > limit})

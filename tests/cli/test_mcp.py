@@ -178,3 +178,16 @@ def test_a_doctored_report_json_is_one_line(tmp_path: Path, key: str, value: obj
         with pytest.raises(AtlasError, match=needle):
             getattr(Tools(root), tool)("run")
     shutil.rmtree(root)
+
+
+def test_a_query_is_bounded_in_time_and_memory(tools, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent's SQL had only a row limit: `range(1e12)` ran until killed, a list of 3·10^8
+    numbers reached 16.8 GB."""
+    import kernel_atlas.mcp_server as server
+
+    monkeypatch.setattr(server, "QUERY_SECONDS", 1)
+    with pytest.raises(AtlasError, match="stopped after 1 s"):
+        tools.query("bert.atlas", "SELECT count(*) FROM range(1000000000000)")
+    with pytest.raises(AtlasError, match="Out of Memory"):
+        tools.query("bert.atlas", "SELECT list(range) FROM range(300000000)")
+    assert tools.query("bert.atlas", "SELECT count(*) AS n FROM kernels")["rows"] == [{"n": 61}]
