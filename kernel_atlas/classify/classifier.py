@@ -15,6 +15,7 @@ the catalog (catalogs/kernels.json), stack-only guesses and normalised catalog n
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -327,12 +328,25 @@ def load_catalog(path: str | Path) -> list[dict[str, Any]]:
         problem = _entry_problem(entry)
         if problem:
             raise AtlasError(path, f"not a kernel catalog: entry {i} {problem}")
+    if not _is_unicode(data):  # JSON may write a lone surrogate (\ud800) that no output can hold
+        first = next(i for i, entry in enumerate(data) if not _is_unicode(entry))
+        raise AtlasError(path, f"not a kernel catalog: entry {first} holds a lone UTF-16 surrogate (no Unicode text)")
     return data
+
+
+def _is_unicode(value: object) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _entry_problem(entry: object) -> str | None:
     if not isinstance(entry, dict):
         return "is not an object"
+    if entry.get("label") is not None and not isinstance(entry["label"], dict):
+        return "has a `label` that is not an object"
     for key in _ENTRY_TEXT:
         if entry.get(key) is not None and not isinstance(entry[key], str):
             return f"has a `{key}` that is not a string"

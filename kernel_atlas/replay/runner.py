@@ -182,13 +182,15 @@ def save_replay(results: pd.DataFrame, out_dir: str | Path, run_id: str | None) 
 
 
 def targets_from_catalog(path: str | Path) -> list[Target]:
-    """One target per catalog entry, with the entry's example shapes."""
-    try:
-        entries = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise AtlasError(path, f"cannot read the catalog ({exc})") from None
+    """One target per named catalog entry, with the entry's example shapes; the catalog checked
+    as `atlas classify` checks it (a lone surrogate or a list where an object belongs was an
+    internal error)."""
+    from kernel_atlas.classify.classifier import load_catalog
+
     targets = []
-    for entry in entries:
+    for entry in load_catalog(path):
+        if not entry.get("kernel_name"):
+            continue  # nothing to replay it as
         params = entry.get("params", [])
         dims = [p["example_dim"] if isinstance(p.get("example_dim"), list) else [] for p in params]
         types = [p.get("example_dtype") or "" for p in params]

@@ -812,3 +812,20 @@ def test_numbers_that_are_not_finite_are_one_line(tmp_path: Path, value: str) ->
     else:
         assert_one_line_error(done, "--fail-above inf: not a finite number")
     assert "RuntimeWarning" not in done.output
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ('[{"kernel_name": "ampere_sgemm_128x64_nn", "op_mapping": "matmul", "label": "x"}]', "`label` that is not"),
+        ('[{"kernel_name": "a\\ud800b", "op_mapping": "TBD"}]', "holds a lone UTF-16 surrogate"),
+        ('{"kernel_name": "k"}', "a kernel catalog is a JSON list"),
+    ],
+)
+def test_hostile_catalogs_are_one_line_for_classify_and_replay(tmp_path: Path, text: str, needle: str) -> None:
+    """A label that is no object and a lone surrogate escape were internal errors in `classify`;
+    `replay --catalog` read the catalog unchecked."""
+    catalog = tmp_path / "c.json"
+    catalog.write_text(text)
+    assert_one_line_error(cli("classify", catalog, "-o", tmp_path / "out.json"), needle)
+    assert_one_line_error(cli("replay", "--catalog", catalog, "--device", "cpu"), needle)
