@@ -103,18 +103,24 @@ HOSTILE_RAW = [
     Raw(str(2**64), "2^64"),
     Raw(str(-(2**63) - 1), "-2^63-1"),
     Raw("123456789012345678901234567890e-5", "long mantissa"),
+    Raw("9" * 5000, "5,000 digits"),  # Python reads no integer past 4,300 digits
+    Raw("[" + "9" * 5000 + ", 1, 1]", "list with 5,000 digits"),
 ]
 SECRETS = ["hf_" + "A1b2" * 9, "Bearer abc.def.ghijkl", "AKIA" + "ABCDEFGHIJKLMNOP", "ghp_" + "Zz09" * 9]
 # URLs with passwords (issue 27): an empty user, / + and @ in the password; the password must not leak
 URL_SECRETS = {"redis://:hunter2pw@cache:6379/0": "hunter2pw", "https://user:pa/ss+word@example.com/x": "pa/ss+word",
-               "pg://bob:s3cr@tpw@db:5432/app": "s3cr@tpw"}  # fmt: skip
-LEAKS = [*SECRETS, *URL_SECRETS.values()]
+               "pg://bob:s3cr@tpw@db:5432/app": "s3cr@tpw", "https://o'neil:it's2pw@host x": "it's2pw"}  # fmt: skip
+# credentials that the cut of a long name (16,384 characters) would end: the part kept must not leak
+CUT_SECRETS = {"k" * 16_359 + " https://user:cutpw12345@host.org tail": "cutpw12345",
+               "k" * 16_359 + " ghp_" + "Q" * 36 + " tail": "ghp_QQQQQQQQ"}  # fmt: skip
+LEAKS = [*SECRETS, *URL_SECRETS.values(), *CUT_SECRETS.values()]
 # digits str.isdigit() takes and int() does not, numbers beyond int64, Inductor tiles of 0
 ODD_DIGITS = ["ProfilerStep#\u00b2", "ProfilerStep#" + "9" * 30, "ProfilerStep#\u0663", "XBLOCK=0", "XBLOCK=\u00b2",
               "\u00b2", "9" * 30, "_ZN\u0663\u0663abc"]  # fmt: skip
 LONG_TEXT = ["k" * 40_000, "[" + "1, " * 20_000 + "1]", "x" * 3_000_000]  # past ingest's MAX_TEXT
 ODD_TEXT = ["", " ", "\u0000", "\u202eevil", "e\u0301", "😀" * 50, "x" * 100_000, "[bold]x[/]", "[/x]", "\n\r\t",
-            "-----BEGIN PRIVATE KEY-----", *SECRETS, *URL_SECRETS, *ODD_DIGITS, *LONG_TEXT]  # fmt: skip
+            "-----BEGIN PRIVATE KEY-----", *SECRETS, *URL_SECRETS, *ODD_DIGITS, *LONG_TEXT, *CUT_SECRETS,
+            "<!--<script>x"]  # fmt: skip
 
 
 def hostile_values() -> st.SearchStrategy[Any]:
