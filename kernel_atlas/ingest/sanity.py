@@ -22,6 +22,10 @@ _NARROW = {
 }
 
 
+# integer columns whose values must survive a float64 (exact below 2^53)
+_FLOAT_EXACT = ("stream",)
+
+
 def _bits(dtype: object) -> int:
     return np.dtype(getattr(dtype, "numpy_dtype", dtype)).itemsize * 8
 
@@ -58,6 +62,14 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             lost -= int(frame[name].notna().sum())
             if lost:
                 warnings.append(f"{lost} `{name}` values are not lists (as the profiler records them): not recorded")
+    for name in _FLOAT_EXACT:  # stream ids travel through float columns (idle per stream, with nulls)
+        if name not in frame:
+            continue
+        values = frame[name].astype("Int64")
+        outside = (values.abs() >= 2**53).fillna(False).to_numpy(dtype=bool)
+        if outside.any():
+            warnings.append(f"{int(outside.sum())} `{name}` values beyond 2^53 (no {name} id is) set to null")
+            frame[name] = values.mask(outside)
     for name, bounds in _NARROW.items():
         if name not in frame or _bits(frame[name].dtype) <= bounds.bits:
             continue  # as narrow as declared already: nothing can be out of range

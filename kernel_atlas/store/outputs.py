@@ -713,7 +713,8 @@ def _check_values(path: Path) -> None:
         and pa.types.is_integer(schema.field(name).type)
         and KERNEL_COLUMNS[name].bit_width < schema.field(name).type.bit_width
     ]
-    wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL, *narrow) if name in schema.names]
+    exact = [name for name in ("stream",) if name in schema.names and pa.types.is_integer(schema.field(name).type)]
+    wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact) if name in schema.names]
     table = load_table(path, columns=wanted)
 
     def refuse(count: int, what: str) -> AtlasError:
@@ -733,6 +734,11 @@ def _check_values(path: Path) -> None:
         bounds = pc.min_max(table.column(name)).as_py()
         if bounds["min"] is not None and (bounds["min"] < low or bounds["max"] > high):
             raise AtlasError(path, f"column {name} holds values beyond {kind} ({bounds['min']}…{bounds['max']})")
+    for name in exact:  # ids that travel through float columns (`sanity.usable_rows` nulls those beyond)
+        column = table.column(name)
+        beyond = pc.sum(pc.or_(pc.greater_equal(column, 2**53), pc.less_equal(column, -(2**53)))).as_py()
+        if beyond:
+            raise refuse(int(beyond), f"rows with a `{name}` beyond 2^53")
     for name in RECORDED_CALL:
         if name in wanted:
             texts = pc.unique(table.column(name).cast(pa.string())).drop_null()

@@ -299,6 +299,9 @@ def _damage(out: Path, how: str) -> Path:
     elif how == "device-beyond-int32":  # int64 where the column is int32: numpy's cast raised
         column = pa.array([2**62] * table.num_rows, pa.int64())
         pq.write_table(table.set_column(table.schema.get_field_index("device"), "device", column), rank_file)
+    elif how == "stream-beyond-2^53":  # a stream id through a float column overflowed on its way back
+        column = pa.array([2**63 - 1] * table.num_rows, pa.int64())
+        pq.write_table(table.set_column(table.schema.get_field_index("stream"), "stream", column), rank_file)
     elif how == "wrong-type":
         column = table.column("dur_us").cast(pa.string())
         pq.write_table(table.set_column(table.schema.get_field_index("dur_us"), "dur_us", column), rank_file)
@@ -339,7 +342,8 @@ def _damage(out: Path, how: str) -> Path:
 
 DAMAGE = ["corrupt", "empty", "foreign", "missing-column", "wrong-type", "single-file-corrupt", "junk-in-dataset",
           "fifo-in-dataset", "summary-not-json", "summary-empty", "summary-a-list", "summary-deep",
-          "summary-gpu-name-not-a-string", "summary-fifo", "device-beyond-int32", "summary-rank-beyond-int64"]  # fmt: skip
+          "summary-gpu-name-not-a-string", "summary-fifo", "device-beyond-int32", "summary-rank-beyond-int64",
+          "stream-beyond-2^53"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", DAMAGE)
