@@ -50,6 +50,7 @@ from kernel_atlas.ingest.frames import MODULE_PREFIX
 from kernel_atlas.ingest.reader import TraceInfo, device_entries
 
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
+UNNAMED_KERNEL = "<unnamed kernel>"  # a kernel whose name id is not in StringIds
 KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
@@ -155,6 +156,7 @@ class _Export:
         self.rows = 0
         self.not_utf8 = 0  # texts whose bytes are not UTF-8 (`_lenient`)
         self.cut = 0  # texts longer than MAX_TEXT, cut (`_cut_sql`)
+        self.unnamed = 0  # kernels whose name id StringIds does not hold
         names = [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")]
         self.columns = {n: {r[1] for r in self._query(f'PRAGMA table_info("{n}")')} for n in names}
         if "StringIds" not in self.columns or not any(t in self.columns for t in GPU_TABLES):
@@ -376,7 +378,12 @@ def _gpu_part(export: _Export, table: str, pid: int | None, strings: _Strings) -
         name_id = _ints(raw.get("demangledName"), n)
         short = _ints(raw.get("shortName"), n)
         name_id = np.where(name_id >= 0, name_id, short)
-        part["name"] = _text_of(name_id, strings)
+        names = _text_of(name_id, strings)
+        nameless = np.flatnonzero(pd.isna(names))
+        if len(nameless):  # a name id StringIds does not hold: the kernel kept, named as what is known
+            names[nameless] = UNNAMED_KERNEL
+            export.unnamed += len(nameless)
+        part["name"] = names
         grid = [_ints(raw.get(f"grid{a}"), n) for a in "XYZ"]
         block = [_ints(raw.get(f"block{a}"), n) for a in "XYZ"]
         part["grid"] = (grid, (grid[0] >= 0) & (grid[1] >= 0) & (grid[2] >= 0))
@@ -767,6 +774,11 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
             info.warnings.append(
                 f"older or newer nsys schema: {len(export.missing)} columns missing "
                 f"({', '.join(sorted(set(export.missing)))}); what they feed is left empty"
+            )
+        if export.unnamed:
+            info.warnings.append(
+                f"{export.unnamed:,} kernels without a name in the export (no string id, or one StringIds "
+                f"does not hold): named {UNNAMED_KERNEL}"
             )
         if export.not_utf8:
             info.warnings.append(

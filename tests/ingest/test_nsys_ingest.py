@@ -502,3 +502,16 @@ def test_a_credential_the_sqlite_cut_would_end_is_redacted(tmp_path: Path) -> No
     kernel = result.frame.set_index("correlation").loc[5]
     assert kernel["name"] == head + " https://<redacted>@host…"
     assert kernel["module"] == "m" * (16_383 - len("nn.Module: ")) + "…"
+
+
+def test_kernels_whose_name_is_not_in_string_ids_are_kept_unnamed(tmp_path: Path) -> None:
+    """A kernel naming a string id StringIds does not hold was written without a name, and
+    every reader then refused the output ("rows without a name"): it is kept as
+    `<unnamed kernel>`, said in one warning."""
+    path = _edited(_export(tmp_path / "unnamed.sqlite"), ("DELETE FROM StringIds WHERE id = 1", ()))
+    result = ingest_trace(path)
+    kernels = result.frame.set_index("correlation")
+    assert kernels.loc[[5, 7], "name"].tolist() == ["<unnamed kernel>"] * 2  # both kernels name string 1
+    assert kernels.loc[5, "launcher"] == "aten::addmm"
+    said = [w for w in result.warnings if "without a name in the export" in w]
+    assert len(said) == 1 and ": 2 kernels without a name" in said[0], result.warnings
