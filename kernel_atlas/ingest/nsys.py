@@ -158,7 +158,7 @@ class _Export:
         self.cut = 0  # texts longer than MAX_TEXT, cut (`_cut_sql`)
         self.unnamed = 0  # kernels whose name id StringIds does not hold
         names = [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        self.columns = {n: {r[1] for r in self._query(f'PRAGMA table_info("{n}")')} for n in names}
+        self.columns = {n: {r[1] for r in self._query(f"PRAGMA table_info({_q(n)})")} for n in names}
         if "StringIds" not in self.columns or not any(t in self.columns for t in GPU_TABLES):
             raise AtlasError(path, "not an Nsight Systems export (no StringIds or CUPTI_ACTIVITY_KIND_KERNEL table)")
 
@@ -248,8 +248,9 @@ def _optional(table: str, column: str) -> bool:
     return (table, column) in {(KERNEL, "shortName"), (KERNEL, "demangledName")}
 
 
-def _q(column: str) -> str:
-    return f'"{column}"'
+def _q(name: str) -> str:
+    """A table or column name quoted for SQLite (a quote in it doubled)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _ints(values: np.ndarray | None, n: int, fill: int = -1) -> np.ndarray:

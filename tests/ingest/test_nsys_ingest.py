@@ -515,3 +515,10 @@ def test_kernels_whose_name_is_not_in_string_ids_are_kept_unnamed(tmp_path: Path
     assert kernels.loc[5, "launcher"] == "aten::addmm"
     said = [w for w in result.warnings if "without a name in the export" in w]
     assert len(said) == 1 and ": 2 kernels without a name" in said[0], result.warnings
+
+
+def test_a_table_whose_name_holds_a_quote_is_passed_over(tmp_path: Path) -> None:
+    """Every table's columns are listed; a name holding `"` broke that statement, and the export
+    was refused as unreadable."""
+    path = _edited(_export(tmp_path / "quoted.sqlite"), ('CREATE TABLE "weird""name" (a)', ()))
+    assert ingest_trace(path).frame.set_index("correlation").loc[5, "launcher"] == "aten::addmm"
