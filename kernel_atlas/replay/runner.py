@@ -227,6 +227,11 @@ def select(targets: list[Target], kernel: str | None, op: str | None, category: 
     ]
 
 
+# the most work one ATen call may take in a CPU replay (it checks against a float64 reference too):
+# an mm of 32768×2048×8192 (1.1 TFLOP) ran for minutes and took 6.6 GB
+CPU_MAX_FLOPS = 2e10
+
+
 def _cost(target: Target) -> tuple[float | None, float | None]:
     try:
         cost = cost_of(Call(target.launcher, target.op_mapping, target.args, target.label_rule))
@@ -300,6 +305,12 @@ def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten
         size = nbytes(target.args)
         if size > max_gib * (1 << 30):
             raise NotReplayable(f"inputs need {size / (1 << 30):.1f} GiB, more than --max-gib {max_gib:g}")
+        flops = _cost(target)[0] if not device.startswith("cuda") else None
+        if flops is not None and flops > CPU_MAX_FLOPS:  # ATen ops run at their recorded shape: no scale
+            raise NotReplayable(
+                f"{flops / 1e9:,.0f} GFLOP at the recorded shape: more than a CPU check runs "
+                f"({CPU_MAX_FLOPS / 1e9:,.0f} GFLOP); replay it on a GPU"
+            )
         from kernel_atlas.replay.aten import build_case
 
         return build_case(target.launcher, target.args, device, label_rule=target.label_rule)

@@ -101,6 +101,29 @@ def test_shapes_over_the_memory_limit_are_refused() -> None:
     assert result.check == "skipped" and "--max-gib" in result.reason
 
 
+def test_calls_beyond_a_cpu_checks_work_are_refused_on_the_cpu() -> None:
+    """An mm of 32768×2048 by 2048×8192 is 2·32768·2048·8192 = 1,099.5 GFLOP: within --max-gib
+    (its inputs 335.5 MB in float32) but minutes and gigabytes on two CPU cores."""
+    target = Target(
+        "k",
+        "aten::mm",
+        "matmul",
+        "gemm",
+        "[[32768,2048],[2048,8192]]",
+        '["float","float"]',
+        None,
+        None,
+        None,
+        1,
+        "trace",
+    )
+    result = replay_one(target, "cpu")
+    assert result.check == "skipped"
+    assert (
+        result.reason == "1,100 GFLOP at the recorded shape: more than a CPU check runs (20 GFLOP); replay it on a GPU"
+    )
+
+
 @pytest.mark.parametrize(
     ("kernel", "why"),
     [
