@@ -342,6 +342,22 @@ def build_server(root: str | Path) -> Any:
     return server
 
 
+def _screen(arguments: dict[str, Any]) -> None:
+    """An agent's arguments refused as the command line's are: texts that are no Unicode (a
+    lone surrogate in SQL was a TypeError in DuckDB) and numbers that are not finite."""
+    from kernel_atlas.core.safe_files import check_utf8
+
+    for name, value in arguments.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str):
+                try:
+                    check_utf8(item)
+                except AtlasError:
+                    raise AtlasError(name, "not valid Unicode text (a lone surrogate)") from None
+            elif isinstance(item, float) and not math.isfinite(item):
+                raise AtlasError(name, f"{item}: not a finite number")
+
+
 def _guarded(method: Any) -> Any:
     """A tool whose refusals reach the agent as one clear line (an MCP tool error)."""
     from functools import wraps
@@ -351,6 +367,7 @@ def _guarded(method: Any) -> Any:
     @wraps(method)
     def tool(*args: Any, **kwargs: Any) -> Any:
         try:
+            _screen(kwargs)
             return method(*args, **kwargs)
         except AtlasError as exc:
             raise ToolError(_clean(str(exc))) from None

@@ -191,3 +191,17 @@ def test_a_query_is_bounded_in_time_and_memory(tools, monkeypatch: pytest.Monkey
     with pytest.raises(AtlasError, match="Out of Memory"):
         tools.query("bert.atlas", "SELECT list(range) FROM range(300000000)")
     assert tools.query("bert.atlas", "SELECT count(*) AS n FROM kernels")["rows"] == [{"n": 61}]
+
+
+def test_an_agents_odd_arguments_are_one_clear_tool_error(tools) -> None:
+    """A lone surrogate in SQL was a TypeError inside DuckDB; a NaN threshold printed numpy's
+    warnings: both are refused as the command line refuses them."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from kernel_atlas.mcp_server import _guarded
+
+    with pytest.raises(ToolError, match="sql: not valid Unicode text"):
+        _guarded(tools.query)(run="bert.atlas", sql="SELECT '\udcff'")
+    with pytest.raises(ToolError, match="fail_above_pct: nan: not a finite number"):
+        _guarded(tools.diff)(run_a="bert.atlas", run_b="bert.atlas", fail_above_pct=float("nan"))
+    assert _guarded(tools.query)(run="bert.atlas", sql="SELECT 1 AS n")["rows"] == [{"n": 1}]
