@@ -192,14 +192,12 @@ class Tools:
         """How Kernel Atlas labels a kernel: the op and category, the rule that decided, what the
         name and the launcher say, and who won a conflict."""
         from kernel_atlas.classify.classifier import default_classifier
-        from kernel_atlas.ingest.events import MAX_TEXT, cut_to
+        from kernel_atlas.ingest.events import cut_long
         from kernel_atlas.ingest.frames import STACK_SEPARATOR
 
-        def cut(text: str | None) -> str | None:  # as ingest cuts names: a 10 MB one took 54 s to label
-            return cut_to(text, MAX_TEXT) if isinstance(text, str) and len(text) > MAX_TEXT else text
-
-        call_stack = cut(STACK_SEPARATOR.join(stack)) if stack else None
-        explanation = default_classifier().explain(cut(str(kernel)) or "", cut(launcher), call_stack)
+        # cut as ingest cuts names: a 10 MB one took 54 s to label
+        call_stack = cut_long(STACK_SEPARATOR.join(stack)) if stack else None
+        explanation = default_classifier().explain(cut_long(str(kernel)), cut_long(launcher), call_stack)
         label = explanation.label
 
         def opinion(o: Any) -> dict[str, Any] | None:

@@ -405,12 +405,17 @@ def cut_to(text: str, limit: int) -> str:
     return redact_cut(text, limit - len(CUT_MARK)) + CUT_MARK
 
 
+def cut_long(text: Any) -> Any:
+    """A name or label past MAX_TEXT characters cut to it (`cut_to`); anything else as it is."""
+    return cut_to(text, MAX_TEXT) if isinstance(text, str) and len(text) > MAX_TEXT else text
+
+
 def _cut(texts: list[Any], ignored: Counter[str]) -> list[Any]:
     """Names and labels past MAX_TEXT characters cut to it, marked with CUT_MARK (what follows —
     classifying, demangling, printing — then costs what a real name costs)."""
     long = [i for i, text in enumerate(texts) if isinstance(text, str) and len(text) > MAX_TEXT]
     for i in long:
-        texts[i] = cut_to(texts[i], MAX_TEXT)
+        texts[i] = cut_long(texts[i])
     if long:
         ignored[LONG_STRINGS] += len(long)
     return texts

@@ -45,7 +45,7 @@ from kernel_atlas.ingest.columns import (
     TraceColumns,
     categorical,
 )
-from kernel_atlas.ingest.events import CUT_MARK, LONG_STRINGS, MAX_TEXT, cut_to
+from kernel_atlas.ingest.events import CUT_MARK, LONG_STRINGS, MAX_TEXT, cut_long
 from kernel_atlas.ingest.frames import MODULE_PREFIX
 from kernel_atlas.ingest.reader import TraceInfo, device_entries
 
@@ -209,21 +209,16 @@ class _Export:
         self.cut += sum(r[2] == 1 for r in rows)
         ids = _ints(np.array([r[0] for r in rows], dtype=object), len(rows))
         order = np.argsort(ids, kind="stable")
-        return _Strings(ids[order], np.array([_cut_text(_as_text(r[1])) for r in rows], dtype=object)[order])
+        return _Strings(ids[order], np.array([cut_long(_as_text(r[1])) for r in rows], dtype=object)[order])
 
 
 def _cut_sql(column: str) -> str:
-    """`column` cut in SQLite to what `_cut_text` reads of it — MAX_TEXT characters and the
+    """`column` cut in SQLite to what `events.cut_long` reads of it — MAX_TEXT characters and the
     CUT_TAIL beyond, where a credential the cut would end shows whole (`redact_cut`), and one
     more, which tells that the text went on —, so that a 200 MB string never reaches Python
     (a blob: cut to as many bytes, left a blob)."""
     window = MAX_TEXT - len(CUT_MARK) + CUT_TAIL + 1
     return f"CASE WHEN length({column}) <= {MAX_TEXT} THEN {column} ELSE substr({column}, 1, {window}) END"
-
-
-def _cut_text(text: str | None) -> str | None:
-    """A text `_cut_sql` handed on, cut to MAX_TEXT as the JSON reader cuts names (`events.cut_to`)."""
-    return cut_to(text, MAX_TEXT) if text is not None and len(text) > MAX_TEXT else text
 
 
 @dataclass
@@ -636,7 +631,7 @@ def _nvtx_ranges(names: np.ndarray, tagged: np.ndarray, sizes: np.ndarray) -> tu
     `record_param_comms`) are CPU ops, `nn.Module: X` module frames, the rest annotations;
     each distinct name and sizes text looked at once."""
     codes, distinct_values = pd.factorize(pd.Series(names, dtype=object))
-    distinct = [_cut_text(_as_text(x)) for x in distinct_values.tolist()]
+    distinct = [cut_long(_as_text(x)) for x in distinct_values.tolist()]
     names = np.array([*distinct, None], dtype=object)[codes]
     op_like = np.array([bool(_OP_NAME.match(x)) and not x.startswith("ProfilerStep#") for x in distinct], dtype=bool)
     module = np.array([x.startswith(MODULE_PREFIX) for x in distinct], dtype=bool)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from kernel_atlas.store.limits import MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
+from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS
 
 _NARROW = {
@@ -20,10 +20,6 @@ _NARROW = {
     for name, kind in KERNEL_COLUMNS.items()
     if pa.types.is_integer(kind) and kind.bit_width < 64
 }
-
-
-# integer columns whose values must survive a float64 (exact below 2^53)
-_FLOAT_EXACT = ("stream",)
 
 
 def _bits(dtype: object) -> int:
@@ -62,7 +58,7 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
             lost -= int(frame[name].notna().sum())
             if lost:
                 warnings.append(f"{lost} `{name}` values are not lists (as the profiler records them): not recorded")
-    for name in _FLOAT_EXACT:  # stream ids travel through float columns (idle per stream, with nulls)
+    for name in FLOAT_EXACT:
         if name not in frame:
             continue
         values = frame[name].astype("Int64")

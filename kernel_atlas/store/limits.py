@@ -11,6 +11,9 @@ MAX_TIME_US = float(2**53)
 # What a launching op recorded about its inputs: JSON lists, one entry per input.
 RECORDED_CALL = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 MAX_DEPTH = 16  # recorded calls nest 2-3 deep (a list of inputs, of sizes, of a tensor list)
+# Integer ids that travel through float64 columns (idle per stream, with nulls): exact below 2^53,
+# beyond it they come back as other numbers (or overflow int64). No stream id is that large.
+FLOAT_EXACT = ("stream",)
 
 
 def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:

@@ -51,7 +51,7 @@ import pyarrow.parquet as pq
 from kernel_atlas.core import safe_files
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import REDACTED, json_holds_credential, redact_document, redact_text
-from kernel_atlas.store.limits import MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
+from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
 
 KERNELS = "kernels.parquet"
@@ -514,6 +514,13 @@ def _family(kind: pa.DataType) -> str:
     return str(kind)
 
 
+def _check_kind(path: Path, name: str, found: str, wanted: str) -> None:
+    """A column of `found` kind where `wanted` belongs (integers may stand for floats; an
+    all-null column fits anything)."""
+    if found != wanted and found != "null" and not (wanted == "float" and found == "integer"):
+        raise AtlasError(path, f"column {name} holds {found} values where {wanted} ones belong")
+
+
 def check_kernels_schema(schema: pa.Schema, path: Path, required: Sequence[str] = REQUIRED_COLUMNS) -> None:
     """A kernels table's columns: the `required` ones present, every known one of its declared
     kind (integers may stand for floats; an all-null column fits anything)."""
@@ -527,9 +534,7 @@ def check_kernels_schema(schema: pa.Schema, path: Path, required: Sequence[str] 
     for name in schema.names:
         if name not in KERNEL_COLUMNS:
             continue
-        found, wanted = _family(schema.field(name).type), _family(KERNEL_COLUMNS[name])
-        if found != wanted and found != "null" and not (wanted == "float" and found == "integer"):
-            raise AtlasError(path, f"column {name} holds {found} values where {wanted} ones belong")
+        _check_kind(path, name, _family(schema.field(name).type), _family(KERNEL_COLUMNS[name]))
 
 
 def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atlas ingest") -> pa.Table:
@@ -543,9 +548,7 @@ def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atla
         raise AtlasError(path, f"not {what} of `{by}` (no column {', '.join(missing)}): run `{by}` again")
     for name, kind in columns.items():
         column = table.column(name)
-        found, wanted = _family(column.type), "float" if kind == "time" else kind
-        if found != wanted and found != "null" and not (wanted == "float" and found == "integer"):
-            raise AtlasError(path, f"column {name} holds {found} values where {wanted} ones belong")
+        _check_kind(path, name, _family(column.type), "float" if kind == "time" else kind)
         if kind in ("integer", "time") and column.null_count:
             raise AtlasError(path, f"{column.null_count} rows without a {name}, which `{by}` never writes")
         if kind == "time":
@@ -713,7 +716,7 @@ def _check_values(path: Path) -> None:
         and pa.types.is_integer(schema.field(name).type)
         and KERNEL_COLUMNS[name].bit_width < schema.field(name).type.bit_width
     ]
-    exact = [name for name in ("stream",) if name in schema.names and pa.types.is_integer(schema.field(name).type)]
+    exact = [name for name in FLOAT_EXACT if name in schema.names and pa.types.is_integer(schema.field(name).type)]
     wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact) if name in schema.names]
     table = load_table(path, columns=wanted)
 
