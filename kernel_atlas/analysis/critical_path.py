@@ -202,11 +202,7 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
     p_ev = np.concatenate([ev, ev])
     p_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
     p_ts = np.concatenate([ts, end])
-    key = np.concatenate([pos, pos + size - 1])
-    # by key, then starts before ends, then deeper ends first: one sort of one combined number
-    span = int(depth.max()) + 1
-    deeper_first = np.concatenate([np.full(n, span - 1, np.int64), span - 1 - depth])
-    order = np.argsort(key * (2 * span) + ~p_start * span + deeper_first, kind="stable")
+    order = _tour(parent, pos, size, depth)
     p_ev, p_start, p_ts = p_ev[order], p_start[order], p_ts[order]
     tie = np.empty(2 * n, np.int64)
     tie[2 * p_ev + ~p_start] = np.arange(2 * n)
@@ -226,6 +222,30 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
         m = kind == k
         edges.add(src[m], dst[m], w[m], k, np.where(k == DEPEND, -1, attr[m]))
     return tie
+
+
+def _tour(parent: np.ndarray, pos: np.ndarray, size: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """The ops' points (starts 0..n-1, then ends n..2n-1) in call-stack order: an op's start at
+    its preorder position `pos`, its end after its subtree's `size` ops; at an equal position,
+    starts before ends and deeper ends first. Where the preorder keeps every subtree together
+    (each op inside its parent's span: always but for overlapping siblings), each point's place
+    is known — 2·pos − depth for a start (the ops before it that are not its ancestors have
+    ended), 2·size − 1 further for its end — else the points are sorted by that order."""
+    n = len(parent)
+    child = np.flatnonzero(parent >= 0)
+    up = parent[child]
+    if ((pos[up] < pos[child]) & (pos[child] <= pos[up] + size[up] - 1)).all():
+        start = 2 * pos - depth
+        order = np.empty(2 * n, np.int64)
+        order[start] = np.arange(n)
+        order[start + 2 * size - 1] = np.arange(n, 2 * n)
+        return order
+    key = np.concatenate([pos, pos + size - 1])
+    # by key, then starts before ends, then deeper ends first: one sort of one combined number
+    span = int(depth.max()) + 1
+    is_end = np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64)])
+    deeper_first = np.concatenate([np.full(n, span - 1, np.int64), span - 1 - depth])
+    return np.argsort(key * (2 * span) + is_end * span + deeper_first, kind="stable")
 
 
 def _preorder(parent: np.ndarray, ts: np.ndarray, depth: np.ndarray, thread: np.ndarray) -> tuple[np.ndarray, ...]:

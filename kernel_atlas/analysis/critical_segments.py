@@ -113,8 +113,8 @@ def breakdown_pct(segs: pd.DataFrame) -> dict[str, float]:
 def top_entries(segs: pd.DataFrame, by: str, n: int = 10) -> list[dict[str, Any]]:
     """The largest contributors to the path at one level (`op`, `kernel`, `category`, …)."""
     total = float(segs["dur_us"].sum())
-    rows = segs[segs[by].notna()]
-    grouped = rows.groupby(by, observed=True)["dur_us"].agg(["sum", "count"]).sort_values("sum", ascending=False)
+    # missing keys are no group (groupby drops them): no copy of the path's rows per level
+    grouped = segs.groupby(by, observed=True)["dur_us"].agg(["sum", "count"]).sort_values("sum", ascending=False)
     return [
         {
             by: str(k),

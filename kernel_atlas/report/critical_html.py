@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-import plotly.io as pio
 
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.report.fit import trim
+from kernel_atlas.report.plot import div, figure, title, values
 from kernel_atlas.report.units import fmt_us
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 MAX_BARS = 3000  # the longest segments drawn; the path line joins the drawn ones in path order
 PICTURE_COLUMNS = ["rank", "stream", "thread", "bound", "name", "start_us", "dur_us"]
@@ -50,34 +52,37 @@ def _lanes(segs: pd.DataFrame) -> np.ndarray:
 def critical_path_figure(picture: PathPicture, facts: dict[str, Any]) -> go.Figure:
     drawn, origin = picture.drawn, picture.origin_us
     lanes = _lanes(drawn)
-    fig = go.Figure()
-    for bound in drawn["bound"].astype(str).unique():
-        mine = (drawn["bound"].astype(str) == bound).to_numpy()
+    data = []
+    bounds = drawn["bound"].astype(str).to_numpy(dtype=object)
+    for bound in pd.unique(bounds):
+        mine = bounds == bound
         group = drawn[mine]
         names = [display_name(str(n)) if isinstance(n, str) else "" for n in group["name"]]
-        fig.add_trace(
-            go.Bar(
-                base=(group["start_us"] - origin) / 1e3,
-                x=group["dur_us"] / 1e3,
-                y=lanes[mine],
-                orientation="h",
-                name=bound,
-                text=names,
-                textposition="none",
-                hovertemplate="%{text}<br>start %{base:.3f} ms, %{x:.4f} ms<extra>" + bound + "</extra>",
-            )
+        data.append(
+            {
+                "type": "bar",
+                "base": values((group["start_us"] - origin) / 1e3),
+                "x": values(group["dur_us"] / 1e3),
+                "y": lanes[mine],
+                "orientation": "h",
+                "name": bound,
+                "text": names,
+                "textposition": "none",
+                "hovertemplate": "%{text}<br>start %{base:.3f} ms, %{x:.4f} ms<extra>" + bound + "</extra>",
+            }
         )
-    mid = (drawn["start_us"] + drawn["dur_us"] / 2 - origin) / 1e3
-    fig.add_trace(go.Scatter(x=mid, y=lanes, mode="lines", name="path", line={"width": 1, "color": "black"}))
+    mid = values((drawn["start_us"] + drawn["dur_us"] / 2 - origin) / 1e3)
+    data.append({"type": "scatter", "x": mid, "y": lanes, "mode": "lines", "name": "path"})
+    data[-1]["line"] = {"width": 1, "color": "black"}
     shown = f"; the {len(drawn):,} longest of {picture.segments:,} segments" if len(drawn) < picture.segments else ""
     window = trim(str(facts.get("window", {}).get("name", "")), 60)
-    fig.update_layout(
-        title=f"Critical path of {window} ({fmt_us(facts.get('total_us'))}, ms from its start{shown})",
-        barmode="overlay",
-        xaxis_title="ms",
-        height=max(300, 40 * len(set(lanes)) + 160),
-    )
-    return fig
+    layout = {
+        "title": title(f"Critical path of {window} ({fmt_us(facts.get('total_us'))}, ms from its start{shown})"),
+        "barmode": "overlay",
+        "xaxis": {"title": title("ms")},
+        "height": max(300, 40 * len(set(lanes)) + 160),
+    }
+    return figure(data, layout)
 
 
 def critical_path_html(picture: PathPicture, facts: dict[str, Any]) -> str:
@@ -87,5 +92,5 @@ def critical_path_html(picture: PathPicture, facts: dict[str, Any]) -> str:
         return f"{head}<p>No critical path (no events in the window).</p>"
     pct = ", ".join(f"{k} {v:.1f} %" for k, v in facts.get("breakdown_pct", {}).items() if v)
     text = f"<p>{html.escape(fmt_us(facts.get('total_us')))}: {html.escape(pct)}</p>"
-    div = pio.to_html(critical_path_figure(picture, facts), full_html=False, include_plotlyjs=False, div_id="critical")
-    return f"{head}{text}<div class='fig'>{div}</div>"
+    drawn = div(critical_path_figure(picture, facts), "critical")
+    return f"{head}{text}<div class='fig'>{drawn}</div>"

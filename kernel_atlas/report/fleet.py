@@ -4,17 +4,19 @@ the terminal (rich) and in report.html (plotly), from `analysis.collectives.Cros
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
-import plotly.graph_objects as go
-import plotly.io as pio
 from rich.console import Console
 from rich.table import Table
 
 from kernel_atlas.analysis.collectives import CrossRank
+from kernel_atlas.report import plot
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.units import fmt_us as _fmt_us
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 TITLE = "Collectives across ranks"
 
@@ -105,30 +107,34 @@ def rank_time_figure(ranks: pd.DataFrame) -> go.Figure:
         "communication exposed": ranks["communication_us"] - ranks["overlap_us"],
         "idle": ranks["idle_us"],
     }
-    fig = go.Figure([go.Bar(name=name, x=labels, y=values / 1e3) for name, values in parts.items()])
-    fig.update_layout(barmode="stack", title="Time per rank", yaxis_title="ms", height=450)
-    return fig
+    bars = [{"type": "bar", "name": name, "x": labels, "y": plot.values(part / 1e3)} for name, part in parts.items()]
+    layout = {"barmode": "stack", "title": plot.title("Time per rank"), "yaxis": {"title": plot.title("ms")}}
+    return plot.figure(bars, {**layout, "height": 450})
 
 
 def lateness_figure(cross: CrossRank) -> go.Figure:
+    from plotly.colors import get_colorscale  # plotly.js knows no reversed names (`RdBu_r`)
+
     heat = cross.heatmap
-    fig = go.Figure(
-        go.Heatmap(
-            z=heat.to_numpy(),
-            x=list(heat.columns),
-            y=[f"rank {r}" for r in heat.index],
-            colorscale="RdBu_r",
-            zmid=0.0,
-            colorbar={"title": "late µs"},
-            hovertemplate="%{y}<br>%{x}<br>%{z:.1f} µs after the median arrival<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title="Lateness: each rank's arrival at each collective minus the median arrival (µs)",
-        xaxis={"title": "collective instance (process group # sequence), in time order", "showticklabels": False},
-        height=max(350, 18 * len(heat) + 150),
-    )
-    return fig
+    lateness = {
+        "type": "heatmap",
+        "z": heat.to_numpy(),
+        "x": list(heat.columns),
+        "y": [f"rank {r}" for r in heat.index],
+        "colorscale": get_colorscale("RdBu_r"),
+        "zmid": 0.0,
+        "colorbar": {"title": plot.title("late µs")},
+        "hovertemplate": "%{y}<br>%{x}<br>%{z:.1f} µs after the median arrival<extra></extra>",
+    }
+    layout = {
+        "title": plot.title("Lateness: each rank's arrival at each collective minus the median arrival (µs)"),
+        "xaxis": {
+            "title": plot.title("collective instance (process group # sequence), in time order"),
+            "showticklabels": False,
+        },
+        "height": max(350, 18 * len(heat) + 150),
+    }
+    return plot.figure([lateness], layout)
 
 
 def _stragglers_html(stragglers: list[dict[str, Any]]) -> str:
@@ -157,6 +163,5 @@ def cross_rank_html(cross: CrossRank, facts: dict[str, Any]) -> str:
     if cross.heatmap is not None and not cross.heatmap.empty:
         figures["lateness"] = lateness_figure(cross)
     for fid, fig in figures.items():
-        div = pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=fid)
-        parts.append(f"<div class='fig'>{div}</div>")
+        parts.append(f"<div class='fig'>{plot.div(fig, fid)}</div>")
     return "".join(parts)

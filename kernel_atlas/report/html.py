@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-import plotly.io as pio
 
 from kernel_atlas.analysis.views import NO_MODULE, KernelViews, Timeline, kernel_views, text_codes
 from kernel_atlas.analysis.waits import Waits
@@ -28,6 +26,7 @@ from kernel_atlas.core.safe_files import write_text
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
+from kernel_atlas.report.plot import div, figure, title, values
 from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
     MISSING,
@@ -46,6 +45,8 @@ from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
 
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
     from kernel_atlas.analysis.diff import Diff
 
 FIGURE_IDS = ("roofline", "timeshare", "top-kernels", "headroom", "modules", "steps", "timeline")
@@ -74,7 +75,7 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
     if plotted > MAX_ROOFLINE_POINTS:  # dynamic shapes: a group per shape (200k groups: a 70 MB page)
         heaviest = np.argsort(-points["op_time_us"].to_numpy(np.float64), kind="stable")[:MAX_ROOFLINE_POINTS]
         points = points.iloc[np.sort(heaviest)]
-    fig = go.Figure()
+    data = []
     for category, group in points.groupby("category", sort=True):
         size = np.sqrt(group["op_time_us"].to_numpy() / max(points["op_time_us"].max(), 1e-9)) * 40 + 6
         hover = [
@@ -86,34 +87,36 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
             f"<br><i>{_stack_hint(r.call_stack)}</i>"
             for r in group.itertuples(index=False)
         ]
-        fig.add_trace(
-            go.Scatter(
-                x=group["intensity"],
-                y=group["achieved_tflops"],
-                mode="markers",
-                name=str(category),
-                marker={"size": size, "opacity": 0.75},
-                text=hover,
-                hovertemplate="%{text}<extra></extra>",
-            )
+        data.append(
+            {
+                "type": "scatter",
+                "x": values(group["intensity"]),
+                "y": values(group["achieved_tflops"]),
+                "mode": "markers",
+                "name": str(category),
+                "marker": {"size": size, "opacity": 0.75},
+                "text": hover,
+                "hovertemplate": "%{text}<extra></extra>",
+            }
         )
     if "replay_tflops" in table:
         replayed = points[points["replay_tflops"].notna()]
         if len(replayed):
-            fig.add_trace(
-                go.Scatter(
-                    x=replayed["intensity"],
-                    y=replayed["replay_tflops"],
-                    mode="markers",
-                    name="replayed",
-                    marker={"symbol": "diamond-open", "size": 11, "color": "black"},
-                    text=[
+            data.append(
+                {
+                    "type": "scatter",
+                    "x": values(replayed["intensity"]),
+                    "y": values(replayed["replay_tflops"]),
+                    "mode": "markers",
+                    "name": "replayed",
+                    "marker": {"symbol": "diamond-open", "size": 11, "color": "black"},
+                    "text": [
                         f"replayed {html.escape(_short(str(r.name)))}: {fmt_us(r.replay_us)} on "
                         f"{html.escape(str(r.replay_device))} ({r.replay_check})"
                         for r in replayed.itertuples()
                     ],
-                    hovertemplate="%{text}<extra></extra>",
-                )
+                    "hovertemplate": "%{text}<extra></extra>",
+                }
             )
     if device is not None and len(points):
         lo = max(points["intensity"].min() / 4, 1e-3)
@@ -127,41 +130,43 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
                 label == "fp16" and "bf16" in device.tensor
             ):
                 continue
-            fig.add_trace(
-                go.Scatter(
-                    x=x,
-                    y=np.minimum(peak, bw_tflops * x),
-                    mode="lines",
-                    name=f"roof {label} {peak:g} TF/s",
-                    line={"dash": "dot", "width": 1},
-                    hoverinfo="name",
-                )
+            data.append(
+                {
+                    "type": "scatter",
+                    "x": x,
+                    "y": np.minimum(peak, bw_tflops * x),
+                    "mode": "lines",
+                    "name": f"roof {label} {peak:g} TF/s",
+                    "line": {"dash": "dot", "width": 1},
+                    "hoverinfo": "name",
+                }
             )
         ridge_peak = device.tensor.get("bf16") or device.vector.get("fp32", 1.0)
-        fig.add_trace(
-            go.Scatter(
-                x=[ridge_peak / bw_tflops],
-                y=[ridge_peak],
-                mode="markers+text",
-                name="ridge point",
-                text=[f"ridge {ridge_peak / bw_tflops:.0f} FLOP/B"],
-                textposition="top left",
-                marker={"symbol": "x", "size": 10, "color": "black"},
-            )
+        data.append(
+            {
+                "type": "scatter",
+                "x": [ridge_peak / bw_tflops],
+                "y": [ridge_peak],
+                "mode": "markers+text",
+                "name": "ridge point",
+                "text": [f"ridge {ridge_peak / bw_tflops:.0f} FLOP/B"],
+                "textposition": "top left",
+                "marker": {"symbol": "x", "size": 10, "color": "black"},
+            }
         )
-    title = f"Roofline — {device.name if device else 'no device peaks'}"
+    heading = f"Roofline — {device.name if device else 'no device peaks'}"
     if plotted > len(points):
-        title += (
+        heading += (
             f"<br><sup>the {len(points):,} kernel groups with the most time of {plotted:,} "
             "(each one in roofline.parquet)</sup>"
         )
-    fig.update_layout(
-        title=title,
-        xaxis={"type": "log", "title": "arithmetic intensity (FLOP/byte)"},
-        yaxis={"type": "log", "title": "achieved TFLOP/s"},
-        height=600,
-    )
-    return fig
+    layout = {
+        "title": title(heading),
+        "xaxis": {"type": "log", "title": title("arithmetic intensity (FLOP/byte)")},
+        "yaxis": {"type": "log", "title": title("achieved TFLOP/s")},
+        "height": 600,
+    }
+    return figure(data, layout)
 
 
 def timeshare_figure(analysis: Analysis) -> go.Figure:
@@ -179,33 +184,31 @@ def timeshare_figure(analysis: Analysis) -> go.Figure:
     )
     frame, folded = _fold_small_kernels(frame)
     frame = frame.sort_values(["category", "op", "kernel"], ignore_index=True)
-    ids, labels, parents, values = [], [], [], []
+    ids, labels, parents, times = [], [], [], []
     for category, g in frame.groupby("category"):
-        ids.append(category), labels.append(category), parents.append(""), values.append(g["time"].sum())
+        ids.append(category), labels.append(category), parents.append(""), times.append(g["time"].sum())
         for op, h in g.groupby("op"):
             op_id = f"{category}/{op}"
-            ids.append(op_id), labels.append(op), parents.append(category), values.append(h["time"].sum())
+            ids.append(op_id), labels.append(op), parents.append(category), times.append(h["time"].sum())
             for row in h.itertuples(index=False):
                 ids.append(f"{op_id}/{row.kernel}"), labels.append(row.kernel), parents.append(op_id)
-                values.append(row.time)
-    fig = go.Figure(
-        go.Treemap(
-            ids=ids,
-            labels=labels,
-            parents=parents,
-            values=values,
-            branchvalues="total",
-            hovertemplate="%{label}<br>%{value:.1f} µs (%{percentRoot:.1%})<extra></extra>",
-        )
-    )
-    title = "GPU time: category → op → kernel"
+                times.append(row.time)
+    tree = {
+        "type": "treemap",
+        "ids": ids,
+        "labels": labels,
+        "parents": parents,
+        "values": times,
+        "branchvalues": "total",
+        "hovertemplate": "%{label}<br>%{value:.1f} µs (%{percentRoot:.1%})<extra></extra>",
+    }
+    heading = "GPU time: category → op → kernel"
     if folded:
-        title += (
+        heading += (
             f"<br><sup>the {MAX_TREEMAP_KERNELS:,} kernels with the most time; the other {folded:,} "
             "summed per op (each one in timeshare.csv)</sup>"
         )
-    fig.update_layout(title=title, height=600)
-    return fig
+    return figure([tree], {"title": title(heading), "height": 600})
 
 
 MAX_TREEMAP_KERNELS = 2_000  # kernel tiles of the treemap: a browser draws 200k of them in minutes
@@ -227,16 +230,20 @@ def _fold_small_kernels(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 def top_kernels_figure(analysis: Analysis, top: int = 20) -> go.Figure:
     share = analysis.timeshare[analysis.timeshare["level"] == "kernel"].head(top).iloc[::-1]
-    bar = go.Bar(
-        x=share["total_us"],
-        y=[f"{len(share) - i}. {_short(key, 60)}" for i, key in enumerate(share["key"])],
-        orientation="h",
-        text=share["pct"].map(lambda p: f"{p:.1f}%"),
-        hovertemplate="%{y}<br>%{x:.1f} µs<extra></extra>",
-    )
-    fig = go.Figure(bar)
-    fig.update_layout(title=f"Top {len(share)} kernels by GPU time", xaxis_title="µs", height=max(400, 24 * len(share)))
-    return fig
+    bar = {
+        "type": "bar",
+        "x": values(share["total_us"]),
+        "y": [f"{len(share) - i}. {_short(key, 60)}" for i, key in enumerate(share["key"])],
+        "orientation": "h",
+        "text": [f"{p:.1f}%" for p in share["pct"]],
+        "hovertemplate": "%{y}<br>%{x:.1f} µs<extra></extra>",
+    }
+    layout = {
+        "title": title(f"Top {len(share)} kernels by GPU time"),
+        "xaxis": {"title": title("µs")},
+        "height": max(400, 24 * len(share)),
+    }
+    return figure([bar], layout)
 
 
 def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
@@ -246,19 +253,20 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
         f"{len(rows) - i}. {_short(str(r.name), 50)} {r.input_dims}"[:90]
         for i, r in enumerate(rows.itertuples(index=False))
     ]
-    fig = go.Figure(
-        go.Bar(
-            x=rows["headroom_us"],
-            y=labels,
-            orientation="h",
-            text=rows["sol_pct"].map(lambda p: f"SOL {p:.0f}%"),
-            hovertemplate="%{y}<br>headroom %{x:.1f} µs<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title="Headroom: time above the roofline-attainable time", xaxis_title="µs", height=max(400, 24 * len(rows))
-    )
-    return fig
+    bar = {
+        "type": "bar",
+        "x": values(rows["headroom_us"]),
+        "y": labels,
+        "orientation": "h",
+        "text": [f"SOL {p:.0f}%" for p in rows["sol_pct"]],
+        "hovertemplate": "%{y}<br>headroom %{x:.1f} µs<extra></extra>",
+    }
+    layout = {
+        "title": title("Headroom: time above the roofline-attainable time"),
+        "xaxis": {"title": title("µs")},
+        "height": max(400, 24 * len(rows)),
+    }
+    return figure([bar], layout)
 
 
 def _summed(ranks: int, before: str = ", ") -> str:
@@ -270,30 +278,28 @@ def module_figure(modules: pd.DataFrame, ranks: int = 1) -> go.Figure:
     """GPU time by `nn.Module` path (`views.module_times`) as a treemap: each module holds its
     submodules; the time of kernels launched outside any module is `(no module)`."""
     own = modules.set_index("module")["dur_us"]
-    values: dict[str, float] = {}
+    times: dict[str, float] = {}
     for path, time in own.items():
         parts = path.split(".") if path != NO_MODULE else [NO_MODULE]
         for depth in range(1, len(parts) + 1):
-            values.setdefault(".".join(parts[:depth]), 0.0)
-        values[path] += float(time)
-    ids = sorted(values)
+            times.setdefault(".".join(parts[:depth]), 0.0)
+        times[path] += float(time)
+    ids = sorted(times)
     total = float(own.sum()) or 1.0
-    fig = go.Figure(
-        go.Treemap(
-            ids=ids,
-            labels=[i.rsplit(".", 1)[-1] if i != NO_MODULE else i for i in ids],
-            parents=[i.rsplit(".", 1)[0] if "." in i and i != NO_MODULE else "" for i in ids],
-            values=[values[i] for i in ids],
-            branchvalues="remainder",
-            customdata=[[i] for i in ids],
-            hovertemplate="%{customdata[0]}<br>%{value:.1f} µs, %{percentRoot:.1%} of GPU time<extra></extra>",
-            maxdepth=3,
-        )
-    )
+    tree = {
+        "type": "treemap",
+        "ids": ids,
+        "labels": [i.rsplit(".", 1)[-1] if i != NO_MODULE else i for i in ids],
+        "parents": [i.rsplit(".", 1)[0] if "." in i and i != NO_MODULE else "" for i in ids],
+        "values": [times[i] for i in ids],
+        "branchvalues": "remainder",
+        "customdata": [[i] for i in ids],
+        "hovertemplate": "%{customdata[0]}<br>%{value:.1f} µs, %{percentRoot:.1%} of GPU time<extra></extra>",
+        "maxdepth": 3,
+    }
     covered = 100 * (1 - own.get(NO_MODULE, 0.0) / total)
-    title = f"GPU time by nn.Module ({covered:.0f}% of GPU time inside a module{_summed(ranks)})"
-    fig.update_layout(title=title, height=600)
-    return fig
+    heading = f"GPU time by nn.Module ({covered:.0f}% of GPU time inside a module{_summed(ranks)})"
+    return figure([tree], {"title": title(heading), "height": 600})
 
 
 def step_figure(steps: pd.DataFrame, ranks: int = 1) -> go.Figure:
@@ -303,54 +309,55 @@ def step_figure(steps: pd.DataFrame, ranks: int = 1) -> go.Figure:
     table = steps.groupby([label, steps["category"].to_numpy()])["dur_us"].sum().unstack(fill_value=0.0)
     order = sorted(table.index, key=lambda s: (s == "no step", int(s) if s != "no step" else 0))
     table = table.loc[order]
-    fig = go.Figure(
-        [
-            go.Bar(
-                x=[f"step {s}" if s != "no step" else s for s in table.index],
-                y=table[category] / 1e3,
-                name=category,
-                hovertemplate="%{x}: %{y:.3f} ms<extra>" + html.escape(category) + "</extra>",
-            )
-            for category in table.columns
-        ]
-    )
-    title = "GPU time per step by category" + (f" ({_summed(ranks, '')})" if ranks > 1 else "")
-    fig.update_layout(title=title, barmode="stack", yaxis_title="ms", height=420)
-    return fig
+    labels = [f"step {s}" if s != "no step" else s for s in table.index]
+    bars = [
+        {
+            "type": "bar",
+            "x": labels,
+            "y": values(table[category] / 1e3),
+            "name": category,
+            "hovertemplate": "%{x}: %{y:.3f} ms<extra>" + html.escape(category) + "</extra>",
+        }
+        for category in table.columns
+    ]
+    heading = "GPU time per step by category" + (f" ({_summed(ranks, '')})" if ranks > 1 else "")
+    layout = {"title": title(heading), "barmode": "stack", "yaxis": {"title": title("ms")}, "height": 420}
+    return figure(bars, layout)
 
 
 def timeline_figure(timeline: Timeline, note: str = "") -> go.Figure:
     """GPU activities per stream (`views.timeline_of`), coloured by category: of one step, or of
     the whole profiled window with every step shaded (then only the longest activities)."""
     rows, step = timeline.rows, timeline.step
-    fig = go.Figure()
+    data = []
     origin = float(rows["ts_us"].min()) if len(rows) else 0.0
     scale, unit = (1e3, "ms") if step is None else (1.0, "µs")
     for category, group in rows.groupby("category", observed=True):
-        fig.add_trace(
-            go.Bar(
-                base=(group["ts_us"] - origin) / scale,
-                x=group["dur_us"] / scale,
-                y=group["stream"].astype(str),
-                orientation="h",
-                name=str(category),
-                text=[display_name(str(n)) for n in group["name"]],
-                textposition="none",
-                hovertemplate="%{text}<br>start %{base:.3f} " + unit + ", %{x:.4f} " + unit + "<extra></extra>",
-            )
+        data.append(
+            {
+                "type": "bar",
+                "base": values((group["ts_us"] - origin) / scale),
+                "x": values(group["dur_us"] / scale),
+                "y": [str(s) for s in group["stream"]],
+                "orientation": "h",
+                "name": str(category),
+                "text": [display_name(str(n)) for n in group["name"]],
+                "textposition": "none",
+                "hovertemplate": "%{text}<br>start %{base:.3f} " + unit + ", %{x:.4f} " + unit + "<extra></extra>",
+            }
         )
-    if step is None and len(rows):
-        fig.update_layout(_step_shading(timeline.steps, origin, scale))
     what = f"step {step}" if step is not None else "all steps"
     shown = f"; the {len(rows):,} longest of {timeline.total:,}" if timeline.total > len(rows) else ""
-    fig.update_layout(
-        title=f"Timeline of {what} ({unit}, per stream{shown}{'; ' + note if note else ''})",
-        barmode="overlay",
-        xaxis_title=unit,
-        yaxis_title="stream",
-        height=420,
-    )
-    return fig
+    layout = {
+        "title": title(f"Timeline of {what} ({unit}, per stream{shown}{'; ' + note if note else ''})"),
+        "barmode": "overlay",
+        "xaxis": {"title": title(unit)},
+        "yaxis": {"title": title("stream")},
+        "height": 420,
+    }
+    if step is None and len(rows):
+        layout.update(_step_shading(timeline.steps, origin, scale))
+    return figure(data, layout)
 
 
 def _step_shading(steps: pd.DataFrame, origin: float, scale: float) -> dict[str, list[dict]]:
@@ -501,9 +508,9 @@ class Figures:
         self._included = False
 
     def html(self, fig: go.Figure, div_id: str) -> str:
-        div = pio.to_html(fig, full_html=False, include_plotlyjs=not self._included, div_id=div_id)
+        drawn = div(fig, div_id, include_plotlyjs=not self._included)
         self._included = True
-        return f"<div class='fig'>{div}</div>"
+        return f"<div class='fig'>{drawn}</div>"
 
 
 @dataclass
@@ -704,19 +711,18 @@ def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure
     rows = diff.level(level)
     rows = rows.reindex(rows[["a_us", "b_us"]].max(axis=1).sort_values(ascending=False).index).head(top)
     names = [display_name(str(v))[:60] if level == "kernel" else str(v) for v in rows["key"]]
-    fig = go.Figure(
-        [
-            go.Bar(name=diff.a.label, x=names, y=rows["a_us"] / 1e3, hovertemplate="%{x}: %{y:.3f} ms"),
-            go.Bar(name=diff.b.label, x=names, y=rows["b_us"] / 1e3, hovertemplate="%{x}: %{y:.3f} ms"),
-        ]
-    )
-    fig.update_layout(
-        barmode="group",
-        title=f"GPU time per {level}: {diff.a.label} vs {diff.b.label}",
-        yaxis_title="ms",
-        height=450,
-    )
-    return fig
+    bars = [
+        {"type": "bar", "name": side.label, "x": names, "y": values(rows[f"{key}_us"] / 1e3)}
+        | {"hovertemplate": "%{x}: %{y:.3f} ms"}
+        for side, key in ((diff.a, "a"), (diff.b, "b"))
+    ]
+    layout = {
+        "barmode": "group",
+        "title": title(f"GPU time per {level}: {diff.a.label} vs {diff.b.label}"),
+        "yaxis": {"title": title("ms")},
+        "height": 450,
+    }
+    return figure(bars, layout)
 
 
 def _largest_changes(table: pd.DataFrame, limit: int) -> pd.DataFrame:

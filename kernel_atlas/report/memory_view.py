@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from kernel_atlas.analysis.memory import BEFORE_WINDOW, MemoryReport, live_by_module
+from kernel_atlas.report import plot
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.units import fmt_bytes, fmt_pct, fmt_us
@@ -132,37 +133,36 @@ def _entry_html(entry: dict[str, Any], several: bool) -> str:
 
 def timeline_figure(frame: Any, device: str) -> go.Figure:
     """Allocated (stacked by holder) and reserved bytes after each event around the peak."""
-    import plotly.graph_objects as go  # here: the terminal report does not need plotly
-
-    fig = go.Figure()
+    data = []
     origin = float(frame["ts_us"].iloc[0])
     x = (frame["ts_us"] - origin) / 1e3
     holders = [c for c in frame.columns if c not in ("ts_us", "total_allocated", "total_reserved")]
     for name in holders:
         if not frame[name].any():
             continue
-        fig.add_trace(
-            go.Scatter(x=x, y=frame[name] / 2**20, name=name, stackgroup="live", line={"shape": "hv", "width": 0})
-        )
+        live = {"x": plot.values(x), "y": plot.values(frame[name] / 2**20), "name": name, "stackgroup": "live"}
+        data.append({"type": "scatter", **live, "line": {"shape": "hv", "width": 0}})
     for column, dash in (("total_allocated", "solid"), ("total_reserved", "dot")):
         shown = frame[column] >= 0
         if column == "total_reserved" and not (frame[column] > 0).any():
             continue
-        fig.add_trace(
-            go.Scatter(
-                x=x[shown],
-                y=frame[column][shown] / 2**20,
-                name=column.replace("_", " "),
-                line={"shape": "hv", "color": "black", "dash": dash, "width": 1},
-            )
+        data.append(
+            {
+                "type": "scatter",
+                "x": plot.values(x[shown]),
+                "y": plot.values(frame[column][shown] / 2**20),
+                "name": column.replace("_", " "),
+                "line": {"shape": "hv", "color": "black", "dash": dash, "width": 1},
+            }
         )
-    fig.update_layout(
-        title=f"{device}: memory around the peak (MiB; stacked: live by nn.Module, {BEFORE_WINDOW} at the bottom)",
-        xaxis_title="ms from the first event shown",
-        yaxis_title="MiB",
-        height=460,
-    )
-    return fig
+    heading = f"{device}: memory around the peak (MiB; stacked: live by nn.Module, {BEFORE_WINDOW} at the bottom)"
+    layout = {
+        "title": plot.title(heading),
+        "xaxis": {"title": plot.title("ms from the first event shown")},
+        "yaxis": {"title": plot.title("MiB")},
+        "height": 460,
+    }
+    return plot.figure(data, layout)
 
 
 MAX_MEMORY_ENTRIES = 64  # devices described on the page
@@ -171,7 +171,6 @@ MAX_MEMORY_FIGURES = 16  # of them, drawn over time (each ~10k events around its
 
 def memory_html(memory: MemoryReport | None) -> str:
     """The report.html section (plotly.js is already on the page)."""
-    import plotly.io as pio
 
     head = f"<h2 id='memory'>{TITLE}</h2>"
     if memory is None or not memory.entries:
@@ -205,10 +204,7 @@ def memory_html(memory: MemoryReport | None) -> str:
         frame = live_by_module(memory.events[key], memory.by_trace[key], entry["device"])
         if len(frame):
             div_id = f"memory-timeline-{n}"  # entries may share rank and device (traces of one rank)
-            div = pio.to_html(
-                timeline_figure(frame, entry["device"]), full_html=False, include_plotlyjs=False, div_id=div_id
-            )
-            parts.append(f"<div class='fig'>{div}</div>")
+            parts.append(f"<div class='fig'>{plot.div(timeline_figure(frame, entry['device']), div_id)}</div>")
     return "".join(parts)
 
 

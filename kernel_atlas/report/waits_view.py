@@ -16,6 +16,7 @@ from kernel_atlas.analysis.idle import CATEGORIES, other_basis
 from kernel_atlas.analysis.waits import Waits
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
+from kernel_atlas.report import plot
 from kernel_atlas.report.datatable import TableColumn, data_table
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import literal
@@ -286,31 +287,30 @@ def _figure_rows(breakdown: pd.DataFrame, bars: int = FIGURE_BARS) -> tuple[pd.D
 
 
 def idle_figure(waits: Waits, bars: int = FIGURE_BARS) -> go.Figure:
-    import plotly.graph_objects as go  # imported here: the terminal report does not need plotly
-
-    rows, title = _figure_rows(waits.breakdown, bars)
-    fig = go.Figure()
+    rows, heading = _figure_rows(waits.breakdown, bars)
+    data = []
     for category in CATEGORIES:
         part = rows[rows["category"] == category]
-        fig.add_trace(
-            go.Bar(
-                x=part["idle_us"],
-                y=part["where"],
-                orientation="h",
-                name=_LABEL[category],
-                customdata=list(zip(part["idle_us"].map(fmt_us), part["count"], strict=True)),
-                hovertemplate="%{y}<br>%{customdata[0]} in %{customdata[1]} gaps<extra>"
+        data.append(
+            {
+                "type": "bar",
+                "x": plot.values(part["idle_us"]),
+                "y": plot.values(part["where"]),
+                "orientation": "h",
+                "name": _LABEL[category],
+                "customdata": [[fmt_us(t), int(n)] for t, n in zip(part["idle_us"], part["count"], strict=True)],
+                "hovertemplate": "%{y}<br>%{customdata[0]} in %{customdata[1]} gaps<extra>"
                 + _LABEL[category]
                 + "</extra>",
-            )
+            }
         )
-    fig.update_layout(
-        barmode="stack",
-        title=title,
-        xaxis_title="µs",
-        height=max(300, 40 * rows["where"].nunique() + 120),
-    )
-    return fig
+    layout = {
+        "barmode": "stack",
+        "title": plot.title(heading),
+        "xaxis": {"title": plot.title("µs")},
+        "height": max(300, 40 * rows["where"].nunique() + 120),
+    }
+    return plot.figure(data, layout)
 
 
 CAUSE_COLUMNS = [
@@ -406,10 +406,7 @@ def waits_html(waits: Waits | None) -> str:
     """The report's "Why the GPU waits" section (plotly.js and `datatable.table_assets` must be on the page)."""
     if waits is None:
         return ""
-    import plotly.io as pio
-
-    figure = pio.to_html(idle_figure(waits), full_html=False, include_plotlyjs=False, div_id="idle")
-    parts = ["<h2>Why the GPU waits</h2>", f"<div class='fig'>{figure}</div>"]
+    parts = ["<h2>Why the GPU waits</h2>", f"<div class='fig'>{plot.div(idle_figure(waits), 'idle')}</div>"]
     note = convention_note(waits)
     if note:
         parts.append(f"<p>{html.escape(note)}</p>")

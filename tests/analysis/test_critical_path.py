@@ -621,3 +621,18 @@ def test_causal_edges_weigh_nothing_on_the_path_and_no_run_passes_through_them()
     assert path.length_us == 8.0 and path.edges.tolist() == [2, 3]
     assert longest_path(graph.without_causal_edges()).length_us == 8.0
     assert longest_path(graph).length_us == 8.0  # the what-if's view: the causal edge weighs 0
+
+
+def test_host_points_follow_the_call_stacks_even_with_overlapping_siblings() -> None:
+    """The points of a thread (starts 0..n-1, ends n..2n-1) in call-stack order, placed directly
+    where each op's subtree is contiguous in the preorder, sorted where siblings overlap."""
+    from kernel_atlas.analysis.critical_path import _tour
+
+    # A (root) holds A1; B is a later root: A, A1, A1 ends, A ends, B, B ends
+    parent, depth = np.array([-1, 0, -1]), np.array([0, 1, 0])
+    order = _tour(parent, pos=np.array([0, 1, 2]), size=np.array([2, 1, 1]), depth=depth)
+    assert order.tolist() == [0, 1, 4, 3, 2, 5]
+    # B starts before A's child (clocks that disagree): the preorder is A, B, A1, A's span (2 ops)
+    # ends at B; ends after starts at equal keys, the first op's end first at equal depth
+    order = _tour(np.array([-1, -1, 0]), pos=np.array([0, 1, 2]), size=np.array([2, 1, 1]), depth=np.array([0, 0, 1]))
+    assert order.tolist() == [0, 1, 3, 4, 2, 5]
