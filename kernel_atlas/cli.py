@@ -252,8 +252,28 @@ def _starts_with(path: Path, prefix: bytes) -> bool:
         return False
 
 
-def main() -> None:  # pragma: no cover - console-script entry point
-    app()
+def main() -> None:
+    """The `atlas` command: the app, with a usage error (an unknown option or command, a value
+    out of range) said in one line as other bad input is — click's own is a box of five lines."""
+    try:
+        from typer._click import exceptions as usage  # typer carries its own click since 0.25
+    except ImportError:  # pragma: no cover - an older typer, on click
+        from click import exceptions as usage  # type: ignore[no-redef]
+
+    try:
+        code = app(standalone_mode=False, prog_name="atlas")
+    except usage.NoArgsIsHelpError as exc:  # `atlas`, `atlas report`: their help
+        exc.show()
+        code = 2
+    except usage.ClickException as exc:
+        ctx = getattr(exc, "ctx", None)
+        message = " ".join(exc.format_message().split())
+        say(err_console, "[bold red]error:[/]", f"{message} (see {ctx.command_path if ctx else 'atlas'} --help)")
+        code = exc.exit_code
+    except typer.Abort:
+        err_console.print("interrupted")
+        code = 130
+    raise SystemExit(code if isinstance(code, int) else 0)
 
 
 @app.command()

@@ -181,3 +181,32 @@ def test_empty_event_list_and_report_on_it(tmp_path: Path) -> None:
     out = tmp_path / "o"
     assert _run("ingest", str(path), "-o", str(out)).exit_code == 0
     _assert_one_line_error(_run("report", str(out)), "no GPU activities")
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (
+            ["report", "--kernel-wait-us", "-1", "x"],
+            ["'--kernel-wait-us'", "greater than or equal to 0", "atlas report"],
+        ),
+        (["report", "--bogus", "x"], ["No such option: --bogus", "atlas report --help"]),
+        (["nosuch"], ["No such command 'nosuch'", "atlas --help"]),
+        (["report"], ["Missing argument 'source'", "atlas report --help"]),
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str], needles: list[str]) -> None:
+    """An unknown option or command, a value out of range, a missing argument: one line and exit
+    2 as other bad input (click's own is a box of five lines)."""
+    from tests.support.hostile import assert_one_line_error, atlas
+
+    assert_one_line_error(atlas(*args), *needles)
+
+
+def test_help_still_exits_zero_and_no_arguments_still_shows_it() -> None:
+    from tests.support.hostile import atlas
+
+    shown = atlas("--help")
+    assert shown.code == 0 and "ingest" in shown.stdout and not shown.stderr
+    bare = atlas()
+    assert bare.code == 2 and "ingest" in bare.output and "error" not in bare.output

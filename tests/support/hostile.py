@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from kernel_atlas.cli import app
 
-ATLAS = [sys.executable, "-c", "from kernel_atlas.cli import app; app()"]
+ATLAS = [sys.executable, "-c", "from kernel_atlas.cli import main; main()"]
 _runner = CliRunner()
 
 
