@@ -23,7 +23,7 @@ from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_g
 from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
 from kernel_atlas.analysis.longest_path import longest_path, longest_path_length, solves_exactly
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.texts import name_mask
+from kernel_atlas.core.texts import name_mask, time_bound, user_pattern
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import (
     Output,
@@ -63,10 +63,7 @@ def parse_speedup(spec: str) -> Speedup:
     if factor is not None and not factor >= 1:  # min(recorded, recorded / factor): a slowdown changed nothing
         raise AtlasError(None, f"--speedup {spec!r}: the factor must be at least 1 (a speedup)")
     if match["field"] == "kernel":
-        try:
-            re.compile(match["value"])
-        except re.error as exc:
-            raise AtlasError(None, f"--speedup {spec!r}: not a regular expression ({exc})") from None
+        user_pattern(match["value"], f"--speedup {spec!r}")
     return Speedup(match["field"], match["value"], factor)
 
 
@@ -76,8 +73,9 @@ def _selected(gpu: pd.DataFrame, change: Speedup) -> np.ndarray:
         return np.zeros(len(gpu), bool)
     values = gpu[column]
     if change.field == "kernel":
-        pattern = re.compile(change.value)
-        return name_mask(values, pattern.search)
+        pattern = user_pattern(change.value, f"--speedup {change.describe()!r}")
+        with time_bound(f"--speedup {change.describe()!r}"):
+            return name_mask(values, pattern.search)
     if change.field == "module":
         return name_mask(values, lambda s: change.value in s)
     return name_mask(values, lambda s: s == change.value)

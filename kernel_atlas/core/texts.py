@@ -1,13 +1,23 @@
 """Tests on texts: on text columns, evaluated once per distinct text, not once per row; many
-literals searched for in one pass (`trie_pattern`)."""
+literals searched for in one pass (`trie_pattern`); the user's own regular expressions compiled
+and run within a time bound (`user_pattern`, `time_bound`)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
+
+from kernel_atlas.core.errors import AtlasError
+
+# the longest a user's regular expression may take over all the texts it is tried on: Python's
+# `re` backtracks, and `(.*.*)*Q$` on one 40-character name runs for hours
+USER_PATTERN_SECONDS = 10.0
 
 
 def name_mask(values: pd.Series, test: Callable[[str], object]) -> np.ndarray:
@@ -38,3 +48,42 @@ def trie_pattern(words: Sequence[str]) -> str:
         return f"(?:{body})?" if "" in node else body
 
     return emit(trie)
+
+
+def user_pattern(text: str, given: str) -> re.Pattern[str]:
+    """A regular expression given on the command line (`given`: how, for the error)."""
+    try:
+        return re.compile(text)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise AtlasError(None, f"{given}: not a regular expression ({exc})") from None
+
+
+class _TooSlow(Exception):
+    pass
+
+
+@contextmanager
+def time_bound(what: str, seconds: float | None = None) -> Iterator[None]:
+    """Stops the work inside after `seconds` (USER_PATTERN_SECONDS) with a one-line error naming `what` (a user's
+    pattern that backtracks catastrophically). `re` checks for signals while it matches, so a
+    timer signal ends it; only the main thread receives signals — elsewhere (a notebook's worker
+    thread, a platform without SIGALRM) the work runs unbounded."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    seconds = USER_PATTERN_SECONDS if seconds is None else seconds
+
+    def stop(signum: int, frame: object) -> None:
+        raise _TooSlow
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _TooSlow:
+        raise AtlasError(
+            None, f"{what}: matching took more than {seconds:g} s (a pattern that backtracks catastrophically?)"
+        ) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -15,6 +15,7 @@ import pandas as pd
 from kernel_atlas.classify.classifier import default_classifier, rule_id
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.texts import time_bound, user_pattern
 from kernel_atlas.ingest.recorded import Arg, from_params, parse_call
 from kernel_atlas.replay.inputs import NotReplayable, nbytes
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
@@ -214,17 +215,15 @@ def targets_from_catalog(path: str | Path) -> list[Target]:
 
 
 def select(targets: list[Target], kernel: str | None, op: str | None, category: str | None) -> list[Target]:
-    try:
-        pattern = re.compile(kernel) if kernel else None
-    except re.error as exc:
-        raise AtlasError(None, f"--kernel {kernel!r}: not a regular expression ({exc})") from None
-    return [
-        t
-        for t in targets
-        if (pattern is None or pattern.search(t.kernel))
-        and (op is None or t.op_mapping == op)
-        and (category is None or t.category == category)
-    ]
+    pattern = user_pattern(kernel, f"--kernel {kernel!r}") if kernel else None
+    with time_bound(f"--kernel {kernel!r}"):
+        return [
+            t
+            for t in targets
+            if (pattern is None or pattern.search(t.kernel))
+            and (op is None or t.op_mapping == op)
+            and (category is None or t.category == category)
+        ]
 
 
 # the most work one ATen call may take in a CPU replay (it checks against a float64 reference too):
