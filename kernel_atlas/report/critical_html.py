@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.report.fit import trim
-from kernel_atlas.report.plot import div, figure, title, values
+from kernel_atlas.report.plot import Figure, div, figure, title, values
 from kernel_atlas.report.units import fmt_us
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 MAX_BARS = 3000  # the longest segments drawn; the path line joins the drawn ones in path order
 PICTURE_COLUMNS = ["rank", "stream", "thread", "bound", "name", "start_us", "dur_us"]
@@ -49,7 +46,7 @@ def _lanes(segs: pd.DataFrame) -> np.ndarray:
     return np.asarray(lanes, dtype=object)
 
 
-def critical_path_figure(picture: PathPicture, facts: dict[str, Any]) -> go.Figure:
+def critical_path_figure(picture: PathPicture, facts: dict[str, Any]) -> Figure:
     drawn, origin = picture.drawn, picture.origin_us
     lanes = _lanes(drawn)
     data = []

@@ -34,6 +34,7 @@ from kernel_atlas.report.html import (
     timeshare_figure,
     top_kernels_figure,
 )
+from kernel_atlas.report.plot import widget
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.store.outputs import lock, read_report
 from kernel_atlas.store.run import Run as StoredRun
@@ -183,7 +184,7 @@ def first_step(kernels: pd.DataFrame) -> int | None:
 
 def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
     analysis = run.analyse(kernels)
-    return {
+    drawn = {
         "timeshare": timeshare_figure(analysis),
         "top-kernels": top_kernels_figure(analysis),
         "roofline": roofline_figure(analysis, run.device),
@@ -191,6 +192,7 @@ def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
         "modules": module_figure(module_times(kernels)),
         "timeline": timeline_figure(timeline_of(kernels, first_step(kernels))),
     }
+    return {key: widget(fig) for key, fig in drawn.items()}
 
 
 def kernel_details(kernels: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -234,7 +236,7 @@ def compare_runs(a: Run, b: Run) -> Diff:
 
 def compare_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:
     """GPU time per `level` (category, op_mapping, module, kernel) in both runs side by side."""
-    return diff_figure(diff, level, top)
+    return widget(diff_figure(diff, level, top))
 
 
 # --- replay -----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ the terminal (rich) and in report.html (plotly), from `analysis.collectives.Cros
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
@@ -14,9 +14,6 @@ from kernel_atlas.analysis.collectives import CrossRank
 from kernel_atlas.report import plot
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.units import fmt_us as _fmt_us
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 TITLE = "Collectives across ranks"
 
@@ -97,7 +94,7 @@ def print_cross_rank(console: Console, cross: CrossRank | None, facts: dict[str,
     console.print(table)
 
 
-def rank_time_figure(ranks: pd.DataFrame) -> go.Figure:
+def rank_time_figure(ranks: pd.DataFrame) -> plot.Figure:
     """Per rank: compute only, communication overlapped with compute, exposed communication
     and idle time (they add up to the rank's span)."""
     labels = [f"rank {r.rank}" + (f" gpu {r.device}" if r.device is not None else "") for r in ranks.itertuples()]
@@ -112,7 +109,7 @@ def rank_time_figure(ranks: pd.DataFrame) -> go.Figure:
     return plot.figure(bars, {**layout, "height": 450})
 
 
-def lateness_figure(cross: CrossRank) -> go.Figure:
+def lateness_figure(cross: CrossRank) -> plot.Figure:
     from plotly.colors import get_colorscale  # plotly.js knows no reversed names (`RdBu_r`)
 
     heat = cross.heatmap

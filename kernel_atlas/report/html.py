@@ -26,7 +26,7 @@ from kernel_atlas.core.safe_files import write_text
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
-from kernel_atlas.report.plot import div, figure, title, values
+from kernel_atlas.report.plot import Figure, div, figure, title, values
 from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
     MISSING,
@@ -45,8 +45,6 @@ from kernel_atlas.report.waits_view import waits_html
 from kernel_atlas.roofline.analysis import Analysis
 
 if TYPE_CHECKING:
-    import plotly.graph_objects as go
-
     from kernel_atlas.analysis.diff import Diff
 
 FIGURE_IDS = ("roofline", "timeshare", "top-kernels", "headroom", "modules", "steps", "timeline")
@@ -68,7 +66,7 @@ def _stack_hint(call_stack: object, frames: int = 6) -> str:
 MAX_ROOFLINE_POINTS = 5_000  # points of the roofline figure (each ~350 bytes of page); the file has all
 
 
-def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
+def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
     table = analysis.roofline
     points = table[(table["role"] == "main") & table["achieved_tflops"].notna() & (table["flops"] > 0)]
     plotted = len(points)
@@ -169,7 +167,7 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> go.Figure:
     return figure(data, layout)
 
 
-def timeshare_figure(analysis: Analysis) -> go.Figure:
+def timeshare_figure(analysis: Analysis) -> Figure:
     k = analysis.kernels
     keys = [text_codes(k["category"]), text_codes(k["op_mapping"]), text_codes(k["name"], _short)]
     kept = np.logical_and.reduce([codes >= 0 for codes, _ in keys])
@@ -228,7 +226,7 @@ def _fold_small_kernels(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return pd.concat([top, others], ignore_index=True), len(rest)
 
 
-def top_kernels_figure(analysis: Analysis, top: int = 20) -> go.Figure:
+def top_kernels_figure(analysis: Analysis, top: int = 20) -> Figure:
     share = analysis.timeshare[analysis.timeshare["level"] == "kernel"].head(top).iloc[::-1]
     bar = {
         "type": "bar",
@@ -246,7 +244,7 @@ def top_kernels_figure(analysis: Analysis, top: int = 20) -> go.Figure:
     return figure([bar], layout)
 
 
-def headroom_figure(analysis: Analysis, top: int = 20) -> go.Figure:
+def headroom_figure(analysis: Analysis, top: int = 20) -> Figure:
     table = analysis.roofline
     rows = table[table["headroom_us"] > 0].head(top).iloc[::-1]
     labels = [
@@ -274,7 +272,7 @@ def _summed(ranks: int, before: str = ", ") -> str:
     return f"{before}{ranks} ranks summed" if ranks > 1 else ""
 
 
-def module_figure(modules: pd.DataFrame, ranks: int = 1) -> go.Figure:
+def module_figure(modules: pd.DataFrame, ranks: int = 1) -> Figure:
     """GPU time by `nn.Module` path (`views.module_times`) as a treemap: each module holds its
     submodules; the time of kernels launched outside any module is `(no module)`."""
     own = modules.set_index("module")["dur_us"]
@@ -302,7 +300,7 @@ def module_figure(modules: pd.DataFrame, ranks: int = 1) -> go.Figure:
     return figure([tree], {"title": title(heading), "height": 600})
 
 
-def step_figure(steps: pd.DataFrame, ranks: int = 1) -> go.Figure:
+def step_figure(steps: pd.DataFrame, ranks: int = 1) -> Figure:
     """GPU time of every profiler step (`views.step_times`), stacked by category (activities
     outside any step apart)."""
     label = steps["step"].astype(str).where(steps["step"].notna(), "no step").to_numpy()
@@ -325,7 +323,7 @@ def step_figure(steps: pd.DataFrame, ranks: int = 1) -> go.Figure:
     return figure(bars, layout)
 
 
-def timeline_figure(timeline: Timeline, note: str = "") -> go.Figure:
+def timeline_figure(timeline: Timeline, note: str = "") -> Figure:
     """GPU activities per stream (`views.timeline_of`), coloured by category: of one step, or of
     the whole profiled window with every step shaded (then only the longest activities)."""
     rows, step = timeline.rows, timeline.step
@@ -507,7 +505,7 @@ class Figures:
     def __init__(self) -> None:
         self._included = False
 
-    def html(self, fig: go.Figure, div_id: str) -> str:
+    def html(self, fig: Figure, div_id: str) -> str:
         drawn = div(fig, div_id, include_plotlyjs=not self._included)
         self._included = True
         return f"<div class='fig'>{drawn}</div>"
@@ -525,7 +523,7 @@ class Page:
     figures: Figures = field(default_factory=Figures)
     views: KernelViews | None = None  # module, step and timeline views (`report.views`)
 
-    def figure(self, fig: go.Figure, div_id: str) -> str:
+    def figure(self, fig: Figure, div_id: str) -> str:
         return self.figures.html(fig, div_id)
 
 
@@ -706,7 +704,7 @@ DIFF_TABLE_COLUMNS = [
 ]
 
 
-def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:
+def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> Figure:
     """GPU time per `level` in A and B side by side, the largest first."""
     rows = diff.level(level)
     rows = rows.reindex(rows[["a_us", "b_us"]].max(axis=1).sort_values(ascending=False).index).head(top)

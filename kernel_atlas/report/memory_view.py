@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rich.console import Console
 
@@ -12,9 +12,6 @@ from kernel_atlas.report import plot
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.units import fmt_bytes, fmt_pct, fmt_us
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 TITLE = "GPU memory"
 NO_EVENTS = "no [memory] events in the trace (profile with profile_memory=True to see where the memory goes)"
@@ -131,7 +128,7 @@ def _entry_html(entry: dict[str, Any], several: bool) -> str:
     return "".join(parts)
 
 
-def timeline_figure(frame: Any, device: str) -> go.Figure:
+def timeline_figure(frame: Any, device: str) -> plot.Figure:
     """Allocated (stacked by holder) and reserved bytes after each event around the peak."""
     data = []
     origin = float(frame["ts_us"].iloc[0])

@@ -1,9 +1,10 @@
-"""Plotly figures made from plain trace and layout dicts, as plotly.js reads them.
+"""Plotly figures as plain dicts, as plotly.js reads them: `{"data": [trace, …], "layout": {…}}`.
 
-plotly's graph objects check every value as it is set: on a 500 MB trace that was ~0.6 s of the
-report's ~1 s of figures. The figures here are built unchecked (`figure`) and written unchecked
-(`div`); tests build them checked against plotly's schema (`CHECKED`), so that a misspelt
-property fails there and not in a reader's browser.
+plotly's graph objects check every value as it is set and copy every array when written: on a
+500 MB trace that was ~0.6 s of the report's ~1 s of figures. The pages' figures are made and
+written as dicts, unchecked (`figure`, `div`); tests check each against plotly's schema as it is
+made (`CHECKED`), so that a misspelt property fails there and not in a reader's browser. A
+notebook shows one as a plotly figure (`widget`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pandas as pd
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
+Figure = dict[str, Any]
 # tests set it: every figure is then checked against plotly's schema as it is made (a ValueError
 # names a property plotly.js does not know or a value it does not take)
 CHECKED = False
@@ -30,15 +32,23 @@ def title(text: str) -> dict[str, str]:
     return {"text": text}
 
 
-def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
-    """A figure of `data` (each a trace: `{"type": "bar", …}`) and `layout`, unchecked."""
-    import plotly.graph_objects as go  # here: the terminal report does not need plotly
+def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> Figure:
+    """A figure of `data` (each a trace: `{"type": "bar", …}`) and `layout`."""
+    spec = {"data": data, "layout": layout}
+    if CHECKED:
+        widget(spec, checked=True)
+    return spec
 
-    return go.Figure({"data": data, "layout": layout}, _validate=CHECKED)
 
-
-def div(fig: go.Figure, div_id: str, include_plotlyjs: bool = False) -> str:
+def div(fig: Figure, div_id: str, include_plotlyjs: bool = False) -> str:
     """The figure as an HTML `<div>` (with plotly.js inlined before it, `include_plotlyjs`)."""
-    import plotly.io as pio
+    import plotly.io as pio  # here: the terminal report does not need plotly
 
     return pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs, div_id=div_id, validate=False)
+
+
+def widget(fig: Figure, checked: bool = False) -> go.Figure:
+    """The figure as plotly's (for a notebook), its values `checked` or taken as they are."""
+    import plotly.graph_objects as go
+
+    return go.Figure(fig, _validate=checked)

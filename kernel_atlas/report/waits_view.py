@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,9 +21,6 @@ from kernel_atlas.report.datatable import TableColumn, data_table
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import literal
 from kernel_atlas.report.units import fmt_pct, fmt_us
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 _LABEL = {"host_wait": "host wait", "kernel_wait": "kernel wait", "other": "other"}
 # `dir/file.py(line): function`: the directories are dropped on a narrow terminal
@@ -286,7 +283,7 @@ def _figure_rows(breakdown: pd.DataFrame, bars: int = FIGURE_BARS) -> tuple[pd.D
     return shown[["where", "category", "idle_us", "count"]], title
 
 
-def idle_figure(waits: Waits, bars: int = FIGURE_BARS) -> go.Figure:
+def idle_figure(waits: Waits, bars: int = FIGURE_BARS) -> plot.Figure:
     rows, heading = _figure_rows(waits.breakdown, bars)
     data = []
     for category in CATEGORIES:

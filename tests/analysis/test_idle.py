@@ -22,6 +22,7 @@ from kernel_atlas.analysis.launches import CANDIDATE_COLUMNS, LAUNCH_COLUMNS, gr
 from kernel_atlas.analysis.waits import Waits, analyse_waits
 from kernel_atlas.cli import app
 from kernel_atlas.ingest.fleet import write_outputs
+from kernel_atlas.report.plot import widget
 from kernel_atlas.report.waits_view import convention_differences, idle_figure, print_waits
 from tests.support.traces import ingested
 
@@ -259,7 +260,7 @@ def test_many_ranks_are_capped_in_the_figure_and_the_table() -> None:
     for rank in range(40):
         rows += [(rank, None, float(rank), 0.0, 0.0), (rank, 7, float(rank), 0.0, 0.0), (rank, 8, 0.5, 0.0, 0.0)]
     waits = _waits(_breakdown(rows))
-    figure = idle_figure(waits)
+    figure = widget(idle_figure(waits))
     host = next(t for t in figure.data if t.name == "host wait")
     bars = dict(zip(host.y, host.x, strict=True))
     assert len(bars) == 16 + 1 + 16 + 1
@@ -274,7 +275,7 @@ def test_many_ranks_are_capped_in_the_figure_and_the_table() -> None:
     assert text.count("all streams") == 8 and "rank 39 device 0 stream 7" in text
     assert "… and 32 more devices and 72 more streams with less idle time: idle.parquet" in text
     # 17 devices and 17 streams: an "others" bar of one would hide nothing
-    few = idle_figure(_waits(_breakdown([r for r in rows[: 3 * 17] if r[1] != 8])))
+    few = widget(idle_figure(_waits(_breakdown([r for r in rows[: 3 * 17] if r[1] != 8]))))
     assert len(set(few.data[0].y)) == 17 + 17 and "<sup>" not in few.layout.title.text
 
 

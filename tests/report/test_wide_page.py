@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from kernel_atlas.report import html
+from kernel_atlas.report.plot import widget
 
 
 def _steps(n: int) -> pd.DataFrame:
@@ -66,7 +67,7 @@ def test_the_treemap_keeps_the_heaviest_kernels_and_sums_the_rest_per_op(monkeyp
             "dur_us": [5.0, 3.0, 1.0, 4.0, 0.5],
         }
     )
-    tree = html.timeshare_figure(SimpleNamespace(kernels=kernels)).data[0]
+    tree = widget(html.timeshare_figure(SimpleNamespace(kernels=kernels))).data[0]
     tiles = dict(zip(tree.ids, tree.values, strict=True))
     assert tiles == {
         "attention": 4.5,
@@ -78,10 +79,10 @@ def test_the_treemap_keeps_the_heaviest_kernels_and_sums_the_rest_per_op(monkeyp
         "gemm/mm/ka": 5.0,
         "gemm/mm/… 2 other kernels": 4.0,
     }
-    title = html.timeshare_figure(SimpleNamespace(kernels=kernels)).layout.title.text
+    title = widget(html.timeshare_figure(SimpleNamespace(kernels=kernels))).layout.title.text
     assert "the 2 kernels with the most time; the other 3 summed per op" in title
     monkeypatch.setattr(html, "MAX_TREEMAP_KERNELS", 5)
-    assert len(html.timeshare_figure(SimpleNamespace(kernels=kernels)).data[0].ids) == 4 + 5
+    assert len(widget(html.timeshare_figure(SimpleNamespace(kernels=kernels))).data[0].ids) == 4 + 5
 
 
 def test_the_summary_lists_at_most_max_device_lines(monkeypatch) -> None:
@@ -124,11 +125,11 @@ def test_the_roofline_figure_plots_the_heaviest_groups(monkeypatch) -> None:
             "call_stack": [None] * n,
         }
     )
-    fig = html.roofline_figure(SimpleNamespace(roofline=roofline), None)
+    fig = widget(html.roofline_figure(SimpleNamespace(roofline=roofline), None))
     assert list(fig.data[0].x) == [1.0, 3.0]  # mm_a (5 µs) and mm_c (9 µs), in table order
     assert "the 2 kernel groups with the most time of 3 (each one in roofline.parquet)" in fig.layout.title.text
     monkeypatch.setattr(html, "MAX_ROOFLINE_POINTS", 3)
-    fig = html.roofline_figure(SimpleNamespace(roofline=roofline), None)
+    fig = widget(html.roofline_figure(SimpleNamespace(roofline=roofline), None))
     assert list(fig.data[0].x) == [1.0, 2.0, 3.0] and "<sup>" not in fig.layout.title.text
 
 

@@ -14,6 +14,7 @@ from kernel_atlas.cli import app
 from kernel_atlas.core.devices import get_device, load_devices, match_device
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.report.build import build_report
+from kernel_atlas.report.plot import widget
 from kernel_atlas.roofline.analysis import bus_factor
 from tests.support.browser import Chromium
 from tests.support.traces import ingested
@@ -238,7 +239,7 @@ def test_whole_window_timeline_shades_and_labels_every_step() -> None:
         }
     )
     steps = pd.DataFrame({"step": [4, 5], "start": [1000.0, 3000.0], "end": [2500.0, 6500.0]})
-    layout = timeline_figure(Timeline(rank=0, rows=rows, total=3, steps=steps)).to_plotly_json()["layout"]
+    layout = widget(timeline_figure(Timeline(rank=0, rows=rows, total=3, steps=steps))).to_plotly_json()["layout"]
     assert [(s["x0"], s["x1"], s["opacity"]) for s in layout["shapes"]] == [(0.0, 1.5, 0.08), (2.0, 5.5, 0.14)]
     assert [(a["text"], a["x"]) for a in layout["annotations"]] == [("step 4", 0.0), ("step 5", 2.0)]
     reference = go.Figure()
