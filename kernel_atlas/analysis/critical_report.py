@@ -85,8 +85,11 @@ def solve_paths(
     convention: str = "exact",
     last_step_start: dict[int, float | None] | None = None,
     loaded: dict[int, pd.DataFrame] | None = None,
+    graph_ready: Callable[[Graph], None] | None = None,
 ) -> SolvedPaths:
-    """`analyse_output` but the what-if, which alone needs the roofline."""
+    """`analyse_output` but the what-if, which alone needs the roofline. `graph_ready(graph)`: told
+    of the what-if's graph (one rank, the exact convention) as soon as it is built and its solver
+    set up, before its path is walked and described."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
     exact = convention == "exact"
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
@@ -104,6 +107,9 @@ def solve_paths(
         graph = build_graph(
             kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut
         )
+        if graph_ready is not None and exact and len(ranks) == 1:
+            solves_exactly(graph)  # the solver's set-up, shared by the path and the what-if
+            graph_ready(graph)
         path = longest_path(graph, graph.path_weight())
         per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
         if joint:
@@ -159,10 +165,52 @@ class _PathQuestion:
     last_step_start: dict[int, float | None] | None
     loaded: dict[int, pd.DataFrame] | None  # kernel rows read before the question was asked
 
-    def solve(self) -> SolvedPaths:
+    def solve(self, graph_ready: Callable[[Graph], None] | None = None) -> SolvedPaths:
         return solve_paths(
-            self.out_dir, self.ranks, self.window, self.collectives, self.convention, self.last_step_start, self.loaded
+            self.out_dir,
+            self.ranks,
+            self.window,
+            self.collectives,
+            self.convention,
+            self.last_step_start,
+            self.loaded,
+            graph_ready,
         )
+
+
+class _ForkedWhatIf:
+    """Where optimisation pays, solved in a process forked from the one that built the graph
+    (it inherits the graph and its solver): started by `start` once the graph is ready and the
+    roofline received; solved in place if that process is lost."""
+
+    def __init__(self, roofline: Callable[[], pd.DataFrame | None]) -> None:
+        self._roofline = roofline
+        self._sent: pd.DataFrame | None = None
+        self._forked: Beside[list[dict[str, Any]]] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._forked is not None
+
+    def start(self, graph: Graph) -> None:
+        if not can_fork():
+            return
+        try:
+            sent = self._sent = self._roofline()
+        except EOFError:  # the report failed and will send none: the path is still solved
+            return
+        self._forked = Beside(lambda _: where_optimisation_pays(graph, sent))
+
+    def result(self, graph: Graph) -> list[dict[str, Any]]:
+        assert self._forked is not None
+        try:
+            return self._forked.result()
+        except ChildLost:
+            return where_optimisation_pays(graph, self._sent)
+
+    def stop(self) -> None:
+        if self._forked is not None:
+            self._forked.stop()
 
 
 class CriticalPathJob(Generic[T]):
@@ -192,23 +240,33 @@ class CriticalPathJob(Generic[T]):
         self._roofline: pd.DataFrame | None = None
         self._beside: Beside[Finished[T]] | None = None
         if events >= BESIDE_MIN_EVENTS and can_fork():
-            self._beside = Beside(self._solve_beside)
+            self._beside = Beside(self._solve_beside, may_fork=True)
 
     def _solve_beside(self, receive: Callable[[], pd.DataFrame | None]) -> Finished[T]:
-        """What the process beside does: all of it, the roofline received from the report."""
-        return self._work(receive)
+        """What the process beside does: all of it, the roofline received from the report — the
+        what-if of one rank in a process of its own, forked as soon as its graph is ready, while
+        this one walks and describes the path and writes its files (the two took 1.2 s after
+        the report's own work had ended, on a 510 MB trace)."""
+        early = _ForkedWhatIf(receive)
+        try:
+            return self._work(receive, early)
+        finally:
+            early.stop()
 
-    def _work(self, roofline: Callable[[], pd.DataFrame | None]) -> Finished[T]:
+    def _work(self, roofline: Callable[[], pd.DataFrame | None], early: _ForkedWhatIf | None = None) -> Finished[T]:
         """The paths solved and finished, the what-if solved meanwhile once `roofline()` gives
-        the roofline. An error of `finish` is raised before one of the what-if (which, when
-        `finish` failed first, may only have ended because nobody will send the roofline)."""
-        solved = self._question.solve()
+        the roofline (by `early`'s process where it started one). An error of `finish` is raised
+        before one of the what-if (which, when `finish` failed first, may only have ended
+        because nobody will send the roofline)."""
+        solved = self._question.solve(early.start if early is not None else None)
         facts = solved.result.facts
         pool = ThreadPoolExecutor(max_workers=1)
         finishing = pool.submit(self._finish, solved.result)
         pool.shutdown(wait=False)  # its thread ends with `finish`
         try:
-            if solved.causal is not None:
+            if solved.causal is not None and early is not None and early.started:
+                facts["where_optimisation_pays"] = early.result(solved.causal)
+            elif solved.causal is not None:
                 solves_exactly(solved.causal)  # the what-if solver's set-up needs no roofline: done before it
                 facts["where_optimisation_pays"] = where_optimisation_pays(solved.causal, roofline())
         finally:

@@ -123,7 +123,12 @@ def _solver(graph: Graph) -> _Solver:
     runs = _contract(graph)
     k = len(runs.heads)
     # compact numbers keep the nodes' order, so the first node of largest distance stays the first
-    nodes, compact = np.unique(np.concatenate([graph.src[runs.heads], runs.tail_dst]), return_inverse=True)
+    # (the nodes a run touches, numbered in order by a mark and a running count: no sort)
+    ends = np.concatenate([graph.src[runs.heads], runs.tail_dst])
+    touched = np.zeros(graph.n_nodes, bool)
+    touched[ends] = True
+    nodes = np.flatnonzero(touched)
+    compact = (np.cumsum(touched) - 1)[ends]
     c_src, c_dst = compact[:k], compact[k:]
     position = _node_order(graph, nodes)
     order = np.argsort(position[c_dst], kind="stable")

@@ -62,16 +62,18 @@ def can_fork() -> bool:
 class Beside(Generic[T]):
     """`work(receive)` in a forked child: `receive()` waits for the value given to `send`.
     `result()` waits for the child and returns its value or raises its exception (ChildLost when
-    it died without one); leaving the `with` block without it stops the child."""
+    it died without one); leaving the `with` block without it stops the child. A child that
+    `may_fork` may start a `Beside` of its own (multiprocessing forbids that to daemonic
+    processes); it is stopped by its caller all the same, whose `with` block ends it."""
 
-    def __init__(self, work: Callable[[Callable[[], Any]], T]) -> None:
+    def __init__(self, work: Callable[[Callable[[], Any]], T], may_fork: bool = False) -> None:
         context = multiprocessing.get_context("fork")
         values_read, self._values = context.Pipe(duplex=False)  # parent → child: the value sent
         self._results, results_write = context.Pipe(duplex=False)  # child → parent: the outcome
         _widen(self._values, self._results)
         self._sender: threading.Thread | None = None
         ends = (values_read, results_write, self._values, self._results)
-        self._process = context.Process(target=_run, args=(work, *ends), daemon=True)
+        self._process = context.Process(target=_run, args=(work, *ends), daemon=not may_fork)
         with warnings.catch_warnings():  # Python 3.12+ warns on fork with threads (Arrow's pool waits idle)
             warnings.simplefilter("ignore", DeprecationWarning)
             self._process.start()

@@ -189,3 +189,41 @@ def test_one_ranks_kernels_are_read_once_for_the_report_and_the_path_beside(
 
     monkeypatch.setattr(critical_report, "load_kernels", no_second_read)
     assert _report_files(folder, monkeypatch, 0) == here
+
+
+@needs_fork
+def test_the_whatif_of_one_rank_is_solved_in_a_process_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Beside the report, the what-if is forked once its graph is ready (the process beside walks
+    the path meanwhile): the same report.json as solved in the report's own process, where
+    optimisation pays included, and the what-if solved neither here nor in the process beside."""
+    from tests.support.traces import EXAMPLE
+
+    folder = tmp_path / "bert.atlas"
+    assert cli("ingest", EXAMPLE, "-o", folder).code == 0
+    solved_in = tmp_path / "solved_in"
+    whatif = critical_report.where_optimisation_pays
+
+    def recorded(*args: object) -> object:
+        with solved_in.open("a") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return whatif(*args)
+
+    monkeypatch.setattr(critical_report, "where_optimisation_pays", recorded)
+    beside_pid = tmp_path / "beside_pid"
+    solve_beside = critical_report.CriticalPathJob._solve_beside
+
+    def beside_recorded(self: critical_report.CriticalPathJob, receive: Callable[[], object]) -> object:
+        beside_pid.write_text(str(os.getpid()))
+        return solve_beside(self, receive)
+
+    monkeypatch.setattr(critical_report.CriticalPathJob, "_solve_beside", beside_recorded)
+    here = _report_files(folder, monkeypatch, 10**12)
+    assert solved_in.read_text().split() == [str(os.getpid())]
+    solved_in.unlink()
+    beside = _report_files(folder, monkeypatch, 0)
+    assert beside == here
+    assert json.loads(beside["report.json"])["critical_path"]["where_optimisation_pays"]  # something to compare
+    (pid,) = solved_in.read_text().split()
+    assert int(pid) not in (os.getpid(), int(beside_pid.read_text()))
