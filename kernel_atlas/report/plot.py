@@ -9,6 +9,7 @@ notebook shows one as a plotly figure (`widget`).
 
 from __future__ import annotations
 
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,10 +42,19 @@ def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> Figure:
 
 
 def div(fig: Figure, div_id: str, include_plotlyjs: bool = False) -> str:
-    """The figure as an HTML `<div>` (with plotly.js inlined before it, `include_plotlyjs`)."""
+    """The figure as an HTML `<div>` (with plotly.js inlined before it, `include_plotlyjs`), in
+    plotly's default template as a graph object would be (a dict is drawn without one)."""
     import plotly.io as pio  # here: the terminal report does not need plotly
 
-    return pio.to_html(fig, full_html=False, include_plotlyjs=include_plotlyjs, div_id=div_id, validate=False)
+    drawn = {**fig, "layout": {"template": _template(), **fig.get("layout", {})}}
+    return pio.to_html(drawn, full_html=False, include_plotlyjs=include_plotlyjs, div_id=div_id, validate=False)
+
+
+@cache
+def _template() -> dict[str, Any]:
+    import plotly.io as pio
+
+    return pio.templates[pio.templates.default].to_plotly_json()
 
 
 def widget(fig: Figure, checked: bool = False) -> go.Figure:
