@@ -23,7 +23,7 @@ from kernel_atlas.analysis.critical_ranks import (
 from kernel_atlas.analysis.critical_segments import breakdown_pct, segments, top_entries
 from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
-from kernel_atlas.core.beside import Beside, ChildLost, can_fork
+from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import load_kernels
 
@@ -180,10 +180,12 @@ class _PathQuestion:
 
 class _ForkedWhatIf:
     """Where optimisation pays, solved in a process forked from the one that built the graph
-    (it inherits the graph and its solver): started by `start` once the graph is ready and the
-    roofline received; solved in place if that process is lost."""
+    (it inherits the graph and its solver): started by `start` once the graph is ready if the
+    roofline has come by then — else the report is the longer side (a GPU-only trace of 466k
+    kernels), and waiting for it would hold the path up: the what-if is then solved after the
+    path, where it was; solved in place too if its process is lost."""
 
-    def __init__(self, roofline: Callable[[], pd.DataFrame | None]) -> None:
+    def __init__(self, roofline: Receiver) -> None:
         self._roofline = roofline
         self._sent: pd.DataFrame | None = None
         self._forked: Beside[list[dict[str, Any]]] | None = None
@@ -193,7 +195,7 @@ class _ForkedWhatIf:
         return self._forked is not None
 
     def start(self, graph: Graph) -> None:
-        if not can_fork():
+        if not can_fork() or not self._roofline.ready():
             return
         try:
             sent = self._sent = self._roofline()
@@ -242,7 +244,7 @@ class CriticalPathJob(Generic[T]):
         if events >= BESIDE_MIN_EVENTS and can_fork():
             self._beside = Beside(self._solve_beside, may_fork=True)
 
-    def _solve_beside(self, receive: Callable[[], pd.DataFrame | None]) -> Finished[T]:
+    def _solve_beside(self, receive: Receiver) -> Finished[T]:
         """What the process beside does: all of it, the roofline received from the report — the
         what-if of one rank in a process of its own, forked as soon as its graph is ready, while
         this one walks and describes the path and writes its files (the two took 1.2 s after

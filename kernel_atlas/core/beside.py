@@ -59,8 +59,26 @@ def can_fork() -> bool:
     return sys.platform.startswith("linux") and usable_cpus() > 1
 
 
+class Receiver:
+    """What a child's work is given: `receive()` waits for the value the parent sends;
+    `receive.ready()` says whether it has come (without waiting)."""
+
+    def __init__(self, connection: Any) -> None:
+        self._connection = connection
+
+    def __call__(self) -> Any:
+        return self._connection.recv()
+
+    def ready(self) -> bool:
+        try:
+            return bool(self._connection.poll())
+        except (EOFError, OSError):  # the parent is gone or sends nothing: receiving says so
+            return True
+
+
 class Beside(Generic[T]):
-    """`work(receive)` in a forked child: `receive()` waits for the value given to `send`.
+    """`work(receive)` in a forked child: `receive()` waits for the value given to `send`
+    (`receive.ready()`: whether it has come).
     `result()` waits for the child and returns its value or raises its exception (ChildLost when
     it died without one); leaving the `with` block without it stops the child. A child that
     `may_fork` may start a `Beside` of its own (multiprocessing forbids that to daemonic
@@ -133,7 +151,7 @@ def _run(work: Callable[..., Any], values: Any, results: Any, *parents_ends: Any
     for end in parents_ends:  # else the child's own copy of the writer keeps `values` from ending
         end.close()
     try:
-        outcome: tuple[str, Any] = ("ok", work(values.recv))
+        outcome: tuple[str, Any] = ("ok", work(Receiver(values)))
     except BaseException as error:  # handed to the parent, which raises it
         if not isinstance(error, AtlasError):
             error.add_note("in the process beside:\n" + "".join(traceback.format_exception(error)))
