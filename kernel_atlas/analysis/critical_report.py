@@ -185,30 +185,39 @@ class _ForkedWhatIf:
     kernels), and waiting for it would hold the path up: the what-if is then solved after the
     path, where it was; solved in place too if its process is lost."""
 
-    def __init__(self, roofline: Receiver) -> None:
-        self._roofline = roofline
-        self._sent: pd.DataFrame | None = None
+    def __init__(self, receive: Receiver) -> None:
+        self._receive = receive
+        self._roofline: list[pd.DataFrame | None] = []  # once received
         self._forked: Beside[list[dict[str, Any]]] | None = None
 
     @property
     def started(self) -> bool:
         return self._forked is not None
 
+    def roofline(self) -> pd.DataFrame | None:
+        """The roofline the report sends (received once, kept)."""
+        if not self._roofline:
+            self._roofline.append(self._receive())
+        return self._roofline[0]
+
     def start(self, graph: Graph) -> None:
-        if not can_fork() or not self._roofline.ready():
+        if not can_fork() or not self._receive.ready():
             return
         try:
-            sent = self._sent = self._roofline()
+            sent = self.roofline()
         except EOFError:  # the report failed and will send none: the path is still solved
             return
-        self._forked = Beside(lambda _: where_optimisation_pays(graph, sent))
+        try:
+            self._forked = Beside(lambda _: where_optimisation_pays(graph, sent))
+        except OSError:  # no process to be had (a process limit, memory): solved here after the path
+            self._forked = None
 
     def result(self, graph: Graph) -> list[dict[str, Any]]:
         assert self._forked is not None
         try:
             return self._forked.result()
         except ChildLost:
-            return where_optimisation_pays(graph, self._sent)
+            return where_optimisation_pays(graph, self.roofline())
 
     def stop(self) -> None:
         if self._forked is not None:
@@ -270,7 +279,8 @@ class CriticalPathJob(Generic[T]):
                 facts["where_optimisation_pays"] = early.result(solved.causal)
             elif solved.causal is not None:
                 solves_exactly(solved.causal)  # the what-if solver's set-up needs no roofline: done before it
-                facts["where_optimisation_pays"] = where_optimisation_pays(solved.causal, roofline())
+                received = early.roofline() if early is not None else roofline()
+                facts["where_optimisation_pays"] = where_optimisation_pays(solved.causal, received)
         finally:
             value = finishing.result()
         return Finished(value, facts)

@@ -192,20 +192,29 @@ def test_one_ranks_kernels_are_read_once_for_the_report_and_the_path_beside(
 
 
 @needs_fork
-@pytest.mark.parametrize("roofline_first", [True, False])
+@pytest.mark.parametrize("case", ["forked", "roofline late", "no process"])
 def test_the_whatif_of_one_rank_is_solved_in_a_process_of_its_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, roofline_first: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
     """Beside the report, the what-if is forked once its graph is ready if the roofline has come
-    by then (the process beside walks the path meanwhile), else solved by the process beside
-    after the path: the same report.json as solved in the report's own process either way,
-    where optimisation pays included."""
+    by then (the process beside walks the path meanwhile), else — or where no process can be
+    started — solved by the process beside after the path: the same report.json as solved in
+    the report's own process in every case, where optimisation pays included."""
     from kernel_atlas.core.beside import Receiver
     from tests.support.traces import EXAMPLE
 
     # the roofline has come when the graph is ready (waited for), or not yet (never ready)
-    ready = (lambda self: self._connection.poll(None) or True) if roofline_first else (lambda self: False)
+    ready = (lambda self: False) if case == "roofline late" else (lambda self: self._connection.poll(None) or True)
     monkeypatch.setattr(Receiver, "ready", ready)
+    if case == "no process":  # the report's own process starts the one beside; that one can start none
+        report_pid, real_beside = os.getpid(), critical_report.Beside
+
+        def beside(*args: object, **kwargs: object) -> object:
+            if os.getpid() != report_pid:
+                raise OSError(11, "Resource temporarily unavailable")
+            return real_beside(*args, **kwargs)
+
+        monkeypatch.setattr(critical_report, "Beside", beside)
     folder = tmp_path / "bert.atlas"
     assert cli("ingest", EXAMPLE, "-o", folder).code == 0
     solved_in = tmp_path / "solved_in"
@@ -232,7 +241,7 @@ def test_the_whatif_of_one_rank_is_solved_in_a_process_of_its_own(
     assert beside == here
     assert json.loads(beside["report.json"])["critical_path"]["where_optimisation_pays"]  # something to compare
     (pid,) = solved_in.read_text().split()
-    if roofline_first:
+    if case == "forked":
         assert int(pid) not in (os.getpid(), int(beside_pid.read_text()))
     else:
         assert int(pid) == int(beside_pid.read_text())
