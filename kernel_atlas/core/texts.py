@@ -64,10 +64,10 @@ class _TooSlow(Exception):
 
 @contextmanager
 def time_bound(what: str, seconds: float | None = None) -> Iterator[None]:
-    """Stops the work inside after `seconds` (USER_PATTERN_SECONDS) with a one-line error naming `what` (a user's
-    pattern that backtracks catastrophically). `re` checks for signals while it matches, so a
-    timer signal ends it; only the main thread receives signals — elsewhere (a notebook's worker
-    thread, a platform without SIGALRM) the work runs unbounded."""
+    """Stops the work inside after `seconds` (default USER_PATTERN_SECONDS) with a one-line
+    error naming `what` (a user's pattern that backtracks catastrophically). `re` checks for
+    signals while it matches, so a timer signal ends it; only the main thread receives signals —
+    elsewhere (a notebook's worker thread, a platform without SIGALRM) the work runs unbounded."""
     if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
         return
