@@ -252,6 +252,13 @@ def _starts_with(path: Path, prefix: bytes) -> bool:
         return False
 
 
+def _typed_command() -> str:
+    """`atlas COMMAND` as typed, where click's error names no context (a missing option value)."""
+    typed = sys.argv[1] if len(sys.argv) > 1 else ""
+    names = {command.name or command.callback.__name__ for command in app.registered_commands if command.callback}
+    return f"atlas {typed}" if typed in names else "atlas"
+
+
 def main() -> None:
     """The `atlas` command: the app, with a usage error (an unknown option or command, a value
     out of range) said in one line as other bad input is — click's own is a box of five lines."""
@@ -268,7 +275,8 @@ def main() -> None:
     except usage.ClickException as exc:
         ctx = getattr(exc, "ctx", None)
         message = " ".join(exc.format_message().split())
-        say(err_console, "[bold red]error:[/]", f"{message} (see {ctx.command_path if ctx else 'atlas'} --help)")
+        where = ctx.command_path if ctx else _typed_command()
+        say(err_console, "[bold red]error:[/]", f"{message} (see {where} --help)")
         code = exc.exit_code
     except typer.Abort:
         err_console.print("interrupted")

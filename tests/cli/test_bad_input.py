@@ -193,6 +193,7 @@ def test_empty_event_list_and_report_on_it(tmp_path: Path) -> None:
         (["report", "--bogus", "x"], ["No such option: --bogus", "atlas report --help"]),
         (["nosuch"], ["No such command 'nosuch'", "atlas --help"]),
         (["report"], ["Missing argument 'source'", "atlas report --help"]),
+        (["report", "--window"], ["Option '--window' requires an argument", "atlas report --help"]),
     ],
 )
 def test_usage_errors_are_one_line(args: list[str], needles: list[str]) -> None:
