@@ -255,7 +255,8 @@ def _starts_with(path: Path, prefix: bytes) -> bool:
 def _typed_command() -> str:
     """`atlas COMMAND` as typed, where click's error names no context (a missing option value)."""
     typed = sys.argv[1] if len(sys.argv) > 1 else ""
-    names = {command.name or command.callback.__name__ for command in app.registered_commands if command.callback}
+    commands = app.registered_commands  # typer names a command after its function, `_` as `-`
+    names = {command.name or command.callback.__name__.replace("_", "-") for command in commands if command.callback}
     return f"atlas {typed}" if typed in names else "atlas"
 
 
