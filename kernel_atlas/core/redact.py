@@ -44,14 +44,16 @@ _FORMATS = [
 _SECRET_KEYS = ("password", "passwd", "secret", "api_key", "apikey", "access_key")
 _KEYED_EQUAL = tuple(f"{key}=" for key in (*_SECRET_KEYS, "token"))
 _KEYED_COLON = tuple(f"{key}{colon}" for key in _SECRET_KEYS for colon in (":", ": "))
+# a URL's userinfo (`user:pass`): the user may be empty (redis://:pw@), the password hold / + @
+# and ' (o'neil:it's@); it ends at whitespace or a double quote; `s3:/` is a URL whose // a
+# path collapsed
+_USERINFO = r"(?:(?<=://)|(?<=:/))[^/\s:@\"]*:[^\s\"]*"
 _PATTERNS = [
     _B + "(?:" + "|".join(_FORMATS) + ")",
     _B + r"(?i:bearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value (also after a _)
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
-    # user:password@ in a URL: the user may be empty (redis://:pw@), the password hold / + @
-    # (up to the token's last @) and ' (o'neil:it's@); a token ends at whitespace or a double
-    # quote, its host at a quote; `s3:/` is a URL whose // a path collapsed
-    r"(?:(?<=://)|(?<=:/))[^/\s:@\"]*:[^\s\"]*(?=@[^\s@\"']*(?:[\s\"']|$))",
+    # userinfo followed by @host (up to the token's last @); the host ends at a quote too
+    _USERINFO + r"(?=@[^\s@\"']*(?:[\s\"']|$))",
     # key=value, and key: value where the key names a password or a secret (`token: 5` is a count)
     "(?i:" + "|".join(f"(?<={key})" for key in (*_KEYED_EQUAL, *_KEYED_COLON)) + ")[^\\s&,;'\"]+",
 ]
@@ -131,7 +133,7 @@ def redact_text(text: str) -> str:
 # characters past a cut that `redact_cut` reads: a credential the cut would end is seen whole
 CUT_TAIL = 4096
 # a URL's userinfo (`user:pass`) running to the end of a text: whether an `@` follows is not known
-_OPEN_USERINFO = re.compile(r"(?:(?<=://)|(?<=:/))[^/\s:@\"']*:[^\s\"']*\Z")
+_OPEN_USERINFO = re.compile(_USERINFO + r"\Z")
 
 
 def redact_cut(text: str, keep: int) -> str:

@@ -34,6 +34,9 @@ def test_a_userinfo_running_past_the_tail_read_is_redacted_from_its_start() -> N
     assert redact_cut(text, 20) == "abc https://<redacte"
     ended = "abc https://host:8080/" + "p" * 10 + " " + "x" * (2 * CUT_TAIL)  # the URL ends before the cut's tail
     assert redact_cut(ended, 30) == "abc https://host:8080/pppppppp"
+    # a userinfo holding a quote, as the whole text's redaction takes it (o'neil:it's@host)
+    quoted = "abc https://o'neil:it's" + "P" * (2 * CUT_TAIL) + "@host x"
+    assert redact_cut(quoted, 20) == "abc https://<redacte"
 
 
 def test_cut_to_marks_the_redacted_cut() -> None:
