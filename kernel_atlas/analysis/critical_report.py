@@ -187,7 +187,8 @@ class _ForkedWhatIf:
 
     def __init__(self, receive: Receiver) -> None:
         self._receive = receive
-        self._roofline: list[pd.DataFrame | None] = []  # once received
+        self._received = False
+        self._roofline: pd.DataFrame | None = None
         self._forked: Beside[list[dict[str, Any]]] | None = None
 
     @property
@@ -196,9 +197,9 @@ class _ForkedWhatIf:
 
     def roofline(self) -> pd.DataFrame | None:
         """The roofline the report sends (received once, kept)."""
-        if not self._roofline:
-            self._roofline.append(self._receive())
-        return self._roofline[0]
+        if not self._received:
+            self._roofline, self._received = self._receive(), True
+        return self._roofline
 
     def start(self, graph: Graph) -> None:
         if not can_fork() or not self._receive.ready():
