@@ -5,8 +5,9 @@ Read-only tools over the run folders (`atlas ingest` / `atlas report` outputs) u
 Every run is named by its path relative to the root; a path that leaves the root (`..`, an
 absolute path, a symbolic link out of it) is refused. `query` runs one SQL SELECT through DuckDB
 over the run's tables, registered as Arrow datasets on a connection with file access disabled
-and its configuration locked, so that SQL can neither read other files nor write any. Results
-have row limits, and every text that leaves the server goes through the credential redaction the
+and its configuration locked, so that SQL can neither read other files nor write any; each
+query runs in a process of its own, killed past its time and memory bounds. Results have row
+and text limits, and every text that leaves the server goes through the credential redaction the
 rest of Kernel Atlas uses.
 
 The tool functions are plain functions of `Tools` (tested without a client); `serve` registers
@@ -17,17 +18,24 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from kernel_atlas.core.beside import Beside, ChildLost, OverBound
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import redact_text, redact_value
+from kernel_atlas.core.redact import CUT_TAIL, redact_cut, redact_text, redact_value
 from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_report
 
 MAX_ROWS = 500  # the most rows a tool returns
 QUERY_SECONDS = 30  # the most time one `query` may take
-QUERY_MEMORY = "1GB"  # and memory (DuckDB's limit)
+# and memory: its process's resident memory is looked at every 20 ms, so it peaks a little above
+QUERY_MEMORY, QUERY_MEMORY_BYTES = "900 MiB", 900 << 20
+DUCKDB_MEMORY = "700MiB"  # of which DuckDB's own limit (its refusal is the clearer one)
+MAX_TEXT = 10_000  # the most characters of one value a query returns
 MAX_RUNS = 1000  # the most runs `runs` lists
 MAX_DEPTH = 4  # how deep under the root `runs` looks
 TABLES_SKIPPED = {KERNELS}  # registered apart (a partitioned dataset)
@@ -183,10 +191,7 @@ class Tools:
 
     def tables(self, run: str) -> dict[str, Any]:
         """The tables `query` can read in a run, with their columns."""
-        connection = self._connect(self.run_dir(run))
-        names = [r[0] for r in connection.execute("SHOW TABLES").fetchall()]
-        columns = {n: [c[0] for c in connection.execute(f'DESCRIBE "{n}"').fetchall()] for n in names}
-        return _clean({"tables": columns})
+        return _bounded(partial(_tables, self.run_dir(run)))
 
     def explain(self, kernel: str, launcher: str | None = None, stack: list[str] | None = None) -> dict[str, Any]:
         """How Kernel Atlas labels a kernel: the op and category, the rule that decided, what the
@@ -261,58 +266,105 @@ class Tools:
                 answer[key] = value[: max(1, min(int(limit), MAX_ROWS))]
         return _clean(answer)
 
-    # --- SQL ----------------------------------------------------------------------------------
-
-    def _connect(self, folder: Path) -> Any:
-        """An in-memory DuckDB connection with the run's tables registered as Arrow datasets,
-        then file access disabled and the configuration locked."""
-        import duckdb
-        import pyarrow.dataset as ds
-
-        output = open_output(folder)
-        connection = duckdb.connect(
-            ":memory:", config={"autoload_known_extensions": False, "autoinstall_known_extensions": False}
-        )
-        connection.register("kernels", ds.dataset(folder / KERNELS, format="parquet", partitioning="hive"))
-        for path in sorted(folder.glob("*.parquet")):
-            if path.name in TABLES_SKIPPED or path.is_symlink() or not path.is_file():
-                continue
-            connection.register(path.stem, ds.dataset(path, format="parquet"))
-        del output
-        # an agent's query is bounded like any input: memory (no spilling to disk) and, in
-        # `_select`, time (`range(1e12)` ran for ever, `repeat('x', 1.5e9)` reached 6 GB)
-        connection.execute(f"SET memory_limit = '{QUERY_MEMORY}'")
-        connection.execute("SET temp_directory = ''")
-        connection.execute("SET enable_external_access = false")
-        connection.execute("SET lock_configuration = true")
-        return connection
-
     def _select(self, folder: Path, sql: str, limit: int) -> dict[str, Any]:
-        import duckdb
-
         if not isinstance(sql, str) or not sql.strip():
             raise AtlasError("query", "give one SQL SELECT statement")
-        connection = self._connect(folder)
-        try:
-            statements = connection.extract_statements(sql)
-        except duckdb.Error as exc:
-            raise AtlasError("query", f"not valid SQL: {str(exc).splitlines()[0]}") from None
-        if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
-            raise AtlasError("query", "read-only: one SELECT statement only (no writes, settings or attachments)")
-        timer = threading.Timer(QUERY_SECONDS, connection.interrupt)
-        timer.start()
-        try:
-            cursor = connection.execute(sql)
-            rows = cursor.fetchmany(limit + 1)
-        except duckdb.InterruptException:
+        return _bounded(partial(_select, folder, sql, limit))
+
+
+# --- SQL, in a process of its own -----------------------------------------------------------------
+
+
+def _bounded(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`work` (DuckDB over a run) in a forked process, killed past QUERY_SECONDS or once it has
+    QUERY_MEMORY_BYTES resident: DuckDB's own limits did not hold against one huge value
+    (`repeat('x', 1.5e9)` ran 93 s and reached 6 GB — building a string neither checks the
+    interrupt nor counts against `memory_limit`). Where no process can be forked, it runs here,
+    bounded by DuckDB alone."""
+    if not sys.platform.startswith("linux"):
+        return work()
+    try:
+        child: Beside[dict[str, Any]] = Beside(lambda _: work())
+    except OSError:  # no process to be had: DuckDB's own bounds
+        return work()
+    try:
+        return child.result(seconds=QUERY_SECONDS + 1.0, max_resident_bytes=QUERY_MEMORY_BYTES)
+    except OverBound as exc:
+        if exc.bound == "time":
             raise AtlasError("query", f"stopped after {QUERY_SECONDS} s (the most a query may take)") from None
-        except duckdb.Error as exc:
-            raise AtlasError("query", str(exc).splitlines()[0]) from None
-        finally:
-            timer.cancel()
-        columns = [d[0] for d in cursor.description or []]
-        records = [dict(zip(columns, row, strict=False)) for row in rows[:limit]]
-        return _clean({"columns": columns, "rows": records, "truncated": len(rows) > limit})
+        raise AtlasError("query", f"stopped past {QUERY_MEMORY} of memory (the most a query may use)") from None
+    except ChildLost as exc:
+        raise AtlasError("query", f"the query's process ended without an answer ({exc})") from None
+    finally:
+        child.stop()
+
+
+def _connect(folder: Path) -> Any:
+    """An in-memory DuckDB connection with the run's tables registered as Arrow datasets,
+    then file access disabled and the configuration locked."""
+    import duckdb
+    import pyarrow.dataset as ds
+
+    output = open_output(folder)
+    connection = duckdb.connect(
+        ":memory:", config={"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+    )
+    connection.register("kernels", ds.dataset(folder / KERNELS, format="parquet", partitioning="hive"))
+    for path in sorted(folder.glob("*.parquet")):
+        if path.name in TABLES_SKIPPED or path.is_symlink() or not path.is_file():
+            continue
+        connection.register(path.stem, ds.dataset(path, format="parquet"))
+    del output
+    # an agent's query is bounded like any input: by DuckDB (memory, no spilling to disk; time,
+    # in `_select`: `range(1e12)` ran for ever) and by `_bounded`'s process (what DuckDB misses)
+    connection.execute(f"SET memory_limit = '{DUCKDB_MEMORY}'")
+    connection.execute("SET temp_directory = ''")
+    connection.execute("SET enable_progress_bar = false")  # it wrote to the server's stderr
+    connection.execute("SET enable_external_access = false")
+    connection.execute("SET lock_configuration = true")
+    return connection
+
+
+def _select(folder: Path, sql: str, limit: int) -> dict[str, Any]:
+    import duckdb
+
+    connection = _connect(folder)
+    try:
+        statements = connection.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise AtlasError("query", f"not valid SQL: {str(exc).splitlines()[0]}") from None
+    if len(statements) != 1 or statements[0].type != duckdb.StatementType.SELECT:
+        raise AtlasError("query", "read-only: one SELECT statement only (no writes, settings or attachments)")
+    timer = threading.Timer(QUERY_SECONDS, connection.interrupt)
+    timer.start()
+    try:
+        cursor = connection.execute(sql)
+        rows = cursor.fetchmany(limit + 1)
+    except duckdb.InterruptException:
+        raise AtlasError("query", f"stopped after {QUERY_SECONDS} s (the most a query may take)") from None
+    except duckdb.Error as exc:
+        raise AtlasError("query", str(exc).splitlines()[0]) from None
+    finally:
+        timer.cancel()
+    columns = [_cut(str(d[0])) for d in cursor.description or []]
+    records = [dict(zip(columns, (_cut(v) for v in row), strict=False)) for row in rows[:limit]]
+    return _clean({"columns": columns, "rows": records, "truncated": len(rows) > limit})
+
+
+def _tables(folder: Path) -> dict[str, Any]:
+    connection = _connect(folder)
+    names = [r[0] for r in connection.execute("SHOW TABLES").fetchall()]
+    columns = {n: [c[0] for c in connection.execute(f'DESCRIBE "{n}"').fetchall()] for n in names}
+    return _clean({"tables": columns})
+
+
+def _cut(value: Any) -> Any:
+    """A text value of at most MAX_TEXT characters, cut with a note saying how long it was (an
+    agent gets an answer, not a 500 MB cell)."""
+    if isinstance(value, str | bytes) and len(value) > MAX_TEXT:
+        text = value if isinstance(value, str) else value[: MAX_TEXT + CUT_TAIL].decode("utf-8", "replace")
+        return redact_cut(text, MAX_TEXT) + f"… (cut: {len(value):,} characters in all)"
+    return value
 
 
 TOOL_NAMES = ("runs", "summary", "top_kernels", "findings", "query", "tables", "explain", "diff", "critical_path")

@@ -2,7 +2,8 @@
 while it computes the roofline, the waits and the page. The child inherits what the parent holds
 at the fork (nothing is pickled on the way in), may wait for one value the parent hands it later,
 and hands back its result or its exception. Besides what its work writes (the files the caller
-asks of it), what it hands back is all it does.
+asks of it), what it hands back is all it does. A caller may bound the child's time and memory
+(`Beside.result`): an MCP agent's SQL runs so.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -24,6 +26,8 @@ T = TypeVar("T")
 
 # Linux's default limit for a pipe an unprivileged process widens (/proc/sys/fs/pipe-max-size)
 PIPE_BYTES = 1 << 20
+WATCH_INTERVAL_S = 0.02  # how often a bounded child's time and memory are looked at
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def _widen(*connections: Any) -> None:
@@ -43,6 +47,25 @@ def _widen(*connections: Any) -> None:
 
 class ChildLost(Exception):
     """The child ended without a result (killed, e.g. for memory): the caller does the work itself."""
+
+
+class OverBound(Exception):
+    """The child ran past the time or the memory `Beside.result` allowed it, and was killed."""
+
+    def __init__(self, bound: str, limit: float) -> None:
+        super().__init__(f"past its {bound} bound ({limit:g})")
+        self.bound = bound  # "time" (limit in seconds) or "memory" (limit in bytes)
+        self.limit = limit
+
+
+def resident_bytes(pid: int) -> int:
+    """A process's resident memory (0 where /proc cannot say: gone, or not Linux); a forked child
+    starts with its parent's, which it shares."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * PAGE_BYTES
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def usable_cpus() -> int:
@@ -108,10 +131,17 @@ class Beside(Generic[T]):
         with contextlib.suppress(OSError):  # the child is gone: `result` says so
             self._values.send(value)
 
-    def result(self) -> T:
+    def result(self, seconds: float | None = None, max_resident_bytes: int | None = None) -> T:
+        """The child's value (or its exception raised here). With `seconds` or `max_resident_bytes`
+        the child is killed past that time or once its resident memory (the pages it shares with
+        this process included) passes that (OverBound): a bound that holds whatever the work
+        does, where a timer the work must check, or an allocator's own limit, holds only where
+        it looks."""
         if self._sender is None:
             self._values.close()  # nothing will be sent: a child waiting for it gets EOFError
         try:
+            if seconds is not None or max_resident_bytes is not None:
+                self._watch(seconds, max_resident_bytes)
             try:
                 status, payload = self._results.recv()
             except (EOFError, OSError):
@@ -123,6 +153,21 @@ class Beside(Generic[T]):
         if status == "lost":
             raise ChildLost(f"the process beside ended with exit code {self._process.exitcode}")
         return payload
+
+    def _watch(self, seconds: float | None, max_resident_bytes: int | None) -> None:
+        """Wait for the child's outcome, killing it (OverBound) when it runs past a bound."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while not self._results.poll(WATCH_INTERVAL_S):
+            if deadline is not None and time.monotonic() > deadline:
+                self._kill()
+                raise OverBound("time", seconds or 0.0)
+            if max_resident_bytes is not None and resident_bytes(self._process.pid) > max_resident_bytes:
+                self._kill()
+                raise OverBound("memory", max_resident_bytes)
+
+    def _kill(self) -> None:
+        self._process.kill()
+        self._finish()
 
     def _finish(self) -> None:
         if self._done:

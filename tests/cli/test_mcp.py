@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -189,9 +190,24 @@ def test_a_query_is_bounded_in_time_and_memory(tools, monkeypatch: pytest.Monkey
     with pytest.raises(AtlasError, match="stopped after 1 s"):
         tools.query("bert.atlas", "SELECT count(*) FROM range(1000000000000)")
     monkeypatch.setattr(server, "QUERY_SECONDS", 120)  # on a loaded machine 1 s could end it before its memory does
-    with pytest.raises(AtlasError, match="Out of Memory"):
+    with pytest.raises(AtlasError, match=r"Out of Memory|stopped past 900 MiB"):
         tools.query("bert.atlas", "SELECT list(range) FROM range(300000000)")
     assert tools.query("bert.atlas", "SELECT count(*) AS n FROM kernels")["rows"] == [{"n": 61}]
+
+
+def test_one_huge_value_is_bounded_too(tools, capfd: pytest.CaptureFixture[str]) -> None:
+    """Building one 1.5 GB string neither checks DuckDB's interrupt nor counts against its memory
+    limit: it ran 93 s and reached 6 GB, drawing a progress bar on the server's stderr. Its
+    process is now killed once past 900 MiB; a long value that fits comes back cut."""
+    start = time.monotonic()
+    with pytest.raises(AtlasError, match="stopped past 900 MiB of memory"):
+        tools.query("bert.atlas", "SELECT repeat('x', 1500000000) AS x")
+    assert time.monotonic() - start < 60
+    answer = tools.query("bert.atlas", "SELECT repeat('ab', 300000) AS x")
+    text = answer["rows"][0]["x"]
+    assert text.startswith("abab") and text.endswith("… (cut: 600,000 characters in all)")
+    assert len(text) == 10_000 + len("… (cut: 600,000 characters in all)")
+    assert "%" not in capfd.readouterr().err  # no progress bar
 
 
 def test_an_agents_odd_arguments_are_one_clear_tool_error(tools) -> None:
