@@ -91,7 +91,7 @@ def analyse_rank(
     if frame.empty:
         return None
     options = options or WaitOptions()
-    analysis = analyse(frame, device, world_size)
+    analysis = analyse(frame, device, world_size, metrics=False)  # on the groups of every rank: `analyse_ranks`
     waits = analyse_waits(frame, options.kernel_wait_us, options.short_kernel_us, options.like_hta, summary)
     views = kernel_views(frame)
     kernels = analysis.kernels

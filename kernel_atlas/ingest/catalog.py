@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,10 @@ import pandas as pd
 
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.ingest.recorded import example_dim, parse_call
+
+# The most kernels catalog.json lists, heaviest first (real traces have tens to hundreds; a trace
+# of 300k distinct kernel names wrote a 650 MB catalog in 33 s). The rest are tallied.
+CATALOG_ENTRIES = 10_000
 
 _FILE_FRAME = re.compile(r"\(\d+\): ")
 # Frames of the profiler/compiler/runtime machinery, skipped when naming the source of a launch.
@@ -74,8 +79,38 @@ def _codes(column: pd.Series) -> np.ndarray:
     return np.where(codes == (empty[0] if len(empty) else -2), -1, codes)
 
 
-def build_catalog(frame: pd.DataFrame, known: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """One entry per distinct (kernel name, launcher), heaviest first.
+@dataclass
+class LeftOut:
+    """The kernels (distinct name and launcher) a catalog does not list: how many, their calls
+    and their GPU time."""
+
+    kernels: int = 0
+    calls: int = 0
+    total_us: float = 0.0
+
+    def add(self, other: LeftOut) -> None:
+        self.kernels += other.kernels
+        self.calls += other.calls
+        self.total_us += other.total_us
+
+    @classmethod
+    def of(cls, entries: list[dict[str, Any]]) -> LeftOut:
+        return cls(len(entries), sum(e["count"] for e in entries), sum(e["total_us"] for e in entries))
+
+
+@dataclass
+class Catalog:
+    """A trace's catalog: the entries of its heaviest kernels and a tally of the rest."""
+
+    entries: list[dict[str, Any]]
+    left_out: LeftOut = field(default_factory=LeftOut)
+
+
+def build_catalog(
+    frame: pd.DataFrame, known: list[dict[str, Any]] | None = None, limit: int = CATALOG_ENTRIES
+) -> Catalog:
+    """One entry per distinct (kernel name, launcher), heaviest first, at most `limit` of them
+    (the rest tallied in `left_out`).
 
     The example shapes and stack are those of the entry's most frequent shape signature.
     Argument names and roles come from `known` (a catalog such as catalogs/kernels.json)
@@ -83,7 +118,7 @@ def build_catalog(frame: pd.DataFrame, known: list[dict[str, Any]] | None = None
     """
     known_params = _known_params(known)
     if frame.empty:
-        return []
+        return Catalog([])
     # Group on integer codes (a missing launcher or shape counts as ""), strings only at the end.
     name = _codes(frame["name"])
     launcher = _codes(frame["launcher"])
@@ -101,6 +136,9 @@ def build_catalog(frame: pd.DataFrame, known: list[dict[str, Any]] | None = None
     best = best[np.r_[True, triple_pair[best][1:] != triple_pair[best][:-1]]]  # one per pair, in pair order
     rows = triple_first[best]  # the first row with that shape
     order = np.lexsort((rows, -total))  # heaviest first, ties in order of appearance
+    rest = order[limit:]
+    left_out = LeftOut(len(rest), int(count[rest].sum()), float(total[rest].sum()))
+    order = order[:limit]
     rows = rows[order]
     columns = ["name", "launcher", "call_stack", "input_dims", "input_types", "concrete_inputs"]
     columns += ["op_mapping", "category", "label_rule", "label_evidence", "label_confidence"]
@@ -132,7 +170,7 @@ def build_catalog(frame: pd.DataFrame, known: list[dict[str, Any]] | None = None
                 },
             }
         )
-    return entries
+    return Catalog(entries, left_out)
 
 
 def merge_catalog(merged: dict[tuple[str, str], tuple[dict[str, Any], int]], entries: list[dict[str, Any]]) -> None:
@@ -152,6 +190,12 @@ def merge_catalog(merged: dict[tuple[str, str], tuple[dict[str, Any], int]], ent
         merged[key] = ({**base, "count": count, "total_us": round(total, 3)}, example)
 
 
-def merged_entries(merged: dict[tuple[str, str], tuple[dict[str, Any], int]]) -> list[dict[str, Any]]:
-    """The merged catalog, heaviest first, in the format of `build_catalog`."""
-    return sorted((entry for entry, _ in merged.values()), key=lambda e: e["total_us"], reverse=True)
+def merged_entries(
+    merged: dict[tuple[str, str], tuple[dict[str, Any], int]], limit: int | None = None
+) -> tuple[list[dict[str, Any]], LeftOut]:
+    """The merged catalog, heaviest first, in the format of `build_catalog`: at most `limit`
+    entries, and the tally of those past it."""
+    entries = sorted((entry for entry, _ in merged.values()), key=lambda e: e["total_us"], reverse=True)
+    if limit is None or len(entries) <= limit:
+        return entries, LeftOut()
+    return entries[:limit], LeftOut.of(entries[limit:])

@@ -28,7 +28,7 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
-from kernel_atlas.ingest.catalog import build_catalog, merge_catalog, merged_entries
+from kernel_atlas.ingest.catalog import CATALOG_ENTRIES, Catalog, LeftOut, build_catalog, merge_catalog, merged_entries
 from kernel_atlas.ingest.host_events import write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
@@ -71,7 +71,7 @@ class RankDone:
     file: str  # its rows, relative to the output folder
     facts: dict[str, Any]
     warnings: list[str]
-    catalog: list[dict[str, Any]]
+    catalog: Catalog
     kernel_time: pd.DataFrame
 
 
@@ -286,7 +286,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
                 path, task.index, on_progress, captures=task.captures, workers=task.workers, process=task.process
             )
         rank = int(result.facts["rank"])
-        catalog = build_catalog(result.frame, known=default_classifier().catalog)
+        catalog = build_catalog(result.frame, known=default_classifier().catalog, limit=CATALOG_ENTRIES)
         kernel_time = kernel_time_table(result.frame)
         host = next(iter(result.host_events.values()), None)
         result.facts = write_beside(result.memory, host, task.out, result.facts, task.stem, task.run_id)
@@ -464,6 +464,7 @@ class RunFold:
     traces: list[dict[str, Any]] = field(default_factory=list)
     failed: list[RankFailed] = field(default_factory=list)
     catalog: dict[tuple[str, str], tuple[dict[str, Any], int]] = field(default_factory=dict)
+    left_out: LeftOut = field(default_factory=LeftOut)  # kernels the ranks' catalogs did not list
     kernel_time: pd.DataFrame | None = None
     sources: list[str] = field(default_factory=list)  # the traces whose warnings `warnings` holds
 
@@ -474,7 +475,8 @@ class RunFold:
         self.traces.append({**outcome.facts, "kernels_file": outcome.file})
         self.warnings.extend(outcome.warnings)
         self.sources.append(outcome.source)
-        merge_catalog(self.catalog, outcome.catalog)
+        merge_catalog(self.catalog, outcome.catalog.entries)
+        self.left_out.add(outcome.catalog.left_out)
         self.kernel_time = add_kernel_times(self.kernel_time, outcome.kernel_time)
 
     def finish(self, out: str, run_id: str | None, engine: str) -> FleetResult:
@@ -488,21 +490,43 @@ class RunFold:
         clash = f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart"
         if len(set(ranks)) != len(ranks) and clash not in warnings:
             warnings.append(clash)
-        entries = merged_entries(self.catalog)
+        entries, cut = merged_entries(self.catalog, CATALOG_ENTRIES)
+        left_out = LeftOut()
+        for part in (self.left_out, cut):
+            left_out.add(part)
+        by_kind = _summed_kinds(traces)
+        if left_out.kernels:
+            warnings.append(_left_out_warning(len(entries), left_out, by_kind, len(traces)))
         summary = {
             "run_id": run_id,
             "traces": traces,
             "devices": [device for t in traces for device in t.get("devices", [])],
-            "by_kind": _summed_kinds(traces),
+            "by_kind": by_kind,
             "failed": [{"source": f.source, "reason": f.reason} for f in self.failed],
             "layout": LAYOUT,
             "engine": engine,
             "warnings": warnings,
-            "distinct_kernels": len(entries),
+            "distinct_kernels": len(entries) + left_out.kernels,
         }
+        if left_out.kernels:
+            summary["catalog_left_out"] = {
+                "kernels": left_out.kernels,
+                "calls": left_out.calls,
+                "total_us": round(left_out.total_us, 3),
+            }
         files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
         files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
         return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
+
+
+def _left_out_warning(listed: int, left_out: LeftOut, by_kind: dict[str, dict[str, float]], traces: int) -> str:
+    gpu_us = sum(kind.get("total_us", 0.0) for kind in by_kind.values())
+    share = f", {100.0 * left_out.total_us / gpu_us:.2g} % of GPU time" if gpu_us > 0 else ""
+    many = " (counted once in each trace that has them)" if traces > 1 else ""
+    return (
+        f"catalog.json lists the {listed:,} kernels of most GPU time; {left_out.kernels:,} more{many} "
+        f"({left_out.calls:,} calls{share}) are in kernels.parquet only"
+    )
 
 
 # traces named in a warning said alike of several traces; the rest are counted
@@ -566,7 +590,7 @@ def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:
             if memory is not None and len(facts) > 1:
                 memory = memory[(memory["trace"] == stem).to_numpy() & (memory["rank"] == trace["rank"]).to_numpy()]
             trace = write_beside(memory, result.host_events.get((stem, trace["rank"])), out, trace, stem, run_id)
-            catalog = build_catalog(rows, known=default_classifier().catalog)
+            catalog = build_catalog(rows, known=default_classifier().catalog, limit=CATALOG_ENTRIES)
             written = write_rank(rows, out, trace["rank"], stem, run_id)
             run.add(RankDone(trace["file"], trace["rank"], written, trace, [], catalog, kernel_time_table(rows)))
         files = run.finish(out, run_id, "local").files

@@ -490,19 +490,24 @@ def _helper_notes(frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.n
 def _over_host_link(names: pd.Series) -> np.ndarray:
     """Copies whose name says they cross the host link (HtoD, DtoH, pinned/pageable memory)."""
     kinds = names.astype("category")
-    tags = ("HtoD", "DtoH", "HtoH", "Pinned", "Pageable")
-    per_name = np.array([any(tag in str(name) for tag in tags) for name in kinds.cat.categories] + [False])
+    tagged = pd.Series(kinds.cat.categories.astype(str)).str.contains("HtoD|DtoH|HtoH|Pinned|Pageable", regex=True)
+    per_name = np.append(tagged.to_numpy(bool), False)  # code -1 (missing): the last
     return per_name[kinds.cat.codes.to_numpy()]
 
 
-def analyse(frame: pd.DataFrame, device: Device | None, world_size: int | None = None) -> Analysis:
+def analyse(
+    frame: pd.DataFrame, device: Device | None, world_size: int | None = None, metrics: bool = True
+) -> Analysis:
+    """Costs, roofline, time shares and facts of kernel rows. `metrics=False` leaves the
+    roofline table empty (its `groups` are there): a report of several parts (`analysis.ranks`)
+    works out the metrics once, on the groups of every part added up."""
     kernels = frame.copy(deep=False)  # columns are added or replaced, never written in place
     costs = _call_costs(kernels)
     for column in costs.columns:
         kernels[column] = costs[column]
     _collective_costs(kernels, world_size)
     groups = roofline_groups(kernels)
-    roofline = roofline_metrics(groups, device)
+    roofline = roofline_metrics(groups, device) if metrics else pd.DataFrame(columns=ROOFLINE_COLUMNS)
     timeshare = _timeshare(kernels)
     facts = _facts(kernels, device)
     return Analysis(kernels=kernels, roofline=roofline, timeshare=timeshare, facts=facts, groups=groups)
@@ -552,18 +557,7 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     table = table.copy()
     table["mean_us"] = table["op_time_us"] / table["count"]
     table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
-    peaks_t, peaks_g, labels = [], [], []
-    for row in table.itertuples(index=False):
-        if device is None or row.role != "main" or row.precision is None:
-            peaks_t.append(np.nan), peaks_g.append(np.nan), labels.append(None)
-            continue
-        if row.unit in ("link", "host"):
-            bandwidth = device.link_gbps if row.unit == "link" else device.host_link_gbps
-            peaks_t.append(np.nan), peaks_g.append(bandwidth), labels.append(f"{row.unit} bandwidth")
-            continue
-        peak = device.peak(str(row.precision), str(row.unit))
-        peaks_t.append(peak.tflops), peaks_g.append(device.memory_gbps), labels.append(peak.label)
-    table["peak_tflops"], table["peak_gbps"], table["peak_label"] = peaks_t, peaks_g, labels
+    table["peak_tflops"], table["peak_gbps"], table["peak_label"] = _peaks(table, device)
     calls = table["count"]
     table["achieved_tflops"] = table["flops"] * calls / (table["op_time_us"] * 1e6)
     table["achieved_gbps"] = table["bytes"] * calls / (table["op_time_us"] * 1e3)
@@ -581,6 +575,29 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     table = roofline_efficiency(table)
     table = table.sort_values(["headroom_us", "total_us"], ascending=False, na_position="last", kind="stable")
     return table[ROOFLINE_COLUMNS].reset_index(drop=True)
+
+
+def _peaks(table: pd.DataFrame, device: Device | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group, the device's peak TFLOP/s and GB/s for its precision and unit, and the peak's
+    label: worked out once per distinct (role, precision, unit), not per group (a trace of 300k
+    distinct kernels has as many groups)."""
+    n = len(table)
+    peak_t, peak_g, labels = np.full(n, np.nan), np.full(n, np.nan), np.full(n, None, object)
+    if device is None or n == 0:
+        return peak_t, peak_g, labels
+    keys = pd.DataFrame({k: table[k].astype(object) for k in ("role", "precision", "unit")})
+    codes, distinct = pd.MultiIndex.from_frame(keys.fillna("\0")).factorize()
+    for code, (role, precision, unit) in enumerate(distinct):
+        if role != "main" or precision == "\0":
+            continue
+        rows = codes == code
+        if unit in ("link", "host"):
+            peak_g[rows] = device.link_gbps if unit == "link" else device.host_link_gbps
+            labels[rows] = f"{unit} bandwidth"
+            continue
+        peak = device.peak(str(precision), str(unit if unit != "\0" else None))
+        peak_t[rows], peak_g[rows], labels[rows] = peak.tflops, device.memory_gbps, peak.label
+    return peak_t, peak_g, labels
 
 
 def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
