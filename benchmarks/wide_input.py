@@ -7,7 +7,8 @@ each in a fresh process, with its wall time and the exact peak RSS of the proces
 
 The cases (at --scale 1): 200k calls of one GEMM kernel, each with a new shape (dynamic
 shapes); 50k distinct nn.Modules and 50k distinct Python frames, each around an op that launches
-a kernel; 200k memory events; 20k memory events on 5k devices; 200k distinct kernel names; 100k
+a kernel; 200k memory events; 20k memory events on 5k devices; 200k distinct kernel names, bare
+and each launched by an op with shapes under a Python frame (catalog.json lists 10,000); 100k
 and 5k devices; 50k profiler steps, each with a launch and a kernel; 200k host threads; 100k
 overlapping kernels on one stream; 200k overlapping, unnested host ranges on one thread; 100k
 properly nested Python frames; and a folder of 200 one-rank traces, each with a GEMM and an NCCL
@@ -75,6 +76,11 @@ def cases(scale: float) -> dict[str, list[dict]]:
     memory_devices = [
         {**event, "args": {**event["args"], "Device Id": i // 4}} for i, event in enumerate(memory[: n(20_000)])
     ]
+    launched_names = []  # distinct kernel names, each launched by an op with shapes, under a Python frame
+    for i in range(n(200_000)):
+        frame = {"ph": "X", "cat": "python_function", "name": f"model/blocks.py({i % 500}): forward", "pid": 1,
+                 "tid": 1, "ts": 1000 + 10 * i, "dur": 9, "args": {"Python id": i + 1}}  # fmt: skip
+        launched_names += _launched(i, 1000 + 10 * i, frame, kernel=f"triton_poi_fused_add_{i}")
     shapes = []
     for i in range(n(200_000)):  # dynamic shapes: one GEMM kernel, a new M each call
         shapes += _launched(i, 1000 + 10 * i, {"ph": "X", "cat": "user_annotation", "name": "decode", "pid": 1,
@@ -86,6 +92,7 @@ def cases(scale: float) -> dict[str, list[dict]]:
         "memory events 200k": memory,
         "memory devices 5k": [*memory_devices, _kernel(0, "k", 0, 7, 1000, 5)],
         "kernel names 200k": [_kernel(i, f"kern_{i}_" + "x" * 50, 0, 7, 1000 + 3 * i, 2) for i in range(n(200_000))],
+        "launched kernel names 200k": launched_names,
         "devices 100k": [_kernel(i, "k", i, i, 1000 + i, 5) for i in range(n(100_000))],
         "devices 5k": [_kernel(i, "k", i, i, 1000 + i, 5) for i in range(n(5_000))],
         "steps 50k": steps,
@@ -118,16 +125,16 @@ def fleet_cases(scale: float) -> dict[str, list[list[dict]]]:
     return {f"ranks {ranks:,}": traces}
 
 
-def _launched(i: int, t: int, around: dict, m: int = 8) -> list[dict]:
+def _launched(i: int, t: int, around: dict, m: int = 8, kernel: str = "ampere_sgemm_32x32_nn") -> list[dict]:
     """An event `around` (a module, a frame, a range) holding an (m×8)·(8×8) `aten::mm` that
-    launches kernel `i`."""
+    launches kernel `i`, named `kernel`."""
     return [
         around,
         {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t + 1, "dur": 7,
          "args": {"External id": i + 1, "Input Dims": [[m, 8], [8, 8]], "Input type": ["float", "float"]}},
         {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 2, "dur": 1,
          "args": {"correlation": i + 1, "External id": i + 1}},
-        _kernel(i, "ampere_sgemm_32x32_nn", 0, 7, t + 3, 5),
+        _kernel(i, kernel, 0, 7, t + 3, 5),
     ]  # fmt: skip
 
 

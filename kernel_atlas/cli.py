@@ -119,7 +119,13 @@ def ingest(
     ] = None,
     jobs: Annotated[
         int | None,
-        typer.Option("-j", "--jobs", help="Traces processed in parallel (default: 1 locally, every CPU on Ray)."),
+        typer.Option(
+            "-j",
+            "--jobs",
+            min=1,
+            help="Traces processed in parallel (default on this machine: every CPU for several traces of under "
+            "48 MB of JSON each, else 1 — a large trace's decode uses every CPU itself; every CPU on Ray).",
+        ),
     ] = None,
     engine: Annotated[
         str, typer.Option(help="local: this machine's processes; ray: one Ray task per trace.")
@@ -144,16 +150,21 @@ def ingest(
     kernel/memcpy/memset, linked to its launch, CPU op, shapes, call stack, module and step),
     catalog.json and summary.json. A trace that fails is reported and the others complete
     (exit code 2 when any failed)."""
-    from kernel_atlas.ingest.workers import start_early
+    from kernel_atlas.ingest.workers import local_jobs, start_early
 
+    given = [Path(t) for t in traces]
+    if engine == "local" and jobs is None and len(given) > 1 and all(p.is_file() for p in given):
+        jobs = local_jobs(given)
     if engine == "local":  # decode processes boot, and the first trace is read, while the pipeline is imported
-        start_early([Path(t) for t in traces], jobs or 1)
+        start_early(given, jobs or 1)
     from kernel_atlas.ingest.fleet import expand_sources, ingest_fleet, output_for
     from kernel_atlas.report.terminal import print_ingest_summary, progress
 
     if address is not None and engine != "ray":
         raise AtlasError(None, "--address needs --engine ray")
     sources = expand_sources(traces)
+    if engine == "local" and jobs is None:  # folders and globs: known once expanded
+        jobs = local_jobs([Path(s) for s in sources])
     out_dir = out
     if out_dir is None:
         out_dir, note = output_for(sources[0])
@@ -326,7 +337,16 @@ def report(
         ),
     ] = False,
     wide: Wide = False,
-    jobs: Annotated[int, typer.Option("-j", "--jobs", help="Ranks analysed in parallel (multi-rank runs).")] = 1,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "-j",
+            "--jobs",
+            min=1,
+            help="Ranks analysed in parallel (multi-rank runs; default: every CPU when each rank has at most "
+            "100,000 GPU activities, else 1, so that one large rank at a time is in memory).",
+        ),
+    ] = None,
     full: Annotated[
         bool, typer.Option("--full", help="Every section of the terminal report in full (the default is brief).")
     ] = False,

@@ -26,6 +26,7 @@ from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.views import KernelViews, ViewsFold, kernel_views
 from kernel_atlas.analysis.waits import Waits, analyse_waits
 from kernel_atlas.analysis.waits_fold import WaitsFold
+from kernel_atlas.core.beside import can_fork, usable_cpus
 from kernel_atlas.core.devices import Device
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
@@ -66,6 +67,32 @@ class RanksAnalysis:
     analysis: Analysis
     waits: Waits
     views: KernelViews
+
+
+# ranks of at most this many GPU activities are analysed in parallel when no --jobs is given
+PARALLEL_RANK_ACTIVITIES = 100_000
+
+
+def default_jobs(summary: dict[str, Any], ranks: list[int]) -> int:
+    """Ranks analysed at a time when the caller gives no number: every CPU for several ranks
+    that are each small — the fixed cost of a rank's analysis (a few hundred pandas operations,
+    ~0.2 s) is then most of its time: 200 ranks of two kernels each took 46 s one at a time —
+    and one at a time otherwise, so that the report holds one large rank in memory at a time,
+    whatever the fleet's size. A rank's size is its traces' GPU activities in summary.json
+    (unknown: large)."""
+    if len(ranks) < 2 or not can_fork():
+        return 1
+    sizes: dict[int, float] = {}
+    for trace in summary.get("traces", []):
+        kinds = trace.get("by_kind") if isinstance(trace, dict) else None
+        counts = [k.get("count") for k in kinds.values() if isinstance(k, dict)] if isinstance(kinds, dict) else []
+        known = [c for c in counts if isinstance(c, int | float) and not isinstance(c, bool)]
+        size = float(sum(known)) if known and len(known) == len(counts) else float("inf")
+        rank = trace.get("rank")
+        sizes[rank] = sizes.get(rank, 0.0) + size
+    if any(sizes.get(rank, float("inf")) > PARALLEL_RANK_ACTIVITIES for rank in ranks):
+        return 1
+    return min(usable_cpus(), len(ranks))
 
 
 def rank_summary(summary: dict[str, Any], rank: int) -> dict[str, Any]:

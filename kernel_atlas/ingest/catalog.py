@@ -173,29 +173,37 @@ def build_catalog(
     return Catalog(entries, left_out)
 
 
-def merge_catalog(merged: dict[tuple[str, str], tuple[dict[str, Any], int]], entries: list[dict[str, Any]]) -> None:
-    """Fold one trace's catalog into `merged` (keyed by kernel name and launcher, each an entry
-    and the count of the trace its example came from): counts and times add up; the example
-    shapes and stack are those of the trace where the kernel ran most. Entries are never
-    changed in place, nor copied until two traces share a kernel (200k kernels: ~10^6 objects)."""
-    for entry in entries:
+# a merged catalog's entry: the entry, and the count, trace name and place in that trace's catalog
+# of the example it keeps
+Merged = dict[tuple[str, str], tuple[dict[str, Any], int, str, int]]
+
+
+def merge_catalog(merged: Merged, entries: list[dict[str, Any]], source: str = "") -> None:
+    """Fold one trace's catalog (named `source`) into `merged`, keyed by kernel name and
+    launcher: counts and times add up; the example shapes and stack are those of the trace
+    where the kernel ran most (of equal counts, the trace whose name sorts first: the same
+    catalog whatever order the traces end in). Entries are never changed in place, nor copied
+    until two traces share a kernel (200k kernels: ~10^6 objects)."""
+    for place, entry in enumerate(entries):
         key = (entry["kernel_name"], entry["kernel_implementation"])
         kept = merged.get(key)
         if kept is None:
-            merged[key] = (entry, entry["count"])
+            merged[key] = (entry, entry["count"], source, place)
             continue
-        old, example = kept
+        old, example, example_source, example_place = kept
         count, total = old["count"] + entry["count"], old["total_us"] + entry["total_us"]
-        base, example = (entry, entry["count"]) if entry["count"] > example else (old, example)
-        merged[key] = ({**base, "count": count, "total_us": round(total, 3)}, example)
+        base = old
+        if (-entry["count"], source) < (-example, example_source):
+            base, example, example_source, example_place = entry, entry["count"], source, place
+        merged[key] = ({**base, "count": count, "total_us": round(total, 3)}, example, example_source, example_place)
 
 
-def merged_entries(
-    merged: dict[tuple[str, str], tuple[dict[str, Any], int]], limit: int | None = None
-) -> tuple[list[dict[str, Any]], LeftOut]:
+def merged_entries(merged: Merged, limit: int | None = None) -> tuple[list[dict[str, Any]], LeftOut]:
     """The merged catalog, heaviest first, in the format of `build_catalog`: at most `limit`
-    entries, and the tally of those past it."""
-    entries = sorted((entry for entry, _ in merged.values()), key=lambda e: e["total_us"], reverse=True)
+    entries, and the tally of those past it. Of equal times, the one whose example's trace name
+    sorts first, then in that trace's order (for one trace: the order of appearance)."""
+    ordered = sorted(merged.values(), key=lambda kept: (-kept[0]["total_us"], kept[2], kept[3]))
+    entries = [entry for entry, *_ in ordered]
     if limit is None or len(entries) <= limit:
         return entries, LeftOut()
     return entries[:limit], LeftOut.of(entries[limit:])

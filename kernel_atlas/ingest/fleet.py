@@ -28,7 +28,15 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
-from kernel_atlas.ingest.catalog import CATALOG_ENTRIES, Catalog, LeftOut, build_catalog, merge_catalog, merged_entries
+from kernel_atlas.ingest.catalog import (
+    CATALOG_ENTRIES,
+    Catalog,
+    LeftOut,
+    Merged,
+    build_catalog,
+    merge_catalog,
+    merged_entries,
+)
 from kernel_atlas.ingest.host_events import write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
@@ -463,25 +471,30 @@ class RunFold:
     warnings: list[str]
     traces: list[dict[str, Any]] = field(default_factory=list)
     failed: list[RankFailed] = field(default_factory=list)
-    catalog: dict[tuple[str, str], tuple[dict[str, Any], int]] = field(default_factory=dict)
+    catalog: Merged = field(default_factory=dict)
     left_out: LeftOut = field(default_factory=LeftOut)  # kernels the ranks' catalogs did not list
     kernel_time: pd.DataFrame | None = None
     sources: list[str] = field(default_factory=list)  # the traces whose warnings `warnings` holds
+    # each trace's own warnings, by (rank, source): given in that order whatever order the traces end in
+    _said: list[tuple[int, str, list[str]]] = field(default_factory=list)
 
     def add(self, outcome: Outcome) -> None:
         if isinstance(outcome, RankFailed):
             self.failed.append(outcome)
             return
         self.traces.append({**outcome.facts, "kernels_file": outcome.file})
-        self.warnings.extend(outcome.warnings)
+        if outcome.warnings:
+            self._said.append((outcome.rank, outcome.source, outcome.warnings))
         self.sources.append(outcome.source)
-        merge_catalog(self.catalog, outcome.catalog.entries)
+        merge_catalog(self.catalog, outcome.catalog.entries, outcome.source)
         self.left_out.add(outcome.catalog.left_out)
         self.kernel_time = add_kernel_times(self.kernel_time, outcome.kernel_time)
 
     def finish(self, out: str, run_id: str | None, engine: str) -> FleetResult:
         """catalog.json and, last, summary.json; nothing when every rank failed."""
-        warnings, traces = _folded(self.warnings, self.sources), self.traces
+        said = [warning for *_, given in sorted(self._said, key=lambda s: s[:2]) for warning in given]
+        warnings, traces = _folded(self.warnings + said, self.sources), self.traces
+        self.failed.sort(key=lambda f: f.source)
         kernel_time = self.kernel_time if self.kernel_time is not None else kernel_time_table(pd.DataFrame())
         if not traces:
             return FleetResult(out, {}, warnings, self.failed, kernel_time)

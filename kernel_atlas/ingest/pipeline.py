@@ -114,7 +114,9 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
         warnings.append(f"{path}: {pairs:,} begin/end (B/E) events were not read: only complete (X) ones are")
     cut = ignored.pop(LONG_STRINGS, 0)
     if cut:
-        warnings.append(f"{path}: {cut} strings longer than {MAX_TEXT:,} characters were cut (names) or ignored")
+        strings = "1 string" if cut == 1 else f"{cut:,} strings"
+        were = "was" if cut == 1 else "were"
+        warnings.append(f"{path}: {strings} longer than {MAX_TEXT:,} characters {were} cut (names) or ignored")
     untimed_host = ignored.pop("host ranges without a ts", 0)
     if untimed_host:
         warnings.append(f"{path}: {untimed_host} host ranges without a usable ts were left out")

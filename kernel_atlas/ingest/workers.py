@@ -51,6 +51,17 @@ def workers_for(path: Path) -> int:
     return cpus if size >= PARALLEL_MIN_BYTES else 1
 
 
+def local_jobs(paths: Sequence[Path]) -> int:
+    """Traces ingested at a time on this machine when no number is given: every CPU for several
+    traces that are each small enough for one decode process (`workers_for`) — a fleet of small
+    ranks, where each trace's fixed cost is most of its time — else one at a time (a large
+    trace's decode already uses every CPU)."""
+    cpus = available_cpus()
+    if len(paths) < 2 or cpus < 2 or any(workers_for(Path(p)) > 1 for p in paths):
+        return 1
+    return min(cpus, len(paths))
+
+
 def leave_interrupts_to_the_main_process() -> None:
     """A worker's initializer: Ctrl-C reaches every process of the terminal's process group;
     the main process says "interrupted" and ends the workers, which would otherwise each print

@@ -16,7 +16,7 @@ from kernel_atlas.analysis.findings import report_findings
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.memory import MemoryReport, analyse_memory, memory_warnings, read_memory_events
-from kernel_atlas.analysis.ranks import WaitOptions, analyse_ranks
+from kernel_atlas.analysis.ranks import WaitOptions, analyse_ranks, default_jobs
 from kernel_atlas.analysis.trust import trust_facts
 from kernel_atlas.analysis.views import KernelViews
 from kernel_atlas.analysis.waits import Waits, last_step_starts, write_waits
@@ -120,7 +120,7 @@ def build_report(
     kernel_wait_us: float = KERNEL_WAIT_US,
     short_kernel_us: float = SHORT_KERNEL_US,
     like_hta: bool = False,
-    jobs: int = 1,
+    jobs: int | None = None,
     window: str | None = None,
     overlay: Path | None = None,
     trace: Path | None = None,
@@ -143,7 +143,7 @@ def _build_report(
     kernel_wait_us: float,
     short_kernel_us: float,
     like_hta: bool,
-    jobs: int,
+    jobs: int | None,
     window: str | None = None,
 ) -> Report:
     window_spec = parse_window(window)  # a bad --window fails before anything is written
@@ -173,7 +173,7 @@ def _build_report(
             ranks,
             device,
             world,
-            jobs,
+            default_jobs(summary, ranks) if jobs is None else jobs,
             options=WaitOptions(kernel_wait_us, short_kernel_us, like_hta),
             summary=summary,
             timeline_rank=stragglers[0]["rank"] if stragglers else None,

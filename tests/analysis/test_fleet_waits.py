@@ -200,7 +200,7 @@ def test_the_report_reads_each_rank_once_and_alone(run: dict[str, Path], monkeyp
         return real(out_dir, ranks)
 
     monkeypatch.setattr(ranks, "load_kernels", recording)
-    report = build_report(run["fleet"])
+    report = build_report(run["fleet"], jobs=1)  # in this process, where the calls are seen
     assert requested == [[0], [1], [2]]
     assert report.waits is not None and sorted(report.waits.breakdown["rank"].unique()) == [0, 1, 2]
 

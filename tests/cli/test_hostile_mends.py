@@ -171,7 +171,7 @@ def test_long_strings_are_cut_within_bounded_memory_and_time(tmp_path: Path, exa
     assert trace.stat().st_size < 200_000
     code, err, peak_mb, seconds = _peak(["ingest", trace, "-o", tmp_path / "out", "-q"])
     assert code == 0, err
-    assert err.strip() == f"warning: {trace}: 1 strings longer than 16,384 characters were cut (names) or ignored"
+    assert err.strip() == f"warning: {trace}: 1 string longer than 16,384 characters was cut (names) or ignored"
     assert peak_mb < 600, peak_mb  # 3.1 GB before
     assert seconds < 60, seconds
     frame = load_kernels(tmp_path / "out")
@@ -206,7 +206,7 @@ def test_long_recorded_inputs_are_not_recorded(tmp_path: Path, example) -> None:
     ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e["args"].get("Input Dims")]
     ops[0]["args"]["Input Dims"] = [[1] * 20_000]  # "[[1, 1, …]]": ~60,000 characters
     frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
-    assert "1 strings longer than 16,384 characters were cut (names) or ignored" in err
+    assert "1 string longer than 16,384 characters was cut (names) or ignored" in err
     assert len(frame) == 61
     assert frame["input_dims"].astype(str).str.len().max() < 16384
 

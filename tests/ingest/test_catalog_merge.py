@@ -92,3 +92,52 @@ def test_ingest_lists_the_heaviest_kernels_and_tallies_the_rest(
         "catalog.json lists the 3 kernels of most GPU time; 10 more (39 calls, 43 % of GPU time) "
         "are in kernels.parquet only" in summary["warnings"]
     )
+
+
+def test_of_equal_counts_the_example_is_the_first_traces_whatever_the_order() -> None:
+    a, b = [_entry("gemm", 2, 4.0, "[[1, 1]]")], [_entry("gemm", 2, 6.0, "[[2, 2]]")]
+    for order in (("a.json", a), ("b.json", b)), (("b.json", b), ("a.json", a)):
+        merged: dict = {}
+        for source, entries in order:
+            merge_catalog(merged, entries, source)
+        (entry,), _ = merged_entries(merged)
+        assert (entry["count"], entry["total_us"], entry["params"]) == (4, 10.0, "[[1, 1]]")
+
+
+def test_a_folder_ingested_in_parallel_writes_what_one_at_a_time_writes(tmp_path: Path) -> None:
+    """Three ranks of the example: rank 0 with a launcher-less copy of its first kernel and 40
+    times its CPU ops (it ends last), rank 2 with a kernel whose `dur` is text (each a warning of
+    its own). -j 1 and -j 3 write the same catalog.json and summary.json (but for the run's id
+    and the ranks' file names), the warnings in rank order."""
+    import gzip
+
+    doc = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank in range(3):
+        trace = json.loads(json.dumps(doc))
+        trace["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 3}
+        events = trace["traceEvents"]
+        kernel = next(e for e in events if e.get("cat") == "kernel")
+        if rank == 0:
+            events.append({**kernel, "ts": kernel["ts"] + 1e6, "args": {**kernel["args"], "correlation": 10**9}})
+            ops = [e for e in events if e.get("cat") == "cpu_op"]
+            events += [{**e, "ts": e["ts"] + 1e7 * (k + 1)} for k in range(40) for e in ops]
+        if rank == 2:
+            events.append({**kernel, "ts": kernel["ts"] + 1e6, "dur": "5"})
+        (folder / f"rank{rank}.json").write_text(json.dumps(trace))
+    written = {}
+    for jobs in ("1", "3"):
+        out = tmp_path / f"out{jobs}"
+        result = CliRunner().invoke(app, ["ingest", str(folder), "-o", str(out), "-j", jobs, "-q"])
+        assert result.exit_code == 0, result.output
+        summary = json.loads((out / "summary.json").read_text())
+        summary.pop("run_id")
+        for trace in summary["traces"]:
+            trace.pop("kernels_file"), trace.pop("memory_file", None)
+        written[jobs] = (json.loads((out / "catalog.json").read_text()), summary)
+    assert written["1"] == written["3"]
+    warnings = written["3"][1]["warnings"]
+    assert [w.split(":")[0].rsplit("/", 1)[-1] for w in warnings] == ["rank0.json", "rank2.json", "rank2.json"], (
+        warnings
+    )
