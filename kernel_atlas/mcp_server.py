@@ -16,6 +16,7 @@ them with the MCP SDK's server and runs it on stdin/stdout.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -35,7 +36,8 @@ QUERY_SECONDS = 30  # the most time one `query` may take
 # and memory: its process's resident memory is looked at every 20 ms, so it peaks a little above
 QUERY_MEMORY, QUERY_MEMORY_BYTES = "900 MiB", 900 << 20
 DUCKDB_MEMORY = "700MiB"  # of which DuckDB's own limit (its refusal is the clearer one)
-MAX_TEXT = 10_000  # the most characters of one value a query returns
+MAX_TEXT = 10_000  # the most characters of one text a query returns
+MAX_ANSWER_BYTES = 16 << 20  # and of its whole answer, as JSON
 MAX_RUNS = 1000  # the most runs `runs` lists
 MAX_DEPTH = 4  # how deep under the root `runs` looks
 TABLES_SKIPPED = {KERNELS}  # registered apart (a partitioned dataset)
@@ -348,7 +350,7 @@ def _select(folder: Path, sql: str, limit: int) -> dict[str, Any]:
         timer.cancel()
     columns = [_cut(str(d[0])) for d in cursor.description or []]
     records = [dict(zip(columns, (_cut(v) for v in row), strict=False)) for row in rows[:limit]]
-    return _clean({"columns": columns, "rows": records, "truncated": len(rows) > limit})
+    return _within_answer_bytes(_clean({"columns": columns, "rows": records, "truncated": len(rows) > limit}))
 
 
 def _tables(folder: Path) -> dict[str, Any]:
@@ -359,12 +361,30 @@ def _tables(folder: Path) -> dict[str, Any]:
 
 
 def _cut(value: Any) -> Any:
-    """A text value of at most MAX_TEXT characters, cut with a note saying how long it was (an
-    agent gets an answer, not a 500 MB cell)."""
+    """A value whose texts (inside lists and structs too) have at most MAX_TEXT characters, each
+    cut with a note saying how long it was (an agent gets an answer, not a 500 MB cell)."""
     if isinstance(value, str | bytes) and len(value) > MAX_TEXT:
         text = value if isinstance(value, str) else value[: MAX_TEXT + CUT_TAIL].decode("utf-8", "replace")
-        return redact_cut(text, MAX_TEXT) + f"… (cut: {len(value):,} characters in all)"
+        unit = "characters" if isinstance(value, str) else "bytes"
+        return redact_cut(text, MAX_TEXT) + f"… (cut: {len(value):,} {unit} in all)"
+    if isinstance(value, list | tuple):
+        return [_cut(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _cut(v) for k, v in value.items()}
     return value
+
+
+def _within_answer_bytes(answer: dict[str, Any]) -> dict[str, Any]:
+    """The answer, refused when its JSON passes MAX_ANSWER_BYTES (500 rows of long lists): the
+    server would hold it twice more, and no agent reads it."""
+    size = len(json.dumps(answer, default=str))
+    if size > MAX_ANSWER_BYTES:
+        raise AtlasError(
+            "query",
+            f"the answer is {size / 2**20:,.0f} MiB of JSON, more than {MAX_ANSWER_BYTES >> 20} MiB: "
+            "ask for fewer rows or columns, or aggregate",
+        )
+    return answer
 
 
 TOOL_NAMES = ("runs", "summary", "top_kernels", "findings", "query", "tables", "explain", "diff", "critical_path")

@@ -208,6 +208,12 @@ def test_one_huge_value_is_bounded_too(tools, capfd: pytest.CaptureFixture[str])
     assert text.startswith("abab") and text.endswith("… (cut: 600,000 characters in all)")
     assert len(text) == 10_000 + len("… (cut: 600,000 characters in all)")
     assert "%" not in capfd.readouterr().err  # no progress bar
+    # texts inside a list are cut too; an answer of 20,000 lists of 1,000 characters (~19 MiB of
+    # JSON) is refused rather than handed on
+    nested = tools.query("bert.atlas", "SELECT [repeat('y', 20000), 'z'] AS l")["rows"][0]["l"]
+    assert nested[1] == "z" and nested[0].endswith("… (cut: 20,000 characters in all)")
+    with pytest.raises(AtlasError, match="MiB of JSON, more than 16 MiB: ask for fewer rows"):
+        tools.query("bert.atlas", "SELECT list(repeat('x', 1000)) AS l FROM range(20000)")
 
 
 def test_an_agents_odd_arguments_are_one_clear_tool_error(tools) -> None:
