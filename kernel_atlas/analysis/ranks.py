@@ -82,9 +82,12 @@ def default_jobs(summary: dict[str, Any], ranks: list[int]) -> int:
     (unknown: large)."""
     if len(ranks) < 2 or not can_fork():
         return 1
+    traces = summary.get("traces")
     sizes: dict[int, float] = {}
-    for trace in summary.get("traces", []):
-        kinds = trace.get("by_kind") if isinstance(trace, dict) else None
+    for trace in traces if isinstance(traces, list) else []:
+        if not isinstance(trace, dict):
+            continue
+        kinds = trace.get("by_kind")
         counts = [k.get("count") for k in kinds.values() if isinstance(k, dict)] if isinstance(kinds, dict) else []
         known = [c for c in counts if isinstance(c, int | float) and not isinstance(c, bool)]
         size = float(sum(known)) if known and len(known) == len(counts) else float("inf")

@@ -44,6 +44,8 @@ def test_unknown_sizes_and_single_ranks_stay_one_at_a_time(four_cpus: None) -> N
     assert default_jobs({"traces": [_trace(0, 2)]}, [0, 1]) == 1  # rank 1 not in the summary
     doctored = {"traces": [_trace(0, 2), {"rank": 1, "by_kind": {"kernel": {"count": "many"}}}]}
     assert default_jobs(doctored, [0, 1]) == 1
+    assert default_jobs({"traces": [_trace(0, 2), "rank 1", _trace(1, 2)]}, [0, 1]) == 2
+    assert default_jobs({"traces": "all of them"}, [0, 1]) == 1
 
 
 def test_no_fork_no_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
