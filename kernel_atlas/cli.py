@@ -41,6 +41,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 Wide = Annotated[bool, typer.Option("--wide", help="Full kernel names and shapes, every column, however wide.")]
 
 
+def _jobs(help_text: str) -> Any:
+    """A command's `-j/--jobs` option (how many processes; None when not given)."""
+    return typer.Option("-j", "--jobs", min=1, help=help_text)
+
+
 def say(console: Console, label: str, message: object, redact: bool = True) -> None:
     """One line: our markup `label`, then `message` shown literally (escaped, on one line, and
     unless `redact` is off anything shaped like a credential redacted — messages quote trace
@@ -119,12 +124,9 @@ def ingest(
     ] = None,
     jobs: Annotated[
         int | None,
-        typer.Option(
-            "-j",
-            "--jobs",
-            min=1,
-            help="Traces processed in parallel (default on this machine: every CPU for several traces of under "
-            "48 MB of JSON each, else 1 — a large trace's decode uses every CPU itself; every CPU on Ray).",
+        _jobs(
+            "Traces processed in parallel (default on this machine: every CPU for several traces of under "
+            "48 MB of JSON each, else 1 — a large trace's decode uses every CPU itself; every CPU on Ray)."
         ),
     ] = None,
     engine: Annotated[
@@ -339,12 +341,9 @@ def report(
     wide: Wide = False,
     jobs: Annotated[
         int | None,
-        typer.Option(
-            "-j",
-            "--jobs",
-            min=1,
-            help="Ranks analysed in parallel (multi-rank runs; default: every CPU when each rank has at most "
-            "100,000 GPU activities, else 1, so that one large rank at a time is in memory).",
+        _jobs(
+            "Ranks analysed in parallel (multi-rank runs; default: every CPU when each rank has at most "
+            "100,000 GPU activities, else 1, so that one large rank at a time is in memory)."
         ),
     ] = None,
     full: Annotated[
