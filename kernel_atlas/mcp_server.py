@@ -33,9 +33,10 @@ from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_repor
 
 MAX_ROWS = 500  # the most rows a tool returns
 QUERY_SECONDS = 30  # the most time one `query` may take
-# and memory: its process's resident memory is looked at every 20 ms, so it peaks a little above
-QUERY_MEMORY, QUERY_MEMORY_BYTES = "900 MiB", 900 << 20
-DUCKDB_MEMORY = "700MiB"  # of which DuckDB's own limit (its refusal is the clearer one)
+# and memory: how much its process may grow over the server it is forked from (~200 MB: the two
+# stay under 1 GB; looked at every 20 ms, so it may pass a little)
+QUERY_MEMORY, QUERY_MEMORY_BYTES = "700 MiB", 700 << 20
+DUCKDB_MEMORY = "500MiB"  # of which DuckDB's own limit (its refusal is the clearer one)
 MAX_TEXT = 10_000  # the most characters of one text a query returns
 MAX_ANSWER_BYTES = 16 << 20  # and of its whole answer, as JSON
 MAX_RUNS = 1000  # the most runs `runs` lists
@@ -233,6 +234,8 @@ class Tools:
         from kernel_atlas.analysis.diff import diff_runs
         from kernel_atlas.analysis.gate import comparability, judge
 
+        if fail_above_pct is not None and not float(fail_above_pct) >= 0.0:  # as `atlas diff --fail-above`
+            raise AtlasError("fail_above_pct", f"{fail_above_pct}: give a percentage of 0 or more")
         result = diff_runs(self.run_dir(run_a), self.run_dir(run_b))
         a, b = result.a, result.b
         limit = max(1, min(int(limit), MAX_ROWS))
@@ -279,7 +282,7 @@ class Tools:
 
 def _bounded(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """`work` (DuckDB over a run) in a forked process, killed past QUERY_SECONDS or once it has
-    QUERY_MEMORY_BYTES resident: DuckDB's own limits did not hold against one huge value
+    grown by QUERY_MEMORY_BYTES: DuckDB's own limits did not hold against one huge value
     (`repeat('x', 1.5e9)` ran 93 s and reached 6 GB — building a string neither checks the
     interrupt nor counts against `memory_limit`). Where no process can be forked, it runs here,
     bounded by DuckDB alone."""
@@ -290,11 +293,11 @@ def _bounded(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     except OSError:  # no process to be had: DuckDB's own bounds
         return work()
     try:
-        return child.result(seconds=QUERY_SECONDS + 1.0, max_resident_bytes=QUERY_MEMORY_BYTES)
+        return child.result(seconds=QUERY_SECONDS + 1.0, max_growth_bytes=QUERY_MEMORY_BYTES)
     except OverBound as exc:
         if exc.bound == "time":
             raise AtlasError("query", f"stopped after {QUERY_SECONDS} s (the most a query may take)") from None
-        raise AtlasError("query", f"stopped past {QUERY_MEMORY} of memory (the most a query may use)") from None
+        raise AtlasError("query", f"stopped past {QUERY_MEMORY} of memory (the most a query may add)") from None
     except ChildLost as exc:
         raise AtlasError("query", f"the query's process ended without an answer ({exc})") from None
     finally:

@@ -117,7 +117,8 @@ def regressions(
     rows = table[table["level"].isin(GATED_LEVELS)]
     a_us, b_us = rows["a_us"].to_numpy(float), rows["b_us"].to_numpy(float)
     big = np.maximum(a_us, b_us) >= floor
-    rising = b_us > a_us * (1 + pct / 100.0)
+    with np.errstate(over="ignore"):  # a huge PCT: nothing rises that far (inf), not a warning
+        rising = b_us > a_us * (1 + pct / 100.0)
     hit = rows[big & rising & (b_us > 0)]
     hit = hit.assign(_rise=hit["b_us"] - hit["a_us"]).sort_values(["_rise", "key"], ascending=[False, True])
     found.extend(Regression(str(r.level), str(r.key), float(r.a_us), float(r.b_us)) for r in hit.itertuples())

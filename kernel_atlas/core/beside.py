@@ -59,8 +59,9 @@ class OverBound(Exception):
 
 
 def resident_bytes(pid: int) -> int:
-    """A process's resident memory (0 where /proc cannot say: gone, or not Linux); a forked child
-    starts with its parent's, which it shares."""
+    """A process's resident memory (0 where /proc cannot say: gone, or not Linux). A forked
+    child starts with its parent's, which it shares: a write to a shared page copies it without
+    changing the count, so what the count gains is the child's own."""
     try:
         with open(f"/proc/{pid}/statm", "rb") as statm:
             return int(statm.read().split()[1]) * PAGE_BYTES
@@ -115,6 +116,7 @@ class Beside(Generic[T]):
         self._sender: threading.Thread | None = None
         ends = (values_read, results_write, self._values, self._results)
         self._process = context.Process(target=_run, args=(work, *ends), daemon=not may_fork)
+        self._resident_at_fork = resident_bytes(os.getpid())  # what the child starts with (shared)
         with warnings.catch_warnings():  # Python 3.12+ warns on fork with threads (Arrow's pool waits idle)
             warnings.simplefilter("ignore", DeprecationWarning)
             self._process.start()
@@ -131,17 +133,17 @@ class Beside(Generic[T]):
         with contextlib.suppress(OSError):  # the child is gone: `result` says so
             self._values.send(value)
 
-    def result(self, seconds: float | None = None, max_resident_bytes: int | None = None) -> T:
-        """The child's value (or its exception raised here). With `seconds` or `max_resident_bytes`
-        the child is killed past that time or once its resident memory (the pages it shares with
-        this process included) passes that (OverBound): a bound that holds whatever the work
-        does, where a timer the work must check, or an allocator's own limit, holds only where
-        it looks."""
+    def result(self, seconds: float | None = None, max_growth_bytes: int | None = None) -> T:
+        """The child's value (or its exception raised here). With `seconds` or `max_growth_bytes`
+        the child is killed past that time, or once its resident memory has grown by that much
+        over what it was forked with (OverBound) — the pages it shares with this process are
+        this process's memory, not the work's: a bound that holds whatever the work does, where
+        a timer the work must check, or an allocator's own limit, holds only where it looks."""
         if self._sender is None:
             self._values.close()  # nothing will be sent: a child waiting for it gets EOFError
         try:
-            if seconds is not None or max_resident_bytes is not None:
-                self._watch(seconds, max_resident_bytes)
+            if seconds is not None or max_growth_bytes is not None:
+                self._watch(seconds, max_growth_bytes)
             try:
                 status, payload = self._results.recv()
             except (EOFError, OSError):
@@ -154,16 +156,18 @@ class Beside(Generic[T]):
             raise ChildLost(f"the process beside ended with exit code {self._process.exitcode}")
         return payload
 
-    def _watch(self, seconds: float | None, max_resident_bytes: int | None) -> None:
+    def _watch(self, seconds: float | None, max_growth_bytes: int | None) -> None:
         """Wait for the child's outcome, killing it (OverBound) when it runs past a bound."""
         deadline = None if seconds is None else time.monotonic() + seconds
         while not self._results.poll(WATCH_INTERVAL_S):
             if deadline is not None and time.monotonic() > deadline:
                 self._kill()
                 raise OverBound("time", seconds or 0.0)
-            if max_resident_bytes is not None and resident_bytes(self._process.pid) > max_resident_bytes:
-                self._kill()
-                raise OverBound("memory", max_resident_bytes)
+            if max_growth_bytes is not None:
+                grown = resident_bytes(self._process.pid) - self._resident_at_fork
+                if grown > max_growth_bytes:
+                    self._kill()
+                    raise OverBound("memory", max_growth_bytes)
 
     def _kill(self) -> None:
         self._process.kill()
