@@ -20,6 +20,16 @@ from kernel_atlas.core.errors import AtlasError
 USER_PATTERN_SECONDS = 10.0
 
 
+def counted(n: int, one: str, many: str, verb: tuple[str, str] | None = None) -> str:
+    """`n` things, in the singular or plural as `n` asks ("1 value", "3 values"), followed by the
+    verb's form for it when given (`("was", "were")`)."""
+    text = f"{n:,} {one if n == 1 else many}"
+    return text if verb is None else f"{text} {verb[0] if n == 1 else verb[1]}"
+
+
+WAS = ("was", "were")
+
+
 def name_mask(values: pd.Series, test: Callable[[str], object]) -> np.ndarray:
     """`test(text)` per row of a string or categorical column, evaluated once per distinct text."""
     cat = values.astype("category") if not isinstance(values.dtype, pd.CategoricalDtype) else values

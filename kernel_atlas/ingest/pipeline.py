@@ -17,6 +17,7 @@ from kernel_atlas.classify.classifier import default_classifier, label_frame
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.redact import redact_frame, redact_text
+from kernel_atlas.core.texts import WAS, counted
 from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
@@ -96,35 +97,39 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     ignored = dict(ignored)
     untimed = ignored.pop("untimed GPU activities", 0)
     if untimed:
-        warnings.append(f"{path}: {untimed} GPU activities without a usable ts or dur were left out")
+        activities = counted(untimed, "GPU activity", "GPU activities")
+        warnings.append(f"{path}: {activities} without a usable ts or dur {WAS[untimed != 1]} left out")
     surrogates = ignored.pop("lone surrogates", 0)
     if surrogates:
-        warnings.append(f"{path}: {surrogates} strings held lone UTF-16 surrogates (not Unicode): replaced by U+FFFD")
+        strings = counted(surrogates, "string", "strings")
+        warnings.append(f"{path}: {strings} held lone UTF-16 surrogates (not Unicode): replaced by U+FFFD")
     untimed_memory = ignored.pop("memory events without a ts", 0)
     if untimed_memory:
-        warnings.append(f"{path}: {untimed_memory} [memory] events without a usable ts were left out")
+        events = counted(untimed_memory, "[memory] event", "[memory] events")
+        warnings.append(f"{path}: {events} without a usable ts {WAS[untimed_memory != 1]} left out")
     unknown = unknown_gpu_categories(ignored)
     if unknown:
         warnings.append(f"{path}: {unknown_gpu_text(unknown)} were not read (categories unknown to kernel_atlas)")
     not_objects = ignored.pop(NOT_OBJECTS, 0)
     if not_objects:
-        warnings.append(f"{path}: {not_objects} traceEvents entries that are not JSON objects were skipped")
+        one, many = "traceEvents entry that is not a JSON object", "traceEvents entries that are not JSON objects"
+        warnings.append(f"{path}: {counted(not_objects, one, many, WAS)} skipped")
     pairs = ignored.pop(DURATION_PAIRS, 0)
     if pairs:  # torch.profiler writes complete ("X") events; a begin/end pair is another tool's
         warnings.append(f"{path}: {pairs:,} begin/end (B/E) events were not read: only complete (X) ones are")
     cut = ignored.pop(LONG_STRINGS, 0)
     if cut:
-        strings = "1 string" if cut == 1 else f"{cut:,} strings"
-        were = "was" if cut == 1 else "were"
-        warnings.append(f"{path}: {strings} longer than {MAX_TEXT:,} characters {were} cut (names) or ignored")
+        strings = counted(cut, "string", "strings")
+        warnings.append(f"{path}: {strings} longer than {MAX_TEXT:,} characters {WAS[cut != 1]} cut (names) or ignored")
     untimed_host = ignored.pop("host ranges without a ts", 0)
     if untimed_host:
-        warnings.append(f"{path}: {untimed_host} host ranges without a usable ts were left out")
+        ranges = counted(untimed_host, "host range", "host ranges")
+        warnings.append(f"{path}: {ranges} without a usable ts {WAS[untimed_host != 1]} left out")
     if ignored:
         fields = ", ".join(f"{key} {count}" for key, count in sorted(ignored.items()))
-        warnings.append(
-            f"{path}: {sum(ignored.values())} values out of range or of an unexpected type were ignored ({fields})"
-        )
+        values = sum(ignored.values())
+        what = counted(values, "value", "values")
+        warnings.append(f"{path}: {what} out of range or of an unexpected type {WAS[values != 1]} ignored ({fields})")
     return warnings
 
 

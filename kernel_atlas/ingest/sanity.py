@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from kernel_atlas.core.texts import WAS, counted
 from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS
 
@@ -36,10 +37,10 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     dur = frame["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)
     no_time = ~np.isfinite(ts) | ~np.isfinite(dur) | ~(np.abs(ts) < MAX_TIME_US) | ~(np.abs(dur) < MAX_TIME_US)
     negative = ~no_time & (dur < 0)
-    if no_time.any():
-        warnings.append(f"{int(no_time.sum())} GPU activities without a usable ts or dur were left out")
-    if negative.any():
-        warnings.append(f"{int(negative.sum())} GPU activities with a negative duration were left out")
+    for rows, why in ((no_time, "without a usable ts or dur"), (negative, "with a negative duration")):
+        n = int(rows.sum())
+        if n:
+            warnings.append(f"{counted(n, 'GPU activity', 'GPU activities')} {why} {WAS[n != 1]} left out")
     if no_time.any() or negative.any():
         frame = frame[~(no_time | negative)].reset_index(drop=True)
     for name in RECORDED_CALL:

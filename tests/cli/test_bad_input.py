@@ -107,7 +107,7 @@ def test_events_missing_fields_and_bare_list(tmp_path: Path) -> None:
     assert frame["launcher"].iloc[0] == "aten::mm"
     assert frame["launcher"].isna().iloc[1]
     assert "no correlation id" in result.output
-    assert "1 GPU activities without a usable ts or dur were left out" in result.output
+    assert "1 GPU activity without a usable ts or dur was left out" in result.output
 
 
 @pytest.mark.parametrize("ending", ["", ",", ",\n  ", "\n"])

@@ -228,7 +228,7 @@ def test_negative_durations_are_left_out_of_busy_time(tmp_path: Path, example) -
     kernels[3]["dur"] = -50.0
     kept_time = sum(k["dur"] for i, k in enumerate(kernels) if i != 3)
     result, frame, summary = _ingest(_write(tmp_path, doc), tmp_path / "o")
-    assert "1 GPU activities with a negative duration were left out" in result.stderr
+    assert "1 GPU activity with a negative duration was left out" in result.stderr
     assert (frame["dur_us"] >= 0).all() and int((frame["kind"] == "kernel").sum()) == len(kernels) - 1
     assert summary["traces"][0]["kernel_time_us"] == pytest.approx(kept_time)
     assert cli("report", tmp_path / "o").code == 0
@@ -474,7 +474,7 @@ def test_lone_surrogates_are_replaced_and_said(tmp_path: Path, example, workers:
     assert str(cols.gpu.name[0]) == "ab\ufffdcd" and cols.ignored == {"lone surrogates": 1}
     assert info.device_properties[0]["name"] == "ab\ufffdcd"
     result = cli("ingest", path, "-o", tmp_path / "o", "-q")
-    assert result.code == 0 and "1 strings held lone UTF-16 surrogates" in result.stderr
+    assert result.code == 0 and "1 string held lone UTF-16 surrogates" in result.stderr
 
 
 def test_invalid_utf8_is_one_line(tmp_path: Path, example) -> None:

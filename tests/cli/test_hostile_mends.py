@@ -601,11 +601,11 @@ def test_a_full_disk_names_the_output_file(tmp_path: Path, monkeypatch: pytest.M
 @pytest.mark.parametrize(
     ("cat", "field", "value", "warning"),
     [
-        ("kernel", "dur", 1e308, "1 GPU activities without a usable ts or dur were left out"),
-        ("kernel", "ts", -1e308, "1 GPU activities without a usable ts or dur were left out"),
-        ("cuda_runtime", "dur", 1.5e308, "1 values out of range or of an unexpected type were ignored (dur 1)"),
-        ("cpu_op", "dur", 1e308, "1 values out of range or of an unexpected type were ignored (dur 1)"),
-        ("python_function", "ts", 1e307, "1 host ranges without a usable ts were left out"),
+        ("kernel", "dur", 1e308, "1 GPU activity without a usable ts or dur was left out"),
+        ("kernel", "ts", -1e308, "1 GPU activity without a usable ts or dur was left out"),
+        ("cuda_runtime", "dur", 1.5e308, "1 value out of range or of an unexpected type was ignored (dur 1)"),
+        ("cpu_op", "dur", 1e308, "1 value out of range or of an unexpected type was ignored (dur 1)"),
+        ("python_function", "ts", 1e307, "1 host range without a usable ts was left out"),
     ],
 )
 def test_times_beyond_2_53_us_are_unusable_not_overflowing(
@@ -624,15 +624,15 @@ def test_times_beyond_2_53_us_are_unusable_not_overflowing(
 @pytest.mark.parametrize(
     ("cat", "field", "value", "warning"),
     [
-        ("kernel", "ts", "10", "1 GPU activities without a usable ts or dur were left out"),
-        ("kernel", "dur", "5", "1 values out of range or of an unexpected type were ignored (dur 1)"),
-        ("kernel", "name", 3, "1 values out of range or of an unexpected type were ignored (name 1)"),
-        ("cuda_runtime", "ts", True, "1 values out of range or of an unexpected type were ignored (ts 1)"),
-        ("cpu_op", "tid", [1], "1 values out of range or of an unexpected type were ignored (tid 1)"),
+        ("kernel", "ts", "10", "1 GPU activity without a usable ts or dur was left out"),
+        ("kernel", "dur", "5", "1 value out of range or of an unexpected type was ignored (dur 1)"),
+        ("kernel", "name", 3, "1 value out of range or of an unexpected type was ignored (name 1)"),
+        ("cuda_runtime", "ts", True, "1 value out of range or of an unexpected type was ignored (ts 1)"),
+        ("cpu_op", "tid", [1], "1 value out of range or of an unexpected type was ignored (tid 1)"),
         # null where the format gives a text (found by a later campaign: each lost the whole trace)
-        ("kernel", "cat", None, "1 values out of range or of an unexpected type were ignored (cat 1)"),
-        ("kernel", "ph", None, "1 values out of range or of an unexpected type were ignored (ph 1)"),
-        ("cpu_op", "name", None, "1 values out of range or of an unexpected type were ignored (name 1)"),
+        ("kernel", "cat", None, "1 value out of range or of an unexpected type was ignored (cat 1)"),
+        ("kernel", "ph", None, "1 value out of range or of an unexpected type was ignored (ph 1)"),
+        ("cpu_op", "name", None, "1 value out of range or of an unexpected type was ignored (name 1)"),
     ],
 )
 def test_an_event_key_of_the_wrong_type_costs_only_that_key(

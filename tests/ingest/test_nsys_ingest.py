@@ -322,7 +322,7 @@ def test_untimed_and_untyped_values(tmp_path: Path) -> None:
     assert len(frame) == 5  # 4 + the absolute one
     assert frame.loc[frame["correlation"] == 10, "dur_us"].tolist() == [1.233]  # 1234 - 1 ns
     assert pd.isna(frame.loc[frame["correlation"] == 10, "device"]).all()  # 'zero' is not a device id
-    assert any("1 GPU activities without a usable ts or dur were left out" in w for w in result.warnings)
+    assert any("1 GPU activity without a usable ts or dur was left out" in w for w in result.warnings)
 
 
 def test_folder_of_exports_and_traces(tmp_path: Path) -> None:
