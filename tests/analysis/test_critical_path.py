@@ -21,7 +21,7 @@ from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.ingest.pipeline import ingest_paths
 from kernel_atlas.store.outputs import load_kernels
-from tests.support.traces import trace_path
+from tests.support.traces import has_trace, trace_path
 
 T, G = {"pid": 1, "tid": 1}, {"pid": 0}
 
@@ -179,7 +179,7 @@ def test_activities_match_roofline_rows_as_a_merge_on_their_keys() -> None:
     assert whatif.matching_rows(rows, rows, keys).tolist() == [0, 1, 2, 3, 4, 0]
 
 
-@pytest.mark.skipif(not trace_path("a100_alexnet_train").exists(), reason="shared traces absent")
+@pytest.mark.skipif(not has_trace("a100_alexnet_train"), reason="shared traces absent")
 def test_one_build_serves_the_path_and_its_whatif(tmp_path: Path) -> None:
     out = tmp_path / "alex"
     write_outputs(ingest_paths([trace_path("a100_alexnet_train")]), out)
@@ -272,7 +272,7 @@ def test_bad_speedups_are_one_line_errors() -> None:
 ALEXNET_WINDOW = "[param|pytorch.model.alex_net|0|0|0|measure|forward]#1"
 
 
-@pytest.mark.skipif(not trace_path("a100_alexnet_train").exists(), reason="shared traces absent")
+@pytest.mark.skipif(not has_trace("a100_alexnet_train"), reason="shared traces absent")
 def test_alexnet_matches_hta(tmp_path: Path) -> None:
     # HTA 0.5.0 (pandas 2.2.3): critical_path_analysis(rank=0, annotation="[param|…|measure|forward]",
     # instance_id=1) → edges summing to 35834 µs; summary(): cpu_bound 89.42 %, gpu_compute_bound
@@ -291,7 +291,7 @@ def test_alexnet_matches_hta(tmp_path: Path) -> None:
     assert sum(pct.values()) == pytest.approx(100.0, abs=0.05)
 
 
-@pytest.mark.skipif(not trace_path("a100_alexnet_train").exists(), reason="shared traces absent")
+@pytest.mark.skipif(not has_trace("a100_alexnet_train"), reason="shared traces absent")
 def test_report_writes_the_critical_path(tmp_path: Path) -> None:
     from kernel_atlas.report.build import build_report
 

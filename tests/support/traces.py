@@ -33,10 +33,17 @@ GPU_TRACES = [
 
 
 def trace_path(stem: str) -> Path:
+    """A shared trace's path; the test calling it is skipped when the trace is absent (call it
+    inside a test or fixture: at import it would skip the whole module)."""
     path = TRACES / f"{stem}.json.gz"
     if not path.exists():
         pytest.skip(f"shared trace {path} not available")
     return path
+
+
+def has_trace(stem: str) -> bool:
+    """Whether a shared trace is here (for `skipif` marks, evaluated at import)."""
+    return (TRACES / f"{stem}.json.gz").exists()
 
 
 @functools.cache
