@@ -288,6 +288,9 @@ def _bounded(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     bounded by DuckDB alone."""
     if not sys.platform.startswith("linux"):
         return work()
+    import duckdb  # noqa: F401  imported once, here: each query's child inherits it
+    import pyarrow.dataset  # noqa: F401
+
     try:
         child: Beside[dict[str, Any]] = Beside(lambda _: work())
     except OSError:  # no process to be had: DuckDB's own bounds
