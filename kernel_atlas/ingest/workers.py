@@ -4,7 +4,6 @@ reading a trace ahead while the caller is still importing the rest of the pipeli
 from __future__ import annotations
 
 import multiprocessing
-import os
 import signal
 import sys
 import threading
@@ -14,6 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kernel_atlas.core.beside import usable_cpus
 from kernel_atlas.ingest.events import ready
 
 # Below this much JSON text, starting processes costs more than it saves: decode here.
@@ -25,17 +25,10 @@ _pool: ProcessPoolExecutor | None = None
 _pool_size = 0
 
 
-def available_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def workers_for(path: Path) -> int:
     """Decode processes for one trace: all available CPUs for a large trace, else 1 (this
     process decodes)."""
-    cpus = min(available_cpus(), _MAX_WORKERS)
+    cpus = min(usable_cpus(), _MAX_WORKERS)
     if cpus < 2:
         return 1
     try:
@@ -56,7 +49,7 @@ def local_jobs(paths: Sequence[Path]) -> int:
     traces that are each small enough for one decode process (`workers_for`) — a fleet of small
     ranks, where each trace's fixed cost is most of its time — else one at a time (a large
     trace's decode already uses every CPU)."""
-    cpus = available_cpus()
+    cpus = usable_cpus()
     if len(paths) < 2 or cpus < 2 or any(workers_for(Path(p)) > 1 for p in paths):
         return 1
     return min(cpus, len(paths))

@@ -54,7 +54,7 @@ def test_no_fork_no_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_ingest_reads_several_small_traces_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(workers, "available_cpus", lambda: 4)
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 4)
     small = [tmp_path / f"rank{r}.json" for r in range(3)]
     for path in small:
         path.write_text('{"traceEvents": []}')

@@ -265,7 +265,7 @@ def test_reading_ahead_one_trace_frees_its_decode_workers(tmp_path: Path, monkey
     trace = tmp_path / "t.json"
     trace.write_text(json.dumps({"traceEvents": _events(2000)}))
     monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(workers, "available_cpus", lambda: 2)
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 2)
     monkeypatch.setattr(reader, "SLICE_BYTES", 20_000)
     try:
         workers.start_early([trace])
