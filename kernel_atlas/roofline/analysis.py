@@ -19,6 +19,7 @@ import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.devices import VECTOR, Device
+from kernel_atlas.core.groups import group_numbers
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
@@ -585,17 +586,18 @@ def _peaks(table: pd.DataFrame, device: Device | None) -> tuple[np.ndarray, np.n
     peak_t, peak_g, labels = np.full(n, np.nan), np.full(n, np.nan), np.full(n, None, object)
     if device is None or n == 0:
         return peak_t, peak_g, labels
-    keys = pd.DataFrame({k: table[k].astype(object) for k in ("role", "precision", "unit")})
-    codes, distinct = pd.MultiIndex.from_frame(keys.fillna("\0")).factorize()
-    for code, (role, precision, unit) in enumerate(distinct):
-        if role != "main" or precision == "\0":
+    keys = ["role", "precision", "unit"]
+    number, firsts = group_numbers(table[keys], keys)
+    for group, first in enumerate(firsts.tolist()):
+        role, precision, unit = (table[key].iat[first] for key in keys)
+        if role != "main" or pd.isna(precision):
             continue
-        rows = codes == code
+        rows = number == group
         if unit in ("link", "host"):
             peak_g[rows] = device.link_gbps if unit == "link" else device.host_link_gbps
             labels[rows] = f"{unit} bandwidth"
             continue
-        peak = device.peak(str(precision), str(unit if unit != "\0" else None))
+        peak = device.peak(str(precision), "None" if pd.isna(unit) else str(unit))
         peak_t[rows], peak_g[rows], labels[rows] = peak.tflops, device.memory_gbps, peak.label
     return peak_t, peak_g, labels
 
