@@ -69,8 +69,8 @@ def critical_path_figure(picture: PathPicture, facts: dict[str, Any]) -> Figure:
             }
         )
     mid = values((drawn["start_us"] + drawn["dur_us"] / 2 - origin) / 1e3)
-    data.append({"type": "scatter", "x": mid, "y": lanes, "mode": "lines", "name": "path"})
-    data[-1]["line"] = {"width": 1, "color": "black"}
+    path = {"type": "scatter", "x": mid, "y": lanes, "mode": "lines", "name": "path"}
+    data.append({**path, "line": {"width": 1, "color": "black"}})
     shown = f"; the {len(drawn):,} longest of {picture.segments:,} segments" if len(drawn) < picture.segments else ""
     window = trim(str(facts.get("window", {}).get("name", "")), 60)
     layout = {
