@@ -17,8 +17,14 @@ Analysis on one large trace, plain and gzipped, all in one run; then `atlas repo
    - `atlas report` on the ingest output;
 3. measures wall time (process start to exit, imports included) and memory of the whole
    process tree (the tool and any worker processes it starts), sampled every 20 ms from
-   /proc: the peak of the summed RSS (counts shared library pages once per process, so an
-   upper bound) and of the summed PSS (shared pages split between the processes);
+   /proc/PID/statm: the peak of the summed RSS (counts shared library pages once per process,
+   so an upper bound). With --pss, each command runs once more, untimed, for the peak of the
+   summed PSS (shared pages split between the processes) from /proc/PID/smaps_rollup: reading
+   that file walks the process's page tables under its memory-map lock, which stalls a process
+   that is growing its heap — sampled every 20 ms during a timed run it took the single-
+   threaded decode limit from 2.45 s to 4.84 s (stop 46; the runs recorded before stop 46
+   were timed that way, their decode limit inflated), while statm reads counters and costs
+   the measured process nothing (2.44 s);
 4. prints every tool's time as a ratio to the decode limit of the same run and its memory as
    a ratio to the uncompressed trace, and writes it all as JSON (--out).
 
@@ -163,37 +169,53 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
-def _memory_kib(pids: list[int]) -> tuple[int, int]:
-    """Summed (RSS, PSS) in KiB of these processes."""
-    rss = pss = 0
+_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def _rss_kib(pids: list[int]) -> int:
+    """Summed RSS in KiB of these processes, from the kernel's counters (/proc/PID/statm: no page
+    table walk, nothing the measured processes wait for)."""
+    rss = 0
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/statm") as handle:
+                rss += int(handle.read().split()[1]) * _PAGE_KIB
+        except (OSError, IndexError, ValueError):
+            pass
+    return rss
+
+
+def _pss_kib(pids: list[int]) -> int:
+    """Summed PSS in KiB of these processes (/proc/PID/smaps_rollup: walks their page tables, so
+    it slows them — only in the untimed --pss runs)."""
+    pss = 0
     for p in pids:
         try:
             with open(f"/proc/{p}/smaps_rollup") as handle:
                 for line in handle:
-                    if line.startswith("Rss:"):
-                        rss += int(line.split()[1])
-                    elif line.startswith("Pss:"):
+                    if line.startswith("Pss:"):
                         pss += int(line.split()[1])
         except OSError:
             pass
-    return rss, pss
+    return pss
 
 
-def run_child(args: list[str], refusable: bool = False) -> dict[str, Any]:
+def run_child(args: list[str], refusable: bool = False, pss: bool = False) -> dict[str, Any]:
     """Run a command; its wall time, the CPU time of its process tree (user + system, the
     figure that other load on the machine disturbs least) and the tree's peak memory. With
     `refusable`, exit code 2 (refused in one line: a trace without GPU activities has nothing to
-    report on) is recorded as `refused`, not raised."""
+    report on) is recorded as `refused`, not raised. With `pss`, the tree's PSS is sampled
+    instead of its RSS (that sampling slows the command: its times are not to be used)."""
+    sample = _pss_kib if pss else _rss_kib
     with tempfile.TemporaryFile("w+") as out_file, tempfile.TemporaryFile("w+") as err_file:
         start = time.perf_counter()
         proc = subprocess.Popen(args, stdout=out_file, stderr=err_file, text=True)
-        peak_rss = peak_pss = 0
+        peak = 0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            rss, pss = _memory_kib(_tree(proc.pid))
-            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
+            peak = max(peak, sample(_tree(proc.pid)))
             time.sleep(0.02)
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -204,14 +226,22 @@ def run_child(args: list[str], refusable: bool = False) -> dict[str, Any]:
         return {"refused": err.strip()[-300:]}
     if proc.returncode != 0:
         raise RuntimeError(f"{args[:3]} failed:\n{out[-2000:]}\n{err[-2000:]}")
+    if pss:
+        return {"peak_pss_mb": peak / 1024}
     return {
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,  # the child and the processes it waited for
         "peak_rss_exact_mb": usage.ru_maxrss / 1024,  # the largest single process (Linux: KiB), exact
-        "peak_rss_mb": peak_rss / 1024,
-        "peak_pss_mb": peak_pss / 1024,
+        "peak_rss_mb": peak / 1024,
         "stdout": out[-1500:],
     }
+
+
+def _has_hta(interpreter: str) -> bool:
+    if interpreter == sys.executable:
+        return importlib.util.find_spec("hta") is not None
+    found = subprocess.run([interpreter, "-c", "import hta"], capture_output=True, check=False)
+    return found.returncode == 0
 
 
 def python(code: str, *args: str) -> list[str]:
@@ -278,8 +308,17 @@ def main() -> None:
     parser.add_argument("--size-mb", type=float, default=500.0)
     parser.add_argument("--work", default=str(HERE / "work"))
     parser.add_argument("--skip-hta", action="store_true", help="do not run Holistic Trace Analysis")
+    parser.add_argument(
+        "--hta-python",
+        default=None,
+        help="the Python that has HTA installed (its own environment: HTA pins its own dependencies); "
+        "default: this one",
+    )
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     parser.add_argument("--repeat", type=int, default=1, help="run the sequence N times; report each tool's median")
+    parser.add_argument(
+        "--pss", action="store_true", help="run each command once more, untimed, sampling its PSS (smaps_rollup)"
+    )
     parser.add_argument(
         "--mix", choices=[*MIXES, "all"], default=None, nargs="+", help="repeat shared traces of these mixes"
     )
@@ -337,12 +376,14 @@ def run_mix(args: argparse.Namespace, source: Path) -> dict[str, Any]:
         "atlas_ingest": atlas("ingest", str(plain), "-o", str(out_dir), "-q"),
         "atlas_ingest_gz": atlas("ingest", str(gz), "-o", str(work / f"{out_dir.name}-gz"), "-q"),
     }
-    if not args.skip_hta and importlib.util.find_spec("hta") is None:
-        print("HTA is not installed (pip install holistictraceanalysis): skipping it")
+    hta_python = args.hta_python or sys.executable
+    if not args.skip_hta and not _has_hta(hta_python):
+        print(f"HTA is not installed for {hta_python} (pip install holistictraceanalysis): skipping it")
         args.skip_hta = True
     if not args.skip_hta:
-        sequence["hta"] = python(HTA, str(plain.parent))
-        sequence["hta_gz"] = python(HTA, str(gz.parent))
+        sequence["hta"] = [hta_python, *python(HTA, str(plain.parent))[1:]]
+        sequence["hta_gz"] = [hta_python, *python(HTA, str(gz.parent))[1:]]
+        results["machine"]["hta_python"] = hta_python
     sequence["atlas_report"] = atlas("report", str(out_dir))
     sequence["report_read_floor"] = python(READ_FLOOR, str(out_dir / "kernels.parquet"))
     sequence["atlas_report_in_process"] = python(REPORT_IN_PROCESS, str(out_dir))
@@ -360,7 +401,13 @@ def run_mix(args: argparse.Namespace, source: Path) -> dict[str, Any]:
         if len(done) > 1:
             runs[key]["every_wall_s"] = [run["wall_s"] for run in done]
             runs[key]["every_cpu_s"] = [run["cpu_s"] for run in done]
+    if args.pss:  # one more, untimed run of each command, sampling its PSS
+        for key, run in runs.items():
+            run.update(run_child(sequence[key], refusable=key.startswith("atlas_report"), pss=True))
     results["repeat"] = max(args.repeat, 1)
+    results["sampling"] = "RSS from /proc/PID/statm in the timed runs" + (
+        "; PSS from smaps_rollup in one untimed run per command" if args.pss else ""
+    )
     results["machine"]["load_average_after"] = os.getloadavg()
 
     limit = runs["decode_limit"]["wall_s"]
@@ -378,15 +425,17 @@ def run_mix(args: argparse.Namespace, source: Path) -> dict[str, Any]:
         f"{'':34s} {'wall':>8s} {'× limit':>8s} {'MB/s':>7s} {'CPU':>7s} {'RSS peak':>9s} {'× trace':>8s} "
         f"{'PSS peak':>9s} {'1 process':>9s}"
     )
+    pss_column = (lambda run: f"{run['peak_pss_mb']:7.0f}MB") if args.pss else (lambda run: f"{'-':>9s}")
     for key, run in runs.items():
         run["over_decode_limit"] = run["wall_s"] / limit
         run["mb_per_s"] = size_mb / run["wall_s"]
         run["rss_over_trace"] = run["peak_rss_mb"] / size_mb
-        run["pss_over_trace"] = run["peak_pss_mb"] / size_mb
+        if args.pss:
+            run["pss_over_trace"] = run["peak_pss_mb"] / size_mb
         print(
             f"{labels[key]:34s} {run['wall_s']:7.2f}s {run['over_decode_limit']:7.2f}× {run['mb_per_s']:7.0f} "
             f"{run['cpu_s']:6.2f}s "
-            f"{run['peak_rss_mb']:7.0f}MB {run['rss_over_trace']:7.2f}× {run['peak_pss_mb']:7.0f}MB "
+            f"{run['peak_rss_mb']:7.0f}MB {run['rss_over_trace']:7.2f}× {pss_column(run)} "
             f"{run['peak_rss_exact_mb']:7.0f}MB"
         )
     ratios = {
