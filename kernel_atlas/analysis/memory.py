@@ -310,8 +310,16 @@ def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> Memo
         pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["trace", "rank", *ALLOCATION_COLUMNS])
     )
     for column in ("trace", "device", "op", "module", "call_stack"):
-        frame[column] = frame[column].astype(object).astype("category")
+        frame[column] = _sorted_categories(frame[column])
     return MemoryReport(entries, frame, events_by_trace, by_trace, left_out)
+
+
+def _sorted_categories(column: pd.Series) -> pd.Categorical:
+    """The column as `astype(object).astype("category")` makes it — categories sorted, missing
+    values missing — from its codes, without pandas first turning every row into an Arrow
+    string (0.1 s of a report's 37k allocations)."""
+    codes, uniques = pd.factorize(column.to_numpy(dtype=object), sort=True)
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
 
 
 def memory_warnings(entries: list[dict[str, Any]], left_out: int = 0) -> list[str]:

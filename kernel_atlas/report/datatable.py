@@ -32,12 +32,16 @@ class TableColumn:
 # what JSON text inside a <script> must not hold as it is: `<!--<script>` in a kernel name put the
 # HTML parser in a state where the element's own `</script>` no longer closes it (the rest of the
 # page swallowed); as \u escapes JSON.parse reads the same text
-_SCRIPT_UNSAFE = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+_SCRIPT_UNSAFE = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"))
 
 
 def script_json(text: str) -> str:
-    """JSON text safe inside an HTML <script> element: `<`, `>` and `&` written as \\u escapes."""
-    return text.translate(_SCRIPT_UNSAFE)
+    """JSON text safe inside an HTML <script> element: `<`, `>` and `&` written as \\u escapes
+    (one `str.replace` each: a scan in C, where `str.translate` looked every character up in a
+    mapping — 0.1 s of a 500 MB trace's page; no escape holds another's character)."""
+    for unsafe, escape in _SCRIPT_UNSAFE:
+        text = text.replace(unsafe, escape)
+    return text
 
 
 def _sort_value(value: Any) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 from typing import Any
 
 from kernel_atlas.analysis.diff import SIGNATURE_SEPARATOR
@@ -106,9 +107,15 @@ def fmt_shapes(input_dims: Any) -> str:
     → `768, 788×768, 768×768` (arguments without a shape are left out)."""
     if not isinstance(input_dims, str) or not input_dims:
         return ""
+    return _shapes_text(input_dims)
+
+
+@lru_cache(maxsize=1 << 14)
+def _shapes_text(input_dims: str) -> str:
+    """`fmt_shapes` of a text, once per distinct one (a table's rows repeat their shapes)."""
     try:
         dims = json.loads(input_dims)
-    except ValueError:
+    except (ValueError, RecursionError):
         return input_dims
     if not isinstance(dims, list):
         return input_dims
