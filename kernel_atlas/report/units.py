@@ -107,12 +107,10 @@ def fmt_shapes(input_dims: Any) -> str:
     → `768, 788×768, 768×768` (arguments without a shape are left out)."""
     if not isinstance(input_dims, str) or not input_dims:
         return ""
-    return _shapes_text(input_dims)
+    return _short_shapes_text(input_dims) if len(input_dims) <= _CACHED_CHARS else _shapes_text(input_dims)
 
 
-@lru_cache(maxsize=1 << 14)
 def _shapes_text(input_dims: str) -> str:
-    """`fmt_shapes` of a text, once per distinct one (a table's rows repeat their shapes)."""
     try:
         dims = json.loads(input_dims)
     except (ValueError, RecursionError):
@@ -120,6 +118,12 @@ def _shapes_text(input_dims: str) -> str:
     if not isinstance(dims, list):
         return input_dims
     return ", ".join(t for t in (_dims_text(d) for d in dims) if t)
+
+
+# a table's rows repeat their shapes: each short text is formatted once (at most 4,096 of them
+# kept, each under 1,000 characters, so the cache stays within a few MB in a long-lived server)
+_CACHED_CHARS = 1000
+_short_shapes_text = lru_cache(maxsize=4096)(_shapes_text)
 
 
 def shared_rank_line(shared: dict[str, Any], named: int = 5) -> str:
