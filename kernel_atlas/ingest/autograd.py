@@ -64,36 +64,50 @@ def autograd_links(host: HostTable, parent: np.ndarray, cpu_op_idx: np.ndarray) 
     latest = ops.sort_values(["ts", "row"], kind="stable").groupby(["seq", "backward"], sort=False).tail(1)
     threads = ops[~ops["backward"]].groupby("seq")["thread"].nunique()
     forward_threads = ops[ops["backward"]].groupby("seq")["fwd_tid"].nunique()
-    ambiguous = set(threads.index[threads > 1].tolist()) | set(forward_threads.index[forward_threads > 1].tolist())
-    side = {(int(s), bool(b)): int(r) for s, b, r in zip(latest["seq"], latest["backward"], latest["row"], strict=True)}
+    ambiguous = np.union1d(threads.index[threads > 1], forward_threads.index[forward_threads > 1])
 
+    # each launch's autograd op: the other side's latest op of its number (looked up on the sorted
+    # (number, side) keys, not row by row), unless the number is ambiguous
     used = np.unique(own[own >= 0])
-    partner_of: dict[int, int] = {}
-    for row in used.tolist():
-        number = int(host.seq_nr[row])
-        if number in ambiguous:
-            continue
-        partner = side.get((number, not bool(backward[row])))
-        if partner is not None:
-            partner_of[row] = partner
-    if not partner_of:
+    numbers = np.unique(latest["seq"].to_numpy(np.int64))  # sorted: a number's code is its place here
+    keys = _side_key(numbers, latest["seq"].to_numpy(np.int64), latest["backward"].to_numpy(bool))
+    order = np.argsort(keys, kind="stable")
+    keys, partners = keys[order], latest["row"].to_numpy(np.int64)[order]
+    used_numbers = host.seq_nr[used]  # each among `numbers` (a launch's autograd op is a numbered op)
+    wanted = _side_key(numbers, used_numbers, ~backward[used])
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    found = (keys[at] == wanted) & np.isin(used_numbers, numbers) & ~np.isin(used_numbers, ambiguous)
+    rows, partner = used[found], partners[at[found]]
+    if not len(rows):
         return seq, none
-    texts = {p: _summary(host, p, bool(backward[p])) for p in set(partner_of.values())}
-    distinct = sorted(set(texts.values()))
+    distinct_partners = np.unique(partner)
+    parsed: dict[int, tuple[object, object]] = {}  # shape code → its dims and types, parsed once
+    texts = [_summary(host, p, bool(backward[p]), parsed) for p in distinct_partners.tolist()]
+    distinct = sorted(set(texts))
     position = {text: i for i, text in enumerate(distinct)}
+    text_code = np.array([position[text] for text in texts], dtype=np.int64)
     code_of_row = np.full(len(host.ts) + 1, -1, dtype=np.int64)  # the last: a launch without one
-    code_of_row[list(partner_of)] = [position[texts[p]] for p in partner_of.values()]
+    code_of_row[rows] = text_code[np.searchsorted(distinct_partners, partner)]
     return seq, pd.Categorical.from_codes(code_of_row[own], categories=distinct)
 
 
-def _summary(host: HostTable, row: int, is_backward: bool) -> str:
+def _side_key(numbers: np.ndarray, number: np.ndarray, is_backward: np.ndarray) -> np.ndarray:
+    """One integer per (sequence number, side): the number's place among the sorted `numbers`
+    (any int64 a trace holds, with no overflow) twice, plus the side."""
+    return np.searchsorted(numbers, number) * 2 + is_backward.astype(np.int64)
+
+
+def _summary(host: HostTable, row: int, is_backward: bool, parsed: dict[int, tuple[object, object]]) -> str:
     code = int(host.shape[row])
-    dims, types = (host.shapes[code][0], host.shapes[code][1]) if code >= 0 else (None, None)
+    if code not in parsed:
+        dims, types = (host.shapes[code][0], host.shapes[code][1]) if code >= 0 else (None, None)
+        parsed[code] = (json.loads(dims) if dims else None, json.loads(types) if types else None)
+    dims, types = parsed[code]
     summary = {
         "op": host.names[host.name_code[row]],
         "seq": int(host.seq_nr[row]),
         "backward": is_backward,
-        "dims": json.loads(dims) if dims else None,
-        "types": json.loads(types) if types else None,
+        "dims": dims,
+        "types": types,
     }
     return json.dumps(summary, separators=(",", ":"))
