@@ -30,7 +30,7 @@ def _launch(tid: int, ts: float, corr: int, ext: int, kernel: str, kts: float, k
     return launch_and_kernel(ts, corr, ext, kernel, kts, kdur, tid=tid, geometry={"grid": [8, 1, 1]})
 
 
-def _trace(tmp_path: Path, *, forward: bool = True, other_thread: bool = False) -> pd.DataFrame:
+def _trace(tmp_path: Path, *, forward: bool = True, other_thread: bool = False, seq: int = 7) -> pd.DataFrame:
     """A 3×3 convolution, stride 2, padding 1, in fp32: input [2,4,8,8], weight [6,4,3,3], output
     [2,6,4,4] ((8 + 2 − 3)//2 + 1 = 4), PyTorch 1.9 style: no Concrete Inputs. Forward ops on
     thread 1 with sequence number 7 (an `aten::add` before them shares it, as a batch norm's
@@ -39,8 +39,8 @@ def _trace(tmp_path: Path, *, forward: bool = True, other_thread: bool = False) 
     events = []
     if forward:
         events += [
-            _op("aten::add", 1, 50, 5, 1, [[], []], ["float", "Scalar"], 7, 0),
-            _op("aten::convolution", 1, 90, 70, 2, [[2, 4, 8, 8], [6, 4, 3, 3], []], ["float", "float", ""], 7, 0),
+            _op("aten::add", 1, 50, 5, 1, [[], []], ["float", "Scalar"], seq, 0),
+            _op("aten::convolution", 1, 90, 70, 2, [[2, 4, 8, 8], [6, 4, 3, 3], []], ["float", "float", ""], seq, 0),
             _op(
                 "aten::cudnn_convolution",
                 1,
@@ -49,15 +49,15 @@ def _trace(tmp_path: Path, *, forward: bool = True, other_thread: bool = False) 
                 3,
                 [[2, 4, 8, 8], [6, 4, 3, 3]] + [[]] * 7,
                 ["float"] * 2 + LISTS,
-                7,
+                seq,
                 0,
             ),
             *_launch(1, 110, 11, 3, "implicit_convolve_sgemm", 1000, 40.0),
         ]
     if other_thread:  # a second forward thread whose own counter also reached 7
-        events.append(_op("aten::mul", 3, 120, 5, 4, [[2, 4, 8, 8], []], ["float", "Scalar"], 7, 0))
+        events.append(_op("aten::mul", 3, 120, 5, 4, [[2, 4, 8, 8], []], ["float", "Scalar"], seq, 0))
     events += [
-        _op("CudnnConvolutionBackward", 2, 500, 100, 20, [[2, 6, 4, 4]], ["float"], 7, 1),
+        _op("CudnnConvolutionBackward", 2, 500, 100, 20, [[2, 6, 4, 4]], ["float"], seq, 1),
         _op("aten::cudnn_convolution_backward_input", 2, 510, 30, 21, [[], [2, 6, 4, 4], [6, 4, 3, 3]] + [[]] * 7, ["GenericList", "float", "float", *LISTS], -1, -1),
         *_launch(2, 515, 12, 21, "dgrad_engine", 1100, 30.0),
         _op("aten::cudnn_convolution_backward_weight", 2, 550, 30, 22, [[], [2, 6, 4, 4], [2, 4, 8, 8]] + [[]] * 7, ["GenericList", "float", "float", *LISTS], -1, -1),
@@ -100,6 +100,17 @@ def test_without_the_forward_op_the_gradients_say_what_is_missing(tmp_path: Path
     assert kernels["flops"].isna().all()
     assert "weight's shape is not recorded" in kernels.loc["wgrad_splitK", "note"]
     assert "input's shape" in kernels.loc["dgrad_engine", "note"]
+
+
+def test_sequence_numbers_anywhere_in_int64_link_the_same_pairs(tmp_path: Path) -> None:
+    """A number near the top of int64 (2^63 − 2) pairs the forward op and the backward node as 7
+    does (the lookup keys numbers by their place among the trace's, never by arithmetic on them)."""
+    frame = _trace(tmp_path, seq=2**63 - 2)
+    assert frame["sequence_number"].tolist() == [2**63 - 2] * 3
+    partners = [json.loads(p) for p in frame["autograd_partner"]]
+    assert [p["op"] for p in partners] == ["CudnnConvolutionBackward"] + ["aten::cudnn_convolution"] * 2
+    assert [p["seq"] for p in partners] == [2**63 - 2] * 3
+    assert [p["backward"] for p in partners] == [True, False, False]
 
 
 def test_a_sequence_number_of_two_forward_threads_links_nothing(tmp_path: Path) -> None:
