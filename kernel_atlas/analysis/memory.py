@@ -315,11 +315,18 @@ def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> Memo
 
 
 def _sorted_categories(column: pd.Series) -> pd.Categorical:
-    """The column as `astype(object).astype("category")` makes it — categories sorted, missing
-    values missing — from its codes, without pandas first turning every row into an Arrow
-    string (0.1 s of a report's 37k allocations)."""
-    codes, uniques = pd.factorize(column.to_numpy(dtype=object), sort=True)
-    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+    """The column as `astype(object).astype("category")` makes it — the values used, sorted, as
+    categories; missing values missing — without turning every row into a Python object first
+    (a categorical is recoded through its few categories: 0.11 → 0.01 s of a report's 19k
+    allocations)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        used = column.cat.remove_unused_categories()
+        try:
+            return used.cat.set_categories(sorted(used.cat.categories)).array
+        except TypeError:  # categories of mixed types: pandas' own sort below
+            pass
+    codes, uniques = pd.factorize(column, sort=True)
+    return pd.Categorical.from_codes(codes, categories=uniques)
 
 
 def memory_warnings(entries: list[dict[str, Any]], left_out: int = 0) -> list[str]:

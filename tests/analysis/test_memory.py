@@ -358,3 +358,18 @@ def test_devices_beyond_the_limit_are_left_out_and_said(ingested_run: Path, monk
     report = memory_analysis.analyse_memory(_events(ingested_run))
     page = memory_view.memory_html(report)
     assert page.count("<h3>") == 1 and "The 1 devices with the highest allocated peaks of 2" in page
+
+
+def test_allocation_columns_become_sorted_categoricals_of_the_values_used() -> None:
+    from kernel_atlas.analysis.memory import _sorted_categories
+
+    cases = [
+        (pd.Series(["b", None, "a", "b", float("nan"), "c"], dtype=object), ["a", "b", "c"], [1, -1, 0, 1, -1, 2]),
+        (pd.Series(pd.Categorical(["x", "y", None], categories=["z", "y", "x"])), ["x", "y"], [0, 1, -1]),
+        (pd.Series(["q", "p", None], dtype="str"), ["p", "q"], [1, 0, -1]),
+        (pd.Series(pd.Categorical([1, "a", None])), [1, "a"], [0, 1, -1]),
+    ]
+    for column, categories, codes in cases:
+        made = _sorted_categories(column)
+        assert list(made.categories) == categories
+        assert made.codes.tolist() == codes
