@@ -60,6 +60,8 @@ from typing import Any
 
 import msgspec
 
+from kernel_atlas.core.beside import resident_bytes
+
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "traces"
 # Event mixes (share of the trace's events): shared traces repeated to the size asked.
@@ -169,20 +171,10 @@ def _tree(pid: int) -> list[int]:
     return found
 
 
-_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
-
-
 def _rss_kib(pids: list[int]) -> int:
-    """Summed RSS in KiB of these processes, from the kernel's counters (/proc/PID/statm: no page
-    table walk, nothing the measured processes wait for)."""
-    rss = 0
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/statm") as handle:
-                rss += int(handle.read().split()[1]) * _PAGE_KIB
-        except (OSError, IndexError, ValueError):
-            pass
-    return rss
+    """Summed RSS in KiB of these processes, from the kernel's counters (`resident_bytes` reads
+    /proc/PID/statm: no page table walk, nothing the measured processes wait for)."""
+    return sum(resident_bytes(p) for p in pids) // 1024
 
 
 def _pss_kib(pids: list[int]) -> int:
