@@ -76,7 +76,7 @@ def autograd_links(host: HostTable, parent: np.ndarray, cpu_op_idx: np.ndarray) 
     used_numbers = host.seq_nr[used]  # each among `numbers` (a launch's autograd op is a numbered op)
     wanted = _side_key(numbers, used_numbers, ~backward[used])
     at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
-    found = (keys[at] == wanted) & np.isin(used_numbers, numbers) & ~np.isin(used_numbers, ambiguous)
+    found = (keys[at] == wanted) & ~np.isin(used_numbers, ambiguous)
     rows, partner = used[found], partners[at[found]]
     if not len(rows):
         return seq, none
