@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -58,17 +57,19 @@ def say(console: Console, label: str, message: object, redact: bool = True) -> N
 
 
 def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Refused before any work: paths and texts on the command line whose bytes are not UTF-8,
-    and numbers that are not finite (`--fail-above inf` judged nothing, with numpy warnings)."""
-    from kernel_atlas.core.safe_files import check_utf8
+    """Refused before any work (`unusable_argument`): paths and texts on the command line whose
+    bytes are not UTF-8, and numbers that are not finite."""
+    from kernel_atlas.core.safe_files import check_utf8, unusable_argument
 
-    for value in [*args, *kwargs.values()]:
-        for item in value if isinstance(value, list | tuple) else [value]:
-            if isinstance(item, str | Path):
-                check_utf8(item)
-    for name, value in kwargs.items():
-        if isinstance(value, float) and not math.isfinite(value):
-            raise AtlasError(None, f"--{name.replace('_', '-')} {value}: not a finite number")
+    for name, value in [*(("", value) for value in args), *kwargs.items()]:
+        found = unusable_argument(value)
+        if found is None:
+            continue
+        item, why = found
+        if why == "text":
+            check_utf8(item)  # raises, naming the path as it can be shown
+        flag = f"--{name.replace('_', '-')} " if name else ""
+        raise AtlasError(None, f"{flag}{item}: not a finite number")
 
 
 def _one_line_errors(func: F) -> F:

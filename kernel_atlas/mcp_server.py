@@ -44,22 +44,28 @@ MAX_DEPTH = 4  # how deep under the root `runs` looks
 TABLES_SKIPPED = {KERNELS}  # registered apart (a partitioned dataset)
 
 
-def _clean(value: Any) -> Any:
+def _clean(value: Any, max_text: int | None = None) -> Any:
     """JSON-safe: NaN/inf → None, numpy scalars → Python, credentials redacted (keys too: a
-    query's column alias or a key of report.json is text like any other)."""
+    query's column alias or a key of report.json is text like any other); with `max_text`, every
+    text (keys and texts inside lists and structs too) cut to that many characters with a note
+    saying how long it was (an agent gets an answer, not a 500 MB cell). One walk does it all."""
     if isinstance(value, dict):
-        return {redact_text(str(k)): _clean(v) for k, v in value.items()}
+        return {_clean(str(k), max_text): _clean(v, max_text) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        return [_clean(v, max_text) for v in value]
+    if isinstance(value, str | bytes):
+        if max_text is not None and len(value) > max_text:
+            text = value if isinstance(value, str) else value[: max_text + CUT_TAIL].decode("utf-8", "replace")
+            unit = "characters" if isinstance(value, str) else "bytes"
+            return redact_cut(text, max_text) + f"… (cut: {len(value):,} {unit} in all)"
+        return redact_text(value if isinstance(value, str) else value.decode("utf-8", "replace"))
+    if hasattr(value, "item"):
         try:
             value = value.item()
         except (ValueError, TypeError):
             value = str(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
     return redact_value(value)
 
 
@@ -354,9 +360,9 @@ def _select(folder: Path, sql: str, limit: int) -> dict[str, Any]:
         raise AtlasError("query", str(exc).splitlines()[0]) from None
     finally:
         timer.cancel()
-    columns = [_cut(str(d[0])) for d in cursor.description or []]
-    records = [dict(zip(columns, (_cut(v) for v in row), strict=False)) for row in rows[:limit]]
-    return _within_answer_bytes(_clean({"columns": columns, "rows": records, "truncated": len(rows) > limit}))
+    columns = [str(d[0]) for d in cursor.description or []]  # cut with the rest, in one walk
+    records = [dict(zip(columns, row, strict=False)) for row in rows[:limit]]
+    return _within_answer_bytes(_clean({"columns": columns, "rows": records, "truncated": len(rows) > limit}, MAX_TEXT))
 
 
 def _tables(folder: Path) -> dict[str, Any]:
@@ -364,20 +370,6 @@ def _tables(folder: Path) -> dict[str, Any]:
     names = [r[0] for r in connection.execute("SHOW TABLES").fetchall()]
     columns = {n: [c[0] for c in connection.execute(f'DESCRIBE "{n}"').fetchall()] for n in names}
     return _clean({"tables": columns})
-
-
-def _cut(value: Any) -> Any:
-    """A value whose texts (inside lists and structs too) have at most MAX_TEXT characters, each
-    cut with a note saying how long it was (an agent gets an answer, not a 500 MB cell)."""
-    if isinstance(value, str | bytes) and len(value) > MAX_TEXT:
-        text = value if isinstance(value, str) else value[: MAX_TEXT + CUT_TAIL].decode("utf-8", "replace")
-        unit = "characters" if isinstance(value, str) else "bytes"
-        return redact_cut(text, MAX_TEXT) + f"… (cut: {len(value):,} {unit} in all)"
-    if isinstance(value, list | tuple):
-        return [_cut(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _cut(v) for k, v in value.items()}
-    return value
 
 
 def _within_answer_bytes(answer: dict[str, Any]) -> dict[str, Any]:
@@ -419,19 +411,17 @@ def build_server(root: str | Path) -> Any:
 
 
 def _screen(arguments: dict[str, Any]) -> None:
-    """An agent's arguments refused as the command line's are: texts that are no Unicode (a
-    lone surrogate in SQL was a TypeError in DuckDB) and numbers that are not finite."""
-    from kernel_atlas.core.safe_files import check_utf8
+    """An agent's arguments refused as the command line's are (`unusable_argument`): texts that
+    are no Unicode (a lone surrogate in SQL was a TypeError in DuckDB) and numbers that are not
+    finite."""
+    from kernel_atlas.core.safe_files import unusable_argument
 
     for name, value in arguments.items():
-        for item in value if isinstance(value, list) else [value]:
-            if isinstance(item, str):
-                try:
-                    check_utf8(item)
-                except AtlasError:
-                    raise AtlasError(name, "not valid Unicode text (a lone surrogate)") from None
-            elif isinstance(item, float) and not math.isfinite(item):
-                raise AtlasError(name, f"{item}: not a finite number")
+        found = unusable_argument(value)
+        if found is not None:
+            item, why = found
+            problem = "not valid Unicode text (a lone surrogate)" if why == "text" else f"{item}: not a finite number"
+            raise AtlasError(name, problem)
 
 
 def _guarded(method: Any) -> Any:

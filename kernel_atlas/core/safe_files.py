@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import shutil
 import stat
@@ -155,6 +156,23 @@ def check_utf8(path: str | Path) -> None:
         shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
         problem = "not valid UTF-8 (bytes of another encoding?): Parquet and JSON hold only UTF-8 text"
         raise AtlasError(shown, problem) from None
+
+
+def unusable_argument(value: Any) -> tuple[Any, str] | None:
+    """The first item of an argument (a value, or a list or tuple of them) that a command or an
+    agent's tool refuses before any work, with why: "text" for a text or path that is no Unicode
+    (bytes of another encoding on a command line, a lone surrogate from an agent; `check_utf8`
+    words it for a path), "number" for a float that is not finite (`--fail-above inf` judged
+    nothing, with numpy warnings). None when every item is usable."""
+    for item in value if isinstance(value, list | tuple) else [value]:
+        if isinstance(item, str | Path):
+            try:
+                str(item).encode("utf-8")
+            except UnicodeEncodeError:
+                return item, "text"
+        elif isinstance(item, float) and not math.isfinite(item):
+            return item, "number"
+    return None
 
 
 def why_missing(path: str | Path) -> str:

@@ -215,6 +215,11 @@ def test_one_huge_value_is_bounded_too(tools, capfd: pytest.CaptureFixture[str])
     assert nested[1] == "z" and nested[0].endswith("… (cut: 20,000 characters in all)")
     with pytest.raises(AtlasError, match="MiB of JSON, more than 16 MiB: ask for fewer rows"):
         tools.query("bert.atlas", "SELECT list(repeat('x', 1000)) AS l FROM range(20000)")
+    # a column alias is cut once, the same in `columns` and in each row, a credential in it redacted
+    alias = "ghp_" + "A" * 36 + " " + "c" * 12_000
+    answer = tools.query("bert.atlas", f'SELECT 1 AS "{alias}"')
+    cut = "<redacted> " + "c" * (10_000 - len("<redacted> ")) + "… (cut: 12,041 characters in all)"
+    assert answer["columns"] == [cut] and answer["rows"] == [{cut: 1}]
 
 
 def test_an_agents_odd_arguments_are_one_clear_tool_error(tools) -> None:
