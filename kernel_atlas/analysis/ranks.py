@@ -29,6 +29,7 @@ from kernel_atlas.analysis.waits_fold import WaitsFold
 from kernel_atlas.core.beside import can_fork, usable_cpus
 from kernel_atlas.core.devices import Device
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.groups import BatchFold
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
 from kernel_atlas.roofline.analysis import ROOFLINE_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
 from kernel_atlas.store.outputs import load_kernels
@@ -146,32 +147,10 @@ def _sum_by(frames: list[pd.DataFrame], keys: list[str], summed: list[str]) -> p
     return both.groupby(keys, sort=False, dropna=False, observed=True).agg(spec).reset_index()
 
 
-class _SumFold:
-    """Tables whose rows with equal keys add up (`_sum_by`), folded as ranks arrive: added in
-    batches of FOLD_EVERY (one concat and group-by per batch, not per rank: the fixed cost of a
-    group-by is most of the fold of a small rank), so that at most a batch is pending."""
-
-    FOLD_EVERY = 64
-
-    def __init__(self, keys: list[str], summed: list[str]) -> None:
-        self.keys, self.summed = keys, summed
-        self._total: pd.DataFrame | None = None
-        self._pending: list[pd.DataFrame] = []
-
-    def add(self, frame: pd.DataFrame | None) -> None:
-        if frame is not None:
-            self._pending.append(frame)
-        if len(self._pending) >= self.FOLD_EVERY:
-            self._fold()
-
-    def _fold(self) -> None:
-        if self._pending:
-            self._total = _sum_by([self._total, *self._pending], self.keys, self.summed)
-            self._pending = []
-
-    def result(self) -> pd.DataFrame | None:
-        self._fold()
-        return self._total
+def sum_fold(keys: list[str], summed: list[str]) -> BatchFold:
+    """Per-rank tables whose rows with equal keys add up (`_sum_by`), folded in batches as ranks
+    arrive, so that at most a batch is pending."""
+    return BatchFold(lambda frames: _sum_by(frames, keys, summed))
 
 
 def combine_facts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
@@ -220,9 +199,9 @@ def analyse_ranks(
     `timeline_rank`'s when it has GPU activity, else the rank with the most GPU time's.
     `loaded`: kernel rows of ranks already read, by rank (analysed in this process)."""
     kernels = None
-    groups_fold = _SumFold(ROOFLINE_KEYS, _SUMMED)
-    timeshare_fold = _SumFold(["level", "key"], ["total_us", "count"])
-    kernel_time_fold = _SumFold(_TREEMAP_KEYS, ["dur_us", "count"])
+    groups_fold = sum_fold(ROOFLINE_KEYS, _SUMMED)
+    timeshare_fold = sum_fold(["level", "key"], ["total_us", "count"])
+    kernel_time_fold = sum_fold(_TREEMAP_KEYS, ["dur_us", "count"])
     facts: dict[str, Any] = {}
     waits = WaitsFold()
     views = ViewsFold(timeline_rank)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.groups import BatchFold
+
 NO_MODULE = "(no module)"
 TIMELINE_LIMIT = 4000  # activities drawn on a timeline of the whole window: the longest ones
 TIMELINE_COLUMNS = ["ts_us", "dur_us", "stream", "category", "name"]
@@ -63,6 +65,10 @@ def step_times(kernels: pd.DataFrame) -> pd.DataFrame:
     summed = table.groupby(["step", "category"], dropna=False, sort=False, observed=True)["dur_us"].sum().reset_index()
     summed["category"] = summed["category"].astype(object).astype(str)
     return summed.sort_values(["step", "category"], na_position="last", ignore_index=True)
+
+
+def _sum_modules(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(tables, ignore_index=True).groupby("module", sort=True)["dur_us"].sum().reset_index()
 
 
 def _sum_steps(table: pd.DataFrame) -> pd.DataFrame:
@@ -128,19 +134,15 @@ class ViewsFold:
 
     def __init__(self, timeline_rank: int | None = None) -> None:
         self.timeline_rank = timeline_rank
-        self._modules: pd.DataFrame | None = None
-        self._steps: pd.DataFrame | None = None
+        self._modules = BatchFold(_sum_modules, single_as_is=True)
+        self._steps = BatchFold(lambda tables: _sum_steps(pd.concat(tables, ignore_index=True)), single_as_is=True)
         self._timeline: Timeline | None = None
         self._ranks = 0
 
     def add(self, rank: int, views: KernelViews) -> None:
         self._ranks += 1
-        if self._modules is None or self._steps is None:
-            self._modules, self._steps = views.modules, views.steps
-        else:
-            both = pd.concat([self._modules, views.modules], ignore_index=True)
-            self._modules = both.groupby("module", sort=True)["dur_us"].sum().reset_index()
-            self._steps = _sum_steps(pd.concat([self._steps, views.steps], ignore_index=True))
+        self._modules.add(views.modules)
+        self._steps.add(views.steps)
         if views.timeline is not None and self._keeps(rank, views.timeline):
             self._timeline = views.timeline
 
@@ -153,7 +155,8 @@ class ViewsFold:
         return timeline.gpu_time_us > kept.gpu_time_us
 
     def result(self) -> KernelViews | None:
-        if self._modules is None or self._steps is None:
+        modules, steps = self._modules.result(), self._steps.result()
+        if modules is None or steps is None:
             return None
         ranks = self._ranks
         note = ""
@@ -161,4 +164,4 @@ class ViewsFold:
             rank = self._timeline.rank
             why = "the top straggler" if rank == self.timeline_rank else "the most GPU time"
             note = f"rank {rank} of {ranks}: {why}"
-        return KernelViews(self._modules, self._steps, self._timeline, ranks, note)
+        return KernelViews(modules, steps, self._timeline, ranks, note)

@@ -26,6 +26,7 @@ import pandas as pd
 from kernel_atlas.analysis.idle import other_basis
 from kernel_atlas.analysis.launches import LAUNCH_COLUMNS
 from kernel_atlas.analysis.waits import Waits
+from kernel_atlas.core.groups import BatchFold
 
 _LAUNCH_SUMS = {
     "count": "sum",
@@ -56,6 +57,11 @@ def _launch_sums(stats: pd.DataFrame) -> pd.DataFrame:
             "bound": np.rint(stats["launch_bound_pct"].to_numpy(dtype="float64") * count / 100.0).astype("int64"),
         }
     )
+
+
+def _sum_launches(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    both = pd.concat(tables, ignore_index=True)
+    return both.groupby(["level", "key"], sort=False).agg(_LAUNCH_SUMS).reset_index()
 
 
 def _launch_table(sums: pd.DataFrame) -> pd.DataFrame:
@@ -160,7 +166,7 @@ class WaitsFold:
         self._causes: list[pd.DataFrame] = []
         self._candidates: list[pd.DataFrame] = []
         self._facts: list[tuple[int, dict[str, Any]]] = []
-        self._launch_sums: pd.DataFrame | None = None
+        self._launch_sums = BatchFold(_sum_launches, single_as_is=True)
         self._first: Waits | None = None  # the only rank's, until a second arrives
 
     def add(self, rank: int, waits: Waits) -> None:
@@ -171,11 +177,7 @@ class WaitsFold:
         self._facts.append((rank, waits.facts))
         self._first = waits if len(self._facts) == 1 else None
         if len(waits.launches):
-            sums = _launch_sums(waits.launches)
-            if self._launch_sums is not None:
-                both = pd.concat([self._launch_sums, sums], ignore_index=True)
-                sums = both.groupby(["level", "key"], sort=False).agg(_LAUNCH_SUMS).reset_index()
-            self._launch_sums = sums
+            self._launch_sums.add(_launch_sums(waits.launches))
 
     def result(self) -> Waits | None:
         if not self._facts:
@@ -185,9 +187,8 @@ class WaitsFold:
         candidates = _joined(self._candidates)
         if len(candidates):
             candidates = candidates.sort_values("saving_us", ascending=False, kind="stable").reset_index(drop=True)
-        launches = (
-            _launch_table(self._launch_sums) if self._launch_sums is not None else pd.DataFrame(columns=LAUNCH_COLUMNS)
-        )
+        sums = self._launch_sums.result()
+        launches = _launch_table(sums) if sums is not None else pd.DataFrame(columns=LAUNCH_COLUMNS)
         return Waits(
             breakdown=_joined(self._breakdown),
             causes=_joined(self._causes),
