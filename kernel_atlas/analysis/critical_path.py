@@ -161,15 +161,61 @@ class _Edges:
         return tuple(np.concatenate([p[i] for p in self.parts]) for i in range(6))
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), np.int64)
-    cur = parent.copy()
-    active = np.flatnonzero(cur >= 0)
+def _depths(parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's depth (how many ancestors it has) and top-level ancestor (itself at the top), by
+    pointer doubling: each pass a row's pointer jumps to its target's, so a chain of any depth
+    takes log2(depth) passes (climbing one level a pass took `depth` passes over the rows still
+    climbing: a 40,000-deep nesting spent 7 s there). `parent` has no cycle (`load_host_events`)."""
+    n = len(parent)
+    top = np.where(parent >= 0, parent, np.arange(n))  # each row's pointer: an ancestor, or itself at the top
+    depth = (parent >= 0).astype(np.int64)  # how far up the pointer is
+    active = np.flatnonzero(top[top] != top)  # rows whose pointer is not yet at the top
     while len(active):
-        depth[active] += 1
-        cur[active] = parent[cur[active]]
-        active = active[cur[active] >= 0]
-    return depth
+        target = top[active]
+        depth[active] += depth[target]  # the right side is read before any row is written
+        top[active] = top[target]
+        active = active[top[top[active]] != top[active]]
+    return depth, top
+
+
+# past this many levels of nesting, the walks level by level go row by row (a few numpy calls a
+# level cost more than a Python step a row once the levels are many and hold a row or two each)
+_DEEP_LEVELS = 2048
+
+
+def _levels(depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows by depth — `rows[bounds[d]:bounds[d + 1]]` are those at depth d — found with one
+    stable sort rather than a pass over every row per depth (quadratic in a deep nesting)."""
+    rows = np.argsort(depth, kind="stable")
+    return rows, np.searchsorted(depth[rows], np.arange(int(depth.max(initial=0)) + 2))
+
+
+def _clamp_ends(end: np.ndarray, parent: np.ndarray, rows: np.ndarray, bounds: np.ndarray) -> None:
+    """A child ends by its parent's end (nesting tolerance), in place, top level first."""
+    if len(bounds) > _DEEP_LEVELS:  # row by row: a deep chain costs a loop step a row, not numpy calls
+        values, up = end.tolist(), parent.tolist()
+        for row in rows[bounds[1] :].tolist():
+            if values[up[row]] < values[row]:
+                values[row] = values[up[row]]
+        end[:] = values
+        return
+    for d in range(1, len(bounds) - 1):
+        here = rows[bounds[d] : bounds[d + 1]]
+        end[here] = np.minimum(end[here], end[parent[here]])
+
+
+def _subtree_sizes(parent: np.ndarray, rows: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """Each row's subtree size (itself and its descendants), deepest level first."""
+    size = np.ones(len(parent), np.int64)
+    if len(bounds) > _DEEP_LEVELS:
+        sizes, up = size.tolist(), parent.tolist()
+        for row in rows[bounds[1] :][::-1].tolist():
+            sizes[up[row]] += sizes[row]
+        return np.asarray(sizes, np.int64)
+    for d in range(len(bounds) - 2, 0, -1):
+        here = rows[bounds[d] : bounds[d + 1]]
+        np.add.at(size, parent[here], size[here])
+    return size
 
 
 def _node_parents(host: pd.DataFrame, is_node: np.ndarray) -> np.ndarray:
@@ -186,16 +232,16 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
         return np.empty(0, np.int64)
     parent = host["node_parent"].to_numpy(np.int64)
     ts, end = host["ts_us"].to_numpy(), host["end_us"].to_numpy().copy()
-    depth = _depths(parent)
-    for d in range(1, int(depth.max()) + 1):  # a child ends by its parent's end (nesting tolerance)
-        rows = np.flatnonzero(depth == d)
-        end[rows] = np.minimum(end[rows], end[parent[rows]])
+    depth, root = _depths(parent)
+    rows, bounds = _levels(depth)
+    _clamp_ends(end, parent, rows, bounds)
     thread = host["thread"].to_numpy(np.int64)
     # the points in call-stack order, as a depth-first walk of the nesting visits them (HTA's
     # call stacks): an op's start, its children's points, its end — times only order the ops
     # (by their top-level op's start, then their own), so an op of no or negative length (under
     # a µs, rounded) still starts before it ends
-    order, size = _preorder(parent, ts, depth, thread)
+    order = np.lexsort((np.arange(n), depth, ts, ts[root], thread))  # thread, top-level op's start, start, depth
+    size = _subtree_sizes(parent, rows, bounds)
     pos = np.empty(n, np.int64)
     pos[order] = np.arange(n)
     ev = np.arange(n)
@@ -246,25 +292,6 @@ def _tour(parent: np.ndarray, pos: np.ndarray, size: np.ndarray, depth: np.ndarr
     is_end = np.concatenate([np.zeros(n, np.int64), np.ones(n, np.int64)])
     deeper_first = np.concatenate([np.full(n, span - 1, np.int64), span - 1 - depth])
     return np.argsort(key * (2 * span) + is_end * span + deeper_first, kind="stable")
-
-
-def _preorder(parent: np.ndarray, ts: np.ndarray, depth: np.ndarray, thread: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The ops in depth-first order (thread, their top-level op's start, start, depth, row) and
-    each op's subtree size (itself and its descendants)."""
-    n = len(parent)
-    root = np.arange(n)
-    cur = parent.copy()
-    active = np.flatnonzero(cur >= 0)
-    while len(active):
-        root[active] = cur[active]
-        cur[active] = parent[cur[active]]
-        active = active[cur[active] >= 0]
-    order = np.lexsort((np.arange(n), depth, ts, ts[root], thread))
-    size = np.ones(n, np.int64)
-    for d in range(int(depth.max()) if n else 0, 0, -1):
-        rows = np.flatnonzero(depth == d)
-        np.add.at(size, parent[rows], size[rows])
-    return order, size
 
 
 def _search(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray, side: str) -> np.ndarray:

@@ -211,6 +211,7 @@ class Event(_Fields, gc=False):
 
 _TAGGED_LIST = msgspec.json.Decoder(list[Union[(Complete, Instant, *_OTHERS)]])  # type: ignore[misc]
 _EVENT_LIST = msgspec.json.Decoder(list[Event])
+_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ARGS = msgspec.json.Decoder(Args)
 _MEMORY_ARGS = msgspec.json.Decoder(MemoryArgs)
 _MEMORY_ARGS_LIST = msgspec.json.Decoder(list[MemoryArgs])
@@ -302,10 +303,10 @@ def ready() -> int:
     return os.getpid()
 
 
-def decode_task(task: tuple) -> SlicePart | SliceError:
+def decode_task(task: tuple) -> list[SlicePart] | SliceError:
     """Run one decode task, in a worker process or inline: ("file", path, start, end) reads
-    the text from the file itself, ("framed", "[" + text + "]") brings it. Errors are returned,
-    not raised."""
+    the text from the file itself, ("framed", "[" + text + "]") brings it. Its parts in order
+    (`decode_parts`); errors are returned, not raised."""
     if task[0] == "file":
         _, path, start, end = task
         framed = bytearray(end - start + 2)
@@ -319,18 +320,18 @@ def decode_task(task: tuple) -> SlicePart | SliceError:
     else:  # ("framed", text already framed as a list by the reader)
         framed = task[1]
     try:
-        return decode_slice(framed)
+        return decode_parts(framed)
     except SliceError as exc:
         return exc
 
 
-def _decode_shared(name: str, length: int) -> SlicePart | SliceError:
+def _decode_shared(name: str, length: int) -> list[SlicePart] | SliceError:
     from multiprocessing.shared_memory import SharedMemory
 
     shared = SharedMemory(name=name)
     try:
         with shared.buf[:length] as framed:
-            return decode_slice(framed)  # no decoded object outlives this call
+            return decode_parts(framed)  # no decoded object outlives this call
     except SliceError as exc:
         return exc
     finally:
@@ -348,6 +349,23 @@ def _read_into(path: str, start: int, target: memoryview) -> None:
             if not got:
                 raise OSError(0, "the file became shorter while it was read")
             target, start = target[got:], start + got
+
+
+# Events decoded at once where the typed decode fails and each event becomes a struct of its
+# own: `{}` is 3 bytes of text and ~100 bytes of struct, so a 4 MB slice of them took 420 MB.
+MAX_FORGIVING_EVENTS = 100_000
+
+
+def decode_parts(framed: bytes | bytearray | memoryview) -> list[SlicePart]:
+    """The columns of the events in `framed` (the JSON text of a list of events): one part, or —
+    where the forgiving path would hold more than MAX_FORGIVING_EVENTS events at once — one part
+    per that many events, in order (what a slice holds is then bounded by its count of events,
+    not only by its bytes). Raises `SliceError`."""
+    try:
+        return [decode_slice(framed)]
+    except _Dense as dense:
+        raws, step = dense.raws, MAX_FORGIVING_EVENTS
+        return [decode_slice(b"[" + b",".join(raws[i : i + step]) + b"]") for i in range(0, len(raws), step)]
 
 
 def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
@@ -442,6 +460,13 @@ def _cut_long_strings(part: SlicePart, ignored: Counter[str]) -> None:
             part.param_sets[i] = OpParams(*_cut(list(params), ignored))
 
 
+class _Dense(Exception):
+    """A slice of more events than the forgiving path decodes at once: its events' texts."""
+
+    def __init__(self, raws: list[msgspec.Raw]):
+        self.raws = raws
+
+
 class _Damaged(Exception):
     """A slice msgspec rejects that may still be JSON (Python's parser is more lenient)."""
 
@@ -461,7 +486,9 @@ def _decode_events(framed: bytes | bytearray | memoryview, again: bool = False) 
         return _TAGGED_LIST.decode(framed), False
     except msgspec.ValidationError:
         # An event without a known `ph`, or an arg of an unexpected type (ids written as
-        # strings, say): decode strictly with raw args, then each needed `args` forgivingly.
+        # strings, say): decode strictly with raw args, then each needed `args` forgivingly —
+        # at most MAX_FORGIVING_EVENTS at a time (`decode_parts`).
+        _check_density(framed)
         try:
             return _EVENT_LIST.decode(framed), True
         except msgspec.ValidationError as exc:
@@ -470,6 +497,20 @@ def _decode_events(framed: bytes | bytearray | memoryview, again: bool = False) 
             raise damaged("json", exc) from None
     except msgspec.DecodeError as exc:
         raise damaged("json", exc) from None
+
+
+def _check_density(framed: bytes | bytearray | memoryview) -> None:
+    """Raise `_Dense` where `framed` holds more than MAX_FORGIVING_EVENTS events. Each `{` may
+    start one, so most slices are passed by a count of bytes; the events are counted (as raw
+    texts) only where there are more braces than that."""
+    if np.count_nonzero(np.frombuffer(framed, np.uint8) == 0x7B) <= MAX_FORGIVING_EVENTS:
+        return
+    try:
+        raws = _RAW_LIST.decode(framed)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return  # not a list of JSON values: the forgiving decode says what is wrong
+    if len(raws) > MAX_FORGIVING_EVENTS:
+        raise _Dense(raws)
 
 
 _INT_DIGITS = 4000  # Python refuses to read an integer of more than 4,300 digits (sys.int_info)

@@ -68,7 +68,7 @@ _BOM = b"\xef\xbb\xbf"
 _READ_BYTES = 4 << 20  # decompression step
 _TRUNCATED = "invalid JSON: JSON is truncated (the file ends in the middle of the trace)"
 # A possible end of one event: followed by the next event, or by the end of the array.
-_CUT = re.compile(rb'\}\s*(?:,\s*(\{)\s*"|(\]))')
+_CUT = re.compile(rb'\}\s*(?:,\s*(\{)\s*["}]|(\]))')  # `}, {"` or `}, {}` (an empty event): the next event
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _SCALAR = re.compile(rb"[^\s,\]}]*")
 _WHITESPACE = b" \t\r\n"
@@ -281,7 +281,7 @@ class _Slice:
         self.start, self.end, self.after, self.final = start, end, after, final
         self.pending, self.slot = pending  # a future or a result; the shared memory it reads, if any
 
-    def result(self) -> SlicePart | SliceError:
+    def result(self) -> list[SlicePart] | SliceError:
         if isinstance(self.pending, Future):
             return self.pending.result()
         return self.pending
@@ -584,7 +584,7 @@ class _Reader:
                     piece = inflight.popleft()
                     result = piece.result()
                     self._done_with(piece)
-                    if isinstance(result, SlicePart):
+                    if not isinstance(result, SliceError):
                         self._deliver(result, piece.after)
                         if piece.final:
                             return piece.after + 1
@@ -612,12 +612,13 @@ class _Reader:
     def _cut(self, start: int) -> tuple[int, int, bool] | None:
         """(end, after, final) of the first possible event end at or after `start` plus the
         slice size, else the last possible end of the array near the end of the text; None
-        when there is neither."""
+        when there is neither, or no possible end within twice the slice size: the exact scan
+        cuts such text, so that no slice holds much more than `slice_bytes` of it."""
         pos = start + self.slice_bytes
         step = 1 << 16
         while True:
-            if pos - start > self.slice_bytes + MAX_EVENT_BYTES:
-                raise self.fail(too_large(start))
+            if pos - start >= 2 * self.slice_bytes:  # a slice's length past it without a boundary (a
+                return None  # run of entries that are no objects, or one event that long): scanned exactly
             w = self.source.window(pos, step + 256)
             if not len(w):
                 break
@@ -629,6 +630,8 @@ class _Reader:
             if len(w) < step:
                 break
             pos += step
+        if pos - start > self.slice_bytes:  # a stretch without a boundary to the end of the text: as above
+            return None
         # The rest is shorter than a slice: end it where the array most likely ends (the
         # document usually closes right after it); a wrong guess fails and is redone exactly.
         text_end = self.source.length or pos
@@ -652,9 +655,10 @@ class _Reader:
         if piece.slot is not None and self.slots is not None:
             self.slots.give_back(piece.slot)
 
-    def _deliver(self, part: SlicePart, upto: int) -> None:
-        self.on_part(part)
-        self.info.events += part.events
+    def _deliver(self, parts: list[SlicePart], upto: int) -> None:
+        for part in parts:
+            self.on_part(part)
+            self.info.events += part.events
         self.source.release(upto)
         if self.on_progress:
             self.on_progress(self.source.progress(upto))
@@ -702,7 +706,7 @@ class _Reader:
         while todo:
             first, last = todo.pop()
             result = decode_task(self.source.task(first, last))
-            if isinstance(result, SlicePart):
+            if not isinstance(result, SliceError):
                 self._deliver(result, last)
                 continue
             if result.kind == "schema":
@@ -717,9 +721,9 @@ class _Reader:
                     break
             if split is None:  # one event: its values nested too deeply become null, else it is skipped
                 salvaged = self._without_deep_values(first, last)
-                part = decode_task(("framed", salvaged)) if salvaged is not None else None
-                if isinstance(part, SlicePart):
-                    self._deliver(part, last)
+                parts = decode_task(("framed", salvaged)) if salvaged is not None else None
+                if parts is not None and not isinstance(parts, SliceError):
+                    self._deliver(parts, last)
                 else:
                     self.deep += 1
                     self.info.events += 1

@@ -636,3 +636,44 @@ def test_host_points_follow_the_call_stacks_even_with_overlapping_siblings() -> 
     # ends at B; ends after starts at equal keys, the first op's end first at equal depth
     order = _tour(np.array([-1, -1, 0]), pos=np.array([0, 1, 2]), size=np.array([2, 1, 1]), depth=np.array([0, 0, 1]))
     assert order.tolist() == [0, 1, 3, 4, 2, 5]
+
+
+# A forest of host rows (parent row, -1 at the top):   0 ─ 1 ─ 2 ─ 6      4 ─ 5
+#                                                        └ 3
+# depths 0 1 2 1 0 1 3; top-level rows 0 0 0 0 4 4 0; subtree sizes 5 3 2 1 2 1 1; ends clamped
+# to the parent's, top down: 1 min(12, 10) = 10, 2 min(9, 10) = 9, 3 5, 5 min(8, 7) = 7, 6 min(20, 9) = 9.
+FOREST = np.array([-1, 0, 1, 0, -1, 4, 2])
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_nesting_walks_level_by_level_or_row_by_row(monkeypatch: pytest.MonkeyPatch, deep: bool) -> None:
+    from kernel_atlas.analysis import critical_path as cp
+
+    monkeypatch.setattr(cp, "_DEEP_LEVELS", 1 if deep else 1 << 20)
+    depth, top = cp._depths(FOREST)
+    assert depth.tolist() == [0, 1, 2, 1, 0, 1, 3] and top.tolist() == [0, 0, 0, 0, 4, 4, 0]
+    rows, bounds = cp._levels(depth)
+    assert [sorted(rows[bounds[d] : bounds[d + 1]].tolist()) for d in range(4)] == [[0, 4], [1, 3, 5], [2], [6]]
+    assert cp._subtree_sizes(FOREST, rows, bounds).tolist() == [5, 3, 2, 1, 2, 1, 1]
+    end = np.array([10.0, 12.0, 9.0, 5.0, 7.0, 8.0, 20.0])
+    cp._clamp_ends(end, FOREST, rows, bounds)
+    assert end.tolist() == [10.0, 10.0, 9.0, 5.0, 7.0, 7.0, 9.0]
+
+
+# 3,000 CPU ops each inside the one before (op i: [i, 6000 − i] µs, the deepest [2999, 3001]),
+# in the deepest a launch [2999.5, 3000.5] of a kernel [3010, 13010] (corr 1). The walks up and
+# down this nesting were one pass over the rows per level (a 40,000-deep one took 17 s to report).
+# Path: the top op entered at 0 weight, its CPU time to the launch — 2999.5 µs down the chain of
+# starts, each op starting 1 µs inside the last — launch overhead 3010 − 2999.5 = 10.5, the kernel
+# 10,000: 13,010 µs (the host, done at 6000, is not on it).
+def test_a_deep_nesting_is_walked_exactly(tmp_path: Path) -> None:
+    depth = 3000
+    events = [op(f"aten::op{i % 5}", float(i), 6000.0 - 2 * i, **{"External id": i + 1}) for i in range(depth)]
+    events += [call("cudaLaunchKernel", 2999.5, 1.0, 1), kernel("k_deep_gemm", 3010.0, 10_000.0, 1)]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(13_010.0)
+    segs = segments(graph, path)
+    sums = segs.groupby("kind")["dur_us"].sum().to_dict()
+    assert sums == pytest.approx({"cpu": 2999.5, "launch": 10.5, "gpu": 10_000.0})

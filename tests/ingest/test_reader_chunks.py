@@ -92,3 +92,42 @@ def test_small_slices_in_workers_change_nothing_downstream(monkeypatch: pytest.M
     sliced = ingest_trace(path, workers=2)
     pd.testing.assert_frame_equal(whole.frame, sliced.frame)
     assert whole.facts == sliced.facts
+
+
+KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.0, "dur": 5.0,
+          "args": {"correlation": 1, "device": 0, "stream": 7}}  # fmt: skip
+
+
+def test_a_slice_of_many_tiny_events_is_decoded_a_bounded_count_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`{}` is 3 bytes of text and ~100 bytes of struct on the forgiving path (no `ph` fails the
+    typed decode): a 4 MB slice of them took 420 MB. Past MAX_FORGIVING_EVENTS events a slice comes
+    back as parts of at most that many, in order: 25 empty objects and a kernel, 10 at a time, are
+    parts of 10, 10 and 6 events, the kernel in the last."""
+    from kernel_atlas.ingest import events
+
+    monkeypatch.setattr(events, "MAX_FORGIVING_EVENTS", 10)
+    framed = ("[" + ",".join(["{}"] * 25 + [json.dumps(KERNEL)]) + "]").encode()
+    parts = events.decode_parts(framed)
+    assert [p.events for p in parts] == [10, 10, 6]
+    assert [len(p.gpu.get("ts", [])) for p in parts] == [0, 0, 1]
+    assert parts[2].gpu_strings[parts[2].gpu["name"][0]] == "k"
+    # nine braces or fewer a slice: never counted as events, one part
+    assert [p.events for p in events.decode_parts(b"[{}, {}, {}]")] == [3]
+
+
+@pytest.mark.parametrize("filler", ["{}", "null", "[]"])
+def test_a_long_stretch_without_event_boundaries_is_cut_in_slices(tmp_path: Path, filler: str) -> None:
+    """An array of 60,000 empty objects, nulls or empty lists before a kernel was one slice (the
+    rest of the array, any length, at once: 20M `{}` took 2.9 GB). `{}` is now cut like any event;
+    where no event boundary turns up within twice the slice size, the exact scan cuts the text:
+    no slice is longer than that plus the 64 KiB window its boundary was looked for in."""
+    from kernel_atlas.ingest.events import NOT_OBJECTS
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [json.loads(filler)] * 60_000 + [KERNEL]}))
+    parts: list = []
+    info = reader.read_trace(path, parts.append, slice_bytes=4096)
+    assert info.events == (60_001 if filler == "{}" else 1)
+    entries = [p.events + p.ignored.get(NOT_OBJECTS, 0) for p in parts]
+    assert sum(entries) == 60_001 and len(parts) >= 4
+    assert max(entries) * len(filler + ", ") <= 2 * 4096 + (64 << 10) + 256
