@@ -21,7 +21,8 @@ from kernel_atlas.core.texts import trie_pattern
 
 REDACTED = "<redacted>"
 
-_B = r"(?<![A-Za-z0-9])"  # the token is not the tail of a longer word
+# the token is not the tail of a longer word; after a digit it is (`ProfilerStep#6ghp_…`)
+_B = r"(?<![A-Za-z])"
 # Formats whose prefix says what they are; lengths are the issuers' (or a safe lower bound).
 _FORMATS = [
     r"hf_[A-Za-z0-9]{20,}",  # Hugging Face

@@ -174,6 +174,11 @@ def test_credential_formats_and_what_is_kept() -> None:
     assert redact_text("'https://u:pw@h.org', 'a'") == f"'https://{REDACTED}@h.org', 'a'"
     assert redact_text("password: hunter2, Secret:abc") == f"password: {REDACTED}, Secret:{REDACTED}"
     assert redact_text("-----BEGIN RSA PRIVATE KEY-----\nMIIE\n-----END RSA PRIVATE KEY-----") == REDACTED
+    # glued to a number, a token is still one (glued to letters it stays part of a word: `risk-management-…`)
+    token = "ghp_" + "Zz09" * 9
+    assert redact_text(f"ProfilerStep#6{token}") == f"ProfilerStep#6{REDACTED}"
+    assert redact_text(f"7Bearer {token}") == f"7{REDACTED}"
+    assert redact_text("risk-management-strategy") == "risk-management-strategy"
     for kept in ("void at::native::vectorized_elementwise_kernel<4, AUnaryFunctor>", "mask-kernel", "task-sk-1",
                  "ampere_sgemm_128x64_tn", "hf_small", "xox", "Bearer", "nn.Module: TokenEmbedding_0",
                  "token: 5", "['https://host:8080/a', 'b@c']"):  # fmt: skip
