@@ -32,6 +32,7 @@ from kernel_atlas.ingest.columns import (
     step_number,
 )
 from kernel_atlas.ingest.composite import enclosed_shapes
+from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT, cut_long
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
 from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, first_matching, nesting_parents
@@ -207,9 +208,16 @@ class _Stacks:
         return categorical(take(module_of_stack, self.code, -1), self.modules)  # type: ignore[arg-type]
 
 
+# The most ranges a call stack climbs, and the most characters of it: real stacks are tens of
+# frames; N ranges of one thread with the same start and end nest N deep (the profiler rounds to
+# the µs), and a stack per level cost N² frames (5,000 such launches: 26 s and 1.2 GB).
+MAX_STACK_RANGES = 256
+
+
 def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) -> _Stacks:
     """Call stack text and `nn.Module` path per chain start (host index, -1 none); one string per
-    distinct frame chain, found by hashing the chains level by level."""
+    distinct frame chain, found by hashing the chains level by level. A stack holds its innermost
+    MAX_STACK_RANGES ranges and MAX_TEXT characters at most, its outer end cut with CUT_MARK."""
     n = len(chain_nodes)
     parent, is_profiler_step = nest.parent, nest.is_profiler_step
     stack_hash = np.zeros(n, dtype=np.uint64)
@@ -217,7 +225,9 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     active = cur >= 0
     recorded = recorded_stacks(host)  # `Call stack` strings of older PyTorch
     with np.errstate(over="ignore"):
-        while active.any():
+        for _ in range(MAX_STACK_RANGES):
+            if not active.any():
+                break
             node = cur[active]
             skip = (host.family[node] == ANNOTATION) & is_profiler_step[host.name_code[node]]
             code = (host.name_code[node] + 1).astype(np.uint64)
@@ -233,13 +243,16 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     modules: list[str | None] = []
     for node in chain_nodes[with_chain[first]].tolist():
         weaver = StackWeaver(host, recorded)
-        while node >= 0:
+        climbed = length = 0
+        while node >= 0 and climbed < MAX_STACK_RANGES and length <= MAX_TEXT:
             code = int(host.name_code[node])
             if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
                 weaver.add(node, nest.short[code])
-            node = int(parent[node])
+                length += len(nest.short[code]) + len(STACK_SEPARATOR)
+            node, climbed = int(parent[node]), climbed + 1
         frames = weaver.frames()
-        texts.append(STACK_SEPARATOR.join(frames))
+        text = STACK_SEPARATOR.join(frames) + (STACK_SEPARATOR + CUT_MARK if node >= 0 else "")
+        texts.append(cut_long(text))
         modules.append(module_path(frames))
     stack_code = np.full(n, -1, dtype=np.int64)
     stack_code[with_chain] = chain_code.reshape(-1)

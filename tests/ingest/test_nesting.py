@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from kernel_atlas.ingest.nesting import by_thread_start_longest_first, nesting_parents
 
@@ -24,3 +25,41 @@ def test_parents_are_the_innermost_enclosing_range_on_the_thread() -> None:
     start = np.array([0.0, 1.0, 2.0, 6.0, 6.0, 1.0])
     end = np.array([10.0, 5.0, 3.0, 7.0, 9.0, 4.0])
     assert nesting_parents(thread, start, end).tolist() == [-1, 0, 1, 4, 0, -1]
+
+
+@pytest.mark.parametrize("walk_levels", [0, 32, 1000])
+def test_the_first_wanted_ancestor_of_a_deep_chain(monkeypatch: pytest.MonkeyPatch, walk_levels: int) -> None:
+    """A chain 0 ← 1 ← … ← 99 (each node's parent the one before), wanted at 10 and 60: from 99
+    and 65 the first wanted node up is 60, from 59 it is 10, from 10 itself, from 5 none. Level by
+    level, by pointer doubling, or both (past `WALK_LEVELS`), the same nodes."""
+    from kernel_atlas.ingest import nesting
+
+    monkeypatch.setattr(nesting, "WALK_LEVELS", walk_levels)
+    parent = np.arange(-1, 99)
+    wanted = np.zeros(100, bool)
+    wanted[[10, 60]] = True
+    start = np.array([99, 65, 59, 5, -1, 10])
+    assert nesting.first_matching(start, parent, wanted).tolist() == [60, 60, 10, -1, -1, 10]
+
+
+def test_a_call_stack_holds_its_innermost_ranges_only(tmp_path) -> None:
+    """300 `aten::op` ranges of one thread with the same start and end nest 300 deep, a launch
+    inside them all: its kernel's stack is the launch and the 255 innermost ops (MAX_STACK_RANGES
+    = 256 ranges), then the cut mark — not all 300, and not one stack per level of N² frames."""
+    import json
+
+    from kernel_atlas.ingest.link import MAX_STACK_RANGES
+    from kernel_atlas.ingest.pipeline import ingest_trace
+
+    ops = [{"ph": "X", "cat": "cpu_op", "name": f"aten::op{i}", "pid": 1, "tid": 1, "ts": 10.0, "dur": 50.0,
+            "args": {"External id": i + 1}} for i in range(300)]  # fmt: skip
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20.0,
+              "dur": 1.0, "args": {"correlation": 1}}  # fmt: skip
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 30.0, "dur": 5.0,
+              "args": {"correlation": 1, "device": 0, "stream": 7}}  # fmt: skip
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": [*ops, launch, kernel]}))
+    frames = ingest_trace(path).frame["call_stack"].iloc[0].split(" <- ")
+    assert MAX_STACK_RANGES == 256 and len(frames) == 257
+    assert frames[0] == "cudaLaunchKernel" and frames[-1] == "…"
+    assert frames[1:-1] == [f"aten::op{i}" for i in range(299, 44, -1)]  # op299 innermost … op45
