@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 _ANON = "(anonymous namespace)"
 _DIGITS = re.compile(r"\d+")
 _ANGLE = re.compile(r"[<>]")
-_HASH_SUFFIX = re.compile(r"_+[0-9a-f]{12,}$|_\d+$")
+_HEX = "0123456789abcdef"
 
 
 def _itanium_prefix(mangled: str) -> str | None:
@@ -89,8 +89,25 @@ def base_name(name: str) -> str:
 @lru_cache(maxsize=65536)
 def family_key(name: str) -> str:
     """Base name with generated suffixes (Triton indices, Inductor hashes) and digits collapsed."""
-    base = _HASH_SUFFIX.sub("_#", base_name(name))
-    return _DIGITS.sub("#", base)
+    return _DIGITS.sub("#", _without_hash_suffix(base_name(name)))
+
+
+def _without_hash_suffix(base: str) -> str:
+    """`base` with a generated suffix — underscores then 12 or more lower-case hex digits, or one
+    underscore then digits, at its end (before a final newline) — as `_#`. String operations, not
+    a regular expression: `_+[0-9a-f]{12,}$` backtracked over a run of underscores (a 16,000-`_`
+    kernel name took 2 s, and a trace of 60 such names more than 90 s)."""
+    newline = "\n" if base.endswith("\n") else ""
+    text = base[: len(base) - len(newline)]
+    head = text.rstrip(_HEX)
+    tail = text[len(head) :]
+    if not head.endswith("_"):
+        return base
+    if len(tail) >= 12:
+        return head.rstrip("_") + "_#" + newline
+    if tail and tail.isdigit():
+        return head + "#" + newline
+    return base
 
 
 # A token boundary inside a kernel name: the start or end, a separator (anything not a letter or
