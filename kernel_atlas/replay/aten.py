@@ -222,6 +222,16 @@ def _tf32(enabled: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
+# the tensors each CPU stand-in computes on: the first inputs of the op it stands in for
+STAND_IN_INPUTS = {
+    "aten::_flash_attention_forward": 3,
+    "aten::_scaled_dot_product_flash_attention": 3,
+    "aten::_scaled_dot_product_efficient_attention": 3,
+    "aten::cudnn_convolution": 2,
+    "aten::miopen_convolution": 2,
+}
+
+
 def _stand_in(name: str, recorded: tuple[Arg, ...], device: str) -> tuple[str, Callable[..., Any]] | None:
     """An equivalent computation for ops the replay device does not have."""
     import torch
@@ -230,6 +240,12 @@ def _stand_in(name: str, recorded: tuple[Arg, ...], device: str) -> tuple[str, C
     def value(i: int) -> Any:
         return recorded[i].value if i < len(recorded) else None
 
+    def tensors(count: int) -> None:  # what the stand-in computes on: refused where not recorded as tensors
+        if len(recorded) < count or not all(r.is_tensor for r in recorded[:count]):
+            raise NotReplayable(f"{name}: its first {count} inputs are not all recorded tensors")
+
+    if device == "cpu" and name in STAND_IN_INPUTS:
+        tensors(STAND_IN_INPUTS[name])
     if name == "aten::_flash_attention_forward" and device == "cpu":
         causal, scale = bool(value(8)), value(10)
 

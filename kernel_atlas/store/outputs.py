@@ -422,11 +422,15 @@ _KERNEL_COLUMN_SET = frozenset(KERNEL_COLUMNS)
 
 
 def _ordered(table: pa.Table) -> pa.Table:
-    """Columns in the declared order (`rank` second, as in the table's schema), extras last."""
+    """Columns in the declared order (`rank` second, as in the table's schema), extras last;
+    without the pandas metadata the writer recorded, which `to_pandas` would trust (a doctored
+    one was a TypeError) and which changes nothing in a kernels table's frame."""
     names = table.column_names  # a new list at each access
     present = set(names)
     known = [name for name in KERNEL_COLUMNS if name in present]
-    return table.select(known + [name for name in names if name not in _KERNEL_COLUMN_SET])
+    table = table.select(known + [name for name in names if name not in _KERNEL_COLUMN_SET])
+    metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != b"pandas"}
+    return table.replace_schema_metadata(metadata or None)
 
 
 def load_table(path: Path, **options: Any) -> pa.Table:
@@ -531,6 +535,9 @@ def check_kernels_schema(schema: pa.Schema, path: Path, required: Sequence[str] 
             f"not a kernels table of this `atlas ingest` (no column {', '.join(missing)}): written by another "
             "version or by other means; run `atlas ingest` again",
         )
+    twice = sorted({name for name in schema.names if schema.names.count(name) > 1})
+    if twice:
+        raise AtlasError(path, f"column {', '.join(twice)} written more than once, which `atlas ingest` never does")
     for name in schema.names:
         if name not in KERNEL_COLUMNS:
             continue
@@ -701,9 +708,12 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
     return Output(root, summary, run_id, rank_files(root))
 
 
+LABELLED = ("name", "kind", "category", "op_mapping")  # never null as `atlas ingest` writes them
+
+
 def _check_values(path: Path) -> None:
     """The values every reader relies on, as `atlas ingest` writes them (`sanity.usable_rows`):
-    each activity named, with a start and a non-negative duration below 2^53 µs, its recorded
+    each activity named and labelled, with a start and a non-negative duration below 2^53 µs, its recorded
     calls nested no deeper than MAX_DEPTH."""
     schema = _schema(path)
     # integers written as int64 where the column is narrower (device, group_size…): beyond its range
@@ -717,14 +727,15 @@ def _check_values(path: Path) -> None:
         and KERNEL_COLUMNS[name].bit_width < schema.field(name).type.bit_width
     ]
     exact = [name for name in FLOAT_EXACT if name in schema.names and pa.types.is_integer(schema.field(name).type)]
-    wanted = [name for name in ("name", "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact) if name in schema.names]
+    wanted = [name for name in (*LABELLED, "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact) if name in schema.names]
     table = load_table(path, columns=wanted)
 
     def refuse(count: int, what: str) -> AtlasError:
         return AtlasError(path, f"{count} {what}, which `atlas ingest` never writes: run `atlas ingest` again")
 
-    if "name" in wanted and table.column("name").null_count:
-        raise refuse(table.column("name").null_count, "rows without a name")
+    for name in LABELLED:  # every activity named and labelled
+        if name in wanted and table.column(name).null_count:
+            raise refuse(table.column(name).null_count, f"rows without a {name}")
     for name, what in (("ts_us", "start that is NaN or beyond 2^53 µs"), ("dur_us", "negative, NaN or huge duration")):
         if name in wanted:
             values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)

@@ -432,6 +432,14 @@ def _with(column: str, first: Any) -> Any:
     return change
 
 
+def _twice(column: str) -> Any:
+    import pyarrow as pa
+
+    return lambda table, _out, _file: pa.Table.from_arrays(
+        [*table.columns, table.column(column)], names=[*table.column_names, column]
+    )
+
+
 @pytest.mark.parametrize(
     ("change", "needle"),
     [
@@ -441,10 +449,13 @@ def _with(column: str, first: Any) -> Any:
         (_with("dur_us", float("inf")), "1 rows with a negative, NaN or huge duration"),
         (_with("ts_us", float("-inf")), "1 rows with a start that is NaN or beyond 2^53 µs"),
         (_with("name", None), "1 rows without a name"),
+        (_with("category", None), "1 rows without a category"),
+        (_with("op_mapping", None), "1 rows without a op_mapping"),
         (_with("input_dims", "[" * 5000 + "]" * 5000), "1 `input_dims` values nested deeper than 16 levels"),
+        (_twice("ts_us"), "column ts_us written more than once"),
     ],
     ids=["no-launcher", "no-stream", "no-device", "no-module", "no-input_dims", "negative-dur", "nan-dur", "inf-dur",
-         "inf-ts", "null-name", "deep-dims"],
+         "inf-ts", "null-name", "null-category", "null-op", "deep-dims", "ts-twice"],
 )  # fmt: skip
 def test_a_doctored_kernels_file_is_refused_where_the_run_is_opened(
     ingested_example: Path, tmp_path: Path, change: Any, needle: str
@@ -468,6 +479,24 @@ def test_an_extra_rank_folder_is_refused(ingested_example: Path, tmp_path: Path)
 
     out, file = _doctored(ingested_example, tmp_path, extra)
     assert_one_line_error(cli("report", out), f"rank=1/{file.name}", "not listed in summary.json")
+
+
+def test_doctored_pandas_metadata_is_not_trusted(ingested_example: Path, tmp_path: Path) -> None:
+    """The pandas metadata a kernels file carries only restores what Arrow gives anyway; a doctored
+    one made `to_pandas` a TypeError. It is left unread: the report is the untouched output's."""
+
+    def meta(table: Any, _out: Path, file: Path) -> None:
+        import pyarrow.parquet as pq
+
+        doctored = {**table.schema.metadata, b"pandas": b'{"index_columns": ["nope"], "columns": 5}'}
+        pq.write_table(table.replace_schema_metadata(doctored), file)
+
+    out, _file = _doctored(ingested_example, tmp_path, meta)
+    done = cli("report", out, "--section", "categories")
+    assert done.code == 0, done.output
+    assert done.output == cli("report", ingested_example, "--section", "categories").output.replace(
+        str(ingested_example), str(out)
+    )
 
 
 def test_an_undoctored_output_still_opens(ingested_example: Path) -> None:
@@ -503,6 +532,12 @@ def test_replay_refuses_an_impossible_recorded_shape() -> None:
     recorded = (Arg("none", None, "c10::BFloat16"),) * 3
     with pytest.raises(NotReplayable, match="impossible"):
         build_case("aten::_scaled_dot_product_flash_attention", recorded, "cpu")
+    # a query recorded with no type and no dims (a doctored trace) is no tensor: the flash-attention
+    # stand-in called `.transpose` on None
+    tensor = Arg("tensor", (1, 4, 2, 8), "c10::BFloat16")
+    for name in ("aten::_flash_attention_forward", "aten::cudnn_convolution"):
+        with pytest.raises(NotReplayable, match="first [23] inputs are not all recorded tensors"):
+            build_case(name, (Arg("none", None, ""), tensor, tensor), "cpu")
 
 
 # --- capture grids -------------------------------------------------------------------------------
