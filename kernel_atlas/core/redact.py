@@ -190,6 +190,11 @@ def redact_document(document: Any) -> Any:
     return _replaced(document, changed) if changed else document
 
 
+def credential_count(strings: list[str]) -> int:
+    """How many of `strings` hold a credential-shaped part (screened together, then checked)."""
+    return sum(redact_text(text) != text for text in _suspects(strings))
+
+
 def _suspects(strings: list[str]) -> set[str]:
     """The strings that `_may_hold_credential`: beyond ASCII, or holding a needle."""
     suspects = {text for text in strings if not text.isascii()} if not all(map(str.isascii, strings)) else set()

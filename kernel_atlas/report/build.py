@@ -22,6 +22,7 @@ from kernel_atlas.analysis.views import KernelViews
 from kernel_atlas.analysis.waits import Waits, last_step_starts, write_waits
 from kernel_atlas.core import safe_files
 from kernel_atlas.core.devices import Device, get_device, match_device
+from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
 from kernel_atlas.roofline.analysis import Analysis
@@ -213,7 +214,7 @@ def _build_report(
         from kernel_atlas.report.memory_view import memory_html
 
         # the page's sections that do not read the critical path, drawn while it is solved
-        page = draw_html(analysis, device, f"Kernel Atlas — {out_dir.name}", waits, views)
+        page = draw_html(analysis, device, f"Kernel Atlas — {redact_text(out_dir.name)}", waits, views)
         critical = job.result()
         analysis.facts["critical_path"] = critical.facts
         files["critical_path"], picture = critical.value  # written where the path was solved

@@ -23,6 +23,7 @@ from kernel_atlas.analysis.views import module_times, timeline_of
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.devices import Device, get_device, match_device
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.report.html import (
@@ -54,7 +55,7 @@ class Run:
 
     @property
     def label(self) -> str:
-        return self.out_dir.name.removesuffix(".atlas")
+        return redact_text(self.out_dir.name.removesuffix(".atlas"))  # drawn on the dashboards' pictures
 
     def analyse(self, kernels: pd.DataFrame | None = None) -> Analysis:
         return analyse(self.kernels if kernels is None else kernels, self.device, self.world_size)

@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 
 from kernel_atlas.core import safe_files
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import REDACTED, json_holds_credential, redact_document, redact_text
+from kernel_atlas.core.redact import REDACTED, credential_count, json_holds_credential, redact_document, redact_text
 from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
 
@@ -553,6 +553,7 @@ def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atla
     missing = [name for name in columns if name not in table.column_names]
     if missing:
         raise AtlasError(path, f"not {what} of `{by}` (no column {', '.join(missing)}): run `{by}` again")
+    _refuse_credentials(path, table.schema, table)
     for name, kind in columns.items():
         column = table.column(name)
         _check_kind(path, name, _family(column.type), "float" if kind == "time" else kind)
@@ -763,6 +764,39 @@ def _check_values(path: Path) -> None:
             deep = sum(too_deep(text) for text in texts)
             if deep:
                 raise refuse(deep, f"`{name}` values nested deeper than {MAX_DEPTH} levels")
+    _refuse_credentials(path, schema)
+
+
+def _text_columns(schema: pa.Schema) -> list[str]:
+    def is_text(kind: pa.DataType) -> bool:
+        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+        return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+
+    return [field.name for field in schema if is_text(field.type)]
+
+
+def _refuse_credentials(path: Path, schema: pa.Schema, table: pa.Table | None = None) -> None:
+    """`atlas ingest` redacts every credential-shaped text it writes; a file holding one was
+    written by other means, and every reader would copy it into reports, tables and answers.
+    `table`: the file's table when already read."""
+    columns = _text_columns(schema)
+    if not columns:
+        return
+    table = load_table(path, columns=columns) if table is None else table
+    found = 0
+    for name in columns:
+        column = table.column(name)
+        if pa.types.is_dictionary(column.type):  # the distinct texts are the chunks' dictionaries
+            texts = pa.chunked_array([c.dictionary for c in column.chunks], column.type.value_type)
+        else:
+            texts = column
+        found += credential_count(pc.unique(texts).drop_null().to_pylist())
+    if found:
+        raise AtlasError(
+            path,
+            f"{found} texts shaped like credentials (tokens, keys), which `atlas ingest` never writes "
+            "(it redacts them): run `atlas ingest` again",
+        )
 
 
 def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None:

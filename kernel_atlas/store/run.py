@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.core.redact import redact_text
 from kernel_atlas.store.outputs import (
     REQUIRED_COLUMNS,
     Output,
@@ -59,7 +60,8 @@ class Run:
 
     @property
     def label(self) -> str:
-        return self.out_dir.name.removesuffix(".atlas")
+        """The folder's name, as diffs and pages show it (a token in it redacted)."""
+        return redact_text(self.out_dir.name.removesuffix(".atlas"))
 
     @cached_property
     def ranks(self) -> list[int]:

@@ -453,9 +453,10 @@ def _twice(column: str) -> Any:
         (_with("op_mapping", None), "1 rows without a op_mapping"),
         (_with("input_dims", "[" * 5000 + "]" * 5000), "1 `input_dims` values nested deeper than 16 levels"),
         (_twice("ts_us"), "column ts_us written more than once"),
+        (_with("launcher", "aten::mm ghp_" + "b" * 36), "1 texts shaped like credentials"),
     ],
     ids=["no-launcher", "no-stream", "no-device", "no-module", "no-input_dims", "negative-dur", "nan-dur", "inf-dur",
-         "inf-ts", "null-name", "null-category", "null-op", "deep-dims", "ts-twice"],
+         "inf-ts", "null-name", "null-category", "null-op", "deep-dims", "ts-twice", "token"],
 )  # fmt: skip
 def test_a_doctored_kernels_file_is_refused_where_the_run_is_opened(
     ingested_example: Path, tmp_path: Path, change: Any, needle: str
@@ -536,7 +537,7 @@ def test_replay_refuses_an_impossible_recorded_shape() -> None:
     # stand-in called `.transpose` on None
     tensor = Arg("tensor", (1, 4, 2, 8), "c10::BFloat16")
     for name in ("aten::_flash_attention_forward", "aten::cudnn_convolution"):
-        with pytest.raises(NotReplayable, match="first [23] inputs are not all recorded tensors"):
+        with pytest.raises(NotReplayable, match=r"first [23] inputs are not all recorded tensors"):
             build_case(name, (Arg("none", None, ""), tensor, tensor), "cpu")
 
 
@@ -832,6 +833,14 @@ def test_paths_the_user_names_print_literally_and_redacted(tmp_path: Path) -> No
     unwrapped = report.output.replace("\n", "")  # a long path wraps mid-name at 80 columns
     assert report.code == 0 and token not in unwrapped and "page_<redacted>.html" in unwrapped
     assert (tmp_path / f"page_{token}.html").is_file()
+    # a token in the run folder's own name: the page's title and a diff's sides show it redacted
+    named = tmp_path / f"run_{token}.atlas"
+    assert cli("ingest", EXAMPLE, "-o", named, "-q").code == 0
+    assert cli("report", named).code == 0
+    assert cli("diff", named, out, "--html", tmp_path / "d.html").code == 0
+    for page in (named / "report.html", tmp_path / "d.html"):
+        text = page.read_text()
+        assert token not in text and "run_&lt;redacted&gt;" in text, page
     diff = cli("diff", out, out, "-o", tmp_path / f"d_{token}.csv", "--markdown", tmp_path / f"d_{token}.md")
     assert diff.code == 0 and token not in diff.output.replace("\n", "")
 
