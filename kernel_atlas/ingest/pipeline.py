@@ -27,7 +27,7 @@ from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table
 from kernel_atlas.ingest.infer import infer_shapes
-from kernel_atlas.ingest.link import HostNesting, link
+from kernel_atlas.ingest.link import HostNesting, link, unlinked_counts
 from kernel_atlas.ingest.memory import concat_memory, memory_events
 from kernel_atlas.ingest.nsys import is_nsys, read_nsys
 from kernel_atlas.ingest.reader import TraceInfo
@@ -209,6 +209,8 @@ def ingest_trace(
     frame = with_kernel_efficiency(frame, trace.device_properties)
     frame, unusable = usable_rows(frame)
     warnings.extend(f"{path}: {warning}" for warning in unusable)
+    # counted on the rows kept, as every capture left them (rows without a usable time are not in the table)
+    linked.unlinked = unlinked_counts(frame["link"]) if len(frame) else {}
     redacted = redact_frame(frame) + memory_redacted
     report("done", 1.0)
     unknown_gpu = unknown_gpu_categories(dict(cols_ignored))

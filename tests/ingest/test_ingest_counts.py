@@ -128,3 +128,31 @@ def test_steps_ranks_and_devices() -> None:
     assert set(cudagraph.frame["rank"]) == {0}
     mi300 = ingested("mi300x_sglang_qwen3_8b_decode_graph").frame
     assert set(mi300["device"].dropna().astype(int)) == {9}
+
+
+def test_unlinked_counts_are_of_the_rows_kept(tmp_path) -> None:
+    """Three kernels: one launched inside `aten::mm`, one whose launch is in no CPU op, and one of
+    each again but starting at 1e18 µs (beyond 2^53: left out). summary's `unlinked` counted the
+    left-out rows too ("2 of 2 GPU activities have no launcher"); of the 2 rows kept, 1 has none."""
+    import json
+
+    from kernel_atlas.ingest.pipeline import ingest_trace
+
+    def events(corr: int, t: float, in_op: bool) -> list[dict]:
+        launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 1,
+                  "dur": 1, "args": {"correlation": corr}}  # fmt: skip
+        kernel = {"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": 0, "tid": 7, "ts": t + 5, "dur": 2,
+                  "args": {"correlation": corr, "device": 0, "stream": 7}}  # fmt: skip
+        op = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": t, "dur": 3,
+              "args": {"External id": corr}}  # fmt: skip
+        return [op, launch, kernel] if in_op else [launch, kernel]
+
+    trace = [*events(1, 100.0, True), *events(2, 200.0, False), *events(3, 1e18, True), *events(4, 1e18, False)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": trace}))
+    result = ingest_trace(path)
+    assert sorted(result.frame["name"]) == ["k1", "k2"]
+    assert result.facts["unlinked"] == {"launch has no enclosing CPU op or Python frame": 1}
+    assert [w for w in result.warnings if "no launcher" in w] == [
+        f"{path}: 1 of 2 GPU activities have no launcher (1 launch has no enclosing CPU op or Python frame)"
+    ]
