@@ -215,7 +215,10 @@ def classify(
     from kernel_atlas.store.outputs import json_text
 
     entries = load_catalog(catalog)
-    filled = fill_catalog(entries)
+    notes: list[str] = []
+    filled = fill_catalog(entries, notes=notes)
+    for note in notes:
+        say(err_console, "[yellow]warning:[/]", f"{catalog}: {note}")
     text = json_text(filled)  # the same JSON as every output: no credential, no NaN/Infinity
     if out is None:
         sys.stdout.write(text)
@@ -226,6 +229,9 @@ def classify(
     newly = sum(1 for a, b in zip(entries, filled, strict=True) if a.get("op_mapping") != b["op_mapping"])
     unknown = sum(1 for e in filled if e["op_mapping"] == UNKNOWN_OP)
     say(err_console, "", f"{len(filled)} entries, {newly} newly labelled, {unknown} unknown → {out}")
+
+
+EXPLAIN_SECONDS = 30.0  # the most `atlas explain` may spend trying every rule on one name
 
 
 @app.command()
@@ -244,6 +250,7 @@ def explain(
     from kernel_atlas.classify.classifier import default_classifier
     from kernel_atlas.classify.names import base_name, family_key
     from kernel_atlas.core.redact import redact_text
+    from kernel_atlas.core.texts import time_bound
     from kernel_atlas.ingest.frames import STACK_SEPARATOR
     from kernel_atlas.report.explain import print_explanation
 
@@ -251,7 +258,8 @@ def explain(
     kernel_name, launcher = redact_text(kernel_name), launcher and redact_text(launcher)
     stack = [redact_text(frame) for frame in stack] if stack else None
     call_stack = STACK_SEPARATOR.join(stack) if stack else None
-    explanation = default_classifier().explain(kernel_name, launcher, call_stack)
+    with time_bound("atlas explain", EXPLAIN_SECONDS):  # every rule is tried on the name: bounded
+        explanation = default_classifier().explain(kernel_name, launcher, call_stack)
     print_explanation(
         console, kernel_name, base_name(kernel_name), family_key(kernel_name), explanation, all_steps, wide
     )

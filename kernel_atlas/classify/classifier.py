@@ -16,6 +16,7 @@ the catalog (catalogs/kernels.json), stack-only guesses and normalised catalog n
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -30,6 +31,7 @@ from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import catalogs_dir
+from kernel_atlas.core.texts import TooSlow, interrupted_after
 
 UNLABELLED = ("", "TBD", None)
 _HITS_KEPT = 1 << 16  # names whose needle hits are kept (`Classifier._needle_hits`)
@@ -317,6 +319,25 @@ class Classifier:
     def classify(self, name: str, launcher: str | None = None, stack: str | None = None) -> Label:
         return self._decide(name, launcher, stack, trace=False).label
 
+    def classify_by_lookup(self, name: str, launcher: str | None = None) -> Label:
+        """The label exact lookups give — the catalog's kernels, exact launcher names, normalised
+        names — without any rule's regular expression: for a name whose rules took too long."""
+        launcher = launcher or ""
+        known = self._known(name, launcher)
+        if known is not None:
+            return self._label(known[0], "catalog:exact", "catalog", 1.0, known[1])
+        hit = self.launchers.lookup(launcher, patterns=False) if launcher else None
+        if hit is not None:
+            detail = f"launcher {launcher!r} matches {hit.key!r} (the name rules took too long to match)"
+            return self._label(hit.op, LAUNCHER_RULE, "launcher", 0.85, detail)
+        op = self.by_family.get(family_key(name))
+        if op:
+            detail = f"normalised name {family_key(name)!r} equals a catalog entry's"
+            return self._label(op, "catalog:family", "catalog", 0.7, detail)
+        return Label(
+            UNKNOWN_OP, OTHER_CATEGORY, "none", "none", 0.0, "the rules took too long; no exact lookup matched"
+        )
+
     def explain(self, name: str, launcher: str | None = None, stack: str | None = None) -> Explanation:
         return self._decide(name, launcher, stack, trace=True)
 
@@ -383,9 +404,56 @@ def rule_precision(label_rule: object) -> str | None:
     return rule_precisions().get(rule_id(label_rule) or "")
 
 
-def label_frame(frame: pd.DataFrame, classifier: Classifier | None = None) -> pd.DataFrame:
+# The most the rules' regular expressions may take over the distinct kernels of one table, and
+# over one long name: real names take ~0.05–1 ms each (200,000 distinct Triton names: 9 s), but a
+# rule like `gemm\w*?tf32` backtracks over a 16,000-character `gemm_gemm_…` for 14 s.
+RULES_SECONDS = 20.0
+LONG_NAME_SECONDS = 1.0
+LONG_TEXT = 512  # a name or stack past this many characters is matched under a timer
+
+
+class BoundedMatching:
+    """Classifies kernels one after another within RULES_SECONDS in all: a long name or stack is
+    matched under a timer of LONG_NAME_SECONDS (`interrupted_after`); a kernel whose rules ran out
+    of time, and every kernel once the time is spent, gets the label of exact lookups alone
+    (`classify_by_lookup`), counted in `cut`."""
+
+    def __init__(self, classifier: Classifier) -> None:
+        self.classifier = classifier
+        self.spent = 0.0
+        self.cut = 0
+
+    def classify(self, name: str, launcher: str | None, stack: str | None) -> Label:
+        left = RULES_SECONDS - self.spent
+        if left <= 0:
+            self.cut += 1
+            return self.classifier.classify_by_lookup(name, launcher)
+        start = time.perf_counter()
+        try:
+            if len(name) > LONG_TEXT or len(stack or "") > LONG_TEXT or len(launcher or "") > LONG_TEXT:
+                with interrupted_after(min(LONG_NAME_SECONDS, left)):
+                    return self.classifier.classify(name, launcher, stack)
+            return self.classifier.classify(name, launcher, stack)
+        except TooSlow:
+            self.cut += 1
+            return self.classifier.classify_by_lookup(name, launcher)
+        finally:
+            self.spent += time.perf_counter() - start
+
+    def note(self) -> str:
+        kernels = "distinct kernel" if self.cut == 1 else "distinct kernels"
+        return (
+            f"{self.cut:,} {kernels} labelled by exact lookups alone (catalog, launcher names): matching "
+            f"the rules took too long (over {LONG_NAME_SECONDS:g} s for a name, or {RULES_SECONDS:g} s in all)"
+        )
+
+
+def label_frame(
+    frame: pd.DataFrame, classifier: Classifier | None = None, notes: list[str] | None = None
+) -> pd.DataFrame:
     """Fill op_mapping/category/label_* of a kernels table: each distinct
-    (name, launcher, call stack) is classified once and the labels are joined back."""
+    (name, launcher, call stack) is classified once and the labels are joined back, the rules
+    within a time (`BoundedMatching`; `notes` gets a line when some kernels went without them)."""
     if frame.empty:
         return frame
     classifier = classifier or default_classifier()
@@ -398,13 +466,13 @@ def label_frame(frame: pd.DataFrame, classifier: Classifier | None = None) -> pd
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     unique, inverse = codes[first], inverse.reshape(-1)
     cats = [c.cat.categories.tolist() for c in columns]  # Python lists: an Index lookup per value cost ~2 µs
+    matcher = BoundedMatching(classifier)
     labels = []
     for row in unique.tolist():
         name, launcher, stack = (None if c < 0 else cats[i][c] for i, c in enumerate(row))
-        if name is None:
-            labels.append(UNKNOWN)
-            continue
-        labels.append(classifier.classify(name, launcher, stack))
+        labels.append(UNKNOWN if name is None else matcher.classify(name, launcher, stack))
+    if matcher.cut and notes is not None:
+        notes.append(matcher.note())
     for column, attr in (
         ("op_mapping", "op_mapping"),
         ("category", "category"),

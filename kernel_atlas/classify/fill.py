@@ -4,25 +4,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel_atlas.classify.classifier import UNLABELLED, Classifier
+from kernel_atlas.classify.classifier import UNLABELLED, BoundedMatching, Classifier
 from kernel_atlas.classify.rules import load_rules
 from kernel_atlas.classify.taxonomy import load_taxonomy
 
 
-def fill_catalog(entries: list[dict[str, Any]], classifier: Classifier | None = None) -> list[dict[str, Any]]:
+def fill_catalog(
+    entries: list[dict[str, Any]], classifier: Classifier | None = None, notes: list[str] | None = None
+) -> list[dict[str, Any]]:
     """A copy of `entries` where every entry has `op_mapping`, `category`, `operation` and
-    `label` (rule, evidence, confidence). Existing labels are facts and are kept as they are."""
+    `label` (rule, evidence, confidence). Existing labels are facts and are kept as they are.
+    The rules match within a time (`BoundedMatching`; `notes` gets a line when some went without)."""
     if classifier is None:
         # The catalog's own labels are the known kernels; the shipped catalog is not consulted,
         # so a label is never justified by an earlier run of this same function.
         rules, launchers = load_rules()
         classifier = Classifier(rules, launchers, entries)
     taxonomy = load_taxonomy()
+    matcher = BoundedMatching(classifier)
     filled = []
     for entry in entries:
         entry = dict(entry)
         if entry.get("op_mapping") in UNLABELLED:
-            label = classifier.classify(
+            label = matcher.classify(
                 entry.get("kernel_name", ""), entry.get("kernel_implementation"), entry.get("call_stack")
             )
             entry["op_mapping"] = label.op_mapping
@@ -46,4 +50,6 @@ def fill_catalog(entries: list[dict[str, Any]], classifier: Classifier | None = 
         if entry.get("operation") in UNLABELLED:
             entry["operation"] = taxonomy.operation_of.get(entry["op_mapping"], "")
         filled.append(entry)
+    if matcher.cut and notes is not None:
+        notes.append(matcher.note())
     return filled

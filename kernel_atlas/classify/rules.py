@@ -139,17 +139,20 @@ class LauncherTable:
     layers: dict[str, str] = field(default_factory=dict)
     layer_patterns: tuple[tuple[RulePattern, str], ...] = ()
 
-    def lookup(self, launcher: str) -> LauncherHit | None:
-        """What a launcher says: exact names first (as written, then its op name), then
-        patterns in order (searched in the op name); layer launchers after the ops."""
+    def lookup(self, launcher: str, patterns: bool = True) -> LauncherHit | None:
+        """What a launcher says: exact names first (as written, then its op name), then — unless
+        `patterns` is false — patterns in order (searched in the op name); layer launchers after
+        the ops."""
         key = launcher_key(launcher)
         for table, layer in ((self.exact, False), (self.layers, True)):
             for text in (launcher, key):
                 op = table.get(text)
                 if op is not None:
                     return LauncherHit(op, text, layer)
-        for patterns, layer in ((self.patterns, False), (self.layer_patterns, True)):
-            for pattern, op in patterns:
+        if not patterns:
+            return None
+        for patterns_of, layer in ((self.patterns, False), (self.layer_patterns, True)):
+            for pattern, op in patterns_of:
                 if pattern.search(key):
                     return LauncherHit(op, pattern.pattern, layer)
         return None

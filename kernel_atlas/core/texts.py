@@ -68,32 +68,42 @@ def user_pattern(text: str, given: str) -> re.Pattern[str]:
         raise AtlasError(None, f"{given}: not a regular expression ({exc})") from None
 
 
-class _TooSlow(Exception):
-    pass
+class TooSlow(Exception):
+    """The work inside `interrupted_after` ran past its time."""
+
+
+@contextmanager
+def interrupted_after(seconds: float) -> Iterator[None]:
+    """Raises `TooSlow` inside the work after `seconds`. `re` checks for signals while it
+    matches, so a timer signal ends even a regular expression that backtracks catastrophically;
+    only the main thread receives signals — elsewhere (a notebook's worker thread, a platform
+    without SIGALRM) the work runs unbounded."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise TooSlow
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @contextmanager
 def time_bound(what: str, seconds: float | None = None) -> Iterator[None]:
     """Stops the work inside after `seconds` (default USER_PATTERN_SECONDS) with a one-line
-    error naming `what` (a user's pattern that backtracks catastrophically). `re` checks for
-    signals while it matches, so a timer signal ends it; only the main thread receives signals —
-    elsewhere (a notebook's worker thread, a platform without SIGALRM) the work runs unbounded."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    error naming `what` (a user's pattern that backtracks catastrophically); see
+    `interrupted_after`."""
     seconds = USER_PATTERN_SECONDS if seconds is None else seconds
-
-    def stop(signum: int, frame: object) -> None:
-        raise _TooSlow
-
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        yield
-    except _TooSlow:
+        with interrupted_after(seconds):
+            yield
+    except TooSlow:
         raise AtlasError(
             None, f"{what}: matching took more than {seconds:g} s (a pattern that backtracks catastrophically?)"
         ) from None
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

@@ -204,7 +204,9 @@ def ingest_trace(
     del cols
     release_free_memory()  # the host table
     report("classifying", 0.9)
-    frame = label_frame(frame)
+    labelled: list[str] = []
+    frame = label_frame(frame, notes=labelled)
+    warnings.extend(f"{path}: {note}" for note in labelled)
     release_free_memory()  # labelling's temporaries, before the efficiency columns'
     frame = with_kernel_efficiency(frame, trace.device_properties)
     frame, unusable = usable_rows(frame)
