@@ -186,8 +186,11 @@ def ingest(
         )
     for warning in result.warnings:
         say(err_console, "[yellow]warning:[/]", warning)
-    for failure in result.failed:
-        say(err_console, "[bold red]error:[/]", failure.reason)
+    reasons = [failure.reason for failure in result.failed]  # one line a failed trace, no other
+    if reasons and result.done:
+        reasons[-1] += f" ({len(reasons)} of {len(sources)} traces failed; the others are in {out_dir})"
+    for reason in reasons:
+        say(err_console, "[bold red]error:[/]", reason)
     if not result.done:
         raise typer.Exit(2)
     if quiet:
@@ -195,7 +198,6 @@ def ingest(
     else:
         print_ingest_summary(console, result, result.files, top=top, wide=wide)
     if result.failed:
-        say(err_console, "", f"{len(result.failed)} of {len(sources)} traces failed; the others are in {out_dir}")
         raise typer.Exit(2)
 
 
