@@ -240,7 +240,7 @@ def _reach(event: dict[str, Any], key: str, new: Any) -> tuple[dict[str, set[Any
 @st.composite
 def cases(draw: st.DrawFn, paths: tuple[Path, ...] | None = None) -> Case:
     path = draw(st.sampled_from(paths or tuple(trace_paths())))
-    kind = draw(st.sampled_from(["args", "args", "metadata", "event", "bytes", "bytes", "wide", "doctored"]))
+    kind = draw(st.sampled_from(["args", "args", "metadata", "event", "bytes", "bytes", "wide", "doctored", "shape"]))
     doc = copy.deepcopy(parsed(path))
     raws: dict[str, str] = {}
     case = Case(path, kind, "", b"")
@@ -317,6 +317,11 @@ def cases(draw: st.DrawFn, paths: tuple[Path, ...] | None = None) -> Case:
                 events[index]["args"] = {}
             events[index]["args"][key] = f"v{i}"
         case.detail, case.whole = f"{min(count, len(gpu))} distinct {key!r} values", True
+        data = json.dumps(doc).encode()
+    elif kind == "shape":  # what costs by its shape, not its values (stop 47's campaign)
+        shape = draw(st.sampled_from(sorted(SHAPES)))
+        SHAPES[shape](doc)
+        case.detail, case.whole = f"shape: {shape}", True
         data = json.dumps(doc).encode()
     else:
         data = json.dumps(doc).encode()
@@ -463,6 +468,55 @@ def _extra_rank(out: Path) -> bool:
     return bool(files)
 
 
+def _thread_of(doc: dict[str, Any]) -> tuple[Any, Any, float]:
+    """(pid, tid, ts) of the trace's first CPU op, else of its first event with a time."""
+    timed = [e for e in doc["traceEvents"] if isinstance(e, dict) and isinstance(e.get("ts"), (int, float))]
+    first = next((e for e in timed if e.get("cat") == "cpu_op"), timed[0] if timed else {})
+    return first.get("pid", 1), first.get("tid", 1), float(first.get("ts", 0.0))
+
+
+def _tiny_events(doc: dict[str, Any]) -> None:
+    doc["traceEvents"] += [{}] * 300_000  # 3 bytes of text each, a struct each on the forgiving path
+
+
+def _same_time_nest(doc: dict[str, Any]) -> None:
+    pid, tid, ts = _thread_of(doc)
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid, "ts": ts, "dur": 1}
+    doc["traceEvents"] += [{**launch, "args": {"correlation": 10**9 + i}} for i in range(3000)]  # nest 3,000 deep
+
+
+def _deep_nest(doc: dict[str, Any]) -> None:
+    pid, tid, ts = _thread_of(doc)
+    doc["traceEvents"] += [
+        {"ph": "X", "cat": "cpu_op", "name": f"aten::nest{i % 7}", "pid": pid, "tid": tid, "ts": ts + i * 0.001,
+         "dur": 2 * (30_000 - i) * 0.001 + 1, "args": {"External id": 10**9 + i}}
+        for i in range(30_000)
+    ]  # fmt: skip
+
+
+def _backtracking_names(doc: dict[str, Any]) -> None:
+    kernels = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "kernel"]
+    for i, event in enumerate(kernels[:3]):  # `gemm\w*?tf32` backtracks over every `gemm`
+        event["name"] = "gemm_" * 3200 + str(i)
+
+
+# Shapes of trace that cost by their count or depth rather than by their values.
+SHAPES: dict[str, Any] = {
+    "300k empty objects": _tiny_events,
+    "3k launches at one time": _same_time_nest,
+    "30k-deep nesting": _deep_nest,
+    "backtracking names": _backtracking_names,
+}
+
+
+def _twice(column: str) -> Any:
+    import pyarrow as pa
+
+    return lambda table: pa.Table.from_arrays(
+        [*table.columns, table.column(column)], names=[*table.column_names, column]
+    )
+
+
 # Damage to an ingest output that `atlas report` must refuse in one line (issue 27).
 DOCTORS: dict[str, Any] = {
     **{f"no {column}": _without(column) for column in ("launcher", "stream", "device", "module", "input_dims")},
@@ -473,6 +527,9 @@ DOCTORS: dict[str, Any] = {
     "null name": lambda out: _rewrite(out, _first("name", None)),
     "deep input_dims": lambda out: _rewrite(out, _first("input_dims", "[" * 5000 + "]" * 5000)),
     "extra rank": _extra_rank,
+    "null category": lambda out: _rewrite(out, _first("category", None)),
+    "ts_us twice": lambda out: _rewrite(out, _twice("ts_us")),
+    "token in a launcher": lambda out: _rewrite(out, _first("launcher", "aten::mm " + SECRETS[3])),
 }
 
 
