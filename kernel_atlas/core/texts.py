@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -85,6 +86,8 @@ def interrupted_after(seconds: float) -> Iterator[None]:
     def stop(signum: int, frame: object) -> None:
         raise TooSlow
 
+    outer = signal.getitimer(signal.ITIMER_REAL)  # a timer set outside (one per process): resumed after
+    started = time.monotonic()
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-3))
     try:
@@ -92,6 +95,8 @@ def interrupted_after(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer[0] > 0:
+            signal.setitimer(signal.ITIMER_REAL, max(outer[0] - (time.monotonic() - started), 1e-3), outer[1])
 
 
 @contextmanager

@@ -58,3 +58,25 @@ def test_a_catastrophic_kernel_pattern_is_one_line(bert_run: Path, command: str,
     start = time.monotonic()
     assert_one_line_error(cli(*args), given, "matching took more than 0.5 s")
     assert time.monotonic() - start < 30
+
+
+def test_a_timer_set_outside_goes_on_after_an_inner_one() -> None:
+    """The process has one interval timer: the inner bound (a long name's rules) stops its own
+    work, then the outer timer (a harness's) is set again for what it had left, and fires."""
+    from kernel_atlas.core.texts import TooSlow, interrupted_after
+
+    fired: list[float] = []
+    previous = signal.signal(signal.SIGALRM, lambda *_: fired.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(TooSlow), interrupted_after(0.05):
+            while True:
+                pass
+        assert not fired
+        deadline = time.monotonic() + 5
+        while not fired and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(fired) == 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
