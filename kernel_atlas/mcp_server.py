@@ -33,6 +33,7 @@ from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_repor
 
 MAX_ROWS = 500  # the most rows a tool returns
 QUERY_SECONDS = 30  # the most time one `query` may take
+EXPLAIN_SECONDS = 30  # and one `explain` (every name rule tried on one name)
 # and memory: how much its process may grow over the server it is forked from (~200 MB: the two
 # stay under 1 GB; looked at every 20 ms, so it may pass a little)
 QUERY_MEMORY, QUERY_MEMORY_BYTES = "700 MiB", 700 << 20
@@ -206,33 +207,12 @@ class Tools:
         """How Kernel Atlas labels a kernel: the op and category, the rule that decided, what the
         name and the launcher say, and who won a conflict."""
         from kernel_atlas.classify.classifier import default_classifier
-        from kernel_atlas.ingest.events import cut_long
-        from kernel_atlas.ingest.frames import STACK_SEPARATOR
 
-        # cut as ingest cuts names: a 10 MB one took 54 s to label
-        call_stack = cut_long(STACK_SEPARATOR.join(stack)) if stack else None
-        explanation = default_classifier().explain(cut_long(str(kernel)), cut_long(launcher), call_stack)
-        label = explanation.label
-
-        def opinion(o: Any) -> dict[str, Any] | None:
-            return None if o is None else {"op": o.op, "source": o.source, "detail": o.detail}
-
-        return _clean(
-            {
-                "kernel": kernel,
-                "op_mapping": label.op_mapping,
-                "category": label.category,
-                "rule": label.rule,
-                "evidence": label.evidence,
-                "detail": label.detail,
-                "name": opinion(explanation.name),
-                "launcher": opinion(explanation.launcher),
-                "context": opinion(explanation.context),
-                "conflict": explanation.conflict,
-                "winner": explanation.winner,
-                "why": explanation.resolution_why,
-            }
-        )
+        default_classifier()  # loaded here, once: each explanation's process inherits it
+        # cut as ingest cuts names (a 10 MB one took 54 s to label), and explained in a process of
+        # its own, stopped past EXPLAIN_SECONDS: a rule backtracking over a name runs for minutes,
+        # and this thread is no main thread, which a timer signal could stop
+        return _bounded(partial(_explanation, kernel, launcher, stack), "explain", EXPLAIN_SECONDS)
 
     def diff(self, run_a: str, run_b: str, fail_above_pct: float | None = None, limit: int = 20) -> dict[str, Any]:
         """Run B against run A: GPU time per category and the largest op changes, how comparable
@@ -283,13 +263,43 @@ class Tools:
         return _bounded(partial(_select, folder, sql, limit))
 
 
+def _explanation(kernel: str, launcher: str | None, stack: list[str] | None) -> dict[str, Any]:
+    from kernel_atlas.classify.classifier import default_classifier
+    from kernel_atlas.ingest.events import cut_long
+    from kernel_atlas.ingest.frames import STACK_SEPARATOR
+
+    call_stack = cut_long(STACK_SEPARATOR.join(stack)) if stack else None
+    explanation = default_classifier().explain(cut_long(str(kernel)), cut_long(launcher), call_stack)
+    label = explanation.label
+
+    def opinion(o: Any) -> dict[str, Any] | None:
+        return None if o is None else {"op": o.op, "source": o.source, "detail": o.detail}
+
+    return _clean(
+        {
+            "kernel": kernel,
+            "op_mapping": label.op_mapping,
+            "category": label.category,
+            "rule": label.rule,
+            "evidence": label.evidence,
+            "detail": label.detail,
+            "name": opinion(explanation.name),
+            "launcher": opinion(explanation.launcher),
+            "context": opinion(explanation.context),
+            "conflict": explanation.conflict,
+            "winner": explanation.winner,
+            "why": explanation.resolution_why,
+        }
+    )
+
+
 # --- SQL, in a process of its own -----------------------------------------------------------------
 
 
-def _bounded(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """`work` (DuckDB over a run) in a forked process, killed past QUERY_SECONDS or once it has
-    grown by QUERY_MEMORY_BYTES: DuckDB's own limits did not hold against one huge value
-    (`repeat('x', 1.5e9)` ran 93 s and reached 6 GB — building a string neither checks the
+def _bounded(work: Callable[[], dict[str, Any]], what: str = "query", seconds: float = QUERY_SECONDS) -> dict[str, Any]:
+    """`work` (DuckDB over a run, or an explanation) in a forked process, killed past `seconds`
+    or once it has grown by QUERY_MEMORY_BYTES: DuckDB's own limits did not hold against one huge
+    value (`repeat('x', 1.5e9)` ran 93 s and reached 6 GB — building a string neither checks the
     interrupt nor counts against `memory_limit`). Where no process can be forked, it runs here,
     bounded by DuckDB alone."""
     if not sys.platform.startswith("linux"):
@@ -301,14 +311,15 @@ def _bounded(work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         child: Beside[dict[str, Any]] = Beside(lambda _: work())
     except OSError:  # no process to be had: DuckDB's own bounds
         return work()
+    most = "a query" if what == "query" else f"`{what}`"
     try:
-        return child.result(seconds=QUERY_SECONDS + 1.0, max_growth_bytes=QUERY_MEMORY_BYTES)
+        return child.result(seconds=seconds + 1.0, max_growth_bytes=QUERY_MEMORY_BYTES)
     except OverBound as exc:
         if exc.bound == "time":
-            raise AtlasError("query", f"stopped after {QUERY_SECONDS} s (the most a query may take)") from None
-        raise AtlasError("query", f"stopped past {QUERY_MEMORY} of memory (the most a query may add)") from None
+            raise AtlasError(what, f"stopped after {seconds:g} s (the most {most} may take)") from None
+        raise AtlasError(what, f"stopped past {QUERY_MEMORY} of memory (the most {most} may add)") from None
     except ChildLost as exc:
-        raise AtlasError("query", f"the query's process ended without an answer ({exc})") from None
+        raise AtlasError(what, f"the {what}'s process ended without an answer ({exc})") from None
     finally:
         child.stop()
 

@@ -241,3 +241,17 @@ def test_an_agents_odd_arguments_are_one_clear_tool_error(tools) -> None:
         verdict = tools.diff("bert.atlas", "bert.atlas", fail_above_pct=1e308)["verdict"]
     assert verdict["regressions"] == []
     assert _guarded(tools.query)(run="bert.atlas", sql="SELECT 1 AS n")["rows"] == [{"n": 1}]
+
+
+def test_an_explanation_that_backtracks_is_stopped(tools, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server's tool runs in no main thread, where no timer signal can stop a rule that
+    backtracks over a name (`gemm_` × 3,200 against `gemm\\w*?tf32`: ~14 s for that rule alone);
+    each explanation runs in a process of its own, stopped past EXPLAIN_SECONDS."""
+    import kernel_atlas.mcp_server as server
+
+    monkeypatch.setattr(server, "EXPLAIN_SECONDS", 1)
+    start = time.monotonic()
+    with pytest.raises(AtlasError, match=r"^explain: stopped after 1 s \(the most `explain` may take\)"):
+        tools.explain("gemm_" * 3200)
+    assert time.monotonic() - start < 10
+    assert tools.explain("ampere_sgemm_32x32_nn")["op_mapping"] == "matmul"  # a real name, as before
