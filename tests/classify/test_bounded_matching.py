@@ -14,8 +14,19 @@ SLOW = "gemm_" * 3200
 
 
 def test_a_name_whose_rules_run_too_long_is_labelled_by_lookup(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rules of a long name never finish here (a stand-in for a backtracking rule): the 0.05 s
+    timer stops them, and exact lookups label the kernel."""
     monkeypatch.setattr(cl, "LONG_NAME_SECONDS", 0.05)
-    matcher = cl.BoundedMatching(cl.default_classifier())
+    classifier = cl.default_classifier()
+    real = classifier.classify
+
+    def rules(name: str, launcher: str | None = None, stack: str | None = None) -> cl.Label:
+        while len(name) > 1000:  # backtracking, for ever
+            pass
+        return real(name, launcher, stack)
+
+    monkeypatch.setattr(classifier, "classify", rules)
+    matcher = cl.BoundedMatching(classifier)
     label = matcher.classify(SLOW, "aten::mm", None)
     # aten::mm is in the launcher table exactly: the op it launches is a matmul
     assert (label.op_mapping, label.rule, label.evidence) == ("matmul", "launcher-table", "launcher")

@@ -246,9 +246,18 @@ def test_an_agents_odd_arguments_are_one_clear_tool_error(tools) -> None:
 def test_an_explanation_that_backtracks_is_stopped(tools, monkeypatch: pytest.MonkeyPatch) -> None:
     """A server's tool runs in no main thread, where no timer signal can stop a rule that
     backtracks over a name (`gemm_` × 3,200 against `gemm\\w*?tf32`: ~14 s for that rule alone);
-    each explanation runs in a process of its own, stopped past EXPLAIN_SECONDS."""
+    each explanation runs in a process of its own, stopped past EXPLAIN_SECONDS. Here an
+    explanation that never ends stands in for the rule."""
     import kernel_atlas.mcp_server as server
 
+    real = server._explanation
+
+    def explanation(kernel: str, launcher: str | None, stack: list[str] | None) -> dict:
+        while kernel.startswith("gemm_gemm_"):  # backtracking, for ever
+            pass
+        return real(kernel, launcher, stack)
+
+    monkeypatch.setattr(server, "_explanation", explanation)
     monkeypatch.setattr(server, "EXPLAIN_SECONDS", 1)
     start = time.monotonic()
     with pytest.raises(AtlasError, match=r"^explain: stopped after 1 s \(the most `explain` may take\)"):
