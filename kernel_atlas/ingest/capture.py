@@ -60,7 +60,6 @@ from kernel_atlas.ingest.link import (
     LinkedColumns,
     call_positions,
     describe_launches,
-    unlinked_counts,
 )
 
 LINK_GRAPH_CAPTURE = "graph capture"
@@ -747,7 +746,6 @@ def _attach(
     for column, values in texts.items():
         setattr(linked, column, set_rows(getattr(linked, column), attached, values))
     linked.link = set_rows(linked.link, attached, [LINK_GRAPH_CAPTURE] * len(attached))
-    linked.unlinked = unlinked_counts(linked.link)
 
 
 def _next_in_order(fits: list[_Fit], graphs: Sequence[CapturedGraph], last_matched: dict[str, int]) -> _Fit:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from kernel_atlas.ingest.capture import ATTACHED
 from kernel_atlas.ingest.columns import RUNTIME, HostTable, set_rows
-from kernel_atlas.ingest.link import LinkedColumns, describe_launches, unlinked_counts
+from kernel_atlas.ingest.link import LinkedColumns, describe_launches
 
 LINK_GRAPH_NODE = "graph node id"
 
@@ -40,7 +40,6 @@ def attach_graph_nodes(host: HostTable, linked: LinkedColumns, node_creation: np
     first_id = int(linked.cpu_op_id.max(initial=-1)) + 1
     linked.cpu_op_id[rows] = np.where(op >= 0, first_id + calls, -1)
     linked.link = set_rows(linked.link, rows, [LINK_GRAPH_NODE] * len(rows))
-    linked.unlinked = unlinked_counts(linked.link)
     return rows
 
 

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.columns import GpuTable, set_rows
-from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions, unlinked_counts
+from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
 LINK_BY_NEIGHBOURS = "inferred: same kernel, grid, block and neighbouring kernels"
@@ -160,7 +160,6 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
             for r in inferred_rows
         ]
         linked.link = set_rows(linked.link, inferred_rows, how)
-    linked.unlinked = unlinked_counts(linked.link)
     return facts
 
 

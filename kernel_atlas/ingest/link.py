@@ -74,7 +74,6 @@ class LinkedColumns:
     capture_correlation: np.ndarray  # int64: correlation of the matched launch in a capture trace, -1 none
     shapes_inferred: np.ndarray  # bool: launcher and shapes borrowed from the same kernel elsewhere
     external_id_mismatch: int = 0
-    unlinked: dict[str, int] = field(default_factory=dict)
     # For later ingest stages that look at host ranges (`host_activity.py`): the launch's row in
     # `TraceColumns.host` (-1 none) and every host range's enclosing range (`nesting_parents`).
     launch_idx: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
@@ -426,7 +425,6 @@ def link(cols: TraceColumns) -> LinkedColumns:
         capture_correlation=np.full(n, -1, dtype=np.int64),
         shapes_inferred=np.zeros(n, dtype=bool),
         external_id_mismatch=int(mismatch.sum()),
-        unlinked=unlinked_counts(link_reason),
         launch_idx=launch_idx,
         host_parent=nest.parent,
         step_annotation=name_or_none(attention_step_idx),

@@ -211,8 +211,8 @@ def ingest_trace(
     frame = with_kernel_efficiency(frame, trace.device_properties)
     frame, unusable = usable_rows(frame)
     warnings.extend(f"{path}: {warning}" for warning in unusable)
-    # counted on the rows kept, as every capture left them (rows without a usable time are not in the table)
-    linked.unlinked = unlinked_counts(frame["link"]) if len(frame) else {}
+    # counted on the rows kept, as every later stage left their links (rows without a usable time are not in it)
+    unlinked = unlinked_counts(frame["link"]) if len(frame) else {}
     redacted = redact_frame(frame) + memory_redacted
     report("done", 1.0)
     unknown_gpu = unknown_gpu_categories(dict(cols_ignored))
@@ -220,10 +220,9 @@ def ingest_trace(
         warnings.append(f"{path}: no GPU events of a known category (kernels, memcpys, memsets); tables are empty")
     elif frame.empty:
         warnings.append(f"{path}: no GPU events (kernels, memcpys, memsets) in this trace; tables are empty")
-    unlinked = sum(linked.unlinked.values())
     if unlinked:
-        detail = ", ".join(f"{n} {why}" for why, n in linked.unlinked.items())
-        warnings.append(f"{path}: {unlinked} of {len(frame)} GPU activities have no launcher ({detail})")
+        detail = ", ".join(f"{n} {why}" for why, n in unlinked.items())
+        warnings.append(f"{path}: {sum(unlinked.values())} of {len(frame)} GPU activities have no launcher ({detail})")
     if redacted:
         warnings.append(f"{path}: {redacted} values shaped like credentials (tokens, keys) written as <redacted>")
     graph_warning = graph_facts.warning()
@@ -234,7 +233,7 @@ def ingest_trace(
     kernel_time = float(frame.loc[frame["kind"] == "kernel", "dur_us"].sum()) if len(frame) else 0.0
     link_facts = {
         "events": event_count,
-        "unlinked": linked.unlinked,
+        "unlinked": unlinked,
         "external_id_mismatches": linked.external_id_mismatch,
         "last_step_start_us": last_step,
         "graphs": graph_facts.as_dict(),
