@@ -553,7 +553,7 @@ def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atla
     missing = [name for name in columns if name not in table.column_names]
     if missing:
         raise AtlasError(path, f"not {what} of `{by}` (no column {', '.join(missing)}): run `{by}` again")
-    _refuse_credentials(path, table.schema, table)
+    _refuse_credentials(path, table)
     for name, kind in columns.items():
         column = table.column(name)
         _check_kind(path, name, _family(column.type), "float" if kind == "time" else kind)
@@ -729,7 +729,8 @@ def _check_values(path: Path) -> None:
     ]
     exact = [name for name in FLOAT_EXACT if name in schema.names and pa.types.is_integer(schema.field(name).type)]
     wanted = [name for name in (*LABELLED, "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact) if name in schema.names]
-    table = load_table(path, columns=wanted)
+    texts = _text_columns(schema)  # read in the same pass, for `_refuse_credentials`
+    table = load_table(path, columns=list(dict.fromkeys([*wanted, *texts])))
 
     def refuse(count: int, what: str) -> AtlasError:
         return AtlasError(path, f"{count} {what}, which `atlas ingest` never writes: run `atlas ingest` again")
@@ -764,7 +765,7 @@ def _check_values(path: Path) -> None:
             deep = sum(too_deep(text) for text in texts)
             if deep:
                 raise refuse(deep, f"`{name}` values nested deeper than {MAX_DEPTH} levels")
-    _refuse_credentials(path, schema)
+    _refuse_credentials(path, table)
 
 
 def _text_columns(schema: pa.Schema) -> list[str]:
@@ -775,14 +776,11 @@ def _text_columns(schema: pa.Schema) -> list[str]:
     return [field.name for field in schema if is_text(field.type)]
 
 
-def _refuse_credentials(path: Path, schema: pa.Schema, table: pa.Table | None = None) -> None:
+def _refuse_credentials(path: Path, table: pa.Table) -> None:
     """`atlas ingest` redacts every credential-shaped text it writes; a file holding one was
     written by other means, and every reader would copy it into reports, tables and answers.
-    `table`: the file's table when already read."""
-    columns = _text_columns(schema)
-    if not columns:
-        return
-    table = load_table(path, columns=columns) if table is None else table
+    `table`: the file's table, read with (at least) its text columns."""
+    columns = _text_columns(table.schema)
     found = 0
     for name in columns:
         column = table.column(name)
