@@ -293,7 +293,7 @@ def _explanation(kernel: str, launcher: str | None, stack: list[str] | None) -> 
     )
 
 
-# --- SQL, in a process of its own -----------------------------------------------------------------
+# --- answers in a process of their own -----------------------------------------------------------
 
 
 def _bounded(work: Callable[[], dict[str, Any]], what: str = "query", seconds: float = QUERY_SECONDS) -> dict[str, Any]:
@@ -304,8 +304,9 @@ def _bounded(work: Callable[[], dict[str, Any]], what: str = "query", seconds: f
     bounded by DuckDB alone."""
     if not sys.platform.startswith("linux"):
         return work()
-    import duckdb  # noqa: F401  imported once, here: each query's child inherits it
-    import pyarrow.dataset  # noqa: F401
+    if what == "query":  # imported once, here: each query's child inherits them (an explanation needs neither)
+        import duckdb  # noqa: F401
+        import pyarrow.dataset  # noqa: F401
 
     try:
         child: Beside[dict[str, Any]] = Beside(lambda _: work())
