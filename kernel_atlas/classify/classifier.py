@@ -31,7 +31,7 @@ from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import catalogs_dir
-from kernel_atlas.core.texts import TooSlow, interrupted_after
+from kernel_atlas.core.texts import TooSlow, counted, interrupted_after
 
 UNLABELLED = ("", "TBD", None)
 _HITS_KEPT = 1 << 16  # names whose needle hits are kept (`Classifier._needle_hits`)
@@ -303,18 +303,26 @@ class Classifier:
         return op, f"{how} {self.source[name]}"
 
     def _fallback(self, name: str, launcher: str, stack: str) -> Label:
-        known = self._known(name, launcher)
-        if known is not None:
-            return self._label(known[0], "catalog:exact", "catalog", 1.0, known[1])
+        exact = self._catalog_exact(name, launcher)
+        if exact is not None:
+            return exact
         for rule in self.rules.fallback:
             op, detail = self._try(rule, name, launcher, stack)
             if op is not None:
                 return self._label(op, f"rule:{rule.id}", rule.evidence, rule.confidence, detail)
+        return self._catalog_family(name) or UNKNOWN
+
+    def _catalog_exact(self, name: str, launcher: str) -> Label | None:
+        known = self._known(name, launcher)
+        return None if known is None else self._label(known[0], "catalog:exact", "catalog", 1.0, known[1])
+
+    def _catalog_family(self, name: str) -> Label | None:
         op = self.by_family.get(family_key(name))
-        if op:
-            detail = f"normalised name {family_key(name)!r} equals a catalog entry's"
-            return self._label(op, "catalog:family", "catalog", 0.7, detail)
-        return UNKNOWN
+        if not op:
+            return None
+        return self._label(
+            op, "catalog:family", "catalog", 0.7, f"normalised name {family_key(name)!r} equals a catalog entry's"
+        )
 
     def classify(self, name: str, launcher: str | None = None, stack: str | None = None) -> Label:
         return self._decide(name, launcher, stack, trace=False).label
@@ -323,18 +331,14 @@ class Classifier:
         """The label exact lookups give — the catalog's kernels, exact launcher names, normalised
         names — without any rule's regular expression: for a name whose rules took too long."""
         launcher = launcher or ""
-        known = self._known(name, launcher)
-        if known is not None:
-            return self._label(known[0], "catalog:exact", "catalog", 1.0, known[1])
+        exact = self._catalog_exact(name, launcher)
+        if exact is not None:
+            return exact
         hit = self.launchers.lookup(launcher, patterns=False) if launcher else None
         if hit is not None:
             detail = f"launcher {launcher!r} matches {hit.key!r} (the name rules took too long to match)"
             return self._label(hit.op, LAUNCHER_RULE, "launcher", 0.85, detail)
-        op = self.by_family.get(family_key(name))
-        if op:
-            detail = f"normalised name {family_key(name)!r} equals a catalog entry's"
-            return self._label(op, "catalog:family", "catalog", 0.7, detail)
-        return Label(
+        return self._catalog_family(name) or Label(
             UNKNOWN_OP, OTHER_CATEGORY, "none", "none", 0.0, "the rules took too long; no exact lookup matched"
         )
 
@@ -441,10 +445,10 @@ class BoundedMatching:
             self.spent += time.perf_counter() - start
 
     def note(self) -> str:
-        kernels = "distinct kernel" if self.cut == 1 else "distinct kernels"
         return (
-            f"{self.cut:,} {kernels} labelled by exact lookups alone (catalog, launcher names): matching "
-            f"the rules took too long (over {LONG_NAME_SECONDS:g} s for a name, or {RULES_SECONDS:g} s in all)"
+            f"{counted(self.cut, 'distinct kernel', 'distinct kernels')} labelled by exact lookups alone (catalog, "
+            f"launcher names): matching the rules took too long (over {LONG_NAME_SECONDS:g} s for a name, or "
+            f"{RULES_SECONDS:g} s in all)"
         )
 
 
