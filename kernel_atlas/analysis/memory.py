@@ -27,6 +27,7 @@ import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import read_toml
+from kernel_atlas.ingest.events import MAX_MEMORY_BYTES
 from kernel_atlas.ingest.memory import EVENT_KINDS, MEMORY_EVENTS
 from kernel_atlas.store.outputs import SUMMARY, load_checked, table_run
 
@@ -102,10 +103,13 @@ def size_class(nbytes: np.ndarray) -> np.ndarray:
 
 def _holders(live: pd.DataFrame, key: pd.Series, baseline_held: int, peak: int) -> list[dict[str, Any]]:
     """Bytes live at the peak per value of `key`, largest first, with what was allocated before the
-    window as a holder of its own; past `TOP`, the rest in one row (so the rows sum to the peak)."""
+    window as a holder of its own; past `TOP`, the rest in one row (so the rows sum to the peak).
+    `pct` is of the peak — of what the rows hold where that is more (totals that are not the
+    running sum of the events, e.g. frees lost: a share past 100 % would say nothing); a
+    pre-window holding the totals make negative is no holder."""
     grouped = live.groupby(key.to_numpy(), sort=False)["bytes"].agg(["sum", "size"])
     rows = [{"name": str(k), "bytes": int(r["sum"]), "blocks": int(r["size"])} for k, r in grouped.iterrows()]
-    if baseline_held:
+    if baseline_held > 0:
         rows.append({"name": BEFORE_WINDOW, "bytes": int(baseline_held), "blocks": None})
     rows.sort(key=lambda r: -r["bytes"])
     if len(rows) > TOP:
@@ -115,8 +119,9 @@ def _holders(live: pd.DataFrame, key: pd.Series, baseline_held: int, peak: int) 
             *rows[: TOP - 1],
             {"name": f"({len(rest)} others)", "bytes": sum(r["bytes"] for r in rest), "blocks": blocks},
         ]
+    whole = max(peak, sum(row["bytes"] for row in rows))
     for row in rows:
-        row["pct"] = 100.0 * row["bytes"] / peak if peak else None
+        row["pct"] = 100.0 * row["bytes"] / whole if whole > 0 else None
     return rows
 
 
@@ -261,6 +266,7 @@ class MemoryReport:
     events: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # by (trace, rank)
     by_trace: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # allocations, by (trace, rank)
     left_out: int = 0  # devices with events but no entry (beyond MAX_MEMORY_DEVICES of a trace)
+    oversized: int = 0  # devices left out because their sizes sum past SIZE_SUM_LIMIT
 
 
 def read_memory_events(
@@ -283,19 +289,50 @@ def read_memory_events(
         if run_id is not None and table_run(path) != run_id:
             raise AtlasError(path, f"not from the ingest run that wrote {SUMMARY}: run `atlas ingest` again")
         events = load_checked(path, EVENT_KINDS, "a memory events table").to_pandas()
+        _check_sizes(path, events)
         stem = str(events["trace"].iloc[0]) if "trace" in events and len(events) else Path(name).stem
         found[(stem, int(trace.get("rank", 0)))] = events
     return found
 
 
+def _check_sizes(path: Path, events: pd.DataFrame) -> None:
+    """Refuse, in one line, sizes ingest never writes (`events.MAX_MEMORY_BYTES`): with them in
+    bounds, no difference of two of them leaves int64."""
+    sizes = events["bytes"].to_numpy(np.float64)
+    totals = np.concatenate([events[c].to_numpy(np.float64) for c in ("total_allocated", "total_reserved")])
+    bad = int(np.count_nonzero(np.abs(sizes) > MAX_MEMORY_BYTES) + np.count_nonzero(totals > MAX_MEMORY_BYTES))
+    bad += int(np.count_nonzero(totals < -1))
+    if bad:
+        raise AtlasError(path, f"{bad} sizes beyond ±2^48 bytes or totals below -1, which `atlas ingest` never writes")
+
+
+# Sizes of one device's events summed in int64 (the holders, never-freed, the running change) stay
+# exact below this; a device whose sizes sum past it (tens of thousands of 2^48-byte events: damage)
+# is left out of the analysis, counted.
+SIZE_SUM_LIMIT = float(1 << 62)
+
+
+def _within_sum_limit(events: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """`events` without the devices whose sizes sum past SIZE_SUM_LIMIT, and how many those were."""
+    sizes = np.abs(events["bytes"].to_numpy(np.float64))
+    codes = events["device"].cat.codes.to_numpy()
+    sums = np.bincount(codes + 1, weights=sizes)  # code -1 (no device) counted apart
+    over = np.flatnonzero(sums >= SIZE_SUM_LIMIT) - 1
+    if not len(over):
+        return events, 0
+    return events[~np.isin(codes, over)].reset_index(drop=True), len(over)
+
+
 def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> MemoryReport:
     """Allocations and per-device summaries of every trace (`trace` and `rank` in both)."""
-    entries, parts, by_trace, left_out = [], [], {}, 0
+    entries, parts, by_trace, left_out, oversized = [], [], {}, 0, 0
     for (stem, rank), events in events_by_trace.items():
         events = events.reset_index(drop=True)
         for column in ("device", "op", "module", "call_stack"):
             if not isinstance(events[column].dtype, pd.CategoricalDtype):
                 events[column] = events[column].astype("category")
+        events, over = _within_sum_limit(events)
+        oversized += over
         events_by_trace[(stem, rank)] = events
         allocations = pair_allocations(events)
         by_trace[(stem, rank)] = allocations
@@ -311,7 +348,7 @@ def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> Memo
     )
     for column in ("trace", "device", "op", "module", "call_stack"):
         frame[column] = _sorted_categories(frame[column])
-    return MemoryReport(entries, frame, events_by_trace, by_trace, left_out)
+    return MemoryReport(entries, frame, events_by_trace, by_trace, left_out, oversized)
 
 
 def _sorted_categories(column: pd.Series) -> pd.Categorical:
@@ -329,9 +366,12 @@ def _sorted_categories(column: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=uniques)
 
 
-def memory_warnings(entries: list[dict[str, Any]], left_out: int = 0) -> list[str]:
-    """What the numbers cannot say, each kind in one line; `left_out`: devices without an entry."""
+def memory_warnings(entries: list[dict[str, Any]], left_out: int = 0, oversized: int = 0) -> list[str]:
+    """What the numbers cannot say, each kind in one line; `left_out`: devices without an entry,
+    `oversized`: devices whose event sizes sum past SIZE_SUM_LIMIT."""
     lines = []
+    if oversized:
+        lines.append(f"{oversized:,} devices' memory events sum past 2^62 bytes (damaged sizes): not analysed")
     if left_out:
         lines.append(
             f"{left_out:,} more devices have memory events: only the {MAX_MEMORY_DEVICES} of each trace with the "

@@ -154,13 +154,23 @@ class Complete(_Fields, gc=False, tag_field="ph", tag="X"):
     args: Args = _NO_ARGS
 
 
+# No allocation and no allocator's total comes near 2^48 bytes (256 TiB; a GPU holds ≤ 192 GB):
+# a memory event's `Bytes` or totals beyond it are damage (2^63 − 1 wrapped the report's sums), and
+# that field alone is ignored, counted. A total is never negative (-1: not recorded).
+MAX_MEMORY_BYTES = 1 << 48
+MemoryBytes = Annotated[int, msgspec.Meta(ge=-MAX_MEMORY_BYTES, le=MAX_MEMORY_BYTES)]
+MemoryTotal = Annotated[int, msgspec.Meta(ge=-1, le=MAX_MEMORY_BYTES)]
+_MEMORY_BOUNDS = {"bytes": (-MAX_MEMORY_BYTES, MAX_MEMORY_BYTES), "total_allocated": (-1, MAX_MEMORY_BYTES)}
+_MEMORY_BOUNDS["total_reserved"] = _MEMORY_BOUNDS["total_allocated"]
+
+
 class MemoryArgs(msgspec.Struct, frozen=True, gc=False):
     """The `args` of a `[memory]` instant event (profile_memory=True); -1 when absent."""
 
     addr: Int = msgspec.field(default=-1, name="Addr")
-    bytes: Int = msgspec.field(default=0, name="Bytes")  # signed: a free is negative
-    total_allocated: Int = msgspec.field(default=-1, name="Total Allocated")
-    total_reserved: Int = msgspec.field(default=-1, name="Total Reserved")
+    bytes: MemoryBytes = msgspec.field(default=0, name="Bytes")  # signed: a free is negative
+    total_allocated: MemoryTotal = msgspec.field(default=-1, name="Total Allocated")
+    total_reserved: MemoryTotal = msgspec.field(default=-1, name="Total Reserved")
     device_type: Int = msgspec.field(default=-1, name="Device Type")
     device_id: Int = msgspec.field(default=-1, name="Device Id")
 
@@ -945,7 +955,8 @@ def _forgiving_memory_args(raw: msgspec.Raw, ignored: Counter[str]) -> MemoryArg
     values = {}
     for info in msgspec.structs.fields(MemoryArgs):
         value = _loose_int(loose.get(info.encode_name)) if info.encode_name in loose else info.default
-        if info.encode_name in loose and value == -1 and loose[info.encode_name] != -1:
+        low, high = _MEMORY_BOUNDS.get(info.name, (_INT64_MIN, _INT64_MAX))
+        if info.encode_name in loose and ((value == -1 and loose[info.encode_name] != -1) or not low <= value <= high):
             ignored[info.encode_name] += 1
             value = info.default
         values[info.name] = value

@@ -195,7 +195,8 @@ def _build_report(
         events = read_memory_events(out_dir, summary, output.run_id)
         memory = analyse_memory(events) if events else None
         analysis.facts["memory"] = memory.entries if memory else []
-        analysis.facts["memory_warnings"] = memory_warnings(memory.entries, memory.left_out) if memory else []
+        warned = memory_warnings(memory.entries, memory.left_out, memory.oversized) if memory else []
+        analysis.facts["memory_warnings"] = warned
         # first in report.json: how much of the GPU time the costs cover
         analysis.facts = {"trust": trust_facts(analysis.roofline, analysis.facts, summary), **analysis.facts}
         files = {

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from kernel_atlas.analysis.memory import (
@@ -373,3 +374,62 @@ def test_allocation_columns_become_sorted_categoricals_of_the_values_used() -> N
         made = _sorted_categories(column)
         assert list(made.categories) == categories
         assert made.codes.tolist() == codes
+
+
+def test_sizes_no_allocator_writes_cost_their_field(tmp_path: Path) -> None:
+    """`Bytes` beyond ±2^48 (2^63 − 1 wrapped the report's sums into a holder of 3·10^20 %) and
+    totals beyond 2^48 or below -1 are ignored, counted; 2^47 is kept."""
+    from kernel_atlas.ingest.events import decode_slice
+
+    odd = [
+        {**MEMORY[0], "args": {**MEMORY[0]["args"], "Bytes": 2**63 - 1}},
+        {**MEMORY[1], "args": {**MEMORY[1]["args"], "Bytes": -(2**63), "Total Allocated": -5}},
+        {**MEMORY[4], "args": {**MEMORY[4]["args"], "Bytes": 2**47, "Total Reserved": 2**48 + 1}},
+        {**MEMORY[5], "args": {**MEMORY[5]["args"], "Total Allocated": 2**48}},
+    ]
+    part = decode_slice(json.dumps(odd).encode())
+    assert part.memory["bytes"].tolist() == [0, 0, 2**47, 50]
+    assert part.memory["total_allocated"].tolist() == [1100, -1, 1200, 2**48]
+    assert part.memory["total_reserved"].tolist() == [2048, 2048, -1, 2048]
+    assert part.ignored == {"Bytes": 2, "Total Allocated": 1, "Total Reserved": 1}
+
+
+def test_holder_shares_stay_within_the_whole_when_totals_disagree() -> None:
+    """Totals that say 300 bytes at the peak while the events hold 500 live (frees lost): shares
+    are of the 500 the holders hold (300 + 200), not 167 % and 67 % of the peak; a pre-window
+    holding the totals make negative is no holder."""
+    from kernel_atlas.analysis.memory import _holders
+
+    live = pd.DataFrame({"bytes": [300, 200], "module": ["a", "b"]})
+    rows = _holders(live, live["module"], baseline_held=-700, peak=300)
+    assert [(r["name"], r["bytes"], r["pct"]) for r in rows] == [("a", 300, 60.0), ("b", 200, 40.0)]
+    consistent = _holders(live, live["module"], baseline_held=500, peak=1000)
+    assert [(r["name"], r["pct"]) for r in consistent] == [(BEFORE_WINDOW, 50.0), ("a", 30.0), ("b", 20.0)]
+
+
+def test_a_device_whose_sizes_sum_past_int64_is_left_out_and_said(tmp_path: Path) -> None:
+    """2^14 allocations of 2^48 bytes sum to 2^62 (twice that wraps int64); the host's 16 bytes are kept."""
+    events = [_mem(1 + i * 0.01, 0x1000 + i, 2**48, 2**48, 2**48) for i in range(2**14)]
+    events += [_mem(500, 0x50, 16, 16, 0, kind=0)]
+    out = tmp_path / "out"
+    write_outputs(ingest_trace(_write(tmp_path, [*RANGES, KERNEL, *events]), workers=1), out)
+    report = analyse_memory(_events(out))
+    assert [e["device"] for e in report.entries] == ["cpu"] and report.oversized == 1
+    assert memory_warnings(report.entries, report.left_out, report.oversized)[0] == (
+        "1 devices' memory events sum past 2^62 bytes (damaged sizes): not analysed"
+    )
+
+
+def test_sizes_ingest_never_writes_are_refused_where_read(ingested_run: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from kernel_atlas.core.errors import AtlasError
+
+    summary = json.loads((ingested_run / SUMMARY).read_text())
+    path = ingested_run / summary["traces"][0]["memory_file"]
+    table = pq.read_table(path)
+    sizes = table.column("bytes").to_pylist()
+    sizes[0] = 2**63 - 1
+    pq.write_table(table.set_column(table.column_names.index("bytes"), "bytes", pa.array(sizes)), path)
+    with pytest.raises(AtlasError, match="1 sizes beyond ±2\\^48 bytes or totals below -1"):
+        _events(ingested_run)
