@@ -454,4 +454,49 @@ def _guarded(method: Any) -> Any:
 
 
 def serve(root: str | Path) -> None:
-    build_server(root).run("stdio")
+    """Serve over stdio, each message read through `BoundedLines` (core/rpc_lines.py)."""
+    import anyio
+
+    server = build_server(root)
+    if not hasattr(server, "_lowlevel_server"):  # an SDK whose server is built otherwise: its own reader
+        server.run("stdio")
+        return
+    anyio.run(_serve_stdio, server)
+
+
+async def _serve_stdio(server: Any) -> None:
+    import anyio
+    from mcp import types
+    from mcp.server.stdio import stdio_server
+
+    from kernel_atlas.core.rpc_lines import BoundedLines
+
+    def screen(text: str) -> str:
+        """The message with credential-shaped texts redacted (the SDK echoes an unknown method or
+        tool name), then the SDK's own parse, its refusal said without the text."""
+        from pydantic import ValidationError
+
+        text = redact_text(text)
+        try:
+            types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        except ValidationError as exc:
+            invalid = [error["msg"] for error in exc.errors(include_input=False) if error["type"] == "json_invalid"]
+            raise ValueError(invalid[0] if invalid else "not a JSON-RPC request, notification or response") from None
+        return text
+
+    lines = BoundedLines(_claimed_stdin(), screen)
+    async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, write_stream):  # type: ignore[arg-type]
+        lowlevel = server._lowlevel_server
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def _claimed_stdin() -> Any:
+    """The wire's reader on a private copy of fd 0, fd 0 itself then reading the null device (as
+    the SDK claims it): a process forked for a bounded answer never reads the wire."""
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    return os.fdopen(private, "rb", closefd=False)

@@ -42,34 +42,52 @@ _FORMATS = [
     r"wandb_v1_[A-Za-z0-9_]{20,}",
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JSON Web Token
 ]
-_SECRET_KEYS = ("password", "passwd", "secret", "api_key", "apikey", "access_key")
-_KEYED_EQUAL = tuple(f"{key}=" for key in (*_SECRET_KEYS, "token"))
-_KEYED_COLON = tuple(f"{key}{colon}" for key in _SECRET_KEYS for colon in (":", ": "))
+# Keys whose value is a secret, in `key=value`, `key: value`, `"key": "value"` and `--key value`
+# (any case; also the tail of a longer name: `db_password=`). `token` alone is often a count
+# (`token: 5`): only `token=` and a quoted `"token":` are taken for one (and `token` alone is no
+# needle: names such as `…_expert_tokens_kernel` are common, and the expression costs ~1 µs a character).
+_SECRET_KEYS = (
+    *("password", "passwd", "pwd", "secret", "secret_key", "client_secret", "private_key"),
+    *("api_key", "apikey", "api-key", "access_key", "access_token", "auth_token", "refresh_token"),
+)
+_KEY = r"[\"']?(?i:" + "|".join(re.escape(key) for key in _SECRET_KEYS) + r")[\"']?"
+_TOKEN_KEY = r"(?i:token ?=|[\"']token[\"']\s*[:=])"
+_SEPARATOR = r"\s*[:=]\s*"
 # a URL's userinfo (`user:pass`): the user may be empty (redis://:pw@), the password hold / + @
 # and ' (o'neil:it's@); it ends at whitespace or a double quote; `s3:/` is a URL whose // a
 # path collapsed
 _USERINFO = r"(?:(?<=://)|(?<=:/))[^/\s:@\"]*:[^\s\"]*"
+# Each alternative is redacted whole, except what a `keep*` group matched (a key and its
+# separator: `password=<redacted>`, `"password": "<redacted>"`). The URL's userinfo comes first:
+# at the position after `://` it must win over a token format its user name may match
+# (`s3://AKIA…:pw@bucket` lost only the key id, and a second pass the password).
 _PATTERNS = [
-    _B + "(?:" + "|".join(_FORMATS) + ")",
-    _B + r"(?i:bearer\s+)[A-Za-z0-9._~+/=\-]{8,}",  # an HTTP Authorization value (also after a _)
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
     # userinfo followed by @host (up to the token's last @); the host ends at a quote too
     _USERINFO + r"(?=@[^\s@\"']*(?:[\s\"']|$))",
-    # key=value, and key: value where the key names a password or a secret (`token: 5` is a count)
-    "(?i:" + "|".join(f"(?<={key})" for key in (*_KEYED_EQUAL, *_KEYED_COLON)) + ")[^\\s&,;'\"]+",
+    _B + "(?:" + "|".join(_FORMATS) + ")",
+    # an HTTP Authorization value (also after a _, or URL-encoded)
+    _B + r"(?i:bearer(?:\s+|%20|\+))[A-Za-z0-9._~+/=\-]{8,}",
+    r"(?P<keep_auth>(?<![A-Za-z0-9])[\"']?(?i:(?:proxy-)?authorization)[\"']?" + _SEPARATOR + r"[\"']?"
+    r"(?:(?i:basic|bearer|token|digest)\s+)?)[^\s&,;'\"]+",
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
+    # a quoted value: its text up to the closing quote (spaces and all)
+    r"(?P<keep_quoted>(?:" + _KEY + _SEPARATOR + "|" + _TOKEN_KEY + r"\s*)(?P<quote>[\"']))"
+    r"(?:\\.|(?!(?P=quote))[^\\\r\n]){1,4096}(?=(?P=quote))",
+    r"(?P<keep_plain>(?:" + _KEY + _SEPARATOR + "|" + _TOKEN_KEY + r"\s*))[^\s&,;'\"]+",
+    r"(?P<keep_flag>--(?i:" + "|".join(re.escape(key) for key in _SECRET_KEYS) + r")\s+)[^\s'\"-][^\s'\"]*",
 ]
 CREDENTIAL = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.DOTALL)
-# Text every match of a pattern above contains, lower-cased (a format's prefix, `bearer`, the
-# key's `name=`, a URL's `:/`). Searching CREDENTIAL costs ~400 ns a character (lookbehinds in
-# every alternative); ASCII text without any of these cannot match it and is passed over for
-# ~1/10 of that. Text beyond ASCII always goes to the expression (its case-insensitive parts
-# match letters such as `ſ` that lower-casing keeps).
+_KEEP = ("keep_auth", "keep_quoted", "keep_plain", "keep_flag")
+# Text every match of a pattern above contains, lower-cased (a format's prefix, `bearer`, a key's
+# name, a URL's `:/`). Searching CREDENTIAL costs ~400 ns a character (lookbehinds in every
+# alternative); ASCII text without any of these cannot match it and is passed over for ~1/10 of
+# that. Text beyond ASCII always goes to the expression (its case-insensitive parts match
+# letters such as `ſ` that lower-casing keeps).
 _NEEDLES = (
     *("hf_", "api_org_", "akia", "asia", "abia", "acca", "agpa", "aida", "aipa", "anpa", "anva", "aroa", "apka"),
     *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "sk_", "rk_", "pk_", "xox"),
     *("aiza", "ya29.", "npm_", "pypi-", "dapi", "wandb_v1_", "eyj", "bearer", "-----begin ", ":/"),
-    *_KEYED_EQUAL,
-    *(f"{key}:" for key in _SECRET_KEYS),
+    *("authorization", "token=", "token =", 'token"', "token'", *_SECRET_KEYS),
 )
 
 
@@ -128,7 +146,13 @@ def redact_text(text: str) -> str:
     """`text` with every credential-shaped part replaced by `<redacted>`."""
     if not _may_hold_credential(text):
         return text
-    return CREDENTIAL.sub(REDACTED, text) if CREDENTIAL.search(text) else text
+    return CREDENTIAL.sub(_redacted, text) if CREDENTIAL.search(text) else text
+
+
+def _redacted(match: re.Match[str]) -> str:
+    """A match's replacement: `<redacted>`, after the key it keeps (see `_PATTERNS`)."""
+    groups = match.groupdict()
+    return next((groups[name] for name in _KEEP if groups[name] is not None), "") + REDACTED
 
 
 # characters past a cut that `redact_cut` reads: a credential the cut would end is seen whole

@@ -212,6 +212,14 @@ def test_a_frame_is_redacted_row_by_row_and_counted_by_rows() -> None:
 _KEYED = r"(?i:(?:password|passwd|secret|token|api_key|apikey|access_key)=|(?:password|passwd|secret|api_key|apikey|access_key): ?)[a-z0-9]{1,8}"
 _QUICK_CHECKED = [*_FORMATS, r"(?i:bearer)\s+[A-Za-z0-9.]{8,}", r"-----BEGIN [A-Z ]*PRIVATE KEY-----", _KEYED]
 _QUICK_CHECKED.append(r"[a-z0-9]{1,6}:/{1,2}[a-z']{0,4}:[a-z/+@']{1,6}@[a-z]{1,4}( |$)")
+# keys in any case, quoted, spaced; flags; Authorization values; a URL-encoded Bearer
+_QUICK_CHECKED += [
+    r"[\"']?(?i:password|pwd|secret_key|api-key|access_token|client_secret)[\"']? ?[:=] ?[\"']?[a-z0-9 ]{1,8}[\"']?",
+    r"[\"']token[\"'] ?: ?\"[a-z0-9]{1,8}\"",
+    r"--(?i:password|api_key) [a-z0-9]{1,8}",
+    r"(?i:authorization): (?i:basic )?[A-Za-z0-9+/=]{1,12}",
+    r"(?i:bearer)%20[A-Za-z0-9.]{8,}",
+]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])

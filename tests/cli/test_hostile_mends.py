@@ -305,6 +305,40 @@ def test_url_passwords_are_redacted(url: str, kept: str) -> None:
     assert redact_text(listed) == json.dumps([f"{scheme}://{REDACTED}{kept}", "0"])
 
 
+@pytest.mark.parametrize(
+    ("text", "redacted"),
+    [
+        # a URL whose user name is itself a token: the whole userinfo, in one pass
+        ("s3://AKIAZ7HOSTILE48XYQWE:S3cretPw48x@bucket/x", "s3://<redacted>@bucket/x"),
+        ("https://ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8:pw@github.com", "https://<redacted>@github.com"),
+        # keys spaced, quoted, as JSON, as flags, as HTTP headers; the key is kept
+        ("password = S3cretPw48x", "password = <redacted>"),
+        ('password="S3cret Pw48x" next', 'password="<redacted>" next'),
+        ('{"password": "S3cretPw48x", "n": 1}', '{"password": "<redacted>", "n": 1}'),
+        ('{"password": "ab\\"cd"}', '{"password": "<redacted>"}'),  # an escaped quote inside
+        ('{"token": "abc"}', '{"token": "<redacted>"}'),
+        ("x-api-key: xyz1", "x-api-key: <redacted>"),
+        ("AWS_SECRET_ACCESS_KEY=AbC/9+z", "AWS_SECRET_ACCESS_KEY=<redacted>"),
+        ("pwd=hunter2 client_secret: abc", "pwd=<redacted> client_secret: <redacted>"),
+        ("--password hunter2 --verbose", "--password <redacted> --verbose"),
+        ("Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic <redacted>"),
+        ("curl -H BEARER%20abcdefghijkl", "curl -H <redacted>"),
+        # what stays: a count named token, a flag with no value, token counts in kernel names
+        ("token: 5", "token: 5"),
+        ("--password --verbose", "--password --verbose"),
+        ("moe_align_block_size max_num_tokens_padded num_tokens_post_pad", None),
+    ],
+)
+def test_credential_shapes_are_redacted_once_and_for_all(text: str, redacted: str | None) -> None:
+    """Each shape redacted in one pass, and a second pass changes nothing (a run ingest writes,
+    its report reads: every reader refuses a credential-shaped text)."""
+    from kernel_atlas.core.redact import redact_text
+
+    expected = text if redacted is None else redacted
+    assert redact_text(text) == expected
+    assert redact_text(expected) == expected
+
+
 @pytest.mark.parametrize("text", ["http://host:8080/path", "https://a.b/c?x=1&y=2", "ftp://user@host/x", "a:b@c"])
 def test_urls_without_a_password_are_kept(text: str) -> None:
     from kernel_atlas.core.redact import redact_text

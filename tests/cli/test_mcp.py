@@ -264,3 +264,53 @@ def test_an_explanation_that_backtracks_is_stopped(tools, monkeypatch: pytest.Mo
         tools.explain("gemm_" * 3200)
     assert time.monotonic() - start < 10
     assert tools.explain("ampere_sgemm_32x32_nn")["op_mapping"] == "matmul"  # a real name, as before
+
+
+def test_messages_the_sdk_would_drop_unanswered_are_answered_and_bounded(root: Path) -> None:
+    """Over raw stdio: a 30 MB request line (the SDK held a 100 MB one as 2.6 GB) and one nested
+    100,000 deep (the SDK dropped it: its client waited for ever) each get an error answer naming
+    the refusal; the server then answers the next request as usual, within 300 MB (the 30 MB line
+    is read in chunks: the server peaks at ~180 MB, as without it)."""
+    import subprocess
+
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "summary", "arguments": {"run": "'
+        + "a" * 30_000_000
+        + '"}}}',
+        '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "runs", "arguments": {"x": '
+        + deep
+        + "}}}",
+        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "runs", "arguments": {}}}),
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    server = [sys.executable, "-c", "from kernel_atlas.cli import app; app()", "mcp", "--root", str(root)]
+    process = subprocess.Popen(server, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert process.stdin is not None and process.stdout is not None
+    import threading
+
+    watchdog = threading.Timer(60, process.kill)  # a server that never answers fails the test, not hangs it
+    watchdog.start()
+    process.stdin.write("\n".join(lines).encode() + b"\n")
+    process.stdin.flush()
+    answers: dict[int, dict] = {}
+    while 4 not in answers:  # stdin stays open until the last answer (at its end the server stops)
+        line = process.stdout.readline()
+        assert line, "the server ended before answering request 4"
+        answer = json.loads(line)
+        answers[answer["id"]] = answer
+    # the server's own peak (a forked process's rusage would count the test's pages it started from)
+    status = Path(f"/proc/{process.pid}/status").read_text()
+    peak_kib = int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1])
+    process.stdin.close()
+    process.wait()
+    watchdog.cancel()
+    assert answers[2]["error"]["data"] == f"refused: a message of {len(lines[2].encode()):,} bytes (over 4,194,304)"
+    assert answers[3]["error"]["data"].startswith(
+        "refused: a message that is no JSON-RPC message (Invalid JSON: recursion"
+    )
+    assert json.loads(answers[4]["result"]["content"][0]["text"])["runs"][0]["run"] == "bert.atlas"
+    assert peak_kib < 300 * 1024
