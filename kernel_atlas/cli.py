@@ -214,8 +214,10 @@ def classify(
     from kernel_atlas.classify.classifier import load_catalog
     from kernel_atlas.classify.fill import fill_catalog
     from kernel_atlas.classify.taxonomy import UNKNOWN_OP
-    from kernel_atlas.store.outputs import json_text
+    from kernel_atlas.store.outputs import check_named_output, json_text
 
+    if out is not None:
+        check_named_output(out, "-o", reads=[catalog])
     entries = load_catalog(catalog)
     notes: list[str] = []
     filled = fill_catalog(entries, notes=notes)
@@ -402,6 +404,12 @@ def report(
         write_csv(table, target)
         print_catalog_costs(console, table, device or "h100-sxm", target, top=top, wide=wide)
         return
+    from kernel_atlas.store.outputs import check_named_output
+
+    for option, target in (("--html", html), ("--overlay", overlay)):
+        if target is not None:  # before the work: neither may replace the trace or a run's own file
+            own = source / "report.html" if option == "--html" and source.is_dir() else None
+            check_named_output(target, option, reads=[source], own=own)
     trace = None
     if not source.is_dir():  # a trace: ingested first, as `atlas ingest TRACE` would
         from kernel_atlas.ingest.fleet import ingest_one
@@ -525,8 +533,11 @@ def diff(
     from kernel_atlas.analysis.gate import comparability, judge
     from kernel_atlas.report.diff_markdown import comparability_line, verdict_line, write_markdown
     from kernel_atlas.report.terminal import print_diff, print_gate
-    from kernel_atlas.store.outputs import write_csv
+    from kernel_atlas.store.outputs import check_named_output, write_csv
 
+    for option, target in (("-o", out), ("--html", html), ("--markdown", markdown)):
+        if target is not None:  # before the work: none may replace a trace or a run's own file
+            check_named_output(target, option, reads=[a, b])
     result = diff_runs(a, b)
     totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
     verdict = judge(result.table, *totals, fail_above, min_share) if fail_above is not None else None
@@ -592,8 +603,10 @@ def dashboard(
     from kernel_atlas.report.dashboard import resolve_source
     from kernel_atlas.report.markup import esc
     from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
-    from kernel_atlas.store.outputs import lock, open_output
+    from kernel_atlas.store.outputs import check_named_output, lock, open_output
 
+    if html is not None:
+        check_named_output(html, "--html", reads=[source])
     out_dir = resolve_source(source)
     with lock(out_dir, shared=True):
         open_output(out_dir)  # a damaged or unfinished output is one line here, not a failed notebook

@@ -100,7 +100,7 @@ def overlay_for_report(report: Any, target: Path, trace: Path | None) -> Path:
     """`atlas report --overlay FILE`: the overlay of the report's critical path on its trace (the
     given one, else the trace named in summary.json found next to the output folder). For a
     joint path of several ranks, the segments of the path's first rank."""
-    from kernel_atlas.store.outputs import read_parquet
+    from kernel_atlas.store.outputs import check_named_output, read_parquet
 
     segs = read_parquet(report.out_dir / "critical_path.parquet")
     facts = report.analysis.facts.get("critical_path", {})
@@ -114,4 +114,5 @@ def overlay_for_report(report: Any, target: Path, trace: Path | None) -> Path:
         if not found:
             raise AtlasError(report.out_dir, "--overlay needs the trace: give the trace file to `atlas report`")
         trace = found[0]
+    check_named_output(target, "--overlay", reads=[trace])  # the trace found here: never replaced by its copy
     return write_overlay(trace, segs[segs["rank"] == rank] if rank is not None else segs, target)

@@ -142,6 +142,36 @@ def check_output_path(out: str | Path) -> None:
         raise AtlasError(out, f"cannot create the output folder: {safe_files.os_problem(exc)}") from None
 
 
+# A run folder's own files: ingest's tables and the report's files, and the folder's lock.
+RUN_FILE_NAMES = frozenset({SUMMARY, CATALOG, KERNELS, *DERIVED, safe_files.LOCK_NAME})
+_RUN_SEARCH_LEVELS = 4  # a dataset file lies at RUN/kernels.parquet/rank=N/FILE: three folders below
+
+
+def check_named_output(target: str | Path, option: str, reads: Sequence[Path] = (), own: Path | None = None) -> None:
+    """A file the user named for a command to write (`option`: --html, --overlay, -o …), refused
+    in one line before it is written where it would replace what a command reads: one of
+    `reads` (an input trace or catalog, by any path or link to it), or a run folder's own file
+    (a name in RUN_FILE_NAMES in a folder holding summary.json, or anything inside its datasets) —
+    but `own`, where the command writes this output by default. (`--html OUT/catalog.json`
+    replaced the catalog with a page, and `--overlay TRACE` the trace with its redacted copy.)"""
+    if is_url(target):
+        return
+    resolved = Path(os.path.realpath(target))
+    if own is not None and resolved == Path(os.path.realpath(own)):
+        return
+    for path in reads:
+        if not is_url(path) and resolved == Path(os.path.realpath(path)):
+            raise AtlasError(option, f"{target} is a file this command reads: name another file to write")
+    for run in list(resolved.parents)[:_RUN_SEARCH_LEVELS]:
+        if (run / SUMMARY).is_file():
+            name = resolved.relative_to(run).parts[0]
+            if name in RUN_FILE_NAMES:
+                raise AtlasError(
+                    option, f"{target} is {name} of the run folder {run}: writing there replaces it; name another file"
+                )
+            return
+
+
 def _previous_report_files(root: Path) -> list[Path]:
     """Files the previous report listed in report.json, inside the folder."""
     try:

@@ -918,3 +918,47 @@ def test_stream_ids_beyond_2_53_cost_their_field(tmp_path: Path, example) -> Non
     frame, err = _ingest_and_report(_write(tmp_path, doc), tmp_path / "out")
     assert "1 `stream` values beyond 2^53 (no stream id is) set to null" in err
     assert int(frame["stream"].isna().sum()) == 1
+
+
+@pytest.fixture(scope="module")
+def ingested_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("alias")
+    trace = folder / "t.json.gz"
+    trace.write_bytes(EXAMPLE.read_bytes())
+    assert cli("ingest", trace, "-o", folder / "out", "-q").code == 0
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("report", "{out}", "--html", "{out}/catalog.json"), "is catalog.json of the run folder"),
+        (("report", "{out}", "--overlay", "{out}/summary.json"), "is summary.json of the run folder"),
+        (("report", "{out}", "--overlay", "{dir}/t.json.gz"), "t.json.gz is a file this command reads"),
+        (("diff", "{out}", "{out}", "--markdown", "{out}/catalog.json"), "is catalog.json of the run folder"),
+        (("diff", "{out}", "{out}", "-o", "{out}/summary.json"), "is summary.json of the run folder"),
+        (("diff", "{out}", "{out}", "--html", "{out}/kernels.parquet/rank=0/t.parquet"), "is kernels.parquet of"),
+        (("classify", "{dir}/c.json", "-o", "{dir}/c.json"), "c.json is a file this command reads"),
+    ],
+)
+def test_an_output_named_over_what_the_command_reads_is_refused(
+    ingested_copy: Path, args: tuple[str, ...], needle: str
+) -> None:
+    """Each of these exited 0 (or 2 after the write) with the run folder, the trace or the catalog
+    replaced: summary.json then said 0 GPU activities, or was a page of HTML."""
+    folder, out = ingested_copy, ingested_copy / "out"
+    (folder / "c.json").write_text("[]")
+    before = {p: p.read_bytes() for p in [*out.rglob("*"), folder / "t.json.gz", folder / "c.json"] if p.is_file()}
+    outcome = cli(*(a.format(out=out, dir=folder) for a in args))
+    assert_one_line_error(outcome, needle)
+    after = {p: p.read_bytes() for p in before}
+    assert [p for p in before if after[p] != before[p]] == []
+
+
+def test_outputs_the_user_may_name_inside_a_run_are_written(ingested_copy: Path) -> None:
+    """The report's own default place and a new file of the user's are not the run's files."""
+    out = ingested_copy / "out"
+    assert cli("report", out, "--html", out / "report.html").code == 0
+    assert cli("report", out, "--html", out / "mine.html").code == 0
+    assert (out / "mine.html").read_text().startswith("<!DOCTYPE html>")
+    assert json.loads((out / "summary.json").read_text())["run_id"]  # the run's own files as they were
