@@ -58,6 +58,8 @@ NODE_CREATION = "graph node creation"  # the host range a graph node's creation 
 RUNTIME_TABLE, NVTX, SYNC = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
 GPU_TABLES = (KERNEL, MEMCPY, MEMSET)
 _PID_SHIFT = 24  # globalTid / globalPid = (… << 48) | (pid << 24) | tid (nsys's documented layout)
+# a pid whose filter bounds leave int64 comes of damage (a REAL 1e300 globalPid reads as 2^63 − 1): no process
+_PID_LIMIT = (1 << (63 - _PID_SHIFT)) - 1
 _NVTX_RANGES = (59, 60)  # push/pop and start/end ranges (33 categories, 34 marks)
 # `aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = …` (torch.autograd.profiler.emit_nvtx)
 _OP_NAME = re.compile(r"^[A-Za-z_][\w.]*(?:::[\w.]+)*$")  # `aten::mm`, `record_param_comms`, `detach_`
@@ -337,7 +339,7 @@ def _processes(export: _Export) -> tuple[list[int], int, int]:
             f'SELECT "globalPid" >> {_PID_SHIFT}, min(CASE WHEN typeof("deviceId") = \'integer\' THEN "deviceId" END), '
             f"count(*) FROM \"{table}\" WHERE typeof(\"globalPid\") IN ('integer', 'real') GROUP BY 1"
         ):
-            if pid is not None:
+            if pid is not None and -_PID_LIMIT <= pid < _PID_LIMIT:  # a filter's bounds, (pid + 1) << 24, fit int64
                 lowest[int(pid)] = min(lowest.get(int(pid), 1 << 62), int(device if device is not None else 1 << 62))
                 activities[int(pid)] = activities.get(int(pid), 0) + int(count)
     by_activities = sorted(activities, key=lambda p: (-activities[p], p))

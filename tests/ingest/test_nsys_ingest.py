@@ -460,6 +460,15 @@ def test_numbers_beyond_int64_cost_their_field(tmp_path: Path) -> None:
     assert frame.loc[5, "dur_us"] == 2.5  # the rest of the row kept
 
 
+def test_a_process_id_beyond_int64_is_no_process(tmp_path: Path) -> None:
+    """A REAL globalPid of 1e300 reads as 2^63 − 1 in SQLite: its process's filter bounds,
+    (pid + 1) << 24, left int64 (an OverflowError, "internal error"). It is no process: the
+    export is read as the process of the memcpy and the memset, which the kernel is not in."""
+    path = _edited(_export(tmp_path / "pid.sqlite"), ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = 1e300", ()))
+    frame = ingest_trace(path).frame.set_index("correlation")
+    assert sorted(frame["kind"].astype(str)) == ["memcpy", "memset"] and frame.loc[6, "dur_us"] == 0.8
+
+
 def test_long_texts_are_cut_in_sqlite_and_counted(tmp_path: Path) -> None:
     path = _edited(
         _export(tmp_path / "long.sqlite"),
