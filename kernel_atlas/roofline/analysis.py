@@ -560,12 +560,13 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
     table["peak_tflops"], table["peak_gbps"], table["peak_label"] = _peaks(table, device)
     calls = table["count"]
-    table["achieved_tflops"] = table["flops"] * calls / (table["op_time_us"] * 1e6)
-    table["achieved_gbps"] = table["bytes"] * calls / (table["op_time_us"] * 1e3)
+    timed = table["op_time_us"].where(table["op_time_us"] > 0)  # no time (every call 0 µs): no rate, no SOL
+    table["achieved_tflops"] = table["flops"] * calls / (timed * 1e6)
+    table["achieved_gbps"] = table["bytes"] * calls / (timed * 1e3)
     compute_us = (table["flops"] / (table["peak_tflops"] * 1e6)).fillna(0.0)
     memory_us = table["bytes"] / (table["peak_gbps"] * 1e3)
     table["attainable_us"] = np.maximum(compute_us, memory_us)
-    table["sol_pct"] = 100.0 * table["attainable_us"] * calls / table["op_time_us"]
+    table["sol_pct"] = 100.0 * table["attainable_us"] * calls / timed
     bound = np.where(compute_us > memory_us, "compute", "memory").astype(object)
     bound[(table["unit"] == "link").to_numpy()] = "communication"
     bound[(table["unit"] == "host").to_numpy()] = "host link"

@@ -777,6 +777,10 @@ def test_gpu_activities_all_of_no_length_ingest_and_report(tmp_path: Path, examp
     shares = [line.split()[2] for line in ingest.stdout.splitlines() if line.startswith("0.0 µs")]
     assert shares and set(shares) == {"–"}, ingest.stdout
     assert cli("report", tmp_path / "out").code == 0
+    # no rate and no SOL of no time (they were inf): every group's are null
+    roofline = pd.read_parquet(tmp_path / "out" / "roofline.parquet")
+    rates = roofline[["achieved_tflops", "achieved_gbps", "sol_pct"]]
+    assert len(roofline) and rates.isna().all().all(), rates
 
 
 def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, example) -> None:
