@@ -100,7 +100,7 @@ def progress(console: Console, paths: list[Path], disable: bool = False) -> Iter
 def _trace_header(facts: dict[str, Any]) -> list[str]:
     gpus = ", ".join(sorted({str(g.get("name", "?")) for g in facts["gpus"]})) or "unknown GPU"
     return [
-        f"[bold]{esc(facts['file'])}[/]  rank {facts['rank']}  {esc(gpus)}",
+        f"[bold]{esc(redact_text(facts['file']))}[/]  rank {facts['rank']}  {esc(gpus)}",
         f"  {facts['events']:,} events, {facts['kernels']:,} kernels, "
         f"{facts['gpu_activities'] - facts['kernels']:,} memcpy/memset",
     ]

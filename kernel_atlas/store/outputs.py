@@ -717,6 +717,11 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
         )
     summary = safe_files.read_json(summary_path)
     check_summary(summary, summary_path)
+    if redact_document(summary) is not summary:  # ingest writes it redacted; the report copies its texts
+        raise AtlasError(
+            summary_path,
+            "holds texts shaped like credentials (tokens, keys), which `atlas ingest` never writes: run it again",
+        )
     _share_devices(summary)
     run_id = summary.get("run_id")
     if run_id is not None and required is REQUIRED_COLUMNS:

@@ -277,8 +277,9 @@ def test_a_token_in_the_trace_file_name_reaches_no_output_and_the_run_reads(tmp_
     reader refused the folder; the default output folder was named after the token too."""
     trace = tmp_path / f"run_{TOKEN}.json.gz"
     trace.write_bytes(EXAMPLE.read_bytes())
-    ingest = cli("ingest", trace, "-q")
+    ingest = cli("ingest", trace)  # not quiet: the summary's header named the trace unredacted
     assert ingest.code == 0, ingest.output
+    assert TOKEN not in ingest.output and "run_<redacted>.json.gz  rank 0" in ingest.stdout
     out = tmp_path / "run_redacted.atlas"
     assert (out / "kernels.parquet" / "rank=0" / "run_redacted.parquet").is_file()
     assert TOKEN.encode() not in _every_output_byte(out)
@@ -966,3 +967,16 @@ def test_outputs_the_user_may_name_inside_a_run_are_written(ingested_copy: Path)
     assert cli("report", out, "--html", out / "mine.html").code == 0
     assert (out / "mine.html").read_text().startswith("<!DOCTYPE html>")
     assert json.loads((out / "summary.json").read_text())["run_id"]  # the run's own files as they were
+
+
+def test_a_summary_holding_a_credential_is_refused_where_the_run_is_opened(ingested_copy: Path, tmp_path: Path) -> None:
+    """Ingest writes summary.json redacted; a token planted in it (a trace's file name) reached
+    report.html and steps.parquet."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(ingested_copy / "out", out)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["traces"][0]["file"] = f"run_{TOKEN}.json.gz"
+    (out / "summary.json").write_text(json.dumps(summary))
+    assert_one_line_error(cli("report", out), "summary.json: holds texts shaped like credentials")
