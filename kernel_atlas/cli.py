@@ -83,7 +83,16 @@ def _one_line_errors(func: F) -> F:
         except typer.Exit:  # a command's own exit code
             raise
         except AtlasError as exc:
-            say(err_console, "[bold red]error:[/]", exc)
+            from kernel_atlas.core.redact import redact_text
+
+            # the file and the problem redacted apart: `/etc/passwd` then `: listed …` is no `passwd: x`
+            problem = redact_text(exc.problem)
+            say(
+                err_console,
+                "[bold red]error:[/]",
+                f"{redact_text(exc.source)}: {problem}" if exc.source else problem,
+                redact=False,
+            )
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
@@ -186,11 +195,8 @@ def ingest(
         )
     for warning in result.warnings:
         say(err_console, "[yellow]warning:[/]", warning)
-    reasons = [failure.reason for failure in result.failed]  # one line a failed trace, no other
-    if reasons and result.done:
-        reasons[-1] += f" ({len(reasons)} of {len(sources)} traces failed; the others are in {out_dir})"
-    for reason in reasons:
-        say(err_console, "[bold red]error:[/]", reason)
+    if result.failed:
+        say(err_console, "[bold red]error:[/]", _failures_line(result.failed, len(sources), out_dir, bool(result.done)))
     if not result.done:
         raise typer.Exit(2)
     if quiet:
@@ -199,6 +205,21 @@ def ingest(
         print_ingest_summary(console, result, result.files, top=top, wide=wide)
     if result.failed:
         raise typer.Exit(2)
+
+
+SHOWN_FAILURES = 3  # failed traces named in the one error line; summary.json lists every one
+
+
+def _failures_line(failed: list[Any], sources: int, out_dir: object, any_done: bool) -> str:
+    """The one error line of an ingest where traces failed: a trace that failed alone, its own
+    reason; several, how many and the first SHOWN_FAILURES reasons (summary.json lists all)."""
+    reasons = [failure.reason for failure in failed]
+    if len(reasons) == 1:
+        return reasons[0] + (f" (1 of {sources} traces failed; the others are in {out_dir})" if any_done else "")
+    where = f"; the others are in {out_dir}, whose summary.json lists every failure" if any_done else ""
+    shown = "; ".join(reasons[:SHOWN_FAILURES])
+    more = f"; and {len(reasons) - SHOWN_FAILURES} more" if len(reasons) > SHOWN_FAILURES else ""
+    return f"{len(reasons)} of {sources} traces failed{where}: {shown}{more}"
 
 
 @app.command()

@@ -738,7 +738,9 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
         present = {file.relative_to(root).as_posix() for file in files}
         listed = {t["kernels_file"] for t in summary.get("traces", []) if "kernels_file" in t}
         for name in sorted(listed - present):
-            raise AtlasError(root / name, f"listed in {SUMMARY} but missing: run `atlas ingest` again")
+            raise AtlasError(
+                root / name, f"listed in {SUMMARY} but not among the files of {KERNELS}: run `atlas ingest` again"
+            )
         for name in sorted(present - listed):  # every rank's time would be counted again
             raise AtlasError(root / name, f"not listed in {SUMMARY} (not written by this ingest run): remove it")
     return Output(root, summary, run_id, rank_files(root))

@@ -980,3 +980,35 @@ def test_a_summary_holding_a_credential_is_refused_where_the_run_is_opened(inges
     summary["traces"][0]["file"] = f"run_{TOKEN}.json.gz"
     (out / "summary.json").write_text(json.dumps(summary))
     assert_one_line_error(cli("report", out), "summary.json: holds texts shaped like credentials")
+
+
+def test_several_failed_traces_are_one_error_line(tmp_path: Path) -> None:
+    """Two of four traces failing printed two error lines; now one, naming both, counted."""
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for name in ("a.json.gz", "b.json.gz"):
+        (folder / name).write_bytes(EXAMPLE.read_bytes())
+    (folder / "c.json").write_text('{"traceEvents": [')
+    (folder / "e.json").write_text("x")
+    outcome = cli("ingest", folder, "-o", tmp_path / "out", "-q")
+    line = assert_one_line_error(outcome, "2 of 4 traces failed; the others are in", "whose summary.json lists")
+    assert f"{folder / 'c.json'}: invalid JSON" in line and f"{folder / 'e.json'}: " in line
+    failed = json.loads((tmp_path / "out" / "summary.json").read_text())["failed"]
+    assert [Path(f["source"]).name for f in failed] == ["c.json", "e.json"]
+
+
+def test_an_error_names_its_file_and_problem_redacted_apart(ingested_copy: Path, tmp_path: Path) -> None:
+    """`/etc/passwd: listed in …` was redacted as one text, read as `passwd: <secret>`, and lost
+    the word `listed`; the file and the problem are redacted apart."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(ingested_copy / "out", out)
+    summary = json.loads((out / "summary.json").read_text())
+    summary["traces"][0]["kernels_file"] = "/etc/passwd"
+    (out / "summary.json").write_text(json.dumps(summary))
+    line = assert_one_line_error(cli("report", out))
+    assert (
+        line
+        == "error: /etc/passwd: listed in summary.json but not among the files of kernels.parquet: run `atlas ingest` again"
+    )

@@ -96,7 +96,11 @@ def test_files_of_another_run_are_refused(tmp_path: Path) -> None:
 def test_a_deleted_rank_file_is_named(tmp_path: Path) -> None:
     out = _ingest(EXAMPLE, tmp_path / "run.atlas")
     next((out / "kernels.parquet").rglob("*.parquet")).unlink()
-    assert_one_line_error(cli("report", out), "h100_bert_small_infer.parquet", "listed in summary.json but missing")
+    assert_one_line_error(
+        cli("report", out),
+        "h100_bert_small_infer.parquet",
+        "listed in summary.json but not among the files of kernels.parquet",
+    )
 
 
 def test_replay_results_of_another_run_are_refused(tmp_path: Path) -> None:
