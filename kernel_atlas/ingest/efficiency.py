@@ -231,11 +231,12 @@ def _fill(
     warps = np.ceil(threads / limits.warp_size)
     # Kineto's estimate: the blocks an SM holds (at most the grid's share), their threads over the SM's
     estimate = np.minimum(max_blocks, blocks_per_sm) * threads / limits.max_threads * 100.0
+    recorded = np.where((recorded >= 0) & (recorded <= 100), recorded, np.nan)  # a share beyond 0–100 % is none
     has_recorded = ~np.isnan(recorded)
     estimated = SOURCES.index(ESTIMATED if limits.registers_known else UPPER_BOUND)
     source = np.where(has_recorded, SOURCES.index(RECORDED), np.where(np.isnan(estimate), -1, estimated))
     with np.errstate(divide="ignore", invalid="ignore"):
-        waves = grid / (limits.sms * max_blocks)
+        waves = np.where(max_blocks > 0, grid / (limits.sms * max_blocks), np.nan)  # a block no SM holds: no waves
         tail = np.where(waves > 0, waves / np.ceil(waves) * 100.0, np.nan)
     out["blocks_per_sm"][rows] = blocks_per_sm
     out["warps_per_sm"][rows] = blocks_per_sm * threads / limits.warp_size

@@ -749,6 +749,13 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
 LABELLED = ("name", "kind", "category", "op_mapping")  # never null as `atlas ingest` writes them
 
 
+# efficiency columns ingest writes within bounds (`ingest/efficiency.py`): the report copies them
+SHARES = (
+    *("theoretical_occupancy_pct", "est_occupancy_pct", "tail_wave_pct"),
+    *("blocks_per_sm", "warps_per_sm", "max_blocks_per_sm", "waves"),
+)
+
+
 def _check_values(path: Path) -> None:
     """The values every reader relies on, as `atlas ingest` writes them (`sanity.usable_rows`):
     each activity named and labelled, with a start and a non-negative duration below 2^53 µs, its recorded
@@ -765,7 +772,12 @@ def _check_values(path: Path) -> None:
         and KERNEL_COLUMNS[name].bit_width < schema.field(name).type.bit_width
     ]
     exact = [name for name in FLOAT_EXACT if name in schema.names and pa.types.is_integer(schema.field(name).type)]
-    wanted = [name for name in (*LABELLED, "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact) if name in schema.names]
+    shares = [name for name in SHARES if name in schema.names and pa.types.is_floating(schema.field(name).type)]
+    wanted = [
+        name
+        for name in (*LABELLED, "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact, *shares)
+        if name in schema.names
+    ]
     texts = _text_columns(schema)  # read in the same pass, for `_refuse_credentials`
     table = load_table(path, columns=list(dict.fromkeys([*wanted, *texts])))
 
@@ -781,6 +793,16 @@ def _check_values(path: Path) -> None:
             bad = ~(np.abs(values) < MAX_TIME_US) | ((values < 0) if name == "dur_us" else False)
             if bad.any():
                 raise refuse(int(bad.sum()), f"rows with a {what}")
+    for name in SHARES:  # percentages within 0–100 %, counts of waves and blocks finite and not negative
+        if name in wanted:
+            values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            high = 100.0 + 1e-9 if name.endswith("_pct") else np.inf
+            bad = ~np.isnan(values) & ~(np.isfinite(values) & (values >= 0) & (values <= high))
+            if bad.any():
+                raise refuse(
+                    int(bad.sum()),
+                    f"rows whose {name} is " + ("not within 0–100" if high < np.inf else "negative or infinite"),
+                )
     for name in narrow:
         kind = KERNEL_COLUMNS[name]
         low, high = -(1 << (kind.bit_width - 1)), (1 << (kind.bit_width - 1)) - 1

@@ -344,3 +344,17 @@ def test_blocks_of_no_threads_or_past_int64_estimate_nothing(tmp_path: Path, blo
     else:
         assert k.loc[1, ["max_blocks_per_sm", "est_occupancy_pct"]].isna().all()
     assert k.loc[2, "est_occupancy_pct"] == 12.5  # B as before
+
+
+def test_a_recorded_occupancy_beyond_100_and_a_block_no_sm_holds(tmp_path: Path) -> None:
+    """C's recorded occupancy of 10^6 % is no share: its estimate stands instead, min(32, 0.5)·64
+    /2048 = 1.5625 %. A with 2^17 bytes of shared memory per block fits no SM (96 KiB): 0
+    blocks, so no waves (160/(80·0) was inf, copied into the report's tables)."""
+    doc = _doc()
+    doc["traceEvents"][-2]["args"]["est. achieved occupancy %"] = 1e6  # kernel C
+    doc["traceEvents"][3]["args"]["shared memory"] = 1 << 17  # kernel A
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    k = ingest_trace(path, workers=1).frame.set_index("correlation")
+    assert k.loc[3, "est_occupancy_pct"] == 1.5625 and str(k.loc[3, "occupancy_source"]) == "estimated"
+    assert k.loc[1, "max_blocks_per_sm"] == 0.0 and pd.isna(k.loc[1, "waves"]) and pd.isna(k.loc[1, "tail_wave_pct"])

@@ -306,6 +306,10 @@ def _damage(out: Path, how: str) -> Path:
     elif how == "stream-beyond-2^53":  # a stream id through a float column overflowed on its way back
         column = pa.array([2**63 - 1] * table.num_rows, pa.int64())
         pq.write_table(table.set_column(table.schema.get_field_index("stream"), "stream", column), rank_file)
+    elif how in ("occupancy-beyond-100", "waves-infinite"):  # the report copied them into roofline.parquet
+        name, value = ("est_occupancy_pct", 1e6) if how == "occupancy-beyond-100" else ("waves", float("inf"))
+        column = pa.array([value] * table.num_rows, pa.float64())
+        pq.write_table(table.set_column(table.schema.get_field_index(name), name, column), rank_file)
     elif how == "wrong-type":
         column = table.column("dur_us").cast(pa.string())
         pq.write_table(table.set_column(table.schema.get_field_index("dur_us"), "dur_us", column), rank_file)
@@ -347,7 +351,7 @@ def _damage(out: Path, how: str) -> Path:
 DAMAGE = ["corrupt", "empty", "foreign", "missing-column", "wrong-type", "single-file-corrupt", "junk-in-dataset",
           "fifo-in-dataset", "summary-not-json", "summary-empty", "summary-a-list", "summary-deep",
           "summary-gpu-name-not-a-string", "summary-fifo", "device-beyond-int32", "summary-rank-beyond-int64",
-          "stream-beyond-2^53"]  # fmt: skip
+          "stream-beyond-2^53", "occupancy-beyond-100", "waves-infinite"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", DAMAGE)
