@@ -71,6 +71,11 @@ def _where(*parts: object) -> str:
     return " / ".join(str(p) for p in parts if isinstance(p, str) and p)
 
 
+def _stream(stream: object) -> str | None:
+    """`stream 7`; none where the stream is not known (it read `stream nan`)."""
+    return None if stream is None or pd.isna(stream) else f"stream {int(stream)}"  # type: ignore[call-overload]
+
+
 def _us(us: float) -> str:
     """Evidence quotes µs as they are (report.json is read by programs too): `1,234.5 µs`."""
     return f"{us:,.1f} µs"
@@ -127,7 +132,7 @@ def launch_findings(candidates: pd.DataFrame) -> list[Finding]:
     return [
         Finding(
             what=f"CUDA-graph {int(row.kernels):,} short kernels",
-            where=_where(row.module, _frames(row.call_stack)[1] or row.frame, f"stream {row.stream}"),
+            where=_where(row.module, _frames(row.call_stack)[1] or row.frame, _stream(row.stream)),
             saving_us=float(row.saving_us),
             kind="launch_bound",
             why=f"{int(row.stretches):,} stretch" + ("es" if row.stretches != 1 else ""),

@@ -610,6 +610,9 @@ _MAX_COUNT = (1 << 31) - 1  # ranks: int32, as ingest writes them (their column 
 _INT64 = 1 << 63  # other integers: what numpy holds
 
 
+_KIND_WORDS = {int: "an integer", float: "a number", str: "a text", list: "a list", dict: "an object"}
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -631,7 +634,7 @@ def check_summary(summary: Any, path: Path) -> None:
         for key, kinds in _SUMMARY_FIELDS.items():
             value = trace.get(key)
             if key in trace and (not isinstance(value, kinds) or isinstance(value, bool)):
-                raise wrong(f"traces[{i}].{key}", f"a {kinds[0].__name__}")
+                raise wrong(f"traces[{i}].{key}", _KIND_WORDS[kinds[0]])
         if "rank" in trace and not 0 <= trace["rank"] <= _MAX_COUNT:  # ranks are int32, as ingest writes them
             raise wrong(f"traces[{i}].rank", f"a rank (0…{_MAX_COUNT})")
         for j, gpu in enumerate(trace.get("gpus", [])):
@@ -639,7 +642,7 @@ def check_summary(summary: Any, path: Path) -> None:
                 raise wrong(f"traces[{i}].gpus[{j}]", "an object")
             for key, kinds in _GPU_FIELDS.items():
                 if key in gpu and (not isinstance(gpu[key], kinds) or isinstance(gpu[key], bool)):
-                    raise wrong(f"traces[{i}].gpus[{j}].{key}", f"a {kinds[0].__name__}")
+                    raise wrong(f"traces[{i}].gpus[{j}].{key}", _KIND_WORDS[kinds[0]])
             if isinstance(gpu.get("numSms"), int) and not -_INT64 <= gpu["numSms"] < _INT64:
                 raise wrong(f"traces[{i}].gpus[{j}].numSms", "an int64")
         world = trace.get("distributed", {}).get("world_size")

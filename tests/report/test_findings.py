@@ -91,6 +91,8 @@ def test_launch_host_and_communication_findings_by_hand() -> None:
     )
     (launch,) = launch_findings(candidates)
     assert (launch.kind, launch.saving_us, launch.where) == ("launch_bound", 120.0, "M / f.py(1): g / stream 7")
+    (unknown,) = launch_findings(candidates.assign(stream=[float("nan")]))  # a stream not known: not `stream nan`
+    assert unknown.where == "M / f.py(1): g"
     causes = pd.DataFrame({"module": ["M"], "frame": ["a/b/f.py(9): h"], "gaps": [3], "idle_us": [80.0], "pct": [40.0]})
     (host,) = host_wait_findings(causes)
     assert (host.saving_us, host.where, host.why) == (80.0, "M / f.py(9): h", "40.0 % of idle")

@@ -514,3 +514,15 @@ def test_a_doctored_roofline_is_one_line_for_whatif(tmp_path: Path, how: str, ne
         table = table.set_column(table.schema.get_field_index("role"), "role", pa.array([1] * table.num_rows))
     pq.write_table(table, path)
     assert_one_line_error(cli("whatif", out, "--speedup", "category=gemm:roofline"), needle, str(path))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [("rank", "0", "traces[0].rank is not an integer"), ("kernels_file", 5, "traces[0].kernels_file is not a text")],
+)
+def test_a_summary_field_of_another_type_is_named_in_words(tmp_path: Path, key: str, value: object, words: str) -> None:
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    summary = json.loads((out / "summary.json").read_text())
+    summary["traces"][0][key] = value
+    (out / "summary.json").write_text(json.dumps(summary))
+    assert_one_line_error(cli("report", out), f"not a summary of `atlas ingest`: {words} (re-run")
