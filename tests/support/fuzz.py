@@ -109,7 +109,11 @@ HOSTILE_RAW = [
 SECRETS = ["hf_" + "A1b2" * 9, "Bearer abc.def.ghijkl", "AKIA" + "ABCDEFGHIJKLMNOP", "ghp_" + "Zz09" * 9]
 # URLs with passwords (issue 27): an empty user, / + and @ in the password; the password must not leak
 URL_SECRETS = {"redis://:hunter2pw@cache:6379/0": "hunter2pw", "https://user:pa/ss+word@example.com/x": "pa/ss+word",
-               "pg://bob:s3cr@tpw@db:5432/app": "s3cr@tpw", "https://o'neil:it's2pw@host x": "it's2pw"}  # fmt: skip
+               "pg://bob:s3cr@tpw@db:5432/app": "s3cr@tpw", "https://o'neil:it's2pw@host x": "it's2pw",
+               # stop 48: a token as the user name; keys spaced, quoted (JSON) and as flags
+               "s3://AKIAZ7HOSTILE48XYQWE:S3cretPw48x@bucket/x": "S3cretPw48x",
+               '{"password": "JsonPw48 x"}': "JsonPw48", "password = SpacedPw48": "SpacedPw48",
+               "--api-key FlagKey48": "FlagKey48"}  # fmt: skip
 # credentials that the cut of a long name (16,384 characters) would end: the part kept must not leak
 CUT_SECRETS = {"k" * 16_359 + " https://user:cutpw12345@host.org tail": "cutpw12345",
                "k" * 16_359 + " ghp_" + "Q" * 36 + " tail": "ghp_QQQQQQQQ"}  # fmt: skip
@@ -530,6 +534,9 @@ DOCTORS: dict[str, Any] = {
     "null category": lambda out: _rewrite(out, _first("category", None)),
     "ts_us twice": lambda out: _rewrite(out, _twice("ts_us")),
     "token in a launcher": lambda out: _rewrite(out, _first("launcher", "aten::mm " + SECRETS[3])),
+    # stop 48: shares and wave counts ingest never writes (the report copied them into its tables)
+    "occupancy beyond 100": lambda out: _rewrite(out, _first("est_occupancy_pct", 1e6)),
+    "infinite waves": lambda out: _rewrite(out, _first("waves", float("inf"))),
 }
 
 
