@@ -34,10 +34,11 @@ from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_repor
 MAX_ROWS = 500  # the most rows a tool returns
 QUERY_SECONDS = 30  # the most time one `query` may take
 EXPLAIN_SECONDS = 30  # and one `explain` (every name rule tried on one name)
-# and memory: how much its process may grow over the server it is forked from (~200 MB: the two
-# stay under 1 GB; looked at every 20 ms, so it may pass a little)
-QUERY_MEMORY, QUERY_MEMORY_BYTES = "700 MiB", 700 << 20
-DUCKDB_MEMORY = "500MiB"  # of which DuckDB's own limit (its refusal is the clearer one)
+# and memory: how much its process may grow over the server it is forked from (~180 MB, which the
+# child's resident size counts again: the two processes' sizes summed stay under 1 GB; looked at
+# every 20 ms, so it may pass a little)
+QUERY_MEMORY, QUERY_MEMORY_BYTES = "560 MiB", 560 << 20
+DUCKDB_MEMORY = "400MiB"  # of which DuckDB's own limit (its refusal is the clearer one)
 MAX_TEXT = 10_000  # the most characters of one text a query returns
 MAX_ANSWER_BYTES = 16 << 20  # and of its whole answer, as JSON
 MAX_RUNS = 1000  # the most runs `runs` lists
@@ -469,7 +470,7 @@ async def _serve_stdio(server: Any) -> None:
     from mcp import types
     from mcp.server.stdio import stdio_server
 
-    from kernel_atlas.core.rpc_lines import BoundedLines
+    from kernel_atlas.core.rpc_lines import INVALID_REQUEST, PARSE_ERROR, BoundedLines, Refused, Wire
 
     def screen(text: str) -> str:
         """The message with credential-shaped texts redacted (the SDK echoes an unknown method or
@@ -478,25 +479,34 @@ async def _serve_stdio(server: Any) -> None:
 
         text = redact_text(text)
         try:
-            types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+            message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
         except ValidationError as exc:
             invalid = [error["msg"] for error in exc.errors(include_input=False) if error["type"] == "json_invalid"]
-            raise ValueError(invalid[0] if invalid else "not a JSON-RPC request, notification or response") from None
+            if invalid:
+                raise Refused(PARSE_ERROR, invalid[0]) from None
+            raise Refused(INVALID_REQUEST, "not a JSON-RPC request, notification or response") from None
+        # an id that is no number or text: the SDK takes the request for a notification and never answers
+        if isinstance(message, types.JSONRPCNotification) and '"id"' in text and "id" in json.loads(text):
+            raise Refused(INVALID_REQUEST, "its id is neither a number nor a text")
         return text
 
-    lines = BoundedLines(_claimed_stdin(), screen)
-    async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, write_stream):  # type: ignore[arg-type]
+    wire_in, wire_out = _claimed_stdio()
+    wire = Wire(wire_out)
+    lines = BoundedLines(wire_in, screen, wire.answer)
+    async with stdio_server(stdin=anyio.wrap_file(lines), stdout=anyio.wrap_file(wire)) as (read, write):  # type: ignore[arg-type]
         lowlevel = server._lowlevel_server
-        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        await lowlevel.run(read, write, lowlevel.create_initialization_options())
 
 
-def _claimed_stdin() -> Any:
-    """The wire's reader on a private copy of fd 0, fd 0 itself then reading the null device (as
-    the SDK claims it): a process forked for a bounded answer never reads the wire."""
-    private = os.dup(0)
+def _claimed_stdio() -> tuple[Any, Any]:
+    """The wire's reader and writer on private copies of fds 0 and 1, which then read the null
+    device and write to stderr (as the SDK claims them when it opens the streams itself): a
+    process forked for a bounded answer neither reads the wire nor writes stray output onto it."""
+    wire_in, wire_out = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     try:
         os.dup2(null, 0)
     finally:
         os.close(null)
-    return os.fdopen(private, "rb", closefd=False)
+    os.dup2(2, 1)
+    return os.fdopen(wire_in, "rb", closefd=False), os.fdopen(wire_out, "wb", closefd=False)

@@ -191,7 +191,7 @@ def test_a_query_is_bounded_in_time_and_memory(tools, monkeypatch: pytest.Monkey
     with pytest.raises(AtlasError, match="stopped after 1 s"):
         tools.query("bert.atlas", "SELECT count(*) FROM range(1000000000000)")
     monkeypatch.setattr(server, "QUERY_SECONDS", 120)  # on a loaded machine 1 s could end it before its memory does
-    with pytest.raises(AtlasError, match=r"Out of Memory|stopped past 700 MiB"):
+    with pytest.raises(AtlasError, match=r"Out of Memory|stopped past 560 MiB"):
         tools.query("bert.atlas", "SELECT list(range) FROM range(300000000)")
     assert tools.query("bert.atlas", "SELECT count(*) AS n FROM kernels")["rows"] == [{"n": 61}]
 
@@ -199,9 +199,9 @@ def test_a_query_is_bounded_in_time_and_memory(tools, monkeypatch: pytest.Monkey
 def test_one_huge_value_is_bounded_too(tools, capfd: pytest.CaptureFixture[str]) -> None:
     """Building one 1.5 GB string neither checks DuckDB's interrupt nor counts against its memory
     limit: it ran 93 s and reached 6 GB, drawing a progress bar on the server's stderr. Its
-    process is now killed once it has grown by 700 MiB; a long value that fits comes back cut."""
+    process is now killed once it has grown by 560 MiB; a long value that fits comes back cut."""
     start = time.monotonic()
-    with pytest.raises(AtlasError, match="stopped past 700 MiB of memory"):
+    with pytest.raises(AtlasError, match="stopped past 560 MiB of memory"):
         tools.query("bert.atlas", "SELECT repeat('x', 1500000000) AS x")
     assert time.monotonic() - start < 60
     answer = tools.query("bert.atlas", "SELECT repeat('ab', 300000) AS x")
@@ -268,9 +268,10 @@ def test_an_explanation_that_backtracks_is_stopped(tools, monkeypatch: pytest.Mo
 
 def test_messages_the_sdk_would_drop_unanswered_are_answered_and_bounded(root: Path) -> None:
     """Over raw stdio: a 30 MB request line (the SDK held a 100 MB one as 2.6 GB) and one nested
-    100,000 deep (the SDK dropped it: its client waited for ever) each get an error answer naming
-    the refusal; the server then answers the next request as usual, within 300 MB (the 30 MB line
-    is read in chunks: the server peaks at ~180 MB, as without it)."""
+    100,000 deep (the SDK dropped it: its client waited for ever) each get a JSON-RPC error answer
+    (invalid request, parse error) naming the refusal; the server then answers the next request
+    as usual, within 300 MB (the 30 MB line is read in chunks: the server peaks at ~180 MB, as
+    without it)."""
     import subprocess
 
     initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
@@ -284,6 +285,7 @@ def test_messages_the_sdk_would_drop_unanswered_are_answered_and_bounded(root: P
         '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "runs", "arguments": {"x": '
         + deep
         + "}}}",
+        '{"jsonrpc": "2.0", "id": {"x": 1}, "method": "tools/list"}',  # the SDK took it for a notification
         json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "runs", "arguments": {}}}),
     ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -296,7 +298,7 @@ def test_messages_the_sdk_would_drop_unanswered_are_answered_and_bounded(root: P
     watchdog.start()
     process.stdin.write("\n".join(lines).encode() + b"\n")
     process.stdin.flush()
-    answers: dict[int, dict] = {}
+    answers: dict[int | None, dict] = {}
     while 4 not in answers:  # stdin stays open until the last answer (at its end the server stops)
         line = process.stdout.readline()
         assert line, "the server ended before answering request 4"
@@ -308,9 +310,13 @@ def test_messages_the_sdk_would_drop_unanswered_are_answered_and_bounded(root: P
     process.stdin.close()
     process.wait()
     watchdog.cancel()
-    assert answers[2]["error"]["data"] == f"refused: a message of {len(lines[2].encode()):,} bytes (over 4,194,304)"
-    assert answers[3]["error"]["data"].startswith(
-        "refused: a message that is no JSON-RPC message (Invalid JSON: recursion"
-    )
+    too_long = f"Invalid Request: a message of {len(lines[2].encode()):,} bytes (over 4,194,304)"
+    assert answers[2]["error"] == {"code": -32600, "message": too_long}
+    assert answers[3]["error"]["code"] == -32700
+    assert answers[3]["error"]["message"].startswith("Parse error: Invalid JSON: recursion limit exceeded")
+    assert answers[None]["error"] == {
+        "code": -32600,
+        "message": "Invalid Request: its id is neither a number nor a text",
+    }
     assert json.loads(answers[4]["result"]["content"][0]["text"])["runs"][0]["run"] == "bert.atlas"
     assert peak_kib < 300 * 1024
