@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from typing import Any
 
 import numpy as np
@@ -96,7 +97,41 @@ _NEEDLE_SCAN = re.compile(trie_pattern(sorted(_NEEDLES)))
 
 
 def _may_hold_credential(text: str) -> bool:
-    return not text.isascii() or _NEEDLE_SCAN.search(text.lower()) is not None
+    return not text.isascii() or not text.isprintable() or _NEEDLE_SCAN.search(text.lower()) is not None
+
+
+# Characters that hide a credential from the expression without changing what it reads as: control
+# and format characters (NUL, zero-width spaces, bidi marks) deleted; compatibility forms
+# (full-width `ｇｈｐ_`, ligatures) folded by NFKC.
+# (Unicode's Cc and Cf categories as Python 3.11's unicodedata has them, as ranges: walking every
+# code point took 0.6 s at import)
+_HIDING = (
+    *((0x00, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C), (0x6DD, 0x6DD), (0x70F, 0x70F)),
+    *((0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064)),
+    *((0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD)),
+    *((0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001), (0xE0020, 0xE007F)),
+)
+# ... but for those the expression reads as white space (`\s`: tab, newline, \x1c–\x1f, \x85), which separate
+_INVISIBLE = dict.fromkeys(
+    code for low, high in _HIDING for code in range(low, high + 1) if not re.match(r"\s", chr(code))
+)
+
+
+def _revealed(text: str) -> str | None:
+    """`text` as it reads, its hiding characters gone (`_INVISIBLE`); None when that is `text`."""
+    if text.isascii() and text.isprintable():
+        return None
+    shown = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    return None if shown == text else shown
+
+
+def holds_credential(text: str) -> bool:
+    """Whether `text` holds a credential-shaped part, also one hidden by characters that do not
+    show (`_revealed`)."""
+    if CREDENTIAL.search(text):
+        return True
+    shown = _revealed(text)
+    return shown is not None and CREDENTIAL.search(shown) is not None
 
 
 def json_holds_credential(compact: str) -> bool:
@@ -119,7 +154,7 @@ def json_holds_credential(compact: str) -> bool:
         if literal is None or literal.end() <= position:  # not text json.dumps wrote: walk it
             return True
         covered = literal.end()
-        if CREDENTIAL.search(json.loads(literal.group())):
+        if holds_credential(json.loads(literal.group())):
             return True
     return False
 
@@ -146,7 +181,12 @@ def redact_text(text: str) -> str:
     """`text` with every credential-shaped part replaced by `<redacted>`."""
     if not _may_hold_credential(text):
         return text
-    return CREDENTIAL.sub(_redacted, text) if CREDENTIAL.search(text) else text
+    if CREDENTIAL.search(text):
+        text = CREDENTIAL.sub(_redacted, text)
+    shown = _revealed(text)
+    # a credential that only shows once hiding characters are gone (`ghp_\0…`, `ｇｈｐ_…`): where
+    # it lies in `text` is not known, so all of it goes
+    return REDACTED if shown is not None and CREDENTIAL.search(shown) else text
 
 
 def _redacted(match: re.Match[str]) -> str:
@@ -220,8 +260,9 @@ def credential_count(strings: list[str]) -> int:
 
 
 def _suspects(strings: list[str]) -> set[str]:
-    """The strings that `_may_hold_credential`: beyond ASCII, or holding a needle."""
-    suspects = {text for text in strings if not text.isascii()} if not all(map(str.isascii, strings)) else set()
+    """The strings that `_may_hold_credential`: beyond ASCII or not printable, or holding a needle."""
+    plain = all(map(str.isascii, strings)) and all(map(str.isprintable, strings))
+    suspects = set() if plain else {text for text in strings if not (text.isascii() and text.isprintable())}
     screened = [text for text in strings if text not in suspects] if suspects else strings
     if not screened:
         return suspects

@@ -232,6 +232,8 @@ def test_the_quick_check_passes_every_ascii_credential_to_the_expression(data) -
     assume(CREDENTIAL.search(text) is not None)
     assert _may_hold_credential(text), text
     assert redact_text(text) != text
+    hidden = text[:2] + "\u0000" + text[2:]  # a NUL inside: ASCII without a needle, still redacted
+    assert _may_hold_credential(hidden) and redact_text(hidden) != hidden
 
 
 # --- times and numbers the table cannot hold -------------------------------------------------------

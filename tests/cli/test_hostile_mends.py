@@ -324,7 +324,13 @@ def test_url_passwords_are_redacted(url: str, kept: str) -> None:
         ("--password hunter2 --verbose", "--password <redacted> --verbose"),
         ("Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic <redacted>"),
         ("curl -H BEARER%20abcdefghijkl", "curl -H <redacted>"),
-        # what stays: a count named token, a flag with no value, token counts in kernel names
+        # a token hidden by characters that do not show: where it lies is not known, all of it goes
+        ("gemm " + "ghp_\u0000" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "<redacted>"),
+        ("\uff47\uff48\uff50_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "<redacted>"),  # full-width ｇｈｐ_
+        ("gh\u200bp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8 x", "<redacted>"),  # a zero-width space
+        # what stays: a count named token, a flag with no value, token counts in kernel names,
+        # names with such characters and no credential
+        ("gemm\u0000kernel \uff47\uff45\uff4d\uff4d ge\u200bmm", None),
         ("token: 5", "token: 5"),
         ("--password --verbose", "--password --verbose"),
         ("moe_align_block_size max_num_tokens_padded num_tokens_post_pad", None),
