@@ -192,19 +192,40 @@ class _Export:
             return False
         return True
 
-    def select(self, table: str, where: str = "", args: tuple = ()) -> dict[str, np.ndarray]:
-        """start, end and the wanted columns present (others noted missing) as object arrays."""
+    def select(self, table: str, where: str = "", args: tuple = ()) -> dict[str, Any]:
+        """start, end and the wanted columns present (others noted missing), each as nullable
+        integers (`_int_array`: what every reader of them takes), read SELECT_ROWS rows at a
+        time: the rows as Python tuples of Python ints took ~450 MB for 1M kernels, and the
+        allocator kept that memory through every later stage."""
         have = self.columns[table]
         wanted = [c for c in _WANTED.get(table, ()) if c in have]
         names = ["start", "end", *wanted]
         sql = f'SELECT {", ".join(f"{_q(c)}" for c in names)} FROM "{table}" {where}'
-        rows = self._query(sql, args)
-        self.rows += len(rows)
-        if not rows:  # an empty table feeds nothing: its columns are not missed
+        parts = self._column_parts(sql, args, len(names))
+        count = sum(len(part[0]) for part in parts)
+        self.rows += count
+        if not count:  # an empty table feeds nothing: its columns are not missed
             return {c: np.empty(0, dtype=object) for c in names}
         self.missing += [f"{table}.{c}" for c in _WANTED.get(table, ()) if c not in have and not _optional(table, c)]
-        data = np.array(rows, dtype=object)
-        return {c: data[:, i] for i, c in enumerate(names)}
+        return {c: _joined([part[i] for part in parts]) for i, c in enumerate(names)}
+
+    def _column_parts(self, sql: str, args: tuple, width: int) -> list[list[pd.arrays.IntegerArray]]:
+        """The query's columns as nullable integers, one list of them per SELECT_ROWS rows (read
+        again from the start where a text turns out not to be UTF-8, as `_query` does)."""
+        try:
+            cursor = self.db.execute(sql, args)
+            parts = []
+            while rows := cursor.fetchmany(SELECT_ROWS):
+                data = np.array(rows, dtype=object).reshape(len(rows), width)
+                parts.append([_int_array(data[:, i]) for i in range(width)])
+            return parts
+        except sqlite3.OperationalError as exc:
+            if self.db.text_factory is str and "decode to UTF-8" in str(exc):
+                self.db.text_factory = self._lenient
+                return self._column_parts(sql, args, width)
+            raise AtlasError(self.path, f"cannot read the export ({exc})") from None
+        except sqlite3.Error as exc:
+            raise AtlasError(self.path, f"cannot read the export ({exc})") from None
 
     def strings(self) -> _Strings:
         rows = self._query(f"SELECT id, {_cut_sql('value')}, length(value) > {MAX_TEXT} FROM StringIds")
@@ -256,6 +277,17 @@ def _ints(values: np.ndarray | None, n: int, fill: int = -1) -> np.ndarray:
         return np.full(n, fill, dtype=np.int64)
     known = _int_array(values)
     return known.to_numpy(dtype=np.int64, na_value=fill)
+
+
+SELECT_ROWS = 1 << 16  # rows an activity table is read at a time (`_Export.select`)
+
+
+def _joined(parts: list[pd.arrays.IntegerArray]) -> pd.arrays.IntegerArray:
+    """Nullable integer columns, one after the other."""
+    if len(parts) == 1:
+        return parts[0]
+    data = np.concatenate([part.to_numpy(np.int64, na_value=0) for part in parts])
+    return pd.arrays.IntegerArray(data, np.concatenate([part.isna() for part in parts]))
 
 
 def _int_array(values: np.ndarray) -> pd.arrays.IntegerArray:
