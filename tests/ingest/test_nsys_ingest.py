@@ -325,6 +325,27 @@ def test_untimed_and_untyped_values(tmp_path: Path) -> None:
     assert any("1 GPU activity without a usable ts or dur was left out" in w for w in result.warnings)
 
 
+def test_activity_tables_read_in_pieces_give_the_same_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_Export.select` reads SELECT_ROWS rows at a time: read two at a time (nulls, a text device
+    id and absolute ns past 2^53 landing in different pieces), the kernels table is the one read whole."""
+    from kernel_atlas.ingest import nsys
+
+    path = _export(tmp_path / "pieces.sqlite")
+    db = sqlite3.connect(path)
+    db.execute(
+        f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES "
+        "(1700000000000000001, 1700000000000001234, 'zero', 7, 10, ?, 1, 2, 4, 1, 1, 128, 1, 1, 64, 0, 0, NULL, NULL)",
+        (PROC,),
+    )
+    db.commit()
+    db.close()
+    whole = ingest_trace(path).frame
+    monkeypatch.setattr(nsys, "SELECT_ROWS", 2)
+    pieces = ingest_trace(path).frame
+    pd.testing.assert_frame_equal(pieces, whole)
+    assert pieces.loc[pieces["correlation"] == 10, "dur_us"].tolist() == [1.233]
+
+
 def test_folder_of_exports_and_traces(tmp_path: Path) -> None:
     folder = tmp_path / "runs"
     folder.mkdir()
