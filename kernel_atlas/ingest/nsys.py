@@ -21,11 +21,11 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import msgspec
@@ -48,6 +48,8 @@ from kernel_atlas.ingest.columns import (
 from kernel_atlas.ingest.events import CUT_MARK, LONG_STRINGS, MAX_TEXT, cut_long
 from kernel_atlas.ingest.frames import MODULE_PREFIX
 from kernel_atlas.ingest.reader import TraceInfo, device_entries
+
+T = TypeVar("T")
 
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
 UNNAMED_KERNEL = "<unnamed kernel>"  # a kernel whose name id is not in StringIds
@@ -165,12 +167,17 @@ class _Export:
             raise AtlasError(path, "not an Nsight Systems export (no StringIds or CUPTI_ACTIVITY_KIND_KERNEL table)")
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
+        return self._read(lambda: self.db.execute(sql, args).fetchall())
+
+    def _read(self, work: Callable[[], T]) -> T:
+        """`work`'s reading of the export, done again from the start where a text turns out not
+        to be UTF-8; a file SQLite cannot read is one line."""
         try:
-            return self.db.execute(sql, args).fetchall()
+            return work()
         except sqlite3.OperationalError as exc:
             if self.db.text_factory is str and "decode to UTF-8" in str(exc):  # one bad string: not the whole file
                 self.db.text_factory = self._lenient  # from here on (slower: a Python call per string)
-                return self._query(sql, args)
+                return self._read(work)
             raise AtlasError(self.path, f"cannot read the export ({exc})") from None
         except sqlite3.Error as exc:  # a truncated or damaged file, a lock held by a writer
             raise AtlasError(self.path, f"cannot read the export ({exc})") from None
@@ -210,22 +217,17 @@ class _Export:
         return {c: _joined([part[i] for part in parts]) for i, c in enumerate(names)}
 
     def _column_parts(self, sql: str, args: tuple, width: int) -> list[list[pd.arrays.IntegerArray]]:
-        """The query's columns as nullable integers, one list of them per SELECT_ROWS rows (read
-        again from the start where a text turns out not to be UTF-8, as `_query` does)."""
-        try:
+        """The query's columns as nullable integers, one list of them per SELECT_ROWS rows."""
+
+        def pieces() -> list[list[pd.arrays.IntegerArray]]:
             cursor = self.db.execute(sql, args)
             parts = []
             while rows := cursor.fetchmany(SELECT_ROWS):
                 data = np.array(rows, dtype=object).reshape(len(rows), width)
                 parts.append([_int_array(data[:, i]) for i in range(width)])
             return parts
-        except sqlite3.OperationalError as exc:
-            if self.db.text_factory is str and "decode to UTF-8" in str(exc):
-                self.db.text_factory = self._lenient
-                return self._column_parts(sql, args, width)
-            raise AtlasError(self.path, f"cannot read the export ({exc})") from None
-        except sqlite3.Error as exc:
-            raise AtlasError(self.path, f"cannot read the export ({exc})") from None
+
+        return self._read(pieces)
 
     def strings(self) -> _Strings:
         rows = self._query(f"SELECT id, {_cut_sql('value')}, length(value) > {MAX_TEXT} FROM StringIds")
