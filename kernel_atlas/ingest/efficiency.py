@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -293,6 +293,16 @@ class DeviceKernels:
     busy: tuple[np.ndarray, np.ndarray]  # merged (start, end)
     level_times: np.ndarray  # the times the blocks-per-SM level changes, sorted
     level: np.ndarray  # min(level, 1) between consecutive `level_times`
+
+    # the columns of the kernels `of` reads
+    COLUMNS: ClassVar[tuple[str, ...]] = (
+        "ts_us",
+        "dur_us",
+        "recorded_blocks_per_sm",
+        "blocks_per_sm",
+        "est_occupancy_pct",
+        "tensor_core",
+    )
 
     @classmethod
     def of(cls, kernels: pd.DataFrame) -> DeviceKernels:

@@ -179,8 +179,7 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
         return {"steps": [], "devices": [], "window_us": None}
     split = step_split(frame, roles, steps)
     # the kernels' rows of the columns read below only (all ~60 columns of 1M kernels were ~400 MB)
-    used = ["step", "device", "ts_us", "dur_us", "recorded_blocks_per_sm", "blocks_per_sm", "est_occupancy_pct"]
-    kernels = frame.loc[(frame["kind"] == "kernel").to_numpy(), [*used, "tensor_core"]]
+    kernels = frame.loc[(frame["kind"] == "kernel").to_numpy(), ["step", "device", *DeviceKernels.COLUMNS]]
     launched = kernels.groupby("step", observed=True)["dur_us"].sum()
     devices = [(int(device), DeviceKernels.of(group)) for device, group in kernels.groupby("device", observed=True)]
 
