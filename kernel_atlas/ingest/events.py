@@ -158,10 +158,10 @@ class Complete(_Fields, gc=False, tag_field="ph", tag="X"):
 # a memory event's `Bytes` or totals beyond it are damage (2^63 − 1 wrapped the report's sums), and
 # that field alone is ignored, counted. A total is never negative (-1: not recorded).
 MAX_MEMORY_BYTES = 1 << 48
-MemoryBytes = Annotated[int, msgspec.Meta(ge=-MAX_MEMORY_BYTES, le=MAX_MEMORY_BYTES)]
-MemoryTotal = Annotated[int, msgspec.Meta(ge=-1, le=MAX_MEMORY_BYTES)]
-_MEMORY_BOUNDS = {"bytes": (-MAX_MEMORY_BYTES, MAX_MEMORY_BYTES), "total_allocated": (-1, MAX_MEMORY_BYTES)}
-_MEMORY_BOUNDS["total_reserved"] = _MEMORY_BOUNDS["total_allocated"]
+_SIZE, _TOTAL = (-MAX_MEMORY_BYTES, MAX_MEMORY_BYTES), (-1, MAX_MEMORY_BYTES)
+_MEMORY_BOUNDS = {"bytes": _SIZE, "total_allocated": _TOTAL, "total_reserved": _TOTAL}  # by field
+MemoryBytes = Annotated[int, msgspec.Meta(ge=_SIZE[0], le=_SIZE[1])]
+MemoryTotal = Annotated[int, msgspec.Meta(ge=_TOTAL[0], le=_TOTAL[1])]
 
 
 class MemoryArgs(msgspec.Struct, frozen=True, gc=False):
