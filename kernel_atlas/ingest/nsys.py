@@ -34,6 +34,7 @@ import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import CUT_TAIL
+from kernel_atlas.core.texts import filled
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     CPU_OP,
@@ -474,7 +475,7 @@ def _gpu_table(parts: list[dict[str, Any]]) -> GpuTable:
         return _triples(*(d[order] for d in dims), present[order])
 
     names = np.concatenate([p["name"] for p in parts])[order] if parts else np.empty(0, dtype=object)
-    kinds = np.concatenate([np.full(len(p["ts"]), p["kind"], dtype=object) for p in parts])[order] if parts else names
+    kinds = np.concatenate([filled(len(p["ts"]), p["kind"]) for p in parts])[order] if parts else names
     none = _as_categorical(np.full(n, None, dtype=object))
     minus = np.full(n, -1, dtype=np.int64)
     return GpuTable(
@@ -634,7 +635,7 @@ def _graph_nodes(export: _Export, pid: int | None) -> tuple[_HostPart | None, np
     k = int(created.sum())
     part = _HostPart(
         family=np.full(k, ANNOTATION, dtype=np.int8),
-        names=np.full(k, NODE_CREATION, dtype=object),
+        names=filled(k, NODE_CREATION),
         thread=thread[created],
         ts=start[created] / 1000.0,
         end=start[created] / 1000.0,

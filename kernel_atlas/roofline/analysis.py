@@ -21,6 +21,7 @@ from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.devices import VECTOR, Device
 from kernel_atlas.core.groups import group_numbers
 from kernel_atlas.core.paths import read_toml
+from kernel_atlas.core.texts import filled
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
@@ -286,7 +287,7 @@ def _dominant_float_dtype(types: pd.Series) -> str | None:
 def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     """role, flops, bytes, precision, unit, note, formula, op_time_us per kernel row."""
     n = len(frame)
-    role = np.full(n, "no shapes", dtype=object)
+    role = filled(n, "no shapes")
     note = _link_notes(frame["link"])
     flops = np.full(n, np.nan)
     nbytes = np.full(n, np.nan)
@@ -388,12 +389,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         memset = (frame["kind"] == "memset").to_numpy()[copies]
         traffic = np.where(host | memset, moved, 2 * moved)
         role[copies], flops[copies], nbytes[copies], precision[copies] = "main", 0.0, traffic, "int"
-        unit[copies] = np.where(host, "host", VECTOR)
-        what = np.where(host, "over the host link", np.where(traffic == moved, "written", "read + written"))
-        formula[copies] = [
-            f"{int(m)} bytes {w}{_COPY_ESTIMATE if g else ''}"
-            for m, w, g in zip(moved.tolist(), what.tolist(), guessed.tolist(), strict=True)
-        ]
+        unit[copies] = np.array([VECTOR, "host"], dtype=object)[host.astype(np.int8)]  # references, not a text a row
+        formula[copies] = _copy_formulas(moved, np.where(host, 0, np.where(traffic == moved, 1, 2)), guessed)
         note[copies] = ""
         op_time[copies] = frame["dur_us"].to_numpy()[copies]
     texts = {"role": role, "precision": precision, "unit": unit, "note": note, "formula": formula}
@@ -402,6 +399,17 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         {**columns, "flops": flops, "bytes": nbytes, "op_time_us": op_time},
         index=frame.index,
     )[["role", "flops", "bytes", "precision", "unit", "note", "formula", "op_time_us"]]
+
+
+_COPY_PATHS = ("over the host link", "written", "read + written")
+
+
+def _copy_formulas(moved: np.ndarray, path: np.ndarray, guessed: np.ndarray) -> np.ndarray:
+    """Each copy's formula (objects): its bytes, how they move (`_COPY_PATHS[path]`), whether
+    estimated; one text per distinct copy, not per row (500k copies of one size made 500k texts)."""
+    distinct, which = np.unique(np.column_stack([moved, path, guessed]), axis=0, return_inverse=True)
+    texts = [f"{int(m)} bytes {_COPY_PATHS[int(p)]}{_COPY_ESTIMATE if g else ''}" for m, p, g in distinct.tolist()]
+    return np.array(texts, dtype=object)[which.reshape(-1)]
 
 
 def _texts(values: np.ndarray, index: pd.Index) -> pd.Series:

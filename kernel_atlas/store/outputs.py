@@ -50,6 +50,7 @@ import pyarrow.parquet as pq
 
 from kernel_atlas.core import safe_files
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.heap import release_arrow_memory
 from kernel_atlas.core.redact import REDACTED, credential_count, json_holds_credential, redact_document, redact_text
 from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
@@ -484,6 +485,21 @@ def load_kernels(
 
     For one rank or a few; multi-rank analyses go through `kernels_sql` (DuckDB) or one rank
     at a time so that memory does not grow with the number of ranks."""
+    table = _kernels_table(out_dir, ranks, columns)
+    if table is None:
+        return KERNEL_SCHEMA.empty_table().to_pandas()
+    table = _ordered(table)
+    # each column's Arrow buffers freed once converted, for the next to reuse (`self_destruct`);
+    # what reading and converting used beside the frame then handed back: 1M rows left ~500 MB
+    # free in Arrow's pool
+    frame = table.to_pandas(self_destruct=True, split_blocks=True)
+    del table
+    release_arrow_memory()
+    return frame
+
+
+def _kernels_table(out_dir: str | Path, ranks: list[int] | None, columns: Sequence[str] | None) -> pa.Table | None:
+    """`load_kernels`'s rows as an Arrow table; None where no rank asked for has a file."""
     path = kernels_path(out_dir)
 
     def present(names: list[str]) -> list[str] | None:
@@ -494,11 +510,9 @@ def load_kernels(
         if PARTITION not in names:  # a single table made by other means: one rank
             table = load_table(path, columns=present(names))
             table = table if ranks is None or 0 in ranks else table.slice(0, 0)
-            table = table.append_column(PARTITION, pa.array([0] * table.num_rows, pa.int32()))
-        else:
-            filters = [(PARTITION, "in", ranks)] if ranks is not None else None
-            table = load_table(path, filters=filters, columns=present(names))
-        return _ordered(table).to_pandas()
+            return table.append_column(PARTITION, pa.array([0] * table.num_rows, pa.int32()))
+        filters = [(PARTITION, "in", ranks)] if ranks is not None else None
+        return load_table(path, filters=filters, columns=present(names))
     files = rank_files(out_dir, ranks)
     wanted = sorted(files) if ranks is None else [r for r in ranks if r in files]
     parts = []
@@ -507,12 +521,11 @@ def load_kernels(
             table = load_table(file, columns=present(_schema(file).names))
             parts.append(table.append_column(PARTITION, pa.array([rank] * table.num_rows, pa.int32())))
     if not parts:
-        return KERNEL_SCHEMA.empty_table().to_pandas()
+        return None
     try:
-        table = pa.concat_tables(parts, promote_options="permissive")
+        return pa.concat_tables(parts, promote_options="permissive")
     except pa.ArrowException as exc:
         raise AtlasError(path, f"the rank files do not fit together: {_first_line(exc)}") from None
-    return _ordered(table).to_pandas()
 
 
 def kernels_sql(out_dir: str | Path) -> str:
@@ -732,11 +745,13 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
     if kernels.is_file():
         _check_file(kernels, run_id, required)
         _check_values(kernels)
+        release_arrow_memory()  # the batches the check read
         return Output(root, summary, run_id)
     files = _dataset_files(kernels)
     for file in files:
         _check_file(file, run_id, required)
         _check_values(file)
+    release_arrow_memory()  # the batches the checks read
     if run_id is not None:
         present = {file.relative_to(root).as_posix() for file in files}
         listed = {t["kernels_file"] for t in summary.get("traces", []) if "kernels_file" in t}
@@ -759,10 +774,28 @@ SHARES = (
 )
 
 
+# rows read at a time by `_check_values`: its memory is a batch's, not the file's
+CHECK_BATCH_ROWS = 131_072
+
+
+def _batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """`columns` of a Parquet file, CHECK_BATCH_ROWS rows at a time; a damaged file is a one-line error."""
+    try:
+        yield from pq.ParquetFile(path).iter_batches(batch_size=CHECK_BATCH_ROWS, columns=columns)
+    except (pa.ArrowException, OSError) as exc:
+        raise AtlasError(path, f"cannot read: {_first_line(exc)}") from None
+
+
+def _float_values(column: pa.Array) -> np.ndarray:
+    return column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+
+
 def _check_values(path: Path) -> None:
     """The values every reader relies on, as `atlas ingest` writes them (`sanity.usable_rows`):
     each activity named and labelled, with a start and a non-negative duration below 2^53 µs, its recorded
-    calls nested no deeper than MAX_DEPTH."""
+    calls nested no deeper than MAX_DEPTH, no text shaped like a credential. Read batch by batch
+    (a 1M-row table held whole kept ~300 MB through the report that opened it); every count is
+    the whole file's, and the first check that fails, in the order below, is the one refused."""
     schema = _schema(path)
     # integers written as int64 where the column is narrower (device, group_size…): beyond its range
     # numpy's cast to it raises (or wraps)
@@ -781,53 +814,75 @@ def _check_values(path: Path) -> None:
         for name in (*LABELLED, "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact, *shares)
         if name in schema.names
     ]
-    texts = _text_columns(schema)  # read in the same pass, for `_refuse_credentials`
-    table = load_table(path, columns=list(dict.fromkeys([*wanted, *texts])))
+    texts = _text_columns(schema)  # read in the same pass, for the credential screen
+    bad: dict[str, int] = {}  # per refusal below, the rows (or distinct texts) it counts
+    bounds: dict[str, list[int]] = {}  # per narrow column, its least and greatest value
+    deep_texts: dict[str, set[str]] = {name: set() for name in RECORDED_CALL}
+    screen = _CredentialScreen(texts)
+
+    def count(key: str, n: int) -> None:
+        if n:
+            bad[key] = bad.get(key, 0) + int(n)
+
+    for batch in _batches(path, list(dict.fromkeys([*wanted, *texts]))):
+        for name in LABELLED:  # every activity named and labelled
+            if name in wanted:
+                count(name, batch.column(name).null_count)
+        for name in ("ts_us", "dur_us"):
+            if name in wanted:
+                values = _float_values(batch.column(name))
+                count(
+                    name,
+                    np.count_nonzero(~(np.abs(values) < MAX_TIME_US) | ((values < 0) if name == "dur_us" else False)),
+                )
+        for name in shares:  # percentages within 0–100 %, counts of waves and blocks finite and not negative
+            values = _float_values(batch.column(name))
+            high = 100.0 + 1e-9 if name.endswith("_pct") else np.inf
+            count(name, np.count_nonzero(~np.isnan(values) & ~(np.isfinite(values) & (values >= 0) & (values <= high))))
+        for name in narrow:
+            low_high = pc.min_max(batch.column(name)).as_py()
+            if low_high["min"] is not None:
+                seen = bounds.setdefault(name, [low_high["min"], low_high["max"]])
+                seen[:] = [min(seen[0], low_high["min"]), max(seen[1], low_high["max"])]
+        for name in exact:  # ids that travel through float columns (`sanity.usable_rows` nulls those beyond)
+            column = batch.column(name)
+            count(name, pc.sum(pc.or_(pc.greater_equal(column, 2**53), pc.less_equal(column, -(2**53)))).as_py() or 0)
+        for name in RECORDED_CALL:
+            if name in wanted:
+                distinct = pc.unique(batch.column(name).cast(pa.string())).drop_null()
+                # only a text with more than MAX_DEPTH brackets can nest that deep (`too_deep`'s own
+                # first test, here in Arrow: 200k distinct shapes are not 200k Python strings)
+                brackets = pc.add(pc.count_substring(distinct, "["), pc.count_substring(distinct, "{"))
+                deep_texts[name].update(
+                    t for t in distinct.filter(pc.greater(brackets, MAX_DEPTH)).to_pylist() if too_deep(t)
+                )
+        screen.screen(batch)
 
     def refuse(count: int, what: str) -> AtlasError:
         return AtlasError(path, f"{count} {what}, which `atlas ingest` never writes: run `atlas ingest` again")
 
-    for name in LABELLED:  # every activity named and labelled
-        if name in wanted and table.column(name).null_count:
-            raise refuse(table.column(name).null_count, f"rows without a {name}")
+    for name in LABELLED:
+        if bad.get(name):
+            raise refuse(bad[name], f"rows without a {name}")
     for name, what in (("ts_us", "start that is NaN or beyond 2^53 µs"), ("dur_us", "negative, NaN or huge duration")):
-        if name in wanted:
-            values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            bad = ~(np.abs(values) < MAX_TIME_US) | ((values < 0) if name == "dur_us" else False)
-            if bad.any():
-                raise refuse(int(bad.sum()), f"rows with a {what}")
-    for name in SHARES:  # percentages within 0–100 %, counts of waves and blocks finite and not negative
-        if name in wanted:
-            values = table.column(name).to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            high = 100.0 + 1e-9 if name.endswith("_pct") else np.inf
-            bad = ~np.isnan(values) & ~(np.isfinite(values) & (values >= 0) & (values <= high))
-            if bad.any():
-                raise refuse(
-                    int(bad.sum()),
-                    f"rows whose {name} is " + ("not within 0–100" if high < np.inf else "negative or infinite"),
-                )
+        if bad.get(name):
+            raise refuse(bad[name], f"rows with a {what}")
+    for name in shares:
+        if bad.get(name):
+            limit = "not within 0–100" if name.endswith("_pct") else "negative or infinite"
+            raise refuse(bad[name], f"rows whose {name} is {limit}")
     for name in narrow:
         kind = KERNEL_COLUMNS[name]
         low, high = -(1 << (kind.bit_width - 1)), (1 << (kind.bit_width - 1)) - 1
-        bounds = pc.min_max(table.column(name)).as_py()
-        if bounds["min"] is not None and (bounds["min"] < low or bounds["max"] > high):
-            raise AtlasError(path, f"column {name} holds values beyond {kind} ({bounds['min']}…{bounds['max']})")
-    for name in exact:  # ids that travel through float columns (`sanity.usable_rows` nulls those beyond)
-        column = table.column(name)
-        beyond = pc.sum(pc.or_(pc.greater_equal(column, 2**53), pc.less_equal(column, -(2**53)))).as_py()
-        if beyond:
-            raise refuse(int(beyond), f"rows with a `{name}` beyond 2^53")
+        if name in bounds and (bounds[name][0] < low or bounds[name][1] > high):
+            raise AtlasError(path, f"column {name} holds values beyond {kind} ({bounds[name][0]}…{bounds[name][1]})")
+    for name in exact:
+        if bad.get(name):
+            raise refuse(bad[name], f"rows with a `{name}` beyond 2^53")
     for name in RECORDED_CALL:
-        if name in wanted:
-            texts = pc.unique(table.column(name).cast(pa.string())).drop_null()
-            # only a text with more than MAX_DEPTH brackets can nest that deep (`too_deep`'s own
-            # first test, here in Arrow: 200k distinct shapes are not 200k Python strings)
-            brackets = pc.add(pc.count_substring(texts, "["), pc.count_substring(texts, "{"))
-            texts = texts.filter(pc.greater(brackets, MAX_DEPTH)).to_pylist()
-            deep = sum(too_deep(text) for text in texts)
-            if deep:
-                raise refuse(deep, f"`{name}` values nested deeper than {MAX_DEPTH} levels")
-    _refuse_credentials(path, table)
+        if deep_texts[name]:
+            raise refuse(len(deep_texts[name]), f"`{name}` values nested deeper than {MAX_DEPTH} levels")
+    screen.refuse(path)
 
 
 def _text_columns(schema: pa.Schema) -> list[str]:
@@ -838,25 +893,42 @@ def _text_columns(schema: pa.Schema) -> list[str]:
     return [field.name for field in schema if is_text(field.type)]
 
 
-def _refuse_credentials(path: Path, table: pa.Table) -> None:
+class _CredentialScreen:
     """`atlas ingest` redacts every credential-shaped text it writes; a file holding one was
     written by other means, and every reader would copy it into reports, tables and answers.
-    `table`: the file's table, read with (at least) its text columns."""
-    columns = _text_columns(table.schema)
-    found = 0
-    for name in columns:
-        column = table.column(name)
-        if pa.types.is_dictionary(column.type):  # the distinct texts are the chunks' dictionaries
-            texts = pa.chunked_array([c.dictionary for c in column.chunks], column.type.value_type)
-        else:
-            texts = column
-        found += credential_count(pc.unique(texts).drop_null().to_pylist())
-    if found:
-        raise AtlasError(
-            path,
-            f"{found} texts shaped like credentials (tokens, keys), which `atlas ingest` never writes "
-            "(it redacts them): run `atlas ingest` again",
-        )
+    The distinct texts of `columns` are screened as the table's batches come, each text once."""
+
+    def __init__(self, columns: list[str]) -> None:
+        self._seen: dict[str, set[str]] = {name: set() for name in columns}
+        self.found = 0
+
+    def screen(self, batch: pa.Table | pa.RecordBatch) -> None:
+        for name, seen in self._seen.items():
+            column = batch.column(name)
+            chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+            if pa.types.is_dictionary(column.type):  # the distinct texts are the chunks' dictionaries
+                texts = pa.chunked_array([c.dictionary for c in chunks], column.type.value_type)
+            else:
+                texts = pa.chunked_array(chunks, column.type)
+            new = [text for text in pc.unique(texts).drop_null().to_pylist() if text not in seen]
+            seen.update(new)
+            self.found += credential_count(new)
+
+    def refuse(self, path: Path) -> None:
+        if self.found:
+            raise AtlasError(
+                path,
+                f"{self.found} texts shaped like credentials (tokens, keys), which `atlas ingest` never writes "
+                "(it redacts them): run `atlas ingest` again",
+            )
+
+
+def _refuse_credentials(path: Path, table: pa.Table) -> None:
+    """A table read whole (with at least its text columns) refused if it holds a credential-shaped
+    text (`_CredentialScreen`)."""
+    screen = _CredentialScreen(_text_columns(table.schema))
+    screen.screen(table)
+    screen.refuse(path)
 
 
 def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None:

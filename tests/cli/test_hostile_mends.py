@@ -509,6 +509,52 @@ def test_a_doctored_kernels_file_is_refused_where_the_run_is_opened(
     assert_one_line_error(cli("report", out), str(file), needle)
 
 
+def test_a_doctored_kernels_file_is_checked_batch_by_batch_with_whole_file_counts(
+    ingested_example: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The values are checked a few rows at a time (memory of a batch, not of the file), yet
+    every count is the whole file's: problems planted in different batches add up, a text
+    repeated across batches counts once, and a narrow column's range is the file's. Batches of
+    7 rows; the file is written in row groups of 5, so batches straddle them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernel_atlas.core.errors import AtlasError
+    from kernel_atlas.store import outputs
+
+    monkeypatch.setattr(outputs, "CHECK_BATCH_ROWS", 7)
+    token = "ghp_" + "c" * 36
+
+    def rewrite(table: Any, column: str, rows: dict[int, Any], kind: Any = None) -> Any:
+        values = table.column(column).to_pylist()
+        for row, value in rows.items():
+            values[row] = value
+        kind = kind or table.schema.field(column).type
+        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+        return table.set_column(table.column_names.index(column), column, pa.array(values, kind))
+
+    cases = [
+        # rows 0, 9 and 20: three batches of 7
+        (lambda t: rewrite(t, "dur_us", {0: -1.0, 9: float("nan"), 20: -3.0}), "3 rows with a negative"),
+        (lambda t: rewrite(t, "name", {2: None, 16: None}), "2 rows without a name"),
+        # the same token in two batches, another in a third: two distinct texts
+        (lambda t: rewrite(t, "launcher", {1: f"x {token}", 15: f"x {token}", 22: "hf_" + "d" * 34}), "2 texts"),
+        # device as int64: 5 in one batch, 2^40 in another; the range is the file's
+        (lambda t: rewrite(t, "device", {3: 5, 18: 2**40}, pa.int64()), "values beyond int32 (0…1099511627776)"),
+    ]
+    for change, needle in cases:
+        out = tmp_path / f"case{cases.index((change, needle))}"
+
+        def doctor(table: Any, _out: Path, file: Path, change: Any = change) -> None:
+            assert table.num_rows > 22
+            pq.write_table(change(table).replace_schema_metadata(table.schema.metadata), file, row_group_size=5)
+
+        out, _file = _doctored(ingested_example, out, doctor)
+        with pytest.raises(AtlasError) as refused:
+            outputs.open_output(out)
+        assert needle in str(refused.value), str(refused.value)
+
+
 def test_an_extra_rank_folder_is_refused(ingested_example: Path, tmp_path: Path) -> None:
     """A copy of rank 0's file as rank=1, not in summary.json: every time was silently doubled."""
     import shutil
