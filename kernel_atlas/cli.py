@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.report.console import ReaderGone, terminal, write_stdout
 
 # numpy asks the kernel for transparent huge pages for every array of 4 MB or more (madvise); where
 # the kernel then compacts memory to find them on first touch (`defrag=madvise`, a common default),
@@ -32,9 +33,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# no emoji codes: `:fire:` in a file name or an option value is text, printed as typed
-console = Console(emoji=False)
-err_console = Console(stderr=True, emoji=False)
+# consoles never narrower than 40 cells, writing what the locale cannot encode with substitutes,
+# on streams that fail in one line (report/console.py)
+console = terminal("stdout")
+err_console = terminal("stderr")
 
 F = TypeVar("F", bound=Callable[..., Any])
 Wide = Annotated[bool, typer.Option("--wide", help="Full kernel names and shapes, every column, however wide.")]
@@ -72,6 +74,20 @@ def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise AtlasError(None, f"{flag}{item}: not a finite number")
 
 
+READER_GONE = 141  # the exit status of a command killed by SIGPIPE, as the shell reports it
+
+
+def _stdout_to_null() -> None:
+    """stdout's file descriptor pointed at the null device, so that what is still buffered for
+    the closed pipe does not fail again when the interpreter flushes it at exit."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno() if sys.stdout is not None else 1)
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
 def _one_line_errors(func: F) -> F:
     """Bad input → one line naming the file and the problem, exit code 2, no traceback."""
 
@@ -82,6 +98,9 @@ def _one_line_errors(func: F) -> F:
             return func(*args, **kwargs)
         except typer.Exit:  # a command's own exit code
             raise
+        except ReaderGone:  # `| head` read what it wanted: quiet, as any Unix tool ends there
+            _stdout_to_null()
+            raise typer.Exit(READER_GONE) from None
         except AtlasError as exc:
             from kernel_atlas.core.redact import redact_text
 
@@ -246,7 +265,7 @@ def classify(
         say(err_console, "[yellow]warning:[/]", f"{catalog}: {note}")
     text = json_text(filled)  # the same JSON as every output: no credential, no NaN/Infinity
     if out is None:
-        sys.stdout.write(text)
+        write_stdout(text)
         return
     from kernel_atlas.core.safe_files import write_text
 
@@ -573,7 +592,7 @@ def diff(
     if markdown is not None:
         files["markdown"] = write_markdown(result, verdict, comp, markdown, top=top)
     if as_json:
-        sys.stdout.write(json.dumps(result.rows(), indent=1) + "\n")
+        write_stdout(json.dumps(result.rows(), indent=1) + "\n")
         if files:
             say(err_console, "", "wrote " + ", ".join(str(p) for p in files.values()))
     else:
@@ -721,7 +740,7 @@ def replay(
     if source is not None and replay_all:
         save_replay(results, source, run_id)
     if as_json:
-        sys.stdout.write(results.to_json(orient="records", indent=1) + "\n")
+        write_stdout(results.to_json(orient="records", indent=1) + "\n")
         return
     print_replay(console, results, device, wide=wide)
     shrunk = results[(results["scale"] < 1) & (results["check"] != "skipped")]

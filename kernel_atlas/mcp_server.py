@@ -458,6 +458,11 @@ def serve(root: str | Path) -> None:
     """Serve over stdio, each message read through `BoundedLines` (core/rpc_lines.py)."""
     import anyio
 
+    # Python leaves a stream closed at start as None; its descriptor is then the next file opened
+    # (the event loop's own), which the wire would claim
+    for name, role in (("stdin", "reads its requests from"), ("stdout", "answers on")):
+        if getattr(sys, name) is None:
+            raise AtlasError(name, f"closed: the MCP server {role} it (start it from an MCP client)")
     server = build_server(root)
     if not hasattr(server, "_lowlevel_server"):  # an SDK whose server is built otherwise: its own reader
         server.run("stdio")

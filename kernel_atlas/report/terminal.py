@@ -420,7 +420,9 @@ def finding_line(i: int, finding: dict[str, Any], wide: bool = False) -> str:
 
 
 def _cut(line: str, width: int) -> str:
-    """`line` cut to `width` terminal cells, ending in `…`."""
+    """`line` cut to `width` terminal cells, ending in `…` (at least the `…`)."""
+    if width < 2:
+        return "…"
     while cell_len(line) > width - 1:
         line = line[: max(1, len(line) - max(1, cell_len(line) - width + 1))]
     return line + "…"
