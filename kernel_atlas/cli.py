@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import os
@@ -24,6 +25,23 @@ from kernel_atlas.report.console import ReaderGone, terminal, write_stdout
 # (0.9 s) without (docs/performance.md). numpy reads this when first imported — after this
 # module, which imports none of it; a value the user set is kept.
 os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
+
+
+def _address_space_limited() -> bool:
+    """Whether the process's address space is capped (`ulimit -v`)."""
+    try:
+        import resource
+
+        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
+    except (ImportError, OSError, ValueError):
+        return False
+
+
+# Arrow's default allocator (mimalloc) reserves address space by the GiB: under `ulimit -v 1500000`
+# reading a 2,000-row kernels file aborted the process (std::bad_alloc). Capped, Arrow allocates
+# through malloc, as everything else does; a value the user set is kept.
+if _address_space_limited():
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 app = typer.Typer(
     name="atlas",
@@ -74,6 +92,7 @@ def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise AtlasError(None, f"{flag}{item}: not a finite number")
 
 
+OUT_OF_MEMORY = "out of memory (the machine's, or a limit such as `ulimit -v`)"
 READER_GONE = 141  # the exit status of a command killed by SIGPIPE, as the shell reports it
 
 
@@ -88,12 +107,34 @@ def _stdout_to_null() -> None:
         pass
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """A MemoryError, or a library that could not be loaded for want of memory (`ulimit -v`)."""
+    if isinstance(exc, MemoryError):
+        return True
+    return isinstance(exc, ImportError) and ("map segment" in str(exc) or "allocate memory" in str(exc))
+
+
+def _error_line(text: str) -> None:
+    """`error: TEXT` (a text of ours, never the input's) on stderr — written directly where the
+    console cannot be had for want of memory."""
+    try:
+        say(err_console, "[bold red]error:[/]", text, redact=False)
+    except Exception:
+        with contextlib.suppress(OSError):
+            os.write(2, f"error: {text}\n".encode("ascii", "replace"))
+
+
 def _one_line_errors(func: F) -> F:
     """Bad input → one line naming the file and the problem, exit code 2, no traceback."""
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            # what saying an error needs, loaded first: a command that ran out of file
+            # descriptors (`ulimit -n`) or memory could not import it then
+            import kernel_atlas.core.redact
+            import kernel_atlas.report.markup  # noqa: F401
+
             _screen_arguments(args, kwargs)
             return func(*args, **kwargs)
         except typer.Exit:  # a command's own exit code
@@ -116,12 +157,12 @@ def _one_line_errors(func: F) -> F:
         except KeyboardInterrupt:
             err_console.print("interrupted")
             raise typer.Exit(130) from None
-        except MemoryError:
-            err_console.print("[bold red]error:[/] out of memory")
-            raise typer.Exit(3) from None
         except Exception as exc:
             if os.environ.get("ATLAS_DEBUG"):
                 raise
+            if _out_of_memory(exc):  # exit 2, not 3: `diff --fail-above` says "regressed" with 3
+                _error_line(OUT_OF_MEMORY)
+                raise typer.Exit(2) from None
             if isinstance(exc, OSError) and exc.filename is not None:  # the user's file system said no
                 from kernel_atlas.core.safe_files import os_problem
 
@@ -334,6 +375,11 @@ def main() -> None:
     except ImportError:  # pragma: no cover - an older typer, on click
         from click import exceptions as usage  # type: ignore[no-redef]
 
+    try:
+        os.getcwd()
+    except OSError:  # a relative path would mean nothing
+        say(err_console, "[bold red]error:[/]", "the current folder no longer exists: cd to one that does")
+        raise SystemExit(2) from None
     try:
         code = app(standalone_mode=False, prog_name="atlas")
     except usage.NoArgsIsHelpError as exc:  # `atlas`, `atlas report`: their help

@@ -5,7 +5,7 @@ save end to end (`critical_path` of report.json, critical_path.parquet)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -252,7 +252,10 @@ class CriticalPathJob(Generic[T]):
         self._roofline: pd.DataFrame | None = None
         self._beside: Beside[Finished[T]] | None = None
         if events >= BESIDE_MIN_EVENTS and can_fork():
-            self._beside = Beside(self._solve_beside, may_fork=True)
+            try:
+                self._beside = Beside(self._solve_beside, may_fork=True)
+            except OSError:  # no process to be had (a process limit, memory): solved here when asked for
+                self._beside = None
 
     def _solve_beside(self, receive: Receiver) -> Finished[T]:
         """What the process beside does: all of it, the roofline received from the report — the
@@ -273,7 +276,11 @@ class CriticalPathJob(Generic[T]):
         solved = self._question.solve(early.start if early is not None else None)
         facts = solved.result.facts
         pool = ThreadPoolExecutor(max_workers=1)
-        finishing = pool.submit(self._finish, solved.result)
+        try:
+            finishing = pool.submit(self._finish, solved.result)
+        except RuntimeError:  # no thread to be had (a thread limit): finished here, before the what-if
+            finishing = Future()
+            finishing.set_result(self._finish(solved.result))
         pool.shutdown(wait=False)  # its thread ends with `finish`
         try:
             if solved.causal is not None and early is not None and early.started:

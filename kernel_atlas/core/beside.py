@@ -16,12 +16,14 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from kernel_atlas.core.errors import AtlasError
 
 T = TypeVar("T")
+A = TypeVar("A")
 
 
 # Linux's default limit for a pipe an unprivileged process widens (/proc/sys/fs/pipe-max-size)
@@ -76,6 +78,38 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def side_by_side(function: Callable[[A], T], items: Iterable[A], workers: int) -> Iterator[T]:
+    """`map(function, items)` on up to `workers` threads (work that releases the GIL: numpy's
+    sorts and searches), results in order; one after another in this thread where no thread
+    can be started (a process's thread limit, `ulimit -u`): the same results."""
+    items = list(items)
+    if workers <= 1 or len(items) <= 1:
+        yield from map(function, items)
+        return
+    pool = ThreadPoolExecutor(min(workers, len(items)))
+    try:
+        try:
+            futures = [pool.submit(function, item) for item in items]
+        except RuntimeError:  # "can't start new thread": what started finishes, unread
+            futures = None
+        if futures is None:
+            yield from map(function, items)
+        else:
+            for future in futures:
+                yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def start_thread(thread: threading.Thread) -> bool:
+    """`thread` started; False where the process may start no more (a thread limit)."""
+    try:
+        thread.start()
+    except RuntimeError:
+        return False
+    return True
+
+
 def can_fork() -> bool:
     """Whether work beside the caller can run at the same time: on Linux (macOS has fork, but a
     forked child of a process with threads may crash there, hence Python's spawn default) with a
@@ -127,7 +161,8 @@ class Beside(Generic[T]):
     def send(self, value: Any) -> None:
         """Hand the child its value without waiting for it to take it (it may still be busy)."""
         self._sender = threading.Thread(target=self._hand, args=(value,), daemon=True)
-        self._sender.start()
+        if not start_thread(self._sender):  # no thread to be had: handed here (the child reads it when it can)
+            self._hand(value)
 
     def _hand(self, value: Any) -> None:
         with contextlib.suppress(OSError):  # the child is gone: `result` says so

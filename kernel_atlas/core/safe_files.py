@@ -260,7 +260,16 @@ def read_bytes(path: str | Path, limit: int = JSON_LIMIT) -> bytes:
         if info.st_size > limit:
             raise AtlasError(path, f"too large ({info.st_size:,} bytes)")
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(limit + 1)[:limit]
+            # what the file holds (read(limit) reserves `limit` bytes first: 1 GiB, past a
+            # `ulimit -v`), then a chunk at a time should it have grown since
+            chunks, total = [], 0
+            while total <= limit:
+                chunk = handle.read(min(limit + 1 - total, max(info.st_size - total, 0) + (1 << 16)))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+            return b"".join(chunks)[:limit]
     except OSError as exc:
         raise AtlasError(path, f"cannot read: {os_problem(exc)}") from None
     finally:

@@ -26,7 +26,7 @@ import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_free_memory
-from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, why_missing
+from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import (
     CATALOG_ENTRIES,
@@ -309,6 +309,8 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         return RankFailed(task.source, f"{task.source}: {problem}")
     except MemoryError:
         return RankFailed(task.source, f"{task.source}: out of memory")
+    except OSError as exc:  # the system said no (too many open files…): said as it said it
+        return RankFailed(task.source, f"{exc.filename or task.source}: {os_problem(exc)}")
     except Exception as exc:  # one rank's bug must not stop the others: reported with its type
         return RankFailed(task.source, f"{task.source}: internal error: {type(exc).__name__}: {exc}")
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import itertools
 import os
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from kernel_atlas.core.beside import side_by_side
 
 # Kineto rounds timestamps to ns; a child may overhang its parent (or a sibling its
 # predecessor) by a few ns. Ranges closer than this are treated as not overlapping.
@@ -42,9 +43,10 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     # Threads are independent and numpy's sorts and searches release the GIL: the large ones
     # run side by side. Each thread's parents are filled in as they come, not held for all.
     large = [g for g in groups if len(g) >= _PARALLEL_MIN]
-    with ThreadPoolExecutor(max(1, min(len(large), os.cpu_count() or 1))) as pool:
-        for child, parent_of_child in pool.map(lambda idx: _thread_parents(idx, start, end, origin), large):
-            parent[child] = parent_of_child
+    for child, parent_of_child in side_by_side(
+        lambda idx: _thread_parents(idx, start, end, origin), large, os.cpu_count() or 1
+    ):
+        parent[child] = parent_of_child
     for group in groups:
         if len(group) < _PARALLEL_MIN:
             child, parent_of_child = _thread_parents(group, start, end, origin)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -133,6 +134,17 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     return warnings
 
 
+# what the decode workers' start or pipes fail with where the system lends no more: processes
+# (fork's EAGAIN; multiprocessing's resource tracker, which could not start, gone from its pipe),
+# file descriptors for their pipes, memory for a process
+_NO_MORE = (errno.EAGAIN, errno.EPIPE, errno.EMFILE, errno.ENFILE, errno.ENOMEM)
+
+
+def _workers_failed(exc: OSError) -> bool:
+    """Whether `exc` is the system refusing the decode workers, not a file (which names itself)."""
+    return exc.filename is None and exc.errno in _NO_MORE
+
+
 Progress = Callable[[str, float], None]  # (stage, fraction of the trace done)
 
 
@@ -158,22 +170,32 @@ def ingest_trace(
     def decoding(fraction: float) -> None:
         report("decoding", 0.05 + 0.75 * fraction)
 
+    decoded_here, nsys_read = False, None
     try:
         if reading_ahead(path):  # the classifier loads (its rules compile) while the trace decodes
             default_classifier()
         read = take_read_ahead(path, decoding)
-        nsys_read = None
         if read is None and is_nsys(path):
             *read, nsys_read = read_nsys(path, process)
         if read is None:
             read = build_columns(path, decode_pool(workers) if workers > 1 else None, workers, on_progress=decoding)
-        trace, cols = read
-        del read  # `del cols` below frees the columns (the host ranges: ~130 MB for 1.5M ranges)
-    except BrokenProcessPool:
+    except (BrokenProcessPool, OSError) as exc:
+        if not isinstance(exc, BrokenProcessPool) and not _workers_failed(exc):
+            raise
         discard_pool()
-        raise AtlasError(path, "a decode worker process died (out of memory?)") from None
+        if workers <= 1:
+            raise AtlasError(path, "a decode worker process died (out of memory?)") from None
+        # one process does it all, as for a small trace: slower, and the answer is the same
+        read, decoded_here = build_columns(path, None, 1, on_progress=decoding), True
+    trace, cols = read
+    del read  # `del cols` below frees the columns (the host ranges: ~130 MB for 1.5M ranges)
     release_free_memory()  # the reader's buffers (decompressed text, the slices' columns as they arrived)
     warnings = _decoder_warnings(path, trace, cols.ignored)
+    if decoded_here:
+        warnings.append(
+            f"{path}: the decode worker processes failed (a limit on processes or open files, or memory?): "
+            "decoded in one process"
+        )
     cols_ignored = cols.ignored
     detected = _rank_of(path, trace.distributed_info, warnings)
     rank = detected if detected is not None else (rank if rank is not None else 0)

@@ -8,13 +8,18 @@ import signal
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kernel_atlas.core.beside import usable_cpus
+from kernel_atlas.core.beside import start_thread, usable_cpus
 from kernel_atlas.ingest.events import ready
+
+# multiprocessing's own complaint when its resource tracker cannot run (a process limit): the
+# workers' failure is said once, in the trace's own words (`pipeline.ingest_trace`)
+warnings.filterwarnings("ignore", message="resource_tracker: process died unexpectedly", category=UserWarning)
 
 # Below this much JSON text, starting processes costs more than it saves: decode here.
 PARALLEL_MIN_BYTES = 48 << 20
@@ -99,7 +104,7 @@ class _ReadAhead:
         self.result: Any = None
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(workers,), name="atlas-read-ahead", daemon=True)
-        self.thread.start()
+        self.started = start_thread(self.thread)  # not where no thread can be had: read when asked for
 
     def _run(self, workers: int) -> None:
         from kernel_atlas.ingest.columns import build_columns
@@ -140,7 +145,8 @@ def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
     first = Path(paths[0])
     if not first.is_file() or first.name.lower().endswith((".sqlite", ".nsys-rep")):  # not JSON (`nsys.py`)
         return
-    _read_ahead = _ReadAhead(first, workers_for(first), last=len(paths) == 1)
+    ahead = _ReadAhead(first, workers_for(first), last=len(paths) == 1)
+    _read_ahead = ahead if ahead.started else None
 
 
 def reading_ahead(path: Path) -> bool:
