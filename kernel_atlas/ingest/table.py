@@ -70,7 +70,7 @@ def assemble(trace_name: str, rank: int, cols: TraceColumns, linked: LinkedColum
             "collective": gpu.collective,
             "msg_in_nelems": _nullable_int(gpu.in_nelems),
             "msg_out_nelems": _nullable_int(gpu.out_nelems),
-            "group_size": _nullable_int(gpu.group_size),  # likewise
+            "group_size": _nullable_int(np.where(gpu.group_size > 0, gpu.group_size, -1)),  # 0: no group
             "msg_dtype": gpu.msg_dtype,
             "process_group": gpu.process_group,
             "process_group_desc": gpu.process_group_desc,

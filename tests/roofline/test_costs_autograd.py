@@ -149,3 +149,26 @@ def test_pt19_resnet50_convolutions_from_the_raw_json(pt19: pd.DataFrame) -> Non
     assert stem["flops"].iloc[0] == 2 * 32 * 64 * 112 * 112 * (3 * 7 * 7) == 7_552_892_928
     # input 4,816,896·4 + weight 9,408·4 read, output 25,690,112·4 written
     assert stem["bytes"].iloc[0] == 19_267_584 + 37_632 + 102_760_448
+
+
+def test_an_uncosted_calls_helper_kernels_count_as_uncosted(tmp_path: Path) -> None:
+    """An op without a cost model that launches two kernels (40 µs, then 25 µs: the longer is
+    the call's main row, the other its helper), beside a costed-nothing op with one kernel of
+    10 µs: the GPU time, 75 µs, is the costed 0 + no-model 65 (40 + 25, the whole call) + no
+    shapes 10 (the kernel without an op call); the helper's 25 µs went uncounted before."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mystery_op", "pid": 1, "tid": 1, "ts": 100, "dur": 50,
+         "args": {"External id": 1, "Input Dims": [[4, 4]], "Input type": ["float"]}},
+        *launch_and_kernel(110, 11, 1, "mystery_kernel_a", 1000, 40.0),
+        *launch_and_kernel(120, 12, 1, "mystery_kernel_b", 1050, 25.0),
+        *launch_and_kernel(300, 13, 99, "lonely_kernel", 1100, 10.0),
+    ]  # fmt: skip
+    path = tmp_path / "mystery.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump({"traceEvents": events}, handle)
+    analysis = analyse(ingest_trace(path).frame, None)
+    roles = analysis.kernels.set_index("name")["role"].to_dict()
+    assert roles == {"mystery_kernel_a": "no model", "mystery_kernel_b": "helper", "lonely_kernel": "no shapes"}
+    facts = analysis.facts
+    assert facts["gpu_time_us"] == 75.0
+    assert (facts["costed_time_us"], facts["no_model_time_us"], facts["no_shape_time_us"]) == (0.0, 65.0, 10.0)
