@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ from kernel_atlas.replay.inputs import NotReplayable, nbytes
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
 from kernel_atlas.store.outputs import lock, write_table
 from kernel_atlas.store.run import REPLAY, Run
+
+try:
+    import resource
+except ImportError:  # not on Windows: CPU replays are not bounded there
+    resource = None  # type: ignore[assignment]
 
 # Kernels one process on one GPU cannot replay, by their label (a rules.toml rule, else the
 # label's category), and why.
@@ -249,12 +255,54 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
     scale = 1.0 if scale is None else scale
     for _ in range(6):
         try:
-            return _replay_at(target, device, max_gib, scale, auto)
+            with _bounded_memory(device):
+                return _replay_at(target, device, max_gib, scale, auto)
         except TooLargeForCPU as exc:
             if not auto:
                 return _skipped(target, device, scale, str(exc))
             scale *= exc.scale
     return _skipped(target, device, scale, f"too large for the CPU even at scale {scale:g}")
+
+
+# what a replay on the CPU may allocate beyond what the process holds: recorded shapes name any
+# size, and an op's output and temporaries are not its inputs (`--max-gib`): `aten::zeros` of
+# 1 GiB from its Concrete Inputs, a `repeat` to 5.5 GB, a tall matmul to 7 GB were allocated
+CPU_REPLAY_BYTES = 768 << 20
+
+
+def _data_bytes() -> int | None:
+    """The process's data segment (VmData, what RLIMIT_DATA bounds), None where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@contextmanager
+def _bounded_memory(device: str) -> Iterator[None]:
+    """On the CPU, the process's data segment may grow by CPU_REPLAY_BYTES while a replay runs:
+    past it an allocation fails (torch raises, and the replay is skipped, saying so) instead of
+    taking the machine's memory. Elsewhere, or where the limit cannot be set, nothing changes."""
+    used = _data_bytes() if device.startswith("cpu") and hasattr(resource, "RLIMIT_DATA") else None
+    assert resource is not None or used is None
+    if used is None:
+        yield
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = min(x for x in (used + CPU_REPLAY_BYTES, soft, hard) if x != resource.RLIM_INFINITY)
+    try:
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
 def _fields(target: Target, device: str) -> dict[str, Any]:
@@ -320,6 +368,9 @@ def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten
     raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
 
 
+_NO_MEMORY = f"needs more memory than a CPU replay may take ({CPU_REPLAY_BYTES >> 20} MiB): replay it on a GPU"
+
+
 def _replay_at(target: Target, device: str, max_gib: float, scale: float, auto: bool) -> Result:
     from kernel_atlas.replay.aten import KERNEL
     from kernel_atlas.replay.kernels.common import TooLargeForCPU
@@ -339,7 +390,11 @@ def _replay_at(target: Target, device: str, max_gib: float, scale: float, auto: 
         raise
     except NotReplayable as exc:
         return _skipped(target, device, scale, str(exc))
+    except MemoryError:
+        return _skipped(target, device, scale, _NO_MEMORY)
     except (RuntimeError, TypeError, ValueError, IndexError, NotImplementedError) as exc:
+        if "allocate memory" in str(exc) or "out of memory" in str(exc).lower():
+            return _skipped(target, device, scale, _NO_MEMORY)
         return _skipped(target, device, scale, f"replay failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
     flops, nbytes_ = _cost(target)
     implementation = case.implementation

@@ -484,3 +484,30 @@ def test_rope_reference_rotates_by_position() -> None:
     assert torch.allclose(neox, torch.tensor([[[-3.0, -4.0, 1.0, 2.0]]]))
     same, _ = rope_reference(torch.tensor([0]), q, q, cache, False)
     assert torch.allclose(same, q)
+
+
+def test_a_cpu_replay_past_its_memory_is_skipped_not_allocated() -> None:
+    """`aten::zeros` of 1 GiB from its Concrete Inputs (268,435,456 float32 values, no input
+    tensor: --max-gib saw 0 bytes) took 11.6 GB of RSS on the CPU. The replay may grow the
+    process's data by CPU_REPLAY_BYTES (768 MiB); past it the allocation fails, the replay is
+    skipped saying why, and the limit is as it was after."""
+    import resource
+
+    from kernel_atlas.replay.runner import CPU_REPLAY_BYTES
+
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    target = Target(
+        "k", "aten::zeros", "fill", "memory", "[[],[],[],[],[]]", '["GenericList","Scalar","","",""]',
+        None, '["[268435456]","6","","",""]', None, 1, "trace",
+    )  # fmt: skip
+    result = replay_one(target, "cpu")
+    assert result.check == "skipped", result.reason
+    assert result.reason == "needs more memory than a CPU replay may take (768 MiB): replay it on a GPU"
+    assert CPU_REPLAY_BYTES == 768 << 20
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before
+    # a replay within it still runs
+    small = Target(
+        "k", "aten::zeros", "fill", "memory", "[[],[],[],[],[]]", '["GenericList","Scalar","","",""]',
+        None, '["[1024]","6","","",""]', None, 1, "trace",
+    )  # fmt: skip
+    assert replay_one(small, "cpu").check != "skipped"
