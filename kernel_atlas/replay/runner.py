@@ -267,7 +267,7 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
 # what a replay on the CPU may allocate beyond what the process holds: recorded shapes name any
 # size, and an op's output and temporaries are not its inputs (`--max-gib`): `aten::zeros` of
 # 1 GiB from its Concrete Inputs, a `repeat` to 5.5 GB, a tall matmul to 7 GB were allocated
-CPU_REPLAY_BYTES = 768 << 20
+CPU_REPLAY_BYTES = 600 << 20
 
 
 def _data_bytes() -> int | None:

@@ -489,7 +489,7 @@ def test_rope_reference_rotates_by_position() -> None:
 def test_a_cpu_replay_past_its_memory_is_skipped_not_allocated() -> None:
     """`aten::zeros` of 1 GiB from its Concrete Inputs (268,435,456 float32 values, no input
     tensor: --max-gib saw 0 bytes) took 11.6 GB of RSS on the CPU. The replay may grow the
-    process's data by CPU_REPLAY_BYTES (768 MiB); past it the allocation fails, the replay is
+    process's data by CPU_REPLAY_BYTES (600 MiB); past it the allocation fails, the replay is
     skipped saying why, and the limit is as it was after."""
     import resource
 
@@ -502,8 +502,8 @@ def test_a_cpu_replay_past_its_memory_is_skipped_not_allocated() -> None:
     )  # fmt: skip
     result = replay_one(target, "cpu")
     assert result.check == "skipped", result.reason
-    assert result.reason == "needs more memory than a CPU replay may take (768 MiB): replay it on a GPU"
-    assert CPU_REPLAY_BYTES == 768 << 20
+    assert result.reason == "needs more memory than a CPU replay may take (600 MiB): replay it on a GPU"
+    assert CPU_REPLAY_BYTES == 600 << 20
     assert resource.getrlimit(resource.RLIMIT_DATA) == before
     # a replay within it still runs
     small = Target(
