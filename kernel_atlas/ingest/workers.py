@@ -67,6 +67,13 @@ def leave_interrupts_to_the_main_process() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def _block_interrupts() -> set[signal.Signals] | None:
+    """SIGINT blocked in this thread (the mask it had, to restore; None where not possible)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 def decode_pool(workers: int) -> ProcessPoolExecutor:
     """A pool of `workers` decode processes, kept for the next trace.
 
@@ -82,12 +89,17 @@ def decode_pool(workers: int) -> ProcessPoolExecutor:
         )
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
+        # started with Ctrl-C blocked (a process inherits its spawner's signal mask, across exec):
+        # one pressed while a worker still imports printed its KeyboardInterrupt traceback
+        blocked = _block_interrupts()
         try:  # one task per worker starts them all now (processes start on demand)
             for _ in range(workers):
                 pool.submit(ready)
         finally:
             if main is not None:
                 sys.modules["__main__"] = main
+            if blocked is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         _pool, _pool_size = pool, workers
     return _pool
 

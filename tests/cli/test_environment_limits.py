@@ -131,3 +131,42 @@ def test_no_thread_to_be_had_runs_the_work_in_turn(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(ThreadPoolExecutor, "submit", refuse)
     assert list(beside.side_by_side(lambda x: x * x, [3, 1, 2], workers=4)) == [9, 1, 4]
     assert started == [(3,)]  # it tried
+
+
+def test_sigterm_ends_the_command_as_an_exit() -> None:
+    """`kill` (SIGTERM) ends an `atlas` command with 143, quietly, its finally blocks run (the
+    decode workers shut down: multiprocessing's resource tracker warned of leaked semaphores)."""
+    code = (
+        "import os, signal, time\n"
+        "from kernel_atlas import cli\n"
+        "cli._terminate_as_exit()\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(5)\n"
+        "finally:\n"
+        "    print('cleaned up')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert done.returncode == 143, done.stderr
+    assert done.stdout == b"cleaned up\n" and done.stderr == b""
+
+
+def test_decode_workers_start_with_ctrl_c_blocked() -> None:
+    """Ctrl-C reaches every process of the terminal's group: a worker still importing printed a
+    KeyboardInterrupt traceback. Workers start with SIGINT blocked (their spawner's mask, kept
+    across exec); the main process says "interrupted" and ends them."""
+    from kernel_atlas.ingest import workers
+
+    pool = workers.decode_pool(2)
+    try:
+        pids = list(pool._processes)  # started by decode_pool
+        assert len(pids) == 2
+        for pid in pids:
+            status = Path(f"/proc/{pid}/status").read_text()
+            blocked = int(next(line for line in status.splitlines() if line.startswith("SigBlk:")).split()[1], 16)
+            assert blocked & (1 << (2 - 1)), status  # SIGINT is signal 2
+    finally:
+        workers.discard_pool()
+    import signal
+
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())  # this thread's mask as it was
