@@ -136,6 +136,14 @@ def _terminate_as_exit() -> None:
             signal.signal(signal.SIGTERM, terminated)
 
 
+def _stop_workers() -> None:
+    """The decode workers ended, where ingest started some (`workers.stop_workers`)."""
+    workers = sys.modules.get("kernel_atlas.ingest.workers")
+    if workers is not None:
+        with contextlib.suppress(Exception):
+            workers.stop_workers()
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     """A MemoryError, or a library that could not be loaded for want of memory (`ulimit -v`)."""
     if isinstance(exc, MemoryError):
@@ -167,7 +175,12 @@ def _one_line_errors(func: F) -> F:
             import kernel_atlas.report.markup  # noqa: F401
 
             _screen_arguments(args, kwargs)
-            return func(*args, **kwargs)
+            try:
+                return func(*args, **kwargs)
+            except BaseException as exc:
+                if not isinstance(exc, typer.Exit) or exc.exit_code:
+                    _stop_workers()  # a failed command's workers still starting would say so themselves
+                raise
         except typer.Exit:  # a command's own exit code
             raise
         except ReaderGone:  # `| head` read what it wanted: quiet, as any Unix tool ends there

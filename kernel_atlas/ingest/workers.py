@@ -3,6 +3,7 @@ reading a trace ahead while the caller is still importing the rest of the pipeli
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
 import sys
@@ -87,6 +88,7 @@ def decode_pool(workers: int) -> ProcessPoolExecutor:
         pool = ProcessPoolExecutor(
             workers, mp_context=multiprocessing.get_context("spawn"), initializer=leave_interrupts_to_the_main_process
         )
+        _pool, _pool_size = pool, workers  # known before its workers start: `stop_workers` may end them
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
         # started with Ctrl-C blocked (a process inherits its spawner's signal mask, across exec):
@@ -100,7 +102,6 @@ def decode_pool(workers: int) -> ProcessPoolExecutor:
                 sys.modules["__main__"] = main
             if blocked is not None:
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        _pool, _pool_size = pool, workers
     return _pool
 
 
@@ -177,6 +178,19 @@ def take_read_ahead(path: Path, on_progress: Callable[[float], None] | None = No
         return None
     _read_ahead = None
     return ahead.take(on_progress)
+
+
+def stop_workers() -> None:
+    """End the decode workers at once, then the pool: the command failed, and a worker still
+    starting would print its own traceback (EOFError) once this process's end of its pipe closed."""
+    pool = _pool
+    if pool is not None:
+        # the pool's, and any this process started that the pool has not listed yet
+        started = {*(getattr(pool, "_processes", None) or {}).values(), *multiprocessing.active_children()}
+        for process in started:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                process.kill()
+    discard_pool()
 
 
 def discard_pool() -> None:
