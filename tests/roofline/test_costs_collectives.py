@@ -114,3 +114,21 @@ def test_group_size_from_the_tensors_else_the_world_size_and_said_so(tmp_path: P
     # all_reduce: 1000 · 4 B · 2·(n−1)/n = 14/8 → 7,000 bytes, the assumed n named
     assert reduce["bytes"] == 7000.0 and "n=8: the trace's world size" in reduce["formula"]
     assert silent["role"] == "no model" and silent["note"].startswith("collective message size not recorded")
+
+
+def test_a_message_of_more_than_2_to_the_48_elements_is_no_size(tmp_path: Path) -> None:
+    """NCCL kernels recording `In msg nelems` 2^62 (float, 4 B each) made 92 million TB/s and a
+    SOL of 3·10^13 %; a message past 2^48 elements is no size: the call has no cost, said so.
+    One of 2^20 elements beside it is costed as recorded: 2^20 · 4 B · 2·(8−1)/8 = 7,340,032 bytes."""
+    kernel = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)"
+    fields = {"Collective name": "allreduce", "dtype": "Float", "Group size": 8}
+    events = []
+    for k, nelems in enumerate((2**62, 2**20)):
+        call = launch_and_kernel(100 * k, k + 1, k + 1, kernel, 100 * k + 10, 40)
+        call[1]["args"] |= {**fields, "In msg nelems": nelems, "Out msg nelems": nelems}
+        events += call
+    path = tmp_path / "huge.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    huge, real = (row for _, row in _analysis_of(tmp_path, path).kernels.sort_values("ts_us").iterrows())
+    assert huge["role"] == "no model" and huge["note"].startswith("collective message of more than 2^48 elements")
+    assert real["role"] == "main" and real["bytes"] == 7340032.0
