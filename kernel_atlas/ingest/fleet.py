@@ -291,7 +291,13 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
     try:
         with _local_copy(task.source) as path:
             result = ingest_trace(
-                path, task.index, on_progress, captures=task.captures, workers=task.workers, process=task.process
+                path,
+                task.index,
+                on_progress,
+                captures=task.captures,
+                workers=task.workers,
+                process=task.process,
+                name=task.stem,  # two traces of one file name get distinct ones (`t.0`, `t.1`)
             )
         rank = int(result.facts["rank"])
         catalog = build_catalog(result.frame, known=default_classifier().catalog, limit=CATALOG_ENTRIES)

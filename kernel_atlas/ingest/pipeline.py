@@ -155,14 +155,18 @@ def ingest_trace(
     captures: Sequence[CapturedGraph] = (),
     workers: int | None = None,
     process: int | None = None,
+    name: str | None = None,
 ) -> IngestResult:
     """Read, link and label one trace. Raises `AtlasError` on unusable input. Graph-replayed
     kernels take launcher and shapes from the matching captured graph (`captures`, plus any
     capture profiled in the trace itself).
 
     `workers`: decode processes (default: all CPUs for a large trace, none for a small one);
-    `process`: the process of an Nsight Systems export to read (`nsys.gpu_processes`)."""
+    `process`: the process of an Nsight Systems export to read (`nsys.gpu_processes`);
+    `name`: the trace's name in the tables (default its file name's stem; `fleet` gives traces
+    of one file name distinct ones, as it does their rank files)."""
     path = Path(path)
+    stem = name or trace_stem(path)
     report = on_progress or (lambda _stage, _fraction: None)
     report("reading", 0.0)
     workers = workers_for(path) if workers is None else max(workers, 1)
@@ -210,7 +214,7 @@ def ingest_trace(
     graph_facts = attach_captures(cols.gpu, linked, [*captures, *own_captures])
     linked.graph_launch[exact] = True
     inferred = infer_shapes(cols.gpu, linked)
-    frame = assemble(trace_stem(path), rank, cols, linked)
+    frame = assemble(stem, rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)
     release_free_memory()  # shape inference's and the kernels table's temporaries
     last_step = last_step_start(cols)
@@ -218,11 +222,11 @@ def ingest_trace(
     if len(cols.memory):
         memory = memory_events(cols.memory, cols.host, HostNesting.of(cols.host, linked.host_parent))
         memory.insert(0, "rank", rank)
-        memory.insert(0, "trace", trace_stem(path))
+        memory.insert(0, "trace", stem)
         memory_redacted = redact_frame(memory)
         release_free_memory()
     roles = host_roles(cols.host)
-    host_events = {(trace_stem(path), rank): host_events_table(cols, linked, release=True)}  # the last reader
+    host_events = {(stem, rank): host_events_table(cols, linked, release=True)}  # the last reader
     del cols
     release_free_memory()  # the host table
     report("classifying", 0.9)

@@ -684,6 +684,34 @@ def test_traces_claiming_one_rank_on_a_gpu_without_peaks_are_said_too(tmp_path: 
     assert "7 traces claim rank 0 (a.json, b.json, c.json, d.json, e.json, … 2 more): their activities" in page
 
 
+def test_two_traces_of_one_file_name_and_rank_keep_their_calls_apart(tmp_path: Path, example) -> None:
+    """`a/t.json` and `b/t.json`, both rank 0: their rank files were told apart (`t.0`, `t.1`)
+    but every row said trace `t`, so their op calls' ids met and `replay --from` summed two
+    calls' kernels into one traced time. Each trace's rows now carry its file's name, and each
+    holds the example's own rows."""
+    doc = {**copy.deepcopy(example), "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl"}}
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        _write(tmp_path / folder, doc, "t.json")
+    assert cli("ingest", tmp_path / "a" / "t.json", tmp_path / "b" / "t.json", "-o", tmp_path / "out", "-q").code == 0
+    from kernel_atlas.store.outputs import load_kernels
+
+    kernels = load_kernels(tmp_path / "out")
+    alone = len(load_kernels(_ingested_once(tmp_path, doc)))
+    assert sorted(kernels["trace"].unique()) == ["t.0", "t.1"]
+    assert kernels.groupby("trace").size().tolist() == [alone, alone]
+    calls = kernels.dropna(subset=["cpu_op_id"]).groupby(["trace", "cpu_op_id"])["name"].size()
+    single = load_kernels(tmp_path / "one").dropna(subset=["cpu_op_id"]).groupby("cpu_op_id")["name"].size()
+    assert calls["t.0"].tolist() == single.tolist() and calls["t.1"].tolist() == single.tolist()
+
+
+def _ingested_once(tmp_path: Path, doc: dict) -> Path:
+    (tmp_path / "single").mkdir()
+    _write(tmp_path / "single", doc, "t.json")
+    assert cli("ingest", tmp_path / "single" / "t.json", "-o", tmp_path / "one", "-q").code == 0
+    return tmp_path / "one"
+
+
 def test_one_trace_a_rank_says_nothing(ingested_example: Path) -> None:
     report = cli("report", ingested_example)
     assert report.code == 0 and "claim rank" not in report.stdout
