@@ -35,6 +35,7 @@ import bisect
 import json
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -89,6 +90,8 @@ ATTACHED = (
     "autograd_partner",
 )
 MIN_EDITS, EDIT_SHARE = 4, 0.05  # edits tolerated: max(4, 5% of the longer sequence)
+# and at most this many: an alignment's memory grows with the square of its edits (64 MB here)
+MAX_ALIGN_EDITS = 4096
 LOOKAHEAD = 2  # replayed kernels a stream may skip (profiler drops) in a multi-stream merge
 # streams tried for one launch in a multi-stream merge, in the order they were met: real graphs
 # run on a few; one spread over thousands (only ever built to break things) tries the first ones
@@ -425,13 +428,17 @@ def _same(r: _Items, c: _Items, i: int, j: int) -> bool:
 
 def _diff(r: _Items, c: _Items, max_edits: int) -> tuple[int, list[tuple[int, int]]] | None:
     """Myers' O((n+m)·D) shortest edit script between replayed items `r` and captured launches
-    `c`: (edits, matched pairs in order), or None when more than `max_edits` are needed."""
+    `c`: (edits, matched pairs in order), or None when more than `max_edits` (at most
+    MAX_ALIGN_EDITS) are needed. Each step keeps only the diagonals it can reach (2d + 3 of
+    them, as 32-bit numbers) for the way back: a copy of the whole working array per step held
+    1.9 GB for 100k kernels aligned in the other order (10,000 edits)."""
+    max_edits = min(max_edits, MAX_ALIGN_EDITS)
     n, m = len(r), len(c)
     offset = max_edits + 1
     v = [0] * (2 * max_edits + 3)
-    history: list[list[int]] = []
+    history: list[array] = []
     for d in range(max_edits + 1):
-        history.append(v.copy())
+        history.append(array("i", v[offset - d - 1 : offset + d + 2]))  # diagonals -d-1 … d+1
         for k in range(-d, d + 1, 2):
             if k == -d or (k != d and v[k - 1 + offset] < v[k + 1 + offset]):
                 x = v[k + 1 + offset]
@@ -442,17 +449,17 @@ def _diff(r: _Items, c: _Items, max_edits: int) -> tuple[int, list[tuple[int, in
                 x, y = x + 1, y + 1
             v[k + offset] = x
             if x >= n and y >= m:
-                return d, _backtrack(history, offset, n, m, d)
+                return d, _backtrack(history, n, m, d)
     return None
 
 
-def _backtrack(history: list[list[int]], offset: int, x: int, y: int, edits: int) -> list[tuple[int, int]]:
+def _backtrack(history: list[array], x: int, y: int, edits: int) -> list[tuple[int, int]]:
     pairs: list[tuple[int, int]] = []
     for d in range(edits, 0, -1):
-        v = history[d]
+        v, base = history[d], d + 1  # diagonal k at v[k + base]
         k = x - y
-        prev_k = k + 1 if k == -d or (k != d and v[k - 1 + offset] < v[k + 1 + offset]) else k - 1
-        prev_x = v[prev_k + offset]
+        prev_k = k + 1 if k == -d or (k != d and v[k - 1 + base] < v[k + 1 + base]) else k - 1
+        prev_x = v[prev_k + base]
         prev_y = prev_x - prev_k
         while x > prev_x and y > prev_y:
             x, y = x - 1, y - 1

@@ -478,3 +478,18 @@ def test_inductor_grids_pick_the_batch_size(tmp_path: Path, grid: list[int], row
     assert (frame["link"] == LINK_GRAPH_CAPTURE).all()
     assert [json.loads(d) for d in frame["input_dims"]] == [[[rows], [rows], []], [[rows // 128, 128], [128, 64]]]
     assert frame["cpu_op"].tolist() == ["triton_poi_fused_add_0", "aten::mm"]
+
+
+def test_the_alignment_keeps_only_the_diagonals_it_reaches_and_stops_at_4096_edits() -> None:
+    """Replayed kinds a a b c and captured a b b c: one deletion and one insertion (2 edits),
+    pairs (0,0) (2,1) (3,3) — the way back read from each step's reachable diagonals alone. And
+    5,000 kernels against 5,000 others (10,000 edits) are no fit even where 20,000 would be
+    tolerated: past MAX_ALIGN_EDITS the alignment's memory (its square) is not spent."""
+    from kernel_atlas.ingest.capture import MAX_ALIGN_EDITS, _diff, _Items
+
+    def items(kinds: list[int]) -> _Items:
+        return _Items(kind=kinds, name=[-1] * len(kinds), grid=[-1] * len(kinds), block=[-1] * len(kinds))
+
+    assert _diff(items([0, 0, 1, 2]), items([0, 1, 1, 2]), 10) == (2, [(0, 0), (2, 1), (3, 3)])
+    assert MAX_ALIGN_EDITS == 4096
+    assert _diff(items([0] * 5000), items([1] * 5000), 20000) is None
