@@ -120,12 +120,12 @@ class _ReadAhead:
         self.started = start_thread(self.thread)  # not where no thread can be had: read when asked for
 
     def _run(self, workers: int) -> None:
-        from kernel_atlas.ingest.columns import build_columns
-
         def progress(fraction: float) -> None:
             self.fraction = fraction
 
-        try:
+        try:  # the import too: what fails here (too many open files) is the caller's to say
+            from kernel_atlas.ingest.columns import build_columns
+
             executor = decode_pool(workers) if workers > 1 else None
             self.result = build_columns(self.path, executor, workers, on_progress=progress)
         except BaseException as exc:  # handed to whoever takes the result
