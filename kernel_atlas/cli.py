@@ -30,7 +30,8 @@ if os.path.basename(sys.argv[0]) == "atlas" and threading.current_thread() is th
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from kernel_atlas.core.errors import AtlasError  # noqa: E402
+from kernel_atlas.core.beside import few_processes  # noqa: E402
+from kernel_atlas.core.errors import AtlasError, system_refusal  # noqa: E402
 from kernel_atlas.report.console import ReaderGone, terminal, write_stdout  # noqa: E402
 
 # numpy asks the kernel for transparent huge pages for every array of 4 MB or more (madvise); where
@@ -57,6 +58,12 @@ def _address_space_limited() -> bool:
 # through malloc, as everything else does; a value the user set is kept.
 if _address_space_limited():
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+# Under a limit of few processes (`ulimit -u`, which counts threads), the numeric libraries'
+# thread pools (OpenBLAS starts one per CPU as numpy loads) could not start and said so on
+# stderr, line after line; this work runs in one thread then (`beside.usable_cpus`).
+if few_processes():
+    for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(_threads, "1")
 
 app = typer.Typer(
     name="atlas",
@@ -107,7 +114,6 @@ def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise AtlasError(None, f"{flag}{item}: not a finite number")
 
 
-OUT_OF_MEMORY = "out of memory (the machine's, or a limit such as `ulimit -v`)"
 READER_GONE = 141  # the exit status of a command killed by SIGPIPE, as the shell reports it
 
 
@@ -136,19 +142,36 @@ def _terminate_as_exit() -> None:
             signal.signal(signal.SIGTERM, terminated)
 
 
+_SCRIPT = False  # set by `main`: this process is the `atlas` command, not a caller's library
+
+
+def _leave(code: int) -> None:
+    """The `atlas` command ends now with `code` when it had decode workers: they are killed, and
+    the interpreter's exit handlers — which join the pool's threads, waiting on reads the killed
+    workers never answer — are not run (Ctrl-C or SIGTERM mid-ingest hung there for ever).
+    Everything the command wrote is whole or renamed away already (its `finally` blocks ran)."""
+    workers = sys.modules.get("kernel_atlas.ingest.workers")
+    if not _SCRIPT or workers is None or not workers.started_any():
+        return
+    for sig in (signal.SIGINT, signal.SIGTERM):  # leaving already: a second Ctrl-C changes nothing
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_IGN)
+    # the pool's objects, torn down by other threads as the workers go, may fail in their
+    # `__del__` ("Exception ignored in: ..."): nothing of this command's own
+    sys.unraisablehook = lambda unraisable: None
+    workers.end_for_exit()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
+
+
 def _stop_workers() -> None:
     """The decode workers ended, where ingest started some (`workers.stop_workers`)."""
     workers = sys.modules.get("kernel_atlas.ingest.workers")
     if workers is not None:
         with contextlib.suppress(Exception):
             workers.stop_workers()
-
-
-def _out_of_memory(exc: BaseException) -> bool:
-    """A MemoryError, or a library that could not be loaded for want of memory (`ulimit -v`)."""
-    if isinstance(exc, MemoryError):
-        return True
-    return isinstance(exc, ImportError) and ("map segment" in str(exc) or "allocate memory" in str(exc))
 
 
 def _error_line(text: str) -> None:
@@ -159,6 +182,22 @@ def _error_line(text: str) -> None:
     except Exception:
         with contextlib.suppress(OSError):
             os.write(2, f"error: {text}\n".encode("ascii", "replace"))
+
+
+_later: list[tuple[str, str]] = []  # (markup, text) said once the command succeeds (`_say_later`)
+
+
+def _say_later(markup: str, text: str) -> None:
+    """A warning or note, said on stderr when the command ends — unless it fails: then its one
+    error line is all it says (a warning about a trace beside "cannot write" was two lines)."""
+    _later.append((markup, text))
+
+
+def _say_what_waited(said: bool) -> None:
+    waiting = list(_later)
+    _later.clear()
+    for markup, text in waiting if said else ():
+        say(err_console, markup, text)
 
 
 def _one_line_errors(func: F) -> F:
@@ -175,12 +214,17 @@ def _one_line_errors(func: F) -> F:
             import kernel_atlas.report.markup  # noqa: F401
 
             _screen_arguments(args, kwargs)
+            _later.clear()
             try:
-                return func(*args, **kwargs)
+                done = func(*args, **kwargs)
             except BaseException as exc:
+                failed = not isinstance(exc, typer.Exit) or exc.exit_code in (2, 130, 143)
                 if not isinstance(exc, typer.Exit) or exc.exit_code:
                     _stop_workers()  # a failed command's workers still starting would say so themselves
+                _say_what_waited(said=not failed)  # a command's own exit code (diff's 3) is no failure
                 raise
+            _say_what_waited(said=True)
+            return done
         except typer.Exit:  # a command's own exit code
             raise
         except ReaderGone:  # `| head` read what it wanted: quiet, as any Unix tool ends there
@@ -200,12 +244,18 @@ def _one_line_errors(func: F) -> F:
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
+            _leave(130)
             raise typer.Exit(130) from None
+        except SystemExit as exc:  # SIGTERM (`_terminate_as_exit`)
+            if exc.code == 143:
+                _leave(143)
+            raise
         except Exception as exc:
             if os.environ.get("ATLAS_DEBUG"):
                 raise
-            if _out_of_memory(exc):  # exit 2, not 3: `diff --fail-above` says "regressed" with 3
-                _error_line(OUT_OF_MEMORY)
+            refusal = system_refusal(exc)
+            if refusal:  # exit 2, not 3: `diff --fail-above` says "regressed" with 3
+                _error_line(refusal)
                 raise typer.Exit(2) from None
             if isinstance(exc, OSError) and exc.filename is not None:  # the user's file system said no
                 from kernel_atlas.core.safe_files import os_problem
@@ -285,7 +335,7 @@ def ingest(
     if out_dir is None:
         out_dir, note = output_for(sources[0])
         if note:
-            say(err_console, "[yellow]note:[/]", note)
+            _say_later("[yellow]note:[/]", note)
     with progress(err_console, [Path(s) for s in sources], disable=quiet) as (on_done, on_progress):
         result = ingest_fleet(
             sources,
@@ -298,7 +348,7 @@ def ingest(
             on_progress=on_progress,
         )
     for warning in result.warnings:
-        say(err_console, "[yellow]warning:[/]", warning)
+        _say_later("[yellow]warning:[/]", warning)
     if result.failed:
         say(err_console, "[bold red]error:[/]", _failures_line(result.failed, len(sources), out_dir, bool(result.done)))
     if not result.done:
@@ -347,7 +397,7 @@ def classify(
     notes: list[str] = []
     filled = fill_catalog(entries, notes=notes)
     for note in notes:
-        say(err_console, "[yellow]warning:[/]", f"{catalog}: {note}")
+        _say_later("[yellow]warning:[/]", f"{catalog}: {note}")
     text = json_text(filled)  # the same JSON as every output: no credential, no NaN/Infinity
     if out is None:
         write_stdout(text)
@@ -419,6 +469,8 @@ def main() -> None:
     except ImportError:  # pragma: no cover - an older typer, on click
         from click import exceptions as usage  # type: ignore[no-redef]
 
+    global _SCRIPT
+    _SCRIPT = True
     _terminate_as_exit()
     try:
         os.getcwd()
@@ -439,6 +491,8 @@ def main() -> None:
     except typer.Abort:
         err_console.print("interrupted")
         code = 130
+    if isinstance(code, int) and code != 0:  # a failed command with workers: not held up by them
+        _leave(code)
     raise SystemExit(code if isinstance(code, int) else 0)
 
 
@@ -548,7 +602,7 @@ def report(
         trace = source
         source, warnings = ingest_one(source)
         for warning in warnings:
-            say(err_console, "[yellow]warning:[/]", warning)
+            _say_later("[yellow]warning:[/]", warning)
     if section:
         from kernel_atlas.report.terminal import SECTION_NAMES
 

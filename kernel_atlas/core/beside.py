@@ -71,11 +71,31 @@ def resident_bytes(pid: int) -> int:
         return 0
 
 
+# Below this limit on a user's processes (`ulimit -u`, which counts threads too), work runs in
+# this process's one thread: a pool whose own thread could not start waited for ever, and a
+# user's other processes count against the same limit.
+FEW_PROCESSES = 256
+
+
 def usable_cpus() -> int:
+    """CPUs this process may run on; 1 under a limit of few processes (`FEW_PROCESSES`)."""
+    if few_processes():
+        return 1
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def few_processes() -> bool:
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    except (ImportError, AttributeError, OSError, ValueError):
+        return False
+    # root (its capabilities, in fact) is not held to the limit
+    return soft != resource.RLIM_INFINITY and soft < FEW_PROCESSES and os.geteuid() != 0
 
 
 def side_by_side(function: Callable[[A], T], items: Iterable[A], workers: int) -> Iterator[T]:

@@ -18,3 +18,22 @@ class AtlasError(Exception):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.source, self.problem))
+
+
+OUT_OF_MEMORY = "out of memory (the machine's, or a limit such as `ulimit -v`)"
+TOO_MANY_FILES = "too many open files (a limit such as `ulimit -n`)"
+
+
+def system_refusal(exc: BaseException) -> str | None:
+    """The one line for an error that is the system refusing a resource rather than a fault of
+    ours: memory (also a library that could not be loaded for want of it, under `ulimit -v`), or
+    file descriptors (a module that could not be imported for want of one, under `ulimit -n`)."""
+    if isinstance(exc, MemoryError):
+        return OUT_OF_MEMORY
+    if isinstance(exc, ImportError):
+        text = str(exc)
+        if "map segment" in text or "allocate memory" in text:
+            return OUT_OF_MEMORY
+        if "Too many open files" in text:
+            return TOO_MANY_FILES
+    return None

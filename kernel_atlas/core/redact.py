@@ -22,27 +22,35 @@ from kernel_atlas.core.texts import trie_pattern
 
 REDACTED = "<redacted>"
 
-# the token is not the tail of a longer word; after a digit it is (`ProfilerStep#6ghp_…`)
+# A format whose prefix is common inside words (`sk-` in `risk-management-…`, `pk_test_`,
+# `npm_`, `xox`) is taken only where it is not the tail of a longer word; after a digit it is
+# one (`ProfilerStep#6sk-…`).
 _B = r"(?<![A-Za-z])"
 # Formats whose prefix says what they are; lengths are the issuers' (or a safe lower bound).
-_FORMATS = [
+# These are taken wherever they appear, also glued to a word (`gemm_kernelghp_…`, `opAKIA…`):
+# their prefixes followed by that many characters do not occur in names.
+_DISTINCT_FORMATS = [
     r"hf_[A-Za-z0-9]{20,}",  # Hugging Face
     r"api_org_[A-Za-z0-9]{20,}",  # Hugging Face organisation
     r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{12,}",  # AWS key ids
     r"gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub
     r"github_pat_[A-Za-z0-9_]{20,}",
     r"glpat-[A-Za-z0-9_\-]{16,}",  # GitLab
-    r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic (sk-ant-…), DeepSeek, …
-    r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
-    r"xox[abeprs]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"sk-(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{16,}",  # OpenAI's and Anthropic's own prefixes
     r"AIza[0-9A-Za-z_\-]{30,}",  # Google API key
     r"ya29\.[0-9A-Za-z_\-]{20,}",  # Google OAuth access token
-    r"npm_[A-Za-z0-9]{30,}",  # npm
     r"pypi-[A-Za-z0-9_\-]{50,}",  # PyPI
     r"dapi[0-9a-f]{32}",  # Databricks
     r"wandb_v1_[A-Za-z0-9_]{20,}",
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JSON Web Token
 ]
+_WORD_FORMATS = [
+    r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI, DeepSeek, …
+    r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
+    r"xox[abeprs]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"npm_[A-Za-z0-9]{30,}",  # npm
+]
+_FORMATS = [*_DISTINCT_FORMATS, *_WORD_FORMATS]
 # Keys whose value is a secret, in `key=value`, `key: value`, `"key": "value"` and `--key value`
 # (any case; also the tail of a longer name: `db_password=`). `token` alone is often a count
 # (`token: 5`): only `token=` and a quoted `"token":` are taken for one (and `token` alone is no
@@ -65,7 +73,8 @@ _USERINFO = r"(?:(?<=://)|(?<=:/))[^/\s:@\"]*:[^\s\"]*"
 _PATTERNS = [
     # userinfo followed by @host (up to the token's last @); the host ends at a quote too
     _USERINFO + r"(?=@[^\s@\"']*(?:[\s\"']|$))",
-    _B + "(?:" + "|".join(_FORMATS) + ")",
+    "(?:" + "|".join(_DISTINCT_FORMATS) + ")",
+    _B + "(?:" + "|".join(_WORD_FORMATS) + ")",
     # an HTTP Authorization value (also after a _, or URL-encoded)
     _B + r"(?i:bearer(?:\s+|%20|\+))[A-Za-z0-9._~+/=\-]{8,}",
     r"(?P<keep_auth>(?<![A-Za-z0-9])[\"']?(?i:(?:proxy-)?authorization)[\"']?" + _SEPARATOR + r"[\"']?"

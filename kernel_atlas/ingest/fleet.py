@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.errors import OUT_OF_MEMORY, AtlasError, system_refusal
 from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
@@ -283,13 +283,27 @@ def _local_copy(source: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _names_the_trace(source: str, local: Path | None) -> bool:
+    """Whether an error's file is the trace being ingested (its local copy, for a remote one)."""
+    if local is None:
+        return True  # the copy itself failed
+    if source == str(local):
+        return True
+    try:
+        return Path(source).resolve() == local.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
 def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = None) -> Outcome:
     """Ingest one trace into the dataset. Never raises: a failure comes back as `RankFailed`."""
     from kernel_atlas.classify.classifier import default_classifier
     from kernel_atlas.ingest.pipeline import ingest_trace
 
+    local: Path | None = None
     try:
         with _local_copy(task.source) as path:
+            local = path
             result = ingest_trace(
                 path,
                 task.index,
@@ -310,14 +324,17 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:
         problem = exc.problem if exc.source else str(exc)
-        if exc.source and exc.source.startswith(str(task.out).rstrip("/") + "/"):  # an output file (disk full)
+        if exc.source and not _names_the_trace(exc.source, local):  # an output (disk full), a catalog, a capture
             return RankFailed(task.source, f"{exc.source}: {problem}")
         return RankFailed(task.source, f"{task.source}: {problem}")
     except MemoryError:
-        return RankFailed(task.source, f"{task.source}: out of memory")
+        return RankFailed(task.source, f"{task.source}: {OUT_OF_MEMORY}")
     except OSError as exc:  # the system said no (too many open files…): said as it said it
         return RankFailed(task.source, f"{exc.filename or task.source}: {os_problem(exc)}")
     except Exception as exc:  # one rank's bug must not stop the others: reported with its type
+        refusal = system_refusal(exc)  # or the system refusing a module its memory or a file descriptor
+        if refusal:
+            return RankFailed(task.source, f"{task.source}: {refusal}")
         return RankFailed(task.source, f"{task.source}: internal error: {type(exc).__name__}: {exc}")
 
 

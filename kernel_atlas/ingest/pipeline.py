@@ -36,7 +36,7 @@ from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.step_split import host_roles, overview
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
-from kernel_atlas.ingest.workers import decode_pool, discard_pool, reading_ahead, take_read_ahead, workers_for
+from kernel_atlas.ingest.workers import decode_pool, reading_ahead, stop_workers, take_read_ahead, workers_for
 from kernel_atlas.store.outputs import file_stem, load_kernels
 
 __all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels"]
@@ -140,8 +140,11 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
 _NO_MORE = (errno.EAGAIN, errno.EPIPE, errno.EMFILE, errno.ENFILE, errno.ENOMEM)
 
 
-def _workers_failed(exc: OSError) -> bool:
-    """Whether `exc` is the system refusing the decode workers, not a file (which names itself)."""
+def _workers_failed(exc: OSError | RuntimeError) -> bool:
+    """Whether `exc` is the system refusing the decode workers (or the pool's own thread: a limit
+    on processes counts threads), not a file (which names itself)."""
+    if isinstance(exc, RuntimeError):
+        return "can't start new thread" in str(exc)
     return exc.filename is None and exc.errno in _NO_MORE
 
 
@@ -183,10 +186,10 @@ def ingest_trace(
             *read, nsys_read = read_nsys(path, process)
         if read is None:
             read = build_columns(path, decode_pool(workers) if workers > 1 else None, workers, on_progress=decoding)
-    except (BrokenProcessPool, OSError) as exc:
+    except (BrokenProcessPool, OSError, RuntimeError) as exc:
         if not isinstance(exc, BrokenProcessPool) and not _workers_failed(exc):
             raise
-        discard_pool()
+        stop_workers()  # any that started: a pool whose thread could not start leaves them waiting
         if workers <= 1:
             raise AtlasError(path, "a decode worker process died (out of memory?)") from None
         # one process does it all, as for a small trace: slower, and the answer is the same

@@ -24,10 +24,12 @@ JSON.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import gzip
 import os
 import re
 import stat
+import weakref
 import zlib
 from collections import Counter, deque
 from collections.abc import Callable
@@ -254,6 +256,7 @@ class _SharedSlots:
         self.size = slice_bytes + slice_bytes // 4 + 4096
         self.free: list[SharedMemory] = []
         self.made: list[SharedMemory] = []
+        _live_slots.add(self)
 
     def take(self, size: int) -> SharedMemory:
         for i, slot in enumerate(self.free):
@@ -267,10 +270,23 @@ class _SharedSlots:
         self.free.append(slot)
 
     def close(self) -> None:
-        for slot in self.made:
-            slot.close()
-            slot.unlink()
-        self.made, self.free = [], []
+        made, self.made, self.free = self.made, [], []
+        _live_slots.discard(self)
+        for slot in made:
+            with contextlib.suppress(OSError, BufferError):
+                slot.close()
+            with contextlib.suppress(OSError):
+                slot.unlink()
+
+
+_live_slots: weakref.WeakSet[_SharedSlots] = weakref.WeakSet()
+
+
+def release_shared_memory() -> None:
+    """Remove every shared-memory buffer this process still holds for slices in flight: for a
+    process ending without its readers' `finally` blocks (`workers.end_for_exit`)."""
+    for slots in list(_live_slots):
+        slots.close()
 
 
 class _Slice:

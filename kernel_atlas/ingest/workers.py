@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import signal
 import sys
 import threading
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -29,6 +31,12 @@ _MAX_WORKERS = 8  # beyond this, reading ahead (and decompressing) in one proces
 
 _pool: ProcessPoolExecutor | None = None
 _pool_size = 0
+_started = False  # whether this process ever started decode workers
+
+
+def started_any() -> bool:
+    """Whether this process started decode workers (whose pool may still hold it at exit)."""
+    return _started
 
 
 def workers_for(path: Path) -> int:
@@ -61,11 +69,27 @@ def local_jobs(paths: Sequence[Path]) -> int:
     return min(cpus, len(paths))
 
 
-def leave_interrupts_to_the_main_process() -> None:
-    """A worker's initializer: Ctrl-C reaches every process of the terminal's process group;
-    the main process says "interrupted" and ends the workers, which would otherwise each print
-    a KeyboardInterrupt traceback."""
+PARENT_CHECK_S = 1.0  # how often a worker checks that the process that started it still runs
+
+
+def start_worker(parent: int) -> None:
+    """A worker's initializer. Ctrl-C reaches every process of the terminal's process group: the
+    main process says "interrupted" and ends the workers, which would otherwise each print a
+    KeyboardInterrupt traceback. And a worker ends when the main process is gone (killed with
+    SIGKILL, or by the out-of-memory killer): it holds its task pipe's writing end too, so it
+    would wait for a task for ever. `parent`: the main process's id, as it gave it (it may be
+    gone before this runs). Checked on a timer signal, not by a thread: a limit on processes
+    (`ulimit -u`) counts threads, and may allow none."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def check(_signum: int, _frame: object) -> None:
+        if os.getppid() != parent:  # adopted: the main process is gone
+            os._exit(0)
+
+    check(0, None)
+    if hasattr(signal, "setitimer"):
+        signal.signal(signal.SIGALRM, check)
+        signal.setitimer(signal.ITIMER_REAL, PARENT_CHECK_S, PARENT_CHECK_S)
 
 
 def _block_interrupts() -> set[signal.Signals] | None:
@@ -82,13 +106,14 @@ def decode_pool(workers: int) -> ProcessPoolExecutor:
     from this process and its threads. A spawned process normally re-runs the caller's main
     script first, which breaks scripts without an `if __name__ == "__main__":` guard; the
     workers are therefore all started at once here, with the main module hidden."""
-    global _pool, _pool_size
+    global _pool, _pool_size, _started
     if _pool is None or _pool_size != workers:
         discard_pool()
         pool = ProcessPoolExecutor(
-            workers, mp_context=multiprocessing.get_context("spawn"), initializer=leave_interrupts_to_the_main_process
+            workers, mp_context=multiprocessing.get_context("spawn"), initializer=start_worker, initargs=(os.getpid(),)
         )
         _pool, _pool_size = pool, workers  # known before its workers start: `stop_workers` may end them
+        _started = True
         main = sys.modules.get("__main__")
         sys.modules["__main__"] = types.ModuleType("__main__")
         # started with Ctrl-C blocked (a process inherits its spawner's signal mask, across exec):
@@ -144,7 +169,8 @@ class _ReadAhead:
         return self.result
 
 
-_read_ahead: _ReadAhead | None = None
+_read_ahead: _ReadAhead | None = None  # until its result is taken
+_read_aheads: weakref.WeakSet[_ReadAhead] = weakref.WeakSet()  # started, result taken or not
 
 
 def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
@@ -160,6 +186,8 @@ def start_early(paths: Sequence[Path], jobs: int = 1) -> None:
         return
     ahead = _ReadAhead(first, workers_for(first), last=len(paths) == 1)
     _read_ahead = ahead if ahead.started else None
+    if ahead.started:
+        _read_aheads.add(ahead)
 
 
 def reading_ahead(path: Path) -> bool:
@@ -190,7 +218,46 @@ def stop_workers() -> None:
         for process in started:
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 process.kill()
+        for process in started:  # reaped here, not left to whoever adopts them
+            with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
+                process.join(1.0)
     discard_pool()
+
+
+def end_for_exit() -> None:
+    """Ready this process to end at once (`os._exit`), its decode workers having been started:
+    the workers killed and reaped (a worker still starting opens the pool's semaphores by name,
+    so they go after it); the read-ahead and the pool's thread given a moment to see that; the
+    shared memory of slices still in flight and the pool's named semaphores removed — what exit
+    handlers and `finally` blocks that will not run would have done; and multiprocessing's
+    resource tracker ended, its work done (a thread tearing the pool down may still be between
+    removing a semaphore and telling the tracker, which would then warn of a "leaked" one).
+
+    Why not a normal exit: a worker killed while it wrote its result (SIGTERM to the process
+    group, or `stop_workers`) leaves the pool's result thread waiting for the rest of that
+    message for ever, and the interpreter's exit joins that thread (CPython 3.11–3.13)."""
+    from multiprocessing import resource_tracker, util
+
+    from kernel_atlas.ingest.reader import release_shared_memory
+
+    manager = getattr(_pool, "_executor_manager_thread", None)
+    stop_workers()
+    for thread in [*(ahead.thread for ahead in _read_aheads), manager]:
+        if thread is not None and thread.ident is not None:
+            thread.join(1.0)  # their own clean-up, where their waits end now
+    for process in multiprocessing.active_children():  # any a thread started meanwhile
+        with contextlib.suppress(OSError, ValueError, AttributeError, AssertionError):
+            process.kill()
+            process.join(1.0)
+    release_shared_memory()
+    with contextlib.suppress(Exception):
+        util._run_finalizers(0)  # the semaphores' (priority 0), the queues' closing (10); no joins
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    pid = getattr(tracker, "_pid", None)
+    if isinstance(pid, int):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
 
 
 def discard_pool() -> None:

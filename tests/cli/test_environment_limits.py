@@ -5,6 +5,7 @@ folder that was removed. Each ended in "internal error", a traceback, a C++ abor
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import subprocess
@@ -170,3 +171,147 @@ def test_decode_workers_start_with_ctrl_c_blocked() -> None:
     import signal
 
     assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())  # this thread's mask as it was
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_a_worker_writes_its_result_ends_the_command_at_once(tmp_path: Path, sig: str) -> None:
+    """SIGTERM or Ctrl-C while a decode worker is half-way through sending its result (the
+    timing a real ingest met ~1 s in): the pool's result thread waits for the rest of that
+    message for ever, and the interpreter's exit joined it — the command hung, then warned of
+    "leaked semaphore objects". Now: 143 or 130 within seconds, at most "interrupted" said, no
+    worker left, nothing left in shared memory."""
+    import signal
+    import time
+
+    marker = tmp_path / "half-written"
+    driver = (
+        "import kernel_atlas.ingest.workers as w, kernel_atlas.ingest.columns as c\n"
+        "from tests.support.stuck_worker import half_write\n"
+        "w.PARALLEL_MIN_BYTES = 0\n"
+        f"c.build_columns = lambda path, executor, *a, **k: executor.submit(half_write, {str(marker)!r}).result()\n"
+        "from kernel_atlas.cli import main; main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "ATLAS_DEBUG"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", driver, "ingest", str(EXAMPLE), "-o", str(tmp_path / "out")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), proc.stderr.read() if proc.poll() is not None else "the worker never wrote"
+        workers = _children(proc.pid)
+        time.sleep(0.2)
+        os.killpg(proc.pid, getattr(signal, sig))
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == (143 if sig == "SIGTERM" else 130), err
+    assert err.decode().strip() in ("", "interrupted"), err
+    time.sleep(0.5)
+    for pid in workers:  # ended, or at most not yet reaped by whoever adopted them
+        state = Path(f"/proc/{pid}/stat")
+        assert not state.exists() or state.read_text().split(") ")[1].startswith("Z"), pid
+    if shm_before or os.path.isdir("/dev/shm"):
+        left = {n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith(("sem.mp-", "psm_"))}
+        assert not left, left
+
+
+def test_decode_workers_end_when_the_main_process_is_killed(tmp_path: Path) -> None:
+    """SIGKILL of the main process (or the out-of-memory killer): its decode workers waited for
+    a task for ever (each holds its task pipe's writing end too). Now they notice they were
+    adopted and end within seconds."""
+    import signal
+    import time
+
+    driver = (
+        "import sys, time\n"
+        "from kernel_atlas.ingest import workers\n"
+        "pool = workers.decode_pool(2)\n"
+        "print(*pool._processes, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 15
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in pids if Path(f"/proc/{p}").exists() and not _zombie(p)]
+        assert not alive, f"workers {alive} outlived the main process"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+def test_a_limit_of_few_processes_runs_the_work_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ulimit -u 7` for a user other than root: the decode pool's own thread could not start, so
+    its workers waited for ever (the command hung after "internal error: RuntimeError"). Under
+    a limit below `FEW_PROCESSES` the work runs in this process's one thread."""
+    from kernel_atlas.core import beside
+    from kernel_atlas.ingest import workers
+
+    big = Path(__file__)  # any file: its size is not asked for one CPU
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (7, 7))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert beside.few_processes() and beside.usable_cpus() == 1 and workers.workers_for(big) == 1
+    monkeypatch.setattr(os, "geteuid", lambda: 0)  # root is not held to it
+    assert not beside.few_processes()
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert not beside.few_processes()
+
+
+def test_ingest_as_a_user_allowed_seven_processes(tmp_path: Path) -> None:
+    """The campaign's case itself, where this machine can run it (root, `setpriv`, a checkout
+    `nobody` can import): exit 0, nothing on stderr (OpenBLAS said it could not start threads)."""
+    import shutil
+    import tempfile
+
+    from tests.cli.test_hostile_input import _AS_NOBODY, _skip_unless_nobody_imports_this_package
+
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to run as nobody")
+    folder = Path(tempfile.mkdtemp(prefix="atlas-nproc-"))
+    try:
+        folder.chmod(0o777)
+        _skip_unless_nobody_imports_this_package(folder)
+        code = "import kernel_atlas.ingest.workers as w; w.PARALLEL_MIN_BYTES = 0\nfrom kernel_atlas.cli import main; main()"
+        done = subprocess.run(
+            [*_AS_NOBODY, sys.executable, "-c", code, "ingest", str(EXAMPLE), "-o", str(folder / "out"), "-q"],
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NPROC, (7, 7)),
+            capture_output=True,
+            timeout=60,
+            cwd=folder,
+            env={**{k: v for k, v in os.environ.items() if k != "ATLAS_DEBUG"}, "HOME": "/nonexistent"},
+        )
+        assert done.returncode == 0 and done.stderr == b"", done.stderr.decode()
+        assert (folder / "out" / "summary.json").is_file()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -181,6 +181,11 @@ def test_credential_formats_and_what_is_kept() -> None:
     assert redact_text(f"ProfilerStep#6{token}") == f"ProfilerStep#6{REDACTED}"
     assert redact_text(f"7Bearer {token}") == f"7{REDACTED}"
     assert redact_text("risk-management-strategy") == "risk-management-strategy"
+    # ... but a prefix that says what it is counts glued to a word too (stop 49's campaign)
+    assert redact_text(f"gemm_kernel{token}") == f"gemm_kernel{REDACTED}"
+    assert redact_text("opAKIAIOSFODNN7EXAMPLE x") == f"op{REDACTED} x"
+    assert redact_text("kernelsk-proj-Ab12Cd34Ef56Gh78Ij90 x") == f"kernel{REDACTED} x"
+    assert redact_text("modelhf_" + "aB3" * 8) == f"model{REDACTED}"
     for kept in ("void at::native::vectorized_elementwise_kernel<4, AUnaryFunctor>", "mask-kernel", "task-sk-1",
                  "ampere_sgemm_128x64_tn", "hf_small", "xox", "Bearer", "nn.Module: TokenEmbedding_0",
                  "token: 5", "['https://host:8080/a', 'b@c']"):  # fmt: skip

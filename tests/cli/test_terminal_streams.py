@@ -129,3 +129,27 @@ def test_substitutes_and_width_floor() -> None:
     assert FittedConsole(width=0).width == 40
     assert FittedConsole(width=1).width == 40
     assert FittedConsole(width=120).width == 120
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_a_failed_command_says_only_its_error(tmp_path: Path) -> None:
+    """A trace that earns a warning (a credential-shaped name, written redacted), then an
+    output that cannot be written: exit 2 said the warning too — two lines. A failed command
+    says its one error line; one that succeeds says its warnings at the end."""
+    import gzip
+    import json
+
+    trace = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+    kernel = next(e for e in trace["traceEvents"] if e.get("cat") == "kernel")
+    kernel["name"] += " ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    path = tmp_path / "tok.json"
+    path.write_text(json.dumps(trace))
+    with open("/dev/full", "wb") as full:
+        done = _run("ingest", path, "-o", tmp_path / "a", stdout=full, stderr=subprocess.PIPE)
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == ["error: stdout: cannot write: no space left on the device"]
+    done = _run("ingest", path, "-o", tmp_path / "b")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().splitlines() == [
+        f"warning: {path}: 1 values shaped like credentials (tokens, keys) written as <redacted>"
+    ]
