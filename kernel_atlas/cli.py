@@ -8,62 +8,21 @@ import json
 import os
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
+from kernel_atlas import process_life
 
-def _interrupted_quietly(signum: int, frame: Any) -> None:
-    raise SystemExit(130)
-
-
-# Ctrl-C while the `atlas` script loads the command line and parses it (typer, rich, click:
-# ~0.2 s) ends it as an interrupt ends a command, 130, without Python's traceback of the import
-# it stopped; the command restores Python's own handler as it starts (`_one_line_errors`)
-if os.path.basename(sys.argv[0]) == "atlas" and threading.current_thread() is threading.main_thread():
-    with contextlib.suppress(ValueError, OSError):
-        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            signal.signal(signal.SIGINT, _interrupted_quietly)
+process_life.begin()  # before the libraries below load: they read what it sets
 
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from kernel_atlas.core.beside import few_processes  # noqa: E402
 from kernel_atlas.core.errors import AtlasError, system_refusal  # noqa: E402
+from kernel_atlas.process_life import READER_GONE, leave, stdout_to_null, stop_workers  # noqa: E402
 from kernel_atlas.report.console import ReaderGone, terminal, write_stdout  # noqa: E402
-
-# numpy asks the kernel for transparent huge pages for every array of 4 MB or more (madvise); where
-# the kernel then compacts memory to find them on first touch (`defrag=madvise`, a common default),
-# the commands' many short-lived large arrays cost more system time than the pages save:
-# `atlas report` on a 510 MB trace's output, 4.7 s (2.2 s of it system time) with them, 3.5 s
-# (0.9 s) without (docs/performance.md). numpy reads this when first imported — after this
-# module, which imports none of it; a value the user set is kept.
-os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
-
-
-def _address_space_limited() -> bool:
-    """Whether the process's address space is capped (`ulimit -v`)."""
-    try:
-        import resource
-
-        return resource.getrlimit(resource.RLIMIT_AS)[0] != resource.RLIM_INFINITY
-    except (ImportError, OSError, ValueError):
-        return False
-
-
-# Arrow's default allocator (mimalloc) reserves address space by the GiB: under `ulimit -v 1500000`
-# reading a 2,000-row kernels file aborted the process (std::bad_alloc). Capped, Arrow allocates
-# through malloc, as everything else does; a value the user set is kept.
-if _address_space_limited():
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-# Under a limit of few processes (`ulimit -u`, which counts threads), the numeric libraries'
-# thread pools (OpenBLAS starts one per CPU as numpy loads) could not start and said so on
-# stderr, line after line; this work runs in one thread then (`beside.usable_cpus`).
-if few_processes():
-    for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-        os.environ.setdefault(_threads, "1")
 
 app = typer.Typer(
     name="atlas",
@@ -114,66 +73,6 @@ def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise AtlasError(None, f"{flag}{item}: not a finite number")
 
 
-READER_GONE = 141  # the exit status of a command killed by SIGPIPE, as the shell reports it
-
-
-def _stdout_to_null() -> None:
-    """stdout's file descriptor pointed at the null device, so that what is still buffered for
-    the closed pipe does not fail again when the interpreter flushes it at exit."""
-    try:
-        null = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(null, sys.stdout.fileno() if sys.stdout is not None else 1)
-        os.close(null)
-    except (OSError, ValueError):
-        pass
-
-
-def _terminate_as_exit() -> None:
-    """SIGTERM (`kill`, a job scheduler) ends the command as an exit does, 143 as the shell reports
-    it: what it started is shut down (its decode workers; multiprocessing's resource tracker
-    otherwise warned of leaked semaphores), its temporary files removed, no partial output named
-    final (outputs are renamed into place only once whole)."""
-
-    def terminated(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
-    with contextlib.suppress(ValueError, OSError):  # not the main thread (an embedding caller)
-        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, terminated)
-
-
-_SCRIPT = False  # set by `main`: this process is the `atlas` command, not a caller's library
-
-
-def _leave(code: int) -> None:
-    """The `atlas` command ends now with `code` when it had decode workers: they are killed, and
-    the interpreter's exit handlers — which join the pool's threads, waiting on reads the killed
-    workers never answer — are not run (Ctrl-C or SIGTERM mid-ingest hung there for ever).
-    Everything the command wrote is whole or renamed away already (its `finally` blocks ran)."""
-    workers = sys.modules.get("kernel_atlas.ingest.workers")
-    if not _SCRIPT or workers is None or not workers.started_any():
-        return
-    for sig in (signal.SIGINT, signal.SIGTERM):  # leaving already: a second Ctrl-C changes nothing
-        with contextlib.suppress(ValueError, OSError):
-            signal.signal(sig, signal.SIG_IGN)
-    # the pool's objects, torn down by other threads as the workers go, may fail in their
-    # `__del__` ("Exception ignored in: ..."): nothing of this command's own
-    sys.unraisablehook = lambda unraisable: None
-    workers.end_for_exit()
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(code)
-
-
-def _stop_workers() -> None:
-    """The decode workers ended, where ingest started some (`workers.stop_workers`)."""
-    workers = sys.modules.get("kernel_atlas.ingest.workers")
-    if workers is not None:
-        with contextlib.suppress(Exception):
-            workers.stop_workers()
-
-
 def _error_line(text: str) -> None:
     """`error: TEXT` (a text of ours, never the input's) on stderr — written directly where the
     console cannot be had for want of memory."""
@@ -205,7 +104,7 @@ def _one_line_errors(func: F) -> F:
 
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if signal.getsignal(signal.SIGINT) is _interrupted_quietly:  # loaded: Ctrl-C says "interrupted"
+        if signal.getsignal(signal.SIGINT) is process_life.interrupted_quietly:  # loaded: Ctrl-C says "interrupted"
             signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             # what saying an error needs, loaded first: a command that ran out of file
@@ -220,7 +119,7 @@ def _one_line_errors(func: F) -> F:
             except BaseException as exc:
                 failed = not isinstance(exc, typer.Exit) or exc.exit_code in (2, 130, 143)
                 if not isinstance(exc, typer.Exit) or exc.exit_code:
-                    _stop_workers()  # a failed command's workers still starting would say so themselves
+                    stop_workers()  # a failed command's workers still starting would say so themselves
                 _say_what_waited(said=not failed)  # a command's own exit code (diff's 3) is no failure
                 raise
             _say_what_waited(said=True)
@@ -228,7 +127,7 @@ def _one_line_errors(func: F) -> F:
         except typer.Exit:  # a command's own exit code
             raise
         except ReaderGone:  # `| head` read what it wanted: quiet, as any Unix tool ends there
-            _stdout_to_null()
+            stdout_to_null()
             raise typer.Exit(READER_GONE) from None
         except AtlasError as exc:
             from kernel_atlas.core.redact import redact_text
@@ -244,11 +143,11 @@ def _one_line_errors(func: F) -> F:
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
-            _leave(130)
+            leave(130)
             raise typer.Exit(130) from None
-        except SystemExit as exc:  # SIGTERM (`_terminate_as_exit`)
+        except SystemExit as exc:  # SIGTERM (`process_life.terminate_as_exit`)
             if exc.code == 143:
-                _leave(143)
+                leave(143)
             raise
         except Exception as exc:
             if os.environ.get("ATLAS_DEBUG"):
@@ -469,9 +368,8 @@ def main() -> None:
     except ImportError:  # pragma: no cover - an older typer, on click
         from click import exceptions as usage  # type: ignore[no-redef]
 
-    global _SCRIPT
-    _SCRIPT = True
-    _terminate_as_exit()
+    process_life.SCRIPT = True
+    process_life.terminate_as_exit()
     try:
         os.getcwd()
     except OSError:  # a relative path would mean nothing
@@ -492,7 +390,7 @@ def main() -> None:
         err_console.print("interrupted")
         code = 130
     if isinstance(code, int) and code != 0:  # a failed command with workers: not held up by them
-        _leave(code)
+        leave(code)
     raise SystemExit(code if isinstance(code, int) else 0)
 
 

@@ -139,8 +139,8 @@ def test_sigterm_ends_the_command_as_an_exit() -> None:
     decode workers shut down: multiprocessing's resource tracker warned of leaked semaphores)."""
     code = (
         "import os, signal, time\n"
-        "from kernel_atlas import cli\n"
-        "cli._terminate_as_exit()\n"
+        "from kernel_atlas import process_life\n"
+        "process_life.terminate_as_exit()\n"
         "try:\n"
         "    os.kill(os.getpid(), signal.SIGTERM)\n"
         "    time.sleep(5)\n"
