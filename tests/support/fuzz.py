@@ -117,13 +117,16 @@ URL_SECRETS = {"redis://:hunter2pw@cache:6379/0": "hunter2pw", "https://user:pa/
 # credentials that the cut of a long name (16,384 characters) would end: the part kept must not leak
 CUT_SECRETS = {"k" * 16_359 + " https://user:cutpw12345@host.org tail": "cutpw12345",
                "k" * 16_359 + " ghp_" + "Q" * 36 + " tail": "ghp_QQQQQQQQ"}  # fmt: skip
-LEAKS = [*SECRETS, *URL_SECRETS.values(), *CUT_SECRETS.values()]
+# stop 50: credentials glued to a word (their prefixes say what they are): the credential must not leak
+GLUED_SECRETS = {"gemm_kernelghp_" + "Y8x7" * 9: "ghp_" + "Y8x7" * 9, "opAKIAQQHOSTILE50XYZW": "AKIAQQHOSTILE50XYZW",
+                 "kernelsk-proj-Hostile50Pwabcdefghijkl": "sk-proj-Hostile50Pw"}  # fmt: skip
+LEAKS = [*SECRETS, *URL_SECRETS.values(), *CUT_SECRETS.values(), *GLUED_SECRETS.values()]
 # digits str.isdigit() takes and int() does not, numbers beyond int64, Inductor tiles of 0
 ODD_DIGITS = ["ProfilerStep#\u00b2", "ProfilerStep#" + "9" * 30, "ProfilerStep#\u0663", "XBLOCK=0", "XBLOCK=\u00b2",
               "\u00b2", "9" * 30, "_ZN\u0663\u0663abc"]  # fmt: skip
 LONG_TEXT = ["k" * 40_000, "[" + "1, " * 20_000 + "1]", "x" * 3_000_000]  # past ingest's MAX_TEXT
 ODD_TEXT = ["", " ", "\u0000", "\u202eevil", "e\u0301", "😀" * 50, "x" * 100_000, "[bold]x[/]", "[/x]", "\n\r\t",
-            "-----BEGIN PRIVATE KEY-----", *SECRETS, *URL_SECRETS, *ODD_DIGITS, *LONG_TEXT, *CUT_SECRETS,
+            "-----BEGIN PRIVATE KEY-----", *SECRETS, *URL_SECRETS, *ODD_DIGITS, *LONG_TEXT, *CUT_SECRETS, *GLUED_SECRETS,
             "<!--<script>x"]  # fmt: skip
 
 
