@@ -71,9 +71,14 @@ def _unlike(shipped: Any, given: Any, where: str) -> str | None:
     if _kind(shipped) != _kind(given):
         return f"`{where.rstrip('.') or '(top)'}` is {_kind(given)}, where the shipped catalog has {_kind(shipped)}"
     if isinstance(shipped, dict):
+        # a table of like tables (devices by name): an entry of one's own is checked against the
+        # first (not at the top, whose tables are sections of different kinds)
+        alike = where and shipped and all(isinstance(v, dict) for v in shipped.values())
+        like = next(iter(shipped.values())) if alike else None
         for key, value in given.items():
-            if key in shipped:
-                problem = _unlike(shipped[key], value, f"{where}{key}.")
+            model = shipped.get(key, like)
+            if model is not None:
+                problem = _unlike(model, value, f"{where}{key}.")
                 if problem:
                     return problem
     elif isinstance(shipped, list) and shipped:

@@ -51,6 +51,13 @@ def test_a_value_of_another_kind_than_the_shipped_one_is_refused(own: Path) -> N
     with pytest.raises(AtlasError) as caught:
         read_toml(own / "devices.toml")
     assert caught.value.problem == "`devices.h100-sxm.sms` is a string, where the shipped catalog has a number"
+    # a device of one's own is checked as the shipped devices are
+    (own / "devices.toml").write_text(text + '\n[devices.mine]\nname = "Mine"\nsms = "many"\n')
+    with pytest.raises(AtlasError) as caught:
+        read_toml(own / "devices.toml")
+    assert caught.value.problem == "`devices.mine.sms` is a string, where the shipped catalog has a number"
+    (own / "devices.toml").write_text(text + '\n[devices.mine]\nname = "Mine"\nsms = 8\n')
+    assert read_toml(own / "devices.toml")["devices"]["mine"]["sms"] == 8
     (own / "devices.toml").write_text(text)  # as shipped: read as it is, a number where a number was
     assert read_toml(own / "devices.toml")["devices"]["h100-sxm"]["sms"] == 132
 
