@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -81,30 +82,29 @@ def _unlike(shipped: Any, given: Any, where: str) -> str | None:
                 problem = _unlike(model, value, f"{where}{key}.")
                 if problem:
                     return problem
-    elif isinstance(shipped, list) and shipped:
-        kinds = {_kind(v) for v in shipped}
+    elif isinstance(shipped, list) and len({_kind(v) for v in shipped}) == 1:  # an array of one kind
         for i, value in enumerate(given):
-            if len(kinds) == 1:
-                problem = _unlike(shipped[0], value, f"{where.rstrip('.')}[{i}].")
-                if problem:
-                    return problem
+            problem = _unlike(shipped[0], value, f"{where.rstrip('.')}[{i}].")
+            if problem:
+                return problem
     return None
 
 
 def _load(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError:
-        raise AtlasError(path, "no such file") from None
-    except OSError as exc:
-        from kernel_atlas.core.safe_files import os_problem
+    from kernel_atlas.core.safe_files import read_bytes  # its one-line errors: no such file, cannot read, …
 
-        raise AtlasError(path, f"cannot read: {os_problem(exc)}") from None
+    try:
+        return tomllib.loads(read_bytes(path).decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise AtlasError(path, f"not valid TOML ({exc})") from None
     except (UnicodeDecodeError, RecursionError) as exc:
         raise AtlasError(path, f"not valid TOML ({type(exc).__name__})") from None
+
+
+@cache
+def _shipped(name: str) -> dict[str, Any]:
+    """A shipped catalog, read once (a catalog of one's own is checked against it at every read)."""
+    return _load(SHIPPED / name)
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
@@ -116,7 +116,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     data = _load(path)
     shipped = SHIPPED / path.name
     if path.parent.resolve() != SHIPPED.resolve() and shipped.is_file():
-        problem = _unlike(_load(shipped), data, "")
+        problem = _unlike(_shipped(path.name), data, "")
         if problem:
             raise AtlasError(path, problem)
     return _tables(data, path, "")

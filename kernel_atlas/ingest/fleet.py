@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from kernel_atlas.core.errors import OUT_OF_MEMORY, AtlasError, system_refusal
+from kernel_atlas.core.errors import AtlasError, system_refusal
 from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
@@ -327,12 +327,10 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         if exc.source and not _names_the_trace(exc.source, local):  # an output (disk full), a catalog, a capture
             return RankFailed(task.source, f"{exc.source}: {problem}")
         return RankFailed(task.source, f"{task.source}: {problem}")
-    except MemoryError:
-        return RankFailed(task.source, f"{task.source}: {OUT_OF_MEMORY}")
     except OSError as exc:  # the system said no (too many open files…): said as it said it
         return RankFailed(task.source, f"{exc.filename or task.source}: {os_problem(exc)}")
     except Exception as exc:  # one rank's bug must not stop the others: reported with its type
-        refusal = system_refusal(exc)  # or the system refusing a module its memory or a file descriptor
+        refusal = system_refusal(exc)  # or the system refusing memory, or a module a file descriptor
         if refusal:
             return RankFailed(task.source, f"{task.source}: {refusal}")
         return RankFailed(task.source, f"{task.source}: internal error: {type(exc).__name__}: {exc}")
