@@ -4,6 +4,7 @@ each in a fresh process, with its wall time and the exact peak RSS of the proces
 (`os.wait4`), against the hostile-input bounds (60 s and 1 GB a command).
 
     python benchmarks/wide_input.py [--scale 1.0] [--out benchmarks/results/wide-input.json]
+    python benchmarks/wide_input.py --fleet-only --scale 5      # only the fleet: 1,000 one-rank traces
 
 The cases (at --scale 1): 200k calls of one GEMM kernel, each with a new shape (dynamic
 shapes); 50k distinct nn.Modules and 50k distinct Python frames, each around an op that launches
@@ -166,11 +167,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--fleet-only", action="store_true", help="only the folder of one-rank traces (200 × scale)")
     parser.add_argument("--write", default=None, help=argparse.SUPPRESS)  # the traces' writer (a child)
     args = parser.parse_args()
     if args.write:
         sizes = {}
-        for name, events in cases(args.scale).items():
+        for name, events in ({} if args.fleet_only else cases(args.scale)).items():
             (Path(args.write) / _file_name(name)).write_text(json.dumps({"traceEvents": events}))
             sizes[name] = len(events)
         for name, traces in fleet_cases(args.scale).items():
@@ -185,7 +187,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="atlas-wide-"))
     # the traces are written by a process of their own: a child's peak RSS (`wait4`) counts the
     # image it was forked from, which must not hold every case's events
-    subprocess.run([sys.executable, __file__, "--write", str(work), "--scale", str(args.scale)], check=True)
+    only = ["--fleet-only"] if args.fleet_only else []
+    subprocess.run([sys.executable, __file__, "--write", str(work), "--scale", str(args.scale), *only], check=True)
     record: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version()}, "cases": {}}
     broken = 0
     try:

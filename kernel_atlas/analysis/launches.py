@@ -122,6 +122,49 @@ def launch_facts(frame: pd.DataFrame) -> dict[str, float | int | None]:
     }
 
 
+def launch_facts_by_rank(frame: pd.DataFrame) -> dict[int, dict[str, float | int | None]]:
+    """`launch_facts` of each rank of `frame` alone (rows of several ranks analysed together),
+    worked out for all ranks at once."""
+    rank = frame["rank"].to_numpy()
+    present = np.unique(rank).tolist()
+    graph = pd.Series(frame["graph_launch"].fillna(False).astype(bool).to_numpy()).groupby(rank).sum()
+    facts: dict[int, dict[str, float | int | None]] = {
+        r: {"eager_activities": 0, "graph_replayed": int(graph.loc[r])} for r in present
+    }
+    if "launch_dur_us" not in frame:
+        return facts
+    mine = eager(frame).to_numpy()
+    rows = frame[mine]
+    per = pd.DataFrame(
+        {
+            "rank": rank[mine],
+            "launch": rows["launch_dur_us"].to_numpy(np.float64),
+            "delay": (rows["ts_us"] - rows["launch_ts_us"]).to_numpy(np.float64),
+            "bound": (rows["dur_us"] < rows["launch_dur_us"]).to_numpy(),
+        }
+    ).groupby("rank", sort=True)
+    table = pd.DataFrame(
+        {
+            "count": per.size(),
+            "launch_sum": per["launch"].sum(),
+            "launch_p50": per["launch"].median(),
+            "delay_p50": per["delay"].median(),
+            "bound": per["bound"].mean(),
+        }
+    )
+    for r, count, launch_sum, launch_p50, delay_p50, bound in table.itertuples():
+        facts[int(r)].update(
+            {
+                "eager_activities": int(count),
+                "launch_cpu_us": float(launch_sum),
+                "launch_p50_us": float(launch_p50),
+                "delay_p50_us": float(delay_p50),
+                "launch_bound_pct": float(100.0 * bound),
+            }
+        )
+    return facts
+
+
 def _stack_frames(call_stack: object) -> tuple[str, ...]:
     """Enclosing frames of a launch, outermost first (the launch call itself dropped)."""
     if not isinstance(call_stack, str) or not call_stack:

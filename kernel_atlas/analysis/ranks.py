@@ -1,14 +1,20 @@
-"""The report's analysis of a run, one rank at a time (a single trace is a run of one rank).
+"""The report's analysis of a run, a rank or a batch of small ranks at a time (a single trace is a
+run of one rank).
 
-Each rank's kernels are read once, alone (one partition of the dataset), and analysed with the
-same `analyse` as a single trace — costs need the per-call Python cost formulas, so they are not
+Each rank's kernels are read once (its partitions of the dataset) and analysed with the same
+`analyse` as a single trace — costs need the per-call Python cost formulas, so they are not
 re-written in SQL — and the same `analyse_waits` (idle breakdown, causes, launch statistics,
-graph candidates). Only small per-rank results are kept: the roofline groups (one row per
+graph candidates). A large rank is read and analysed alone; small ranks together, in batches of
+at most BATCH_RANKS ranks and BATCH_ACTIVITIES GPU activities (`rank_batches`), as one frame:
+every analysis keys its rows by rank (calls, gaps, devices, streams), so a batch gives each rank
+what it would alone, and the fixed cost of an analysis — a few hundred pandas operations — is
+paid once per batch, not per rank. Only small results are kept: the roofline groups (one row per
 distinct kernel, launcher, shapes and role), the time shares, the facts, the time per
-(category, op, kernel), the waits (`analysis/waits_fold.py` says how they combine) and the module,
-step and timeline views (`analysis/views.py`). They are folded as they arrive, so the driver holds
-one rank's kernels at a time (one per worker with `jobs`), never the fleet's; cross-rank
-questions (collectives) are DuckDB queries (`collectives.py`).
+(category, op, kernel), the waits (`analysis/waits_fold.py` says how they combine) and the
+module, step and timeline views (`analysis/views.py`). They are folded as they arrive, so the
+driver holds one large rank's kernels, or one batch of small ones, at a time (one per worker
+with `jobs`), never the fleet's; cross-rank questions (collectives) are DuckDB queries
+(`collectives.py`).
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.views import KernelViews, ViewsFold, kernel_views
-from kernel_atlas.analysis.waits import Waits, analyse_waits
+from kernel_atlas.analysis.waits import Waits, analyse_waits, facts_by_rank
 from kernel_atlas.analysis.waits_fold import WaitsFold
 from kernel_atlas.core.beside import can_fork, usable_cpus
 from kernel_atlas.core.devices import Device
@@ -49,15 +56,16 @@ class WaitOptions:
 
 @dataclass
 class RankPart:
-    """What is kept of one rank's analysis."""
+    """What is kept of the analysis of one rank, or of a batch of small ranks analysed together."""
 
-    rank: int
+    ranks: list[int]  # the ranks with GPU activity, in order
     groups: pd.DataFrame  # `roofline_groups`
     timeshare: pd.DataFrame
     facts: dict[str, Any]
     kernel_time: pd.DataFrame | None  # category, op_mapping, name, dur_us (summed), count; None with the rows
-    waits: Waits
-    views: KernelViews
+    waits: Waits  # tables of every rank of the part (each row has its rank)
+    wait_facts: list[tuple[int, dict[str, Any]]]  # each rank's own facts of `waits`
+    views: KernelViews  # module and step times of every rank; the timeline of one
     kernels: pd.DataFrame | None = None  # the analysed kernel rows, kept only for a one-rank report
 
 
@@ -72,17 +80,16 @@ class RanksAnalysis:
 
 # ranks of at most this many GPU activities are analysed in parallel when no --jobs is given
 PARALLEL_RANK_ACTIVITIES = 100_000
+# small ranks analysed together: at most this many ranks and GPU activities in a batch. An
+# analysis has a fixed cost (~0.15 s of CPU): the report of 200 ranks of two kernels each took
+# 14.1 s on two CPUs with each rank analysed alone, 5.4 s in batches; 1,000 ranks 66 s, 21.5 s
+BATCH_RANKS = 32
+BATCH_ACTIVITIES = 50_000
 
 
-def default_jobs(summary: dict[str, Any], ranks: list[int]) -> int:
-    """Ranks analysed at a time when the caller gives no number: every CPU for several ranks
-    that are each small — the fixed cost of a rank's analysis (a few hundred pandas operations,
-    ~0.2 s) is then most of its time: 200 ranks of two kernels each took 46 s one at a time —
-    and one at a time otherwise, so that the report holds one large rank in memory at a time,
-    whatever the fleet's size. A rank's size is its traces' GPU activities in summary.json
-    (unknown: large)."""
-    if len(ranks) < 2 or not can_fork():
-        return 1
+def rank_sizes(summary: dict[str, Any]) -> dict[int, float]:
+    """Each rank's GPU activities, from its traces' counts in summary.json; infinite where a
+    count is missing or is not a number."""
     traces = summary.get("traces")
     sizes: dict[int, float] = {}
     for trace in traces if isinstance(traces, list) else []:
@@ -94,44 +101,81 @@ def default_jobs(summary: dict[str, Any], ranks: list[int]) -> int:
         size = float(sum(known)) if known and len(known) == len(counts) else float("inf")
         rank = trace.get("rank")
         sizes[rank] = sizes.get(rank, 0.0) + size
+    return sizes
+
+
+def rank_batches(summary: dict[str, Any], ranks: list[int]) -> list[list[int]]:
+    """`ranks` in order, in the batches they are analysed in: consecutive ranks together while
+    the batch holds at most BATCH_RANKS ranks and BATCH_ACTIVITIES GPU activities (summary.json's
+    counts); a larger rank, or one of unknown size, alone. Decided by the run alone, not by the
+    machine: the report is the same on every machine."""
+    sizes = rank_sizes(summary)
+    batches: list[list[int]] = []
+    held = 0.0
+    for rank in ranks:
+        size = sizes.get(rank, float("inf"))
+        if batches and len(batches[-1]) < BATCH_RANKS and held + size <= BATCH_ACTIVITIES:
+            batches[-1].append(rank)
+            held += size
+        else:
+            batches.append([rank])
+            held = size
+    return batches
+
+
+def default_jobs(summary: dict[str, Any], ranks: list[int]) -> int:
+    """Ranks analysed at a time when the caller gives no number: every CPU for several ranks
+    that are each small — the fixed cost of an analysis (a few hundred pandas operations,
+    ~0.15 s) is then most of its time — and one at a time otherwise, so that the report holds
+    one large rank in memory at a time, whatever the fleet's size. A rank's size is its traces'
+    GPU activities in summary.json (unknown: large)."""
+    if len(ranks) < 2 or not can_fork():
+        return 1
+    sizes = rank_sizes(summary)
     if any(sizes.get(rank, float("inf")) > PARALLEL_RANK_ACTIVITIES for rank in ranks):
         return 1
     return min(usable_cpus(), len(ranks))
 
 
-def rank_summary(summary: dict[str, Any], rank: int) -> dict[str, Any]:
-    """The part of summary.json about one rank (what `analyse_waits` reads: HTA's window)."""
-    traces = [t for t in summary.get("traces", []) if t.get("rank") == rank]
+def rank_summary(summary: dict[str, Any], ranks: list[int]) -> dict[str, Any]:
+    """The part of summary.json about `ranks` (what `analyse_waits` reads: HTA's window)."""
+    traces = [t for t in summary.get("traces", []) if t.get("rank") in ranks]
     return {"traces": traces} if traces else {}
 
 
-def analyse_rank(
+def analyse_batch(
     out_dir: str | Path,
-    rank: int,
+    ranks: list[int],
     device: Device | None,
     world_size: int | None,
     options: WaitOptions | None = None,
     summary: dict[str, Any] | None = None,
     keep_rows: bool = False,
     frame: pd.DataFrame | None = None,
+    timeline_rank: int | None = None,
 ) -> RankPart | None:
-    """One rank's part, or None when the rank has no GPU activity. `summary`: the rank's part
-    of summary.json (`rank_summary`); `keep_rows` keeps the analysed kernel rows; `frame`: the
-    rank's kernel rows when already read (else read here)."""
-    frame = load_kernels(out_dir, ranks=[rank]) if frame is None else frame
+    """The part of one rank, or of a batch of ranks analysed together (`rank_batches`); None
+    when none has GPU activity. `summary`: their part of summary.json (`rank_summary`);
+    `keep_rows` keeps the analysed kernel rows; `frame`: their kernel rows when already read
+    (else read here); `timeline_rank`: the rank whose timeline the views carry when it is one of
+    them."""
+    frame = load_kernels(out_dir, ranks=ranks) if frame is None else frame
     if frame.empty:
         return None
     options = options or WaitOptions()
     analysis = analyse(frame, device, world_size, metrics=False)  # on the groups of every rank: `analyse_ranks`
     waits = analyse_waits(frame, options.kernel_wait_us, options.short_kernel_us, options.like_hta, summary)
-    views = kernel_views(frame)
+    views = kernel_views(frame, timeline_rank)
     kernels = analysis.kernels
+    present = np.unique(kernels["rank"].to_numpy()).tolist()
+    # one rank: the facts as they are (several: each rank's split out, `WaitsFold` combines them)
+    wait_facts = [(present[0], waits.facts)] if len(present) == 1 else facts_by_rank(kernels, waits, summary)
     kernel_time = None  # what the figures need of the rows, when the rows are not kept
     if not keep_rows:
         kernel_time = kernels.groupby(_TREEMAP_KEYS, observed=True)["dur_us"].agg(["sum", "count"]).reset_index()
         kernel_time = kernel_time.rename(columns={"sum": "dur_us"})
     groups = analysis.groups if analysis.groups is not None else roofline_groups(kernels)
-    part = RankPart(rank, groups, analysis.timeshare, analysis.facts, kernel_time, waits, views)
+    part = RankPart(present, groups, analysis.timeshare, analysis.facts, kernel_time, waits, wait_facts, views)
     if keep_rows:
         part.kernels = kernels
     return part
@@ -167,12 +211,14 @@ def combine_facts(total: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]
 
 
 def _timeshare(summed: pd.DataFrame) -> pd.DataFrame:
-    """Per-level percentages of the summed time shares, each level heaviest first."""
+    """Per-level percentages of the summed time shares, each level heaviest first, keys of equal
+    time by name (an order that does not depend on how the ranks were grouped)."""
     total = float(summed.loc[summed["level"] == "category", "total_us"].sum())
     summed["pct"] = 100.0 * summed["total_us"] / total if total else 0.0
     levels = list(dict.fromkeys(summed["level"]))
     ordered = [
-        summed[summed["level"] == level].sort_values("total_us", ascending=False, kind="stable") for level in levels
+        summed[summed["level"] == level].sort_values(["total_us", "key"], ascending=[False, True], kind="stable")
+        for level in levels
     ]
     table = pd.concat(ordered, ignore_index=True)
     table["count"] = table["count"].astype("int64")
@@ -191,7 +237,7 @@ def analyse_ranks(
     timeline_rank: int | None = None,
     loaded: dict[int, pd.DataFrame] | None = None,
 ) -> RanksAnalysis:
-    """The analysis of every rank together, built one rank at a time.
+    """The analysis of every rank together, built a rank (or a batch of small ranks) at a time.
 
     With several ranks `Analysis.kernels` is the time per (category, op_mapping, name) with
     `dur_us` and `count` — what the time-share figures need — not the kernel rows of the whole
@@ -207,30 +253,44 @@ def analyse_ranks(
     views = ViewsFold(timeline_rank)
     keep_rows = len(ranks) == 1
 
-    def fold(part: RankPart | None, rank: int) -> None:
+    def fold(part: RankPart | None, batch: list[int]) -> None:
         nonlocal facts, kernels
         if part is not None:
             groups_fold.add(part.groups)
             timeshare_fold.add(part.timeshare.drop(columns="pct"))
             kernel_time_fold.add(part.kernel_time)
             facts = combine_facts(facts, part.facts)
-            waits.add(rank, part.waits)
-            views.add(rank, part.views)
+            waits.add(part.waits, part.wait_facts)
+            timeline = part.views.timeline
+            shown = timeline.rank if timeline is not None and timeline.rank is not None else part.ranks[0]
+            views.add(shown, part.views, len(part.ranks))
             kernels = part.kernels
-        if on_rank:
+        for rank in batch if on_rank else ():
             on_rank(rank)
 
-    def task(rank: int) -> tuple:
-        return (out_dir, rank, device, world_size, options, rank_summary(summary or {}, rank), keep_rows)
+    def task(batch: list[int]) -> dict[str, Any]:
+        frame = (loaded or {}).get(batch[0]) if len(batch) == 1 else None
+        return {
+            "out_dir": out_dir,
+            "ranks": batch,
+            "device": device,
+            "world_size": world_size,
+            "options": options,
+            "summary": rank_summary(summary or {}, batch),
+            "keep_rows": keep_rows,
+            "frame": frame,
+            "timeline_rank": timeline_rank,
+        }
 
-    if jobs > 1 and len(ranks) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(ranks))) as pool:
-            futures = [(rank, pool.submit(analyse_rank, *task(rank))) for rank in ranks]
-            for rank, future in futures:
-                fold(future.result(), rank)
+    batches = rank_batches(summary or {}, ranks)
+    if jobs > 1 and len(batches) > 1:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(batches))) as pool:
+            futures = [(batch, pool.submit(analyse_batch, **task(batch))) for batch in batches]
+            for batch, future in futures:
+                fold(future.result(), batch)
     else:
-        for rank in ranks:
-            fold(analyse_rank(*task(rank), frame=(loaded or {}).get(rank)), rank)
+        for batch in batches:
+            fold(analyse_batch(**task(batch)), batch)
     combined_waits, combined_views = waits.result(), views.result()
     groups, timeshare, kernel_time = groups_fold.result(), timeshare_fold.result(), kernel_time_fold.result()
     rows = kernels if kernels is not None else kernel_time

@@ -123,8 +123,21 @@ class KernelViews:
     timeline_note: str = ""  # which rank the timeline shows, and why (several ranks)
 
 
-def kernel_views(kernels: pd.DataFrame) -> KernelViews:
-    return KernelViews(module_times(kernels), step_times(kernels), timeline_of(kernels))
+def kernel_views(kernels: pd.DataFrame, timeline_rank: int | None = None) -> KernelViews:
+    """The views of the kernel rows of one rank, or of several analysed together: module and step
+    times over all of them, the timeline of one — `timeline_rank` when it is among them, else
+    the rank with the most GPU time (the first of equals), as `ViewsFold` chooses."""
+    rows = kernels
+    ranks = kernels["rank"].to_numpy() if "rank" in kernels else np.zeros(0)
+    if len(ranks) and (ranks[1:] != ranks[:-1]).any():
+        present, first = np.unique(ranks, return_index=True)
+        if timeline_rank in present.tolist():
+            chosen = timeline_rank
+        else:  # each rank's GPU time summed as `timeline_of` sums it: over its own rows
+            sums = [float(kernels["dur_us"].iloc[ranks == r].sum()) for r in present[np.argsort(first)].tolist()]
+            chosen = present[np.argsort(first)][int(np.argmax(sums))]
+        rows = kernels[ranks == chosen]
+    return KernelViews(module_times(kernels), step_times(kernels), timeline_of(rows))
 
 
 class ViewsFold:
@@ -139,8 +152,10 @@ class ViewsFold:
         self._timeline: Timeline | None = None
         self._ranks = 0
 
-    def add(self, rank: int, views: KernelViews) -> None:
-        self._ranks += 1
+    def add(self, rank: int, views: KernelViews, ranks: int = 1) -> None:
+        """The views of `ranks` ranks analysed together (`kernel_views`); `rank`: the one whose
+        timeline they carry."""
+        self._ranks += ranks
         self._modules.add(views.modules)
         self._steps.add(views.steps)
         if views.timeline is not None and self._keeps(rank, views.timeline):

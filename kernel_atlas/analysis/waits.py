@@ -7,10 +7,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.idle import BREAKDOWN_COLUMNS, KERNEL_WAIT_US, analyse_idle, exact_gaps, other_basis
-from kernel_atlas.analysis.launches import SHORT_KERNEL_US, graph_candidates, launch_facts, launch_stats
+from kernel_atlas.analysis.launches import (
+    SHORT_KERNEL_US,
+    graph_candidates,
+    launch_facts,
+    launch_facts_by_rank,
+    launch_stats,
+)
 from kernel_atlas.core.safe_files import remove
 from kernel_atlas.store.outputs import write_table
 
@@ -58,14 +65,56 @@ def analyse_waits(
             "saving_us": float(candidates["saving_us"].sum()) if len(candidates) else 0.0,
         },
     }
+    note = _note(frame, (summary or {}).get("traces", [{}]))
+    if note:
+        facts["idle"]["note"] = note
+    return Waits(idle.breakdown, idle.causes, launch_stats(frame), candidates, facts, idle.alternate)
+
+
+def _note(frame: pd.DataFrame, traces: list[dict[str, Any]]) -> str | None:
+    """What the waits of `frame` lack, from its traces' part of summary.json."""
     notes = []
-    if any("last_step_start_us" not in t for t in (summary or {}).get("traces", [{}])):
+    if any("last_step_start_us" not in t for t in traces):
         notes.append(NO_WINDOW_NOTE)
     if "wait_frame" not in frame:
         notes.append(NO_CAUSES_NOTE)
-    if notes:
-        facts["idle"]["note"] = "; ".join(notes)
-    return Waits(idle.breakdown, idle.causes, launch_stats(frame), candidates, facts, idle.alternate)
+    return "; ".join(notes) or None
+
+
+def facts_by_rank(frame: pd.DataFrame, waits: Waits, summary: dict[str, Any] | None = None) -> list[tuple[int, dict]]:
+    """(rank, facts) of each rank of `frame` — the kernel rows of several ranks analysed together
+    by `analyse_waits` into `waits` — in rank order: the facts `analyse_waits` gives the rank's
+    rows alone. The idle facts are per (rank, device) and per stream already; launch medians and
+    the graph candidates' totals are worked out per rank."""
+    ranks = np.unique(frame["rank"].to_numpy()).tolist()
+    idle, other = waits.facts["idle"], other_basis(waits.basis)
+    launches = launch_facts_by_rank(frame)
+    candidates = waits.candidates
+    by_rank = candidates.groupby("rank")["saving_us"] if len(candidates) else None
+    traces = [t for t in (summary or {}).get("traces", []) if isinstance(t, dict)]
+    parts = []
+    for rank in ranks:
+        own = {
+            "kernel_wait_us": idle["kernel_wait_us"],
+            "basis": idle["basis"],
+            "devices": [d for d in idle["devices"] if d["rank"] == rank],
+            other: {
+                "convention": idle[other]["convention"],
+                "streams": [s for s in idle[other]["streams"] if s["rank"] == rank],
+            },
+            "hta_window_end_us": {k: v for k, v in idle["hta_window_end_us"].items() if k == str(rank)},
+        }
+        note = _note(frame, [t for t in traces if t.get("rank") == rank] or [{}])
+        if note:
+            own["note"] = note
+        mine = by_rank.get_group(rank) if by_rank is not None and rank in by_rank.groups else None
+        graphs = {
+            "short_kernel_us": waits.facts["graph_candidates"]["short_kernel_us"],
+            "count": 0 if mine is None else len(mine),
+            "saving_us": 0.0 if mine is None else float(mine.sum()),
+        }
+        parts.append((rank, {"idle": own, "launches": launches[rank], "graph_candidates": graphs}))
+    return parts
 
 
 def write_waits(waits: Waits, out_dir: Path, run_id: str | None = None) -> dict[str, Path]:

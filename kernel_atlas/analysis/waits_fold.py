@@ -169,12 +169,14 @@ class WaitsFold:
         self._launch_sums = BatchFold(_sum_launches, single_as_is=True)
         self._first: Waits | None = None  # the only rank's, until a second arrives
 
-    def add(self, rank: int, waits: Waits) -> None:
+    def add(self, waits: Waits, facts: list[tuple[int, dict[str, Any]]]) -> None:
+        """The `waits` of one rank, or of several ranks analysed together, and each rank's own
+        facts (`waits.facts` for one rank; `waits.facts_by_rank` for several)."""
         self._breakdown.append(waits.breakdown)
         self._alternate.append(waits.alternate)
         self._causes.append(waits.causes)
         self._candidates.append(waits.candidates)
-        self._facts.append((rank, waits.facts))
+        self._facts.extend(facts)
         self._first = waits if len(self._facts) == 1 else None
         if len(waits.launches):
             self._launch_sums.add(_launch_sums(waits.launches))

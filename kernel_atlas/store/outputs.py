@@ -270,7 +270,7 @@ def write_dataset_file(table: pa.Table, out: str | Path, relative: str, run_id: 
     """One Parquet file of a rank-partitioned table of the output folder (`relative`, such as
     `kernels.parquet/rank=0/t.parquet`), tied to the run, whole or not at all: locally written
     atomically through no symbolic link, at a URL under a temporary name moved into place."""
-    table = _with_run(table, run_id)
+    table = _with_run(_wide_dictionaries(table), run_id)
     if not is_url(out):
         _safe_folder(Path(out), relative)
         with safe_files.atomic_file(Path(out) / relative) as handle:
@@ -284,6 +284,22 @@ def write_dataset_file(table: pa.Table, out: str | Path, relative: str, run_id: 
         _write_parquet(table, handle, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     fs.mv(partial, f"{folder}/{name}")
     return relative
+
+
+def _wide_dictionaries(table: pa.Table) -> pa.Table:
+    """`table` with every dictionary column's indices int32: the files of one dataset must agree
+    on the index type, or a reader of the whole dataset (pandas, pyarrow.dataset) casts every
+    file to the first one's and fails on a later file with more distinct values ("Integer value
+    128 not in range": the memory events of a rank with 177 module paths after one with 75).
+    Parquet stores the indices the same way whatever their type; pandas narrows them again."""
+    fields = [
+        pa.field(f.name, pa.dictionary(pa.int32(), f.type.value_type), f.nullable, f.metadata)
+        if pa.types.is_dictionary(f.type) and f.type.index_type != pa.int32()
+        else f
+        for f in table.schema
+    ]
+    schema = pa.schema(fields, table.schema.metadata)
+    return table if schema == table.schema else table.cast(schema)
 
 
 def write_rank(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_id: str | None = None) -> str:

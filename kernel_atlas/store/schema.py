@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -11,7 +10,7 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "trace": pa.dictionary(pa.int32(), pa.string()),
     "rank": pa.int32(),
     "name": pa.dictionary(pa.int32(), pa.string()),
-    "kind": pa.dictionary(pa.int8(), pa.string()),
+    "kind": pa.dictionary(pa.int32(), pa.string()),
     "ts_us": pa.float64(),
     "dur_us": pa.float64(),
     "device": pa.int32(),
@@ -24,7 +23,7 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "graph_launch": pa.bool_(),
     "launcher": pa.dictionary(pa.int32(), pa.string()),
     "cpu_op": pa.dictionary(pa.int32(), pa.string()),
-    "link": pa.dictionary(pa.int8(), pa.string()),
+    "link": pa.dictionary(pa.int32(), pa.string()),
     "call_stack": pa.dictionary(pa.int32(), pa.string()),
     "module": pa.dictionary(pa.int32(), pa.string()),
     "input_dims": pa.dictionary(pa.int32(), pa.string()),
@@ -34,11 +33,11 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "grid": pa.dictionary(pa.int32(), pa.string()),
     "block": pa.dictionary(pa.int32(), pa.string()),
     "bytes": pa.int64(),
-    "collective": pa.dictionary(pa.int8(), pa.string()),
+    "collective": pa.dictionary(pa.int32(), pa.string()),
     "msg_in_nelems": pa.int64(),
     "msg_out_nelems": pa.int64(),
     "group_size": pa.int32(),
-    "msg_dtype": pa.dictionary(pa.int8(), pa.string()),
+    "msg_dtype": pa.dictionary(pa.int32(), pa.string()),
     "process_group": pa.dictionary(pa.int32(), pa.string()),
     "process_group_desc": pa.dictionary(pa.int32(), pa.string()),
     "process_group_ranks": pa.dictionary(pa.int32(), pa.string()),
@@ -49,7 +48,7 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "op_mapping": pa.dictionary(pa.int32(), pa.string()),
     "category": pa.dictionary(pa.int32(), pa.string()),
     "label_rule": pa.dictionary(pa.int32(), pa.string()),
-    "label_evidence": pa.dictionary(pa.int8(), pa.string()),
+    "label_evidence": pa.dictionary(pa.int32(), pa.string()),
     "label_confidence": pa.float32(),
     # host activity around the launch (`host_activity.py`)
     "launch_dur_us": pa.float64(),
@@ -77,7 +76,7 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "max_blocks_per_sm": pa.float64(),
     "theoretical_occupancy_pct": pa.float64(),
     "est_occupancy_pct": pa.float64(),
-    "occupancy_source": pa.dictionary(pa.int8(), pa.string()),
+    "occupancy_source": pa.dictionary(pa.int32(), pa.string()),
     "waves": pa.float64(),
     "tail_wave_pct": pa.float64(),
     "tensor_core": pa.bool_(),
@@ -92,19 +91,4 @@ def to_arrow(frame: pd.DataFrame) -> pa.Table:
     if frame.empty:
         return KERNEL_SCHEMA.empty_table()
     table = pa.Table.from_pandas(frame[list(KERNEL_COLUMNS)], preserve_index=False)
-    schema = _fitted_schema(frame)
-    return table.cast(schema) if table.schema != schema else table
-
-
-def _fitted_schema(frame: pd.DataFrame) -> pa.Schema:
-    """KERNEL_SCHEMA with each dictionary's index wide enough for the column's categories (a
-    narrow one, int8, overflows past 127 distinct values: 300 collective names or dtypes)."""
-    fields = []
-    for name, kind in KERNEL_COLUMNS.items():
-        if pa.types.is_dictionary(kind) and isinstance(frame[name].dtype, pd.CategoricalDtype):
-            size = len(frame[name].cat.categories)
-            if size > np.iinfo(kind.index_type.to_pandas_dtype()).max:
-                index = pa.int16() if size <= np.iinfo(np.int16).max else pa.int32()
-                kind = pa.dictionary(index, kind.value_type)
-        fields.append(pa.field(name, kind))
-    return pa.schema(fields)
+    return table.cast(KERNEL_SCHEMA) if table.schema != KERNEL_SCHEMA else table

@@ -64,3 +64,22 @@ def test_ingest_reads_several_small_traces_at_a_time(tmp_path: Path, monkeypatch
     large = tmp_path / "large.json.gz"
     large.write_bytes(gzip.compress(b"x") + b"\0" * (5 << 20))
     assert workers.local_jobs([*small, large]) == 1
+
+
+def test_small_ranks_are_batched_by_count_and_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Consecutive ranks share a batch while it holds at most BATCH_RANKS ranks and
+    BATCH_ACTIVITIES activities; a larger rank, or one of unknown size, is alone."""
+    from kernel_atlas.analysis.ranks import rank_batches
+
+    monkeypatch.setattr(ranks_module, "BATCH_RANKS", 3)
+    monkeypatch.setattr(ranks_module, "BATCH_ACTIVITIES", 100)
+    tiny = {"traces": [_trace(r, 10) for r in range(7)]}
+    assert rank_batches(tiny, list(range(7))) == [[0, 1, 2], [3, 4, 5], [6]]
+    # 60 + 30 fit, + 20 would be 110; 150 alone; rank 5 unknown (not in the summary): alone
+    sized = {"traces": [_trace(0, 60), _trace(1, 30), _trace(2, 20), _trace(3, 150), _trace(4, 5)]}
+    assert rank_batches(sized, [0, 1, 2, 3, 4, 5]) == [[0, 1], [2], [3], [4], [5]]
+    # two traces of one rank count together (60 + 50 > 100: rank 0 alone)
+    shared = {"traces": [_trace(0, 60), _trace(0, 50), _trace(1, 1), _trace(2, 1)]}
+    assert rank_batches(shared, [0, 1, 2]) == [[0], [1, 2]]
+    assert rank_batches({}, [0, 1]) == [[0], [1]]  # no summary: every size unknown
+    assert rank_batches(tiny, []) == []

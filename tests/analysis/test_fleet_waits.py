@@ -189,7 +189,12 @@ def test_module_step_and_timeline_views_of_the_fleet(run: dict[str, Path]) -> No
     assert f"rank {busiest} of 3: the most GPU time" in html and "3 ranks summed" in html
 
 
-def test_the_report_reads_each_rank_once_and_alone(run: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("batch_activities", "reads"), [(50_000, [[0, 1, 2]]), (0, [[0], [1], [2]])])
+def test_the_report_reads_each_rank_once(
+    run: dict[str, Path], monkeypatch: pytest.MonkeyPatch, batch_activities: int, reads: list[list[int]]
+) -> None:
+    """Small ranks are read and analysed together (the three ranks hold 6,921 GPU activities);
+    a rank larger than a batch, alone."""
     import kernel_atlas.analysis.ranks as ranks
 
     requested: list[list[int] | None] = []
@@ -200,9 +205,65 @@ def test_the_report_reads_each_rank_once_and_alone(run: dict[str, Path], monkeyp
         return real(out_dir, ranks)
 
     monkeypatch.setattr(ranks, "load_kernels", recording)
+    monkeypatch.setattr(ranks, "BATCH_ACTIVITIES", batch_activities)
     report = build_report(run["fleet"], jobs=1)  # in this process, where the calls are seen
-    assert requested == [[0], [1], [2]]
+    assert requested == reads
     assert report.waits is not None and sorted(report.waits.breakdown["rank"].unique()) == [0, 1, 2]
+
+
+def _report_files(out: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
+    tables = {path.name: pd.read_parquet(path) for path in sorted(out.glob("*.parquet")) if path.is_file()}
+    return _facts(out), {**tables, "timeshare.csv": pd.read_csv(out / "timeshare.csv")}
+
+
+def test_ranks_analysed_together_report_what_ranks_analysed_alone(
+    run: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file of the report — report.json, each table, the time shares — is the same (floats
+    within 1e-12: sums in another order) whether
+    the three ranks are analysed as one batch or one at a time (BATCH_RANKS = 1)."""
+    import kernel_atlas.analysis.ranks as ranks
+
+    together, alone = tmp_path / "together", tmp_path / "alone"
+    for out in (together, alone):
+        shutil.copytree(run["fleet"], out)
+    build_report(together, kernel_wait_us=KERNEL_WAIT_US, jobs=1)
+    monkeypatch.setattr(ranks, "BATCH_RANKS", 1)
+    build_report(alone, kernel_wait_us=KERNEL_WAIT_US, jobs=1)
+    (facts_a, tables_a), (facts_b, tables_b) = _report_files(together), _report_files(alone)
+    assert facts_a.pop("run_id") == facts_b.pop("run_id")
+    assert _close(facts_a, facts_b)
+    assert tables_a.keys() == tables_b.keys() and {"idle.parquet", "roofline.parquet"} <= tables_a.keys()
+    for name, table in tables_a.items():  # texts compared as texts (a dictionary column or not)
+        pd.testing.assert_frame_equal(
+            _texts(table), _texts(tables_b[name]), check_exact=False, rtol=1e-12, check_dtype=False, obj=name
+        )
+
+
+def _texts(table: pd.DataFrame) -> pd.DataFrame:
+    return table.astype({c: object for c in table.columns if table[c].dtype in ("category", "str", "string")})
+
+
+def _close(a: object, b: object) -> bool:
+    """Equal JSON values, floats within 1e-12 relative or 1e-9 absolute (µs: sums of the same
+    numbers in another order, and differences of such sums, such as the uncosted time)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-12, abs=1e-9)
+    return a == b
+
+
+@pytest.mark.parametrize("dataset", ["kernels.parquet", "host_events.parquet", "memory_events.parquet"])
+def test_every_dataset_of_the_fleet_opens_in_pandas(run: dict[str, Path], dataset: str) -> None:
+    """Rank 1's memory events name 177 module paths, rank 0's 75: with each file's index as narrow
+    as its own values, pandas cast rank 1's to rank 0's int8 and failed ("Integer value 128 not
+    in range")."""
+    frame = pd.read_parquet(run["fleet"] / dataset)
+    [(rows,)] = duckdb.sql(f"SELECT count(*) FROM read_parquet('{run['fleet'] / dataset}/*/*.parquet')").fetchall()
+    assert len(frame) == rows > 0 and sorted(frame["rank"].unique())[:2] == [0, 1]
 
 
 def test_waits_facts_of_two_ranks_by_hand() -> None:

@@ -61,6 +61,35 @@ def test_three_hundred_collective_names_and_dtypes_fit_their_columns(tmp_path: P
     assert set(frame["collective"].dropna()) == {f"coll_{i}" for i in range(300)}
 
 
+def test_a_later_rank_with_more_distinct_values_keeps_the_dataset_readable(tmp_path: Path, example) -> None:
+    """Rank 0 with a few collective names, rank 1 with 300: every rank file has the same index
+    type, so pandas and pyarrow.dataset read the whole kernels.parquet (a reader casts every file
+    to the first one's schema: an int8 index there failed on rank 1, "Integer value 128 not in
+    range")."""
+    import duckdb
+    import pyarrow.dataset as ds
+
+    wide = copy.deepcopy(example)
+    kernels = [e for e in wide["traceEvents"] if e.get("cat") == "kernel"]
+    for i in range(300):
+        kernel = copy.deepcopy(kernels[i % len(kernels)])
+        kernel["ts"] += 0.001 * (i + 1)
+        kernel["args"].update({"correlation": 10**7 + i, "Collective name": f"coll_{i}"})
+        wide["traceEvents"].append(kernel)
+    (tmp_path / "ranks").mkdir()
+    _write(tmp_path / "ranks", example, "run_rank0.json")
+    _write(tmp_path / "ranks", wide, "run_rank1.json")
+    assert cli("ingest", tmp_path / "ranks", "-o", tmp_path / "out", "-q").code == 0
+    frame = pd.read_parquet(tmp_path / "out" / "kernels.parquet")
+    assert sorted(frame["rank"].unique()) == [0, 1] and len(frame) == 2 * 61 + 300
+    assert frame["collective"].nunique() == 300
+    assert ds.dataset(tmp_path / "out" / "kernels.parquet", partitioning="hive").to_table().num_rows == 422
+    [(distinct,)] = duckdb.sql(
+        f"SELECT count(DISTINCT collective) FROM read_parquet('{tmp_path}/out/kernels.parquet/*/*.parquet')"
+    ).fetchall()
+    assert distinct == 300
+
+
 # --- odd digits ----------------------------------------------------------------------------------
 
 
