@@ -88,17 +88,21 @@ BATCH_ACTIVITIES = 50_000
 
 
 def rank_sizes(summary: dict[str, Any]) -> dict[int, float]:
-    """Each rank's GPU activities, from its traces' counts in summary.json; infinite where a
-    count is missing or is not a number."""
+    """Each rank's GPU activities, from its traces' counts per kind in summary.json (none: a trace
+    without GPU activity); infinite where a count is missing or is not a number."""
     traces = summary.get("traces")
     sizes: dict[int, float] = {}
     for trace in traces if isinstance(traces, list) else []:
         if not isinstance(trace, dict):
             continue
         kinds = trace.get("by_kind")
-        counts = [k.get("count") for k in kinds.values() if isinstance(k, dict)] if isinstance(kinds, dict) else []
-        known = [c for c in counts if isinstance(c, int | float) and not isinstance(c, bool)]
-        size = float(sum(known)) if known and len(known) == len(counts) else float("inf")
+        counts = (
+            [k.get("count") if isinstance(k, dict) else None for k in kinds.values()]
+            if isinstance(kinds, dict)
+            else [None]
+        )
+        known = [c for c in counts if isinstance(c, int | float) and not isinstance(c, bool) and c >= 0]
+        size = float(sum(known)) if len(known) == len(counts) else float("inf")
         rank = trace.get("rank")
         sizes[rank] = sizes.get(rank, 0.0) + size
     return sizes

@@ -82,4 +82,9 @@ def test_small_ranks_are_batched_by_count_and_size(monkeypatch: pytest.MonkeyPat
     shared = {"traces": [_trace(0, 60), _trace(0, 50), _trace(1, 1), _trace(2, 1)]}
     assert rank_batches(shared, [0, 1, 2]) == [[0], [1, 2]]
     assert rank_batches({}, [0, 1]) == [[0], [1]]  # no summary: every size unknown
+    # a trace without GPU activity (no kinds) counts 0; a count that is no number, or a kind
+    # without its count, is unknown
+    odd = [{"rank": 0, "by_kind": {}}, _trace(1, 99), {"rank": 2, "by_kind": {"kernel": {"count": -1}}}]
+    odd += [{"rank": 3, "by_kind": {"kernel": 5}}, {"rank": 4, "by_kind": {"kernel": {"count": "5"}}}, _trace(5, 1)]
+    assert rank_batches({"traces": odd}, list(range(6))) == [[0, 1], [2], [3], [4], [5]]
     assert rank_batches(tiny, []) == []
