@@ -166,7 +166,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
         if target.dtype.kind == "f" and isinstance(value, str):
             target = target.astype(object)
         target[done] = value
-        kernels[column] = target
+        kernels[column] = _texts(target, kernels.index) if target.dtype == object else target
 
 
 # where a collective's group size n came from (formula text by source)
