@@ -20,6 +20,7 @@ process_life.begin()  # before the libraries below load: they read what it sets
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
+from kernel_atlas.core import signals  # noqa: E402
 from kernel_atlas.core.errors import AtlasError, system_refusal  # noqa: E402
 from kernel_atlas.process_life import READER_GONE, leave, stdout_to_null, stop_workers  # noqa: E402
 from kernel_atlas.report.console import ReaderGone, terminal, write_stdout  # noqa: E402
@@ -105,7 +106,7 @@ def _one_line_errors(func: F) -> F:
     @wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if signal.getsignal(signal.SIGINT) is process_life.interrupted_quietly:  # loaded: Ctrl-C says "interrupted"
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, signals.interrupt)  # KeyboardInterrupt, recorded: `signals.received`
         try:
             # what saying an error needs, loaded first: a command that ran out of file
             # descriptors (`ulimit -n`) or memory could not import it then
@@ -150,6 +151,14 @@ def _one_line_errors(func: F) -> F:
                 leave(143)
             raise
         except Exception as exc:
+            signalled = signals.received()  # a library's own exception for the signal (DuckDB's "Query interrupted")
+            if signalled == signal.SIGINT:
+                err_console.print("interrupted")
+                leave(130)
+                raise typer.Exit(130) from None
+            if signalled is not None:
+                leave(128 + signalled)
+                raise SystemExit(128 + signalled) from None
             if os.environ.get("ATLAS_DEBUG"):
                 raise
             refusal = system_refusal(exc)

@@ -13,6 +13,7 @@ import sys
 import threading
 from typing import Any
 
+from kernel_atlas.core import signals
 from kernel_atlas.core.beside import few_processes
 
 READER_GONE = 141  # the exit status of a command killed by SIGPIPE, as the shell reports it
@@ -81,12 +82,9 @@ def terminate_as_exit() -> None:
     otherwise warned of leaked semaphores), its temporary files removed, no partial output named
     final (outputs are renamed into place only once whole)."""
 
-    def terminated(signum: int, frame: Any) -> None:
-        raise SystemExit(128 + signum)
-
     with contextlib.suppress(ValueError, OSError):  # not the main thread (an embedding caller)
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, terminated)
+            signal.signal(signal.SIGTERM, signals.terminate)  # recorded: `signals.received`
 
 
 SCRIPT = False  # set by `cli.main`: this process is the `atlas` command, not a caller's library

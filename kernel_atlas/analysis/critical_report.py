@@ -5,11 +5,14 @@ save end to end (`critical_path` of report.json, critical_path.parquet)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.critical_path import Graph, build_graph
@@ -86,14 +89,24 @@ def solve_paths(
     last_step_start: dict[int, float | None] | None = None,
     loaded: dict[int, pd.DataFrame] | None = None,
     graph_ready: Callable[[Graph], None] | None = None,
+    jobs: int = 1,
 ) -> SolvedPaths:
     """`analyse_output` but the what-if, which alone needs the roofline. `graph_ready(graph)`: told
     of the what-if's graph (one rank, the exact convention) as soon as it is built and its solver
-    set up, before its path is walked and described."""
+    set up, before its path is walked and described. `jobs`: processes that solve ranks that are
+    each solved alone (more than MAX_JOINT_RANKS), each its length; the longest is then solved
+    again here for its path."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
     exact = convention == "exact"
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
-    for rank in ranks:
+    solved = ranks
+    lengths = (
+        None if joint or loaded else _lengths_in_parallel(out_dir, ranks, window, convention, last_step_start, jobs)
+    )
+    if lengths is not None:  # the longest, the first of equals as below
+        per_rank = [{"rank": rank, "total_us": round(length, 3)} for rank, length in zip(ranks, lengths, strict=True)]
+        solved = [ranks[int(np.argmax(lengths))]]
+    for rank in solved:
         if loaded and rank in loaded:
             kernels = loaded[rank][[c for c in loaded[rank].columns if c in GRAPH_COLUMNS]]
         else:
@@ -111,7 +124,8 @@ def solve_paths(
             solves_exactly(graph)  # the solver's set-up, shared by the path and the what-if
             graph_ready(graph)
         path = longest_path(graph, graph.path_weight())
-        per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
+        if lengths is None:
+            per_rank.append({"rank": rank, "total_us": round(path.length_us, 3)})
         if joint:
             graphs[rank] = graph.without_causal_edges()  # joined at the collectives, solved once
             if sum(g.n_nodes for g in graphs.values()) > MAX_JOINT_NODES:  # memory: solve rank by rank
@@ -147,6 +161,49 @@ def solve_paths(
     return SolvedPaths(CriticalPathResult(segs, facts), causal)
 
 
+# ranks solved alone are solved in parallel (`jobs`) only when there are at least this many: a
+# pool's start costs more than a few ranks' paths
+PARALLEL_MIN_RANKS = 8
+
+
+def _lengths_in_parallel(
+    out_dir: Any,
+    ranks: list[int],
+    window: tuple[str, int] | None,
+    convention: str,
+    last_step_start: dict[int, float | None] | None,
+    jobs: int,
+) -> list[float] | None:
+    """Each rank's critical path length alone, ranks solved by `jobs` processes (each rank read,
+    built and solved in one of them: the memory of `jobs` ranks at a time); None where that does
+    not pay (one process, few ranks) or no process can be had — then they are solved in turn."""
+    if jobs < 2 or len(ranks) < PARALLEL_MIN_RANKS or not can_fork():
+        return None
+    cuts = [(last_step_start or {}).get(rank) for rank in ranks]
+    try:
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(ranks)))
+    except OSError:
+        return None
+    with pool:
+        chunk = max(1, len(ranks) // (4 * jobs))
+        solve = partial(_rank_length, out_dir, window=window, convention=convention)
+        try:
+            return list(pool.map(solve, ranks, cuts, chunksize=chunk))
+        except BrokenProcessPool:  # a process lost (killed for memory): solved in turn instead
+            return None
+
+
+def _rank_length(out_dir: Any, rank: int, cut: float | None, window: tuple[str, int] | None, convention: str) -> float:
+    """One rank's critical path length, its graph built as `solve_paths` builds it."""
+    kernels = load_kernels(out_dir, [rank], GRAPH_COLUMNS)
+    host = load_host_events(out_dir, rank)
+    exact = convention == "exact"
+    graph = build_graph(
+        kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut
+    )
+    return longest_path(graph, graph.path_weight()).length_us
+
+
 @dataclass
 class Finished(Generic[T]):
     value: T  # `finish`'s
@@ -164,6 +221,7 @@ class _PathQuestion:
     convention: str
     last_step_start: dict[int, float | None] | None
     loaded: dict[int, pd.DataFrame] | None  # kernel rows read before the question was asked
+    jobs: int = 1  # processes for ranks solved alone
 
     def solve(self, graph_ready: Callable[[Graph], None] | None = None) -> SolvedPaths:
         return solve_paths(
@@ -175,6 +233,7 @@ class _PathQuestion:
             self.last_step_start,
             self.loaded,
             graph_ready,
+            self.jobs,
         )
 
 
@@ -246,8 +305,9 @@ class CriticalPathJob(Generic[T]):
         events: int,
         finish: Callable[[CriticalPathResult], T],
         loaded: dict[int, pd.DataFrame] | None = None,
+        jobs: int = 1,
     ) -> None:
-        self._question = _PathQuestion(out_dir, ranks, window, collectives, convention, last_step_start, loaded)
+        self._question = _PathQuestion(out_dir, ranks, window, collectives, convention, last_step_start, loaded, jobs)
         self._finish = finish
         self._roofline: pd.DataFrame | None = None
         self._beside: Beside[Finished[T]] | None = None

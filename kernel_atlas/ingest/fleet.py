@@ -27,6 +27,7 @@ import pandas as pd
 from kernel_atlas.core.errors import AtlasError, system_refusal
 from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
+from kernel_atlas.core.signals import reraise_if_signalled
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import (
     CATALOG_ENTRIES,
@@ -330,6 +331,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
     except OSError as exc:  # the system said no (too many open files…): said as it said it
         return RankFailed(task.source, f"{exc.filename or task.source}: {os_problem(exc)}")
     except Exception as exc:  # one rank's bug must not stop the others: reported with its type
+        reraise_if_signalled(exc)  # a library's own exception for Ctrl-C or SIGTERM: the command ends
         refusal = system_refusal(exc)  # or the system refusing memory, or a module a file descriptor
         if refusal:
             return RankFailed(task.source, f"{task.source}: {refusal}")

@@ -166,15 +166,18 @@ def _build_report(
     trace_events = _trace_events(summary)
     finish = partial(_critical_outputs, out_dir=out_dir, run_id=output.run_id)
     loaded = {ranks[0]: load_kernels(out_dir, ranks=ranks)} if len(ranks) == 1 else None
-    job = CriticalPathJob(out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, loaded)
+    jobs = default_jobs(summary, ranks) if jobs is None else jobs  # for the analyses and the paths of small ranks
+    job = CriticalPathJob(
+        out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, loaded, jobs
+    )
     with job:
-        # one rank at a time (a single trace is one rank): the memory of one rank, whatever the fleet's size
+        # a rank, or a batch of small ranks, at a time: the memory of one rank whatever the fleet's size
         ranked = analyse_ranks(
             out_dir,
             ranks,
             device,
             world,
-            default_jobs(summary, ranks) if jobs is None else jobs,
+            jobs,
             options=WaitOptions(kernel_wait_us, short_kernel_us, like_hta),
             summary=summary,
             timeline_rank=stragglers[0]["rank"] if stragglers else None,

@@ -91,3 +91,27 @@ def test_random_fleets_report_the_same_in_batches_and_rank_by_rank(
         pd.testing.assert_frame_equal(
             _texts(table), _texts(tables_b[name]), check_exact=False, rtol=1e-12, check_dtype=False, obj=name
         )
+
+
+def test_ranks_solved_alone_in_parallel_give_the_paths_solved_in_turn(tmp_path: Path) -> None:
+    """More ranks than are joined (MAX_JOINT_RANKS): each rank's path is solved alone, by two
+    processes or in turn, and the longest (the first of equals) is the one described."""
+    from kernel_atlas.analysis.critical_ranks import MAX_JOINT_RANKS
+    from kernel_atlas.analysis.critical_report import solve_paths
+
+    rng = random.Random(5)
+    count = MAX_JOINT_RANKS + 6
+    (tmp_path / "traces").mkdir()
+    for rank in range(count):
+        doc = {"distributedInfo": {"rank": rank, "world_size": count}, "traceEvents": _rank_events(rng, rank)}
+        (tmp_path / "traces" / f"rank{rank}.json").write_text(json.dumps(doc))
+    assert cli("ingest", tmp_path / "traces", "-o", tmp_path / "out", "-q").code == 0
+    ranks_ = list(range(count))
+    in_turn = solve_paths(tmp_path / "out", ranks_, None, jobs=1).result
+    parallel = solve_paths(tmp_path / "out", ranks_, None, jobs=2).result
+    assert parallel.facts == in_turn.facts
+    pd.testing.assert_frame_equal(parallel.segments, in_turn.segments)
+    lengths = [r["total_us"] for r in in_turn.facts["per_rank"]]
+    assert [r["rank"] for r in in_turn.facts["per_rank"]] == ranks_ and max(lengths) > min(lengths) >= 0
+    assert in_turn.facts["rank"] == lengths.index(max(lengths)) and in_turn.facts["joint_ranks"] == 1
+    assert in_turn.facts["total_us"] == max(lengths)

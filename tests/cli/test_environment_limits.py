@@ -315,3 +315,21 @@ def test_ingest_as_a_user_allowed_seven_processes(tmp_path: Path) -> None:
         assert (folder / "out" / "summary.json").is_file()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize(("sig", "code", "said"), [("SIGTERM", 143, ""), ("SIGINT", 130, "interrupted")])
+def test_a_signal_a_library_turns_into_its_own_error_still_ends_the_command(
+    tmp_path: Path, sig: str, code: int, said: str
+) -> None:
+    """SIGTERM or Ctrl-C while DuckDB runs a query (the report's cross-rank view): DuckDB raises
+    its own `RuntimeError: Query interrupted` in place of the signal's exception, which was
+    reported as an internal error (exit 1). The signal is recorded where it is received."""
+    out = tmp_path / "out"
+    assert _run("ingest", EXAMPLE, "-o", out, "-q").returncode == 0
+    env = {k: v for k, v in os.environ.items() if k != "ATLAS_DEBUG"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")])
+    script = Path(__file__).resolve().parents[1] / "support" / "signal_in_query.py"
+    done = subprocess.run([sys.executable, str(script), sig, str(out)], capture_output=True, timeout=120, env=env)
+    err = done.stderr.decode()
+    assert done.returncode == code, err
+    assert err.strip() == said, err
