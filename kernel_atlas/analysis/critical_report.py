@@ -5,7 +5,7 @@ save end to end (`critical_path` of report.json, critical_path.parquet)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
@@ -26,7 +26,7 @@ from kernel_atlas.analysis.critical_ranks import (
 from kernel_atlas.analysis.critical_segments import breakdown_pct, segments, top_entries
 from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
-from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork
+from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, process_pool
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import load_kernels
 
@@ -181,16 +181,12 @@ def _lengths_in_parallel(
         return None
     cuts = [(last_step_start or {}).get(rank) for rank in ranks]
     try:
-        pool = ProcessPoolExecutor(max_workers=min(jobs, len(ranks)))
-    except OSError:
-        return None
-    with pool:
-        chunk = max(1, len(ranks) // (4 * jobs))
-        solve = partial(_rank_length, out_dir, window=window, convention=convention)
-        try:
+        with process_pool(min(jobs, len(ranks))) as pool:
+            chunk = max(1, len(ranks) // (4 * jobs))
+            solve = partial(_rank_length, out_dir, window=window, convention=convention)
             return list(pool.map(solve, ranks, cuts, chunksize=chunk))
-        except BrokenProcessPool:  # a process lost (killed for memory): solved in turn instead
-            return None
+    except (BrokenProcessPool, OSError):  # a process lost (killed for memory) or none to be had: in turn
+        return None
 
 
 def _rank_length(out_dir: Any, rank: int, cut: float | None, window: tuple[str, int] | None, convention: str) -> float:

@@ -17,7 +17,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from kernel_atlas.core.errors import AtlasError
@@ -119,6 +119,52 @@ def side_by_side(function: Callable[[A], T], items: Iterable[A], workers: int) -
                 yield future.result()
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+MANAGER_JOIN_S = 2.0  # the most a pool left by an exception waits for its manager thread
+
+
+@contextlib.contextmanager
+def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    """A pool of `workers` processes forked from this one, for the caller's work (the report's
+    ranks). Each ignores Ctrl-C — the terminal sends it to every process of the group, and a
+    worker interrupted inside the pool's queue lock left the caller waiting on the pool for ever
+    (a 1,000-rank report, Ctrl-C 8 s in) — dies at SIGTERM, and dies with its parent (killed,
+    or by the out-of-memory killer: it would wait for a task for ever). Left by an exception
+    (a task's error, Ctrl-C, SIGTERM), its processes are killed, not waited for."""
+    context = multiprocessing.get_context("fork")
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=_pool_worker, initargs=(os.getpid(),))
+    try:
+        yield pool
+        pool.shutdown(wait=True)  # here: Ctrl-C while it waits is the exception below too
+    except BaseException:
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # a private name, guarded
+        pool.shutdown(wait=False, cancel_futures=True)  # first: nothing more is sent to them
+        for process in processes:
+            with contextlib.suppress(Exception):
+                process.kill()
+        # its manager thread let wind down (it sees the processes gone): at the interpreter's exit,
+        # waking a manager thread that is closing its pipe meanwhile printed "OSError: Bad file
+        # descriptor" (CPython 3.11's `_python_exit`)
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if isinstance(manager, threading.Thread):
+            manager.join(MANAGER_JOIN_S)
+        raise
+
+
+def _pool_worker(parent: int) -> None:
+    """`process_pool`'s initializer: Ctrl-C ignored, SIGTERM the default (an end), and the end of
+    the parent an end too (Linux's PR_SET_PDEATHSIG)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent was gone before the death signal was asked for
+        os._exit(0)
 
 
 def start_thread(thread: threading.Thread) -> bool:

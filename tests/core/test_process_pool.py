@@ -1,0 +1,84 @@
+"""`core/beside.process_pool`: the report's worker processes end with the command — Ctrl-C to the
+process group (a worker interrupted inside the pool's queue lock left a 1,000-rank report
+waiting for ever), and SIGKILL of the parent (the out-of-memory killer)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork and PR_SET_PDEATHSIG")
+
+DRIVER = """
+import sys, time
+from kernel_atlas.core.beside import process_pool
+
+def work(x):
+    time.sleep(0.002)
+    return x
+
+if __name__ == "__main__":
+    try:
+        with process_pool(2) as pool:
+            print("mapping", flush=True)
+            list(pool.map(work, range(10**7), chunksize=20))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130)
+"""
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
+    script = tmp_path / "driver.py"
+    script.write_text(DRIVER)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == b"mapping"
+    time.sleep(0.5)
+    children = [int(pid) for pid in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
+    assert len(children) == 2
+    return proc, children
+
+
+def _gone(pids: list[int]) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = [Path(f"/proc/{p}/stat") for p in pids]
+        if all(not s.exists() or s.read_text().split(") ")[1].startswith("Z") for s in states):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_ctrl_c_to_the_group_ends_the_pool_at_once(tmp_path: Path, attempt: int) -> None:
+    proc, children = _start(tmp_path)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130 and err.decode().strip() == "interrupted", err
+    assert _gone(children)
+
+
+def test_the_workers_end_with_their_parent(tmp_path: Path) -> None:
+    proc, children = _start(tmp_path)
+    proc.kill()
+    proc.wait()
+    try:
+        assert _gone(children)
+    finally:
+        for pid in children:
+            if Path(f"/proc/{pid}").exists():
+                os.kill(pid, signal.SIGKILL)
