@@ -95,15 +95,19 @@ def leave(code: int) -> None:
     the interpreter's exit handlers — which join the pool's threads, waiting on reads the killed
     workers never answer — are not run (Ctrl-C or SIGTERM mid-ingest hung there for ever).
     Everything the command wrote is whole or renamed away already (its `finally` blocks ran)."""
+    if not SCRIPT:
+        return
+    # the pools' objects, torn down by other threads as the command ends, may fail in their
+    # `__del__` or exit hooks ("Exception ignored in: ...": CPython 3.11's process pool woke a
+    # manager thread that was closing its pipe, `OSError: Bad file descriptor`): nothing of
+    # this command's own
+    sys.unraisablehook = lambda unraisable: None
     workers = sys.modules.get("kernel_atlas.ingest.workers")
-    if not SCRIPT or workers is None or not workers.started_any():
+    if workers is None or not workers.started_any():
         return
     for sig in (signal.SIGINT, signal.SIGTERM):  # leaving already: a second Ctrl-C changes nothing
         with contextlib.suppress(ValueError, OSError):
             signal.signal(sig, signal.SIG_IGN)
-    # the pool's objects, torn down by other threads as the workers go, may fail in their
-    # `__del__` ("Exception ignored in: ..."): nothing of this command's own
-    sys.unraisablehook = lambda unraisable: None
     workers.end_for_exit()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
