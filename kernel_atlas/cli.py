@@ -122,6 +122,8 @@ def _one_line_errors(func: F) -> F:
                 if not isinstance(exc, typer.Exit) or exc.exit_code:
                     stop_workers()  # a failed command's workers still starting would say so themselves
                 _say_what_waited(said=not failed)  # a command's own exit code (diff's 3) is no failure
+                if isinstance(exc, Exception):  # a library's own error for a signal (DuckDB's "Query interrupted"):
+                    signals.reraise_if_signalled(exc)  # the signal's, ended below as it ends
                 raise
             _say_what_waited(said=True)
             return done
@@ -151,14 +153,6 @@ def _one_line_errors(func: F) -> F:
                 leave(143)
             raise
         except Exception as exc:
-            signalled = signals.received()  # a library's own exception for the signal (DuckDB's "Query interrupted")
-            if signalled == signal.SIGINT:
-                err_console.print("interrupted")
-                leave(130)
-                raise typer.Exit(130) from None
-            if signalled is not None:
-                leave(128 + signalled)
-                raise SystemExit(128 + signalled) from None
             if os.environ.get("ATLAS_DEBUG"):
                 raise
             refusal = system_refusal(exc)

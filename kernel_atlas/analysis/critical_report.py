@@ -117,9 +117,7 @@ def solve_paths(
         cut = (last_step_start or {}).get(rank)
         # the exact graph is built once with the what-if's causal edges, then solved as if without
         # them (they weigh -inf in `path_weight`): one graph, one solver set-up for the path and the what-if
-        graph = build_graph(
-            kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut
-        )
+        graph = _rank_graph(kernels, host, window, convention, cut)
         if graph_ready is not None and exact and len(ranks) == 1:
             solves_exactly(graph)  # the solver's set-up, shared by the path and the what-if
             graph_ready(graph)
@@ -191,13 +189,18 @@ def _lengths_in_parallel(
 
 def _rank_length(out_dir: Any, rank: int, cut: float | None, window: tuple[str, int] | None, convention: str) -> float:
     """One rank's critical path length, its graph built as `solve_paths` builds it."""
-    kernels = load_kernels(out_dir, [rank], GRAPH_COLUMNS)
-    host = load_host_events(out_dir, rank)
-    exact = convention == "exact"
-    graph = build_graph(
-        kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut
+    graph = _rank_graph(
+        load_kernels(out_dir, [rank], GRAPH_COLUMNS), load_host_events(out_dir, rank), window, convention, cut
     )
     return longest_path(graph, graph.path_weight()).length_us
+
+
+def _rank_graph(
+    kernels: pd.DataFrame, host: pd.DataFrame | None, window: tuple[str, int] | None, convention: str, cut: float | None
+) -> Graph:
+    """One rank's graph as its path is solved (exact: zero-weight launches and the causal edges)."""
+    exact = convention == "exact"
+    return build_graph(kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut)
 
 
 @dataclass

@@ -131,11 +131,12 @@ def kernel_views(kernels: pd.DataFrame, timeline_rank: int | None = None) -> Ker
     ranks = kernels["rank"].to_numpy() if "rank" in kernels else np.zeros(0)
     if len(ranks) and (ranks[1:] != ranks[:-1]).any():
         present, first = np.unique(ranks, return_index=True)
-        if timeline_rank in present.tolist():
+        in_order = present[np.argsort(first)].tolist()
+        if timeline_rank in in_order:
             chosen = timeline_rank
         else:  # each rank's GPU time summed as `timeline_of` sums it: over its own rows
-            sums = [float(kernels["dur_us"].iloc[ranks == r].sum()) for r in present[np.argsort(first)].tolist()]
-            chosen = present[np.argsort(first)][int(np.argmax(sums))]
+            sums = [float(kernels["dur_us"].iloc[ranks == r].sum()) for r in in_order]
+            chosen = in_order[int(np.argmax(sums))]
         rows = kernels[ranks == chosen]
     return KernelViews(module_times(kernels), step_times(kernels), timeline_of(rows))
 
