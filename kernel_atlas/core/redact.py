@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from kernel_atlas.core.texts import trie_pattern
+
+if TYPE_CHECKING:  # pandas is imported where a frame is redacted: saying an error never waits for it
+    import pandas as pd
 
 REDACTED = "<redacted>"
 
@@ -299,6 +301,8 @@ def _replaced(value: Any, changed: dict[str, str]) -> Any:
 def redact_frame(frame: pd.DataFrame) -> int:
     """Redact the string columns of `frame` in place (categoricals: only their distinct values);
     returns how many distinct values were redacted."""
+    import pandas as pd
+
     redacted = 0
     for column in frame.columns:
         series = frame[column]
@@ -328,6 +332,8 @@ def _redact_texts(frame: pd.DataFrame, column: str) -> int:
     """A column of texts redacted in place, each distinct text checked once (a column repeating
     one value, the trace's name on every memory event, is one check, not one per row); returns
     how many rows changed."""
+    import pandas as pd
+
     series = frame[column]
     values = series.to_numpy()
     try:

@@ -10,11 +10,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
+
+if TYPE_CHECKING:  # imported where a frame is read: saying an error (`core.redact`) never waits for pandas
+    import pandas as pd
 
 # the longest a user's regular expression may take over all the texts it is tried on: Python's
 # `re` backtracks, and `(.*.*)*Q$` on one 40-character name runs for hours
@@ -41,6 +44,8 @@ WAS = ("was", "were")
 
 def name_mask(values: pd.Series, test: Callable[[str], object]) -> np.ndarray:
     """`test(text)` per row of a string or categorical column, evaluated once per distinct text."""
+    import pandas as pd
+
     cat = values.astype("category") if not isinstance(values.dtype, pd.CategoricalDtype) else values
     codes = cat.cat.codes.to_numpy()
     hit = np.array([bool(test(str(c))) for c in cat.cat.categories], dtype=bool)

@@ -37,7 +37,7 @@ import math
 import re
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -577,37 +577,73 @@ def _max_edits(n: int, m: int) -> int:
     return max(MIN_EDITS, math.ceil(EDIT_SHARE * max(n, m)))
 
 
-def _same_sequences(captured: list[_Captured]) -> dict[bytes, list[int]]:
+class _Sequences:
     """The captured graphs by the sequence they launch (`key`), each group in graph order: a
-    replayed sequence is aligned with each sequence once, whatever the graphs that share it."""
-    groups: dict[bytes, list[int]] = {}
-    for g, cap in enumerate(captured):
-        groups.setdefault(cap.key, []).append(g)
-    return groups
+    replayed sequence is aligned with each sequence once, whatever the graphs that share it.
+
+    A sequence whose launches all name their kernels pairs only with replayed items of those
+    names (`_same`), so a replayed sequence on one stream is aligned only with the sequences that
+    share a kernel name with it or have an unnamed launch (`may_pair`); the others would cost
+    all their edits and place nothing (`shortest_other`). 1,000 replayed one-kernel graphs were
+    each aligned with all 35,000 distinct sequences of 50,000 named one-launch graphs."""
+
+    def __init__(self, captured: list[_Captured]):
+        self.groups: dict[bytes, list[int]] = {}
+        for g, cap in enumerate(captured):
+            self.groups.setdefault(cap.key, []).append(g)
+        self.position = {key: p for p, key in enumerate(self.groups)}
+        self.unnamed: list[bytes] = []  # a launch names no kernel (or none at all): any replay may pair
+        self.by_name: dict[int, list[bytes]] = {}
+        self.named: list[tuple[int, int, bytes]] = []  # (length, position, key), shortest first
+        for key, members in self.groups.items():
+            names = captured[members[0]].items.name
+            if not names or min(names) < 0:
+                self.unnamed.append(key)
+                continue
+            for name in set(names):
+                self.by_name.setdefault(name, []).append(key)
+            self.named.append((len(names), self.position[key], key))
+        self.named.sort()
+
+    def may_pair(self, names: Iterable[int]) -> list[bytes]:
+        """The sequences a replayed sequence of these kernel names may pair items with, in order."""
+        keys = set(self.unnamed)
+        for name in names:
+            keys.update(self.by_name.get(name, ()))
+        return sorted(keys, key=self.position.__getitem__)
+
+    def shortest_other(self, tried: set[bytes]) -> int | None:
+        """The length of the shortest named sequence not `tried`, None when every one was."""
+        return next((length for length, _, key in self.named if key not in tried), None)
+
+
+Aligned = tuple[bytes, int, tuple[tuple[int, int], ...]]  # a captured sequence, its edits, its trusted pairs
 
 
 def _fits(
     r: _Items,
     stream: list[int],
     captured: list[_Captured],
-    sequences: dict[bytes, list[int]],
-    decided: dict[Any, tuple[list[_Fit], str]] | None = None,
-) -> tuple[list[_Fit], str]:
+    sequences: _Sequences,
+    decided: dict[Any, _Best] | None = None,
+) -> _Choice:
     """The best-fitting captured graphs for one replayed sequence (several only when they would
-    give identical shapes), or no fit and why. `sequences`: `_same_sequences(captured)` — a
-    replayed sequence is bounded and aligned once per captured sequence, whatever the graphs
-    that share it. `decided`: the choice among the graphs, kept by what it depends on (each
-    sequence's alignment and the replayed grids it pairs) — 1,000 replayed sequences met the
-    same 50,000 one-launch graphs, a choice among all 50,000 each time."""
+    give identical shapes), or no fit and why. `sequences`: the captured sequences — a replayed
+    sequence is bounded and aligned once per captured sequence it may pair with, whatever the
+    graphs that share it. `decided`: the graphs ranked best, kept by the alignments they come from
+    (`_Best`), so that replayed sequences aligned alike share one ranking — 1,000 replayed
+    sequences of distinct grids met the same 50,000 one-launch graphs, a ranking of all 50,000
+    each time."""
     n = len(r)
     kinds = Counter(r.kind)
     names = Counter(r.name)
     several_streams = len(set(stream)) > 1
     decided = {} if decided is None else decided
-    aligned: list[tuple[bytes, int, tuple[tuple[int, int], ...]]] = []
+    aligned: list[Aligned] = []
     unplaced = streams_unnamed = False
-    for key, members in sequences.items():
-        cap = captured[members[0]]
+    tried = list(sequences.groups) if several_streams else sequences.may_pair(names)
+    for key in tried:
+        cap = captured[sequences.groups[key][0]]
         limit = _max_edits(n, len(cap.items))
         if cap.fewest_edits(kinds, names) > limit:
             continue
@@ -626,62 +662,106 @@ def _fits(
             unplaced = True
             continue
         aligned.append((key, found[0], tuple(pairs)))
+    if not several_streams and not unplaced:
+        # a sequence sharing no kernel name aligns as all edits (n + m): within the bound, one
+        # that places nothing, as the shortest such sequence says
+        m = sequences.shortest_other(set(tried))
+        unplaced = m is not None and n + m <= min(_max_edits(n, m), MAX_ALIGN_EDITS)
     if not aligned:
         # graph by graph, a sequence none of whose launches could be placed said so last; graphs
         # on several streams that name no kernels said so only if nothing had been said before
-        return [], WHY_UNPLACED if unplaced else (WHY_STREAMS if streams_unnamed else WHY_NO_FIT)
-    paired = sorted({i for _, _, pairs in aligned for i, _ in pairs})
-    choice = (n, tuple(aligned), tuple(r.grid[i] for i in paired))
-    if choice not in decided:
-        decided[choice] = _choose(choice, r, captured, sequences)
-    return decided[choice]
+        return _Choice([], WHY_UNPLACED if unplaced else (WHY_STREAMS if streams_unnamed else WHY_NO_FIT))
+    alignments = (n, tuple(aligned))
+    if alignments not in decided:
+        decided[alignments] = _Best(n, aligned, captured, sequences)
+    return decided[alignments].choice(r)
 
 
-def _choose(
-    choice: tuple[int, tuple[tuple[bytes, int, tuple[tuple[int, int], ...]], ...], tuple[int, ...]],
-    r: _Items,
-    captured: list[_Captured],
-    sequences: dict[bytes, list[int]],
-) -> tuple[list[_Fit], str]:
-    """`_fits`' choice among the graphs of the sequences aligned: the fewest edits, then the most
-    pairs, equals in graph order; equals that give different shapes settled by grid hints, or
-    none (ambiguous)."""
-    n, aligned, _ = choice
-    ranked = min((edits, -len(pairs)) for _, edits, pairs in aligned)
-    best = []
-    for key, edits, pairs in aligned:
-        if (edits, -len(pairs)) != ranked:
-            continue
-        for g in sequences[key]:
-            content = [-1] * n
-            for i, j in pairs:
-                content[i] = captured[g].content[j]
-            best.append(_Fit(g, edits, list(pairs), tuple(content)))
-    best.sort(key=lambda fit: fit.graph)
-    if len({fit.content for fit in best}) > 1:
-        best = _by_grid_hints(best, r, captured)
-        if len({fit.content for fit in best}) > 1:
-            return [], WHY_AMBIGUOUS
-    return best, ""
+class _Choice:
+    """What a replayed sequence matches: equally good fits that give identical shapes, in graph
+    order (repeated pieces of a piecewise graph), or none and `why`."""
+
+    def __init__(self, fits: list[_Fit], why: str = ""):
+        self.fits = fits
+        self.why = why
+        self._numbers: dict[str, list[tuple[int, int]]] | None = None  # source → (number, position), sorted
+
+    def next_in_order(self, graphs: Sequence[CapturedGraph], last_matched: dict[str, int]) -> _Fit:
+        """The first fit after the last graph matched from the same capture, wrapping around (of
+        equal numbers, the first fit): the fits' numbers are sorted once per capture file, and
+        each replay looks its capture's next one up (50,000 equal fits were looked at one by one
+        for every replayed graph)."""
+        if len(self.fits) == 1:
+            return self.fits[0]
+        if self._numbers is None:
+            numbers: dict[str, list[tuple[int, int]]] = {}
+            for position, fit in enumerate(self.fits):
+                graph = graphs[fit.graph]
+                numbers.setdefault(graph.source, []).append((graph.number, position))
+            self._numbers = {source: sorted(entries) for source, entries in numbers.items()}
+        candidates = []
+        for source, entries in self._numbers.items():
+            after = bisect.bisect_right(entries, (last_matched.get(source, 0), math.inf))  # first number past it
+            wrapped = after == len(entries)
+            number, position = entries[0 if wrapped else after]
+            candidates.append((wrapped, number, position))
+        return self.fits[min(candidates)[2]]
 
 
-def _by_grid_hints(fits: list[_Fit], r: _Items, captured: list[_Captured]) -> list[_Fit]:
-    """Equally good fits that would give different shapes (two batch sizes, no kernel names):
-    keep the one whose Inductor launches imply the replayed grids — at least 90% of its hinted
-    pairs agree and no other fit has as many agreeing — else all of them (ambiguous)."""
+class _Best:
+    """The graphs of the best alignments — the fewest edits, then the most pairs — each as a fit,
+    in graph order: what `_fits` chooses among. When they would give different shapes, the grids
+    Inductor launches imply settle it (`choice`): only the replayed grids that some fit has a
+    hint for matter, and fits with the same hinted pairs score alike, so the outcome is kept per
+    those grids and scored per distinct hints, not per graph."""
 
-    def agreement(fit: _Fit) -> tuple[int, int]:
-        hints = captured[fit.graph].grid_hint
-        hinted = [(i, j) for i, j in fit.pairs if hints[j] >= 0 and r.grid[i] >= 0]
-        return sum(hints[j] == r.grid[i] for i, j in hinted), len(hinted)
+    def __init__(self, n: int, aligned: list[Aligned], captured: list[_Captured], sequences: _Sequences):
+        ranked = min((edits, -len(pairs)) for _, edits, pairs in aligned)
+        fits = []
+        for key, edits, pairs in aligned:
+            if (edits, -len(pairs)) != ranked:
+                continue
+            shared = list(pairs)  # one list for every graph of the sequence: never changed
+            for g in sequences.groups[key]:
+                content = [-1] * n
+                for i, j in pairs:
+                    content[i] = captured[g].content[j]
+                fits.append(_Fit(g, edits, shared, tuple(content)))
+        fits.sort(key=lambda fit: fit.graph)
+        self.fits = fits
+        self.settled = _Choice(fits) if len({fit.content for fit in fits}) == 1 else None
+        # hinted pairs (replayed item, implied grid) → how many fits have them, and the first
+        self.hints: dict[tuple[tuple[int, int], ...], tuple[int, _Fit]] = {}
+        for fit in fits if self.settled is None else ():
+            grid_hint = captured[fit.graph].grid_hint
+            hints = tuple((i, grid_hint[j]) for i, j in fit.pairs if grid_hint[j] >= 0)
+            count, first = self.hints.get(hints, (0, fit))
+            self.hints[hints] = (count + 1, first)
+        self.hinted = sorted({i for hints in self.hints for i, _ in hints})
+        self.by_grids: dict[tuple[int, ...], _Choice] = {}
 
-    scores = [agreement(fit) for fit in fits]
-    best = max(range(len(fits)), key=lambda k: scores[k][0])
-    agree, hinted = scores[best]
-    unique = sum(score[0] == agree for score in scores) == 1
-    if hinted and agree >= 0.9 * hinted and unique:
-        return [fits[best]]
-    return fits
+    def choice(self, r: _Items) -> _Choice:
+        if self.settled is not None:
+            return self.settled
+        grids = tuple(r.grid[i] for i in self.hinted)
+        if grids not in self.by_grids:
+            self.by_grids[grids] = self._by_grid_hints(r)
+        return self.by_grids[grids]
+
+    def _by_grid_hints(self, r: _Items) -> _Choice:
+        """Equally good fits that would give different shapes (two batch sizes, no kernel names):
+        the one whose Inductor launches imply the replayed grids — at least 90% of its hinted
+        pairs agree and no other fit has as many agreeing — else none (ambiguous)."""
+        scores = []  # (agreeing, hinted, fits alike, first of them), per distinct hints
+        for hints, (count, first) in self.hints.items():
+            known = [(i, grid) for i, grid in hints if r.grid[i] >= 0]
+            scores.append((sum(grid == r.grid[i] for i, grid in known), len(known), count, first))
+        agree = max(score[0] for score in scores)
+        alike = [score for score in scores if score[0] == agree]
+        _, hinted, count, fit = alike[0]
+        if hinted and agree >= 0.9 * hinted and len(alike) == 1 and count == 1:
+            return _Choice([fit])
+        return _Choice([], WHY_AMBIGUOUS)
 
 
 @dataclass
@@ -802,8 +882,8 @@ def _attach(
         for column in ("kind", "name", "grid", "block")
     }
     kind_of_row = {r: _replayed_kind(str(k), str(replayed["name"][r])) for r, k in replayed["kind"].items()}
-    results: dict[bytes, tuple[list[_Fit], str]] = {}
-    sequences, decided = _same_sequences(captured), {}
+    results: dict[bytes, _Choice] = {}
+    sequences, decided = _Sequences(captured), {}
     last_matched: dict[str, int] = {}
     next_op_id = int(linked.cpu_op_id.max(initial=-1)) + 1
     attached: list[int] = []  # rows given a captured launch, and what they get
@@ -820,11 +900,11 @@ def _attach(
         key = np.array([r.kind, r.name, r.grid, r.block, stream], dtype=np.int64).tobytes()
         if key not in results:
             results[key] = _fits(r, stream, captured, sequences, decided)
-        fits, why = results[key]
-        if not fits:
-            facts.unmatched[why] = facts.unmatched.get(why, 0) + 1
+        choice = results[key]
+        if not choice.fits:
+            facts.unmatched[choice.why] = facts.unmatched.get(choice.why, 0) + 1
             continue
-        fit = _next_in_order(fits, graphs, last_matched)
+        fit = choice.next_in_order(graphs, last_matched)
         graph = graphs[fit.graph]
         last_matched[graph.source] = graph.number
         facts.matched += 1
@@ -846,19 +926,6 @@ def _attach(
     for column, values in texts.items():
         setattr(linked, column, set_rows(getattr(linked, column), attached, values))
     linked.link = set_rows(linked.link, attached, [LINK_GRAPH_CAPTURE] * len(attached))
-
-
-def _next_in_order(fits: list[_Fit], graphs: Sequence[CapturedGraph], last_matched: dict[str, int]) -> _Fit:
-    """Among equally good fits with identical shapes (repeated pieces of a piecewise graph), the
-    first one after the last graph matched from the same capture, wrapping around."""
-    if len(fits) == 1:
-        return fits[0]
-
-    def order(fit: _Fit) -> tuple[int, int]:
-        graph = graphs[fit.graph]
-        return (graph.number <= last_matched.get(graph.source, 0), graph.number)
-
-    return min(fits, key=order)
 
 
 def graph_summary_line(graphs: dict[str, Any] | None) -> str | None:

@@ -396,11 +396,31 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     return Path(path)
 
 
+# Parquet schemas read, by file and what `stat` says of it: a report of a fleet asked each rank
+# file's schema four times (checking it, its values, reading its kernels), each a footer read
+_SCHEMAS: dict[tuple[str, int, int, int, int], pa.Schema] = {}
+_SCHEMAS_KEPT = 4096
+
+
 def _schema(path: str | Path) -> pa.Schema:
+    """A Parquet file's schema; a file not replaced or changed since it was last read (the same
+    inode, device, size and modification time) is not read again."""
     try:
-        return pq.read_schema(path)
+        info = os.stat(path)
+        key = (os.fspath(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    except (OSError, TypeError):  # not a local file (a URL): read
+        key = None
+    if key is not None and key in _SCHEMAS:
+        return _SCHEMAS[key]
+    try:
+        schema = pq.read_schema(path)
     except (pa.ArrowException, OSError) as exc:
         raise AtlasError(path, f"not a Parquet file ({_first_line(exc)})") from None
+    if key is not None:
+        if len(_SCHEMAS) >= _SCHEMAS_KEPT:
+            _SCHEMAS.clear()
+        _SCHEMAS[key] = schema
+    return schema
 
 
 def table_run(path: str | Path) -> str | None:
