@@ -526,3 +526,24 @@ def test_a_summary_field_of_another_type_is_named_in_words(tmp_path: Path, key: 
     summary["traces"][0][key] = value
     (out / "summary.json").write_text(json.dumps(summary))
     assert_one_line_error(cli("report", out), f"not a summary of `atlas ingest`: {words} (re-run")
+
+
+def test_a_rank_file_replaced_after_it_was_read_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rank file's schema is read once per process (`outputs._schema`: a report asked for it
+    four times); a file doctored at the same path after that — a column dropped — is read again
+    and refused, in the same process."""
+    out = _ingest(trace_path(A100), tmp_path / "out")
+    reads: list[str] = []
+    read_schema = pq.read_schema
+    monkeypatch.setattr(outputs.pq, "read_schema", lambda path, *a, **k: reads.append(str(path)) or read_schema(path))
+    opened = open_output(out)
+    outputs.load_kernels(out)
+    (rank_file,) = [file for files in opened.files.values() for file in files]
+    assert reads == [str(rank_file)]  # checked, values checked, kernels read: one footer read
+    table = pq.read_table(rank_file)
+    doctored = table.drop_columns(["launcher"]).replace_schema_metadata(table.schema.metadata)
+    pq.write_table(doctored, tmp_path / "doctored.parquet")
+    os.replace(tmp_path / "doctored.parquet", rank_file)
+    with pytest.raises(AtlasError, match="launcher"):
+        open_output(out)
+    assert reads == [str(rank_file)] * 2
