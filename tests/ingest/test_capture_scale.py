@@ -83,32 +83,29 @@ def _matched_graphs(frame: pd.DataFrame, first_correlation: int = 100) -> list[i
     return [(int(c) - first_correlation - 3) // 4 + 1 for c in kernels["capture_correlation"]]
 
 
+def _counted(monkeypatch: pytest.MonkeyPatch, name: str) -> list[int]:
+    """How many times `capture.<name>` is called from now on (a one-element list)."""
+    calls = [0]
+    original = getattr(capture, name)
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(capture, name, counted)
+    return calls
+
+
 @pytest.fixture
 def fits_made(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many candidate fits the matcher builds (one per captured graph it ranks)."""
-    made = [0]
-    original = capture._Fit
-
-    def counted(*args: object, **kwargs: object) -> object:
-        made[0] += 1
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(capture, "_Fit", counted)
-    return made
+    return _counted(monkeypatch, "_Fit")
 
 
 @pytest.fixture
 def alignments(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many (replayed sequence, captured sequence) alignments the matcher runs."""
-    done = [0]
-    original = capture._diff
-
-    def counted(*args: object, **kwargs: object) -> object:
-        done[0] += 1
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(capture, "_diff", counted)
-    return done
+    return _counted(monkeypatch, "_diff")
 
 
 def test_equal_graphs_are_ranked_once_and_taken_in_order(tmp_path: Path, fits_made: list[int]) -> None:
