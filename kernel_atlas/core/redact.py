@@ -128,21 +128,29 @@ _INVISIBLE = dict.fromkeys(
 )
 
 
-def _revealed(text: str) -> str | None:
-    """`text` as it reads, its hiding characters gone (`_INVISIBLE`); None when that is `text`."""
+# a run of characters between two word characters that holds no white space (`pa\0ss`)
+_INSIDE_WORD = re.compile(r"(?<=\w)[^\w\s]+(?=\w)")
+
+
+def _hidden_credential(text: str) -> bool:
+    """Whether `text` as it reads holds a credential the expression does not see in it: folded by
+    NFKC, with its hiding characters (`_INVISIBLE`) gone — all of them, or only those inside a
+    word (a key hidden by a NUL, `pa\0ssword`, before a value that is itself invisible: gone
+    with the rest, `password: ` is no credential, but `password: \x08` is one)."""
     if text.isascii() and text.isprintable():
-        return None
-    shown = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
-    return None if shown == text else shown
+        return False
+    folded = unicodedata.normalize("NFKC", text)
+    shown = folded.translate(_INVISIBLE)
+    if shown != text and CREDENTIAL.search(shown):
+        return True
+    inside = _INSIDE_WORD.sub(lambda run: run.group().translate(_INVISIBLE), folded)
+    return inside != text and CREDENTIAL.search(inside) is not None
 
 
 def holds_credential(text: str) -> bool:
     """Whether `text` holds a credential-shaped part, also one hidden by characters that do not
-    show (`_revealed`)."""
-    if CREDENTIAL.search(text):
-        return True
-    shown = _revealed(text)
-    return shown is not None and CREDENTIAL.search(shown) is not None
+    show (`_hidden_credential`)."""
+    return CREDENTIAL.search(text) is not None or _hidden_credential(text)
 
 
 def json_holds_credential(compact: str) -> bool:
@@ -194,10 +202,9 @@ def redact_text(text: str) -> str:
         return text
     if CREDENTIAL.search(text):
         text = CREDENTIAL.sub(_redacted, text)
-    shown = _revealed(text)
     # a credential that only shows once hiding characters are gone (`ghp_\0…`, `ｇｈｐ_…`): where
     # it lies in `text` is not known, so all of it goes
-    return REDACTED if shown is not None and CREDENTIAL.search(shown) else text
+    return REDACTED if _hidden_credential(text) else text
 
 
 def _redacted(match: re.Match[str]) -> str:

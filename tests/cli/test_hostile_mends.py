@@ -357,6 +357,10 @@ def test_url_passwords_are_redacted(url: str, kept: str) -> None:
         ("gemm " + "ghp_\u0000" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "<redacted>"),
         ("\uff47\uff48\uff50_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", "<redacted>"),  # full-width ｇｈｐ_
         ("gh\u200bp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8 x", "<redacted>"),  # a zero-width space
+        # a NUL inside the key, the value itself a control character (found by the property test
+        # `test_the_quick_check_passes_every_ascii_credential_to_the_expression`): with every
+        # hiding character gone the value went too, and `password: ` is no credential
+        ("pa\u0000ssword: \u0008", "<redacted>"),
         # what stays: a count named token, a flag with no value, token counts in kernel names,
         # names with such characters and no credential
         ("gemm\u0000kernel \uff47\uff45\uff4d\uff4d ge\u200bmm", None),
