@@ -34,6 +34,7 @@ import os
 import re
 import stat
 import uuid
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -597,6 +598,9 @@ def _family(kind: pa.DataType) -> str:
     return str(kind)
 
 
+_KERNEL_FAMILIES = {name: _family(kind) for name, kind in KERNEL_COLUMNS.items()}
+
+
 def _check_kind(path: Path, name: str, found: str, wanted: str) -> None:
     """A column of `found` kind where `wanted` belongs (integers may stand for floats; an
     all-null column fits anything)."""
@@ -607,20 +611,21 @@ def _check_kind(path: Path, name: str, found: str, wanted: str) -> None:
 def check_kernels_schema(schema: pa.Schema, path: Path, required: Sequence[str] = REQUIRED_COLUMNS) -> None:
     """A kernels table's columns: the `required` ones present, every known one of its declared
     kind (integers may stand for floats; an all-null column fits anything)."""
-    missing = [name for name in required if name not in schema.names]
+    names = schema.names  # a new list at each access: read once (a fleet's report checks every rank file)
+    present = set(names)
+    missing = [name for name in required if name not in present]
     if missing:
         raise AtlasError(
             path,
             f"not a kernels table of this `atlas ingest` (no column {', '.join(missing)}): written by another "
             "version or by other means; run `atlas ingest` again",
         )
-    twice = sorted({name for name in schema.names if schema.names.count(name) > 1})
+    twice = sorted(name for name, count in Counter(names).items() if count > 1)
     if twice:
         raise AtlasError(path, f"column {', '.join(twice)} written more than once, which `atlas ingest` never does")
-    for name in schema.names:
-        if name not in KERNEL_COLUMNS:
-            continue
-        _check_kind(path, name, _family(schema.field(name).type), _family(KERNEL_COLUMNS[name]))
+    for name, kind in zip(names, schema.types, strict=True):
+        if name in _KERNEL_FAMILIES:
+            _check_kind(path, name, _family(kind), _KERNEL_FAMILIES[name])
 
 
 def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atlas ingest") -> pa.Table:
