@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -547,3 +548,57 @@ def test_a_rank_file_replaced_after_it_was_read_is_read_again(tmp_path: Path, mo
     with pytest.raises(AtlasError, match="launcher"):
         open_output(out)
     assert reads == [str(rank_file)] * 2
+
+
+def _fleet(tmp_path: Path, ranks: int) -> tuple[Path, list[Path]]:
+    """`ranks` one-rank copies of the A100 trace ingested into one run; its rank files in order."""
+    events = raw_events(A100)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    for rank in range(ranks):
+        doc = {"distributedInfo": {"rank": rank, "world_size": ranks}, "traceEvents": events}
+        (traces / f"t{rank}.json").write_text(json.dumps(doc))
+    out = _ingest(traces, tmp_path / "out")
+    files = [file for _, files in sorted(open_output(out).files.items()) for file in files]
+    assert len(files) == ranks
+    return out, files
+
+
+def _rewrite(path: Path, table: pa.Table) -> None:
+    pq.write_table(table.replace_schema_metadata(pq.read_schema(path).metadata), path)
+
+
+@pytest.mark.parametrize("first", ["values", "schema"])
+def test_rank_files_checked_side_by_side_refuse_the_first_bad_one_in_order(tmp_path: Path, first: str) -> None:
+    """A run's rank files are checked on every CPU; of two doctored files (a negative duration,
+    a column dropped) the one of the lower rank is named, whichever check it fails."""
+    out, files = _fleet(tmp_path, 4)
+    negative = pq.read_table(files[1] if first == "values" else files[2])
+    durations = negative.column("dur_us").to_numpy().copy()
+    durations[0] = -5.0
+    dropped = pq.read_table(files[2] if first == "values" else files[1]).drop_columns(["launcher"])
+    _rewrite(
+        files[1] if first == "values" else files[2],
+        negative.set_column(negative.schema.get_field_index("dur_us"), "dur_us", pa.array(durations)),
+    )
+    _rewrite(files[2] if first == "values" else files[1], dropped)
+    with pytest.raises(AtlasError) as refused:
+        open_output(out)
+    assert refused.value.source == str(files[1])
+    assert ("negative, NaN or huge duration" if first == "values" else "no column launcher") in refused.value.problem
+
+
+def test_rank_files_are_checked_at_the_same_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two rank files' value checks run at once where two CPUs may be used (each waits for the
+    other at a barrier: one at a time, the first would wait in vain)."""
+    out, _ = _fleet(tmp_path, 2)
+    monkeypatch.setattr(outputs, "usable_cpus", lambda: 2)
+    meet = threading.Barrier(2, timeout=20)
+    check_values = outputs._check_values
+
+    def together(path: Path) -> None:
+        meet.wait()  # BrokenBarrierError after 20 s alone
+        check_values(path)
+
+    monkeypatch.setattr(outputs, "_check_values", together)
+    open_output(out)
