@@ -135,8 +135,8 @@ _INSIDE_WORD = re.compile(r"(?<=\w)[^\w\s]+(?=\w)")
 def _hidden_credential(text: str) -> bool:
     """Whether `text` as it reads holds a credential the expression does not see in it: folded by
     NFKC, with its hiding characters (`_INVISIBLE`) gone — all of them, or only those inside a
-    word (a key hidden by a NUL, `pa\0ssword`, before a value that is itself invisible: gone
-    with the rest, `password: ` is no credential, but `password: \x08` is one)."""
+    word (a key hidden by a NUL, `pa\\0ssword`, before a value that is itself invisible: gone
+    with the rest, `password: ` is no credential, but `password: \\x08` is one)."""
     if text.isascii() and text.isprintable():
         return False
     folded = unicodedata.normalize("NFKC", text)
