@@ -4,9 +4,10 @@ not with every (replay, graph) pair, and the choice among equal graphs is the on
 SYNTHETIC traces written here: a capture trace of many one-launch graphs (CUDA style: launches
 name no kernel; or ROCm style: `hipLaunchKernel` names its kernel and grid) and a replay trace
 of graph launches, each replaying one kernel. Hostile-input campaign (issue 27): 50,000 such
-graphs against 1,000 replays of distinct grids ran past 120 s (every replay ranked all 50,000
-equal graphs, then looked at each for the next in order), and 50,000 named ones against 1,000
-replays 49 s (every replay aligned with all 35,000 distinct sequences)."""
+graphs against 1,000 replays of distinct grids took 214 s and 12.2 GB (every replay ranked all
+50,000 equal graphs, then looked at each for the next in order), and 50,000 named ones against
+1,000 replays 49 s (every replay aligned with all ~35,000 distinct sequences);
+`benchmarks/capture_scale.py` measures both."""
 
 from __future__ import annotations
 
@@ -26,8 +27,8 @@ REPLAY_CORRELATION = 10_000_000
 
 def _capture(path: Path, graphs: list[tuple[str | None, list[int] | None]], first_correlation: int = 100) -> Path:
     """One graph per entry, launching one kernel: (kernel name, grid) on its launch, ROCm style,
-    or (None, None): a CUDA launch, which names neither. Graph g's launch has correlation
-    `first_correlation + 4 g + 2` (begin, the op, the launch, end)."""
+    or (None, None): a CUDA launch, which names neither. The launch of graph g (from 0) has
+    correlation `first_correlation + 4 g + 3` (begin, the op, the launch, end)."""
     events = []
     correlation = first_correlation
     for g, (name, grid) in enumerate(graphs):
