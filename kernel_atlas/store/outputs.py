@@ -795,9 +795,9 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
         _check_file(file, run_id, required)
         _check_values(file)
 
-    # on every CPU: reading a file's columns and Arrow's kernels run without the GIL (a fleet's
-    # 1,000 tiny rank files took ~8 ms each); the first file in order that fails is refused
-    for _ in side_by_side(check, files, usable_cpus()):
+    # on up to CHECK_THREADS CPUs: reading a file's columns and Arrow's kernels run without the GIL
+    # (a fleet's 1,000 tiny rank files took ~8 ms each); the first file in order that fails is refused
+    for _ in side_by_side(check, files, min(usable_cpus(), CHECK_THREADS)):
         pass
     release_arrow_memory()  # the batches the checks read
     if run_id is not None:
@@ -824,6 +824,8 @@ SHARES = (
 
 # rows read at a time by `_check_values`: its memory is a batch's, not the file's
 CHECK_BATCH_ROWS = 131_072
+# rank files checked at once where the CPUs allow: the check holds one batch a file it reads
+CHECK_THREADS = 4
 
 
 def _batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
