@@ -784,17 +784,16 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
     run_id = summary.get("run_id")
     if run_id is not None and required is REQUIRED_COLUMNS:
         required = tuple(c for c in KERNEL_COLUMNS if c != PARTITION)  # ingest writes all: one missing is doctoring
-    if kernels.is_file():
-        _check_file(kernels, run_id, required)
-        _check_values(kernels)
-        release_arrow_memory()  # the batches the check read
-        return Output(root, summary, run_id)
-    files = _dataset_files(kernels)
 
     def check(file: Path) -> None:
         _check_file(file, run_id, required)
         _check_values(file)
 
+    if kernels.is_file():
+        check(kernels)
+        release_arrow_memory()  # the batches the check read
+        return Output(root, summary, run_id)
+    files = _dataset_files(kernels)
     # on up to CHECK_THREADS CPUs: reading a file's columns and Arrow's kernels run without the GIL
     # (a fleet's 1,000 tiny rank files took ~8 ms each); the first file in order that fails is refused
     for _ in side_by_side(check, files, min(usable_cpus(), CHECK_THREADS)):

@@ -424,8 +424,13 @@ def _doctored(out: Path, table: str, column: str, values: list | None, kind: pa.
         data = data.drop_columns([column])
     else:
         data = data.set_column(data.schema.get_field_index(column), column, pa.array(values, kind))
-    pq.write_table(data.replace_schema_metadata(pq.read_schema(path).metadata), path)
+    _rewrite(path, data)
     return path
+
+
+def _rewrite(path: Path, table: pa.Table) -> None:
+    """`table` written over the Parquet file at `path`, keeping that file's metadata (its run id)."""
+    pq.write_table(table.replace_schema_metadata(pq.read_schema(path).metadata), path)
 
 
 @pytest.mark.parametrize(
@@ -564,24 +569,17 @@ def _fleet(tmp_path: Path, ranks: int) -> tuple[Path, list[Path]]:
     return out, files
 
 
-def _rewrite(path: Path, table: pa.Table) -> None:
-    pq.write_table(table.replace_schema_metadata(pq.read_schema(path).metadata), path)
-
-
 @pytest.mark.parametrize("first", ["values", "schema"])
 def test_rank_files_checked_side_by_side_refuse_the_first_bad_one_in_order(tmp_path: Path, first: str) -> None:
     """A run's rank files are checked on every CPU; of two doctored files (a negative duration,
     a column dropped) the one of the lower rank is named, whichever check it fails."""
     out, files = _fleet(tmp_path, 4)
-    negative = pq.read_table(files[1] if first == "values" else files[2])
+    bad_values, bad_schema = (files[1], files[2]) if first == "values" else (files[2], files[1])
+    negative = pq.read_table(bad_values)
     durations = negative.column("dur_us").to_numpy().copy()
     durations[0] = -5.0
-    dropped = pq.read_table(files[2] if first == "values" else files[1]).drop_columns(["launcher"])
-    _rewrite(
-        files[1] if first == "values" else files[2],
-        negative.set_column(negative.schema.get_field_index("dur_us"), "dur_us", pa.array(durations)),
-    )
-    _rewrite(files[2] if first == "values" else files[1], dropped)
+    _rewrite(bad_values, negative.set_column(negative.schema.get_field_index("dur_us"), "dur_us", pa.array(durations)))
+    _rewrite(bad_schema, pq.read_table(bad_schema).drop_columns(["launcher"]))
     with pytest.raises(AtlasError) as refused:
         open_output(out)
     assert refused.value.source == str(files[1])
