@@ -14,18 +14,19 @@ import glob
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
+from kernel_atlas.core.beside import start_thread
 from kernel_atlas.core.errors import AtlasError, system_refusal
-from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.core.signals import reraise_if_signalled
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
@@ -50,12 +51,15 @@ from kernel_atlas.store.outputs import (
     filesystem,
     is_url,
     new_run,
+    remove_dataset_file,
     write_json,
     write_rank,
 )
 
 if TYPE_CHECKING:
     from kernel_atlas.ingest.pipeline import IngestResult
+
+T = TypeVar("T")
 
 TRACE_SUFFIXES = (".json", ".json.gz", ".json.zst", *NSYS_SUFFIXES)
 ENGINES = ("local", "ray")
@@ -315,13 +319,17 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
                 name=task.stem,  # two traces of one file name get distinct ones (`t.0`, `t.1`)
             )
         rank = int(result.facts["rank"])
+        host = next(iter(result.host_events.values()), None)
+        # the host and memory events are written on a thread while the kernels' catalog and file are
+        # made here (Arrow's encoding and writing run without the GIL: 0.2 s of a 500 MB trace's
+        # ingest hidden); the kernels' file stays only when both succeed (`_written_together`)
+        beside = _on_a_thread(write_beside, result.memory, host, task.out, result.facts, task.stem, task.run_id)
+        result.host_events, result.memory, host = {}, None, None  # the thread's: freed as it ends
         catalog = build_catalog(result.frame, known=default_classifier().catalog, limit=CATALOG_ENTRIES)
         kernel_time = kernel_time_table(result.frame)
-        host = next(iter(result.host_events.values()), None)
-        result.facts = write_beside(result.memory, host, task.out, result.facts, task.stem, task.run_id)
-        result.host_events, result.memory, host = {}, None, None  # written: free before the kernels' file is made
-        release_free_memory()
-        written = write_rank(result.frame, task.out, rank, task.stem, task.run_id)  # last: a failure leaves no file
+        written, result.facts = _written_together(
+            lambda: write_rank(result.frame, task.out, rank, task.stem, task.run_id), beside, task.out
+        )
         return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
     except AtlasError as exc:
         problem = exc.problem if exc.source else str(exc)
@@ -336,6 +344,39 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         if refusal:
             return RankFailed(task.source, f"{task.source}: {refusal}")
         return RankFailed(task.source, f"{task.source}: internal error: {type(exc).__name__}: {exc}")
+
+
+def _on_a_thread(work: Callable[..., T], *args: Any) -> Future[T]:
+    """`work(*args)` on a thread of its own, or done here where the process may start no more
+    threads (a limit on processes counts them): its outcome either way."""
+    outcome: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            outcome.set_result(work(*args))
+        except BaseException as exc:  # handed to whoever takes the outcome, raised there
+            outcome.set_exception(exc)
+
+    if not start_thread(threading.Thread(target=run, name="atlas-write", daemon=True)):
+        run()
+    return outcome
+
+
+def _written_together(write_kernels: Callable[[], str], beside: Future[T], out: str) -> tuple[str, T]:
+    """The kernels' file written here while `beside` writes the rank's other tables: the file's
+    relative path and `beside`'s value. When either fails, no kernels file is left (a rank file
+    the run's summary does not list is refused by every reader) and the first failure in that
+    order — this one, else `beside`'s — is raised, once `beside` has ended."""
+    try:
+        written = write_kernels()
+    except BaseException:
+        wait([beside])
+        raise
+    try:
+        return written, beside.result()
+    except BaseException:
+        remove_dataset_file(out, written)
+        raise
 
 
 def _run_local(

@@ -36,7 +36,7 @@ import stat
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -286,6 +286,17 @@ def write_dataset_file(table: pa.Table, out: str | Path, relative: str, run_id: 
         _write_parquet(table, handle, compression="zstd", row_group_size=ROW_GROUP_ROWS)
     fs.mv(partial, f"{folder}/{name}")
     return relative
+
+
+def remove_dataset_file(out: str | Path, relative: str) -> None:
+    """A file `write_dataset_file` wrote taken back (the rank it belongs to failed after it was
+    written); where it cannot be, `open_output` refuses the folder, naming it."""
+    with suppress(AtlasError, OSError, ValueError):
+        if not is_url(out):
+            safe_files.remove(Path(out) / relative)
+            return
+        fs, root = filesystem(out)
+        fs.rm(f"{root}/{relative}")
 
 
 def _wide_dictionaries(table: pa.Table) -> pa.Table:

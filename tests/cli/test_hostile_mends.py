@@ -774,8 +774,8 @@ def test_a_full_disk_names_the_output_file(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(outputs.pq, "write_table", full)
     out = tmp_path / "out"
     result = cli("ingest", EXAMPLE, "-o", out, "-j", "1")
-    # the first table written for the rank (its memory events, then its kernels) is the one named
-    line = assert_one_line_error(result, f"error: {out}/", ".parquet/rank=0/", "no space left on the device")
+    # a table of the rank is named: its kernels' (written while its memory and host events are, said first)
+    line = assert_one_line_error(result, f"error: {out}/kernels.parquet/rank=0/", "no space left on the device")
     assert not line.startswith(f"error: {EXAMPLE}")
 
 
