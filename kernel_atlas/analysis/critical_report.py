@@ -5,7 +5,6 @@ save end to end (`critical_path` of report.json, critical_path.parquet)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from functools import partial
@@ -26,7 +25,7 @@ from kernel_atlas.analysis.critical_ranks import (
 from kernel_atlas.analysis.critical_segments import breakdown_pct, segments, top_entries
 from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
-from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, process_pool
+from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, on_a_thread, process_pool
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import load_kernels
 
@@ -334,13 +333,7 @@ class CriticalPathJob(Generic[T]):
         because nobody will send the roofline)."""
         solved = self._question.solve(early.start if early is not None else None)
         facts = solved.result.facts
-        pool = ThreadPoolExecutor(max_workers=1)
-        try:
-            finishing = pool.submit(self._finish, solved.result)
-        except RuntimeError:  # no thread to be had (a thread limit): finished here, before the what-if
-            finishing = Future()
-            finishing.set_result(self._finish(solved.result))
-        pool.shutdown(wait=False)  # its thread ends with `finish`
+        finishing = on_a_thread(self._finish, solved.result)  # where no thread is to be had: here, first
         try:
             if solved.causal is not None and early is not None and early.started:
                 facts["where_optimisation_pays"] = early.result(solved.causal)

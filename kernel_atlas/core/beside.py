@@ -17,7 +17,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from kernel_atlas.core.errors import AtlasError
@@ -174,6 +174,23 @@ def start_thread(thread: threading.Thread) -> bool:
     except RuntimeError:
         return False
     return True
+
+
+def on_a_thread(work: Callable[..., T], *args: Any, name: str = "atlas-beside") -> Future[T]:
+    """`work(*args)` on a thread of its own, or done here where the process may start no more
+    threads (a limit on processes counts them): its outcome either way, its exception raised by
+    whoever takes the outcome."""
+    outcome: Future[T] = Future()
+
+    def run() -> None:
+        try:
+            outcome.set_result(work(*args))
+        except BaseException as exc:
+            outcome.set_exception(exc)
+
+    if not start_thread(threading.Thread(target=run, name=name, daemon=True)):
+        run()
+    return outcome
 
 
 def can_fork() -> bool:

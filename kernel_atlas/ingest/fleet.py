@@ -14,7 +14,6 @@ import glob
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
-from kernel_atlas.core.beside import start_thread
+from kernel_atlas.core.beside import on_a_thread
 from kernel_atlas.core.errors import AtlasError, system_refusal
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.core.signals import reraise_if_signalled
@@ -323,7 +322,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         # the host and memory events are written on a thread while the kernels' catalog and file are
         # made here (Arrow's encoding and writing run without the GIL: 0.2 s of a 500 MB trace's
         # ingest hidden); the kernels' file stays only when both succeed (`_written_together`)
-        beside = _on_a_thread(write_beside, result.memory, host, task.out, result.facts, task.stem, task.run_id)
+        beside = on_a_thread(write_beside, result.memory, host, task.out, result.facts, task.stem, task.run_id)
         result.host_events, result.memory, host = {}, None, None  # the thread's: freed as it ends
         catalog = build_catalog(result.frame, known=default_classifier().catalog, limit=CATALOG_ENTRIES)
         kernel_time = kernel_time_table(result.frame)
@@ -344,22 +343,6 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         if refusal:
             return RankFailed(task.source, f"{task.source}: {refusal}")
         return RankFailed(task.source, f"{task.source}: internal error: {type(exc).__name__}: {exc}")
-
-
-def _on_a_thread(work: Callable[..., T], *args: Any) -> Future[T]:
-    """`work(*args)` on a thread of its own, or done here where the process may start no more
-    threads (a limit on processes counts them): its outcome either way."""
-    outcome: Future[T] = Future()
-
-    def run() -> None:
-        try:
-            outcome.set_result(work(*args))
-        except BaseException as exc:  # handed to whoever takes the outcome, raised there
-            outcome.set_exception(exc)
-
-    if not start_thread(threading.Thread(target=run, name="atlas-write", daemon=True)):
-        run()
-    return outcome
 
 
 def _written_together(write_kernels: Callable[[], str], beside: Future[T], out: str) -> tuple[str, T]:

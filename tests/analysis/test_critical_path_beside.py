@@ -280,3 +280,20 @@ def test_the_path_starts_before_the_report_reads_its_rows(two_streams: Path, mon
     here = _report_files(two_streams, monkeypatch, 10**12)
     assert said == ["job started", "rows read"]
     assert json.loads(here["report.json"])["critical_path"]["total_us"] == 125.0
+
+
+def test_without_a_thread_the_paths_file_is_written_first(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no thread can be started (a limit on processes counts threads), the path's file and
+    picture are made before the what-if, in the same thread: the same report."""
+    import kernel_atlas.core.beside as beside
+
+    here = _report_files(two_streams, monkeypatch, 10**12)
+    refused: list[str] = []
+
+    def no_thread(thread: object) -> bool:
+        refused.append(getattr(thread, "name", ""))
+        return False
+
+    monkeypatch.setattr(beside, "start_thread", no_thread)
+    assert _report_files(two_streams, monkeypatch, 10**12) == here
+    assert "atlas-beside" in refused

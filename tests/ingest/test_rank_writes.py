@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+import kernel_atlas.core.beside as beside
 import kernel_atlas.ingest.fleet as fleet
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import ingest_fleet
@@ -114,7 +115,7 @@ def test_without_a_thread_the_tables_are_written_in_turn(tmp_path: Path, monkeyp
         return kernels_write(*args, **kwargs)
 
     ingest_fleet([str(EXAMPLE)], tmp_path / "threaded")
-    monkeypatch.setattr(fleet, "start_thread", lambda _thread: False)
+    monkeypatch.setattr(beside, "start_thread", lambda _thread: False)
     monkeypatch.setattr(fleet, "write_host_events", host)
     monkeypatch.setattr(fleet, "write_rank", kernels)
     result = ingest_fleet([str(EXAMPLE)], tmp_path / "in_turn")
