@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -290,7 +290,7 @@ class CriticalPathJob(Generic[T]):
     the paths, runs `finish` on a thread while it waits for the roofline and solves the what-if,
     and hands back `finish`'s value (which must pickle) and the facts — never the path's segments
     (a 500 MB trace's are ~60 MB). Else, and if that process is lost, the same is done here when
-    `result` is asked for, from the rows `loaded` or given to `rows_loaded` since."""
+    `result` is asked for, from the same `loaded` rows."""
 
     def __init__(
         self,
@@ -344,11 +344,6 @@ class CriticalPathJob(Generic[T]):
         finally:
             value = finishing.result()
         return Finished(value, facts)
-
-    def rows_loaded(self, loaded: dict[int, pd.DataFrame] | None) -> None:
-        """The kernel rows of ranks the caller read after the job started: where the paths are
-        solved here, they are not read again (a process beside reads its own)."""
-        self._question = replace(self._question, loaded=loaded)
 
     def roofline_ready(self, roofline: pd.DataFrame | None) -> None:
         self._roofline = roofline

@@ -161,16 +161,16 @@ def _build_report(
     convention = "hta" if like_hta else "exact"
     steps_cut = last_step_starts(summary)  # where HTA's loader cuts each rank (its convention only)
     # on a large trace the critical path is solved beside the rest: started first, it waits for
-    # the roofline only for its what-if. It reads the few kernel columns it needs while this
-    # process reads one rank's whole rows (the path started 0.25 s sooner on a 500 MB trace's);
-    # where it is solved here instead, it takes them from those rows
+    # the roofline only for its what-if; one rank's kernel rows are read once, before the process
+    # beside is forked (it inherits them)
     trace_events = _trace_events(summary)
     finish = partial(_critical_outputs, out_dir=out_dir, run_id=output.run_id)
+    loaded = {ranks[0]: load_kernels(out_dir, ranks=ranks)} if len(ranks) == 1 else None
     jobs = default_jobs(summary, ranks) if jobs is None else jobs  # for the analyses and the paths of small ranks
-    job = CriticalPathJob(out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, None, jobs)
+    job = CriticalPathJob(
+        out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, loaded, jobs
+    )
     with job:
-        loaded = {ranks[0]: load_kernels(out_dir, ranks=ranks)} if len(ranks) == 1 else None
-        job.rows_loaded(loaded)
         # a rank, or a batch of small ranks, at a time: the memory of one rank whatever the fleet's size
         ranked = analyse_ranks(
             out_dir,

@@ -175,26 +175,20 @@ def test_beside_widens_its_pipes_and_a_large_value_crosses_whole() -> None:
 
 
 @needs_fork
-def test_the_path_beside_reads_only_the_kernel_columns_it_needs(
+def test_one_ranks_kernels_are_read_once_for_the_report_and_the_path_beside(
     two_streams: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The process beside is forked before the report reads a single rank's rows, and reads the
-    few columns the graph needs itself (once, in that process: recorded in a file, as it is not
-    this one), the report's files those of a solve in the report's own process."""
+    """A single rank's kernel rows are read by the report before the process beside is forked,
+    which solves the path from them: that process never reads the kernels table (a read there
+    fails the test), and the report's files are those of a solve in the report's own process."""
     folder = two_streams
     here = _report_files(folder, monkeypatch, 10**12)
-    reads, own_rows = folder / "reads.txt", critical_report.load_kernels
 
-    def recorded(*args: object, **kwargs: object) -> pd.DataFrame:
-        with reads.open("a") as handle:
-            handle.write(json.dumps([os.getpid(), sorted(args[2])]) + "\n")
-        return own_rows(*args, **kwargs)
+    def no_second_read(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the kernels table was read again")
 
-    monkeypatch.setattr(critical_report, "load_kernels", recorded)
+    monkeypatch.setattr(critical_report, "load_kernels", no_second_read)
     assert _report_files(folder, monkeypatch, 0) == here
-    (pid, columns), *more = [json.loads(line) for line in reads.read_text().splitlines()]
-    assert more == [] and pid != os.getpid()
-    assert columns == sorted(critical_report.GRAPH_COLUMNS)
 
 
 @needs_fork
@@ -251,35 +245,6 @@ def test_the_whatif_of_one_rank_is_solved_in_a_process_of_its_own(
         assert int(pid) not in (os.getpid(), int(beside_pid.read_text()))
     else:
         assert int(pid) == int(beside_pid.read_text())
-
-
-def test_the_path_starts_before_the_report_reads_its_rows(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The process beside is started first and reads the few kernel columns it needs itself,
-    while the report reads the rank's whole rows; solved here, the path takes those rows (given
-    to the job once read) and reads none of its own."""
-    import kernel_atlas.report.build as build
-
-    said: list[str] = []
-    start, rows, own_rows = critical_report.CriticalPathJob.__init__, build.load_kernels, critical_report.load_kernels
-
-    def started(self: critical_report.CriticalPathJob, *args: object) -> None:
-        said.append("job started")
-        start(self, *args)
-
-    def read(*args: object, **kwargs: object) -> pd.DataFrame:
-        said.append("rows read")
-        return rows(*args, **kwargs)
-
-    def read_again(*args: object, **kwargs: object) -> pd.DataFrame:
-        said.append("rows read again")
-        return own_rows(*args, **kwargs)
-
-    monkeypatch.setattr(critical_report.CriticalPathJob, "__init__", started)
-    monkeypatch.setattr(build, "load_kernels", read)
-    monkeypatch.setattr(critical_report, "load_kernels", read_again)
-    here = _report_files(two_streams, monkeypatch, 10**12)
-    assert said == ["job started", "rows read"]
-    assert json.loads(here["report.json"])["critical_path"]["total_us"] == 125.0
 
 
 def test_without_a_thread_the_paths_file_is_written_first(two_streams: Path, monkeypatch: pytest.MonkeyPatch) -> None:
