@@ -176,10 +176,10 @@ def start_thread(thread: threading.Thread) -> bool:
     return True
 
 
-def on_a_thread(work: Callable[..., T], *args: Any, name: str = "atlas-beside") -> Future[T]:
-    """`work(*args)` on a thread of its own, or done here where the process may start no more
-    threads (a limit on processes counts them): its outcome either way, its exception raised by
-    whoever takes the outcome."""
+def on_a_thread(work: Callable[..., T], *args: Any, name: str = "atlas-beside", here: bool = False) -> Future[T]:
+    """`work(*args)` on a thread of its own, or done here — with `here` (work too small for a
+    thread to pay), or where the process may start no more threads (a limit on processes counts
+    them): its outcome either way, its exception raised by whoever takes the outcome."""
     outcome: Future[T] = Future()
 
     def run() -> None:
@@ -188,7 +188,7 @@ def on_a_thread(work: Callable[..., T], *args: Any, name: str = "atlas-beside") 
         except BaseException as exc:
             outcome.set_exception(exc)
 
-    if not start_thread(threading.Thread(target=run, name=name, daemon=True)):
+    if here or not start_thread(threading.Thread(target=run, name=name, daemon=True)):
         run()
     return outcome
 

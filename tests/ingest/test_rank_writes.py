@@ -1,5 +1,7 @@
 """A rank's tables written at once: its host (and memory) events on a thread while its kernels'
-file is written (`fleet.ingest_task`), and what is left when either write fails."""
+file is written (`fleet.ingest_task`), and what is left when either write fails; a small rank's
+written in turn. The example's 848 host and memory events are written on a thread here by
+lowering the threshold (`WRITE_BESIDE_MIN_ROWS`) below them."""
 
 from __future__ import annotations
 
@@ -21,10 +23,16 @@ HOST_FILE = "host_events.parquet/rank=0/h100_bert_small_infer.parquet"
 MEMORY_FILE = "memory_events.parquet/rank=0/h100_bert_small_infer.parquet"
 
 
+@pytest.fixture
+def on_a_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fleet, "WRITE_BESIDE_MIN_ROWS", 848)
+
+
 def _files(out: Path) -> list[str]:
     return sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet") if p.is_file())
 
 
+@pytest.mark.usefixtures("on_a_thread")
 def test_the_host_events_and_the_kernels_are_written_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each write waits at a barrier for the other to have begun: written one after the other (as
     before), the first waits alone and the barrier breaks after its timeout."""
@@ -47,6 +55,7 @@ def test_the_host_events_and_the_kernels_are_written_at_once(tmp_path: Path, mon
     assert result.facts["traces"][0]["kernels_file"] == KERNELS_FILE
 
 
+@pytest.mark.usefixtures("on_a_thread")
 def test_a_failed_host_write_leaves_no_kernels_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernels' file is written first here (the host write waits for it): the rank fails with
     the host write's own line, and the kernels' file it had written is taken back (a rank file the
@@ -74,6 +83,7 @@ def test_a_failed_host_write_leaves_no_kernels_file(tmp_path: Path, monkeypatch:
     assert not (out / "summary.json").exists()
 
 
+@pytest.mark.usefixtures("on_a_thread")
 def test_a_failed_kernels_write_waits_for_the_host_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernels' write fails while the host write still runs: the rank fails with the kernels'
     line only once the host write has ended (its file whole, not cut off as the command ends)."""
@@ -100,6 +110,7 @@ def test_a_failed_kernels_write_waits_for_the_host_write(tmp_path: Path, monkeyp
     assert _files(out) == [HOST_FILE, MEMORY_FILE]  # as when written in turn: no reader lists a failed rank's
 
 
+@pytest.mark.usefixtures("on_a_thread")
 def test_without_a_thread_the_tables_are_written_in_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Where no thread can be started (a limit on processes counts threads) the host events are
     written here, first: the same files, the same tables."""
@@ -126,3 +137,30 @@ def test_without_a_thread_the_tables_are_written_in_turn(tmp_path: Path, monkeyp
         one, other = (pd.read_parquet(tmp_path / folder / name) for folder in ("threaded", "in_turn"))
         pd.testing.assert_frame_equal(one, other)
         assert len(one) == rows
+
+
+@pytest.mark.parametrize("threshold", [849, 50_000])
+def test_a_small_ranks_tables_are_written_in_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threshold: int
+) -> None:
+    """Below the threshold (one event more than the example's 848, or the default) no thread is
+    started and the host events are written first, then the kernels: a thread and its turns at
+    the GIL cost a small rank more than the write."""
+    monkeypatch.setattr(fleet, "WRITE_BESIDE_MIN_ROWS", threshold)
+    order: list[tuple[str, str]] = []
+    host_write, kernels_write = fleet.write_host_events, fleet.write_rank
+
+    def host(*args: Any, **kwargs: Any) -> str | None:
+        order.append(("host", threading.current_thread().name))
+        return host_write(*args, **kwargs)
+
+    def kernels(*args: Any, **kwargs: Any) -> str:
+        order.append(("kernels", threading.current_thread().name))
+        return kernels_write(*args, **kwargs)
+
+    monkeypatch.setattr(fleet, "write_host_events", host)
+    monkeypatch.setattr(fleet, "write_rank", kernels)
+    result = ingest_fleet([str(EXAMPLE)], tmp_path / "out")
+    here = threading.current_thread().name
+    assert result.failed == [] and order == [("host", here), ("kernels", here)]
+    assert _files(tmp_path / "out") == [HOST_FILE, KERNELS_FILE, MEMORY_FILE]
