@@ -295,8 +295,9 @@ def write_dataset_file(table: pa.Table, out: str | Path, relative: str, run_id: 
 
 def remove_dataset_file(out: str | Path, relative: str) -> None:
     """A file `write_dataset_file` wrote taken back (the rank it belongs to failed after it was
-    written); where it cannot be, `open_output` refuses the folder, naming it."""
-    with suppress(AtlasError, OSError, ValueError):
+    written). Best effort, whatever an object store's client raises: where it cannot be,
+    `open_output` refuses the folder, naming the file."""
+    with suppress(Exception):
         if not is_url(out):
             safe_files.remove(Path(out) / relative)
             return

@@ -164,3 +164,23 @@ def test_a_small_ranks_tables_are_written_in_turn(
     here = threading.current_thread().name
     assert result.failed == [] and order == [("host", here), ("kernels", here)]
     assert _files(tmp_path / "out") == [HOST_FILE, KERNELS_FILE, MEMORY_FILE]
+
+
+@pytest.mark.parametrize("where", ["local", "memory://"])
+def test_a_written_rank_file_is_taken_back(tmp_path: Path, where: str) -> None:
+    """`remove_dataset_file` takes back what `write_dataset_file` wrote, in a folder or an object
+    store (fsspec's memory filesystem here), and says nothing where there is nothing to take."""
+    import fsspec
+    import pyarrow as pa
+
+    from kernel_atlas.store.outputs import remove_dataset_file, write_dataset_file
+
+    out = str(tmp_path / "out") if where == "local" else f"memory://atlas-take-back-{tmp_path.name}"
+    if where == "local":
+        (tmp_path / "out").mkdir()
+    relative = write_dataset_file(pa.table({"x": [1, 2]}), out, "kernels.parquet/rank=0/t.parquet", "run")
+    fs, root = fsspec.core.url_to_fs(out)
+    assert fs.exists(f"{root}/{relative}")
+    remove_dataset_file(out, relative)
+    assert not fs.exists(f"{root}/{relative}")
+    remove_dataset_file(out, relative)  # gone already: nothing said
