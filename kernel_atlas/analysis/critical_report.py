@@ -89,18 +89,22 @@ def solve_paths(
     loaded: dict[int, pd.DataFrame] | None = None,
     graph_ready: Callable[[Graph], None] | None = None,
     jobs: int = 1,
+    batches: list[list[int]] | None = None,
 ) -> SolvedPaths:
     """`analyse_output` but the what-if, which alone needs the roofline. `graph_ready(graph)`: told
     of the what-if's graph (one rank, the exact convention) as soon as it is built and its solver
     set up, before its path is walked and described. `jobs`: processes that solve ranks that are
     each solved alone (more than MAX_JOINT_RANKS), each its length; the longest is then solved
-    again here for its path."""
+    again here for its path. `batches`: those ranks in order, in groups whose kernel rows are read
+    together (`ranks.rank_batches`: small ranks), else each alone."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
     exact = convention == "exact"
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
     solved = ranks
     lengths = (
-        None if joint or loaded else _lengths_in_parallel(out_dir, ranks, window, convention, last_step_start, jobs)
+        None
+        if joint or loaded
+        else _lengths_in_parallel(out_dir, ranks, window, convention, last_step_start, jobs, batches)
     )
     if lengths is not None:  # the longest, the first of equals as below
         per_rank = [{"rank": rank, "total_us": round(length, 3)} for rank, length in zip(ranks, lengths, strict=True)]
@@ -170,28 +174,42 @@ def _lengths_in_parallel(
     convention: str,
     last_step_start: dict[int, float | None] | None,
     jobs: int,
+    batches: list[list[int]] | None = None,
 ) -> list[float] | None:
-    """Each rank's critical path length alone, ranks solved by `jobs` processes (each rank read,
-    built and solved in one of them: the memory of `jobs` ranks at a time); None where that does
-    not pay (one process, few ranks) or no process can be had — then they are solved in turn."""
+    """Each rank's critical path length alone, ranks solved by `jobs` processes (each batch of
+    ranks read, built and solved in one of them: the memory of `jobs` batches at a time); None
+    where that does not pay (one process, few ranks) or no process can be had — then they are
+    solved in turn. `batches` (consecutive ranks, `ranks` in order) have their kernel rows read
+    at once: a tiny rank's read was half its path's cost."""
     if jobs < 2 or len(ranks) < PARALLEL_MIN_RANKS or not can_fork():
         return None
-    cuts = [(last_step_start or {}).get(rank) for rank in ranks]
+    if batches is None or [rank for batch in batches for rank in batch] != ranks:
+        batches = [[rank] for rank in ranks]
+    share = -(-len(ranks) // (4 * jobs))  # at least four batches a process: the processes share the work evenly
+    batches = [batch[i : i + share] for batch in batches for i in range(0, len(batch), share)]
+    cuts = [[(last_step_start or {}).get(rank) for rank in batch] for batch in batches]
     try:
-        with process_pool(min(jobs, len(ranks))) as pool:
-            chunk = max(1, len(ranks) // (4 * jobs))
-            solve = partial(_rank_length, out_dir, window=window, convention=convention)
-            return list(pool.map(solve, ranks, cuts, chunksize=chunk))
+        with process_pool(min(jobs, len(batches))) as pool:
+            chunk = max(1, len(batches) // (4 * jobs))
+            solve = partial(_batch_lengths, out_dir, window=window, convention=convention)
+            return [length for lengths in pool.map(solve, batches, cuts, chunksize=chunk) for length in lengths]
     except (BrokenProcessPool, OSError):  # a process lost (killed for memory) or none to be had: in turn
         return None
 
 
-def _rank_length(out_dir: Any, rank: int, cut: float | None, window: tuple[str, int] | None, convention: str) -> float:
-    """One rank's critical path length, its graph built as `solve_paths` builds it."""
-    graph = _rank_graph(
-        load_kernels(out_dir, [rank], GRAPH_COLUMNS), load_host_events(out_dir, rank), window, convention, cut
-    )
-    return longest_path(graph, graph.path_weight()).length_us
+def _batch_lengths(
+    out_dir: Any, batch: list[int], cuts: list[float | None], window: tuple[str, int] | None, convention: str
+) -> list[float]:
+    """The critical path length of each rank of `batch` alone, their kernel rows read at once and
+    each rank's graph built from its own, as `solve_paths` builds it."""
+    kernels = load_kernels(out_dir, batch, GRAPH_COLUMNS)
+    rows = kernels.groupby("rank", observed=True, sort=False).indices
+    lengths = []
+    for rank, cut in zip(batch, cuts, strict=True):
+        mine = kernels.iloc[rows.get(rank, [])].reset_index(drop=True)
+        graph = _rank_graph(mine, load_host_events(out_dir, rank), window, convention, cut)
+        lengths.append(longest_path(graph, graph.path_weight()).length_us)
+    return lengths
 
 
 def _rank_graph(
@@ -220,6 +238,7 @@ class _PathQuestion:
     last_step_start: dict[int, float | None] | None
     loaded: dict[int, pd.DataFrame] | None  # kernel rows read before the question was asked
     jobs: int = 1  # processes for ranks solved alone
+    batches: list[list[int]] | None = None  # those ranks in groups read together (`solve_paths`)
 
     def solve(self, graph_ready: Callable[[Graph], None] | None = None) -> SolvedPaths:
         return solve_paths(
@@ -232,6 +251,7 @@ class _PathQuestion:
             self.loaded,
             graph_ready,
             self.jobs,
+            self.batches,
         )
 
 
@@ -304,8 +324,11 @@ class CriticalPathJob(Generic[T]):
         finish: Callable[[CriticalPathResult], T],
         loaded: dict[int, pd.DataFrame] | None = None,
         jobs: int = 1,
+        batches: list[list[int]] | None = None,
     ) -> None:
-        self._question = _PathQuestion(out_dir, ranks, window, collectives, convention, last_step_start, loaded, jobs)
+        self._question = _PathQuestion(
+            out_dir, ranks, window, collectives, convention, last_step_start, loaded, jobs, batches
+        )
         self._finish = finish
         self._roofline: pd.DataFrame | None = None
         self._beside: Beside[Finished[T]] | None = None

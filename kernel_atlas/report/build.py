@@ -16,7 +16,7 @@ from kernel_atlas.analysis.findings import report_findings
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.memory import MemoryReport, analyse_memory, memory_warnings, read_memory_events
-from kernel_atlas.analysis.ranks import WaitOptions, analyse_ranks, default_jobs
+from kernel_atlas.analysis.ranks import WaitOptions, analyse_ranks, default_jobs, rank_batches
 from kernel_atlas.analysis.trust import trust_facts
 from kernel_atlas.analysis.views import KernelViews
 from kernel_atlas.analysis.waits import Waits, last_step_starts, write_waits
@@ -167,8 +167,9 @@ def _build_report(
     finish = partial(_critical_outputs, out_dir=out_dir, run_id=output.run_id)
     loaded = {ranks[0]: load_kernels(out_dir, ranks=ranks)} if len(ranks) == 1 else None
     jobs = default_jobs(summary, ranks) if jobs is None else jobs  # for the analyses and the paths of small ranks
+    batches = rank_batches(summary, ranks)  # small ranks' kernel rows read together, as the analyses read them
     job = CriticalPathJob(
-        out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, loaded, jobs
+        out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, loaded, jobs, batches
     )
     with job:
         # a rank, or a batch of small ranks, at a time: the memory of one rank whatever the fleet's size

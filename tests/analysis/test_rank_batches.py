@@ -108,10 +108,42 @@ def test_ranks_solved_alone_in_parallel_give_the_paths_solved_in_turn(tmp_path: 
     assert cli("ingest", tmp_path / "traces", "-o", tmp_path / "out", "-q").code == 0
     ranks_ = list(range(count))
     in_turn = solve_paths(tmp_path / "out", ranks_, None, jobs=1).result
-    parallel = solve_paths(tmp_path / "out", ranks_, None, jobs=2).result
-    assert parallel.facts == in_turn.facts
-    pd.testing.assert_frame_equal(parallel.segments, in_turn.segments)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    # each rank alone; in the report's batches (kernel rows read a batch at a time: the ranks' kernel
+    # names, streams and devices differ, so a batch's categories are none of its ranks' own); in
+    # uneven batches of 7; and batches that do not cover the ranks in order (each alone then)
+    for batches in (None, ranks.rank_batches(summary, ranks_), [ranks_[i : i + 7] for i in range(0, count, 7)],
+                    [ranks_[::-1]]):  # fmt: skip
+        parallel = solve_paths(tmp_path / "out", ranks_, None, jobs=2, batches=batches).result
+        assert parallel.facts == in_turn.facts
+        pd.testing.assert_frame_equal(parallel.segments, in_turn.segments)
     lengths = [r["total_us"] for r in in_turn.facts["per_rank"]]
     assert [r["rank"] for r in in_turn.facts["per_rank"]] == ranks_ and max(lengths) > min(lengths) >= 0
     assert in_turn.facts["rank"] == lengths.index(max(lengths)) and in_turn.facts["joint_ranks"] == 1
     assert in_turn.facts["total_us"] == max(lengths)
+
+
+def test_a_batchs_kernel_rows_are_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paths of a batch of ranks: their kernel rows read in one call, each rank's path its
+    own — the lengths of each rank solved alone, in the batch's order."""
+    import kernel_atlas.analysis.critical_report as critical_report
+
+    rng = random.Random(9)
+    (tmp_path / "traces").mkdir()
+    for rank in range(6):
+        doc = {"distributedInfo": {"rank": rank, "world_size": 6}, "traceEvents": _rank_events(rng, rank)}
+        (tmp_path / "traces" / f"rank{rank}.json").write_text(json.dumps(doc))
+    assert cli("ingest", tmp_path / "traces", "-o", tmp_path / "out", "-q").code == 0
+    reads: list[list[int]] = []
+    read = critical_report.load_kernels
+
+    def counted(out: Path, ranks_: list[int], columns: object) -> pd.DataFrame:
+        reads.append(list(ranks_))
+        return read(out, ranks_, columns)
+
+    monkeypatch.setattr(critical_report, "load_kernels", counted)
+    order = [3, 1, 4, 0, 5, 2]
+    together = critical_report._batch_lengths(tmp_path / "out", order, [None] * 6, None, "exact")
+    assert reads == [order]
+    alone = [critical_report._batch_lengths(tmp_path / "out", [rank], [None], None, "exact")[0] for rank in order]
+    assert together == alone and len(set(alone)) > 1
