@@ -180,7 +180,7 @@ def _lengths_in_parallel(
     ranks read, built and solved in one of them: the memory of `jobs` batches at a time); None
     where that does not pay (one process, few ranks) or no process can be had — then they are
     solved in turn. `batches` (consecutive ranks, `ranks` in order) have their kernel rows read
-    at once: a tiny rank's read was half its path's cost."""
+    at once (a batch's memory is bounded as the analyses' is): 12.5 → 10.3 ms a tiny rank."""
     if jobs < 2 or len(ranks) < PARALLEL_MIN_RANKS or not can_fork():
         return None
     if batches is None or [rank for batch in batches for rank in batch] != ranks:
