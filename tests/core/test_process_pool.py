@@ -82,3 +82,38 @@ def test_the_workers_end_with_their_parent(tmp_path: Path) -> None:
         for pid in children:
             if Path(f"/proc/{pid}").exists():
                 os.kill(pid, signal.SIGKILL)
+
+
+LOST_LOCK_DRIVER = """
+import sys, time
+from kernel_atlas.core.beside import process_pool
+
+def work(x):
+    time.sleep(0.01)
+    return x
+
+if __name__ == "__main__":
+    try:
+        with process_pool(2) as pool:
+            futures = [pool.submit(work, x) for x in range(200)]
+            pool.LOCK.acquire()  # as Ctrl-C inside `submit` can leave it: taken, never given back
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        raise SystemExit(130)
+"""
+
+
+@pytest.mark.parametrize("lock", ["_work_ids.mutex", "_shutdown_lock"])
+def test_a_pool_lock_lost_to_ctrl_c_does_not_hold_the_exit(tmp_path: Path, lock: str) -> None:
+    """Ctrl-C can land between `submit` taking one of the pool's locks and the block that gives
+    it back. The pool's manager thread then waited for the work-id queue's lock for ever, and the
+    exit with it, which joins that thread; the shutdown lock held up `shutdown` itself. Either
+    lock taken here as Ctrl-C leaves it: the command ends at once, 130."""
+    script = tmp_path / "driver.py"
+    script.write_text(LOST_LOCK_DRIVER.replace("LOCK", lock))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, env=env, timeout=60)
+    assert done.returncode == 130 and done.stderr.decode().strip() == "interrupted", done.stderr
+    assert time.monotonic() - start < 30
