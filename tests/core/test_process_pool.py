@@ -26,21 +26,28 @@ def work(x):
 if __name__ == "__main__":
     try:
         with process_pool(2) as pool:
+BODY
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr, flush=True)
+        raise SystemExit(130)
+"""
+# the pool maps for ever, until the test interrupts or kills the driver
+MAPPING = """
             print("mapping", flush=True)
             list(pool.map(work, range(10**7), chunksize=20))
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        raise SystemExit(130)
 """
 
 
-def _start(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
+def _driver(tmp_path: Path, body: str) -> tuple[list[str], dict[str, str]]:
+    """The command and environment that run DRIVER with `body` inside the pool's block."""
     script = tmp_path / "driver.py"
-    script.write_text(DRIVER)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
-    )
+    script.write_text(DRIVER.replace("BODY", body.strip("\n")))
+    return [sys.executable, str(script)], {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
+def _start(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
+    command, env = _driver(tmp_path, MAPPING)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == b"mapping"
     time.sleep(0.5)
     children = [int(pid) for pid in Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()]
@@ -84,23 +91,11 @@ def test_the_workers_end_with_their_parent(tmp_path: Path) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
-LOST_LOCK_DRIVER = """
-import sys, time
-from kernel_atlas.core.beside import process_pool
-
-def work(x):
-    time.sleep(0.01)
-    return x
-
-if __name__ == "__main__":
-    try:
-        with process_pool(2) as pool:
+# the pool given tasks, then one of its locks taken as Ctrl-C inside `submit` can leave it: never given back
+LOST_LOCK = """
             futures = [pool.submit(work, x) for x in range(200)]
-            pool.LOCK.acquire()  # as Ctrl-C inside `submit` can leave it: taken, never given back
+            pool.LOCK.acquire()
             raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr, flush=True)
-        raise SystemExit(130)
 """
 
 
@@ -110,10 +105,8 @@ def test_a_pool_lock_lost_to_ctrl_c_does_not_hold_the_exit(tmp_path: Path, lock:
     it back. The pool's manager thread then waited for the work-id queue's lock for ever, and the
     exit with it, which joins that thread; the shutdown lock held up `shutdown` itself. Either
     lock taken here as Ctrl-C leaves it: the command ends at once, 130."""
-    script = tmp_path / "driver.py"
-    script.write_text(LOST_LOCK_DRIVER.replace("LOCK", lock))
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    command, env = _driver(tmp_path, LOST_LOCK.replace("LOCK", lock))
     start = time.monotonic()
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, env=env, timeout=60)
+    done = subprocess.run(command, capture_output=True, env=env, timeout=60)
     assert done.returncode == 130 and done.stderr.decode().strip() == "interrupted", done.stderr
     assert time.monotonic() - start < 30
