@@ -682,7 +682,9 @@ def dashboard(
     browser: Annotated[
         bool, typer.Option("--browser/--no-browser", help="Open a web browser on it (off: only print the URL).")
     ] = True,
-    port: Annotated[int | None, typer.Option(help="Port of the JupyterLab server (default: a free one).")] = None,
+    port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="Port of the JupyterLab server (default: a free one).")
+    ] = None,
 ) -> None:
     """Open the notebook dashboard for a run in JupyterLab (filters, roofline, time share,
     timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""

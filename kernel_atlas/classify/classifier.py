@@ -354,7 +354,7 @@ def load_catalog(path: str | Path) -> list[dict[str, Any]]:
     (`AtlasError` naming the file and the first entry that is not one)."""
     from kernel_atlas.core.safe_files import read_json
 
-    data = read_json(path)
+    data = read_json(path, nan_ok=True)  # written by Python: NaN and Infinity (classify writes null)
     if not isinstance(data, list):
         raise AtlasError(path, "not a kernel catalog (a kernel catalog is a JSON list of entries)")
     for i, entry in enumerate(data):

@@ -276,11 +276,18 @@ def read_bytes(path: str | Path, limit: int = JSON_LIMIT) -> bytes:
         os.close(fd)
 
 
-def read_json(path: str | Path, limit: int = JSON_LIMIT) -> Any:
-    """A JSON document from a regular file; not-JSON, too deep or not UTF-8 is a one-line error."""
+def _not_json(constant: str) -> Any:
+    """Python's json reads NaN, Infinity and -Infinity, which JSON has not (nor writes Kernel Atlas)."""
+    raise ValueError(f"{constant} is not a JSON value")
+
+
+def read_json(path: str | Path, limit: int = JSON_LIMIT, nan_ok: bool = False) -> Any:
+    """A JSON document from a regular file; not-JSON, too deep or not UTF-8 is a one-line error.
+    NaN and ±Infinity are not JSON: refused, unless `nan_ok` (a user's file that Python's json
+    wrote, which writes them; Kernel Atlas's own files never hold them)."""
     data = read_bytes(path, limit)
     try:
-        return json.loads(data.decode("utf-8-sig"))
+        return json.loads(data.decode("utf-8-sig"), parse_constant=None if nan_ok else _not_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise AtlasError(path, f"not valid JSON ({str(exc).splitlines()[0][:120]})") from None
     except RecursionError:

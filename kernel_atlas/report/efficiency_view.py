@@ -36,7 +36,7 @@ def steps_table(summary: dict[str, Any]) -> pd.DataFrame:
         for step in trace["efficiency"]["steps"]:
             split = {k: v for k, v in step.items() if k != "devices"}
             for device in step["devices"] or [{"device": None}]:
-                rows.append({"trace": trace["file"], "rank": trace["rank"], **split, **device})
+                rows.append({"trace": trace["file"], "rank": trace.get("rank", 0), **split, **device})
     frame = pd.DataFrame(rows, columns=STEP_COLUMNS)
     for name in ("rank", "step", "device"):
         frame[name] = frame[name].astype("Int64")
@@ -49,7 +49,7 @@ def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
     for trace in _traces(summary):
         eff = trace["efficiency"]
         for device in eff["devices"]:
-            devices.append({"trace": trace["file"], "rank": trace["rank"], "steps": len(eff["steps"]), **device})
+            devices.append({"trace": trace["file"], "rank": trace.get("rank", 0), "steps": len(eff["steps"]), **device})
     return {"devices": devices, "definitions": "docs/efficiency.md (the TensorBoard plugin's)"}
 
 

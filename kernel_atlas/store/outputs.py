@@ -55,6 +55,7 @@ from kernel_atlas.core.heap import release_arrow_memory
 from kernel_atlas.core.redact import REDACTED, credential_count, json_holds_credential, redact_document, redact_text
 from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
+from kernel_atlas.store.summary_schema import check_summary
 
 if TYPE_CHECKING:
     import fsspec
@@ -667,62 +668,6 @@ def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atla
             if bad:
                 raise AtlasError(path, f"{bad} rows with a {name} that is NaN or beyond 2^53 µs: run `{by}` again")
     return table
-
-
-_SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
-    "rank": (int,),
-    "last_step_start_us": (int, float, type(None)),
-    "kernels_file": (str,),
-    "gpus": (list,),
-    "distributed": (dict,),
-    "devices": (list,),
-}
-_GPU_FIELDS: dict[str, tuple[type, ...]] = {"name": (str,), "numSms": (int,)}
-_MAX_COUNT = (1 << 31) - 1  # ranks: int32, as ingest writes them (their column and partition)
-_INT64 = 1 << 63  # other integers: what numpy holds
-
-
-_KIND_WORDS = {int: "an integer", float: "a number", str: "a text", list: "a list", dict: "an object"}
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def check_summary(summary: Any, path: Path) -> None:
-    """The parts of summary.json the commands read have the types they expect."""
-
-    def wrong(where: str, what: str) -> AtlasError:
-        return AtlasError(path, f"not a summary of `atlas ingest`: {where} is not {what} (re-run `atlas ingest`)")
-
-    if not isinstance(summary, dict):
-        raise wrong("the document", "an object")
-    traces = summary.get("traces", [])
-    if not isinstance(traces, list):
-        raise wrong("traces", "a list")
-    for i, trace in enumerate(traces):
-        if not isinstance(trace, dict):
-            raise wrong(f"traces[{i}]", "an object")
-        for key, kinds in _SUMMARY_FIELDS.items():
-            value = trace.get(key)
-            if key in trace and (not isinstance(value, kinds) or isinstance(value, bool)):
-                raise wrong(f"traces[{i}].{key}", _KIND_WORDS[kinds[0]])
-        if "rank" in trace and not 0 <= trace["rank"] <= _MAX_COUNT:  # ranks are int32, as ingest writes them
-            raise wrong(f"traces[{i}].rank", f"a rank (0…{_MAX_COUNT})")
-        for j, gpu in enumerate(trace.get("gpus", [])):
-            if not isinstance(gpu, dict):
-                raise wrong(f"traces[{i}].gpus[{j}]", "an object")
-            for key, kinds in _GPU_FIELDS.items():
-                if key in gpu and (not isinstance(gpu[key], kinds) or isinstance(gpu[key], bool)):
-                    raise wrong(f"traces[{i}].gpus[{j}].{key}", _KIND_WORDS[kinds[0]])
-            if isinstance(gpu.get("numSms"), int) and not -_INT64 <= gpu["numSms"] < _INT64:
-                raise wrong(f"traces[{i}].gpus[{j}].numSms", "an int64")
-        world = trace.get("distributed", {}).get("world_size")
-        if world is not None and not (_is_int(world) and -_INT64 <= world < _INT64):
-            raise wrong(f"traces[{i}].distributed.world_size", "an int64")
-    run_id = summary.get("run_id", "0")
-    if not isinstance(run_id, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", run_id):
-        raise wrong("run_id", "a run id")
 
 
 @dataclass

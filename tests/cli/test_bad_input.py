@@ -194,6 +194,9 @@ def test_empty_event_list_and_report_on_it(tmp_path: Path) -> None:
         (["nosuch"], ["No such command 'nosuch'", "atlas --help"]),
         (["report"], ["Missing argument 'source'", "atlas report --help"]),
         (["report", "--window"], ["Option '--window' requires an argument", "atlas report --help"]),
+        # no port: JupyterLab was started on one of its own and served until killed
+        (["dashboard", "x", "--port", "99999"], ["'--port'", "less than or equal to 65535", "atlas dashboard"]),
+        (["dashboard", "x", "--port", "0"], ["'--port'", "greater than or equal to 1", "atlas dashboard"]),
     ],
 )
 def test_usage_errors_are_one_line(args: list[str], needles: list[str]) -> None:

@@ -534,6 +534,54 @@ def test_a_summary_field_of_another_type_is_named_in_words(tmp_path: Path, key: 
     assert_one_line_error(cli("report", out), f"not a summary of `atlas ingest`: {words} (re-run")
 
 
+# doctored summaries that each reached the report as an internal error (TypeError, KeyError,
+# OverflowError): the field, by its path, and what it should be
+_DOCTORED_SUMMARIES = [
+    (("efficiency",), {}, "traces[0].efficiency has no steps"),
+    (("efficiency",), {"steps": 5, "devices": []}, "traces[0].efficiency.steps is not a list"),
+    (("efficiency",), {"steps": [], "devices": [5]}, "traces[0].efficiency.devices[0] is not an object"),
+    (("efficiency",), {"steps": [{}], "devices": []}, "traces[0].efficiency.steps[0] has no devices"),
+    (("efficiency",), {"steps": [{"step": "x", "devices": []}], "devices": []}, "steps[0].step is not an integer"),
+    (("efficiency",), {"steps": [], "devices": [{"device": 0, "sm_efficiency_pct": "high"}]}, "is not a number"),
+    (("last_step_start_us",), 10**400, "traces[0].last_step_start_us is out of range"),
+    (("last_step_start_us",), 2.0**60, "traces[0].last_step_start_us is out of range"),
+    (("events",), 2**64, "traces[0].events is out of range"),
+    (("rank",), 2**31, "traces[0].rank is out of range"),
+    (("gpus",), [{"name": "H100", "numSms": 1.5}], "traces[0].gpus[0].numSms is not an integer"),
+    (("distributed",), {"world_size": "8"}, "traces[0].distributed.world_size is not an integer"),
+    (("by_kind",), {"kernel": {"count": -1}}, "traces[0].by_kind[...].count is out of range"),
+    ((), "no file", "traces[0] has no file"),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "words"), _DOCTORED_SUMMARIES)
+def test_a_doctored_summary_is_refused_in_one_line_where_the_run_is_opened(
+    tmp_path: Path, key: tuple[str, ...], value: object, words: str
+) -> None:
+    """summary.json is held against the types its readers rely on (`store/summary_schema.py`)
+    once, when the run is opened: every reader refuses it in one line naming the field."""
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    summary = json.loads((out / "summary.json").read_text())
+    if key:
+        summary["traces"][0][key[0]] = value
+    else:
+        del summary["traces"][0]["file"]
+    (out / "summary.json").write_text(json.dumps(summary))
+    for command in _readers(out):
+        assert_one_line_error(cli(*command), words)
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_json_constants_that_are_not_json_are_refused(tmp_path: Path, constant: str) -> None:
+    """Python's json reads NaN and Infinity; ingest never writes them (nor does JSON have them): a
+    summary holding one is not read (it reached report.json's steps as NaN)."""
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    text = (out / "summary.json").read_text()
+    (out / "summary.json").write_text(text.replace('"last_step_start_us": null', f'"last_step_start_us": {constant}'))
+    assert constant in (out / "summary.json").read_text()
+    assert_one_line_error(cli("report", out), f"not valid JSON ({constant} is not a JSON value)")
+
+
 def test_a_rank_file_replaced_after_it_was_read_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each rank file's schema is read once per process (`outputs._schema`: a report asked for it
     four times); a file doctored at the same path after that — a column dropped — is read again

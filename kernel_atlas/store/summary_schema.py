@@ -1,0 +1,141 @@
+"""What the readers of summary.json rely on, as types: `check_summary` holds a summary against
+them once, where a run folder is opened (`outputs.open_output`), and refuses in one line what
+does not hold — the field named by its path, what it should be in words. Fields the readers do
+not read are not checked; those they read are: each trace's file, rank, kernels and memory file,
+GPUs, world size, devices, the last step's start, the efficiency ingest measured (its steps and
+per-device metrics, as `report/efficiency_view.py` turns them into tables), the launched and
+shaped counts, and the events and kinds counted (`report/build.py`, `analysis/ranks.py`).
+
+A doctored summary — a step that is a text, an efficiency without its devices, a last step's
+start of 400 digits, a trace without its file — was an internal error in the report
+(TypeError, KeyError, OverflowError). Numbers are finite and within what ingest writes: times
+within 2^53 µs (`limits.MAX_TIME_US`), integers within int64, ranks within int32.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import msgspec
+
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.store.limits import MAX_TIME_US
+
+Time = Annotated[float, msgspec.Meta(ge=-MAX_TIME_US, le=MAX_TIME_US)]
+Number = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]  # finite (JSON's 1e999 reads as inf)
+Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
+Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+Rank = Annotated[int, msgspec.Meta(ge=0, le=(1 << 31) - 1)]  # int32, as ingest writes ranks (column, partition)
+
+
+class _Gpu(msgspec.Struct):
+    name: str | None = None
+    numSms: Int64 | None = None  # Kineto's deviceProperties key
+
+
+class _Distributed(msgspec.Struct, frozen=True):
+    world_size: Int64 | None = None
+
+
+class _DeviceMetrics(msgspec.Struct):
+    device: Int64 | None
+    gpu_utilization_pct: Number | None = None
+    sm_efficiency_pct: Number | None = None
+    achieved_occupancy_pct: Number | None = None
+    tensor_core_time_pct: Number | None = None
+
+
+class _Step(msgspec.Struct):
+    devices: list[_DeviceMetrics] | None
+    step: Int64 | None = None
+    start_us: Time | None = None
+    end_us: Time | None = None
+    total_us: Time | None = None
+    kernel_us: Number | None = None
+    memcpy_us: Number | None = None
+    memset_us: Number | None = None
+    communication_us: Number | None = None
+    runtime_us: Number | None = None
+    dataloader_us: Number | None = None
+    cpu_exec_us: Number | None = None
+    other_us: Number | None = None
+    kernel_us_launched: Number | None = None
+
+
+class _Efficiency(msgspec.Struct):
+    steps: list[_Step]
+    devices: list[_DeviceMetrics]
+    window_us: list[Time] | None = None
+
+
+class _Kind(msgspec.Struct):
+    count: Count | None = None
+    total_us: Number | None = None
+
+
+class _Trace(msgspec.Struct):
+    file: str
+    rank: Rank = 0
+    kernels_file: str | None = None
+    memory_file: str | None = None
+    gpus: list[_Gpu] = []
+    distributed: _Distributed = _Distributed()
+    devices: list[dict[str, Any]] = []
+    last_step_start_us: Time | None = None
+    efficiency: _Efficiency | None = None
+    events: Count | None = None
+    with_launcher: Count | None = None
+    with_shapes: Count | None = None
+    by_kind: dict[str, _Kind] | None = None
+
+
+class _Summary(msgspec.Struct):
+    traces: list[_Trace] = []
+    run_id: str = "0"
+
+
+# msgspec's words for a type, as the refusal says them
+_TYPE_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a text",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
+_EXPECTED = re.compile(r"Expected `(?P<type>[a-z]+)[^`]*`(?P<bound> [<>]=? \S+)?(?:, got `(?P<got>[^`]+)`)?")
+_MISSING = re.compile(r"Object missing required field `(?P<field>[^`]+)`")
+
+
+def _words(message: str) -> tuple[str, str]:
+    """msgspec's `… - at `$.traces[0].rank`` as (where, what it should be, in words)."""
+    text, _, at = message.rpartition(" - at `")
+    if not text:
+        text, at = message, "$`"
+    where = at.rstrip("`").removeprefix("$").removeprefix(".") or "the document"
+    missing = _MISSING.match(text)
+    if missing:
+        return where, f"has no {missing['field']}"
+    expected = _EXPECTED.match(text)
+    if expected:
+        if expected["bound"]:
+            return where, "is out of range" + (" (not a finite number)" if expected["type"] == "float" else "")
+        return where, f"is not {_TYPE_WORDS.get(expected['type'], expected['type'])}"
+    if text.startswith("Number out of range"):
+        return where, "is out of range"
+    return where, f"is not as `atlas ingest` writes it ({text[:80]})"
+
+
+def check_summary(summary: Any, path: Path) -> None:
+    """The parts of summary.json the commands read have the types and ranges they expect; the
+    first that does not is refused in one line."""
+    try:
+        msgspec.convert(summary, _Summary)
+    except msgspec.ValidationError as error:
+        where, what = _words(str(error))
+        raise AtlasError(path, f"not a summary of `atlas ingest`: {where} {what} (re-run `atlas ingest`)") from None
+    run_id = summary.get("run_id", "0")
+    if not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", run_id):
+        raise AtlasError(path, "not a summary of `atlas ingest`: run_id is not a run id (re-run `atlas ingest`)")
