@@ -107,8 +107,23 @@ _NEEDLES = (
 _NEEDLE_SCAN = re.compile(trie_pattern(sorted(_NEEDLES)))
 
 
+# the letters beyond ASCII that the expression's case-insensitive parts take for ASCII ones
+# (Python's re documentation: İ, ı, ſ and the Kelvin sign), as those ASCII letters
+_RE_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
 def _may_hold_credential(text: str) -> bool:
-    return not text.isascii() or not text.isprintable() or _NEEDLE_SCAN.search(text.lower()) is not None
+    """Whether `text` holds a needle: every match of CREDENTIAL holds one as its case-insensitive
+    parts read text (`_RE_FOLDS`, lower case), and every credential `_hidden_credential` finds
+    holds one once the text is NFKC-folded and its hiding characters are gone. A text without
+    needles is passed over: a cut name ends with `…` and was searched whole (~400 ns a
+    character; 50 dotted module names of 16k characters in every stack took 19 s)."""
+    if text.isascii() and text.isprintable():
+        return _NEEDLE_SCAN.search(text.lower()) is not None
+    if _NEEDLE_SCAN.search(text.translate(_RE_FOLDS).lower()) is not None:
+        return True
+    shown = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    return _NEEDLE_SCAN.search(shown.translate(_RE_FOLDS).lower()) is not None
 
 
 # Characters that hide a credential from the expression without changing what it reads as: control
@@ -150,6 +165,8 @@ def _hidden_credential(text: str) -> bool:
 def holds_credential(text: str) -> bool:
     """Whether `text` holds a credential-shaped part, also one hidden by characters that do not
     show (`_hidden_credential`)."""
+    if not _may_hold_credential(text):
+        return False
     return CREDENTIAL.search(text) is not None or _hidden_credential(text)
 
 
@@ -278,7 +295,8 @@ def credential_count(strings: list[str]) -> int:
 
 
 def _suspects(strings: list[str]) -> set[str]:
-    """The strings that `_may_hold_credential`: beyond ASCII or not printable, or holding a needle."""
+    """The strings that may hold a credential: beyond ASCII or not printable (`redact_text` looks
+    at each with `_may_hold_credential`), or holding a needle."""
     plain = all(map(str.isascii, strings)) and all(map(str.isprintable, strings))
     suspects = set() if plain else {text for text in strings if not (text.isascii() and text.isprintable())}
     screened = [text for text in strings if text not in suspects] if suspects else strings

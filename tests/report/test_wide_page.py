@@ -85,6 +85,27 @@ def test_the_treemap_keeps_the_heaviest_kernels_and_sums_the_rest_per_op(monkeyp
     assert len(widget(html.timeshare_figure(SimpleNamespace(kernels=kernels))).data[0].ids) == 4 + 5
 
 
+def test_the_module_treemap_holds_module_levels_deep_paths_at_their_last_level(monkeypatch) -> None:
+    """A module path of 8,000 levels (a dotted name) made a tile per level, each tile's id the
+    whole path down to it: a 217 MB page in 36 s. Deeper than MODULE_LEVELS, a path's time is
+    drawn at its ancestor that deep."""
+    monkeypatch.setattr(html, "MODULE_LEVELS", 3)
+    modules = pd.DataFrame(
+        {
+            "module": ["(no module)", "a", "a.b.c.d.e", "a.b.c.x", "a.y"],
+            "dur_us": [1.0, 2.0, 4.0, 8.0, 16.0],
+        }
+    )
+    fig = widget(html.module_figure(modules))
+    tiles = dict(zip(fig.data[0].ids, fig.data[0].values, strict=True))
+    # a.b.c.d.e and a.b.c.x: both drawn at a.b.c (4 + 8); `branchvalues` "remainder": own time
+    assert tiles == {"(no module)": 1.0, "a": 2.0, "a.b": 0.0, "a.b.c": 12.0, "a.y": 16.0}
+    assert "2 paths deeper than 3 levels drawn at level 3" in fig.layout.title.text
+    monkeypatch.setattr(html, "MODULE_LEVELS", 16)
+    fig = widget(html.module_figure(modules))
+    assert len(fig.data[0].ids) == 8 and "deeper" not in fig.layout.title.text
+
+
 def test_the_summary_lists_at_most_max_device_lines(monkeypatch) -> None:
     from types import SimpleNamespace
 
