@@ -39,6 +39,7 @@ from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.safe_files import remove
 from kernel_atlas.roofline.analysis import bus_factor, comm_itemsize
+from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 from kernel_atlas.store.outputs import RUN_KEY, kernels_sql, load_table, rank_files
 
 if TYPE_CHECKING:
@@ -297,12 +298,14 @@ def _cross_rank(
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}.tmp"  # renamed when complete
     metadata = f", KV_METADATA {{'{RUN_KEY.decode()}': '{run_id}'}}" if run_id else ""
+    # a transfer shorter than the clock records (or none) has no bandwidth
+    transfer = f"(CASE WHEN r.transfer_us >= {CLOCK_RESOLUTION_US!r} THEN r.transfer_us END)"
     con.execute(f"""
         COPY (
             SELECT r.rank, r.process_group, r.seq, r.collective, r.start_us, r.end_local - r.start_local AS dur_us,
                    r.nelems * t.itemsize AS msg_bytes,
-                   r.nelems * t.itemsize / nullif(r.transfer_us, 0) / 1e3 AS algbw_gbps,
-                   r.nelems * t.itemsize / nullif(r.transfer_us, 0) / 1e3 * f.factor AS busbw_gbps,
+                   r.nelems * t.itemsize / {transfer} / 1e3 AS algbw_gbps,
+                   r.nelems * t.itemsize / {transfer} / 1e3 * f.factor AS busbw_gbps,
                    r.skew_us, r.wait_us, r.late_us, r.last, r.ranks, r.group_size, r.clock_offset_us,
                    r.seq_source, r.trace
             FROM rows r

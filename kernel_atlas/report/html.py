@@ -81,7 +81,7 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
             f"<br>shapes {html.escape(str(r.input_dims))}"
             f"<br>{r.count} calls, {fmt_us(r.op_time_us)}"
             f"<br>{fmt_tflops(r.achieved_tflops)}, {fmt_gbps(r.achieved_gbps)}"
-            f"<br>SOL {r.sol_pct:.1f}% ({r.bound}), headroom {fmt_us(r.headroom_us)}"
+            f"<br>SOL {fmt_pct(r.sol_pct)} ({r.bound}), headroom {fmt_us(r.headroom_us)}"
             f"<br><i>{_stack_hint(r.call_stack)}</i>"
             for r in group.itertuples(index=False)
         ]
@@ -256,7 +256,7 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> Figure:
         "x": values(rows["headroom_us"]),
         "y": labels,
         "orientation": "h",
-        "text": [f"SOL {p:.0f}%" for p in rows["sol_pct"]],
+        "text": [f"SOL {fmt_pct(p, 0)}" for p in rows["sol_pct"]],
         "hovertemplate": "%{y}<br>headroom %{x:.1f} µs<extra></extra>",
     }
     layout = {

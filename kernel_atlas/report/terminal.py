@@ -32,6 +32,7 @@ from kernel_atlas.report.units import (
     describe_key,
     device_time_line,
     fmt_number,
+    fmt_pct,
     fmt_shapes,
     fmt_signed_us,
     fmt_us,
@@ -303,7 +304,7 @@ def _headroom_section(console: Console, report: Report, view: ReportView) -> Non
             fmt_us(row.headroom_us),
             fmt_us(row.op_time_us),
             f"{row.count:,}",
-            f"{row.sol_pct:.1f}",
+            fmt_pct(row.sol_pct).removesuffix("%"),  # – where no rate is known
             str(row.bound),
             fmt_number(row.achieved_tflops),
             fmt_number(row.achieved_gbps),

@@ -27,6 +27,7 @@ from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY,
 from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.roofline.costs import PARTNER_LAUNCHERS, Call, Cost, NoCost, cost_of
+from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 
 # A call whose attainable time is this small is dominated by launch and latency, not by a roof.
 LATENCY_US = 4.0
@@ -577,7 +578,8 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
     table["peak_tflops"], table["peak_gbps"], table["peak_label"] = _peaks(table, device)
     calls = table["count"]
-    timed = table["op_time_us"].where(table["op_time_us"] > 0)  # no time (every call 0 µs): no rate, no SOL
+    # no time (every call 0 µs), or calls shorter on average than the clock records: no rate, no SOL
+    timed = table["op_time_us"].where(table["mean_us"] >= CLOCK_RESOLUTION_US)
     table["achieved_tflops"] = table["flops"] * calls / (timed * 1e6)
     table["achieved_gbps"] = table["bytes"] * calls / (timed * 1e3)
     compute_us = (table["flops"] / (table["peak_tflops"] * 1e6)).fillna(0.0)

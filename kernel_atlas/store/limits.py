@@ -8,6 +8,10 @@ import json
 # Times beyond 2^53 µs (285 years) are not times: float64 loses the microsecond, and sums of such
 # durations overflow to inf (numpy RuntimeWarnings, shares of NaN). Unusable, counted.
 MAX_TIME_US = float(2**53)
+# The finest time a trace records: Kineto writes µs with three decimals, Nsight Systems ns. A
+# positive duration below it is no measurement: no rate is worked out from it (a kernel of
+# 5e-324 µs had an infinite SOL; of 1e-300 µs, one of 300 digits).
+CLOCK_RESOLUTION_US = 0.001
 # What a launching op recorded about its inputs: JSON lists, one entry per input.
 RECORDED_CALL = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 MAX_DEPTH = 16  # recorded calls nest 2-3 deep (a list of inputs, of sizes, of a tensor list)

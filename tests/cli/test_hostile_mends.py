@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import gzip
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -895,6 +896,31 @@ def test_gpu_activities_all_of_no_length_ingest_and_report(tmp_path: Path, examp
     roofline = pd.read_parquet(tmp_path / "out" / "roofline.parquet")
     rates = roofline[["achieved_tflops", "achieved_gbps", "sol_pct"]]
     assert len(roofline) and rates.isna().all().all(), rates
+
+
+@pytest.mark.parametrize("dur", [5e-324, 1e-300, 0.0004])
+def test_gpu_activities_shorter_than_the_clock_have_no_rate(tmp_path: Path, example, dur: float) -> None:
+    """A kernel `dur` below a nanosecond (the finest a trace records) is no measurement: the
+    roofline had SOL inf (5e-324 µs) or of 300 digits (1e-300 µs) and the terminal printed inf.
+    Each group then has no rate and no SOL, shown as `–`; at 1 ns they are numbers again."""
+    doc = copy.deepcopy(example)
+    for event in doc["traceEvents"]:
+        if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            event["dur"] = dur
+    assert cli("ingest", _write(tmp_path, doc), "-o", tmp_path / "out").code == 0
+    report = cli("report", tmp_path / "out", "--section", "headroom")
+    assert report.code == 0, report.output
+    assert "inf" not in report.stdout and "nan" not in report.stdout, report.stdout
+    roofline = pd.read_parquet(tmp_path / "out" / "roofline.parquet")
+    rates = roofline[["achieved_tflops", "achieved_gbps", "sol_pct"]]
+    assert len(roofline) and rates.isna().all().all(), rates
+    for event in doc["traceEvents"]:
+        if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            event["dur"] = 0.001
+    assert cli("ingest", _write(tmp_path, doc), "-o", tmp_path / "one_ns").code == 0
+    assert cli("report", tmp_path / "one_ns").code == 0
+    costed = pd.read_parquet(tmp_path / "one_ns" / "roofline.parquet")["sol_pct"].dropna()
+    assert len(costed) and costed.map(math.isfinite).all(), costed
 
 
 def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, example) -> None:
