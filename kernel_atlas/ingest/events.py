@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter
-from typing import Annotated, Any, NamedTuple, Union
+from typing import Annotated, Any, ClassVar, NamedTuple, Union
 
 import msgspec
 import numpy as np
@@ -183,12 +183,17 @@ _memory_fields = attrgetter(*MEMORY_FIELDS)
 # Instants other than `[memory]` are not read: any JSON scalar in their fields (and any `args`) is taken
 # as it is, so that an odd one never costs its slice the fast path.
 _Scalar = str | int | float | bool | None
+_INSTANT_CATEGORY = "\x00i"  # every instant's `cat` (the category pass): family _INSTANT
 
 
 class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):
-    """An instant ("i") event; `cat` defaults to Kineto's (PyTorch 1.9 wrote none)."""
+    """An instant ("i") event. Its category is read into `category`; `cat`, what the category
+    pass reads, is one of its own for every instant: whatever category an instant claims
+    (`kernel`, `cpu_op`), it is no range (it has no duration) — only its name makes it a memory
+    event (`_memory_columns`). A `kernel` instant was an internal error."""
 
-    cat: _Scalar = "cpu_instant_event"
+    cat: ClassVar[str] = _INSTANT_CATEGORY
+    category: _Scalar = msgspec.field(default="cpu_instant_event", name="cat")
     name: _Scalar = ""
     pid: _Scalar = 0
     tid: _Scalar = 0
@@ -196,17 +201,28 @@ class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):
     args: msgspec.Raw = _EMPTY
 
 
-# Every other phase of the Trace Event Format: no fields, so the decoder only skips them;
-# `cat` is a class attribute so that one pass over `e.cat` covers all events.
+# Every other phase of the Trace Event Format: `cat` is a class attribute so that one pass over
+# `e.cat` covers all events. Flows and metadata ("s", "t", "f", "M": one flow per kernel) have
+# no fields, so the decoder only skips them. Begin/end pairs ("B", "E") carry a category of their
+# own, so that counting them rides on the category pass: ingest reads complete events only, and
+# says how many pairs it left unread. The other phases, rare, have their category read (into
+# `category`): one a complete event would have (`kernel` written as an instant "I", an async
+# "b") is counted and said (`NOT_COMPLETE`), never dropped unsaid.
 _OTHER_PHASES = ("B", "E", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O", "D", "M")
 _OTHER_PHASES += ("V", "v", "R", "c", "(", ")", "=")
-# Begin/end pairs ("B", "E") carry a category of their own, so that counting them rides on the
-# category pass: ingest reads complete events only, and says how many pairs it left unread.
+_FIELDLESS_PHASES = frozenset("stfM")
 DURATION_PAIRS = "duration events"  # the `ignored` key counting "B"/"E" events
+NOT_COMPLETE = "not complete "  # `ignored` key prefix: events of a range's category in another phase, by category
 _PAIR_CATEGORY = "\x00B/E"
+_OTHER_CATEGORY = "\x00other"  # the other phases whose category is read
 _OTHERS = tuple(
     msgspec.defstruct(
-        f"Phase{i}", [], tag_field="ph", tag=ph, gc=False, namespace={"cat": _PAIR_CATEGORY if ph in "BE" else ""}
+        f"Phase{i}",
+        [] if ph in _FIELDLESS_PHASES or ph in "BE" else [("category", _Scalar, msgspec.field(default="", name="cat"))],
+        tag_field="ph",
+        tag=ph,
+        gc=False,
+        namespace={"cat": _PAIR_CATEGORY if ph in "BE" else "" if ph in _FIELDLESS_PHASES else _OTHER_CATEGORY},
     )
     for i, ph in enumerate(_OTHER_PHASES)
 )
@@ -391,7 +407,10 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         raise SliceError("deep", "JSON nested too deeply") from None
     family = _families(events, ignored)
     if forgiving:
-        family[np.fromiter([e.ph != "X" for e in events], bool, len(events))] = -1
+        not_range = np.fromiter([e.ph != "X" for e in events], bool, len(events))
+        odd = np.flatnonzero(not_range & (family >= 0))
+        _count_not_complete([events[i].cat for i in odd.tolist() if events[i].ph not in ("B", "E")], ignored)
+        family[not_range] = -1
         pairs = sum(e.ph in ("B", "E") for e in events)
         if pairs:
             ignored[DURATION_PAIRS] += pairs
@@ -657,19 +676,46 @@ def _families(events: Sequence[Any], ignored: Counter[str]) -> np.ndarray:
     name (a `ProfilerStep#N` is an annotation): per event only a dict lookup (a legacy trace's
     events were looked at one by one, 10 % of its decode)."""
     cats = [e.cat for e in events]
-    codes = {}
-    for cat in set(cats):
-        code = _FAMILY.get(cat, -1)
-        codes[cat] = code if code >= 0 else (_LEGACY_FAMILY.get(cat.lower(), -1) if isinstance(cat, str) else -1)
+    codes = {cat: _family_of(cat) for cat in set(cats)}
     if codes.get(_PAIR_CATEGORY, 0) < 0:
         ignored[DURATION_PAIRS] += cats.count(_PAIR_CATEGORY)
     family = np.fromiter(map(codes.__getitem__, cats), np.int8, len(cats))
+    if _OTHER_CATEGORY in codes:  # events of the rare phases (typed decode): their own category counted
+        other = np.flatnonzero(family == _OTHER)
+        _count_not_complete([events[i].category for i in other.tolist()], ignored)
+        family[other] = -1
+    if _INSTANT_CATEGORY in codes:  # instants (typed decode) claiming a range's category, too
+        instants = np.flatnonzero(family == _INSTANT).tolist()
+        _count_not_complete([getattr(events[i], "category", None) for i in instants], ignored)
     legacy = np.flatnonzero(family == _LEGACY_OP)
     if len(legacy):
         names = [events[i].name for i in legacy.tolist()]
         step = {name: step_number(name) is not None if isinstance(name, str) else False for name in set(names)}
         family[legacy] = np.where(np.fromiter(map(step.__getitem__, names), bool, len(names)), ANNOTATION, CPU_OP)
     return family
+
+
+_OTHER = -2  # the family of `_OTHER_CATEGORY` until its events are counted
+
+
+def _family_of(cat: Any) -> int:
+    """A category's family code (-1: none; older or differently cased names included)."""
+    if cat == _INSTANT_CATEGORY:
+        return _INSTANT
+    if cat == _OTHER_CATEGORY:
+        return _OTHER
+    code = _FAMILY.get(cat, -1) if isinstance(cat, str) else -1
+    return code if code >= 0 else (_LEGACY_FAMILY.get(cat.lower(), -1) if isinstance(cat, str) else -1)
+
+
+def _count_not_complete(categories: list[Any], ignored: Counter[str]) -> None:
+    """Count, per category, events recorded in a phase that is no range (an instant, an async
+    or counter event, no `ph` at all) under a category ingest reads as complete ranges (a
+    `kernel`, a `cpu_op`): `ignored[NOT_COMPLETE + cat]`. Begin/end pairs are counted apart."""
+    for cat, count in Counter(categories).items():
+        family = _family_of(cat)
+        if family >= 0 and family != _INSTANT:
+            ignored[NOT_COMPLETE + str(cat)[:60]] += count
 
 
 def _count_unknown_gpu(events: Sequence[Any], family: np.ndarray, forgiving: bool, ignored: Counter[str]) -> None:

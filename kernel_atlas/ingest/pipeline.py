@@ -23,7 +23,14 @@ from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_i
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.efficiency import with_kernel_efficiency
-from kernel_atlas.ingest.events import DURATION_PAIRS, LONG_STRINGS, MAX_TEXT, NOT_OBJECTS, UNKNOWN_GPU
+from kernel_atlas.ingest.events import (
+    DURATION_PAIRS,
+    LONG_STRINGS,
+    MAX_TEXT,
+    NOT_COMPLETE,
+    NOT_OBJECTS,
+    UNKNOWN_GPU,
+)
 from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table
@@ -115,6 +122,15 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     if not_objects:
         one, many = "traceEvents entry that is not a JSON object", "traceEvents entries that are not JSON objects"
         warnings.append(f"{path}: {counted(not_objects, one, many, WAS)} skipped")
+    keys = sorted((key for key in ignored if key.startswith(NOT_COMPLETE)), key=lambda key: -ignored[key])
+    not_complete = {key.removeprefix(NOT_COMPLETE): ignored.pop(key) for key in keys}
+    if not_complete:  # a kernel written as an instant or an async event: no duration, so not read
+        total = sum(not_complete.values())
+        shown = ", ".join(f"{redact_text(cat)!r} {n:,}" for cat, n in list(not_complete.items())[:8])
+        warnings.append(
+            f"{path}: {total:,} events of categories read as ranges ({shown}) {WAS[total != 1]} not complete (X) "
+            "events but instants, async or counter events, or of no phase: not read (they carry no duration)"
+        )
     pairs = ignored.pop(DURATION_PAIRS, 0)
     if pairs:  # torch.profiler writes complete ("X") events; a begin/end pair is another tool's
         warnings.append(f"{path}: {pairs:,} begin/end (B/E) events were not read: only complete (X) ones are")

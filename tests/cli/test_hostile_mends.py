@@ -923,6 +923,27 @@ def test_gpu_activities_shorter_than_the_clock_have_no_rate(tmp_path: Path, exam
     assert len(costed) and costed.map(math.isfinite).all(), costed
 
 
+@pytest.mark.parametrize("phase", ["i", "I", "b", "C", "x", None])
+def test_ranges_written_in_another_phase_are_counted_not_dropped_unsaid(tmp_path: Path, example, phase) -> None:
+    """10 kernels and 3 CPU ops of the example written as instants (`i`: an internal error,
+    AttributeError), as `I`, async, counter or lower-case `x` events, or without a `ph`: not read
+    (no duration) as before, but now said, per category; the other 51 GPU activities are read."""
+    doc = copy.deepcopy(example)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    ops = [e for e in doc["traceEvents"] if e.get("cat") == "cpu_op"]
+    for event in kernels[:10] + ops[:3]:
+        if phase is None:
+            del event["ph"]
+        else:
+            event["ph"] = phase
+    result = cli("ingest", _write(tmp_path, doc), "-o", tmp_path / "out")
+    assert result.code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if "not complete (X)" in line]
+    assert len(warned) == 1 and "13 events of categories read as ranges ('kernel' 10, 'cpu_op' 3)" in warned[0]
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["traces"][0]["gpu_activities"] == 61 - 10
+
+
 def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, example) -> None:
     """Python reads no integer past 4,300 digits: one such number in a kernel's `pid` refused the
     whole trace, one in its `grid` lost all its args (its correlation with them), one as the
