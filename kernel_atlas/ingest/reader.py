@@ -139,9 +139,10 @@ class _Source:
             self.raw.close()
             raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
         self.stream: Any = None
+        self.zstd = _is_zstd(magic)
         if magic[:2] == b"\x1f\x8b":
             self.stream = _gzip.GzipFile(fileobj=self.raw)
-        elif magic == b"\x28\xb5\x2f\xfd":
+        elif self.zstd:
             import zstandard
 
             self.stream = zstandard.ZstdDecompressor().stream_reader(self.raw)
@@ -233,6 +234,8 @@ class _Source:
                     raise AtlasError(self.path, f"zstd stream is damaged or truncated ({exc})") from None
                 raise
             if not chunk:
+                if self.zstd and self.filled == 0:
+                    self._check_zstd_end()
                 self.eof = True
                 self.length = self.filled
                 break
@@ -241,6 +244,36 @@ class _Source:
             self.filled += len(chunk)
             if self.filled - self.offsets[0] > self.limit:  # a bomb, or one giant token: never held whole
                 raise AtlasError(self.path, too_large(self.offsets[0]))
+
+    def _check_zstd_end(self) -> None:
+        """A zstd stream that gave no text at all: a frame cut short says nothing either
+        (zstandard's reader returns no bytes), which read as an empty file. Its frames are run
+        through once more to their end (no block was complete, so nothing is held): damaged
+        or truncated unless the last frame ended."""
+        import zstandard
+
+        decompressor = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            self.raw.seek(0)
+            while data := self.raw.read(_READ_BYTES):
+                decompressor.decompress(data)
+                while decompressor.eof and decompressor.unused_data:  # the next frame
+                    rest, decompressor = decompressor.unused_data, zstandard.ZstdDecompressor().decompressobj()
+                    decompressor.decompress(rest)
+        except zstandard.ZstdError as exc:
+            raise AtlasError(self.path, f"zstd stream is damaged or truncated ({exc})") from None
+        except OSError as exc:
+            raise AtlasError(self.path, f"cannot read file ({exc.strerror or exc})") from None
+        if not decompressor.eof:
+            raise AtlasError(self.path, "zstd stream is damaged or truncated (it ends inside a frame)")
+
+
+# a zstd frame (RFC 8878), or a skippable frame (magic 0x184D2A50–5F, little-endian), which may come first
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _is_zstd(magic: bytes) -> bool:
+    return magic == _ZSTD_MAGIC or (len(magic) == 4 and magic[1:] == b"\x2a\x4d\x18" and magic[0] & 0xF0 == 0x50)
 
 
 def too_large(at: int) -> str:

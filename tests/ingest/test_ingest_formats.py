@@ -34,6 +34,33 @@ def test_plain_gzip_and_zstd_give_the_same_table(tmp_path: Path) -> None:
         pd.testing.assert_frame_equal(frames[0], other)
 
 
+def test_zstd_with_a_skippable_frame_first_is_read(tmp_path: Path) -> None:
+    """A skippable frame (RFC 8878: magic 0x184D2A50–5F) may open a .zst that `zstd -d` reads;
+    its first bytes are not zstd's frame magic, and it was refused as "not JSON"."""
+    raw = gzip.decompress(EXAMPLE.read_bytes())
+    skippable = (0x184D2A53).to_bytes(4, "little") + (5).to_bytes(4, "little") + b"notes"
+    zst = tmp_path / "t.json.zst"
+    zst.write_bytes(skippable + zstandard.ZstdCompressor().compress(raw))
+    frames = [ingest_trace(p).frame.drop(columns="trace") for p in (EXAMPLE, zst)]
+    pd.testing.assert_frame_equal(frames[0], frames[1])
+
+
+@pytest.mark.parametrize("kept", [0.1, 0.5])
+def test_a_zstd_cut_inside_its_first_block_is_said_to_be_truncated(tmp_path: Path, kept: float) -> None:
+    """zstandard's reader gives no bytes for a frame cut inside its first block (no error): the
+    trace read as "file is empty". A 1 KB document is one block: cut anywhere, it is said to be
+    truncated; cut later in a long trace, the JSON's own end says so."""
+    compressed = zstandard.ZstdCompressor().compress(b'{"traceEvents": [' + b'{"ph": "M"},' * 80 + b"{}]}")
+    zst = tmp_path / "cut.json.zst"
+    zst.write_bytes(compressed[: int(len(compressed) * kept)])
+    result = runner.invoke(app, ["ingest", str(zst), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "zstd stream is damaged or truncated (it ends inside a frame)" in result.output
+    empty = tmp_path / "empty.json.zst"
+    empty.write_bytes(zstandard.ZstdCompressor().compress(b""))
+    assert "file is empty" in runner.invoke(app, ["ingest", str(empty), "-o", str(tmp_path / "o2")]).output
+
+
 def test_display_time_unit_ns_does_not_rescale(tmp_path: Path) -> None:
     """`ts`/`dur` are µs whatever `displayTimeUnit` says: Kineto writes "ns" when its µs values
     carry nanosecond fractions. A shared trace marked "ns" must give the same times as its µs
