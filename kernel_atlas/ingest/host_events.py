@@ -171,9 +171,8 @@ COLUMNS = {
 def _checked(path: Path) -> pd.DataFrame:
     """One host events file, refused in one line where it is not as ingest writes it: its
     columns' kinds and times (`load_checked`), no row ending before it starts, and each `parent`
-    a row of the file (or -1) with
-    no row its own ancestor — a cycle of parents kept the critical path's walks up the call
-    stack going forever."""
+    a row of the file (or -1) with no row its own ancestor — a cycle of parents kept the critical
+    path's walks up the call stack going forever."""
     frame = load_checked(path, COLUMNS, "a host events table").to_pandas()
     backwards = int(np.count_nonzero(frame["end_us"].to_numpy() < frame["ts_us"].to_numpy()))
     if backwards:  # a range of negative length is dropped at ingest: the critical path took it as gigantic
