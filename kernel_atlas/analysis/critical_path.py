@@ -244,29 +244,35 @@ def _host_chains(host: pd.DataFrame, edges: _Edges) -> np.ndarray:
     size = _subtree_sizes(parent, rows, bounds)
     pos = np.empty(n, np.int64)
     pos[order] = np.arange(n)
-    ev = np.arange(n)
-    p_ev = np.concatenate([ev, ev])
-    p_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
-    p_ts = np.concatenate([ts, end])
-    order = _tour(parent, pos, size, depth)
-    p_ev, p_start, p_ts = p_ev[order], p_start[order], p_ts[order]
+    del order, root, rows
+    # each point in that order: op q's start is point q, its end point n + q; its graph node is
+    # 2q (start) or 2q + 1 (end). Edges join consecutive points of a thread.
+    point = _tour(parent, pos, size, depth)
+    del pos, size
+    is_end = point >= n
+    op = point
+    op[is_end] -= n  # in place: the point numbers are not needed again
+    node = 2 * op + is_end
     tie = np.empty(2 * n, np.int64)
-    tie[2 * p_ev + ~p_start] = np.arange(2 * n)
-    same = thread[p_ev[1:]] == thread[p_ev[:-1]]
-    a, b = p_ev[:-1][same], p_ev[1:][same]
-    a_start, b_start = p_start[:-1][same], p_start[1:][same]
-    w = p_ts[1:][same] - p_ts[:-1][same]
-    src = 2 * a + ~a_start
-    dst = 2 * b + ~b_start
+    tie[node] = np.arange(2 * n)
+    at = np.where(is_end, end[op], ts[op])  # each point's time
+    on_thread = thread[op]
+    pair = np.flatnonzero(on_thread[1:] == on_thread[:-1])  # point `pair` → point `pair + 1`
+    del on_thread
+    nxt = pair + 1
+    a, b, a_end, b_end = op[pair], op[nxt], is_end[pair], is_end[nxt]
+    w = at[nxt] - at[pair]
+    src, dst = node[pair], node[nxt]
+    del at, node, pair, nxt
     blocking = host["blocking"].to_numpy(bool)
-    top_enter = b_start & (depth[b] == 0)
-    zero = top_enter | (~b_start & blocking[b])
-    attr = np.where(a_start, a, np.where(~b_start, b, parent[a]))
-    kind = np.where(top_enter, DEPEND, CPU)
-    w = np.where(zero, 0.0, np.maximum(w, 0.0))
-    for k in (CPU, DEPEND):
-        m = kind == k
-        edges.add(src[m], dst[m], w[m], k, np.where(k == DEPEND, -1, attr[m]))
+    top_enter = ~b_end & (depth[b] == 0)
+    zero = top_enter | (b_end & blocking[b])
+    attr = np.where(a_end, np.where(b_end, b, parent[a]), a)
+    np.maximum(w, 0.0, out=w)
+    w[zero] = 0.0
+    cpu = ~top_enter
+    edges.add(src[cpu], dst[cpu], w[cpu], CPU, attr[cpu])
+    edges.add(src[top_enter], dst[top_enter], w[top_enter], DEPEND, -1)
     return tie
 
 

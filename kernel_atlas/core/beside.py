@@ -340,6 +340,11 @@ class Beside(Generic[T]):
 def _run(work: Callable[..., Any], values: Any, results: Any, *parents_ends: Any) -> None:
     for end in parents_ends:  # else the child's own copy of the writer keeps `values` from ending
         end.close()
+    from kernel_atlas.core.heap import release_free_memory  # here: glibc is looked up at its import
+
+    # the parent's free heap pages, shared with it until either writes: handed back here, the
+    # child's arrays fault in pages of their own rather than copy (or split, huge) shared ones
+    release_free_memory()
     try:
         outcome: tuple[str, Any] = ("ok", work(Receiver(values)))
     except BaseException as error:  # handed to the parent, which raises it
