@@ -1,10 +1,11 @@
 """What the readers of summary.json rely on, as types: `check_summary` holds a summary against
 them once, where a run folder is opened (`outputs.open_output`), and refuses in one line what
 does not hold — the field named by its path, what it should be in words. Fields the readers do
-not read are not checked; those they read are: each trace's file, rank, kernels and memory file,
-GPUs, world size, devices, the last step's start, the efficiency ingest measured (its steps and
-per-device metrics, as `report/efficiency_view.py` turns them into tables), the launched and
-shaped counts, and the events and kinds counted (`report/build.py`, `analysis/ranks.py`).
+not read are not checked, nor those they read as hints whatever their value (the events, kinds,
+launched and shaped counts: where the critical path is solved, how ranks are batched, what the
+report advises); those they rely on are: each trace's file, rank, kernels and memory file, GPUs,
+world size, devices, the last step's start, and the efficiency ingest measured (its steps and
+per-device metrics, as `report/efficiency_view.py` turns them into tables).
 
 A doctored summary — a step that is a text, an efficiency without its devices, a last step's
 start of 400 digits, a trace without its file — was an internal error in the report
@@ -26,7 +27,6 @@ from kernel_atlas.store.limits import MAX_TIME_US
 Time = Annotated[float, msgspec.Meta(ge=-MAX_TIME_US, le=MAX_TIME_US)]
 Number = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]  # finite (JSON's 1e999 reads as inf)
 Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
-Count = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
 Rank = Annotated[int, msgspec.Meta(ge=0, le=(1 << 31) - 1)]  # int32, as ingest writes ranks (column, partition)
 
 
@@ -70,11 +70,6 @@ class _Efficiency(msgspec.Struct):
     window_us: list[Time] | None = None
 
 
-class _Kind(msgspec.Struct):
-    count: Count | None = None
-    total_us: Number | None = None
-
-
 class _Trace(msgspec.Struct):
     file: str
     rank: Rank = 0
@@ -85,10 +80,6 @@ class _Trace(msgspec.Struct):
     devices: list[dict[str, Any]] = []
     last_step_start_us: Time | None = None
     efficiency: _Efficiency | None = None
-    events: Count | None = None
-    with_launcher: Count | None = None
-    with_shapes: Count | None = None
-    by_kind: dict[str, _Kind] | None = None
 
 
 class _Summary(msgspec.Struct):
