@@ -116,8 +116,12 @@ def parse_window(spec: str | None) -> tuple[str, int] | None:
     if not spec:
         return None
     name, sep, k = spec.rpartition("#")
-    if not sep or not name or not k.isdigit():
-        raise AtlasError(None, f"--window {spec!r}: expected NAME#K (the K-th instance, from 0, e.g. ProfilerStep#0)")
+    # plain ASCII digits (`²` and `٣` are digits to str.isdigit, not to int); an instance beyond
+    # 2^63 is none a trace has (and int() reads no more than 4,300 digits)
+    if not sep or not name or not (k.isascii() and k.isdigit()) or len(k) > 18:
+        raise AtlasError(
+            None, f"--window {spec[:80]!r}: expected NAME#K (the K-th instance, from 0, e.g. ProfilerStep#0)"
+        )
     return name, int(k)
 
 

@@ -184,7 +184,12 @@ def idle_breakdown(
     source = hta_view(frame, last_step_start) if hta else frame
     if hta or exact is None:
         exact = ExactGaps(gaps(source, True, kernel_wait_us, hta), gaps(source, False, kernel_wait_us, hta))
-    per_stream = _sum_by_category(exact.stream, source, ["rank", "device", "stream"])
+    # activities on no known stream (a stream id beyond 2^53 nulled at ingest) count in their
+    # device's union only: a per-stream row of them would read as the device's own (stream null)
+    streamed, stream_gaps = source, exact.stream
+    if source["stream"].isna().any():
+        streamed, stream_gaps = source[source["stream"].notna()], stream_gaps[stream_gaps["stream"].notna()]
+    per_stream = _sum_by_category(stream_gaps, streamed, ["rank", "device", "stream"])
     per_device = _sum_by_category(exact.device, source, ["rank", "device"])
     per_device["stream"] = pd.NA
     table = pd.concat([per_device, per_stream], ignore_index=True)[BREAKDOWN_COLUMNS]

@@ -195,9 +195,11 @@ def graph_candidates(
     stream_gaps: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """graph_candidates.parquet: stretches of short eager kernels separated by host or kernel
-    waits, grouped by (rank, device, stream, shared call stack), largest saving first.
-    `stream_gaps`: the frame's exact per-stream `gaps` with this `kernel_wait_us`, when already
-    computed."""
+    waits, grouped by (rank, device, stream, shared call stack), largest saving first; activities
+    on no known stream are left out. `stream_gaps`: the frame's exact per-stream `gaps` with this
+    `kernel_wait_us`, when already computed."""
+    if frame["stream"].isna().any():  # activities on no known stream are no stream's stretch
+        frame, stream_gaps = frame[frame["stream"].notna()], None
     if frame.empty:
         return pd.DataFrame(columns=CANDIDATE_COLUMNS)
     if stream_gaps is None or not frame.index.equals(pd.RangeIndex(len(frame))):

@@ -429,7 +429,7 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
         if (family == _INSTANT).any():
             part.memory, part.memory_threads = _memory_columns(events, family == _INSTANT, forgiving, ignored)
-        part.syncs = _gpu_syncs(*pick(family == _GPU_SYNC)[:2])
+        part.syncs = _gpu_syncs(*pick(family == _GPU_SYNC)[:2], ignored)
     except RecursionError:  # inside an args value decoded on its own
         raise SliceError("deep", "JSON nested too deeply") from None
     _cut_long_strings(part, ignored)
@@ -760,7 +760,8 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
         ignored["host ranges without a ts"] += int((~timed).sum())
         return _host_columns(*_keep(timed, events, args, family), ignored)
     dur = np.fromiter([e.dur for e in events], np.float64, n)
-    huge = np.abs(dur) >= MAX_TIME_US  # a duration no process lives: as if not given
+    # a duration no process lives, or one ending past the bound though each is within it: as if not given
+    huge = (np.abs(dur) >= MAX_TIME_US) | (np.abs(ts + dur) >= MAX_TIME_US)
     if huge.any():
         ignored["dur"] += int(huge.sum())
         dur[huge] = NAN
@@ -942,7 +943,7 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
         if step is None:
             continue
         device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
-        if abs(event.ts) < MAX_TIME_US and abs(event.dur) < MAX_TIME_US:  # NaN and inf fail too
+        if abs(event.ts) < MAX_TIME_US and abs(event.dur) < MAX_TIME_US and abs(event.ts + event.dur) < MAX_TIME_US:
             rows.append((step, device, event.ts, event.ts + event.dur))
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
 
@@ -1020,15 +1021,21 @@ def _number(value: int | str) -> int:
     return int(match.group(1)) if match and len(match.group(1)) < 18 else -1
 
 
-def _gpu_syncs(events: list[Any], args: list[Args]) -> np.ndarray:
-    """`SlicePart.syncs` rows of the timed `cuda_sync` events of a known kind."""
+def _gpu_syncs(events: list[Any], args: list[Args], ignored: Counter[str]) -> np.ndarray:
+    """`SlicePart.syncs` rows of the timed `cuda_sync` events of a known kind (a start, duration
+    or end beyond 2^53 µs is no time: the event is left out, counted)."""
     rows = []
     for event, arg in zip(events, args, strict=True):
-        if event.name in SYNC_KINDS and math.isfinite(event.ts) and math.isfinite(event.dur):
-            device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
-            kind = SYNC_KINDS.index(event.name)
-            rows.append((kind, device, arg.stream, event.ts, event.ts + event.dur))
-            rows[-1] += (arg.correlation, arg.wait_stream, arg.wait_correlation)
+        if event.name not in SYNC_KINDS:
+            continue
+        ts, end = event.ts, event.ts + event.dur
+        if not (abs(ts) < MAX_TIME_US and abs(event.dur) < MAX_TIME_US and abs(end) < MAX_TIME_US):
+            if math.isfinite(end):  # given, but beyond the bound (NaN: not given, as before)
+                ignored["cuda_sync time"] += 1
+            continue
+        device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
+        rows.append((SYNC_KINDS.index(event.name), device, arg.stream, ts, end))
+        rows[-1] += (arg.correlation, arg.wait_stream, arg.wait_correlation)
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 

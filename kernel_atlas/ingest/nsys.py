@@ -49,6 +49,7 @@ from kernel_atlas.ingest.columns import (
 from kernel_atlas.ingest.events import CUT_MARK, LONG_STRINGS, MAX_TEXT, cut_long
 from kernel_atlas.ingest.frames import MODULE_PREFIX
 from kernel_atlas.ingest.reader import TraceInfo, device_entries
+from kernel_atlas.store.limits import MAX_TIME_US
 
 T = TypeVar("T")
 
@@ -693,10 +694,24 @@ def _canonical(sizes: str) -> str | None:
         return None
 
 
-def _host_table(parts: list[_HostPart]) -> HostTable:
-    def cat(key: str, empty: np.dtype) -> np.ndarray:
-        return np.concatenate([getattr(p, key) for p in parts]) if parts else np.empty(0, dtype=empty)
+def _host_table(parts: list[_HostPart], ignored: dict[str, int]) -> HostTable:
+    """The host ranges of `parts` as one table. As the JSON reader's (`events._host_columns`), a
+    range whose start is not within 2^53 µs is left out and one whose end is not gets no
+    duration (an instant), each counted in `ignored` (an NVTX end at int64's largest ns made a
+    run that every reader refused)."""
+    ts_all = np.concatenate([p.ts for p in parts]) if parts else np.empty(0)
+    timed = np.abs(ts_all) < MAX_TIME_US
+    if not timed.all():
+        ignored["host ranges without a ts"] = ignored.get("host ranges without a ts", 0) + int((~timed).sum())
 
+    def cat(key: str, empty: np.dtype) -> np.ndarray:
+        return np.concatenate([getattr(p, key) for p in parts])[timed] if parts else np.empty(0, dtype=empty)
+
+    ts, end = cat("ts", np.dtype(np.float64)), cat("end", np.dtype(np.float64))
+    beyond = ~(np.abs(end) < MAX_TIME_US)
+    if beyond.any():
+        ignored["dur"] = ignored.get("dur", 0) + int(beyond.sum())
+        end = np.where(beyond, ts, end)
     names = cat("names", np.dtype(object))
     name_codes, distinct = pd.factorize(pd.Series(names, dtype=object).fillna(""))
     dims = cat("dims", np.dtype(object))
@@ -708,8 +723,8 @@ def _host_table(parts: list[_HostPart]) -> HostTable:
         name_code=name_codes.astype(np.int64),
         names=[str(s) for s in distinct.tolist()],
         thread=cat("thread", np.dtype(np.int64)),
-        ts=cat("ts", np.dtype(np.float64)),
-        end=cat("end", np.dtype(np.float64)),
+        ts=ts,
+        end=end,
         correlation=cat("correlation", np.dtype(np.int64)),
         external_id=minus,
         shape=dim_codes.astype(np.int64),
@@ -821,11 +836,12 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
     gpu = _gpu_table(gpu_parts)
     read.node_creation = _node_creation_rows(gpu.graph_node_id, nodes, roots, created, offset)
     empty = np.empty(0, dtype=np.int64)
+    ignored = {LONG_STRINGS: export.cut} if export.cut else {}
     cols = TraceColumns(
         gpu=gpu,
-        host=_host_table(host_parts),
+        host=_host_table(host_parts, ignored),
         gpu_steps=GpuAnnotations(step=empty, device=empty, ts=np.empty(0), end=np.empty(0)),
         event_count=info.events,
-        ignored={LONG_STRINGS: export.cut} if export.cut else {},
+        ignored=ignored,
     )
     return info, cols, read

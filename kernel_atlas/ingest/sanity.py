@@ -35,7 +35,7 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     warnings = []
     ts = frame["ts_us"].to_numpy(dtype=np.float64, na_value=np.nan)
     dur = frame["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)
-    no_time = ~np.isfinite(ts) | ~np.isfinite(dur) | ~(np.abs(ts) < MAX_TIME_US) | ~(np.abs(dur) < MAX_TIME_US)
+    no_time = ~(np.abs(ts) < MAX_TIME_US) | ~(np.abs(dur) < MAX_TIME_US) | ~(np.abs(ts + dur) < MAX_TIME_US)  # NaN too
     negative = ~no_time & (dur < 0)
     for rows, why in ((no_time, "without a usable ts or dur"), (negative, "with a negative duration")):
         n = int(rows.sum())

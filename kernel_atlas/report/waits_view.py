@@ -42,9 +42,14 @@ def _text(value: object, missing: str = "") -> str:
     return missing if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)) else str(value)
 
 
+def _whole(value: object) -> object:
+    """A stream or device id as the integer it is (a float column's 7.0 as 7); a missing one as it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _where(rank: object, device: object, stream: object = None) -> str:
-    text = f"rank {rank} device {'?' if pd.isna(device) else device}"
-    return text if stream is None or pd.isna(stream) else f"{text} stream {stream}"
+    text = f"rank {rank} device {'?' if pd.isna(device) else _whole(device)}"
+    return text if stream is None or pd.isna(stream) else f"{text} stream {_whole(stream)}"
 
 
 def _file_and_function(frame: str) -> str:
@@ -226,7 +231,7 @@ def _print_candidates(console: Console, waits: Waits, top: int, wide: bool) -> N
     origin, cells = _origin(candidates, waits.candidates, wide, "(no common frame)")
     columns = [Column("saving"), Column("stretches"), Column("kernels"), Column("stream"), *origin]
     rows = [
-        [fmt_us(row.saving_us), f"{row.stretches:,}", f"{row.kernels:,}", str(row.stream), *more]
+        [fmt_us(row.saving_us), f"{row.stretches:,}", f"{row.kernels:,}", _text(_whole(row.stream), "?"), *more]
         for row, more in zip(candidates.itertuples(index=False), cells, strict=True)
     ]
     title = "Graph this: stretches of short eager kernels separated by waits (saving = the waits)"

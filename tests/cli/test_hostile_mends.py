@@ -944,6 +944,67 @@ def test_ranges_written_in_another_phase_are_counted_not_dropped_unsaid(tmp_path
     assert summary["traces"][0]["gpu_activities"] == 61 - 10
 
 
+@pytest.mark.parametrize("cat", ["cpu_op", "kernel"])
+def test_a_range_ending_past_the_time_bound_costs_only_its_duration(tmp_path: Path, example, cat: str) -> None:
+    """`ts` and `dur` each under 2^53 µs but `ts + dur` beyond: ingest wrote the end, and every
+    reader then refused the run it had just written. A CPU op keeps its start (an instant), a
+    kernel is left out; both said."""
+    doc = copy.deepcopy(example)
+    event = next(e for e in doc["traceEvents"] if e.get("cat") == cat)
+    event["dur"] = 2**53 - 11  # its ts is ~1.4e12 µs
+    result = cli("ingest", _write(tmp_path, doc), "-o", tmp_path / "out")
+    assert result.code == 0, result.output
+    warned = "1 GPU activity without a usable ts or dur was left out" if cat == "kernel" else "(dur 1)"
+    assert warned in result.stderr, result.stderr
+    report = cli("report", tmp_path / "out")
+    assert report.code == 0, report.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["traces"][0]["gpu_activities"] == (61 - 1 if cat == "kernel" else 61)
+
+
+def test_an_nsight_range_ending_at_int64s_end_costs_only_its_duration(tmp_path: Path) -> None:
+    """An NVTX range ending at int64's largest ns (9.2e15 µs, past 2^53): the same."""
+    import shutil
+    import sqlite3
+
+    export = tmp_path / "slice.sqlite"
+    shutil.copy(EXAMPLE.parent / "h100_2gpu_slice.sqlite", export)
+    with sqlite3.connect(export) as db:
+        db.execute('UPDATE NVTX_EVENTS SET "end" = 9223372036854775807 WHERE rowid = 1')
+    result = cli("ingest", export, "-o", tmp_path / "out")
+    assert result.code == 0 and "(dur 1)" in result.stderr, result.output
+    assert cli("report", tmp_path / "out").code == 0
+
+
+@pytest.mark.parametrize("k", ["²", "٣", "9" * 5000])
+def test_a_window_instance_that_is_no_plain_number_is_one_line(tmp_path: Path, k: str) -> None:
+    """`--window ProfilerStep#²`: str.isdigit says yes, int() no (internal error); 5,000 digits
+    are more than int() reads."""
+    out = tmp_path / "out"
+    assert cli("ingest", EXAMPLE, "-o", out, "-q").code == 0
+    for command in (("report", out), ("whatif", out, "--no-launch-gaps")):
+        assert_one_line_error(cli(*command, "--window", f"ProfilerStep#{k}"), "expected NAME#K")
+
+
+def test_kernels_on_no_known_stream_count_in_their_device_only(tmp_path: Path, example) -> None:
+    """Every other kernel's stream beyond 2^53 (nulled at ingest): their per-stream idle rows
+    read as the device's own (`stream` null), two rows of one key: `report --full` was an
+    internal error (unstack), and their stretches a graph candidate of stream `nan`."""
+    doc = copy.deepcopy(example)
+    kernels = [e for e in doc["traceEvents"] if e.get("cat") == "kernel"]
+    for event in kernels[::2]:
+        event["args"]["stream"] = 2**60
+    assert cli("ingest", _write(tmp_path, doc), "-o", tmp_path / "out").code == 0
+    report = cli("report", tmp_path / "out", "--full")
+    assert report.code == 0, report.output
+    assert " nan " not in report.stdout and "7.0" not in report.stdout
+    idle = pd.read_parquet(tmp_path / "out" / "idle.parquet")
+    device_rows = idle[idle["stream"].isna()]
+    assert not device_rows.duplicated(["rank", "device", "category"]).any()
+    candidates = pd.read_parquet(tmp_path / "out" / "graph_candidates.parquet")
+    assert candidates["stream"].notna().all()
+
+
 def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, example) -> None:
     """Python reads no integer past 4,300 digits: one such number in a kernel's `pid` refused the
     whole trace, one in its `grid` lost all its args (its correlation with them), one as the
