@@ -43,6 +43,7 @@ MAX_TEXT = 10_000  # the most characters of one text a query returns
 MAX_ANSWER_BYTES = 16 << 20  # and of its whole answer, as JSON
 MAX_RUNS = 1000  # the most runs `runs` lists
 MAX_DEPTH = 4  # how deep under the root `runs` looks
+MAX_RUN_NAME = 200  # the most characters of a run name a refusal repeats
 TABLES_SKIPPED = {KERNELS}  # registered apart (a partitioned dataset)
 
 
@@ -86,13 +87,17 @@ class Tools:
         if not isinstance(run, str) or "\x00" in run:
             raise AtlasError(run, "not a run name")
         candidate = Path(run)
+        named = run if len(run) <= MAX_RUN_NAME else run[:MAX_RUN_NAME] + "…"
         if candidate.is_absolute():
-            raise AtlasError(run, "give the run's path relative to the server's root")
-        resolved = (self.root / candidate).resolve()
-        if resolved != self.root and self.root not in resolved.parents:
-            raise AtlasError(run, "outside the server's root")
-        if not (resolved / SUMMARY).is_file() and not (resolved / KERNELS).exists():
-            raise AtlasError(run, "not a run folder (no summary.json): list them with the `runs` tool")
+            raise AtlasError(named, "give the run's path relative to the server's root")
+        try:
+            resolved = (self.root / candidate).resolve()
+            if resolved != self.root and self.root not in resolved.parents:
+                raise AtlasError(named, "outside the server's root")
+            if not (resolved / SUMMARY).is_file() and not (resolved / KERNELS).exists():
+                raise AtlasError(named, "not a run folder (no summary.json): list them with the `runs` tool")
+        except OSError as exc:  # a name longer than the system takes (ENAMETOOLONG), a loop of links
+            raise AtlasError(named, f"not a run folder ({exc.strerror or exc})") from None
         return resolved
 
     def _name(self, path: Path) -> str:

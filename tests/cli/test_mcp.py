@@ -97,6 +97,15 @@ def test_paths_outside_the_root_are_refused(tools, root: Path, tmp_path: Path) -
         tools.summary("escape")
 
 
+@pytest.mark.parametrize("run", ["a" * 300, "a" * 5000, "bert.atlas/" + "x/.." * 2000])
+def test_a_run_name_longer_than_the_system_takes_is_one_line(tools, run: str) -> None:
+    """`Path.resolve` and `is_file` raise ENAMETOOLONG: an OSError reached the SDK, which answered
+    "Error executing tool" with no reason and printed ~300 lines of traceback on stderr."""
+    with pytest.raises(AtlasError, match="not a run folder") as refused:
+        tools.top_kernels(run)
+    assert len(str(refused.value)) < 400
+
+
 def test_no_credential_leaves_the_server(tools, root: Path) -> None:
     table = pa.table({"note": [f"token {TOKEN} here", "plain"]})
     pq.write_table(table, root / "bert.atlas" / "planted.parquet")
