@@ -621,9 +621,13 @@ def diff(
     from kernel_atlas.report.terminal import print_diff, print_gate
     from kernel_atlas.store.outputs import check_named_output, write_csv
 
+    named: dict[str, str] = {}  # each file named, by its real path: the first option naming it
     for option, target in (("-o", out), ("--html", html), ("--markdown", markdown)):
         if target is not None:  # before the work: none may replace a trace or a run's own file
             check_named_output(target, option, reads=[a, b])
+            same = named.setdefault(os.path.realpath(target), option)
+            if same != option:  # the second written over the first, exit 0
+                raise AtlasError(option, f"{target} is also {same}'s file: name one file for each")
     result = diff_runs(a, b)
     totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
     verdict = judge(result.table, *totals, fail_above, min_share) if fail_above is not None else None

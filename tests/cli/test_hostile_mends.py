@@ -1005,6 +1005,16 @@ def test_kernels_on_no_known_stream_count_in_their_device_only(tmp_path: Path, e
     assert candidates["stream"].notna().all()
 
 
+def test_diff_refuses_one_file_named_for_two_outputs(tmp_path: Path) -> None:
+    """`diff A B --markdown F --html F` wrote the page over the summary and exited 0."""
+    out = tmp_path / "out"
+    assert cli("ingest", EXAMPLE, "-o", out, "-q").code == 0
+    target = tmp_path / "d.md"
+    for options in (("--markdown", target, "--html", target), ("-o", target, "--html", tmp_path / "x" / ".." / "d.md")):
+        assert_one_line_error(cli("diff", out, out, *options), "--html", "is also", "name one file for each")
+        assert not target.exists()
+
+
 def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, example) -> None:
     """Python reads no integer past 4,300 digits: one such number in a kernel's `pid` refused the
     whole trace, one in its `grid` lost all its args (its correlation with them), one as the
