@@ -26,6 +26,7 @@ from kernel_atlas.analysis.critical_segments import breakdown_pct, segments, top
 from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, on_a_thread, process_pool
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import load_kernels
 
@@ -120,7 +121,7 @@ def solve_paths(
         cut = (last_step_start or {}).get(rank)
         # the exact graph is built once with the what-if's causal edges, then solved as if without
         # them (they weigh -inf in `path_weight`): one graph, one solver set-up for the path and the what-if
-        graph = _rank_graph(kernels, host, window, convention, cut)
+        graph = _rank_graph(kernels, host, window, convention, cut, rank if len(ranks) > 1 else None)
         if graph_ready is not None and exact and len(ranks) == 1:
             solves_exactly(graph)  # the solver's set-up, shared by the path and the what-if
             graph_ready(graph)
@@ -207,17 +208,31 @@ def _batch_lengths(
     lengths = []
     for rank, cut in zip(batch, cuts, strict=True):
         mine = kernels.iloc[rows.get(rank, [])].reset_index(drop=True)
-        graph = _rank_graph(mine, load_host_events(out_dir, rank), window, convention, cut)
+        graph = _rank_graph(mine, load_host_events(out_dir, rank), window, convention, cut, rank)
         lengths.append(longest_path(graph, graph.path_weight()).length_us)
     return lengths
 
 
 def _rank_graph(
-    kernels: pd.DataFrame, host: pd.DataFrame | None, window: tuple[str, int] | None, convention: str, cut: float | None
+    kernels: pd.DataFrame,
+    host: pd.DataFrame | None,
+    window: tuple[str, int] | None,
+    convention: str,
+    cut: float | None,
+    rank: int | None = None,
 ) -> Graph:
-    """One rank's graph as its path is solved (exact: zero-weight launches and the causal edges)."""
+    """One rank's graph as its path is solved (exact: zero-weight launches and the causal edges).
+    `rank`: the rank, named in a refusal (a `--window` that one rank of several lacks), None
+    where the run has one."""
     exact = convention == "exact"
-    return build_graph(kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut)
+    try:
+        return build_graph(
+            kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut
+        )
+    except AtlasError as error:
+        if rank is None:
+            raise
+        raise AtlasError(error.source, f"rank {rank}: {error.problem}") from None
 
 
 @dataclass

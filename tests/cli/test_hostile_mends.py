@@ -1015,6 +1015,24 @@ def test_diff_refuses_one_file_named_for_two_outputs(tmp_path: Path) -> None:
         assert not target.exists()
 
 
+def test_a_window_one_rank_lacks_is_refused_naming_the_rank(tmp_path: Path, example) -> None:
+    """Two ranks, the second without `ProfilerStep` ranges: `--window ProfilerStep#0` said "the
+    trace has 0 ranges named like 'ProfilerStep'" without saying which rank's."""
+    traces = tmp_path / "ranks"
+    traces.mkdir()
+    for rank in (0, 1):
+        doc = copy.deepcopy(example)
+        doc["distributedInfo"] = {"rank": rank, "world_size": 2}
+        if rank == 1:
+            for event in doc["traceEvents"]:
+                if str(event.get("name", "")).startswith("ProfilerStep#"):
+                    event["name"] = "step"
+        (traces / f"r{rank}.json").write_text(json.dumps(doc))
+    assert cli("ingest", traces, "-o", tmp_path / "out", "-q").code == 0
+    refused = cli("report", tmp_path / "out", "--window", "ProfilerStep#0")
+    assert_one_line_error(refused, "rank 1: --window ProfilerStep#0: the trace has 0 ranges named like 'ProfilerStep'")
+
+
 def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, example) -> None:
     """Python reads no integer past 4,300 digits: one such number in a kernel's `pid` refused the
     whole trace, one in its `grid` lost all its args (its correlation with them), one as the
