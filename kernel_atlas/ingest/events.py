@@ -35,7 +35,7 @@ from typing import Annotated, Any, ClassVar, NamedTuple, Union
 import msgspec
 import numpy as np
 
-from kernel_atlas.store.limits import MAX_TIME_US
+from kernel_atlas.store.limits import MAX_TIME_US, within_time_bound
 
 GPU_KINDS: dict[str, str] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
 KIND_NAMES = list(GPU_KINDS.values())  # GPU kind codes 0, 1, 2
@@ -943,7 +943,7 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
         if step is None:
             continue
         device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
-        if abs(event.ts) < MAX_TIME_US and abs(event.dur) < MAX_TIME_US and abs(event.ts + event.dur) < MAX_TIME_US:
+        if within_time_bound(event.ts, event.dur):
             rows.append((step, device, event.ts, event.ts + event.dur))
     return np.array(rows, dtype=np.float64).reshape(-1, 4)
 
@@ -1028,13 +1028,12 @@ def _gpu_syncs(events: list[Any], args: list[Args], ignored: Counter[str]) -> np
     for event, arg in zip(events, args, strict=True):
         if event.name not in SYNC_KINDS:
             continue
-        ts, end = event.ts, event.ts + event.dur
-        if not (abs(ts) < MAX_TIME_US and abs(event.dur) < MAX_TIME_US and abs(end) < MAX_TIME_US):
-            if math.isfinite(end):  # given, but beyond the bound (NaN: not given, as before)
+        if not within_time_bound(event.ts, event.dur):
+            if math.isfinite(event.ts + event.dur):  # given, but beyond the bound (NaN: not given, as before)
                 ignored["cuda_sync time"] += 1
             continue
         device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
-        rows.append((SYNC_KINDS.index(event.name), device, arg.stream, ts, end))
+        rows.append((SYNC_KINDS.index(event.name), device, arg.stream, event.ts, event.ts + event.dur))
         rows[-1] += (arg.correlation, arg.wait_stream, arg.wait_correlation)
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 

@@ -707,7 +707,7 @@ def _host_table(parts: list[_HostPart], ignored: dict[str, int]) -> HostTable:
     def cat(key: str, empty: np.dtype) -> np.ndarray:
         return np.concatenate([getattr(p, key) for p in parts])[timed] if parts else np.empty(0, dtype=empty)
 
-    ts, end = cat("ts", np.dtype(np.float64)), cat("end", np.dtype(np.float64))
+    ts, end = ts_all[timed], cat("end", np.dtype(np.float64))
     beyond = ~(np.abs(end) < MAX_TIME_US)
     if beyond.any():
         ignored["dur"] = ignored.get("dur", 0) + int(beyond.sum())

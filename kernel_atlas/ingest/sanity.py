@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from kernel_atlas.core.texts import WAS, counted
-from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
+from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, RECORDED_CALL, too_deep, within_time_bound
 from kernel_atlas.store.schema import KERNEL_COLUMNS
 
 _NARROW = {
@@ -35,7 +35,7 @@ def usable_rows(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     warnings = []
     ts = frame["ts_us"].to_numpy(dtype=np.float64, na_value=np.nan)
     dur = frame["dur_us"].to_numpy(dtype=np.float64, na_value=np.nan)
-    no_time = ~(np.abs(ts) < MAX_TIME_US) | ~(np.abs(dur) < MAX_TIME_US) | ~(np.abs(ts + dur) < MAX_TIME_US)  # NaN too
+    no_time = ~within_time_bound(ts, dur)  # NaN too
     negative = ~no_time & (dur < 0)
     for rows, why in ((no_time, "without a usable ts or dur"), (negative, "with a negative duration")):
         n = int(rows.sum())

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 # Times beyond 2^53 µs (285 years) are not times: float64 loses the microsecond, and sums of such
 # durations overflow to inf (numpy RuntimeWarnings, shares of NaN). Unusable, counted.
@@ -12,6 +13,15 @@ MAX_TIME_US = float(2**53)
 # positive duration below it is no measurement: no rate is worked out from it (a kernel of
 # 5e-324 µs had an infinite SOL; of 1e-300 µs, one of 300 digits).
 CLOCK_RESOLUTION_US = 0.001
+
+
+def within_time_bound(ts: Any, dur: Any) -> Any:
+    """Whether a range's start, duration and end all lie within MAX_TIME_US (NaN and inf do not):
+    for numbers or numpy arrays alike. An end past the bound with start and duration inside it
+    made ingest write a run every reader refused."""
+    return (abs(ts) < MAX_TIME_US) & (abs(dur) < MAX_TIME_US) & (abs(ts + dur) < MAX_TIME_US)
+
+
 # What a launching op recorded about its inputs: JSON lists, one entry per input.
 RECORDED_CALL = ("input_dims", "input_types", "input_strides", "concrete_inputs")
 MAX_DEPTH = 16  # recorded calls nest 2-3 deep (a list of inputs, of sizes, of a tensor list)
