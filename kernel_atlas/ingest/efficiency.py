@@ -27,6 +27,7 @@ from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import name_mask
 from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
 from kernel_atlas.ingest.recorded import dtypes, type_names
+from kernel_atlas.store.summary_schema import DEVICE_METRICS
 
 RECORDED, ESTIMATED, UPPER_BOUND = "recorded", "estimated", "upper bound"
 # `occupancy_source`'s codes while it is worked out, in sorted order (as a categorical of the texts orders them)
@@ -273,7 +274,7 @@ def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, flo
 
 
 MIN_KNOWN = 0.5  # share of kernel time with a known grid below which no SM efficiency is estimated
-METRICS = ("gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct", "tensor_core_time_pct")
+METRICS = DEVICE_METRICS
 
 
 @dataclass

@@ -19,8 +19,9 @@ import pandas as pd
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, step_number
 from kernel_atlas.ingest.efficiency import DeviceKernels
 from kernel_atlas.ingest.intervals import merge
+from kernel_atlas.store.summary_schema import STEP_ROLES
 
-ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+ROLES = STEP_ROLES  # the order is the precedence: earlier roles win an overlap
 _COMM_OPS = frozenset(
     f"{lib}:{op}"
     for lib in ("nccl", "gloo")

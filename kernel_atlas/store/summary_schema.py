@@ -39,29 +39,26 @@ class _Distributed(msgspec.Struct, frozen=True):
     world_size: Int64 | None = None
 
 
-class _DeviceMetrics(msgspec.Struct):
-    device: Int64 | None
-    gpu_utilization_pct: Number | None = None
-    sm_efficiency_pct: Number | None = None
-    achieved_occupancy_pct: Number | None = None
-    tensor_core_time_pct: Number | None = None
+# what ingest measures per step and device (`ingest/step_split.py`, `ingest/efficiency.py` write
+# them; `report/efficiency_view.py` tables them): one list each, the schema built from it
+STEP_ROLES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+DEVICE_METRICS = ("gpu_utilization_pct", "sm_efficiency_pct", "achieved_occupancy_pct", "tensor_core_time_pct")
 
-
-class _Step(msgspec.Struct):
-    devices: list[_DeviceMetrics] | None
-    step: Int64 | None = None
-    start_us: Time | None = None
-    end_us: Time | None = None
-    total_us: Time | None = None
-    kernel_us: Number | None = None
-    memcpy_us: Number | None = None
-    memset_us: Number | None = None
-    communication_us: Number | None = None
-    runtime_us: Number | None = None
-    dataloader_us: Number | None = None
-    cpu_exec_us: Number | None = None
-    other_us: Number | None = None
-    kernel_us_launched: Number | None = None
+_DeviceMetrics = msgspec.defstruct(
+    "_DeviceMetrics", [("device", Int64 | None), *((name, Number | None, None) for name in DEVICE_METRICS)]
+)
+_Step = msgspec.defstruct(
+    "_Step",
+    [
+        ("devices", list[_DeviceMetrics] | None),
+        ("step", Int64 | None, None),
+        ("start_us", Time | None, None),
+        ("end_us", Time | None, None),
+        ("total_us", Time | None, None),
+        *((f"{role}_us", Number | None, None) for role in STEP_ROLES),
+        ("kernel_us_launched", Number | None, None),
+    ],
+)
 
 
 class _Efficiency(msgspec.Struct):
