@@ -588,6 +588,8 @@ def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edge
     if len(waits) == 0:
         return
     launched = gpu["launch_event"].to_numpy() >= 0
+    if not launched.any():  # no activity tied to its launch: none is known to be waited for
+        return
     l_ts = np.where(launched, host["ts_us"].to_numpy()[np.maximum(gpu["launch_event"].to_numpy(), 0)], np.nan)
     rows = np.flatnonzero(launched)
     lo = np.lexsort((l_ts[rows], key[rows]))

@@ -97,6 +97,22 @@ def test_two_streams_and_an_event_wait(tmp_path: Path) -> None:
     }
 
 
+def test_event_waits_with_no_activity_tied_to_its_launch(tmp_path: Path) -> None:
+    """TWO_STREAMS with kernels that carry no correlation (their `args` lost it): no activity is
+    known to have been launched, so the event wait explains nothing (it was an IndexError that
+    ended `atlas report` and `whatif` in an internal error). The device sync still waits for
+    both streams: the path is k_one alone, 100 µs, longer than the host's 22 µs."""
+    events = [
+        dict(e, args={k: v for k, v in e["args"].items() if k != "correlation"}) if e["cat"] == "kernel" else e
+        for e in TWO_STREAMS
+    ]
+    kernels, host = solved(tmp_path, events)
+    assert kernels["launcher"].isna().all()
+    path = longest_path(build_graph(kernels, host))
+    assert path.length_us == pytest.approx(100.0)
+    assert segments(build_graph(kernels, host), path)["name"].tolist() == ["k_one_gemm"]
+
+
 def test_whatif_savings_are_exact(tmp_path: Path) -> None:
     kernels, host = solved(tmp_path, TWO_STREAMS)
     # k_one 100 → 50: path 2 + 3 + 50 + 20 = 75, saving 50 (the host's 22 µs stays shorter)
