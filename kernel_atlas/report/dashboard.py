@@ -275,6 +275,28 @@ def replay_figure(table: pd.DataFrame) -> go.Figure:
     return fig
 
 
+MISSING = "–"  # how a table shows a value the trace does not give (the report's own sign)
+
+
+def table_html(frame: pd.DataFrame, rows: int | None = None) -> str:
+    """A table for a notebook: its first `rows` rows, values the trace does not give (null,
+    NaN, pandas' NA, ±inf) shown as `–` rather than `NaN`, `None` or `<NA>`, texts escaped."""
+    shown = (frame if rows is None else frame.head(rows)).copy()
+    for column in shown.columns:
+        values = shown[column]
+        if pd.api.types.is_float_dtype(values.dtype):  # pandas' own number format, NaN as na_rep
+            shown[column] = values.where(np.isfinite(values.to_numpy(np.float64, na_value=np.nan)))
+        else:
+            cells = values.astype(object)
+            known = cells.notna().to_numpy() & ~np.array([_not_finite(v) for v in cells], dtype=bool)
+            shown[column] = cells.where(known, MISSING)
+    return shown.to_html(index=False, na_rep=MISSING, escape=True)
+
+
+def _not_finite(value: Any) -> bool:
+    return isinstance(value, float | np.floating) and not np.isfinite(value)
+
+
 def display_output(item: go.Figure | str) -> dict[str, Any]:
     """An output record for an ipywidgets `Output` panel: a plotly figure (interactive in
     JupyterLab and classic notebooks) or an HTML snippet."""

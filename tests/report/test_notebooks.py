@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,15 @@ pytest.importorskip("ipywidgets")
 from kernel_atlas.report.notebooks import NOTEBOOKS, execute
 
 PLOTLY = "application/vnd.plotly.v1+json"
+
+
+def _no_missing_sign(notebook) -> None:
+    """No table of the notebook shows what the trace does not give as NaN, None or <NA>."""
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            shown = str(output.get("data", {}).get("text/html", ""))
+            for sign in (">NaN<", ">None<", ">&lt;NA&gt;<", ">inf<", ">nan<"):
+                assert sign not in shown, (sign, shown[:300])
 
 
 def _figure_titles(notebook) -> list[str]:
@@ -56,6 +66,7 @@ def test_dashboard_runs_and_draws_every_figure(which: str, vit_out: Path) -> Non
         assert any(expected in t for t in titles), (expected, titles)
     loaded = "".join(o.get("text", "") for o in notebook.cells[2].outputs)
     assert loaded.startswith("vit:" if which == "vit" else "h100_bert_small_infer:"), loaded
+    _no_missing_sign(notebook)
     # the filter panel was built, displayed and drew its first figures (kept in the widget state)
     widget_views = [
         o
@@ -90,6 +101,40 @@ def test_dashboard_filters(vit_out: Path) -> None:
     assert len(position) >= 1 and position["achieved_tflops"].notna().all()
 
 
+def test_tables_show_what_the_trace_does_not_give_as_a_dash() -> None:
+    """NaN, None, pandas' NA and ±inf read `–`; numbers and texts as they are, texts escaped."""
+    import numpy as np
+    import pandas as pd
+
+    from kernel_atlas.report import dashboard as dash
+
+    frame = pd.DataFrame(
+        {
+            "sol_pct": [41.5, np.nan, np.inf],
+            "bound": ["memory", None, "<b>x</b>"],
+            "count": pd.array([3, None, 1], dtype="Int64"),
+            "launcher": pd.Categorical([None, "aten::mm", "aten::mm"]),
+        }
+    )
+    cells = re.findall(r"<td>(.*?)</td>", dash.table_html(frame))
+    assert cells == [
+        "41.5",
+        "memory",
+        "3",
+        "–",
+        "–",
+        "–",
+        "–",
+        "aten::mm",
+        "–",
+        "&lt;b&gt;x&lt;/b&gt;",
+        "1",
+        "aten::mm",
+    ]
+    assert len(re.findall(r"<tr>", dash.table_html(frame, 1))) == 1
+    assert "<td>" not in dash.table_html(frame.iloc[0:0])
+
+
 def test_compare_notebook_on_two_gpus(tmp_path: Path) -> None:
     a, b = tmp_path / "a100.atlas", tmp_path / "v100.atlas"
     write_outputs(ingested("a100_diff_control"), a)
@@ -98,6 +143,7 @@ def test_compare_notebook_on_two_gpus(tmp_path: Path) -> None:
     titles = _figure_titles(notebook)
     assert any("per category" in t and "a100" in t and "v100" in t for t in titles), titles
     assert "biggest regressions" in str(notebook)
+    _no_missing_sign(notebook)
 
 
 def test_replay_notebook_without_replay_results(vit_out: Path) -> None:
