@@ -6,9 +6,11 @@ Every run is named by its path relative to the root; a path that leaves the root
 absolute path, a symbolic link out of it) is refused. `query` runs one SQL SELECT through DuckDB
 over the run's tables, registered as Arrow datasets on a connection with file access disabled
 and its configuration locked, so that SQL can neither read other files nor write any; each
-query runs in a process of its own, killed past its time and memory bounds. Results have row
-and text limits, and every text that leaves the server goes through the credential redaction the
-rest of Kernel Atlas uses.
+query runs in a process of its own, one at a time, killed past its time and memory bounds.
+Results have row, text, nesting and size limits (the size as the SDK writes an answer,
+indented), and every text that leaves the server goes through the credential redaction the rest
+of Kernel Atlas uses — requests are redacted as they are decoded, escapes and all. A tool call
+whose arguments do not fit its parameters is refused in one line, without their values.
 
 The tool functions are plain functions of `Tools` (tested without a client); `serve` registers
 them with the MCP SDK's server and runs it on stdin/stdout.
@@ -40,7 +42,11 @@ EXPLAIN_SECONDS = 30  # and one `explain` (every name rule tried on one name)
 QUERY_MEMORY, QUERY_MEMORY_BYTES = "560 MiB", 560 << 20
 DUCKDB_MEMORY = "400MiB"  # of which DuckDB's own limit (its refusal is the clearer one)
 MAX_TEXT = 10_000  # the most characters of one text a query returns
-MAX_ANSWER_BYTES = 16 << 20  # and of its whole answer, as JSON
+MAX_ANSWER_BYTES = 16 << 20  # and of its whole answer, as JSON written indented (as the SDK writes it)
+MAX_NESTING = 32  # the most levels of lists and structs inside a query's answer
+# answers worked out in a process beside the server at a time (queries, explanations): each may
+# grow by QUERY_MEMORY; a call waits at most BUSY_WAIT_SECONDS for its turn, then is refused
+BESIDE_AT_ONCE, BUSY_WAIT_SECONDS = 1, 25.0
 MAX_RUNS = 1000  # the most runs `runs` lists
 MAX_DEPTH = 4  # how deep under the root `runs` looks
 MAX_RUN_NAME = 200  # the most characters of a run name a refusal repeats
@@ -314,6 +320,19 @@ def _bounded(work: Callable[[], dict[str, Any]], what: str = "query", seconds: f
         import duckdb  # noqa: F401
         import pyarrow.dataset  # noqa: F401
 
+    if not _TURNS.acquire(timeout=BUSY_WAIT_SECONDS):
+        raise AtlasError(what, f"busy: waited {BUSY_WAIT_SECONDS:g} s for another call to end; try again")
+    try:
+        return _beside(work, what, seconds)
+    finally:
+        _TURNS.release()
+
+
+# one process beside at a time: four queries at once each forked their own and held 1.2 GB together
+_TURNS = threading.BoundedSemaphore(BESIDE_AT_ONCE)
+
+
+def _beside(work: Callable[[], dict[str, Any]], what: str, seconds: float) -> dict[str, Any]:
     try:
         child: Beside[dict[str, Any]] = Beside(lambda _: work())
     except OSError:  # no process to be had: DuckDB's own bounds
@@ -331,10 +350,12 @@ def _bounded(work: Callable[[], dict[str, Any]], what: str = "query", seconds: f
         child.stop()
 
 
-def _connect(folder: Path) -> Any:
+def _connect(folder: Path) -> tuple[Any, dict[str, str]]:
     """An in-memory DuckDB connection with the run's tables registered as Arrow datasets,
-    then file access disabled and the configuration locked."""
+    then file access disabled and the configuration locked; and the tables left out because
+    they cannot be read (name → why)."""
     import duckdb
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     output = open_output(folder)
@@ -342,10 +363,14 @@ def _connect(folder: Path) -> Any:
         ":memory:", config={"autoload_known_extensions": False, "autoinstall_known_extensions": False}
     )
     connection.register("kernels", ds.dataset(folder / KERNELS, format="parquet", partitioning="hive"))
+    unreadable: dict[str, str] = {}
     for path in sorted(folder.glob("*.parquet")):
         if path.name in TABLES_SKIPPED or path.is_symlink() or not path.is_file():
             continue
-        connection.register(path.stem, ds.dataset(path, format="parquet"))
+        try:  # one damaged table (`atlas report` rewrites them) costs only itself
+            connection.register(path.stem, ds.dataset(path, format="parquet"))
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            unreadable[path.stem] = f"{path.name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
     del output
     # an agent's query is bounded like any input: by DuckDB (memory, no spilling to disk; time,
     # in `_select`: `range(1e12)` ran for ever) and by `_bounded`'s process (what DuckDB misses)
@@ -354,13 +379,13 @@ def _connect(folder: Path) -> Any:
     connection.execute("SET enable_progress_bar = false")  # it wrote to the server's stderr
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
-    return connection
+    return connection, unreadable
 
 
 def _select(folder: Path, sql: str, limit: int) -> dict[str, Any]:
     import duckdb
 
-    connection = _connect(folder)
+    connection, unreadable = _connect(folder)
     try:
         statements = connection.extract_statements(sql)
     except duckdb.Error as exc:
@@ -375,25 +400,55 @@ def _select(folder: Path, sql: str, limit: int) -> dict[str, Any]:
     except duckdb.InterruptException:
         raise AtlasError("query", f"stopped after {QUERY_SECONDS} s (the most a query may take)") from None
     except duckdb.Error as exc:
-        raise AtlasError("query", str(exc).splitlines()[0]) from None
+        left_out = f" (left out, not readable: {'; '.join(unreadable.values())})" if unreadable else ""
+        raise AtlasError("query", str(exc).splitlines()[0] + left_out) from None
     finally:
         timer.cancel()
     columns = [str(d[0]) for d in cursor.description or []]  # cut with the rest, in one walk
     records = [dict(zip(columns, row, strict=False)) for row in rows[:limit]]
-    return _within_answer_bytes(_clean({"columns": columns, "rows": records, "truncated": len(rows) > limit}, MAX_TEXT))
+    answer = {"columns": columns, "rows": records, "truncated": len(rows) > limit}
+    indent = _indentation(answer)  # before `_clean`'s walk: it refuses a nesting too deep for that
+    return _within_answer_bytes(_clean(answer, MAX_TEXT), indent)
 
 
 def _tables(folder: Path) -> dict[str, Any]:
-    connection = _connect(folder)
+    connection, unreadable = _connect(folder)
     names = [r[0] for r in connection.execute("SHOW TABLES").fetchall()]
-    columns = {n: [c[0] for c in connection.execute(f'DESCRIBE "{n}"').fetchall()] for n in names}
-    return _clean({"tables": columns})
+    columns = {n: [c[0] for c in connection.execute(f"DESCRIBE {_identifier(n)}").fetchall()] for n in names}
+    answer: dict[str, Any] = {"tables": columns}
+    if unreadable:
+        answer["unreadable"] = unreadable
+    return _clean(answer)
 
 
-def _within_answer_bytes(answer: dict[str, Any]) -> dict[str, Any]:
-    """The answer, refused when its JSON passes MAX_ANSWER_BYTES (500 rows of long lists): the
-    server would hold it twice more, and no agent reads it."""
-    size = len(json.dumps(answer, default=str))
+def _identifier(name: str) -> str:
+    """A table name quoted for SQL (a file named `x"; select 1; --.parquet` is a table too)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _indentation(value: Any) -> int:
+    """How many bytes writing `value` as JSON indented by 2 a level adds to its compact form (the
+    SDK writes a tool's answer so: a newline and 2·d spaces before each item at level d and each
+    closing bracket) — a list of 10^6 zeros inside 150 lists was 2 MB compact and 315 MB so
+    (589 s and 1.4 GB in the server itself). Refused past MAX_NESTING levels."""
+    extra = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise AtlasError("query", f"the answer nests lists or structs more than {MAX_NESTING} levels deep")
+        inside = list(item.values()) if isinstance(item, dict) else item
+        if inside:
+            extra += len(inside) * (1 + 2 * depth) + 1 + 2 * (depth - 1)
+            stack.extend((v, depth + 1) for v in inside if isinstance(v, dict | list | tuple))
+    return extra
+
+
+def _within_answer_bytes(answer: dict[str, Any], indent: int = 0) -> dict[str, Any]:
+    """The answer, refused when its JSON passes MAX_ANSWER_BYTES (500 rows of long lists) as the
+    SDK writes it (compact, plus `indent`, from `_indentation`): the server would hold it twice
+    more, and no agent reads it."""
+    size = len(json.dumps(answer, default=str)) + indent
     if size > MAX_ANSWER_BYTES:
         raise AtlasError(
             "query",
@@ -484,10 +539,13 @@ async def _serve_stdio(server: Any) -> None:
 
     def screen(text: str) -> str:
         """The message with credential-shaped texts redacted (the SDK echoes an unknown method or
-        tool name), then the SDK's own parse, its refusal said without the text."""
+        tool name), also those spelled with JSON escapes; then the SDK's own parse, its refusal
+        said without the text; then a tool call's arguments against the tool's parameters."""
         from pydantic import ValidationError
 
         text = redact_text(text)
+        if "\\" in text:  # `ghp\u005f…`, `https:\/\/u:pw@…`: what the text does not show, the SDK decodes
+            text = _redacted_json(text)
         try:
             message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
         except ValidationError as exc:
@@ -498,6 +556,8 @@ async def _serve_stdio(server: Any) -> None:
         # an id that is no number or text: the SDK takes the request for a notification and never answers
         if isinstance(message, types.JSONRPCNotification) and '"id"' in text and "id" in json.loads(text):
             raise Refused(INVALID_REQUEST, "its id is neither a number nor a text")
+        if isinstance(message, types.JSONRPCRequest) and message.method == "tools/call":
+            _check_arguments(server, message.params, message.id)
         return text
 
     wire_in, wire_out = _claimed_stdio()
@@ -506,6 +566,46 @@ async def _serve_stdio(server: Any) -> None:
     async with stdio_server(stdin=anyio.wrap_file(lines), stdout=anyio.wrap_file(wire)) as (read, write):  # type: ignore[arg-type]
         lowlevel = server._lowlevel_server
         await lowlevel.run(read, write, lowlevel.create_initialization_options())
+
+
+def _redacted_json(text: str) -> str:
+    """A JSON message with the credentials its decoded texts hold redacted (written again,
+    compact), else as it is; one that does not decode is the SDK's to refuse."""
+    from kernel_atlas.core.redact import redact_document
+
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    redacted = redact_document(message)
+    return text if redacted is message else json.dumps(redacted)
+
+
+def _check_arguments(server: Any, params: Any, request: Any) -> None:
+    """A `tools/call`'s arguments validated as the SDK will validate them, its refusal said in one
+    line without the values (the SDK's is pydantic's four lines echoing each value given): a
+    JSON-RPC invalid-params error, as MCP answers a call it cannot make."""
+    from pydantic import ValidationError
+
+    from kernel_atlas.core.rpc_lines import INVALID_PARAMS, Refused
+
+    name = params.get("name") if isinstance(params, dict) else None
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    manager = getattr(server, "_tool_manager", None)
+    tool = manager.get_tool(name) if manager is not None and isinstance(name, str) else None
+    if tool is None or not isinstance(arguments, dict | None):
+        return  # an unknown tool or a malformed call: the SDK says so
+    try:
+        tool.fn_metadata.validate_arguments(arguments or {})
+    except ValidationError as exc:
+        errors = exc.errors(include_input=False, include_url=False, include_context=False)
+        first = errors[0]
+        where = ".".join(str(part) for part in first["loc"]) or "arguments"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        problem = redact_text(f"tool {name}: argument {where}: {first['msg']}{more}")
+        raise Refused(INVALID_PARAMS, " ".join(problem.split()), request) from None
+    except Exception:  # whatever else the SDK's validation raises, it answers itself
+        return
 
 
 def _claimed_stdio() -> tuple[Any, Any]:

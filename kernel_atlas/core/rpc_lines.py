@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any, BinaryIO
 
 MAX_MESSAGE_BYTES = 4 << 20  # an agent's largest message is a query of a few KB
-PARSE_ERROR, INVALID_REQUEST = -32700, -32600
+PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 _HEAD_BYTES = 4096  # where a refused line's request id is looked for
 _CHUNK = 1 << 20
 # the request id, before any "params" (clients write jsonrpc, id, method, then params)
@@ -27,13 +27,18 @@ _ID = re.compile(rb'"id"\s*:\s*(-?\d{1,18}(?=\s*[,}])|"(?:[^"\\\r\n]|\\.){0,256}
 _PARAMS = re.compile(rb'"params"\s*:')
 
 
-class Refused(Exception):
-    """A screen's refusal of a line: its JSON-RPC error code and what it says."""
+_FROM_LINE = object()  # a refusal's request id: looked for in the line itself
 
-    def __init__(self, code: int, message: str) -> None:
+
+class Refused(Exception):
+    """A screen's refusal of a line: its JSON-RPC error code, what it says and, where the screen
+    read the request, its id (else it is looked for in the line)."""
+
+    def __init__(self, code: int, message: str, request: Any = _FROM_LINE) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.request = request
 
 
 def request_id(head: bytes) -> int | str | None:
@@ -107,7 +112,7 @@ class BoundedLines:
             try:
                 return self._screen(text)
             except Refused as refused:
-                self._refuse(line, refused.code, refused.message)
+                self._refuse(line, refused.code, refused.message, refused.request)
 
     def _skip_line(self) -> int:
         """Read past the rest of the current line; its bytes skipped (its newline not counted)."""
@@ -118,10 +123,11 @@ class BoundedLines:
             if not chunk or chunk.endswith(b"\n"):
                 return skipped - chunk.endswith(b"\n")
 
-    def _refuse(self, line: bytes, code: int, what: str) -> None:
-        message = "Parse error" if code == PARSE_ERROR else "Invalid Request"
+    def _refuse(self, line: bytes, code: int, what: str, request: Any = _FROM_LINE) -> None:
+        message = {PARSE_ERROR: "Parse error", INVALID_PARAMS: "Invalid params"}.get(code, "Invalid Request")
         error = {"code": code, "message": f"{message}: {what}"}
-        self._answer({"jsonrpc": "2.0", "id": request_id(line[:_HEAD_BYTES]), "error": error})
+        known = request if request is not _FROM_LINE else request_id(line[:_HEAD_BYTES])
+        self._answer({"jsonrpc": "2.0", "id": known, "error": error})
 
     def close(self) -> None:
         """The descriptor is the server's; it is not closed here."""

@@ -735,6 +735,8 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
             f"unfinished ingest output: no {SUMMARY} (the ingest was interrupted or is still running); "
             "run `atlas ingest` again",
         )
+    if not _regular(summary_path):  # a link (out of the folder, to /proc/self/environ) is read by no one
+        raise AtlasError(summary_path, "not a regular file (ingest writes one)")
     summary = safe_files.read_json(summary_path)
     check_summary(summary, summary_path)
     if redact_document(summary) is not summary:  # ingest writes it redacted; the report copies its texts

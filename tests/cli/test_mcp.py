@@ -329,3 +329,133 @@ def test_messages_the_sdk_would_drop_unanswered_are_answered_and_bounded(root: P
     }
     assert json.loads(answers[4]["result"]["content"][0]["text"])["runs"][0]["run"] == "bert.atlas"
     assert peak_kib < 300 * 1024
+
+
+def _raw_session(root: Path, requests: list[dict], last: int) -> dict[int | None, dict]:
+    """The answers of a server over raw stdio to `requests` (after initialize), by id, once the
+    answer to request `last` came."""
+    import subprocess
+    import threading
+
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        *(json.dumps(r) if isinstance(r, dict) else r for r in requests),
+    ]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    server = [sys.executable, "-c", "from kernel_atlas.cli import app; app()", "mcp", "--root", str(root)]
+    process = subprocess.Popen(server, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert process.stdin is not None and process.stdout is not None
+    watchdog = threading.Timer(60, process.kill)
+    watchdog.start()
+    process.stdin.write("\n".join(lines).encode() + b"\n")
+    process.stdin.flush()
+    answers: dict[int | None, dict] = {}
+    while last not in answers:
+        line = process.stdout.readline()
+        assert line, f"the server ended before answering request {last}"
+        answer = json.loads(line)
+        answers[answer.get("id")] = answer
+    process.stdin.close()
+    process.wait()
+    watchdog.cancel()
+    return answers
+
+
+def test_credentials_spelled_with_json_escapes_are_not_echoed(root: Path) -> None:
+    """The request line is redacted as the SDK decodes it: a token written `ghp\\u005f…`, a URL
+    password behind `\\/` escapes or `\\u0040`, were echoed back decoded (an unknown tool's name,
+    an unknown method, a validation error's input value). An argument of the wrong type is
+    refused in one line (JSON-RPC invalid params) without its value."""
+    escaped = TOKEN.replace("_", "\\u005f")
+    url = "https:\\/\\/bob:SECRETPW99\\u0040example.com\\/"
+    requests = [
+        '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "' + escaped + '", "arguments": {}}}',
+        '{"jsonrpc": "2.0", "id": 3, "method": "' + escaped + '", "params": {}}',
+        '{"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "query", "arguments": '
+        '{"run": "bert.atlas", "sql": "SELECT 1", "limit": "' + url + '"}}}',
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "query", "arguments": {"run": 1}}},
+        {"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "runs", "arguments": {}}},
+    ]
+    answers = _raw_session(root, requests, 6)
+    text = json.dumps(answers)
+    assert TOKEN not in text and "SECRETPW99" not in text and "bob:" not in text
+    assert answers[2]["result"]["isError"] and "redacted" in answers[2]["result"]["content"][0]["text"]
+    assert answers[3]["error"]["code"] == -32601
+    assert answers[4]["error"] == {
+        "code": -32602,
+        "message": "Invalid params: tool query: argument limit: Input should be a valid integer, "
+        "unable to parse string as an integer",
+    }
+    assert answers[5]["error"]["code"] == -32602
+    assert answers[5]["error"]["message"].startswith("Invalid params: tool query: argument run: ")
+    assert "(and 1 more)" in answers[5]["error"]["message"]  # `sql` is missing too
+    assert json.loads(answers[6]["result"]["content"][0]["text"])["runs"][0]["run"] == "bert.atlas"
+
+
+def test_indentation_is_counted_as_the_sdk_writes_the_answer() -> None:
+    """`{"a": [1, 2], "b": {}}` indented by 2: `{` / `  "a": [` / `    1,` / `    2` / `  ],` /
+    `  "b": {}` / `}` — level 1 adds 2 × (1 + 2) + 1 (its close), level 2 adds 2 × (1 + 4) +
+    (1 + 2): 7 + 13 = 20 bytes (json.dumps(indent=2) is 20 bytes longer than with separators
+    (",", ":") but for the spaces after ":" and "," it writes compact)."""
+    from kernel_atlas.mcp_server import MAX_NESTING, _indentation
+
+    value = {"a": [1, 2], "b": {}}
+    assert _indentation(value) == 20
+    compact = json.dumps(value)  # '{"a": [1, 2], "b": {}}': 22 bytes
+    assert len(json.dumps(value, indent=2)) == len(compact) + 20 - 2  # the ", " after 1 and "," after ] lose a space
+    nested: list = [0]
+    for _ in range(MAX_NESTING):
+        nested = [nested]
+    with pytest.raises(AtlasError, match=f"more than {MAX_NESTING} levels deep"):
+        _indentation(nested)
+
+
+def test_an_answer_that_only_indenting_makes_large_is_refused(tools) -> None:
+    """A list of 300,000 zeros inside 25 lists: 0.9 MB of compact JSON, 17.7 MB more once
+    indented (its zeros sit at level 29 — the answer, its rows, the row, 25 lists, the list —
+    each on a line of its own: 300,000 × (1 + 2 × 29) bytes): past 16 MiB, refused, in the
+    query's own process; nested past MAX_NESTING: refused by name; the same list flat is answered."""
+    wrapped = "[" * 25 + "list_transform(range(300000), lambda x: 0)" + "]" * 25
+    with pytest.raises(AtlasError, match="MiB of JSON, more than 16 MiB"):
+        tools.query("bert.atlas", f"SELECT {wrapped} AS r")
+    deep = "[" * 40 + "1" + "]" * 40
+    with pytest.raises(AtlasError, match="levels deep"):
+        tools.query("bert.atlas", f"SELECT {deep} AS r")
+    flat = tools.query("bert.atlas", "SELECT list_transform(range(300000), lambda x: 0) AS r")
+    assert len(flat["rows"][0]["r"]) == 300_000
+
+
+def test_a_damaged_table_costs_only_itself(tmp_path: Path) -> None:
+    """idle.parquet damaged (a Parquet header and footer with nothing between) and a table whose
+    file name holds a quote: every query and `tables` answered `Error executing tool` with no
+    reason (and `DESCRIBE "x"; select 1; --"` was pasted unquoted). Now the damaged table is left
+    out and named, the others are read."""
+    from kernel_atlas.mcp_server import Tools
+
+    write_outputs(ingest_paths([EXAMPLE]), tmp_path / "r")
+    (tmp_path / "r" / "idle.parquet").write_bytes(b"PAR1garbagePAR1")
+    pq.write_table(pa.table({"x": [1, 2]}), tmp_path / "r" / 'x"; select 1; --.parquet')
+    tools = Tools(tmp_path)
+    assert tools.query("r", "SELECT count(*) AS n FROM kernels")["rows"] == [{"n": 61}]
+    listed = tools.tables("r")
+    assert listed["tables"]['x"; select 1; --'] == ["x"] and "kernels" in listed["tables"]
+    assert list(listed["unreadable"]) == ["idle"] and listed["unreadable"]["idle"].startswith("idle.parquet: ")
+    with pytest.raises(AtlasError, match=r"idle.*left out, not readable: idle\.parquet: "):
+        tools.query("r", "SELECT * FROM idle")
+
+
+def test_a_call_waits_its_turn_then_is_refused(tools, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Answers worked out beside the server run one at a time (four queries at once held 1.2 GB):
+    a call that cannot start within BUSY_WAIT_SECONDS is refused in one line."""
+    from kernel_atlas import mcp_server
+
+    monkeypatch.setattr(mcp_server, "BUSY_WAIT_SECONDS", 0.2)
+    assert mcp_server._TURNS.acquire(timeout=5)  # another call's turn
+    try:
+        with pytest.raises(AtlasError, match=r"busy: waited 0\.2 s for another call to end"):
+            tools.query("bert.atlas", "SELECT 1 AS one")
+    finally:
+        mcp_server._TURNS.release()
+    assert tools.query("bert.atlas", "SELECT 1 AS one")["rows"] == [{"one": 1}]

@@ -94,6 +94,25 @@ def test_files_of_another_run_are_refused(tmp_path: Path) -> None:
     assert_one_line_error(cli("dashboard", h100, "--html", tmp_path / "d.html"), "not from the ingest run")
 
 
+def test_a_summary_that_is_a_link_is_read_by_no_one(tmp_path: Path) -> None:
+    """summary.json as a symbolic link — to the same run's own summary moved out of the folder,
+    or to /proc/self/environ — was read through (`atlas mcp` answered from a file outside its
+    root; the environment was opened and read): every reader refuses it as not a regular file."""
+    out = _ingest(EXAMPLE, tmp_path / "run.atlas")
+    outside = tmp_path / "elsewhere.json"
+    (out / "summary.json").rename(outside)
+    (out / "summary.json").symlink_to(outside)
+    for command in _readers(out):
+        assert_one_line_error(cli(*command), "summary.json", "not a regular file")
+    (out / "summary.json").unlink()
+    (out / "summary.json").symlink_to("/proc/self/environ")
+    with pytest.raises(AtlasError, match="not a regular file"):
+        open_output(out)
+    (out / "summary.json").unlink()
+    outside.rename(out / "summary.json")
+    assert cli("report", out).code == 0
+
+
 def test_a_deleted_rank_file_is_named(tmp_path: Path) -> None:
     out = _ingest(EXAMPLE, tmp_path / "run.atlas")
     next((out / "kernels.parquet").rglob("*.parquet")).unlink()
