@@ -291,7 +291,7 @@ def classify(
     from kernel_atlas.classify.classifier import load_catalog
     from kernel_atlas.classify.fill import fill_catalog
     from kernel_atlas.classify.taxonomy import UNKNOWN_OP
-    from kernel_atlas.store.outputs import check_named_output, json_text
+    from kernel_atlas.store.outputs import check_named_output, json_list_parts
 
     if out is not None:
         check_named_output(out, "-o", reads=[catalog])
@@ -300,15 +300,17 @@ def classify(
     filled = fill_catalog(entries, notes=notes)
     for note in notes:
         _say_later("[yellow]warning:[/]", f"{catalog}: {note}")
-    text = json_text(filled)  # the same JSON as every output: no credential, no NaN/Infinity
-    if out is None:
-        write_stdout(text)
-        return
-    from kernel_atlas.core.safe_files import write_text
-
-    write_text(out, text)
     newly = sum(1 for a, b in zip(entries, filled, strict=True) if a.get("op_mapping") != b["op_mapping"])
     unknown = sum(1 for e in filled if e["op_mapping"] == UNKNOWN_OP)
+    del entries
+    parts = json_list_parts(filled)  # the same JSON as every output: no credential, no NaN/Infinity
+    if out is None:
+        for part in parts:
+            write_stdout(part.decode())
+        return
+    from kernel_atlas.core.safe_files import write_bytes
+
+    write_bytes(out, parts)  # encoded a part at a time: a large catalog is never held as text
     say(err_console, "", f"{len(filled)} entries, {newly} newly labelled, {unknown} unknown → {out}")
 
 

@@ -15,7 +15,6 @@ the catalog (catalogs/kernels.json), stack-only guesses and normalised catalog n
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from functools import lru_cache
@@ -349,12 +348,20 @@ class Classifier:
 _ENTRY_TEXT = ("kernel_name", "kernel_implementation", "op_mapping", "operation", "source_code", "call_stack")
 
 
+# a catalog is read whole, as Python objects (~4× its text), and written whole: 128 MiB is ~100k
+# entries of the seed's size (its 167 entries are 0.3 MB), within the 1 GB any command may take
+CATALOG_LIMIT = 128 << 20
+
+
 def load_catalog(path: str | Path) -> list[dict[str, Any]]:
     """A kernel catalog (the seed's format): a JSON list of entries, checked where it is read
     (`AtlasError` naming the file and the first entry that is not one)."""
     from kernel_atlas.core.safe_files import read_json
 
-    data = read_json(path, nan_ok=True)  # written by Python: NaN and Infinity (classify writes null)
+    size = Path(path).stat().st_size if Path(path).is_file() else 0
+    if size > CATALOG_LIMIT:
+        raise AtlasError(path, f"too large for a kernel catalog ({size:,} bytes, over {CATALOG_LIMIT >> 20} MiB)")
+    data = read_json(path, CATALOG_LIMIT, nan_ok=True)  # written by Python: NaN and Infinity (classify writes null)
     if not isinstance(data, list):
         raise AtlasError(path, "not a kernel catalog (a kernel catalog is a JSON list of entries)")
     for i, entry in enumerate(data):
@@ -368,10 +375,23 @@ def load_catalog(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _is_unicode(value: object) -> bool:
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
+    """Whether every text inside `value` (keys too) is Unicode: no lone surrogate. Walked text by
+    text: encoding the whole catalog as JSON held two more copies of it (a 155 MB one peaked
+    past 1 GB)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError:
+                    return False
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return True
 
 

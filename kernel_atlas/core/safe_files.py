@@ -21,7 +21,7 @@ import os
 import shutil
 import stat
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
@@ -131,6 +131,14 @@ def _straight_into(path: Path, mode: str) -> Iterator[IO[Any]]:
 def write_text(path: str | Path, text: str) -> Path:
     with atomic_file(path, "w") as handle:
         handle.write(text)
+    return Path(path)
+
+
+def write_bytes(path: str | Path, parts: Iterable[bytes]) -> Path:
+    """`parts` written one after the other as they come (never joined), atomically as `write_text`."""
+    with atomic_file(path, "wb") as handle:
+        for part in parts:
+            handle.write(part)
     return Path(path)
 
 
@@ -287,7 +295,9 @@ def read_json(path: str | Path, limit: int = JSON_LIMIT, nan_ok: bool = False) -
     wrote, which writes them; Kernel Atlas's own files never hold them)."""
     data = read_bytes(path, limit)
     try:
-        return json.loads(data.decode("utf-8-sig"), parse_constant=None if nan_ok else _not_json)
+        text = data.decode("utf-8-sig")
+        del data  # the bytes are not held while the document is built from the text
+        return json.loads(text, parse_constant=None if nan_ok else _not_json)
     except (ValueError, UnicodeDecodeError) as exc:
         raise AtlasError(path, f"not valid JSON ({str(exc).splitlines()[0][:120]})") from None
     except RecursionError:

@@ -426,6 +426,32 @@ def test_classify_redacts_and_writes_only_json(tmp_path: Path) -> None:
     assert TOKEN not in out.read_text() and "NaN" not in out.read_text()
 
 
+def test_a_classified_catalog_is_written_a_part_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 125k-entry catalog (155 MB) peaked at 1.08 GB: its JSON was encoded, formatted, decoded
+    and joined with a newline whole. Now written in parts of 10,000 entries — byte for byte the
+    text written whole (parts of 2 here, a credential and NaN in one of them) — and a catalog
+    over CATALOG_LIMIT is refused in one line."""
+    from kernel_atlas.classify import classifier
+    from kernel_atlas.store.outputs import json_bytes, json_list_parts
+
+    entries = [{"kernel_name": f"k{i}", "op_mapping": "TBD", "w": float("nan") if i == 3 else i} for i in range(7)]
+    entries[4]["note"] = f"token {TOKEN}"
+    for per_part in (1, 2, 3, 100):
+        assert b"".join(json_list_parts(entries, per_part)) == json_bytes(entries) + b"\n"
+    assert b"".join(json_list_parts([])) == b"[]\n"
+    catalog, out = tmp_path / "c.json", tmp_path / "filled.json"
+    catalog.write_text(json.dumps(entries))
+    monkeypatch.setattr("kernel_atlas.store.outputs.json_list_parts.__defaults__", (2,))
+    assert cli("classify", catalog, "-o", out).code == 0
+    whole = cli("classify", catalog)
+    assert out.read_text() == whole.stdout
+    filled = json.loads(out.read_text())
+    assert [e["kernel_name"] for e in filled] == [f"k{i}" for i in range(7)] and filled[3]["w"] is None
+    assert TOKEN not in out.read_text() and "<redacted>" in filled[4]["note"]
+    monkeypatch.setattr(classifier, "CATALOG_LIMIT", 100)
+    assert_one_line_error(cli("classify", catalog), "c.json", "too large for a kernel catalog", "over 0 MiB")
+
+
 def test_explain_never_prints_a_credential() -> None:
     result = cli("explain", f"ampere_sgemm_128x64_nn_{TOKEN}", "--launcher", "aten::mm", "-s", "hf_" + "A1b2" * 9)
     assert result.code == 0, result.output
