@@ -380,7 +380,7 @@ def build_graph(
     host["blocking"] = name_mask(host["name"], (BLOCKING_HTA if hta else BLOCKING).match)
     n_host = len(host)
 
-    gpu = _gpu_rows(kernels, host, n_host, start, stop)
+    gpu = _gpu_rows(kernels, host, n_host, start, stop, notes)
     if hta:
         launch = gpu["launch_event"].to_numpy()
         known = name_mask(host["name"], LAUNCH_HTA.match) if n_host else np.zeros(0, bool)
@@ -422,7 +422,9 @@ def _empty_host() -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
-def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: float, stop: float) -> pd.DataFrame:
+def _gpu_rows(
+    kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: float, stop: float, notes: list[str]
+) -> pd.DataFrame:
     """The GPU activities of the window (launched in it; without a launch, started in it), with
     the event index of their launch call (-1 none)."""
     launch_ts = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
@@ -439,9 +441,53 @@ def _gpu_rows(kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: flo
     call_of = call_of[~call_of.index.duplicated()]
     corr = gpu["correlation"].fillna(-1).astype(np.int64).to_numpy()
     gpu["launch_event"] = call_of.reindex(corr).fillna(-1).astype(np.int64).to_numpy()
+    _in_stream_order(gpu, host, notes)
     gpu = gpu.sort_values(["ts_us"], kind="stable").reset_index(drop=True)
     gpu["event"] = n_host + np.arange(len(gpu))
     return gpu
+
+
+def _in_stream_order(gpu: pd.DataFrame, host: pd.DataFrame, notes: list[str]) -> None:
+    """The activities' times as a stream runs them, in place: none starts before its launch call
+    (a clock disagreement between host and GPU) nor before the activities started earlier on
+    its stream have ended (a stream runs one at a time: an overlap is the trace's, duplicated
+    or mistimed events). Their time before that is not on any path: a path then covers no more
+    time than the trace (every activity at one start on one stream made the path of a 43 s trace
+    689 s long, the sum of their durations; activities starting 1 s before their launch, 84 s).
+    A kernel ending before then is an instant there."""
+    if len(gpu) == 0:
+        return
+    ts, end = gpu["ts_us"].to_numpy(np.float64), gpu["end_us"].to_numpy(np.float64)
+    launch = gpu["launch_event"].to_numpy()
+    launch_ts = np.full(len(gpu), -np.inf)
+    if len(host):
+        launched = np.flatnonzero(launch >= 0)
+        launch_ts[launched] = host["ts_us"].to_numpy(np.float64)[launch[launched]]
+    early = ts < launch_ts
+    start = np.maximum(ts, launch_ts)
+    reach = np.maximum(end, start)  # how far each activity holds its stream
+    key = gpu["device"].to_numpy() * (1 << 32) + gpu["stream"].to_numpy()
+    order = np.lexsort((np.arange(len(gpu)), ts, key))
+    held = pd.Series(reach[order]).groupby(key[order]).cummax().to_numpy()  # by each activity, up to it
+    before = np.full(len(gpu), -np.inf)
+    same = key[order[1:]] == key[order[:-1]]
+    before[order[1:][same]] = held[:-1][same]  # by the activities before it on its stream
+    overlapped = before > start
+    start = np.maximum(start, before)
+    if early.any():
+        notes.append(
+            f"{int(early.sum())} GPU activities start before their launch call (host and GPU clocks disagree): "
+            "their time before it is not on the path"
+        )
+    if overlapped.any():
+        notes.append(
+            f"{int(overlapped.sum())} GPU activities start before the one before them on their stream ends: "
+            "their time overlapping it is not on the path (a stream runs one activity at a time)"
+        )
+    if early.any() or overlapped.any():
+        gpu["ts_us"] = start
+        gpu["end_us"] = np.maximum(end, start)
+        gpu["dur_us"] = gpu["end_us"] - gpu["ts_us"]
 
 
 def _gpu_edges(

@@ -113,6 +113,47 @@ def test_event_waits_with_no_activity_tied_to_its_launch(tmp_path: Path) -> None
     assert segments(build_graph(kernels, host), path)["name"].tolist() == ["k_one_gemm"]
 
 
+def test_activities_overlapping_on_their_stream_are_counted_once(tmp_path: Path) -> None:
+    """k_two [50,150] starts on stream 7 while k_one [5,105] runs: a stream runs one at a time,
+    so k_two's first 55 µs are not on the path. mm's CPU 2 + launch 3 + k_one 100 + k_two's
+    last 45 = 150 µs, within the trace's 160 µs (both counted whole made 205 µs)."""
+    events = [
+        op("aten::mm", 0, 10),
+        call("cudaLaunchKernel", 2, 2, 1),
+        kernel("k_one_gemm", 5, 100, 1, 7),
+        op("aten::add", 15, 10),
+        call("cudaLaunchKernel", 16, 2, 2),
+        kernel("k_two_add", 50, 100, 2, 7),
+        call("cudaDeviceSynchronize", 30, 130, 3),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(150.0)
+    segs = segments(graph, path)
+    assert segs["name"].tolist() == ["aten::mm", "k_one_gemm", "k_one_gemm", "k_two_add"]
+    assert segs["dur_us"].tolist() == pytest.approx([2.0, 3.0, 100.0, 45.0])
+    assert segs["dur_us"].sum() == pytest.approx(path.length_us)
+    assert any("1 GPU activities start before the one before them on their stream ends" in n for n in graph.notes)
+
+
+def test_an_activity_starting_before_its_launch_is_counted_from_it(tmp_path: Path) -> None:
+    """k [3,23] is launched by a call at 5 (the GPU's clock runs 2 µs ahead of the host's): its
+    time before 5 is not on the path. relu's CPU 5 + launch 0 + k 18 = 23 µs (20 whole: 25)."""
+    events = [
+        op("aten::relu", 0, 10),
+        call("cudaLaunchKernel", 5, 2, 1),
+        kernel("k_relu", 3, 20, 1, 7),
+        call("cudaDeviceSynchronize", 12, 18, 2),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(23.0)
+    assert segments(graph, path)["dur_us"].tolist() == pytest.approx([5.0, 18.0])
+    assert any("1 GPU activities start before their launch call" in n for n in graph.notes)
+
+
 def test_whatif_savings_are_exact(tmp_path: Path) -> None:
     kernels, host = solved(tmp_path, TWO_STREAMS)
     # k_one 100 → 50: path 2 + 3 + 50 + 20 = 75, saving 50 (the host's 22 µs stays shorter)
