@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
-from kernel_atlas.core.devices import VECTOR, Device
+from kernel_atlas.core.devices import VECTOR, Device, load_devices
 from kernel_atlas.core.groups import group_numbers
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import filled
@@ -525,11 +525,74 @@ def analyse(
     for column in costs.columns:
         kernels[column] = costs[column]
     _collective_costs(kernels, world_size)
+    _drop_impossible_costs(kernels)
     groups = roofline_groups(kernels)
     roofline = roofline_metrics(groups, device) if metrics else pd.DataFrame(columns=ROOFLINE_COLUMNS)
     timeshare = _timeshare(kernels)
     facts = _facts(kernels, device)
     return Analysis(kernels=kernels, roofline=roofline, timeshare=timeshare, facts=facts, groups=groups)
+
+
+# a call whose recorded sizes would take more than this many times the time it took on the
+# fastest GPU of the catalog moved or computed what no GPU can: its sizes are not costed (the
+# roofline's own SOL above 100 % stays: data in L2 beats DRAM bandwidth, a peak's precision may
+# be the wrong one — a few times, never ten)
+IMPOSSIBLE_FACTOR = 10.0
+
+
+_IMPOSSIBLE = (
+    f"recorded sizes impossible in the time recorded (the fastest GPU known would need over "
+    f"{IMPOSSIBLE_FACTOR:g}× as long): not costed"
+)
+
+
+@cache
+def _fastest() -> tuple[float, float, float, float]:
+    """The catalog's highest peak TFLOP/s (any precision and unit) and GB/s of memory, GPU link
+    and host link: what no GPU known beats."""
+    devices = load_devices().values()
+    tflops = max(max([*d.tensor.values(), *d.vector.values()], default=0.0) for d in devices)
+    return (
+        tflops,
+        max(d.memory_gbps for d in devices),
+        max(d.link_gbps for d in devices),
+        max(d.host_link_gbps for d in devices),
+    )
+
+
+def _drop_impossible_costs(kernels: pd.DataFrame) -> None:
+    """Costed calls whose recorded sizes the fastest GPU known could not have handled in ten times
+    the time recorded (`IMPOSSIBLE_FACTOR`): a copy of 2^62 bytes, an index_select over two
+    dimensions of 2^31 (SOL of 10^14 % and 313,211 % were reported), in place — counted as no
+    model, the note saying why. Device-independent, so that a report's costed share does not
+    change with the peaks it is held against (`--device`)."""
+    main = np.flatnonzero((kernels["role"] == "main").to_numpy())
+    if len(main) == 0:
+        return
+    tflops, memory, link, host = _fastest()
+    flops = np.nan_to_num(kernels["flops"].to_numpy(np.float64, na_value=np.nan)[main])
+    nbytes = np.nan_to_num(kernels["bytes"].to_numpy(np.float64, na_value=np.nan)[main])
+    unit = kernels["unit"].to_numpy(dtype=object)[main]
+    bandwidth = np.where(unit == "link", link, np.where(unit == "host", host, memory))
+    least_us = np.maximum(flops / (tflops * 1e6), nbytes / (bandwidth * 1e3))
+    took = kernels["op_time_us"].to_numpy(np.float64, na_value=np.nan)[main]
+    impossible = (took >= CLOCK_RESOLUTION_US) & (least_us > IMPOSSIBLE_FACTOR * took)
+    if not impossible.any():
+        return
+    rows = main[impossible]
+    role = kernels["role"].to_numpy(dtype=object, copy=True)
+    note = kernels["note"].to_numpy(dtype=object, copy=True)
+    role[rows] = "no model"
+    note[rows] = _IMPOSSIBLE  # one reason for all (the trust table groups calls by reason)
+    kernels["role"], kernels["note"] = _texts(role, kernels.index), _texts(note, kernels.index)
+    for column in ("flops", "bytes"):
+        values = kernels[column].to_numpy(np.float64, na_value=np.nan, copy=True)
+        values[rows] = np.nan
+        kernels[column] = values
+    for column in ("precision", "unit", "formula"):
+        values = kernels[column].to_numpy(dtype=object, copy=True)
+        values[rows] = "" if column == "formula" else None
+        kernels[column] = _texts(values, kernels.index)
 
 
 ROOFLINE_KEYS = ["name", "launcher", "input_dims", "role"]

@@ -1287,3 +1287,36 @@ def test_an_error_names_its_file_and_problem_redacted_apart(ingested_copy: Path,
         line
         == "error: /etc/passwd: listed in summary.json but not among the files of kernels.parquet: run `atlas ingest` again"
     )
+
+
+# --- sizes no GPU can handle in the time recorded (stop 55) -------------------------------------
+
+
+def test_sizes_no_gpu_could_move_in_the_time_recorded_are_not_costed(tmp_path: Path, example) -> None:
+    """The example's one memcpy (DtoH, 2.24 µs) recorded as 2^62 bytes, and every addmm's
+    [512, 512] weight recorded as [2^20, 2^20]: SOL of 10^14 % and 313,211 % were reported for
+    such sizes. Neither is costed now: 2^62 B over the host link would take the fastest GPU of
+    the catalog (host link ≤ 128 GB/s) ≥ 3.6·10^7 s, far more than 10 × 2.24 µs; each addmm
+    (141 × 2^20 times 2^20 × 2^20) is 2 · 141 · 2^40 = 3.1·10^14 FLOP and reads a 2^40-element
+    bf16 weight (2.2 TB), ≥ 0.1 s at 20 TB/s against kernels of microseconds. They count as "no
+    model", with the reason."""
+    doc = copy.deepcopy(example)
+    big = 2**20
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "gpu_memcpy":
+            event["args"]["bytes"] = 2**62
+        if event.get("cat") == "cpu_op" and event["name"] == "aten::addmm":
+            event["args"]["Input Dims"] = [[big], [141, big], [big, big], [], []]
+    out = tmp_path / "out"
+    _ingest_and_report(_write(tmp_path, doc), out)
+    roofline = pd.read_parquet(out / "roofline.parquet")
+    impossible = roofline[roofline["note"].astype(str).str.startswith("recorded sizes impossible")]
+    assert set(impossible["launcher"]) >= {"aten::addmm"} and "Memcpy DtoH (Device -> Pinned)" in set(
+        impossible["name"]
+    )
+    assert impossible["sol_pct"].isna().all() and impossible["attainable_us"].isna().all()
+    assert (roofline["sol_pct"].dropna() < 1000).all()
+    trust = json.loads((out / "report.json").read_text())["trust"]
+    reasons = {r["op"]: r for r in trust["top_uncosted"] if r["reason"].startswith("recorded sizes impossible")}
+    assert reasons["aten::_local_scalar_dense"]["time_us"] == pytest.approx(2.24)  # the memcpy's launcher
+    assert "aten::addmm" in reasons
