@@ -170,7 +170,7 @@ class Tools:
             costed = report.get("costed_time_us") or 0.0
             answer["device"] = report.get("device")
             answer["costed_time_us"] = costed
-            answer["costed_pct"] = 100.0 * costed / gpu if gpu else None
+            answer["costed_pct"] = min(100.0 * costed / gpu, 100.0) if gpu else None
             for key in ("no_shape_time_us", "no_model_time_us", "trust", "critical_path", "efficiency"):
                 if key in report:
                     answer[key] = report[key]

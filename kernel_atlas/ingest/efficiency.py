@@ -410,11 +410,14 @@ def roofline_efficiency(table: pd.DataFrame) -> pd.DataFrame:
         return table.assign(**{name: np.nan for name in ROOFLINE_EFFICIENCY[:-1]}, likely_cause=None)
     rules = read_toml("efficiency.toml")["likely_cause"]
     occ_w, wave_w = table["occupancy_weight_us"], table["wave_weight_us"]
+    # time-weighted means of shares within 0–100 % stay there (summing in floats made 100.00000000000001)
     table = table.assign(
-        est_occupancy_pct=table["occupancy_us"] / occ_w.where(occ_w > 0),
+        est_occupancy_pct=(table["occupancy_us"] / occ_w.where(occ_w > 0)).clip(0.0, 100.0),
         waves=table["waves_us"] / wave_w.where(wave_w > 0),
-        tail_wave_pct=table["tail_us"] / wave_w.where(wave_w > 0),
-        tensor_core_pct=100.0 * table["tensor_core_us"] / table["total_us"].where(table["total_us"] > 0),
+        tail_wave_pct=(table["tail_us"] / wave_w.where(wave_w > 0)).clip(0.0, 100.0),
+        tensor_core_pct=(100.0 * table["tensor_core_us"] / table["total_us"].where(table["total_us"] > 0)).clip(
+            0.0, 100.0
+        ),
     )
     low = (table["sol_pct"] < rules["low_sol_pct"]).to_numpy() if "sol_pct" in table else np.zeros(len(table), bool)
     causes = []

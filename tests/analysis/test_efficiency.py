@@ -233,6 +233,32 @@ def test_roofline_likely_cause_by_hand() -> None:
     assert pd.isna(out["likely_cause"].iloc[2])
 
 
+def test_shares_of_full_kernels_stay_at_100_percent() -> None:
+    """Two kernels of 0.1 and 0.7 µs, both at 100 % occupancy, in full last waves, on tensor
+    cores: the time-weighted means are (100·0.1 + 100·0.7) / 0.8, which floats sum to
+    100.00000000000001 — 100 % exactly, as no share passes it. The trust line's share of GPU
+    time with a cost likewise (149.042 µs costed of 149.04199999999997: 100 %, 0 µs uncosted)."""
+    from kernel_atlas.analysis.trust import trust_facts
+    from kernel_atlas.ingest.efficiency import efficiency_sums, roofline_efficiency
+
+    kernels = pd.DataFrame(
+        {
+            "dur_us": [0.1, 0.7],
+            "est_occupancy_pct": [100.0, 100.0],
+            "waves": [1.0, 1.0],
+            "tail_wave_pct": [100.0, 100.0],
+            "tensor_core": pd.array([True, True], dtype="boolean"),
+        }
+    )
+    assert (100 * 0.1 + 100 * 0.7) / (0.1 + 0.7) > 100.0  # what the sums gave
+    table = pd.DataFrame([efficiency_sums(kernels).sum()]).assign(total_us=[0.1 + 0.7], sol_pct=[90.0])
+    out = roofline_efficiency(table)
+    assert out[["est_occupancy_pct", "tail_wave_pct", "tensor_core_pct"]].iloc[0].tolist() == [100.0, 100.0, 100.0]
+    roofline = pd.DataFrame(columns=["role", "launcher", "note", "op_time_us"])
+    trust = trust_facts(roofline, {"gpu_time_us": 149.04199999999997, "costed_time_us": 149.042}, {})
+    assert (trust["costed_pct"], trust["uncosted_time_us"]) == (100.0, 0.0)
+
+
 def test_a_window_reads_only_the_kernels_that_reach_into_it() -> None:
     """Kernels (rows out of order) A [0,100] bps 1 occupancy 50; B [10,20] bps .5 occ 10;
     C [200,210] bps 2 occ 20; D [205,300] bps .25 occ 40, tensor cores. A starts first but ends
