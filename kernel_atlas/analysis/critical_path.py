@@ -130,12 +130,27 @@ def window_range(host: pd.DataFrame, window: tuple[str, int] | None) -> tuple[fl
     if window is None:
         return -np.inf, np.inf, "whole trace"
     name, k = window
-    ranges = host[(host["kind"] != "sync").to_numpy() & name_mask(host["name"], lambda s: name in s)]
-    ranges = ranges.sort_values("ts_us", kind="stable")
-    if k >= len(ranges):
-        raise AtlasError(None, f"--window {name}#{k}: the trace has {len(ranges)} ranges named like {name!r}")
+    ranges = host[_named_like(host, name)].sort_values("ts_us", kind="stable")
+    check_window(len(ranges), window)
     row = ranges.iloc[k]
     return float(row["ts_us"]), float(row["end_us"]), f"{row['name']} (instance {k} of {len(ranges)})"
+
+
+def _named_like(host: pd.DataFrame, name: str) -> np.ndarray:
+    """The host ranges (no sync events) whose name contains `name`: a window's candidates."""
+    return (host["kind"] != "sync").to_numpy() & name_mask(host["name"], lambda s: name in s)
+
+
+def window_count(host: pd.DataFrame | None, name: str) -> int:
+    """How many ranges a `--window NAME#K` may pick from (`host`: at least `kind` and `name`)."""
+    return 0 if host is None else int(_named_like(host, name).sum())
+
+
+def check_window(count: int, window: tuple[str, int]) -> None:
+    """The K of `window` is one of the `count` ranges named like its NAME; else refused."""
+    name, k = window
+    if k >= count:
+        raise AtlasError(None, f"--window {name}#{k}: the trace has {count} ranges named like {name!r}")
 
 
 # --- graph ----------------------------------------------------------------------------------------

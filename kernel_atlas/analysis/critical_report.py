@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import Graph, build_graph
+from kernel_atlas.analysis.critical_path import Graph, build_graph, check_window, window_count
 from kernel_atlas.analysis.critical_ranks import (
     MAX_JOINT_NODES,
     MAX_JOINT_RANKS,
@@ -27,7 +27,7 @@ from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, on_a_thread, process_pool
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.ingest.host_events import load_host_events
+from kernel_atlas.ingest.host_events import host_names, load_host_events
 from kernel_atlas.store.outputs import load_kernels
 
 # traces of at least this many events (summary.json, all ranks) have their critical path solved in
@@ -211,6 +211,27 @@ def _batch_lengths(
         graph = _rank_graph(mine, load_host_events(out_dir, rank), window, convention, cut, rank)
         lengths.append(longest_path(graph, graph.path_weight()).length_us)
     return lengths
+
+
+def check_window_of_ranks(out_dir: Path, ranks: list[int], window: tuple[str, int] | None) -> None:
+    """Every rank has the range `window` names (its NAME's K-th), checked on the host events'
+    names alone before the report replaces anything: a refused `--window` had removed the earlier
+    report's manifest and left its other files. A table that cannot be read is left to the path's
+    own reading, which refuses it."""
+    import pyarrow as pa
+
+    if window is None:
+        return
+    for rank in ranks:
+        try:
+            names = host_names(out_dir, rank)
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            return
+        try:
+            check_window(window_count(names, window[0]), window)
+        except AtlasError as error:
+            problem = f"rank {rank}: {error.problem}" if len(ranks) > 1 else error.problem
+            raise AtlasError(error.source, problem) from None
 
 
 def _rank_graph(

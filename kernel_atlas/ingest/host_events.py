@@ -160,6 +160,18 @@ def load_host_events(out: str | Path, rank: int) -> pd.DataFrame | None:
     return pd.concat(frames, ignore_index=True)
 
 
+def host_names(out: str | Path, rank: int) -> pd.DataFrame | None:
+    """The `kind` and `name` of a rank's host events alone (what a `--window` is checked
+    against before a report replaces anything), None when not recorded."""
+    import pyarrow.parquet as pq
+
+    folder = Path(out) / HOST_EVENTS / f"{PARTITION}={rank}"
+    files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
+    if not files:
+        return None
+    return pd.concat([pq.read_table(f, columns=["kind", "name"]).to_pandas() for f in files], ignore_index=True)
+
+
 # the columns the critical path reads, by kind (`outputs.load_checked`)
 COLUMNS = {
     **{"kind": "string", "name": "string", "ts_us": "time", "end_us": "time"},

@@ -11,7 +11,7 @@ import pandas as pd
 
 from kernel_atlas.analysis.collectives import CrossRank, cross_rank_view
 from kernel_atlas.analysis.critical_path import parse_window
-from kernel_atlas.analysis.critical_report import CriticalPathJob, CriticalPathResult
+from kernel_atlas.analysis.critical_report import CriticalPathJob, CriticalPathResult, check_window_of_ranks
 from kernel_atlas.analysis.findings import report_findings
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
@@ -150,8 +150,9 @@ def _build_report(
     window_spec = parse_window(window)  # a bad --window fails before anything is written
     run = Run.open(out_dir)
     output = run.output
-    safe_files.remove(out_dir / REPORT)  # the previous report's manifest first: files below replace its own
     ranks = run.ranks
+    check_window_of_ranks(out_dir, ranks, window_spec)  # nor one the trace lacks
+    safe_files.remove(out_dir / REPORT)  # the previous report's manifest first: files below replace its own
     summary = output.summary
     gpu_name, sms, world = run.gpu.name, run.gpu.sms, run.gpu.world_size
     device = get_device(device_key) if device_key else match_device(gpu_name, sms)

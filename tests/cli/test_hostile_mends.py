@@ -1320,3 +1320,16 @@ def test_sizes_no_gpu_could_move_in_the_time_recorded_are_not_costed(tmp_path: P
     reasons = {r["op"]: r for r in trust["top_uncosted"] if r["reason"].startswith("recorded sizes impossible")}
     assert reasons["aten::_local_scalar_dense"]["time_us"] == pytest.approx(2.24)  # the memcpy's launcher
     assert "aten::addmm" in reasons
+
+
+def test_a_window_the_trace_lacks_leaves_the_earlier_report_whole(tmp_path: Path) -> None:
+    """`report --window ProfilerStep#5` on the example (one ProfilerStep) is refused in one line —
+    before anything is replaced: it had removed the earlier report's report.json and left its
+    other files without their manifest."""
+    out = tmp_path / "out"
+    assert cli("ingest", EXAMPLE, "-o", out, "-q").code == 0
+    assert cli("report", out).code == 0
+    before = {name: (out / name).read_bytes() for name in ("report.json", "roofline.parquet", "critical_path.parquet")}
+    assert_one_line_error(cli("report", out, "--window", "ProfilerStep#5"), "the trace has 1 ranges named like")
+    assert {name: (out / name).read_bytes() for name in before} == before
+    assert cli("report", out, "--window", "ProfilerStep#0").code == 0
