@@ -50,6 +50,17 @@ def short_frame(name: str) -> str:
     return stable_name(name)
 
 
+def innermost_modules(path: str, most: int) -> str:
+    """An `nn.Module` path (outermost first) cut to its innermost `most` characters, the cut
+    marked at its start with `…`; credentials redacted before the cut would hide them."""
+    if len(path) <= most:
+        return path
+    from kernel_atlas.core.redact import redact_text
+
+    path = redact_text(path)
+    return "…" + path[len(path) - most + 1 :] if len(path) > most else path
+
+
 def module_path(frames: list[str]) -> str | None:
     """`nn.Module` frames of an innermost-first stack, outermost first, joined by '.'."""
     modules = [f[len(MODULE_PREFIX) :] for f in reversed(frames) if f.startswith(MODULE_PREFIX)]

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.columns import ANNOTATION, RUNTIME, TraceColumns, step_number
-from kernel_atlas.ingest.frames import MODULE_PREFIX, short_frame
-from kernel_atlas.ingest.link import LinkedColumns, take
+from kernel_atlas.ingest.events import MAX_TEXT
+from kernel_atlas.ingest.frames import MODULE_PREFIX, innermost_modules, short_frame
+from kernel_atlas.ingest.link import MAX_STACK_RANGES, SHORT_STACK_TEXT, STACKS_TEXT, LinkedColumns, take
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US
 
 BETWEEN_OPS = "between ops"
@@ -63,7 +64,10 @@ def _enclosing_frames(
 
 def _module_paths(cols: TraceColumns, parent: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     """`nn.Module` path (outermost first) of the ranges enclosing each node, the node included;
-    strings built once per distinct path."""
+    strings built once per distinct path. Bounded as call stacks are (`link`): the innermost
+    MAX_STACK_RANGES ranges and MAX_TEXT characters, SHORT_STACK_TEXT once the trace's distinct
+    paths passed STACKS_TEXT (20,000 waits under 5,000 nested modules each made a path of 60k
+    characters: 1.2 GB, and 10^8 steps up)."""
     names = cols.host.names
     is_module = np.array([s.startswith(MODULE_PREFIX) for s in names], dtype=bool)
     name_code = cols.host.name_code
@@ -71,7 +75,9 @@ def _module_paths(cols: TraceColumns, parent: np.ndarray, nodes: np.ndarray) -> 
     cur = nodes.copy()
     active = np.flatnonzero(cur >= 0)
     with np.errstate(over="ignore"):
-        while len(active):
+        for _ in range(MAX_STACK_RANGES):
+            if not len(active):
+                break
             code = name_code[cur[active]]
             mod = is_module[code]
             key[active[mod]] = key[active[mod]] * _HASH_MULT + (code[mod] + 1).astype(np.uint64)
@@ -81,15 +87,20 @@ def _module_paths(cols: TraceColumns, parent: np.ndarray, nodes: np.ndarray) -> 
     out = np.full(len(nodes), None, dtype=object)
     distinct, first, inverse = np.unique(key[has], return_index=True, return_inverse=True)
     texts = np.empty(len(distinct), dtype=object)
+    spent = 0
     for j, start in enumerate(nodes[has][first].tolist()):  # once per distinct module path
-        modules = []
-        node = start
-        while node >= 0:
+        most = MAX_TEXT if spent <= STACKS_TEXT else SHORT_STACK_TEXT
+        modules: list[str] = []
+        node, climbed, length = start, 0, 0
+        while node >= 0 and climbed < MAX_STACK_RANGES and length <= most:
             name = names[int(name_code[node])]
             if name.startswith(MODULE_PREFIX):
                 modules.append(name[len(MODULE_PREFIX) :])
-            node = int(parent[node])
-        texts[j] = ".".join(reversed(modules)) or None
+                length += len(name) - len(MODULE_PREFIX) + 1
+            node, climbed = int(parent[node]), climbed + 1
+        text = innermost_modules(".".join(reversed(modules)), most) if modules else None
+        spent += len(text or "")
+        texts[j] = text
     out[has] = texts[inverse]
     return out
 

@@ -32,8 +32,8 @@ from kernel_atlas.ingest.columns import (
     step_number,
 )
 from kernel_atlas.ingest.composite import enclosed_shapes
-from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT, cut_long
-from kernel_atlas.ingest.frames import STACK_SEPARATOR, module_path, short_frame
+from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT, cut_long, cut_to
+from kernel_atlas.ingest.frames import STACK_SEPARATOR, innermost_modules, module_path, short_frame
 from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, first_matching, nesting_parents
 from kernel_atlas.ingest.steps import is_native_step, is_step
@@ -82,6 +82,7 @@ class LinkedColumns:
     enclosed_shapes: pd.Categorical | None = None  # what a composite MoE op encloses (ingest/composite.py)
     # autograd: the launch's sequence number and its forward op's / backward node's shapes (ingest/autograd.py)
     sequence_number: np.ndarray | None = None  # int64, -1 none
+    stacks_shortened: int = 0  # distinct call stacks kept short, past the trace's STACKS_TEXT
     autograd_partner: pd.Categorical | None = None
 
 
@@ -198,6 +199,7 @@ class _Stacks:
     code: np.ndarray  # int64 index into `texts` / `modules`, -1 none
     texts: list[str]
     modules: list[str | None]
+    shortened: int = 0  # distinct stacks past STACKS_TEXT, kept to their innermost SHORT_STACK_TEXT characters
 
     def call_stack(self) -> pd.Categorical:
         return categorical(self.code, self.texts)
@@ -211,6 +213,12 @@ class _Stacks:
 # frames; N ranges of one thread with the same start and end nest N deep (the profiler rounds to
 # the µs), and a stack per level cost N² frames (5,000 such launches: 26 s and 1.2 GB).
 MAX_STACK_RANGES = 256
+# and of all a trace's distinct stacks and module paths together: past it, a new one keeps its
+# innermost SHORT_STACK_TEXT characters (the launching frames). Real traces hold well under 1 MB
+# (the shared ones at most 0.2 MB); 20,000 ops, each with its own leaf frame under 5,000 shared
+# ones, made 20,000 stacks of 16k characters — a 14 MB trace ingested in 1.4 GB, reported in 2 GB.
+STACKS_TEXT = 32 << 20
+SHORT_STACK_TEXT = 512
 
 
 def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) -> _Stacks:
@@ -240,10 +248,12 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     _, first, chain_code = np.unique(stack_hash[with_chain], return_index=True, return_inverse=True)
     texts: list[str] = []
     modules: list[str | None] = []
+    spent = shortened = 0
     for node in chain_nodes[with_chain[first]].tolist():
+        most = MAX_TEXT if spent <= STACKS_TEXT else SHORT_STACK_TEXT
         weaver = StackWeaver(host, recorded)
         climbed = length = 0
-        while node >= 0 and climbed < MAX_STACK_RANGES and length <= MAX_TEXT:
+        while node >= 0 and climbed < MAX_STACK_RANGES and length <= most:
             code = int(host.name_code[node])
             if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
                 weaver.add(node, nest.short[code])
@@ -251,11 +261,22 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
             node, climbed = int(parent[node]), climbed + 1
         frames = weaver.frames()
         text = STACK_SEPARATOR.join(frames) + (STACK_SEPARATOR + CUT_MARK if node >= 0 else "")
-        texts.append(cut_long(text))
-        modules.append(module_path(frames))
+        text = cut_long(text) if most == MAX_TEXT else _cut_stack(text, most)
+        module = module_path(frames)
+        if module is not None:
+            module = innermost_modules(module, most)
+        shortened += most != MAX_TEXT and (node >= 0 or len(text) >= most)
+        spent += len(text) + len(module or "")
+        texts.append(text)
+        modules.append(module)
     stack_code = np.full(n, -1, dtype=np.int64)
     stack_code[with_chain] = chain_code.reshape(-1)
-    return _Stacks(stack_code, texts, modules)
+    return _Stacks(stack_code, texts, modules, shortened)
+
+
+def _cut_stack(text: str, most: int) -> str:
+    """A stack (innermost frame first) cut to `most` characters, its outer end marked."""
+    return cut_to(text, most) if len(text) > most else text
 
 
 def _shape_part(shape: np.ndarray, texts: list[str | None]) -> pd.Categorical:
@@ -431,6 +452,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx), gpu.name),
         sequence_number=sequence_number,
         autograd_partner=autograd_partner,
+        stacks_shortened=stacks.shortened,
     )
 
 

@@ -35,7 +35,7 @@ from kernel_atlas.ingest.graph_nodes import attach_graph_nodes
 from kernel_atlas.ingest.host_activity import last_step_start, with_host_activity
 from kernel_atlas.ingest.host_events import host_events_table
 from kernel_atlas.ingest.infer import infer_shapes
-from kernel_atlas.ingest.link import HostNesting, link, unlinked_counts
+from kernel_atlas.ingest.link import SHORT_STACK_TEXT, STACKS_TEXT, HostNesting, link, unlinked_counts
 from kernel_atlas.ingest.memory import concat_memory, memory_events
 from kernel_atlas.ingest.nsys import is_nsys, read_nsys
 from kernel_atlas.ingest.reader import TraceInfo
@@ -270,6 +270,12 @@ def ingest_trace(
         warnings.append(f"{path}: {sum(unlinked.values())} of {len(frame)} GPU activities have no launcher ({detail})")
     if redacted:
         warnings.append(f"{path}: {redacted} values shaped like credentials (tokens, keys) written as <redacted>")
+    if linked.stacks_shortened:
+        stacks = counted(linked.stacks_shortened, "call stack", "call stacks")
+        warnings.append(
+            f"{path}: {stacks} kept to their innermost {SHORT_STACK_TEXT} characters: the trace's distinct "
+            f"call stacks passed {STACKS_TEXT >> 20} MiB of text"
+        )
     graph_warning = graph_facts.warning()
     if graph_warning:
         warnings.append(f"{path}: {graph_warning}")

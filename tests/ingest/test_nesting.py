@@ -63,3 +63,34 @@ def test_a_call_stack_holds_its_innermost_ranges_only(tmp_path) -> None:
     assert MAX_STACK_RANGES == 256 and len(frames) == 257
     assert frames[0] == "cudaLaunchKernel" and frames[-1] == "…"
     assert frames[1:-1] == [f"aten::op{i}" for i in range(299, 44, -1)]  # op299 innermost … op45
+
+
+def test_the_distinct_stacks_of_a_trace_are_bounded_in_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past STACKS_TEXT characters of distinct stacks and module paths (32 MiB; 20,000 ops each
+    with its own leaf under 5,000 shared frames made 320 MB of stacks, 1.4 GB in all), a new
+    stack keeps its innermost SHORT_STACK_TEXT characters, marked, and a warning counts them.
+    Here with a budget of 5,000 characters on the example (61 distinct stacks of up to 1,713):
+    every stack is either whole or, past the budget, its first 511 characters then `…`."""
+    from kernel_atlas.ingest import host_activity, link
+    from kernel_atlas.ingest.pipeline import ingest_trace
+    from tests.support.traces import EXAMPLE
+
+    whole = ingest_trace(EXAMPLE)
+    monkeypatch.setattr(link, "STACKS_TEXT", 5_000)
+    monkeypatch.setattr(host_activity, "STACKS_TEXT", 5_000)
+    bounded = ingest_trace(EXAMPLE)
+    full = whole.frame["call_stack"].astype(object).tolist()
+    kept = bounded.frame["call_stack"].astype(object).tolist()
+    short = [(f, k) for f, k in zip(full, kept, strict=True) if f != k]
+    assert short and all(len(f) > 512 and k == f[:511] + "…" for f, k in short)
+    assert all(len(k) <= 512 for _, k in short)
+    distinct_short = len({k for _, k in short})
+    assert any(f"{distinct_short} call stacks kept to their innermost 512 characters" in w for w in bounded.warnings)
+    assert sum(len(t) for t in set(kept)) < 5_000 + 1_713 + 512 * 61
+
+
+def test_a_module_path_keeps_its_innermost_modules() -> None:
+    from kernel_atlas.ingest.frames import innermost_modules
+
+    assert innermost_modules("a.b.c.d", 7) == "a.b.c.d"
+    assert innermost_modules("a.b.c.d", 4) == "…c.d"  # 1 + 3 characters
