@@ -40,7 +40,7 @@ from kernel_atlas.ingest.memory import concat_memory, memory_events
 from kernel_atlas.ingest.nsys import is_nsys, read_nsys
 from kernel_atlas.ingest.reader import TraceInfo
 from kernel_atlas.ingest.sanity import usable_rows
-from kernel_atlas.ingest.step_split import host_roles, overview
+from kernel_atlas.ingest.step_split import MAX_STEP_ROWS, host_roles, overview
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
 from kernel_atlas.ingest.table import as_categoricals, assemble
 from kernel_atlas.ingest.workers import decode_pool, reading_ahead, stop_workers, take_read_ahead, workers_for
@@ -291,6 +291,12 @@ def ingest_trace(
         "shapes_inferred": inferred.as_dict(kernel_time),
         "efficiency": overview(frame, roles),
     }
+    total_steps = link_facts["efficiency"].get("steps_total")
+    if total_steps:
+        warnings.append(
+            f"{path}: {total_steps:,} steps: the split and metrics of the first {MAX_STEP_ROWS:,} are listed "
+            "(summary.json, steps.parquet); the metrics over all steps cover every one"
+        )
     facts = trace_facts(trace, frame, rank, link_facts)
     release_free_memory()  # the efficiency columns' and the overview's temporaries, before the tables are written
     facts["memory_events"] = 0 if memory is None else len(memory)

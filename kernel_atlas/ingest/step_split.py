@@ -28,6 +28,10 @@ _COMM_OPS = frozenset(
     for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
 )
 Ranges = tuple[np.ndarray, np.ndarray]
+# the most steps whose split and metrics summary.json lists (the first, by start); the metrics
+# over all steps cover every one. Profiles hold tens to thousands of steps; 400,000 steps of one
+# kernel each made a summary.json of 241 MB (173 MB of it per-step rows) and a report of 1.8 GB.
+MAX_STEP_ROWS = 10_000
 
 
 @dataclass
@@ -188,7 +192,7 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
         return [{"device": device, **prepared.metrics(lo, hi)} for device, prepared in devices]
 
     rows = []
-    for k, (number, lo, hi) in enumerate(steps.tolist()):
+    for k, (number, lo, hi) in enumerate(steps[:MAX_STEP_ROWS].tolist()):
         row: dict[str, Any] = {
             "step": None if number < 0 else int(number),
             "start_us": lo,
@@ -200,4 +204,7 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
         row["devices"] = per_device(lo, hi)
         rows.append(row)
     lo, hi = float(steps[0, 1]), float(steps[-1, 2])
-    return {"steps": rows, "devices": per_device(lo, hi), "window_us": [lo, hi]}
+    facts: dict[str, Any] = {"steps": rows, "devices": per_device(lo, hi), "window_us": [lo, hi]}
+    if len(steps) > MAX_STEP_ROWS:
+        facts["steps_total"] = len(steps)
+    return facts

@@ -43,13 +43,19 @@ def steps_table(summary: dict[str, Any]) -> pd.DataFrame:
     return frame.astype({name: "float64" for name in STEP_COLUMNS[4:]})
 
 
+def step_count(efficiency: dict[str, Any]) -> int:
+    """How many steps a trace's efficiency covers (`steps` lists the first MAX_STEP_ROWS)."""
+    total = efficiency.get("steps_total")
+    return total if isinstance(total, int) else len(efficiency["steps"])
+
+
 def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
     """report.json `efficiency`: per (trace, device) the metrics over all its steps."""
     devices = []
     for trace in _traces(summary):
         eff = trace["efficiency"]
         for device in eff["devices"]:
-            devices.append({"trace": trace["file"], "rank": trace.get("rank", 0), "steps": len(eff["steps"]), **device})
+            devices.append({"trace": trace["file"], "rank": trace.get("rank", 0), "steps": step_count(eff), **device})
     return {"devices": devices, "definitions": "docs/efficiency.md (the TensorBoard plugin's)"}
 
 
@@ -68,7 +74,7 @@ def efficiency_lines(facts: dict[str, Any]) -> list[str]:
     eff = facts.get("efficiency")
     if not isinstance(eff, dict):
         return []
-    return [device_line(d, len(eff["steps"])) for d in eff["devices"]]
+    return [device_line(d, step_count(eff)) for d in eff["devices"]]
 
 
 def report_lines(efficiency: dict[str, Any] | None, shown: int | None) -> list[str]:

@@ -65,6 +65,7 @@ class _Efficiency(msgspec.Struct):
     steps: list[_Step]
     devices: list[_DeviceMetrics]
     window_us: list[Time] | None = None
+    steps_total: Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)] | None = None  # where `steps` lists the first
 
 
 class _Trace(msgspec.Struct):

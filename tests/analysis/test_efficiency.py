@@ -384,3 +384,30 @@ def test_a_recorded_occupancy_beyond_100_and_a_block_no_sm_holds(tmp_path: Path)
     k = ingest_trace(path, workers=1).frame.set_index("correlation")
     assert k.loc[3, "est_occupancy_pct"] == 1.5625 and str(k.loc[3, "occupancy_source"]) == "estimated"
     assert k.loc[1, "max_blocks_per_sm"] == 0.0 and pd.isna(k.loc[1, "waves"]) and pd.isna(k.loc[1, "tail_wave_pct"])
+
+
+def test_summary_lists_the_first_steps_of_many(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five ProfilerSteps of one 20 µs kernel each (step k over [100k, 100k + 100]); with
+    MAX_STEP_ROWS = 2, summary.json lists steps 0 and 1 (steps_total 5), steps.parquet holds
+    those two, the per-device line still counts 5 steps, and a warning says so. 400,000 such
+    steps made a 241 MB summary.json and a 1.7 GB ingest."""
+    from kernel_atlas.ingest import pipeline, step_split
+
+    monkeypatch.setattr(step_split, "MAX_STEP_ROWS", 2)
+    monkeypatch.setattr(pipeline, "MAX_STEP_ROWS", 2)
+    events = []
+    for k in range(5):
+        events.append(_x("user_annotation", f"ProfilerStep#{k}", 100 * k, 100, {}))
+        events += _kernel("volta_sgemm_128x64_nn", 100 * k + 10, 20, k + 1, 160, 256)
+    trace = tmp_path / "steps.json"
+    trace.write_text(json.dumps({"deviceProperties": [V100], "traceEvents": events}))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["ingest", str(trace), "-o", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "5 steps: the split and metrics of the first 2 are listed" in result.output
+    efficiency = json.loads((out / "summary.json").read_text())["traces"][0]["efficiency"]
+    assert [s["step"] for s in efficiency["steps"]] == [0, 1] and efficiency["steps_total"] == 5
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+    assert pd.read_parquet(out / "steps.parquet")["step"].tolist() == [0, 1]
+    devices = json.loads((out / "report.json").read_text())["efficiency"]["devices"]
+    assert [d["steps"] for d in devices] == [5]
