@@ -26,7 +26,10 @@ from kernel_atlas.analysis.critical_path import GPU, Graph
 
 COLLECTIVE = 7  # edge kind: a collective's transfer after its last member arrived (see KIND_NAMES)
 MAX_JOINT_RANKS = 64  # beyond this, each rank is solved alone (memory: one graph per rank)
-MAX_JOINT_NODES = 8_000_000  # nor when the ranks' graphs together hold more nodes (~1 GB of graph)
+# nor when the ranks' graphs together hold more nodes: joining and solving them peaks at ~450 bytes
+# a node (64 ranks of 60k nodes: 3.8M nodes, 1.7 GB), so 2M stay under 1 GB with what else the
+# report holds
+MAX_JOINT_NODES = 2_000_000
 
 
 _SEND, _RECV = {"send", "_send", "isend"}, {"recv", "_recv", "irecv"}

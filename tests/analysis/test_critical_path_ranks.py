@@ -121,6 +121,23 @@ def test_whatif_across_ranks(two_ranks: Path) -> None:
     assert (alone["joint_ranks"], alone["baseline_us"], alone["saving_us"]) == (1, 70.0, 25.0)
 
 
+def test_ranks_too_large_together_are_solved_alone(two_ranks: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_JOINT_NODES nodes together (64 ranks of 3.8M nodes peaked at 1.7 GB), the report
+    solves each rank alone — the longest is rank 0's 70 µs of the test above, as each alone —
+    and says so; `whatif` across them is refused in one line, asking for a rank."""
+    from kernel_atlas.analysis import critical_report, whatif
+    from kernel_atlas.core.errors import AtlasError
+
+    monkeypatch.setattr(critical_report, "MAX_JOINT_NODES", 10)
+    monkeypatch.setattr(whatif, "MAX_JOINT_NODES", 10)
+    build_report(two_ranks)
+    facts = json.loads((two_ranks / "report.json").read_text())["critical_path"]
+    assert facts["joint_ranks"] == 1 and facts["total_us"] == pytest.approx(70.0)
+    assert any("ranks not joined: their graphs exceed 10 nodes" in note for note in facts["notes"])
+    with pytest.raises(AtlasError, match="the ranks' graphs exceed 10 nodes together: give --rank R"):
+        whatif.run_whatif(two_ranks, ["category=communication:2x"], False, None, None)
+
+
 SEND_RECV_KERNEL = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)"
 
 
