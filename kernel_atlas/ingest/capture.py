@@ -89,6 +89,10 @@ ATTACHED = (
     "enclosed_shapes",
     "autograd_partner",
 )
+# the most captured graphs read (all capture traces together, and a trace's own): a capture
+# process records one graph per batch size and shape, tens to hundreds; 50,000 of two launches
+# each took 1.2 GB (~21 KB a graph, its launches' context kept while replays are matched)
+MAX_CAPTURED_GRAPHS = 4096
 MIN_EDITS, EDIT_SHARE = 4, 0.05  # edits tolerated: max(4, 5% of the longer sequence)
 # and at most this many: an alignment's memory grows with the square of its edits (64 MB here)
 MAX_ALIGN_EDITS = 4096
@@ -190,12 +194,29 @@ def _capture_ranges(host: Any) -> list[tuple[int, int]]:
     return sorted(ranges, key=lambda r: float(host.ts[r[0]]))
 
 
-def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
-    """Every stream capture of a trace, with what each captured launch ran under."""
+class CapturedGraphs(list[CapturedGraph]):
+    """Captured graphs, and how many past a limit were not read (`left_out`)."""
+
+    left_out: int = 0
+
+
+def left_out_line(count: int) -> str:
+    return (
+        f"{count:,} captured graphs past the first {MAX_CAPTURED_GRAPHS:,} were not read (each holds its "
+        "launches' shapes and stacks while replays are matched)"
+    )
+
+
+def graphs_in_trace(cols: TraceColumns, source: str, limit: int = MAX_CAPTURED_GRAPHS) -> CapturedGraphs:
+    """Every stream capture of a trace (the first `limit`, by start), with what each captured
+    launch ran under."""
     host, gpu = cols.host, cols.gpu
     ranges = _capture_ranges(host) if len(host) else []
+    graphs = CapturedGraphs()
+    graphs.left_out = max(len(ranges) - max(limit, 0), 0)
+    ranges = ranges[: max(limit, 0)]
     if not ranges:
-        return []
+        return graphs
     kind_of_name = np.array([_launch_kind(s) for s in host.names], dtype=np.int8)
     launches = np.flatnonzero((host.family == RUNTIME) & (kind_of_name[host.name_code] >= 0))
     launches = launches[np.lexsort((host.ts[launches], host.thread[launches]))]
@@ -253,7 +274,6 @@ def graphs_in_trace(cols: TraceColumns, source: str) -> list[CapturedGraph]:
             return None
         return inductor_grid(op, _recorded_args(host, int(context.cpu_op_idx[i])))
 
-    graphs: list[CapturedGraph] = []
     thread, ts = host.thread[launches], host.ts[launches]  # launches sorted by (thread, ts)
     labels = _enclosing_annotations(host, nest, [begin for begin, _ in ranges])
     for (begin, end), label in zip(ranges, labels, strict=True):
@@ -326,11 +346,11 @@ def _enclosing_annotations(host: Any, nest: HostNesting, rows: list[int]) -> lis
     return found
 
 
-def read_capture(path: str | Path) -> list[CapturedGraph]:
+def read_capture(path: str | Path, limit: int = MAX_CAPTURED_GRAPHS) -> CapturedGraphs:
     """The captured graphs of a capture trace (an `AtlasError` names the file if it is unusable)."""
     path = Path(path)
     cols = build_columns(path)[1]
-    return graphs_in_trace(cols, path.name)
+    return graphs_in_trace(cols, path.name, limit)
 
 
 def capture_files(paths: Sequence[str | Path]) -> list[Path]:
@@ -353,14 +373,18 @@ def read_captures(paths: Sequence[str | Path]) -> tuple[list[CapturedGraph], lis
     trace without one."""
     graphs: list[CapturedGraph] = []
     warnings: list[str] = []
+    left_out = 0
     for path in capture_files(paths):
-        found = read_capture(path)
-        if not found:
+        found = read_capture(path, MAX_CAPTURED_GRAPHS - len(graphs))
+        left_out += found.left_out
+        if not found and not found.left_out:
             warnings.append(
                 f"{path}: no stream capture in this trace (no *StreamBeginCapture/*StreamEndCapture pair "
                 "with launches between them); it gives no graph any shapes"
             )
         graphs.extend(found)
+    if left_out:
+        warnings.append(left_out_line(left_out))
     return graphs, warnings
 
 

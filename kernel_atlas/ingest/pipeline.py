@@ -19,7 +19,14 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_free_memory
 from kernel_atlas.core.redact import redact_frame, redact_text
 from kernel_atlas.core.texts import WAS, counted
-from kernel_atlas.ingest.capture import CapturedGraph, attach_captures, graphs_in_trace, read_captures
+from kernel_atlas.ingest.capture import (
+    CapturedGraph,
+    CapturedGraphs,
+    attach_captures,
+    graphs_in_trace,
+    left_out_line,
+    read_captures,
+)
 from kernel_atlas.ingest.columns import build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.efficiency import with_kernel_efficiency
@@ -229,7 +236,9 @@ def ingest_trace(
     complete_collectives(cols.gpu, cols.host, linked.cpu_op_id)  # before captures give graph kernels op ids
     exact = attach_graph_nodes(cols.host, linked, nsys_read.node_creation) if nsys_read else np.empty(0, np.int64)
     linked.graph_launch[exact] = False  # matched by graph node id: the capture alignment sees the rest
-    own_captures = graphs_in_trace(cols, path.name) if linked.graph_launch.any() else []
+    own_captures = graphs_in_trace(cols, path.name) if linked.graph_launch.any() else CapturedGraphs()
+    if own_captures.left_out:
+        warnings.append(f"{path}: {left_out_line(own_captures.left_out)}")
     graph_facts = attach_captures(cols.gpu, linked, [*captures, *own_captures])
     linked.graph_launch[exact] = True
     inferred = infer_shapes(cols.gpu, linked)

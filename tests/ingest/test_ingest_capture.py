@@ -493,3 +493,24 @@ def test_the_alignment_keeps_only_the_diagonals_it_reaches_and_stops_at_4096_edi
     assert _diff(items([0, 0, 1, 2]), items([0, 1, 1, 2]), 10) == (2, [(0, 0), (2, 1), (3, 3)])
     assert MAX_ALIGN_EDITS == 4096
     assert _diff(items([0] * 5000), items([1] * 5000), 20000) is None
+
+
+def test_captured_graphs_past_the_limit_are_not_read(
+    cuda_pair: tuple[Path, Path, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two capture traces of one graph each, with MAX_CAPTURED_GRAPHS = 1: the first graph is
+    read, the second is counted in one warning (50,000 captured graphs took 1.2 GB); the replay
+    still matches the graph read."""
+    from kernel_atlas.ingest import capture as capture_module
+
+    replay, capture, _ = cuda_pair
+    second = tmp_path / "capture2.json"
+    second.write_bytes(capture.read_bytes())
+    monkeypatch.setattr(capture_module, "MAX_CAPTURED_GRAPHS", 1)
+    graphs, warnings = capture_module.read_captures([capture, second])
+    assert len(graphs) == 1 and graphs[0].source == capture.name
+    assert warnings == ["1 captured graphs past the first 1 were not read (each holds its launches' shapes and "
+                        "stacks while replays are matched)"]  # fmt: skip
+    assert capture_module.read_capture(capture, 0).left_out == 1
+    rows = graph_rows(ingest_trace(replay, captures=graphs).frame)
+    assert (rows["link"] == LINK_GRAPH_CAPTURE).all()
