@@ -528,8 +528,26 @@ def _below_the_clock(doc: dict[str, Any]) -> None:
             event["dur"] = 1e-300  # a SOL of 300 digits (5e-324: inf)
 
 
+def _one_stream_at_one_start(doc: dict[str, Any]) -> None:
+    activities = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") in GPU_CATS]
+    for event in activities:  # every activity at the first one's start on one stream (stop 55: a path 16× the trace)
+        event["ts"] = activities[0]["ts"]
+        event["tid"] = 7
+        if isinstance(event.get("args"), dict):
+            event["args"]["stream"] = 7
+
+
+def _copies_beyond_any_gpu(doc: dict[str, Any]) -> None:
+    for event in doc["traceEvents"]:
+        copy = isinstance(event, dict) and event.get("cat") in ("gpu_memcpy", "gpu_memset", "Memcpy", "Memset")
+        if copy and isinstance(event.get("args"), dict):
+            event["args"]["bytes"] = 2**62  # stop 55: a SOL of 10^14 %
+
+
 # Shapes of trace that cost by their count or depth rather than by their values.
 SHAPES: dict[str, Any] = {
+    "every GPU activity at one start on one stream": _one_stream_at_one_start,
+    "copies of 2^62 bytes": _copies_beyond_any_gpu,
     "300k empty objects": _tiny_events,
     "3k launches at one time": _same_time_nest,
     "30k-deep nesting": _deep_nest,
@@ -692,6 +710,7 @@ def _check_output(case: Case, out: Path) -> list[str]:
         facts["kernel_time_us"], float(kernels["dur_us"].sum()), rel_tol=1e-9, abs_tol=1e-6
     ):
         problems.append("summary.json disagrees with kernels.parquet")
+    problems += _report_bounds(out, frame)
     if case.kind not in ("args", "metadata") or case.whole:
         return problems
     # the oracle: what the mutation could not reach is exactly as ingested unmutated
@@ -717,6 +736,42 @@ def _check_output(case: Case, out: Path) -> list[str]:
         merged = expected.merge(found, how="outer", indicator=True)
         changed = merged[merged["_merge"] != "both"].head(2).to_dict("records")
         problems.append(f"rows the mutation could not reach changed: {changed}"[:600])
+    return problems
+
+
+def _report_bounds(out: Path, frame: Any) -> list[str]:
+    """What any report must hold whatever the trace: a critical path no longer than the run's
+    span (its first start to its last end, host ranges included), shares of GPU time within
+    0–100 %, no negative uncosted time."""
+    import numpy as np
+    import pandas as pd
+
+    from kernel_atlas.ingest.host_events import load_host_events
+
+    report_path = out / "report.json"
+    if not report_path.is_file():
+        return []
+    report = json.loads(report_path.read_text())
+    problems = []
+    trust = report.get("trust") or {}
+    if not 0.0 <= trust.get("costed_pct", 0.0) <= 100.0 or trust.get("uncosted_time_us", 0.0) < 0.0:
+        problems.append(f"trust shares out of range: {trust.get('costed_pct')} %, {trust.get('uncosted_time_us')} µs")
+    starts = [frame["ts_us"].to_numpy(float)]
+    ends = [starts[0] + frame["dur_us"].to_numpy(float)]
+    host = load_host_events(out, int(frame["rank"].iloc[0])) if len(frame) else None
+    if host is not None and len(host):
+        starts.append(host["ts_us"].to_numpy(float))
+        ends.append(host["end_us"].to_numpy(float))
+    first, last = min(a.min(initial=np.inf) for a in starts), max(a.max(initial=-np.inf) for a in ends)
+    path = (report.get("critical_path") or {}).get("total_us")
+    if isinstance(path, int | float) and np.isfinite(last - first) and path > (last - first) * (1 + 1e-9) + 1e-3:
+        problems.append(f"critical path of {path} µs in a run of {last - first} µs")
+    roofline = out / "roofline.parquet"
+    if roofline.is_file():
+        table = pd.read_parquet(roofline)
+        for column in ("est_occupancy_pct", "tail_wave_pct", "tensor_core_pct"):
+            if column in table and not table[column].dropna().between(0.0, 100.0).all():
+                problems.append(f"roofline {column} outside 0–100 %")
     return problems
 
 
