@@ -201,6 +201,7 @@ class CapturedGraphs(list[CapturedGraph]):
 
 
 def left_out_line(count: int) -> str:
+    """The warning for `count` captured graphs past MAX_CAPTURED_GRAPHS."""
     return (
         f"{count:,} captured graphs past the first {MAX_CAPTURED_GRAPHS:,} were not read (each holds its "
         "launches' shapes and stacks while replays are matched)"
