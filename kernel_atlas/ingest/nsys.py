@@ -163,7 +163,13 @@ class _Export:
         self.not_utf8 = 0  # texts whose bytes are not UTF-8 (`_lenient`)
         self.cut = 0  # texts longer than MAX_TEXT, cut (`_cut_sql`)
         self.unnamed = 0  # kernels whose name id StringIds does not hold
-        names = [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        # the process read as rank 0: rows with no usable globalPid (the column missing, null or
+        # text) are read as its own — with several processes, counted in `unattributed`
+        self.first: int | None = None
+        self.several = False
+        self.unattributed = 0
+        # views too: a table re-created as a view by a tool that post-processes exports
+        names = [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
         self.columns = {n: {r[1] for r in self._query(f"PRAGMA table_info({_q(n)})")} for n in names}
         if "StringIds" not in self.columns or not any(t in self.columns for t in GPU_TABLES):
             raise AtlasError(path, "not an Nsight Systems export (no StringIds or CUPTI_ACTIVITY_KIND_KERNEL table)")
@@ -384,9 +390,25 @@ def _processes(export: _Export) -> tuple[list[int], int, int]:
 
 
 def _process_filter(export: _Export, table: str, column: str, pid: int | None) -> tuple[str, tuple]:
-    if pid is None or column not in export.columns[table]:
+    """The WHERE clause of one process's rows. Rows whose process is not known (no `column`, or
+    a null or text value) are the first process's (rank 0), and no other's: every rank read them
+    all (a kernels table without globalPid counted each kernel once per rank) or none did (a
+    null globalPid dropped every kernel, unsaid)."""
+    if pid is None:
         return "", ()
-    return f'WHERE "{column}" >= ? AND "{column}" < ?', (pid << _PID_SHIFT, (pid + 1) << _PID_SHIFT)
+    first = pid == export.first
+    if column not in export.columns[table]:
+        if first and export.several and table in GPU_TABLES:
+            export.unattributed += export._query(f"SELECT count(*) FROM {_q(table)}")[0][0]
+        return ("", ()) if first else ("WHERE 0", ())
+    inside = f'"{column}" >= ? AND "{column}" < ?'
+    bounds = (pid << _PID_SHIFT, (pid + 1) << _PID_SHIFT)
+    if not first:
+        return f"WHERE {inside}", bounds
+    unknown = f"typeof(\"{column}\") NOT IN ('integer', 'real')"
+    if export.several and table in GPU_TABLES:
+        export.unattributed += export._query(f"SELECT count(*) FROM {_q(table)} WHERE {unknown}")[0][0]
+    return f"WHERE ({inside}) OR {unknown}", bounds
 
 
 def _gpu_part(export: _Export, table: str, pid: int | None, strings: _Strings) -> dict[str, Any] | None:
@@ -803,6 +825,7 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
                 )
         if len(processes) > 1 and process in processes:
             info.distributed_info = {"rank": processes.index(process), "world_size": len(processes)}
+        export.first, export.several = (processes[0] if processes else None), len(processes) > 1
         strings = export.strings()
         gpu_parts = [p for t in GPU_TABLES if (p := _gpu_part(export, t, process, strings)) is not None]
         host_parts = [p for p in (_runtime_part(export, process, strings), _nvtx_part(export, process)) if p]
@@ -822,6 +845,11 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
             info.warnings.append(
                 f"older or newer nsys schema: {len(export.missing)} columns missing "
                 f"({', '.join(sorted(set(export.missing)))}); what they feed is left empty"
+            )
+        if export.unattributed:
+            info.warnings.append(
+                f"{export.unattributed:,} GPU activities without a usable process id (globalPid missing, null or "
+                "text) are read as the first process's (rank 0)"
             )
         if export.unnamed:
             info.warnings.append(

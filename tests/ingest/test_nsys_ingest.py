@@ -552,3 +552,41 @@ def test_a_table_whose_name_holds_a_quote_is_passed_over(tmp_path: Path) -> None
     was refused as unreadable."""
     path = _edited(_export(tmp_path / "quoted.sqlite"), ('CREATE TABLE "weird""name" (a)', ()))
     assert ingest_trace(path).frame.set_index("correlation").loc[5, "launcher"] == "aten::addmm"
+
+
+def _two_processes(path: Path) -> Path:
+    path = _export(path, pid_shift=0, device=1)
+    return _export(path, pid_shift=1, device=0, create=False)
+
+
+@pytest.mark.parametrize("damage", ["null", "no column", "view"])
+def test_kernels_of_no_known_process_are_read_once(tmp_path: Path, damage: str) -> None:
+    """Two processes (8 GPU activities, 4 each, as the test above). Kernels whose globalPid is
+    null were dropped by every rank unsaid; a kernels table without the column was read whole by
+    each rank (every kernel counted twice); a kernels table re-created as a view was not read.
+    Now: every activity read once — the unattributed kernels as rank 0's, said in a warning —
+    and a view read like a table."""
+    path = _two_processes(tmp_path / "two.sqlite")
+    kernels = "CUPTI_ACTIVITY_KIND_KERNEL"
+    total = sqlite3.connect(path).execute(f"SELECT count(*) FROM {kernels}").fetchone()[0]
+    statements = {
+        "null": [(f"UPDATE {kernels} SET globalPid = NULL", ())],
+        "no column": [(f"ALTER TABLE {kernels} DROP COLUMN globalPid", ())],
+        "view": [
+            (f"ALTER TABLE {kernels} RENAME TO k_rows", ()),
+            (f"CREATE VIEW {kernels} AS SELECT * FROM k_rows", ()),
+        ],
+    }[damage]
+    _edited(path, *statements)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["ingest", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    frame = load_kernels(out)
+    assert len(frame) == 8 and int((frame["kind"] == "kernel").sum()) == total
+    said = f"{total} GPU activities without a usable process id (globalPid missing, null or text) are read as"
+    if damage == "view":
+        assert said not in result.output
+        assert frame.groupby("rank")["device"].first().to_dict() == {0: 0, 1: 1}
+    else:
+        assert said in result.output
+        assert set(frame.loc[frame["kind"] == "kernel", "rank"]) == {0}
