@@ -16,7 +16,9 @@ def _cell(text: object) -> str:
 
 
 def _pct(a_us: float, b_us: float) -> str:
-    return f"{100.0 * (b_us - a_us) / a_us:+.1f} %" if a_us > 0 else "new"
+    if a_us > 0:
+        return f"{100.0 * (b_us - a_us) / a_us:+.1f} %"
+    return "new" if b_us > 0 else "–"  # no time on either side: no change to put in percent
 
 
 def comparability_line(comp: Comparability) -> str:

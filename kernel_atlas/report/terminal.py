@@ -590,6 +590,8 @@ def print_catalog_costs(
 
 
 def _change_pct(a_us: float, b_us: float) -> str:
+    if not a_us and not b_us:  # no time on either side: no change to put in percent
+        return "–"
     if not a_us:
         return "new"
     if not b_us:

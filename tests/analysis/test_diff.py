@@ -174,3 +174,14 @@ def test_diff_html_sorts_in_headless_chromium(diff, tmp_path: Path) -> None:
         a_us = diff.table["a_us"].to_numpy()[order]
         assert (a_us[:-1] >= a_us[1:]).all()
         assert not browser.errors, browser.errors
+
+
+def test_no_time_on_either_side_is_no_change_in_percent() -> None:
+    """0 µs in A and in B read "new" (terminal and Markdown): there is nothing new and no percent."""
+    from kernel_atlas.report.diff_markdown import _pct
+    from kernel_atlas.report.terminal import _change_pct
+
+    assert (_change_pct(0.0, 0.0), _pct(0.0, 0.0)) == ("–", "–")
+    assert (_change_pct(0.0, 40.0), _pct(0.0, 40.0)) == ("new", "new")
+    assert (_change_pct(10.0, 0.0), _pct(10.0, 0.0)) == ("gone", "-100.0 %")
+    assert (_change_pct(10.0, 12.5), _pct(10.0, 12.5)) == ("+25.0%", "+25.0 %")
