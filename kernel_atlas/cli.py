@@ -631,6 +631,10 @@ def diff(
             if same != option:  # the second written over the first, exit 0
                 raise AtlasError(option, f"{target} is also {same}'s file: name one file for each")
     result = diff_runs(a, b)
+    for name, side in (("A", result.a), ("B", result.b)):  # what ingest could not read changes the comparison
+        if side.warnings:
+            more = f" (and {len(side.warnings) - 1} more: summary.json)" if len(side.warnings) > 1 else ""
+            _say_later("[yellow]warning:[/]", f"{name} ({side.label}): {side.warnings[0]}{more}")
     totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
     verdict = judge(result.table, *totals, fail_above, min_share) if fail_above is not None else None
     comp = verdict.comparability if verdict is not None else comparability(result.table, result.a.gpus, result.b.gpus)

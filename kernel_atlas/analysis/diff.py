@@ -48,6 +48,7 @@ class Side:
     label: str
     activities: pd.DataFrame
     gpus: list[str]
+    warnings: list[str] = field(default_factory=list)  # what ingest said of the run (summary.json)
 
     @property
     def gpu_time_us(self) -> float:
@@ -187,7 +188,9 @@ def diff_activities(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 def side_of(run: Run) -> Side:
     """A run's side of a comparison, read one rank at a time (memory: one rank's kernels)."""
     parts = [_activities(run.kernels(rank)) for rank in run.ranks] or [_activities(run.kernels())]
-    return Side(run.label, _folded(parts), run.gpu_names)
+    said = run.summary.get("warnings")
+    warnings = [str(w) for w in said if isinstance(w, str)] if isinstance(said, list) else []
+    return Side(run.label, _folded(parts), run.gpu_names, warnings)
 
 
 def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:
@@ -197,7 +200,8 @@ def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:
 
 def compare(a: Side, b: Side) -> Diff:
     if a.label == b.label:
-        a, b = Side(f"A:{a.label}", a.activities, a.gpus), Side(f"B:{b.label}", b.activities, b.gpus)
+        a = Side(f"A:{a.label}", a.activities, a.gpus, a.warnings)
+        b = Side(f"B:{b.label}", b.activities, b.gpus, b.warnings)
     return Diff(a, b, diff_activities(a.activities, b.activities))
 
 

@@ -185,3 +185,25 @@ def test_no_time_on_either_side_is_no_change_in_percent() -> None:
     assert (_change_pct(0.0, 40.0), _pct(0.0, 40.0)) == ("new", "new")
     assert (_change_pct(10.0, 0.0), _pct(10.0, 0.0)) == ("gone", "-100.0 %")
     assert (_change_pct(10.0, 12.5), _pct(10.0, 12.5)) == ("+25.0%", "+25.0 %")
+
+
+def test_diff_says_what_ingest_could_not_read(tmp_path: Path) -> None:
+    """A trace whose 60 kernels carry no `ph` reads as 0 µs of kernels: `diff` printed every row as
+    new with nothing on stderr. Now each side's ingest warnings are said (the first, and how many
+    more summary.json lists)."""
+    import gzip
+
+    from tests.support.hostile import cli
+    from tests.support.traces import EXAMPLE
+
+    doc = json.loads(gzip.decompress(EXAMPLE.read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "kernel":
+            event.pop("ph")
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(doc))
+    result = cli("diff", broken, EXAMPLE)
+    assert result.code == 0, result.output
+    warned = [line for line in result.lines() if line.startswith("warning: A (broken)")]
+    assert len(warned) == 1 and "60 events of categories read as ranges ('kernel' 60)" in warned[0]
+    assert not any(line.startswith("warning: B") for line in result.lines())
