@@ -47,15 +47,15 @@ def _jobs(help_text: str) -> Any:
     return typer.Option("-j", "--jobs", min=1, help=help_text)
 
 
-def say(console: Console, label: str, message: object, redact: bool = True) -> None:
-    """One line: our markup `label`, then `message` shown literally (escaped, on one line, and
-    unless `redact` is off anything shaped like a credential redacted — messages quote trace
-    content)."""
+def say(console: Console, label: str, message: object, redact: bool = True, wrapped: bool = False) -> None:
+    """One line: our markup `label`, then `message` shown literally (escaped, on one line — or,
+    `wrapped`, folded to the console's width — and unless `redact` is off anything shaped like a
+    credential redacted: messages quote trace content)."""
     from kernel_atlas.core.redact import redact_text
     from kernel_atlas.report.markup import esc
 
     text = esc(redact_text(str(message)) if redact else str(message))
-    console.print(f"{label} {text}" if label else text, highlight=False, soft_wrap=True)
+    console.print(f"{label} {text}" if label else text, highlight=False, soft_wrap=not wrapped)
 
 
 def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -84,20 +84,21 @@ def _error_line(text: str) -> None:
             os.write(2, f"error: {text}\n".encode("ascii", "replace"))
 
 
-_later: list[tuple[str, str]] = []  # (markup, text) said once the command succeeds (`_say_later`)
+_later: list[tuple[str, str, bool]] = []  # (markup, text, wrapped) said once the command succeeds (`_say_later`)
 
 
-def _say_later(markup: str, text: str) -> None:
+def _say_later(markup: str, text: str, wrapped: bool = False) -> None:
     """A warning or note, said on stderr when the command ends — unless it fails: then its one
-    error line is all it says (a warning about a trace beside "cannot write" was two lines)."""
-    _later.append((markup, text))
+    error line is all it says (a warning about a trace beside "cannot write" was two lines).
+    `wrapped`: folded to the terminal's width (beside tables fitted to it), else one line."""
+    _later.append((markup, text, wrapped))
 
 
 def _say_what_waited(said: bool) -> None:
     waiting = list(_later)
     _later.clear()
-    for markup, text in waiting if said else ():
-        say(err_console, markup, text)
+    for markup, text, wrapped in waiting if said else ():
+        say(err_console, markup, text, wrapped=wrapped)
 
 
 def _one_line_errors(func: F) -> F:
@@ -633,8 +634,8 @@ def diff(
     result = diff_runs(a, b)
     for name, side in (("A", result.a), ("B", result.b)):  # what ingest could not read changes the comparison
         if side.warnings:
-            more = f" (and {len(side.warnings) - 1} more: summary.json)" if len(side.warnings) > 1 else ""
-            _say_later("[yellow]warning:[/]", f"{name} ({side.label}): {side.warnings[0]}{more}")
+            more = f" ({len(side.warnings)} ingest warnings: summary.json)" if len(side.warnings) > 1 else ""
+            _say_later("[yellow]warning:[/]", f"{name} ({side.label}): {side.warnings[0]}{more}", wrapped=True)
     totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
     verdict = judge(result.table, *totals, fail_above, min_share) if fail_above is not None else None
     comp = verdict.comparability if verdict is not None else comparability(result.table, result.a.gpus, result.b.gpus)
