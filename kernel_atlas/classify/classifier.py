@@ -30,7 +30,7 @@ from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules
 from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import catalogs_dir
-from kernel_atlas.core.texts import TooSlow, counted, interrupted_after
+from kernel_atlas.core.texts import TooSlow, counted, interrupted_after, strings_in
 
 UNLABELLED = ("", "TBD", None)
 _HITS_KEPT = 1 << 16  # names whose needle hits are kept (`Classifier._needle_hits`)
@@ -378,20 +378,12 @@ def _is_unicode(value: object) -> bool:
     """Whether every text inside `value` (keys too) is Unicode: no lone surrogate. Walked text by
     text: encoding the whole catalog as JSON held two more copies of it (a 155 MB one peaked
     past 1 GB)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    return False
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
+    for text in strings_in(value):
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
     return True
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from kernel_atlas.core.texts import trie_pattern
+from kernel_atlas.core.texts import strings_in, trie_pattern
 
 if TYPE_CHECKING:  # pandas is imported where a frame is redacted: saying an error never waits for it
     import pandas as pd
@@ -270,19 +270,8 @@ def redact_document(document: Any) -> Any:
     too) redacted. Output JSON walks a document only when its text holds a credential
     (`json_holds_credential`). The catalog of a trace with 200k kernel names holds ~10^6
     strings: screening them one by one took seconds."""
-    strings: list[str] = []
-    stack = [document]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            strings.append(value)
-        elif isinstance(value, dict):
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
     changed = {}
-    for text in _suspects(strings):
+    for text in _suspects(list(strings_in(document))):
         new = redact_text(text)
         if new != text:
             changed[text] = new

@@ -125,3 +125,18 @@ def time_bound(what: str, seconds: float | None = None) -> Iterator[None]:
         raise AtlasError(
             None, f"{what}: matching took more than {seconds:g} s (a pattern that backtracks catastrophically?)"
         ) from None
+
+
+def strings_in(document: object) -> Iterator[str]:
+    """Every string inside a JSON-like document (dicts' keys and values, lists and tuples), walked
+    without recursion (a document may nest thousands deep)."""
+    stack = [document]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
