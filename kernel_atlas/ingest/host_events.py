@@ -145,10 +145,7 @@ def write_host_events(frame: pd.DataFrame, out: str | Path, rank: int, stem: str
 
 def load_host_events(out: str | Path, rank: int) -> pd.DataFrame | None:
     """A rank's host events (its traces' tables concatenated), None when not recorded."""
-    folder = Path(out) / HOST_EVENTS / f"{PARTITION}={rank}"
-    if not folder.is_dir():
-        return None
-    files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith("."))
+    files = _rank_files(out, rank)
     if not files:
         return None
     frames = [_checked(f) for f in files]
@@ -165,11 +162,16 @@ def host_names(out: str | Path, rank: int) -> pd.DataFrame | None:
     against before a report replaces anything), None when not recorded."""
     import pyarrow.parquet as pq
 
-    folder = Path(out) / HOST_EVENTS / f"{PARTITION}={rank}"
-    files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
+    files = _rank_files(out, rank)
     if not files:
         return None
     return pd.concat([pq.read_table(f, columns=["kind", "name"]).to_pandas() for f in files], ignore_index=True)
+
+
+def _rank_files(out: str | Path, rank: int) -> list[Path]:
+    """A rank's host events files, in order (hidden ones, a writer's temporaries, aside)."""
+    folder = Path(out) / HOST_EVENTS / f"{PARTITION}={rank}"
+    return sorted(f for f in folder.glob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
 
 
 # the columns the critical path reads, by kind (`outputs.load_checked`)
