@@ -139,7 +139,7 @@ class _Source:
             self.raw.close()
             raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
         self.stream: Any = None
-        self.zstd = _is_zstd(magic)
+        self.zstd = is_zstd(magic)
         if magic[:2] == b"\x1f\x8b":
             self.stream = _gzip.GzipFile(fileobj=self.raw)
         elif self.zstd:
@@ -272,7 +272,8 @@ class _Source:
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def _is_zstd(magic: bytes) -> bool:
+def is_zstd(magic: bytes) -> bool:
+    """Whether a file's first 4 bytes open a zstd stream (a frame, or a skippable frame first)."""
     return magic == _ZSTD_MAGIC or (len(magic) == 4 and magic[1:] == b"\x2a\x4d\x18" and magic[0] & 0xF0 == 0x50)
 
 

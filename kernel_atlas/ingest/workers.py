@@ -53,7 +53,9 @@ def workers_for(path: Path) -> int:
             magic = handle.read(4)
     except OSError:
         return 1
-    if magic[:2] == b"\x1f\x8b" or magic == b"\x28\xb5\x2f\xfd":
+    from kernel_atlas.ingest.reader import is_zstd  # loaded already by the ingest that asks
+
+    if magic[:2] == b"\x1f\x8b" or is_zstd(magic):  # as the reader opens them (a skippable frame first too)
         size *= _COMPRESSION_GUESS
     return cpus if size >= PARALLEL_MIN_BYTES else 1
 

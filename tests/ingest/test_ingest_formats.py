@@ -45,6 +45,28 @@ def test_zstd_with_a_skippable_frame_first_is_read(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(frames[0], frames[1])
 
 
+def test_a_zstd_with_a_skippable_frame_is_sized_as_compressed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decode workers are sized by the text a file will give: a compressed file's size is
+    scaled up (its text is several times larger) — a zstd opening with a skippable frame too, as
+    the reader opens it. With 4 CPUs and a threshold of 2,000 bytes, both zstd files of 1,000
+    random bytes (about as large compressed, ten times that as guessed text) get 4 workers and
+    the same bytes uncompressed get 1 (the skippable one got 1: sized as its ~1 KB of plain bytes)."""
+    import random
+
+    from kernel_atlas.ingest import workers
+
+    payload = random.Random(0).randbytes(1000)
+    frame = zstandard.ZstdCompressor().compress(payload)
+    plain, zst, skipped = tmp_path / "t.json", tmp_path / "t.json.zst", tmp_path / "s.json.zst"
+    plain.write_bytes(payload)
+    zst.write_bytes(frame)
+    skipped.write_bytes((0x184D2A50).to_bytes(4, "little") + (0).to_bytes(4, "little") + frame)
+    monkeypatch.setattr(workers, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(workers, "PARALLEL_MIN_BYTES", 2000)
+    assert skipped.stat().st_size < 2000 <= workers._COMPRESSION_GUESS * len(frame)
+    assert [workers.workers_for(p) for p in (plain, zst, skipped)] == [1, 4, 4]
+
+
 @pytest.mark.parametrize("kept", [0.1, 0.5])
 def test_a_zstd_cut_inside_its_first_block_is_said_to_be_truncated(tmp_path: Path, kept: float) -> None:
     """zstandard's reader gives no bytes for a frame cut inside its first block (no error): the
