@@ -100,10 +100,14 @@ def unknown_gpu_categories(ignored: dict[str, int]) -> dict[str, int]:
 
 
 def unknown_gpu_text(unknown: dict[str, int]) -> str:
-    """`12 GPU-looking events under unknown categories (Foo 10, bar 2)`."""
-    shown = ", ".join(f"{redact_text(cat)!r} {n:,}" for cat, n in list(unknown.items())[:8])
-    more = f", {len(unknown) - 8} more" if len(unknown) > 8 else ""
-    return f"{sum(unknown.values()):,} GPU-looking events under unknown categories ({shown}{more})"
+    """`12 GPU-looking events under unknown categories ('Foo' 10, 'bar' 2)`."""
+    return f"{sum(unknown.values()):,} GPU-looking events under unknown categories ({_by_category(unknown)})"
+
+
+def _by_category(counts: dict[str, int], shown: int = 8) -> str:
+    """`'Foo' 10, 'bar' 2`: the first `shown` categories (redacted) with their counts, then how many more."""
+    listed = ", ".join(f"{redact_text(cat)!r} {n:,}" for cat, n in list(counts.items())[:shown])
+    return listed + (f", {len(counts) - shown} more" if len(counts) > shown else "")
 
 
 def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> list[str]:
@@ -133,9 +137,9 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     not_complete = {key.removeprefix(NOT_COMPLETE): ignored.pop(key) for key in keys}
     if not_complete:  # a kernel written as an instant or an async event: no duration, so not read
         total = sum(not_complete.values())
-        shown = ", ".join(f"{redact_text(cat)!r} {n:,}" for cat, n in list(not_complete.items())[:8])
         warnings.append(
-            f"{path}: {total:,} events of categories read as ranges ({shown}) {WAS[total != 1]} not complete (X) "
+            f"{path}: {total:,} events of categories read as ranges ({_by_category(not_complete)}) "
+            f"{WAS[total != 1]} not complete (X) "
             "events but instants, async or counter events, or of no phase: not read (they carry no duration)"
         )
     pairs = ignored.pop(DURATION_PAIRS, 0)
