@@ -230,8 +230,7 @@ def check_window_of_ranks(out_dir: Path, ranks: list[int], window: tuple[str, in
         try:
             check_window(window_count(names, window[0]), window)
         except AtlasError as error:
-            problem = f"rank {rank}: {error.problem}" if len(ranks) > 1 else error.problem
-            raise AtlasError(error.source, problem) from None
+            raise _of_rank(error, rank if len(ranks) > 1 else None) from None
 
 
 def _rank_graph(
@@ -251,9 +250,12 @@ def _rank_graph(
             kernels, host, window, zero_weight_launches=exact, convention=convention, last_step_start_us=cut
         )
     except AtlasError as error:
-        if rank is None:
-            raise
-        raise AtlasError(error.source, f"rank {rank}: {error.problem}") from None
+        raise _of_rank(error, rank) from None
+
+
+def _of_rank(error: AtlasError, rank: int | None) -> AtlasError:
+    """A refusal naming the rank it is of (`rank`: None where the run has one)."""
+    return error if rank is None else AtlasError(error.source, f"rank {rank}: {error.problem}")
 
 
 @dataclass
