@@ -272,8 +272,9 @@ def _as_text(value: object) -> str | None:
 
 
 def _optional(table: str, column: str) -> bool:
-    """Columns whose absence is normal: a kernel has a demangled or a short name."""
-    return (table, column) in {(KERNEL, "shortName"), (KERNEL, "demangledName")}
+    """Columns whose absence leaves nothing empty: a kernel has a demangled or a short name, and
+    rows without a process id are read as the first process's (`_process_filter`, said apart)."""
+    return (table, column) in {(KERNEL, "shortName"), (KERNEL, "demangledName")} or column == "globalPid"
 
 
 def _q(name: str) -> str:

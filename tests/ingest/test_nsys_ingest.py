@@ -590,3 +590,4 @@ def test_kernels_of_no_known_process_are_read_once(tmp_path: Path, damage: str) 
     else:
         assert said in result.output
         assert set(frame.loc[frame["kind"] == "kernel", "rank"]) == {0}
+    assert "globalPid" not in result.output.replace(said, "")  # not also listed as a column "left empty"
