@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -90,6 +90,20 @@ class GpuTable:
 
     def __len__(self) -> int:
         return len(self.ts)
+
+    def take(self, rows: np.ndarray) -> GpuTable:
+        """These rows (positions or a mask), in their order; a categorical keeps only the values
+        still used, in their order."""
+        taken: dict[str, Any] = {}
+        for column in fields(self):
+            values = getattr(self, column.name)
+            if values is None:
+                taken[column.name] = None
+            elif isinstance(values, np.ndarray):
+                taken[column.name] = values[rows]
+            else:
+                taken[column.name] = values[rows].remove_unused_categories()
+        return GpuTable(**taken)
 
 
 @dataclass

@@ -46,6 +46,7 @@ from kernel_atlas.ingest.link import SHORT_STACK_TEXT, STACKS_TEXT, HostNesting,
 from kernel_atlas.ingest.memory import concat_memory, memory_events
 from kernel_atlas.ingest.nsys import is_nsys, read_nsys
 from kernel_atlas.ingest.reader import TraceInfo
+from kernel_atlas.ingest.repeats import repeated_activities
 from kernel_atlas.ingest.sanity import usable_rows
 from kernel_atlas.ingest.step_split import MAX_STEP_ROWS, host_roles, overview
 from kernel_atlas.ingest.summary import gpu_time_facts, kernel_time_table, trace_facts
@@ -229,6 +230,16 @@ def ingest_trace(
         warnings.append(
             f"{path}: the decode worker processes failed (a limit on processes or open files, or memory?): "
             "decoded in one process"
+        )
+    repeated = repeated_activities(cols.gpu)
+    if repeated.any():  # before linking: every later stage sees each activity once
+        cols.gpu = cols.gpu.take(~repeated)
+        if nsys_read is not None and len(nsys_read.node_creation) == len(repeated):
+            nsys_read.node_creation = nsys_read.node_creation[~repeated]
+        n = int(repeated.sum())
+        warnings.append(
+            f"{path}: {counted(n, 'GPU activity', 'GPU activities')} repeated an earlier one exactly (the same "
+            f"kind, name, start, duration, device, stream and correlation): each read once"
         )
     cols_ignored = cols.ignored
     detected = _rank_of(path, trace.distributed_info, warnings)
