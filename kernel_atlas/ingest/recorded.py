@@ -84,8 +84,19 @@ class Arg:
         return dtypes()[self.dtype].bytes
 
     @property
+    def stored(self) -> int:
+        """The distinct elements the argument's memory holds: `numel`, less the repeats of a view
+        whose recorded strides address one element several times — an expanded (stride-0) axis
+        counts once, overlapping windows count their span. Without strides, `numel`."""
+        if self.strides is None:
+            return self.numel
+        strides = (self.strides,) if self.kind == TENSOR else self.strides
+        return sum(_stored(shape, stride) for shape, stride in zip(self.shapes, strides, strict=False))
+
+    @property
     def nbytes(self) -> int:
-        return self.numel * self.itemsize
+        """Bytes in memory: every distinct element once (`stored`)."""
+        return self.stored * self.itemsize
 
     @property
     def precision(self) -> str:
@@ -103,6 +114,18 @@ class Arg:
     def flag(self) -> bool | None:
         """The concrete value as a boolean (True/False/1/0), else None."""
         return {True: True, False: False}.get(self.value) if isinstance(self.value, int) else None  # 1/0 too
+
+
+def _stored(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Distinct elements of a view of `shape` and `strides`: at most one per index along the axes
+    that move (stride ≠ 0), at most the span it reaches; exact for expanded, sliced and permuted
+    views. Strides of another rank than the shape: not usable, every element counted."""
+    elements = math.prod(shape)
+    if len(strides) != len(shape) or elements == 0:
+        return elements
+    moving = math.prod(size for size, stride in zip(shape, strides, strict=True) if stride != 0)
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(shape, strides, strict=True))
+    return min(moving, span)
 
 
 # No GPU holds a tensor of more elements (2^50 ≈ 10^15, a petabyte of bytes): a larger recorded

@@ -338,7 +338,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     columns.append(_optional(frame, "enclosed_shapes").iloc[main_rows])  # what a composite MoE op encloses
     partner = _optional(frame, "autograd_partner").iloc[main_rows]  # its forward op / backward node
     columns.append(partner.where(frame["cpu_op"].iloc[main_rows].isin(PARTNER_LAUNCHERS)))
-    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 9))
+    columns.append(_optional(frame, "input_strides").iloc[main_rows])  # an expanded input is read once
+    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 10))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
@@ -346,11 +347,11 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
     for row in unique.tolist():
-        launcher, op, dims, types, concrete, rule, step, enclosed, partner = (
+        launcher, op, dims, types, concrete, rule, step, enclosed, partner, strides = (
             text[k] for text, k in zip(texts, row, strict=True)
         )
         try:
-            args = parse_call(dims, types, None, concrete)
+            args = parse_call(dims, types, strides, concrete)
             call = Call(
                 str(launcher or ""),
                 str(op),

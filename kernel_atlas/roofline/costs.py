@@ -234,19 +234,36 @@ def _conv(call: Call) -> Cost:
         raise NoCost(f"{call.launcher}: unexpected input/weight ranks {x.dims} / {w.dims}")
     lists = [a.ints() for a in call.args[2:] if a.dtype == "ScalarList"]
     lists = [v for v in lists if v is not None]
+    named = _named_padding(call)  # conv*d(…, padding="same" | "valid", …)
     # cudnn/miopen_convolution: (padding, stride, dilation); convolution/conv2d: (stride, padding, dilation)
-    if call.launcher in ("aten::cudnn_convolution", "aten::miopen_convolution"):
+    if named is not None:
+        stride, dilation = [*lists, [1], [1]][:2]
+        padding = [0]
+    elif call.launcher in ("aten::cudnn_convolution", "aten::miopen_convolution"):
         padding, stride, dilation = [*lists, [0], [1], [1]][:3]
     else:
         stride, padding, dilation = [*lists, [1], [0], [1]][:3]
-    if len(lists) < 3:
+    if len(lists) < 3 and named is None:
         return _conv_from_backward(call, x, w)
+    # aten::convolution / _convolution(input, weight, bias, stride, padding, dilation, transposed,
+    # output_padding, groups, …)
+    transposed = call.launcher in ("aten::convolution", "aten::_convolution") and len(call.args) > 8
+    transposed = transposed and call.args[6].flag() is True
+    if transposed:
+        return _conv_transposed(call, x, w, (stride, padding, dilation))
     out_spatial = []
     for axis in range(spatial):
         p = padding[axis % len(padding)]
         s = stride[axis % len(stride)]
         d = dilation[axis % len(dilation)]
-        out_spatial.append((x.dims[2 + axis] + 2 * p - d * (w.dims[2 + axis] - 1) - 1) // s + 1)
+        if named == "same":
+            if s != 1:
+                raise NoCost(f"{call.launcher}: padding 'same' with stride {s} (PyTorch allows it with stride 1 only)")
+            out_spatial.append(x.dims[2 + axis])
+        else:
+            out_spatial.append((x.dims[2 + axis] + 2 * p - d * (w.dims[2 + axis] - 1) - 1) // s + 1)
+    if min(out_spatial) < 1:
+        raise NoCost(f"{call.launcher}: no output from input {list(x.dims)} and weight {list(w.dims)}")
     n, k = x.dims[0], w.dims[0]
     macs_per_output = math.prod(w.dims[1:])  # C/groups · R · S
     outputs = n * k * math.prod(out_spatial)
@@ -255,11 +272,50 @@ def _conv(call: Call) -> Cost:
     read = x.nbytes + w.nbytes + sum(a.nbytes for a in bias)
     written = outputs * x.itemsize
     precision, unit = _gemm_precision(call, x)
+    padded = f" (padding '{named}')" if named else ""
     formula = (
-        f"2·N·K·out·(C/g·R·S) = 2·{n}·{k}·{'·'.join(map(str, out_spatial))}·{macs_per_output}; "
+        f"2·N·K·out·(C/g·R·S) = 2·{n}·{k}·{'·'.join(map(str, out_spatial))}·{macs_per_output}{padded}; "
         f"bytes = input {x.nbytes} + weight {w.nbytes} + output {written}"
     )
     return Cost(flops, read + written, precision, unit, formula)
+
+
+def _named_padding(call: Call) -> str | None:
+    """`same` or `valid` where a conv*d call records its padding by name (the `padding: str`
+    overload: input, weight, bias, stride, padding, dilation, groups), else None."""
+    if call.launcher not in ("aten::conv1d", "aten::conv2d", "aten::conv3d") or len(call.args) < 5:
+        return None
+    text = call.args[4].text.strip().strip("'\"").lower()
+    return text if text in ("same", "valid") else None
+
+
+def _conv_transposed(call: Call, x: Arg, w: Arg, geometry: tuple[list[int], list[int], list[int]]) -> Cost:
+    """A transposed convolution (`transposed` = True): every input element scatters into a
+    K/g·R·S window of the output, 2·N·C·H·W·(K/g·R·S) FLOPs; the weight is [C, K/g, R, S…] and
+    the output's size per axis (in − 1)·stride − 2·padding + dilation·(R − 1) + output_padding + 1."""
+    stride, padding, dilation = geometry
+    extra = call.args[7].ints() or [0]  # output_padding
+    groups = call.args[8].ints() or [1]
+    if w.dims[0] != x.dims[1] or groups[0] < 1:
+        raise NoCost(f"{call.launcher}: transposed, unexpected input/weight {list(x.dims)} / {list(w.dims)}")
+    out_spatial = []
+    for axis in range(len(x.dims) - 2):
+        size = (x.dims[2 + axis] - 1) * stride[axis % len(stride)] - 2 * padding[axis % len(padding)]
+        size += dilation[axis % len(dilation)] * (w.dims[2 + axis] - 1) + extra[axis % len(extra)] + 1
+        out_spatial.append(size)
+    if min(out_spatial) < 1:
+        raise NoCost(f"{call.launcher}: transposed, no output from input {list(x.dims)} and weight {list(w.dims)}")
+    out = (x.dims[0], w.dims[1] * groups[0], *out_spatial)
+    macs = x.numel * math.prod(w.dims[1:])
+    bias = [a for a in call.args[2:3] if a.is_tensor]
+    read = x.nbytes + w.nbytes + sum(a.nbytes for a in bias)
+    written = math.prod(out) * x.itemsize
+    precision, unit = _gemm_precision(call, x)
+    formula = (
+        f"transposed: 2·N·C·in·(K/g·R·S) = 2·{'·'.join(map(str, x.dims))}·{math.prod(w.dims[1:])}; "
+        f"bytes = input {x.nbytes} + weight {w.nbytes} + output {list(out)} {written}"
+    )
+    return Cost(2.0 * macs, read + written, precision, unit, formula)
 
 
 def _partner(call: Call, backward: bool) -> dict | None:
@@ -402,7 +458,24 @@ def _conv_backward(call: Call) -> Cost:
 # --- attention -------------------------------------------------------------------------------
 
 
-def _attention(call: Call, layout: str, causal_index: int | None) -> Cost:
+# Where a causal mask's diagonal starts when Sq ≠ Skv: PyTorch's `is_causal` (SDPA and its
+# backends) aligns it top-left (query i sees keys 0…i); FlashAttention ≥ 2.1, which
+# `aten::_flash_attention_forward` runs, bottom-right (query i sees keys 0…i + Skv − Sq, a decode
+# token its whole context). Square, both are one mask.
+TOP_LEFT, BOTTOM_RIGHT = "top-left", "bottom-right"
+
+
+def causal_pairs(sq: int, skv: int, align: str) -> float:
+    """The query–key pairs a causal mask keeps, as the area under its diagonal — the convention of
+    FlashAttention's benchmarks and TraceLens (½·Sq·Skv when square; the diagonal's own Sq/2 not
+    added), applied where the diagonal starts (`align`)."""
+    if align == TOP_LEFT:  # query i sees min(i, Skv) keys
+        return sq * sq / 2 if sq <= skv else skv * sq - skv * skv / 2
+    # bottom-right: query i sees i + Skv − Sq keys (none where that is negative)
+    return sq * skv - sq * sq / 2 if skv >= sq else skv * skv / 2
+
+
+def _attention(call: Call, layout: str, causal_index: int | None, align: str = TOP_LEFT) -> Cost:
     q, k, v = _tensor(call, 0, "query"), _tensor(call, 1, "key"), _tensor(call, 2, "value")
     if len(q.dims) != 4:
         raise NoCost(f"{call.launcher}: query of rank {len(q.dims)} (varlen/packed layout: sequence lengths missing)")
@@ -412,15 +485,28 @@ def _attention(call: Call, layout: str, causal_index: int | None) -> Cost:
     else:  # BHSD
         b, h, sq, d = q.dims
         skv, dv = k.dims[2], v.dims[3]
-    causal = False
-    if causal_index is not None and causal_index < len(call.args):
-        causal = bool(call.args[causal_index].flag())
-    factor = 0.5 if causal else 1.0
-    flops = 2.0 * b * h * sq * skv * (d + dv) * factor
+    flag = call.args[causal_index].flag() if causal_index is not None and causal_index < len(call.args) else None
+    assumed = " (is_causal not recorded: no mask assumed)" if causal_index is not None and flag is None else ""
+    return _attention_cost(q, k, v, (b, h, sq, skv, d, dv), align if flag else None, assumed)
+
+
+def _attention_cost(q: Arg, k: Arg, v: Arg, sizes: tuple[int, ...], causal: str | None, assumed: str = "") -> Cost:
+    """QKᵀ and PV over the pairs kept: 2 FLOP per MAC, Sq·Skv pairs (causal: `causal_pairs`);
+    `assumed`: what the formula says it assumed."""
+    b, h, sq, skv, d, dv = sizes
+    pairs = causal_pairs(sq, skv, causal) if causal else float(sq * skv)
+    flops = 2.0 * b * h * pairs * (d + dv)
     out = b * h * sq * dv * q.itemsize
     read = q.nbytes + k.nbytes + v.nbytes
-    half = " · ½ (causal)" if causal else ""
-    formula = f"2·B·H·Sq·Skv·(d+dv){half} = 2·{b}·{h}·{sq}·{skv}·({d}+{dv}); bytes = q+k+v {read} + out {out}"
+    if causal is None:
+        kept = f"Sq·Skv = {sq}·{skv}"
+    elif sq == skv:
+        kept = f"Sq·Skv·½ (causal) = {sq}·{skv}·½"
+    else:
+        kept = f"causal, diagonal from the {causal}: {pairs:g} of {sq}·{skv}"
+    formula = (
+        f"2·B·H·pairs·(d+dv), pairs {kept}{assumed} = 2·{b}·{h}·{pairs:g}·({d}+{dv}); bytes = q+k+v {read} + out {out}"
+    )
     return Cost(flops, read + out, q.precision, MATRIX, formula)
 
 
@@ -434,13 +520,27 @@ def _flash_forward(call: Call) -> Cost:
             "aten::_flash_attention_forward with cumulative sequence lengths (varlen): "
             "per-sequence lengths not recorded"
         )
-    return _attention(call, "BSHD", 8)
+    return _attention(call, "BSHD", 8, BOTTOM_RIGHT)
+
+
+# `custom_mask_type` of `_efficient_attention_forward` (PyTorch's CustomMaskType): none, causal
+# from the top left, causal from the bottom right
+_MASK_TYPES = {0: None, 1: TOP_LEFT, 2: BOTTOM_RIGHT}
 
 
 @register(launchers=("aten::_efficient_attention_forward",))
 def _efficient_forward(call: Call) -> Cost:
     # (query, key, value, bias, cu_seqlens_q, cu_seqlens_k, max_q, max_k, dropout_p, custom_mask_type, ...)
-    return _attention(call, "BSHD", None)
+    recorded = call.args[9] if len(call.args) > 9 and call.args[9].text.strip() else None
+    mask = recorded.value if recorded is not None else 0  # not recorded: no mask assumed (said)
+    if isinstance(mask, bool) or mask not in _MASK_TYPES:
+        raise NoCost(f"{call.launcher}: custom_mask_type {recorded.text[:20]!r} is none of 0, 1, 2")  # type: ignore[union-attr]
+    q, k, v = _tensor(call, 0, "query"), _tensor(call, 1, "key"), _tensor(call, 2, "value")
+    if len(q.dims) != 4:
+        raise NoCost(f"{call.launcher}: query of rank {len(q.dims)} (varlen/packed layout: sequence lengths missing)")
+    b, sq, h, d = q.dims
+    assumed = "" if recorded is not None else " (custom_mask_type not recorded: no mask assumed)"
+    return _attention_cost(q, k, v, (b, h, sq, k.dims[1], d, v.dims[3]), _MASK_TYPES[mask], assumed)
 
 
 @register(
