@@ -11,7 +11,7 @@ import pandas as pd
 
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.report.fit import trim
-from kernel_atlas.report.plot import Figure, div, figure, title, values
+from kernel_atlas.report.plot import Figure, div, figure, label, title, values
 from kernel_atlas.report.units import fmt_us
 
 MAX_BARS = 3000  # the longest segments drawn; the path line joins the drawn ones in path order
@@ -54,7 +54,7 @@ def critical_path_figure(picture: PathPicture, facts: dict[str, Any]) -> Figure:
     for bound in pd.unique(bounds):
         mine = bounds == bound
         group = drawn[mine]
-        names = [display_name(str(n)) if isinstance(n, str) else "" for n in group["name"]]
+        names = [label(display_name(n)) if isinstance(n, str) else "" for n in group["name"]]
         data.append(
             {
                 "type": "bar",

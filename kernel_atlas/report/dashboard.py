@@ -35,7 +35,7 @@ from kernel_atlas.report.html import (
     timeshare_figure,
     top_kernels_figure,
 )
-from kernel_atlas.report.plot import widget
+from kernel_atlas.report.plot import label, widget
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.store.outputs import lock, read_report
 from kernel_atlas.store.run import Run as StoredRun
@@ -152,7 +152,7 @@ def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
         f"<div style='font-size:16px'>{html.escape(v)}</div></div>"
         for k, v in cards
     )
-    return f"<div>{body}</div>"
+    return inert(f"<div>{body}</div>")
 
 
 def findings_html(run: Run) -> str:
@@ -175,7 +175,7 @@ def findings_html(run: Run) -> str:
         for f in facts.get("findings", [])[:5]
     )
     body = f"<ol>{rows}</ol>" if rows else "<p>nothing found that would save time</p>"
-    return f"<div><p>{html.escape(share)}</p><h3>What to fix first{html.escape(note)}</h3>{body}</div>"
+    return inert(f"<div><p>{html.escape(share)}</p><h3>What to fix first{html.escape(note)}</h3>{body}</div>")
 
 
 def first_step(kernels: pd.DataFrame) -> int | None:
@@ -260,7 +260,9 @@ def replay_figure(table: pd.DataFrame) -> go.Figure:
             x=table["traced_us"],
             y=table["median_us"],
             mode="markers",
-            text=[f"{display_name(str(k))} {d}" for k, d in zip(table["kernel"], table["input_dims"], strict=True)],
+            text=[
+                label(f"{display_name(str(k))} {d}") for k, d in zip(table["kernel"], table["input_dims"], strict=True)
+            ],
             hovertemplate="%{text}<br>traced %{x:.2f} µs, replayed %{y:.2f} µs<extra></extra>",
         )
     )
@@ -290,7 +292,18 @@ def table_html(frame: pd.DataFrame, rows: int | None = None) -> str:
             cells = values.astype(object)
             known = cells.notna().to_numpy() & ~np.array([_not_finite(v) for v in cells], dtype=bool)
             shown[column] = cells.where(known, MISSING)
-    return shown.to_html(index=False, na_rep=MISSING, escape=True)
+    return inert(shown.to_html(index=False, na_rep=MISSING, escape=True))
+
+
+def text(value: object) -> str:
+    """Text from a trace (a kernel's name) for a notebook's HTML: escaped, shown as written."""
+    return html.escape(str(value))
+
+
+def inert(snippet: str) -> str:
+    """An HTML snippet that notebooks show as it is: the classes that keep MathJax 2 and 3
+    (classic notebooks, JupyterLab) from typesetting trace text between `$` or `\\(`."""
+    return f"<div class='tex2jax_ignore mathjax_ignore'>{snippet}</div>"
 
 
 def _not_finite(value: Any) -> bool:
@@ -307,5 +320,5 @@ def display_output(item: go.Figure | str) -> dict[str, Any]:
             "text/plain": f"<Figure: {item.layout.title.text}>",
         }
     else:
-        data = {"text/html": item, "text/plain": "<HTML>"}
+        data = {"text/html": inert(item), "text/plain": "<HTML>"}
     return {"output_type": "display_data", "data": data, "metadata": {}}

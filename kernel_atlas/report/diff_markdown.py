@@ -3,16 +3,27 @@ comment — the verdict, how comparable the runs are, the total and the largest 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from kernel_atlas.analysis.gate import Comparability, Verdict
+from kernel_atlas.report.markup import plain
 from kernel_atlas.report.units import fmt_signed_us, fmt_us
+
+# The punctuation that can open or close something inside a line of CommonMark or GitHub's
+# Markdown — emphasis, code spans, links and images, autolinks and HTML, entities,
+# strikethrough, table cells, math, a heading — each escaped with a backslash; the rest
+# (parentheses, colons, signs, percent) cannot once these are
+_PUNCTUATION = re.compile(r"([\\`*_\[\]<>!&~|#$])")
 
 
 def _cell(text: object) -> str:
-    """Markdown table cell: pipes escaped, one line."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text from the runs (names, labels, GPUs) as Markdown that renders it literally, on one
+    line: line breaks and characters that change how a line shows written as escapes (`plain`),
+    the punctuation that could start or end markup escaped (`_PUNCTUATION`) — no emphasis,
+    link, image, HTML, code span or table cell can start or end inside it."""
+    return _PUNCTUATION.sub(r"\\\1", plain(text))
 
 
 def _pct(a_us: float, b_us: float) -> str:
@@ -52,8 +63,8 @@ def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int =
     if verdict is not None:
         lines += [f"**{_cell(verdict_line(verdict))}**", ""]
     lines += [
-        f"- A: `{_cell(a.label)}` on {_cell(', '.join(a.gpus) or 'unknown GPU')}: GPU time {fmt_us(a.gpu_time_us)}",
-        f"- B: `{_cell(b.label)}` on {_cell(', '.join(b.gpus) or 'unknown GPU')}: GPU time {fmt_us(b.gpu_time_us)}",
+        f"- A: {_cell(a.label)} on {_cell(', '.join(a.gpus) or 'unknown GPU')}: GPU time {fmt_us(a.gpu_time_us)}",
+        f"- B: {_cell(b.label)} on {_cell(', '.join(b.gpus) or 'unknown GPU')}: GPU time {fmt_us(b.gpu_time_us)}",
         f"- B − A: {fmt_signed_us(b.gpu_time_us - a.gpu_time_us)} ({_pct(a.gpu_time_us, b.gpu_time_us)})",
         f"- Comparability: {_cell(comparability_line(comp))}",
         "",

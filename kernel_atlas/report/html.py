@@ -26,7 +26,7 @@ from kernel_atlas.core.safe_files import write_text
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
-from kernel_atlas.report.plot import Figure, div, figure, title, values
+from kernel_atlas.report.plot import Figure, div, figure, label, title, values
 from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
     MISSING,
@@ -91,7 +91,7 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
                 "x": values(group["intensity"]),
                 "y": values(group["achieved_tflops"]),
                 "mode": "markers",
-                "name": str(category),
+                "name": label(category),
                 "marker": {"size": size, "opacity": 0.75},
                 "text": hover,
                 "hovertemplate": "%{text}<extra></extra>",
@@ -121,11 +121,11 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
         hi = max(points["intensity"].max() * 4, 10.0)
         x = np.logspace(np.log10(lo), np.log10(hi), 200)
         bw_tflops = device.memory_gbps / 1e3
-        for label, peak in sorted(
+        for roof, peak in sorted(
             {(p, v) for p, v in device.tensor.items()} | {(p + " vector", v) for p, v in device.vector.items()}
         ):
-            if label not in ("bf16", "fp8", "fp32 vector", "tf32", "fp16") or (
-                label == "fp16" and "bf16" in device.tensor
+            if roof not in ("bf16", "fp8", "fp32 vector", "tf32", "fp16") or (
+                roof == "fp16" and "bf16" in device.tensor
             ):
                 continue
             data.append(
@@ -134,7 +134,7 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
                     "x": x,
                     "y": np.minimum(peak, bw_tflops * x),
                     "mode": "lines",
-                    "name": f"roof {label} {peak:g} TF/s",
+                    "name": f"roof {roof} {peak:g} TF/s",
                     "line": {"dash": "dot", "width": 1},
                     "hoverinfo": "name",
                 }
@@ -169,7 +169,8 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
 
 def timeshare_figure(analysis: Analysis) -> Figure:
     k = analysis.kernels
-    keys = [text_codes(k["category"]), text_codes(k["op_mapping"]), text_codes(k["name"], _short)]
+    keys = [text_codes(k["category"], label), text_codes(k["op_mapping"], label)]
+    keys.append(text_codes(k["name"], lambda name: label(_short(name))))
     kept = np.logical_and.reduce([codes >= 0 for codes, _ in keys])
     # summed per distinct (category, op, short name) over the rows in their order, as a groupby of the texts would
     summed = pd.Series(k["dur_us"].to_numpy()[kept]).groupby([codes[kept] for codes, _ in keys], sort=False).sum()
@@ -231,7 +232,7 @@ def top_kernels_figure(analysis: Analysis, top: int = 20) -> Figure:
     bar = {
         "type": "bar",
         "x": values(share["total_us"]),
-        "y": [f"{len(share) - i}. {_short(key, 60)}" for i, key in enumerate(share["key"])],
+        "y": [f"{len(share) - i}. {label(_short(key, 60))}" for i, key in enumerate(share["key"])],
         "orientation": "h",
         "text": [f"{p:.1f}%" for p in share["pct"]],
         "hovertemplate": "%{y}<br>%{x:.1f} µs<extra></extra>",
@@ -248,7 +249,7 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> Figure:
     table = analysis.roofline
     rows = table[table["headroom_us"] > 0].head(top).iloc[::-1]
     labels = [
-        f"{len(rows) - i}. {_short(str(r.name), 50)} {r.input_dims}"[:90]
+        label(f"{len(rows) - i}. {_short(str(r.name), 50)} {r.input_dims}"[:90])
         for i, r in enumerate(rows.itertuples(index=False))
     ]
     bar = {
@@ -283,6 +284,7 @@ def module_figure(modules: pd.DataFrame, ranks: int = 1) -> Figure:
     submodules (down to MODULE_LEVELS); the time of kernels launched outside any module is
     `(no module)`."""
     own = modules.set_index("module")["dur_us"]
+    own.index = [label(path) for path in own.index]  # escaping adds no "."
     times: dict[str, float] = {}
     folded = 0
     for path, time in own.items():
@@ -315,8 +317,8 @@ def module_figure(modules: pd.DataFrame, ranks: int = 1) -> Figure:
 def step_figure(steps: pd.DataFrame, ranks: int = 1) -> Figure:
     """GPU time of every profiler step (`views.step_times`), stacked by category (activities
     outside any step apart)."""
-    label = steps["step"].astype(str).where(steps["step"].notna(), "no step").to_numpy()
-    table = steps.groupby([label, steps["category"].to_numpy()])["dur_us"].sum().unstack(fill_value=0.0)
+    step = steps["step"].astype(str).where(steps["step"].notna(), "no step").to_numpy()
+    table = steps.groupby([step, steps["category"].to_numpy()])["dur_us"].sum().unstack(fill_value=0.0)
     order = sorted(table.index, key=lambda s: (s == "no step", int(s) if s != "no step" else 0))
     table = table.loc[order]
     labels = [f"step {s}" if s != "no step" else s for s in table.index]
@@ -325,8 +327,8 @@ def step_figure(steps: pd.DataFrame, ranks: int = 1) -> Figure:
             "type": "bar",
             "x": labels,
             "y": values(table[category] / 1e3),
-            "name": category,
-            "hovertemplate": "%{x}: %{y:.3f} ms<extra>" + html.escape(category) + "</extra>",
+            "name": label(category),
+            "hovertemplate": "%{x}: %{y:.3f} ms<extra>" + label(category) + "</extra>",
         }
         for category in table.columns
     ]
@@ -350,8 +352,8 @@ def timeline_figure(timeline: Timeline, note: str = "") -> Figure:
                 "x": values(group["dur_us"] / scale),
                 "y": [str(s) for s in group["stream"]],
                 "orientation": "h",
-                "name": str(category),
-                "text": [display_name(str(n)) for n in group["name"]],
+                "name": label(category),
+                "text": [label(display_name(str(n))) for n in group["name"]],
                 "textposition": "none",
                 "hovertemplate": "%{text}<br>start %{base:.3f} " + unit + ", %{x:.4f} " + unit + "<extra></extra>",
             }
@@ -444,10 +446,10 @@ def _row_detail(row: object) -> str:
     lines = [str(getattr(row, "name", ""))]
     if getattr(row, "input_dims", None):
         lines.append(f"shapes: {row.input_dims}  types: {getattr(row, 'input_types', '')}")
-    for label, attr in (("formula", "formula"), ("note", "note"), ("role", "role")):
+    for heading, attr in (("formula", "formula"), ("note", "note"), ("role", "role")):
         value = getattr(row, attr, None)
         if isinstance(value, str) and value:
-            lines.append(f"{label}: {value}")
+            lines.append(f"{heading}: {value}")
     stack = getattr(row, "call_stack", None)
     if isinstance(stack, str) and stack:
         lines.append("call stack (innermost first):")
@@ -720,9 +722,9 @@ def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> Figure:
     """GPU time per `level` in A and B side by side, the largest first."""
     rows = diff.level(level)
     rows = rows.reindex(rows[["a_us", "b_us"]].max(axis=1).sort_values(ascending=False).index).head(top)
-    names = [display_name(str(v))[:60] if level == "kernel" else str(v) for v in rows["key"]]
+    names = [label(display_name(str(v))[:60] if level == "kernel" else v) for v in rows["key"]]
     bars = [
-        {"type": "bar", "name": side.label, "x": names, "y": values(rows[f"{key}_us"] / 1e3)}
+        {"type": "bar", "name": label(side.label), "x": names, "y": values(rows[f"{key}_us"] / 1e3)}
         | {"hovertemplate": "%{x}: %{y:.3f} ms"}
         for side, key in ((diff.a, "a"), (diff.b, "b"))
     ]

@@ -15,14 +15,20 @@ import re
 from rich.markup import escape
 from rich.text import Text
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL_BUT_NEWLINE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# Characters that change how a line shows rather than what it says: controls, line and paragraph
+# separators, and Unicode's format characters — bidi embeddings, overrides and isolates (an
+# unterminated U+202E reverses the rest of the line), zero-width ones (two different names that
+# print alike), direction marks, the soft hyphen — and the non-characters U+FFFE/U+FFFF.
+_FORMAT = "\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\ufffe\uffff"
+_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f\\u2028\\u2029{_FORMAT}]")
+_CONTROL_BUT_NEWLINE = re.compile(f"[\\x00-\\x09\\x0b-\\x1f\\x7f-\\x9f\\u2028\\u2029{_FORMAT}]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def _escape_control(match: re.Match[str]) -> str:
     char = match.group()
-    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char, f"\\x{ord(char):02x}" if ord(char) < 256 else repr(char))
+    code = ord(char)
+    return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(char, f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}")
 
 
 def plain(value: object, newlines: bool = False) -> str:

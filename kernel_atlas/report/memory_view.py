@@ -137,7 +137,12 @@ def timeline_figure(frame: Any, device: str) -> plot.Figure:
     for name in holders:
         if not frame[name].any():
             continue
-        live = {"x": plot.values(x), "y": plot.values(frame[name] / 2**20), "name": name, "stackgroup": "live"}
+        live = {
+            "x": plot.values(x),
+            "y": plot.values(frame[name] / 2**20),
+            "name": plot.label(name),
+            "stackgroup": "live",
+        }
         data.append({"type": "scatter", **live, "line": {"shape": "hv", "width": 0}})
     for column, dash in (("total_allocated", "solid"), ("total_reserved", "dot")):
         shown = frame[column] >= 0

@@ -9,6 +9,7 @@ notebook shows one as a plotly figure (`widget`).
 
 from __future__ import annotations
 
+import html
 import json
 import pkgutil
 from functools import cache
@@ -33,6 +34,13 @@ def values(column: pd.Series | np.ndarray | list[Any]) -> np.ndarray | list[Any]
 
 def title(text: str) -> dict[str, str]:
     return {"text": text}
+
+
+def label(value: object) -> str:
+    """Text from a trace for a figure's labels, ticks, legend or hover: plotly.js draws these as
+    its subset of HTML (`<a href>`, `<b>`, `<span style>`) and one between `$` as TeX, so they
+    are escaped (`&lt;`, `&#36;`) and show as written."""
+    return html.escape(str(value), quote=False).replace("$", "&#36;")
 
 
 def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> Figure:

@@ -297,7 +297,7 @@ def idle_figure(waits: Waits, bars: int = FIGURE_BARS) -> plot.Figure:
             {
                 "type": "bar",
                 "x": plot.values(part["idle_us"]),
-                "y": plot.values(part["where"]),
+                "y": [plot.label(where) for where in part["where"]],
                 "orientation": "h",
                 "name": _LABEL[category],
                 "customdata": [[fmt_us(t), int(n)] for t, n in zip(part["idle_us"], part["count"], strict=True)],

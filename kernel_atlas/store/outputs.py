@@ -424,9 +424,26 @@ def write_table(frame: pd.DataFrame, path: str | Path, run_id: str | None) -> Pa
     return Path(path)
 
 
+# What a spreadsheet takes a cell beginning with for a formula (OWASP's list): a text cell from
+# the trace beginning with one is written after an apostrophe, which shows it as text
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _as_text(value: object) -> object:
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+
 def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
+    """`frame` as RFC 4180 CSV: lines end in CRLF, so that a field holding any line break —
+    a lone CR too, which every reader takes for a line's end — is quoted; text cells that a
+    spreadsheet would run as a formula are written as text (`FORMULA_STARTS`). Numbers are left
+    as they are."""
+    numeric = pd.api.types.is_numeric_dtype
+    text = [c for c in frame.columns if not numeric(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
+    if text:
+        frame = frame.assign(**{c: frame[c].astype(object).map(_as_text) for c in text})
     with safe_files.atomic_file(path, "w") as handle:
-        frame.to_csv(handle, index=False)
+        frame.to_csv(handle, index=False, lineterminator="\r\n")
     return Path(path)
 
 
