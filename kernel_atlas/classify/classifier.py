@@ -27,7 +27,7 @@ import pandas as pd
 from kernel_atlas.classify.names import NAME_TEXTS, family_key, lower_texts, name_texts
 from kernel_atlas.classify.needles import NeedleIndex, bits
 from kernel_atlas.classify.rules import LauncherTable, Rule, RuleSet, load_rules, rule_precisions
-from kernel_atlas.classify.taxonomy import OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
+from kernel_atlas.classify.taxonomy import COMMUNICATION, OTHER_CATEGORY, UNKNOWN_OP, load_taxonomy
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import catalogs_dir
 from kernel_atlas.core.texts import TooSlow, counted, interrupted_after, strings_in
@@ -501,4 +501,35 @@ def label_frame(
         per_label = np.array([-1 if v is None else position[v] for v in values], dtype=np.int64)
         frame[column] = pd.Categorical.from_codes(per_label[inverse], categories=pd.Index(texts))
     frame["label_confidence"] = np.array([label.confidence for label in labels], dtype=np.float32)[inverse]
+    _recorded_collectives(frame, classifier.launchers.collectives)
     return frame
+
+
+RECORDED_COLLECTIVE_CONFIDENCE = 0.98  # the kernel says what it runs, as NCCL names do
+
+
+def _recorded_collectives(frame: pd.DataFrame, ops: dict[str, str]) -> None:
+    """A communication kernel whose `collective` (its `Collective name` arg) names another op
+    than its name's label takes the recorded one (catalogs/launchers.toml `[collectives]`);
+    its evidence says so (`collective>name`). The rule stays the name's family."""
+    if "collective" not in frame or not ops:
+        return
+    recorded = frame["collective"].astype("category")
+    op_of = [ops.get("".join(c for c in str(text).lower() if "a" <= c <= "z")) for text in recorded.cat.categories]
+    codes = recorded.cat.codes.to_numpy()
+    by_code = np.array([*op_of, None], dtype=object)  # code -1 (not recorded): the last, None
+    op = by_code[codes]
+    labelled = frame["op_mapping"].to_numpy(dtype=object)
+    rows = np.flatnonzero((frame["category"] == COMMUNICATION).to_numpy() & (op != None) & (op != labelled))  # noqa: E711
+    if not len(rows):
+        return
+    for column, values in (
+        ("op_mapping", op[rows]),
+        ("label_evidence", ["collective>" + str(e) for e in frame["label_evidence"].to_numpy()[rows]]),
+    ):
+        texts = frame[column].to_numpy(dtype=object, copy=True)
+        texts[rows] = values
+        frame[column] = pd.Categorical(texts)
+    confidence = frame["label_confidence"].to_numpy().copy()
+    confidence[rows] = RECORDED_COLLECTIVE_CONFIDENCE
+    frame["label_confidence"] = confidence

@@ -138,6 +138,7 @@ class LauncherTable:
     patterns: tuple[tuple[RulePattern, str], ...]
     layers: dict[str, str] = field(default_factory=dict)
     layer_patterns: tuple[tuple[RulePattern, str], ...] = ()
+    collectives: dict[str, str] = field(default_factory=dict)  # recorded collective name (letters) → op
 
     def lookup(self, launcher: str, patterns: bool = True) -> LauncherHit | None:
         """What a launcher says: exact names first (as written, then its op name), then — unless
@@ -282,7 +283,9 @@ def parse_launchers(source: Path) -> LauncherTable:
             out.append((_compile(source, raw["launcher"], "launcher", raw["launcher"]), op))
         return tuple(out)  # type: ignore[return-value]
 
-    return LauncherTable(names("ops"), patterns("pattern"), names("layers"), patterns("layer_pattern"))
+    return LauncherTable(
+        names("ops"), patterns("pattern"), names("layers"), patterns("layer_pattern"), names("collectives")
+    )
 
 
 @lru_cache(maxsize=4)
