@@ -156,7 +156,7 @@ def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: n
     has = launch_idx >= 0
     if len(steps) == 0 or not has.any():
         return found
-    order = steps[np.lexsort((host.ts[steps], host.thread[steps]))]
+    order = steps[np.lexsort((-host.end[steps], host.ts[steps], host.thread[steps]))]
     step_thread = host.thread[order]
     launches = launch_idx[has]
     result = np.full(len(launches), -1, dtype=np.int64)
@@ -165,14 +165,42 @@ def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: n
         on_thread = order[lo:hi]
         if len(on_thread) == 0:
             continue
-        t = host.ts[launches[mine]]
-        p = np.searchsorted(host.ts[on_thread], t + NEST_TOLERANCE_US, side="right") - 1
-        ok = p >= 0
-        cand = on_thread[np.where(ok, p, 0)]
-        inside = ok & (t <= host.end[cand] + NEST_TOLERANCE_US)
-        result[mine[inside]] = cand[inside]
+        result[mine] = _innermost(host, on_thread, host.ts[launches[mine]])
     found[has] = result
     return found
+
+
+def _innermost(host: HostTable, steps: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time in `t`, the innermost of `steps` (host rows, by start, the outer of equal starts
+    first) that contains it, -1 none: the last to start before it, else — where that one has
+    ended — the range enclosing that one, and so on (steps are consecutive; ranges nested by
+    two profilers, or by hand, are climbed)."""
+    starts, ends = host.ts[steps], host.end[steps]
+    p = np.searchsorted(starts, t + NEST_TOLERANCE_US, side="right") - 1
+    parent = _enclosing_ranges(starts, ends) if len(steps) > 1 else np.full(len(steps), -1, np.int64)
+    while True:
+        ok = p >= 0
+        outside = ok & (t > ends[np.where(ok, p, 0)] + NEST_TOLERANCE_US)
+        if not outside.any():
+            break
+        p[outside] = parent[p[outside]]
+    return np.where(p >= 0, steps[np.maximum(p, 0)], -1)
+
+
+def _enclosing_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per range (sorted by start), the nearest earlier one that still holds its start, -1 none.
+    Consecutive steps — the rule — have none; one pass with a stack of the open ranges."""
+    if not (starts[1:] < ends[:-1] - NEST_TOLERANCE_US).any():  # no range starts inside the one before
+        return np.full(len(starts), -1, np.int64)
+    parent = np.full(len(starts), -1, np.int64)
+    open_: list[int] = []
+    closes = ends.tolist()
+    for i, start in enumerate(starts.tolist()):
+        while open_ and closes[open_[-1]] + NEST_TOLERANCE_US < start:
+            open_.pop()
+        parent[i] = open_[-1] if open_ else -1
+        open_.append(i)
+    return parent
 
 
 def _step_by_launch_time(
@@ -184,12 +212,10 @@ def _step_by_launch_time(
     missing = np.flatnonzero((step < 0) & (launch_idx >= 0))
     if not len(steps) or not len(missing):
         return
-    steps = steps[np.argsort(host.ts[steps], kind="stable")]
-    t = host.ts[launch_idx[missing]]
-    p = np.searchsorted(host.ts[steps], t + NEST_TOLERANCE_US, side="right") - 1
-    cand = steps[np.maximum(p, 0)]
-    inside = (p >= 0) & (t <= host.end[cand] + NEST_TOLERANCE_US)
-    step[missing[inside]] = step_of_name[host.name_code[cand[inside]]]
+    steps = steps[np.lexsort((-host.end[steps], host.ts[steps]))]
+    found = _innermost(host, steps, host.ts[launch_idx[missing]])
+    inside = found >= 0
+    step[missing[inside]] = step_of_name[host.name_code[found[inside]]]
 
 
 @dataclass

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from kernel_atlas.cli import app
+from kernel_atlas.store.outputs import load_kernels
+from tests.support.hand_built import launch_and_kernel
 from tests.support.traces import ingested
 
 # (trace, kernel correlation) → values found by reading the JSON: the runtime event with the
@@ -103,3 +108,25 @@ def test_module_path_is_outermost_first() -> None:
     assert modules[0] == "BertLMHeadModel_0"
     assert modules[-1] == "Linear_1"
     assert "BertModel_0" in modules
+
+
+def test_a_launch_in_an_outer_step_after_an_inner_one_ended_is_the_outer_steps(tmp_path: Path) -> None:
+    """Steps nested (two profilers, or a hand-made trace): ProfilerStep#1 [1000, 2000] holds
+    ProfilerStep#2 [1200, 1600]; kernels launched at 1100, 1300 and 1700 belong to steps 1, 2 and
+    1 — the last was in no step. A launch on another thread (no step ranges of its own) is placed
+    by time the same way."""
+    step = {"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1}
+    events = [
+        {**step, "name": "ProfilerStep#1", "ts": 1000, "dur": 1000},
+        {**step, "name": "ProfilerStep#2", "ts": 1200, "dur": 400},
+        *launch_and_kernel(1100, 1, 1, "k1", 1150, 10),
+        *launch_and_kernel(1300, 2, 2, "k2", 1350, 10),
+        *launch_and_kernel(1700, 3, 3, "k3", 1750, 10),
+        *launch_and_kernel(1800, 4, 4, "k4", 1850, 10, tid=2),
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = CliRunner().invoke(app, ["ingest", str(path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    frame = load_kernels(tmp_path / "out").sort_values("ts_us")
+    assert frame["step"].tolist() == [1, 2, 1, 1]
