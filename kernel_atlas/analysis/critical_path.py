@@ -410,7 +410,7 @@ def build_graph(
         if n_host:
             notes.append("no cuda_sync events in the trace: host syncs released by the GPU activity that ended last")
     limit = np.inf if hta else KERNEL_GAP_LIMIT_US  # HTA 0.5.0 chains a stream across any gap
-    explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes, limit)
+    explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes, limit, queue_test=hta)
     if not hta:
         _own_copy_edges(gpu, host, edges)
         if not len(syncs):
@@ -513,10 +513,15 @@ def _gpu_edges(
     zero_launch: bool,
     notes: list[str],
     limit: float = KERNEL_GAP_LIMIT_US,
+    queue_test: bool = False,
 ) -> np.ndarray:
     """Duration, launch and stream-order edges of the activities; returns which activities' starts
     they explain (a launch or kernel-kernel edge, or an event wait). A launch or stream gap of
-    `limit` µs or more is not overhead but a wait the trace does not show (HTA 0.5.0: no limit)."""
+    `limit` µs or more is not overhead but a wait the trace does not show (HTA 0.5.0: no limit).
+    An activity launched onto an idle stream waited for its launch; `queue_test` (HTA's
+    convention) asks besides that nothing launched later was queued behind it when it started —
+    which the first activity of every burst the host runs ahead of fails, leaving it no launch
+    edge, or one from the stream's previous activity across the host's own wait."""
     n = len(gpu)
     if n == 0:
         return np.zeros(0, bool)
@@ -533,13 +538,14 @@ def _gpu_edges(
     launch_ts = np.where(has_launch, host["ts_us"].to_numpy()[np.maximum(launch, 0)] if n_host else np.nan, np.nan)
     prev_end = np.where(prev >= 0, end[np.maximum(prev, 0)], -np.inf)
     wait_end = gpu["wait_end_us"].to_numpy() if "wait_end_us" in gpu else np.full(n, -np.inf)
-    # the queue was empty at the launch, and nothing launched later on the stream was waiting
-    # behind it when it started (HTA's queue-length test)
-    nxt = np.full(n, -1, np.int64)
-    nxt[order[:-1][same]] = order[1:][same]
-    other_launch = (nxt >= 0) & (launch[np.maximum(nxt, 0)] != launch)  # a graph replay's kernels share one
-    queued_behind = other_launch & (np.where(nxt >= 0, launch_ts[np.maximum(nxt, 0)], np.inf) < ts)
-    by_launch = has_launch & (prev_end < launch_ts) & (wait_end < launch_ts) & ~queued_behind
+    # the queue was empty at the launch (and, HTA's queue-length test, nothing launched later on
+    # the stream was waiting behind it when it started)
+    by_launch = has_launch & (prev_end < launch_ts) & (wait_end < launch_ts)
+    if queue_test:
+        nxt = np.full(n, -1, np.int64)
+        nxt[order[:-1][same]] = order[1:][same]
+        other_launch = (nxt >= 0) & (launch[np.maximum(nxt, 0)] != launch)  # a graph replay's kernels share one
+        by_launch &= ~(other_launch & (np.where(nxt >= 0, launch_ts[np.maximum(nxt, 0)], np.inf) < ts))
     stuck = by_launch & (ts - launch_ts >= limit)  # not a launch latency: a wait the trace does not show
     if stuck.any():
         notes.append(

@@ -154,6 +154,57 @@ def test_an_activity_starting_before_its_launch_is_counted_from_it(tmp_path: Pat
     assert any("1 GPU activities start before their launch call" in n for n in graph.notes)
 
 
+def test_the_first_kernel_of_a_burst_waits_for_its_launch(tmp_path: Path) -> None:
+    """Launched onto an idle stream, a kernel waited for its launch, even when the host had
+    launched the next one before it started (HTA's queue-length test gave it no launch edge):
+    aten::mm [0,10] ⊃ launch [2,5] → ka [20,120]; aten::mm [15,25] ⊃ launch [17,20] → kb queued
+    [120,170]; cudaDeviceSynchronize [30,175]; aten::mm [180,190] ⊃ launch [182,185] → kc [200,210].
+    Path: 2 (to the launch) + 18 (launch 2 → 20) + ka 100 + kb 50 + (sync's end, then the next op)
+    2 + 18 + kc 10 = 200 µs; HTA's test left ka no edge in, a path of 180 from ka's start."""
+    events = [
+        op("aten::mm", 0, 10),
+        call("cudaLaunchKernel", 2, 3, 1),
+        kernel("ka", 20, 100, 1),
+        op("aten::mm", 15, 10),
+        call("cudaLaunchKernel", 17, 3, 2),
+        kernel("kb", 120, 50, 2),
+        call("cudaDeviceSynchronize", 30, 145, 3),
+        op("aten::mm", 180, 10),
+        call("cudaLaunchKernel", 182, 3, 4),
+        kernel("kc", 200, 10, 4),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    assert longest_path(graph).length_us == pytest.approx(200.0)
+    # the two launch latencies (18 each) are what no launch gaps saves
+    assert what_if(kernels, host, [], no_launch_gaps=True)["saving_us"] == pytest.approx(36.0)
+
+
+def test_a_host_wait_before_a_burst_is_no_kernel_gap(tmp_path: Path) -> None:
+    """k0 [10,20]; the host idles; aten::mm [500,510] ⊃ launch [505,508] → kb [530,580]; aten::mm
+    [520,530] ⊃ launch [525,528] → kc queued [580,600]. The 510 µs before kb are the host's wait,
+    not kernel-to-kernel overhead: path k0's op 10 + kb's op 5 + launch 25 + kb 50 + kc 20 = 110
+    µs (HTA's queue test: k0 → kb across the gap, 600 µs, 85 % kernel-kernel overhead), and with
+    no launch gaps only kb's 25 µs launch is saved."""
+    events = [
+        op("aten::mm", 0, 10),
+        call("cudaLaunchKernel", 2, 3, 1),
+        kernel("k0", 10, 10, 1),
+        op("aten::mm", 500, 10),
+        call("cudaLaunchKernel", 505, 3, 2),
+        kernel("kb", 530, 50, 2),
+        op("aten::mm", 520, 10),
+        call("cudaLaunchKernel", 525, 3, 3),
+        kernel("kc", 580, 20, 3),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(110.0)
+    assert breakdown_pct(segments(graph, path))["gpu_kernel_kernel_overhead"] == 0.0
+    assert what_if(kernels, host, [], no_launch_gaps=True)["saving_us"] == pytest.approx(25.0)
+
+
 def test_whatif_savings_are_exact(tmp_path: Path) -> None:
     kernels, host = solved(tmp_path, TWO_STREAMS)
     # k_one 100 → 50: path 2 + 3 + 50 + 20 = 75, saving 50 (the host's 22 µs stays shorter)
