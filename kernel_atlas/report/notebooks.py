@@ -98,10 +98,14 @@ class JupyterLaunch:
     port: int
 
 
-def jupyter_launch(name: str, browser: bool = True, port: int | None = None, ip: str = "127.0.0.1") -> JupyterLaunch:
-    """The JupyterLab command for notebooks/`name`.ipynb: served from the notebooks folder on
-    `ip`:`port` (a free port by default) with a fresh token; the URL carries the token."""
-    path = notebook_path(name)
+def jupyter_launch(
+    name: str, folder: Path, browser: bool = True, port: int | None = None, ip: str = "127.0.0.1"
+) -> JupyterLaunch:
+    """The JupyterLab command for a copy of notebooks/`name`.ipynb in `folder` (private to this
+    run: JupyterLab saves a notebook as it runs, with its outputs — the trace's kernel names and
+    numbers —, and the shipped notebook must stay as it is), served from `folder` on `ip`:`port`
+    (a free port by default) with a fresh token; the URL carries the token."""
+    path = folder / notebook_path(name).name
     if importlib.util.find_spec("jupyterlab") is None:
         raise AtlasError(None, "JupyterLab is not installed: `pip install -e '.[notebook]'`, or use --html FILE")
     port = port or _free_port()
@@ -116,8 +120,10 @@ def jupyter_launch(name: str, browser: bool = True, port: int | None = None, ip:
         f"--IdentityProvider.token={token}",
         f"--ServerApp.open_browser={browser}",
         "--ServerApp.answer_yes=True",  # Ctrl-C stops it without asking
+        f"--ServerApp.root_dir={folder}",
         str(path),
     ]
+    path.write_bytes(notebook_path(name).read_bytes())
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.insert(-1, "--ServerApp.allow_root=True")  # containers and CI run as root
     host = "localhost" if ip in ("127.0.0.1", "localhost") else ip
@@ -127,9 +133,14 @@ def jupyter_launch(name: str, browser: bool = True, port: int | None = None, ip:
 def open_in_jupyter(
     name: str, env: dict[str, str], browser: bool = True, port: int | None = None, announce=print
 ) -> int:
-    """Serve a notebook in JupyterLab with `env` set (the kernels inherit it) until Ctrl-C or
-    SIGTERM; `announce` gets the URL first. Returns JupyterLab's exit code."""
-    launch = jupyter_launch(name, browser, port)
+    """Serve a copy of a notebook in JupyterLab with `env` set (the kernels inherit it) until
+    Ctrl-C or SIGTERM; `announce` gets the URL first. The copy, in a private temporary folder,
+    goes when JupyterLab stops. Returns JupyterLab's exit code."""
+    with tempfile.TemporaryDirectory(prefix="atlas-dashboard-") as folder:  # created 0700
+        return _serve(jupyter_launch(name, Path(folder), browser, port), env, announce)
+
+
+def _serve(launch: JupyterLaunch, env: dict[str, str], announce) -> int:
     process = subprocess.Popen(launch.command, env={**os.environ, **env})
     announce(launch.url)
 

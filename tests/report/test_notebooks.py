@@ -204,6 +204,7 @@ def test_dashboard_command_serves_the_notebook_in_jupyterlab(vit_out: Path, tmp_
     import subprocess
     import sys
     import time
+    import urllib.request
 
     atlas = Path(sys.executable).with_name("atlas")
     if not atlas.exists():
@@ -231,6 +232,19 @@ def test_dashboard_command_serves_the_notebook_in_jupyterlab(vit_out: Path, tmp_
         page_status, page = _get(url)
         assert page_status == 200 and b"JupyterLab" in page
         assert _get(f"http://127.0.0.1:{port}/api/contents/dashboard.ipynb")[0] == 403  # the token is needed
+        # JupyterLab saves the notebook it runs, outputs and all: it serves a private copy, and the
+        # shipped notebook (its folder holds the others too) is never written
+        shipped = (NOTEBOOKS / "dashboard.ipynb").read_bytes()
+        _, listing = _get(f"http://127.0.0.1:{port}/api/contents/?token={token}")
+        assert [item["name"] for item in json.loads(listing)["content"]] == ["dashboard.ipynb"]
+        notebook["content"]["cells"][0]["source"] = "saved by the test"
+        saved = json.dumps({"type": "notebook", "format": "json", "content": notebook["content"]}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/contents/dashboard.ipynb?token={token}", data=saved, method="PUT"
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        assert (NOTEBOOKS / "dashboard.ipynb").read_bytes() == shipped
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) is not None
         with socket.socket() as sock:  # the server is gone with the command
