@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -62,9 +64,93 @@ def eager(frame: pd.DataFrame) -> pd.Series:
     return launched
 
 
-def launch_stats(frame: pd.DataFrame) -> pd.DataFrame:
+# When the host's and the GPU's clocks disagree, a launch-to-start delay — a GPU time less a host
+# time — measures the disagreement, not a queue: negative where the GPU clock runs behind (an
+# activity cannot start before its launch call), seconds where it runs ahead. Such delays are
+# not shown. Behind: more than CLOCK_SHARE of the eager activities (at least one) start more than
+# CLOCK_LEAD_US before their call (the profiler rounds each clock apart). Ahead: every activity
+# launched onto an idle stream starts CLOCK_AHEAD_US or more after its call, at least
+# CLOCK_AHEAD_MIN of them (a launch's latency is microseconds; an event wait the trace does not
+# record delays some, never all: a GPU clock ahead makes the stream look busy at nearly every
+# launch, so one idle launch may be all there is).
+CLOCK_LEAD_US = 1.0
+CLOCK_SHARE = 0.01
+CLOCK_AHEAD_US = 1000.0
+CLOCK_AHEAD_MIN = 1
+
+
+def clock_checks(frame: pd.DataFrame) -> dict[int, dict[str, float | int | str]]:
+    """Per rank of `frame` whose host and GPU clocks disagree (see CLOCK_LEAD_US): which way,
+    how many eager activities say so, and by how much at least."""
+    if "launch_dur_us" not in frame or frame.empty:
+        return {}
+    launched = eager(frame).to_numpy()
+    rank = frame["rank"].to_numpy() if "rank" in frame else np.zeros(len(frame), np.int64)
+    ts = frame["ts_us"].to_numpy(np.float64)
+    delay = ts - frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    # on an idle stream: the previous activity of the stream ended before the launch call
+    order, group = start_order(frame, ["rank", "device", "stream"] if "rank" in frame else ["device", "stream"])
+    end = ts + frame["dur_us"].to_numpy(np.float64)
+    prev_end = np.full(len(frame), -np.inf)
+    same = group[1:] == group[:-1]
+    prev_end[order[1:][same]] = end[order[:-1]][same]
+    idle = launched & (prev_end < ts - delay)
+    table = pd.DataFrame(
+        {
+            "rank": rank[launched],
+            "early": (delay[launched] < -CLOCK_LEAD_US),
+            "delay": delay[launched],
+        }
+    ).groupby("rank", sort=True)
+    idle_delay = pd.Series(delay[idle]).groupby(rank[idle]).agg(["min", "size"])
+    counts = pd.DataFrame({"early": table["early"].sum(), "count": table.size(), "lowest": table["delay"].min()})
+    checks: dict[int, dict[str, float | int | str]] = {}
+    for r, early, count, lowest in counts.itertuples():
+        if early and early >= CLOCK_SHARE * count:
+            checks[int(r)] = {
+                "gpu_clock": "behind",
+                "activities": int(early),
+                "of": int(count),
+                "by_us": float(-lowest),
+            }
+        elif r in idle_delay.index and idle_delay.loc[r, "size"] >= CLOCK_AHEAD_MIN:
+            least = float(idle_delay.loc[r, "min"])
+            if least >= CLOCK_AHEAD_US:
+                size = int(idle_delay.loc[r, "size"])
+                checks[int(r)] = {"gpu_clock": "ahead", "activities": size, "of": int(count), "by_us": least}
+    return checks
+
+
+def clock_line(check: dict[str, float | int | str]) -> str:
+    """What a clock check found, in words."""
+    if check["gpu_clock"] == "behind":
+        found = (
+            f"{check['activities']:,} of {check['of']:,} launched GPU activities start before their launch "
+            f"call (by up to {check['by_us']:,.1f} µs)"
+        )
+    elif check["activities"] == 1:
+        found = f"the only GPU activity launched onto an idle stream starts {check['by_us']:,.1f} µs after its call"
+    else:
+        found = (
+            f"every one of {check['activities']:,} GPU activities launched onto an idle stream starts "
+            f"{check['by_us']:,.1f} µs or more after its launch call"
+        )
+    return f"the host and GPU clocks disagree: {found}; launch-to-start delays are not shown"
+
+
+def _measured_delay(rows: pd.DataFrame, checks: dict[int, dict[str, float | int | str]]) -> pd.Series:
+    """Launch-to-start delays of eager `rows`, NaN on ranks whose clocks disagree (`clock_checks`)."""
+    delay = rows["ts_us"] - rows["launch_ts_us"]
+    if checks:
+        rank = rows["rank"] if "rank" in rows else pd.Series(0, index=rows.index)
+        delay = delay.where(~rank.isin(list(checks)))
+    return delay
+
+
+def launch_stats(frame: pd.DataFrame, checks: dict[int, dict[str, float | int | str]] | None = None) -> pd.DataFrame:
     """launch_stats.parquet: one row per kernel name (`level` = kernel) and per launching op
-    (`level` = op), largest launch CPU time first."""
+    (`level` = op), largest launch CPU time first; delays null on ranks whose clocks disagree
+    (`checks`, `clock_checks`)."""
     if "launch_dur_us" not in frame:
         return pd.DataFrame(columns=LAUNCH_COLUMNS)
     rows = frame[eager(frame)]
@@ -77,7 +163,7 @@ def launch_stats(frame: pd.DataFrame) -> pd.DataFrame:
             "kernel": rows["name"],
             "op": launcher.fillna(NO_LAUNCHER),
             "launch": rows["launch_dur_us"],
-            "delay": rows["ts_us"] - rows["launch_ts_us"],
+            "delay": _measured_delay(rows, checks or {}),
             "gpu": rows["dur_us"],
             "bound": rows["dur_us"] < rows["launch_dur_us"],
         }
@@ -105,30 +191,36 @@ def launch_stats(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True)[LAUNCH_COLUMNS]
 
 
-def launch_facts(frame: pd.DataFrame) -> dict[str, float | int | None]:
-    """Totals for report.json."""
+def launch_facts(frame: pd.DataFrame, checks: dict[int, dict[str, float | int | str]] | None = None) -> dict[str, Any]:
+    """Totals for report.json; the delay left out (null) where clocks disagree, and `clocks` says
+    where and why (`clock_checks`)."""
     rows = frame[eager(frame)] if "launch_dur_us" in frame else frame.iloc[0:0]
     graph = int(frame["graph_launch"].fillna(False).astype(bool).sum())
     if rows.empty:
         return {"eager_activities": 0, "graph_replayed": graph}
-    delay = rows["ts_us"] - rows["launch_ts_us"]
-    return {
+    delay = _measured_delay(rows, checks or {})
+    facts: dict[str, Any] = {
         "eager_activities": len(rows),
         "graph_replayed": graph,
         "launch_cpu_us": float(rows["launch_dur_us"].sum()),
         "launch_p50_us": float(rows["launch_dur_us"].median()),
-        "delay_p50_us": float(delay.median()),
+        "delay_p50_us": float(delay.median()) if delay.notna().any() else None,
         "launch_bound_pct": float(100.0 * (rows["dur_us"] < rows["launch_dur_us"]).mean()),
     }
+    if checks:
+        facts["clocks"] = [{"rank": r, **check, "line": clock_line(check)} for r, check in sorted(checks.items())]
+    return facts
 
 
-def launch_facts_by_rank(frame: pd.DataFrame) -> dict[int, dict[str, float | int | None]]:
+def launch_facts_by_rank(
+    frame: pd.DataFrame, checks: dict[int, dict[str, float | int | str]] | None = None
+) -> dict[int, dict[str, Any]]:
     """`launch_facts` of each rank of `frame` alone (rows of several ranks analysed together),
     worked out for all ranks at once."""
     rank = frame["rank"].to_numpy()
     present = np.unique(rank).tolist()
     graph = pd.Series(frame["graph_launch"].fillna(False).astype(bool).to_numpy()).groupby(rank).sum()
-    facts: dict[int, dict[str, float | int | None]] = {
+    facts: dict[int, dict[str, Any]] = {
         r: {"eager_activities": 0, "graph_replayed": int(graph.loc[r])} for r in present
     }
     if "launch_dur_us" not in frame:
@@ -139,7 +231,7 @@ def launch_facts_by_rank(frame: pd.DataFrame) -> dict[int, dict[str, float | int
         {
             "rank": rank[mine],
             "launch": rows["launch_dur_us"].to_numpy(np.float64),
-            "delay": (rows["ts_us"] - rows["launch_ts_us"]).to_numpy(np.float64),
+            "delay": _measured_delay(rows, checks or {}).to_numpy(np.float64),
             "bound": (rows["dur_us"] < rows["launch_dur_us"]).to_numpy(),
         }
     ).groupby("rank", sort=True)
@@ -158,10 +250,13 @@ def launch_facts_by_rank(frame: pd.DataFrame) -> dict[int, dict[str, float | int
                 "eager_activities": int(count),
                 "launch_cpu_us": float(launch_sum),
                 "launch_p50_us": float(launch_p50),
-                "delay_p50_us": float(delay_p50),
+                "delay_p50_us": None if np.isnan(delay_p50) else float(delay_p50),
                 "launch_bound_pct": float(100.0 * bound),
             }
         )
+    for r, check in (checks or {}).items():
+        if r in facts:
+            facts[r]["clocks"] = [{"rank": r, **check, "line": clock_line(check)}]
     return facts
 
 

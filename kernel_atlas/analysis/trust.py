@@ -93,4 +93,21 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
         "shapes_recorded": shapes,
         "top_uncosted": reasons,
         "advice": advice,
+        "clocks": _clocks(facts),
     }
+
+
+def _clocks(facts: dict[str, Any]) -> str | None:
+    """What the report can tell only as far as the host's and the GPU's clocks agree, where they
+    disagree (`launches.clock_checks`); None where they agree."""
+    launches = facts.get("launches") or {}
+    clocks = launches.get("clocks") or [c for r in launches.get("per_rank", []) for c in r.get("clocks", [])]
+    if not clocks:
+        return None
+    first = clocks[0]["line"].removeprefix("the host and GPU clocks disagree: ").split(";")[0]
+    more = f"; {len(clocks) - 1} more ranks in report.json launches" if len(clocks) > 1 else ""
+    return (
+        f"the host and GPU clocks disagree (rank {clocks[0]['rank']}: {first}{more}): launch-to-start delays are "
+        "not shown, and what sets GPU times against host times — idle causes (a host wait or not), per-step "
+        "GPU figures, the critical path — may be off by as much"
+    )

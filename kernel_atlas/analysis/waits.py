@@ -13,6 +13,7 @@ import pandas as pd
 from kernel_atlas.analysis.idle import BREAKDOWN_COLUMNS, KERNEL_WAIT_US, analyse_idle, exact_gaps, other_basis
 from kernel_atlas.analysis.launches import (
     SHORT_KERNEL_US,
+    clock_checks,
     graph_candidates,
     launch_facts,
     launch_facts_by_rank,
@@ -56,9 +57,10 @@ def analyse_waits(
     exact = exact_gaps(frame, kernel_wait_us)  # read by the breakdown, the causes and the candidates
     idle = analyse_idle(frame, kernel_wait_us, like_hta, last_step_starts(summary or {}), exact)
     candidates = graph_candidates(frame, kernel_wait_us, short_kernel_us, stream_gaps=exact.stream)
+    clocks = clock_checks(frame)
     facts = {
         "idle": idle.facts,
-        "launches": launch_facts(frame),
+        "launches": launch_facts(frame, clocks),
         "graph_candidates": {
             "short_kernel_us": short_kernel_us,
             "count": len(candidates),
@@ -68,7 +70,7 @@ def analyse_waits(
     note = _note(frame, (summary or {}).get("traces", [{}]))
     if note:
         facts["idle"]["note"] = note
-    return Waits(idle.breakdown, idle.causes, launch_stats(frame), candidates, facts, idle.alternate)
+    return Waits(idle.breakdown, idle.causes, launch_stats(frame, clocks), candidates, facts, idle.alternate)
 
 
 def _note(frame: pd.DataFrame, traces: list[dict[str, Any]]) -> str | None:
@@ -88,7 +90,7 @@ def facts_by_rank(frame: pd.DataFrame, waits: Waits, summary: dict[str, Any] | N
     the graph candidates' totals are worked out per rank."""
     ranks = np.unique(frame["rank"].to_numpy()).tolist()
     idle, other = waits.facts["idle"], other_basis(waits.basis)
-    launches = launch_facts_by_rank(frame)
+    launches = launch_facts_by_rank(frame, clock_checks(frame))
     candidates = waits.candidates
     by_rank = candidates.groupby("rank")["saving_us"] if len(candidates) else None
     traces = [t for t in (summary or {}).get("traces", []) if isinstance(t, dict)]

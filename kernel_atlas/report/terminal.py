@@ -210,13 +210,16 @@ BRIEF_TRUST = 3  # lines of the trust section in the brief report (the costed sh
 
 
 def _trust_section(console: Console, report: Report, view: ReportView) -> None:
-    lines = trust_lines(report.analysis.facts.get("trust"))
+    trust = report.analysis.facts.get("trust")
+    lines = trust_lines(trust, clocks=False)
     if not view.full and len(lines) > BRIEF_TRUST:  # the share and the largest reasons, one line each
         lines = [*lines[: BRIEF_TRUST - 1], f"  … {len(lines) - BRIEF_TRUST + 1} more lines: --section trust"]
     for i, line in enumerate(lines):
         if not view.full and not view.wide and i > 0 and cell_len(line) > console.width:
             line = _cut(line, console.width)
         _text(console, f"[bold]{esc(line)}[/]" if i == 0 else f"[yellow]{esc(line)}[/]")
+    if trust and trust.get("clocks"):  # whole, however narrow the terminal: it qualifies what follows
+        console.print(f"[yellow]  {esc(trust['clocks'])}[/]", highlight=False)
 
 
 def _device_section(console: Console, report: Report, view: ReportView) -> None:

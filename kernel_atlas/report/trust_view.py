@@ -7,8 +7,9 @@ from typing import Any
 from kernel_atlas.report.units import fmt_us
 
 
-def trust_lines(trust: dict[str, Any] | None) -> list[str]:
-    """The trust line and its reasons, as plain text (the terminal and the HTML escape it)."""
+def trust_lines(trust: dict[str, Any] | None, clocks: bool = True) -> list[str]:
+    """The trust line and its reasons, as plain text (the terminal and the HTML escape it);
+    `clocks`: with what the clocks' disagreement leaves unsure, where they disagree."""
     if not trust:
         return []
     lines = [
@@ -21,4 +22,6 @@ def trust_lines(trust: dict[str, Any] | None) -> list[str]:
     for r in trust["top_uncosted"]:
         lines.append(f"  uncosted {fmt_us(r['time_us'])} ({r['pct']:.1f} %): {r['op']}: {r['reason']}")
     lines += [f"  to cost more: {a}" for a in trust["advice"][1 if trust["shapes_recorded"] != "yes" else 0 :]]
+    if clocks and trust.get("clocks"):
+        lines.append(f"  {trust['clocks']}")
     return lines

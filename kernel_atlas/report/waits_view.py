@@ -213,15 +213,19 @@ def _median(launches: dict[str, Any], key: str) -> str:
 
 def _print_launches(console: Console, waits: Waits) -> None:
     launches = waits.facts["launches"]
+    clocks = launches.get("clocks") or [c for r in launches.get("per_rank", []) for c in r.get("clocks", [])]
     if launches.get("eager_activities"):
+        delay = "not shown (clocks disagree)" if clocks and launches.get("delay_p50_us") is None else None
         console.print(
             f"launches: {launches['eager_activities']:,} eager ({launches['graph_replayed']:,} graph-replayed), "
             f"launch call p50 {_median(launches, 'launch_p50_us')}, "
-            f"launch-to-start p50 {_median(launches, 'delay_p50_us')}, "
+            f"launch-to-start p50 {delay or _median(launches, 'delay_p50_us')}, "
             f"{launches['launch_bound_pct']:.0f}% shorter on the GPU than their launch call"
             + (" (per-rank medians: report.json launches.per_rank)" if "per_rank" in launches else ""),
             highlight=False,
         )
+    for clock in clocks[:3]:
+        console.print(f"note: rank {clock['rank']}: {clock['line']}", highlight=False)
 
 
 def _print_candidates(console: Console, waits: Waits, top: int, wide: bool) -> None:

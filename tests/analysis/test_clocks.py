@@ -1,0 +1,59 @@
+"""Host and GPU clocks that disagree: launch-to-start delays are not shown, and the report says
+what else it cannot be sure of. Four launches at 10, 110, 210, 310 µs (2 µs calls); their
+kernels really run 100 µs from 35, 135, 235 and 400 on one stream: delays 25, 25, 25, 90."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kernel_atlas.ingest.fleet import write_outputs
+from kernel_atlas.ingest.pipeline import ingest_paths
+from kernel_atlas.report.build import build_report
+from tests.support.hand_built import launch_and_kernel
+
+STARTS = (35, 135, 235, 400)
+
+
+def _report(tmp_path: Path, offset: float) -> tuple[dict, pd.DataFrame]:
+    """The report of the trace with every GPU time written `offset` µs early (the GPU's clock behind)."""
+    events = []
+    for i, start in enumerate(STARTS):
+        events += launch_and_kernel(10 + 100 * i, i + 1, i + 1, "k", start - offset, 100)
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "out"
+    write_outputs(ingest_paths([trace]), out)
+    report = build_report(out)
+    return json.loads((out / "report.json").read_text()), report.waits.launches
+
+
+def test_clocks_that_agree_show_the_delays(tmp_path: Path) -> None:
+    facts, launches = _report(tmp_path, 0.0)
+    assert facts["launches"]["delay_p50_us"] == 25.0 and "clocks" not in facts["launches"]
+    assert facts["trust"]["clocks"] is None
+    assert launches.loc[launches["level"] == "kernel", "delay_max_us"].tolist() == [90.0]
+
+
+def test_a_gpu_clock_behind_hides_the_delays(tmp_path: Path) -> None:
+    # 40 µs behind: delays −15, −15, −15, 50 — three of four kernels start before their launch
+    facts, launches = _report(tmp_path, 40.0)
+    assert facts["launches"]["delay_p50_us"] is None
+    (clock,) = facts["launches"]["clocks"]
+    assert (clock["gpu_clock"], clock["activities"], clock["of"], clock["by_us"]) == ("behind", 3, 4, 15.0)
+    assert (
+        "3 of 4 launched GPU activities start before their launch call (by up to 15.0 µs)" in facts["trust"]["clocks"]
+    )
+    assert launches[["delay_mean_us", "delay_p50_us", "delay_max_us"]].isna().all().all()
+
+
+def test_a_gpu_clock_far_ahead_hides_the_delays(tmp_path: Path) -> None:
+    # 1 s ahead: the first kernel, on an idle stream, starts 1,000,025 µs after its launch; the
+    # others look queued behind it
+    facts, _ = _report(tmp_path, -1_000_000.0)
+    (clock,) = facts["launches"]["clocks"]
+    assert (clock["gpu_clock"], clock["activities"], clock["by_us"]) == ("ahead", 1, pytest.approx(1_000_025.0))
+    assert "starts 1,000,025.0 µs after its call" in facts["trust"]["clocks"]
