@@ -268,6 +268,9 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
 # size, and an op's output and temporaries are not its inputs (`--max-gib`): `aten::zeros` of
 # 1 GiB from its Concrete Inputs, a `repeat` to 5.5 GB, a tall matmul to 7 GB were allocated
 CPU_REPLAY_BYTES = 600 << 20
+# ... and what the process may hold in all while it does: a large run's tables (its kernel rows,
+# torch) took 330–450 MB, so 600 MiB more passed 1 GB
+CPU_REPLAY_PROCESS_BYTES = 960 << 20
 
 
 def _data_bytes() -> int | None:
@@ -284,16 +287,21 @@ def _data_bytes() -> int | None:
 
 @contextmanager
 def _bounded_memory(device: str) -> Iterator[None]:
-    """On the CPU, the process's data segment may grow by CPU_REPLAY_BYTES while a replay runs:
-    past it an allocation fails (torch raises, and the replay is skipped, saying so) instead of
-    taking the machine's memory. Elsewhere, or where the limit cannot be set, nothing changes."""
+    """On the CPU, the process's data segment may grow by CPU_REPLAY_BYTES while a replay runs,
+    and by no more than keeps the process within CPU_REPLAY_PROCESS_BYTES: past it an allocation
+    fails (torch raises, and the replay is skipped, saying so) instead of taking the machine's
+    memory. The CPU's thread pools are started first: a worker thread's stack counts against the
+    limit, and OpenMP ends the process when it cannot start one (`libgomp: Thread creation
+    failed`, exit 1). Elsewhere, or where the limit cannot be set, nothing changes."""
     used = _data_bytes() if device.startswith("cpu") and hasattr(resource, "RLIMIT_DATA") else None
     assert resource is not None or used is None
     if used is None:
         yield
         return
+    _start_thread_pools()
+    room = max(CPU_REPLAY_PROCESS_BYTES - _resident_bytes(), 0)
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    limit = min(x for x in (used + CPU_REPLAY_BYTES, soft, hard) if x != resource.RLIM_INFINITY)
+    limit = min(x for x in (used + min(CPU_REPLAY_BYTES, room), soft, hard) if x != resource.RLIM_INFINITY)
     try:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
     except (ValueError, OSError):
@@ -303,6 +311,28 @@ def _bounded_memory(device: str) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+
+
+def _resident_bytes() -> int:
+    """The process's resident set now (VmRSS), 0 where unknown."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return 0
+
+
+def _start_thread_pools() -> None:
+    """Run one small parallel matrix product and reduction, so that torch's intra-op pools
+    (OpenMP's team, oneDNN's) have their threads before the data limit is lowered."""
+    import torch
+
+    with torch.no_grad():
+        a = torch.ones(256, 256)
+        (a @ a).sum()
 
 
 def _fields(target: Target, device: str) -> dict[str, Any]:
@@ -368,7 +398,10 @@ def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten
     raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
 
 
-_NO_MEMORY = f"needs more memory than a CPU replay may take ({CPU_REPLAY_BYTES >> 20} MiB): replay it on a GPU"
+_NO_MEMORY = (
+    f"needs more memory than a CPU replay may take ({CPU_REPLAY_BYTES >> 20} MiB more, "
+    f"{CPU_REPLAY_PROCESS_BYTES >> 20} MiB in all): replay it on a GPU"
+)
 
 
 def _replay_at(target: Target, device: str, max_gib: float, scale: float, auto: bool) -> Result:
@@ -392,10 +425,13 @@ def _replay_at(target: Target, device: str, max_gib: float, scale: float, auto: 
         return _skipped(target, device, scale, str(exc))
     except MemoryError:
         return _skipped(target, device, scale, _NO_MEMORY)
-    except (RuntimeError, TypeError, ValueError, IndexError, NotImplementedError) as exc:
+    except AtlasError:
+        raise
+    except Exception as exc:  # torch's, the Triton interpreter's (OverflowError, InterpreterError): one target's
         if "allocate memory" in str(exc) or "out of memory" in str(exc).lower():
             return _skipped(target, device, scale, _NO_MEMORY)
-        return _skipped(target, device, scale, f"replay failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+        first = (str(exc).splitlines() or [""])[0][:160]
+        return _skipped(target, device, scale, f"replay failed: {type(exc).__name__}: {first}")
     flops, nbytes_ = _cost(target)
     implementation = case.implementation
     if target.launcher.startswith("aten::"):

@@ -125,6 +125,46 @@ def test_calls_beyond_a_cpu_checks_work_are_refused_on_the_cpu() -> None:
 
 
 @pytest.mark.parametrize(
+    ("kernel", "launcher", "dims", "types", "concrete", "error"),
+    [
+        # a scalar beyond int64 in Concrete Inputs: torch's float64 reference overflows
+        ("vectorized_elementwise_kernel<MulFunctor<float>>", "aten::mul", [[64], []], ["float", "Scalar"],
+         ["", str(2**64)], "OverflowError"),
+        # a zero hidden size: the Triton interpreter's arange refuses it (its own exception type)
+        ("_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+         "aiter::rmsnorm", [[32, 0], [32, 0], [0], []], ["c10::BFloat16"] * 3 + ["Scalar"], ["", "", "", "1e-6"],
+         "InterpreterError"),
+    ],
+)  # fmt: skip
+def test_a_replay_that_fails_in_torch_or_triton_costs_only_its_target(
+    kernel: str, launcher: str, dims: list, types: list[str], concrete: list[str], error: str
+) -> None:
+    target = Target(
+        kernel, launcher, "", "", json.dumps(dims), json.dumps(types), None, json.dumps(concrete), 2.0, 1, "trace"
+    )
+    result = replay_one(target, "cpu")
+    assert result.check == "skipped" and result.reason.startswith(f"replay failed: {error}"), result.reason
+
+
+def test_a_cpu_replay_keeps_the_process_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The data segment may grow by 600 MiB, and by no more than keeps the process within 960
+    MiB: a process holding 900 MiB may add 60. The CPU's thread pools start before the limit
+    (OpenMP ended the process, `libgomp: Thread creation failed`, when the replay had used it up)."""
+    import resource
+
+    from kernel_atlas.replay import runner
+
+    started = []
+    monkeypatch.setattr(runner, "_resident_bytes", lambda: 900 << 20)
+    monkeypatch.setattr(runner, "_start_thread_pools", lambda: started.append(True))
+    used = runner._data_bytes()
+    with runner._bounded_memory("cpu"):
+        soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+    assert started == [True]
+    assert used is not None and used + (60 << 20) <= soft <= runner._data_bytes() + (60 << 20)
+
+
+@pytest.mark.parametrize(
     ("kernel", "why"),
     [
         ("ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "collective"),
@@ -502,7 +542,9 @@ def test_a_cpu_replay_past_its_memory_is_skipped_not_allocated() -> None:
     )  # fmt: skip
     result = replay_one(target, "cpu")
     assert result.check == "skipped", result.reason
-    assert result.reason == "needs more memory than a CPU replay may take (600 MiB): replay it on a GPU"
+    assert result.reason == (
+        "needs more memory than a CPU replay may take (600 MiB more, 960 MiB in all): replay it on a GPU"
+    )
     assert CPU_REPLAY_BYTES == 600 << 20
     assert resource.getrlimit(resource.RLIMIT_DATA) == before
     # a replay within it still runs
