@@ -57,6 +57,7 @@ from kernel_atlas.ingest.columns import (
     set_rows,
 )
 from kernel_atlas.ingest.link import (
+    UNLINKED_CAPTURED_NO_OP,
     HostNesting,
     LaunchContext,
     LinkedColumns,
@@ -950,7 +951,9 @@ def _attach(
                 linked.cpu_op_id[row] = op_ids[op]
     for column, values in texts.items():
         setattr(linked, column, set_rows(getattr(linked, column), attached, values))
-    linked.link = set_rows(linked.link, attached, [LINK_GRAPH_CAPTURE] * len(attached))
+    # a captured launch outside every op gives its kernel no launcher: counted as such, with why
+    links = [LINK_GRAPH_CAPTURE if op is not None else UNLINKED_CAPTURED_NO_OP for op in texts["launcher"]]
+    linked.link = set_rows(linked.link, attached, links)
 
 
 def graph_summary_line(graphs: dict[str, Any] | None) -> str | None:

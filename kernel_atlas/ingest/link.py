@@ -45,7 +45,9 @@ UNLINKED_NO_CORRELATION = "no correlation id on the GPU event"
 UNLINKED_NO_LAUNCH = "launch not in the trace (issued before the profiling window opened)"
 UNLINKED_NO_CPU_OP = "launch has no enclosing CPU op or Python frame"
 UNLINKED_GRAPH = "replayed from a CUDA/HIP graph (no per-kernel launcher)"
+UNLINKED_CAPTURED_NO_OP = "replayed from a CUDA/HIP graph whose captured launch has no enclosing CPU op"
 UNLINKED_REASONS = (UNLINKED_NO_CORRELATION, UNLINKED_NO_LAUNCH, UNLINKED_NO_CPU_OP, UNLINKED_GRAPH)
+UNLINKED_REASONS += (UNLINKED_CAPTURED_NO_OP,)
 
 _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 

@@ -514,3 +514,35 @@ def test_captured_graphs_past_the_limit_are_not_read(
     assert capture_module.read_capture(capture, 0).left_out == 1
     rows = graph_rows(ingest_trace(replay, captures=graphs).frame)
     assert (rows["link"] == LINK_GRAPH_CAPTURE).all()
+
+
+def test_captured_launches_outside_every_op_are_counted_without_a_launcher(tmp_path: Path) -> None:
+    """A ROCm capture whose two launches (named by `args.kernel`) sit in no CPU op: their replayed
+    kernels match by name but get no launcher. They were counted neither with a launcher nor
+    unlinked (0 + 0 of 2); now unlinked, with why, and said."""
+    gemm = "Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN"
+    add = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
+    props = [{"id": 0, "name": "AMD Instinct MI300X", "numSms": 304}]
+
+    def call(name: str, ts: float, corr: int, **args: object) -> dict:
+        body = {"correlation": corr, **args}
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": body}
+
+    capture = [call("hipStreamBeginCapture", 1000, 1)]
+    capture += [call("hipLaunchKernel", 1021 + 20 * i, 2 + i, kernel=k) for i, k in enumerate((gemm, add))]
+    capture.append(call("hipStreamEndCapture", 1100, 9))
+    replay = [call("hipGraphLaunch", 110, 900)]
+    for i, name in enumerate((gemm, add)):
+        args = {"correlation": 900, "device": 0, "stream": 3, "grid": [1, 1, 1], "block": [256, 1, 1]}
+        replay.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 3, "ts": 140 + 11 * i, "dur": 10,
+                       "args": args})  # fmt: skip
+    paths = {}
+    for name, events in (("capture", capture), ("replay", replay)):
+        paths[name] = tmp_path / f"{name}.json"
+        paths[name].write_text(json.dumps({"deviceProperties": props, "traceEvents": events}))
+    result = ingest_paths([paths["replay"]], captures=[paths["capture"]])
+    (facts,) = result.facts["traces"]
+    assert facts["graphs"]["matched"] == 1
+    reason = "replayed from a CUDA/HIP graph whose captured launch has no enclosing CPU op"
+    assert (facts["gpu_activities"], facts["with_launcher"], facts["unlinked"]) == (2, 0, {reason: 2})
+    assert any(f"2 of 2 GPU activities have no launcher (2 {reason})" in w for w in result.warnings)
