@@ -107,6 +107,12 @@ WHY_NO_FIT = "no captured graph has the same kernels"
 WHY_AMBIGUOUS = "several captured graphs fit equally well with different shapes"
 WHY_UNPLACED = "kernel count differs and the capture records no kernel names to place the difference"
 WHY_STREAMS = "graph runs on several streams and the capture records no kernel names to order them"
+# A graph whose pairing contradicts itself: most of its paired launches' ops name another kind of
+# work than the kernels they are paired with (a GEMM kernel ← aten::mul, an add kernel ←
+# aten::mm) — a CUDA capture records no kernel names, so a capture of other ops with as many
+# launches aligns by order and count alone. A helper kernel of an op (a fill, a reduction) is a
+# minority of its pairs.
+WHY_CONTRADICTED = "the captured launches' ops name other work than most replayed kernels they pair with"
 
 
 def canonical_kernel_name(name: str) -> str:
@@ -842,6 +848,16 @@ def _replayed_kind(kind: str, name: str) -> int:
     return _GPU_KIND.get(kind, KERNEL)
 
 
+def _contradicted(kernels: list[str], launchers: list[str | None]) -> bool:
+    """Whether most judged pairs (a launcher known) disagree across categories: the kernel's
+    name labels it as one kind of work, its paired launcher another (`name>launcher`)."""
+    from kernel_atlas.classify.classifier import default_classifier  # loaded by the ingest already
+
+    classify = default_classifier().classify
+    judged = [classify(name, launcher).evidence for name, launcher in zip(kernels, launchers, strict=True) if launcher]
+    return bool(judged) and 2 * sum(e.startswith("name>launcher") for e in judged) > len(judged)
+
+
 def attach_captures(gpu: GpuTable, linked: LinkedColumns, graphs: Sequence[CapturedGraph]) -> GraphFacts:
     """Give graph-replayed kernels the launcher, shapes and stack of their captured launch
     (in place on `linked`); each replayed op call gets a new `cpu_op_id`."""
@@ -909,6 +925,7 @@ def _attach(
     }
     kind_of_row = {r: _replayed_kind(str(k), str(replayed["name"][r])) for r, k in replayed["kind"].items()}
     results: dict[bytes, _Choice] = {}
+    contradicted: dict[tuple[bytes, int], bool] = {}
     sequences, decided = _Sequences(captured), {}
     last_matched: dict[str, int] = {}
     next_op_id = int(linked.cpu_op_id.max(initial=-1)) + 1
@@ -932,6 +949,12 @@ def _attach(
             continue
         fit = choice.next_in_order(graphs, last_matched)
         graph = graphs[fit.graph]
+        if (key, fit.graph) not in contradicted:
+            names_of = [str(replayed["name"][members[i]]) for i, _ in fit.pairs]
+            contradicted[key, fit.graph] = _contradicted(names_of, [graph.context.launcher[j] for _, j in fit.pairs])
+        if contradicted[key, fit.graph]:
+            facts.unmatched[WHY_CONTRADICTED] = facts.unmatched.get(WHY_CONTRADICTED, 0) + 1
+            continue
         last_matched[graph.source] = graph.number
         facts.matched += 1
         facts.matched_to[graph.title] = facts.matched_to.get(graph.title, 0) + 1

@@ -546,3 +546,56 @@ def test_captured_launches_outside_every_op_are_counted_without_a_launcher(tmp_p
     reason = "replayed from a CUDA/HIP graph whose captured launch has no enclosing CPU op"
     assert (facts["gpu_activities"], facts["with_launcher"], facts["unlinked"]) == (2, 0, {reason: 2})
     assert any(f"2 of 2 GPU activities have no launcher (2 {reason})" in w for w in result.warnings)
+
+
+GEMM_KERNEL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
+ADD_KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>(int)"
+MUL_KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<c10::BFloat16>>(int)"
+
+
+def _cuda_pair(tmp_path: Path, captured_ops: list[str]) -> tuple[Path, Path]:
+    """A replay whose graph runs a GEMM, an add and a mul (stream 3), and a CUDA capture (its
+    launches name no kernel) of three ops in the order given."""
+    props = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}]
+    dims = {"aten::mm": [[32, 4096], [4096, 4096]], "aten::add": [[32, 4096], [32, 4096], []]}
+    dims["aten::mul"] = [[32, 4096], [32, 4096]]
+
+    def call(name: str, ts: float, corr: int) -> dict:
+        args = {"correlation": corr}
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": args}
+
+    capture = [call("cudaStreamBeginCapture", 1000, 1)]
+    for i, op in enumerate(captured_ops):
+        args = {"External id": 50 + i, "Input Dims": dims[op], "Input type": ["c10::BFloat16"] * len(dims[op])}
+        capture.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": 1020 + 20 * i, "dur": 18,
+                        "args": args})  # fmt: skip
+        capture.append(call("cudaLaunchKernel", 1021 + 20 * i, 2 + i))
+    capture.append(call("cudaStreamEndCapture", 1100, 9))
+    replay = [call("cudaGraphLaunch", 110, 900)]
+    for i, name in enumerate((GEMM_KERNEL, ADD_KERNEL, MUL_KERNEL)):
+        args = {"correlation": 900, "device": 0, "stream": 3, "grid": [1, 1, 1], "block": [256, 1, 1]}
+        replay.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 3, "ts": 140 + 11 * i, "dur": 10,
+                       "args": args})  # fmt: skip
+    paths = (tmp_path / "replay.json", tmp_path / "capture.json")
+    for path, events in zip(paths, (replay, capture), strict=True):
+        path.write_text(json.dumps({"deviceProperties": props, "traceEvents": events}))
+    return paths
+
+
+def test_a_cuda_capture_of_other_ops_is_not_attached(tmp_path: Path) -> None:
+    """A CUDA capture names no kernel, so one of other ops with as many launches aligned by order
+    and count: the GEMM took aten::mul's shapes, the add kernel aten::mm's (costed as a GEMM at
+    SOL 101.7 %). Two of its three pairs contradict the kernels' own names: not attached, said."""
+    replay, capture = _cuda_pair(tmp_path, ["aten::mul", "aten::mm", "aten::add"])
+    result = ingest_paths([replay], captures=[capture])
+    graphs = result.facts["traces"][0]["graphs"]
+    assert graphs["matched"] == 0
+    assert graphs["unmatched"] == {
+        "the captured launches' ops name other work than most replayed kernels they pair with": 1
+    }
+    assert result.frame["input_dims"].isna().all()
+    # the capture of the graph's own ops, in its order, is attached
+    replay, capture = _cuda_pair(tmp_path, ["aten::mm", "aten::add", "aten::mul"])
+    result = ingest_paths([replay], captures=[capture])
+    assert result.facts["traces"][0]["graphs"]["matched"] == 1
+    assert result.frame.sort_values("ts_us")["launcher"].tolist() == ["aten::mm", "aten::add", "aten::mul"]
