@@ -107,6 +107,7 @@ WHY_NO_FIT = "no captured graph has the same kernels"
 WHY_AMBIGUOUS = "several captured graphs fit equally well with different shapes"
 WHY_UNPLACED = "kernel count differs and the capture records no kernel names to place the difference"
 WHY_STREAMS = "graph runs on several streams and the capture records no kernel names to order them"
+WHY_GRIDS = "the grids its Inductor launches imply are not the replayed ones (another batch size?)"
 # A graph whose pairing contradicts itself: most of its paired launches' ops name another kind of
 # work than the kernels they are paired with (a GEMM kernel ← aten::mul, an add kernel ←
 # aten::mm) — a CUDA capture records no kernel names, so a capture of other ops with as many
@@ -769,16 +770,28 @@ class _Best:
             hints = tuple((i, grid_hint[j]) for i, j in fit.pairs if grid_hint[j] >= 0)
             count, first = self.hints.get(hints, (0, fit))
             self.hints[hints] = (count + 1, first)
+        if self.settled is not None:  # one content: its hints still have to hold (below)
+            grid_hint = captured[fits[0].graph].grid_hint
+            self.hints[tuple((i, grid_hint[j]) for i, j in fits[0].pairs if grid_hint[j] >= 0)] = (1, fits[0])
         self.hinted = sorted({i for hints in self.hints for i, _ in hints})
         self.by_grids: dict[tuple[int, ...], _Choice] = {}
 
     def choice(self, r: _Items) -> _Choice:
-        if self.settled is not None:
-            return self.settled
         grids = tuple(r.grid[i] for i in self.hinted)
         if grids not in self.by_grids:
-            self.by_grids[grids] = self._by_grid_hints(r)
+            self.by_grids[grids] = self._by_grid_hints(r) if self.settled is None else self._unless_grids_differ(r)
         return self.by_grids[grids]
+
+    def _unless_grids_differ(self, r: _Items) -> _Choice:
+        """The settled fit, unless its Inductor launches imply other grids than the replayed ones:
+        fewer than 90% of its hinted pairs agree (a capture of another batch size, where it is
+        the only capture offered)."""
+        ((hints, _),) = self.hints.items()
+        known = [(i, grid) for i, grid in hints if r.grid[i] >= 0]
+        if known and sum(grid == r.grid[i] for i, grid in known) < 0.9 * len(known):
+            return _Choice([], WHY_GRIDS)
+        assert self.settled is not None
+        return self.settled
 
     def _by_grid_hints(self, r: _Items) -> _Choice:
         """Equally good fits that would give different shapes (two batch sizes, no kernel names):

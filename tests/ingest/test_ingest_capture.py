@@ -599,3 +599,52 @@ def test_a_cuda_capture_of_other_ops_is_not_attached(tmp_path: Path) -> None:
     result = ingest_paths([replay], captures=[capture])
     assert result.facts["traces"][0]["graphs"]["matched"] == 1
     assert result.frame.sort_values("ts_us")["launcher"].tolist() == ["aten::mm", "aten::add", "aten::mul"]
+
+
+def _inductor_trace(path: Path, n: int, capture: bool) -> Path:
+    """An Inductor graph at batch `n`: a pointwise kernel over n·4096 elements with XBLOCK 1024
+    (grid n·4096/1024) and a reduction per row (grid n) — replayed by one cudaGraphLaunch, or
+    captured (CUDA: its launches name no kernel; its ops record the tiles and sizes)."""
+    kernels = [
+        ("triton_poi_fused_add_mul_0", [[n, 4096], [n, 4096]], "XBLOCK=1024", ["", "", str(n * 4096)], n * 4),
+        ("triton_red_fused_sum_1", [[n, 4096], [n]], "XBLOCK=1,R0_BLOCK=1024", ["", "", str(n), "4096"], n),
+    ]
+
+    def call(name: str, ts: float, corr: int) -> dict:
+        args = {"correlation": corr}
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": args}
+
+    if capture:
+        events = [call("cudaStreamBeginCapture", 1000, 1)]
+        for i, (name, dims, tiles, sizes, _) in enumerate(kernels):
+            args = {"External id": 50 + i, "Input Dims": dims, "Input type": ["c10::BFloat16"] * 2,
+                    "Concrete Inputs": sizes, "kernel_kwargs": tiles, "kernel_backend": "triton"}  # fmt: skip
+            events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 1020 + 20 * i,
+                           "dur": 18, "args": args})  # fmt: skip
+            events.append(call("cudaLaunchKernel", 1021 + 20 * i, 2 + i))
+        events.append(call("cudaStreamEndCapture", 1100, 9))
+    else:
+        events = [call("cudaGraphLaunch", 110, 900)]
+        for i, (name, _, _, _, grid) in enumerate(kernels):
+            args = {"correlation": 900, "device": 0, "stream": 3, "grid": [grid, 1, 1], "block": [128, 1, 1]}
+            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 3, "ts": 140 + 11 * i,
+                           "dur": 10, "args": args})  # fmt: skip
+    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100", "numSms": 132}],
+                                "traceEvents": events}))  # fmt: skip
+    return path
+
+
+def test_the_only_capture_offered_is_not_attached_where_its_grids_differ(tmp_path: Path) -> None:
+    """Batch 32 replayed (grids 128 and 32), batch 16 captured (its tiles and sizes imply 64 and
+    16): the one capture fitted by kernel count and was attached, half the shapes; the grids said
+    otherwise, and were heard only between two captures."""
+    capture = _inductor_trace(tmp_path / "capture16.json", 16, capture=True)
+    result = ingest_paths([_inductor_trace(tmp_path / "replay32.json", 32, capture=False)], captures=[capture])
+    graphs = result.facts["traces"][0]["graphs"]
+    assert graphs["matched"] == 0
+    assert graphs["unmatched"] == {
+        "the grids its Inductor launches imply are not the replayed ones (another batch size?)": 1
+    }
+    result = ingest_paths([_inductor_trace(tmp_path / "replay16.json", 16, capture=False)], captures=[capture])
+    assert result.facts["traces"][0]["graphs"]["matched"] == 1
+    assert result.frame.sort_values("ts_us")["input_dims"].tolist() == ["[[16,4096],[16,4096]]", "[[16,4096],[16]]"]
