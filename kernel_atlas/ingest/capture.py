@@ -534,7 +534,8 @@ def _merge_streams(r: _Items, stream: list[int], c: _Items, max_edits: int) -> t
     """Align captured launches (program order) with replayed kernels on several streams (GPU
     order per stream): each launch goes to the stream whose next kernel it names; ties go to
     the stream that agrees longest ahead, then to the stream met first. Only name-verified pairs
-    are returned.
+    are returned — and none of a name once two streams agreed equally long with one of its
+    launches: which of them took it is a guess, and so is where that name's later launches go.
 
     The streams that may take a launch are looked up by its (kind, name), among the streams'
     next kernels (and, to skip a dropped kernel, among the streams holding such a kernel at all),
@@ -547,6 +548,7 @@ def _merge_streams(r: _Items, stream: list[int], c: _Items, max_edits: int) -> t
     head = [0] * len(streams)
     pairs: list[tuple[int, int]] = []
     edits = 0
+    guessed: set[int] = set()  # names whose launches could go to either of two streams
 
     def keys(i: int) -> tuple[tuple[int, int], ...]:
         """A kernel's (kind, name), and (kind, -1): a launch of no name may take any of its kind."""
@@ -595,9 +597,13 @@ def _merge_streams(r: _Items, stream: list[int], c: _Items, max_edits: int) -> t
             # the longest agreement ahead, the fewest kernels skipped, the stream met first
             o, ahead = options[0]
             if len(options) > 1:
-                o, ahead = max(options, key=lambda x: (run(x[0], head[x[0]] + x[1], j), -x[1]))
+                scores = [(run(x[0], head[x[0]] + x[1], j), -x[1]) for x in options]
+                best = max(scores)
+                o, ahead = options[scores.index(best)]
+                if scores.count(best) > 1:
+                    guessed.add(c.name[j])
             edits += ahead
-            if c.name[j] >= 0:
+            if c.name[j] >= 0 and c.name[j] not in guessed:
                 pairs.append((queues[streams[o]][head[o] + ahead], j))
             advance(o, ahead + 1)
         if edits > max_edits:

@@ -648,3 +648,38 @@ def test_the_only_capture_offered_is_not_attached_where_its_grids_differ(tmp_pat
     result = ingest_paths([_inductor_trace(tmp_path / "replay16.json", 16, capture=False)], captures=[capture])
     assert result.facts["traces"][0]["graphs"]["matched"] == 1
     assert result.frame.sort_values("ts_us")["input_dims"].tolist() == ["[[16,4096],[16,4096]]", "[[16,4096],[16]]"]
+
+
+def test_launches_either_of_two_streams_could_take_are_not_guessed(tmp_path: Path) -> None:
+    """A ROCm graph on two streams whose capture launches one GEMM kernel for two aten::mm of
+    different shapes: stream 4 runs one of them, stream 3 the other and then the add. Either
+    assignment keeps each stream's order: the GEMMs are left without a captured launch (one
+    took the other's shapes), the add — unambiguous — gets its own."""
+    gemm = "Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN"
+    add = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
+    props = [{"id": 0, "name": "AMD Instinct MI300X", "numSms": 304}]
+
+    def call(name: str, ts: float, corr: int, **args: object) -> dict:
+        body = {"correlation": corr, **args}
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": body}
+
+    capture = [call("hipStreamBeginCapture", 1000, 1)]
+    ops = [("aten::mm", [[32, 4096], [4096, 4096]], gemm), ("aten::mm", [[32, 4096], [4096, 14336]], gemm)]
+    ops.append(("aten::add", [[32, 4096], [32, 4096]], add))
+    for i, (op, dims, kernel) in enumerate(ops):
+        args = {"External id": 50 + i, "Input Dims": dims, "Input type": ["c10::BFloat16"] * 2}
+        capture.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": 1020 + 20 * i, "dur": 18,
+                        "args": args})  # fmt: skip
+        capture.append(call("hipLaunchKernel", 1021 + 20 * i, 2 + i, kernel=kernel))
+    capture.append(call("hipStreamEndCapture", 1100, 9))
+    replay = [call("hipGraphLaunch", 110, 900)]
+    for name, stream, ts, dur in ((gemm, 4, 140, 30.0), (gemm, 3, 141, 10.0), (add, 3, 160, 5.0)):
+        args = {"correlation": 900, "device": 0, "stream": stream}
+        replay.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                       "args": args})  # fmt: skip
+    paths = (tmp_path / "replay.json", tmp_path / "capture.json")
+    for path, events in zip(paths, (replay, capture), strict=True):
+        path.write_text(json.dumps({"deviceProperties": props, "traceEvents": events}))
+    frame = ingest_paths([paths[0]], captures=[paths[1]]).frame.sort_values("ts_us")
+    assert frame["input_dims"].isna().tolist() == [True, True, False]
+    assert frame["launcher"].tolist()[2] == "aten::add"
