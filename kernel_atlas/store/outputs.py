@@ -181,10 +181,12 @@ def check_named_output(target: str | Path, option: str, reads: Sequence[Path] = 
             return
 
 
-def _previous_report_files(root: Path) -> list[Path]:
-    """Files the previous report listed in report.json, inside the folder."""
+def _previous_report_files(root: Path, run_id: str | None) -> list[Path]:
+    """Files the previous report listed in report.json, inside the folder — only a report of the
+    run `run_id` (its summary.json's): another tool's report.json names files of its own."""
     try:
-        listed = safe_files.read_json(root / REPORT, limit=256 << 20).get("files", {})
+        report = safe_files.read_json(root / REPORT, limit=256 << 20)
+        listed = report.get("files", {}) if run_id is not None and report.get("run_id") == run_id else {}
     except (AtlasError, AttributeError):
         return []
     names = listed.values() if isinstance(listed, dict) else []
@@ -204,11 +206,42 @@ def clear_previous_run(out: str | Path) -> None:
                 fs.rm(path, recursive=True)
         return
     root = Path(out)
+    run_id = _run_of_folder(root)
+    if run_id is None:
+        clashing = [name for name in (SUMMARY, CATALOG, KERNELS, *DERIVED) if (root / name).exists()]
+        if clashing:  # never remove what no Kernel Atlas run wrote
+            shown = ", ".join(clashing[:4]) + (f" and {len(clashing) - 4} more" if len(clashing) > 4 else "")
+            raise AtlasError(root, f"holds {shown}, which no Kernel Atlas run wrote: name an empty or new folder")
+        return
     safe_files.remove(root / SUMMARY)
-    for path in [*_previous_report_files(root), *(root / name for name in DERIVED)]:
+    for path in [*_previous_report_files(root, run_id or None), *(root / name for name in DERIVED)]:
         safe_files.remove(path)
     safe_files.remove(root / CATALOG)
     safe_files.remove(root / KERNELS)
+
+
+def _run_of_folder(root: Path) -> str | None:
+    """The id of the Kernel Atlas run in `root` — its summary.json's, or, where an ingest ended
+    before writing one, that of its first kernels or host-events file ("" where that file names
+    none) — else None: the folder holds no Kernel Atlas run."""
+    try:
+        summary = safe_files.read_json(root / SUMMARY)
+    except AtlasError:
+        summary = None
+    if isinstance(summary, dict) and isinstance(summary.get("run_id"), str):
+        return summary["run_id"]
+    written = [root / name for name in DERIVED if name.endswith(".parquet") and (root / name).is_file()]
+    for dataset in (KERNELS, "host_events.parquet", "memory_events.parquet"):  # a rank's, written first
+        if (root / dataset).is_dir():
+            written += sorted((root / dataset).glob("rank=*/*.parquet"))[:1]
+    for path in written:  # every table an ingest or report writes carries its run's id
+        try:
+            found = (_schema(path).metadata or {}).get(RUN_KEY)
+        except (OSError, pa.ArrowException, AtlasError):
+            continue
+        if found is not None:
+            return found.decode("utf-8", "replace")
+    return None
 
 
 @contextmanager

@@ -217,6 +217,16 @@ def test_links_planted_in_the_output_folder_are_replaced_not_followed(tmp_path: 
     for name in planted:
         (out / name).symlink_to(victim / "precious.txt")
     (out / "kernels.parquet").symlink_to(victim)
+    # a folder of links and no run: refused, nothing followed or removed
+    assert_one_line_error(cli("ingest", EXAMPLE, "-o", out, "-q"), "which no Kernel Atlas run wrote")
+    assert sorted(p.name for p in victim.iterdir()) == ["precious.txt"]
+    # links planted among a run's files: the next ingest replaces them, following none
+    for name in [*planted, "kernels.parquet"]:
+        (out / name).unlink()
+    _ingest(EXAMPLE, out)
+    for name in planted[1:]:
+        outputs.safe_files.remove(out / name)
+        (out / name).symlink_to(victim / "precious.txt")
     assert cli("ingest", EXAMPLE, "-o", out, "-q").code == 0
     for name in planted:  # a link where the report writes is planted again after the ingest removed it
         if not (out / name).exists():
@@ -676,3 +686,47 @@ def test_rank_files_are_checked_at_the_same_time(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(outputs, "_check_values", together)
     open_output(out)
+
+
+def test_ingest_never_removes_what_no_run_wrote(tmp_path: Path) -> None:
+    """`-o` naming a folder of the user's own: ingest cleared it as if it held an earlier run —
+    files named like outputs, a whole `kernels.parquet/` folder, and every name another tool's
+    report.json listed, the trace being ingested among them. Now it refuses, in one line, and
+    removes nothing; a folder whose files clash with none of the outputs is written into."""
+    folder = tmp_path / "results"
+    (folder / "kernels.parquet").mkdir(parents=True)
+    mine = {
+        "report.html": "my notes",
+        "kernels.parquet/thesis.tex": "precious",
+        "report.json": json.dumps({"files": {"a": "trace.json.gz"}}),
+    }
+    for name, text in mine.items():
+        (folder / name).write_text(text)
+    shutil.copy(EXAMPLE, folder / "trace.json.gz")
+    assert_one_line_error(
+        cli("ingest", folder / "trace.json.gz", "-o", folder, "-q"),
+        "results: holds kernels.parquet, report.json, report.html, which no Kernel Atlas run wrote",
+    )
+    assert {name: (folder / name).read_text() for name in mine} == mine
+    assert (folder / "trace.json.gz").read_bytes() == EXAMPLE.read_bytes()
+    # only the trace and files of other names: written into, nothing removed
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    shutil.copy(EXAMPLE, plain / "trace.json.gz")
+    (plain / "notes.txt").write_text("kept")
+    _ingest(plain / "trace.json.gz", plain)
+    assert (plain / "notes.txt").read_text() == "kept" and (plain / "summary.json").is_file()
+    # and the run it wrote is cleared as a run by the next ingest, its report's files too
+    assert cli("report", plain).code == 0 and (plain / "report.html").is_file()
+    _ingest(plain / "trace.json.gz", plain)
+    assert not (plain / "report.html").exists() and (plain / "notes.txt").read_text() == "kept"
+
+
+def test_an_ingest_killed_before_its_summary_is_cleared_by_the_next(tmp_path: Path) -> None:
+    """No summary.json, but the dataset files carry the run's id: the folder is an unfinished
+    run, cleared by the next ingest (not refused as another tool's)."""
+    out = _ingest(EXAMPLE, tmp_path / "out")
+    (out / "summary.json").unlink()
+    (out / "report.html").write_text("stale")
+    _ingest(EXAMPLE, out)
+    assert (out / "summary.json").is_file() and not (out / "report.html").exists()
