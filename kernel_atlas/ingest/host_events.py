@@ -28,7 +28,15 @@ from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, 
 from kernel_atlas.ingest.events import SYNC_KINDS
 from kernel_atlas.ingest.link import LinkedColumns
 from kernel_atlas.ingest.nesting import first_matching
-from kernel_atlas.store.outputs import PARTITION, is_url, load_checked, write_dataset_file
+from kernel_atlas.store.outputs import (
+    KERNELS,
+    PARTITION,
+    is_url,
+    load_checked,
+    refuse_other_run,
+    run_of_file,
+    write_dataset_file,
+)
 
 HOST_EVENTS = "host_events.parquet"
 KINDS = ("cpu_op", "annotation", "runtime", "sync")
@@ -169,9 +177,18 @@ def host_names(out: str | Path, rank: int) -> pd.DataFrame | None:
 
 
 def _rank_files(out: str | Path, rank: int) -> list[Path]:
-    """A rank's host events files, in order (hidden ones, a writer's temporaries, aside)."""
+    """A rank's host events files, in order (hidden ones, a writer's temporaries, aside), each of
+    the ingest run that wrote the rank's kernels — refused in one line otherwise (a file of
+    another run put beside them gave a critical path 93 times the trace)."""
     folder = Path(out) / HOST_EVENTS / f"{PARTITION}={rank}"
-    return sorted(f for f in folder.glob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
+    files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
+    kernels = Path(out) / KERNELS / f"{PARTITION}={rank}"
+    ran = [run_of_file(f) for f in sorted(kernels.glob("*.parquet")) if not f.name.startswith(".")][:1]
+    if ran and ran[0] is not None:
+        for path in files:
+            if run_of_file(path) != ran[0]:
+                refuse_other_run(path)
+    return files
 
 
 # the columns the critical path reads, by kind (`outputs.load_checked`)

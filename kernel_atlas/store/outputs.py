@@ -1008,6 +1008,21 @@ def _refuse_credentials(path: Path, table: pa.Table) -> None:
     screen.refuse(path)
 
 
+def run_of_file(path: str | Path) -> bytes | None:
+    """The id of the ingest run a table file belongs to (its Parquet metadata), None if it names
+    none."""
+    return (_schema(path).metadata or {}).get(RUN_KEY)
+
+
+def refuse_other_run(path: str | Path) -> None:
+    """Refuse, in one line, a file of another ingest run than the folder's."""
+    raise AtlasError(
+        path,
+        f"not from the ingest run that wrote {SUMMARY} (an interrupted or concurrent ingest?): "
+        "run `atlas ingest` again",
+    )
+
+
 def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None:
     schema = _schema(path)
     check_kernels_schema(schema, path, required)
@@ -1015,11 +1030,7 @@ def _check_file(path: Path, run_id: str | None, required: Sequence[str]) -> None
         return
     found = (schema.metadata or {}).get(RUN_KEY)
     if found != run_id.encode():
-        raise AtlasError(
-            path,
-            f"not from the ingest run that wrote {SUMMARY} (an interrupted or concurrent ingest?): "
-            "run `atlas ingest` again",
-        )
+        refuse_other_run(path)
 
 
 def read_report(out_dir: str | Path, run_id: str | None) -> dict[str, Any] | None:

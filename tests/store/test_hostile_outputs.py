@@ -730,3 +730,14 @@ def test_an_ingest_killed_before_its_summary_is_cleared_by_the_next(tmp_path: Pa
     (out / "report.html").write_text("stale")
     _ingest(EXAMPLE, out)
     assert (out / "summary.json").is_file() and not (out / "report.html").exists()
+
+
+def test_host_events_of_another_run_are_refused(tmp_path: Path) -> None:
+    """Every file in a rank's host_events folder was read, of whatever run: one of another
+    trace put beside the run's own gave a critical path 93 times the trace, exit 0. Host events
+    are now held to the run of the rank's kernels, as kernel files are to summary.json's."""
+    run, other = _ingest(EXAMPLE, tmp_path / "run"), _ingest(trace_path(A100), tmp_path / "other")
+    (stray,) = (other / "host_events.parquet").glob("rank=*/*.parquet")
+    shutil.copy(stray, run / "host_events.parquet" / "rank=0" / stray.name)
+    for command in (("report", run), ("whatif", run, "--no-launch-gaps")):
+        assert_one_line_error(cli(*command), f"{stray.name}: not from the ingest run that wrote summary.json")
