@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
-from kernel_atlas.core.beside import on_a_thread
+from kernel_atlas.core.beside import on_a_thread, process_pool
 from kernel_atlas.core.errors import AtlasError, system_refusal
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.core.signals import reraise_if_signalled
@@ -394,35 +394,31 @@ def _run_local(
         return
     suspects: list[Task] = []
     queue = list(reversed(tasks))
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)))
-    running: dict[Future[Outcome], Task] = {}
-    try:
-        while queue or running:
-            while queue and len(running) < jobs:
-                task = queue.pop()
-                running[pool.submit(work, task)] = task
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+    while queue:  # a pool per round: a worker's death ends its round, the rest go on in a new one
+        # `process_pool`: its workers ignore Ctrl-C and end with this process (killed, or by the
+        # out-of-memory killer) — plain pool workers lived on, holding the folder's lock for ever
+        with process_pool(min(jobs, len(tasks))) as pool:
+            running: dict[Future[Outcome], Task] = {}
             broken = False
-            for future in finished:
-                task = running.pop(future)
-                try:
-                    on_outcome(future.result())
-                except BrokenProcessPool:
-                    suspects.append(task)
-                    broken = True
-            if broken:
-                for future, task in running.items():
-                    if future.done() and future.exception() is None:
+            while (queue or running) and not broken:
+                while queue and len(running) < jobs:
+                    task = queue.pop()
+                    running[pool.submit(work, task)] = task
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    task = running.pop(future)
+                    try:
                         on_outcome(future.result())
-                    else:
+                    except BrokenProcessPool:
                         suspects.append(task)
-                running.clear()
-                pool.shutdown(wait=False, cancel_futures=True)
-                pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+                        broken = True
+            for future, task in running.items():  # what the broken pool held
+                if future.done() and future.exception() is None:
+                    on_outcome(future.result())
+                else:
+                    suspects.append(task)
     for task in suspects:
-        with ProcessPoolExecutor(max_workers=1) as alone:
+        with process_pool(1) as alone:
             try:
                 on_outcome(alone.submit(work, task).result())
             except BrokenProcessPool:

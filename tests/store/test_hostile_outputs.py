@@ -6,6 +6,7 @@ command does with it: work on one consistent run, or refuse in one line (exit co
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -26,7 +27,7 @@ from kernel_atlas.ingest.fleet import output_for
 from kernel_atlas.store import outputs
 from kernel_atlas.store.outputs import DERIVED, RUN_KEY, open_output
 from tests.support.hostile import ATLAS, assert_one_line_error, atlas, cli
-from tests.support.traces import EXAMPLE, raw_events, trace_path
+from tests.support.traces import EXAMPLE, has_trace, raw_events, trace_path
 
 A100 = "a100_alexnet_train"  # 21 KB, an A100; the example is an H100
 
@@ -741,3 +742,41 @@ def test_host_events_of_another_run_are_refused(tmp_path: Path) -> None:
     shutil.copy(stray, run / "host_events.parquet" / "rank=0" / stray.name)
     for command in (("report", run), ("whatif", run, "--no-launch-gaps")):
         assert_one_line_error(cli(*command), f"{stray.name}: not from the ingest run that wrote summary.json")
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Live processes whose command line holds `text`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads /proc")
+def test_a_killed_ingest_of_several_traces_leaves_no_worker_holding_the_folder(tmp_path: Path) -> None:
+    """SIGKILL (the out-of-memory killer, a CI timeout) of an ingest of several traces: its
+    per-trace workers lived on, holding the folder's lock, and every later command was refused
+    (`in use by another atlas command (pid N)`, a pid long gone). They now end with it."""
+    if not has_trace("a100_diff_control"):
+        pytest.skip("needs the shared a100_diff_control trace")
+    doc = json.loads(gzip.decompress(trace_path("a100_diff_control").read_bytes()))
+    traces = tmp_path / "ranks"
+    traces.mkdir()
+    for rank in range(4):
+        doc["distributedInfo"]["rank"] = rank
+        (traces / f"rank{rank}.json").write_text(json.dumps(doc))
+    out = tmp_path / "out-of-the-killed-ingest"
+    proc = subprocess.Popen([*ATLAS, "ingest", str(traces), "-o", str(out), "-q"], stderr=subprocess.DEVNULL)
+    time.sleep(2.0)  # the workers are decoding
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _processes_naming(str(out)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_naming(str(out))
+    assert cli("ingest", traces, "-o", out, "-q").code == 0
