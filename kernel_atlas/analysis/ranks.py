@@ -32,7 +32,7 @@ from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.views import KernelViews, ViewsFold, kernel_views
 from kernel_atlas.analysis.waits import Waits, analyse_waits, facts_by_rank
 from kernel_atlas.analysis.waits_fold import WaitsFold
-from kernel_atlas.core.beside import can_fork, process_pool, usable_cpus
+from kernel_atlas.core.beside import can_fork, process_pool, submit_held, usable_cpus
 from kernel_atlas.core.devices import Device
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import BatchFold
@@ -288,7 +288,7 @@ def analyse_ranks(
     batches = rank_batches(summary or {}, ranks)
     if jobs > 1 and len(batches) > 1:
         with process_pool(min(jobs, len(batches))) as pool:
-            futures = [(batch, pool.submit(analyse_batch, **task(batch))) for batch in batches]
+            futures = [(batch, submit_held(pool, analyse_batch, **task(batch))) for batch in batches]
             for batch, future in futures:
                 fold(future.result(), batch)
     else:

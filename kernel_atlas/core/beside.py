@@ -124,6 +124,23 @@ def side_by_side(function: Callable[[A], T], items: Iterable[A], workers: int) -
 MANAGER_JOIN_S = 2.0  # the most a pool left by an exception waits for its manager thread
 
 
+def submit_held(pool: ProcessPoolExecutor, function: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+    """`pool.submit(function, *args, **kwargs)` with Ctrl-C and SIGTERM held back meanwhile (main thread):
+    the pool forks its processes as work is submitted, and a KeyboardInterrupt that landed in
+    the fork's at-fork hooks was printed and dropped by Python (`Exception ignored in:
+    _releaseLock`): the Ctrl-C was lost and the command ran to its end. Held, it lands just
+    after, where the caller's handling sees it. The workers unblock both (`_pool_worker`)."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        return pool.submit(function, *args, **kwargs)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        return pool.submit(function, *args, **kwargs)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 @contextlib.contextmanager
 def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     """A pool of `workers` processes forked from this one, for the caller's work (the report's
@@ -182,6 +199,8 @@ def _pool_worker(parent: int) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # forked while `submit_held` held them back
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     with contextlib.suppress(Exception):
         import ctypes
 

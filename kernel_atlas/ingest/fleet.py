@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
-from kernel_atlas.core.beside import on_a_thread, process_pool
+from kernel_atlas.core.beside import on_a_thread, process_pool, submit_held
 from kernel_atlas.core.errors import AtlasError, system_refusal
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.core.signals import reraise_if_signalled
@@ -403,7 +403,7 @@ def _run_local(
             while (queue or running) and not broken:
                 while queue and len(running) < jobs:
                     task = queue.pop()
-                    running[pool.submit(work, task)] = task
+                    running[submit_held(pool, work, task)] = task
                 finished, _ = wait(running, return_when=FIRST_COMPLETED)
                 for future in finished:
                     task = running.pop(future)
@@ -420,7 +420,7 @@ def _run_local(
     for task in suspects:
         with process_pool(1) as alone:
             try:
-                on_outcome(alone.submit(work, task).result())
+                on_outcome(submit_held(alone, work, task).result())
             except BrokenProcessPool:
                 on_outcome(RankFailed(task.source, f"{task.source}: the worker process died (out of memory?)"))
 

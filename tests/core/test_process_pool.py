@@ -110,3 +110,30 @@ def test_a_pool_lock_lost_to_ctrl_c_does_not_hold_the_exit(tmp_path: Path, lock:
     done = subprocess.run(command, capture_output=True, env=env, timeout=60)
     assert done.returncode == 130 and done.stderr.decode().strip() == "interrupted", done.stderr
     assert time.monotonic() - start < 30
+
+
+def _blocked() -> set[int]:
+    return {int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])}
+
+
+def test_work_is_submitted_with_ctrl_c_held_and_the_workers_take_it_again() -> None:
+    """A pool forks its processes as work is submitted; a KeyboardInterrupt landing in the fork's
+    at-fork hooks was dropped by Python, and a multi-trace ingest ran on to exit 0 (1 Ctrl-C in
+    ~30). Ctrl-C and SIGTERM are held while `submit_held` forks, then as they were; the workers,
+    which inherit the mask, unblock them (SIGTERM must still end one)."""
+    from kernel_atlas.core.beside import process_pool, submit_held
+
+    before = _blocked()
+    seen: list[set[int]] = []
+    with process_pool(1) as pool:
+        submit = pool.submit
+
+        def watched(*args: object, **kwargs: object):
+            seen.append(_blocked())
+            return submit(*args, **kwargs)
+
+        pool.submit = watched  # type: ignore[method-assign]
+        in_worker = submit_held(pool, _blocked).result()
+    assert {int(signal.SIGINT), int(signal.SIGTERM)} <= seen[0]
+    assert _blocked() == before
+    assert int(signal.SIGINT) not in in_worker and int(signal.SIGTERM) not in in_worker
