@@ -330,14 +330,15 @@ def ready() -> int:
 
 
 def decode_task(task: tuple) -> list[SlicePart] | SliceError:
-    """Run one decode task, in a worker process or inline: ("file", path, start, end) reads
-    the text from the file itself, ("framed", "[" + text + "]") brings it. Its parts in order
-    (`decode_parts`); errors are returned, not raised."""
+    """Run one decode task, in a worker process or inline: ("file", path, start, end, identity)
+    reads the text from the file itself — the file the reader opened (`identity`: its device,
+    inode, size and modification time), ("framed", "[" + text + "]") brings it. Its parts in
+    order (`decode_parts`); errors are returned, not raised."""
     if task[0] == "file":
-        _, path, start, end = task
+        _, path, start, end, identity = task
         framed = bytearray(end - start + 2)
         try:
-            _read_into(path, start, memoryview(framed)[1:-1])
+            _read_into(path, start, memoryview(framed)[1:-1], identity)
         except OSError as exc:
             return SliceError("read", exc.strerror or str(exc))
         framed[0], framed[-1] = 0x5B, 0x5D  # "[" and "]"
@@ -364,8 +365,21 @@ def _decode_shared(name: str, length: int) -> list[SlicePart] | SliceError:
         shared.close()
 
 
-def _read_into(path: str, start: int, target: memoryview) -> None:
+CHANGED = "it changed while it was read: replaced or rewritten"
+
+
+def file_identity(fd: int) -> tuple[int, int, int, int]:
+    """What tells one file's state from another's: device, inode, size, modification time."""
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def _read_into(path: str, start: int, target: memoryview, identity: tuple[int, ...] | None = None) -> None:
     with open(path, "rb", buffering=0) as handle:
+        if identity is not None and file_identity(handle.fileno()) != tuple(identity):
+            # a worker opens the trace by name: one renamed over it meanwhile would give it
+            # another file's slices (two traces' numbers mixed, exit 0)
+            raise OSError(0, CHANGED)
         while len(target):
             if hasattr(os, "preadv"):
                 got = os.preadv(handle.fileno(), [target], start)

@@ -50,6 +50,7 @@ from kernel_atlas.ingest.events import (
     bad_number,
     cut_to,
     decode_task,
+    file_identity,
     python_loads,
     schema_problem,
     without_surrogates,
@@ -133,6 +134,7 @@ class _Source:
         except OSError as exc:
             raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
         try:
+            self.identity = file_identity(self.raw.fileno())  # the workers read this file, or none
             magic = self.raw.read(4)
             self.raw.seek(0)
         except OSError as exc:  # /proc/self/mem opens, then says EIO
@@ -181,7 +183,7 @@ class _Source:
     def task(self, start: int, end: int) -> tuple:
         """A decode task for the text [start, end), for a worker process or this one."""
         if not self.compressed:
-            return ("file", str(self.path), start, end)
+            return ("file", str(self.path), start, end, self.identity)
         self._fill(end)
         return ("framed", self._framed(start, end))
 

@@ -277,3 +277,22 @@ def test_reading_ahead_one_trace_frees_its_decode_workers(tmp_path: Path, monkey
         assert len(cols.host) == 2000 and workers._pool is not None
     finally:
         workers.discard_pool()
+
+
+def test_a_worker_never_reads_a_file_renamed_over_the_trace(tmp_path: Path) -> None:
+    """Decode workers open the trace by name for each slice: a trace replaced meanwhile (written
+    beside, renamed over it, as profilers and sync tools do) gave slices of two files and
+    numbers of neither, exit 0. A slice is read only from the file the reader opened."""
+    from kernel_atlas.ingest.events import CHANGED, SliceError, decode_task, file_identity
+
+    path = tmp_path / "t.json"
+    path.write_text('{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 2}')
+    with path.open("rb") as handle:
+        identity = file_identity(handle.fileno())
+    task = ("file", str(path), 0, path.stat().st_size, identity)
+    assert not isinstance(decode_task(task), SliceError)
+    replacement = tmp_path / "t.new"
+    replacement.write_text('{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 9}')
+    os.replace(replacement, path)  # the same size: only the file's identity tells
+    result = decode_task(task)
+    assert isinstance(result, SliceError) and result.kind == "read" and result.message == CHANGED
