@@ -100,19 +100,26 @@ def overlay_for_report(report: Any, target: Path, trace: Path | None) -> Path:
     """`atlas report --overlay FILE`: the overlay of the report's critical path on its trace (the
     given one, else the trace named in summary.json found next to the output folder). For a
     joint path of several ranks, the segments of the path's first rank."""
-    from kernel_atlas.store.outputs import check_named_output, read_parquet
+    from kernel_atlas.store.outputs import check_named_output, open_output, read_parquet
 
     segs = read_parquet(report.out_dir / "critical_path.parquet")
     facts = report.analysis.facts.get("critical_path", {})
     rank = facts.get("rank")
     if rank is None and len(segs):
         rank = int(segs["rank"].min())
+    traces = [t for t in open_output(report.out_dir).summary.get("traces", []) if isinstance(t, dict)]
     if trace is None:
-        summary = __import__("json").loads((report.out_dir / "summary.json").read_text())
-        names = [t["file"] for t in summary.get("traces", []) if t.get("rank") == rank]
+        names = [t["file"] for t in traces if t.get("rank") == rank]
         found = [report.out_dir.parent / n for n in names if (report.out_dir.parent / n).is_file()]
         if not found:
             raise AtlasError(report.out_dir, "--overlay needs the trace: give the trace file to `atlas report`")
         trace = found[0]
+    # the path's times are the ingested trace's: a file re-profiled under its name got the old path
+    recorded = [t.get("size_bytes") for t in traces if t.get("file") == trace.name and t.get("rank") == rank]
+    size = trace.stat().st_size
+    if recorded and isinstance(recorded[0], int) and recorded[0] != size:
+        raise AtlasError(
+            trace, f"not the trace this run was ingested from ({size:,} bytes, {recorded[0]:,} then): ingest it again"
+        )
     check_named_output(target, "--overlay", reads=[trace])  # the trace found here: never replaced by its copy
     return write_overlay(trace, segs[segs["rank"] == rank] if rank is not None else segs, target)

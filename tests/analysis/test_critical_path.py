@@ -445,6 +445,23 @@ def test_overlay_flags_the_path_and_redacts(tmp_path: Path) -> None:
     assert "hf_abcdefghijklmnopqrstuvwxyz012345" not in target.read_text()
 
 
+def test_an_overlay_of_a_trace_replaced_since_the_ingest_is_refused(tmp_path: Path) -> None:
+    """`report OUT --overlay` found the trace by the name summary.json gives: one re-profiled
+    under that name got the old run's path drawn over it (1,058 ranges outside its span), exit 0."""
+    from tests.support.hostile import assert_one_line_error, cli
+
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    out = tmp_path / "t.atlas"
+    assert cli("ingest", trace, "-o", out, "-q").code == 0
+    assert cli("report", out, "--overlay", tmp_path / "overlay.json").code == 0
+    trace.write_text(json.dumps({"traceEvents": TWO_STREAMS[:-2], "deviceProperties": []}))  # profiled again
+    assert_one_line_error(
+        cli("report", out, "--overlay", tmp_path / "again.json"), "t.json: not the trace this run was ingested from"
+    )
+    assert not (tmp_path / "again.json").exists()
+
+
 # Data loading: a DataLoader annotation [0,50] ⊃ aten::copy_ [10,20]; then launch [51,52] → k [55,65].
 # Path: annotation start → copy start 10 (the annotation's: data_loading) → copy end 10 (cpu) →
 # annotation end 30 (data_loading) → (top-level entry, 0) → launch overhead 4 → k 10 = 64 µs.
