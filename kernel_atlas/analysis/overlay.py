@@ -27,18 +27,26 @@ _PID = "Critical path"
 _KEPT = ("displayTimeUnit", "schemaVersion", "deviceProperties", "distributedInfo")
 
 
-def _read_trace(path: Path) -> Any:
+def _read_trace(path: Path, size: int | None = None) -> Any:
+    """The trace's JSON document; with `size` (its text's, as ingest recorded it), refused where
+    its text is of another size: a trace profiled again under the name is not the one the path
+    was found in."""
     try:
         if path.name.endswith(".gz"):
             with gzip.open(path, "rb") as handle:
-                return json.load(handle)
-        if path.name.endswith(".zst"):
+                text = handle.read()
+        elif path.name.endswith(".zst"):
             import zstandard
 
             with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as handle:
-                return json.load(handle)
-        with path.open("rb") as handle:
-            return json.load(handle)
+                text = handle.read()
+        else:
+            text = path.read_bytes()
+        if size is not None and len(text) != size:
+            raise AtlasError(
+                path, f"not the trace this run was ingested from ({len(text):,} bytes of text, {size:,} then)"
+            )
+        return json.loads(text)
     except (OSError, ValueError, EOFError) as exc:
         raise AtlasError(path, f"cannot read the trace for the overlay ({type(exc).__name__})") from None
 
@@ -63,9 +71,10 @@ def _path_events(segs: pd.DataFrame) -> list[dict[str, Any]]:
     return events
 
 
-def write_overlay(trace: Path, segs: pd.DataFrame, target: Path) -> Path:
-    """Write the overlay of `segs` (the critical path's segments) on `trace` to `target`."""
-    doc = _read_trace(trace)
+def write_overlay(trace: Path, segs: pd.DataFrame, target: Path, size: int | None = None) -> Path:
+    """Write the overlay of `segs` (the critical path's segments) on `trace` to `target`; `size`:
+    the trace's text as ingested (see `_read_trace`)."""
+    doc = _read_trace(trace, size)
     events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise AtlasError(trace, "not a trace (no traceEvents list): cannot write the overlay")
@@ -116,10 +125,6 @@ def overlay_for_report(report: Any, target: Path, trace: Path | None) -> Path:
         trace = found[0]
     # the path's times are the ingested trace's: a file re-profiled under its name got the old path
     recorded = [t.get("size_bytes") for t in traces if t.get("file") == trace.name and t.get("rank") == rank]
-    size = trace.stat().st_size
-    if recorded and isinstance(recorded[0], int) and recorded[0] != size:
-        raise AtlasError(
-            trace, f"not the trace this run was ingested from ({size:,} bytes, {recorded[0]:,} then): ingest it again"
-        )
+    size = recorded[0] if recorded and isinstance(recorded[0], int) and recorded[0] > 0 else None
     check_named_output(target, "--overlay", reads=[trace])  # the trace found here: never replaced by its copy
-    return write_overlay(trace, segs[segs["rank"] == rank] if rank is not None else segs, target)
+    return write_overlay(trace, segs[segs["rank"] == rank] if rank is not None else segs, target, size)
