@@ -276,16 +276,21 @@ CPU_REPLAY_PROCESS_BYTES = 960 << 20
 CPU_REPLAY_MIN_BYTES = 128 << 20
 
 
-def _data_bytes() -> int | None:
-    """The process's data segment (VmData, what RLIMIT_DATA bounds), None where unknown."""
+def _status_bytes(field: str) -> int | None:
+    """A size in /proc/self/status (`VmData`, `VmRSS`), in bytes; None where unknown."""
     try:
         with open("/proc/self/status", encoding="ascii", errors="replace") as status:
             for line in status:
-                if line.startswith("VmData:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def _data_bytes() -> int | None:
+    """The process's data segment (VmData, what RLIMIT_DATA bounds), None where unknown."""
+    return _status_bytes("VmData")
 
 
 @contextmanager
@@ -318,14 +323,7 @@ def _bounded_memory(device: str) -> Iterator[None]:
 
 def _resident_bytes() -> int:
     """The process's resident set now (VmRSS), 0 where unknown."""
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return 0
-    return 0
+    return _status_bytes("VmRSS") or 0
 
 
 def _start_thread_pools() -> None:

@@ -516,31 +516,49 @@ def test_captured_graphs_past_the_limit_are_not_read(
     assert (rows["link"] == LINK_GRAPH_CAPTURE).all()
 
 
+# Hand-built captures and replays: a runtime call (a launch, a capture's begin and end, a graph
+# launch) on host thread 1, and a replayed kernel on a stream
+ROCM = [{"id": 0, "name": "AMD Instinct MI300X", "numSms": 304}]
+ROCM_GEMM = "Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN"
+ROCM_ADD = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
+
+
+def _call(name: str, ts: float, corr: int, **args: object) -> dict:
+    body = {"correlation": corr, **args}
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": body}
+
+
+def _op(name: str, ts: float, ext: int, **args: object) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 18,
+            "args": {"External id": ext, **args}}  # fmt: skip
+
+
+def _replayed(name: str, ts: float, dur: float, stream: int, **args: object) -> dict:
+    body = {"correlation": 900, "device": 0, "stream": stream, **args}
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur, "args": body}
+
+
+def _pair(tmp_path: Path, replay: list[dict], capture: list[dict], props: list[dict]) -> tuple[Path, Path]:
+    paths = (tmp_path / "replay.json", tmp_path / "capture.json")
+    for path, events in zip(paths, (replay, capture), strict=True):
+        path.write_text(json.dumps({"deviceProperties": props, "traceEvents": events}))
+    return paths
+
+
 def test_captured_launches_outside_every_op_are_counted_without_a_launcher(tmp_path: Path) -> None:
     """A ROCm capture whose two launches (named by `args.kernel`) sit in no CPU op: their replayed
     kernels match by name but get no launcher. They were counted neither with a launcher nor
     unlinked (0 + 0 of 2); now unlinked, with why, and said."""
-    gemm = "Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN"
-    add = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
-    props = [{"id": 0, "name": "AMD Instinct MI300X", "numSms": 304}]
-
-    def call(name: str, ts: float, corr: int, **args: object) -> dict:
-        body = {"correlation": corr, **args}
-        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": body}
-
-    capture = [call("hipStreamBeginCapture", 1000, 1)]
-    capture += [call("hipLaunchKernel", 1021 + 20 * i, 2 + i, kernel=k) for i, k in enumerate((gemm, add))]
-    capture.append(call("hipStreamEndCapture", 1100, 9))
-    replay = [call("hipGraphLaunch", 110, 900)]
-    for i, name in enumerate((gemm, add)):
-        args = {"correlation": 900, "device": 0, "stream": 3, "grid": [1, 1, 1], "block": [256, 1, 1]}
-        replay.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 3, "ts": 140 + 11 * i, "dur": 10,
-                       "args": args})  # fmt: skip
-    paths = {}
-    for name, events in (("capture", capture), ("replay", replay)):
-        paths[name] = tmp_path / f"{name}.json"
-        paths[name].write_text(json.dumps({"deviceProperties": props, "traceEvents": events}))
-    result = ingest_paths([paths["replay"]], captures=[paths["capture"]])
+    capture = [_call("hipStreamBeginCapture", 1000, 1)]
+    capture += [_call("hipLaunchKernel", 1021 + 20 * i, 2 + i, kernel=k) for i, k in enumerate((ROCM_GEMM, ROCM_ADD))]
+    capture.append(_call("hipStreamEndCapture", 1100, 9))
+    replay = [_call("hipGraphLaunch", 110, 900)]
+    replay += [
+        _replayed(k, 140 + 11 * i, 10, 3, grid=[1, 1, 1], block=[256, 1, 1])
+        for i, k in enumerate((ROCM_GEMM, ROCM_ADD))
+    ]
+    replayed, captured = _pair(tmp_path, replay, capture, ROCM)
+    result = ingest_paths([replayed], captures=[captured])
     (facts,) = result.facts["traces"]
     assert facts["graphs"]["matched"] == 1
     reason = "replayed from a CUDA/HIP graph whose captured launch has no enclosing CPU op"
@@ -548,38 +566,29 @@ def test_captured_launches_outside_every_op_are_counted_without_a_launcher(tmp_p
     assert any(f"2 of 2 GPU activities have no launcher (2 {reason})" in w for w in result.warnings)
 
 
+H100 = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}]
 GEMM_KERNEL = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 ADD_KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<c10::BFloat16>>(int)"
 MUL_KERNEL = "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<c10::BFloat16>>(int)"
+BF16 = "c10::BFloat16"
 
 
 def _cuda_pair(tmp_path: Path, captured_ops: list[str]) -> tuple[Path, Path]:
     """A replay whose graph runs a GEMM, an add and a mul (stream 3), and a CUDA capture (its
     launches name no kernel) of three ops in the order given."""
-    props = [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "numSms": 132}]
     dims = {"aten::mm": [[32, 4096], [4096, 4096]], "aten::add": [[32, 4096], [32, 4096], []]}
     dims["aten::mul"] = [[32, 4096], [32, 4096]]
-
-    def call(name: str, ts: float, corr: int) -> dict:
-        args = {"correlation": corr}
-        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": args}
-
-    capture = [call("cudaStreamBeginCapture", 1000, 1)]
+    capture = [_call("cudaStreamBeginCapture", 1000, 1)]
     for i, op in enumerate(captured_ops):
-        args = {"External id": 50 + i, "Input Dims": dims[op], "Input type": ["c10::BFloat16"] * len(dims[op])}
-        capture.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": 1020 + 20 * i, "dur": 18,
-                        "args": args})  # fmt: skip
-        capture.append(call("cudaLaunchKernel", 1021 + 20 * i, 2 + i))
-    capture.append(call("cudaStreamEndCapture", 1100, 9))
-    replay = [call("cudaGraphLaunch", 110, 900)]
-    for i, name in enumerate((GEMM_KERNEL, ADD_KERNEL, MUL_KERNEL)):
-        args = {"correlation": 900, "device": 0, "stream": 3, "grid": [1, 1, 1], "block": [256, 1, 1]}
-        replay.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 3, "ts": 140 + 11 * i, "dur": 10,
-                       "args": args})  # fmt: skip
-    paths = (tmp_path / "replay.json", tmp_path / "capture.json")
-    for path, events in zip(paths, (replay, capture), strict=True):
-        path.write_text(json.dumps({"deviceProperties": props, "traceEvents": events}))
-    return paths
+        capture.append(_op(op, 1020 + 20 * i, 50 + i, **{"Input Dims": dims[op], "Input type": [BF16] * len(dims[op])}))
+        capture.append(_call("cudaLaunchKernel", 1021 + 20 * i, 2 + i))
+    capture.append(_call("cudaStreamEndCapture", 1100, 9))
+    replay = [_call("cudaGraphLaunch", 110, 900)]
+    replay += [
+        _replayed(k, 140 + 11 * i, 10, 3, grid=[1, 1, 1], block=[256, 1, 1])
+        for i, k in enumerate((GEMM_KERNEL, ADD_KERNEL, MUL_KERNEL))
+    ]
+    return _pair(tmp_path, replay, capture, H100)
 
 
 def test_a_cuda_capture_of_other_ops_is_not_attached(tmp_path: Path) -> None:
@@ -609,28 +618,20 @@ def _inductor_trace(path: Path, n: int, capture: bool) -> Path:
         ("triton_poi_fused_add_mul_0", [[n, 4096], [n, 4096]], "XBLOCK=1024", ["", "", str(n * 4096)], n * 4),
         ("triton_red_fused_sum_1", [[n, 4096], [n]], "XBLOCK=1,R0_BLOCK=1024", ["", "", str(n), "4096"], n),
     ]
-
-    def call(name: str, ts: float, corr: int) -> dict:
-        args = {"correlation": corr}
-        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": args}
-
     if capture:
-        events = [call("cudaStreamBeginCapture", 1000, 1)]
+        events = [_call("cudaStreamBeginCapture", 1000, 1)]
         for i, (name, dims, tiles, sizes, _) in enumerate(kernels):
-            args = {"External id": 50 + i, "Input Dims": dims, "Input type": ["c10::BFloat16"] * 2,
-                    "Concrete Inputs": sizes, "kernel_kwargs": tiles, "kernel_backend": "triton"}  # fmt: skip
-            events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 1020 + 20 * i,
-                           "dur": 18, "args": args})  # fmt: skip
-            events.append(call("cudaLaunchKernel", 1021 + 20 * i, 2 + i))
-        events.append(call("cudaStreamEndCapture", 1100, 9))
+            recorded = {"Input Dims": dims, "Input type": [BF16] * 2, "Concrete Inputs": sizes}
+            events.append(_op(name, 1020 + 20 * i, 50 + i, kernel_kwargs=tiles, kernel_backend="triton", **recorded))
+            events.append(_call("cudaLaunchKernel", 1021 + 20 * i, 2 + i))
+        events.append(_call("cudaStreamEndCapture", 1100, 9))
     else:
-        events = [call("cudaGraphLaunch", 110, 900)]
-        for i, (name, _, _, _, grid) in enumerate(kernels):
-            args = {"correlation": 900, "device": 0, "stream": 3, "grid": [grid, 1, 1], "block": [128, 1, 1]}
-            events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 3, "ts": 140 + 11 * i,
-                           "dur": 10, "args": args})  # fmt: skip
-    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": "NVIDIA H100", "numSms": 132}],
-                                "traceEvents": events}))  # fmt: skip
+        events = [_call("cudaGraphLaunch", 110, 900)]
+        events += [
+            _replayed(name, 140 + 11 * i, 10, 3, grid=[grid, 1, 1], block=[128, 1, 1])
+            for i, (name, _, _, _, grid) in enumerate(kernels)
+        ]
+    path.write_text(json.dumps({"deviceProperties": H100, "traceEvents": events}))
     return path
 
 
@@ -655,31 +656,19 @@ def test_launches_either_of_two_streams_could_take_are_not_guessed(tmp_path: Pat
     different shapes: stream 4 runs one of them, stream 3 the other and then the add. Either
     assignment keeps each stream's order: the GEMMs are left without a captured launch (one
     took the other's shapes), the add — unambiguous — gets its own."""
-    gemm = "Cijk_Alik_Bljk_BBS_BH_MT128x128x64_MI32x32x8x1_SN"
-    add = "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"
-    props = [{"id": 0, "name": "AMD Instinct MI300X", "numSms": 304}]
-
-    def call(name: str, ts: float, corr: int, **args: object) -> dict:
-        body = {"correlation": corr, **args}
-        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": 10, "args": body}
-
-    capture = [call("hipStreamBeginCapture", 1000, 1)]
-    ops = [("aten::mm", [[32, 4096], [4096, 4096]], gemm), ("aten::mm", [[32, 4096], [4096, 14336]], gemm)]
-    ops.append(("aten::add", [[32, 4096], [32, 4096]], add))
+    ops = [("aten::mm", [[32, 4096], [4096, 4096]], ROCM_GEMM), ("aten::mm", [[32, 4096], [4096, 14336]], ROCM_GEMM)]
+    ops.append(("aten::add", [[32, 4096], [32, 4096]], ROCM_ADD))
+    capture = [_call("hipStreamBeginCapture", 1000, 1)]
     for i, (op, dims, kernel) in enumerate(ops):
-        args = {"External id": 50 + i, "Input Dims": dims, "Input type": ["c10::BFloat16"] * 2}
-        capture.append({"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": 1020 + 20 * i, "dur": 18,
-                        "args": args})  # fmt: skip
-        capture.append(call("hipLaunchKernel", 1021 + 20 * i, 2 + i, kernel=kernel))
-    capture.append(call("hipStreamEndCapture", 1100, 9))
-    replay = [call("hipGraphLaunch", 110, 900)]
-    for name, stream, ts, dur in ((gemm, 4, 140, 30.0), (gemm, 3, 141, 10.0), (add, 3, 160, 5.0)):
-        args = {"correlation": 900, "device": 0, "stream": stream}
-        replay.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-                       "args": args})  # fmt: skip
-    paths = (tmp_path / "replay.json", tmp_path / "capture.json")
-    for path, events in zip(paths, (replay, capture), strict=True):
-        path.write_text(json.dumps({"deviceProperties": props, "traceEvents": events}))
-    frame = ingest_paths([paths[0]], captures=[paths[1]]).frame.sort_values("ts_us")
+        capture.append(_op(op, 1020 + 20 * i, 50 + i, **{"Input Dims": dims, "Input type": [BF16] * 2}))
+        capture.append(_call("hipLaunchKernel", 1021 + 20 * i, 2 + i, kernel=kernel))
+    capture.append(_call("hipStreamEndCapture", 1100, 9))
+    replay = [_call("hipGraphLaunch", 110, 900)]
+    replay += [
+        _replayed(k, ts, dur, stream)
+        for k, stream, ts, dur in ((ROCM_GEMM, 4, 140, 30), (ROCM_GEMM, 3, 141, 10), (ROCM_ADD, 3, 160, 5))
+    ]
+    replayed, captured = _pair(tmp_path, replay, capture, ROCM)
+    frame = ingest_paths([replayed], captures=[captured]).frame.sort_values("ts_us")
     assert frame["input_dims"].isna().tolist() == [True, True, False]
     assert frame["launcher"].tolist()[2] == "aten::add"
