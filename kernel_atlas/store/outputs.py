@@ -214,7 +214,7 @@ def clear_previous_run(out: str | Path) -> None:
             raise AtlasError(root, f"holds {shown}, which no Kernel Atlas run wrote: name an empty or new folder")
         return
     safe_files.remove(root / SUMMARY)
-    for path in [*_previous_report_files(root, run_id or None), *(root / name for name in DERIVED)]:
+    for path in [*_previous_report_files(root, run_id), *(root / name for name in DERIVED)]:
         safe_files.remove(path)
     safe_files.remove(root / CATALOG)
     safe_files.remove(root / KERNELS)
@@ -222,8 +222,9 @@ def clear_previous_run(out: str | Path) -> None:
 
 def _run_of_folder(root: Path) -> str | None:
     """The id of the Kernel Atlas run in `root` — its summary.json's, or, where an ingest ended
-    before writing one, that of its first kernels or host-events file ("" where that file names
-    none) — else None: the folder holds no Kernel Atlas run."""
+    before writing one, the one a table it wrote carries (the first file of its kernels, host
+    events or memory events, or a report's table) — else None: the folder holds no Kernel Atlas
+    run."""
     try:
         summary = safe_files.read_json(root / SUMMARY)
     except AtlasError:
