@@ -268,10 +268,11 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
 # size, and an op's output and temporaries are not its inputs (`--max-gib`): `aten::zeros` of
 # 1 GiB from its Concrete Inputs, a `repeat` to 5.5 GB, a tall matmul to 7 GB were allocated
 CPU_REPLAY_BYTES = 600 << 20
-# ... and what the process may hold in all while it does: a large run's tables (its kernel rows,
-# torch) took 330–450 MB, so 600 MiB more passed 1 GB. A process already past it (a notebook, a
-# test session) still gets CPU_REPLAY_MIN_BYTES: a limit at what it holds fails every allocation,
-# its own bookkeeping's too, and took a test session down (a segmentation fault)
+# ... and what a command's process may hold in all while it does: a large run's tables (its
+# kernel rows, torch) took 330–450 MB, so 600 MiB more passed 1 GB. Near it, a replay still gets
+# CPU_REPLAY_MIN_BYTES (a limit at what the process holds fails every allocation, its own
+# bookkeeping's too: a segmentation fault); a process already past it is no command (a notebook,
+# a test session: the bound is not its own) and gets CPU_REPLAY_BYTES, as before the bound
 CPU_REPLAY_PROCESS_BYTES = 960 << 20
 CPU_REPLAY_MIN_BYTES = 128 << 20
 
@@ -307,7 +308,12 @@ def _bounded_memory(device: str) -> Iterator[None]:
         yield
         return
     _start_thread_pools()
-    room = max(CPU_REPLAY_PROCESS_BYTES - _resident_bytes(), CPU_REPLAY_MIN_BYTES)
+    held = _resident_bytes()
+    room = (
+        max(CPU_REPLAY_PROCESS_BYTES - held, CPU_REPLAY_MIN_BYTES)
+        if held < CPU_REPLAY_PROCESS_BYTES
+        else CPU_REPLAY_BYTES
+    )
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
     limit = min(x for x in (used + min(CPU_REPLAY_BYTES, room), soft, hard) if x != resource.RLIM_INFINITY)
     try:
