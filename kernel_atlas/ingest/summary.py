@@ -76,8 +76,13 @@ def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
     comm = None
     if "category" in frame:
         is_comm = (frame["category"] == COMMUNICATION).to_numpy()
+        # compute: kernels that are no communication — a copy or a memset beside a collective
+        # hides none of it (as HTA's communication/computation overlap counts them)
+        is_compute = kernels & ~is_comm
+        either = is_comm | is_compute
         comm = union_lengths(number[is_comm], starts[is_comm], ends[is_comm], count)
-        compute = union_lengths(number[~is_comm], starts[~is_comm], ends[~is_comm], count)
+        compute = union_lengths(number[is_compute], starts[is_compute], ends[is_compute], count)
+        comm_or_compute = union_lengths(number[either], starts[either], ends[either], count)
     devices = []
     for k in range(count):
         span_k, busy_k = float(span[k]), float(busy[k])
@@ -93,7 +98,7 @@ def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
         }
         if comm is not None:
             comm_k, compute_k = float(comm[k]), float(compute[k])
-            overlap = comm_k + compute_k - busy_k
+            overlap = max(comm_k + compute_k - float(comm_or_compute[k]), 0.0)
             facts.update(
                 communication_us=comm_k,
                 compute_us=compute_k,

@@ -35,7 +35,8 @@ def test_gpu_time_facts_per_device_by_hand() -> None:
     facts = gpu_time_facts(frame)
     device0, device1, unknown = facts["devices"]
     # rank 0 device 0: [0, 10] ∪ [5, 15] ∪ [20, 30] = 25 of a 30 µs span; kernels alone [0, 10]
-    # ∪ [20, 30] = 20; communication [0, 10] = 10, compute [5, 15] ∪ [20, 30] = 20, 5 overlapped
+    # ∪ [20, 30] = 20; communication [0, 10] = 10, compute — kernels only: the copy [5, 15]
+    # beside the collective hides none of it — [20, 30] = 10, none overlapped
     assert device0 == {
         "rank": 0,
         "device": 0,
@@ -46,10 +47,13 @@ def test_gpu_time_facts_per_device_by_hand() -> None:
         "busy_pct": 100.0 * 25 / 30,
         "streams": [7, 8],
         "communication_us": 10.0,
-        "compute_us": 20.0,
-        "overlap_us": 5.0,
-        "overlap_pct_of_communication": 50.0,
+        "compute_us": 10.0,
+        "overlap_us": 0.0,
+        "overlap_pct_of_communication": 0.0,
     }
+    # the copy a kernel instead: compute [5, 15] ∪ [20, 30] = 20, 5 µs of the collective overlapped
+    as_kernel = gpu_time_facts(frame.assign(kind=["kernel"] * 5))["devices"][0]
+    assert (as_kernel["compute_us"], as_kernel["overlap_us"]) == (20.0, 5.0)
     assert (device1["device"], device1["busy_us"], device1["streams"]) == (1, 1.0, [9])
     assert (unknown["rank"], unknown["device"], unknown["span_us"], unknown["streams"]) == (1, None, 2.0, [])
     assert facts["by_kind"] == {"kernel": {"count": 4, "total_us": 23.0}, "memcpy": {"count": 1, "total_us": 10.0}}
