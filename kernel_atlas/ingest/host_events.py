@@ -31,10 +31,11 @@ from kernel_atlas.ingest.nesting import first_matching
 from kernel_atlas.store.outputs import (
     KERNELS,
     PARTITION,
+    folder_files,
     is_url,
     load_checked,
     refuse_other_run,
-    run_of_file,
+    table_run,
     write_dataset_file,
 )
 
@@ -180,14 +181,12 @@ def _rank_files(out: str | Path, rank: int) -> list[Path]:
     """A rank's host events files, in order (hidden ones, a writer's temporaries, aside), each of
     the ingest run that wrote the rank's kernels — refused in one line otherwise (a file of
     another run put beside them gave a critical path 93 times the trace)."""
-    folder = Path(out) / HOST_EVENTS / f"{PARTITION}={rank}"
-    files = sorted(f for f in folder.glob("*.parquet") if not f.name.startswith(".")) if folder.is_dir() else []
-    kernels = Path(out) / KERNELS / f"{PARTITION}={rank}"
-    ran = [run_of_file(f) for f in sorted(kernels.glob("*.parquet")) if not f.name.startswith(".")][:1]
-    if ran and ran[0] is not None:
-        for path in files:
-            if run_of_file(path) != ran[0]:
-                refuse_other_run(path)
+    files = folder_files(Path(out) / HOST_EVENTS / f"{PARTITION}={rank}") or []
+    kernels = folder_files(Path(out) / KERNELS / f"{PARTITION}={rank}") if files else None
+    run = table_run(kernels[0]) if kernels else None
+    for path in files if run is not None else ():
+        if table_run(path) != run:
+            refuse_other_run(path)
     return files
 
 

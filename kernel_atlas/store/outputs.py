@@ -237,11 +237,11 @@ def _run_of_folder(root: Path) -> str | None:
             written += sorted((root / dataset).glob("rank=*/*.parquet"))[:1]
     for path in written:  # every table an ingest or report writes carries its run's id
         try:
-            found = (_schema(path).metadata or {}).get(RUN_KEY)
+            found = table_run(path)
         except (OSError, pa.ArrowException, AtlasError):
             continue
         if found is not None:
-            return found.decode("utf-8", "replace")
+            return found
     return None
 
 
@@ -537,19 +537,19 @@ def rank_files(out_dir: str | Path, ranks: Sequence[int] | None = None) -> dict[
     if path.is_file():
         return {}
     if ranks is not None:
-        found = {rank: _folder_files(path / f"{PARTITION}={rank}") for rank in ranks}
+        found = {rank: folder_files(path / f"{PARTITION}={rank}") for rank in ranks}
         if all(files is not None for files in found.values()):  # else a folder named otherwise: listed
             return {rank: files for rank, files in found.items() if files}
     files: dict[int, list[Path]] = {}
     for folder in sorted(path.iterdir()):
         match = _RANK_DIR.match(folder.name)
-        listed = _folder_files(folder) if match else None
+        listed = folder_files(folder) if match else None
         if listed and (ranks is None or int(match.group(1)) in ranks):
             files[int(match.group(1))] = listed
     return files
 
 
-def _folder_files(folder: Path) -> list[Path] | None:
+def folder_files(folder: Path) -> list[Path] | None:
     """A rank folder's Parquet files (temporary and hidden files aside), None when not a folder."""
     if not folder.is_dir():
         return None
@@ -1007,12 +1007,6 @@ def _refuse_credentials(path: Path, table: pa.Table) -> None:
     screen = _CredentialScreen(_text_columns(table.schema))
     screen.screen(table)
     screen.refuse(path)
-
-
-def run_of_file(path: str | Path) -> bytes | None:
-    """The id of the ingest run a table file belongs to (its Parquet metadata), None if it names
-    none."""
-    return (_schema(path).metadata or {}).get(RUN_KEY)
 
 
 def refuse_other_run(path: str | Path) -> None:
