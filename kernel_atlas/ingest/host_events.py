@@ -31,6 +31,7 @@ from kernel_atlas.ingest.nesting import first_matching
 from kernel_atlas.store.outputs import (
     KERNELS,
     PARTITION,
+    dataset_file,
     folder_files,
     is_url,
     load_checked,
@@ -141,7 +142,7 @@ def _names(names: list[str], host_codes: np.ndarray, sync_codes: np.ndarray) -> 
 
 
 def host_events_file(rank: int, stem: str) -> str:
-    return f"{HOST_EVENTS}/{PARTITION}={rank}/{stem}.parquet"
+    return dataset_file(HOST_EVENTS, rank, stem)
 
 
 def write_host_events(frame: pd.DataFrame, out: str | Path, rank: int, stem: str, run_id: str | None) -> str | None:

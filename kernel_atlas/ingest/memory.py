@@ -25,7 +25,7 @@ from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
 from kernel_atlas.ingest.link import HostNesting, _call_stacks, take
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, by_thread_start_longest_first, first_matching
-from kernel_atlas.store.outputs import write_dataset_file
+from kernel_atlas.store.outputs import dataset_file, write_dataset_file
 
 MEMORY_EVENTS = "memory_events.parquet"  # in the ingest output folder: rank=N/<trace-stem>.parquet
 _TEXT_COLUMNS = ("trace", "device", "op", "module", "call_stack")
@@ -157,7 +157,7 @@ def concat_memory(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def memory_file(rank: int, stem: str) -> str:
     """Where one trace's memory events go, relative to the output folder (laid out as the kernels)."""
-    return f"{MEMORY_EVENTS}/rank={rank}/{stem}.parquet"
+    return dataset_file(MEMORY_EVENTS, rank, stem)
 
 
 def write_memory_events(

@@ -128,9 +128,19 @@ def file_stem(name: str) -> str:
     return redact_text(name).replace(REDACTED, "redacted")
 
 
+def dataset_file(dataset: str, rank: int, stem: str) -> str:
+    """Where one trace's rows of `dataset` (its kernels, host events, memory events) go, relative
+    to the output folder. A file name beginning with `.` or `_` is one readers pass over (hidden,
+    `_metadata`: this module's listing, Arrow's and DuckDB's datasets alike) — a trace named
+    `_run.json` was ingested, then reported as having no GPU activity —, so such a name is
+    written after `trace-`; the rows keep their trace's name."""
+    name = f"trace-{stem}" if stem.startswith((".", "_")) else stem
+    return f"{dataset}/{PARTITION}={rank}/{name}.parquet"
+
+
 def rank_file(rank: int, stem: str) -> str:
     """Where one trace's rows go, relative to the output folder."""
-    return f"{KERNELS}/{PARTITION}={rank}/{stem}.parquet"
+    return dataset_file(KERNELS, rank, stem)
 
 
 # --- writing a run ---------------------------------------------------------------------------------

@@ -780,3 +780,17 @@ def test_a_killed_ingest_of_several_traces_leaves_no_worker_holding_the_folder(t
         time.sleep(0.2)
     assert not _processes_naming(str(out))
     assert cli("ingest", traces, "-o", out, "-q").code == 0
+
+
+@pytest.mark.parametrize("name", ["_run.json.gz", ".run.json.gz"])
+def test_a_trace_named_like_a_hidden_file_is_read_back(tmp_path: Path, name: str) -> None:
+    """Its rows went to `_run.parquet`, a name every reader passes over (ours, Arrow's, DuckDB's):
+    ingest said 61 activities, report "no GPU activities to report on". The file is named
+    `trace-_run.parquet`; the rows keep the trace's name."""
+    trace = tmp_path / name
+    shutil.copy(EXAMPLE, trace)
+    out = _ingest(trace, tmp_path / "out")
+    frame = pd.read_parquet(out / "kernels.parquet")  # as pandas and Arrow read the dataset
+    assert len(frame) == 61 and set(frame["trace"]) == {name.removesuffix(".json.gz")}
+    assert cli("report", out).code == 0
+    assert json.loads((out / "report.json").read_text())["trust"]["gpu_time_us"] == pytest.approx(309.437)
