@@ -267,10 +267,8 @@ def _conv(call: Call) -> Cost:
     n, k = x.dims[0], w.dims[0]
     macs_per_output = math.prod(w.dims[1:])  # C/groups · R · S
     outputs = n * k * math.prod(out_spatial)
-    bias = [a for a in call.args[2:3] if a.is_tensor]
     flops = 2.0 * outputs * macs_per_output
-    read = x.nbytes + w.nbytes + sum(a.nbytes for a in bias)
-    written = outputs * x.itemsize
+    read, written = _conv_traffic(call, x, w, outputs)
     precision, unit = _gemm_precision(call, x)
     padded = f" (padding '{named}')" if named else ""
     formula = (
@@ -278,6 +276,13 @@ def _conv(call: Call) -> Cost:
         f"bytes = input {x.nbytes} + weight {w.nbytes} + output {written}"
     )
     return Cost(flops, read + written, precision, unit, formula)
+
+
+def _conv_traffic(call: Call, x: Arg, w: Arg, outputs: int) -> tuple[int, int]:
+    """A forward convolution's bytes: input, weight and bias (its third argument, where it is a
+    tensor) read, `outputs` elements of the input's type written."""
+    bias = [a for a in call.args[2:3] if a.is_tensor]
+    return x.nbytes + w.nbytes + sum(a.nbytes for a in bias), outputs * x.itemsize
 
 
 def _named_padding(call: Call) -> str | None:
@@ -307,9 +312,7 @@ def _conv_transposed(call: Call, x: Arg, w: Arg, geometry: tuple[list[int], list
         raise NoCost(f"{call.launcher}: transposed, no output from input {list(x.dims)} and weight {list(w.dims)}")
     out = (x.dims[0], w.dims[1] * groups[0], *out_spatial)
     macs = x.numel * math.prod(w.dims[1:])
-    bias = [a for a in call.args[2:3] if a.is_tensor]
-    read = x.nbytes + w.nbytes + sum(a.nbytes for a in bias)
-    written = math.prod(out) * x.itemsize
+    read, written = _conv_traffic(call, x, w, math.prod(out))
     precision, unit = _gemm_precision(call, x)
     formula = (
         f"transposed: 2·N·C·in·(K/g·R·S) = 2·{'·'.join(map(str, x.dims))}·{math.prod(w.dims[1:])}; "
@@ -359,9 +362,7 @@ def _conv_from_backward(call: Call, x: Arg, w: Arg) -> Cost:
             "backward node with its sequence number gives the output's shape"
         )
     macs = _conv_macs(out, w.dims)
-    bias = [a for a in call.args[2:3] if a.is_tensor]
-    read = x.nbytes + w.nbytes + sum(a.nbytes for a in bias)
-    written = math.prod(out) * x.itemsize
+    read, written = _conv_traffic(call, x, w, math.prod(out))
     precision, unit = _gemm_precision(call, x)
     formula = (
         f"2·N·K·P·Q·(C/g·R·S) = 2·{'·'.join(map(str, out))}·{math.prod(w.dims[1:])} (input {list(x.dims)}, "
