@@ -466,9 +466,9 @@ def cut_to(text: str, limit: int) -> str:
     return redact_cut(text, limit - len(CUT_MARK)) + CUT_MARK
 
 
-def cut_long(text: Any) -> Any:
-    """A name or label past MAX_TEXT characters cut to it (`cut_to`); anything else as it is."""
-    return cut_to(text, MAX_TEXT) if isinstance(text, str) and len(text) > MAX_TEXT else text
+def cut_long(text: Any, limit: int = MAX_TEXT) -> Any:
+    """A name or label past `limit` characters cut to it (`cut_to`); anything else as it is."""
+    return cut_to(text, limit) if isinstance(text, str) and len(text) > limit else text
 
 
 def _cut(texts: list[Any], ignored: Counter[str]) -> list[Any]:

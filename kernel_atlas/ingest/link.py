@@ -32,7 +32,7 @@ from kernel_atlas.ingest.columns import (
     step_number,
 )
 from kernel_atlas.ingest.composite import enclosed_shapes
-from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT, cut_long, cut_to
+from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT, cut_long
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, innermost_modules, module_path, short_frame
 from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, first_matching, nesting_parents
@@ -289,7 +289,7 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
             node, climbed = int(parent[node]), climbed + 1
         frames = weaver.frames()
         text = STACK_SEPARATOR.join(frames) + (STACK_SEPARATOR + CUT_MARK if node >= 0 else "")
-        text = cut_long(text) if most == MAX_TEXT else _cut_stack(text, most)
+        text = cut_long(text, most)
         module = module_path(frames)
         if module is not None:
             module = innermost_modules(module, most)
@@ -300,11 +300,6 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     stack_code = np.full(n, -1, dtype=np.int64)
     stack_code[with_chain] = chain_code.reshape(-1)
     return _Stacks(stack_code, texts, modules, shortened)
-
-
-def _cut_stack(text: str, most: int) -> str:
-    """A stack (innermost frame first) cut to `most` characters, its outer end marked."""
-    return cut_to(text, most) if len(text) > most else text
 
 
 def _shape_part(shape: np.ndarray, texts: list[str | None]) -> pd.Categorical:
