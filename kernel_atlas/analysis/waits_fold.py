@@ -144,6 +144,7 @@ def combine_waits_facts(parts: list[tuple[int, dict[str, Any]]]) -> dict[str, An
         combined["launch_bound_pct"] = 100.0 * bound / combined["eager_activities"]
         combined["per_rank"] = [
             {"rank": rank, "launch_p50_us": x["launch_p50_us"], "delay_p50_us": x["delay_p50_us"]}
+            | ({"clocks": x["clocks"]} if x.get("clocks") else {})  # a rank whose clocks disagree
             for rank, x, _ in with_launches
         ]
         combined["note"] = PERCENTILE_NOTE

@@ -57,3 +57,26 @@ def test_a_gpu_clock_far_ahead_hides_the_delays(tmp_path: Path) -> None:
     (clock,) = facts["launches"]["clocks"]
     assert (clock["gpu_clock"], clock["activities"], clock["by_us"]) == ("ahead", 1, pytest.approx(1_000_025.0))
     assert "starts 1,000,025.0 µs after its call" in facts["trust"]["clocks"]
+
+
+def test_ranks_analysed_together_keep_their_own_clocks(tmp_path: Path) -> None:
+    """Two small ranks analysed as one batch: rank 1's GPU clock runs 40 µs behind, rank 0's
+    agrees. Each rank's facts say so of it alone — rank 0 keeps its 25 µs median delay — and the
+    trust line names rank 1 (the folded facts of several ranks had lost the checks)."""
+    from tests.support.hostile import cli
+
+    for rank, offset in ((0, 0.0), (1, 40.0)):
+        events = []
+        for i, start in enumerate(STARTS):
+            events += launch_and_kernel(10 + 100 * i, i + 1, i + 1, "k", start - offset, 100)
+        doc = {"traceEvents": events, "distributedInfo": {"rank": rank, "world_size": 2}}
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    assert cli("ingest", tmp_path / "rank0.json", tmp_path / "rank1.json", "-o", out, "-q").code == 0
+    assert cli("report", out).code == 0
+    facts = json.loads((out / "report.json").read_text())
+    per_rank = {r["rank"]: r for r in facts["launches"]["per_rank"]}
+    assert facts["trust"]["clocks"].startswith("the host and GPU clocks disagree (rank 1: 3 of 4 launched")
+    assert per_rank[0]["delay_p50_us"] == 25.0 and "clocks" not in per_rank[0]
+    assert per_rank[1]["delay_p50_us"] is None
+    assert [(c["gpu_clock"], c["activities"], c["by_us"]) for c in per_rank[1]["clocks"]] == [("behind", 3, 15.0)]
