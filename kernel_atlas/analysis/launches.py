@@ -138,6 +138,12 @@ def clock_line(check: dict[str, float | int | str]) -> str:
     return f"the host and GPU clocks disagree: {found}; launch-to-start delays are not shown"
 
 
+def clocks_found(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The clock checks report.json's `launches` holds (`launch_facts`'s `clocks`, or each rank's
+    under `per_rank`), rank by rank."""
+    return facts.get("clocks") or [c for rank in facts.get("per_rank", []) for c in rank.get("clocks", [])]
+
+
 def _measured_delay(rows: pd.DataFrame, checks: dict[int, dict[str, float | int | str]]) -> pd.Series:
     """Launch-to-start delays of eager `rows`, NaN on ranks whose clocks disagree (`clock_checks`)."""
     delay = rows["ts_us"] - rows["launch_ts_us"]

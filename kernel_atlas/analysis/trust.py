@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.analysis.launches import clocks_found
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES
 
 TOP_REASONS = 3
@@ -100,8 +101,7 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
 def _clocks(facts: dict[str, Any]) -> str | None:
     """What the report can tell only as far as the host's and the GPU's clocks agree, where they
     disagree (`launches.clock_checks`); None where they agree."""
-    launches = facts.get("launches") or {}
-    clocks = launches.get("clocks") or [c for r in launches.get("per_rank", []) for c in r.get("clocks", [])]
+    clocks = clocks_found(facts.get("launches") or {})
     if not clocks:
         return None
     first = clocks[0]["line"].removeprefix("the host and GPU clocks disagree: ").split(";")[0]

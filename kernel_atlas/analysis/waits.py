@@ -90,7 +90,10 @@ def facts_by_rank(frame: pd.DataFrame, waits: Waits, summary: dict[str, Any] | N
     the graph candidates' totals are worked out per rank."""
     ranks = np.unique(frame["rank"].to_numpy()).tolist()
     idle, other = waits.facts["idle"], other_basis(waits.basis)
-    launches = launch_facts_by_rank(frame, clock_checks(frame))
+    # the checks `analyse_waits` made of these rows, not made again
+    found = waits.facts["launches"].get("clocks", [])
+    checks = {c["rank"]: {k: v for k, v in c.items() if k not in ("rank", "line")} for c in found}
+    launches = launch_facts_by_rank(frame, checks)
     candidates = waits.candidates
     by_rank = candidates.groupby("rank")["saving_us"] if len(candidates) else None
     traces = [t for t in (summary or {}).get("traces", []) if isinstance(t, dict)]

@@ -13,6 +13,7 @@ import pandas as pd
 from rich.console import Console
 
 from kernel_atlas.analysis.idle import CATEGORIES, other_basis
+from kernel_atlas.analysis.launches import clocks_found
 from kernel_atlas.analysis.waits import Waits
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
@@ -213,7 +214,7 @@ def _median(launches: dict[str, Any], key: str) -> str:
 
 def _print_launches(console: Console, waits: Waits) -> None:
     launches = waits.facts["launches"]
-    clocks = launches.get("clocks") or [c for r in launches.get("per_rank", []) for c in r.get("clocks", [])]
+    clocks = clocks_found(launches)
     if launches.get("eager_activities"):
         delay = "not shown (clocks disagree)" if clocks and launches.get("delay_p50_us") is None else None
         console.print(

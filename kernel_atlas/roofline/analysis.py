@@ -339,7 +339,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     partner = _optional(frame, "autograd_partner").iloc[main_rows]  # its forward op / backward node
     columns.append(partner.where(frame["cpu_op"].iloc[main_rows].isin(PARTNER_LAUNCHERS)))
     columns.append(_optional(frame, "input_strides").iloc[main_rows])  # an expanded input is read once
-    codes = np.stack([c.cat.codes.to_numpy(np.int64) for c in columns], axis=1) if len(main_rows) else np.empty((0, 10))
+    stacked = [c.cat.codes.to_numpy(np.int64) for c in columns]
+    codes = np.stack(stacked, axis=1) if len(main_rows) else np.empty((0, len(columns)))
     inverse, first = _groups(codes + 1)
     unique = codes[first].astype(np.int64)
     list_dtype = _dominant_float_dtype(frame["input_types"])
