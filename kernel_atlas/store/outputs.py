@@ -482,8 +482,7 @@ def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
     a lone CR too, which every reader takes for a line's end — is quoted; text cells that a
     spreadsheet would run as a formula are written as text (`FORMULA_STARTS`). Numbers are left
     as they are."""
-    numeric = pd.api.types.is_numeric_dtype
-    text = [c for c in frame.columns if not numeric(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]
+    text = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]  # booleans are numeric
     if text:
         frame = frame.assign(**{c: frame[c].astype(object).map(_as_text) for c in text})
     with safe_files.atomic_file(path, "w") as handle:
