@@ -476,7 +476,17 @@ def causal_pairs(sq: int, skv: int, align: str) -> float:
     return sq * skv - sq * sq / 2 if skv >= sq else skv * skv / 2
 
 
-def _attention(call: Call, layout: str, causal_index: int | None, align: str = TOP_LEFT) -> Cost:
+def _is_causal(call: Call, index: int, align: str = TOP_LEFT) -> tuple[str | None, str]:
+    """The mask an `is_causal` argument at `index` asks for (`align`, or None), and what the
+    formula says where it is not recorded (no mask assumed)."""
+    flag = call.args[index].flag() if index < len(call.args) else None
+    return (align if flag else None), ("" if flag is not None else " (is_causal not recorded: no mask assumed)")
+
+
+def _attention(call: Call, layout: str, causal: str | None, assumed: str = "") -> Cost:
+    """QKᵀ and PV over the pairs kept of q, k, v (its first three arguments, `layout` BSHD or
+    BHSD): 2 FLOP per MAC, Sq·Skv pairs (causal: `causal_pairs`); `assumed`: what the formula
+    says it assumed."""
     q, k, v = _tensor(call, 0, "query"), _tensor(call, 1, "key"), _tensor(call, 2, "value")
     if len(q.dims) != 4:
         raise NoCost(f"{call.launcher}: query of rank {len(q.dims)} (varlen/packed layout: sequence lengths missing)")
@@ -486,15 +496,6 @@ def _attention(call: Call, layout: str, causal_index: int | None, align: str = T
     else:  # BHSD
         b, h, sq, d = q.dims
         skv, dv = k.dims[2], v.dims[3]
-    flag = call.args[causal_index].flag() if causal_index is not None and causal_index < len(call.args) else None
-    assumed = " (is_causal not recorded: no mask assumed)" if causal_index is not None and flag is None else ""
-    return _attention_cost(q, k, v, (b, h, sq, skv, d, dv), align if flag else None, assumed)
-
-
-def _attention_cost(q: Arg, k: Arg, v: Arg, sizes: tuple[int, ...], causal: str | None, assumed: str = "") -> Cost:
-    """QKᵀ and PV over the pairs kept: 2 FLOP per MAC, Sq·Skv pairs (causal: `causal_pairs`);
-    `assumed`: what the formula says it assumed."""
-    b, h, sq, skv, d, dv = sizes
     pairs = causal_pairs(sq, skv, causal) if causal else float(sq * skv)
     flops = 2.0 * b * h * pairs * (d + dv)
     out = b * h * sq * dv * q.itemsize
@@ -521,7 +522,7 @@ def _flash_forward(call: Call) -> Cost:
             "aten::_flash_attention_forward with cumulative sequence lengths (varlen): "
             "per-sequence lengths not recorded"
         )
-    return _attention(call, "BSHD", 8, BOTTOM_RIGHT)
+    return _attention(call, "BSHD", *_is_causal(call, 8, BOTTOM_RIGHT))
 
 
 # `custom_mask_type` of `_efficient_attention_forward` (PyTorch's CustomMaskType): none, causal
@@ -536,12 +537,8 @@ def _efficient_forward(call: Call) -> Cost:
     mask = recorded.value if recorded is not None else 0  # not recorded: no mask assumed (said)
     if isinstance(mask, bool) or mask not in _MASK_TYPES:
         raise NoCost(f"{call.launcher}: custom_mask_type {recorded.text[:20]!r} is none of 0, 1, 2")  # type: ignore[union-attr]
-    q, k, v = _tensor(call, 0, "query"), _tensor(call, 1, "key"), _tensor(call, 2, "value")
-    if len(q.dims) != 4:
-        raise NoCost(f"{call.launcher}: query of rank {len(q.dims)} (varlen/packed layout: sequence lengths missing)")
-    b, sq, h, d = q.dims
     assumed = "" if recorded is not None else " (custom_mask_type not recorded: no mask assumed)"
-    return _attention_cost(q, k, v, (b, h, sq, k.dims[1], d, v.dims[3]), _MASK_TYPES[mask], assumed)
+    return _attention(call, "BSHD", _MASK_TYPES[mask], assumed)
 
 
 @register(
@@ -557,12 +554,12 @@ def _sdpa(call: Call) -> Cost:
     index = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_cudnn_attention": 6}.get(
         call.launcher, 4
     )
-    return _attention(call, "BHSD", index)
+    return _attention(call, "BHSD", *_is_causal(call, index))
 
 
 @register(launchers=("aten::_scaled_dot_product_efficient_attention",))
 def _sdpa_efficient(call: Call) -> Cost:
-    return _attention(call, "BHSD", 6)
+    return _attention(call, "BHSD", *_is_causal(call, 6))
 
 
 @register(ops=("attention",))
