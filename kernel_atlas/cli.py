@@ -21,7 +21,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from kernel_atlas.core import signals  # noqa: E402
-from kernel_atlas.core.errors import AtlasError, system_refusal  # noqa: E402
+from kernel_atlas.core.errors import OUT_OF_MEMORY, AtlasError, system_refusal  # noqa: E402
 from kernel_atlas.process_life import READER_GONE, leave, stdout_to_null, stop_workers  # noqa: E402
 from kernel_atlas.report.console import ReaderGone, terminal, write_stdout  # noqa: E402
 
@@ -159,6 +159,8 @@ def _one_line_errors(func: F) -> F:
             refusal = system_refusal(exc)
             if refusal:  # exit 2, not 3: `diff --fail-above` says "regressed" with 3
                 _error_line(refusal)
+                if refusal == OUT_OF_MEMORY:
+                    leave(2, always=True)
                 raise typer.Exit(2) from None
             if isinstance(exc, OSError) and exc.filename is not None:  # the user's file system said no
                 from kernel_atlas.core.safe_files import os_problem
@@ -677,8 +679,10 @@ def mcp(
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
         raise AtlasError("atlas mcp", "needs the MCP SDK: pip install 'kernel-atlas[mcp]'") from None
+    from kernel_atlas.core.heap import collect_cycles_as_usual
     from kernel_atlas.mcp_server import serve
 
+    collect_cycles_as_usual()  # a server lives on: the garbage of its answers is freed as it comes
     serve(root)
 
 

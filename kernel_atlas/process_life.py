@@ -15,6 +15,7 @@ from typing import Any
 
 from kernel_atlas.core import signals
 from kernel_atlas.core.beside import few_processes
+from kernel_atlas.core.heap import collect_cycles_rarely
 
 READER_GONE = 141  # the exit status of a command killed by SIGPIPE, as the shell reports it
 
@@ -48,9 +49,14 @@ def begin() -> None:
     - Arrow's default allocator (mimalloc) reserves address space by the GiB: under
       `ulimit -v 1500000` reading a 2,000-row kernels file aborted the process
       (std::bad_alloc). Capped, Arrow allocates through malloc, as everything else does.
+    - OpenBLAS starts a thread per CPU as numpy loads, in every process (the decode workers
+      too), and each spins a while after it starts: no command multiplies matrices with numpy,
+      so those spins only took CPU from the work (~0.2 s of a 500 MB trace's ingest, 0.1 s of
+      its report, on two cores). One thread: none started.
     - Under a limit of few processes (`ulimit -u`, which counts threads), the numeric libraries'
-      thread pools (OpenBLAS starts one per CPU as numpy loads) could not start and said so on
-      stderr, line after line; the work runs in one thread then (`beside.usable_cpus`).
+      other thread pools could not start and said so on stderr, line after line; the work runs
+      in one thread then (`beside.usable_cpus`).
+    - Python's cycle collector runs rarely (`heap.collect_cycles_rarely`).
 
     A value the user set in the environment is kept."""
     if os.path.basename(sys.argv[0]) == "atlas" and threading.current_thread() is threading.main_thread():
@@ -60,9 +66,10 @@ def begin() -> None:
     os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     if _address_space_limited():
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    collect_cycles_rarely()
     if few_processes():
-        for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
-            os.environ.setdefault(threads, "1")
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def stdout_to_null() -> None:
@@ -90,10 +97,12 @@ def terminate_as_exit() -> None:
 SCRIPT = False  # set by `cli.main`: this process is the `atlas` command, not a caller's library
 
 
-def leave(code: int) -> None:
-    """The `atlas` command ends now with `code` when it had decode workers: they are killed, and
-    the interpreter's exit handlers — which join the pool's threads, waiting on reads the killed
-    workers never answer — are not run (Ctrl-C or SIGTERM mid-ingest hung there for ever).
+def leave(code: int, *, always: bool = False) -> None:
+    """The `atlas` command ends now with `code` when it had decode workers (or `always`): they
+    are killed, and the interpreter's exit handlers — which join the pool's threads, waiting on
+    reads the killed workers never answer — are not run (Ctrl-C or SIGTERM mid-ingest hung there
+    for ever); nor are the C libraries' (`always` after the system refused memory: Arrow's
+    allocator faulted in its own exit handler under `ulimit -v`, SIGSEGV after the one line).
     Everything the command wrote is whole or renamed away already (its `finally` blocks ran)."""
     if not SCRIPT:
         return
@@ -103,12 +112,14 @@ def leave(code: int) -> None:
     # this command's own
     sys.unraisablehook = lambda unraisable: None
     workers = sys.modules.get("kernel_atlas.ingest.workers")
-    if workers is None or not workers.started_any():
+    started = workers is not None and workers.started_any()
+    if not started and not always:
         return
     for sig in (signal.SIGINT, signal.SIGTERM):  # leaving already: a second Ctrl-C changes nothing
         with contextlib.suppress(ValueError, OSError):
             signal.signal(sig, signal.SIG_IGN)
-    workers.end_for_exit()
+    if started:
+        workers.end_for_exit()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ TOO_MANY_FILES = "too many open files (a limit such as `ulimit -n`)"
 def system_refusal(exc: BaseException) -> str | None:
     """The one line for an error that is the system refusing a resource rather than a fault of
     ours: memory (also a library that could not be loaded for want of it, under `ulimit -v`), or
-    file descriptors (a module that could not be imported for want of one, under `ulimit -n`)."""
-    if isinstance(exc, MemoryError):
+    file descriptors (a module that could not be imported for want of one, under `ulimit -n`).
+    A file the system could not read for want of memory (ENOMEM: a library's folder listed as
+    it loads) is memory too, not the file's fault."""
+    if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
         return OUT_OF_MEMORY
     if isinstance(exc, ImportError):
         text = str(exc)

@@ -333,3 +333,25 @@ def test_a_signal_a_library_turns_into_its_own_error_still_ends_the_command(
     err = done.stderr.decode()
     assert done.returncode == code, err
     assert err.strip() == said, err
+
+
+_THREADS_AND_COLLECTOR = (
+    "import gc, os\n"
+    "from kernel_atlas import cli\n"  # `process_life.begin()` runs as the command line loads
+    "import numpy\n"
+    "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'), gc.get_threshold())\n"
+)
+
+
+def test_a_command_starts_no_blas_threads_and_collects_cycles_rarely() -> None:
+    """numpy's OpenBLAS started a thread per CPU in every `atlas` process, each spinning a while
+    after it started (~0.2 s of CPU in a 500 MB trace's ingest, on two cores; no command
+    multiplies matrices with numpy); and Python's cycle collector ran every 700 allocations.
+    The process that loads the command line and numpy is one thread, collecting every 100,000;
+    a thread count the user set is theirs."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    done = subprocess.run([sys.executable, "-c", _THREADS_AND_COLLECTOR], capture_output=True, timeout=60, env=env)
+    assert done.stdout.decode().split(maxsplit=2) == ["1", "1", "(100000, 50, 100)\n"], done.stderr
+    env["OPENBLAS_NUM_THREADS"] = "2"
+    done = subprocess.run([sys.executable, "-c", _THREADS_AND_COLLECTOR], capture_output=True, timeout=60, env=env)
+    assert done.stdout.decode().split(maxsplit=1)[1] == "2 (100000, 50, 100)\n", done.stderr
