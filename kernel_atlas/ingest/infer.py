@@ -1,26 +1,26 @@
 """Shapes for kernels launched before the profiling window, borrowed where unambiguous.
 
-A kernel whose launch is not in the trace (issued before the window opened) has no launcher
-and no shapes. When the same kernel — same name, grid and block — is linked elsewhere in the
-trace and every linked occurrence has exactly one signature (launcher, CPU op, `Input Dims`,
-types, strides, concrete inputs, and its position among the kernels of its op call), that
-signature is borrowed (`link = "inferred: same kernel, grid and block"`,
-`shapes_inferred = true`). The call stack and module are borrowed too when they are also
-unique. Never when ambiguous: several signatures, no recorded shapes, or an op call whose
-other kernels are not all there to form it again (a GEMM and its split-K reduce are one call,
-costed once). A kernel linked with several signatures takes the one of the linked occurrences
-that ran between the same kernels on their stream, when they have exactly one (`link =
-"inferred: same kernel, grid, block and neighbouring kernels"`). A kernel without a grid/block
-(ROCm records them on the launch, which is missing) is matched on its name when every linked
-kernel of that name has one grid and block. Left ambiguous by these, a kernel takes its place in
-the repeating sequence of its stream: when the linked kernels of its name on its device and stream
-repeat one period of signatures (grid, block and the signature above) at least twice through the
-whole window, and the kernels before the window precede them all, the j-th before the first linked
-one takes the signature j places before it in that period — only when every kernel of that name
-before the window agrees with its place (grid and block where recorded, the kernels before and
-after it on the stream) (`link = "inferred: same kernel, its
-stream's repeating sequence"`: a training loop's step issued its kernels in the same order before
-the window opened).
+A kernel whose launch is not in the trace (issued before the window opened, or its record lost
+inside it; `link.NO_LAUNCH_REASONS`) has no launcher and no shapes. When the same kernel — same
+name, grid and block — is linked elsewhere in the trace and every linked occurrence has exactly
+one signature (launcher, CPU op, `Input Dims`, types, strides, concrete inputs, and its
+position among the kernels of its op call), that signature is borrowed (`link = "inferred: same
+kernel, grid and block"`, `shapes_inferred = true`). The call stack and module are borrowed too
+when they are also unique. Never when ambiguous: several signatures, no recorded shapes, or an
+op call whose other kernels are not all there to form it again (a GEMM and its split-K reduce
+are one call, costed once). A kernel linked with several signatures takes the one of the linked
+occurrences that ran between the same kernels on their stream, when they have exactly one
+(`link = "inferred: same kernel, grid, block and neighbouring kernels"`). A kernel without a
+grid/block (ROCm records them on the launch, which is missing) is matched on its name when
+every linked kernel of that name has one grid and block. Left ambiguous by these, a kernel
+takes its place in the repeating sequence of its stream: when the linked kernels of its name on
+its device and stream repeat one period of signatures (grid, block and the signature above) at
+least twice through the whole window, and the kernels before the window precede them all, the
+j-th before the first linked one takes the signature j places before it in that period — only
+when every kernel of that name before the window agrees with its place (grid and block where
+recorded, the kernels before and after it on the stream) (`link = "inferred: same kernel, its
+stream's repeating sequence"`: a training loop's step issued its kernels in the same order
+before the window opened).
 
 Every text column is handled as its categorical's codes (-1: missing) — a categorical's categories
 are distinct, so equal codes are equal texts — and turned back into text only for the kernels that
@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.ingest.columns import GpuTable, set_rows
-from kernel_atlas.ingest.link import UNLINKED_NO_LAUNCH, LinkedColumns, call_positions
+from kernel_atlas.ingest.link import NO_LAUNCH_REASONS, LinkedColumns, call_positions
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
 LINK_BY_NEIGHBOURS = "inferred: same kernel, grid, block and neighbouring kernels"
@@ -74,7 +74,7 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     kernel = np.asarray(gpu.kind == "kernel")
     geometry = (np.asarray(gpu.grid.codes) >= 0) & (np.asarray(gpu.block.codes) >= 0)
     launched = np.asarray(linked.launcher.codes) >= 0
-    missing = np.flatnonzero(kernel & np.asarray(linked.link == UNLINKED_NO_LAUNCH))
+    missing = np.flatnonzero(kernel & np.asarray(linked.link.isin(NO_LAUNCH_REASONS)))
     if len(missing) == 0:
         return facts
     targets = missing[geometry[missing]]

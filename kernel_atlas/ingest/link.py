@@ -43,11 +43,17 @@ GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
 # Why a GPU activity has no launcher, as reported in summary.json.
 UNLINKED_NO_CORRELATION = "no correlation id on the GPU event"
 UNLINKED_NO_LAUNCH = "launch not in the trace (issued before the profiling window opened)"
+# a correlation id after the first recorded launch's (CUPTI and roctracer number launches in
+# order): launched inside the window, its record lost (a dropped buffer, an untraced thread)
+UNLINKED_LAUNCH_LOST = "launch not in the trace (issued inside the profiling window, not recorded)"
+UNLINKED_NO_LAUNCHES = "launch not in the trace (it records no launches)"
 UNLINKED_NO_CPU_OP = "launch has no enclosing CPU op or Python frame"
 UNLINKED_GRAPH = "replayed from a CUDA/HIP graph (no per-kernel launcher)"
 UNLINKED_CAPTURED_NO_OP = "replayed from a CUDA/HIP graph whose captured launch has no enclosing CPU op"
 UNLINKED_REASONS = (UNLINKED_NO_CORRELATION, UNLINKED_NO_LAUNCH, UNLINKED_NO_CPU_OP, UNLINKED_GRAPH)
-UNLINKED_REASONS += (UNLINKED_CAPTURED_NO_OP,)
+UNLINKED_REASONS += (UNLINKED_CAPTURED_NO_OP, UNLINKED_LAUNCH_LOST, UNLINKED_NO_LAUNCHES)
+# the activities whose launch is missing, whatever the reason (`infer` borrows their shapes)
+NO_LAUNCH_REASONS = (UNLINKED_NO_LAUNCH, UNLINKED_LAUNCH_LOST, UNLINKED_NO_LAUNCHES)
 
 _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 
@@ -444,11 +450,18 @@ def link(cols: TraceColumns) -> LinkedColumns:
     launcher_final = np.where(graph, -1, launcher_idx)
     reasons = ["correlation", "external id", *UNLINKED_REASONS]
     reason = np.zeros(n, dtype=np.int8)  # codes into `reasons`, the later rules winning
+    # linked by External id where the launch is missing: so said (not "no launch"), and never
+    # inferred over (`infer` borrows only for the launchless reasons)
     reason[fallback] = 1
-    reason[gpu.correlation < 0] = 2
-    reason[(gpu.correlation >= 0) & ~has_launch] = 3
-    reason[has_launch & (launcher_idx < 0) & ~graph] = 4
-    reason[graph] = 5
+    reason[(gpu.correlation < 0) & ~fallback] = 2
+    unlaunched = (gpu.correlation >= 0) & ~has_launch & ~fallback
+    if not len(corr_sorted):
+        reason[unlaunched] = reasons.index(UNLINKED_NO_LAUNCHES)
+    else:  # before the first recorded launch: the window was not open yet
+        reason[unlaunched] = reasons.index(UNLINKED_NO_LAUNCH)
+        reason[unlaunched & (gpu.correlation > corr_sorted[0])] = reasons.index(UNLINKED_LAUNCH_LOST)
+    reason[has_launch & (launcher_idx < 0) & ~graph] = reasons.index(UNLINKED_NO_CPU_OP)
+    reason[graph] = reasons.index(UNLINKED_GRAPH)
     link_reason = _reason_categorical(reason, reasons)
 
     return LinkedColumns(
