@@ -45,12 +45,16 @@ BUCKETS = (
     "data_loading",
 )
 # host calls that hold the thread until GPU work ends (their time is waiting, not CPU work)
+# (`hipMemcpyWithStream`: ROCm PyTorch's copy to or from the host, synchronous)
 BLOCKING = re.compile(
     r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|EventQuery|Memcpy|MemcpyAsync)$"
+    r"|^hipMemcpyWithStream$"
 )
 CONVENTIONS = ("exact", "hta")
 # blocking calls whose release is found from the GPU timeline when the trace has no cuda_sync events
-_RELEASED_BY_GPU = re.compile(r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy)$")
+_RELEASED_BY_GPU = re.compile(
+    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy)$|^hipMemcpyWithStream$"
+)
 DATA_LOADING = re.compile(r"DataLoader|dataloader|data_loading", re.IGNORECASE)
 _LAUNCH_CALL = re.compile(r"Launch|Memcpy|Memset|GraphLaunch", re.IGNORECASE)
 

@@ -324,6 +324,21 @@ def test_host_sync_waits_for_the_gpu(tmp_path: Path) -> None:
     assert what_if(kernels, host, [parse_speedup("kernel=k_long:2x")])["saving_us"] == 25.0
 
 
+@pytest.mark.parametrize("copy_call", ["cudaMemcpy", "hipMemcpy", "hipMemcpyWithStream"])
+def test_a_synchronous_copy_waits_for_the_gpu(tmp_path: Path, copy_call: str) -> None:
+    """A synchronous copy call [0,40] (ROCm PyTorch's host copies are `hipMemcpyWithStream`)
+    returns when its copy on the GPU [10,30] ends: the path is the launch 10, the copy 20, then
+    aten::relu's 20 = 50 µs — not the call's 40 µs as CPU work and relu's 20 (60 µs)."""
+    args = {"correlation": 1, "device": 0, "stream": 7, "bytes": 4096}
+    copy = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", **G, "tid": 7}
+    events = [call(copy_call, 0, 40, 1), {**copy, "ts": 10, "dur": 20, "args": args}, op("aten::relu", 40, 20)]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host)
+    path = longest_path(graph)
+    assert path.length_us == pytest.approx(50.0)
+    assert segments(graph, path)["kind"].tolist() == ["launch", "gpu", "cpu"]
+
+
 # A CUDA graph replay: one cudaGraphLaunch [0,5] replays three kernels on stream 7 at
 # [20,30], [32,42], [43,53]. The first waited for the launch (20), the others for their stream
 # (gaps 2 and 1): 20 + 10 + 2 + 10 + 1 + 10 = 53 µs. HTA drops replayed kernels; they stay here.
