@@ -95,7 +95,25 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
         "top_uncosted": reasons,
         "advice": advice,
         "clocks": _clocks(facts),
+        "shapes_inferred": _inferred(summary, gpu),
     }
+
+
+def _inferred(summary: dict[str, Any], gpu_time_us: float) -> dict[str, Any] | None:
+    """The kernels whose launcher and shapes were borrowed (summary.json's `shapes_inferred` of
+    each trace: no launch of their own in the window, the same kernel, grid and block linked
+    with one signature), added up over the traces; None where there are none. Their costs stand
+    on that inference."""
+    kernels, time_us = 0, 0.0
+    for trace in summary.get("traces", []):
+        inferred = trace.get("shapes_inferred") if isinstance(trace, dict) else None
+        if isinstance(inferred, dict):
+            kernels += int(inferred.get("kernels") or 0)
+            time_us += float(inferred.get("time_us") or 0.0)
+    if not kernels:
+        return None
+    pct = min(100.0 * time_us / gpu_time_us, 100.0) if gpu_time_us else 0.0
+    return {"kernels": kernels, "time_us": time_us, "pct": pct}
 
 
 def _clocks(facts: dict[str, Any]) -> str | None:

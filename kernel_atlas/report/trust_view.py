@@ -22,6 +22,13 @@ def trust_lines(trust: dict[str, Any] | None, clocks: bool = True) -> list[str]:
     for r in trust["top_uncosted"]:
         lines.append(f"  uncosted {fmt_us(r['time_us'])} ({r['pct']:.1f} %): {r['op']}: {r['reason']}")
     lines += [f"  to cost more: {a}" for a in trust["advice"][1 if trust["shapes_recorded"] != "yes" else 0 :]]
+    inferred = trust.get("shapes_inferred")
+    if inferred:
+        lines.append(
+            f"  estimated: {inferred['kernels']:,} kernels ({fmt_us(inferred['time_us'])}, {inferred['pct']:.1f} % of "
+            "GPU time) had no launch in the window; their shapes, and so their costs, are borrowed from launches "
+            "of the same kernel, grid and block"
+        )
     if clocks and trust.get("clocks"):
         lines.append(f"  {trust['clocks']}")
     return lines

@@ -90,3 +90,25 @@ def test_report_leads_with_the_trust_line_in_every_output(tmp_path: Path) -> Non
     assert text[0].startswith("costed: ") and "record_shapes=False" in text[1]
     page = (tmp_path / "r.html").read_text()
     assert page.index("costed: ") < page.index("GPU time (all activities")
+
+
+def test_costs_on_borrowed_shapes_are_said_to_be_estimates() -> None:
+    """Kernels with no launch in the window cost with shapes borrowed from the same kernel, grid and
+    block (summary.json's `shapes_inferred` per trace): the trust lines say how much of the GPU
+    time that is, over every trace; nothing where no shape was borrowed."""
+    roofline = _roofline([("aten::mm", "main", "", 150.0)])
+    facts = {"gpu_time_us": 200.0, "costed_time_us": 150.0}
+    traces = [
+        {"with_launcher": 4, "with_shapes": 4, "shapes_inferred": {"kernels": 3, "time_us": 30.0}},
+        {"with_launcher": 4, "with_shapes": 4, "shapes_inferred": {"kernels": 2, "time_us": 20.0}},
+        {"with_launcher": 4, "with_shapes": 4},  # an older summary.json: no count
+    ]
+    trust = trust_facts(roofline, facts, {"traces": traces})
+    assert trust["shapes_inferred"] == {"kernels": 5, "time_us": 50.0, "pct": 25.0}
+    assert trust_lines(trust)[-1] == (
+        "  estimated: 5 kernels (50.0 µs, 25.0 % of GPU time) had no launch in the window; their shapes, "
+        "and so their costs, are borrowed from launches of the same kernel, grid and block"
+    )
+    none = [{"with_launcher": 4, "with_shapes": 4, "shapes_inferred": {"kernels": 0, "time_us": 0.0}}]
+    trust = trust_facts(roofline, facts, {"traces": none})
+    assert trust["shapes_inferred"] is None and not any("estimated" in line for line in trust_lines(trust))
