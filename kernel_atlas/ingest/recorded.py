@@ -160,8 +160,8 @@ def _arg(dims: object, dtype: object, strides: object, text: object) -> Arg:
         return Arg(TENSOR_LIST, shapes, dtype or "TensorList", element_strides)
     if dtype in ("ScalarList", "IntList") or text.startswith("["):
         return Arg(LIST, None, dtype, None, text, _value(text) if text else None)
-    if dtype == "" and not text:
-        return Arg(NONE)
+    if dtype == "" and not text:  # sizes without a type (PyTorch 1.8 wrote no `Input type`): kept, to say so
+        return Arg(NONE, tuple(dims) if _ints(dims) and dims else None)
     return Arg(SCALAR, None, dtype, None, text, _value(text))
 
 

@@ -108,10 +108,18 @@ def _tensors(call: Call) -> list[Arg]:
 
 def _tensor(call: Call, index: int, what: str) -> Arg:
     if index >= len(call.args) or not call.args[index].is_tensor:
-        raise NoCost(
-            f"{call.what}: input {index} ({what}) has no recorded shape or a dtype not in catalogs/dtypes.toml"
-        )
+        raise NoCost(f"{call.what}: input {index} ({what}) {_why_not_tensor(call.args, index)}")
     return call.args[index]
+
+
+def _why_not_tensor(args: list[Arg], index: int) -> str:
+    """Why input `index` is no tensor that can be costed, as the trace shows it."""
+    arg = args[index] if index < len(args) else None
+    if arg is not None and arg.dims and not arg.dtype:  # PyTorch 1.8: `Input Dims` without `Input type`
+        return "has a recorded shape but no dtype (`Input type`, recorded since PyTorch 1.9)"
+    if arg is not None and arg.kind == TENSOR:
+        return f"has a dtype not in catalogs/dtypes.toml ({arg.dtype})"
+    return "has no recorded shape or a dtype not in catalogs/dtypes.toml"
 
 
 def _gemm_precision(call: Call, arg: Arg) -> tuple[str, str]:

@@ -174,3 +174,19 @@ def test_recorded_strides_reach_the_roofline(tmp_path: Path) -> None:
     write_outputs(ingest_paths([trace]), out)
     roofline = build_report(out).analysis.roofline
     assert roofline["bytes"].tolist() == [4_194_304 + 4_096 + 4_194_304]
+
+
+def test_an_input_without_a_dtype_says_so() -> None:
+    """PyTorch 1.8 recorded `Input Dims` without `Input type` (stop 57's schema campaign): the
+    note said "no recorded shape" of an input whose shape is recorded."""
+    with pytest.raises(NoCost) as untyped:
+        cost_of(Call("aten::mm", "mm", parse_call("[[64,128],[128,256]]", None)))
+    assert str(untyped.value) == (
+        "aten::mm: input 0 (self) has a recorded shape but no dtype (`Input type`, recorded since PyTorch 1.9)"
+    )
+    with pytest.raises(NoCost) as unknown:
+        _cost("aten::mm", "mm", [[64, 128], [128, 256]], ["c10::Float8_e3m4", FLOAT])
+    assert str(unknown.value) == "aten::mm: input 0 (self) has a dtype not in catalogs/dtypes.toml (c10::Float8_e3m4)"
+    with pytest.raises(NoCost) as missing:
+        _cost("aten::mm", "mm", [[], [128, 256]], ["", FLOAT])
+    assert str(missing.value) == "aten::mm: input 0 (self) has no recorded shape or a dtype not in catalogs/dtypes.toml"
