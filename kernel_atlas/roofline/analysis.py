@@ -445,13 +445,17 @@ def _attention_steps(frame: pd.DataFrame) -> pd.Series:
 
 
 _COPY_OPS = ("aten::copy_", "aten::to", "aten::_to_copy", "aten::clone", "aten::contiguous")
-_COPY_ESTIMATE = " (estimate: no byte count recorded; the launching copy op's largest tensor)"
+_FILL_OPS = ("aten::zero_", "aten::fill_")  # a memset they launch writes all of `self`
+_COPY_ESTIMATE = " (estimate: no byte count recorded; the launching op's largest tensor)"
 
 
 def _copied_bytes(frame: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
-    """Bytes of memcpy rows without a recorded byte count (ROCm writes none): the largest tensor
-    recorded on their launching copy op, NaN elsewhere."""
-    copy = wanted & (frame["kind"] == "memcpy").to_numpy() & frame["launcher"].isin(_COPY_OPS).to_numpy()
+    """Bytes of memcpy and memset rows without a recorded byte count (ROCm writes none): the
+    largest tensor recorded on their launching copy or fill op, NaN elsewhere (a memset inside
+    another op — a batch norm's workspace — has no size the op records)."""
+    kind, launcher = frame["kind"], frame["launcher"]
+    copy = ((kind == "memcpy") & launcher.isin(_COPY_OPS)) | ((kind == "memset") & launcher.isin(_FILL_OPS))
+    copy = wanted & copy.to_numpy()
     tensors = _messages_from_shapes(frame, copy)
     itemsize = np.full(len(frame), np.nan)
     rows = np.flatnonzero(~np.isnan(tensors.nelems))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.pipeline import ingest_paths
 from tests.support.hand_built import launch_and_kernel
@@ -132,3 +134,86 @@ def test_a_message_of_more_than_2_to_the_48_elements_is_no_size(tmp_path: Path) 
     huge, real = (row for _, row in _analysis_of(tmp_path, path).kernels.sort_values("ts_us").iterrows())
     assert huge["role"] == "no model" and huge["note"].startswith("collective message of more than 2^48 elements")
     assert real["role"] == "main" and real["bytes"] == 7340032.0
+
+
+def test_rocm_memset_without_a_byte_count_takes_its_fill_ops_tensor(tmp_path: Path) -> None:
+    """A ROCm memset has no `bytes` (stop 57's schema campaign): under `aten::zero_` of [1024] float
+    it writes 1024·4 = 4,096 bytes; under another op (a workspace) it stays uncosted."""
+    events = [
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::zero_",
+            "pid": 1,
+            "tid": 1,
+            "ts": 0,
+            "dur": 20,
+            "args": {"External id": 1, "Input Dims": [[1024]], "Input type": ["float"]},
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "hipMemsetAsync",
+            "pid": 1,
+            "tid": 1,
+            "ts": 5,
+            "dur": 5,
+            "args": {"External id": 1, "correlation": 10},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memset",
+            "name": "Memset (Device)",
+            "pid": 0,
+            "tid": 0,
+            "ts": 12,
+            "dur": 2,
+            "args": {"External id": 1, "correlation": 10, "device": 0, "stream": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "aten::mean",
+            "pid": 1,
+            "tid": 1,
+            "ts": 30,
+            "dur": 20,
+            "args": {
+                "External id": 2,
+                "Input Dims": [[8, 1024], [], [], []],
+                "Input type": ["float", "ScalarList", "Scalar", ""],
+            },
+        },
+        {
+            "ph": "X",
+            "cat": "cuda_runtime",
+            "name": "hipMemsetAsync",
+            "pid": 1,
+            "tid": 1,
+            "ts": 35,
+            "dur": 5,
+            "args": {"External id": 2, "correlation": 11},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memset",
+            "name": "Memset (Device)",
+            "pid": 0,
+            "tid": 0,
+            "ts": 42,
+            "dur": 2,
+            "args": {"External id": 2, "correlation": 11, "device": 0, "stream": 0},
+        },
+    ]
+    trace = tmp_path / "memset.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "memset.atlas"
+    write_outputs(ingest_paths([trace]), out)
+    from kernel_atlas.report.build import build_report
+
+    roofline = build_report(out, "mi300x", tmp_path / "memset.html").analysis.roofline.set_index("launcher")
+    assert roofline.loc["aten::zero_", "bytes"] == 4096.0 and roofline.loc["aten::zero_", "role"] == "main"
+    assert roofline.loc["aten::zero_", "formula"].endswith(
+        "(estimate: no byte count recorded; the launching op's largest tensor)"
+    )
+    assert pd.isna(roofline.loc["aten::mean", "bytes"])
