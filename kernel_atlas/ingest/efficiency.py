@@ -188,7 +188,8 @@ def _tensor_core(frame: pd.DataFrame, device_tensor: list[tuple[np.ndarray, froz
 
 def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]]) -> dict[str, Any]:
     """The per-kernel columns of the module docstring (`COLUMNS`), aligned with `frame`; NaN /
-    None for memcpys, memsets and kernels whose device limits are unknown."""
+    None for memcpys, memsets and kernels whose device limits are unknown (but the occupancy
+    Kineto recorded for them)."""
     n = len(frame)
     out: dict[str, Any] = {c: np.full(n, np.nan) for c in COLUMNS}
     out["occupancy_source"] = np.full(n, -1, np.int8)  # codes into SOURCES (-1: none)
@@ -208,13 +209,22 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
         props = by_id.get(int(device)) or (device_properties[0] if len(device_properties) == 1 else None)
         limits = sm_limits(props) if props else None
         rows = known[at]
-        if limits is None:
+        if limits is None:  # no limits to estimate from: Kineto's own estimate, where it wrote one, still holds
+            _recorded_only(out, rows, recorded[rows])
             continue
         device_tensor.append((rows, limits.tensor))
         _fill(out, rows, limits, grid[rows], threads[rows], regs[rows], shared[rows], recorded[rows])
     tensor = _tensor_core(frame, device_tensor)
     out["tensor_core"] = pd.arrays.BooleanArray(np.where(kernel, tensor, False), ~kernel)  # unknown off kernels
     return out
+
+
+def _recorded_only(out: dict[str, Any], rows: np.ndarray, recorded: np.ndarray) -> None:
+    """The occupancy Kineto recorded (`est. achieved occupancy %`, within 0–100 %) of kernels on a
+    device whose limits are unknown (no `deviceProperties`): the other columns need the limits."""
+    recorded = np.where((recorded >= 0) & (recorded <= 100), recorded, np.nan)
+    out["est_occupancy_pct"][rows] = recorded
+    out["occupancy_source"][rows] = np.where(np.isnan(recorded), -1, SOURCES.index(RECORDED))
 
 
 def _fill(

@@ -170,6 +170,22 @@ def test_no_device_properties_no_estimate(tmp_path: Path) -> None:
     assert device["sm_efficiency_pct"] is None and device["achieved_occupancy_pct"] is None
 
 
+def test_no_device_properties_keeps_the_recorded_occupancy(tmp_path: Path) -> None:
+    """Kineto's own `est. achieved occupancy %` needs no device limits (stop 57's schema campaign:
+    a trace without `deviceProperties` threw it away); what the limits give stays unknown."""
+    recorded = {"est. achieved occupancy %": 6, "blocks per SM": 1.0}
+    events = [_x("user_annotation", "ProfilerStep#1", 0, 100, {}), *_kernel("k", 10, 10, 1, 80, 256, **recorded)]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = ingest_trace(path, workers=1)
+    row = result.frame.iloc[0]
+    assert row["est_occupancy_pct"] == 6.0 and str(row["occupancy_source"]) == "recorded"
+    assert pd.isna(row["blocks_per_sm"]) and pd.isna(row["theoretical_occupancy_pct"])
+    (device,) = result.facts["efficiency"]["devices"]
+    # the SM efficiency from Kineto's recorded blocks per SM, as before: 10 µs at min(1.0, 1) of 100 µs
+    assert device["achieved_occupancy_pct"] == pytest.approx(6.0) and device["sm_efficiency_pct"] == pytest.approx(10.0)
+
+
 def test_pt19_matches_the_tensorboard_plugin() -> None:
     """The plugin's parser (tb_plugin 0.4.3) on this trace gives, per step (µs): Kernel 98420,
     98471, 98654, 98580, 98645, 98439; DataLoader 46723 for step 16; GPU utilization 63.607 %,
