@@ -628,6 +628,7 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         call_stack=("call_stack", "first"),
         **{name: (name, "sum") for name in EFFICIENCY_SUMS},
     ).reset_index(drop=True)
+    table["formula"] = _group_formulas(table["formula"], work["formula"], group)
     # missing texts count as "": each group's first value is its first row's
     for position, key in enumerate([*keys, *_FIRST_TEXTS]):
         texts = kernels[key].iloc[first].astype(object).fillna("").to_numpy()
@@ -637,6 +638,21 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 _FIRST_TEXTS = ("op_mapping", "category", "input_types")
+
+
+def _group_formulas(first: pd.Series, formulas: pd.Series, group: np.ndarray) -> pd.Series:
+    """Each group's formula: its calls' one, or — where they were costed with different ones
+    (collectives recorded without shapes grouped by name, attention calls of several steps) —
+    how many there were and the first, as the group's FLOPs and bytes are their mean."""
+    texts = formulas.astype(object)
+    codes = pd.factorize(texts.where(texts != ""), use_na_sentinel=True)[0]  # -1: no formula
+    costed = codes >= 0
+    pairs = np.unique(group[costed] * (int(codes.max(initial=0)) + 1) + codes[costed])
+    distinct = np.bincount(pairs // (int(codes.max(initial=0)) + 1), minlength=len(first))
+    result = first.astype(object).copy()
+    for row in np.flatnonzero(distinct > 1).tolist():
+        result.iat[row] = f"the mean of {distinct[row]:,} formulas; the first: {first.iat[row]}"
+    return result
 
 
 def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame:

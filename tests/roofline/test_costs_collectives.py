@@ -217,3 +217,53 @@ def test_rocm_memset_without_a_byte_count_takes_its_fill_ops_tensor(tmp_path: Pa
         "(estimate: no byte count recorded; the launching op's largest tensor)"
     )
     assert pd.isna(roofline.loc["aten::mean", "bytes"])
+
+
+def test_a_group_of_calls_costed_differently_quotes_how_many_formulas_it_averages(tmp_path: Path) -> None:
+    """Two device-to-device copies of 4,000 and 8,000 bytes under one `aten::copy_` recorded without
+    shapes are one roofline row (name, launcher, shapes): its bytes are the mean call's,
+    (2·4,000 + 2·8,000)/2 = 12,000, so its formula cannot be the first call's alone."""
+
+    def copy(ts: float, corr: int, nbytes: int) -> list[dict]:
+        return [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::copy_",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts,
+                "dur": 20,
+                "args": {"External id": corr},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaMemcpyAsync",
+                "pid": 1,
+                "tid": 1,
+                "ts": ts + 5,
+                "dur": 5,
+                "args": {"External id": corr, "correlation": corr},
+            },
+            {
+                "ph": "X",
+                "cat": "gpu_memcpy",
+                "name": "Memcpy DtoD (Device -> Device)",
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 12,
+                "dur": 2,
+                "args": {"External id": corr, "correlation": corr, "device": 0, "stream": 7, "bytes": nbytes},
+            },
+        ]
+
+    trace = tmp_path / "copies.json"
+    trace.write_text(json.dumps({"traceEvents": [*copy(0, 1, 4000), *copy(50, 2, 8000)]}))
+    out = tmp_path / "copies.atlas"
+    write_outputs(ingest_paths([trace]), out)
+    from kernel_atlas.report.build import build_report
+
+    (row,) = build_report(out, "h100-sxm", tmp_path / "c.html").analysis.roofline.to_dict("records")
+    assert row["count"] == 2 and row["bytes"] == 12_000.0
+    assert row["formula"] == "the mean of 2 formulas; the first: 4000 bytes read + written"
