@@ -37,7 +37,7 @@ from kernel_atlas.core.devices import Device
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import BatchFold
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
-from kernel_atlas.roofline.analysis import ROOFLINE_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
+from kernel_atlas.roofline.analysis import GROUP_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
 from kernel_atlas.store.outputs import load_kernels
 
 _SUMMED = ["count", "total_us", "op_time_us", *EFFICIENCY_SUMS]
@@ -248,7 +248,7 @@ def analyse_ranks(
     `timeline_rank`'s when it has GPU activity, else the rank with the most GPU time's.
     `loaded`: kernel rows of ranks already read, by rank (analysed in this process)."""
     kernels = None
-    groups_fold = sum_fold(ROOFLINE_KEYS, _SUMMED)
+    groups_fold = sum_fold(GROUP_KEYS, _SUMMED)
     timeshare_fold = sum_fold(["level", "key"], ["total_us", "count"])
     kernel_time_fold = sum_fold(_TREEMAP_KEYS, ["dur_us", "count"])
     facts: dict[str, Any] = {}

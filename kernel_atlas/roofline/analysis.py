@@ -2,7 +2,8 @@
 
 Costs are per CPU-op call: the kernels launched by one call (same `cpu_op_id`: a cuDNN
 convolution and its layout transforms, a GEMM and its split-K reduce) share one cost, counted
-on the call's longest kernel ("main"); the others are "helper" rows. A call's achieved FLOP/s
+on the call's longest kernel ("main"; among equals the first to start, then by name — not the
+order of the file); the others are "helper" rows. A call's achieved FLOP/s
 and bytes/s use the summed time of all its kernels. Collectives are costed from the message
 sizes NCCL records, memcpy/memset from their byte counts. Kernels without recorded shapes
 (graph replays, launches outside the profiling window) keep their time and get the reason.
@@ -316,8 +317,11 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     # summed as pandas sums groups (compensated, each call's kernels in row order), so call
     # times do not depend on how the calls were numbered
     op_time[call_rows] = pd.Series(dur).groupby(call).transform("sum").to_numpy()
-    # the longest kernel of each call, the first one among equals
-    longest_first = np.lexsort((call_rows, -dur, call))
+    # the longest kernel of each call; among equals the first to start, then by name — never the
+    # order the trace wrote them in (it changed the call's cost: the main kernel's rule picks the
+    # formula, and a batch norm's statistics kernel tied with its fill kernel)
+    starts = frame["ts_us"].to_numpy(dtype=np.float64)[call_rows]
+    longest_first = np.lexsort((call_rows, _lexical_ranks(frame["name"])[call_rows], starts, -dur, call))
     firsts = np.flatnonzero(np.diff(call[longest_first], prepend=-1) != 0)
     main_of_call = call_rows[longest_first[firsts]]  # indexed by call id: ids are numbered 0, 1, … in order
     is_main = np.zeros(n, dtype=bool)
@@ -463,6 +467,19 @@ def _copied_bytes(frame: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
     return tensors.nelems * itemsize
 
 
+def _lexical_ranks(texts: pd.Series) -> np.ndarray:
+    """Each row's text as its rank in lexical order (missing: after all), worked out on the
+    distinct texts."""
+    if isinstance(texts.dtype, pd.CategoricalDtype):  # the kernels' names: codes already
+        codes, uniques = texts.cat.codes.to_numpy(np.int64), texts.cat.categories
+    else:
+        codes, uniques = pd.factorize(texts.astype(object), use_na_sentinel=True)
+    ranks = np.empty(len(uniques) + 1, np.int64)
+    ranks[np.argsort(np.asarray(uniques, dtype=str), kind="stable")] = np.arange(len(uniques))
+    ranks[-1] = len(uniques)
+    return ranks[codes]
+
+
 def _link_notes(link: pd.Series) -> np.ndarray:
     """How each row was linked, as a note (objects): empty for the usual link by correlation,
     missing where the link is; one text per distinct value, not per row."""
@@ -602,17 +619,21 @@ def _drop_impossible_costs(kernels: pd.DataFrame) -> None:
 
 
 ROOFLINE_KEYS = ["name", "launcher", "input_dims", "role"]
+# a roofline row's calls also share their note: how they were linked, or why they have no cost
+# (kernels of one name without a launcher, some graph-replayed and some launched before the
+# window, were one row with the reason of whichever came first in the trace)
+GROUP_KEYS = [*ROOFLINE_KEYS, "note"]
 
 
 def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Costed kernel rows grouped by (name, launcher, input shapes, role): counts and summed
+    """Costed kernel rows grouped by (name, launcher, input shapes, role, note): counts and summed
     times, the per-call cost of the group. Groups of several runs (ranks) add up: sum `count`,
     `total_us` and `op_time_us`, keep the first of the rest (see `roofline_metrics`)."""
     keys = ROOFLINE_KEYS
     work = kernels[["dur_us", "op_time_us", "flops", "bytes", "precision", "unit", "note", "formula", "call_stack"]]
     work = pd.concat([work, efficiency_sums(kernels)], axis=1)
-    # groups in order of first appearance; a missing name, launcher or shape counts as ""
-    group, first = _first_seen_groups([kernels[k] for k in keys])
+    # groups in order of first appearance; a missing name, launcher, shape or note counts as ""
+    group, first = _first_seen_groups([kernels[k] for k in GROUP_KEYS])
     grouped = work.groupby(group, sort=True)
     table = grouped.agg(
         count=("dur_us", "size"),

@@ -120,7 +120,9 @@ def test_a_folder_ingested_in_parallel_writes_what_one_at_a_time_writes(tmp_path
         events = trace["traceEvents"]
         kernel = next(e for e in events if e.get("cat") == "kernel")
         if rank == 0:
-            events.append({**kernel, "ts": kernel["ts"] + 1e6, "args": {**kernel["args"], "correlation": 10**9}})
+            # a kernel whose launch and op are not in the trace (an External id that names no op)
+            lost = {**kernel["args"], "correlation": 10**9, "External id": 10**9}
+            events.append({**kernel, "ts": kernel["ts"] + 1e6, "args": lost})
             ops = [e for e in events if e.get("cat") == "cpu_op"]
             events += [{**e, "ts": e["ts"] + 1e7 * (k + 1)} for k in range(40) for e in ops]
         if rank == 2:
