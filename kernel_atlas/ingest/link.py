@@ -25,6 +25,7 @@ from kernel_atlas.ingest.autograd import autograd_links
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     CPU_OP,
+    PYTHON,
     RUNTIME,
     HostTable,
     TraceColumns,
@@ -111,6 +112,21 @@ class LaunchContext:
     autograd_partner: list[str | None] = field(default_factory=list)  # its forward op / backward node (autograd.py)
 
 
+# ranges of one start and length on one thread: which kind encloses which (lower outside) — an
+# annotation (a step, a record_function) the Python frames, a frame the ops it calls, an op its
+# runtime calls
+_ENCLOSING_RANK = np.zeros(4, np.int64)
+_ENCLOSING_RANK[[ANNOTATION, PYTHON, CPU_OP, RUNTIME]] = [0, 1, 2, 3]
+
+
+def _enclosing_first(host: HostTable) -> np.ndarray:
+    """`nesting_parents`' tie order: by kind (`_ENCLOSING_RANK`), then External id — a call's id is
+    taken as it starts, so an op's is below those of the ops it calls —, ranges without one last."""
+    rank = _ENCLOSING_RANK[np.clip(host.family.astype(np.int64), 0, 3)]
+    last = (1 << 60) - 1
+    return (rank << 60) + np.where(host.external_id >= 0, np.minimum(host.external_id, last), last)
+
+
 @dataclass
 class HostNesting:
     """Per-trace lookups shared by every launch: range parents, step ranges, short names."""
@@ -122,8 +138,10 @@ class HostNesting:
     @classmethod
     def of(cls, host: HostTable, parent: np.ndarray | None = None) -> HostNesting:
         """`parent`: the ranges' `nesting_parents`, when already known."""
+        if parent is None:
+            parent = nesting_parents(host.thread, host.ts, host.end, _enclosing_first(host))
         return cls(
-            parent=nesting_parents(host.thread, host.ts, host.end) if parent is None else parent,
+            parent=parent,
             is_profiler_step=np.array([step_number(s) is not None for s in host.names], dtype=bool),
             short=[short_frame(s) for s in host.names],
         )

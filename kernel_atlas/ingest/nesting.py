@@ -22,8 +22,14 @@ NEST_TOLERANCE_US = 0.005
 _PARALLEL_MIN = 50_000  # ranges on a thread worth a thread of their own
 
 
-def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Index of the innermost enclosing range on the same thread, -1 for top-level ranges."""
+def nesting_parents(
+    thread: np.ndarray, start: np.ndarray, end: np.ndarray, tie: np.ndarray | None = None
+) -> np.ndarray:
+    """Index of the innermost enclosing range on the same thread, -1 for top-level ranges.
+    `tie`: for ranges of equal start and length, which encloses which (lower outside), so that
+    the file's order never decides (`aten::item` and its `aten::_local_scalar_dense`, both 31 µs
+    from one instant, swapped launcher and stack when the trace was written in another order);
+    among equal ties, the file's order."""
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
@@ -35,7 +41,7 @@ def nesting_parents(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> n
     shifted = start - origin
     length = end - origin
     length -= shifted
-    order = by_thread_start_longest_first(thread, shifted, length)
+    order = by_thread_start_longest_first(thread, shifted, length, tie)
     del shifted, length
     cuts = np.flatnonzero(np.diff(thread[order])) + 1
     bounds = np.concatenate(([0], cuts, [n]))
@@ -125,10 +131,12 @@ def _ends_first(rows: np.ndarray, parent: np.ndarray, end: np.ndarray, eps: floa
     return rows[parent_end < end[rows]]
 
 
-def by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
-    """`np.lexsort((-length, start, thread))`, faster: sort by (thread, start), then reorder
-    only the runs of equal (thread, start) longest first. Traces are nearly sorted by start,
-    which the two-key sort exploits; a random third key would not let it."""
+def by_thread_start_longest_first(
+    thread: np.ndarray, start: np.ndarray, length: np.ndarray, tie: np.ndarray | None = None
+) -> np.ndarray:
+    """`np.lexsort((tie, -length, start, thread))`, faster: sort by (thread, start), then reorder
+    only the runs of equal (thread, start) longest first, then by `tie`. Traces are nearly sorted
+    by start, which the two-key sort exploits; a random third key would not let it."""
     order = np.lexsort((start, thread))
     t, s = thread[order], start[order]
     tied = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] == s[:-1]))
@@ -139,7 +147,8 @@ def by_thread_start_longest_first(thread: np.ndarray, start: np.ndarray, length:
     members = np.flatnonzero(is_tied | np.r_[False, is_tied[:-1]])
     run = np.cumsum(np.r_[True, ~is_tied[members[1:] - 1]])  # a new run unless tied to the previous
     members_order = order[members]
-    order[members] = members_order[np.lexsort((-length[members_order], run))]
+    keys = (-length[members_order], run) if tie is None else (tie[members_order], -length[members_order], run)
+    order[members] = members_order[np.lexsort(keys)]
     return order
 
 

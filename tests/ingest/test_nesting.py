@@ -94,3 +94,61 @@ def test_a_module_path_keeps_its_innermost_modules() -> None:
 
     assert innermost_modules("a.b.c.d", 7) == "a.b.c.d"
     assert innermost_modules("a.b.c.d", 4) == "…c.d"  # 1 + 3 characters
+
+
+def test_ranges_of_one_start_and_length_nest_by_their_tie_not_their_order() -> None:
+    """Two ranges [100, 131] on one thread and a third [105, 110] inside both: the one of lower
+    `tie` encloses the other, whichever comes first in the arrays."""
+    thread = np.zeros(3, np.int64)
+    start, end = np.array([100.0, 100.0, 105.0]), np.array([131.0, 131.0, 110.0])
+    assert nesting_parents(thread, start, end, np.array([10, 11, 12])).tolist() == [-1, 0, 1]
+    assert nesting_parents(thread, start, end, np.array([11, 10, 12])).tolist() == [1, -1, 0]
+
+
+def test_aten_item_encloses_its_local_scalar_dense_in_any_file_order(tmp_path) -> None:
+    """`aten::item` calls `aten::_local_scalar_dense`; PyTorch recorded both over the same 31 µs,
+    External ids 10 and 11 (an op's id is taken as it starts). The copy launched inside is the
+    inner op's, whichever order the trace writes the two in (a shuffled trace swapped them)."""
+    import json
+
+    from kernel_atlas.ingest.pipeline import ingest_trace
+
+    def op(name: str, ext: int) -> dict:
+        return {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": name,
+            "pid": 1,
+            "tid": 1,
+            "ts": 100,
+            "dur": 31,
+            "args": {"External id": ext},
+        }
+
+    launch = {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaMemcpyAsync",
+        "pid": 1,
+        "tid": 1,
+        "ts": 105,
+        "dur": 5,
+        "args": {"External id": 11, "correlation": 7},
+    }
+    copy = {
+        "ph": "X",
+        "cat": "gpu_memcpy",
+        "name": "Memcpy DtoH (Device -> Pageable)",
+        "pid": 0,
+        "tid": 7,
+        "ts": 112,
+        "dur": 2,
+        "args": {"External id": 11, "correlation": 7, "device": 0, "stream": 7, "bytes": 4},
+    }
+    outer, inner = op("aten::item", 10), op("aten::_local_scalar_dense", 11)
+    for name, events in (("a", [outer, inner, launch, copy]), ("b", [inner, outer, launch, copy])):
+        trace = tmp_path / f"{name}.json"
+        trace.write_text(json.dumps({"traceEvents": events}))
+        row = ingest_trace(trace).frame.iloc[0]
+        assert row["launcher"] == "aten::_local_scalar_dense", name
+        assert row["call_stack"] == "cudaMemcpyAsync <- aten::_local_scalar_dense <- aten::item", name
