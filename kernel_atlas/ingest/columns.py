@@ -56,7 +56,8 @@ __all__ = [
 
 @dataclass
 class GpuTable:
-    """GPU activities (kernels, memcpys, memsets) in trace order."""
+    """GPU activities (kernels, memcpys, memsets), as read; in time order once read
+    (`time_order`)."""
 
     name: pd.Categorical
     kind: pd.Categorical  # "kernel" / "memcpy" / "memset"
@@ -104,6 +105,21 @@ class GpuTable:
             else:
                 taken[column.name] = values[rows].remove_unused_categories()
         return GpuTable(**taken)
+
+    def time_order(self) -> np.ndarray | None:
+        """The rows by start, then device, stream, correlation, duration and name (in lexical
+        order): an order of the activities themselves, never of the file — a trace may write its
+        events in any order, and the first rows of a group pick its roofline row's call stack,
+        dtypes and formula. None where the rows are in that order already."""
+        n = len(self)
+        if n < 2:
+            return None
+        names = np.asarray(self.name.categories, dtype=str)
+        lexical = np.empty(len(names) + 1, np.int64)
+        lexical[np.argsort(names, kind="stable")] = np.arange(len(names))
+        lexical[-1] = len(names)  # a missing name last
+        order = np.lexsort((lexical[self.name.codes], self.dur, self.correlation, self.stream, self.device, self.ts))
+        return None if (order == np.arange(n)).all() else order
 
 
 @dataclass

@@ -241,6 +241,11 @@ def ingest_trace(
             f"{path}: {counted(n, 'GPU activity', 'GPU activities')} repeated an earlier one exactly (the same "
             f"kind, name, start, duration, device, stream and correlation): each read once"
         )
+    order = cols.gpu.time_order()
+    if order is not None:  # the tables in time order, whatever order the trace wrote them in
+        cols.gpu = cols.gpu.take(order)
+        if nsys_read is not None and len(nsys_read.node_creation) == len(order):
+            nsys_read.node_creation = nsys_read.node_creation[order]
     cols_ignored = cols.ignored
     detected = _rank_of(path, trace.distributed_info, warnings)
     rank = detected if detected is not None else (rank if rank is not None else 0)

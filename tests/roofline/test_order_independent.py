@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.pipeline import ingest_paths
@@ -69,3 +70,38 @@ def test_kernels_without_a_launcher_keep_their_own_reason(tmp_path: Path) -> Non
         roofline = _roofline(tmp_path, name, events).set_index("note")
         assert roofline.loc["launch not in the trace (issued before the profiling window opened)", "total_us"] == 20.0
         assert roofline.loc["replayed from a CUDA/HIP graph (no per-kernel launcher)", "total_us"] == 10.0
+
+
+def test_a_shuffled_trace_gives_the_same_tables_and_report(tmp_path: Path) -> None:
+    """The shared a100_diff_control trace and the same events shuffled: every kernel row, every
+    roofline row (its representative call stack, dtypes and formula included) and report.json
+    equal; the kernel rows in time order."""
+    import gzip
+    import random
+
+    from tests.support.traces import has_trace, trace_path
+
+    if not has_trace("a100_diff_control"):
+        pytest.skip("../shared/traces not present")
+    with gzip.open(trace_path("a100_diff_control"), "rt") as handle:
+        document = json.load(handle)
+    random.Random(1).shuffle(document["traceEvents"])
+    shuffled = tmp_path / "shuffled" / "a100_diff_control.json.gz"  # the same name: the `trace` column
+    shuffled.parent.mkdir()
+    with gzip.open(shuffled, "wt") as handle:
+        json.dump(document, handle)
+    reports, tables = [], []
+    for name, trace in (("as_written", trace_path("a100_diff_control")), ("shuffled", shuffled)):
+        out = tmp_path / f"{name}.atlas"
+        write_outputs(ingest_paths([trace]), out)
+        report = build_report(out)
+        facts = json.loads((out / "report.json").read_text())
+        facts.pop("run_id")
+        reports.append(facts)
+        kernels = pd.read_parquet(out / "kernels.parquet").drop(columns=["launch_thread", "cpu_op_id"])
+        tables.append((kernels, report.analysis.roofline))
+    (kernels_a, roofline_a), (kernels_b, roofline_b) = tables
+    assert kernels_a["ts_us"].is_monotonic_increasing
+    pd.testing.assert_frame_equal(kernels_a, kernels_b, check_categorical=False)  # categories: in first-seen order
+    pd.testing.assert_frame_equal(roofline_a, roofline_b, check_categorical=False)
+    assert reports[0] == reports[1]
