@@ -14,7 +14,7 @@ Rules (see shared/kineto-format.md, checked on the shared traces):
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -119,12 +119,17 @@ _ENCLOSING_RANK = np.zeros(4, np.int64)
 _ENCLOSING_RANK[[ANNOTATION, PYTHON, CPU_OP, RUNTIME]] = [0, 1, 2, 3]
 
 
-def _enclosing_first(host: HostTable) -> np.ndarray:
-    """`nesting_parents`' tie order: by kind (`_ENCLOSING_RANK`), then External id — a call's id is
-    taken as it starts, so an op's is below those of the ops it calls —, ranges without one last."""
-    rank = _ENCLOSING_RANK[np.clip(host.family.astype(np.int64), 0, 3)]
-    last = (1 << 60) - 1
-    return (rank << 60) + np.where(host.external_id >= 0, np.minimum(host.external_id, last), last)
+def _enclosing_first(host: HostTable) -> Callable[[np.ndarray], np.ndarray]:
+    """`nesting_parents`' tie order of rows: by kind (`_ENCLOSING_RANK`), then External id — a
+    call's id is taken as it starts, so an op's is below those of the ops it calls —, ranges
+    without one last."""
+
+    def tie(rows: np.ndarray) -> np.ndarray:
+        rank = _ENCLOSING_RANK[np.clip(host.family[rows].astype(np.int64), 0, 3)]
+        ids, last = host.external_id[rows], (1 << 60) - 1
+        return (rank << 60) + np.where(ids >= 0, np.minimum(ids, last), last)
+
+    return tie
 
 
 @dataclass

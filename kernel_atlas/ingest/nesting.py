@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,13 +24,13 @@ _PARALLEL_MIN = 50_000  # ranges on a thread worth a thread of their own
 
 
 def nesting_parents(
-    thread: np.ndarray, start: np.ndarray, end: np.ndarray, tie: np.ndarray | None = None
+    thread: np.ndarray, start: np.ndarray, end: np.ndarray, tie: Callable[[np.ndarray], np.ndarray] | None = None
 ) -> np.ndarray:
     """Index of the innermost enclosing range on the same thread, -1 for top-level ranges.
-    `tie`: for ranges of equal start and length, which encloses which (lower outside), so that
-    the file's order never decides (`aten::item` and its `aten::_local_scalar_dense`, both 31 µs
-    from one instant, swapped launcher and stack when the trace was written in another order);
-    among equal ties, the file's order."""
+    `tie(rows)`: for ranges of equal start and length, which encloses which (lower outside), so
+    that the file's order never decides (`aten::item` and its `aten::_local_scalar_dense`, both
+    31 µs from one instant, swapped launcher and stack when the trace was written in another
+    order); among equal ties, the file's order. Asked only of the rows that tie (few)."""
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
     if n == 0:
@@ -132,11 +133,12 @@ def _ends_first(rows: np.ndarray, parent: np.ndarray, end: np.ndarray, eps: floa
 
 
 def by_thread_start_longest_first(
-    thread: np.ndarray, start: np.ndarray, length: np.ndarray, tie: np.ndarray | None = None
+    thread: np.ndarray, start: np.ndarray, length: np.ndarray, tie: Callable[[np.ndarray], np.ndarray] | None = None
 ) -> np.ndarray:
-    """`np.lexsort((tie, -length, start, thread))`, faster: sort by (thread, start), then reorder
-    only the runs of equal (thread, start) longest first, then by `tie`. Traces are nearly sorted
-    by start, which the two-key sort exploits; a random third key would not let it."""
+    """`np.lexsort((tie(all), -length, start, thread))`, faster: sort by (thread, start), then
+    reorder only the runs of equal (thread, start) longest first, then by `tie` of their rows.
+    Traces are nearly sorted by start, which the two-key sort exploits; a random third key would
+    not let it."""
     order = np.lexsort((start, thread))
     t, s = thread[order], start[order]
     tied = np.flatnonzero((t[1:] == t[:-1]) & (s[1:] == s[:-1]))
@@ -147,7 +149,7 @@ def by_thread_start_longest_first(
     members = np.flatnonzero(is_tied | np.r_[False, is_tied[:-1]])
     run = np.cumsum(np.r_[True, ~is_tied[members[1:] - 1]])  # a new run unless tied to the previous
     members_order = order[members]
-    keys = (-length[members_order], run) if tie is None else (tie[members_order], -length[members_order], run)
+    keys = (-length[members_order], run) if tie is None else (tie(members_order), -length[members_order], run)
     order[members] = members_order[np.lexsort(keys)]
     return order
 

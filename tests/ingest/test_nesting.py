@@ -101,8 +101,8 @@ def test_ranges_of_one_start_and_length_nest_by_their_tie_not_their_order() -> N
     `tie` encloses the other, whichever comes first in the arrays."""
     thread = np.zeros(3, np.int64)
     start, end = np.array([100.0, 100.0, 105.0]), np.array([131.0, 131.0, 110.0])
-    assert nesting_parents(thread, start, end, np.array([10, 11, 12])).tolist() == [-1, 0, 1]
-    assert nesting_parents(thread, start, end, np.array([11, 10, 12])).tolist() == [1, -1, 0]
+    assert nesting_parents(thread, start, end, np.array([10, 11, 12]).__getitem__).tolist() == [-1, 0, 1]
+    assert nesting_parents(thread, start, end, np.array([11, 10, 12]).__getitem__).tolist() == [1, -1, 0]
 
 
 def test_aten_item_encloses_its_local_scalar_dense_in_any_file_order(tmp_path) -> None:
