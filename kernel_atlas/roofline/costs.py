@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -112,7 +112,7 @@ def _tensor(call: Call, index: int, what: str) -> Arg:
     return call.args[index]
 
 
-def _why_not_tensor(args: list[Arg], index: int) -> str:
+def _why_not_tensor(args: Sequence[Arg], index: int) -> str:
     """Why input `index` is no tensor that can be costed, as the trace shows it."""
     arg = args[index] if index < len(args) else None
     if arg is not None and arg.dims and not arg.dtype:  # PyTorch 1.8: `Input Dims` without `Input type`
