@@ -143,6 +143,10 @@ def solve_paths(
     if joint:
         graph = join_ranks(graphs, matched)
         path = longest_path(graph)
+        if not path.converged:  # collectives matched across ranks of other clocks or runs: cycles in time
+            joint = False
+            notes.append(NOT_JOINED_CYCLES)
+    if joint:
         segs, causal, rank = segments(graph, path), None, None
     else:
         rank, path, graph, kernels, host = best
@@ -161,6 +165,12 @@ def solve_paths(
         "notes": notes + graph.notes,
     }
     return SolvedPaths(CriticalPathResult(segs, facts), causal)
+
+
+NOT_JOINED_CYCLES = (
+    "ranks not joined: the collectives matched across them make cycles in time (clocks that disagree, "
+    "or traces of different runs), so no longest path exists; each rank solved alone"
+)
 
 
 # ranks solved alone are solved in parallel (`jobs`) only when there are at least this many: a

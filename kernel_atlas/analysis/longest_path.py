@@ -17,6 +17,10 @@ from kernel_atlas.analysis.critical_path import Graph
 class Path:
     length_us: float
     edges: np.ndarray  # edge indices on the path, in time order
+    # False where the runs going back in time form a cycle of positive weight: the relaxation
+    # never settles, its distances grow with every pass, and `length_us` is the weight of the
+    # path walked back from the farthest node (cycle cut), not a longest path
+    converged: bool = True
 
 
 def _node_order(graph: Graph, nodes: np.ndarray) -> np.ndarray:
@@ -138,15 +142,19 @@ def _solver(graph: Graph) -> _Solver:
     return solver
 
 
-def _relax(graph: Graph, w: np.ndarray, max_passes: int, with_pred: bool) -> tuple[list[float], list[int], _Solver]:
-    """The heaviest distance to every compact node over the contracted graph and, `with_pred`,
-    each node's incoming run (index into the solver's order, -1 none; see `longest_path`)."""
+def _relax(
+    graph: Graph, w: np.ndarray, max_passes: int, with_pred: bool
+) -> tuple[list[float], list[int], _Solver, bool]:
+    """The heaviest distance to every compact node over the contracted graph, each node's
+    incoming run with `with_pred` (index into the solver's order, -1 none; see `longest_path`),
+    and whether the distances settled (a last pass changed nothing)."""
     solver = _solver(graph)
     runs = solver.runs
     weights = np.bincount(runs.run_of, weights=w[runs.on_run], minlength=len(runs.heads))
     src, dst, ws = solver.src, solver.dst, weights[solver.order].tolist()
     dist = [0.0] * solver.n_compact
     pred = [-1] * solver.n_compact if with_pred else []
+    changed = True
     for _ in range(min(solver.backward, max_passes) + 1):
         changed = False
         if with_pred:
@@ -169,7 +177,8 @@ def _relax(graph: Graph, w: np.ndarray, max_passes: int, with_pred: bool) -> tup
             note = f"{solver.backward} edges go back in time (clock disagreements); the path may be inexact"
             if note not in graph.notes:
                 graph.notes.append(note)
-    return dist, pred, solver
+    # one pass orders everything when nothing goes back; else a pass that changed nothing settles it
+    return dist, pred, solver, not (changed and solver.backward)
 
 
 def solves_exactly(graph: Graph) -> bool:
@@ -183,7 +192,7 @@ def longest_path_length(graph: Graph, weight: np.ndarray | None = None, max_pass
     only the length)."""
     if graph.n_nodes == 0 or len(graph.src) == 0:
         return 0.0
-    dist, _, _ = _relax(graph, graph.weight if weight is None else weight, max_passes, with_pred=False)
+    dist, _, _, _ = _relax(graph, graph.weight if weight is None else weight, max_passes, with_pred=False)
     return float(max(dist, default=0.0))
 
 
@@ -193,7 +202,8 @@ def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int
     that disagree — takes another pass, until nothing changes)."""
     if graph.n_nodes == 0 or len(graph.src) == 0:
         return Path(0.0, np.empty(0, np.int64))
-    dist, pred, solver = _relax(graph, graph.weight if weight is None else weight, max_passes, with_pred=True)
+    w = graph.weight if weight is None else weight
+    dist, pred, solver, converged = _relax(graph, w, max_passes, with_pred=True)
     if not dist:
         return Path(0.0, np.empty(0, np.int64))
     dist_a = np.asarray(dist)
@@ -205,7 +215,10 @@ def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int
         chosen.append(int(solver.order[i]))
         node = solver.src[i]
     chosen.reverse()
-    return Path(float(dist_a.max()), _run_members(solver.runs, np.asarray(chosen, np.int64)))
+    edges = _run_members(solver.runs, np.asarray(chosen, np.int64))
+    if converged:
+        return Path(float(dist_a.max()), edges)
+    return Path(float(w[edges].sum()) if len(edges) else 0.0, edges, converged=False)
 
 
 def _run_members(runs: _Runs, chosen: np.ndarray) -> np.ndarray:

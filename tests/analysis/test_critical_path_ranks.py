@@ -169,3 +169,25 @@ def test_send_and_recv_are_joined_across_ranks(tmp_path: Path) -> None:
     assert segs["kind"].tolist() == ["cpu", "launch", "collective", "cpu"]
     assert segs["dur_us"].tolist() == pytest.approx([38.0, 2.0, 20.0, 10.0])
     assert facts["breakdown_pct"]["gpu_communication_bound"] == 28.57  # 20 of 70
+
+
+def test_ranks_whose_collectives_make_cycles_in_time_are_solved_alone(tmp_path: Path) -> None:
+    """Rank 3 of an 8-rank A100 job and rank 1 of a 2-rank V100 job, ingested together: their
+    collectives match by name and order, but the two clocks are unrelated, so the joined graph
+    has cycles of positive weight and no longest path. The joint solve gave 3,099,291 µs — more
+    than either rank's whole span — beside segments summing to 356,834 µs. Each rank is solved
+    alone instead, and the run's path is the longer rank's: 740,619 µs (rank 1), its segments
+    summing to it (stop 57's cross-output campaign)."""
+    from tests.support.traces import has_trace, trace_path
+
+    if not (has_trace("a100_diff_control") and has_trace("v100_diff_test")):
+        pytest.skip("../shared/traces not present")
+    out = tmp_path / "two_jobs"
+    write_outputs(ingest_paths([trace_path("a100_diff_control"), trace_path("v100_diff_test")]), out)
+    build_report(out)
+    facts = json.loads((out / "report.json").read_text())["critical_path"]
+    per_rank = {entry["rank"]: entry["total_us"] for entry in facts["per_rank"]}
+    assert per_rank == {1: 740_619.0, 3: 189_828.0}
+    assert facts["joint_ranks"] == 1 and facts["total_us"] == 740_619.0 and facts["rank"] == 1
+    assert facts["notes"][0].startswith("ranks not joined: the collectives matched across them make cycles in time")
+    assert pd.read_parquet(out / "critical_path.parquet")["dur_us"].sum() == pytest.approx(740_619.0)
