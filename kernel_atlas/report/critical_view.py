@@ -27,9 +27,22 @@ _PAYS_COLUMNS = (
 
 
 def _name(text: str | None, wide: bool) -> str:
+    """A kernel's name, shortened (`display_name`) unless `wide`."""
     if not text:
         return "—"
     return text if wide else display_name(text)
+
+
+def _frame(text: str | None, wide: bool) -> str:
+    """A host frame as it is, a Python frame without its folders (`torch/nn/modules/linear.py(114):
+    forward` → `linear.py(114): forward`): a kernel's shortening cut `Torch-Compiled Region: 0/0`
+    to `0/0` and a DataLoader frame to `enumerate`. The table fits what is still too long."""
+    if not text:
+        return "—"
+    if wide or ".py(" not in text:
+        return text
+    where, _, function = text.partition("): ")
+    return where.rsplit("/", 1)[-1] + "): " + function if function else where.rsplit("/", 1)[-1]
 
 
 def _where(facts: dict[str, Any]) -> str:
@@ -55,7 +68,7 @@ def print_critical_path(console: Console, facts: dict[str, Any] | None, top: int
                 f"{entry['pct']:.1f}",
                 f"{entry['segments']:,}",
                 "frame",
-                _name(entry["frame"], wide),
+                _frame(entry["frame"], wide),
             ]
         )
     kernels = facts.get("top", {}).get("kernel", [])[:top]

@@ -44,9 +44,12 @@ def steps_table(summary: dict[str, Any]) -> pd.DataFrame:
 
 
 def step_count(efficiency: dict[str, Any]) -> int:
-    """How many steps a trace's efficiency covers (`steps` lists the first MAX_STEP_ROWS)."""
+    """How many steps a trace's efficiency covers (`steps` lists the first MAX_STEP_ROWS); 0 for
+    a trace without steps, whose one row is the whole trace (`step` null)."""
     total = efficiency.get("steps_total")
-    return total if isinstance(total, int) else len(efficiency["steps"])
+    if isinstance(total, int):
+        return total
+    return sum(1 for step in efficiency["steps"] if isinstance(step, dict) and step.get("step") is not None)
 
 
 def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +68,7 @@ def _pct(value: float | None) -> str:
 
 def device_line(device: dict[str, Any], steps: int) -> str:
     metrics = ", ".join(f"{_LABELS[m]} {_pct(device.get(m))}" for m in METRICS)
-    span = f"{steps} steps" if steps != 1 else "1 step"
+    span = f"{steps:,} steps" if steps > 1 else ("1 step" if steps == 1 else "the whole trace (no steps recorded)")
     return f"  device {device['device']} efficiency over {span}: {metrics}"
 
 

@@ -8,6 +8,7 @@ adding a section is adding one function to `REPORT_SECTIONS` / `TRACE_LINES`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -396,13 +397,16 @@ _KIND = {
 }
 
 
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # `a.b.Module_3`, not `[param|a.b|0]`
+
+
 def _short_where(where: str) -> str:
     """`op / a.b.Module_3 / dir/file.py(12): forward` → `op / Module_3 / file.py(12)`."""
     parts = []
     for part in where.split(" / "):
         if ".py(" in part:
             part = part.split("): ", 1)[0].rsplit("/", 1)[-1] + ")"
-        elif "." in part and " " not in part:
+        elif _DOTTED.fullmatch(part):  # a module path: its innermost name
             part = part.rsplit(".", 1)[-1]
         parts.append(part)
     return " / ".join(parts)

@@ -238,3 +238,29 @@ def test_replay_all_is_quiet_in_a_pipe(reports) -> None:
     assert result.exit_code == 0, result.output
     assert "replaying on" not in result.output and "━" not in result.output  # no bar, no leftovers
     assert re.search(r"\d+/\d+ replayed", result.output)
+
+
+def test_host_frames_and_places_keep_what_tells_them_apart() -> None:
+    """Stop 57's cross-output campaign: a kernel's shortening cut the critical path's frame
+    `Torch-Compiled Region: 0/0` to `0/0`, and a finding's place `[param|pytorch.model.alex_net|0|0|0]`
+    to `alex_net|0|0|0]` with no mark of the cut. A Python frame loses only its folders; a module
+    path its outer names; anything else stays as written (the tables fit it, marking cuts)."""
+    from kernel_atlas.report.critical_view import _frame
+    from kernel_atlas.report.terminal import _short_where
+
+    assert _frame("Torch-Compiled Region: 0/0", wide=False) == "Torch-Compiled Region: 0/0"
+    assert _frame("torch/nn/modules/linear.py(114): forward", wide=False) == "linear.py(114): forward"
+    assert _frame("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", wide=False).startswith("enumerate(")
+    assert _short_where("[param|pytorch.model.alex_net|0|0|0]") == "[param|pytorch.model.alex_net|0|0|0]"
+    assert _short_where("aten::mm / a.b.Module_3 / dir/file.py(12): forward") == "aten::mm / Module_3 / file.py(12)"
+
+
+def test_a_trace_without_steps_is_not_one_step() -> None:
+    """The efficiency of a trace without ProfilerStep ranges covers the whole trace (one row,
+    `step` null): "over 1 step" said a step the trace does not have."""
+    from kernel_atlas.report.efficiency_view import device_line, step_count
+
+    whole = {"steps": [{"step": None, "start_us": 0.0, "end_us": 10.0}], "devices": []}
+    assert step_count(whole) == 0 and step_count({"steps": [{"step": 3}], "devices": []}) == 1
+    line = device_line({"device": 0, "gpu_utilization_pct": 50.0}, step_count(whole))
+    assert line.startswith("  device 0 efficiency over the whole trace (no steps recorded): GPU utilization 50.0%")
