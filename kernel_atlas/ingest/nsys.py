@@ -539,6 +539,9 @@ class _HostPart:
     end: np.ndarray
     correlation: np.ndarray
     dims: np.ndarray  # object: canonical input dims JSON or None
+    # emit_nvtx's `op_id` of an op range (-1 none): taken as the op starts, it orders two ranges
+    # of one start and length as their External ids do in a Kineto trace (`link._enclosing_first`)
+    external_id: np.ndarray | None = None
 
 
 def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostPart | None:
@@ -585,7 +588,8 @@ SELECT start, "end", globalTid,
     tagged,
     CASE WHEN instr(tail, ', input_op_ids = ') > 0 THEN substr(tail, 1, instr(tail, ', input_op_ids = ') - 1)
          ELSE tail END,
-    long
+    long,
+    CASE WHEN instr(t, ', op_id = ') > 0 THEN CAST(substr(t, instr(t, ', op_id = ') + 10) AS INTEGER) END
 FROM split
 """
 
@@ -615,7 +619,7 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     rows = export._query(sql, args)
     export.rows += len(rows)
     n = len(rows)
-    data = np.array(rows, dtype=object) if n else np.empty((0, 7), dtype=object)
+    data = np.array(rows, dtype=object) if n else np.empty((0, 8), dtype=object)
     export.cut += int((data[:, 6] == 1).sum())  # a cut text's sizes are no longer JSON: not recorded
     family, names, dims = _nvtx_ranges(data[:, 3], data[:, 4].astype(bool), data[:, 5])
     return _HostPart(
@@ -626,6 +630,7 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
         end=_ints(data[:, 1], n, 0) / 1000.0,
         correlation=np.full(n, -1, dtype=np.int64),
         dims=dims,
+        external_id=_ints(data[:, 7], n),
     )
 
 
@@ -741,6 +746,8 @@ def _host_table(parts: list[_HostPart], ignored: dict[str, int]) -> HostTable:
     dim_codes, dim_texts = pd.factorize(pd.Series(dims, dtype=object), use_na_sentinel=True)
     n = len(names)
     minus = np.full(n, -1, dtype=np.int64)
+    ids = [p.external_id if p.external_id is not None else np.full(len(p.ts), -1, np.int64) for p in parts]
+    external_id = np.concatenate(ids)[timed] if parts else minus
     return HostTable(
         family=cat("family", np.dtype(np.int8)),
         name_code=name_codes.astype(np.int64),
@@ -749,7 +756,7 @@ def _host_table(parts: list[_HostPart], ignored: dict[str, int]) -> HostTable:
         ts=ts,
         end=end,
         correlation=cat("correlation", np.dtype(np.int64)),
-        external_id=minus,
+        external_id=external_id,
         shape=dim_codes.astype(np.int64),
         shapes=[(t, None, None, None) for t in dim_texts.tolist()],
         params=minus.copy(),

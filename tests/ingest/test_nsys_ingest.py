@@ -593,3 +593,44 @@ def test_kernels_of_no_known_process_are_read_once(tmp_path: Path, damage: str) 
         assert said in result.output
         assert set(frame.loc[frame["kind"] == "kernel", "rank"]) == {0}
     assert "globalPid" not in result.output.replace(said, "")  # not also listed as a column "left empty"
+
+
+def _two_ops_of_one_range(path: Path, swapped: bool) -> Path:
+    """emit_nvtx's `aten::linear` (op_id 10) and the `aten::addmm` it calls (op_id 11), both
+    recorded over [1000, 9000] ns, the launch [3000, 4000] inside; rows in either order."""
+    process = (0x1000000 + 300) << 24
+    thread = process + 301
+    db = sqlite3.connect(path)
+    db.executescript(
+        """CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, streamId, correlationId, globalPid,
+            demangledName, shortName, gridX, gridY, gridZ, blockX, blockY, blockZ);
+        CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start, end, globalTid, correlationId, nameId);
+        CREATE TABLE NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId);"""
+    )
+    db.executemany(
+        "INSERT INTO StringIds VALUES (?, ?)", [(1, "ampere_sgemm_128x64_tn"), (3, "cudaLaunchKernel_v7000")]
+    )
+    ranges = [
+        (1000, 9000, 59, "aten::linear, seq = 1, op_id = 10, sizes = [[4, 8], [16, 8], [16]]", thread, None, 0),
+        (1000, 9000, 59, "aten::addmm, seq = 2, op_id = 11, sizes = [[16], [4, 8], [8, 16]]", thread, None, 0),
+    ]
+    db.executemany("INSERT INTO NVTX_EVENTS VALUES (?, ?, ?, ?, ?, ?, ?)", ranges[::-1] if swapped else ranges)
+    db.execute("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (3000, 4000, ?, 5, 3)", (thread,))
+    db.execute(
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (5000, 7500, 0, 7, 5, ?, 1, 1, 4, 1, 1, 128, 1, 1)", (process,)
+    )
+    db.commit()
+    db.close()
+    return path
+
+
+@pytest.mark.parametrize("swapped", [False, True])
+def test_op_ranges_of_one_start_and_length_nest_by_their_op_id(tmp_path: Path, swapped: bool) -> None:
+    """An op's `op_id` is taken as it starts: the lower one encloses the other, whichever row the
+    export wrote first (stop 57's Nsight campaign: swapped rows made `aten::linear` the launcher)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        row = ingest_trace(_two_ops_of_one_range(tmp_path / "tie.sqlite", swapped)).frame.iloc[0]
+    assert row["launcher"] == "aten::addmm" and row["input_dims"] == "[[16],[4,8],[8,16]]"
+    assert row["call_stack"] == "cudaLaunchKernel <- aten::addmm <- aten::linear"
