@@ -43,9 +43,10 @@ class Finding:
     evidence: str
     why: str = ""  # the reason in a few words, for one-line displays
     kernel: str = ""  # the kernel's full name, for kernel findings
+    op: str = ""  # and the op it runs under (one kernel may run under several: NCCL's SendRecv)
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "kernel" or v}
+        return {k: v for k, v in asdict(self).items() if k != "op" and (k != "kernel" or v)}
 
 
 def _frames(stack: object) -> tuple[str | None, str | None]:
@@ -109,6 +110,7 @@ def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
             Finding(
                 what=display_name(str(row.name)),
                 kernel=str(row.name),
+                op="" if pd.isna(row.op_mapping) else str(row.op_mapping),
                 where=_where(row.op_mapping, module, frame),
                 saving_us=float(row.headroom_us),
                 kind="kernel_headroom",
@@ -201,22 +203,26 @@ def rank(findings: Iterable[Finding], limit: int = MAX_FINDINGS) -> list[Finding
 
 def end_to_end(findings: list[Finding], pays: list[dict[str, Any]]) -> list[Finding]:
     """Kernel findings re-weighed by the critical path's what-if (`where_optimisation_pays`: each
-    roofline row brought to its attainable time alone, the path solved again): a kernel's saving
-    becomes the end-to-end saving of its rows, summed; kernels the what-if did not weigh are left
-    out (their headroom is smaller than any it weighed)."""
-    saving: dict[str, float] = {}
+    roofline row brought to its attainable time alone, the path solved again): a finding's saving
+    becomes the end-to-end saving of its rows — those of its kernel under its op —, summed;
+    findings the what-if did not weigh are left out (their headroom is smaller than any it
+    weighed). A kernel under several ops (NCCL's SendRecv kernel for all_gather, all_reduce and
+    all_to_all) was credited every op's saving in each finding: 95.9 ms three times, against
+    3.4 ms of headroom in one."""
+    saving: dict[tuple[str, str], float] = {}
     for row in pays:
-        saving[row["kernel"]] = saving.get(row["kernel"], 0.0) + float(row["end_to_end_saving_us"])
+        key = (str(row["kernel"]), "" if row.get("op") is None else str(row["op"]))
+        saving[key] = saving.get(key, 0.0) + float(row["end_to_end_saving_us"])
     weighed = []
     for finding in findings:
-        name = finding.kernel
-        if name not in saving:
+        key = (finding.kernel, finding.op)
+        if key not in saving:
             continue
         evidence = (
             f"{finding.evidence.replace(' (estimate: its own time)', '')}; end to end by the critical path: "
-            f"{_us(saving[name])} of {_us(finding.saving_us)} headroom"
+            f"{_us(saving[key])} of {_us(finding.saving_us)} headroom"
         )
-        weighed.append(replace(finding, saving_us=saving[name], evidence=evidence))
+        weighed.append(replace(finding, saving_us=saving[key], evidence=evidence))
     return weighed
 
 

@@ -169,10 +169,11 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
 
 def timeshare_figure(analysis: Analysis) -> Figure:
     k = analysis.kernels
-    keys = [text_codes(k["category"], label), text_codes(k["op_mapping"], label)]
-    keys.append(text_codes(k["name"], lambda name: label(_short(name))))
+    # a kernel tile per kernel, labelled with its short name: two kernels of one short name (template
+    # arguments apart: fft2d_r2c_32x32<float, false, 5u, true> and <…, 0u, false>) were one tile
+    keys = [text_codes(k["category"], label), text_codes(k["op_mapping"], label), text_codes(k["name"])]
     kept = np.logical_and.reduce([codes >= 0 for codes, _ in keys])
-    # summed per distinct (category, op, short name) over the rows in their order, as a groupby of the texts would
+    # summed per distinct (category, op, kernel) over the rows in their order, as a groupby of the texts would
     summed = pd.Series(k["dur_us"].to_numpy()[kept]).groupby([codes[kept] for codes, _ in keys], sort=False).sum()
     frame = pd.DataFrame(
         {
@@ -190,8 +191,9 @@ def timeshare_figure(analysis: Analysis) -> Figure:
             op_id = f"{category}/{op}"
             ids.append(op_id), labels.append(op), parents.append(category), times.append(h["time"].sum())
             for row in h.itertuples(index=False):
-                ids.append(f"{op_id}/{row.kernel}"), labels.append(row.kernel), parents.append(op_id)
-                times.append(row.time)
+                shown = row.kernel if row.other else label(_short(row.kernel))  # `… N other kernels` as it is
+                ids.append(f"{op_id}/{label(row.kernel)}"), labels.append(shown)
+                parents.append(op_id), times.append(row.time)
     tree = {
         "type": "treemap",
         "ids": ids,
@@ -214,17 +216,17 @@ MAX_TREEMAP_KERNELS = 2_000  # kernel tiles of the treemap: a browser draws 200k
 
 
 def _fold_small_kernels(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """The treemap's (category, op, kernel, time) rows: the MAX_TREEMAP_KERNELS with the most
-    time, the others summed into one `… N other kernels` tile per (category, op); and how many
-    were summed."""
+    """The treemap's (category, op, kernel, time, other) rows: the MAX_TREEMAP_KERNELS with the
+    most time, the others summed into one `… N other kernels` tile per (category, op) (`other`);
+    and how many were summed."""
     if len(frame) <= MAX_TREEMAP_KERNELS:
-        return frame, 0
+        return frame.assign(other=False), 0
     order = np.argsort(-frame["time"].to_numpy(), kind="stable")
     top, rest = frame.iloc[order[:MAX_TREEMAP_KERNELS]], frame.iloc[order[MAX_TREEMAP_KERNELS:]]
     others = rest.groupby(["category", "op"], sort=False)["time"].agg(["sum", "count"]).reset_index()
     others["kernel"] = [f"… {n:,} other kernel{'s' if n > 1 else ''}" for n in others["count"]]
     others = others.rename(columns={"sum": "time"})[["category", "op", "kernel", "time"]]
-    return pd.concat([top, others], ignore_index=True), len(rest)
+    return pd.concat([top.assign(other=False), others.assign(other=True)], ignore_index=True), len(rest)
 
 
 def top_kernels_figure(analysis: Analysis, top: int = 20) -> Figure:

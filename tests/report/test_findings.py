@@ -74,6 +74,26 @@ def test_kernel_findings_take_the_critical_paths_end_to_end_saving() -> None:
     assert rank([zero, weighed]) == [weighed]
 
 
+def test_a_kernel_under_several_ops_takes_each_op_s_own_saving() -> None:
+    """NCCL's SendRecv kernel runs all_reduce and all_to_all (a100_cudagraph_rank0): each finding
+    takes the end-to-end saving of its own op's rows — 79.7 ms and 5.8 + 5.7 = 11.5 ms —, and a
+    third under all_gather, which the what-if did not weigh, is no finding. Each was credited
+    the kernel's 95.9 ms in all, the all_gather one against 3.4 ms of headroom (stop 57)."""
+    send_recv = "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"
+    reduce, to_all, gather = (
+        Finding("SendRecv", op, headroom, "kernel_headroom", "…", kernel=send_recv, op=op)
+        for op, headroom in (("all_reduce", 80_000.0), ("all_to_all", 12_000.0), ("all_gather", 3_406.8))
+    )
+    pays = [
+        {"kernel": send_recv, "op": "all_reduce", "end_to_end_saving_us": 79_673.5},
+        {"kernel": send_recv, "op": "all_to_all", "end_to_end_saving_us": 5_792.8},
+        {"kernel": send_recv, "op": "all_to_all", "end_to_end_saving_us": 5_701.4},
+    ]
+    weighed = end_to_end([reduce, to_all, gather], pays)
+    assert [(f.where, f.saving_us) for f in weighed] == [("all_reduce", 79_673.5), ("all_to_all", 11_494.2)]
+    assert "op" not in weighed[0].to_json()  # report.json's findings keep their keys
+
+
 def test_launch_host_and_communication_findings_by_hand() -> None:
     candidates = pd.DataFrame(
         {

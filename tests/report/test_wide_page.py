@@ -196,3 +196,23 @@ def test_the_diff_page_keeps_the_largest_changes_of_each_level(monkeypatch) -> N
     # 6 rows: category's share is 2 of its 3, the kernels take the 3 left
     assert html._largest_changes(table, 6)["key"].tolist() == ["a", "c", "mm", "k1", "k2", "k4"]
     assert html._largest_changes(table, 8) is table
+
+
+def test_kernels_of_one_short_name_are_tiles_of_their_own() -> None:
+    """a100_alexnet_train's `fft2d_r2c_32x32<float, false, 5u, true>` (137 µs) and `<float, false,
+    0u, false>` (130 µs) share a short name: they were one 267 µs tile that matched no row of
+    timeshare.csv (stop 57's HTML campaign). Two tiles now, each labelled with the short name."""
+    from types import SimpleNamespace
+
+    first = "void fft2d_r2c_32x32<float, false, 5u, true>(float2*, float const*, int, int)"
+    second = "void fft2d_r2c_32x32<float, false, 0u, false>(float2*, float const*, int, int)"
+    kernels = pd.DataFrame(
+        {"category": ["gemm/conv"] * 2, "op_mapping": ["conv"] * 2, "name": [first, second], "dur_us": [137.0, 130.0]}
+    )
+    tree = widget(html.timeshare_figure(SimpleNamespace(kernels=kernels))).data[0]
+    op = "gemm/conv/conv"
+    leaves = [
+        (i, lab, v) for i, lab, v, p in zip(tree.ids, tree.labels, tree.values, tree.parents, strict=True) if p == op
+    ]
+    assert sorted(v for _, _, v in leaves) == [130.0, 137.0]
+    assert {lab for _, lab, _ in leaves} == {"fft2d_r2c_32x32"} and len({i for i, _, _ in leaves}) == 2
