@@ -98,6 +98,31 @@ class CrossRank:
     path: Path | None = None
 
 
+def ranks_missing(summary: dict[str, Any], ranks: list[int]) -> dict[str, Any] | None:
+    """The ranks of the job that are not in this run, where every trace names one world size
+    (`distributedInfo.world_size`) and at least two ranks are here — a cross-rank view that covers
+    part of a job, said (a missing or failed rank went unmentioned); None otherwise (one rank
+    profiled alone is the usual case, traces of different jobs name no one job)."""
+    sizes = {t.get("distributed", {}).get("world_size") for t in summary.get("traces", []) if isinstance(t, dict)}
+    if len(ranks) < 2 or len(sizes) != 1:
+        return None
+    (world,) = sizes
+    if not isinstance(world, int) or isinstance(world, bool) or world <= len(ranks) or world > 1 << 20:
+        return None
+    missing = sorted(set(range(world)) - set(ranks))
+    return {"world_size": world, "ranks": missing, "count": len(missing)} if missing else None
+
+
+def missing_line(missing: dict[str, Any]) -> str:
+    """`ranks 2, 5 of the job's 8 are not in this run: …`, the first 16 named."""
+    named = ", ".join(map(str, missing["ranks"][:16])) + (" …" if missing["count"] > 16 else "")
+    which = "rank" if missing["count"] == 1 else "ranks"
+    return (
+        f"{which} {named} of the job's {missing['world_size']:,} not in this run (not given, or failed to "
+        "ingest): collectives, skew and stragglers cover the ranks here"
+    )
+
+
 def binomial_tail(k: int, n: int, p: float) -> float:
     """P(X ≥ k) for X ~ Binomial(n, p)."""
     if k <= 0:

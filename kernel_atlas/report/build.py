@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from kernel_atlas.analysis.collectives import CrossRank, cross_rank_view
+from kernel_atlas.analysis.collectives import CrossRank, cross_rank_view, ranks_missing
 from kernel_atlas.analysis.critical_path import parse_window
 from kernel_atlas.analysis.critical_report import CriticalPathJob, CriticalPathResult, check_window_of_ranks
 from kernel_atlas.analysis.findings import report_findings
@@ -194,6 +194,7 @@ def _build_report(
         analysis.facts["traced_gpu"] = gpu_name
         analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
         analysis.facts["shared_ranks"] = _shared_ranks(summary)
+        analysis.facts["ranks_missing"] = ranks_missing(summary, ranks)
         analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
         analysis.facts.update(waits.facts)
         analysis.facts["efficiency"] = efficiency_facts(summary)

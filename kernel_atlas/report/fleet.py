@@ -10,7 +10,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from kernel_atlas.analysis.collectives import CrossRank
+from kernel_atlas.analysis.collectives import CrossRank, missing_line
 from kernel_atlas.report import plot
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.units import fmt_us as _fmt_us
@@ -55,6 +55,8 @@ def print_cross_rank(console: Console, cross: CrossRank | None, facts: dict[str,
         console.print(f"[bold]{TITLE}[/]: {esc(cross.note)}", highlight=False)
         return
     console.print(f"[bold]{TITLE}[/]: {esc(_headline(cross))}", highlight=False)
+    if facts.get("ranks_missing"):
+        console.print(f"[yellow]{esc(missing_line(facts['ranks_missing']))}[/]", highlight=False)
     ranks = per_rank_table(cross, facts)
     if len(ranks):
         shown = ranks if len(ranks) <= 2 * top else ranks.sort_values("collective_wait_us", kind="stable").head(top)
@@ -153,7 +155,10 @@ def cross_rank_html(cross: CrossRank, facts: dict[str, Any]) -> str:
     head = f"<h2 id='collectives'>{TITLE}</h2>"
     if cross.note:
         return f"{head}<p>{html.escape(cross.note)}</p>"
-    parts = [head, f"<p>{html.escape(_headline(cross))}</p>", "<h3>Stragglers</h3>"]
+    parts = [head, f"<p>{html.escape(_headline(cross))}</p>"]
+    if facts.get("ranks_missing"):
+        parts.append(f"<p><b>{html.escape(missing_line(facts['ranks_missing']))}</b></p>")
+    parts.append("<h3>Stragglers</h3>")
     parts.append(_stragglers_html(cross.facts["stragglers"]))
     ranks = per_rank_table(cross, facts)
     figures = {"rank-time": rank_time_figure(ranks)} if len(ranks) else {}

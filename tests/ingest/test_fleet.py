@@ -173,6 +173,30 @@ def test_a_bad_rank_does_not_stop_the_others(fleet: tuple[Path, dict], tmp_path:
     assert output_ranks(out) == [0, 1, 2]
 
 
+def test_a_report_of_part_of_a_job_names_the_ranks_it_lacks(fleet: tuple[Path, dict], tmp_path: Path) -> None:
+    """Three of the fleet's eight ranks (their traces say world_size 8): the report said "collective
+    instances on 3 ranks" and nothing of the five others (stop 57's fleet campaign)."""
+    from kernel_atlas.analysis.collectives import ranks_missing
+
+    root, _ = fleet
+    traces = sorted((root / "ranks").glob("rank-*.json.gz"))
+    out = tmp_path / "part"
+    assert (
+        runner.invoke(app, ["ingest", *map(str, [traces[0], traces[1], traces[3]]), "-o", str(out), "-q"]).exit_code
+        == 0
+    )
+    report = runner.invoke(app, ["report", str(out)], env={"COLUMNS": "200"})
+    assert report.exit_code == 0, report.output
+    assert "ranks 2, 4, 5, 6, 7 of the job's 8 not in this run (not given, or failed to ingest)" in report.output
+    facts = json.loads((out / "report.json").read_text())
+    assert facts["ranks_missing"] == {"world_size": 8, "ranks": [2, 4, 5, 6, 7], "count": 5}
+    # one rank profiled alone, or traces of several jobs: nothing to say
+    one = {"traces": [{"distributed": {"world_size": 8}}]}
+    assert ranks_missing(one, [0]) is None
+    two_jobs = {"traces": [{"distributed": {"world_size": 8}}, {"distributed": {"world_size": 2}}]}
+    assert ranks_missing(two_jobs, [0, 1]) is None
+
+
 def _crash_on_rank_1(task: Task, on_progress: object = None) -> RankDone | RankFailed:
     if task.index == 1:
         os._exit(3)  # a worker killed mid-trace (as the OOM killer would)
