@@ -74,6 +74,24 @@ def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise AtlasError(None, f"{flag}{item}: not a finite number")
 
 
+_said_out_of_memory = False  # the one line said already (`_one_line_errors`)
+
+
+def _leave_out_of_memory() -> None:
+    """The command ends now, exit 2, its one line said: without the C libraries' exit handlers
+    (Arrow's allocator faulted in its own under `ulimit -v`), and with nothing that needs memory
+    if even ending tidily fails for want of it (a MemoryError inside `leave` became a SystemError
+    out of typer, then the same fault)."""
+    global _said_out_of_memory
+    _said_out_of_memory = True
+    try:  # noqa: SIM105 - no context manager object to make, out of memory
+        leave(2, always=True)
+    except BaseException:
+        pass
+    if process_life.SCRIPT:
+        os._exit(2)
+
+
 def _error_line(text: str) -> None:
     """`error: TEXT` (a text of ours, never the input's) on stderr — written directly where the
     console cannot be had for want of memory."""
@@ -160,7 +178,7 @@ def _one_line_errors(func: F) -> F:
             if refusal:  # exit 2, not 3: `diff --fail-above` says "regressed" with 3
                 _error_line(refusal)
                 if refusal == OUT_OF_MEMORY:
-                    leave(2, always=True)
+                    _leave_out_of_memory()
                 raise typer.Exit(2) from None
             if isinstance(exc, OSError) and exc.filename is not None:  # the user's file system said no
                 from kernel_atlas.core.safe_files import os_problem
@@ -397,6 +415,13 @@ def main() -> None:
     except typer.Abort:
         err_console.print("interrupted")
         code = 130
+    except (MemoryError, SystemError) as exc:  # out of memory where no handler of ours could run
+        if system_refusal(exc) != OUT_OF_MEMORY:  # another SystemError: a fault, as it is
+            raise
+        if not _said_out_of_memory:
+            _error_line(OUT_OF_MEMORY)
+        _leave_out_of_memory()
+        code = 2
     if isinstance(code, int) and code != 0:  # a failed command with workers: not held up by them
         leave(code)
     raise SystemExit(code if isinstance(code, int) else 0)

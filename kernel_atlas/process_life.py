@@ -57,6 +57,8 @@ def begin() -> None:
       other thread pools could not start and said so on stderr, line after line; the work runs
       in one thread then (`beside.usable_cpus`).
     - Python's cycle collector runs rarely (`heap.collect_cycles_rarely`).
+    - A MemoryError Python cannot raise (in a finaliser) is not printed: the command says it is
+      out of memory in its one line (`_quiet_out_of_memory`).
 
     A value the user set in the environment is kept."""
     if os.path.basename(sys.argv[0]) == "atlas" and threading.current_thread() is threading.main_thread():
@@ -68,8 +70,21 @@ def begin() -> None:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     collect_cycles_rarely()
+    sys.unraisablehook = _quiet_out_of_memory
     if few_processes():
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+_UNRAISABLE = sys.unraisablehook
+
+
+def _quiet_out_of_memory(unraisable: Any) -> None:
+    """Python's report of an exception it could not raise (`Exception ignored in …` and a
+    traceback), but for a MemoryError: out of memory (`ulimit -v`), a generator closed while the
+    stack unwound printed one before the command's own line."""
+    if isinstance(unraisable.exc_value, MemoryError):
+        return
+    _UNRAISABLE(unraisable)
 
 
 def stdout_to_null() -> None:

@@ -25,6 +25,10 @@ OUT_OF_MEMORY = "out of memory (the machine's, or a limit such as `ulimit -v`)"
 TOO_MANY_FILES = "too many open files (a limit such as `ulimit -n`)"
 
 
+# what Python says of a C function that failed without raising (under `ulimit -v`: an allocation)
+_NO_EXCEPTION_SET = ("without setting an exception", "without exception set")
+
+
 def system_refusal(exc: BaseException) -> str | None:
     """The one line for an error that is the system refusing a resource rather than a fault of
     ours: memory (also a library that could not be loaded for want of it, under `ulimit -v`), or
@@ -33,6 +37,8 @@ def system_refusal(exc: BaseException) -> str | None:
     it loads) is memory too, not the file's fault."""
     if isinstance(exc, MemoryError) or (isinstance(exc, OSError) and exc.errno == errno.ENOMEM):
         return OUT_OF_MEMORY
+    if isinstance(exc, SystemError) and any(text in str(exc) for text in _NO_EXCEPTION_SET):
+        return OUT_OF_MEMORY  # a C library that could not allocate returned without saying why
     if isinstance(exc, ImportError):
         text = str(exc)
         if "map segment" in text or "allocate memory" in text:
