@@ -158,6 +158,13 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
             f"<br><sup>the {len(points):,} kernel groups with the most time of {plotted:,} "
             "(each one in roofline.parquet)</sup>"
         )
+    # costed with bytes and no FLOPs (copies, memsets, collectives): no place on a FLOP/s axis
+    moved = table[(table["role"] == "main") & table["achieved_gbps"].notna() & ~(table["flops"] > 0)]
+    if len(moved):
+        heading += (
+            f"<br><sup>not drawn: {len(moved):,} costed groups without FLOPs (copies, memsets, collectives; "
+            f"{fmt_us(float(moved['op_time_us'].sum()))}), in the table below and roofline.parquet</sup>"
+        )
     layout = {
         "title": title(heading),
         "xaxis": {"type": "log", "title": title("arithmetic intensity (FLOP/byte)")},

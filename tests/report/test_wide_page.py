@@ -152,6 +152,12 @@ def test_the_roofline_figure_plots_the_heaviest_groups(monkeypatch) -> None:
     monkeypatch.setattr(html, "MAX_ROOFLINE_POINTS", 3)
     fig = widget(html.roofline_figure(SimpleNamespace(roofline=roofline), None))
     assert list(fig.data[0].x) == [1.0, 2.0, 3.0] and "<sup>" not in fig.layout.title.text
+    # a copy costed by its bytes alone has no place on the FLOP/s axis: said, with its time
+    copy = {**roofline.iloc[0].to_dict(), "name": "Memcpy DtoD", "flops": 0.0, "op_time_us": 2.5}
+    copy.update(intensity=0.0, achieved_tflops=0.0, achieved_gbps=4.0)
+    fig = widget(html.roofline_figure(SimpleNamespace(roofline=pd.concat([roofline, pd.DataFrame([copy])])), None))
+    assert len(fig.data[0].x) == 3
+    assert "not drawn: 1 costed groups without FLOPs (copies, memsets, collectives; 2.5 µs)" in fig.layout.title.text
 
 
 def test_dashboard_dropdowns_and_a_kernels_shapes_are_bounded(monkeypatch) -> None:
