@@ -81,7 +81,8 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
             f"<br>shapes {html.escape(str(r.input_dims))}"
             f"<br>{r.count} calls, {fmt_us(r.op_time_us)}"
             f"<br>{fmt_tflops(r.achieved_tflops)}, {fmt_gbps(r.achieved_gbps)}"
-            f"<br>SOL {fmt_pct(r.sol_pct)} ({r.bound}), headroom {fmt_us(r.headroom_us)}"
+            f"<br>SOL {fmt_pct(r.sol_pct)} ({r.bound if isinstance(r.bound, str) else '–'}), "
+            f"headroom {fmt_us(r.headroom_us)}"
             f"<br><i>{_stack_hint(r.call_stack)}</i>"
             for r in group.itertuples(index=False)
         ]

@@ -158,6 +158,9 @@ def test_the_roofline_figure_plots_the_heaviest_groups(monkeypatch) -> None:
     fig = widget(html.roofline_figure(SimpleNamespace(roofline=pd.concat([roofline, pd.DataFrame([copy])])), None))
     assert len(fig.data[0].x) == 3
     assert "not drawn: 1 costed groups without FLOPs (copies, memsets, collectives; 2.5 µs)" in fig.layout.title.text
+    # no device peaks: no bound, said as the table says it (the hover read "(None)")
+    fig = widget(html.roofline_figure(SimpleNamespace(roofline=roofline.assign(bound=None)), None))
+    assert "(–), headroom" in fig.data[0].text[0] and "None" not in fig.data[0].text[0]
 
 
 def test_dashboard_dropdowns_and_a_kernels_shapes_are_bounded(monkeypatch) -> None:
