@@ -197,6 +197,38 @@ def test_a_report_of_part_of_a_job_names_the_ranks_it_lacks(fleet: tuple[Path, d
     assert ranks_missing(two_jobs, [0, 1]) is None
 
 
+def test_shifting_one_rank_s_clock_moves_its_offset_and_nothing_else(
+    fleet: tuple[Path, dict], fleet_out: Path, tmp_path: Path
+) -> None:
+    """Every timestamp of rank 5 moved by 250 ms: its clock offset moves by exactly that, and no
+    skew, wait or lateness changes. From zero offsets the alignment moved the unshifted ranks by
+    up to 0.23 µs and a critical-path segment changed rank (stop 57's fleet campaign)."""
+    import gzip
+
+    root, _ = fleet
+    traces = sorted((root / "ranks").glob("rank-*.json.gz"))
+    shifted = tmp_path / "shifted"
+    shifted.mkdir()
+    for trace in traces:
+        document = json.loads(gzip.decompress(trace.read_bytes()))
+        if document["distributedInfo"]["rank"] == 5:
+            for event in document["traceEvents"]:
+                if "ts" in event:
+                    event["ts"] += 250_000.0
+        (shifted / trace.name).write_bytes(gzip.compress(json.dumps(document).encode()))
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["ingest", str(shifted), "-o", str(out), "-j", "2", "-q"]).exit_code == 0
+    assert runner.invoke(app, ["report", str(out), "-j", "2"]).exit_code == 0
+    keys = ["process_group", "seq", "rank"]
+    before = pd.read_parquet(fleet_out / "collectives.parquet").sort_values(keys, ignore_index=True)
+    after = pd.read_parquet(out / "collectives.parquet").sort_values(keys, ignore_index=True)
+    for column in ("skew_us", "wait_us", "late_us"):
+        assert (after[column] - before[column]).abs().max() < 1e-6, column
+    moved = (after["clock_offset_us"] - before["clock_offset_us"]).groupby(after["rank"]).agg(["min", "max"])
+    assert moved.loc[5].tolist() == pytest.approx([250_000.0, 250_000.0], abs=1e-6)
+    assert moved.drop(index=5).abs().max().max() < 1e-6
+
+
 def _crash_on_rank_1(task: Task, on_progress: object = None) -> RankDone | RankFailed:
     if task.index == 1:
         os._exit(3)  # a worker killed mid-trace (as the OOM killer would)
