@@ -49,6 +49,16 @@ def distinct_codes(columns: Sequence[np.ndarray], rows: int) -> np.ndarray:
     return code
 
 
+def lexical_codes(codes: np.ndarray, texts: Sequence[object]) -> np.ndarray:
+    """Per row, the rank of its text in lexical order (`codes` index `texts`; -1, a missing text,
+    ranks after every one): an order of the texts themselves, where codes follow the order texts
+    were first met in (a categorical's categories as read)."""
+    ranks = np.empty(len(texts) + 1, np.int64)
+    ranks[np.argsort(np.asarray(texts, dtype=str), kind="stable")] = np.arange(len(texts))
+    ranks[-1] = len(texts)
+    return ranks[codes]
+
+
 def group_sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
     """The sum of `values` in each of `groups` groups (0.0 for an empty one), with the bits
     `values[rows].sum()` gives each group's rows in table order: `np.bincount` adds in turn, as

@@ -114,11 +114,10 @@ class GpuTable:
         n = len(self)
         if n < 2:
             return None
-        names = np.asarray(self.name.categories, dtype=str)
-        lexical = np.empty(len(names) + 1, np.int64)
-        lexical[np.argsort(names, kind="stable")] = np.arange(len(names))
-        lexical[-1] = len(names)  # a missing name last
-        order = np.lexsort((lexical[self.name.codes], self.dur, self.correlation, self.stream, self.device, self.ts))
+        from kernel_atlas.core.groups import lexical_codes  # with pandas: not where the read-ahead starts
+
+        names = lexical_codes(np.asarray(self.name.codes, np.int64), self.name.categories)  # a missing name last
+        order = np.lexsort((names, self.dur, self.correlation, self.stream, self.device, self.ts))
         return None if (order == np.arange(n)).all() else order
 
 

@@ -21,7 +21,7 @@ import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.devices import VECTOR, Device, load_devices
-from kernel_atlas.core.groups import group_numbers
+from kernel_atlas.core.groups import group_numbers, lexical_codes
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import filled
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
@@ -469,15 +469,11 @@ def _copied_bytes(frame: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
 
 def _lexical_ranks(texts: pd.Series) -> np.ndarray:
     """Each row's text as its rank in lexical order (missing: after all), worked out on the
-    distinct texts."""
+    distinct texts (`groups.lexical_codes`)."""
     if isinstance(texts.dtype, pd.CategoricalDtype):  # the kernels' names: codes already
-        codes, uniques = texts.cat.codes.to_numpy(np.int64), texts.cat.categories
-    else:
-        codes, uniques = pd.factorize(texts.astype(object), use_na_sentinel=True)
-    ranks = np.empty(len(uniques) + 1, np.int64)
-    ranks[np.argsort(np.asarray(uniques, dtype=str), kind="stable")] = np.arange(len(uniques))
-    ranks[-1] = len(uniques)
-    return ranks[codes]
+        return lexical_codes(texts.cat.codes.to_numpy(np.int64), texts.cat.categories)
+    codes, uniques = pd.factorize(texts.astype(object), use_na_sentinel=True)
+    return lexical_codes(codes, uniques)
 
 
 def _link_notes(link: pd.Series) -> np.ndarray:
@@ -667,9 +663,9 @@ def _group_formulas(first: pd.Series, formulas: pd.Series, group: np.ndarray) ->
     how many there were and the first, as the group's FLOPs and bytes are their mean."""
     texts = formulas.astype(object)
     codes = pd.factorize(texts.where(texts != ""), use_na_sentinel=True)[0]  # -1: no formula
-    costed = codes >= 0
-    pairs = np.unique(group[costed] * (int(codes.max(initial=0)) + 1) + codes[costed])
-    distinct = np.bincount(pairs // (int(codes.max(initial=0)) + 1), minlength=len(first))
+    costed, base = codes >= 0, int(codes.max(initial=0)) + 1
+    pairs = np.unique(group[costed] * base + codes[costed])  # each (group, formula) once
+    distinct = np.bincount(pairs // base, minlength=len(first))
     result = first.astype(object).copy()
     for row in np.flatnonzero(distinct > 1).tolist():
         result.iat[row] = f"the mean of {distinct[row]:,} formulas; the first: {first.iat[row]}"
