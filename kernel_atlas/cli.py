@@ -74,16 +74,11 @@ def _screen_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise AtlasError(None, f"{flag}{item}: not a finite number")
 
 
-_said_out_of_memory = False  # the one line said already (`_one_line_errors`)
-
-
 def _leave_out_of_memory() -> None:
-    """The command ends now, exit 2, its one line said: without the C libraries' exit handlers
-    (Arrow's allocator faulted in its own under `ulimit -v`), and with nothing that needs memory
-    if even ending tidily fails for want of it (a MemoryError inside `leave` became a SystemError
-    out of typer, then the same fault)."""
-    global _said_out_of_memory
-    _said_out_of_memory = True
+    """The `atlas` command ends now, exit 2, its one line said: without the C libraries' exit
+    handlers (Arrow's allocator faulted in its own under `ulimit -v`), and with nothing that needs
+    memory if even ending tidily fails for want of it (a MemoryError inside `leave` became a
+    SystemError out of typer, then the same fault). A caller's library use goes on."""
     try:  # noqa: SIM105 - no context manager object to make, out of memory
         leave(2, always=True)
     except BaseException:
@@ -418,8 +413,7 @@ def main() -> None:
     except (MemoryError, SystemError) as exc:  # out of memory where no handler of ours could run
         if system_refusal(exc) != OUT_OF_MEMORY:  # another SystemError: a fault, as it is
             raise
-        if not _said_out_of_memory:
-            _error_line(OUT_OF_MEMORY)
+        _error_line(OUT_OF_MEMORY)  # not said yet: where `_one_line_errors` said it, the process ended
         _leave_out_of_memory()
         code = 2
     if isinstance(code, int) and code != 0:  # a failed command with workers: not held up by them
