@@ -114,7 +114,7 @@ def ranks_missing(summary: dict[str, Any], ranks: list[int]) -> dict[str, Any] |
 
 
 def missing_line(missing: dict[str, Any]) -> str:
-    """`ranks 2, 5 of the job's 8 are not in this run: …`, the first 16 named."""
+    """`ranks 2, 5 of the job's 8 not in this run (…): …`, the first 16 ranks named."""
     named = ", ".join(map(str, missing["ranks"][:16])) + (" …" if missing["count"] > 16 else "")
     which = "rank" if missing["count"] == 1 else "ranks"
     return (

@@ -202,6 +202,7 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
     regs = frame["registers_per_thread"].to_numpy(dtype=np.float64, na_value=np.nan)
     shared = frame["shared_mem_bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
     recorded = frame["recorded_occupancy_pct"].to_numpy(dtype=np.float64, na_value=np.nan)
+    recorded = np.where((recorded >= 0) & (recorded <= 100), recorded, np.nan)  # a share beyond 0–100 % is none
     device_tensor: list[tuple[np.ndarray, frozenset[str]]] = []  # rows of each device, its tensor precisions
     by_id = {p.get("id"): p for p in device_properties}
     known = np.flatnonzero(kernel & ~np.isnan(devices))
@@ -220,9 +221,9 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
 
 
 def _recorded_only(out: dict[str, Any], rows: np.ndarray, recorded: np.ndarray) -> None:
-    """The occupancy Kineto recorded (`est. achieved occupancy %`, within 0–100 %) of kernels on a
-    device whose limits are unknown (no `deviceProperties`): the other columns need the limits."""
-    recorded = np.where((recorded >= 0) & (recorded <= 100), recorded, np.nan)
+    """The occupancy Kineto recorded (`est. achieved occupancy %`, NaN where none within 0–100 %) of
+    kernels on a device whose limits are unknown (no `deviceProperties`): the other columns need
+    the limits."""
     out["est_occupancy_pct"][rows] = recorded
     out["occupancy_source"][rows] = np.where(np.isnan(recorded), -1, SOURCES.index(RECORDED))
 
@@ -242,8 +243,7 @@ def _fill(
     warps = np.ceil(threads / limits.warp_size)
     # Kineto's estimate: the blocks an SM holds (at most the grid's share), their threads over the SM's
     estimate = np.minimum(max_blocks, blocks_per_sm) * threads / limits.max_threads * 100.0
-    recorded = np.where((recorded >= 0) & (recorded <= 100), recorded, np.nan)  # a share beyond 0–100 % is none
-    has_recorded = ~np.isnan(recorded)
+    has_recorded = ~np.isnan(recorded)  # within 0–100 % (`kernel_columns`)
     estimated = SOURCES.index(ESTIMATED if limits.registers_known else UPPER_BOUND)
     source = np.where(has_recorded, SOURCES.index(RECORDED), np.where(np.isnan(estimate), -1, estimated))
     with np.errstate(divide="ignore", invalid="ignore"):
