@@ -541,7 +541,7 @@ class _HostPart:
     dims: np.ndarray  # object: canonical input dims JSON or None
     # emit_nvtx's `op_id` of an op range (-1 none): taken as the op starts, it orders two ranges
     # of one start and length as their External ids do in a Kineto trace (`link._enclosing_first`)
-    external_id: np.ndarray | None = None
+    external_id: np.ndarray
 
 
 def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostPart | None:
@@ -563,6 +563,7 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
         end=(ts + dur)[timed],
         correlation=_ints(raw.get("correlationId"), n)[timed],
         dims=np.full(int(timed.sum()), None, dtype=object),
+        external_id=np.full(int(timed.sum()), -1, dtype=np.int64),
     )
 
 
@@ -670,6 +671,7 @@ def _graph_nodes(export: _Export, pid: int | None) -> tuple[_HostPart | None, np
         end=start[created] / 1000.0,
         correlation=np.full(k, -1, dtype=np.int64),
         dims=np.full(k, None, dtype=object),
+        external_id=np.full(k, -1, dtype=np.int64),
     )
     return part, node, root, node[created]
 
@@ -746,8 +748,6 @@ def _host_table(parts: list[_HostPart], ignored: dict[str, int]) -> HostTable:
     dim_codes, dim_texts = pd.factorize(pd.Series(dims, dtype=object), use_na_sentinel=True)
     n = len(names)
     minus = np.full(n, -1, dtype=np.int64)
-    ids = [p.external_id if p.external_id is not None else np.full(len(p.ts), -1, np.int64) for p in parts]
-    external_id = np.concatenate(ids)[timed] if parts else minus
     return HostTable(
         family=cat("family", np.dtype(np.int8)),
         name_code=name_codes.astype(np.int64),
@@ -756,7 +756,7 @@ def _host_table(parts: list[_HostPart], ignored: dict[str, int]) -> HostTable:
         ts=ts,
         end=end,
         correlation=cat("correlation", np.dtype(np.int64)),
-        external_id=external_id,
+        external_id=cat("external_id", np.dtype(np.int64)),
         shape=dim_codes.astype(np.int64),
         shapes=[(t, None, None, None) for t in dim_texts.tolist()],
         params=minus.copy(),
