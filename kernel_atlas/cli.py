@@ -534,9 +534,11 @@ def report(
         unknown = sorted(set(section) - set(SECTION_NAMES))
         if unknown:  # before the work, not after it
             raise AtlasError("--section", f"no section {', '.join(unknown)} (sections: {', '.join(SECTION_NAMES)})")
-    from kernel_atlas.core.heap import keep_freed_memory
+    from kernel_atlas.core.heap import collect_cycles_rarely, keep_freed_memory
 
     keep_freed_memory()  # this process ends with the report: its analyses reuse the pages they free
+    if Path(source).is_dir():  # not where a trace is ingested first: see `heap.collect_cycles_rarely`
+        collect_cycles_rarely()
     result = build_report(
         source,
         device,
@@ -698,10 +700,8 @@ def mcp(
         import mcp.server.mcpserver  # noqa: F401
     except ImportError:
         raise AtlasError("atlas mcp", "needs the MCP SDK: pip install 'kernel-atlas[mcp]'") from None
-    from kernel_atlas.core.heap import collect_cycles_as_usual
     from kernel_atlas.mcp_server import serve
 
-    collect_cycles_as_usual()  # a server lives on: the garbage of its answers is freed as it comes
     serve(root)
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from kernel_atlas.core import signals
 from kernel_atlas.core.beside import few_processes
-from kernel_atlas.core.heap import collect_cycles_rarely
 
 READER_GONE = 141  # the exit status of a command killed by SIGPIPE, as the shell reports it
 
@@ -56,7 +55,6 @@ def begin() -> None:
     - Under a limit of few processes (`ulimit -u`, which counts threads), the numeric libraries'
       other thread pools could not start and said so on stderr, line after line; the work runs
       in one thread then (`beside.usable_cpus`).
-    - Python's cycle collector runs rarely (`heap.collect_cycles_rarely`).
     - A MemoryError Python cannot raise (in a finaliser) is not printed: the command says it is
       out of memory in its one line (`_quiet_out_of_memory`).
 
@@ -69,7 +67,6 @@ def begin() -> None:
     if _address_space_limited():
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    collect_cycles_rarely()
     sys.unraisablehook = _quiet_out_of_memory
     if few_processes():
         os.environ.setdefault("OMP_NUM_THREADS", "1")

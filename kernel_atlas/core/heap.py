@@ -25,8 +25,8 @@ scans its older generations every 10th and 100th run. A command builds millions 
 lists, tuples and dicts (decoded events, numbered keys, rows of tables), almost none of them in
 cycles, and holds millions more that live to its end: the collector's runs found next to nothing
 and took ~4 % of `atlas report`'s CPU on a 510 MB trace's output (`gc_collect_main`, `visit_decref`
-and `visit_reachable` in `perf`). `collect_cycles_rarely` has it run 140× less often; a cycle is
-still freed, later (a server, `atlas mcp`, keeps Python's thresholds).
+and `visit_reachable` in `perf`). `collect_cycles_rarely` has the report's run 140× less often; a
+cycle is still freed, later.
 """
 
 from __future__ import annotations
@@ -55,20 +55,16 @@ def _glibc(name: str, *argtypes: Any) -> Callable[..., int] | None:
 # container allocations between the youngest generation's collections, then collections of each
 # generation between those of the next (Python's defaults: 700, 10, 10)
 CYCLE_THRESHOLDS = (100_000, 50, 100)
-_PYTHON_THRESHOLDS = gc.get_threshold()  # as this process started (700, 10, 10 unless set)
 
 
 def collect_cycles_rarely() -> None:
-    """Python's cycle collector run at CYCLE_THRESHOLDS (see the module docstring), in a
-    command's process and those it forks. Not in the decode workers: a slice's events are
-    structs the collector does not track, and their decode was as fast either way."""
+    """Python's cycle collector run at CYCLE_THRESHOLDS (see the module docstring): in `atlas
+    report` of an ingested run and the processes it forks. Not in an ingest: with its decode
+    workers' pool, SIGTERM while a worker was half-way through sending its result then hung the
+    command in ~1 run of 4 on a loaded machine (the pool's objects in cycles freed later, its
+    result thread not woken) — as fast as the report's gain was there (ingest 0.95×), a hang is
+    worse. Nor in the decode workers: a slice's events are structs the collector does not track."""
     gc.set_threshold(*CYCLE_THRESHOLDS)
-
-
-def collect_cycles_as_usual() -> None:
-    """Python's own thresholds back: for a process that lives on (`atlas mcp`), whose cycles
-    would otherwise wait ~500 M allocations in the oldest generation."""
-    gc.set_threshold(*_PYTHON_THRESHOLDS)
 
 
 _TRIM = _glibc("malloc_trim", ctypes.c_size_t)

@@ -12,8 +12,6 @@ import sys
 
 import pytest
 
-from kernel_atlas.core import heap
-
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc, /proc")
 
 # The parent keeps 240 MB it freed (ten 24 MB arrays: under the 32 MB mmap threshold that
@@ -40,17 +38,3 @@ def test_a_forked_child_starts_without_the_free_pages_its_parent_keeps() -> None
     parent_mb, child_mb = map(int, done.stdout.split())
     assert parent_mb >= 240, (parent_mb, child_mb)  # the freed arrays are still resident in the parent
     assert child_mb < parent_mb - 200, (parent_mb, child_mb)
-
-
-def test_a_server_collects_cycles_as_python_does() -> None:
-    """`atlas mcp` lives on: Python's own thresholds come back (a command's are 140× rarer)."""
-    import gc
-
-    before = gc.get_threshold()
-    try:
-        heap.collect_cycles_rarely()
-        assert gc.get_threshold() == (100_000, 50, 100)
-        heap.collect_cycles_as_usual()
-        assert gc.get_threshold() == (700, 10, 10)  # this test process started with Python's own
-    finally:
-        gc.set_threshold(*before)
