@@ -136,6 +136,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
     why = np.full(len(rows), "", dtype=object)
     why[ranks < 1] = "group size unknown: not recorded on the collective, and the trace names no world size"
+    why[ranks == 1] = "a collective over a group of one rank: no data crosses a link (a local copy at most)"
     unknown_dtype = np.isnan(itemsize)
     why[unknown_dtype] = [f"unknown collective dtype {d!r}" for d in dtype[unknown_dtype]]
     why[np.isnan(nelems)] = "collective message size not recorded on the kernel"
@@ -615,14 +616,16 @@ def _drop_impossible_costs(kernels: pd.DataFrame) -> None:
 
 
 ROOFLINE_KEYS = ["name", "launcher", "input_dims", "role"]
-# a roofline row's calls also share their note: how they were linked, or why they have no cost
-# (kernels of one name without a launcher, some graph-replayed and some launched before the
-# window, were one row with the reason of whichever came first in the trace)
-GROUP_KEYS = [*ROOFLINE_KEYS, "note"]
+# a roofline row's calls also share their input dtypes (calls of one kernel and shapes on bf16
+# and on fp8 data were one row, at the first one's precision and peak) and their note: how they
+# were linked, or why they have no cost (kernels of one name without a launcher, some
+# graph-replayed and some launched before the window, were one row with the reason of whichever
+# came first in the trace)
+GROUP_KEYS = [*ROOFLINE_KEYS, "input_types", "note"]
 
 
 def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
-    """Costed kernel rows grouped by (name, launcher, input shapes, role, note): counts and summed
+    """Costed kernel rows grouped by (name, launcher, input shapes, role, input dtypes, note): counts and summed
     times, the per-call cost of the group. Groups of several runs (ranks) add up: sum `count`,
     `total_us` and `op_time_us`, keep the first of the rest (see `roofline_metrics`)."""
     keys = ROOFLINE_KEYS

@@ -137,10 +137,13 @@ def _gemm(
 ) -> Cost:
     precision, unit = _gemm_precision(call, inputs[0])
     flops = 2.0 * batch * m * n * k
-    read = sum(a.nbytes for a in inputs)
     written = batch * m * n * out_itemsize
+    # an empty output (M, N or the batch 0) asks for no element: no operand is read
+    read = sum(a.nbytes for a in inputs) if written else 0
     b = f"{batch}·" if batch != 1 else ""
     formula = f"2·{b}M·N·K = 2·{b}{m}·{n}·{k}; bytes = inputs {read} + output {b}{m}·{n}·{out_itemsize}{extra}"
+    if not written:
+        formula += " (an empty output: no operand read)"
     return Cost(flops, read + written, precision, unit, formula)
 
 
@@ -216,8 +219,13 @@ def _scaled_mm(call: Call) -> Cost:
     a, b = _tensor(call, 0, "self"), _tensor(call, 1, "mat2")
     (m, k), (_, n) = a.dims, b.dims
     scales = [x for x in call.args[2:] if x.is_tensor]
-    # out_dtype is recorded as a ScalarType code, not a name: assume a 2-byte (bf16/fp16) result
-    return _gemm(call, 1, m, n, k, [a, b, *scales], 2, " (scales included; 2-byte output assumed)")
+    # (self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum): out_dtype is
+    # recorded as a ScalarType code; not recorded (None: the inputs' dtype), a 2-byte result assumed
+    code = call.args[6].value if len(call.args) > 6 else None
+    size = scalar_type_bytes(code)
+    if size is None:
+        return _gemm(call, 1, m, n, k, [a, b, *scales], 2, " (scales included; 2-byte output assumed)")
+    return _gemm(call, 1, m, n, k, [a, b, *scales], size, f" (scales included; out_dtype code {code})")
 
 
 # --- convolution -----------------------------------------------------------------------------
@@ -484,6 +492,41 @@ def causal_pairs(sq: int, skv: int, align: str) -> float:
     return sq * skv - sq * sq / 2 if skv >= sq else skv * skv / 2
 
 
+def window_pairs(sq: int, skv: int, left: int, right: int, causal: bool) -> float:
+    """The query–key pairs a sliding window keeps, FlashAttention's (≥ 2.3) convention: query i
+    sees keys p − left … p + right at p = i + Skv − Sq (a negative side: unbounded; causal:
+    right = 0) within 0 … Skv − 1. Causal, the diagonal's own ½ per row that sees its diagonal is
+    left out, as `causal_pairs` counts (an unbounded left side gives its bottom-right area)."""
+    offset = skv - sq
+    reach = 0 if causal else right
+    start, end = offset, offset + sq - 1  # the rows' positions p
+    # a row's count, max(0, min(Skv−1, p+reach) − max(0, p−left) + 1), is linear in p between
+    # these positions, and of one sign
+    cuts = {start, end + 1}
+    for at in (left if left >= 0 else None, skv + left if left >= 0 else None):
+        if at is not None:
+            cuts.add(min(max(at, start), end + 1))
+    for at in (skv - reach if reach >= 0 else None, -reach if reach >= 0 else None):
+        if at is not None:
+            cuts.add(min(max(at, start), end + 1))
+    edges = sorted(cuts)
+    total = 0.0
+    for lo_p, hi_p in ((a, b - 1) for a, b in zip(edges, edges[1:], strict=False) if b > a):
+        first, last = _window_row(lo_p, skv, left, reach), _window_row(hi_p, skv, left, reach)
+        if first > 0 or last > 0:
+            total += (hi_p - lo_p + 1) * (max(first, 0) + max(last, 0)) / 2
+    if causal:  # rows whose own diagonal key exists: 0 ≤ p ≤ Skv − 1
+        total -= max(0, min(end, skv - 1) - max(start, 0) + 1) / 2
+    return total
+
+
+def _window_row(p: int, skv: int, left: int, reach: int) -> int:
+    """Keys a query at position p sees in a window (`window_pairs`), before clipping at 0."""
+    hi = skv - 1 if reach < 0 else min(skv - 1, p + reach)
+    lo = 0 if left < 0 else max(0, p - left)
+    return hi - lo + 1
+
+
 def _is_causal(call: Call, index: int, align: str = TOP_LEFT) -> tuple[str | None, str]:
     """The mask an `is_causal` argument at `index` asks for (`align`, or None), and what the
     formula says where it is not recorded (no mask assumed)."""
@@ -491,10 +534,12 @@ def _is_causal(call: Call, index: int, align: str = TOP_LEFT) -> tuple[str | Non
     return (align if flag else None), ("" if flag is not None else " (is_causal not recorded: no mask assumed)")
 
 
-def _attention(call: Call, layout: str, causal: str | None, assumed: str = "") -> Cost:
+def _attention(
+    call: Call, layout: str, causal: str | None, assumed: str = "", window: tuple[int, int] | None = None
+) -> Cost:
     """QKᵀ and PV over the pairs kept of q, k, v (its first three arguments, `layout` BSHD or
-    BHSD): 2 FLOP per MAC, Sq·Skv pairs (causal: `causal_pairs`); `assumed`: what the formula
-    says it assumed."""
+    BHSD): 2 FLOP per MAC, Sq·Skv pairs (causal: `causal_pairs`; a sliding `window` (left,
+    right): `window_pairs`); `assumed`: what the formula says it assumed."""
     q, k, v = _tensor(call, 0, "query"), _tensor(call, 1, "key"), _tensor(call, 2, "value")
     if len(q.dims) != 4:
         raise NoCost(f"{call.launcher}: query of rank {len(q.dims)} (varlen/packed layout: sequence lengths missing)")
@@ -505,10 +550,15 @@ def _attention(call: Call, layout: str, causal: str | None, assumed: str = "") -
         b, h, sq, d = q.dims
         skv, dv = k.dims[2], v.dims[3]
     pairs = causal_pairs(sq, skv, causal) if causal else float(sq * skv)
+    if window is not None:
+        pairs = window_pairs(sq, skv, *window, causal is not None)
     flops = 2.0 * b * h * pairs * (d + dv)
     out = b * h * sq * dv * q.itemsize
     read = q.nbytes + k.nbytes + v.nbytes
-    if causal is None:
+    if window is not None:
+        left, right = (str(side) if side >= 0 else "unbounded" for side in window)
+        kept = f"sliding window (left {left}, right {'0, causal' if causal else right}): {pairs:g} of {sq}·{skv}"
+    elif causal is None:
         kept = f"Sq·Skv = {sq}·{skv}"
     elif sq == skv:
         kept = f"Sq·Skv·½ (causal) = {sq}·{skv}·½"
@@ -530,7 +580,18 @@ def _flash_forward(call: Call) -> Cost:
             "aten::_flash_attention_forward with cumulative sequence lengths (varlen): "
             "per-sequence lengths not recorded"
         )
-    return _attention(call, "BSHD", *_is_causal(call, 8, BOTTOM_RIGHT))
+    return _attention(call, "BSHD", *_is_causal(call, 8, BOTTOM_RIGHT), window=_window(call, 11))
+
+
+def _window(call: Call, index: int) -> tuple[int, int] | None:
+    """A sliding window's (left, right) sizes recorded at `index` and `index + 1` (-1 or not
+    recorded: that side unbounded), or None where neither side is bounded."""
+    sides = []
+    for arg in call.args[index : index + 2]:
+        value = arg.value
+        sides.append(value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1)
+    sides += [-1] * (2 - len(sides))
+    return (sides[0], sides[1]) if max(sides) >= 0 else None
 
 
 # `custom_mask_type` of `_efficient_attention_forward` (PyTorch's CustomMaskType): none, causal
@@ -582,10 +643,13 @@ def _attention_step(call: Call) -> Cost:
     return _paged_attention(call)
 
 
-def _heads(call: Call) -> tuple[Arg, int, int, int, Arg]:
-    """query [T, H_q, d] and the KV heads: from a [T, H_kv, d] key, else the second-to-last
-    axis of a KV cache ([blocks, block_size, H_kv, d], [2, blocks, block_size, H_kv, d]); H_q
-    must be a multiple of H_kv. Returns (query, H_q, d, H_kv, the tensor the K/V are read as)."""
+def _heads(call: Call) -> tuple[Arg, int, int, int, Arg, str]:
+    """query [T, H_q, d] and the KV heads: from a [T, H_kv, d] key (H_kv < H_q), else the
+    second-to-last axis of a KV cache ([blocks, block_size, H_kv, d], [2, blocks, block_size,
+    H_kv, d]: the NHD layout, which the formula then says it assumed: an HND cache's axis −2 is
+    its page size), else H_q (MHA, only [T, H, d] tensors); H_q must be a multiple of H_kv.
+    Returns (query, H_q, d, H_kv, the tensor the K/V are read as — the cache where one is
+    recorded, for its dtype —, where H_kv came from)."""
     tensors = _tensors(call)
     q = next((a for a in tensors if len(a.dims) == 3), None)
     if q is None:
@@ -595,14 +659,16 @@ def _heads(call: Call) -> tuple[Arg, int, int, int, Arg]:
     fits = [a for a in fits if h_q % a.dims[-2] == 0]
     caches = [a for a in fits if len(a.dims) >= 4]
     keys = [a for a in fits if len(a.dims) == 3 and a.dims[-2] < h_q]
-    source = max(caches, key=lambda a: a.numel) if caches else (keys[0] if keys else None)
-    if source is None:
-        # MHA with only [T, H, d] tensors recorded: K/V heads equal the query's
-        same = [a for a in fits if len(a.dims) == 3]
-        if not same:
-            raise NoCost(f"{call.what}: the KV heads are not recorded (no key or KV-cache tensor with head_dim {d})")
-        source = same[0]
-    return q, h_q, d, source.dims[-2], source
+    cache = max(caches, key=lambda a: a.numel) if caches else None
+    if keys:
+        return q, h_q, d, keys[0].dims[-2], cache or keys[0], "key"
+    if cache is not None:
+        return q, h_q, d, cache.dims[-2], cache, "the KV cache's axis −2, NHD layout assumed"
+    # MHA with only [T, H, d] tensors recorded: K/V heads equal the query's
+    same = [a for a in fits if len(a.dims) == 3]
+    if not same:
+        raise NoCost(f"{call.what}: the KV heads are not recorded (no key or KV-cache tensor with head_dim {d})")
+    return q, h_q, d, same[0].dims[-2], same[0], "key"
 
 
 def _paged_attention(call: Call) -> Cost:
@@ -623,7 +689,7 @@ def _paged_attention(call: Call) -> Cost:
             f"{call.what}: paged/varlen attention: no sequence lengths recorded and no per-step "
             "annotation with them (vLLM/SGLang detailed roofline annotations) encloses the launch"
         )
-    q, h_q, d, h_kv, kv = _heads(call)
+    q, h_q, d, h_kv, kv, heads_from = _heads(call)
     products = lengths.g_sqsk + lengths.c_sqsk - lengths.c_sqsq / 2
     flops = 4.0 * h_q * d * products
     sq = lengths.c_sq + lengths.g_sq
@@ -633,7 +699,7 @@ def _paged_attention(call: Call) -> Cost:
     formula = (
         f"4·H_q·d·(Σsq·sk − ½Σsq² causal context) = 4·{h_q}·{d}·({lengths.g_sqsk}+{lengths.c_sqsk}−"
         f"{lengths.c_sqsq}/2) ({lengths.engine} step annotation); bytes = Q+O 2·{sq}·{h_q}·{d}·{q.itemsize} "
-        f"+ K+V 2·{sk}·{h_kv}·{d}·{kv.itemsize} (KV-cache writes on their own op)"
+        f"+ K+V 2·{sk}·{h_kv}·{d}·{kv.itemsize} (H_kv from {heads_from}; KV-cache writes on their own op)"
     )
     return Cost(flops, q_o + k_v, q.precision, MATRIX, formula)
 
@@ -665,12 +731,17 @@ def _fused_experts(call: Call) -> Cost:
     touched = expected_experts(experts, k, tokens) / experts
     read = x.nbytes + touched * (w1.nbytes + w2.nbytes)
     written = x.nbytes
+    # the expert-ordered intermediates, at the activations' dtype: the up-projection writes
+    # [T·k, N1], the down-projection reads [T·k, N2] and writes [T·k, D], the sum over the k
+    # experts reads that back (the activation between them is an op of its own)
+    intermediates = tokens * k * (n1 + n2 + 2 * hidden) * x.itemsize
     precision, unit = _gemm_precision(call, w1)
     formula = (
         f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}·{n1}·{hidden} + 2·{tokens}·{k}·{hidden}·{n2}; "
-        f"bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts E·(1−(1−k/E)^T))"
+        f"bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts E·(1−(1−k/E)^T)) "
+        f"+ intermediates T·k·(N1 + N2 + 2·D)·{x.itemsize} = {intermediates}"
     )
-    return Cost(flops, read + written, precision, unit, formula)
+    return Cost(flops, read + written + intermediates, precision, unit, formula)
 
 
 def expected_experts(experts: int, k: int, tokens: int) -> float:
@@ -744,6 +815,13 @@ def _moe_forward(call: Call) -> Cost:
 _INTEGER_CODES = frozenset((1, 2, 3, 4))
 _FLOAT_CODE_BYTES = {5: 2, 6: 4, 7: 8, 15: 2, 23: 1, 24: 1, 25: 1, 26: 1}
 _BYTE_CODE = 0
+_CODE_BYTES = {_BYTE_CODE: 1, 1: 1, 2: 2, 3: 4, 4: 8, 11: 1, **_FLOAT_CODE_BYTES}  # 11: bool
+
+
+def scalar_type_bytes(code: object) -> int | None:
+    """Bytes per element of a torch ScalarType code as Concrete Inputs record a dtype argument
+    (6: float32, 15: bfloat16, 24: float8_e4m3fn), else None."""
+    return _CODE_BYTES.get(code) if isinstance(code, int) and not isinstance(code, bool) else None
 
 
 def _moe_from_buffers(call: Call, x: Arg, logits: Arg, enclosed: dict) -> Cost:
@@ -858,12 +936,48 @@ def _foreach(call: Call, out_itemsize: int | None) -> Cost:
     return Cost(per * out_numel, read + written, precision, VECTOR, formula)
 
 
+@lru_cache(maxsize=1)
+def written_arguments() -> dict[str, dict[str, list]]:
+    """Launcher → the positions of the arguments it writes (`out`: written only; `inplace`: read
+    and written back) and the ops fused into it (costs.toml `written_arguments`)."""
+    return read_toml("costs.toml")["written_arguments"]
+
+
+def _with_written_arguments(call: Call, spec: dict[str, list]) -> Cost:
+    """A pointwise op whose recorded arguments include its outputs: every recorded tensor but the
+    `out` ones read once, the `out` and `inplace` ones written once; FLOPs per element of the
+    largest written tensor, the fused ops' added to the op's own."""
+    args = call.args
+    out = [i for i in spec.get("out", []) if i < len(args) and args[i].is_tensor]
+    inplace = [i for i in spec.get("inplace", []) if i < len(args) and args[i].is_tensor]
+    if not out and not inplace:
+        raise NoCost(f"{call.what}: the tensors it writes (arguments {spec}) are not recorded")
+    read_from = [a for i, a in enumerate(args) if a.is_tensor and i not in out]
+    written_to = [args[i] for i in (*out, *inplace)]
+    read = sum(a.nbytes for a in read_from)
+    written = sum(a.nbytes for a in written_to)
+    elements = max(a.numel for a in written_to)
+    per_element = flops_per_element()
+    fused = list(spec.get("fused", []))
+    per = per_element.get(call.op_mapping, 1.0) + sum(per_element.get(op, 1.0) for op in fused)
+    plus = "".join(f" + {op}" for op in fused)
+    formula = (
+        f"{per:g} FLOP ({call.op_mapping}{plus}) × {elements} elements; bytes = inputs {read} read "
+        f"+ {written} written (arguments {[*out, *inplace]}: {'out' if out else ''}"
+        f"{', ' if out and inplace else ''}{'updated in place' if inplace else ''})"
+    )
+    return Cost(per * elements, read + written, written_to[0].precision, VECTOR, formula)
+
+
 def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
     if any(a.kind == TENSOR_LIST and a.dims for a in call.args):
         return _foreach(call, out_itemsize)
     tensors = _tensors(call)
     if not tensors:
         raise NoCost(f"{call.what}: no input tensor shapes recorded")
+    spec = written_arguments().get(call.launcher)
+    if spec is not None:
+        return _with_written_arguments(call, spec)
     out_numel = _output_numel([a.dims for a in tensors])
     size = out_itemsize if out_itemsize is not None else tensors[0].itemsize
     per = flops_per_element().get(call.op_mapping, 1.0)
@@ -1048,12 +1162,19 @@ def _cat(call: Call) -> Cost:
 
 @register(ops=("rotary_embedding",))
 def _rotary(call: Call) -> Cost:
-    """q and k rotated in place; one cos/sin cache row read per token."""
-    rotated: list[Arg] = []
-    for arg in _tensors(call):
-        if len(arg.dims) == 3 and not any(arg.dims == r.dims for r in rotated):
-            rotated.append(arg)  # sgl-kernel records q/k twice (inputs and outputs)
-    cache = next((a for a in _tensors(call) if len(a.dims) == 2), None)
+    """q and k rotated in place; one cos/sin cache row read per token. The [tokens, heads, dim]
+    tensors before the cache are q and k, and where their second half repeats the first's shapes,
+    the tensors they are rotated into (sgl-kernel's `apply_rope_pos_ids_cos_sin_cache(q, k, q_rope,
+    k_rope, cos_sin_cache, pos_ids, …)`): counted once. Two are q and k, of one shape where the
+    heads are equal (MHA), both rotated. Tensors after the cache (a fused KV-cache write's buffers)
+    are not rotated."""
+    tensors = _tensors(call)
+    cache_at = next((i for i, a in enumerate(tensors) if len(a.dims) == 2), len(tensors))
+    cache = tensors[cache_at] if cache_at < len(tensors) else None
+    rotated = [a for a in tensors[:cache_at] if len(a.dims) == 3]
+    half = len(rotated) // 2
+    if half >= 2 and len(rotated) % 2 == 0 and all(rotated[i].dims == rotated[half + i].dims for i in range(half)):
+        rotated = rotated[:half]
     if not rotated:
         rotated, cache = _rotary_2d(call)
     tokens = rotated[0].dims[0]

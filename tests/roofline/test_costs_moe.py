@@ -99,8 +99,10 @@ def test_fused_experts_reads_the_expected_distinct_experts() -> None:
     args = parse_call("[[4,64],[8,256,64],[8,64,128],[4,2]]", f"[{BF16},{BF16},{BF16},{BF16}]")
     cost = cost_of(Call("sglang::inplace_fused_experts", "fused_moe", args))
     assert cost.flops == 2 * 4 * 2 * 256 * 64 + 2 * 4 * 2 * 64 * 128 == 393_216
-    # 8·(1 − (3/4)^4) = 5.46875 of 8 experts: 0.68359375 of w1 (262,144 B) + w2 (131,072 B); x and out 512 B each
-    assert cost.bytes == 512 + 512 + 0.68359375 * (262_144 + 131_072) == 269_824
+    # 8·(1 − (3/4)^4) = 5.46875 of 8 experts: 0.68359375 of w1 (262,144 B) + w2 (131,072 B); x and out 512 B each;
+    # the intermediates: up-projection out [8, 256], down-projection in [8, 128] and out [8, 64], read back
+    # by the sum [8, 64]: 8·(256 + 128 + 64 + 64)·2 B = 8,192 B
+    assert cost.bytes == 512 + 512 + 0.68359375 * (262_144 + 131_072) + 8_192 == 278_016
 
 
 # TraceLens's B200 vLLM eager trace (FlashInfer/TRT-LLM fp4 MoE): moe_forward(hidden [888, 3072],
