@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 
 from kernel_atlas.classify.classifier import rule_id, rule_precision
 from kernel_atlas.core.devices import MATRIX, VECTOR
@@ -511,7 +512,7 @@ def window_pairs(sq: int, skv: int, left: int, right: int, causal: bool) -> floa
             cuts.add(min(max(at, start), end + 1))
     edges = sorted(cuts)
     total = 0.0
-    for lo_p, hi_p in ((a, b - 1) for a, b in zip(edges, edges[1:], strict=False) if b > a):
+    for lo_p, hi_p in ((a, b - 1) for a, b in pairwise(edges) if b > a):
         first, last = _window_row(lo_p, skv, left, reach), _window_row(hi_p, skv, left, reach)
         if first > 0 or last > 0:
             total += (hi_p - lo_p + 1) * (max(first, 0) + max(last, 0)) / 2

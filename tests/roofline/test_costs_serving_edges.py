@@ -31,7 +31,7 @@ def test_rope_with_equal_query_and_key_heads_rotates_both() -> None:
     assert cost.bytes == 2 * 2 * 16_777_216 + 2048 * 512 == 68_157_440
     # GQA as the seed catalog records it: q [1024,6,128], k [1024,1,128], then their outputs
     dims = "[[1024,6,128],[1024,1,128],[1024,6,128],[1024,1,128],[8192,128],[1024],[],[]]"
-    gqa = cost_of(_call("sgl_kernel::apply_rope_pos_ids_cos_sin_cache", "rotary_embedding", dims, types + [SCALAR]))
+    gqa = cost_of(_call("sgl_kernel::apply_rope_pos_ids_cos_sin_cache", "rotary_embedding", dims, [*types, SCALAR]))
     assert gqa.flops == 3 * 1024 * 7 * 128 == 2_752_512
     assert gqa.bytes == 2 * 1024 * 7 * 128 * 2 + 1024 * 512 == 4_194_304
 
