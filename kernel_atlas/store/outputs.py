@@ -54,6 +54,7 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_arrow_memory
 from kernel_atlas.core.redact import REDACTED, credential_count, json_holds_credential, redact_document, redact_text
 from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
+from kernel_atlas.store.report_schemas import typed
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
 from kernel_atlas.store.summary_schema import check_summary
 
@@ -461,8 +462,10 @@ def _finite(value: Any) -> Any:
 
 
 def write_table(frame: pd.DataFrame, path: str | Path, run_id: str | None) -> Path:
-    """A derived Parquet file (report, replay) tied to the ingest run its rows came from."""
-    table = _with_run(pa.Table.from_pandas(frame, preserve_index=False), run_id)
+    """A derived Parquet file (report, replay) tied to the ingest run its rows came from, its
+    columns of the types declared for that file whatever the data (`report_schemas.typed`)."""
+    table = typed(pa.Table.from_pandas(frame, preserve_index=False), Path(path).name)
+    table = _with_run(table, run_id)
     with safe_files.atomic_file(path) as handle:
         _write_parquet(table, handle)
     return Path(path)
