@@ -18,9 +18,12 @@ queries over the kernels dataset, so the driver never holds the fleet's rows.
   start (its time in the kernel before the last rank arrived, at most its duration), `late_us`
   = its start − the instance's median start, bandwidths over the time after the last arrival.
 * **Stragglers.** An instance has a clear last rank when the latest arrival leads the second
-  latest by more than `noise_us`. Under no straggler, each of the n ranks is that last rank
-  with probability 1/n; a rank is a straggler when it is last so often that the binomial tail
-  probability is below 0.01 / (number of ranks) (Bonferroni over the ranks).
+  latest by more than `noise_us` and, among three ranks or more, the median arrival by more
+  than the arrival jitter (3σ of the ranks' lateness, by its median absolute deviation over
+  instances of three ranks or more; of two, the lead over the other rank is the whole test).
+  Under no straggler, each of the n ranks is that last rank with probability 1/n; a rank is a
+  straggler when it is last so often that the binomial tail probability is below 0.01 / (number
+  of ranks) (Bonferroni over the ranks).
 """
 
 from __future__ import annotations
@@ -253,16 +256,21 @@ def _rows(con: duckdb.DuckDBPyConnection) -> tuple[float, float]:
         CREATE TEMP TABLE inst_stats AS
         SELECT process_group, seq, max(start_us) AS last_start, min(start_us) AS first_start,
                median(start_us) AS median_start, median(end_us) AS median_end,
-               arg_max(rank, start_us) AS last_rank, list_sort(list(start_us), 'DESC')[2] AS second_start
+               arg_max(rank, start_us) AS last_rank, list_sort(list(start_us), 'DESC')[2] AS second_start,
+               count(*) AS arrived
         FROM aligned GROUP BY process_group, seq
     """)
+    # the arrival jitter from instances of three ranks or more: of two, each rank's lateness is
+    # ±skew/2 whoever arrives last, so their spread is the skew itself and no rank could ever lead
+    # by 3σ of it (a rank last in 10 of 10 instances of a 2-rank job was no straggler)
     noise, jitter = con.execute("""
-        SELECT median(abs(a.end_us - s.median_end)), median(abs(a.start_us - s.median_start))
+        SELECT median(abs(a.end_us - s.median_end)),
+               median(abs(a.start_us - s.median_start)) FILTER (WHERE s.arrived >= 3)
         FROM aligned a JOIN inst_stats s USING (process_group, seq)
     """).fetchall()[0]
     noise = max(MIN_NOISE_US, _MAD_SCALE * float(noise or 0.0))
     jitter = max(noise, _MAD_SCALE * float(jitter or 0.0))
-    held_up = f"s.last_start - s.median_start > {jitter} AND s.last_start - s.second_start > {noise}"
+    held_up = f"s.last_start - s.second_start > {noise} AND (s.arrived < 3 OR s.last_start - s.median_start > {jitter})"
     con.execute(f"""
         CREATE TEMP TABLE rows AS
         SELECT a.*, s.last_start - s.first_start AS skew_us,

@@ -412,7 +412,10 @@ def build_graph(
     elif not hta:  # HTA adds no sync edge without cuda_sync events
         _fallback_sync_edges(gpu, host, n_host, edges)
         if n_host:
-            notes.append("no cuda_sync events in the trace: host syncs released by the GPU activity that ended last")
+            notes.append(
+                "no cuda_sync events in the trace: host syncs released by the GPU activity that ended last "
+                "(a device sync: by each stream's last)"
+            )
     limit = np.inf if hta else KERNEL_GAP_LIMIT_US  # HTA 0.5.0 chains a stream across any gap
     explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes, limit, queue_test=hta)
     if not hta:
@@ -709,3 +712,34 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
     ok[ok] = end[order][idx[ok]] >= c_ts[ok]
     src = gpu["event"].to_numpy()[order][idx[ok]]
     edges.add(2 * src + 1, 2 * calls[ok] + 1, 0.0, SYNC, -1)
+    _device_sync_edges(gpu, host, calls, end[order], order, edges)
+
+
+_DEVICE_SYNC = re.compile(r"^(cuda|hip)DeviceSynchronize$")
+
+
+def _device_sync_edges(
+    gpu: pd.DataFrame, host: pd.DataFrame, calls: np.ndarray, ends: np.ndarray, order: np.ndarray, edges: _Edges
+) -> None:
+    """A device synchronisation waits for every stream, not only the activity that happened to end
+    last: it is also released by each stream's last activity ending while it ran, so that a what-if
+    speeding that one up still waits for the others (it let the call return before a kernel on
+    another stream ended). `ends` are the activities' ends in `order`."""
+    device_syncs = calls[name_mask(host["name"].iloc[calls], _DEVICE_SYNC.match)]
+    if len(device_syncs) == 0:
+        return
+    key = (gpu["device"].to_numpy() * (1 << 32) + gpu["stream"].to_numpy())[order]
+    event = gpu["event"].to_numpy()[order]
+    starts = np.searchsorted(ends, host["ts_us"].to_numpy()[device_syncs], side="left")
+    stops = np.searchsorted(ends, host["end_us"].to_numpy()[device_syncs] + 1e-3, side="right")
+    sources, targets = [], []
+    for call, lo, hi in zip(device_syncs.tolist(), starts.tolist(), stops.tolist(), strict=True):
+        if hi - lo < 2:
+            continue  # none, or only the last activity (already an edge)
+        streams = key[lo:hi]
+        # each stream's last activity ending in the call: its last position in the end order
+        _, last_from_end = np.unique(streams[::-1], return_index=True)
+        sources.append(event[lo:hi][hi - lo - 1 - last_from_end])
+        targets.append(np.full(len(last_from_end), call))
+    if sources:
+        edges.add(2 * np.concatenate(sources) + 1, 2 * np.concatenate(targets) + 1, 0.0, SYNC, -1)

@@ -96,7 +96,19 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
         "advice": advice,
         "clocks": _clocks(facts),
         "shapes_inferred": _inferred(summary, gpu),
+        "traces_failed": _failed(summary),
     }
+
+
+def _failed(summary: dict[str, Any]) -> list[dict[str, str]]:
+    """The traces given to ingest that failed (summary.json's `failed`): their GPU time is in no
+    table of this report, and a report of the others alone did not say so."""
+    failed = summary.get("failed")
+    if not isinstance(failed, list):
+        return []
+    return [
+        {"source": str(f.get("source", "")), "reason": str(f.get("reason", ""))} for f in failed if isinstance(f, dict)
+    ]
 
 
 def _inferred(summary: dict[str, Any], gpu_time_us: float) -> dict[str, Any] | None:

@@ -29,6 +29,14 @@ def trust_lines(trust: dict[str, Any] | None, clocks: bool = True) -> list[str]:
             "GPU time) had no launch in the window; their shapes, and so their costs, are borrowed from launches "
             "of the same kernel, grid and block"
         )
+    failed = trust.get("traces_failed") or []
+    if failed:
+        named = ", ".join(f["source"] for f in failed[:3]) + (
+            f" and {len(failed) - 3:,} more" if len(failed) > 3 else ""
+        )
+        lines.append(
+            f"  not in this report: {named} failed to ingest; its GPU time is in no table (why: summary.json `failed`)"
+        )
     if clocks and trust.get("clocks"):
         lines.append(f"  {trust['clocks']}")
     return lines

@@ -817,3 +817,22 @@ def test_a_deep_nesting_is_walked_exactly(tmp_path: Path) -> None:
     segs = segments(graph, path)
     sums = segs.groupby("kind")["dur_us"].sum().to_dict()
     assert sums == pytest.approx({"cpu": 2999.5, "launch": 10.5, "gpu": 10_000.0})
+
+
+def test_whatif_keeps_a_device_sync_waiting_for_every_stream_without_cuda_sync_events(tmp_path: Path) -> None:
+    # Older Kineto (no cuda_sync events): step [0,120] ⊃ launch [1,2] → kA on stream 7 [5,105], launch
+    # [3,4] → kB on stream 8 [6,96], cudaDeviceSynchronize [10,110]. Baseline 1 + 4 + 100 + 10 = 115.
+    # kA 2× faster ([5,55]): the sync still waits for kB, reached at 3 (launch) + 1 + 2 (queue) + 90 = 96,
+    # then the step's 10 µs after the sync: 106. The sync had been tied to kA alone: 96, kB's end.
+    events = [
+        op("step", 0, 120),
+        call("cudaLaunchKernel", 1, 1, 1),
+        kernel("kA", 5, 100, 1, 7),
+        call("cudaLaunchKernel", 3, 1, 2),
+        kernel("kB", 6, 90, 2, 8),
+        call("cudaDeviceSynchronize", 10, 100, 9),
+    ]
+    kernels, host = solved(tmp_path, events)
+    result = what_if(kernels, host, [parse_speedup("kernel=^kA$:2x")])
+    assert (result["baseline_us"], result["new_us"]) == (115.0, 106.0)
+    assert what_if(kernels, host, [parse_speedup("kernel=^kA$:1000x")])["new_us"] == 106.0

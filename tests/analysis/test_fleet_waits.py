@@ -295,3 +295,46 @@ def test_waits_facts_of_two_ranks_by_hand() -> None:
     assert combined["graph_candidates"] == {"short_kernel_us": 20.0, "count": 2, "saving_us": 11.0}
     one = facts(0, 10, 50.0, None)
     assert combine_waits_facts([(0, one)]) == one
+
+
+def _two_rank_trace(rank: int, gemm_us: float) -> dict:
+    """Ten steps of a GEMM then an all-reduce over ranks 0 and 1, every all-reduce ending at
+    1000·i + 200 µs: the rank whose GEMM is longer arrives later and the other waits."""
+    events: list[dict] = [{"ph": "X", "cat": "cpu_op", "name": "step", "pid": 11, "tid": 11, "ts": 0, "dur": 10_000}]
+    for i in range(10):
+        base, gemm, comm = 1000 * i, 2 * i + 1, 2 * i + 2
+        start = base + 30 + gemm_us
+        events += [
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 11, "tid": 11, "ts": base + 10,
+             "dur": 5, "args": {"correlation": gemm}},
+            {"ph": "X", "cat": "kernel", "name": "gemm_kernel", "pid": 0, "tid": 7, "ts": base + 30, "dur": gemm_us,
+             "args": {"correlation": gemm, "device": 0, "stream": 7}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 11, "tid": 11, "ts": base + 20,
+             "dur": 5, "args": {"correlation": comm}},
+            {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "pid": 0, "tid": 7,
+             "ts": start, "dur": base + 200 - start,
+             "args": {"correlation": comm, "device": 0, "stream": 7, "Collective name": "allreduce",
+                      "In msg nelems": 1048576, "Out msg nelems": 1048576, "Group size": 2, "dtype": "Float",
+                      "Process Group Name": "0", "Process Group Ranks": [0, 1], "Seq": i + 1}},
+        ]  # fmt: skip
+    return {"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}
+
+
+def test_a_rank_last_in_every_instance_of_a_two_rank_job_is_a_straggler(tmp_path: Path) -> None:
+    # rank 1's GEMM is 150 µs, rank 0's 100 µs: rank 1 arrives 50 µs after rank 0 in 10 of 10 all-reduces.
+    # With two ranks each one's lateness is ±25 µs whoever is last, so a jitter taken from it (3σ of
+    # 25 µs) hid every instance. By chance a rank is last with p = ½: 10 of 10 has p = 0.5^10.
+    paths = []
+    for rank, gemm_us in ((0, 100.0), (1, 150.0)):
+        paths.append(tmp_path / f"rank{rank}.json")
+        paths[-1].write_text(json.dumps(_two_rank_trace(rank, gemm_us)))
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["ingest", *map(str, paths), "-o", str(out), "-q"]).exit_code == 0
+    build_report(out)
+    report = json.loads((out / "report.json").read_text())
+    [straggler] = report["stragglers"]
+    assert (straggler["rank"], straggler["collectives"], straggler["of"]) == (1, 10, 10)
+    assert straggler["p_value"] == 0.5**10
+    assert straggler["wait_caused_us"] == 10 * 50.0
+    rows = pd.read_parquet(out / "collectives.parquet")
+    assert rows.loc[rows["rank"] == 1, "last"].all() and not rows.loc[rows["rank"] == 0, "last"].any()
