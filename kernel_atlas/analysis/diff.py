@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.fleet import run_folder
-from kernel_atlas.store.outputs import lock
+from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.ingest.fleet import ingested_from, output_for, run_folder
+from kernel_atlas.store.outputs import is_url, lock
 from kernel_atlas.store.run import Run
 
 LEVELS = ("category", "op_mapping", "module", "kernel")
@@ -211,10 +212,37 @@ def _side(source: str | Path) -> Side:
         return side_of(Run.open(out_dir))
 
 
+def _one_folder_for_two(source_a: str | Path, source_b: str | Path) -> None:
+    """Refuse two different sources whose runs would be one folder: two traces of one stem
+    (`m.json.gz` and `m.json` both ingest to `m.atlas`), or a trace and the run folder of another
+    trace of its stem — the second ingest replaced the first's run, and the diff compared a run
+    with itself (its gate passed at +0.0 %)."""
+
+    def folder(source: str | Path) -> Path:
+        path = Path(source)
+        return path if path.is_dir() else Path(output_for(str(path))[0])
+
+    a, b = Path(source_a), Path(source_b)
+    if a.resolve() == b.resolve() or is_url(str(a)) or is_url(str(b)):
+        return
+    shared = folder(a)
+    if shared.resolve() != folder(b).resolve():
+        return
+    trace, run = (a, b) if b.is_dir() else (b, a)
+    if run.is_dir() and ingested_from(run, trace):  # a trace and its own run: one run, compared with itself
+        return
+    raise AtlasError(
+        b,
+        f"its run would be {shared}, as {a}'s is: ingest one of them elsewhere (`atlas ingest TRACE -o "
+        "OTHER`) and compare the folders",
+    )
+
+
 def diff_runs(source_a: str | Path, source_b: str | Path) -> Diff:
     """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output."""
     from kernel_atlas.analysis.memory import compare_memory, run_memory
 
+    _one_folder_for_two(source_a, source_b)
     result = compare(_side(source_a), _side(source_b))
     memories = []
     for source in (source_a, source_b):

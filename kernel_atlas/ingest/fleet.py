@@ -11,6 +11,7 @@ is listed with its reason; the other ranks complete.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import tempfile
@@ -40,7 +41,7 @@ from kernel_atlas.ingest.catalog import (
 )
 from kernel_atlas.ingest.host_events import write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
-from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table
+from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table, trace_fingerprint
 from kernel_atlas.store.outputs import (
     CATALOG,
     KERNELS,
@@ -237,7 +238,7 @@ def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
 
 def run_folder(source: str | Path, reuse: bool = True) -> Path:
     """The ingest output for `source`: a folder as it is; a trace's default output folder,
-    ingested now unless `reuse` and its summary.json is newer than the trace."""
+    ingested now unless `reuse` and that folder is this trace's run (`ingested_from`)."""
     path = Path(source)
     if path.is_dir():
         return path
@@ -246,10 +247,24 @@ def run_folder(source: str | Path, reuse: bool = True) -> Path:
     if not path.exists():
         raise AtlasError(path, why_missing(path))
     out_dir = Path(output_for(str(path))[0])
-    summary = out_dir / SUMMARY
-    if not summary.is_file() or summary.stat().st_mtime < path.stat().st_mtime:
-        return ingest_one(path)[0]
-    return out_dir
+    return out_dir if ingested_from(out_dir, path) else ingest_one(path)[0]
+
+
+def ingested_from(out_dir: Path, trace: Path) -> bool:
+    """Whether `out_dir` holds the run of `trace` alone, as ingested: its summary.json lists one
+    trace, of this file name and fingerprint (`summary.trace_fingerprint`). A summary newer than
+    the trace was taken for its run, and the run of another trace of the same stem (`m.json.gz`
+    and `m.json` share `m.atlas`), or of a file copied over the trace keeping its older time, was
+    compared as if it were this one."""
+    try:
+        summary = json.loads((out_dir / SUMMARY).read_bytes())
+    except (OSError, ValueError):
+        return False
+    traces = summary.get("traces") if isinstance(summary, dict) else None
+    if not isinstance(traces, list) or len(traces) != 1 or not isinstance(traces[0], dict) or summary.get("failed"):
+        return False
+    recorded = traces[0].get("fingerprint")
+    return traces[0].get("file") == trace.name and recorded is not None and recorded == trace_fingerprint(trace)
 
 
 def plan(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -121,6 +124,27 @@ def _streams(frame: pd.DataFrame, number: np.ndarray, count: int) -> list[list[i
     return [values[at[k] : at[k + 1]] for k in range(count)]
 
 
+FINGERPRINT_BYTES = 1 << 20  # read from each end of a trace for its fingerprint
+
+
+def trace_fingerprint(path: Path) -> str | None:
+    """What tells one trace file from another without reading it whole: SHA-256 of its size and
+    its first and last MiB (a trace of gigabytes costs two reads of 1 MiB). None where the file
+    cannot be read. The commands that ingest a trace on first use reuse its run only where the
+    run's summary.json holds this trace's fingerprint (`fleet.run_folder`)."""
+    try:
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            digest = hashlib.sha256(str(size).encode())
+            digest.update(handle.read(FINGERPRINT_BYTES))
+            if size > FINGERPRINT_BYTES:
+                handle.seek(max(size - FINGERPRINT_BYTES, FINGERPRINT_BYTES))
+                digest.update(handle.read(FINGERPRINT_BYTES))
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
 def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: dict[str, Any]) -> dict[str, Any]:
     """Per-trace facts: everything a reader checks before trusting the tables."""
     used_devices = {int(d) for d in frame["device"].dropna().unique()} if len(frame) else set()
@@ -131,6 +155,7 @@ def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: di
     return {
         "file": trace.path.name,
         "size_bytes": trace.size_bytes,
+        "fingerprint": trace_fingerprint(trace.path),
         "events": link_facts.pop("events"),
         "runtime": trace.runtime,
         "rank": rank,

@@ -179,6 +179,15 @@ def check_named_output(target: str | Path, option: str, reads: Sequence[Path] = 
     resolved = Path(os.path.realpath(target))
     if own is not None and resolved == Path(os.path.realpath(own)):
         return
+    # a folder that is not there or not writable is said before the work, not after it: the
+    # report had rewritten its run folder's tables, then failed on `--html nodir/r.html`
+    parent = resolved.parent
+    if not parent.is_dir():
+        raise AtlasError(option, f"{target}: cannot write: its folder {Path(target).parent} does not exist")
+    if resolved.is_dir():
+        raise AtlasError(option, f"{target} is a folder: name a file to write")
+    if not safe_files.is_writable_folder(parent) or (resolved.exists() and not os.access(resolved, os.W_OK)):
+        raise AtlasError(option, f"{target}: cannot write: permission denied")
     for path in reads:
         if not is_url(path) and resolved == Path(os.path.realpath(path)):
             raise AtlasError(option, f"{target} is a file this command reads: name another file to write")
