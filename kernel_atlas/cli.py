@@ -247,6 +247,8 @@ def ingest(
     if address is not None and engine != "ray":
         raise AtlasError(None, "--address needs --engine ray")
     sources = expand_sources(traces)
+    if out is not None:
+        _not_inside_an_input(out, traces)
     if engine == "local" and jobs is None:  # folders and globs: known once expanded
         jobs = local_jobs([Path(s) for s in sources])
     out_dir = out
@@ -364,13 +366,33 @@ def explain(
     )
 
 
-def _starts_with(path: Path, prefix: bytes) -> bool:
-    """Whether a file's first non-blank bytes are `prefix` (reads 64 bytes, not the file)."""
+def _not_inside_an_input(out: str, traces: list[str]) -> None:
+    """Refuse an output folder that is an input folder or lies inside one: the outputs would mix
+    with the traces, and the next `atlas ingest DIR -o DIR` refused the folder (its traces then
+    lay inside an output folder)."""
+    from kernel_atlas.store.outputs import is_url
+
+    if is_url(out):
+        return
+    target = Path(os.path.realpath(out))
+    for source in traces:
+        folder = Path(source.removeprefix("file://"))
+        if is_url(source) or not folder.is_dir():
+            continue
+        inside = Path(os.path.realpath(folder))
+        if target == inside or inside in target.parents:
+            raise AtlasError("-o", f"{out} is inside the input folder {source}: the outputs would mix with its traces")
+
+
+def _is_catalog(path: Path) -> bool:
+    """Whether a `.json` file is a kernel catalog (a list of entries naming a `kernel_name`), not a
+    trace written as a bare list of events (it was costed as a catalog of 2,551 empty entries)."""
     try:
         with path.open("rb") as handle:
-            return handle.read(64).lstrip().startswith(prefix)
+            head = handle.read(1 << 16)
     except OSError:
         return False
+    return head.lstrip().startswith(b"[") and b'"kernel_name"' in head
 
 
 def _typed_command() -> str:
@@ -425,7 +447,12 @@ def main() -> None:
 @_one_line_errors
 def report(
     source: Annotated[
-        Path, typer.Argument(help="An `atlas ingest` output directory, or a trace file (ingested first).")
+        Path,
+        typer.Argument(
+            help="An `atlas ingest` output directory, a trace file (ingested first), or a kernel catalog "
+            "(a JSON list of entries with `kernel_name`: the costs of every entry at its example shapes, "
+            "written to CATALOG.costs.csv beside it)."
+        ),
     ],
     device: Annotated[
         str | None,
@@ -502,15 +529,16 @@ def report(
     from kernel_atlas.report.build import build_report
     from kernel_atlas.report.terminal import print_catalog_costs, print_report
 
-    if source.is_file() and source.suffix == ".json" and _starts_with(source, b"["):
-        # a kernel catalog: costs of every entry at its example shapes
+    if source.is_file() and source.suffix == ".json" and _is_catalog(source):
+        # a kernel catalog: costs of every entry at its example shapes, written next to it
         from kernel_atlas.classify.classifier import load_catalog
         from kernel_atlas.core.devices import get_device
         from kernel_atlas.roofline.catalog import catalog_costs
-        from kernel_atlas.store.outputs import write_csv
+        from kernel_atlas.store.outputs import check_named_output, write_csv
 
+        target = source.with_name(source.stem + ".costs.csv")
+        check_named_output(target, "the costs file", reads=[source])
         table = catalog_costs(load_catalog(source), get_device(device or "h100-sxm"))
-        target = Path(source.stem + ".costs.csv")
         write_csv(table, target)
         print_catalog_costs(console, table, device or "h100-sxm", target, top=top, wide=wide)
         return

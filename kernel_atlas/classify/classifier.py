@@ -390,6 +390,10 @@ def _is_unicode(value: object) -> bool:
 def _entry_problem(entry: object) -> str | None:
     if not isinstance(entry, dict):
         return "is not an object"
+    if "ph" in entry and "kernel_name" not in entry:  # a trace written as a bare array of events
+        return "is a trace event, not a kernel entry (a trace is read by `atlas ingest`)"
+    if not isinstance(entry.get("kernel_name"), str) or not entry["kernel_name"]:
+        return "has no `kernel_name` (every entry names its kernel)"
     if entry.get("label") is not None and not isinstance(entry["label"], dict):
         return "has a `label` that is not an object"
     for key in _ENTRY_TEXT:

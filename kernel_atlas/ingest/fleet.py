@@ -46,6 +46,7 @@ from kernel_atlas.store.outputs import (
     CATALOG,
     KERNELS,
     LAYOUT,
+    RUN_FILE_NAMES,
     SUMMARY,
     file_stem,
     filesystem,
@@ -191,6 +192,7 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
         elif not local.exists():
             raise AtlasError(source, why_missing(local))
         else:
+            not_a_run_file(local)
             found.append(str(local))
     # each file once, however it was spelled (`t.json`, `./t.json`, `../dir/t.json`, a folder and a file in it)
     once: dict[str, str] = {}
@@ -223,11 +225,20 @@ def output_for(first_source: str, choose: str = "-o sets the output folder") -> 
     return str(fallback), f"{local.parent} is read-only: writing to ./{fallback} instead ({choose})"
 
 
+def not_a_run_file(path: Path) -> None:
+    """Refuse a run folder's own file given as a trace: `atlas report RUN/summary.json` made
+    RUN/summary.atlas/ inside the run, and failed."""
+    if path.name in RUN_FILE_NAMES and (path.parent / SUMMARY).is_file():
+        raise AtlasError(path, f"is {path.name} of the run folder {path.parent}, not a trace")
+
+
 def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
     """A trace ingested as `atlas ingest TRACE` would (its default output folder); returns the
     folder and the warnings. A trace that is missing or fails is an `AtlasError`."""
     if not is_url(str(source)) and not Path(source).exists():  # said before a fallback folder is chosen for it
         raise AtlasError(source, why_missing(Path(source)))
+    if not is_url(str(source)):
+        not_a_run_file(Path(source))
     # the commands that ingest on first use (report, diff, dashboard) have no -o
     out, note = output_for(str(source), "`atlas ingest TRACE -o OUT` chooses the output folder")
     result = ingest_fleet([str(source)], out)

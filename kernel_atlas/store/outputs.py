@@ -278,11 +278,25 @@ def lock(out: str | Path, shared: bool = False) -> Iterator[None]:
 @contextmanager
 def new_run(out: str | Path) -> Iterator[str]:
     """Hold `out` for a new ingest run: the folder is made and locked and the previous run's
-    files removed; yields the new run's id."""
+    files removed; yields the new run's id. A folder this run made and left with nothing but
+    its lock (every trace failed) is removed: a failed `atlas ingest bad.json` left `bad.atlas/`
+    holding `.atlas.lock` alone."""
+    made = not is_url(out) and not Path(out).exists()
     check_output_path(out)
-    with lock(out):
-        clear_previous_run(out)
-        yield uuid.uuid4().hex
+    try:
+        with lock(out):
+            clear_previous_run(out)
+            yield uuid.uuid4().hex
+    finally:
+        if made:
+            _remove_if_only_the_lock(Path(out))
+
+
+def _remove_if_only_the_lock(folder: Path) -> None:
+    with suppress(OSError):
+        if [p.name for p in folder.iterdir()] == [safe_files.LOCK_NAME]:
+            (folder / safe_files.LOCK_NAME).unlink()
+            folder.rmdir()
 
 
 # Rows per Parquet row group: the writer encodes a row group whole before it moves on, so a trace's
@@ -481,8 +495,10 @@ def write_table(frame: pd.DataFrame, path: str | Path, run_id: str | None) -> Pa
 
 
 # What a spreadsheet takes a cell beginning with for a formula (OWASP's list): a text cell from
-# the trace beginning with one is written after an apostrophe, which shows it as text
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# the trace beginning with one is written after an apostrophe, which shows it as text. A cell
+# beginning with an apostrophe gets one more, so that the escape can be undone — strip one
+# leading apostrophe from every text cell that has one — and `=SUM(1)` and `'=SUM(1)` stay two keys
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
 def _as_text(value: object) -> object:

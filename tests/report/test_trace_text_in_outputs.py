@@ -122,3 +122,15 @@ def test_dashboard_notebook_shows_the_kernel_name_as_text(runs: dict[str, Path])
     state = json.dumps(notebook.metadata.get("widgets", {}))
     assert "onerror=alert(1)" in state  # the kernel with the most time is the one the panel shows first
     assert "<img src=x" not in state and "&lt;img src=x onerror=alert(1)&gt;" in state
+
+
+def test_the_csv_escape_is_undone_by_one_apostrophe(tmp_path: Path) -> None:
+    # names that a spreadsheet would run, and names that already begin with an apostrophe: four keys,
+    # each read back exactly by stripping one leading apostrophe (the escape had made two pairs of them equal)
+    from kernel_atlas.store.outputs import write_csv
+
+    names = ["=SUM(1)", "'=SUM(1)", "-1", "'-1", "plain", "''x"]
+    path = write_csv(pd.DataFrame({"key": names, "total_us": [1.0] * 6}), tmp_path / "t.csv")
+    written = pd.read_csv(path, keep_default_na=False)["key"]
+    assert written.nunique() == 6
+    assert written.str.removeprefix("'").tolist() == names
