@@ -218,7 +218,7 @@ def ingest(
         str | None,
         typer.Option(help="Ray cluster to join: auto or ray://HOST:PORT (default: a local Ray started for the run)."),
     ] = None,
-    top: Annotated[int, typer.Option(help="Kernels shown in the summary table.")] = 10,
+    top: Annotated[int, typer.Option(min=1, max=1_000_000, help="Kernels shown in the summary table.")] = 10,
     quiet: Annotated[bool, typer.Option("-q", "--quiet", help="Only print the output directory.")] = False,
     capture: Annotated[
         list[Path] | None,
@@ -466,7 +466,7 @@ def report(
     html: Annotated[
         Path | None, typer.Option("--html", help="Write the interactive report here (default: OUT/report.html).")
     ] = None,
-    top: Annotated[int, typer.Option(help="Rows in the terminal tables.")] = 12,
+    top: Annotated[int, typer.Option(min=1, max=1_000_000, help="Rows in the terminal tables.")] = 12,
     kernel_wait_us: Annotated[
         float,
         typer.Option(
@@ -618,6 +618,13 @@ def whatif(
 
     # printed as whatif.json holds it: the changes quote the --speedup values as typed
     result = redact_document(run_whatif(source, speedup or [], no_launch_gaps, window, rank))
+    for change in result.get("changes", []):  # a typo (`category=GEMM`) saved 0 µs unsaid
+        if isinstance(change, dict) and change.get("activities") == 0:
+            _say_later(
+                "[yellow]warning:[/]",
+                f"--speedup {change.get('change')!r} matches no GPU activity (values are matched exactly, "
+                "case included; `kernel=` takes a regular expression)",
+            )
     if as_json:
         import json
 
@@ -660,7 +667,7 @@ def diff(
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Write a summary a CI system can post (Markdown) here.")
     ] = None,
-    top: Annotated[int, typer.Option(help="Rows in the terminal tables.")] = 10,
+    top: Annotated[int, typer.Option(min=1, max=1_000_000, help="Rows in the terminal tables.")] = 10,
     wide: Wide = False,
 ) -> None:
     """Compare two runs: GPU time per category, op, nn.Module and kernel in A and B and the
@@ -796,9 +803,12 @@ def replay(
     ] = None,
     max_gib: Annotated[float, typer.Option("--max-gib", help="Refuse shapes whose inputs exceed this.")] = 16.0,
     seq_len: Annotated[
-        int | None, typer.Option("--seq-len", help="KV length per request where a trace records only workspaces.")
+        int | None,
+        typer.Option("--seq-len", min=1, help="KV length per request where a trace records only workspaces."),
     ] = None,
-    batch: Annotated[int | None, typer.Option("--batch", help="Requests per call, likewise.")] = None,
+    batch: Annotated[
+        int | None, typer.Option("--batch", min=1, max=1 << 20, help="Requests per call, likewise.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list instead of a table.")] = False,
     wide: Wide = False,
 ) -> None:

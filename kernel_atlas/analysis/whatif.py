@@ -37,7 +37,9 @@ from kernel_atlas.store.outputs import (
 )
 
 _FIELDS = {"op": "op_mapping", "category": "category", "kernel": "name", "module": "module", "launcher": "launcher"}
-_SPEC = re.compile(r"^(?P<field>\w+)=(?P<value>.+):(?P<how>roofline|\d+(\.\d+)?x)$")
+_SPEC = re.compile(r"^(?P<field>\w+)=(?P<value>.+):(?P<how>roofline|[^:]*x)$")
+_FACTOR = re.compile(r"^\d+(\.\d+)?x$")
+MAX_FACTOR = 1e6  # past this a kernel takes less than a clock tick: a factor of 1e30 is a typo
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,13 @@ def parse_speedup(spec: str) -> Speedup:
             f"--speedup {spec!r}: expected FIELD=VALUE:Nx or FIELD=VALUE:roofline, FIELD one of {', '.join(_FIELDS)}",
         )
     how = match["how"]
+    if how != "roofline" and not _FACTOR.match(how):
+        raise AtlasError(None, f"--speedup {spec!r}: the factor {how[:-1]!r} is no plain number (1.5x, 2x)")
     factor = None if how == "roofline" else float(how[:-1])
     if factor is not None and not factor >= 1:  # min(recorded, recorded / factor): a slowdown changed nothing
         raise AtlasError(None, f"--speedup {spec!r}: the factor must be at least 1 (a speedup)")
+    if factor is not None and factor > MAX_FACTOR:
+        raise AtlasError(None, f"--speedup {spec!r}: the factor must be at most {MAX_FACTOR:,.0f}")
     if match["field"] == "kernel":
         user_pattern(match["value"], f"--speedup {spec!r}")
     return Speedup(match["field"], match["value"], factor)

@@ -20,6 +20,7 @@ import math
 import os
 import shutil
 import stat
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -161,8 +162,16 @@ def check_utf8(path: str | Path) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
-        problem = "not valid UTF-8 (bytes of another encoding?): Parquet and JSON hold only UTF-8 text"
+        raw = os.fsencode(text)
+        try:  # UTF-8 bytes that an ASCII locale could not decode: the locale is the problem
+            shown = raw.decode("utf-8")
+            problem = (
+                f"a UTF-8 name, but the locale's encoding is {sys.getfilesystemencoding()}: set a UTF-8 locale "
+                "(LC_ALL=C.UTF-8) to pass non-ASCII names"
+            )
+        except UnicodeDecodeError:
+            shown = text.encode("utf-8", "backslashreplace").decode("utf-8")
+            problem = "not valid UTF-8 (bytes of another encoding?): Parquet and JSON hold only UTF-8 text"
         raise AtlasError(shown, problem) from None
 
 
