@@ -33,6 +33,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from kernel_atlas import __version__
+
+        write_stdout(f"atlas {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", "-V", callback=_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """Kernel Atlas: where a PyTorch model's GPU time goes, kernel by kernel, and how far each
+    kernel is from the hardware limit. Start with `atlas ingest TRACE.json.gz`."""
+
+
 # consoles never narrower than 40 cells, writing what the locale cannot encode with substitutes,
 # on streams that fail in one line (report/console.py)
 console = terminal("stdout")
@@ -420,8 +441,11 @@ def main() -> None:
         raise SystemExit(2) from None
     try:
         code = app(standalone_mode=False, prog_name="atlas")
-    except usage.NoArgsIsHelpError as exc:  # `atlas`, `atlas report`: their help
-        exc.show()
+    except usage.NoArgsIsHelpError as exc:  # `atlas`, `atlas report`: their help (typer printed it)
+        if exc.format_message().strip():  # click's plain help, where typer's own did not print it
+            exc.show()
+        missing = "no command given" if exc.ctx.parent is None else "its arguments are missing"
+        say(err_console, "[bold red]error:[/]", f"{missing} (see {exc.ctx.command_path} --help)")
         code = 2
     except usage.ClickException as exc:
         ctx = getattr(exc, "ctx", None)

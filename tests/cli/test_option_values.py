@@ -57,3 +57,15 @@ def test_utf8_arguments_under_an_ascii_locale_name_the_locale() -> None:
     # bytes that are no UTF-8 at all (Latin-1 `é`)
     with pytest.raises(AtlasError, match="not valid UTF-8"):
         check_utf8(b"caf\xe9.json".decode("ascii", "surrogateescape"))
+
+
+def test_version_and_a_bare_atlas_say_one_line() -> None:
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-c", "from kernel_atlas.cli import main; main()"]
+    version = subprocess.run([*run, "--version"], capture_output=True, text=True, timeout=120)
+    assert version.returncode == 0 and version.stdout.startswith("atlas ")
+    bare = subprocess.run(run, capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 2 and "Usage" in bare.stdout
+    assert bare.stderr.strip().splitlines() == ["error: no command given (see atlas --help)"]  # was a blank line
