@@ -63,7 +63,11 @@ def host_events_table(cols: TraceColumns, linked: LinkedColumns, release: bool =
     family = host.family
     if release:
         _release(host, "external_id", "shape", "params", "launch_kernel", "seq_nr", "fwd_tid")
-    kept = np.flatnonzero(np.isin(family, list(_KIND_OF_FAMILY)) & (host.end > host.ts))
+    # ranges of some length; a runtime call of none too: a launch recorded in integer µs, or a
+    # 0.05 µs one at an epoch-scale start (a double holds multiples of 0.25 µs there), is still
+    # the launch its kernels wait for (left out, its kernels lost their launch on the critical path)
+    timed = (host.end > host.ts) | ((family == RUNTIME) & (host.end == host.ts))
+    kept = np.flatnonzero(np.isin(family, list(_KIND_OF_FAMILY)) & timed)
     parents = _kept_parents(family, linked.host_parent, kept)
     row_of = np.full(len(family) + 1, -1, np.int64)
     row_of[kept] = np.arange(len(kept))

@@ -356,10 +356,12 @@ def _collective_shapes(host: HostTable, launcher_idx: np.ndarray, cpu_op_idx: np
 
 
 def _launcher_and_op(host: HostTable, nest: HostNesting, launch_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Host index of the launcher (innermost enclosing CPU op or Python frame, not a step range)
-    and of the innermost enclosing CPU op of each launch; -1 none."""
+    """Host index of the launcher (innermost enclosing CPU op, Python frame or annotation, not a
+    step range nor a runtime call — a driver call nested in its runtime call, or a launch nested
+    in another where rounding made one end where the other starts, named `cudaLaunchKernel` the
+    launcher) and of the innermost enclosing CPU op of each launch; -1 none."""
     enclosing = take(nest.parent, launch_idx, -1)
-    wanted_launcher = (host.family != ANNOTATION) | ~nest.is_profiler_step[host.name_code]
+    wanted_launcher = ((host.family != ANNOTATION) | ~nest.is_profiler_step[host.name_code]) & (host.family != RUNTIME)
     launcher_idx = first_matching(enclosing, nest.parent, wanted_launcher)
     cpu_op_idx = first_matching(enclosing, nest.parent, host.family == CPU_OP)
     return launcher_idx, cpu_op_idx

@@ -168,6 +168,28 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
 _NO_MORE = (errno.EAGAIN, errno.EPIPE, errno.EMFILE, errno.ENFILE, errno.ENOMEM)
 
 
+def coarse_starts(ts: np.ndarray, dur: np.ndarray) -> str | None:
+    """What a trace's clock cannot hold, said: starts written as epoch microseconds with a
+    fraction (1733000000000000.125) are doubles spaced 0.25 µs apart there, while durations
+    (small numbers) keep their nanoseconds — so starts, gaps and waits are uncertain by half that
+    spacing. None where the starts are fine enough (Kineto's times relative to its
+    baseTimeNanoseconds; older integer microseconds, whose durations are whole too)."""
+    if len(ts) == 0:
+        return None
+    largest = float(np.nanmax(np.abs(ts))) if np.isfinite(ts).any() else 0.0
+    spacing = float(np.spacing(largest))
+    if spacing <= 1e-3:  # a nanosecond or finer
+        return None
+    steps = dur[np.isfinite(dur)] / spacing
+    if not np.any(np.abs(steps - np.round(steps)) > 1e-6):
+        return None
+    return (
+        f"start times near {largest:.3g} µs hold only multiples of {spacing:g} µs (a double at that size), "
+        f"while durations are recorded finer: starts, gaps and waits are uncertain by up to {spacing / 2:g} µs "
+        "(times relative to the trace's baseTimeNanoseconds, as newer Kineto writes them, are exact)"
+    )
+
+
 def _workers_failed(exc: OSError | RuntimeError) -> bool:
     """Whether `exc` is the system refusing the decode workers (or the pool's own thread: a limit
     on processes counts threads), not a file (which names itself)."""
@@ -231,6 +253,9 @@ def ingest_trace(
             f"{path}: the decode worker processes failed (a limit on processes or open files, or memory?): "
             "decoded in one process"
         )
+    coarse = coarse_starts(cols.gpu.ts, cols.gpu.dur)
+    if coarse is not None:
+        warnings.append(f"{path}: {coarse}")
     repeated = repeated_activities(cols.gpu)
     if repeated.any():  # before linking: every later stage sees each activity once
         cols.gpu = cols.gpu.take(~repeated)

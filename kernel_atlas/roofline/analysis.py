@@ -352,10 +352,12 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     # each column's values, None last (for code -1)
     texts = [np.append(np.asarray(c.cat.categories, dtype=object), None) for c in columns]
     results: list[tuple[Cost | None, str]] = []
+    shapeless: list[bool] = []  # a refused call whose op recorded no input shapes: "no shapes", not "no model"
     for row in unique.tolist():
         launcher, op, dims, types, concrete, rule, step, enclosed, partner, strides = (
             text[k] for text, k in zip(texts, row, strict=True)
         )
+        shapeless.append(not dims or str(dims).strip() in ("[]", "null"))
         try:
             args = parse_call(dims, types, strides, concrete)
             call = Call(
@@ -376,7 +378,11 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     if results:  # each call row takes its signature's result
         costed = [cost is not None for cost, _ in results]
         per_signature = {
-            "role": ["main" if ok else "no model" for ok in costed],
+            # refused: for want of the shapes the trace did not record, or of a model for them
+            "role": [
+                "main" if ok else ("no shapes" if bare else "no model")
+                for ok, bare in zip(costed, shapeless, strict=True)
+            ],
             "note": [why for _, why in results],
             "flops": [cost.flops if cost else np.nan for cost, _ in results],
             "bytes": [cost.bytes if cost else np.nan for cost, _ in results],

@@ -208,3 +208,31 @@ def test_roofline_rows_keep_calls_of_other_dtypes_apart() -> None:
 def test_rotary_without_any_query_says_so() -> None:
     with pytest.raises(NoCost):
         cost_of(_call("sgl_kernel::apply_rope_pos_ids_cos_sin_cache", "rotary_embedding", "[[8192,128]]", [FP32]))
+
+
+def test_calls_without_recorded_shapes_count_as_no_shapes(tmp_path) -> None:
+    # aten::add_ with no Input Dims launches a 7 µs kernel; aten::add_ with shapes but an unknown dtype a 5 µs one:
+    # the first is uncosted for want of shapes (report.json no_shape_time_us), the second of a model
+    import json
+
+    from kernel_atlas.ingest.fleet import write_outputs
+    from kernel_atlas.ingest.pipeline import ingest_paths
+    from kernel_atlas.report.build import build_report
+
+    def call(ts: float, corr: int, dur: float, args: dict) -> list[dict]:
+        return [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": 1, "tid": 1, "ts": ts, "dur": 5, "args": args},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts + 1,
+             "dur": 2, "args": {"correlation": corr}},
+            {"ph": "X", "cat": "kernel", "name": f"vectorized_elementwise_kernel_{corr}", "pid": 0, "tid": 7,
+             "ts": ts + 10, "dur": dur, "args": {"correlation": corr, "device": 0, "stream": 7}},
+        ]  # fmt: skip
+
+    unknown = {"Input Dims": [[4], [4], []], "Input type": ["c10::Quirky", "c10::Quirky", "Scalar"]}
+    events = call(0, 1, 7.0, {}) + call(50, 2, 5.0, unknown)
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events, "deviceProperties": [{"id": 0, "name": "NVIDIA H100"}]}))
+    write_outputs(ingest_paths([trace]), tmp_path / "out")
+    build_report(tmp_path / "out")
+    facts = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (facts["no_shape_time_us"], facts["no_model_time_us"], facts["costed_time_us"]) == (7.0, 5.0, 0.0)
