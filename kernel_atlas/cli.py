@@ -783,9 +783,10 @@ def dashboard(
     timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""
     from kernel_atlas.report.dashboard import resolve_source
     from kernel_atlas.report.markup import esc
-    from kernel_atlas.report.notebooks import execute, open_in_jupyter, to_html
+    from kernel_atlas.report.notebooks import execute, notebook_path, open_in_jupyter, to_html
     from kernel_atlas.store.outputs import check_named_output, lock, open_output
 
+    notebook_path(notebook)  # a notebook that is not shipped: said before the run is read
     if html is not None:
         check_named_output(html, "--html", reads=[source])
     out_dir = resolve_source(source)

@@ -21,10 +21,14 @@ NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def notebook_path(name: str) -> Path:
-    path = NOTEBOOKS / f"{name}.ipynb"
-    if not path.exists():
-        raise AtlasError(path, "notebook not found (the notebooks ship with the repository checkout)")
-    return path
+    """The notebook `name` among the shipped ones (a name, never a path: `../../x` ran a notebook
+    from elsewhere)."""
+    shipped = sorted(p.stem for p in NOTEBOOKS.glob("*.ipynb")) if NOTEBOOKS.is_dir() else []
+    if not shipped:
+        raise AtlasError(NOTEBOOKS, "no notebooks here (the notebooks ship with the repository checkout)")
+    if name not in shipped:
+        raise AtlasError("--notebook", f"no notebook {name!r} (notebooks: {', '.join(shipped)})")
+    return NOTEBOOKS / f"{name}.ipynb"
 
 
 def execute(name: str, env: dict[str, str], timeout: int = 600):  # -> nbformat.NotebookNode

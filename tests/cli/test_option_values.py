@@ -69,3 +69,12 @@ def test_version_and_a_bare_atlas_say_one_line() -> None:
     bare = subprocess.run(run, capture_output=True, text=True, timeout=120)
     assert bare.returncode == 2 and "Usage" in bare.stdout
     assert bare.stderr.strip().splitlines() == ["error: no command given (see atlas --help)"]  # was a blank line
+
+
+@pytest.mark.parametrize("name", ["../../../tmp/evil", "Dashboard", "/etc/passwd"])
+def test_dashboard_runs_only_a_shipped_notebook(name: str) -> None:
+    from kernel_atlas.report.notebooks import notebook_path
+
+    with pytest.raises(AtlasError, match="notebooks: compare, dashboard, replay"):
+        notebook_path(name)
+    assert notebook_path("dashboard").name == "dashboard.ipynb"
