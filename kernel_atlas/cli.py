@@ -322,7 +322,7 @@ def _failures_line(failed: list[Any], sources: int, out_dir: object, any_done: b
 def classify(
     catalog: Annotated[Path, typer.Argument(help="A kernel catalog in the seed's format (JSON list).")],
     out: Annotated[
-        Path | None, typer.Option("-o", "--out", help="Write the filled catalog here (default: stdout).")
+        Path | None, typer.Option("-o", "--out", help="Write the filled catalog here (default, or `-`: stdout).")
     ] = None,
 ) -> None:
     """Fill the TBD/empty op_mapping entries of a catalog, keep existing labels, add category,
@@ -332,6 +332,8 @@ def classify(
     from kernel_atlas.classify.taxonomy import UNKNOWN_OP
     from kernel_atlas.store.outputs import check_named_output, json_list_parts
 
+    if out is not None and str(out) == "-":  # stdout, as the convention goes (a file named `-` was written)
+        out = None
     if out is not None:
         check_named_output(out, "-o", reads=[catalog])
     entries = load_catalog(catalog)
@@ -708,6 +710,8 @@ def diff(
 
     named: dict[str, str] = {}  # each file named, by its real path: the first option naming it
     for option, target in (("-o", out), ("--html", html), ("--markdown", markdown)):
+        if target is not None and str(target) == "-":
+            raise AtlasError(option, "`-` is no file here: name a file (--json prints the rows on stdout)")
         if target is not None:  # before the work: none may replace a trace or a run's own file
             check_named_output(target, option, reads=[a, b])
             same = named.setdefault(os.path.realpath(target), option)

@@ -151,6 +151,8 @@ def check_output_path(out: str | Path) -> None:
     """`-o` names a folder that is (or can be made) ours: not empty, not a file."""
     if not str(out).strip():
         raise AtlasError(None, "-o: the output folder is an empty path")
+    if str(out) == "-":  # a folder named `-` was made, where stdout was meant
+        raise AtlasError(None, "-o: `-` is no folder (the outputs are a folder of tables; name one)")
     if is_url(out):
         return
     path = Path(out)

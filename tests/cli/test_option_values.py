@@ -78,3 +78,17 @@ def test_dashboard_runs_only_a_shipped_notebook(name: str) -> None:
     with pytest.raises(AtlasError, match="notebooks: compare, dashboard, replay"):
         notebook_path(name)
     assert notebook_path("dashboard").name == "dashboard.ipynb"
+
+
+def test_a_dash_for_an_output_is_stdout_or_refused(tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    catalog = tmp_path / "c.json"
+    catalog.write_text(json.dumps([{"kernel_name": "gemm", "kernel_implementation": "aten::mm", "op_mapping": "TBD"}]))
+    result = CliRunner().invoke(app, ["classify", str(catalog), "-o", "-"])
+    assert result.exit_code == 0 and json.loads(result.stdout)[0]["op_mapping"] == "matmul"
+    for command in (["ingest", str(EXAMPLE), "-o", "-"], ["diff", str(EXAMPLE), str(EXAMPLE), "-o", "-"]):
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 2 and "`-` is no" in result.output
+    assert not (tmp_path / "-").exists()
