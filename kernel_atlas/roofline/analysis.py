@@ -215,7 +215,10 @@ def _say_why_silent(kernels: pd.DataFrame, silent: np.ndarray) -> None:
     not the launching op's lack of a cost model."""
     if not silent.any():  # most traces: no role to read (a text column of every kernel row)
         return
-    rows = np.flatnonzero(silent & (kernels["role"].to_numpy(dtype=object) == "no model"))
+    role = kernels["role"].to_numpy(dtype=object)
+    # refused by their launching op (a kernel without one keeps why: its link's reason)
+    launched = kernels["cpu_op_id"].notna().to_numpy() if "cpu_op_id" in kernels else np.zeros(len(role), bool)
+    rows = np.flatnonzero(silent & ((role == "no model") | ((role == "no shapes") & launched)))
     if len(rows):
         note = kernels["note"].to_numpy(dtype=object, copy=True)
         note[rows] = _SILENT
