@@ -25,7 +25,7 @@ from kernel_atlas.core.groups import group_numbers, lexical_codes
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import filled
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
-from kernel_atlas.ingest.recorded import dtypes, parse_call, type_names
+from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes, parse_call, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.roofline.costs import PARTNER_LAUNCHERS, Call, Cost, NoCost, cost_of
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
@@ -132,6 +132,8 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     nelems[borrowed] = shapes.nelems[rows][borrowed] * scale
     message = np.full(len(rows), "", dtype=object)  # where the message size came from, for the formula
     message[np.flatnonzero(borrowed)] = np.where(alone, _BORROWED_INPUT, _BORROWED_LARGEST)
+    listed = np.flatnonzero(borrowed & shapes.from_lists[rows])
+    message[listed] = [f"{m} (a tensor list: its dtype assumed, not recorded)" for m in message[listed]]
     dtype[borrowed] = shapes.dtype[rows][borrowed]
     itemsize = np.array([_itemsize(str(d)) for d in dtype], dtype=np.float64)
     why = np.full(len(rows), "", dtype=object)
@@ -250,6 +252,7 @@ class _Messages:
     smallest: np.ndarray
     dtype: np.ndarray
     count: np.ndarray
+    from_lists: np.ndarray  # bool: tensor lists, their dtype the trace's most common float one (assumed)
 
 
 def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> _Messages:
@@ -259,14 +262,24 @@ def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> _Message
         smallest=np.full(len(kernels), np.nan),
         dtype=np.full(len(kernels), None, dtype=object),
         count=np.zeros(len(kernels), dtype=np.int64),
+        from_lists=np.zeros(len(kernels), dtype=bool),
     )
     rows = np.flatnonzero(wanted & kernels["input_dims"].notna().to_numpy())
     if len(rows) == 0:
         return found
     group, first = _first_seen_groups([kernels["input_dims"].iloc[rows], kernels["input_types"].iloc[rows]])
     seen: list[tuple[float, float, object, int]] = []
+    listed: list[bool] = []
+    list_dtype: str | None = None
     for row in rows[first].tolist():
-        args = [a for a in parse_call(kernels["input_dims"].iat[row], kernels["input_types"].iat[row]) if a.is_tensor]
+        recorded = parse_call(kernels["input_dims"].iat[row], kernels["input_types"].iat[row])
+        args = [a for a in recorded if a.is_tensor]
+        lists = [a for a in recorded if a.kind == TENSOR_LIST and a.numel]
+        if not args and lists:  # older c10d ops record their buckets as tensor lists, whose dtype is not recorded
+            list_dtype = list_dtype or _dominant_float_dtype(kernels["input_types"]) or ""
+            if list_dtype in dtypes():
+                args = [Arg(TENSOR, (a.numel,), list_dtype) for a in lists]
+        listed.append(bool(lists) and all(a.dtype == list_dtype for a in args) and bool(args))
         sizes = [a.numel for a in args if a.numel]
         largest = max(args, key=lambda a: a.numel, default=None)
         ok = largest is not None and largest.numel
@@ -277,6 +290,7 @@ def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> _Message
     found.smallest[rows] = np.array([m for _, m, _, _ in seen])[group]
     found.dtype[rows] = np.array([d for _, _, d, _ in seen], dtype=object)[group]
     found.count[rows] = np.array([c for _, _, _, c in seen], dtype=np.int64)[group]
+    found.from_lists[rows] = np.array(listed, dtype=bool)[group]
     return found
 
 

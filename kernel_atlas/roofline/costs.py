@@ -915,7 +915,9 @@ def _lists(call: Call) -> tuple[list[Arg], int, str, str]:
     lists = [a for a in call.args if a.kind == TENSOR_LIST and a.dims]
     if not lists:
         raise NoCost(f"{call.what}: no tensor shapes recorded")
-    tensors = _tensors(call)
+    # the dtype of the call's other tensors of some size: a 0-d one is a scalar (an fp32 `lr`, a
+    # clip coefficient) beside lists of another dtype (bf16 parameters were costed as fp32)
+    tensors = [a for a in _tensors(call) if a.dims]
     name = tensors[0].dtype if tensors else call.list_dtype
     if name not in dtypes():
         raise NoCost(f"{call.what}: the dtype of tensor-list elements is not recorded")
@@ -1051,6 +1053,203 @@ def _quantize(call: Call) -> Cost:
     read = sum(a.nbytes for a in tensors)
     formula = f"{x.numel} elements; bytes = inputs {read} + 1-byte output {out}"
     return Cost(2.0 * x.numel, read + out, x.precision, VECTOR, formula)
+
+
+# --- training ops read or written by index -------------------------------------------------
+
+
+def _concrete_int(call: Call, index: int) -> int | None:
+    """An integer Concrete Input (a reduction mode, a size), else None."""
+    if index >= len(call.args):
+        return None
+    value = call.args[index].value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@register(launchers=("aten::nll_loss_forward", "aten::nll_loss2d_forward"))
+def _nll_loss_forward(call: Call) -> Cost:
+    """nll_loss_forward(self [N, C, …], target [N, …], weight, reduction, ignore_index): one
+    log-probability gathered per target (and its class weight), the loss (per target where
+    reduction is 0, none; else one value) and total_weight written; one FLOP per target. It was
+    costed as a reduction over all of [N, C]: 32,000× the work for C = 32,000."""
+    logp, target = _tensor(call, 0, "self"), _tensor(call, 1, "target")
+    n = target.numel
+    weight = call.args[2] if len(call.args) > 2 and call.args[2].is_tensor else None
+    per_row = n * logp.itemsize + (n * weight.itemsize if weight is not None else 0)
+    reduction = _concrete_int(call, 3)
+    out = n if reduction == 0 else 1
+    written = (out + 1) * logp.itemsize  # the loss and total_weight
+    formula = (
+        f"{n} targets: a log-probability{' and its class weight' if weight is not None else ''} gathered each "
+        f"({per_row} B), target {target.nbytes} B read; loss {out} + total_weight 1 × {logp.itemsize} B written"
+        + ("" if reduction is not None else " (reduction not recorded: a reduced loss assumed)")
+    )
+    return Cost(float(n), target.nbytes + per_row + written, logp.precision, VECTOR, formula)
+
+
+@register(launchers=("aten::nll_loss_backward", "aten::nll_loss2d_backward"))
+def _nll_loss_backward(call: Call) -> Cost:
+    """nll_loss_backward(grad_output, self [N, C, …], target [N, …], weight, reduction,
+    ignore_index, total_weight): one gradient element written per target, into a grad_input an
+    op of its own zeroed; grad_output, target, the gathered weights and total_weight read."""
+    grad, logp, target = _tensor(call, 0, "grad_output"), _tensor(call, 1, "self"), _tensor(call, 2, "target")
+    n = target.numel
+    weight = call.args[3] if len(call.args) > 3 and call.args[3].is_tensor else None
+    total = call.args[6] if len(call.args) > 6 and call.args[6].is_tensor else None
+    read = grad.nbytes + target.nbytes + (n * weight.itemsize if weight is not None else 0)
+    read += total.nbytes if total is not None else 0
+    written = n * logp.itemsize
+    formula = (
+        f"{n} targets: one gradient element each written ({written} B); grad_output, target, weights read {read} B"
+    )
+    return Cost(float(n), read + written, logp.precision, VECTOR, formula)
+
+
+@register(launchers=("aten::embedding_dense_backward", "aten::embedding_backward"))
+def _embedding_backward(call: Call) -> Cost:
+    """embedding_dense_backward(grad_output [.., D], indices [..], num_weights, padding_idx,
+    scale_grad_by_freq): every gradient row added into its index's row of a dense
+    [num_weights, D] gradient, written whole (zeros included); one FLOP per gradient element.
+    The gradient had been taken for the destination, and the dense gradient left out."""
+    grad, indices = _tensor(call, 0, "grad_output"), _tensor(call, 1, "indices")
+    rows = _concrete_int(call, 2)
+    if rows is None or rows < 0:
+        raise NoCost(f"{call.what}: num_weights (the embedding's rows) not recorded")
+    width = grad.dims[-1] if grad.dims else 1
+    written = rows * width * grad.itemsize
+    formula = (
+        f"{grad.numel} gradient elements added into a dense [{rows}, {width}] gradient; bytes = grad_output "
+        f"{grad.nbytes} + indices {indices.nbytes} read + {written} written"
+    )
+    return Cost(float(grad.numel), grad.nbytes + indices.nbytes + written, grad.precision, VECTOR, formula)
+
+
+@register(launchers=("aten::index_add_", "aten::index_add", "aten::scatter_add_", "aten::scatter_add"))
+def _accumulating_scatter(call: Call) -> Cost:
+    """index_add_(self, dim, index, source, alpha) and scatter_add_(self, dim, index, src): one
+    update per source (index_add_) or index (scatter_add_) element, added into the destination
+    (`self`, whatever its size beside an int64 index), whose elements touched — at most all of
+    them — are read and written; one FLOP per update. The destination's read and the adds were
+    left out, and the larger index taken for the destination."""
+    dest = _tensor(call, 0, "self")
+    index = _tensor(call, 2, "index")
+    source = call.args[3] if len(call.args) > 3 and call.args[3].is_tensor else None
+    if source is None:
+        raise NoCost(f"{call.what}: input 3 (source) {_why_not_tensor(call.args, 3)}")
+    scatter = "scatter" in call.launcher
+    updates = index.numel if scatter else source.numel
+    if scatter:
+        touched = min(updates, dest.numel)
+    else:  # whole slices along dim: each index selects a slice of self.numel / self.dims[dim]
+        dim = _concrete_int(call, 1) or 0
+        size = dest.dims[dim % len(dest.dims)] if dest.dims else 1
+        touched = min(index.numel, size) * (dest.numel // max(size, 1))
+    read_source = updates * source.itemsize
+    formula = (
+        f"{updates} updates added into {touched} destination elements (read and written, "
+        f"{2 * touched * dest.itemsize} B); index {index.nbytes} + source {read_source} B read"
+    )
+    return Cost(
+        float(updates), index.nbytes + read_source + 2 * touched * dest.itemsize, dest.precision, VECTOR, formula
+    )
+
+
+@register(launchers=("aten::_fused_adam_", "aten::_fused_adamw_"))
+def _fused_adam(call: Call) -> Cost:
+    """_fused_adam(w)_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, …):
+    params, grads and both moments read, params and both moments written (max_exp_avg_sqs read
+    and written too where recorded: AMSGrad), each step read; FLOPs per parameter from
+    costs.toml (`fused_adam`). Only the first list had been counted as written, at 1 FLOP."""
+    lists = [a for a in call.args if a.kind == TENSOR_LIST]
+    if len(lists) < 4 or not lists[0].dims:
+        raise NoCost(f"{call.what}: params, grads, exp_avgs and exp_avg_sqs not recorded as tensor lists")
+    _, size, precision, note = _lists(call)
+    params = lists[0].numel
+    amsgrad = len(lists) > 4 and bool(lists[4].dims) and lists[4].numel == params
+    moved = (4 + amsgrad) * params * size + (3 + amsgrad) * params * size
+    steps = lists[5].numel * 4 if len(lists) > 5 and lists[5].dims else 0  # float32 step counts
+    per = flops_per_element().get("fused_adam", 1.0)
+    formula = (
+        f"{per:g} FLOP × {params} parameters; bytes = params, grads, moments{', max moments' if amsgrad else ''} "
+        f"read ({4 + amsgrad}×) and params, moments written ({3 + amsgrad}×) at {size} B + steps {steps}{note}"
+    )
+    return Cost(per * params, moved + steps, precision, VECTOR, formula)
+
+
+@register(launchers=("aten::native_dropout",))
+def _dropout(call: Call) -> Cost:
+    """native_dropout(input, p, train): the input read, the output and a one-byte keep mask written."""
+    x = _tensor(call, 0, "input")
+    written = x.numel * (x.itemsize + 1)
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    formula = f"{per:g} FLOP × {x.numel} elements; bytes = input {x.nbytes} + output and bool mask {written}"
+    return Cost(per * x.numel, x.nbytes + written, x.precision, VECTOR, formula)
+
+
+@register(launchers=("aten::_foreach_norm",))
+def _foreach_norm(call: Call) -> Cost:
+    """_foreach_norm(tensors, ord): every element of the list read, one norm per tensor written;
+    two FLOPs per element (square and add)."""
+    lists, size, precision, note = _lists(call)
+    elements, count = lists[0].numel, len(lists[0].dims)
+    formula = f"2 FLOP × {elements} elements of {count} tensors; bytes = {elements}·{size} read + {count} norms{note}"
+    return Cost(2.0 * elements, elements * size + count * size, precision, VECTOR, formula)
+
+
+def _pool_output(call: Call, x: Arg) -> tuple[int, ...]:
+    """The output shape of max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode)."""
+    spatial = 2
+    if len(x.dims) < spatial + 1:
+        raise NoCost(f"{call.what}: input of rank {len(x.dims)}")
+
+    def pair(index: int, default: list[int] | None) -> list[int]:
+        values = call.args[index].ints() if index < len(call.args) and call.args[index].value is not None else None
+        values = values or default
+        if values is None:
+            raise NoCost(f"{call.what}: kernel_size not recorded (Concrete Inputs)")
+        return values * spatial if len(values) == 1 else values[:spatial]
+
+    kernel = pair(1, None)
+    stride = pair(2, kernel)
+    padding, dilation = pair(3, [0]), pair(4, [1])
+    ceil_mode = call.args[5].flag() if len(call.args) > 5 else False
+    sizes = []
+    for axis in range(spatial):
+        size = x.dims[-spatial + axis] + 2 * padding[axis] - dilation[axis] * (kernel[axis] - 1) - 1
+        out = (-(-size // stride[axis]) if ceil_mode else size // stride[axis]) + 1
+        if ceil_mode and (out - 1) * stride[axis] >= x.dims[-spatial + axis] + padding[axis]:
+            out -= 1  # PyTorch: the last window must start inside the input or its left padding
+        sizes.append(max(out, 0))
+    return (*x.dims[:-spatial], *sizes)
+
+
+@register(launchers=("aten::max_pool2d_with_indices",))
+def _max_pool(call: Call) -> Cost:
+    """max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode): the input
+    read, the output and its int64 indices written; one compare per window element. It was
+    costed as a reduction whose output is unknown (0 bytes)."""
+    x = _tensor(call, 0, "self")
+    out = math.prod(_pool_output(call, x))
+    kernel = call.args[1].ints() or [1]
+    window = math.prod(kernel * 2 if len(kernel) == 1 else kernel[:2])
+    written = out * (x.itemsize + 8)
+    formula = (
+        f"{out} outputs of a {window}-element window; bytes = input {x.nbytes} + output and int64 indices {written}"
+    )
+    return Cost(float(out * window), x.nbytes + written, x.precision, VECTOR, formula)
+
+
+@register(launchers=("aten::max_pool2d_with_indices_backward",))
+def _max_pool_backward(call: Call) -> Cost:
+    """max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
+    ceil_mode, indices): grad_output and the indices read, each gradient added at its index into
+    grad_input (self's shape), written whole."""
+    grad, x = _tensor(call, 0, "grad_output"), _tensor(call, 1, "self")
+    indices = call.args[7] if len(call.args) > 7 and call.args[7].is_tensor else None
+    read = grad.nbytes + (indices.nbytes if indices is not None else grad.numel * 8)
+    written = x.numel * x.itemsize
+    formula = f"{grad.numel} gradients scattered; bytes = grad_output and indices {read} read + grad_input {written}"
+    return Cost(float(grad.numel), read + written, x.precision, VECTOR, formula)
 
 
 @register(ops=("sum", "mean", "max", "argmax", "cumsum", "topk", "sort"))

@@ -105,18 +105,22 @@ def test_group_size_from_the_tensors_else_the_world_size_and_said_so(tmp_path: P
             *_comm_call(200, 2, "c10d::allreduce_", "all_reduce", [[1000]], ["float"]),
             # an all_reduce recorded without shapes: nothing gives its message size
             *_comm_call(400, 3, "c10d::allreduce_", "all_reduce", None, None),
+            # an older c10d all_reduce of a bucket recorded as a tensor list: its elements, at the trace's float dtype
+            *_comm_call(600, 4, "c10d::allreduce_", "all_reduce", [[[6553600]]], ["TensorList"]),
         ],
     }
     path = tmp_path / "comms.json"
     path.write_text(json.dumps(trace))
     kernels = _analysis_of(tmp_path, path).kernels.sort_values("ts_us")
-    gather, reduce, silent = (kernels.iloc[i] for i in range(3))
+    gather, reduce, silent, bucket = (kernels.iloc[i] for i in range(4))
     # all_gather: 4096 · 1 B · (n−1)/n = 3/4 → 3,072 bytes
     assert gather["bytes"] == 3072.0 and "n=4 from the recorded tensors" in gather["formula"]
     # all_reduce: 1000 · 4 B · 2·(n−1)/n = 14/8 → 7,000 bytes, the assumed n named
     assert reduce["bytes"] == 7000.0 and "n=8: the trace's world size" in reduce["formula"]
     # uncosted for want of what the trace did not record: counted as "no shapes" (report.json no_shape_time_us)
     assert silent["role"] == "no shapes" and silent["note"].startswith("collective message size not recorded")
+    # 6,553,600 elements, the trace's float (the only dtype recorded), · 2·7/8; was "message size not recorded"
+    assert bucket["bytes"] == 6_553_600 * 4 * 1.75 and "its dtype assumed" in bucket["formula"]
 
 
 def test_a_message_of_more_than_2_to_the_48_elements_is_no_size(tmp_path: Path) -> None:
