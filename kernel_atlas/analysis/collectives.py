@@ -370,12 +370,16 @@ def _cross_rank(
                avg(late_us) FILTER (last) AS mean_late_us, any_value(clock_offset_us) AS clock_offset_us
         FROM rows GROUP BY rank ORDER BY rank
     """).df()
+    # per instance a rank held up: the others' waits, summed, and its lead over the second-latest
+    # (the least any other waited): how much sooner the instance would start had it arrived with them
     caused = con.execute("""
-        SELECT l.rank, sum(o.wait_us) AS wait_caused_us
-        FROM rows l JOIN rows o ON o.process_group = l.process_group AND o.seq = l.seq AND o.rank <> l.rank
-        WHERE l.last GROUP BY l.rank
+        SELECT rank, sum(waited) AS wait_caused_us, sum(lead) AS lead_us FROM (
+            SELECT l.rank, sum(o.wait_us) AS waited, min(o.wait_us) AS lead
+            FROM rows l JOIN rows o ON o.process_group = l.process_group AND o.seq = l.seq AND o.rank <> l.rank
+            WHERE l.last GROUP BY l.rank, l.process_group, l.seq
+        ) GROUP BY rank
     """).df()
-    per_rank = per_rank.merge(caused, on="rank", how="left").fillna({"wait_caused_us": 0.0})
+    per_rank = per_rank.merge(caused, on="rank", how="left").fillna({"wait_caused_us": 0.0, "lead_us": 0.0})
     stragglers = _stragglers(per_rank, rank_count)
     skew = con.execute("""
         SELECT median(skew_us), max(skew_us), sum(wait_us) FROM rows
@@ -419,6 +423,7 @@ def _stragglers(per_rank: pd.DataFrame, rank_count: int) -> list[dict[str, Any]]
                     "expected": round(float(row.expected_last), 2),
                     "p_value": p_value,
                     "wait_caused_us": round(float(row.wait_caused_us), 3),
+                    "lead_us": round(float(row.lead_us), 3),
                 }
             )
     return sorted(found, key=lambda s: s["wait_caused_us"], reverse=True)

@@ -63,7 +63,8 @@ def analyse_waits(
         "launches": launch_facts(frame, clocks),
         "graph_candidates": {
             "short_kernel_us": short_kernel_us,
-            "count": len(candidates),
+            "count": len(candidates),  # places (a frame, module and stream each)
+            "stretches": int(candidates["stretches"].sum()) if len(candidates) else 0,
             "saving_us": float(candidates["saving_us"].sum()) if len(candidates) else 0.0,
         },
     }

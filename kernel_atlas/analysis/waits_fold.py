@@ -153,6 +153,7 @@ def combine_waits_facts(parts: list[tuple[int, dict[str, Any]]]) -> dict[str, An
     candidates = {
         "short_kernel_us": graphs[0]["short_kernel_us"],
         "count": sum(int(g["count"]) for g in graphs),
+        "stretches": sum(int(g.get("stretches", 0)) for g in graphs),
         "saving_us": sum(float(g["saving_us"]) for g in graphs),
     }
     return {"idle": idle, "launches": combined, "graph_candidates": candidates}

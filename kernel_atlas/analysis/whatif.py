@@ -89,8 +89,11 @@ def _selected(gpu: pd.DataFrame, change: Speedup) -> np.ndarray:
 
 def matching_rows(left: pd.DataFrame, right: pd.DataFrame, keys: list[str]) -> np.ndarray:
     """Per row of `left`, the first row of `right` (its position) whose values equal the row's in
-    every key column — a missing value equals a missing one, as in a merge —, -1 where none does.
-    A left merge on the keys, on each column's codes rather than on object columns."""
+    every key column — a missing value equals a missing one, as in a merge, and an empty text is
+    a missing one (roofline.parquet writes a missing shape as "", kernels.parquet as null: an
+    NCCL kernel recorded without shapes matched no roofline row, and `--speedup …:roofline`
+    changed nothing) —, -1 where none does. A left merge on the keys, on each column's codes
+    rather than on object columns."""
     n = len(left)
     if not len(right) or not n:
         return np.full(n, -1, np.int64)
@@ -99,10 +102,13 @@ def matching_rows(left: pd.DataFrame, right: pd.DataFrame, keys: list[str]) -> n
         values = left[key].array if isinstance(left[key].dtype, pd.CategoricalDtype) else pd.Categorical(left[key])
         theirs = right[key]
         found = values.categories.get_indexer(theirs.to_numpy(dtype=object))
+        their_missing = (theirs.isna() | (theirs.astype(object) == "")).to_numpy()
+        mine = values.codes.astype(np.int64)
+        empty = values.categories.get_indexer([""])[0]
+        if empty >= 0:
+            mine = np.where(mine == empty, -1, mine)
         # codes shifted by 2: 0 for a right value left never has, 1 for missing, then the categories
-        code = np.concatenate(
-            [values.codes.astype(np.int64) + 2, np.where(theirs.isna(), 1, np.where(found >= 0, found + 2, 0))]
-        )
+        code = np.concatenate([mine + 2, np.where(their_missing, 1, np.where(found >= 0, found + 2, 0))])
         joint = pd.factorize(joint * (len(values.categories) + 2) + code)[0]  # hashed: no sort
     first = np.full(int(joint.max()) + 1, -1, np.int64)
     mine = joint[n:]
@@ -192,7 +198,8 @@ def what_if(
 
 def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: int = 8) -> list[dict[str, Any]]:
     """The roofline rows with the most headroom, each brought to its attainable time alone, ranked
-    by the end-to-end saving that gives (beside its kernel headroom). `graph` is built with
+    by the end-to-end saving that gives (beside its kernel headroom); `kernel_end_to_end_saving_us`
+    is that of all the rows of its kernel (and op) together. `graph` is built with
     `zero_weight_launches`. A candidate none of whose activities lies on the longest path saves
     nothing end to end (lowering weights off a longest path leaves it longest) and is not re-solved
     where one pass solves the graph."""
@@ -222,25 +229,41 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
     # each activity's candidate (the first of those with its keys), matched once
     same_as = matching_rows(candidates, candidates, keys)
     which = matching_rows(gpu, candidates, keys) if all(k in gpu for k in keys) else np.full(len(gpu), -1)
-    rows = []
+
+    def saving_of(hit: np.ndarray) -> float:
+        new = np.where(hit, np.minimum(dur, attainable), dur)
+        if not (on_path & (new < dur)).any():
+            return 0.0
+        weight = reference.copy()
+        weight[own] = new[index]
+        return float(base - longest_path_length(graph, weight))
+
+    rows, hits = [], []
     for c, cand in candidates.iterrows():
         hit = (which == same_as[c]) & np.isfinite(attainable)
-        new = np.where(hit, np.minimum(dur, attainable), dur)
-        if (on_path & (new < dur)).any():
-            weight = reference.copy()
-            weight[own] = new[index]
-            saving = base - longest_path_length(graph, weight)
-        else:
-            saving = 0.0
+        hits.append(hit)
         rows.append(
             {
                 "kernel": str(cand["name"]),
                 "launcher": None if pd.isna(cand["launcher"]) else str(cand["launcher"]),
                 "op": None if pd.isna(cand["op_mapping"]) else str(cand["op_mapping"]),
                 "headroom_us": round(float(cand["headroom_us"]), 3),
-                "end_to_end_saving_us": round(float(saving), 3),
+                "end_to_end_saving_us": round(saving_of(hit), 3),
             }
         )
+    # a kernel's rows (its shapes) together: each alone can save nothing where the others run beside
+    # it (one GEMM's two shapes on two streams, each hidden by the other), together they do
+    groups: dict[tuple[str, object], list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault((row["kernel"], row["op"]), []).append(i)
+    for members in groups.values():
+        joint = (
+            saving_of(np.logical_or.reduce([hits[i] for i in members]))
+            if len(members) > 1
+            else rows[members[0]]["end_to_end_saving_us"]
+        )
+        for i in members:
+            rows[i]["kernel_end_to_end_saving_us"] = round(float(joint), 3)
     return sorted(rows, key=lambda r: -r["end_to_end_saving_us"])
 
 

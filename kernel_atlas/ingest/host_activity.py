@@ -4,9 +4,10 @@ Per GPU activity:
 * `launch_dur_us`, `launch_thread`: CPU duration of the launch call and the launching thread;
 * `wait_frame`, `wait_module`: when the activity ends a *host wait* of its device — the device
   (all streams) was idle before it and its launch began after the device went idle — the
-  innermost CPU op, Python frame or annotation on the launching thread that encloses the whole
-  wait [device idle since, launch start] ("between ops" when none does), and the `nn.Module`
-  path enclosing that frame. Everything else gets null.
+  CPU op, Python frame or annotation of the launching thread that began during the wait [device
+  idle since, launch start] and covers the most of it, at least half; else the innermost one
+  that encloses the whole wait ("between ops" when none does), and the `nn.Module` path
+  enclosing that frame. Everything else gets null.
 
 Also the trace fact `last_step_start_us` that HTA uses to cut its analysis window.
 Everything is vectorised: sorts, and walks up the nesting one depth level at a time.
@@ -59,6 +60,34 @@ def _enclosing_frames(
         active = active[~hit]
         cur[active] = parent[cur[active]]
         active = active[cur[active] >= 0]
+    return found
+
+
+def _mostly_in(
+    cols: TraceColumns, launch: np.ndarray, since: np.ndarray, until: np.ndarray, is_step: np.ndarray
+) -> np.ndarray:
+    """Per wait [since, until], the range of the launch's thread that began during it and covers
+    the most of it, where that is at least half; else -1. A GPU idle while rank 3's DataLoader
+    ran for 99 % of the gap was put "between ops" because the gap began inside a synchronisation,
+    before the DataLoader's range; one idle while `log_metrics` ran, in `step`."""
+    host = cols.host
+    wanted = np.flatnonzero((host.family != RUNTIME) & ~((host.family == ANNOTATION) & is_step[host.name_code]))
+    order = wanted[np.lexsort((host.ts[wanted], host.thread[wanted]))]
+    thread_of, start_of = host.thread[order], host.ts[order]
+    found = np.full(len(launch), -1, dtype=np.int64)
+    threads = host.thread[launch]
+    first = np.searchsorted(thread_of, threads, side="left")
+    last = np.searchsorted(thread_of, threads, side="right")
+    for i in range(len(launch)):
+        lo = first[i] + np.searchsorted(start_of[first[i] : last[i]], since[i], side="left")
+        hi = first[i] + np.searchsorted(start_of[first[i] : last[i]], until[i], side="left")
+        if hi <= lo:
+            continue
+        rows = order[lo:hi]
+        cover = np.minimum(host.end[rows], until[i]) - host.ts[rows]
+        best = int(np.argmax(cover))
+        if cover[best] >= 0.5 * (until[i] - since[i]):
+            found[i] = rows[best]
     return found
 
 
@@ -122,6 +151,9 @@ def host_activity(cols: TraceColumns, linked: LinkedColumns) -> dict[str, Any]:
     if len(waits) and len(parent) == len(host):
         is_step = np.array([step_number(s) is not None for s in host.names], dtype=bool)
         found = _enclosing_frames(cols, parent, launch[waits], since[waits], is_step)
+        # a range inside the wait that covers most of it says more than one around it (a step)
+        mostly = _mostly_in(cols, launch[waits], since[waits], launch_ts[waits], is_step)
+        found = np.where(mostly >= 0, mostly, found)
         codes = take(host.name_code, found, -1)
         used, inverse = np.unique(codes, return_inverse=True)
         short = np.array([BETWEEN_OPS if c < 0 else short_frame(host.names[c]) for c in used.tolist()], dtype=object)

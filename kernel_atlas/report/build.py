@@ -226,7 +226,14 @@ def _build_report(
         analysis.facts["critical_path"] = critical.facts
         files["critical_path"], picture = critical.value  # written where the path was solved
         # after the critical path: findings rank by its end-to-end savings where it has them
-        analysis.facts["findings"] = [f.to_json() for f in report_findings(analysis.roofline, waits, analysis.facts)]
+        waited = None
+        if cross_rank.per_rank is not None and len(cross_rank.per_rank):
+            waited = {
+                int(r): float(w)
+                for r, w in zip(cross_rank.per_rank["rank"], cross_rank.per_rank["wait_us"], strict=True)
+            }
+        found = report_findings(analysis.roofline, waits, analysis.facts, waited)
+        analysis.facts["findings"] = [f.to_json() for f in found]
         if cross_rank.path is not None:
             files["collectives"] = cross_rank.path
         page.write(

@@ -361,7 +361,11 @@ def brief_waits_lines(facts: dict[str, Any]) -> list[str]:
         eager, replayed = launches.get("eager_activities", 0), launches.get("graph_replayed", 0)
         line = f"launches: {eager:,} eager, {replayed:,} graph-replayed"
         if graphs.get("count"):
-            line += f"; CUDA graphs would save up to {fmt_us(graphs['saving_us'])} ({graphs['count']:,} stretches)"
+            places, stretches = graphs["count"], graphs.get("stretches", graphs["count"])
+            line += (
+                f"; CUDA graphs would save up to {fmt_us(graphs['saving_us'])} ({stretches:,} "
+                f"stretch{'es' if stretches != 1 else ''} in {places:,} place{'s' if places != 1 else ''})"
+            )
         lines.append(line)
     return lines
 
@@ -394,6 +398,7 @@ _KIND = {
     "launch_bound": "launch-bound",
     "host_wait": "host wait",
     "exposed_communication": "exposed comm",
+    "straggler": "straggler",
 }
 
 

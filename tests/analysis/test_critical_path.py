@@ -836,3 +836,29 @@ def test_whatif_keeps_a_device_sync_waiting_for_every_stream_without_cuda_sync_e
     result = what_if(kernels, host, [parse_speedup("kernel=^kA$:2x")])
     assert (result["baseline_us"], result["new_us"]) == (115.0, 106.0)
     assert what_if(kernels, host, [parse_speedup("kernel=^kA$:1000x")])["new_us"] == 106.0
+
+
+def test_a_kernels_shapes_are_weighed_together(tmp_path: Path) -> None:
+    # one GEMM kernel at two shapes, launched at 1 and 3 µs onto streams 7 and 8, each running [10, 310]:
+    # brought to a hand-set attainable 50 µs alone, either shape is hidden by the other (saving 0); both
+    # together end at 60 µs, 250 µs sooner ("nothing found that would save time" had been the report)
+    name = "sm90_gemm_kernel"
+    dims_a, dims_b = [[1024, 2048], [2048, 1024]], [[2048, 1024], [1024, 1024]]
+    types = ["c10::BFloat16", "c10::BFloat16"]
+    events = [
+        op("aten::mm", 0, 5, **{"Input Dims": dims_a, "Input type": types}),
+        call("cudaLaunchKernel", 1, 1, 1),
+        kernel(name, 10, 300, 1, 7),
+        op("aten::mm", 2, 5, **{"Input Dims": dims_b, "Input type": types}),
+        call("cudaLaunchKernel", 3, 1, 2),
+        kernel(name, 10, 300, 2, 8),
+    ]
+    kernels, host = solved(tmp_path, events)
+    graph = build_graph(kernels, host, zero_weight_launches=True)
+    roofline = _roofline([(name, "aten::mm", 50.0, 250.0), (name, "aten::mm", 50.0, 250.0)])
+    roofline["input_dims"] = [json.dumps(dims_a, separators=(",", ":")), json.dumps(dims_b, separators=(",", ":"))]
+    roofline["input_types"] = [json.dumps(types, separators=(",", ":"))] * 2
+    pays = where_optimisation_pays(graph, roofline)
+    # alone: at most the 2 µs between the two launches and the 1 µs launch (the other shape still runs 300 µs)
+    assert sorted(r["end_to_end_saving_us"] for r in pays) == [0.0, 3.0]
+    assert [r["kernel_end_to_end_saving_us"] for r in pays] == [250.0, 250.0]
