@@ -55,6 +55,7 @@ T = TypeVar("T")
 
 NSYS_SUFFIXES = (".sqlite", ".nsys-rep")
 UNNAMED_KERNEL = "<unnamed kernel>"  # a kernel whose name id is not in StringIds
+UNNAMED_CALL = "<unnamed runtime call>"  # likewise a runtime call
 KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
@@ -552,7 +553,9 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
     n = len(raw["start"])
     api = _text_of(_ints(raw.get("nameId"), n), strings)
     codes, distinct = pd.factorize(pd.Series(api, dtype=object), use_na_sentinel=True)
-    clean = np.array([_API_VERSION.sub("", s) for s in distinct.tolist()] + [None], dtype=object)
+    # a name id StringIds does not hold: the call kept, named as what is known (it was "", and the
+    # kernels it launched had a call stack beginning " <- aten::mm")
+    clean = np.array([_API_VERSION.sub("", s) for s in distinct.tolist()] + [UNNAMED_CALL], dtype=object)
     ts, dur = _times(raw["start"], raw["end"])
     timed = np.isfinite(dur)  # a call without both times cannot enclose or be enclosed
     return _HostPart(

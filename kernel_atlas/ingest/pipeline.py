@@ -287,6 +287,7 @@ def ingest_trace(
         warnings.append(f"{path}: {left_out_line(own_captures.left_out)}")
     graph_facts = attach_captures(cols.gpu, linked, [*captures, *own_captures])
     linked.graph_launch[exact] = True
+    graph_facts.include_node_matched(cols.gpu, linked, exact)
     inferred = infer_shapes(cols.gpu, linked)
     frame = assemble(stem, rank, cols, linked)
     frame = with_host_activity(frame, cols, linked)

@@ -113,6 +113,23 @@ def _tensor(call: Call, index: int, what: str) -> Arg:
     return call.args[index]
 
 
+def _no_tensors(call: Call) -> NoCost:
+    """Why a call has no tensor to cost, as the trace shows it: shapes without a dtype (an Nsight
+    export's NVTX ranges, PyTorch 1.8) or of a dtype not in catalogs/dtypes.toml were said to be
+    "no input tensor shapes recorded"."""
+    shaped = [a for a in call.args if a.dims and (a.kind in (TENSOR, TENSOR_LIST) or not a.dtype)]
+    if shaped and not any(a.dtype for a in shaped):
+        return NoCost(
+            f"{call.what}: input shapes recorded but no dtype (an Nsight export's NVTX ranges and PyTorch 1.8 "
+            "record none): the bytes and the peak need it"
+        )
+    if shaped:
+        unknown = sorted({a.dtype for a in shaped if a.dtype and a.kind == TENSOR})
+        if unknown:
+            return NoCost(f"{call.what}: input shapes recorded, of a dtype not in catalogs/dtypes.toml ({unknown[0]})")
+    return NoCost(f"{call.what}: no input tensor shapes recorded")
+
+
 def _why_not_tensor(args: Sequence[Arg], index: int) -> str:
     """Why input `index` is no tensor that can be costed, as the trace shows it."""
     arg = args[index] if index < len(args) else None
@@ -898,7 +915,7 @@ def _routing(call: Call) -> Cost:
     recorded input read once and as many bytes written (ids, weights, offsets); one op per element."""
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.what}: no tensor shapes recorded")
+        raise _no_tensors(call)
     read = sum(a.nbytes for a in tensors)
     elements = sum(a.numel for a in tensors)
     formula = f"estimate: {elements} elements; bytes = inputs {read} read + as many written"
@@ -914,7 +931,7 @@ def _lists(call: Call) -> tuple[list[Arg], int, str, str]:
     dtype of the call's other tensors is used, else the one the caller assumed (`list_dtype`)."""
     lists = [a for a in call.args if a.kind == TENSOR_LIST and a.dims]
     if not lists:
-        raise NoCost(f"{call.what}: no tensor shapes recorded")
+        raise _no_tensors(call)
     # the dtype of the call's other tensors of some size: a 0-d one is a scalar (an fp32 `lr`, a
     # clip coefficient) beside lists of another dtype (bf16 parameters were costed as fp32)
     tensors = [a for a in _tensors(call) if a.dims]
@@ -977,7 +994,7 @@ def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
         return _foreach(call, out_itemsize)
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.what}: no input tensor shapes recorded")
+        raise _no_tensors(call)
     spec = written_arguments().get(call.launcher)
     if spec is not None:
         return _with_written_arguments(call, spec)
@@ -1031,7 +1048,7 @@ def _logical(call: Call) -> Cost:
 def _gated(call: Call) -> Cost:
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.what}: no tensor shapes recorded")
+        raise _no_tensors(call)
     x = max(tensors, key=lambda a: a.numel)  # the [.., 2d] input
     halves = [a for a in tensors if a.numel == x.numel]
     if len(halves) >= 2:  # gate and up given apart (an Inductor `mul_silu` kernel): one output element per pair
@@ -1047,7 +1064,7 @@ def _gated(call: Call) -> Cost:
 def _quantize(call: Call) -> Cost:
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.what}: no tensor shapes recorded")
+        raise _no_tensors(call)
     x = max(tensors, key=lambda a: a.numel)
     out = x.numel  # one byte per fp8/int8 element; scales are small and counted as inputs
     read = sum(a.nbytes for a in tensors)
@@ -1256,7 +1273,7 @@ def _max_pool_backward(call: Call) -> Cost:
 def _reduction(call: Call) -> Cost:
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.what}: no tensor shapes recorded")
+        raise _no_tensors(call)
     x = tensors[0]
     reduced = None
     for arg in call.args[1:3]:
@@ -1292,7 +1309,7 @@ def _memory(call: Call) -> Cost:
         return _memory_lists(call)
     tensors = _tensors(call)
     if not tensors:
-        raise NoCost(f"{call.what}: no tensor shapes recorded")
+        raise _no_tensors(call)
     op = call.op_mapping
     if op in ("fill_", "arange"):
         written = tensors[0].nbytes

@@ -418,6 +418,11 @@ def test_graph_kernels_matched_by_node_id(tmp_path: Path) -> None:
     assert frame["cpu_op_id"].nunique() == 2  # one op call per replay
     assert result.facts["nsys"]["graph_node_matched"] == 2
     assert result.facts["unlinked"] == {}  # nothing left "replayed from a graph (no launcher)"
+    # the graphs block counts them: 2 launches of a 1 µs kernel each, all with launcher and shapes (it
+    # had said 0 launches and 0 µs: the node-id matches were left out of it)
+    graphs = result.facts["graphs"]
+    assert (graphs["launches"], graphs["matched"], graphs["kernel_time_us"]) == (2, 2, 2.0)
+    assert (graphs["with_launcher_pct"], graphs["with_shapes_pct"]) == (100.0, 100.0)
 
 
 def test_whole_graph_replays_are_said(tmp_path: Path) -> None:
@@ -547,6 +552,15 @@ def test_kernels_whose_name_is_not_in_string_ids_are_kept_unnamed(tmp_path: Path
     assert kernels.loc[5, "launcher"] == "aten::addmm"
     said = [w for w in result.warnings if "without a name in the export" in w]
     assert len(said) == 1 and ": 2 kernels without a name" in said[0], result.warnings
+
+
+def test_runtime_calls_whose_name_is_not_in_string_ids_are_named_unnamed(tmp_path: Path) -> None:
+    """cudaLaunchKernel's name id (3) missing: its kernels' launch was "" and their call stack
+    began " <- ", an empty frame."""
+    path = _edited(_export(tmp_path / "unnamed_call.sqlite"), ("DELETE FROM StringIds WHERE id = 3", ()))
+    kernel = ingest_trace(path).frame.set_index("correlation").loc[5]
+    assert kernel["launch"] == "<unnamed runtime call>"
+    assert kernel["call_stack"].startswith("<unnamed runtime call> <- ") and kernel["launcher"] == "aten::addmm"
 
 
 def test_a_table_whose_name_holds_a_quote_is_passed_over(tmp_path: Path) -> None:

@@ -236,3 +236,13 @@ def test_calls_without_recorded_shapes_count_as_no_shapes(tmp_path) -> None:
     build_report(tmp_path / "out")
     facts = json.loads((tmp_path / "out" / "report.json").read_text())
     assert (facts["no_shape_time_us"], facts["no_model_time_us"], facts["costed_time_us"]) == (7.0, 5.0, 0.0)
+
+
+def test_shapes_without_a_dtype_are_said_as_such() -> None:
+    # an Nsight export's NVTX range records `sizes = [[512, 1024]]` and no dtype: not "no shapes recorded"
+    with pytest.raises(NoCost, match="input shapes recorded but no dtype"):
+        cost_of(Call("aten::relu", "relu", parse_call("[[512,1024]]", None)))
+    with pytest.raises(NoCost, match=r"of a dtype not in catalogs/dtypes.toml \(c10::Quirky\)"):
+        cost_of(_call("aten::add", "add", "[[4],[4]]", ['"c10::Quirky"'] * 2))
+    with pytest.raises(NoCost, match="no input tensor shapes recorded"):
+        cost_of(_call("aten::add", "add", "[[],[]]", [NONE, NONE]))
