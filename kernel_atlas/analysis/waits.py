@@ -96,7 +96,7 @@ def facts_by_rank(frame: pd.DataFrame, waits: Waits, summary: dict[str, Any] | N
     checks = {c["rank"]: {k: v for k, v in c.items() if k not in ("rank", "line")} for c in found}
     launches = launch_facts_by_rank(frame, checks)
     candidates = waits.candidates
-    by_rank = candidates.groupby("rank")["saving_us"] if len(candidates) else None
+    by_rank = candidates.groupby("rank")[["saving_us", "stretches"]] if len(candidates) else None
     traces = [t for t in (summary or {}).get("traces", []) if isinstance(t, dict)]
     parts = []
     for rank in ranks:
@@ -117,7 +117,8 @@ def facts_by_rank(frame: pd.DataFrame, waits: Waits, summary: dict[str, Any] | N
         graphs = {
             "short_kernel_us": waits.facts["graph_candidates"]["short_kernel_us"],
             "count": 0 if mine is None else len(mine),
-            "saving_us": 0.0 if mine is None else float(mine.sum()),
+            "stretches": 0 if mine is None else int(mine["stretches"].sum()),
+            "saving_us": 0.0 if mine is None else float(mine["saving_us"].sum()),
         }
         parts.append((rank, {"idle": own, "launches": launches[rank], "graph_candidates": graphs}))
     return parts

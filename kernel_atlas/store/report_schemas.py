@@ -14,6 +14,17 @@ import pyarrow.compute as pc
 INT32, INT64, DOUBLE, STRING, BOOL = pa.int32(), pa.int64(), pa.float64(), pa.string(), pa.bool_()
 DICT = pa.dictionary(pa.int32(), pa.string())
 
+# idle time per stream and category, in the exact conventions and HTA's
+_IDLE = {
+    "rank": INT32,
+    "device": INT32,
+    "stream": INT64,
+    "category": STRING,
+    "idle_us": DOUBLE,
+    "count": INT64,
+    "pct": DOUBLE,
+}
+
 TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
     "critical_path.parquet": {
         "seq": INT64,
@@ -49,15 +60,7 @@ TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
         "first_kernel": STRING,
         "call_stack": STRING,
     },
-    "idle.parquet": {
-        "rank": INT32,
-        "device": INT32,
-        "stream": INT64,
-        "category": STRING,
-        "idle_us": DOUBLE,
-        "count": INT64,
-        "pct": DOUBLE,
-    },
+    "idle.parquet": _IDLE,
     "idle_causes.parquet": {
         "rank": INT32,
         "device": INT32,
@@ -67,15 +70,7 @@ TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
         "idle_us": DOUBLE,
         "pct": DOUBLE,
     },
-    "idle_hta.parquet": {
-        "rank": INT32,
-        "device": INT32,
-        "stream": INT64,
-        "category": STRING,
-        "idle_us": DOUBLE,
-        "count": INT64,
-        "pct": DOUBLE,
-    },
+    "idle_hta.parquet": _IDLE,  # the same breakdown in HTA's conventions
     "launch_stats.parquet": {
         "level": STRING,
         "key": STRING,
