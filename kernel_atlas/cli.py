@@ -408,14 +408,15 @@ def _not_inside_an_input(out: str, traces: list[str]) -> None:
 
 
 def _is_catalog(path: Path) -> bool:
-    """Whether a `.json` file is a kernel catalog (a list of entries naming a `kernel_name`), not a
-    trace written as a bare list of events (it was costed as a catalog of 2,551 empty entries)."""
+    """Whether a `.json` file is a kernel catalog (a list of entries naming a `kernel_name`, or of
+    no events: its refusal says why it is no catalog), not a trace written as a bare list of
+    events (it was costed as a catalog of 2,551 empty entries)."""
     try:
         with path.open("rb") as handle:
             head = handle.read(1 << 16)
     except OSError:
         return False
-    return head.lstrip().startswith(b"[") and b'"kernel_name"' in head
+    return head.lstrip().startswith(b"[") and (b'"kernel_name"' in head or b'"ph"' not in head)
 
 
 def _typed_command() -> str:

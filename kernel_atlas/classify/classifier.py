@@ -392,13 +392,13 @@ def _entry_problem(entry: object) -> str | None:
         return "is not an object"
     if "ph" in entry and "kernel_name" not in entry:  # a trace written as a bare array of events
         return "is a trace event, not a kernel entry (a trace is read by `atlas ingest`)"
-    if not isinstance(entry.get("kernel_name"), str) or not entry["kernel_name"]:
-        return "has no `kernel_name` (every entry names its kernel)"
     if entry.get("label") is not None and not isinstance(entry["label"], dict):
         return "has a `label` that is not an object"
     for key in _ENTRY_TEXT:
         if entry.get(key) is not None and not isinstance(entry[key], str):
             return f"has a `{key}` that is not a string"
+    if not entry.get("kernel_name"):
+        return "has no `kernel_name` (every entry names its kernel)"
     params = entry.get("params", [])
     if not isinstance(params, list) or not all(isinstance(p, dict) for p in params):
         return "has `params` that are not a list of objects"

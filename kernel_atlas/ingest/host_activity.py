@@ -4,10 +4,10 @@ Per GPU activity:
 * `launch_dur_us`, `launch_thread`: CPU duration of the launch call and the launching thread;
 * `wait_frame`, `wait_module`: when the activity ends a *host wait* of its device — the device
   (all streams) was idle before it and its launch began after the device went idle — the
-  CPU op, Python frame or annotation of the launching thread that began during the wait [device
-  idle since, launch start] and covers the most of it, at least half; else the innermost one
-  that encloses the whole wait ("between ops" when none does), and the `nn.Module` path
-  enclosing that frame. Everything else gets null.
+  innermost CPU op, Python frame or annotation on the launching thread that encloses the whole
+  wait [device idle since, launch start]; where none does, the one of that thread that began
+  during the wait and covers the most of it, at least half ("between ops" when none does either),
+  and the `nn.Module` path enclosing that frame. Everything else gets null.
 
 Also the trace fact `last_step_start_us` that HTA uses to cut its analysis window.
 Everything is vectorised: sorts, and walks up the nesting one depth level at a time.
@@ -66,28 +66,41 @@ def _enclosing_frames(
 def _mostly_in(
     cols: TraceColumns, launch: np.ndarray, since: np.ndarray, until: np.ndarray, is_step: np.ndarray
 ) -> np.ndarray:
-    """Per wait [since, until], the range of the launch's thread that began during it and covers
-    the most of it, where that is at least half; else -1. A GPU idle while rank 3's DataLoader
-    ran for 99 % of the gap was put "between ops" because the gap began inside a synchronisation,
-    before the DataLoader's range; one idle while `log_metrics` ran, in `step`."""
+    """Per wait [since, until] no range encloses whole, the range of the launch's thread that began
+    during it and covers the most of it, where that is at least half; else -1. A GPU idle while
+    rank 3's DataLoader ran for 99 % of the gap was put "between ops" because the gap began inside
+    a synchronisation, before the DataLoader's range. Vectorised: the
+    ranges beginning in each wait, all waits' together, and each wait's best by a segment maximum."""
     host = cols.host
+    found = np.full(len(launch), -1, dtype=np.int64)
     wanted = np.flatnonzero((host.family != RUNTIME) & ~((host.family == ANNOTATION) & is_step[host.name_code]))
+    if not len(wanted) or not len(launch):
+        return found
     order = wanted[np.lexsort((host.ts[wanted], host.thread[wanted]))]
     thread_of, start_of = host.thread[order], host.ts[order]
-    found = np.full(len(launch), -1, dtype=np.int64)
     threads = host.thread[launch]
-    first = np.searchsorted(thread_of, threads, side="left")
-    last = np.searchsorted(thread_of, threads, side="right")
-    for i in range(len(launch)):
-        lo = first[i] + np.searchsorted(start_of[first[i] : last[i]], since[i], side="left")
-        hi = first[i] + np.searchsorted(start_of[first[i] : last[i]], until[i], side="left")
-        if hi <= lo:
-            continue
-        rows = order[lo:hi]
-        cover = np.minimum(host.end[rows], until[i]) - host.ts[rows]
-        best = int(np.argmax(cover))
-        if cover[best] >= 0.5 * (until[i] - since[i]):
-            found[i] = rows[best]
+    lo, hi = np.zeros(len(launch), np.int64), np.zeros(len(launch), np.int64)
+    for thread in np.unique(threads).tolist():  # a thread's ranges lie together, sorted by start
+        first = int(np.searchsorted(thread_of, thread, side="left"))
+        last = int(np.searchsorted(thread_of, thread, side="right"))
+        mine = np.flatnonzero(threads == thread)
+        lo[mine] = first + np.searchsorted(start_of[first:last], since[mine], side="left")
+        hi[mine] = first + np.searchsorted(start_of[first:last], until[mine], side="left")
+    counts = np.maximum(hi - lo, 0)
+    if not counts.any():
+        return found
+    wait = np.repeat(np.arange(len(launch)), counts)  # each (wait, range beginning in it) pair
+    offsets = np.arange(len(wait)) - np.repeat(np.cumsum(counts) - counts, counts)
+    rows = order[np.repeat(lo, counts) + offsets]
+    cover = np.minimum(host.end[rows], until[wait]) - host.ts[rows]
+    # per wait (its pairs lie together), its largest cover, and the first range reaching it
+    largest = np.full(len(launch), -np.inf)
+    some = np.flatnonzero(counts)
+    largest[some] = np.maximum.reduceat(cover, (np.cumsum(counts) - counts)[some])
+    reach = np.flatnonzero(cover == largest[wait])
+    firsts = reach[np.r_[True, wait[reach][1:] != wait[reach][:-1]]]
+    enough = cover[firsts] >= 0.5 * (until[wait[firsts]] - since[wait[firsts]])
+    found[wait[firsts][enough]] = rows[firsts][enough]
     return found
 
 
@@ -151,9 +164,9 @@ def host_activity(cols: TraceColumns, linked: LinkedColumns) -> dict[str, Any]:
     if len(waits) and len(parent) == len(host):
         is_step = np.array([step_number(s) is not None for s in host.names], dtype=bool)
         found = _enclosing_frames(cols, parent, launch[waits], since[waits], is_step)
-        # a range inside the wait that covers most of it says more than one around it (a step)
-        mostly = _mostly_in(cols, launch[waits], since[waits], launch_ts[waits], is_step)
-        found = np.where(mostly >= 0, mostly, found)
+        loose = np.flatnonzero(found < 0)  # no range encloses the whole wait
+        if len(loose):
+            found[loose] = _mostly_in(cols, launch[waits][loose], since[waits][loose], launch_ts[waits][loose], is_step)
         codes = take(host.name_code, found, -1)
         used, inverse = np.unique(codes, return_inverse=True)
         short = np.array([BETWEEN_OPS if c < 0 else short_frame(host.names[c]) for c in used.tolist()], dtype=object)

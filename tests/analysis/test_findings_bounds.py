@@ -96,15 +96,14 @@ def test_rows_without_shapes_match_the_roofline_s_empty_texts() -> None:
 
 
 def test_a_host_wait_is_put_in_the_frame_it_spent_most_of_its_time_in(tmp_path: Path) -> None:
-    # step [0, 1000] ⊃ launch [10, 12] → k1 [20, 120]; cudaStreamSynchronize [15, 125]; log_metrics [130, 630];
-    # launch [640, 642] → k2 [650, 660]. The GPU idles [120, 650]: the wait began inside the sync, so no range
-    # encloses it whole; log_metrics covers 500 µs of its 530 (was "between ops")
+    # launch [10, 12] → k1 [20, 120]; cudaStreamSynchronize [15, 125]; log_metrics [130, 630]; launch [640, 642]
+    # → k2 [650, 660], no range around them. The GPU idles [120, 650]: the wait began inside the sync, so no
+    # range encloses it whole; log_metrics covers 500 µs of its 530 (was "between ops")
     def x(cat: str, name: str, ts: float, dur: float, **args: object) -> dict:
         pid, tid = (0, 7) if cat == "kernel" else (1, 1)
         return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
 
     events = [
-        x("cpu_op", "step", 0, 1000),
         x("cuda_runtime", "cudaLaunchKernel", 10, 2, correlation=1),
         x("kernel", "k1", 20, 100, correlation=1, device=0, stream=7),
         x("cuda_runtime", "cudaStreamSynchronize", 15, 110, correlation=2),

@@ -281,7 +281,7 @@ def test_waits_facts_of_two_ranks_by_hand() -> None:
                 "delay_p50_us": 7.0 + rank,
                 "launch_bound_pct": bound_pct,
             },
-            "graph_candidates": {"short_kernel_us": 20.0, "count": 1, "saving_us": 5.5},
+            "graph_candidates": {"short_kernel_us": 20.0, "count": 1, "stretches": 1, "saving_us": 5.5},
         }
 
     combined = combine_waits_facts([(0, facts(0, 10, 50.0, "re-run")), (3, facts(3, 30, 10.0, None))])
@@ -292,7 +292,7 @@ def test_waits_facts_of_two_ranks_by_hand() -> None:
     assert launches["eager_activities"] == 40 and launches["graph_replayed"] == 4 and launches["launch_cpu_us"] == 200.0
     assert launches["launch_bound_pct"] == pytest.approx(100 * (5 + 3) / 40)  # 20 %, not (50 + 10) / 2
     assert launches["delay_p50_us"] is None and [r["delay_p50_us"] for r in launches["per_rank"]] == [7.0, 10.0]
-    assert combined["graph_candidates"] == {"short_kernel_us": 20.0, "count": 2, "saving_us": 11.0}
+    assert combined["graph_candidates"] == {"short_kernel_us": 20.0, "count": 2, "stretches": 2, "saving_us": 11.0}
     one = facts(0, 10, 50.0, None)
     assert combine_waits_facts([(0, one)]) == one
 
