@@ -46,13 +46,13 @@ from kernel_atlas.store.outputs import (
     CATALOG,
     KERNELS,
     LAYOUT,
-    RUN_FILE_NAMES,
     SUMMARY,
     file_stem,
     filesystem,
     is_url,
     new_run,
     remove_dataset_file,
+    run_file_of,
     write_json,
     write_rank,
 )
@@ -228,8 +228,9 @@ def output_for(first_source: str, choose: str = "-o sets the output folder") -> 
 def not_a_run_file(path: Path) -> None:
     """Refuse a run folder's own file given as a trace: `atlas report RUN/summary.json` made
     RUN/summary.atlas/ inside the run, and failed."""
-    if path.name in RUN_FILE_NAMES and (path.parent / SUMMARY).is_file():
-        raise AtlasError(path, f"is {path.name} of the run folder {path.parent}, not a trace")
+    own_file = run_file_of(path, levels=1)
+    if own_file is not None:
+        raise AtlasError(path, f"is {own_file[1]} of the run folder {own_file[0]}, not a trace")
 
 
 def ingest_one(source: str | Path) -> tuple[Path, list[str]]:

@@ -89,14 +89,15 @@ def _mostly_in(
     counts = np.maximum(hi - lo, 0)
     if not counts.any():
         return found
+    starts = np.cumsum(counts) - counts  # each wait's first pair
     wait = np.repeat(np.arange(len(launch)), counts)  # each (wait, range beginning in it) pair
-    offsets = np.arange(len(wait)) - np.repeat(np.cumsum(counts) - counts, counts)
+    offsets = np.arange(len(wait)) - np.repeat(starts, counts)
     rows = order[np.repeat(lo, counts) + offsets]
     cover = np.minimum(host.end[rows], until[wait]) - host.ts[rows]
     # per wait (its pairs lie together), its largest cover, and the first range reaching it
     largest = np.full(len(launch), -np.inf)
     some = np.flatnonzero(counts)
-    largest[some] = np.maximum.reduceat(cover, (np.cumsum(counts) - counts)[some])
+    largest[some] = np.maximum.reduceat(cover, starts[some])
     reach = np.flatnonzero(cover == largest[wait])
     firsts = reach[np.r_[True, wait[reach][1:] != wait[reach][:-1]]]
     enough = cover[firsts] >= 0.5 * (until[wait[firsts]] - since[wait[firsts]])

@@ -275,11 +275,12 @@ def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> _Message
         recorded = parse_call(kernels["input_dims"].iat[row], kernels["input_types"].iat[row])
         args = [a for a in recorded if a.is_tensor]
         lists = [a for a in recorded if a.kind == TENSOR_LIST and a.numel]
+        from_lists = False
         if not args and lists:  # older c10d ops record their buckets as tensor lists, whose dtype is not recorded
             list_dtype = list_dtype or _dominant_float_dtype(kernels["input_types"]) or ""
             if list_dtype in dtypes():
-                args = [Arg(TENSOR, (a.numel,), list_dtype) for a in lists]
-        listed.append(bool(lists) and all(a.dtype == list_dtype for a in args) and bool(args))
+                args, from_lists = [Arg(TENSOR, (a.numel,), list_dtype) for a in lists], True
+        listed.append(from_lists)
         sizes = [a.numel for a in args if a.numel]
         largest = max(args, key=lambda a: a.numel, default=None)
         ok = largest is not None and largest.numel

@@ -113,6 +113,19 @@ def _tensor(call: Call, index: int, what: str) -> Arg:
     return call.args[index]
 
 
+def _optional_tensor(call: Call, index: int) -> Arg | None:
+    """Input `index` where it is a tensor that can be costed (an optional weight, an output), else None."""
+    return call.args[index] if index < len(call.args) and call.args[index].is_tensor else None
+
+
+def _concrete_int(call: Call, index: int) -> int | None:
+    """An integer Concrete Input (a reduction mode, a size), else None."""
+    if index >= len(call.args):
+        return None
+    value = call.args[index].value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def _no_tensors(call: Call) -> NoCost:
     """Why a call has no tensor to cost, as the trace shows it: shapes without a dtype (an Nsight
     export's NVTX ranges, PyTorch 1.8) or of a dtype not in catalogs/dtypes.toml were said to be
@@ -239,7 +252,7 @@ def _scaled_mm(call: Call) -> Cost:
     scales = [x for x in call.args[2:] if x.is_tensor]
     # (self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum): out_dtype is
     # recorded as a ScalarType code; not recorded (None: the inputs' dtype), a 2-byte result assumed
-    code = call.args[6].value if len(call.args) > 6 else None
+    code = _concrete_int(call, 6)
     size = scalar_type_bytes(code)
     if size is None:
         return _gemm(call, 1, m, n, k, [a, b, *scales], 2, " (scales included; 2-byte output assumed)")
@@ -520,14 +533,8 @@ def window_pairs(sq: int, skv: int, left: int, right: int, causal: bool) -> floa
     start, end = offset, offset + sq - 1  # the rows' positions p
     # a row's count, max(0, min(Skv−1, p+reach) − max(0, p−left) + 1), is linear in p between
     # these positions, and of one sign
-    cuts = {start, end + 1}
-    for at in (left if left >= 0 else None, skv + left if left >= 0 else None):
-        if at is not None:
-            cuts.add(min(max(at, start), end + 1))
-    for at in (skv - reach if reach >= 0 else None, -reach if reach >= 0 else None):
-        if at is not None:
-            cuts.add(min(max(at, start), end + 1))
-    edges = sorted(cuts)
+    cuts = [*((left, skv + left) if left >= 0 else ()), *((skv - reach, -reach) if reach >= 0 else ())]
+    edges = sorted({start, end + 1, *(min(max(at, start), end + 1) for at in cuts)})
     total = 0.0
     for lo_p, hi_p in ((a, b - 1) for a, b in pairwise(edges) if b > a):
         first, last = _window_row(lo_p, skv, left, reach), _window_row(hi_p, skv, left, reach)
@@ -604,12 +611,9 @@ def _flash_forward(call: Call) -> Cost:
 def _window(call: Call, index: int) -> tuple[int, int] | None:
     """A sliding window's (left, right) sizes recorded at `index` and `index + 1` (-1 or not
     recorded: that side unbounded), or None where neither side is bounded."""
-    sides = []
-    for arg in call.args[index : index + 2]:
-        value = arg.value
-        sides.append(value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else -1)
-    sides += [-1] * (2 - len(sides))
-    return (sides[0], sides[1]) if max(sides) >= 0 else None
+    left, right = (_concrete_int(call, i) for i in (index, index + 1))
+    sides = (left if left is not None and left >= 0 else -1, right if right is not None and right >= 0 else -1)
+    return sides if max(sides) >= 0 else None
 
 
 # `custom_mask_type` of `_efficient_attention_forward` (PyTorch's CustomMaskType): none, causal
@@ -836,10 +840,10 @@ _BYTE_CODE = 0
 _CODE_BYTES = {_BYTE_CODE: 1, 1: 1, 2: 2, 3: 4, 4: 8, 11: 1, **_FLOAT_CODE_BYTES}  # 11: bool
 
 
-def scalar_type_bytes(code: object) -> int | None:
+def scalar_type_bytes(code: int | None) -> int | None:
     """Bytes per element of a torch ScalarType code as Concrete Inputs record a dtype argument
     (6: float32, 15: bfloat16, 24: float8_e4m3fn), else None."""
-    return _CODE_BYTES.get(code) if isinstance(code, int) and not isinstance(code, bool) else None
+    return None if code is None else _CODE_BYTES.get(code)
 
 
 def _moe_from_buffers(call: Call, x: Arg, logits: Arg, enclosed: dict) -> Cost:
@@ -968,8 +972,8 @@ def _with_written_arguments(call: Call, spec: dict[str, list]) -> Cost:
     `out` ones read once, the `out` and `inplace` ones written once; FLOPs per element of the
     largest written tensor, the fused ops' added to the op's own."""
     args = call.args
-    out = [i for i in spec.get("out", []) if i < len(args) and args[i].is_tensor]
-    inplace = [i for i in spec.get("inplace", []) if i < len(args) and args[i].is_tensor]
+    out = [i for i in spec.get("out", []) if _optional_tensor(call, i)]
+    inplace = [i for i in spec.get("inplace", []) if _optional_tensor(call, i)]
     if not out and not inplace:
         raise NoCost(f"{call.what}: the tensors it writes (arguments {spec}) are not recorded")
     read_from = [a for i, a in enumerate(args) if a.is_tensor and i not in out]
@@ -1075,14 +1079,6 @@ def _quantize(call: Call) -> Cost:
 # --- training ops read or written by index -------------------------------------------------
 
 
-def _concrete_int(call: Call, index: int) -> int | None:
-    """An integer Concrete Input (a reduction mode, a size), else None."""
-    if index >= len(call.args):
-        return None
-    value = call.args[index].value
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 @register(launchers=("aten::nll_loss_forward", "aten::nll_loss2d_forward"))
 def _nll_loss_forward(call: Call) -> Cost:
     """nll_loss_forward(self [N, C, …], target [N, …], weight, reduction, ignore_index): one
@@ -1091,7 +1087,7 @@ def _nll_loss_forward(call: Call) -> Cost:
     costed as a reduction over all of [N, C]: 32,000× the work for C = 32,000."""
     logp, target = _tensor(call, 0, "self"), _tensor(call, 1, "target")
     n = target.numel
-    weight = call.args[2] if len(call.args) > 2 and call.args[2].is_tensor else None
+    weight = _optional_tensor(call, 2)
     per_row = n * logp.itemsize + (n * weight.itemsize if weight is not None else 0)
     reduction = _concrete_int(call, 3)
     out = n if reduction == 0 else 1
@@ -1111,8 +1107,7 @@ def _nll_loss_backward(call: Call) -> Cost:
     op of its own zeroed; grad_output, target, the gathered weights and total_weight read."""
     grad, logp, target = _tensor(call, 0, "grad_output"), _tensor(call, 1, "self"), _tensor(call, 2, "target")
     n = target.numel
-    weight = call.args[3] if len(call.args) > 3 and call.args[3].is_tensor else None
-    total = call.args[6] if len(call.args) > 6 and call.args[6].is_tensor else None
+    weight, total = _optional_tensor(call, 3), _optional_tensor(call, 6)
     read = grad.nbytes + target.nbytes + (n * weight.itemsize if weight is not None else 0)
     read += total.nbytes if total is not None else 0
     written = n * logp.itemsize
@@ -1149,10 +1144,7 @@ def _accumulating_scatter(call: Call) -> Cost:
     them — are read and written; one FLOP per update. The destination's read and the adds were
     left out, and the larger index taken for the destination."""
     dest = _tensor(call, 0, "self")
-    index = _tensor(call, 2, "index")
-    source = call.args[3] if len(call.args) > 3 and call.args[3].is_tensor else None
-    if source is None:
-        raise NoCost(f"{call.what}: input 3 (source) {_why_not_tensor(call.args, 3)}")
+    index, source = _tensor(call, 2, "index"), _tensor(call, 3, "source")
     scatter = "scatter" in call.launcher
     updates = index.numel if scatter else source.numel
     if scatter:
@@ -1220,8 +1212,7 @@ def _pool_output(call: Call, x: Arg) -> tuple[int, ...]:
         raise NoCost(f"{call.what}: input of rank {len(x.dims)}")
 
     def pair(index: int, default: list[int] | None) -> list[int]:
-        values = call.args[index].ints() if index < len(call.args) and call.args[index].value is not None else None
-        values = values or default
+        values = (call.args[index].ints() if index < len(call.args) else None) or default
         if values is None:
             raise NoCost(f"{call.what}: kernel_size not recorded (Concrete Inputs)")
         return values * spatial if len(values) == 1 else values[:spatial]
@@ -1262,7 +1253,7 @@ def _max_pool_backward(call: Call) -> Cost:
     ceil_mode, indices): grad_output and the indices read, each gradient added at its index into
     grad_input (self's shape), written whole."""
     grad, x = _tensor(call, 0, "grad_output"), _tensor(call, 1, "self")
-    indices = call.args[7] if len(call.args) > 7 and call.args[7].is_tensor else None
+    indices = _optional_tensor(call, 7)
     read = grad.nbytes + (indices.nbytes if indices is not None else grad.numel * 8)
     written = x.numel * x.itemsize
     formula = f"{grad.numel} gradients scattered; bytes = grad_output and indices {read} read + grad_input {written}"

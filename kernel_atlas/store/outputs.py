@@ -193,14 +193,22 @@ def check_named_output(target: str | Path, option: str, reads: Sequence[Path] = 
     for path in reads:
         if not is_url(path) and resolved == Path(os.path.realpath(path)):
             raise AtlasError(option, f"{target} is a file this command reads: name another file to write")
-    for run in list(resolved.parents)[:_RUN_SEARCH_LEVELS]:
+    own_file = run_file_of(resolved)
+    if own_file is not None:
+        run, name = own_file
+        raise AtlasError(
+            option, f"{target} is {name} of the run folder {run}: writing there replaces it; name another file"
+        )
+
+
+def run_file_of(path: Path, levels: int = _RUN_SEARCH_LEVELS) -> tuple[Path, str] | None:
+    """(run folder, name) where `path` is a run folder's own file (a name in RUN_FILE_NAMES in the
+    nearest folder up to `levels` above it that holds summary.json, or inside its datasets), else None."""
+    for run in list(path.parents)[:levels]:
         if (run / SUMMARY).is_file():
-            name = resolved.relative_to(run).parts[0]
-            if name in RUN_FILE_NAMES:
-                raise AtlasError(
-                    option, f"{target} is {name} of the run folder {run}: writing there replaces it; name another file"
-                )
-            return
+            name = path.relative_to(run).parts[0]
+            return (run, name) if name in RUN_FILE_NAMES else None
+    return None
 
 
 def _previous_report_files(root: Path, run_id: str | None) -> list[Path]:
