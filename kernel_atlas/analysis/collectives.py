@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
@@ -401,6 +402,43 @@ def _cross_rank(
         "stragglers": stragglers,
     }
     return CrossRank(ranks=rank_count, facts=facts, per_rank=per_rank, heatmap=_heatmap(con, per_rank), path=target)
+
+
+MATCH_US = 0.01  # a row's start back on its rank's clock finds its kernel within this (float rounding)
+
+
+def peer_waits(kernels: pd.DataFrame, rows: pd.DataFrame | None) -> np.ndarray:
+    """Per kernel row, the time it spent waiting for the last rank of its collective instance to
+    arrive (`rows`: collectives.parquet's `rank`, `start_us`, `clock_offset_us`, `wait_us`); NaN
+    where no instance starts with it. An instance's row is found at its first kernel on its rank,
+    by its start on the rank's own clock (`start_us + clock_offset_us`, as the joint critical path
+    finds it); the wait is at most that kernel's duration (an instance of several kernels on one
+    rank waits in its first)."""
+    waited = np.full(len(kernels), np.nan)
+    if rows is None or not len(rows) or not len(kernels) or "rank" not in kernels:
+        return waited
+    rank = kernels["rank"].to_numpy(np.int64)
+    ts, dur = kernels["ts_us"].to_numpy(np.float64), kernels["dur_us"].to_numpy(np.float64)
+    comm = (kernels["category"].astype(object) == COMMUNICATION).to_numpy() & (
+        kernels["kind"].astype(object) == "kernel"
+    ).to_numpy()
+    for r, part in rows.groupby("rank", sort=False):
+        mine = np.flatnonzero(comm & (rank == int(r)))
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(ts[mine], kind="stable")]
+        starts = ts[mine]
+        local = (part["start_us"] + part["clock_offset_us"]).to_numpy(np.float64)
+        wait = part["wait_us"].to_numpy(np.float64)
+        at = np.searchsorted(starts, local)
+        found = np.full(len(local), -1, np.int64)
+        for shift in (0, -1):
+            near = np.clip(at + shift, 0, len(starts) - 1)
+            close = (found < 0) & (np.abs(starts[near] - local) < MATCH_US)
+            found[close] = mine[near[close]]
+        hit = found >= 0
+        waited[found[hit]] = np.minimum(wait[hit], dur[found[hit]])
+    return waited
 
 
 def _stragglers(per_rank: pd.DataFrame, rank_count: int) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.analysis.collectives import peer_waits
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.views import KernelViews, ViewsFold, kernel_views
@@ -40,7 +41,7 @@ from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
 from kernel_atlas.roofline.analysis import GROUP_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
 from kernel_atlas.store.outputs import load_kernels
 
-_SUMMED = ["count", "total_us", "op_time_us", *EFFICIENCY_SUMS]
+_SUMMED = ["count", "total_us", "op_time_us", "peer_wait_us", *EFFICIENCY_SUMS]
 _TREEMAP_KEYS = ["category", "op_mapping", "name"]
 
 
@@ -156,15 +157,19 @@ def analyse_batch(
     keep_rows: bool = False,
     frame: pd.DataFrame | None = None,
     timeline_rank: int | None = None,
+    waits: pd.DataFrame | None = None,
 ) -> RankPart | None:
     """The part of one rank, or of a batch of ranks analysed together (`rank_batches`); None
     when none has GPU activity. `summary`: their part of summary.json (`rank_summary`);
     `keep_rows` keeps the analysed kernel rows; `frame`: their kernel rows when already read
     (else read here); `timeline_rank`: the rank whose timeline the views carry when it is one of
-    them."""
+    them; `waits`: their collectives.parquet rows (`peer_waits`: the roofline's collectives are
+    held against their time after the last rank arrived)."""
     frame = load_kernels(out_dir, ranks=ranks) if frame is None else frame
     if frame.empty:
         return None
+    if waits is not None and len(waits):
+        frame = frame.assign(peer_wait_us=peer_waits(frame, waits))
     options = options or WaitOptions()
     analysis = analyse(frame, device, world_size, metrics=False)  # on the groups of every rank: `analyse_ranks`
     waits = analyse_waits(frame, options.kernel_wait_us, options.short_kernel_us, options.like_hta, summary)
@@ -239,6 +244,7 @@ def analyse_ranks(
     summary: dict[str, Any] | None = None,
     timeline_rank: int | None = None,
     loaded: dict[int, pd.DataFrame] | None = None,
+    collectives: pd.DataFrame | None = None,
 ) -> RanksAnalysis:
     """The analysis of every rank together, built a rank (or a batch of small ranks) at a time.
 
@@ -246,7 +252,9 @@ def analyse_ranks(
     `dur_us` and `count` — what the time-share figures need — not the kernel rows of the whole
     fleet; with one rank it is the rank's analysed kernel rows. The timeline is
     `timeline_rank`'s when it has GPU activity, else the rank with the most GPU time's.
-    `loaded`: kernel rows of ranks already read, by rank (analysed in this process)."""
+    `loaded`: kernel rows of ranks already read, by rank (analysed in this process);
+    `collectives`: the cross-rank view's rows (collectives.parquet), whose waits for the last rank
+    the roofline leaves out of its collectives' time."""
     kernels = None
     groups_fold = sum_fold(GROUP_KEYS, _SUMMED)
     timeshare_fold = sum_fold(["level", "key"], ["total_us", "count"])
@@ -283,6 +291,7 @@ def analyse_ranks(
             "keep_rows": keep_rows,
             "frame": frame,
             "timeline_rank": timeline_rank,
+            "waits": None if collectives is None else collectives[collectives["rank"].isin(batch)],
         }
 
     batches = rank_batches(summary or {}, ranks)

@@ -184,6 +184,7 @@ def _build_report(
             summary=summary,
             timeline_rank=stragglers[0]["rank"] if stragglers else None,
             loaded=loaded,
+            collectives=matched,
         )
         analysis, waits, views = ranked.analysis, ranked.waits, ranked.views
         analysis.facts.update(cross_rank.facts)

@@ -320,6 +320,13 @@ def _headroom_section(console: Console, report: Report, view: ReportView) -> Non
     ]
     title = "Where optimisation pays most (headroom: time above the roofline-attainable time)"
     print_table(console, HEADROOM_COLUMNS, rows, title, view.wide)
+    waited = float(roof["peer_wait_us"].sum()) if "peer_wait_us" in roof else 0.0
+    if waited > 0:
+        _text(
+            console,
+            f"collectives: {fmt_us(waited)} of their time waited for the last rank to arrive; their SOL and "
+            "headroom are of the time after it (`peer_wait_us` in roofline.parquet)",
+        )
 
 
 def _no_cost_section(console: Console, report: Report, view: ReportView) -> None:
@@ -671,7 +678,7 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
         _text(
             console,
             f"{len(faster):,} matched kernels got faster, by {fmt_us(-faster['delta_us'].sum())} in all "
-            f"(largest: {esc(display_name(str(faster.iloc[-1]['key'])))}, "
+            f"(largest: {esc(describe_key(faster.iloc[-1]))}, "
             f"{fmt_signed_us(faster.iloc[-1]['delta_us'])})",
         )
     for status, title in (("appeared", "Appeared in B"), ("vanished", "Vanished from A")):

@@ -62,6 +62,7 @@ ROOFLINE_COLUMNS = [
     "formula",
     "call_stack",
     *ROOFLINE_EFFICIENCY,  # ingest/efficiency.py
+    "peer_wait_us",
 ]
 # a collective's recorded message past this many elements (a petabyte of bytes) is no size: a
 # doctored `In msg nelems` of 2^62 made 92 million TB/s and a SOL of 3·10^13 %
@@ -673,6 +674,9 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         **{name: (name, "sum") for name in EFFICIENCY_SUMS},
     ).reset_index(drop=True)
     table["formula"] = _group_formulas(table["formula"], work["formula"], group)
+    # collectives of a run of several ranks: their calls' time waiting for the last rank (NaN: not known)
+    waited = kernels["peer_wait_us"] if "peer_wait_us" in kernels else pd.Series(np.nan, index=kernels.index)
+    table["peer_wait_us"] = waited.groupby(group, sort=True).sum(min_count=1).to_numpy()
     # missing texts count as "": each group's first value is its first row's
     for position, key in enumerate([*keys, *_FIRST_TEXTS]):
         texts = kernels[key].iloc[first].astype(object).fillna("").to_numpy()
@@ -707,8 +711,13 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
     table["peak_tflops"], table["peak_gbps"], table["peak_label"] = _peaks(table, device)
     calls = table["count"]
+    # a collective's time waiting for the last rank to arrive is the late rank's doing, not the
+    # transfer's: rates, SOL and headroom are of the time after it (runs of several ranks)
+    waited = table["peer_wait_us"].fillna(0.0) if "peer_wait_us" in table else 0.0
+    table["peer_wait_us"] = table["peer_wait_us"].where(waited > 0) if "peer_wait_us" in table else np.nan
+    working = (table["op_time_us"] - waited).clip(lower=0.0)
     # no time (every call 0 µs), or calls shorter on average than the clock records: no rate, no SOL
-    timed = table["op_time_us"].where(table["mean_us"] >= CLOCK_RESOLUTION_US)
+    timed = working.where((table["mean_us"] >= CLOCK_RESOLUTION_US) & (working / calls >= CLOCK_RESOLUTION_US))
     table["achieved_tflops"] = table["flops"] * calls / (timed * 1e6)
     table["achieved_gbps"] = table["bytes"] * calls / (timed * 1e3)
     compute_us = (table["flops"] / (table["peak_tflops"] * 1e6)).fillna(0.0)
@@ -721,7 +730,7 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     bound[(table["attainable_us"] < LATENCY_US).to_numpy() & (table["sol_pct"] < 50).to_numpy()] = "latency"
     bound[table["attainable_us"].isna().to_numpy()] = None
     table["bound"] = bound
-    table["headroom_us"] = (table["op_time_us"] - table["attainable_us"] * calls).clip(lower=0.0)
+    table["headroom_us"] = (working - table["attainable_us"] * calls).clip(lower=0.0)
     table = roofline_efficiency(table)
     table = table.sort_values(["headroom_us", "total_us"], ascending=False, na_position="last", kind="stable")
     return table[ROOFLINE_COLUMNS].reset_index(drop=True)

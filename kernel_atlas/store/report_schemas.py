@@ -132,6 +132,7 @@ TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
         "tail_wave_pct": DOUBLE,
         "tensor_core_pct": DOUBLE,
         "likely_cause": STRING,
+        "peer_wait_us": DOUBLE,
     },
     "steps.parquet": {
         "trace": STRING,

@@ -338,3 +338,32 @@ def test_a_rank_last_in_every_instance_of_a_two_rank_job_is_a_straggler(tmp_path
     assert straggler["wait_caused_us"] == 10 * 50.0
     rows = pd.read_parquet(out / "collectives.parquet")
     assert rows.loc[rows["rank"] == 1, "last"].all() and not rows.loc[rows["rank"] == 0, "last"].any()
+
+
+def test_a_collectives_roofline_leaves_out_its_wait_for_the_last_rank(tmp_path: Path) -> None:
+    # The two-rank job above: rank 0's all-reduce starts at 130 µs into each step and rank 1's at
+    # 180 µs, both end at 200 µs — rank 0 spends 50 µs of its 70 waiting for rank 1, ten times.
+    # The row's 20 calls took 10·70 + 10·20 = 900 µs, 500 of them waiting; the transfers took 400.
+    # Each moves 1,048,576 fp32 = 4,194,304 B; an all-reduce over 2 ranks crosses the link
+    # 2·(2−1)/2 = 1 time; at the H100 SXM's 450 GB/s a call can take 4,194,304 / 450e3 = 9.3207 µs.
+    # SOL = 20·9.3207 / 400 = 46.60 % (it was 20·9.3207 / 900 = 20.71 %: rank 1's lateness read as a
+    # slow link), headroom 400 − 186.41 = 213.59 µs (was 713.59), 20·4,194,304 B / 400 µs = 209.7 GB/s.
+    paths = []
+    for rank, gemm_us in ((0, 100.0), (1, 150.0)):
+        paths.append(tmp_path / f"rank{rank}.json")
+        paths[-1].write_text(json.dumps(_two_rank_trace(rank, gemm_us)))
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["ingest", *map(str, paths), "-o", str(out), "-q"]).exit_code == 0
+    build_report(out, device_key="h100-sxm")
+    roofline = pd.read_parquet(out / "roofline.parquet")
+    [row] = roofline[roofline["name"] == "ncclDevKernel_AllReduce_Sum_f32_RING_LL"].to_dict("records")
+    assert (row["count"], row["total_us"], row["peer_wait_us"]) == (20, 900.0, 500.0)
+    assert row["bytes"] == 4_194_304
+    assert row["sol_pct"] == pytest.approx(100 * 20 * 4_194_304 / 450e3 / 400)
+    assert row["sol_pct"] == pytest.approx(46.603, abs=1e-3)
+    assert row["headroom_us"] == pytest.approx(400 - 20 * 4_194_304 / 450e3)
+    assert row["achieved_gbps"] == pytest.approx(209.7152)
+    gemm = roofline[roofline["name"] == "gemm_kernel"]
+    assert gemm["peer_wait_us"].isna().all()  # no collective: nothing waited
+    shown = CliRunner().invoke(app, ["report", str(out), "--device", "h100-sxm"], env={"COLUMNS": "200"})
+    assert "collectives: 500.0 µs of their time waited for the last rank to arrive" in shown.output
