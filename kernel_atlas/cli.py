@@ -724,15 +724,16 @@ def diff(
             more = f" ({len(side.warnings)} ingest warnings: summary.json)" if len(side.warnings) > 1 else ""
             _say_later("[yellow]warning:[/]", f"{name} ({side.label}): {side.warnings[0]}{more}", wrapped=True)
     totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
-    verdict = judge(result.table, *totals, fail_above, min_share) if fail_above is not None else None
-    comp = verdict.comparability if verdict is not None else comparability(result.table, result.a.gpus, result.b.gpus)
+    windows = (result.a.window, result.b.window)
+    verdict = judge(result.table, *totals, fail_above, min_share, *windows) if fail_above is not None else None
+    comp = verdict.comparability if verdict is not None else comparability(result.table, *totals[2:], *windows)
     files: dict[str, Path] = {}
     if out is not None:
         files["csv"] = write_csv(result.table, out)
     if html is not None:
         from kernel_atlas.report.html import write_diff_html
 
-        files["html"] = write_diff_html(result, html)
+        files["html"] = write_diff_html(result, html, comparability_line(comp))
     if markdown is not None:
         files["markdown"] = write_markdown(result, verdict, comp, markdown, top=top)
     if as_json:

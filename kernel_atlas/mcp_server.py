@@ -230,7 +230,7 @@ class Tools:
         """Run B against run A: GPU time per category and the largest op changes, how comparable
         the runs are and, with `fail_above_pct`, the verdict of `atlas diff --fail-above`."""
         from kernel_atlas.analysis.diff import diff_runs
-        from kernel_atlas.analysis.gate import comparability, judge
+        from kernel_atlas.analysis.gate import MIN_SHARE, comparability, judge
 
         if fail_above_pct is not None and not float(fail_above_pct) >= 0.0:  # as `atlas diff --fail-above`
             raise AtlasError("fail_above_pct", f"{fail_above_pct}: give a percentage of 0 or more")
@@ -245,11 +245,19 @@ class Tools:
             "b": {"run": run_b, "gpus": b.gpus, "gpu_time_us": b.gpu_time_us},
             "categories": result.level("category")[keep].to_dict(orient="records"),
             "ops": ops[keep].head(limit).to_dict(orient="records"),
-            "comparability": comparability(result.table, a.gpus, b.gpus).to_json(),
+            "comparability": comparability(result.table, a.gpus, b.gpus, a.window, b.window).to_json(),
         }
         if fail_above_pct is not None:
             answer["verdict"] = judge(
-                result.table, a.gpu_time_us, b.gpu_time_us, a.gpus, b.gpus, float(fail_above_pct)
+                result.table,
+                a.gpu_time_us,
+                b.gpu_time_us,
+                a.gpus,
+                b.gpus,
+                float(fail_above_pct),
+                MIN_SHARE,
+                a.window,
+                b.window,
             ).to_json()
         return _clean(answer)
 

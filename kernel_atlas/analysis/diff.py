@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.analysis.gate import Window
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import ingested_from, output_for, run_folder
 from kernel_atlas.store.outputs import is_url, lock
@@ -50,6 +51,7 @@ class Side:
     activities: pd.DataFrame
     gpus: list[str]
     warnings: list[str] = field(default_factory=list)  # what ingest said of the run (summary.json)
+    window: Window | None = None  # what its times are totals over: ranks and profiler steps
 
     @property
     def gpu_time_us(self) -> float:
@@ -191,7 +193,15 @@ def side_of(run: Run) -> Side:
     parts = [_activities(run.kernels(rank)) for rank in run.ranks] or [_activities(run.kernels())]
     said = run.summary.get("warnings")
     warnings = [str(w) for w in said if isinstance(w, str)] if isinstance(said, list) else []
-    return Side(run.label, _folded(parts), run.gpu_names, warnings)
+    return Side(run.label, _folded(parts), run.gpu_names, warnings, window_of(run.summary, len(run.ranks) or 1))
+
+
+def window_of(summary: dict[str, Any], ranks: int) -> Window:
+    """A run's window: its ranks and the most profiler steps any of its traces recorded
+    (summary.json's `steps` of each trace; None where none recorded one)."""
+    traces = summary.get("traces")
+    counts = [len(t["steps"]) for t in traces or [] if isinstance(t, dict) and isinstance(t.get("steps"), list)]
+    return Window(ranks=ranks, steps=max(counts) if counts and max(counts) > 0 else None)
 
 
 def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:
@@ -201,8 +211,8 @@ def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:
 
 def compare(a: Side, b: Side) -> Diff:
     if a.label == b.label:
-        a = Side(f"A:{a.label}", a.activities, a.gpus, a.warnings)
-        b = Side(f"B:{b.label}", b.activities, b.gpus, b.warnings)
+        a = Side(f"A:{a.label}", a.activities, a.gpus, a.warnings, a.window)
+        b = Side(f"B:{b.label}", b.activities, b.gpus, b.warnings, b.window)
     return Diff(a, b, diff_activities(a.activities, b.activities))
 
 

@@ -27,34 +27,60 @@ def _cell(text: object) -> str:
 
 
 def _pct(a_us: float, b_us: float) -> str:
-    if a_us > 0:
-        return f"{100.0 * (b_us - a_us) / a_us:+.1f} %"
+    if a_us > 0:  # the minus sign of every signed number here (`fmt_signed_us`)
+        return f"{100.0 * (b_us - a_us) / a_us:+.1f} %".replace("-", "−")
     return "new" if b_us > 0 else "–"  # no time on either side: no change to put in percent
 
 
+def _device(comp: Comparability) -> str:
+    a, b = ", ".join(comp.a_gpus), ", ".join(comp.b_gpus)
+    if comp.same_device:
+        return "same GPU"
+    if comp.same_device is None:  # unknown, not different
+        if not a and not b:
+            return "GPU not recorded in either run"
+        return f"GPU not recorded in A (B: {b})" if not a else f"GPU not recorded in B (A: {a})"
+    return f"different GPUs ({a} → {b})"
+
+
+def _window(comp: Comparability) -> str:
+    """What differs in what the runs' times are totals over (nothing where the same or unknown)."""
+    a, b = comp.a_window, comp.b_window
+    if comp.same_window is not False or a is None or b is None:
+        return ""
+    parts = []
+    if a.ranks != b.ranks:
+        parts.append(f"A {a.ranks:,} rank{'s' * (a.ranks != 1)}, B {b.ranks:,} rank{'s' * (b.ranks != 1)}")
+    if a.steps is not None and b.steps is not None and a.steps != b.steps:
+        parts.append(f"A {a.steps:,} step{'s' * (a.steps != 1)}, B {b.steps:,} step{'s' * (b.steps != 1)}")
+    return f"; {', '.join(parts)}: times are totals over each run's window"
+
+
 def comparability_line(comp: Comparability) -> str:
-    device = (
-        "same GPU"
-        if comp.same_device
-        else f"different GPUs ({', '.join(comp.a_gpus) or '?'} → {', '.join(comp.b_gpus) or '?'})"
-    )
     return (
-        f"{device}; {100 * comp.ops_matched_share:.1f} % of GPU time in ops both runs have, "
-        f"{100 * comp.kernels_matched_share:.1f} % in kernels both runs have"
+        f"{_device(comp)}; {100 * comp.ops_matched_share:.1f} % of GPU time in ops both runs have, "
+        f"{100 * comp.kernels_matched_share:.1f} % in kernels both runs have{_window(comp)}"
     )
+
+
+_LEVEL_NAMES = {"category": "category", "op_mapping": "op"}
 
 
 def verdict_line(verdict: Verdict) -> str:
     if not verdict.failed:
         return f"PASS: nothing regressed by more than {verdict.fail_above_pct:g} %"
-    names = ", ".join(f"{r.key} ({_pct(r.a_us, r.b_us)})" for r in verdict.regressions)
+    names = ", ".join(
+        f"{_LEVEL_NAMES[r.level] + ' ' if r.level in _LEVEL_NAMES else ''}{r.key} ({_pct(r.a_us, r.b_us)})"
+        for r in verdict.regressions
+    )
     return f"FAIL: regressed by more than {verdict.fail_above_pct:g} %: {names}"
 
 
-def _rows(diff: Any, level: str, top: int) -> list[Any]:
+def _rows(diff: Any, level: str, top: int | None) -> list[Any]:
     table = diff.level(level)
     order = table["delta_us"].abs().sort_values(ascending=False, kind="stable").index
-    return list(table.loc[order].head(top).itertuples(index=False))
+    table = table.loc[order]
+    return list((table if top is None else table.head(top)).itertuples(index=False))
 
 
 def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int = 10) -> str:
@@ -71,7 +97,7 @@ def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int =
     ]
     for level, title in (("category", "By category"), ("op_mapping", "Largest changes by op")):
         lines += [f"### {title}", "", "| key | A | B | B − A | change |", "|---|---:|---:|---:|---:|"]
-        for row in _rows(diff, level, top):
+        for row in _rows(diff, level, None if level == "category" else top):  # every category, as the terminal
             lines.append(
                 f"| {_cell(row.key)} | {fmt_us(row.a_us)} | {fmt_us(row.b_us)} | "
                 f"{fmt_signed_us(row.delta_us)} | {_pct(row.a_us, row.b_us)} |"

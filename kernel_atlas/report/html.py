@@ -801,9 +801,10 @@ def diff_table(diff: Diff) -> str:
     return note + data_table("diff-table", DIFF_TABLE_COLUMNS, cells, details, sort=4)
 
 
-def write_diff_html(diff: Diff, path: Path) -> Path:
-    """One self-contained page: both runs, time per category and op side by side, the table of
-    rows (`diff_table`)."""
+def write_diff_html(diff: Diff, path: Path, comparability: str | None = None) -> Path:
+    """One self-contained page: both runs, the change with its sign, how comparable they are
+    (`comparability`: `diff_markdown.comparability_line`'s), time per category and op side by
+    side, the table of rows (`diff_table`)."""
     a, b = diff.a, diff.b
     change = b.gpu_time_us - a.gpu_time_us
     summary = "".join(
@@ -812,6 +813,9 @@ def write_diff_html(diff: Diff, path: Path) -> Path:
         for tag, side in (("A", a), ("B", b))
     )
     pct = fmt_pct(100 * change / a.gpu_time_us) if a.gpu_time_us else "–"
+    pct = "+" + pct if a.gpu_time_us and change > 0 else pct.replace("-", "−")
+    if comparability is not None:
+        summary += f"<li>comparability: {html.escape(comparability)}</li>"
     title = f"Kernel Atlas diff — {a.label} vs {b.label}"
     figures = Figures()
     body = [

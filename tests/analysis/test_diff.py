@@ -183,7 +183,7 @@ def test_no_time_on_either_side_is_no_change_in_percent() -> None:
 
     assert (_change_pct(0.0, 0.0), _pct(0.0, 0.0)) == ("–", "–")
     assert (_change_pct(0.0, 40.0), _pct(0.0, 40.0)) == ("new", "new")
-    assert (_change_pct(10.0, 0.0), _pct(10.0, 0.0)) == ("gone", "-100.0 %")
+    assert (_change_pct(10.0, 0.0), _pct(10.0, 0.0)) == ("gone", "−100.0 %")  # the minus sign of `fmt_signed_us`
     assert (_change_pct(10.0, 12.5), _pct(10.0, 12.5)) == ("+25.0%", "+25.0 %")
 
 

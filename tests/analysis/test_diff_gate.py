@@ -63,13 +63,15 @@ def test_gemms_planted_25_percent_slower_fail_naming_gemm(runs, tmp_path: Path) 
     md = tmp_path / "summary.md"
     result = runner.invoke(app, ["diff", str(a), str(b), "--fail-above", "20", "--markdown", str(md)])
     assert result.exit_code == 3, result.output
-    line = next(x for x in result.output.splitlines() if x.startswith("diff gate:"))
+    output = " ".join(result.output.split())  # the terminal wraps the line
+    line = output[output.index("diff gate:") :]
     # gemm (category) and matmul (the op) rose 25 %; the total rose 0.25 · 197.598 / 309.4 = 16.0 %,
-    # under the 20 % threshold, so it is not named.
-    assert "gemm (+25.0 %)" in line and "matmul (+25.0 %)" in line and "GPU time" not in line
+    # under the 20 % threshold, so it is not named. Each is named with its level (an op and a
+    # category of one name, `attention`, had read as one name said twice).
+    assert "category gemm (+25.0 %)" in line and "op matmul (+25.0 %)" in line and "GPU time" not in line
     text = md.read_text()
     assert text.startswith("## Kernel Atlas diff")
-    assert "**FAIL: regressed by more than 20 %: gemm (+25.0 %), matmul (+25.0 %)**" in text
+    assert "**FAIL: regressed by more than 20 %: category gemm (+25.0 %), op matmul (+25.0 %)**" in text
     assert "| gemm | 197.6 µs | 247.0 µs | +49.4 µs | +25.0 % |" in text
 
 
@@ -131,3 +133,63 @@ def test_comparability_shares_by_hand() -> None:
     assert not comp.same_device
     assert comp.ops_matched_share == pytest.approx(110.0 / 140.0)  # (60+50) / (60+50+30), unlabelled left out
     assert comp.kernels_matched_share == pytest.approx(110.0 / 160.0)
+
+
+def test_a_rise_of_exactly_the_threshold_passes() -> None:
+    # 100 → 115 µs is +15 % exactly; in floating point 100 · 1.15 = 114.99999999999999, which had
+    # failed `--fail-above 15` with the verdict "regressed by more than 15 %: gemm (+15.0 %)".
+    # 300 → 339 µs is +13 % exactly (300 · 1.13 = 338.99999999999994).
+    for a_us, b_us, pct in ((100.0, 115.0, 15.0), (300.0, 339.0, 13.0), (100.0, 116.0, 16.0), (100.0, 136.0, 36.0)):
+        table = _table([("category", "gemm", a_us, b_us, "both"), ("op_mapping", "matmul", a_us, b_us, "both")])
+        assert not judge(table, a_us, b_us, ["H100"], ["H100"], pct=pct).failed, (a_us, b_us, pct)
+        above = _table([("category", "gemm", a_us, b_us + 0.01, "both")])
+        assert judge(above, a_us, b_us + 0.01, ["H100"], ["H100"], pct=pct).failed  # a hundredth of a µs more fails
+    assert judge(_table([]), 10.0, 10.0, [], [], pct=-0.0).fail_above_pct == 0.0  # "more than 0 %", not "-0 %"
+
+
+def test_a_gpu_no_run_records_is_unknown_not_different() -> None:
+    from kernel_atlas.analysis.gate import Window
+    from kernel_atlas.report.diff_markdown import comparability_line
+
+    table = _table([("kernel", "k1", 60.0, 60.0, "both")])
+    assert comparability(table, [], []).same_device is None
+    assert comparability_line(comparability(table, [], [])).startswith("GPU not recorded in either run;")
+    assert comparability_line(comparability(table, ["A100"], [])).startswith("GPU not recorded in B (A: A100);")
+    assert comparability_line(comparability(table, ["A100"], ["V100"])).startswith("different GPUs (A100 → V100);")
+    # 3 steps against 6, 2 ranks against 1: totals over different windows, said
+    comp = comparability(table, ["H100"], ["H100"], Window(ranks=2, steps=3), Window(ranks=1, steps=6))
+    assert comp.same_window is False
+    assert comparability_line(comp).endswith(
+        "; A 2 ranks, B 1 rank, A 3 steps, B 6 steps: times are totals over each run's window"
+    )
+    same = comparability(table, ["H100"], ["H100"], Window(ranks=1, steps=None), Window(ranks=1, steps=6))
+    assert same.same_window and comparability_line(same).endswith("kernels both runs have")
+    assert same.to_json()["b_steps"] == 6 and same.to_json()["a_steps"] is None
+
+
+def test_the_step_counts_of_two_runs_are_said(tmp_path: Path) -> None:
+    # One GEMM per ProfilerStep: A records 3 steps, B 6 of the same program — every row +100 %.
+    def trace(steps: int) -> dict:
+        events = []
+        for i in range(steps):
+            base = 1000 * i
+            events += [
+                {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": base,
+                 "dur": 900},
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": base + 10, "dur": 50},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": base + 20,
+                 "dur": 5, "args": {"correlation": i + 1}},
+                {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": base + 100,
+                 "dur": 40, "args": {"correlation": i + 1, "device": 0, "stream": 7}},
+            ]  # fmt: skip
+        return {"traceEvents": events}
+
+    paths = []
+    for name, steps in (("three", 3), ("six", 6)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(trace(steps)))
+    result = runner.invoke(app, ["diff", *map(str, paths), "--fail-above", "5"])
+    assert result.exit_code == 3, result.output
+    output = " ".join(result.output.split())
+    assert "A 3 steps, B 6 steps: times are totals over each run's window" in output
+    assert "B − A +120.0 µs (+100.0%)" in output  # 6·40 − 3·40 = 120
