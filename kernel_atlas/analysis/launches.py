@@ -33,6 +33,7 @@ LAUNCH_COLUMNS = [
     "delay_mean_us",
     "delay_p50_us",
     "delay_max_us",
+    "delays",
     "gpu_us",
     "gpu_mean_us",
     "launch_bound_pct",
@@ -53,6 +54,7 @@ CANDIDATE_COLUMNS = [
     "first_ts_us",
     "first_kernel",
     "call_stack",
+    "device_idle_us",
 ]
 
 
@@ -185,6 +187,7 @@ def launch_stats(frame: pd.DataFrame, checks: dict[int, dict[str, float | int | 
                 "delay_mean_us": grouped["delay"].mean(),
                 "delay_p50_us": grouped["delay"].median(),
                 "delay_max_us": grouped["delay"].max(),
+                "delays": grouped["delay"].count(),  # measured: a rank whose clocks disagree has none
                 "gpu_us": grouped["gpu"].sum(),
                 "gpu_mean_us": grouped["gpu"].mean(),
                 "launch_bound_pct": 100.0 * grouped["bound"].mean(),
@@ -288,6 +291,51 @@ def _describe(frames: tuple[str, ...]) -> tuple[str | None, str | None, str | No
     return STACK_SEPARATOR.join(reversed(frames)) or None, frames[-1] if frames else None, module or None
 
 
+class _DeviceIdle:
+    """When each device of a frame sat idle (no activity on any of its streams): per (rank,
+    device), its idle gaps in time order and the idle time before each — to measure how much of a
+    time range the device was idle."""
+
+    def __init__(self, frame: pd.DataFrame):
+        frame = frame.reset_index(drop=True).assign(device=_device_key(frame["device"]))
+        self.devices = set(zip(frame["rank"].tolist(), frame["device"].tolist(), strict=True))
+        self.gaps: dict[tuple[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        between = gaps(frame, per_stream=False)
+        if between.empty:
+            return
+        until = frame["ts_us"].to_numpy(np.float64)[between.index.to_numpy()]
+        since = until - between["gap_us"].to_numpy(np.float64)
+        for key, rows in between.groupby(["rank", "device"], sort=False).indices.items():
+            take = rows[np.argsort(since[rows], kind="stable")]
+            before = np.concatenate([[0.0], np.cumsum(until[take] - since[take])])
+            self.gaps[key] = (since[take], until[take], before)
+
+    def _before(self, key: tuple[Any, Any], t: np.ndarray) -> np.ndarray:
+        """The device's idle time before each time of `t`."""
+        since, until, before = self.gaps[key]
+        k = np.searchsorted(since, t, side="right") - 1  # the last gap starting at or before t
+        at = np.maximum(k, 0)
+        inside = np.clip(t - since[at], 0.0, until[at] - since[at])
+        return np.where(k >= 0, before[at] + inside, 0.0)
+
+    def within(self, rank: np.ndarray, device: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Per range [start, end] of a device, the time the device was idle in it (0 for a device
+        never idle; the whole range for one the frame does not hold)."""
+        idle = np.zeros(len(start))
+        query = pd.DataFrame({"rank": rank, "device": _device_key(pd.Series(device))})
+        for key, rows in query.groupby(["rank", "device"], sort=False).indices.items():
+            if key in self.gaps:
+                idle[rows] = self._before(key, end[rows]) - self._before(key, start[rows])
+            elif key not in self.devices:
+                idle[rows] = end[rows] - start[rows]
+        return idle
+
+
+def _device_key(device: pd.Series) -> np.ndarray:
+    """A device column as int64 keys (-1: not known)."""
+    return pd.to_numeric(device, errors="coerce").fillna(-1).to_numpy(np.int64)
+
+
 def graph_candidates(
     frame: pd.DataFrame,
     kernel_wait_us: float = KERNEL_WAIT_US,
@@ -299,6 +347,7 @@ def graph_candidates(
     waits, grouped by (rank, device, stream, shared call stack), largest saving first; activities
     on no known stream are left out. `stream_gaps`: the frame's exact per-stream `gaps` with this
     `kernel_wait_us`, when already computed."""
+    device_idle = _DeviceIdle(frame)  # every activity keeps its device busy, on a known stream or not
     if frame["stream"].isna().any():  # activities on no known stream are no stream's stretch
         frame, stream_gaps = frame[frame["stream"].notna()], None
     if frame.empty:
@@ -328,17 +377,28 @@ def graph_candidates(
     joined = np.zeros(len(order), dtype=bool)  # row i continues the stretch of row i-1
     joined[1:] = short[1:] & short[:-1]
     joined &= same_stream & ~other
+    if "step" in frame:  # a graph is captured within one step: the host's wait between steps
+        # (a data loader's 5 ms) is no launch overhead a graph removes
+        step = frame["step"].to_numpy(np.float64, na_value=np.nan)[order]
+        joined[1:] &= (step[1:] == step[:-1]) | (np.isnan(step[1:]) & np.isnan(step[:-1]))
     stretch = np.cumsum(~joined)
     stretch[~short] = -1
     member = np.flatnonzero(stretch >= 0)
+    wait = np.where(joined[member], gap[member], 0.0)
     rows = pd.DataFrame(
         {
             "stretch": stretch[member],
-            "wait": np.where(joined[member], gap[member], 0.0),
+            "wait": wait,
             "host": np.where(joined[member] & host_wait[member], gap[member], 0.0),
             "gpu": end[member] - start[member],
             "stack": stack_code[order][member],
             "row": order[member],
+            "idle": device_idle.within(
+                frame["rank"].to_numpy()[order[member]],
+                frame["device"].to_numpy()[order[member]],
+                start[member] - wait,
+                start[member],
+            ),
         }
     )
     per = rows.groupby("stretch", sort=False).agg(
@@ -347,6 +407,7 @@ def graph_candidates(
         host_wait_us=("host", "sum"),
         gpu_us=("gpu", "sum"),
         first=("row", "first"),
+        device_idle_us=("idle", "sum"),
     )
     per = per[(per["kernels"] >= min_kernels) & (per["saving_us"] > 0)]
     if per.empty:
@@ -387,6 +448,7 @@ def graph_candidates(
         gpu_us=("gpu_us", "sum"),
         first_ts_us=("first_ts_us", "first"),
         first_kernel=("first_kernel", "first"),
+        device_idle_us=("device_idle_us", "sum"),
     )
     candidates = candidates.reset_index()
     candidates["kernels_per_stretch"] = candidates["kernels"] / candidates["stretches"]

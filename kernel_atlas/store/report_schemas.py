@@ -80,6 +80,7 @@ TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
         "delay_mean_us": DOUBLE,
         "delay_p50_us": DOUBLE,
         "delay_max_us": DOUBLE,
+        "delays": INT64,
         "gpu_us": DOUBLE,
         "gpu_mean_us": DOUBLE,
         "launch_bound_pct": DOUBLE,

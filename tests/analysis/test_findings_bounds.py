@@ -117,3 +117,62 @@ def test_a_host_wait_is_put_in_the_frame_it_spent_most_of_its_time_in(tmp_path: 
     assert CliRunner().invoke(app, ["ingest", str(trace), "-o", str(out), "-q"]).exit_code == 0
     kernels = pd.read_parquet(out / "kernels.parquet").set_index("name")
     assert kernels.loc["k2", "wait_frame"] == "log_metrics"
+
+
+def _launched(events: list[dict], op: str, at: float, corr: int, name: str, ts: float, dur: float, stream: int) -> None:
+    """A CPU op at `at` launching kernel `name` on `stream` (correlation `corr`) that runs [ts, ts + dur]."""
+    events += [
+        {"ph": "X", "cat": "cpu_op", "name": op, "pid": 1, "tid": 1, "ts": at, "dur": 3},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": at + 1, "dur": 1,
+         "args": {"correlation": corr}},
+        {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+         "args": {"correlation": corr, "device": 0, "stream": stream}},
+    ]  # fmt: skip
+
+
+def _report(tmp_path: Path, events: list[dict]) -> tuple[pd.DataFrame, dict]:
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "out"
+    assert CliRunner().invoke(app, ["ingest", str(trace), "-o", str(out), "-q"]).exit_code == 0
+    assert CliRunner().invoke(app, ["report", str(out)]).exit_code == 0
+    return pd.read_parquet(out / "graph_candidates.parquet"), json.loads((out / "report.json").read_text())
+
+
+def test_a_side_streams_waits_under_another_streams_kernel_save_nothing(tmp_path: Path) -> None:
+    # Stream 7 runs kernel L over [10, 1010] µs. Stream 20 runs 10 kernels of 5 µs at 20 + 55·i, each
+    # launched 3 µs before it starts: 9 host waits of 50 µs, all under L. The device is idle only
+    # later, 2,000 µs before kernel M — so graphing stream 20 saves nothing. The finding had claimed
+    # 450 µs, capped only by the device's 2,000 µs of idle time elsewhere.
+    events: list[dict] = []
+    _launched(events, "aten::mm", 1, 1, "L", 10, 1000, 7)
+    for i in range(10):
+        s = 20 + 55 * i
+        _launched(events, "aten::add", s - 4, 2 + i, "s", s, 5, 20)
+    _launched(events, "aten::mm", 2999, 20, "M", 3010, 100, 7)
+    candidates, report = _report(tmp_path, events)
+    [row] = candidates.to_dict("records")
+    assert (row["stream"], row["kernels"], row["saving_us"], row["device_idle_us"]) == (20, 10, 450.0, 0.0)
+    assert not [f for f in report["findings"] if f["kind"] == "launch_bound"]
+
+
+def test_a_graph_stretch_ends_at_a_new_step(tmp_path: Path) -> None:
+    # Two profiler steps, each 5 kernels of 5 µs 10 µs apart (4 host waits of 5 µs); between them the
+    # host spends 5 ms in a data loader. A graph is captured within one step: 2 stretches saving
+    # 2 · 4 · 5 = 40 µs, not one of 10 kernels saving 20 + 5,055 + 20 = 5,095 µs.
+    events: list[dict] = []
+    for step, base in ((1, 0), (2, 5100)):
+        events.append(
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1, "ts": base,
+             "dur": 90}
+        )  # fmt: skip
+        for i in range(5):
+            t = base + 20 + 10 * i
+            _launched(events, "aten::add", t - 4, 10 * step + i, "s", t, 5, 7)
+    events.append({"ph": "X", "cat": "python_function", "name": "loader.py(9): next", "pid": 1, "tid": 1,
+                   "ts": 95, "dur": 5000})  # fmt: skip
+    candidates, report = _report(tmp_path, events)
+    [row] = candidates.to_dict("records")
+    assert (row["stretches"], row["kernels"], row["saving_us"], row["device_idle_us"]) == (2, 10, 40.0, 40.0)
+    [finding] = [f for f in report["findings"] if f["kind"] == "launch_bound"]
+    assert finding["saving_us"] == 40.0, finding["evidence"]

@@ -367,3 +367,26 @@ def test_a_collectives_roofline_leaves_out_its_wait_for_the_last_rank(tmp_path: 
     assert gemm["peer_wait_us"].isna().all()  # no collective: nothing waited
     shown = CliRunner().invoke(app, ["report", str(out), "--device", "h100-sxm"], env={"COLUMNS": "200"})
     assert "collectives: 500.0 µs of their time waited for the last rank to arrive" in shown.output
+
+
+def test_launch_delays_of_batches_fold_over_the_delays_measured() -> None:
+    # Two batches of ranks: 31 launches of kernel `a` whose ranks' clocks disagree (no delay measured)
+    # and 2 measured, 5 and 105 µs: the fleet's mean delay is (5 + 105) / 2 = 55 µs over 2 delays. The
+    # batch mean times its count had given (0·31 + 55·2) / 33 = 3.3, and 8.03 with other batchings.
+    from kernel_atlas.analysis.waits_fold import _launch_sums, _launch_table, _sum_launches
+
+    def batch(count: int, delays: int, mean: float, largest: float) -> pd.DataFrame:
+        return pd.DataFrame(
+            {"level": ["kernel"], "key": ["a"], "count": [count], "launch_us": [1.0 * count],
+             "launch_mean_us": [1.0], "delay_mean_us": [mean], "delay_p50_us": [mean], "delay_max_us": [largest],
+             "delays": [delays], "gpu_us": [5.0 * count], "gpu_mean_us": [5.0], "launch_bound_pct": [0.0]}
+        )  # fmt: skip
+
+    nan = float("nan")
+    folded = _launch_table(
+        _sum_launches([_launch_sums(batch(31, 0, nan, nan)), _launch_sums(batch(2, 2, 55.0, 105.0))])
+    )
+    [row] = folded.to_dict("records")
+    assert (row["count"], row["delays"], row["delay_mean_us"], row["delay_max_us"]) == (33, 2, 55.0, 105.0)
+    none = _launch_table(_sum_launches([_launch_sums(batch(31, 0, nan, nan)), _launch_sums(batch(2, 0, nan, nan))]))
+    assert none["delay_mean_us"].isna().all()  # no delay measured: empty, not 0
