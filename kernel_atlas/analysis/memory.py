@@ -101,9 +101,12 @@ def size_class(nbytes: np.ndarray) -> np.ndarray:
     return np.array([name for name, _ in classes], dtype=object)[np.searchsorted(bounds, nbytes, side="left")]
 
 
-def _holders(live: pd.DataFrame, key: pd.Series, baseline_held: int, peak: int) -> list[dict[str, Any]]:
+def _holders(
+    live: pd.DataFrame, key: pd.Series, baseline_held: int, peak: int, top: int | None = TOP
+) -> list[dict[str, Any]]:
     """Bytes live at the peak per value of `key`, largest first, with what was allocated before the
-    window as a holder of its own; past `TOP`, the rest in one row (so the rows sum to the peak).
+    window as a holder of its own; past `top` (None: every holder), the rest in one row (so the rows
+    sum to the peak).
     `pct` is of the peak — of what the rows hold where that is more (totals that are not the
     running sum of the events, e.g. frees lost: a share past 100 % would say nothing); a
     pre-window holding the totals make negative is no holder."""
@@ -112,11 +115,11 @@ def _holders(live: pd.DataFrame, key: pd.Series, baseline_held: int, peak: int) 
     if baseline_held > 0:
         rows.append({"name": BEFORE_WINDOW, "bytes": int(baseline_held), "blocks": None})
     rows.sort(key=lambda r: -r["bytes"])
-    if len(rows) > TOP:
-        rest = rows[TOP - 1 :]
+    if top is not None and len(rows) > top:
+        rest = rows[top - 1 :]
         blocks = sum(r["blocks"] or 0 for r in rest)
         rows = [
-            *rows[: TOP - 1],
+            *rows[: top - 1],
             {"name": f"({len(rest)} others)", "bytes": sum(r["bytes"] for r in rest), "blocks": blocks},
         ]
     whole = max(peak, sum(row["bytes"] for row in rows))
@@ -169,7 +172,9 @@ def _step_peaks(steps: np.ndarray, ts: np.ndarray, allocated: np.ndarray) -> lis
     ]
 
 
-def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str) -> dict[str, Any]:
+def device_summary(
+    events: pd.DataFrame, allocations: pd.DataFrame, device: str, top: int | None = TOP
+) -> dict[str, Any]:
     """report.json's entry of one device (see docs/memory.md)."""
     rows = np.flatnonzero((events["device"] == device).to_numpy())
     ev = events.iloc[rows]
@@ -196,13 +201,17 @@ def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str)
         change = np.cumsum(nbytes)
         at = int(np.argmax(change)) if len(change) else 0
         entry.update(peak_allocated_bytes=None, peak_reserved_bytes=None, peak_ts_us=None, baseline_bytes=None)
-        entry["peak_change_bytes"] = int(change[at]) if len(change) else 0
-        entry["peak_change_ts_us"] = float(ts[at]) if len(ts) else None
+        # the largest rise over the window's start: none (0, at its start) where every running sum is below it
+        risen = len(change) > 0 and change[at] > 0
+        entry["peak_change_bytes"] = int(change[at]) if risen else 0
+        entry["peak_change_ts_us"] = float(ts[at]) if risen else None
         entry["note"] = "no Total Allocated in these events: only the change from the window's start is known"
         return entry
     first = with_total[0]
     peak = int(with_total[np.argmax(allocated[with_total])])
-    baseline = int(allocated[first] - nbytes[first])
+    # what was held before the first event: its total less every change up to it (events before it
+    # that record no total changed it too: 12 MiB had been said for 10)
+    baseline = int(allocated[first] - nbytes[: first + 1].sum())
     event_at_peak = rows[peak]
     live = mine[(mine["alloc_event"] >= 0) & (mine["alloc_event"] <= event_at_peak)]
     live = live[(live["free_event"] < 0) | (live["free_event"] > event_at_peak)]
@@ -225,9 +234,11 @@ def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str)
         live_at_peak_blocks=len(live),
         unexplained_bytes=peak_bytes - baseline_held - live_bytes,
         holders={
-            "module": _holders(live, live["module"].astype(object).fillna(NO_MODULE), baseline_held, peak_bytes),
-            "op": _holders(live, live["op"].astype(object).fillna(NO_OP), baseline_held, peak_bytes),
-            "size_class": _holders(live, pd.Series(size_class(live["bytes"].to_numpy())), baseline_held, peak_bytes),
+            "module": _holders(live, live["module"].astype(object).fillna(NO_MODULE), baseline_held, peak_bytes, top),
+            "op": _holders(live, live["op"].astype(object).fillna(NO_OP), baseline_held, peak_bytes, top),
+            "size_class": _holders(
+                live, pd.Series(size_class(live["bytes"].to_numpy())), baseline_held, peak_bytes, top
+            ),
         },
         largest_at_peak=_allocation_records(live),
         slack=_slack(ts, np.where(has_reserved, reserved, -1), allocated, peak),
@@ -236,15 +247,22 @@ def device_summary(events: pd.DataFrame, allocations: pd.DataFrame, device: str)
     return entry
 
 
+def _device_order(device: str) -> tuple[bool, str, int, str]:
+    """GPUs first, host memory last; by kind, then by number (not as text: hip:10 after hip:2)."""
+    kind, _, number = device.partition(":")
+    return kind == "cpu", kind, int(number) if number.isascii() and number.isdigit() else -1, number
+
+
 MAX_MEMORY_DEVICES = 64  # devices of one trace analysed in full (a real rank has a host and ≤16 GPUs)
 
 
 def memory_summary(
-    events: pd.DataFrame, allocations: pd.DataFrame, limit: int = MAX_MEMORY_DEVICES
+    events: pd.DataFrame, allocations: pd.DataFrame, top: int | None = TOP, limit: int = MAX_MEMORY_DEVICES
 ) -> tuple[list[dict[str, Any]], int]:
     """report.json `memory` of one trace: one entry per device, GPUs first, host memory last —
     at most `limit` devices, those with the highest allocated peak (then the most events); and
-    how many devices were left out (a trace may claim thousands: ~10 ms each)."""
+    how many devices were left out (a trace may claim thousands: ~10 ms each). Devices in their
+    numbers' order: hip:2 before hip:10."""
     devices = [str(d) for d in events["device"].unique()]
     left_out = max(len(devices) - limit, 0)
     if left_out:
@@ -252,8 +270,8 @@ def memory_summary(
         ranked = pd.DataFrame({"peak": per_device["total_allocated"].max(), "events": per_device.size()})
         ranked = ranked.sort_values(["peak", "events"], ascending=False, kind="stable")
         devices = [str(d) for d in ranked.index[:limit]]
-    devices.sort(key=lambda d: (d.split(":")[0] == "cpu", d))
-    return [device_summary(events, allocations, d) for d in devices], left_out
+    devices.sort(key=_device_order)
+    return [device_summary(events, allocations, d, top) for d in devices], left_out
 
 
 @dataclass
@@ -323,8 +341,9 @@ def _within_sum_limit(events: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return events[~np.isin(codes, over)].reset_index(drop=True), len(over)
 
 
-def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> MemoryReport:
-    """Allocations and per-device summaries of every trace (`trace` and `rank` in both)."""
+def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame], top: int | None = TOP) -> MemoryReport:
+    """Allocations and per-device summaries of every trace (`trace` and `rank` in both); `top`
+    holders of each kind, the rest in one row (None: every holder, as `atlas diff` compares them)."""
     entries, parts, by_trace, left_out, oversized = [], [], {}, 0, 0
     for (stem, rank), events in events_by_trace.items():
         events = events.reset_index(drop=True)
@@ -336,7 +355,7 @@ def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame]) -> Memo
         events_by_trace[(stem, rank)] = events
         allocations = pair_allocations(events)
         by_trace[(stem, rank)] = allocations
-        summaries, left = memory_summary(events, allocations)
+        summaries, left = memory_summary(events, allocations, top)
         entries += [{"trace": stem, "rank": rank, **entry} for entry in summaries]
         left_out += left
         allocations = allocations.copy()
@@ -450,7 +469,8 @@ def _keyed(entries: list[dict[str, Any]]) -> dict[tuple[int, bool, int], dict[st
 
 
 def _holder_changes(a: dict[str, Any] | None, b: dict[str, Any] | None, top: int) -> list[dict[str, Any]]:
-    """Bytes at the peak per module in A and B (the top holders of either), largest change first."""
+    """Bytes at the peak per module in A and B — every holder of each (`run_memory`: a module of
+    A's top holders folded into B's "(N others)" had read as gone), largest change first."""
 
     def of(entry: dict[str, Any] | None) -> dict[str, int]:
         return {h["name"]: h["bytes"] for h in (entry or {}).get("holders", {}).get("module", [])}
@@ -466,7 +486,7 @@ def _holder_changes(a: dict[str, Any] | None, b: dict[str, Any] | None, top: int
 
 def compare_memory(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = TOP) -> list[dict[str, Any]]:
     """Per device of run A and run B: the peaks, the baselines and the change, and the modules
-    holding the peaks (a holder outside one run's top holders counts as absent there)."""
+    holding the peaks, largest change first."""
     keyed_a, keyed_b = _keyed(a), _keyed(b)
     rows = []
     for key in sorted(set(keyed_a) | set(keyed_b)):
@@ -485,4 +505,4 @@ def compare_memory(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = 
 def run_memory(out_dir: Path, summary: dict[str, Any]) -> list[dict[str, Any]]:
     """report.json `memory` of an ingest output, computed afresh (`atlas diff`)."""
     events = read_memory_events(out_dir, summary, summary.get("run_id"))
-    return analyse_memory(events).entries if events else []
+    return analyse_memory(events, top=None).entries if events else []  # every holder: none hides in "others"

@@ -239,6 +239,19 @@ class _Table:
         return codes
 
 
+def _number_key(value: object) -> object:
+    """A pid or tid as one key whether written as a number or as its digits: PyTorch 1.9 writes
+    a range's `tid` as `"25738"` and a `[memory]` event's as `25738` — two threads, and every
+    allocation of resnet50_pt19 lost its op, module and call stack."""
+    if isinstance(value, str) and 0 < len(value) <= 18 and value.isascii() and value.isdigit():
+        return int(value)
+    return value
+
+
+def _thread_keys(threads: list) -> list:
+    return [(_number_key(pid), _number_key(tid)) for pid, tid in threads]
+
+
 class ColumnBuilder:
     """Merges slices, in trace order, into `TraceColumns`."""
 
@@ -260,7 +273,7 @@ class ColumnBuilder:
             {
                 "family": part.family,
                 "name_code": self.names.remap(part.names)[part.name_code],
-                "thread": self.threads.remap(part.threads)[part.thread],
+                "thread": self.threads.remap(_thread_keys(part.threads))[part.thread],
                 "ts": part.ts,
                 "end": part.end,
                 "correlation": part.correlation,
@@ -278,7 +291,7 @@ class ColumnBuilder:
         if len(part.steps):
             self.steps.append(part.steps)
         if len(part.memory.get("ts", ())):
-            threads = self.threads.remap(part.memory_threads)
+            threads = self.threads.remap(_thread_keys(part.memory_threads))
             self.memory.extend({k: threads[v] if k == "thread" else v for k, v in part.memory.items()})
         if len(part.syncs):
             self.syncs.append(part.syncs)

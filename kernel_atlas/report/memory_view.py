@@ -226,7 +226,11 @@ def print_memory_diff(console: Console, rows: list[dict[str, Any]], top: int = 1
         names = row["device_a"] if row["device_a"] == row["device_b"] else f"{row['device_a']} → {row['device_b']}"
         where = ("host " if row["host"] else "") + f"rank {row['rank']} {names}"
         parts = []
-        for key, label in (("peak_allocated_bytes", "peak"), ("peak_reserved_bytes", "reserved")):
+        for key, label in (
+            ("peak_allocated_bytes", "peak"),
+            ("peak_reserved_bytes", "reserved"),
+            ("baseline_bytes", "held before the window"),
+        ):
             a, b, delta = row[f"a_{key}"], row[f"b_{key}"], row[f"delta_{key}"]
             if a is not None or b is not None:
                 parts.append(f"{label} {fmt_bytes(a)} → {fmt_bytes(b)} ({_signed_bytes(delta)})")

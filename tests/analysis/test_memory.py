@@ -433,3 +433,90 @@ def test_sizes_ingest_never_writes_are_refused_where_read(ingested_run: Path) ->
     pq.write_table(table.set_column(table.column_names.index("bytes"), "bytes", pa.array(sizes)), path)
     with pytest.raises(AtlasError, match="1 sizes beyond ±2\\^48 bytes or totals below -1"):
         _events(ingested_run)
+
+
+def test_a_thread_written_as_digits_is_the_thread_written_as_a_number(tmp_path: Path) -> None:
+    # PyTorch 1.9 writes a range's tid as "7" and a [memory] event's as 7: one thread. The 4 MiB
+    # allocation at 150 lies inside aten::empty [100, 200] inside nn.Module Linear_0 [90, 290]; it had
+    # no op, module or call stack (on v100_resnet50_train_pt19: none of 12,838 events; now 8,514).
+    events = [
+        {**_range("cpu_op", "aten::empty", 100, 100), "tid": "7"},
+        {**_range("python_function", "nn.Module: Linear_0", 90, 200), "tid": "7"},
+        _mem(150, 0xA, 4 << 20, 4 << 20, 8 << 20, tid=7),
+        {**_range("cuda_runtime", "cudaLaunchKernel", 160, 5, correlation=1), "tid": "7"},
+        {**KERNEL, "args": {"correlation": 1, "device": 0, "stream": 7}},
+    ]
+    out = tmp_path / "out"
+    write_outputs(ingest_trace(_write(tmp_path, events), workers=1), out)
+    table = pd.read_parquet(next((out / "memory_events.parquet").rglob("*.parquet")))
+    assert _texts(table["op"]) == ["aten::empty"] and _texts(table["module"]) == ["Linear_0"]
+    assert _texts(table["call_stack"]) == ["aten::empty <- nn.Module: Linear_0"]
+
+
+def _modules_run(tmp_path: Path, name: str, modules: list[tuple[str, int]], before: int) -> Path:
+    """One allocation inside each module, in order; `before` bytes held before the window."""
+    events, total, at = [], before, 100.0
+    for module, size in modules:
+        events.append(_range("python_function", f"nn.Module: {module}", at, 50))
+        total += size
+        events.append(_mem(at + 10, 0x1000 + int(at), size, total, total + (64 << 20)))
+        at += 100
+    events += [_range("cuda_runtime", "cudaLaunchKernel", at, 5, correlation=7), {**KERNEL, "ts": BASE + at + 10}]
+    (tmp_path / name).mkdir()
+    out = tmp_path / f"{name}.atlas"
+    write_outputs(ingest_trace(_write(tmp_path / name, events), workers=1), out)
+    return out
+
+
+def test_the_memory_diff_compares_every_holder_not_the_top_ones(tmp_path: Path) -> None:
+    # A: Enc 100 MiB and Head 5 MiB, 10 MiB held before the window. B adds 9 modules of 6 MiB and
+    # holds 12 MiB before the window: Head (5 MiB in both) falls into B's "(2 others)" row of the top
+    # 10. Had read: Head −5 MiB, "(allocated before the window)" −10 MiB, "(2 others)" +11 MiB.
+    from kernel_atlas.analysis.diff import diff_runs
+
+    mib = 1 << 20
+    a = _modules_run(tmp_path, "a", [("Enc", 100 * mib), ("Head", 5 * mib)], 10 * mib)
+    b = _modules_run(
+        tmp_path, "b", [("Enc", 100 * mib), ("Head", 5 * mib)] + [(f"N{k}", 6 * mib) for k in range(9)], 12 * mib
+    )
+    [gpu] = diff_runs(a, b).memory
+    changes = {h["module"]: h["delta_bytes"] for h in gpu["holders"]}
+    assert gpu["delta_baseline_bytes"] == 2 * mib
+    assert changes[BEFORE_WINDOW] == 2 * mib and changes.get("Head", 0) == 0
+    assert {m for m, d in changes.items() if d == 6 * mib} == {f"N{k}" for k in range(9)}
+    assert not any(m.endswith("others)") for m in changes)
+
+
+def test_devices_in_their_numbers_order() -> None:
+    from kernel_atlas.analysis.memory import _device_order
+
+    assert sorted(["cpu", "hip:10", "hip:2", "cuda:1", "hip:19"], key=_device_order) == [
+        "cuda:1",
+        "hip:2",
+        "hip:10",
+        "hip:19",
+        "cpu",
+    ]
+
+
+def test_a_baseline_before_events_without_totals_and_a_fall_that_never_rises(tmp_path: Path) -> None:
+    mib = 1 << 20
+
+    def entry(name: str, memory: list[dict[str, Any]]) -> dict[str, Any]:
+        (tmp_path / name).mkdir()
+        out = tmp_path / f"{name}.atlas"
+        write_outputs(ingest_trace(_write(tmp_path / name, [*RANGES, KERNEL, *memory]), workers=1), out)
+        [gpu] = [e for e in analyse_memory(_events(out)).entries if not e["host"]]
+        return gpu
+
+    def untotalled(event: dict[str, Any]) -> dict[str, Any]:
+        args = {k: v for k, v in event["args"].items() if k not in ("Total Allocated", "Total Reserved")}
+        return {**event, "args": args}
+
+    # 10 MiB held before the window; +2 MiB recorded without a total, then +3 MiB to a total of 15 MiB:
+    # the baseline is 15 − 3 − 2 = 10 MiB (it had been 15 − 3 = 12, with 2 MiB "unexplained")
+    first = entry("a", [untotalled(_mem(45, 0x10, 2 * mib, 0, 0)), _mem(46, 0x20, 3 * mib, 15 * mib, 64 * mib)])
+    assert (first["baseline_bytes"], first["unexplained_bytes"]) == (10 * mib, 0)
+    # no totals (PyTorch 1.9): −8 then +4 bytes never rise above the window's start: 0, not −4
+    fall = entry("b", [untotalled(_mem(45, 0x10, -8, 0, 0)), untotalled(_mem(46, 0x20, 4, 0, 0))])
+    assert (fall["peak_change_bytes"], fall["peak_change_ts_us"]) == (0, None)
