@@ -293,13 +293,21 @@ class Classifier:
         return Explanation(label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None)
 
     def _known(self, name: str, launcher: str) -> tuple[str, str] | None:
-        """(op, why) when the catalog has this exact kernel (and launcher, else a name whose
-        entries all agree)."""
-        op = self.exact.get((name, launcher)) or self.by_name.get(name)
+        """(op, why) when the catalog has this exact kernel and launcher; else a name whose entries
+        all agree — unless this launcher says another op: the catalog's label is a fact about the
+        kernel under the launchers it was seen with (the int64 add kernel the catalog saw under
+        aten::sub, an NCCL broadcast kernel labelled all_gather under record_param_comms, had
+        overruled `aten::add` and `nccl:broadcast` at confidence 1.0)."""
+        op = self.exact.get((name, launcher))
+        if op is not None:
+            return op, f"kernel name and launcher equal {self.source[name]}"
+        op = self.by_name.get(name)
         if op is None:
             return None
-        how = "kernel name and launcher equal" if (name, launcher) in self.exact else "kernel name equals"
-        return op, f"{how} {self.source[name]}"
+        said = self._launcher_opinion(launcher)
+        if said is not None and said.op != op:
+            return None  # the rules weigh the name against this launcher
+        return op, f"kernel name equals {self.source[name]}"
 
     def _fallback(self, name: str, launcher: str, stack: str) -> Label:
         exact = self._catalog_exact(name, launcher)

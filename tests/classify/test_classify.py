@@ -538,3 +538,57 @@ def test_rule_precisions_are_read_without_compiling_the_rules() -> None:
     assert rule_module.load_rules.cache_info().currsize == 0  # nothing was compiled
     compiled = {k: r.precision for k, r in rule_module.load_rules()[0].by_id().items() if r.precision}
     assert compiled == written
+
+
+def test_a_catalog_label_by_name_alone_yields_to_a_launcher_that_says_otherwise() -> None:
+    # The catalog saw the int64 add functor kernel under aten::sub (sub is add with alpha −1) and
+    # labelled it sub. Under aten::add that fact had overruled the name and the launcher, which both
+    # say add, at confidence 1.0; so had an NCCL broadcast kernel labelled all_gather (the seed's
+    # record_param_comms fact) under nccl:broadcast.
+    from kernel_atlas.classify.classifier import Classifier
+    from kernel_atlas.classify.rules import load_rules
+
+    add = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<long>, std::array<char*, 3ul> >"
+    )
+    broadcast = "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
+    catalog = [
+        {"kernel_name": add, "kernel_implementation": "aten::sub", "op_mapping": "sub"},
+        {"kernel_name": broadcast, "kernel_implementation": "record_param_comms", "op_mapping": "all_gather"},
+    ]
+    classifier = Classifier(*load_rules(), catalog)
+    assert classifier.classify(add, "aten::add").op_mapping == "add"
+    assert classifier.classify(broadcast, "nccl:broadcast").op_mapping == "broadcast"
+    # the facts themselves hold: under their own launchers, and where no launcher says otherwise
+    assert classifier.classify(add, "aten::sub").op_mapping == "sub"
+    assert classifier.classify(broadcast, "record_param_comms").op_mapping == "all_gather"
+    assert classifier.classify(add, "").op_mapping == "sub"  # no launcher: the catalog's name fact
+
+
+@pytest.mark.parametrize(
+    ("name", "launcher", "stack", "op"),
+    [
+        # "dequant" is no quant: the launcher pattern for vLLM/SGLang quant ops had matched it
+        ("void vllm::awq::dequantize_weights(int*, __half*, int*, __half*, int, int, int)", "_C::awq_dequantize", (), "dequantize"),
+        ("void dequantize_block_q4_K<__half>(void const*, __half*)", "_C::ggml_dequantize", (), "dequantize"),
+        ("_fwd_kernel_splitK", "", ("xformers/ops/fmha/triton_splitk.py(640): apply",), "attention"),  # xformers decode
+        ("_splitK_reduce", "", (), "attention"),
+        ("topPSsampling", "", (), "sampling"),  # TensorRT-LLM
+        ("computeSeqAndPaddingOffsets", "", (), "serving_metadata"),
+        ("reconstruct_exllama_4bit_kernel", "", (), "dequantize"),
+        # Hugging Face eager MoE with modules recorded: an expert's Linear is expert work, the router's is not
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+         "aten::mm", ("nn.Module: Linear_1", "nn.Module: MixtralBlockSparseTop2MLP_3", "nn.Module: MixtralSparseMoeBlock_0"),
+         "fused_moe"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+         "aten::mm", ("nn.Module: Linear_0", "nn.Module: Qwen3MoeMLP_5", "nn.Module: Qwen3MoeSparseMoeBlock_0"), "fused_moe"),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+         "aten::mm", ("nn.Module: Linear_0", "nn.Module: MixtralSparseMoeBlock_0"), "matmul"),  # the router
+    ],
+)  # fmt: skip
+def test_labels_of_names_a_campaign_found_wrong(name: str, launcher: str, stack: tuple[str, ...], op: str) -> None:
+    from kernel_atlas.classify.classifier import Classifier
+    from kernel_atlas.classify.rules import load_rules
+
+    classifier = Classifier(*load_rules(), [])  # the rules alone, no catalog fact
+    assert classifier.classify(name, launcher, " <- ".join(stack)).op_mapping == op
