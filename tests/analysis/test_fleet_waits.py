@@ -320,16 +320,22 @@ def _two_rank_trace(rank: int, gemm_us: float) -> dict:
     return {"distributedInfo": {"rank": rank, "world_size": 2}, "traceEvents": events}
 
 
-def test_a_rank_last_in_every_instance_of_a_two_rank_job_is_a_straggler(tmp_path: Path) -> None:
-    # rank 1's GEMM is 150 µs, rank 0's 100 µs: rank 1 arrives 50 µs after rank 0 in 10 of 10 all-reduces.
-    # With two ranks each one's lateness is ±25 µs whoever is last, so a jitter taken from it (3σ of
-    # 25 µs) hid every instance. By chance a rank is last with p = ½: 10 of 10 has p = 0.5^10.
+def _two_rank_run(tmp_path: Path) -> Path:
+    """The two-rank job ingested: rank 0's GEMM 100 µs, rank 1's 150 µs."""
     paths = []
     for rank, gemm_us in ((0, 100.0), (1, 150.0)):
         paths.append(tmp_path / f"rank{rank}.json")
         paths[-1].write_text(json.dumps(_two_rank_trace(rank, gemm_us)))
     out = tmp_path / "out"
     assert CliRunner().invoke(app, ["ingest", *map(str, paths), "-o", str(out), "-q"]).exit_code == 0
+    return out
+
+
+def test_a_rank_last_in_every_instance_of_a_two_rank_job_is_a_straggler(tmp_path: Path) -> None:
+    # rank 1's GEMM is 150 µs, rank 0's 100 µs: rank 1 arrives 50 µs after rank 0 in 10 of 10 all-reduces.
+    # With two ranks each one's lateness is ±25 µs whoever is last, so a jitter taken from it (3σ of
+    # 25 µs) hid every instance. By chance a rank is last with p = ½: 10 of 10 has p = 0.5^10.
+    out = _two_rank_run(tmp_path)
     build_report(out)
     report = json.loads((out / "report.json").read_text())
     [straggler] = report["stragglers"]
@@ -348,12 +354,7 @@ def test_a_collectives_roofline_leaves_out_its_wait_for_the_last_rank(tmp_path: 
     # 2·(2−1)/2 = 1 time; at the H100 SXM's 450 GB/s a call can take 4,194,304 / 450e3 = 9.3207 µs.
     # SOL = 20·9.3207 / 400 = 46.60 % (it was 20·9.3207 / 900 = 20.71 %: rank 1's lateness read as a
     # slow link), headroom 400 − 186.41 = 213.59 µs (was 713.59), 20·4,194,304 B / 400 µs = 209.7 GB/s.
-    paths = []
-    for rank, gemm_us in ((0, 100.0), (1, 150.0)):
-        paths.append(tmp_path / f"rank{rank}.json")
-        paths[-1].write_text(json.dumps(_two_rank_trace(rank, gemm_us)))
-    out = tmp_path / "out"
-    assert CliRunner().invoke(app, ["ingest", *map(str, paths), "-o", str(out), "-q"]).exit_code == 0
+    out = _two_rank_run(tmp_path)
     build_report(out, device_key="h100-sxm")
     roofline = pd.read_parquet(out / "roofline.parquet")
     [row] = roofline[roofline["name"] == "ncclDevKernel_AllReduce_Sum_f32_RING_LL"].to_dict("records")
