@@ -59,6 +59,7 @@ TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
         "first_ts_us": DOUBLE,
         "first_kernel": STRING,
         "call_stack": STRING,
+        "device_idle_us": DOUBLE,
     },
     "idle.parquet": _IDLE,
     "idle_causes.parquet": {
