@@ -427,18 +427,25 @@ def peer_waits(kernels: pd.DataFrame, rows: pd.DataFrame | None) -> np.ndarray:
         if not len(mine):
             continue
         mine = mine[np.argsort(ts[mine], kind="stable")]
-        starts = ts[mine]
-        local = (part["start_us"] + part["clock_offset_us"]).to_numpy(np.float64)
-        wait = part["wait_us"].to_numpy(np.float64)
-        at = np.searchsorted(starts, local)
-        found = np.full(len(local), -1, np.int64)
-        for shift in (0, -1):
-            near = np.clip(at + shift, 0, len(starts) - 1)
-            close = (found < 0) & (np.abs(starts[near] - local) < MATCH_US)
-            found[close] = mine[near[close]]
-        hit = found >= 0
-        waited[found[hit]] = np.minimum(wait[hit], dur[found[hit]])
+        at = starting_at(ts[mine], (part["start_us"] + part["clock_offset_us"]).to_numpy(np.float64))
+        hit = at >= 0
+        found = mine[at[hit]]
+        waited[found] = np.minimum(part["wait_us"].to_numpy(np.float64)[hit], dur[found])
     return waited
+
+
+def starting_at(starts: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Per time of `times`, the position in `starts` (ascending) of an entry within MATCH_US of it
+    (-1: none): a collectives.parquet row's start on its rank's clock finds its kernel."""
+    found = np.full(len(times), -1, np.int64)
+    if not len(starts):
+        return found
+    at = np.searchsorted(starts, times)
+    for shift in (0, -1):
+        near = np.clip(at + shift, 0, len(starts) - 1)
+        close = (found < 0) & (np.abs(starts[near] - times) < MATCH_US)
+        found[close] = near[close]
+    return found
 
 
 def _stragglers(per_rank: pd.DataFrame, rank_count: int) -> list[dict[str, Any]]:

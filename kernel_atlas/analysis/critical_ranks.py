@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.analysis.collectives import starting_at
 from kernel_atlas.analysis.critical_path import GPU, Graph
 
 COLLECTIVE = 7  # edge kind: a collective's transfer after its last member arrived (see KIND_NAMES)
@@ -112,18 +113,10 @@ def _global_events(graphs: list[Graph]) -> tuple[list[np.ndarray], int]:
 
 def _instance_kernels(graph: Graph, rows: pd.DataFrame) -> np.ndarray:
     """Local event of the kernel that starts each of this rank's instance rows (-1 not found)."""
-    gpu = graph.gpu
-    local_start = (rows["start_us"] + rows["clock_offset_us"]).to_numpy(np.float64)
-    ts = gpu["ts_us"].to_numpy(np.float64)
+    ts = graph.gpu["ts_us"].to_numpy(np.float64)
     order = np.argsort(ts, kind="stable")
-    pos = np.clip(np.searchsorted(ts[order], local_start), 0, max(len(ts) - 1, 0))
-    found = np.full(len(rows), -1, np.int64)
-    if len(ts):
-        for shift in (0, -1):
-            cand = np.clip(pos + shift, 0, len(ts) - 1)
-            close = np.abs(ts[order][cand] - local_start) < 0.01
-            found = np.where((found < 0) & close, graph.n_host + order[cand], found)
-    return found
+    at = starting_at(ts[order], (rows["start_us"] + rows["clock_offset_us"]).to_numpy(np.float64))
+    return np.where(at >= 0, graph.n_host + order[np.maximum(at, 0)], -1)
 
 
 def join_ranks(graphs: dict[int, Graph], collectives: pd.DataFrame | None) -> Graph:

@@ -294,18 +294,21 @@ def _describe(frames: tuple[str, ...]) -> tuple[str | None, str | None, str | No
 class _DeviceIdle:
     """When each device of a frame sat idle (no activity on any of its streams): per (rank,
     device), its idle gaps in time order and the idle time before each — to measure how much of a
-    time range the device was idle."""
+    time range the device was idle. `between`: the frame's exact per-device `gaps`, when already
+    computed (indexed like the frame, whose index is then a RangeIndex)."""
 
-    def __init__(self, frame: pd.DataFrame):
-        frame = frame.reset_index(drop=True).assign(device=_device_key(frame["device"]))
-        self.devices = set(zip(frame["rank"].tolist(), frame["device"].tolist(), strict=True))
+    def __init__(self, frame: pd.DataFrame, between: pd.DataFrame | None = None):
+        if between is None or not frame.index.equals(pd.RangeIndex(len(frame))):
+            frame = frame.reset_index(drop=True)
+            between = gaps(frame, per_stream=False)
+        self.devices = set(zip(frame["rank"].tolist(), _device_key(frame["device"]).tolist(), strict=True))
         self.gaps: dict[tuple[Any, Any], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        between = gaps(frame, per_stream=False)
         if between.empty:
             return
         until = frame["ts_us"].to_numpy(np.float64)[between.index.to_numpy()]
         since = until - between["gap_us"].to_numpy(np.float64)
-        for key, rows in between.groupby(["rank", "device"], sort=False).indices.items():
+        keys = pd.DataFrame({"rank": between["rank"].to_numpy(), "device": _device_key(between["device"])})
+        for key, rows in keys.groupby(["rank", "device"], sort=False).indices.items():
             take = rows[np.argsort(since[rows], kind="stable")]
             before = np.concatenate([[0.0], np.cumsum(until[take] - since[take])])
             self.gaps[key] = (since[take], until[take], before)
@@ -342,12 +345,13 @@ def graph_candidates(
     short_kernel_us: float = SHORT_KERNEL_US,
     min_kernels: int = MIN_STRETCH_KERNELS,
     stream_gaps: pd.DataFrame | None = None,
+    device_gaps: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """graph_candidates.parquet: stretches of short eager kernels separated by host or kernel
     waits, grouped by (rank, device, stream, shared call stack), largest saving first; activities
     on no known stream are left out. `stream_gaps`: the frame's exact per-stream `gaps` with this
-    `kernel_wait_us`, when already computed."""
-    device_idle = _DeviceIdle(frame)  # every activity keeps its device busy, on a known stream or not
+    `kernel_wait_us`, and `device_gaps` its exact per-device ones, when already computed."""
+    device_idle = _DeviceIdle(frame, device_gaps)  # every activity keeps its device busy, on a known stream or not
     if frame["stream"].isna().any():  # activities on no known stream are no stream's stretch
         frame, stream_gaps = frame[frame["stream"].notna()], None
     if frame.empty:

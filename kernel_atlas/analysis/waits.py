@@ -56,7 +56,9 @@ def analyse_waits(
 ) -> Waits:
     exact = exact_gaps(frame, kernel_wait_us)  # read by the breakdown, the causes and the candidates
     idle = analyse_idle(frame, kernel_wait_us, like_hta, last_step_starts(summary or {}), exact)
-    candidates = graph_candidates(frame, kernel_wait_us, short_kernel_us, stream_gaps=exact.stream)
+    candidates = graph_candidates(
+        frame, kernel_wait_us, short_kernel_us, stream_gaps=exact.stream, device_gaps=exact.device
+    )
     clocks = clock_checks(frame)
     facts = {
         "idle": idle.facts,

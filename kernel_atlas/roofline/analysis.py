@@ -713,8 +713,8 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     calls = table["count"]
     # a collective's time waiting for the last rank to arrive is the late rank's doing, not the
     # transfer's: rates, SOL and headroom are of the time after it (runs of several ranks)
-    waited = table["peer_wait_us"].fillna(0.0) if "peer_wait_us" in table else 0.0
-    table["peer_wait_us"] = table["peer_wait_us"].where(waited > 0) if "peer_wait_us" in table else np.nan
+    waited = table["peer_wait_us"].fillna(0.0)  # `roofline_groups` gives every group its sum
+    table["peer_wait_us"] = table["peer_wait_us"].where(waited > 0)
     working = (table["op_time_us"] - waited).clip(lower=0.0)
     # no time (every call 0 µs), or calls shorter on average than the clock records: no rate, no SOL
     timed = working.where((table["mean_us"] >= CLOCK_RESOLUTION_US) & (working / calls >= CLOCK_RESOLUTION_US))
