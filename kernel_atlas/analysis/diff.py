@@ -10,7 +10,7 @@ all GPU activities, so each level's `a_us` and `b_us` sum to the GPU time of run
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -211,8 +211,7 @@ def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:
 
 def compare(a: Side, b: Side) -> Diff:
     if a.label == b.label:
-        a = Side(f"A:{a.label}", a.activities, a.gpus, a.warnings, a.window)
-        b = Side(f"B:{b.label}", b.activities, b.gpus, b.warnings, b.window)
+        a, b = replace(a, label=f"A:{a.label}"), replace(b, label=f"B:{b.label}")
     return Diff(a, b, diff_activities(a.activities, b.activities))
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel_atlas.analysis.gate import Comparability, Verdict
+from kernel_atlas.core.texts import counted
 from kernel_atlas.report.markup import plain
 from kernel_atlas.report.units import fmt_signed_us, fmt_us
 
@@ -50,9 +51,9 @@ def _window(comp: Comparability) -> str:
         return ""
     parts = []
     if a.ranks != b.ranks:
-        parts.append(f"A {a.ranks:,} rank{'s' * (a.ranks != 1)}, B {b.ranks:,} rank{'s' * (b.ranks != 1)}")
+        parts.append(f"A {counted(a.ranks, 'rank', 'ranks')}, B {counted(b.ranks, 'rank', 'ranks')}")
     if a.steps is not None and b.steps is not None and a.steps != b.steps:
-        parts.append(f"A {a.steps:,} step{'s' * (a.steps != 1)}, B {b.steps:,} step{'s' * (b.steps != 1)}")
+        parts.append(f"A {counted(a.steps, 'step', 'steps')}, B {counted(b.steps, 'step', 'steps')}")
     return f"; {', '.join(parts)}: times are totals over each run's window"
 
 
