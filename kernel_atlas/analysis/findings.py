@@ -7,8 +7,9 @@ save and why, gathered from the analyses of a report:
   (roofline.parquet `headroom_us`); the saving is that headroom. It is the kernel's own time:
   the run ends that much sooner only where the kernel is on the critical path.
 - `launch_bound`: a stretch of short eager kernels separated by waits that a CUDA graph would
-  remove (graph_candidates.parquet); the saving is those waits, at most the device's idle time
-  (a stream's waits hold nothing up while another stream keeps the device busy).
+  remove (graph_candidates.parquet); the saving is those waits, at most the time the device was
+  idle during them (`device_idle_us`: a stream's waits hold nothing up while another stream keeps
+  the device busy).
 - `host_wait`: GPU idle while the host ran a Python frame (idle_causes.parquet); the saving is
   that idle time, an upper bound (a host that kept ahead of the GPU). It overlaps `launch_bound`
   where the two name the same waits.
@@ -130,32 +131,21 @@ def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
     return found
 
 
-def launch_findings(candidates: pd.DataFrame, devices: Iterable[dict[str, Any]] = ()) -> list[Finding]:
+def launch_findings(candidates: pd.DataFrame) -> list[Finding]:
     """Stretches of short kernels a CUDA graph would run without the waits between them. The waits
     are one stream's: while another stream keeps the device busy they hold nothing up, so the
     saving is at most the time the device was idle during them (graph_candidates'
-    `device_idle_us`; else the device's idle time, `devices`: report.json's, by rank and device) —
-    a side stream's 783 µs of waits, on a device idle 16 µs, had ranked first, and 450 µs of waits
-    under another stream's 1 ms kernel had been capped only by 2 ms of idle elsewhere."""
+    `device_idle_us`) — a side stream's 783 µs of waits, on a device idle 16 µs, had ranked first,
+    and 450 µs of waits under another stream's 1 ms kernel had been capped only by 2 ms of idle
+    elsewhere."""
     if candidates.empty:
         return []
-    idle = {(d.get("rank"), d.get("device")): float(d.get("idle_us") or 0.0) for d in devices}
     ranks = candidates["rank"].nunique() if "rank" in candidates else 1  # of several: each names its rank
     found = []
     for row in candidates.itertuples(index=False):
         waits = float(row.saving_us)
-        during = getattr(row, "device_idle_us", None)
-        if during is not None and not pd.isna(during):
-            saving = min(waits, float(during))
-            capped = f"; {_us(saving)} of them while the device was idle" if saving < waits else ""
-        else:
-            device_idle = idle.get((_int(getattr(row, "rank", None)), _int(getattr(row, "device", None))))
-            saving = waits if device_idle is None else min(waits, device_idle)
-            capped = (
-                f"; at most the device's idle time, {_us(device_idle)}"
-                if device_idle is not None and saving < waits
-                else ""
-            )
+        saving = min(waits, float(row.device_idle_us))
+        capped = f"; {_us(saving)} of them while the device was idle" if saving < waits else ""
         found.append(
             Finding(
                 what=f"CUDA-graph {int(row.kernels):,} short kernels",
@@ -176,10 +166,6 @@ def launch_findings(candidates: pd.DataFrame, devices: Iterable[dict[str, Any]] 
         )
     found.sort(key=lambda f: -f.saving_us)
     return [f for f in found if f.saving_us > 0][:PER_KIND]
-
-
-def _int(value: object) -> int | None:
-    return None if value is None or pd.isna(value) else int(value)  # type: ignore[call-overload]
 
 
 def host_wait_findings(causes: pd.DataFrame) -> list[Finding]:
@@ -311,7 +297,7 @@ def report_findings(
     elif int(facts.get("ranks") or 1) > 1:
         found = per_rank_mean(found, int(facts["ranks"]))
     if waits is not None:
-        found += launch_findings(waits.candidates, facts.get("devices", [])) + host_wait_findings(waits.causes)
+        found += launch_findings(waits.candidates) + host_wait_findings(waits.causes)
     found += communication_findings(facts.get("devices", []), waited)
     found += straggler_findings(facts.get("stragglers") or [])
     return rank(within_the_run(found, run_length_us(facts)))

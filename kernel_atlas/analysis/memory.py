@@ -53,9 +53,14 @@ TOP = 10
 def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
     """One row per allocation (see the module docstring); `alloc_event` / `free_event` are the row
     numbers of its events in `events` (-1: before the window / not freed). Events without an
-    address (PyTorch 1.9) cannot be paired and give no rows."""
-    seq = np.flatnonzero(events["addr"].to_numpy() >= 0)
-    nbytes = events["bytes"].to_numpy()[seq]
+    address (PyTorch 1.9) cannot be paired and give no rows; nor do events of 0 bytes, which
+    neither hold nor release (between a block's allocation and its free they had split the pair:
+    the allocation never freed, the free a block from before the window), nor a free of a block
+    already freed in the window (a free counts as before the window only as its address's first
+    event)."""
+    nbytes = events["bytes"].to_numpy()
+    seq = np.flatnonzero((events["addr"].to_numpy() >= 0) & (nbytes != 0))
+    nbytes = nbytes[seq]
     device = events["device"].cat.codes.to_numpy()[seq] if len(seq) else np.empty(0, np.int64)
     order = seq[np.lexsort((seq, events["addr"].to_numpy()[seq], device))]
     pos = np.searchsorted(seq, order)  # positions of `order` in the seq-indexed arrays
@@ -66,7 +71,8 @@ def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
     matched_free = np.r_[False, freed_next[:-1]]
     allocs = np.flatnonzero(is_alloc)
     free_event = np.where(freed_next[allocs], np.r_[order[1:], -1][allocs], -1)
-    early = np.flatnonzero(is_free & ~matched_free)  # frees of blocks allocated before the window
+    first = np.r_[True, ~same_next[:-1]]  # its address's first event on its device
+    early = np.flatnonzero(is_free & ~matched_free & first)  # frees of blocks allocated before the window
     alloc_event = np.r_[order[allocs], np.full(len(early), -1)]
     free_event = np.r_[free_event, order[early]]
     rows = np.r_[order[allocs], order[early]]

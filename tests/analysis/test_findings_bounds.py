@@ -48,12 +48,13 @@ def _candidate(saving: float, rank: int = 0, device: int = 0) -> pd.DataFrame:
 
 def test_a_side_streams_graph_saving_is_at_most_the_devices_idle_time() -> None:
     # 30 adds on stream 8 with 783 µs of waits between them, while stream 7's GEMMs keep the device
-    # busy: the device is idle 16 µs, so no CUDA graph of stream 8 can save more
-    [finding] = launch_findings(_candidate(783.0), [{"rank": 0, "device": 0, "idle_us": 16.0}])
-    assert finding.saving_us == 16.0 and "at most the device's idle time" in finding.evidence
-    # a device idle longer than the waits: the waits
-    [plain] = launch_findings(_candidate(783.0), [{"rank": 0, "device": 0, "idle_us": 5000.0}])
-    assert plain.saving_us == 783.0
+    # busy: the device is idle 16 µs of them, so no CUDA graph of stream 8 can save more
+    [finding] = launch_findings(_candidate(783.0).assign(device_idle_us=16.0))
+    assert finding.saving_us == 16.0 and "16.0 µs of them while the device was idle" in finding.evidence
+    # the device idle through all the waits: the waits
+    [plain] = launch_findings(_candidate(783.0).assign(device_idle_us=783.0))
+    assert plain.saving_us == 783.0 and "while the device was idle" not in plain.evidence
+    assert launch_findings(_candidate(783.0).assign(device_idle_us=0.0)) == []  # never idle: no finding
 
 
 def test_exposed_communication_leaves_out_waiting_for_the_last_rank() -> None:

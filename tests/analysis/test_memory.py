@@ -520,3 +520,27 @@ def test_a_baseline_before_events_without_totals_and_a_fall_that_never_rises(tmp
     # no totals (PyTorch 1.9): −8 then +4 bytes never rise above the window's start: 0, not −4
     fall = entry("b", [untotalled(_mem(45, 0x10, -8, 0, 0)), untotalled(_mem(46, 0x20, 4, 0, 0))])
     assert (fall["peak_change_bytes"], fall["peak_change_ts_us"]) == (0, None)
+
+
+def test_a_zero_byte_event_or_a_second_free_does_not_split_a_blocks_pair() -> None:
+    # one address on cuda:0: a 4 KiB block allocated at 10, a 0-byte event at 20 on its address,
+    # freed at 30, freed again at 40 (a damaged trace); then a 1 KiB block from before the window
+    # freed at 50 at another address, its first event
+    kib = 1024
+    events = pd.DataFrame(
+        {
+            "ts_us": [10.0, 20.0, 30.0, 40.0, 50.0],
+            "addr": [0x100, 0x100, 0x100, 0x100, 0x200],
+            "bytes": [4 * kib, 0, -4 * kib, -4 * kib, -kib],
+            "device": pd.Categorical(["cuda:0"] * 5),
+            "op": pd.Categorical(["aten::empty", None, None, None, None]),
+            "module": pd.Categorical([None] * 5, categories=["M"]),
+            "call_stack": pd.Categorical([None] * 5, categories=["s"]),
+            "step": [1, 1, 1, 1, 1],
+        }
+    )
+    rows = pair_allocations(events)
+    got = [
+        (r.addr, r.bytes, None if np.isnan(r.alloc_ts_us) else r.alloc_ts_us, r.free_ts_us) for r in rows.itertuples()
+    ]
+    assert got == [(0x200, kib, None, 50.0), (0x100, 4 * kib, 10.0, 30.0)]

@@ -107,6 +107,7 @@ def test_launch_host_and_communication_findings_by_hand() -> None:
             "stretches": [2],
             "kernels": [40],
             "gpu_us": [60.0],
+            "device_idle_us": [120.0],
         }
     )
     (launch,) = launch_findings(candidates)
