@@ -892,7 +892,7 @@ LABELLED = ("name", "kind", "category", "op_mapping")  # never null as `atlas in
 
 # efficiency columns ingest writes within bounds (`ingest/efficiency.py`): the report copies them
 SHARES = (
-    *("theoretical_occupancy_pct", "est_occupancy_pct", "tail_wave_pct"),
+    *("theoretical_occupancy_pct", "est_occupancy_pct", "wave_efficiency_pct"),
     *("blocks_per_sm", "warps_per_sm", "max_blocks_per_sm", "waves"),
 )
 

@@ -131,7 +131,7 @@ TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
         "call_stack": DICT,
         "est_occupancy_pct": DOUBLE,
         "waves": DOUBLE,
-        "tail_wave_pct": DOUBLE,
+        "wave_efficiency_pct": DOUBLE,
         "tensor_core_pct": DOUBLE,
         "likely_cause": STRING,
         "peer_wait_us": DOUBLE,

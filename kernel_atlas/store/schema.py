@@ -78,7 +78,7 @@ KERNEL_COLUMNS: dict[str, pa.DataType] = {
     "est_occupancy_pct": pa.float64(),
     "occupancy_source": pa.dictionary(pa.int32(), pa.string()),
     "waves": pa.float64(),
-    "tail_wave_pct": pa.float64(),
+    "wave_efficiency_pct": pa.float64(),
     "tensor_core": pa.bool_(),
     # CUDA-graph ids where the profiler records them (Nsight Systems, `nsys.py`)
     "graph_id": pa.int64(),

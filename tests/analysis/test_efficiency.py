@@ -77,13 +77,13 @@ def test_per_kernel_by_hand(small) -> None:
     """V100 (cc 7.0): 64 warps, 32 blocks, 65,536 registers in 4 sub-partitions, 96 KiB shared per SM.
     A: 8 warps/block → 8 blocks by warps; 64 regs → 2,048 per warp → 8 warps per sub-partition → 32
        warps → 4 blocks: max 4; theoretical 4·8/64 = 50 %; blocks/SM 160/80 = 2, warps/SM 2·256/32 = 16;
-       estimate min(4, 2)·256/2048 = 25 %; waves 160/(80·4) = 0.5 → last wave 50 % full.
+       estimate min(4, 2)·256/2048 = 25 %; waves 160/(80·4) = 0.5 → its one wave's slots 50 % used.
     B: 4 warps/block; 48 KiB shared → 98,304/49,152 = 2 blocks (registers allow 16): theoretical
        2·4/64 = 12.5 %; blocks/SM 5; estimate min(2, 5)·128/2048 = 12.5 %; waves 400/160 = 2.5 → 2.5/3.
     C: the recorded 37 %."""
     k = small.frame.set_index("correlation")
     assert k.loc[1, ["blocks_per_sm", "warps_per_sm", "max_blocks_per_sm"]].tolist() == [2.0, 16.0, 4.0]
-    assert k.loc[1, ["theoretical_occupancy_pct", "est_occupancy_pct", "waves", "tail_wave_pct"]].tolist() == [
+    assert k.loc[1, ["theoretical_occupancy_pct", "est_occupancy_pct", "waves", "wave_efficiency_pct"]].tolist() == [
         50.0,
         25.0,
         0.5,
@@ -97,7 +97,7 @@ def test_per_kernel_by_hand(small) -> None:
         12.5,
         12.5,
     ]
-    assert k.loc[2, "waves"] == 2.5 and k.loc[2, "tail_wave_pct"] == pytest.approx(100 * 2.5 / 3)
+    assert k.loc[2, "waves"] == 2.5 and k.loc[2, "wave_efficiency_pct"] == pytest.approx(100 * 2.5 / 3)
     assert k.loc[3, "est_occupancy_pct"] == 37.0
     assert k["occupancy_source"].astype(str).tolist() == ["estimated", "estimated", "recorded"]
     assert k["tensor_core"].tolist() == [False, True, False]
@@ -218,10 +218,37 @@ def test_report_writes_steps_and_efficiency(tmp_path: Path, small) -> None:
     assert "GPU efficiency" in (out / "report.html").read_text()
 
 
+def test_kinetos_zero_occupancy_of_a_kernel_that_ran_is_replaced_by_the_estimate(tmp_path: Path) -> None:
+    """Kineto records 0 % for a kernel of more than 48 KiB of shared memory (its calculator lacks the
+    opt-in limit). D: 80 blocks of 1,024 threads, 32 registers, 64 KiB shared on a V100 (96 KiB per
+    SM): one block per SM (98,304 // 65,536), 80/80 = 1 block per SM → min(1, 1)·1,024/2,048 = 50 %,
+    estimated. E: 1 block of 32 threads recorded 0: 1/80 · 32/2,048 = 0.02 % — Kineto's 0 is its
+    rounding there and stays recorded."""
+    zero = {"est. achieved occupancy %": 0, "registers per thread": 32}
+    events = _kernel("cutlass_fprop_64k_smem", 10, 20, 1, 80, 1024, **{**zero, "shared memory": 65536})
+    events += _kernel("tiny_kernel", 40, 5, 2, 1, 32, **{**zero, "shared memory": 0})
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"deviceProperties": [V100], "traceEvents": events}))
+    k = ingest_trace(path, workers=1).frame.set_index("correlation")
+    assert (k.loc[1, "est_occupancy_pct"], str(k.loc[1, "occupancy_source"])) == (50.0, "estimated")
+    assert (k.loc[2, "est_occupancy_pct"], str(k.loc[2, "occupancy_source"])) == (0.0, "recorded")
+
+
+def test_wave_efficiency_is_the_share_of_the_waves_slots_used(tmp_path: Path) -> None:
+    """V100, 256 threads and 32 registers a block: 8 blocks per SM (64 warps / 8), 640 slots a wave.
+    641 blocks: 641/640 = 1.0016 waves in 2 → 50.08 % of their slots used (its last wave holds 1)."""
+    events = _kernel("k", 10, 20, 1, 641, 256, **{"registers per thread": 32, "shared memory": 0})
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"deviceProperties": [V100], "traceEvents": events}))
+    k = ingest_trace(path, workers=1).frame
+    assert k.loc[0, "waves"] == pytest.approx(641 / 640)
+    assert k.loc[0, "wave_efficiency_pct"] == pytest.approx(100 * 641 / 640 / 2)
+
+
 def test_roofline_likely_cause_by_hand() -> None:
     """Group 1: kernels of 10 µs at 20 % occupancy and 30 µs at 40 % → (200 + 1200) / 40 = 35 %;
-    waves 0.5 (last wave 50 %) over all 40 µs; SOL 30 % (< 50): partial wave only (35 ≥ 25).
-    Group 2: 10 % occupancy, 2.2 waves (2.2/3 = 73.3 % full), SOL 20 %: both causes.
+    waves 0.5 (a wave's slots 50 % used) over all 40 µs; SOL 30 % (< 50): partial wave only (35 ≥ 25).
+    Group 2: 10 % occupancy, 2.2 waves (2.2/3 = 73.3 % of 3 waves' slots), SOL 20 %: both causes.
     Group 3: the same as 2 at SOL 80 %: no cause named."""
     from kernel_atlas.ingest.efficiency import efficiency_sums, roofline_efficiency
 
@@ -230,7 +257,7 @@ def test_roofline_likely_cause_by_hand() -> None:
             "dur_us": [10.0, 30.0, 5.0],
             "est_occupancy_pct": [20.0, 40.0, 10.0],
             "waves": [0.5, 0.5, 2.2],
-            "tail_wave_pct": [50.0, 50.0, 100 * 2.2 / 3],
+            "wave_efficiency_pct": [50.0, 50.0, 100 * 2.2 / 3],
             "tensor_core": pd.array([True, False, pd.NA], dtype="boolean"),
         }
     )
@@ -244,7 +271,7 @@ def test_roofline_likely_cause_by_hand() -> None:
     assert out["tensor_core_pct"].tolist() == pytest.approx([25.0, 0.0, 0.0])
     assert out["likely_cause"].tolist()[:2] == [
         "grid fills 50% of one wave",
-        "low occupancy (est. 10%); last wave 73% full",
+        "low occupancy (est. 10%); 2.20 waves: 73% of their slots used",
     ]
     assert pd.isna(out["likely_cause"].iloc[2])
 
@@ -262,14 +289,18 @@ def test_shares_of_full_kernels_stay_at_100_percent() -> None:
             "dur_us": [0.1, 0.7],
             "est_occupancy_pct": [100.0, 100.0],
             "waves": [1.0, 1.0],
-            "tail_wave_pct": [100.0, 100.0],
+            "wave_efficiency_pct": [100.0, 100.0],
             "tensor_core": pd.array([True, True], dtype="boolean"),
         }
     )
     assert (100 * 0.1 + 100 * 0.7) / (0.1 + 0.7) > 100.0  # what the sums gave
     table = pd.DataFrame([efficiency_sums(kernels).sum()]).assign(total_us=[0.1 + 0.7], sol_pct=[90.0])
     out = roofline_efficiency(table)
-    assert out[["est_occupancy_pct", "tail_wave_pct", "tensor_core_pct"]].iloc[0].tolist() == [100.0, 100.0, 100.0]
+    assert out[["est_occupancy_pct", "wave_efficiency_pct", "tensor_core_pct"]].iloc[0].tolist() == [
+        100.0,
+        100.0,
+        100.0,
+    ]
     roofline = pd.DataFrame(columns=["role", "launcher", "note", "op_time_us"])
     trust = trust_facts(roofline, {"gpu_time_us": 149.04199999999997, "costed_time_us": 149.042}, {})
     assert (trust["costed_pct"], trust["uncosted_time_us"]) == (100.0, 0.0)
@@ -399,7 +430,9 @@ def test_a_recorded_occupancy_beyond_100_and_a_block_no_sm_holds(tmp_path: Path)
     path.write_text(json.dumps(doc))
     k = ingest_trace(path, workers=1).frame.set_index("correlation")
     assert k.loc[3, "est_occupancy_pct"] == 1.5625 and str(k.loc[3, "occupancy_source"]) == "estimated"
-    assert k.loc[1, "max_blocks_per_sm"] == 0.0 and pd.isna(k.loc[1, "waves"]) and pd.isna(k.loc[1, "tail_wave_pct"])
+    assert (
+        k.loc[1, "max_blocks_per_sm"] == 0.0 and pd.isna(k.loc[1, "waves"]) and pd.isna(k.loc[1, "wave_efficiency_pct"])
+    )
 
 
 def test_summary_lists_the_first_steps_of_many(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -769,7 +769,7 @@ def _report_bounds(out: Path, frame: Any) -> list[str]:
     roofline = out / "roofline.parquet"
     if roofline.is_file():
         table = pd.read_parquet(roofline)
-        for column in ("est_occupancy_pct", "tail_wave_pct", "tensor_core_pct"):
+        for column in ("est_occupancy_pct", "wave_efficiency_pct", "tensor_core_pct"):
             if column in table and not table[column].dropna().between(0.0, 100.0).all():
                 problems.append(f"roofline {column} outside 0–100 %")
     return problems
