@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -43,12 +44,23 @@ def _value(text: str) -> Any:
         return None
     if text in ("True", "False"):
         return text == "True"
-    for cast in (int, float, json.loads):
+    for cast in (int, float, json.loads, _python_list):
         try:
             return cast(text)
         except (ValueError, RecursionError):
             pass
     return text
+
+
+_PYTHON_WORDS = re.compile(r"\b(True|False|None)\b")
+
+
+def _python_list(text: str) -> Any:
+    """A list the profiler wrote as Python prints it, `[True, False, None]` (an `output_mask`):
+    JSON once its words are JSON's; else ValueError."""
+    if not text.startswith("["):
+        raise ValueError(text)
+    return json.loads(_PYTHON_WORDS.sub(lambda m: {"True": "true", "False": "false", "None": "null"}[m[1]], text))
 
 
 @dataclass(frozen=True)

@@ -87,13 +87,13 @@ def find_overload(name: str, recorded: tuple[Arg, ...]) -> Any:
     packet = getattr(torch.ops.aten, name.split("::", 1)[1], None)
     if packet is None:
         raise NotReplayable(f"{name} is not in this torch build")
-    names = sorted(packet.overloads(), key=lambda o: (o != "default", "out" in o, o))
-    for overload_name in names:
-        overload = getattr(packet, overload_name)
-        schema = overload._schema
-        if any(a.is_out for a in schema.arguments) and overload_name != names[-1]:
-            continue  # prefer functional/in-place overloads; out= variants only as a last resort
-        if _fits(schema, recorded):
+    overloads = [getattr(packet, name) for name in sorted(packet.overloads(), key=lambda o: (o != "default", o))]
+    # functional and in-place overloads first; out= variants (`sum.IntList_out`) only where none fits
+    out = [any(a.is_out for a in overload._schema.arguments) for overload in overloads]
+    for overload in [o for o, is_out in zip(overloads, out, strict=True) if not is_out] + [
+        o for o, is_out in zip(overloads, out, strict=True) if is_out
+    ]:
+        if _fits(overload._schema, recorded):
             return overload
     raise NotReplayable(f"no overload of {name} takes the recorded argument kinds {[r.kind for r in recorded]}")
 
@@ -121,14 +121,21 @@ def _optional(arg: Any) -> bool:
     return kind.endswith("?") or "Optional" in kind
 
 
-def _assumed(arg: Any, shape: tuple[int, ...]) -> Any:
+def _indexes(schema: Any) -> bool:
+    """Whether an op takes index tensors (`index_select`, `gather`, `scatter_add_`)."""
+    return any(key in a.name for a in schema.arguments for key in INDEX_NAMES)
+
+
+def _assumed(arg: Any, shape: tuple[int, ...], indexes: bool = False) -> Any:
     """A value for a required argument the recording has no value for (catalog shapes carry no
-    `Concrete Inputs`): the last dimension for shape lists, 0 for dims, 1 for numbers."""
+    `Concrete Inputs`): the last dimension for shape lists; for `dim`, 0 where the op takes index
+    tensors (an embedding's `index_select`; `_bounds` sizes its indices by that dimension), else
+    the last; 0 for other ints, 1 for numbers."""
     kind = str(arg.type)
     if "[]" in kind or "List" in kind:
         return list(shape[-1:]) if "shape" in arg.name or "size" in arg.name else []
     if kind in ("int", "SymInt"):
-        return -1 if arg.name == "dim" and "index" not in arg.name else 0
+        return -1 if arg.name == "dim" and not indexes else 0
     if kind == "bool":
         return False
     return 1
@@ -142,22 +149,30 @@ def _materialise(
     positional: list[Any] = []
     keywords: dict[str, Any] = {}
     source_shape = next((r.dims for r in recorded if r.kind == "tensor"), ())
+    indexes = _indexes(schema)
     for i, (arg, rec) in enumerate(zip(schema.arguments, recorded, strict=False)):
         if rec.kind == "tensor":
             domain = domain_of(name, arg.name)
             value: Any = make_tensor(rec.dims, rec.dtype, device, rec.strides, bounds.get(i), gen, domain)
         elif rec.kind == "tensor_list":
-            dtype = rec.dtype if rec.dtype not in ("", "TensorList") else "float"
+            # Kineto records a list's shapes and strides, not its dtype: index lists are int64
+            indices = any(key in arg.name for key in INDEX_NAMES)
+            dtype = rec.dtype if rec.dtype in dtypes() else "long int" if indices else "float"
+            if dtype != rec.dtype and rec.dims and not indices:
+                assumed.append(f"{arg.name} elements float32")
+            strides = rec.strides or [None] * len(rec.dims or [])
             value = [
-                make_tensor(d, dtype, device, None, source_shape[k] if k < len(source_shape) else None, gen)
-                for k, d in enumerate(rec.dims or [])
+                make_tensor(d, dtype, device, st, source_shape[k] if k < len(source_shape) else None, gen)
+                for k, (d, st) in enumerate(zip(rec.dims or [], strides, strict=False))
             ]
         else:
             value = None if rec.kind == "none" else rec.value
             if value is None and arg.has_default_value():
                 value = arg.default_value  # e.g. gelu's `approximate`, recorded without a value
+                if rec.dtype != "None":  # passed, its value not recorded (a string's type is ""): a guess
+                    assumed.append(f"{arg.name}={value!r}")
             elif value is None and not _optional(arg):
-                value = _assumed(arg, source_shape)
+                value = _assumed(arg, source_shape, indexes)
                 assumed.append(f"{arg.name}={value!r}")
         if arg.kwarg_only:
             keywords[arg.name] = value
@@ -271,9 +286,14 @@ def _stand_in(name: str, recorded: tuple[Arg, ...], device: str) -> tuple[str, C
         return "stand-in: SDPA (math)", run
     if name in ("aten::cudnn_convolution", "aten::miopen_convolution") and device == "cpu":
         has_bias = name == "aten::miopen_convolution"
-        lists = [r.value for r in recorded if r.kind == "list"]
-        groups = next((r.value for r in recorded[2 + has_bias + 3 :] if isinstance(r.value, int)), 1)
-        padding, stride, dilation = [*lists, [0], [1], [1]][:3]
+        lists = [r.value for r in recorded if r.kind == "list" and isinstance(r.value, list)]
+        if len(lists) < 3:  # PyTorch < 1.10 records no Concrete Inputs: another convolution would be timed
+            raise NotReplayable(f"{name}: its padding, stride and dilation are not recorded (no Concrete Inputs)")
+        x_dims, w_dims = recorded[0].dims, recorded[1].dims
+        # groups: recorded, else what the shapes imply (C_in = groups · the weight's C/g)
+        implied = x_dims[1] // w_dims[1] if len(x_dims) > 1 and len(w_dims) > 1 and w_dims[1] else 1
+        groups = next((r.value for r in recorded[2 + has_bias + 3 :] if isinstance(r.value, int)), implied)
+        padding, stride, dilation = lists[:3]
 
         def run(x, w, *rest):
             bias = rest[0] if has_bias and rest and isinstance(rest[0], torch.Tensor) else None

@@ -66,6 +66,9 @@ class Target:
     batch: int | None = None  # requests per call, likewise
 
     def __post_init__(self) -> None:
+        # the seed catalog's unfilled labels: none (its silu_and_mul had "no replay implementation")
+        self.op_mapping = "" if self.op_mapping == "TBD" else self.op_mapping
+        self.category = "" if self.category == "TBD" else self.category
         if not self.label_rule or not self.op_mapping or not self.category:
             label = default_classifier().classify(self.kernel, self.launcher or None)
             self.label_rule = self.label_rule or label.rule

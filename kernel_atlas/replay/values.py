@@ -67,7 +67,11 @@ def fill_random(tensor: Any, generator: Any, domain: str = "any", high: int | No
         return tensor.copy_(torch.randn(shape, device=device, dtype=dtype, generator=generator) * 0.5)
     if not dtype.is_floating_point:
         top = max(int(high if high is not None else 8), 1)
-        return tensor.copy_(torch.randint(0, top, shape, device=device, dtype=dtype, generator=generator))
+        # an integer divisor (or a value that must be positive or at least one) is never 0: a
+        # long/long div had checked "NaN at 38 places", a remainder raised ZeroDivisionError
+        low = 1 if domain in ("nonzero", "positive", "at_least_one") and high is None else 0
+        values = torch.randint(low, max(top, low + 1), shape, device=device, dtype=dtype, generator=generator)
+        return tensor.copy_(values)
     fp8 = dtype_name(dtype) in FP8
     work = torch.float16 if fp8 else dtype
 

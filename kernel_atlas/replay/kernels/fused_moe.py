@@ -407,14 +407,32 @@ def _sum_reduce(target: Any, device: str, scale: float) -> Case:
     return Case(run, label("Triton moe_sum_reduce_kernel", device, scale), check, timed=KERNEL, config=config_text)
 
 
+def _alignment_of(args: tuple[Any, ...], shapes: list[tuple[int, ...]]) -> tuple[int, int, str]:
+    """Experts and block size of an sgl-kernel `moe_align_block_size(topk_ids, num_experts,
+    block_size, sorted_ids, expert_ids, post_pad, token_cnts, cumsum)` call: its scalars where
+    recorded; else what its buffers' sizes imply — `cumsum` holds experts + 1, `sorted_ids`
+    topk_ids.numel() + experts · (block − 1) ([1024, 2] ids, [3064] and [9]: 8 experts, block
+    128); else 64 experts, block 16, assumed."""
+    values = [a.value for a in args[1:3]]
+    if len(values) == 2 and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        return values[0], values[1], "recorded"
+    if len(shapes) >= 6 and len(shapes[0]) == 2 and all(len(s) == 1 for s in shapes[1:]):
+        numel, padded, experts = shapes[0][0] * shapes[0][1], shapes[1][0], shapes[-1][0] - 1
+        if experts > 0 and padded >= numel and (padded - numel) % experts == 0:
+            return experts, (padded - numel) // experts + 1, "from its buffers' sizes"
+    return 64, 16, "assumed: not recorded"
+
+
 @register(rules=("sglang-moe-align", "sglang-moe-align-small-batch", "sglang-moe-sort"))
 def _align(target: Any, device: str, scale: float) -> Case:
     found = tensor_shapes(target.args)
     ids_shape = found[0] if found and len(found[0]) == 2 else (1024, 8)
     tokens, top_k = scaled(ids_shape[0], scale), ids_shape[1]
-    experts, block_m = 64, 16
+    experts, block_m, said = _alignment_of(target.args, found)
     gen = generator(device)
     ids = torch.randint(0, experts, (tokens, top_k), generator=gen, device=device, dtype=torch.int32)
+    if target.args and target.args[0].dtype in ("long int", "long"):  # the stand-in's histogram takes int32
+        said += "; int32 ids for the recorded int64"
     al = Alignment(ids, block_m, experts)
     al.run()
     family = rule_id(target.label_rule)
@@ -430,6 +448,6 @@ def _align(target: Any, device: str, scale: float) -> Case:
         al.run()  # the timed launch(es), in their place in the sequence count → sort
         return check_alignment(ids, al.sorted_ids, al.expert_ids, al.post, block_m)
 
-    text = f"stand-in: Triton moe_align_block_size, {what}; assumed {experts} experts, block size {block_m}"
+    text = f"stand-in: Triton moe_align_block_size, {what}; {experts} experts, block size {block_m} ({said})"
     config = "counts: one program; sort: one program per 1024 slots"
     return Case(run, label(text, device, scale), check, timed=STAND_IN, config=config, reset=reset)
