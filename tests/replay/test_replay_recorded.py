@@ -155,3 +155,21 @@ def test_a_seed_entry_whose_op_is_tbd_is_classified_for_its_replay() -> None:
     assert (target.op_mapping, target.category) == ("silu_and_mul", "activation")
     result = replay_one(target, "cpu")
     assert result.check == "pass", (result.implementation, result.reason)
+
+
+def test_the_quantisation_group_is_read_from_the_recorded_scales() -> None:
+    # sgl-kernel records its scales: [8, 256] over y_s [8, 4] → groups of 64, 8 · 4 = 32 programs
+    target = _target(
+        "<built-in function launch>",
+        [[8, 256], [8, 256], [8, 4]],
+        ["c10::BFloat16", "c10::Float8_e4m3fn", "float"],
+        kernel="_per_token_group_quant_fp8",
+    )
+    result = replay_one(target, "cpu")
+    assert result.check == "pass", result.reason
+    assert "(32 programs, group 64, recorded)" in result.implementation
+    # the Triton launch records the input alone: 128, SGLang's, said to be assumed
+    alone = replay_one(
+        _target("<built-in function launch>", [[8, 256]], ["c10::BFloat16"], kernel="_per_token_group_quant_fp8"), "cpu"
+    )
+    assert "(16 programs, group 128, assumed)" in alone.implementation

@@ -241,9 +241,13 @@ def _positions(target: Any, device: str, scale: float) -> Case:
 def _group_quant(target: Any, device: str, scale: float) -> Case:
     found = tensor_shapes(target.args)
     shape = found[0] if found else (1024, 7168)
+    # the group: the input's columns over its scales' (sgl-kernel records y_s [1024, 12] for
+    # [1024, 1536]); else 128, SGLang's, assumed (the Triton launch records no scales)
+    scales = [s for s in found[1:] if s[:-1] == shape[:-1] and 0 < s[-1] < shape[-1] and shape[-1] % s[-1] == 0]
+    recorded_group = shape[-1] // scales[0][-1] if scales else None
     lead = tuple(scaled(d, scale) for d in shape[:-1]) or (1,)
-    cols = scaled(shape[-1], scale, 128)
-    group = 128 if cols % 128 == 0 else cols
+    cols = scaled(shape[-1], scale, recorded_group or 128)
+    group = recorded_group or (128 if cols % 128 == 0 else cols)
     groups = math.prod(lead) * cols // group
     guard_programs(device, groups, "per-token-group quantisation (one program per group)", dims=2)
     dtype = compute_dtype(device)
@@ -280,7 +284,8 @@ def _group_quant(target: Any, device: str, scale: float) -> Case:
         values = ("pass" if worst <= 0 else "fail", f"dequantised values within half an e4m3 step (slack {worst:.3g})")
         return combine(y_s.check(scales), y_q.check(values))
 
-    text = f"Triton per_token_group_quant_fp8 ({groups} programs, group {group})"
+    said = "recorded" if recorded_group else "assumed"
+    text = f"Triton per_token_group_quant_fp8 ({groups} programs, group {group}, {said})"
     timed = KERNEL
     if interpreting():
         text += " (fp8 cast by torch)"
