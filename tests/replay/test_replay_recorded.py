@@ -173,3 +173,12 @@ def test_the_quantisation_group_is_read_from_the_recorded_scales() -> None:
         _target("<built-in function launch>", [[8, 256]], ["c10::BFloat16"], kernel="_per_token_group_quant_fp8"), "cpu"
     )
     assert "(16 programs, group 128, assumed)" in alone.implementation
+
+
+def test_a_pooling_window_that_is_not_recorded_is_refused() -> None:
+    # PyTorch 1.9's max_pool2d: "assumed kernel_size=[112]" (the input's last dimension)
+    recorded = parse_call(
+        "[[32,64,112,112],[],[],[],[],[]]", '["float","GenericList","GenericList","GenericList","GenericList","Bool"]'
+    )
+    with pytest.raises(NotReplayable, match="kernel_size is not recorded"):
+        build_case("aten::max_pool2d", recorded, "cpu")
