@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,6 +113,7 @@ _NEEDLE_SCAN = re.compile(trie_pattern(sorted(_NEEDLES)))
 _RE_FOLDS = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
 
 
+@lru_cache(maxsize=1 << 14)  # each output written screens the run's texts again (19 times a run)
 def _may_hold_credential(text: str) -> bool:
     """Whether `text` holds a needle: every match of CREDENTIAL holds one as its case-insensitive
     parts read text (`_RE_FOLDS`, lower case), and every credential `_hidden_credential` finds

@@ -19,6 +19,7 @@ import numpy as np
 from kernel_atlas.ingest.events import (
     ANNOTATION,
     CPU_OP,
+    CUT_MARK,
     GPU_KINDS,
     GPU_STRING_COLUMNS,
     KIND_NAMES,
@@ -218,12 +219,38 @@ def set_rows(values: pd.Categorical, rows: Sequence[int] | np.ndarray, new: Sequ
     return categorical(codes, texts)
 
 
-class _Table:
-    """A trace-wide table of distinct values, growing as slices arrive."""
+# Distinct names of one table (host event names; kernel and other GPU texts) past this many
+# characters in all: each new one longer than SHORT_NAME is shortened to that many, with a digest
+# of the whole keeping it distinct. Real traces' distinct names total well under 0.1 MB (the
+# 510 MB benchmark trace: 54 KB of kernel names, 7 KB of host names), each within ~5,000
+# characters; 9,000 distinct op names of 10 KB had made a 100 MB trace ingest in 36 s and
+# report in 3.8 GB (every later stage — classifying, redacting, the page — pays per character).
+NAMES_TEXT = 4 << 20
+SHORT_NAME = 1024
+SHORTENED_NAMES = "shortened names"  # the `ignored` key counting them
 
-    def __init__(self) -> None:
+
+def shortened(text: str) -> str:
+    """`text` cut to SHORT_NAME characters: its start (credentials redacted, as `cut_to`), `#`,
+    12 hex digits of a digest of the whole text, CUT_MARK."""
+    import hashlib
+
+    from kernel_atlas.core.redact import redact_cut
+
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+    return f"{redact_cut(text, SHORT_NAME - 14)}#{digest}{CUT_MARK}"
+
+
+class _Table:
+    """A trace-wide table of distinct values, growing as slices arrive; `names`: its texts are
+    names, shortened once they pass NAMES_TEXT characters in all (`shortened`, counted)."""
+
+    def __init__(self, names: bool = False) -> None:
         self.index: dict = {}
         self.values: list = []
+        self.names = names
+        self.chars = 0  # of the distinct texts kept whole
+        self.shortened = 0
 
     def remap(self, local: list) -> np.ndarray:
         """Trace-wide codes of a slice's values (-1 maps to -1 through the last entry)."""
@@ -231,6 +258,13 @@ class _Table:
         codes = np.empty(len(local) + 1, dtype=np.int64)
         for i, value in enumerate(local):
             code = index.get(value)
+            if code is None and self.names and isinstance(value, str) and len(value) > SHORT_NAME:
+                if self.chars > NAMES_TEXT:  # kept by its short form: a later slice's copy maps to it
+                    value = shortened(value)
+                    code = index.get(value)
+                    self.shortened += code is None
+                else:
+                    self.chars += len(value)
             if code is None:
                 code = index[value] = len(values)
                 values.append(value)
@@ -256,8 +290,8 @@ class ColumnBuilder:
     """Merges slices, in trace order, into `TraceColumns`."""
 
     def __init__(self) -> None:
-        self.names, self.threads, self.shapes, self.gpu_strings = _Table(), _Table(), _Table(), _Table()
-        self.param_sets, self.launch_kernels = _Table(), _Table()
+        self.names, self.threads, self.shapes, self.gpu_strings = _Table(True), _Table(), _Table(), _Table(True)
+        self.param_sets, self.launch_kernels = _Table(), _Table(True)
         self.host = _Columns(_HOST_DTYPES)
         self.gpu = _Columns(_GPU_DTYPES)
         self.memory = _Columns(_MEMORY_DTYPES)
@@ -296,6 +330,10 @@ class ColumnBuilder:
         if len(part.syncs):
             self.syncs.append(part.syncs)
 
+    def _shortened(self) -> Counter[str]:
+        count = sum(t.shortened for t in (self.names, self.gpu_strings, self.launch_kernels))
+        return Counter({SHORTENED_NAMES: count}) if count else Counter()
+
     def build(self) -> TraceColumns:
         host = self.host.arrays()
         gpu = self.gpu.arrays()
@@ -318,7 +356,7 @@ class ColumnBuilder:
                 step=steps[:, 0].astype(np.int64), device=steps[:, 1].astype(np.int64), ts=steps[:, 2], end=steps[:, 3]
             ),
             event_count=self.events,
-            ignored=dict(self.ignored),
+            ignored=dict(self.ignored + self._shortened()),
             memory=MemoryEvents(self.memory.arrays()),
             gpu_syncs=np.concatenate(self.syncs) if self.syncs else np.empty((0, 8)),
         )

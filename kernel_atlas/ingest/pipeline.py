@@ -27,7 +27,7 @@ from kernel_atlas.ingest.capture import (
     left_out_line,
     read_captures,
 )
-from kernel_atlas.ingest.columns import build_columns
+from kernel_atlas.ingest.columns import NAMES_TEXT, SHORT_NAME, SHORTENED_NAMES, build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.efficiency import with_kernel_efficiency
 from kernel_atlas.ingest.events import (
@@ -150,6 +150,14 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
     if cut:
         strings = counted(cut, "string", "strings")
         warnings.append(f"{path}: {strings} longer than {MAX_TEXT:,} characters {WAS[cut != 1]} cut (names) or ignored")
+    short = ignored.pop(SHORTENED_NAMES, 0)
+    if short:
+        names = counted(short, "distinct name", "distinct names")
+        warnings.append(
+            f"{path}: {names} longer than {SHORT_NAME:,} characters {WAS[short != 1]} shortened to "
+            f"{SHORT_NAME:,} (a digest of the whole keeps each distinct) once the trace's distinct names "
+            f"passed {NAMES_TEXT // (1 << 20)} MiB"
+        )
     untimed_host = ignored.pop("host ranges without a ts", 0)
     if untimed_host:
         ranges = counted(untimed_host, "host range", "host ranges")
