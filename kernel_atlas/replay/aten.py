@@ -89,10 +89,7 @@ def find_overload(name: str, recorded: tuple[Arg, ...]) -> Any:
         raise NotReplayable(f"{name} is not in this torch build")
     overloads = [getattr(packet, name) for name in sorted(packet.overloads(), key=lambda o: (o != "default", o))]
     # functional and in-place overloads first; out= variants (`sum.IntList_out`) only where none fits
-    out = [any(a.is_out for a in overload._schema.arguments) for overload in overloads]
-    for overload in [o for o, is_out in zip(overloads, out, strict=True) if not is_out] + [
-        o for o, is_out in zip(overloads, out, strict=True) if is_out
-    ]:
+    for overload in sorted(overloads, key=lambda o: any(a.is_out for a in o._schema.arguments)):  # stable
         if _fits(overload._schema, recorded):
             return overload
     raise NotReplayable(f"no overload of {name} takes the recorded argument kinds {[r.kind for r in recorded]}")
@@ -111,7 +108,7 @@ def _bounds(schema: Any, recorded: tuple[Arg, ...]) -> dict[int, int]:
         value = recorded[names.index("dim")].value
         dim = value if isinstance(value, int) else 0
     for i, name in enumerate(names[: len(recorded)]):
-        if any(key in name for key in INDEX_NAMES) and shape:
+        if _is_index(name) and shape:
             bounds[i] = shape[dim % len(shape)] if name != "indices" or recorded[i].kind == "tensor" else shape[0]
     return bounds
 
@@ -121,9 +118,14 @@ def _optional(arg: Any) -> bool:
     return kind.endswith("?") or "Optional" in kind
 
 
+def _is_index(argument: str) -> bool:
+    """Whether an argument of this name holds indices (`index`, `indices`, `sorted_idx`)."""
+    return any(key in argument for key in INDEX_NAMES)
+
+
 def _indexes(schema: Any) -> bool:
     """Whether an op takes index tensors (`index_select`, `gather`, `scatter_add_`)."""
-    return any(key in a.name for a in schema.arguments for key in INDEX_NAMES)
+    return any(_is_index(a.name) for a in schema.arguments)
 
 
 def _assumed(arg: Any, shape: tuple[int, ...], indexes: bool = False) -> Any:
@@ -158,7 +160,7 @@ def _materialise(
             value: Any = make_tensor(rec.dims, rec.dtype, device, rec.strides, bounds.get(i), gen, domain)
         elif rec.kind == "tensor_list":
             # Kineto records a list's shapes and strides, not its dtype: index lists are int64
-            indices = any(key in arg.name for key in INDEX_NAMES)
+            indices = _is_index(arg.name)
             dtype = rec.dtype if rec.dtype in dtypes() else "long int" if indices else "float"
             if dtype != rec.dtype and rec.dims and not indices:
                 assumed.append(f"{arg.name} elements float32")
