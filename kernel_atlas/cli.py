@@ -694,6 +694,14 @@ def diff(
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Write a summary a CI system can post (Markdown) here.")
     ] = None,
+    per_step: Annotated[
+        bool,
+        typer.Option(
+            "--per-step",
+            help="Compare one profiler step of each run: each rank's GPU time inside its ProfilerSteps divided "
+            "by its step count (time outside every step left out, said). Refused for a run without steps.",
+        ),
+    ] = False,
     top: Annotated[int, typer.Option(min=1, max=1_000_000, help="Rows in the terminal tables.")] = 10,
     wide: Wide = False,
 ) -> None:
@@ -718,7 +726,7 @@ def diff(
             same = named.setdefault(os.path.realpath(target), option)
             if same != option:  # the second written over the first, exit 0
                 raise AtlasError(option, f"{target} is also {same}'s file: name one file for each")
-    result = diff_runs(a, b)
+    result = diff_runs(a, b, per_step)
     for name, side in (("A", result.a), ("B", result.b)):  # what ingest could not read changes the comparison
         if side.warnings:
             more = f" ({len(side.warnings)} ingest warnings: summary.json)" if len(side.warnings) > 1 else ""

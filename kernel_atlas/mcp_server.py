@@ -226,15 +226,18 @@ class Tools:
         # and this thread is no main thread, which a timer signal could stop
         return _bounded(partial(_explanation, kernel, launcher, stack), "explain", EXPLAIN_SECONDS)
 
-    def diff(self, run_a: str, run_b: str, fail_above_pct: float | None = None, limit: int = 20) -> dict[str, Any]:
+    def diff(
+        self, run_a: str, run_b: str, fail_above_pct: float | None = None, limit: int = 20, per_step: bool = False
+    ) -> dict[str, Any]:
         """Run B against run A: GPU time per category and the largest op changes, how comparable
-        the runs are and, with `fail_above_pct`, the verdict of `atlas diff --fail-above`."""
+        the runs are and, with `fail_above_pct`, the verdict of `atlas diff --fail-above`;
+        `per_step`: one profiler step of each (`atlas diff --per-step`)."""
         from kernel_atlas.analysis.diff import diff_runs
         from kernel_atlas.analysis.gate import MIN_SHARE, comparability, judge
 
         if fail_above_pct is not None and not float(fail_above_pct) >= 0.0:  # as `atlas diff --fail-above`
             raise AtlasError("fail_above_pct", f"{fail_above_pct}: give a percentage of 0 or more")
-        result = diff_runs(self.run_dir(run_a), self.run_dir(run_b))
+        result = diff_runs(self.run_dir(run_a), self.run_dir(run_b), bool(per_step))
         a, b = result.a, result.b
         limit = max(1, min(int(limit), MAX_ROWS))
         keep = ["key", "a_us", "b_us", "delta_us", "status"]

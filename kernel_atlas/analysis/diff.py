@@ -188,12 +188,41 @@ def diff_activities(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[COLUMNS]
 
 
-def side_of(run: Run) -> Side:
-    """A run's side of a comparison, read one rank at a time (memory: one rank's kernels)."""
-    parts = [_activities(run.kernels(rank)) for rank in run.ranks] or [_activities(run.kernels())]
+def side_of(run: Run, per_step: bool = False) -> Side:
+    """A run's side of a comparison, read one rank at a time (memory: one rank's kernels).
+
+    `per_step`: each rank's GPU time inside its profiler steps divided by its step count, summed
+    over ranks — one step's time — where a rank recording no steps is refused."""
     said = run.summary.get("warnings")
     warnings = [str(w) for w in said if isinstance(w, str)] if isinstance(said, list) else []
-    return Side(run.label, _folded(parts), run.gpu_names, warnings, window_of(run.summary, len(run.ranks) or 1))
+    window = window_of(run.summary, len(run.ranks) or 1)
+    if not per_step:
+        parts = [_activities(run.kernels(rank)) for rank in run.ranks] or [_activities(run.kernels())]
+        return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
+    steps = steps_by_rank(run.summary)
+    parts, outside = [], 0.0
+    for rank in run.ranks or [None]:
+        count = len(set().union(*steps.values())) if rank is None else len(steps.get(rank, ()))
+        if count == 0:
+            where = f"rank {rank}" if rank is not None and len(run.ranks) > 1 else "it"
+            raise AtlasError(run.out_dir, f"{where} records no profiler steps: --per-step needs ProfilerStep ranges")
+        kernels = run.kernels(rank)
+        inside = kernels["step"].notna()
+        outside += float(kernels.loc[~inside, "dur_us"].sum())
+        part = _activities(kernels[inside])
+        part["us"] = part["us"] / count
+        parts.append(part)
+    window = replace(window, per_step=True, outside_steps_us=outside)
+    return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
+
+
+def steps_by_rank(summary: dict[str, Any]) -> dict[int, set[int]]:
+    """The profiler steps each rank's traces recorded (summary.json's `steps`)."""
+    steps: dict[int, set[int]] = {}
+    for trace in summary.get("traces") or []:
+        if isinstance(trace, dict) and isinstance(trace.get("rank"), int) and isinstance(trace.get("steps"), list):
+            steps.setdefault(trace["rank"], set()).update(s for s in trace["steps"] if isinstance(s, int))
+    return steps
 
 
 def window_of(summary: dict[str, Any], ranks: int) -> Window:
@@ -215,10 +244,10 @@ def compare(a: Side, b: Side) -> Diff:
     return Diff(a, b, diff_activities(a.activities, b.activities))
 
 
-def _side(source: str | Path) -> Side:
+def _side(source: str | Path, per_step: bool) -> Side:
     out_dir = run_folder(source)
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
-        return side_of(Run.open(out_dir))
+        return side_of(Run.open(out_dir), per_step)
 
 
 def _one_folder_for_two(source_a: str | Path, source_b: str | Path) -> None:
@@ -247,12 +276,13 @@ def _one_folder_for_two(source_a: str | Path, source_b: str | Path) -> None:
     )
 
 
-def diff_runs(source_a: str | Path, source_b: str | Path) -> Diff:
-    """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output."""
+def diff_runs(source_a: str | Path, source_b: str | Path, per_step: bool = False) -> Diff:
+    """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output;
+    `per_step`: the time of one profiler step of each (`side_of`)."""
     from kernel_atlas.analysis.memory import compare_memory, run_memory
 
     _one_folder_for_two(source_a, source_b)
-    result = compare(_side(source_a), _side(source_b))
+    result = compare(_side(source_a, per_step), _side(source_b, per_step))
     memories = []
     for source in (source_a, source_b):
         out_dir = run_folder(source)  # already ingested by `_side`

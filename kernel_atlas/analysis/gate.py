@@ -50,6 +50,8 @@ class Window:
 
     ranks: int = 1
     steps: int | None = None
+    per_step: bool = False  # times divided by each rank's steps, kernels outside every step left out
+    outside_steps_us: float = 0.0  # with per_step: the GPU time left out
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,8 @@ class Comparability:
         if a is None or b is None:
             return None
         steps_known = a.steps is not None and b.steps is not None
-        return a.ranks == b.ranks and (not steps_known or a.steps == b.steps)
+        steps_apart = steps_known and a.steps != b.steps and not (a.per_step and b.per_step)
+        return a.ranks == b.ranks and not steps_apart
 
     def to_json(self) -> dict[str, Any]:
         windows = {
@@ -77,6 +80,7 @@ class Comparability:
             for side, window in (("a", self.a_window), ("b", self.b_window))
             for key in ("ranks", "steps")
         }
+        per_step = bool(self.a_window and self.a_window.per_step and self.b_window and self.b_window.per_step)
         return {
             "same_device": self.same_device,
             "a_gpus": self.a_gpus,
@@ -84,6 +88,7 @@ class Comparability:
             "ops_matched_share": self.ops_matched_share,
             "kernels_matched_share": self.kernels_matched_share,
             **windows,
+            "per_step": per_step,
             "same_window": self.same_window,
         }
 

@@ -45,8 +45,13 @@ def _device(comp: Comparability) -> str:
 
 
 def _window(comp: Comparability) -> str:
-    """What differs in what the runs' times are totals over (nothing where the same or unknown)."""
+    """What the runs' times are: per step (and what that left out), or — where they differ —
+    totals over each run's window (nothing where the same or unknown)."""
     a, b = comp.a_window, comp.b_window
+    if a is not None and b is not None and a.per_step and b.per_step:
+        left = f"outside steps, left out: A {fmt_us(a.outside_steps_us)}, B {fmt_us(b.outside_steps_us)}"
+        steps = f"A {counted(a.steps or 0, 'step', 'steps')}, B {counted(b.steps or 0, 'step', 'steps')}"
+        return f"; times per profiler step ({steps}; {left})"
     if comp.same_window is not False or a is None or b is None:
         return ""
     parts = []
@@ -54,7 +59,8 @@ def _window(comp: Comparability) -> str:
         parts.append(f"A {counted(a.ranks, 'rank', 'ranks')}, B {counted(b.ranks, 'rank', 'ranks')}")
     if a.steps is not None and b.steps is not None and a.steps != b.steps:
         parts.append(f"A {counted(a.steps, 'step', 'steps')}, B {counted(b.steps, 'step', 'steps')}")
-    return f"; {', '.join(parts)}: times are totals over each run's window"
+    hint = " (--per-step compares one step of each)" if a.steps and b.steps and a.steps != b.steps else ""
+    return f"; {', '.join(parts)}: times are totals over each run's window{hint}"
 
 
 def comparability_line(comp: Comparability) -> str:

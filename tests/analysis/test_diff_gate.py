@@ -161,35 +161,73 @@ def test_a_gpu_no_run_records_is_unknown_not_different() -> None:
     assert comp.same_window is False
     assert comparability_line(comp).endswith(
         "; A 2 ranks, B 1 rank, A 3 steps, B 6 steps: times are totals over each run's window"
+        " (--per-step compares one step of each)"
     )
     same = comparability(table, ["H100"], ["H100"], Window(ranks=1, steps=None), Window(ranks=1, steps=6))
     assert same.same_window and comparability_line(same).endswith("kernels both runs have")
     assert same.to_json()["b_steps"] == 6 and same.to_json()["a_steps"] is None
 
 
-def test_the_step_counts_of_two_runs_are_said(tmp_path: Path) -> None:
-    # One GEMM per ProfilerStep: A records 3 steps, B 6 of the same program — every row +100 %.
-    def trace(steps: int) -> dict:
-        events = []
-        for i in range(steps):
-            base = 1000 * i
-            events += [
-                {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": base,
-                 "dur": 900},
-                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": base + 10, "dur": 50},
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": base + 20,
-                 "dur": 5, "args": {"correlation": i + 1}},
-                {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": base + 100,
-                 "dur": 40, "args": {"correlation": i + 1, "device": 0, "stream": 7}},
-            ]  # fmt: skip
-        return {"traceEvents": events}
+def _stepped_trace(steps: int, warmup_us: float = 0.0) -> dict:
+    """One GEMM of 40 µs per ProfilerStep; with `warmup_us`, one more kernel before the first step."""
+    events = []
+    for i in range(steps):
+        base = 1000 * (i + 1)
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": base,
+             "dur": 900},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": base + 10, "dur": 50},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": base + 20,
+             "dur": 5, "args": {"correlation": i + 1}},
+            {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": base + 100,
+             "dur": 40, "args": {"correlation": i + 1, "device": 0, "stream": 7}},
+        ]  # fmt: skip
+    if warmup_us:
+        events += [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 100, "dur": 50},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 110, "dur": 5,
+             "args": {"correlation": 999}},
+            {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7, "ts": 200,
+             "dur": warmup_us, "args": {"correlation": 999, "device": 0, "stream": 7}},
+        ]  # fmt: skip
+    return {"traceEvents": events}
 
+
+def test_the_step_counts_of_two_runs_are_said(tmp_path: Path) -> None:
+    # A records 3 steps, B 6 of the same program — every row +100 %.
     paths = []
     for name, steps in (("three", 3), ("six", 6)):
         paths.append(tmp_path / f"{name}.json")
-        paths[-1].write_text(json.dumps(trace(steps)))
+        paths[-1].write_text(json.dumps(_stepped_trace(steps)))
     result = runner.invoke(app, ["diff", *map(str, paths), "--fail-above", "5"])
     assert result.exit_code == 3, result.output
     output = " ".join(result.output.split())
     assert "A 3 steps, B 6 steps: times are totals over each run's window" in output
     assert "B − A +120.0 µs (+100.0%)" in output  # 6·40 − 3·40 = 120
+
+
+def test_per_step_compares_one_step_of_each(tmp_path: Path) -> None:
+    # A: 3 steps of one 40 µs GEMM; B: 6 such steps and a 100 µs warm-up GEMM before its first step.
+    # One step of each is 40 µs (120/3, 240/6): nothing regressed; B's warm-up is left out and said.
+    a, b, bare = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "bare.json"
+    a.write_text(json.dumps(_stepped_trace(3)))
+    b.write_text(json.dumps(_stepped_trace(6, warmup_us=100.0)))
+    result = runner.invoke(app, ["diff", str(a), str(b), "--per-step", "--fail-above", "5", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    kernel = next(r for r in rows if r["level"] == "kernel")
+    assert (kernel["a_us"], kernel["b_us"], kernel["delta_us"]) == (40.0, 40.0, 0.0)
+    said = " ".join(result.stderr.split())
+    assert "times per profiler step (A 3 steps, B 6 steps; outside steps, left out: A 0.0 µs, B 100.0 µs)" in said
+    assert "PASS" in said
+    # without --per-step the warm-up and the three more steps are B's: 340 − 120 = +220 µs
+    totals = json.loads(runner.invoke(app, ["diff", str(a), str(b), "--json"]).stdout)
+    kernel = next(r for r in totals if r["level"] == "kernel")
+    assert (kernel["a_us"], kernel["b_us"]) == (120.0, 340.0)
+    # a run without profiler steps cannot be compared per step: one line, exit 2
+    doc = _stepped_trace(2)
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not e["name"].startswith("ProfilerStep")]
+    bare.write_text(json.dumps(doc))
+    result = runner.invoke(app, ["diff", str(a), str(bare), "--per-step"])
+    assert result.exit_code == 2
+    assert "records no profiler steps: --per-step needs ProfilerStep ranges" in " ".join(result.output.split())

@@ -124,6 +124,8 @@ def test_explain_and_diff(tools) -> None:
     same = tools.diff("bert.atlas", "bert.atlas", fail_above_pct=5)
     assert same["verdict"]["failed"] is False
     assert same["comparability"]["kernels_matched_share"] == pytest.approx(1.0)
+    stepped = tools.diff("bert.atlas", "bert.atlas", per_step=True)["comparability"]  # the example has one step
+    assert stepped["per_step"] is True and stepped["a_steps"] == 1 and same["comparability"]["per_step"] is False
 
 
 def test_a_real_client_over_stdio(root: Path) -> None:
