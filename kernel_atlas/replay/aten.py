@@ -171,7 +171,14 @@ def _materialise(
             ]
         else:
             value = None if rec.kind == "none" else rec.value
-            if value is None and arg.has_default_value():
+            joined = _joined_dim(recorded) if value is None and arg.name == "dim" and "cat" in name else None
+            if joined is not None:  # `cat`'s dim not recorded: the one dimension its inputs differ in
+                value = joined
+                assumed.append(f"dim={joined} (the one its inputs differ in)")
+            elif value is None and arg.has_default_value() and arg.default_value is None and rec.dtype == "Scalar":
+                value = 1  # a number was passed (`clamp`'s min), its value not recorded (PyTorch 1.9)
+                assumed.append(f"{arg.name}=1")
+            elif value is None and arg.has_default_value():
                 value = arg.default_value  # e.g. gelu's `approximate`, recorded without a value
                 if rec.dtype != "None":  # passed, its value not recorded (a string's type is ""): a guess
                     assumed.append(f"{arg.name}={value!r}")
@@ -183,6 +190,17 @@ def _materialise(
         else:
             positional.append(value)
     return positional, keywords
+
+
+def _joined_dim(recorded: tuple[Arg, ...]) -> int | None:
+    """The dimension a concatenation joins along, read off its recorded input shapes: the only one
+    in which they differ (None where they agree everywhere or differ in several, or ranks differ)."""
+    lists = [r.dims for r in recorded if r.kind == "tensor_list"]
+    shapes = [tuple(d) for d in (lists[0] if lists else []) if d]
+    if len(shapes) < 2 or len({len(s) for s in shapes}) != 1:
+        return None
+    differ = [k for k in range(len(shapes[0])) if len({s[k] for s in shapes}) > 1]
+    return differ[0] if len(differ) == 1 else None
 
 
 def _tensors(value: Any) -> list[Any]:

@@ -103,6 +103,27 @@ def test_tensor_list_elements_keep_their_recorded_strides_and_the_assumed_dtype_
     assert "assumed tensors elements float32 (not recorded)" in case.implementation
 
 
+def test_an_unrecorded_cat_dim_is_the_one_its_inputs_differ_in() -> None:
+    # PyTorch 1.9 records no Concrete Inputs: cat([4,3,8], [4,5,8]) replayed along dim 0 failed
+    # ("Sizes of tensors must match except in dimension 0"); they differ only in dimension 1
+    recorded = parse_call("[[[4,3,8],[4,5,8]],[]]", '["TensorList","Int"]')
+    case = build_case("aten::cat", recorded, "cpu")
+    assert tuple(case.run().shape) == (4, 8, 8)
+    assert "dim=1 (the one its inputs differ in)" in case.implementation
+    same = build_case("aten::cat", parse_call("[[[4,3],[4,3]],[]]", '["TensorList","Int"]'), "cpu")
+    assert tuple(same.run().shape) == (8, 3) and "dim=0" in same.implementation  # alike: the default, said
+
+
+def test_a_number_passed_without_its_value_is_one_and_said() -> None:
+    # PyTorch 1.9's clamp(x, min, max): both `Scalar`, no values — replayed as clamp(x, None, None),
+    # which torch refuses ("At least one of 'min' or 'max' must not be None")
+    case = build_case("aten::clamp", parse_call("[[4,8],[],[]]", '["float","Scalar","Scalar"]'), "cpu")
+    assert case.check()[0] == "pass" and "assumed min=1, max=1 (not recorded)" in case.implementation
+    # a min recorded with its value is used; a max of type "" (None, or a string without its value) stays None
+    case = build_case("aten::clamp", parse_call("[[4,8],[],[]]", '["float","Scalar",""]', None, '["","0",""]'), "cpu")
+    assert case.check()[0] == "pass" and "min=" not in case.implementation and "max=1" not in case.implementation
+
+
 def test_a_string_argument_passed_without_its_value_is_said_to_be_assumed() -> None:
     # gelu's `approximate`, recorded as type "" with no value: replayed as 'none', and said so
     recorded = parse_call("[[4,8],[]]", '["float",""]', None, '["",""]')
