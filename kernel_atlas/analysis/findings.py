@@ -180,10 +180,10 @@ def host_wait_findings(causes: pd.DataFrame) -> list[Finding]:
             where=_where(row.module, str(row.frame).rsplit("/", 1)[-1], f"rank {row.rank}" if ranks > 1 else None),
             saving_us=float(row.idle_us),
             kind="host_wait",
-            why=f"{row.pct:.1f} % of idle",
+            why=f"{row.pct:.1f} % of host-wait idle",
             evidence=(
                 f"GPU idle {_us(row.idle_us)} in {int(row.gaps):,} gaps while the host ran this "
-                f"({row.pct:.1f} % of idle; upper bound)"
+                f"({row.pct:.1f} % of the device's host-wait idle; upper bound)"
             ),
         )
         for row in top.itertuples(index=False)

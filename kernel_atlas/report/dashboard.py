@@ -170,7 +170,7 @@ def findings_html(run: Run) -> str:
     share = f"{100 * costed / gpu:.1f} % of {gpu / 1e3:.3f} ms of GPU time has a cost (FLOPs or bytes)" if gpu else ""
     rows = "".join(
         f"<li><b>{f['saving_us'] / 1e3:.3f} ms</b> {html.escape(str(f['kind']))}: "
-        f"{html.escape(display_name(str(f['what'])))} — {html.escape(str(f.get('where') or '–'))} "
+        f"{html.escape(str(f['what']))} — {html.escape(str(f.get('where') or '–'))} "
         f"<span style='color:#666'>({html.escape(str(f['evidence']))})</span></li>"
         for f in facts.get("findings", [])[:5]
     )

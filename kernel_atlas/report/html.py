@@ -472,7 +472,11 @@ NAME_CELL = 56  # characters of a kernel name in a table cell; the full name is 
 
 def _name_cell(name: object) -> str:
     """A kernel name as the terminal shortens it, cut in the middle to NAME_CELL characters."""
-    text = display_name(str(name))
+    return _cut_cell(display_name(str(name)))
+
+
+def _cut_cell(text: str) -> str:
+    """A text cut in the middle to NAME_CELL characters."""
     return text if len(text) <= NAME_CELL else text[: NAME_CELL // 2 - 1] + "…" + text[-(NAME_CELL // 2) :]
 
 
@@ -576,7 +580,8 @@ def _findings_section(page: Page) -> str:
     rows = "".join(
         "<tr>"
         f"<td class='num'>{fmt_us(f['saving_us'])}</td><td>{html.escape(str(f['kind']))}</td>"
-        f"<td title='{html.escape(str(f['what']), quote=True)}'>{html.escape(_name_cell(f['what']))}</td>"
+        # a kernel headroom's `what` is its kernel's short name already; other kinds' is a phrase
+        f"<td title='{html.escape(str(f['what']), quote=True)}'>{html.escape(_cut_cell(str(f['what'])))}</td>"
         f"<td>{html.escape(str(f.get('where') or MISSING))}</td><td>{html.escape(str(f['evidence']))}</td>"
         "</tr>"
         for f in findings

@@ -116,7 +116,7 @@ def test_launch_host_and_communication_findings_by_hand() -> None:
     assert unknown.where == "M / f.py(1): g"
     causes = pd.DataFrame({"module": ["M"], "frame": ["a/b/f.py(9): h"], "gaps": [3], "idle_us": [80.0], "pct": [40.0]})
     (host,) = host_wait_findings(causes)
-    assert (host.saving_us, host.where, host.why) == (80.0, "M / f.py(9): h", "40.0 % of idle")
+    assert (host.saving_us, host.where, host.why) == (80.0, "M / f.py(9): h", "40.0 % of host-wait idle")
     devices = [
         {"rank": 0, "device": 0, "communication_us": 100.0, "overlap_us": 30.0, "overlap_pct_of_communication": 30.0},
         {"rank": 1, "device": 0, "communication_us": 50.0, "overlap_us": 50.0, "overlap_pct_of_communication": 100.0},
@@ -146,6 +146,16 @@ def test_the_report_opens_with_findings_and_fits_60_lines(example_out: Path) -> 
     assert len(findings) >= 3 and all(f["saving_us"] > 0 for f in findings)
     assert [f["saving_us"] for f in findings] == sorted((f["saving_us"] for f in findings), reverse=True)
     assert all(set(f) >= {"what", "where", "saving_us", "kind", "evidence"} for f in findings)
+    # report.html and the dashboard show each finding's `what` as report.json has it: a phrase
+    # such as "CUDA-graph 51 short kernels" had been shortened as a kernel name, to "kernels"
+    from kernel_atlas.report.dashboard import findings_html
+    from kernel_atlas.store.run import Run
+
+    page, dash = (example_out / "report.html").read_text(), findings_html(Run.open(example_out))
+    phrases = [f["what"] for f in findings if f["kind"] != "kernel_headroom"]
+    assert any(w.startswith("CUDA-graph ") and w.endswith(" short kernels") for w in phrases), phrases
+    for what in phrases:
+        assert f">{what}</td>" in page and f"{what} — " in dash, what
     full = runner.invoke(app, ["report", str(example_out), "--full"], env={"COLUMNS": "80"})
     assert len(full.output.splitlines()) > len(lines)
     only = runner.invoke(app, ["report", str(example_out), "--section", "findings"], env={"COLUMNS": "80"})
