@@ -118,7 +118,13 @@ def matching_rows(left: pd.DataFrame, right: pd.DataFrame, keys: list[str]) -> n
 
 def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) -> np.ndarray:
     """Each activity's roofline-attainable time (NaN where it has no cost): the attainable time
-    of its op call, on the call's main kernel, by (name, launcher, input shapes and types)."""
+    of its op call, on the call's main kernel, by (name, launcher, input shapes and types).
+
+    A row whose calls were costed with different formulas (`formulas` > 1: copies recorded
+    without shapes, attention over several steps) has the mean call's attainable time, which is
+    no call's own: each of its activities is sped up by the row's factor (its calls' attainable
+    time over their measured time), so that they save the row's `headroom_us` together — the
+    mean call's time as each call's saved 52.7 ms of copies whose headroom was 47.9 ms."""
     out = np.full(len(gpu), np.nan)
     if roofline is None or roofline.empty or len(gpu) == 0:
         return out
@@ -129,6 +135,12 @@ def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) ->
     row = matching_rows(gpu, main, keys)
     matched = row >= 0
     out[matched] = main["attainable_us"].to_numpy(np.float64)[row[matched]]
+    reached = main["attainable_us"].to_numpy(np.float64) * main["count"].to_numpy(np.float64)
+    measured = reached + main["headroom_us"].to_numpy(np.float64)
+    factor = np.divide(reached, measured, out=np.ones_like(reached), where=measured > 0).clip(max=1.0)
+    mixed = matched.copy()
+    mixed[matched] = main["formulas"].to_numpy(np.int64)[row[matched]] > 1
+    out[mixed] = gpu["dur_us"].to_numpy(np.float64)[mixed] * factor[row[mixed]]
     return out
 
 
@@ -270,7 +282,7 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
 # what the what-if reads of roofline.parquet, by kind (`outputs.load_checked`)
 ROOFLINE_COLUMNS = {
     **{name: "string" for name in ("name", "launcher", "input_dims", "input_types", "role", "op_mapping")},
-    **{"attainable_us": "float", "headroom_us": "float"},
+    **{"attainable_us": "float", "headroom_us": "float", "count": "integer", "formulas": "integer"},
 }
 
 

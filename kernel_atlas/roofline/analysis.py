@@ -60,6 +60,7 @@ ROOFLINE_COLUMNS = [
     "headroom_us",
     "note",
     "formula",
+    "formulas",
     "call_stack",
     *ROOFLINE_EFFICIENCY,  # ingest/efficiency.py
     "peer_wait_us",
@@ -673,7 +674,7 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         call_stack=("call_stack", "first"),
         **{name: (name, "sum") for name in EFFICIENCY_SUMS},
     ).reset_index(drop=True)
-    table["formula"] = _group_formulas(table["formula"], work["formula"], group)
+    table["formula"], table["formulas"] = _group_formulas(table["formula"], work["formula"], group)
     # collectives of a run of several ranks: their calls' time waiting for the last rank (NaN: not known)
     waited = kernels["peer_wait_us"] if "peer_wait_us" in kernels else pd.Series(np.nan, index=kernels.index)
     table["peer_wait_us"] = waited.groupby(group, sort=True).sum(min_count=1).to_numpy()
@@ -688,10 +689,11 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
 _FIRST_TEXTS = ("op_mapping", "category", "input_types")
 
 
-def _group_formulas(first: pd.Series, formulas: pd.Series, group: np.ndarray) -> pd.Series:
-    """Each group's formula: its calls' one, or — where they were costed with different ones
-    (collectives recorded without shapes grouped by name, attention calls of several steps) —
-    how many there were and the first, as the group's FLOPs and bytes are their mean."""
+def _group_formulas(first: pd.Series, formulas: pd.Series, group: np.ndarray) -> tuple[pd.Series, np.ndarray]:
+    """Each group's formula and how many distinct formulas its calls had: its calls' one, or —
+    where they were costed with different ones (collectives recorded without shapes grouped by
+    name, attention calls of several steps) — how many there were and the first, as the group's
+    FLOPs and bytes are their mean."""
     texts = formulas.astype(object)
     codes = pd.factorize(texts.where(texts != ""), use_na_sentinel=True)[0]  # -1: no formula
     costed, base = codes >= 0, int(codes.max(initial=0)) + 1
@@ -700,7 +702,7 @@ def _group_formulas(first: pd.Series, formulas: pd.Series, group: np.ndarray) ->
     result = first.astype(object).copy()
     for row in np.flatnonzero(distinct > 1).tolist():
         result.iat[row] = f"the mean of {distinct[row]:,} formulas; the first: {first.iat[row]}"
-    return result
+    return result, distinct.astype(np.int64)
 
 
 def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame:

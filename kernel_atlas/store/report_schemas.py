@@ -128,6 +128,7 @@ TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
         "headroom_us": DOUBLE,
         "note": STRING,
         "formula": STRING,
+        "formulas": INT64,
         "call_stack": DICT,
         "est_occupancy_pct": DOUBLE,
         "waves": DOUBLE,

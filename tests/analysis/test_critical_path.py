@@ -230,8 +230,9 @@ WITH_SIDE = [
 ]
 
 
-def _roofline(rows: list[tuple[str, str, float, float]]) -> pd.DataFrame:
-    """Main-kernel roofline rows (name, launcher, attainable µs, headroom µs), no shapes recorded."""
+def _roofline(rows: list[tuple[str, str, float, float]], count: int = 1, formulas: int = 1) -> pd.DataFrame:
+    """Main-kernel roofline rows (name, launcher, attainable µs, headroom µs), no shapes recorded,
+    each of `count` calls costed with `formulas` distinct formulas."""
     names, launchers, attainable, headroom = zip(*rows, strict=True)
     return pd.DataFrame(
         {
@@ -243,7 +244,34 @@ def _roofline(rows: list[tuple[str, str, float, float]]) -> pd.DataFrame:
             "role": ["main"] * len(rows),
             "attainable_us": attainable,
             "headroom_us": headroom,
+            "count": [count] * len(rows),
+            "formulas": [formulas] * len(rows),
         }
+    )
+
+
+def test_a_row_of_several_formulas_saves_its_headroom_not_more(tmp_path: Path) -> None:
+    # Two copies of one row (no shapes: 80 KB and 3.8 MB, say) of 5 and 115 µs; the row's mean call
+    # is attainable in 10 µs, so its two calls in 20 µs: headroom 120 − 20 = 100 µs. The mean call's
+    # 10 µs held against each call had left the small copy at 5 µs and cut the large to 10 µs:
+    # 105 µs saved, more than the row's headroom. Each is sped up by 20/120 instead: 100 µs.
+    events = [
+        op("aten::copy_", 0, 5),
+        call("cudaMemcpyAsync", 1, 1, 1),
+        kernel("Memcpy HtoD (Pageable -> Device)", 10, 5, 1, 7),
+        op("aten::copy_", 6, 5),
+        call("cudaMemcpyAsync", 7, 1, 2),
+        kernel("Memcpy HtoD (Pageable -> Device)", 20, 115, 2, 7),
+    ]
+    kernels, host = solved(tmp_path, events)
+    mixed = _roofline([("Memcpy HtoD (Pageable -> Device)", "aten::copy_", 10.0, 100.0)], count=2, formulas=2)
+    result = what_if(kernels, host, [parse_speedup("kernel=^Memcpy:roofline")], roofline=mixed)
+    assert result["gpu_us_saved_locally"] == pytest.approx(100.0)
+    # one formula: each call's own attainable time, the small copy already under it
+    same = _roofline([("Memcpy HtoD (Pageable -> Device)", "aten::copy_", 10.0, 100.0)], count=2, formulas=1)
+    assert (
+        what_if(kernels, host, [parse_speedup("kernel=^Memcpy:roofline")], roofline=same)["gpu_us_saved_locally"]
+        == 105.0
     )
 
 
