@@ -451,16 +451,17 @@ def link(cols: TraceColumns) -> LinkedColumns:
     input_dims, input_types, input_strides, concrete = _shapes(host, shape_source)
     sequence_number, autograd_partner = autograd_links(host, nest.parent, np.where(graph, -1, cpu_op_idx))
 
-    # --- steps: CPU-side ProfilerStep of the launch, else the GPU-side annotation ----------
+    # --- steps: ProfilerStep holding the launch (its thread, else any), else the GPU-side one -
     step = np.full(n, -1, dtype=np.int64)
     has_step = step_idx >= 0
     step_of_name = np.array([step_number(s) if step_number(s) is not None else -1 for s in names], np.int64)
     step[has_step] = step_of_name[host.name_code[step_idx[has_step]]]
+    # a launch outside its thread's steps (autograd's backward thread has none): the step range
+    # of any thread holding it — before the GPU-side annotation, which covers only part of a step
+    _step_by_launch_time(host, is_profiler_step, step_of_name, launch_idx, step)
     gs = cols.gpu_steps
-    if not len(gs.step):  # no GPU-side steps (older PyTorch): a step range of any thread
-        _step_by_launch_time(host, is_profiler_step, step_of_name, launch_idx, step)
     if len(gs.step):
-        missing = np.flatnonzero(~has_step)
+        missing = np.flatnonzero(step < 0)
         order_s = np.argsort(gs.ts)
         p = np.searchsorted(gs.ts[order_s], gpu.ts[missing], side="right") - 1
         ok = p >= 0

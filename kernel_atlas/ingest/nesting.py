@@ -115,13 +115,58 @@ def _thread_parents(
     bad = np.concatenate(
         [_ends_first(np.arange(lo, min(lo + _CHUNK, n)), local_parent, child_end, eps) for lo in range(0, n, _CHUNK)]
     )
+    climbed, crossed = bad, local_parent[bad]  # each range that climbed, and the range it outlived
     for _ in range(n):
         if len(bad) == 0:
             break
         local_parent[bad] = local_parent[local_parent[bad]]
         bad = _ends_first(bad, local_parent, child_end, eps)
+    if len(climbed):
+        child_start = start[idx]
+        child_start -= origin
+        _nearest_containers(
+            _after_crossings(climbed, crossed, child_start, child_end), local_parent, child_start, child_end, eps
+        )
     has = local_parent >= 0
     return idx[has], idx[local_parent[has]]
+
+
+_SCAN_WORK = 1 << 24  # positions looked back at, over all climbed ranges of a thread
+
+
+def _after_crossings(climbed: np.ndarray, crossed: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The ranges that climbed and those starting while one of them is open after the range it
+    outlived has closed: the ranges whose depth a crossing may have left short (positions)."""
+    lo = np.searchsorted(start, end[crossed], side="left")
+    hi = np.searchsorted(start, end[climbed], side="right")
+    marks = np.zeros(len(start) + 1, np.int64)
+    np.add.at(marks, lo, 1)
+    np.add.at(marks, np.maximum(hi, lo), -1)
+    inside = np.cumsum(marks[:-1]) > 0
+    inside[climbed] = True
+    return np.flatnonzero(inside)
+
+
+def _nearest_containers(rows: np.ndarray, parent: np.ndarray, start: np.ndarray, end: np.ndarray, eps: float) -> None:
+    """For ranges a crossing may have mis-parented (`rows`, `_after_crossings`): a shorter range
+    holding them than their parent, where one lies among the ranges just before them (in start
+    order) — the innermost container.
+
+    A range crossing the end of the op it overlaps (a frame ending 10 ns after the op it calls
+    starts) leaves that op at the child's depth, not one above: the op was skipped, and a launch
+    in it got the frame's parent as its launcher, or none. Looked for a bounded number of places
+    back (`_SCAN_WORK` over all)."""
+    back = max(8, min(256, _SCAN_WORK // len(rows)))
+    length = end - start
+    for k in range(1, back + 1):
+        rows = rows[rows >= k]
+        if not len(rows):
+            return
+        cand = rows - k
+        now = parent[rows]
+        tighter = np.where(now >= 0, length[cand] < length[np.maximum(now, 0)], True)
+        holds = tighter & (start[cand] <= start[rows] + eps) & (end[cand] + eps >= end[rows])
+        parent[rows[holds]] = cand[holds]
 
 
 def _ends_first(rows: np.ndarray, parent: np.ndarray, end: np.ndarray, eps: float) -> np.ndarray:
