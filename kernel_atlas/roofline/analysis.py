@@ -762,6 +762,18 @@ def _peaks(table: pd.DataFrame, device: Device | None) -> tuple[np.ndarray, np.n
     return peak_t, peak_g, labels
 
 
+def _stream_keys(device: pd.Series, stream: pd.Series) -> list[str]:
+    """`device D stream S` (`stream S` where the device is not known, `(unknown)` without either)."""
+    keys = []
+    for d, s in zip(device.tolist(), stream.tolist(), strict=True):
+        known_d, known_s = d is not None and d == d, s is not None and s == s  # NaN != NaN
+        if not known_s:
+            keys.append("(unknown)")
+        else:
+            keys.append(f"device {int(d)} stream {int(s)}" if known_d else f"stream {int(s)}")
+    return keys
+
+
 def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
     """Time per category, op, kernel, module and stream; each level sums to the GPU time.
 
@@ -769,19 +781,22 @@ def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
     streams are each counted in full (busy time, which counts overlap once, is in the facts)."""
     total = float(kernels["dur_us"].sum())
     parts = []
-    stream = kernels["stream"].astype("category")
     levels = {
-        "category": (kernels["category"], None),
-        "op_mapping": (kernels["op_mapping"], None),
-        "kernel": (kernels["name"], None),
-        "module": (kernels["module"], "(no module)"),
-        "stream": (stream.cat.rename_categories([str(s) for s in stream.cat.categories]), "(unknown)"),
-        "kind": (kernels["kind"], None),
+        "category": [kernels["category"]],
+        "op_mapping": [kernels["op_mapping"]],
+        "kernel": [kernels["name"]],
+        "module": [kernels["module"]],
+        "stream": [kernels["device"], kernels["stream"]],  # stream 7 of two devices: two streams
+        "kind": [kernels["kind"]],
     }
-    for level, (column, missing) in levels.items():
-        group, first = _first_seen_groups([column], empty_is_missing=False)
+    for level, columns in levels.items():
+        group, first = _first_seen_groups(columns, empty_is_missing=False)
         g = kernels["dur_us"].groupby(group, sort=True).agg(["sum", "size"])
-        g.index = pd.Index(column.iloc[first].astype(object).fillna(missing).to_numpy())
+        if level == "stream":
+            g.index = pd.Index(_stream_keys(kernels["device"].iloc[first], kernels["stream"].iloc[first]))
+        else:
+            missing = "(no module)" if level == "module" else None
+            g.index = pd.Index(columns[0].iloc[first].astype(object).fillna(missing).to_numpy())
         g = g.sort_values("sum", ascending=False)
         parts.append(
             pd.DataFrame(

@@ -178,7 +178,7 @@ def test_device_catalog_reference_values() -> None:
         device = load_devices()[key]
         assert device.source.startswith("https://") and device.memory_gbps > 0 and device.link_gbps > 0
     assert match_device("NVIDIA H100 80GB HBM3", 132).key == "h100-sxm"
-    assert match_device("NVIDIA A100-PG509-200", 108).key == "a100-sxm-80gb"
+    assert match_device("NVIDIA A100-PG509-200", 108).key == "a100-sxm-40gb"  # PCI 20B0, 40 GB
     assert match_device("AMD Instinct MI300X", 304).key == "mi300x"
     assert match_device("Tesla V100-SXM2-16GB", 80).key == "v100"
     assert match_device("AMD Radeon Graphics", 104) is None
@@ -471,3 +471,25 @@ def test_costed_kernels_keep_their_link_note() -> None:
     assert (
         kernels.loc[(kernels["link"] == "correlation").to_numpy() & (kernels["role"] == "main"), "note"] == ""
     ).all()
+
+
+def test_one_stream_number_on_two_devices_is_two_streams() -> None:
+    # stream 7 on device 0 (30 µs) and on device 1 (70 µs), and a copy of unknown device on stream 9
+    # (5 µs): three keys, 105 µs in all — stream 7 had been one row of 100 µs
+    from kernel_atlas.roofline.analysis import _timeshare
+
+    kernels = pd.DataFrame(
+        {
+            "category": ["gemm", "gemm", "memory"],
+            "op_mapping": ["matmul", "matmul", "memcpy"],
+            "name": ["k", "k", "Memcpy HtoD"],
+            "module": [None, None, None],
+            "device": [0.0, 1.0, float("nan")],
+            "stream": [7, 7, 9],
+            "kind": ["kernel", "kernel", "memcpy"],
+            "dur_us": [30.0, 70.0, 5.0],
+        }
+    )
+    share = _timeshare(kernels)
+    streams = share[share["level"] == "stream"].set_index("key")["total_us"].to_dict()
+    assert streams == {"device 1 stream 7": 70.0, "device 0 stream 7": 30.0, "stream 9": 5.0}
