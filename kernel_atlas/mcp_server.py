@@ -179,7 +179,7 @@ class Tools:
     def top_kernels(self, run: str, limit: int = 20, rank: int | None = None) -> dict[str, Any]:
         """The kernels (and memcpys/memsets) taking the most GPU time: name, category, op, calls,
         total and share of GPU time."""
-        limit = max(1, min(int(limit), MAX_ROWS))
+        limit = _rows(limit)
         where = "" if rank is None else f"WHERE rank = {int(rank)}"
         sql = (
             "SELECT name, any_value(category) AS category, any_value(op_mapping) AS op_mapping, "
@@ -194,7 +194,7 @@ class Tools:
         otherwise the kernels with the most headroom over the roofline (roofline.parquet)."""
         folder = self.run_dir(run)
         output = open_output(folder)
-        limit = max(1, min(int(limit), MAX_ROWS))
+        limit = _rows(limit)
         report = read_report(folder, output.run_id)
         if report is not None and isinstance(report.get("findings"), list):
             return _clean({"run": self._name(folder), "source": "report.json", "findings": report["findings"][:limit]})
@@ -209,7 +209,7 @@ class Tools:
 
     def query(self, run: str, sql: str, limit: int = 200) -> dict[str, Any]:
         """One read-only SQL SELECT over the run's tables (`kernels`, `roofline`, `idle`, …)."""
-        return self._select(self.run_dir(run), sql, max(1, min(int(limit), MAX_ROWS)))
+        return self._select(self.run_dir(run), sql, _rows(limit))
 
     def tables(self, run: str) -> dict[str, Any]:
         """The tables `query` can read in a run, with their columns."""
@@ -239,7 +239,7 @@ class Tools:
             raise AtlasError("fail_above_pct", f"{fail_above_pct}: give a percentage of 0 or more")
         result = diff_runs(self.run_dir(run_a), self.run_dir(run_b), bool(per_step))
         a, b = result.a, result.b
-        limit = max(1, min(int(limit), MAX_ROWS))
+        limit = _rows(limit)
         keep = ["key", "a_us", "b_us", "delta_us", "status"]
         ops = result.level("op_mapping")
         ops = ops.reindex(ops["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
@@ -267,6 +267,7 @@ class Tools:
     def critical_path(self, run: str, limit: int = 20) -> dict[str, Any]:
         """The critical path `atlas report` found: its length, the breakdown by bound and the
         largest segments."""
+        rows = _rows(limit)
         folder = self.run_dir(run)
         report = read_report(folder, open_output(folder).run_id)
         if report is None:
@@ -277,7 +278,7 @@ class Tools:
         answer = dict(path) if isinstance(path, dict) else {"critical_path": path}
         for key, value in list(answer.items()):
             if isinstance(value, list):
-                answer[key] = value[: max(1, min(int(limit), MAX_ROWS))]
+                answer[key] = value[:rows]
         return _clean(answer)
 
     def _select(self, folder: Path, sql: str, limit: int) -> dict[str, Any]:
@@ -391,6 +392,14 @@ def _connect(folder: Path) -> tuple[Any, dict[str, str]]:
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
     return connection, unreadable
+
+
+def _rows(limit: int) -> int:
+    """A tool's `limit`: 1 or more (refused otherwise, as 0 rows were answered with one), at most
+    MAX_ROWS."""
+    if int(limit) < 1:
+        raise AtlasError("limit", f"{limit}: give a number of rows of 1 or more (at most {MAX_ROWS})")
+    return min(int(limit), MAX_ROWS)
 
 
 def _select(folder: Path, sql: str, limit: int) -> dict[str, Any]:

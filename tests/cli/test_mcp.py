@@ -252,6 +252,16 @@ def test_an_agents_odd_arguments_are_one_clear_tool_error(tools) -> None:
         verdict = tools.diff("bert.atlas", "bert.atlas", fail_above_pct=1e308)["verdict"]
     assert verdict["regressions"] == []
     assert _guarded(tools.query)(run="bert.atlas", sql="SELECT 1 AS n")["rows"] == [{"n": 1}]
+    # a limit under 1 had been read as 1, findings and critical_path saying nothing was cut
+    for tool, args in (
+        ("top_kernels", {"run": "bert.atlas"}),
+        ("findings", {"run": "bert.atlas"}),
+        ("critical_path", {"run": "bert.atlas"}),
+        ("query", {"run": "bert.atlas", "sql": "SELECT 1"}),
+    ):
+        for limit in (0, -5):
+            with pytest.raises(ToolError, match=f"limit: {limit}: give a number of rows of 1 or more"):
+                _guarded(getattr(tools, tool))(**args, limit=limit)
 
 
 def test_an_explanation_that_backtracks_is_stopped(tools, monkeypatch: pytest.MonkeyPatch) -> None:
