@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache, lru_cache
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import read_toml
@@ -70,15 +70,41 @@ def load_devices() -> dict[str, Device]:
     return devices
 
 
+# Vendor words that may lead a deviceProperties name ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB",
+# "AMD Instinct MI300X"); the model name after them is what `match` patterns describe.
+_VENDOR = r"(?:(?:NVIDIA|Tesla|AMD|Instinct)\s+)*"
+
+
+@cache
+def _pattern(pattern: str) -> re.Pattern[str]:
+    return re.compile(_VENDOR + f"(?:{pattern})", re.IGNORECASE)
+
+
+def _model(gpu_name: str) -> str:
+    return " ".join(gpu_name.split())
+
+
 def match_device(gpu_name: str | None, sms: int | None = None) -> Device | None:
-    """The catalog device whose `match` patterns fit a deviceProperties name (SM count breaks ties)."""
+    """The catalog device one of whose `match` patterns is the whole deviceProperties name (after
+    leading vendor words, case and runs of spaces aside): a name that merely contains a known one
+    ("NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA GH200 480GB", "NVIDIA H200 NVL" without its own
+    entry) is not that GPU, and stays unknown rather than borrow a sibling's peaks. Where several
+    entries fit, the one whose SM count is `sms` wins, then the most specific (longest) pattern;
+    entries still tied are ambiguous and give None."""
     if not gpu_name:
         return None
-    hits = [d for d in load_devices().values() if any(re.search(p, gpu_name, re.IGNORECASE) for p in d.match)]
+    name = _model(gpu_name)
+    hits: list[tuple[Device, int]] = []
+    for device in load_devices().values():
+        fits = [len(p) for p in device.match if _pattern(p).fullmatch(name)]
+        if fits:
+            hits.append((device, max(fits)))
     if sms is not None and len(hits) > 1:
-        exact = [d for d in hits if d.sms == sms]
-        hits = exact or hits
-    return hits[0] if hits else None
+        hits = [h for h in hits if h[0].sms == sms] or hits
+    if len(hits) > 1:
+        longest = max(length for _, length in hits)
+        hits = [h for h in hits if h[1] == longest]
+    return hits[0][0] if len(hits) == 1 else None
 
 
 def get_device(key: str) -> Device:

@@ -13,13 +13,13 @@ from tests.support.traces import trace_path
 def test_report_names_the_gpus_costed_against_another_gpus_peaks(tmp_path: Path) -> None:
     traces = tmp_path / "traces"
     traces.mkdir()
-    for stem in ("a100_triton_compile_tiny", "h100_bert_small_infer"):  # A100-PG509-200, H100 80GB HBM3
+    for stem in ("a100_triton_compile_tiny", "h100_bert_small_infer"):  # A100-PG509-200 (40GB SXM4), H100 80GB HBM3
         shutil.copy(trace_path(stem), traces)
     assert cli("ingest", traces, "-o", tmp_path / "run", "-q").code == 0
     result = cli("report", tmp_path / "run")
     assert result.code == 0
     printed = " ".join(result.stdout.split())
-    assert "device NVIDIA A100 SXM4 80GB" in printed
+    assert "device NVIDIA A100 SXM4 40GB" in printed
     assert "some traces ran on another GPU (NVIDIA H100 80GB HBM3)" in printed
     assert json.loads((tmp_path / "run" / "report.json").read_text())["other_gpus"] == ["NVIDIA H100 80GB HBM3"]
 
