@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import pairwise
 
@@ -559,13 +559,12 @@ def _is_causal(call: Call, index: int, align: str = TOP_LEFT) -> tuple[str | Non
     return (align if flag else None), ("" if flag is not None else " (is_causal not recorded: no mask assumed)")
 
 
-def _attention(
-    call: Call, layout: str, causal: str | None, assumed: str = "", window: tuple[int, int] | None = None
-) -> Cost:
-    """QKᵀ and PV over the pairs kept of q, k, v (its first three arguments, `layout` BSHD or
-    BHSD): 2 FLOP per MAC, Sq·Skv pairs (causal: `causal_pairs`; a sliding `window` (left,
-    right): `window_pairs`); `assumed`: what the formula says it assumed."""
-    q, k, v = _tensor(call, 0, "query"), _tensor(call, 1, "key"), _tensor(call, 2, "value")
+def _attention_geometry(
+    call: Call, q: Arg, k: Arg, v: Arg, layout: str, causal: str | None, window: tuple[int, int] | None
+) -> tuple[int, int, int, int, int, int, float, str]:
+    """(B, H_q, Sq, Skv, d, dv, pairs kept, what the pairs are) of dense q, k, v in `layout` (BSHD or
+    BHSD): Sq·Skv pairs, causal `causal_pairs`, a sliding `window` (left, right) `window_pairs`.
+    H is the query's heads: grouped-query attention's fewer K/V heads do as many MACs per query head."""
     if len(q.dims) != 4:
         raise NoCost(f"{call.launcher}: query of rank {len(q.dims)} (varlen/packed layout: sequence lengths missing)")
     if layout == "BSHD":
@@ -577,9 +576,6 @@ def _attention(
     pairs = causal_pairs(sq, skv, causal) if causal else float(sq * skv)
     if window is not None:
         pairs = window_pairs(sq, skv, *window, causal is not None)
-    flops = 2.0 * b * h * pairs * (d + dv)
-    out = b * h * sq * dv * q.itemsize
-    read = q.nbytes + k.nbytes + v.nbytes
     if window is not None:
         left, right = (str(side) if side >= 0 else "unbounded" for side in window)
         kept = f"sliding window (left {left}, right {'0, causal' if causal else right}): {pairs:g} of {sq}·{skv}"
@@ -589,10 +585,120 @@ def _attention(
         kept = f"Sq·Skv·½ (causal) = {sq}·{skv}·½"
     else:
         kept = f"causal, diagonal from the {causal}: {pairs:g} of {sq}·{skv}"
+    return b, h, sq, skv, d, dv, pairs, kept
+
+
+def _attention(
+    call: Call, layout: str, causal: str | None, assumed: str = "", window: tuple[int, int] | None = None
+) -> Cost:
+    """QKᵀ and PV over the pairs kept of q, k, v (its first three arguments, `layout` BSHD or
+    BHSD): 2 FLOP per MAC, Sq·Skv pairs (causal: `causal_pairs`; a sliding `window` (left,
+    right): `window_pairs`); `assumed`: what the formula says it assumed."""
+    q, k, v = _tensor(call, 0, "query"), _tensor(call, 1, "key"), _tensor(call, 2, "value")
+    b, h, sq, _, d, dv, pairs, kept = _attention_geometry(call, q, k, v, layout, causal, window)
+    flops = 2.0 * b * h * pairs * (d + dv)
+    out = b * h * sq * dv * q.itemsize
+    read = q.nbytes + k.nbytes + v.nbytes
     formula = (
         f"2·B·H·pairs·(d+dv), pairs {kept}{assumed} = 2·{b}·{h}·{pairs:g}·({d}+{dv}); bytes = q+k+v {read} + out {out}"
     )
     return Cost(flops, read + out, q.precision, MATRIX, formula)
+
+
+def _attention_backward(
+    call: Call,
+    layout: str,
+    causal: str | None,
+    assumed: str = "",
+    *,
+    out_at: int,
+    lse_at: int,
+    bias_at: int | None = None,
+    bias_grad: bool = False,
+    window: tuple[int, int] | None = None,
+) -> Cost:
+    """The backward of dense attention, ATen's argument order (grad_out, query, key, value, …, out
+    at `out_at`, logsumexp at `lse_at`): five matmuls over the pairs the forward kept — S = QKᵀ
+    recomputed and dQ = dS·K, dK = dSᵀ·Q (d each), dV = Pᵀ·dO and dP = dO·Vᵀ (dv each) —
+    2·B·H·pairs·(3d + 2dv) FLOPs, 2.5× the forward's 2·B·H·pairs·(d + dv) when d = dv; the same
+    mask rule as the forward. Bytes: grad_out, q, k, v, out, logsumexp (and an attention bias)
+    read as recorded, grad_q, grad_k, grad_v (the shapes and dtypes of q, k, v; grad_bias where
+    asked for) written. The RNG state/seed tensors (a few bytes) are not counted."""
+    grad = _tensor(call, 0, "grad_out")
+    q, k, v = _tensor(call, 1, "query"), _tensor(call, 2, "key"), _tensor(call, 3, "value")
+    b, h, _, _, d, dv, pairs, kept = _attention_geometry(call, q, k, v, layout, causal, window)
+    out, lse = _optional_tensor(call, out_at), _optional_tensor(call, lse_at)
+    bias = _optional_tensor(call, bias_at) if bias_at is not None else None
+    flops = 2.0 * b * h * pairs * (3 * d + 2 * dv)
+    read_from = [("grad_out", grad), ("q", q), ("k", k), ("v", v), ("out", out), ("logsumexp", lse), ("bias", bias)]
+    read = sum(a.nbytes for _, a in read_from if a is not None)
+    written_to = [q, k, v, *([bias] if bias is not None and bias_grad else [])]
+    written = sum(a.numel * a.itemsize for a in written_to)
+    names = "+".join(name for name, a in read_from if a is not None)
+    grads = "grad_q+grad_k+grad_v" + ("+grad_bias" if len(written_to) > 3 else "")
+    formula = (
+        f"backward: 2·B·H·pairs·(3d+2dv) (QKᵀ recomputed, dV, dP, dQ, dK: 2.5× the forward's 2·B·H·pairs·(d+dv) "
+        f"when d = dv), pairs {kept}{assumed} = 2·{b}·{h}·{pairs:g}·(3·{d}+2·{dv}); "
+        f"bytes = {names} {read} read + {grads} {written} written"
+    )
+    return Cost(flops, read + written, q.precision, MATRIX, formula)
+
+
+def _varlen_backward(call: Call, index: int) -> None:
+    """A backward with cumulative sequence lengths (a tensor at `index`): per-sequence lengths are values."""
+    if _optional_tensor(call, index) is not None:
+        raise NoCost(f"{call.launcher} with cumulative sequence lengths (varlen): per-sequence lengths not recorded")
+
+
+@register(launchers=("aten::_flash_attention_backward",))
+def _flash_backward(call: Call) -> Cost:
+    # (grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+    # is_causal, rng_state, unused, scale, window_size_left, window_size_right), [B, S, H, D]
+    _varlen_backward(call, 6)
+    causal, assumed = _is_causal(call, 11, BOTTOM_RIGHT)
+    return _attention_backward(call, "BSHD", causal, assumed, out_at=4, lse_at=5, window=_window(call, 15))
+
+
+@register(launchers=("aten::_scaled_dot_product_flash_attention_backward",))
+def _sdpa_flash_backward(call: Call) -> Cost:
+    # (grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
+    # is_causal, philox_seed, philox_offset, scale), [B, H, S, D]
+    _varlen_backward(call, 6)
+    return _attention_backward(call, "BHSD", *_is_causal(call, 11), out_at=4, lse_at=5)
+
+
+@register(launchers=("aten::_efficient_attention_backward",))
+def _efficient_backward(call: Call) -> Cost:
+    # (grad_out_, query, key, value, bias, out, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+    # max_seqlen_k, logsumexp, dropout_p, philox_seed, philox_offset, custom_mask_type,
+    # bias_requires_grad, …), [B, S, H, D]
+    _varlen_backward(call, 6)
+    recorded = call.args[14] if len(call.args) > 14 and call.args[14].text.strip() else None
+    mask = recorded.value if recorded is not None else 0  # not recorded: no mask assumed (said)
+    if isinstance(mask, bool) or mask not in _MASK_TYPES:
+        raise NoCost(f"{call.launcher}: custom_mask_type {recorded.text[:20]!r} is none of 0, 1, 2")  # type: ignore[union-attr]
+    assumed = "" if recorded is not None else " (custom_mask_type not recorded: no mask assumed)"
+    bias_grad = len(call.args) > 15 and call.args[15].flag() is True
+    return _attention_backward(
+        call, "BSHD", _MASK_TYPES[mask], assumed, out_at=5, lse_at=10, bias_at=4, bias_grad=bias_grad
+    )
+
+
+@register(launchers=("aten::_scaled_dot_product_efficient_attention_backward",))
+def _sdpa_efficient_backward(call: Call) -> Cost:
+    # (grad_out_, query, key, value, attn_bias, out, logsumexp, philox_seed, philox_offset,
+    # dropout_p, grad_input_mask, is_causal, scale), [B, H, S, D]
+    mask = call.args[10].value if len(call.args) > 10 else None
+    bias_grad = isinstance(mask, list) and len(mask) == 4 and mask[3] is True
+    return _attention_backward(call, "BHSD", *_is_causal(call, 11), out_at=5, lse_at=6, bias_at=4, bias_grad=bias_grad)
+
+
+@register(launchers=("aten::_scaled_dot_product_cudnn_attention_backward",))
+def _sdpa_cudnn_backward(call: Call) -> Cost:
+    # (grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias,
+    # cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, scale), [B, H, S, D]
+    _varlen_backward(call, 9)
+    return _attention_backward(call, "BHSD", *_is_causal(call, 14), out_at=4, lse_at=5, bias_at=8)
 
 
 @register(launchers=("aten::_flash_attention_forward",))
@@ -1003,12 +1109,72 @@ def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
     if spec is not None:
         return _with_written_arguments(call, spec)
     out_numel = _output_numel([a.dims for a in tensors])
-    size = out_itemsize if out_itemsize is not None else tensors[0].itemsize
+    result, note = _result_dtype(call, tensors)
+    size = out_itemsize if out_itemsize is not None else dtypes()[result].bytes
     per = flops_per_element().get(call.op_mapping, 1.0)
     read = sum(a.nbytes for a in tensors)
     written = out_numel * size
-    formula = f"{per:g} FLOP × {out_numel} elements; bytes = inputs {read} + output {out_numel}·{size}"
-    return Cost(per * out_numel, read + written, tensors[0].precision, VECTOR, formula)
+    formula = f"{per:g} FLOP × {out_numel} elements; bytes = inputs {read} + output {out_numel}·{size}{note}"
+    return Cost(per * out_numel, read + written, dtypes()[result].precision, VECTOR, formula)
+
+
+# op_mappings of ATen's arithmetic, whose result takes the inputs' promoted dtype
+# (torch.result_type): bf16 + fp32 → fp32; the norms, softmax and masked_fill keep self's
+_PROMOTING = frozenset(
+    ("add", "sub", "mul", "div", "pow", "minimum", "maximum", "clamp", "where", "fused_elementwise", "max")
+)
+# ScalarType codes of a dtype argument (softmax.int(self, dim, dtype)) → a dtypes.toml spelling
+_CODE_DTYPES = {5: "c10::Half", 6: "float", 7: "double", 15: "c10::BFloat16"}
+_HALF_TO_FLOAT = ("aten::_softmax", "aten::_log_softmax")  # (self, dim, half_to_float)
+_DTYPE_ARGUMENT = {
+    "aten::softmax": 2,
+    "aten::log_softmax": 2,
+    "aten::_softmax_backward_data": 3,
+    "aten::_log_softmax_backward_data": 3,
+}
+
+
+def _category(name: str) -> int:
+    precision = dtypes()[name].precision
+    return 0 if name in ("bool", "torch.bool") else 1 if precision in ("int", "int8") else 2
+
+
+def _promoted(tensors: list[Arg]) -> str:
+    """torch.result_type of tensors: the highest category (bool < integer < floating) among the
+    dimensioned ones, a 0-d tensor counting only where its category is higher; within floating
+    types the larger, bf16 with fp16 → fp32."""
+    dimensioned = [a for a in tensors if a.dims] or tensors
+    top = max(_category(a.dtype) for a in dimensioned)
+    zero_d = [a for a in tensors if not a.dims and _category(a.dtype) > top]
+    group = zero_d or dimensioned
+    top = max(_category(a.dtype) for a in group)
+    names = [a.dtype for a in group if _category(a.dtype) == top]
+    widest = max(names, key=lambda n: dtypes()[n].bytes)
+    precisions = {dtypes()[n].precision for n in names if dtypes()[n].bytes == dtypes()[widest].bytes}
+    if top == 2 and {"bf16", "fp16"} <= precisions:
+        return "float"  # bfloat16 with float16: float32
+    return widest
+
+
+def _result_dtype(call: Call, tensors: list[Arg]) -> tuple[str, str]:
+    """The dtype a pointwise-style ATen op writes (and computes in), with a note where it is not
+    self's: the promoted dtype of arithmetic (in-place ops write self's), fp32 from softmax's
+    half_to_float, a recorded dtype argument; other launchers (Inductor, libraries): self's."""
+    first = tensors[0].dtype
+    launcher = call.launcher
+    if not launcher.startswith("aten::"):
+        return first, ""
+    if launcher in _HALF_TO_FLOAT:
+        if len(call.args) > 2 and call.args[2].flag() is True and dtypes()[first].precision in ("fp16", "bf16"):
+            return "float", " (half_to_float: fp32 output)"
+        return first, ""
+    if launcher in _DTYPE_ARGUMENT:
+        name = _CODE_DTYPES.get(_concrete_int(call, _DTYPE_ARGUMENT[launcher]) or -1)
+        return (name, f" (dtype argument: {name} output)") if name and name != first else (first, "")
+    if call.op_mapping not in _PROMOTING or launcher.endswith("_"):
+        return first, ""
+    promoted = _promoted(tensors)
+    return promoted, ("" if promoted == first else f" ({promoted} output by type promotion)")
 
 
 @register(
@@ -1041,6 +1207,37 @@ def _pointwise(call: Call, out_itemsize: int | None = None) -> Cost:
 )
 def _elementwise(call: Call) -> Cost:
     return _pointwise(call)
+
+
+@register(launchers=("aten::native_layer_norm", "aten::layer_norm", "aten::native_group_norm", "aten::group_norm"))
+def _norm_with_statistics(call: Call) -> Cost:
+    """A layer or group norm: its input, weight and bias read and its output written (as other
+    pointwise ops), plus the per-row mean and rstd ATen's kernels write (native_layer_norm's and
+    native_group_norm's second and third outputs) at the accumulation dtype — fp32 for
+    fp32/bf16/fp16 inputs, fp64 for fp64. Rows: layer norm, the input's elements over
+    normalized_shape's (its argument 1; else the weight's shape; else the last axis, said); group
+    norm, N·groups (native_group_norm(input, weight, bias, N, C, HxW, group, eps),
+    group_norm(input, num_groups, …))."""
+    base = _pointwise(call)
+    x = _tensor(call, 0, "input")
+    stat = 8 if dtypes()[x.dtype].precision == "fp64" else 4
+    note = ""
+    if "group_norm" in call.launcher:
+        groups = _concrete_int(call, 6 if call.launcher == "aten::native_group_norm" else 1)
+        if groups is None or not x.dims:
+            return replace(base, formula=base.formula + " (groups not recorded: mean/rstd not counted)")
+        rows = x.dims[0] * groups
+    else:
+        shape = call.args[1].ints() if len(call.args) > 1 else None
+        weight = _optional_tensor(call, 2)
+        if shape is None and weight is not None and weight.dims:
+            shape, note = list(weight.dims), " (normalized_shape from the weight)"
+        if shape is None:
+            shape, note = list(x.dims[-1:]), " (normalized_shape not recorded: the last axis assumed)"
+        rows = x.numel // max(math.prod(shape), 1)
+    written = 2 * rows * stat
+    formula = f"{base.formula} + mean and rstd 2·{rows}·{stat}{note}"
+    return replace(base, bytes=base.bytes + written, formula=formula)
 
 
 @register(ops=("compare", "bitwise_not", "bitwise_and", "bitwise_or"))
@@ -1260,26 +1457,153 @@ def _max_pool_backward(call: Call) -> Cost:
     return Cost(float(grad.numel), read + written, x.precision, VECTOR, formula)
 
 
+# Reductions whose second argument is the dim (or dims) reduced over, by launcher, with what they
+# write per output element: values (the input's dtype), int64 indices, or a 1-byte bool
+# (ATen's schemas: sum.dim_IntList(self, dim, keepdim, dtype), max.dim(self, dim, keepdim) →
+# (values, indices), argmax(self, dim, keepdim), all.dim(self, dim, keepdim), …; norm and
+# linalg_vector_norm take `ord` first, their dim at 2)
+_VALUES, _INDICES, _BOOL = "values", "int64 indices", "bool"
+_DIM_REDUCTIONS: dict[str, tuple[int, tuple[str, ...]]] = {
+    **dict.fromkeys(
+        (
+            "aten::sum",
+            "aten::nansum",
+            "aten::mean",
+            "aten::prod",
+            "aten::std",
+            "aten::var",
+            "aten::amax",
+            "aten::amin",
+            "aten::logsumexp",
+        ),
+        (1, (_VALUES,)),
+    ),
+    **dict.fromkeys(("aten::norm", "aten::linalg_vector_norm"), (2, (_VALUES,))),
+    **dict.fromkeys(("aten::var_mean", "aten::std_mean", "aten::aminmax"), (1, (_VALUES, _VALUES))),
+    **dict.fromkeys(("aten::argmax", "aten::argmin", "aten::count_nonzero"), (1, (_INDICES,))),
+    **dict.fromkeys(("aten::all", "aten::any"), (1, (_BOOL,))),
+    # max(self) → one value; max.dim(self, dim, keepdim) → values and indices (max.other: pointwise)
+    **dict.fromkeys(("aten::max", "aten::min", "aten::median", "aten::nanmedian"), (1, (_VALUES, _INDICES))),
+}
+# the arguments of each one's overload without a dim (sum(self, dtype), var(self, unbiased),
+# max(self), all(self)): a call recording no more reduces over every axis and, for max/min/median,
+# writes the value alone
+_FULL_ARITY = {
+    **dict.fromkeys(
+        (
+            "aten::sum",
+            "aten::nansum",
+            "aten::mean",
+            "aten::prod",
+            "aten::std",
+            "aten::var",
+            "aten::var_mean",
+            "aten::std_mean",
+            "aten::norm",
+        ),
+        2,
+    ),
+    **dict.fromkeys(("aten::max", "aten::min", "aten::median", "aten::nanmedian", "aten::all", "aten::any"), 1),
+}
+_VALUE_ONLY_WHEN_FULL = frozenset(("aten::max", "aten::min", "aten::median", "aten::nanmedian"))
+# ops of the scan/sort family writing as many elements as they read, by launcher: values and
+# indices (sort, cummax), indices only (argsort); others (cumsum, unique) their values
+_SCANS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("aten::sort", "aten::cummax", "aten::cummin"), (_VALUES, _INDICES)),
+    "aten::argsort": (_INDICES,),
+}
+# top-k family: (k's position or None, dim's position, dim's default) → values and indices per row
+_SELECTIONS: dict[str, tuple[int | None, int, int]] = {
+    "aten::topk": (1, 2, -1),  # topk(self, k, dim=-1, largest, sorted)
+    "aten::kthvalue": (None, 2, -1),  # kthvalue(self, k, dim=-1, keepdim): one per row
+    "aten::mode": (None, 1, -1),  # mode(self, dim=-1, keepdim)
+}
+
+
+def _written(numel: int, x: Arg, outputs: tuple[str, ...]) -> tuple[int, str]:
+    """Bytes of `numel` elements of each output (values at the input's dtype, int64 indices, bools)."""
+    sizes = {_VALUES: x.itemsize, _INDICES: 8, _BOOL: 1}
+    written = sum(numel * sizes[kind] for kind in outputs)
+    return written, " + ".join(f"{kind} {numel}·{sizes[kind]}" for kind in outputs)
+
+
+def _reduced_dims(call: Call, x: Arg, index: int) -> tuple[list[int] | None, str]:
+    """The axes a reduction reduces over (its dim argument at `index`; negative from the end), all
+    of them where the dim is recorded as None or the overload has none, else None (not recorded)."""
+    rank = len(x.dims)
+    arg = call.args[index] if index < len(call.args) else None
+    dims = arg.ints() if arg is not None and arg.value is not None else None
+    if dims is not None:
+        return ([d % rank for d in dims] if dims and rank else list(range(rank))), ""
+    if index >= len(call.args) or rank <= 1:  # no dim argument, or one axis at most: all of them
+        return list(range(rank)), ""
+    if arg is not None and arg.dtype in ("", "None") and any(a.text.strip() for a in call.args):
+        return list(range(rank)), ""  # Concrete Inputs recorded and the dim None (no type): all of them
+    return None, " (dims not recorded: output not counted)"
+
+
 @register(ops=("sum", "mean", "max", "argmax", "cumsum", "topk", "sort"))
 def _reduction(call: Call) -> Cost:
+    """Every input element read once (one FLOP each), every output written once: a reduction's
+    output keeps the axes not reduced, and what it writes per element — values at the input's
+    dtype, int64 indices (argmax, max.dim, sort, topk), 1-byte bools (all, any) — follows the
+    op's schema; a full reduction writes one element."""
     tensors = _tensors(call)
     if not tensors:
         raise _no_tensors(call)
     x = tensors[0]
-    reduced = None
-    for arg in call.args[1:3]:
-        dims = arg.ints() if arg.value is not None else None
-        if dims is not None:
-            reduced = [d % len(x.dims) for d in dims] if dims and x.dims else list(range(len(x.dims)))
-            break
-    if call.op_mapping in ("cumsum", "sort", "topk"):
-        out_numel = x.numel
-    elif reduced is None:
+    launcher = call.launcher
+    if launcher in ("aten::max", "aten::min") and len(tensors) >= 2 and _optional_tensor(call, 1) is not None:
+        return _pointwise(call)  # max.other(self, other): elementwise
+    if launcher in _SELECTIONS:
+        return _selection(call, x)
+    if launcher in _DIM_REDUCTIONS:
+        index, outputs = _DIM_REDUCTIONS[launcher]
+        if len(call.args) <= _FULL_ARITY.get(launcher, 0):  # the overload without a dim
+            reduced, note = list(range(len(x.dims))), ""
+            outputs = (_VALUES,) if launcher in _VALUE_ONLY_WHEN_FULL else outputs
+        else:
+            reduced, note = _reduced_dims(call, x, index)
+    elif call.op_mapping in ("cumsum", "sort", "topk"):
+        outputs = _SCANS.get(launcher, (_VALUES,))
+        written, what = _written(x.numel, x, outputs)
+        formula = f"{x.numel} elements read; output {what}"
+        return Cost(float(x.numel), x.nbytes + written, x.precision, VECTOR, formula)
+    else:  # the dims among its next two arguments, as recorded (pooling ops and others)
+        outputs, reduced, note = (_VALUES,), None, ""
+        for arg in call.args[1:3]:
+            dims = arg.ints() if arg.value is not None else None
+            if dims is not None:
+                reduced = [d % len(x.dims) for d in dims] if dims and x.dims else list(range(len(x.dims)))
+                break
+        if reduced is None and len(x.dims) > 1:
+            note = " (dims not recorded: output not counted)"
+    if reduced is None:
         out_numel = 1 if len(x.dims) <= 1 else 0  # unknown reduced dims: output counted as 0 bytes
     else:
         out_numel = math.prod(s for i, s in enumerate(x.dims) if i not in reduced)
-    formula = f"{x.numel} elements read; output {out_numel} elements"
-    return Cost(float(x.numel), x.nbytes + out_numel * x.itemsize, x.precision, VECTOR, formula)
+    written, what = _written(out_numel, x, outputs)
+    formula = f"{x.numel} elements read; output {what}{note}"
+    return Cost(float(x.numel), x.nbytes + written, x.precision, VECTOR, formula)
+
+
+def _selection(call: Call, x: Arg) -> Cost:
+    """topk(self, k, dim=-1, …), kthvalue(self, k, dim=-1, keepdim), mode(self, dim=-1, keepdim):
+    the input read, k (topk) or one (kthvalue, mode) values and int64 indices written per slice
+    along dim. topk's k not recorded: its outputs are not counted, and the formula says so."""
+    k_at, dim_at, default = _SELECTIONS[call.launcher]
+    dim = _concrete_int(call, dim_at)
+    dim = default if dim is None else dim
+    size = x.dims[dim % len(x.dims)] if x.dims else 1
+    rows = x.numel // max(size, 1)
+    k = _concrete_int(call, k_at) if k_at is not None else 1
+    if k is None:
+        formula = f"{x.numel} elements read; k not recorded: outputs not counted"
+        return Cost(float(x.numel), x.nbytes, x.precision, VECTOR, formula)
+    out_numel = rows * min(k, size)
+    written, what = _written(out_numel, x, (_VALUES, _INDICES))
+    formula = f"{x.numel} elements read; output {rows} slices (dim {dim}) × k = {k}: {what}"
+    return Cost(float(x.numel), x.nbytes + written, x.precision, VECTOR, formula)
 
 
 @register(
@@ -1308,6 +1632,8 @@ def _memory(call: Call) -> Cost:
     if op == "copy_" and len(tensors) >= 2:
         dst, src = tensors[0], tensors[1]
         return Cost(0.0, src.nbytes + dst.nbytes, dst.precision, VECTOR, f"reads {src.nbytes} + writes {dst.nbytes}")
+    if call.launcher == "aten::index_select" and len(tensors) >= 2:
+        return _index_select(call, tensors[0], tensors[-1])
     if op == "index_select" and len(tensors) >= 2:
         table, index = tensors[0], tensors[-1]
         row = table.nbytes // max(table.dims[0], 1) if table.dims else table.itemsize
@@ -1347,6 +1673,28 @@ def _memory(call: Call) -> Cost:
         )
     read = sum(a.nbytes for a in tensors)
     return Cost(0.0, 2.0 * read, tensors[0].precision, VECTOR, f"inputs {read} read and written once")
+
+
+def _index_select(call: Call, table: Arg, index: Arg) -> Cost:
+    """index_select(self, dim, index): the output is self with axis `dim` (negative: from the end)
+    cut to the index's length; the slices selected are read, the output written, the index read.
+    `dim` not recorded (Concrete Inputs): 0, the embedding case, assumed and said."""
+    dim = _concrete_int(call, 1)
+    rank = len(table.dims)
+    assumed = "" if dim is not None else " (dim not recorded: 0 assumed)"
+    if rank == 0:
+        out_dims: tuple[int, ...] = ()
+        out = index.numel  # a 0-d self: one element per index
+    else:
+        axis = (dim or 0) % rank
+        out_dims = (*table.dims[:axis], index.numel, *table.dims[axis + 1 :])
+        out = math.prod(out_dims)
+    moved = out * table.itemsize
+    formula = (
+        f"output {list(out_dims)} ({out} elements, dim {dim if dim is not None else 0}{assumed}): "
+        f"{moved} read from self and {moved} written + index {index.nbytes} read"
+    )
+    return Cost(0.0, index.nbytes + 2 * moved, table.precision, VECTOR, formula)
 
 
 def _memory_lists(call: Call) -> Cost:
