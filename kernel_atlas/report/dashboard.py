@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels
-from kernel_atlas.analysis.views import module_times, timeline_of
+from kernel_atlas.analysis.views import Timeline, module_times, timeline_of
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.devices import Device, get_device, match_device
 from kernel_atlas.core.errors import AtlasError
@@ -36,6 +36,7 @@ from kernel_atlas.report.html import (
     top_kernels_figure,
 )
 from kernel_atlas.report.plot import label, widget
+from kernel_atlas.report.units import fmt_us
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.store.outputs import lock, read_report
 from kernel_atlas.store.run import Run as StoredRun
@@ -136,14 +137,16 @@ def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
     busy = sum(d["busy_us"] for d in devices)
     span = sum(d["span_us"] for d in devices)
     gpus = gpu_names(run.summary)
+    # as the terminal and report.html write times; several devices' busy and span add up, said
+    summed = f" ({len(devices)} devices summed)" if len(devices) > 1 else ""
     top = kernels.groupby("category", observed=True)["dur_us"].sum().sort_values(ascending=False)
     cards = [
         ("GPU", ", ".join(gpus) or "unknown"),
         ("peaks", run.device.name if run.device else "no device peaks"),
         ("GPU activities", f"{len(kernels):,}"),
-        ("GPU time", f"{kernels['dur_us'].sum() / 1e3:.3f} ms"),
-        ("busy / span", f"{busy / 1e3:.3f} / {span / 1e3:.3f} ms ({100 * busy / span if span else 0:.1f}%)"),
-        ("idle", f"{(span - busy) / 1e3:.3f} ms"),
+        ("GPU time", fmt_us(float(kernels["dur_us"].sum()))),
+        (f"busy / span{summed}", f"{fmt_us(busy)} / {fmt_us(span)} ({100 * busy / span if span else 0:.1f}%)"),
+        (f"idle{summed}", fmt_us(span - busy)),
         ("top category", f"{top.index[0]} {100 * top.iloc[0] / top.sum():.1f}%" if len(top) else "–"),
     ]
     style = "display:inline-block;margin:4px;padding:8px 12px;border:1px solid #ccc;border-radius:6px"
@@ -167,9 +170,9 @@ def findings_html(run: Run) -> str:
         facts = {**analysis.facts, "findings": [f.to_json() for f in headroom_findings(analysis.roofline)]}
         note = " (kernel headroom only: run `atlas report` for waits, launch-bound stretches and communication)"
     gpu, costed = facts.get("gpu_time_us") or 0.0, facts.get("costed_time_us") or 0.0
-    share = f"{100 * costed / gpu:.1f} % of {gpu / 1e3:.3f} ms of GPU time has a cost (FLOPs or bytes)" if gpu else ""
+    share = f"{100 * costed / gpu:.1f} % of {fmt_us(gpu)} of GPU time has a cost (FLOPs or bytes)" if gpu else ""
     rows = "".join(
-        f"<li><b>{f['saving_us'] / 1e3:.3f} ms</b> {html.escape(str(f['kind']))}: "
+        f"<li><b>{fmt_us(f['saving_us'])}</b> {html.escape(str(f['kind']))}: "
         f"{html.escape(str(f['what']))} — {html.escape(str(f.get('where') or '–'))} "
         f"<span style='color:#666'>({html.escape(str(f['evidence']))})</span></li>"
         for f in facts.get("findings", [])[:5]
@@ -183,6 +186,18 @@ def first_step(kernels: pd.DataFrame) -> int | None:
     return int(steps.min()) if len(steps) else None
 
 
+def _one_rank_timeline(kernels: pd.DataFrame) -> tuple[Timeline, str]:
+    """The first step of one rank — of several, the one with the most GPU time, as report.html
+    chooses — and the note naming it (a first step taken over all ranks drew only the ranks that
+    recorded it, under no rank's name)."""
+    ranks = kernels["rank"].dropna().unique() if "rank" in kernels else []
+    if len(ranks) <= 1:
+        return timeline_of(kernels, first_step(kernels)), ""
+    rank = kernels.groupby("rank", sort=True, observed=True)["dur_us"].sum().idxmax()
+    rows = kernels[(kernels["rank"] == rank).to_numpy()]
+    return timeline_of(rows, first_step(rows)), f"rank {int(rank)} of {len(ranks)}: the most GPU time"
+
+
 def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
     analysis = run.analyse(kernels)
     drawn = {
@@ -191,7 +206,7 @@ def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
         "roofline": roofline_figure(analysis, run.device),
         "headroom": headroom_figure(analysis),
         "modules": module_figure(module_times(kernels)),
-        "timeline": timeline_figure(timeline_of(kernels, first_step(kernels))),
+        "timeline": timeline_figure(*_one_rank_timeline(kernels)),
     }
     return {key: widget(fig) for key, fig in drawn.items()}
 

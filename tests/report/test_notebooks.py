@@ -254,3 +254,56 @@ def test_dashboard_command_serves_the_notebook_in_jupyterlab(vit_out: Path, tmp_
             proc.kill()
             proc.wait()
         log.close()
+
+
+def test_the_dashboard_timeline_is_one_named_rank() -> None:
+    # rank 0: no profiler steps, three kernels of 100 µs; rank 1: step 4, one kernel of 10 µs. The
+    # first step over all ranks (4) had drawn rank 1's one kernel under no rank's name; rank 0
+    # has the most GPU time (300 µs against 10): its whole window, named
+    import pandas as pd
+
+    from kernel_atlas.report.dashboard import _one_rank_timeline
+    from kernel_atlas.report.html import timeline_figure
+
+    kernels = pd.DataFrame(
+        {
+            "rank": [0, 0, 0, 1],
+            "step": [None, None, None, 4.0],
+            "ts_us": [0.0, 200.0, 400.0, 50.0],
+            "dur_us": [100.0, 100.0, 100.0, 10.0],
+            "stream": [7, 7, 7, 7],
+            "category": ["gemm"] * 4,
+            "name": ["k0", "k1", "k2", "k3"],
+        }
+    )
+    timeline, note = _one_rank_timeline(kernels)
+    assert (timeline.rank, len(timeline.rows), timeline.step, note) == (0, 3, None, "rank 0 of 2: the most GPU time")
+    title = timeline_figure(timeline, note)["layout"]["title"]["text"]
+    assert "rank 0 of 2: the most GPU time" in title
+    one, none = _one_rank_timeline(kernels[kernels["rank"] == 1])
+    assert (one.step, len(one.rows), none) == (4, 1, "")
+
+
+def test_the_dashboard_cards_write_times_as_the_report_does_and_say_what_they_sum() -> None:
+    # two ranks' devices, each busy 100 µs of a 1,000 µs span: 200 µs of 2,000 µs summed, said;
+    # times as the terminal writes them (`200.0 µs`, not `0.200 ms`)
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from kernel_atlas.report.dashboard import summary_cards
+
+    kernels = pd.DataFrame(
+        {
+            "rank": [0, 0, 1, 1],
+            "device": [0, 0, 0, 0],
+            "stream": [7, 7, 7, 7],
+            "kind": ["kernel"] * 4,
+            "category": ["gemm"] * 4,
+            "ts_us": [0.0, 950.0, 0.0, 950.0],
+            "dur_us": [50.0, 50.0, 50.0, 50.0],
+        }
+    )
+    cards = summary_cards(SimpleNamespace(summary={"traces": []}, device=None), kernels)
+    assert "busy / span (2 devices summed)" in cards and "200.0 µs / 2.00 ms (10.0%)" in cards
+    assert "idle (2 devices summed)" in cards and "1.80 ms" in cards
