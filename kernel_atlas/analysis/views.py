@@ -125,20 +125,26 @@ class KernelViews:
 
 def kernel_views(kernels: pd.DataFrame, timeline_rank: int | None = None) -> KernelViews:
     """The views of the kernel rows of one rank, or of several analysed together: module and step
-    times over all of them, the timeline of one — `timeline_rank` when it is among them, else
-    the rank with the most GPU time (the first of equals), as `ViewsFold` chooses."""
-    rows = kernels
-    ranks = kernels["rank"].to_numpy() if "rank" in kernels else np.zeros(0)
-    if len(ranks) and (ranks[1:] != ranks[:-1]).any():
-        present, first = np.unique(ranks, return_index=True)
-        in_order = present[np.argsort(first)].tolist()
-        if timeline_rank in in_order:
-            chosen = timeline_rank
-        else:  # each rank's GPU time summed as `timeline_of` sums it: over its own rows
-            sums = [float(kernels["dur_us"].iloc[ranks == r].sum()) for r in in_order]
-            chosen = in_order[int(np.argmax(sums))]
-        rows = kernels[ranks == chosen]
+    times over all of them, the timeline of one (`timeline_rows`)."""
+    rows, _ = timeline_rows(kernels, timeline_rank)
     return KernelViews(module_times(kernels), step_times(kernels), timeline_of(rows))
+
+
+def timeline_rows(kernels: pd.DataFrame, timeline_rank: int | None = None) -> tuple[pd.DataFrame, int]:
+    """The rows of the one rank a timeline of `kernels` shows — `timeline_rank` when it is among
+    them, else the rank with the most GPU time (the first of equals), as `ViewsFold` chooses —
+    and how many ranks there are."""
+    ranks = kernels["rank"].to_numpy() if "rank" in kernels else np.zeros(0)
+    if not len(ranks) or not (ranks[1:] != ranks[:-1]).any():
+        return kernels, 1
+    present, first = np.unique(ranks, return_index=True)
+    in_order = present[np.argsort(first)].tolist()
+    if timeline_rank in in_order:
+        chosen = timeline_rank
+    else:  # each rank's GPU time summed as `timeline_of` sums it: over its own rows
+        sums = [float(kernels["dur_us"].iloc[ranks == r].sum()) for r in in_order]
+        chosen = in_order[int(np.argmax(sums))]
+    return kernels[ranks == chosen], len(in_order)
 
 
 class ViewsFold:

@@ -171,8 +171,8 @@ def _materialise(
             ]
         else:
             value = None if rec.kind == "none" else rec.value
-            joined = _joined_dim(recorded) if value is None and arg.name == "dim" and "cat" in name else None
-            if joined is not None:  # `cat`'s dim not recorded: the one dimension its inputs differ in
+            joined = _joined_dim(recorded) if value is None and arg.name == "dim" else None
+            if joined is not None:  # a concatenation's dim not recorded: the one its inputs differ in
                 value = joined
                 assumed.append(f"dim={joined} (the one its inputs differ in)")
             elif value is None and arg.has_default_value() and arg.default_value is None and rec.dtype == "Scalar":

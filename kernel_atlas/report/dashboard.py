@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels
-from kernel_atlas.analysis.views import Timeline, module_times, timeline_of
+from kernel_atlas.analysis.views import Timeline, module_times, timeline_of, timeline_rows
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.devices import Device, get_device, match_device
 from kernel_atlas.core.errors import AtlasError
@@ -187,15 +187,12 @@ def first_step(kernels: pd.DataFrame) -> int | None:
 
 
 def _one_rank_timeline(kernels: pd.DataFrame) -> tuple[Timeline, str]:
-    """The first step of one rank — of several, the one with the most GPU time, as report.html
-    chooses — and the note naming it (a first step taken over all ranks drew only the ranks that
-    recorded it, under no rank's name)."""
-    ranks = kernels["rank"].dropna().unique() if "rank" in kernels else []
-    if len(ranks) <= 1:
-        return timeline_of(kernels, first_step(kernels)), ""
-    rank = kernels.groupby("rank", sort=True, observed=True)["dur_us"].sum().idxmax()
-    rows = kernels[(kernels["rank"] == rank).to_numpy()]
-    return timeline_of(rows, first_step(rows)), f"rank {int(rank)} of {len(ranks)}: the most GPU time"
+    """The first step of one rank — of several, the one report.html draws (`timeline_rows`) — and
+    the note naming it (a first step taken over all ranks drew only the ranks that recorded it,
+    under no rank's name)."""
+    rows, ranks = timeline_rows(kernels)
+    timeline = timeline_of(rows, first_step(rows))
+    return timeline, f"rank {timeline.rank} of {ranks}: the most GPU time" if ranks > 1 else ""
 
 
 def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:

@@ -12,6 +12,7 @@ sizes NCCL records, memcpy/memset from their byte counts. Kernels without record
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -781,22 +782,25 @@ def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
     streams are each counted in full (busy time, which counts overlap once, is in the facts)."""
     total = float(kernels["dur_us"].sum())
     parts = []
+
+    def texts(column: pd.Series, missing: str | None = None) -> Callable[[np.ndarray], Sequence[str]]:
+        return lambda first: column.iloc[first].astype(object).fillna(missing).to_numpy()
+
+    device, stream = kernels["device"], kernels["stream"]
+    # per level: the columns grouped on and the keys of the groups (by each group's first row)
     levels = {
-        "category": [kernels["category"]],
-        "op_mapping": [kernels["op_mapping"]],
-        "kernel": [kernels["name"]],
-        "module": [kernels["module"]],
-        "stream": [kernels["device"], kernels["stream"]],  # stream 7 of two devices: two streams
-        "kind": [kernels["kind"]],
+        "category": ([kernels["category"]], texts(kernels["category"])),
+        "op_mapping": ([kernels["op_mapping"]], texts(kernels["op_mapping"])),
+        "kernel": ([kernels["name"]], texts(kernels["name"])),
+        "module": ([kernels["module"]], texts(kernels["module"], "(no module)")),
+        # stream 7 of two devices: two streams
+        "stream": ([device, stream], lambda first: _stream_keys(device.iloc[first], stream.iloc[first])),
+        "kind": ([kernels["kind"]], texts(kernels["kind"])),
     }
-    for level, columns in levels.items():
+    for level, (columns, keys) in levels.items():
         group, first = _first_seen_groups(columns, empty_is_missing=False)
         g = kernels["dur_us"].groupby(group, sort=True).agg(["sum", "size"])
-        if level == "stream":
-            g.index = pd.Index(_stream_keys(kernels["device"].iloc[first], kernels["stream"].iloc[first]))
-        else:
-            missing = "(no module)" if level == "module" else None
-            g.index = pd.Index(columns[0].iloc[first].astype(object).fillna(missing).to_numpy())
+        g.index = pd.Index(keys(first))
         g = g.sort_values("sum", ascending=False)
         parts.append(
             pd.DataFrame(

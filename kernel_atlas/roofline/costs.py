@@ -1505,7 +1505,8 @@ _FULL_ARITY = {
     ),
     **dict.fromkeys(("aten::max", "aten::min", "aten::median", "aten::nanmedian", "aten::all", "aten::any"), 1),
 }
-_VALUE_ONLY_WHEN_FULL = frozenset(("aten::max", "aten::min", "aten::median", "aten::nanmedian"))
+# values and indices along a dim (max.dim), the value alone over every axis (max(self))
+_VALUE_ONLY_WHEN_FULL = frozenset(op for op, (_, out) in _DIM_REDUCTIONS.items() if out == (_VALUES, _INDICES))
 # ops of the scan/sort family writing as many elements as they read, by launcher: values and
 # indices (sort, cummax), indices only (argsort); others (cumsum, unique) their values
 _SCANS: dict[str, tuple[str, ...]] = {
