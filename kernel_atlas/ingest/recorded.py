@@ -37,6 +37,18 @@ def dtypes() -> dict[str, DType]:
     return {name: DType(int(v["bytes"]), v["precision"], v["torch"]) for name, v in data["dtypes"].items()}
 
 
+@lru_cache(maxsize=1)
+def _scalar_types() -> dict[int, str]:
+    return {int(code): name for code, name in read_toml("dtypes.toml").get("scalar_types", {}).items()}
+
+
+def scalar_type(code: int | None) -> str | None:
+    """The dtype spelling (a key of `dtypes()`) of a c10::ScalarType code as `Concrete Inputs`
+    record a dtype argument (6: float, 15: c10::BFloat16, 24: c10::Float8_e4m3fn), else None."""
+    name = None if code is None else _scalar_types().get(code)
+    return name if name in dtypes() else None
+
+
 def _value(text: str) -> Any:
     """A `Concrete Inputs` entry as a Python value: "True" → True, "2" → 2, "[1, 2]" → [1, 2]."""
     text = text.strip()

@@ -177,7 +177,7 @@ def test_one_table_per_rule_says_label_cost_replay_and_config() -> None:
             assert rule in rule_ids(), (name, rule)
             builder = replay[("rule", rule)]
             assert f'candidates("{name}"' in inspect.getsource(inspect.getmodule(builder)), (name, rule)
-    # the Triton fused-MoE family, read off rules.toml, costs.py, replay/kernels/fused_moe.py, replay.toml
+    # the Triton fused-MoE family, read off rules.toml, roofline/costs/moe.py, replay/kernels/fused_moe.py, replay.toml
     row = {r[0]: r for r in rows}["triton-fused-moe"]
     assert row[1] == "fused_moe (moe)" and row[3].startswith("fused_moe.") and row[4] == "fused_moe_kernel"
     assert row[2] != "—" and costs.REGISTRY[("rule", "triton-fused-moe")].__name__ in row[2]

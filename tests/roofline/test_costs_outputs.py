@@ -287,3 +287,65 @@ def test_norms_write_their_mean_and_rstd() -> None:
     args += [_scalar("8"), _scalar("256"), _scalar("1024"), _scalar("32"), _scalar("1e-05")]
     cost = _cost("aten::native_group_norm", "group_norm", args)
     assert (cost.bytes, cost.flops) == (16_781_312, 10_485_760)
+
+
+# --- accumulating reductions: their values' dtype --------------------------------------------
+
+
+def test_an_integer_sum_writes_int64_values():
+    # sum.dim_IntList(int32 [1000, 64], [1], False, dtype=None): ATen sums integers into int64.
+    # read 1000·64·4 = 256,000 B; written 1000 int64 values = 8,000 B
+    cost = _cost("aten::sum", "sum", [([1000, 64], "int", ""), ([], "ScalarList", "[1]"), _scalar("False"), NONE])
+    assert cost.bytes == 264_000
+    assert "int64 values" in cost.formula
+
+
+def test_a_recorded_dtype_argument_sets_the_values_dtype():
+    # sum.dim_IntList(bf16 [4096, 64], [1], False, dtype=6 (float)): 4096 fp32 values written.
+    # read 4096·64·2 = 524,288 B; written 4096·4 = 16,384 B
+    cost = _cost(
+        "aten::sum", "sum", [([4096, 64], BF16, ""), ([], "ScalarList", "[1]"), _scalar("False"), _scalar("6")]
+    )
+    assert cost.bytes == 540_672
+    # sum(bf16 [4096, 64], dtype=6), its `out=` tensor recorded after: one fp32 value
+    full = _cost("aten::sum", "sum", [([4096, 64], BF16, ""), _scalar("6"), ([], FP32, "")])
+    assert full.bytes == 524_288 + 4
+
+
+def test_a_bool_cumsum_writes_int64_and_a_float_one_its_own_dtype():
+    # cumsum(bool [32, 128], 1, dtype=None): 4,096 bools read, 4,096 int64 written = 4,096 + 32,768
+    assert _cost("aten::cumsum", "cumsum", [([32, 128], "bool", ""), _scalar("1"), NONE]).bytes == 36_864
+    # cumsum(fp16 [32, 128], 1): 4,096·2 read and written
+    assert _cost("aten::cumsum", "cumsum", [([32, 128], FP16, ""), _scalar("1"), NONE]).bytes == 16_384
+
+
+def test_a_float_mean_keeps_its_dtype():
+    # mean.dim(fp32 [8, 16], [1], False, None): read 512 B, written 8·4 = 32 B
+    assert (
+        _cost("aten::mean", "mean", [([8, 16], FP32, ""), ([], "ScalarList", "[1]"), _scalar("False"), NONE]).bytes
+        == 544
+    )
+
+
+def test_scalar_type_codes_read_through_the_dtypes_catalog():
+    # c10/core/ScalarType.h's order: 0 Byte, 3 Int, 4 Long, 5 Half, 6 Float, 11 Bool,
+    # 15 BFloat16, 24 Float8_e4m3fn; 8 (ComplexHalf) and 16 (QUInt4x2) are not catalogued
+    from kernel_atlas.ingest.recorded import dtypes, scalar_type
+
+    expected = {0: 1, 3: 4, 4: 8, 5: 2, 6: 4, 11: 1, 15: 2, 24: 1}
+    assert {code: dtypes()[scalar_type(code)].bytes for code in expected} == expected
+    assert scalar_type(8) is None and scalar_type(16) is None and scalar_type(None) is None
+    # _scaled_mm(fp8 [256, 512], fp8 [512, 1024], scales, …, out_dtype=15): a 2-byte output.
+    # read 131,072 + 524,288 + two fp32 scalars 8; written 256·1024·2 = 524,288
+    e4m3 = "c10::Float8_e4m3fn"
+    args = [
+        ([256, 512], e4m3, ""),
+        ([512, 1024], e4m3, ""),
+        ([], FP32, ""),
+        ([], FP32, ""),
+        NONE,
+        NONE,
+        _scalar("15"),
+        _scalar("False"),
+    ]
+    assert _cost("aten::_scaled_mm", "gemm", args).bytes == 131_072 + 524_288 + 8 + 524_288

@@ -1,0 +1,183 @@
+"""FLOPs and bytes of one op call from its recorded inputs: a registry of small formulas.
+
+A formula is registered for what it serves, and looked up from the call's label and launcher:
+first a label rule (a kernel family with its own argument layout, e.g. `deepgemm`, named by
+catalogs/rules.toml), then the launching op (an ATen op's schema says how to read its recorded
+arguments, e.g. `aten::addmm`), then the op_mapping. A key is registered once; a second
+registration is refused. Formulas return a `Cost` or raise `NoCost` with the reason (a missing
+input, an op whose recorded inputs are only workspaces). Bytes are the minimum traffic: every
+input read once, every output written once. Elementwise-style ops count `flops_per_element`
+(catalogs/costs.toml) FLOPs per output element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from kernel_atlas.classify.classifier import rule_id, rule_precision
+from kernel_atlas.core.devices import MATRIX, VECTOR
+from kernel_atlas.core.paths import read_toml
+from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
+
+
+@dataclass(frozen=True)
+class Cost:
+    flops: float
+    bytes: float
+    precision: str  # key into the device's peaks: bf16, fp32, fp8, int, ...
+    unit: str  # MATRIX or VECTOR
+    formula: str  # the arithmetic, for people checking it
+
+
+class NoCost(Exception):
+    """No cost for this call, and why."""
+
+
+@dataclass(frozen=True)
+class Call:
+    launcher: str
+    op_mapping: str
+    args: tuple[Arg, ...]
+    rule: str = ""  # the label's rule (`rule:<id>`), as kernels.parquet's label_rule
+    list_dtype: str | None = None  # dtype assumed for tensor-list elements (not recorded)
+    step: str = ""  # the enclosing per-step attention annotation (attention calls only)
+    enclosed: str = ""  # a composite MoE op's enclosed tensors, top-k, buffers (ingest/composite.py), JSON
+    partner: str = ""  # its forward op's / backward node's name, sequence number, shapes (ingest/autograd.py), JSON
+
+    @property
+    def what(self) -> str:
+        return self.launcher or self.rule or self.op_mapping
+
+
+Formula = Callable[[Call], Cost]
+REGISTRY: dict[tuple[str, str], Formula] = {}  # ("rule" | "launcher" | "op", key) → formula
+# launchers whose formula reads `Call.partner`: only their calls are told it (one partner per call
+# would make every call of a training step a signature of its own)
+PARTNER_LAUNCHERS: set[str] = set()
+
+
+def register(
+    *,
+    rules: tuple[str, ...] = (),
+    launchers: tuple[str, ...] = (),
+    ops: tuple[str, ...] = (),
+    partner: bool = False,
+) -> Callable[[Formula], Formula]:
+    """Attach a formula to label rule ids (catalogs/rules.toml), launching ops, or op_mappings.
+    Each key takes one formula: registering a second is an error, as in torch's flop_counter.
+    `partner`: the formula reads the call's autograd partner (its launchers' calls get it)."""
+
+    def wrap(func: Formula) -> Formula:
+        if partner:
+            PARTNER_LAUNCHERS.update(launchers)
+        for kind, keys in (("rule", rules), ("launcher", launchers), ("op", ops)):
+            for key in keys:
+                if (kind, key) in REGISTRY:
+                    raise ValueError(f"{kind} {key!r} already has a cost formula ({REGISTRY[kind, key].__name__})")
+                REGISTRY[kind, key] = func
+        return func
+
+    return wrap
+
+
+@lru_cache(maxsize=1)
+def flops_per_element() -> dict[str, float]:
+    data = read_toml("costs.toml")
+    return {k: float(v) for k, v in data["flops_per_element"].items()}
+
+
+def cost_of(call: Call) -> Cost:
+    keys = (("rule", rule_id(call.rule) or ""), ("launcher", call.launcher), ("op", call.op_mapping))
+    formula = next((REGISTRY[key] for key in keys if key in REGISTRY), None)
+    if formula is None:
+        raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
+    return formula(call)
+
+
+def tensors_of(call: Call) -> list[Arg]:
+    return [a for a in call.args if a.is_tensor]
+
+
+def tensor_at(call: Call, index: int, what: str) -> Arg:
+    if index >= len(call.args) or not call.args[index].is_tensor:
+        raise NoCost(f"{call.what}: input {index} ({what}) {_why_not_tensor(call.args, index)}")
+    return call.args[index]
+
+
+def optional_tensor_at(call: Call, index: int) -> Arg | None:
+    """Input `index` where it is a tensor that can be costed (an optional weight, an output), else None."""
+    return call.args[index] if index < len(call.args) and call.args[index].is_tensor else None
+
+
+def concrete_int(call: Call, index: int) -> int | None:
+    """An integer Concrete Input (a reduction mode, a size), else None."""
+    if index >= len(call.args):
+        return None
+    value = call.args[index].value
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def no_tensors(call: Call) -> NoCost:
+    """Why a call has no tensor to cost, as the trace shows it: shapes without a dtype (an Nsight
+    export's NVTX ranges, PyTorch 1.8) or of a dtype not in catalogs/dtypes.toml were said to be
+    "no input tensor shapes recorded"."""
+    shaped = [a for a in call.args if a.dims and (a.kind in (TENSOR, TENSOR_LIST) or not a.dtype)]
+    if shaped and not any(a.dtype for a in shaped):
+        return NoCost(
+            f"{call.what}: input shapes recorded but no dtype (an Nsight export's NVTX ranges and PyTorch 1.8 "
+            "record none): the bytes and the peak need it"
+        )
+    if shaped:
+        unknown = sorted({a.dtype for a in shaped if a.dtype and a.kind == TENSOR})
+        if unknown:
+            return NoCost(f"{call.what}: input shapes recorded, of a dtype not in catalogs/dtypes.toml ({unknown[0]})")
+    return NoCost(f"{call.what}: no input tensor shapes recorded")
+
+
+def _why_not_tensor(args: Sequence[Arg], index: int) -> str:
+    """Why input `index` is no tensor that can be costed, as the trace shows it."""
+    arg = args[index] if index < len(args) else None
+    if arg is not None and arg.dims and not arg.dtype:  # PyTorch 1.8: `Input Dims` without `Input type`
+        return "has a recorded shape but no dtype (`Input type`, recorded since PyTorch 1.9)"
+    if arg is not None and arg.kind == TENSOR:
+        return f"has a dtype not in catalogs/dtypes.toml ({arg.dtype})"
+    return "has no recorded shape or a dtype not in catalogs/dtypes.toml"
+
+
+def gemm_precision(call: Call, arg: Arg) -> tuple[str, str]:
+    precision = arg.precision
+    if precision == "fp32":
+        # fp32 inputs run on TF32 tensor cores where the kernel's family says so (rules.toml `precision`)
+        return ("tf32", MATRIX) if rule_precision(call.rule) == "tf32" else ("fp32", VECTOR)
+    if precision == "int":
+        return "int", VECTOR
+    return precision, MATRIX
+
+
+def tensor_lists(call: Call) -> tuple[list[Arg], int, str, str]:
+    """The recorded tensor lists of a call, their element size, precision and a note: a trace
+    records each element's shape but not its dtype (`Input type` says only "TensorList"), so the
+    dtype of the call's other tensors is used, else the one the caller assumed (`list_dtype`)."""
+    lists = [a for a in call.args if a.kind == TENSOR_LIST and a.dims]
+    if not lists:
+        raise no_tensors(call)
+    # the dtype of the call's other tensors of some size: a 0-d one is a scalar (an fp32 `lr`, a
+    # clip coefficient) beside lists of another dtype (bf16 parameters were costed as fp32)
+    tensors = [a for a in tensors_of(call) if a.dims]
+    name = tensors[0].dtype if tensors else call.list_dtype
+    if name not in dtypes():
+        raise NoCost(f"{call.what}: the dtype of tensor-list elements is not recorded")
+    note = "" if tensors else f" (list elements assumed {name}: not recorded)"
+    return lists, dtypes()[name].bytes, dtypes()[name].precision, note
+
+
+def broadcast_shape(shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape shapes broadcast to (NumPy's rules, right-aligned)."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for axis in range(rank):
+        sizes = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]
+        out.append(max(sizes) if sizes else 1)
+    return tuple(out)

@@ -1,0 +1,167 @@
+"""GEMMs: ATen matrix products and the GEMMs of libraries launched from Python (catalog entries)."""
+
+from __future__ import annotations
+
+import math
+
+from kernel_atlas.ingest.recorded import Arg, dtypes, scalar_type
+from kernel_atlas.roofline.costs.base import (
+    Call,
+    Cost,
+    NoCost,
+    broadcast_shape,
+    concrete_int,
+    gemm_precision,
+    register,
+    tensor_at,
+    tensors_of,
+)
+
+
+def _gemm(
+    call: Call, batch: int, m: int, n: int, k: int, inputs: list[Arg], out_itemsize: int, extra: str = ""
+) -> Cost:
+    precision, unit = gemm_precision(call, inputs[0])
+    flops = 2.0 * batch * m * n * k
+    written = batch * m * n * out_itemsize
+    # an empty output (M, N or the batch 0) asks for no element: no operand is read
+    read = sum(a.nbytes for a in inputs) if written else 0
+    b = f"{batch}·" if batch != 1 else ""
+    formula = f"2·{b}M·N·K = 2·{b}{m}·{n}·{k}; bytes = inputs {read} + output {b}{m}·{n}·{out_itemsize}{extra}"
+    if not written:
+        formula += " (an empty output: no operand read)"
+    return Cost(flops, read + written, precision, unit, formula)
+
+
+@register(launchers=("aten::mm", "aten::_int_mm"))
+def _mm(call: Call) -> Cost:
+    a, b = tensor_at(call, 0, "self"), tensor_at(call, 1, "mat2")
+    (m, k), (_, n) = a.dims, b.dims
+    return _gemm(call, 1, m, n, k, [a, b], a.itemsize if a.precision != "int8" else 4)
+
+
+@register(launchers=("aten::addmm", "aten::_addmm_activation"))
+def _addmm(call: Call) -> Cost:
+    bias, a, b = tensor_at(call, 0, "self"), tensor_at(call, 1, "mat1"), tensor_at(call, 2, "mat2")
+    (m, k), (_, n) = a.dims, b.dims
+    return _gemm(call, 1, m, n, k, [a, b, bias], a.itemsize, " (inputs include the bias)")
+
+
+@register(launchers=("aten::linear",))
+def _linear(call: Call) -> Cost:
+    x, w = tensor_at(call, 0, "input"), tensor_at(call, 1, "weight")
+    inputs = [x, w] + ([call.args[2]] if len(call.args) > 2 and call.args[2].is_tensor else [])
+    m = math.prod(x.dims[:-1])
+    n, k = w.dims
+    return _gemm(call, 1, m, n, k, inputs, x.itemsize)
+
+
+@register(launchers=("aten::matmul",))
+def _matmul(call: Call) -> Cost:
+    a, b = tensor_at(call, 0, "self"), tensor_at(call, 1, "other")
+    if len(a.dims) < 2 or len(b.dims) < 2:
+        raise NoCost("aten::matmul with a vector operand: see the mv/dot kernels it launches")
+    batch = math.prod(broadcast_shape([a.dims[:-2], b.dims[:-2]]))
+    return _gemm(call, batch, a.dims[-2], b.dims[-1], a.dims[-1], [a, b], a.itemsize)
+
+
+@register(launchers=("aten::bmm",))
+def _bmm(call: Call) -> Cost:
+    a, b = tensor_at(call, 0, "self"), tensor_at(call, 1, "mat2")
+    (batch, m, k), (_, _, n) = a.dims, b.dims
+    return _gemm(call, batch, m, n, k, [a, b], a.itemsize)
+
+
+@register(launchers=("aten::baddbmm",))
+def _baddbmm(call: Call) -> Cost:
+    c, a, b = tensor_at(call, 0, "self"), tensor_at(call, 1, "batch1"), tensor_at(call, 2, "batch2")
+    (batch, m, k), (_, _, n) = a.dims, b.dims
+    return _gemm(call, batch, m, n, k, [a, b, c], a.itemsize)
+
+
+@register(launchers=("aten::_scaled_mm",))
+def _scaled_mm(call: Call) -> Cost:
+    a, b = tensor_at(call, 0, "self"), tensor_at(call, 1, "mat2")
+    (m, k), (_, n) = a.dims, b.dims
+    scales = [x for x in call.args[2:] if x.is_tensor]
+    # (self, mat2, scale_a, scale_b, bias, scale_result, out_dtype, use_fast_accum): out_dtype is
+    # recorded as a ScalarType code; not recorded (None: the inputs' dtype), a 2-byte result assumed
+    code = concrete_int(call, 6)
+    name = scalar_type(code)
+    size = dtypes()[name].bytes if name else None
+    if size is None:
+        return _gemm(call, 1, m, n, k, [a, b, *scales], 2, " (scales included; 2-byte output assumed)")
+    return _gemm(call, 1, m, n, k, [a, b, *scales], size, f" (scales included; out_dtype code {code})")
+
+
+def _two_operand_gemm(call: Call, out_itemsize: int, what: str) -> Cost:
+    """A [M, K] and the first later 2-D operand sharing K ([N, K] or [K, N]); other tensors
+    (scales, outputs) are read/written as recorded."""
+    tensors = [a for a in tensors_of(call) if len(a.dims) == 2]
+    for i, a in enumerate(tensors):
+        for b in tensors[i + 1 :]:
+            m, k = a.dims
+            if k in b.dims and b is not a:
+                n = b.dims[0] if b.dims[1] == k else b.dims[1]
+                extras = [t for t in tensors if t is not a and t is not b and t.numel < a.numel]
+                return _gemm(call, 1, m, n, k, [a, b, *extras], out_itemsize, f" ({what})")
+    raise NoCost(f"{call.what}: no A [M, K] / B [N, K] pair among the recorded shapes")
+
+
+@register(rules=("deepgemm", "triton-block-fp8-gemm"))
+def _block_fp8_gemm(call: Call) -> Cost:
+    return _two_operand_gemm(call, 2, "fp8 operands with block scales, bf16 output")
+
+
+# DeepGEMM's m-grouped contiguous layout pads each expert's rows to this many (its
+# `get_m_alignment_for_contiguous_layout()`, the kernel's BLOCK_M)
+_DEEPGEMM_CONTIGUOUS_ALIGNMENT = 128
+
+
+@register(rules=("deepgemm-grouped",))
+def _grouped_deepgemm(call: Call) -> Cost:
+    """DeepGEMM's m-grouped contiguous GEMM (`m_grouped_gemm_fp8_fp8_bf16_nt_contiguous`, the
+    expert GEMMs of SGLang's DeepEP MoE): lhs [M, K] holds every expert's rows back to back, each
+    expert's segment padded to a multiple of 128 rows; rhs [G, N, K] the G local experts' weights;
+    out [M, N] bf16. Which rows belong to which expert (`m_indices`, −1 on padding) is a value the
+    trace does not record, so both numbers are upper bounds: the FLOPs count the padding rows,
+    whose 128-row blocks the kernel skips, and the bytes count the weights of every expert the
+    layout can hold (each non-empty segment takes at least 128 rows: at most min(G, ⌈M/128⌉)).
+    The masked layout (lhs [G, M_max, K], each expert's row count `masked_m` a value) and the
+    k-grouped one are not costed."""
+    tensors = tensors_of(call)
+    rhs = next((a for a in tensors if len(a.dims) == 3 and a.precision != "fp32"), None)
+    if rhs is None:
+        raise NoCost(f"grouped DeepGEMM: no experts' weights [G, N, K] recorded ({[list(a.dims) for a in tensors]})")
+    groups, n, k = rhs.dims
+    lhs = next((a for a in tensors if len(a.dims) == 2 and a.dims[1] == k and a.precision != "fp32"), None)
+    if lhs is None:
+        if any(len(a.dims) == 3 and a is not rhs and a.dims[0] == groups and a.dims[2] == k for a in tensors):
+            raise NoCost(
+                "grouped DeepGEMM: the masked layout: each expert's row count (masked_m) is a value not recorded"
+            )
+        raise NoCost(f"grouped DeepGEMM: no lhs [M, {k}] recorded beside the weights {list(rhs.dims)}")
+    m = lhs.dims[0]
+    touched = min(groups, -(-m // _DEEPGEMM_CONTIGUOUS_ALIGNMENT))
+    out = next((a for a in tensors if a is not lhs and a.dims == (m, n)), None)
+    weights = [a for a in tensors if a.dims[:1] == (groups,) and len(a.dims) == 3]  # rhs and its block scales
+    rows = [a for a in tensors if a is not lhs and a is not out and a.dims[:1] == (m,)]  # lhs scales, m_indices
+    row_bytes = lhs.nbytes + sum(a.nbytes for a in rows)
+    weight_bytes = sum(a.nbytes for a in weights) * touched / groups
+    out_itemsize = out.itemsize if out is not None else 2  # bf16
+    precision, unit = gemm_precision(call, lhs)
+    formula = (
+        f"an upper bound: 2·M·N·K = 2·{m}·{n}·{k}, M counting each expert's padding to "
+        f"{_DEEPGEMM_CONTIGUOUS_ALIGNMENT} rows (blocks the kernel skips); bytes = lhs and its row-wise "
+        f"inputs {row_bytes} + weights and scales of at most min(G, ⌈M/{_DEEPGEMM_CONTIGUOUS_ALIGNMENT}⌉) "
+        f"= {touched} of {groups} experts {weight_bytes:.0f} + output {m}·{n}·{out_itemsize}"
+    )
+    return Cost(2.0 * m * n * k, row_bytes + weight_bytes + m * n * out_itemsize, precision, unit, formula)
+
+
+@register(rules=("dsv3-small-gemm",))
+def _small_m_gemm(call: Call) -> Cost:
+    tensors = [a for a in tensors_of(call) if len(a.dims) == 2]
+    if len(tensors) >= 3:  # sgl-kernel passes (out, mat1, mat2)
+        call = Call(call.launcher, call.op_mapping, tuple(tensors[1:]), call.rule)
+    return _two_operand_gemm(call, 2, "DeepSeek-V3 small-M GEMM")

@@ -1,0 +1,215 @@
+"""Fused mixture-of-experts: the experts' GEMMs from recorded weights or from the buffers a fused
+op allocates; routing."""
+
+from __future__ import annotations
+
+import json
+
+from kernel_atlas.core.devices import VECTOR
+from kernel_atlas.ingest.recorded import TENSOR, Arg, dtypes, scalar_type
+from kernel_atlas.roofline.costs.base import (
+    Call,
+    Cost,
+    NoCost,
+    gemm_precision,
+    no_tensors,
+    register,
+    tensor_at,
+    tensors_of,
+)
+
+
+@register(
+    rules=("triton-fused-moe",),
+    launchers=(
+        "sglang::inplace_fused_experts",
+        "sglang::outplace_fused_experts",
+        "vllm::inplace_fused_experts",
+        "vllm::outplace_fused_experts",
+    ),
+)
+def _fused_experts(call: Call) -> Cost:
+    """hidden_states [T, D], w1 [E, N1, D], w2 [E, D, N2], topk_weights [T, k] (the argument order
+    of SGLang/vLLM's fused_experts and of the seed catalog's fused_moe_kernel params)."""
+    x, w1, w2 = tensor_at(call, 0, "hidden_states"), tensor_at(call, 1, "w1"), tensor_at(call, 2, "w2")
+    topk = tensor_at(call, 3, "topk_weights")
+    if (len(x.dims), len(w1.dims), len(w2.dims)) != (2, 3, 3):
+        raise NoCost(f"{call.what}: not the fused_experts layout (hidden [T, D], w1 [E, N1, D], w2 [E, D, N2])")
+    tokens, hidden = x.dims
+    experts, n1, _ = w1.dims
+    _, _, n2 = w2.dims
+    k = topk.dims[-1]
+    flops = 2.0 * tokens * k * n1 * hidden + 2.0 * tokens * k * hidden * n2
+    touched = expected_experts(experts, k, tokens) / experts
+    read = x.nbytes + touched * (w1.nbytes + w2.nbytes)
+    written = x.nbytes
+    # the expert-ordered intermediates, at the activations' dtype: the up-projection writes
+    # [T·k, N1], the down-projection reads [T·k, N2] and writes [T·k, D], the sum over the k
+    # experts reads that back (the activation between them is an op of its own)
+    intermediates = tokens * k * (n1 + n2 + 2 * hidden) * x.itemsize
+    precision, unit = gemm_precision(call, w1)
+    formula = (
+        f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}·{n1}·{hidden} + 2·{tokens}·{k}·{hidden}·{n2}; "
+        f"bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts E·(1−(1−k/E)^T)) "
+        f"+ intermediates T·k·(N1 + N2 + 2·D)·{x.itemsize} = {intermediates}"
+    )
+    return Cost(flops, read + written + intermediates, precision, unit, formula)
+
+
+def expected_experts(experts: int, k: int, tokens: int) -> float:
+    """Distinct experts a batch touches when each of T tokens picks k of E experts uniformly and
+    independently: E·(1 − (1 − k/E)^T)."""
+    return experts * (1.0 - (1.0 - min(k, experts) / experts) ** tokens)
+
+
+def moe_flops(tokens: int, k: int, hidden: int, inter: int, up: int) -> float:
+    """The experts' two GEMMs over T·k routed rows: 2·T·k·H·I·up (up = 2 for a gated
+    up-projection) + 2·T·k·I·H."""
+    return 2.0 * tokens * k * hidden * inter * up + 2.0 * tokens * k * inter * hidden
+
+
+def _expert_weights(weights: list[tuple[list[int], str]], hidden: int) -> tuple[Arg, Arg, int, bool]:
+    """(w1, w2, I, gated) from the [E, ·, ·] weights recorded inside the call: each has a hidden
+    axis (H, or H/2 when two fp4 values pack one byte) and another one; w1's other axis is the
+    larger (2·I gated, or I), w2's is I over the same packing."""
+    found = []
+    for dims, dtype in weights:
+        axes = dims[1:]
+        pack = next((p for p in (1, 2) if hidden // p in axes and hidden % p == 0), None)
+        if pack is not None:
+            other = axes[1] if axes[0] == hidden // pack else axes[0]
+            found.append((other, pack, Arg(TENSOR, tuple(dims), dtype)))
+    if len(found) < 2:
+        raise NoCost(f"experts' weights [E, ·, H] not recorded inside the call (found {len(found)})")
+    (n1, pack, w1), (n2, _, w2) = sorted(found, key=lambda f: -f[0])[:2]
+    inter = n2 * pack
+    if n1 not in (inter, 2 * inter):
+        raise NoCost(f"experts' weights {list(w1.dims)} / {list(w2.dims)} do not fit one intermediate size")
+    return w1, w2, inter, n1 == 2 * inter
+
+
+@register(launchers=("vllm::moe_forward", "vllm::moe_forward_shared"))
+def _moe_forward(call: Call) -> Cost:
+    """vLLM's moe_forward(hidden_states [T, H], router_logits [T, E], ...): k and the experts'
+    weights from the ops it encloses (TopK's k; the weights viewed at their stored dtype)."""
+    x, logits = tensor_at(call, 0, "hidden_states"), tensor_at(call, 1, "router_logits")
+    if len(x.dims) != 2 or len(logits.dims) != 2:
+        raise NoCost(f"{call.what}: not hidden_states [T, H] and router_logits [T, E]")
+    (tokens, hidden), experts = x.dims, logits.dims[-1]
+    enclosed = json.loads(call.enclosed) if call.enclosed else {}
+    k = enclosed.get("topk")
+    weights = [(d, t) for d, t in enclosed.get("tensors", []) if d[0] == experts and t in dtypes()]
+    if not weights and enclosed.get("allocated"):  # no weights recorded: the buffers it allocates
+        return _moe_from_buffers(call, x, logits, enclosed)
+    if not k:
+        raise NoCost(f"{call.what}: top-k not recorded inside the call (no TopK op with its k)")
+    try:
+        w1, w2, inter, gated = _expert_weights(weights, hidden)
+    except NoCost as exc:
+        raise NoCost(f"{call.what}: {exc}") from None
+    up = 2 if gated else 1
+    flops = moe_flops(tokens, k, hidden, inter, up)
+    touched = expected_experts(experts, k, tokens)
+    weight_bytes = touched / experts * (w1.nbytes + w2.nbytes)
+    activations = 2 * x.nbytes + logits.nbytes
+    formula = (
+        f"2·T·k·H·I{'·2 (gated)' if gated else ''} + 2·T·k·I·H = 2·{tokens}·{k}·{hidden}·{inter}·{up} + "
+        f"2·{tokens}·{k}·{inter}·{hidden} (I as the weights record it; TraceLens takes I = H); "
+        f"bytes = {touched:.2f} of {experts} experts (E·(1−(1−k/E)^T)) × w1 {list(w1.dims)} + w2 {list(w2.dims)} "
+        f"{w1.dtype} as stored (block scales not recorded, not counted) + x, out, router logits {activations}"
+    )
+    precision, unit = gemm_precision(call, x)
+    return Cost(flops, weight_bytes + activations, precision, unit, formula)
+
+
+def _code_kind(code: int) -> str | None:
+    """What an allocation inside a fused op holds, by its recorded torch ScalarType code
+    (catalogs/dtypes.toml `scalar_types`): "float", "integer" (signed), "bytes" (uint8: raw,
+    packed or block-scaled formats), or None (bool, a code not catalogued)."""
+    name = scalar_type(code)
+    if name is None or dtypes()[name].torch == "bool":
+        return None
+    if dtypes()[name].torch == "uint8":
+        return "bytes"
+    return "integer" if dtypes()[name].precision in ("int", "int8") else "float"
+
+
+def _moe_from_buffers(call: Call, x: Arg, logits: Arg, enclosed: dict) -> Cost:
+    """moe_forward whose experts' weights are not recorded (fused FlashInfer/TRT-LLM MoE): k from
+    the top-k buffers it allocates (ids [T, k] of an integer type and weights [T, k] of a float
+    type), I from its expert-ordered intermediate [P, I] (P ≥ T·k rows, I ≠ H): a float dtype gives
+    I, bytes (uint8) take the format its block-scale buffer fits (S scales for P' rows of I values,
+    one per 16 or 32, P ≤ P' < P + 128), a [P, 2I] beside it or a kernel naming a gated activation
+    says the up-projection is gated; the weights' bytes from the format the call's kernels name."""
+    (tokens, hidden), experts = x.dims, logits.dims[-1]
+    buffers = [(list(d), int(c)) for d, c in enclosed["allocated"]]
+    ids = {d[1] for d, c in buffers if len(d) == 2 and d[0] == tokens and _code_kind(c) == "integer"}
+    scores = {d[1] for d, c in buffers if len(d) == 2 and d[0] == tokens and _code_kind(c) == "float"}
+    ks = {k for k in ids & scores if 1 <= k < experts}
+    if len(ks) != 1:
+        raise NoCost(f"{call.what}: top-k not recorded inside the call (no TopK op, top-k buffers {sorted(ks)})")
+    k = ks.pop()
+    rows = [(d, c) for d, c in buffers if len(d) == 2 and d[0] >= tokens * k and d[0] != tokens and d[1] != hidden]
+    widths = sorted({d[1] for d, _ in rows})
+    gated = bool(enclosed.get("gated_kernel"))
+    if len(widths) == 2 and widths[1] == 2 * widths[0]:  # the up-projection's [P, 2I] and its activation [P, I]
+        widths, gated = widths[:1], True
+    if len(widths) != 1:
+        raise NoCost(f"{call.what}: experts' weights not recorded, and no one intermediate [P, I] buffer ({widths})")
+    width = widths[0]
+    codes = {c for d, c in rows if d[1] == width}
+    kinds = {_code_kind(c) for c in codes}
+    if "float" in kinds:
+        inter, how = width, f"intermediate [P, {width}] allocated"
+    elif kinds == {"bytes"}:
+        padded = max(d[0] for d, _ in rows if d[1] == width)
+        scales = [d[0] for d, c in buffers if len(d) == 1 and _code_kind(c) == "bytes"]
+        fits = {
+            (per_byte, block)
+            for s in scales
+            for per_byte in (1, 2)
+            for block in (16, 32)
+            if padded <= s * block / (width * per_byte) < padded + 128 and (s * block) % (width * per_byte) == 0
+        }
+        if len({per_byte for per_byte, _ in fits}) != 1:
+            raise NoCost(
+                f"{call.what}: intermediate [{padded}, {width}] bytes: its format is not recorded ({sorted(fits)})"
+            )
+        per_byte = next(iter(fits))[0]
+        inter = width * per_byte
+        how = f"intermediate [{padded}, {width}] bytes, {per_byte} value(s) per byte by its block scales {sorted(fits)}"
+    else:
+        raise NoCost(f"{call.what}: intermediate [P, {width}] of dtype codes {sorted(codes)}")
+    if not gated:
+        # neither a [P, 2I] buffer nor a kernel naming a gated activation: not known
+        raise NoCost(f"{call.what}: experts' weights not recorded and no sign whether the up-projection is gated")
+    bits = enclosed.get("weight_bits")
+    if bits is None:
+        raise NoCost(f"{call.what}: experts' weights and their format not recorded (no kernel names one)")
+    up = 2
+    flops = moe_flops(tokens, k, hidden, inter, up)
+    touched = expected_experts(experts, k, tokens)
+    weight_bytes = touched * (up * inter * hidden + inter * hidden) * bits / 8
+    activations = 2 * x.nbytes + logits.nbytes
+    formula = (
+        f"2·T·k·H·I·2 (gated) + 2·T·k·I·H = 2·{tokens}·{k}·{hidden}·{inter}·2 + 2·{tokens}·{k}·{inter}·{hidden} "
+        f"(k from the [T, k] top-k buffers, I from the {how}; I is the recorded intermediate, where "
+        f"TraceLens takes I = H); bytes, an estimate: {touched:.2f} of {experts} experts (E·(1−(1−k/E)^T)) × "
+        f"(2I·H + I·H) weights at {bits} bits (the format the call's kernels name, block scales included; "
+        f"weights not recorded) + x, out, router logits {activations}"
+    )
+    precision, unit = gemm_precision(call, x)
+    return Cost(flops, weight_bytes + activations, precision, unit, formula)
+
+
+@register(ops=("moe_gate", "moe_align"))
+def _routing(call: Call) -> Cost:
+    """MoE routing (top-k of the router logits, sorting tokens by expert): an estimate, every
+    recorded input read once and as many bytes written (ids, weights, offsets); one op per element."""
+    tensors = tensors_of(call)
+    if not tensors:
+        raise no_tensors(call)
+    read = sum(a.nbytes for a in tensors)
+    elements = sum(a.numel for a in tensors)
+    formula = f"estimate: {elements} elements; bytes = inputs {read} read + as many written"
+    return Cost(float(elements), 2.0 * read, tensors[0].precision, VECTOR, formula)

@@ -1,0 +1,253 @@
+"""Bytes-dominated ops: elementwise arithmetic with ATen's type promotion, norms, activations, foreach lists."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+from kernel_atlas.core.devices import VECTOR
+from kernel_atlas.core.paths import read_toml
+from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes, scalar_type
+from kernel_atlas.roofline.costs.base import (
+    Call,
+    Cost,
+    NoCost,
+    broadcast_shape,
+    concrete_int,
+    flops_per_element,
+    no_tensors,
+    optional_tensor_at,
+    register,
+    tensor_at,
+    tensor_lists,
+    tensors_of,
+)
+
+
+def _output_numel(shapes: list[tuple[int, ...]]) -> int:
+    """Elements of a pointwise op's output: the broadcast of its inputs' shapes; when they do
+    not broadcast (an Inductor kernel's arguments are views of one buffer, [8,4096,2048] beside
+    [32768,2048]), the largest input, never the per-axis maximum of shapes that do not fit."""
+    broadcast = broadcast_shape(shapes)
+    fits = all(size in (1, broadcast[axis - len(shape)]) for shape in shapes for axis, size in enumerate(shape))
+    return math.prod(broadcast) if fits else max(math.prod(shape) for shape in shapes)
+
+
+def _foreach(call: Call, out_itemsize: int | None) -> Cost:
+    """A foreach op: elementwise over each element of its first list; other lists and tensors read."""
+    lists, size, precision, note = tensor_lists(call)
+    out_numel = lists[0].numel
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    read = sum(a.numel for a in lists) * size + sum(a.nbytes for a in tensors_of(call))
+    written = out_numel * (out_itemsize or size)
+    formula = (
+        f"{per:g} FLOP × {out_numel} elements of {len(lists[0].dims)} tensors; "
+        f"bytes = inputs {read} + output {out_numel}·{out_itemsize or size}{note}"
+    )
+    return Cost(per * out_numel, read + written, precision, VECTOR, formula)
+
+
+@lru_cache(maxsize=1)
+def written_arguments() -> dict[str, dict[str, list]]:
+    """Launcher → the positions of the arguments it writes (`out`: written only; `inplace`: read
+    and written back) and the ops fused into it (costs.toml `written_arguments`)."""
+    return read_toml("costs.toml")["written_arguments"]
+
+
+def _with_written_arguments(call: Call, spec: dict[str, list]) -> Cost:
+    """A pointwise op whose recorded arguments include its outputs: every recorded tensor but the
+    `out` ones read once, the `out` and `inplace` ones written once; FLOPs per element of the
+    largest written tensor, the fused ops' added to the op's own."""
+    args = call.args
+    out = [i for i in spec.get("out", []) if optional_tensor_at(call, i)]
+    inplace = [i for i in spec.get("inplace", []) if optional_tensor_at(call, i)]
+    if not out and not inplace:
+        raise NoCost(f"{call.what}: the tensors it writes (arguments {spec}) are not recorded")
+    read_from = [a for i, a in enumerate(args) if a.is_tensor and i not in out]
+    written_to = [args[i] for i in (*out, *inplace)]
+    read = sum(a.nbytes for a in read_from)
+    written = sum(a.nbytes for a in written_to)
+    elements = max(a.numel for a in written_to)
+    per_element = flops_per_element()
+    fused = list(spec.get("fused", []))
+    per = per_element.get(call.op_mapping, 1.0) + sum(per_element.get(op, 1.0) for op in fused)
+    plus = "".join(f" + {op}" for op in fused)
+    formula = (
+        f"{per:g} FLOP ({call.op_mapping}{plus}) × {elements} elements; bytes = inputs {read} read "
+        f"+ {written} written (arguments {[*out, *inplace]}: {'out' if out else ''}"
+        f"{', ' if out and inplace else ''}{'updated in place' if inplace else ''})"
+    )
+    return Cost(per * elements, read + written, written_to[0].precision, VECTOR, formula)
+
+
+def pointwise_cost(call: Call, out_itemsize: int | None = None) -> Cost:
+    if any(a.kind == TENSOR_LIST and a.dims for a in call.args):
+        return _foreach(call, out_itemsize)
+    tensors = tensors_of(call)
+    if not tensors:
+        raise no_tensors(call)
+    spec = written_arguments().get(call.launcher)
+    if spec is not None:
+        return _with_written_arguments(call, spec)
+    out_numel = _output_numel([a.dims for a in tensors])
+    result, note = _result_dtype(call, tensors)
+    size = out_itemsize if out_itemsize is not None else dtypes()[result].bytes
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    read = sum(a.nbytes for a in tensors)
+    written = out_numel * size
+    formula = f"{per:g} FLOP × {out_numel} elements; bytes = inputs {read} + output {out_numel}·{size}{note}"
+    return Cost(per * out_numel, read + written, dtypes()[result].precision, VECTOR, formula)
+
+
+# op_mappings of ATen's arithmetic, whose result takes the inputs' promoted dtype
+# (torch.result_type): bf16 + fp32 → fp32; the norms, softmax and masked_fill keep self's
+_PROMOTING = frozenset(
+    ("add", "sub", "mul", "div", "pow", "minimum", "maximum", "clamp", "where", "fused_elementwise", "max")
+)
+_HALF_TO_FLOAT = ("aten::_softmax", "aten::_log_softmax")  # (self, dim, half_to_float)
+_DTYPE_ARGUMENT = {
+    "aten::softmax": 2,
+    "aten::log_softmax": 2,
+    "aten::_softmax_backward_data": 3,
+    "aten::_log_softmax_backward_data": 3,
+}
+
+
+def _category(name: str) -> int:
+    precision = dtypes()[name].precision
+    return 0 if name in ("bool", "torch.bool") else 1 if precision in ("int", "int8") else 2
+
+
+def _promoted(tensors: list[Arg]) -> str:
+    """torch.result_type of tensors: the highest category (bool < integer < floating) among the
+    dimensioned ones, a 0-d tensor counting only where its category is higher; within floating
+    types the larger, bf16 with fp16 → fp32."""
+    dimensioned = [a for a in tensors if a.dims] or tensors
+    top = max(_category(a.dtype) for a in dimensioned)
+    zero_d = [a for a in tensors if not a.dims and _category(a.dtype) > top]
+    group = zero_d or dimensioned
+    top = max(_category(a.dtype) for a in group)
+    names = [a.dtype for a in group if _category(a.dtype) == top]
+    widest = max(names, key=lambda n: dtypes()[n].bytes)
+    precisions = {dtypes()[n].precision for n in names if dtypes()[n].bytes == dtypes()[widest].bytes}
+    if top == 2 and {"bf16", "fp16"} <= precisions:
+        return "float"  # bfloat16 with float16: float32
+    return widest
+
+
+def _result_dtype(call: Call, tensors: list[Arg]) -> tuple[str, str]:
+    """The dtype a pointwise-style ATen op writes (and computes in), with a note where it is not
+    self's: the promoted dtype of arithmetic (in-place ops write self's), fp32 from softmax's
+    half_to_float, a recorded dtype argument; other launchers (Inductor, libraries): self's."""
+    first = tensors[0].dtype
+    launcher = call.launcher
+    if not launcher.startswith("aten::"):
+        return first, ""
+    if launcher in _HALF_TO_FLOAT:
+        if len(call.args) > 2 and call.args[2].flag() is True and dtypes()[first].precision in ("fp16", "bf16"):
+            return "float", " (half_to_float: fp32 output)"
+        return first, ""
+    if launcher in _DTYPE_ARGUMENT:
+        name = scalar_type(concrete_int(call, _DTYPE_ARGUMENT[launcher]))  # a ScalarType code
+        return (name, f" (dtype argument: {name} output)") if name and name != first else (first, "")
+    if call.op_mapping not in _PROMOTING or launcher.endswith("_"):
+        return first, ""
+    promoted = _promoted(tensors)
+    return promoted, ("" if promoted == first else f" ({promoted} output by type promotion)")
+
+
+@register(
+    ops=(
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "pow",
+        "tanh",
+        "exp",
+        "neg",
+        "minimum",
+        "maximum",
+        "clamp",
+        "where",
+        "fused_elementwise",
+        "gelu",
+        "silu",
+        "relu",
+        "sigmoid",
+        "layer_norm",
+        "rms_norm",
+        "group_norm",
+        "batch_norm",
+        "softmax",
+        "dequantize",
+        "masked_fill_",
+    )
+)
+def _elementwise(call: Call) -> Cost:
+    return pointwise_cost(call)
+
+
+@register(launchers=("aten::native_layer_norm", "aten::layer_norm", "aten::native_group_norm", "aten::group_norm"))
+def _norm_with_statistics(call: Call) -> Cost:
+    """A layer or group norm: its input, weight and bias read and its output written (as other
+    pointwise ops), plus the per-row mean and rstd ATen's kernels write (native_layer_norm's and
+    native_group_norm's second and third outputs) at the accumulation dtype — fp32 for
+    fp32/bf16/fp16 inputs, fp64 for fp64. Rows: layer norm, the input's elements over
+    normalized_shape's (its argument 1; else the weight's shape; else the last axis, said); group
+    norm, N·groups (native_group_norm(input, weight, bias, N, C, HxW, group, eps),
+    group_norm(input, num_groups, …))."""
+    base = pointwise_cost(call)
+    x = tensor_at(call, 0, "input")
+    stat = 8 if dtypes()[x.dtype].precision == "fp64" else 4
+    note = ""
+    if "group_norm" in call.launcher:
+        groups = concrete_int(call, 6 if call.launcher == "aten::native_group_norm" else 1)
+        if groups is None or not x.dims:
+            return replace(base, formula=base.formula + " (groups not recorded: mean/rstd not counted)")
+        rows = x.dims[0] * groups
+    else:
+        shape = call.args[1].ints() if len(call.args) > 1 else None
+        weight = optional_tensor_at(call, 2)
+        if shape is None and weight is not None and weight.dims:
+            shape, note = list(weight.dims), " (normalized_shape from the weight)"
+        if shape is None:
+            shape, note = list(x.dims[-1:]), " (normalized_shape not recorded: the last axis assumed)"
+        rows = x.numel // max(math.prod(shape), 1)
+    written = 2 * rows * stat
+    formula = f"{base.formula} + mean and rstd 2·{rows}·{stat}{note}"
+    return replace(base, bytes=base.bytes + written, formula=formula)
+
+
+@register(ops=("compare", "bitwise_not", "bitwise_and", "bitwise_or"))
+def _logical(call: Call) -> Cost:
+    return pointwise_cost(call, out_itemsize=1)
+
+
+@register(ops=("silu_and_mul", "gelu_and_mul"))
+def _gated(call: Call) -> Cost:
+    tensors = tensors_of(call)
+    if not tensors:
+        raise no_tensors(call)
+    x = max(tensors, key=lambda a: a.numel)  # the [.., 2d] input
+    halves = [a for a in tensors if a.numel == x.numel]
+    if len(halves) >= 2:  # gate and up given apart (an Inductor `mul_silu` kernel): one output element per pair
+        out_numel, read = x.numel, sum(a.nbytes for a in halves[:2])
+    else:
+        out_numel, read = x.numel // 2, x.nbytes
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    formula = f"{per:g} FLOP × {out_numel} outputs; bytes = inputs {read} + output {out_numel}·{x.itemsize}"
+    return Cost(per * out_numel, read + out_numel * x.itemsize, x.precision, VECTOR, formula)
+
+
+@register(ops=("quantize",))
+def _quantize(call: Call) -> Cost:
+    tensors = tensors_of(call)
+    if not tensors:
+        raise no_tensors(call)
+    x = max(tensors, key=lambda a: a.numel)
+    out = x.numel  # one byte per fp8/int8 element; scales are small and counted as inputs
+    read = sum(a.nbytes for a in tensors)
+    formula = f"{x.numel} elements; bytes = inputs {read} + 1-byte output {out}"
+    return Cost(2.0 * x.numel, read + out, x.precision, VECTOR, formula)
