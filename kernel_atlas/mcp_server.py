@@ -168,6 +168,8 @@ class Tools:
         else:
             gpu = report.get("gpu_time_us") or 0.0
             costed = report.get("costed_time_us") or 0.0
+            if report.get("gpu_time_us") is not None:  # the report's own sum (DuckDB adds in another order)
+                answer["gpu_time_us"] = gpu
             answer["device"] = report.get("device")
             answer["costed_time_us"] = costed
             answer["costed_pct"] = min(100.0 * costed / gpu, 100.0) if gpu else None

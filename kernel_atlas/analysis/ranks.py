@@ -41,7 +41,8 @@ from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
 from kernel_atlas.roofline.analysis import GROUP_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
 from kernel_atlas.store.outputs import load_kernels
 
-_SUMMED = ["count", "total_us", "op_time_us", "peer_wait_us", *EFFICIENCY_SUMS]
+# summed over ranks (`estimate`: how many ranks estimated the group, any of them making it one)
+_SUMMED = ["count", "total_us", "op_time_us", "peer_wait_us", "estimate", *EFFICIENCY_SUMS]
 _TREEMAP_KEYS = ["category", "op_mapping", "name"]
 
 
@@ -222,7 +223,7 @@ def _timeshare(summed: pd.DataFrame) -> pd.DataFrame:
     """Per-level percentages of the summed time shares, each level heaviest first, keys of equal
     time by name (an order that does not depend on how the ranks were grouped)."""
     total = float(summed.loc[summed["level"] == "category", "total_us"].sum())
-    summed["pct"] = 100.0 * summed["total_us"] / total if total else 0.0
+    summed["pct"] = 100.0 * summed["total_us"] / total if total else np.nan  # 0 µs in all: no share
     levels = list(dict.fromkeys(summed["level"]))
     ordered = [
         summed[summed["level"] == level].sort_values(["total_us", "key"], ascending=[False, True], kind="stable")

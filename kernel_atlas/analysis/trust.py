@@ -76,7 +76,7 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
         .sort_values(ascending=False, kind="stable")
     )
     reasons = [
-        {"op": str(o), "reason": str(r), "time_us": float(t), "pct": 100.0 * t / gpu if gpu else 0.0}
+        {"op": str(o), "reason": str(r), "time_us": float(t), "pct": 100.0 * t / gpu if gpu else None}
         for (o, r), t in grouped.head(TOP_REASONS).items()
         if t > 0
     ]
@@ -87,7 +87,8 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
     return {
         # a part of the GPU time summed apart from it: within 0–100 % and never below 0 µs (float
         # sums made 100.00000000000003 % and -2.8e-14 µs)
-        "costed_pct": min(100.0 * costed / gpu, 100.0) if gpu else 0.0,
+        # no GPU time (every activity 0 µs long): no share of it, rather than 0 %
+        "costed_pct": min(100.0 * costed / gpu, 100.0) if gpu else None,
         "costed_time_us": costed,
         "uncosted_time_us": max(gpu - costed, 0.0),
         "gpu_time_us": gpu,
@@ -95,6 +96,7 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
         "top_uncosted": reasons,
         "advice": advice,
         "clocks": _clocks(facts),
+        "estimated": _estimated(facts, gpu),
         "shapes_inferred": _inferred(summary, gpu),
         "traces_failed": _failed(summary),
     }
@@ -109,6 +111,15 @@ def _failed(summary: dict[str, Any]) -> list[dict[str, str]]:
     return [
         {"source": str(f.get("source", "")), "reason": str(f.get("reason", ""))} for f in failed if isinstance(f, dict)
     ]
+
+
+def _estimated(facts: dict[str, Any], gpu_time_us: float) -> dict[str, Any] | None:
+    """The costed time whose cost is an estimate (roofline.parquet `estimate`: an assumed argument,
+    dtype, group size or byte count, a count left out, borrowed shapes), None where there is none."""
+    time_us = float(facts.get("estimated_time_us") or 0.0)
+    if not time_us:
+        return None
+    return {"time_us": time_us, "pct": min(100.0 * time_us / gpu_time_us, 100.0) if gpu_time_us else None}
 
 
 def _inferred(summary: dict[str, Any], gpu_time_us: float) -> dict[str, Any] | None:

@@ -127,6 +127,8 @@ def _layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int
         if room >= floor or not droppable:
             break
         shown.remove(max(droppable, key=lambda i: columns[i].drop))
+    if room < floor:  # every column that may go is gone and still too narrow: text gives way, never numbers
+        return _squeezed(shown, flex, natural, room)
     if wanted <= room:
         return shown, {i: natural[i] for i in flex}
     # share the room: every flex column gets its floor, the rest in proportion to `flex`,
@@ -146,6 +148,25 @@ def _layout(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int
             given = 1
         spare -= given
         hungry = [i for i in hungry if natural[i] > widths[i]]
+    return shown, widths
+
+
+# the fewest cells a text column is shown on (below its `min_width` when nothing else fits)
+_NARROWEST = 4
+
+
+def _squeezed(shown: list[int], flex: list[int], natural: list[int], room: int) -> tuple[list[int], dict[int, int]]:
+    """Text columns on `room` cells shared equally, each on at least `_NARROWEST` (the last text
+    columns left out until they fit), where the numbers' own width leaves too little for their
+    `min_width`: rich squeezed the numbers instead, `94.6 µs` shown as `94.…`."""
+    shown, flex = list(shown), list(flex)
+    while flex and room < _NARROWEST * len(flex):
+        shown.remove(flex.pop())
+        room += _GAP  # its gap with it
+    widths = {}
+    for k, i in enumerate(flex):
+        share = room // len(flex) + (1 if k < room % len(flex) else 0)
+        widths[i] = min(share, natural[i])
     return shown, widths
 
 

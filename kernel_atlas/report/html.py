@@ -244,7 +244,7 @@ def top_kernels_figure(analysis: Analysis, top: int = 20) -> Figure:
         "x": values(share["total_us"]),
         "y": [f"{len(share) - i}. {label(_short(key, 60))}" for i, key in enumerate(share["key"])],
         "orientation": "h",
-        "text": [f"{p:.1f}%" for p in share["pct"]],
+        "text": [f"{p:.1f}%" if p == p else "–" for p in share["pct"]],  # NaN: no GPU time to share
         "hovertemplate": "%{y}<br>%{x:.1f} µs<extra></extra>",
     }
     layout = {

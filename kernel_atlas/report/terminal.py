@@ -273,13 +273,17 @@ def _category_section(console: Console, report: Report, view: ReportView) -> Non
         keep = (share["pct"] >= 100 * SMALL_SHARE).to_numpy() & (np.arange(len(share)) < BRIEF_CATEGORIES)
         share, folded = share[keep], share[~keep]
     columns = [Column("category", justify="left"), Column("time"), Column("%"), Column("count")]
-    rows = [[row.key, fmt_us(row.total_us), f"{row.pct:.1f}", f"{row.count:,}"] for row in share.itertuples()]
+
+    def pct(value: float) -> str:  # NaN: no GPU time to share (every activity 0 µs)
+        return f"{value:.1f}" if value == value else "–"
+
+    rows = [[row.key, fmt_us(row.total_us), pct(row.pct), f"{row.count:,}"] for row in share.itertuples()]
     if len(folded):
         rows.append(
             [
                 f"… {len(folded)} more",
                 fmt_us(folded["total_us"].sum()),
-                f"{folded['pct'].sum():.1f}",
+                pct(folded["pct"].sum(min_count=1)),
                 f"{int(folded['count'].sum()):,}",
             ]
         )

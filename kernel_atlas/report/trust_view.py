@@ -12,16 +12,28 @@ def trust_lines(trust: dict[str, Any] | None, clocks: bool = True) -> list[str]:
     `clocks`: with what the clocks' disagreement leaves unsure, where they disagree."""
     if not trust:
         return []
-    lines = [
-        f"costed: {trust['costed_pct']:.1f} % of GPU time has FLOPs or bytes "
-        f"({fmt_us(trust['costed_time_us'])} of {fmt_us(trust['gpu_time_us'])})"
-    ]
+    if trust["costed_pct"] is None:  # every GPU activity recorded 0 µs long: no share to give
+        lines = ["costed: no share to give: the GPU activities recorded take 0 µs in all"]
+    else:
+        lines = [
+            f"costed: {trust['costed_pct']:.1f} % of GPU time has FLOPs or bytes "
+            f"({fmt_us(trust['costed_time_us'])} of {fmt_us(trust['gpu_time_us'])})"
+        ]
     if trust["shapes_recorded"] != "yes":
         which = "the trace was" if trust["shapes_recorded"] == "no" else "some traces were"
         lines.append(f"{which} {trust['advice'][0]}")
     for r in trust["top_uncosted"]:
-        lines.append(f"  uncosted {fmt_us(r['time_us'])} ({r['pct']:.1f} %): {r['op']}: {r['reason']}")
+        share = "" if r["pct"] is None else f" ({r['pct']:.1f} %)"
+        lines.append(f"  uncosted {fmt_us(r['time_us'])}{share}: {r['op']}: {r['reason']}")
     lines += [f"  to cost more: {a}" for a in trust["advice"][1 if trust["shapes_recorded"] != "yes" else 0 :]]
+    estimated = trust.get("estimated")
+    if estimated:
+        share = "" if estimated["pct"] is None else f" ({estimated['pct']:.1f} % of GPU time)"
+        lines.append(
+            f"  estimated: {fmt_us(estimated['time_us'])}{share} is costed on what the trace did not record "
+            "(an assumed argument, dtype, group size or byte count; borrowed shapes): roofline.parquet `estimate`; "
+            "each formula says what"
+        )
     inferred = trust.get("shapes_inferred")
     if inferred:
         lines.append(

@@ -62,6 +62,7 @@ ROOFLINE_COLUMNS = [
     "note",
     "formula",
     "formulas",
+    "estimate",
     "call_stack",
     *ROOFLINE_EFFICIENCY,  # ingest/efficiency.py
     "peer_wait_us",
@@ -154,7 +155,9 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     factors = {key: bus_factor(*key) for key in {(str(op[i]), int(ranks[i])) for i in ok.tolist()}}
     factor = np.array([factors[str(op[i]), int(ranks[i])] for i in ok.tolist()], dtype=np.float64)
     done = rows[ok]
-    role[done], note[done] = "main", ""
+    # how they were linked, as other costed calls say
+    role[done] = "main"
+    note[done] = _link_notes(kernels["link"])[done] if "link" in kernels else ""
     kernels["role"], kernels["note"] = _texts(role, kernels.index), _texts(note, kernels.index)
     columns = {
         "flops": 0.0,
@@ -182,7 +185,7 @@ _RECORDED, _FROM_TENSORS, _WORLD = 0, 1, 2
 _GROUP_SOURCES = {
     _RECORDED: "",
     _FROM_TENSORS: " from the recorded tensors",
-    _WORLD: ": the trace's world size, the process group's size not being recorded",
+    _WORLD: ": the trace's world size assumed, the process group's size not being recorded",
 }
 # (the trust line says what to re-profile with: Kineto's record_shapes, or nothing an Nsight export holds)
 _SILENT = "collective message size not recorded: neither NCCL message fields on the kernel nor shapes on its launch"
@@ -378,7 +381,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         launcher, op, dims, types, concrete, rule, step, enclosed, partner, strides = (
             text[k] for text, k in zip(texts, row, strict=True)
         )
-        shapeless.append(not dims or str(dims).strip() in ("[]", "null"))
+        # no shapes, or shapes without their dtypes (PyTorch 1.8): the trace lacks what a cost needs
+        shapeless.append(any(not v or str(v).strip() in ("[]", "null") for v in (dims, types)))
         try:
             args = parse_call(dims, types, strides, concrete)
             call = Call(
@@ -437,12 +441,37 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         formula[copies] = _copy_formulas(moved, np.where(host, 0, np.where(traffic == moved, 1, 2)), guessed)
         note[copies] = ""
         op_time[copies] = frame["dur_us"].to_numpy()[copies]
+    _say_what_is_missing(frame, role, note, has_call)
+    uncosted_call = helper_rows[role[main_of_call[call_of_row[helper_rows]]] != "main"]
+    if len(uncosted_call):  # "cost counted on" a kernel that has none: say it has none
+        mains = main_of_call[call_of_row[uncosted_call]]
+        note[uncosted_call] = _helper_notes(frame, mains, uncosted_call, costed=False)
     texts = {"role": role, "precision": precision, "unit": unit, "note": note, "formula": formula}
     columns = {key: _texts(values, frame.index) for key, values in texts.items()}
     return pd.DataFrame(
         {**columns, "flops": flops, "bytes": nbytes, "op_time_us": op_time},
         index=frame.index,
     )[["role", "flops", "bytes", "precision", "unit", "note", "formula", "op_time_us"]]
+
+
+def _say_what_is_missing(frame: pd.DataFrame, role: np.ndarray, note: np.ndarray, has_call: np.ndarray) -> None:
+    """In place: why rows left without a cost and without a note have none — a copy or memset
+    without a byte count (its launching op records no size for it: a workspace), a kernel whose
+    launcher is a Python frame or an annotation, which records no shapes. Their role stays "no
+    shapes" (what the trace did not record); the note says what that is."""
+    empty = (role == "no shapes") & np.array([not isinstance(n, str) or n == "" for n in note], dtype=bool)
+    if not empty.any():
+        return
+    kind = frame["kind"].astype(object).to_numpy()
+    launcher = frame["launcher"].astype(object).to_numpy()
+    has_launcher = np.array([isinstance(x, str) and x != "" for x in launcher], dtype=bool)
+    copies = np.flatnonzero(empty & (kind != "kernel"))
+    note[copies] = [
+        f"{k}: no byte count recorded, and {x if has else 'no launching op'} records no size for it"
+        for k, x, has in zip(kind[copies], launcher[copies], has_launcher[copies], strict=True)
+    ]
+    framed = np.flatnonzero(empty & (kind == "kernel") & has_launcher & ~has_call)
+    note[framed] = "its launcher is a Python frame or an annotation, not an op: no shapes recorded"
 
 
 _COPY_PATHS = ("over the host link", "written", "read + written")
@@ -538,8 +567,11 @@ def _first_seen_groups(columns: list[pd.Series], empty_is_missing: bool = True) 
     return _groups(np.stack(codes, axis=1))
 
 
-def _helper_notes(frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.ndarray) -> list[str]:
-    """ "cost counted on <main kernel> (same <op> call)" for the helper rows of each call."""
+def _helper_notes(
+    frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.ndarray, costed: bool = True
+) -> list[str]:
+    """ "cost counted on <main kernel> (same <op> call)" for the helper rows of each call; with
+    `costed` False (the call has no cost), "same <op> call as <main kernel>, which has no cost"."""
     names = frame["name"].astype("category")
     ops = frame["cpu_op"].astype("category")
     main_name = names.cat.codes.to_numpy(np.int64)[main_of_helper]
@@ -549,7 +581,11 @@ def _helper_notes(frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.n
     for pair in pairs.tolist():
         n, o = divmod(pair, len(ops.cat.categories) + 1)
         op_name = ops.cat.categories[o - 1] if o > 0 else np.nan
-        texts.append(f"cost counted on {str(names.cat.categories[n])[:60]} (same {op_name} call)")
+        main = str(names.cat.categories[n])[:60]
+        if costed:
+            texts.append(f"cost counted on {main} (same {op_name} call)")
+        else:
+            texts.append(f"same {op_name} call as {main}, which has no cost")
     return [texts[k] for k in which.reshape(-1).tolist()]
 
 
@@ -573,11 +609,33 @@ def analyse(
         kernels[column] = costs[column]
     _collective_costs(kernels, world_size)
     _drop_impossible_costs(kernels)
+    kernels["estimate"] = _estimates(kernels)
     groups = roofline_groups(kernels)
     roofline = roofline_metrics(groups, device) if metrics else pd.DataFrame(columns=ROOFLINE_COLUMNS)
     timeshare = _timeshare(kernels)
     facts = _facts(kernels, device)
     return Analysis(kernels=kernels, roofline=roofline, timeshare=timeshare, facts=facts, groups=groups)
+
+
+# a cost that stands on what the trace did not record says so: its formula names what it assumed,
+# estimated or could not count (every formula does: docs/costs.md), or its row's shapes were
+# borrowed (link "inferred: …")
+_ESTIMATE_WORDS = r"\bassumed\b|\bestimate\b|\bnot recorded\b"
+
+
+def _estimates(kernels: pd.DataFrame) -> np.ndarray:
+    """Per row (bool): a costed call whose cost is an estimate (`_ESTIMATE_WORDS`), worked out on
+    the distinct formulas and links, not per row."""
+    costed = (kernels["role"] == "main").to_numpy()
+    if not costed.any():
+        return np.zeros(len(kernels), dtype=bool)
+    formula = kernels["formula"].astype("category")
+    said = np.asarray(formula.cat.categories.astype(str).str.contains(_ESTIMATE_WORDS, regex=True), dtype=bool)
+    link = kernels["link"].astype("category")
+    borrowed = np.asarray(link.cat.categories.astype(str).str.startswith("inferred"), dtype=bool)
+    codes_f, codes_l = formula.cat.codes.to_numpy(), link.cat.codes.to_numpy()
+    estimate = np.append(said, False)[codes_f] | np.append(borrowed, False)[codes_l]  # code -1: the last
+    return costed & estimate
 
 
 # a call whose recorded sizes would take more than this many times the time it took on the
@@ -656,7 +714,8 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
     times, the per-call cost of the group. Groups of several runs (ranks) add up: sum `count`,
     `total_us` and `op_time_us`, keep the first of the rest (see `roofline_metrics`)."""
     keys = ROOFLINE_KEYS
-    work = kernels[["dur_us", "op_time_us", "flops", "bytes", "precision", "unit", "note", "formula", "call_stack"]]
+    columns = ["dur_us", "op_time_us", "flops", "bytes", "precision", "unit", "note", "formula", "call_stack"]
+    work = kernels[columns].assign(estimate=kernels.get("estimate", False))
     work = pd.concat([work, efficiency_sums(kernels)], axis=1)
     # groups in order of first appearance; a missing name, launcher, shape or note counts as ""
     group, first = _first_seen_groups([kernels[k] for k in GROUP_KEYS])
@@ -672,6 +731,7 @@ def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
         unit=("unit", "first"),
         note=("note", "first"),
         formula=("formula", "first"),
+        estimate=("estimate", "max"),  # any of its calls
         call_stack=("call_stack", "first"),
         **{name: (name, "sum") for name in EFFICIENCY_SUMS},
     ).reset_index(drop=True)
@@ -710,6 +770,7 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     """The roofline table from `roofline_groups`: throughput, attainable time, SOL, bound and
     headroom per group against the device's peaks, ranked by headroom."""
     table = table.copy()
+    table["estimate"] = table["estimate"].astype(bool)  # summed over ranks: any of them
     table["mean_us"] = table["op_time_us"] / table["count"]
     table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
     table["peak_tflops"], table["peak_gbps"], table["peak_label"] = _peaks(table, device)
@@ -809,7 +870,7 @@ def _timeshare(kernels: pd.DataFrame) -> pd.DataFrame:
                     "key": g.index.astype(str),
                     "total_us": g["sum"].to_numpy(),
                     "count": g["size"].to_numpy(),
-                    "pct": 100.0 * g["sum"].to_numpy() / total if total else 0.0,
+                    "pct": 100.0 * g["sum"].to_numpy() / total if total else np.nan,  # 0 µs in all: no share
                 }
             )
         )
@@ -828,4 +889,7 @@ def _facts(kernels: pd.DataFrame, device: Device | None) -> dict[str, Any]:
     # kernels went uncounted where its cost was missing (a two-rank NCCL trace: 55 of 330 ms)
     for fact, role in (("costed_time_us", "main"), ("no_shape_time_us", "no shapes"), ("no_model_time_us", "no model")):
         facts[fact] = float(kernels.loc[kernels["role"] == role, "op_time_us"].sum())
+    # of the costed time, that of calls whose cost is an estimate (`_estimates`)
+    estimated = kernels["estimate"] if "estimate" in kernels else pd.Series(False, index=kernels.index)
+    facts["estimated_time_us"] = float(kernels.loc[estimated.to_numpy(bool), "op_time_us"].sum())
     return facts

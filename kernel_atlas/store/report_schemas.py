@@ -129,6 +129,7 @@ TABLE_TYPES: dict[str, dict[str, pa.DataType]] = {
         "note": STRING,
         "formula": STRING,
         "formulas": INT64,
+        "estimate": BOOL,
         "call_stack": DICT,
         "est_occupancy_pct": DOUBLE,
         "waves": DOUBLE,

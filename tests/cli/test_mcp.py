@@ -471,3 +471,20 @@ def test_a_call_waits_its_turn_then_is_refused(tools, monkeypatch: pytest.Monkey
     finally:
         mcp_server._TURNS.release()
     assert tools.query("bert.atlas", "SELECT 1 AS one")["rows"] == [{"one": 1}]
+
+
+def test_a_reported_runs_summary_gives_the_reports_gpu_time(tmp_path: Path) -> None:
+    # report.json sums the activities in its own order (309.437 µs); DuckDB's sum of the same rows
+    # in another order may differ in the last bits (9778.613999999978 against 9778.614 on a shared
+    # trace): the summary of a reported run gives the report's number, as the report states it
+    from kernel_atlas.mcp_server import Tools
+    from kernel_atlas.report.build import build_report
+
+    from tests.support.traces import trace_path
+
+    # mi300x_sglang_qwen3_8b_decode_graph: 9,778.614 µs of GPU activities, summed from its JSON
+    write_outputs(ingest_paths([trace_path("mi300x_sglang_qwen3_8b_decode_graph")]), tmp_path / "run")
+    build_report(tmp_path / "run")
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    summary = Tools(tmp_path).summary("run")
+    assert summary["gpu_time_us"] == report["gpu_time_us"] == pytest.approx(9778.614)

@@ -217,6 +217,30 @@ def test_narrow_tables_leave_out_columns_and_say_so() -> None:
     assert max(cell_len(line) for line in lines) <= 40
 
 
+def test_numbers_are_never_cut_when_the_text_columns_cannot_have_their_width() -> None:
+    # three numbers of 8, 8 and 4 cells and their gaps take 24 of 40 cells: the two text columns
+    # (min_width 10 each: 24 + 2·2 + 20 = 48) share the 12 left — at 40 columns rich had squeezed
+    # every column instead, "94.6 µs" shown as "94.…", "29.7 µs" and "29.3 µs" both as "29.…"
+    columns = [
+        Column("headroom"),
+        Column("time"),
+        Column("SOL%"),
+        Column("kernel", justify="left", flex=2, middle=True),
+        Column("shapes", justify="left", flex=1),
+    ]
+    rows = [
+        ["94.6 µs", "98.7 µs", "4.2", "cutlass::Kernel<x>" * 4, "512, 141×512"],
+        ["29.7 µs", "33.1 µs", "10.2", "k", "1"],
+    ]
+    text = "\n".join(_render(print_table, columns, rows, "t", width=40))
+    for number in ("94.6 µs", "98.7 µs", "4.2", "29.7 µs", "33.1 µs", "10.2"):
+        assert number in text
+    assert max(cell_len(line) for line in text.splitlines()) <= 40
+    # on 30 cells only one text column finds its 4: the other is left out, and said
+    narrow = "\n".join(_render(print_table, columns, rows, "t", width=30))
+    assert "94.6 µs" in narrow and "narrow terminal: shapes left" in narrow
+
+
 def test_progress_bar_on_a_terminal_only() -> None:
     terminal = Console(file=io.StringIO(), force_terminal=True, width=80)
     with progress_bar(terminal, "replaying on cpu", total=3) as bar:

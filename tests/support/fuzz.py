@@ -754,7 +754,8 @@ def _report_bounds(out: Path, frame: Any) -> list[str]:
     report = json.loads(report_path.read_text())
     problems = []
     trust = report.get("trust") or {}
-    if not 0.0 <= trust.get("costed_pct", 0.0) <= 100.0 or trust.get("uncosted_time_us", 0.0) < 0.0:
+    costed_pct = trust.get("costed_pct", 0.0)
+    if (costed_pct is not None and not 0.0 <= costed_pct <= 100.0) or trust.get("uncosted_time_us", 0.0) < 0.0:
         problems.append(f"trust shares out of range: {trust.get('costed_pct')} %, {trust.get('uncosted_time_us')} µs")
     starts = [frame["ts_us"].to_numpy(float)]
     ends = [starts[0] + frame["dur_us"].to_numpy(float)]
