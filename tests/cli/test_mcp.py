@@ -479,7 +479,6 @@ def test_a_reported_runs_summary_gives_the_reports_gpu_time(tmp_path: Path) -> N
     # trace): the summary of a reported run gives the report's number, as the report states it
     from kernel_atlas.mcp_server import Tools
     from kernel_atlas.report.build import build_report
-
     from tests.support.traces import trace_path
 
     # mi300x_sglang_qwen3_8b_decode_graph: 9,778.614 µs of GPU activities, summed from its JSON
