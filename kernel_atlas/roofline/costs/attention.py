@@ -3,9 +3,11 @@ and windowed masks; paged decode."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from itertools import pairwise
 
-from kernel_atlas.core.devices import MATRIX
+from kernel_atlas.core.devices import MATRIX, VECTOR
 from kernel_atlas.ingest.recorded import Arg
 from kernel_atlas.ingest.steps import is_native_step, parse_step
 from kernel_atlas.roofline.costs.base import (
@@ -219,7 +221,7 @@ def _flash_forward(call: Call) -> Cost:
     # (query, key, value, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, ...), [B, S, H, D]
     if len(call.args) > 3 and call.args[3].is_tensor:
         if call.step:
-            return _paged_attention(call)
+            return _paged_attention(call, mask=_flash_mask(call, 8, 11))
         raise NoCost(
             "aten::_flash_attention_forward with cumulative sequence lengths (varlen): "
             "per-sequence lengths not recorded"
@@ -272,6 +274,94 @@ def _sdpa_efficient(call: Call) -> Cost:
     return _attention(call, "BHSD", *_is_causal(call, 6))
 
 
+@dataclass(frozen=True)
+class _Mask:
+    """What a serving attention call's own arguments say of its mask: `causal` (the context
+    part's; decode tokens see their whole context either way), a sliding `window` (left, right)
+    as FlashAttention counts it (query at p sees keys p − left … p + right, −1 unbounded), and
+    what the formula says it read or assumed."""
+
+    causal: bool = True
+    window: tuple[int, int] | None = None
+    said: str = ""  # empty: nothing read, causal context assumed (said where the step has a context part)
+
+
+def _flash_mask(call: Call, causal_at: int, window_at: int) -> _Mask:
+    """The mask of a FlashAttention-style call: a boolean `is_causal` at `causal_at` and integer
+    window sides at `window_at`, `window_at + 1`. Where those positions do not hold a bool and two
+    ints (another version of the schema), nothing is read and causal is assumed, said."""
+    flag = call.args[causal_at].value if causal_at < len(call.args) else None
+    sides = [call.args[i].value if i < len(call.args) else None for i in (window_at, window_at + 1)]
+    if not isinstance(flag, bool) or not all(isinstance(v, int) and not isinstance(v, bool) for v in sides):
+        where = f"{causal_at}, {window_at}"
+        return _Mask(said=f" (is_causal/window not recorded at arguments {where}: causal context assumed)")
+    window = _window(call, window_at)
+    shown = "" if window is None else f", window_size_left {sides[0]}, window_size_right {sides[1]}"
+    return _Mask(flag, window, f" (is_causal {flag}{shown} recorded)")
+
+
+# vLLM's FlashAttention ops (vllm-project/flash-attention): where `is_causal` and the two window
+# sides sit. fa2 `varlen_fwd(q, k, v, out, cu_seqlens_q, cu_seqlens_k, seqused_k, leftpad_k,
+# block_table, alibi_slopes, max_seqlen_q, max_seqlen_k, p_dropout, softmax_scale, zero_tensors,
+# is_causal, window_size_left, window_size_right, softcap, return_softmax, gen)`; fa3 `fwd(q, k, v,
+# k_new, v_new, q_v, out, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k_new, seqused_q, seqused_k,
+# max_seqlen_q, max_seqlen_k, page_table, kv_batch_idx, leftpad_k, rotary_cos, rotary_sin,
+# seqlens_rotary, q_descale, k_descale, v_descale, softmax_scale, is_causal, window_size_left,
+# window_size_right, softcap, …)`. Their paged K/V cache is [pages, page_size, H_kv, d].
+_FLASH_MASK_AT = {
+    "_vllm_fa2_C::varlen_fwd": (15, 16),
+    "vllm_flash_attn_c::varlen_fwd": (15, 16),
+    "_vllm_fa3_C::fwd": (24, 25),
+}
+
+# FlashInfer's run ops (their launchers are named after the JIT module: `batch_decode_with_kv_cache_
+# dtype_q_bf16_…::run`, `batch_prefill_with_kv_cache_…::paged_run` / `::ragged_run`): decode
+# `run(float_workspace, int_workspace, plan_info, q, paged_k_cache, paged_v_cache, kv_indptr,
+# kv_indices, kv_last_page_len, o, maybe_lse, kv_layout_code, window_left, …)`; prefill `paged_run(…,
+# q, paged_k_cache, paged_v_cache, qo_indptr, kv_indptr, kv_indices, kv_last_page_len, o, maybe_lse,
+# mask_mode, layout, window_left, …)`; `ragged_run(…, q, k, v, qo_indptr, kv_indptr, o, maybe_lse,
+# mask_mode, layout, window_left, …)`. (query, K, mask_mode or None, layout, window_left) positions.
+_FLASHINFER = (
+    (re.compile(r"batch_decode_with\w*(?:::|_)run$"), (3, 4, None, 11, 12)),
+    (re.compile(r"batch_prefill_with\w*(?:::|_)paged_run$"), (3, 4, 12, 13, 14)),
+    (re.compile(r"batch_prefill_with\w*(?:::|_)ragged_run$"), (3, 4, 10, 11, 12)),
+)
+_FLASHINFER_LAYOUTS = {0: ("NHD", -2), 1: ("HND", -3)}  # QKVLayout: where H_kv sits in K and V
+# FlashInfer's MaskMode: 0 none, 1 causal; 2 (custom) and 3 (multi-item scoring) keep the causal assumption
+_FLASHINFER_MASKS = {0: False, 1: True}
+
+
+def _flashinfer(call: Call) -> tuple[tuple[Arg, int, int, int, Arg, str], _Mask] | None:
+    """Heads and mask of a FlashInfer run op whose arguments sit where its schema puts them
+    (`_FLASHINFER`): H_kv from K's axis −2 (NHD) or −3 (HND) as `kv_layout_code` says; the
+    prefill's `mask_mode`; `window_left` (query at p sees keys p − window_left … p). None where
+    the launcher is none of them or the positions hold something else."""
+    at = next((where for pattern, where in _FLASHINFER if pattern.search(call.launcher)), None)
+    if at is None:
+        return None
+    q_at, k_at, mask_at, layout_at, window_at = at
+    q, k = optional_tensor_at(call, q_at), optional_tensor_at(call, k_at)
+    layout, left = concrete_int(call, layout_at), concrete_int(call, window_at)
+    mode = concrete_int(call, mask_at) if mask_at is not None else None
+    if q is None or k is None or len(q.dims) != 3 or len(k.dims) < 3 or layout not in _FLASHINFER_LAYOUTS:
+        return None
+    if left is None or (mask_at is not None and mode is None):
+        return None
+    name, axis = _FLASHINFER_LAYOUTS[layout]
+    _, h_q, d = q.dims
+    h_kv = k.dims[axis]
+    if k.dims[-1] != d or h_kv <= 0 or h_q % h_kv:
+        return None
+    heads = (q, h_q, d, h_kv, k, f"K's axis {axis}, kv_layout {layout} ({name}) recorded")
+    window = (left, -1) if left >= 0 else None  # FlashInfer's window has no right side
+    shown = [f"window_left {left}"] if window is not None else []
+    if mode is None:  # decode: one query per request, which sees its whole context (or its window)
+        return heads, _Mask(True, window, f" ({shown[0]} recorded)" if shown else "")
+    if mode not in _FLASHINFER_MASKS:
+        return heads, _Mask(True, window, f" (mask_mode {mode}: its mask not recorded, causal assumed)")
+    return heads, _Mask(_FLASHINFER_MASKS[mode], window, f" ({', '.join([f'mask_mode {mode}', *shown])} recorded)")
+
+
 @register(ops=("attention",))
 def _attention_step(call: Call) -> Cost:
     dense = [a for a in tensors_of(call)[:3] if len(a.dims) == 4]
@@ -281,7 +371,71 @@ def _attention_step(call: Call) -> Cost:
             f"{call.what}: dense q/k/v {list(dense[0].dims)} recorded, but not their layout (which axis is "
             "heads, which sequence: [B, S, H, D] or [B, H, S, D]) nor whether it is causal"
         )
+    if call.launcher in _FLASH_MASK_AT:
+        return _paged_attention(call, mask=_flash_mask(call, *_FLASH_MASK_AT[call.launcher]))
+    flashinfer = _flashinfer(call)
+    if flashinfer is not None:
+        return _paged_attention(call, *flashinfer)
     return _paged_attention(call)
+
+
+# vLLM's paged decode ops: `paged_attention_v1(out, query, key_cache, value_cache, num_kv_heads,
+# scale, block_tables, seq_lens, block_size, max_seq_len, alibi_slopes, kv_cache_dtype, …)`;
+# `paged_attention_v2` and ROCm's `paged_attention` put `exp_sums, max_logits, tmp_out` between
+# out and query. Their caches are key_cache [blocks, H_kv, d/x, block_size, x] and value_cache
+# [blocks, H_kv, d, block_size] (an fp8 cache is recorded uint8: 1 byte).
+_VLLM_PAGED_QUERY_AT = {"_C::paged_attention_v1": 1, "_C::paged_attention_v2": 4, "_rocm_C::paged_attention": 4}
+
+
+@register(launchers=tuple(_VLLM_PAGED_QUERY_AT))
+def _vllm_paged(call: Call) -> Cost:
+    at = _VLLM_PAGED_QUERY_AT[call.launcher]
+    q, key_cache = tensor_at(call, at, "query"), tensor_at(call, at + 1, "key_cache")
+    if len(q.dims) != 3 or len(key_cache.dims) < 2:
+        raise NoCost(f"{call.what}: query {list(q.dims)} not [seqs, heads, head_dim], or a key cache without heads")
+    _, h_q, d = q.dims
+    recorded = concrete_int(call, at + 3)
+    h_kv, source = (
+        (recorded, "num_kv_heads")
+        if recorded is not None and recorded > 0
+        else (key_cache.dims[1], "the key cache's axis 1, vLLM's [blocks, H_kv, d/x, block_size, x]")
+    )
+    if h_kv <= 0 or h_q % h_kv:
+        raise NoCost(f"{call.what}: {h_q} query heads are no multiple of {h_kv} KV heads ({source})")
+    return _paged_attention(call, (q, h_q, d, h_kv, key_cache, source), _Mask(said=""))
+
+
+# Merging two partial attention results (split KV, a cached prefix and the new tokens): sgl-kernel
+# `merge_state(v_a, s_a, v_b, s_b, v_merged, s_merged)` (and `merge_state_v2`), vLLM
+# `merge_attn_states(output, output_lse, prefix_output, prefix_lse, suffix_output, suffix_lse, …)`:
+# (the two partial outputs and their log-sum-exps read, the merged ones written) positions
+_MERGES = {
+    "sgl_kernel::merge_state": ((0, 1, 2, 3), (4, 5)),
+    "sgl_kernel::merge_state_v2": ((0, 1, 2, 3), (4, 5)),
+    "_C::merge_attn_states": ((2, 3, 4, 5), (0, 1)),
+}
+MERGE_FLOPS_PER_ELEMENT = 3  # v_a·w_a + v_b·w_b per output element; the per-(token, head) weights not counted
+
+
+@register(launchers=tuple(_MERGES))
+def _merge_states(call: Call) -> Cost:
+    """Merging two partial attention outputs v [T, H, d] by their log-sum-exps s [T, H] (fp32):
+    each merged element is v_a·w_a + v_b·w_b (3 FLOP; the weights, a few FLOP per token and head,
+    not counted); bytes = both partials and both log-sum-exps read, the merged output (and its
+    log-sum-exp, where one is passed) written. No attention is computed: no sequence lengths used."""
+    read_at, (out_at, lse_at) = _MERGES[call.launcher]
+    names = ("v_a", "s_a", "v_b", "s_b")
+    v_a, s_a, v_b, s_b = (tensor_at(call, i, name) for i, name in zip(read_at, names, strict=True))
+    out, lse = optional_tensor_at(call, out_at) or v_a, optional_tensor_at(call, lse_at)
+    read = v_a.nbytes + s_a.nbytes + v_b.nbytes + s_b.nbytes
+    written = out.numel * out.itemsize + (lse.numel * lse.itemsize if lse is not None else 0)
+    flops = MERGE_FLOPS_PER_ELEMENT * out.numel
+    formula = (
+        f"merge of two partial attention outputs: {MERGE_FLOPS_PER_ELEMENT} FLOP per merged element "
+        f"(v_a·w_a + v_b·w_b) · {out.numel}; bytes = 2 partials + 2 log-sum-exps {read} read + merged output"
+        f"{' and log-sum-exp' if lse is not None else ''} {written} written"
+    )
+    return Cost(float(flops), read + written, v_a.precision, VECTOR, formula)
 
 
 def _heads(call: Call) -> tuple[Arg, int, int, int, Arg, str]:
@@ -312,7 +466,30 @@ def _heads(call: Call) -> tuple[Arg, int, int, int, Arg, str]:
     return q, h_q, d, same[0].dims[-2], same[0], "key"
 
 
-def _paged_attention(call: Call) -> Cost:
+def _reach(mask: _Mask) -> int | None:
+    """The most keys one query sees in `mask`'s sliding window: left + 1 (+ right where not
+    causal); None where a side it needs is unbounded."""
+    if mask.window is None:
+        return None
+    left, right = mask.window
+    right = 0 if mask.causal else right
+    return left + right + 1 if left >= 0 and right >= 0 else None
+
+
+def _paged_attention(
+    call: Call, heads: tuple[Arg, int, int, int, Arg, str] | None = None, mask: _Mask | None = None
+) -> Cost:
+    """Attention over a batch of variable-length requests (paged KV cache, ragged/varlen
+    layouts): sequence lengths from the step annotation enclosing the launch, heads from the
+    recorded query and key/cache (`heads`, where the caller read them from a known schema).
+    FLOPs = 4·H_q·d·(Σ sq·sk of decode + Σ sq·sk − ½ Σ sq² of the causal context part), as
+    FlashAttention's benchmarks and TraceLens count (a `mask` recorded not causal: Σ sq·sk of the
+    context part whole); bytes = Q and O (Σ sq·H_q·d each) + K and V read (Σ sk·H_kv·d each, at
+    the cache's dtype). A sliding window where each query sees at most W keys: pairs at most
+    Σ sq·W (causal context Σ sq·(W − ½), its diagonal's half as `window_pairs` counts) and keys read
+    at most Σ sq·W, per part — exact for decode when every context is at least W (the step records
+    only sums, not each request's length: otherwise an upper bound, said)."""
+    mask = mask if mask is not None else _Mask()
     """Attention over a batch of variable-length requests (paged KV cache, ragged/varlen
     layouts): sequence lengths from the step annotation enclosing the launch, heads from the
     recorded query and key/cache. FLOPs = 4·H_q·d·(Σ sq·sk of decode + Σ sq·sk − ½ Σ sq² of the
@@ -330,16 +507,32 @@ def _paged_attention(call: Call) -> Cost:
             f"{call.what}: paged/varlen attention: no sequence lengths recorded and no per-step "
             "annotation with them (vLLM/SGLang detailed roofline annotations) encloses the launch"
         )
-    q, h_q, d, h_kv, kv, heads_from = _heads(call)
-    products = lengths.g_sqsk + lengths.c_sqsk - lengths.c_sqsq / 2
-    flops = 4.0 * h_q * d * products
+    q, h_q, d, h_kv, kv, heads_from = heads if heads is not None else _heads(call)
+    context = lengths.c_sqsk - lengths.c_sqsq / 2 if mask.causal else float(lengths.c_sqsk)
+    context_said = f"{lengths.c_sqsk}−{lengths.c_sqsq}/2 causal context" if mask.causal else f"{lengths.c_sqsk} context"
+    said = mask.said or (" (no mask argument read: causal context assumed)" if lengths.c_sq else "")
+    decode, keys_c, keys_g = float(lengths.g_sqsk), lengths.c_sk, lengths.g_sk
+    reach = _reach(mask)
+    window_said = ""
+    if reach is not None:
+        context = min(context, lengths.c_sq * (reach - 0.5 if mask.causal else reach))
+        decode = min(decode, lengths.g_sq * reach)
+        keys_c, keys_g = min(keys_c, lengths.c_sq * reach), min(keys_g, lengths.g_sq * reach)
+        window_said = (
+            f"; sliding window of W = {reach} keys per query: pairs ≤ Σsq·W per part (causal context "
+            f"Σsq·(W−½)), keys read ≤ Σsq·W — an estimate, exact for decode where every context holds W keys, "
+            "else an upper bound (the step records sums, not each request's length)"
+        )
+    flops = 4.0 * h_q * d * (decode + context)
     sq = lengths.c_sq + lengths.g_sq
-    sk = lengths.c_sk + lengths.g_sk
+    sk = keys_c + keys_g
     q_o = 2.0 * sq * h_q * d * q.itemsize
     k_v = 2.0 * sk * h_kv * d * kv.itemsize
     formula = (
-        f"4·H_q·d·(Σsq·sk − ½Σsq² causal context) = 4·{h_q}·{d}·({lengths.g_sqsk}+{lengths.c_sqsk}−"
-        f"{lengths.c_sqsq}/2) ({lengths.engine} step annotation); bytes = Q+O 2·{sq}·{h_q}·{d}·{q.itemsize} "
+        f"4·H_q·d·(Σsq·sk decode + {'Σsq·sk − ½Σsq² causal context' if mask.causal else 'Σsq·sk context, no mask'})"
+        f"{said}{window_said} = 4·{h_q}·{d}·({decode:g} decode + {context:g} context: {context_said}) "
+        f"({lengths.engine} step annotation); "
+        f"bytes = Q+O 2·{sq}·{h_q}·{d}·{q.itemsize} "
         f"+ K+V 2·{sk}·{h_kv}·{d}·{kv.itemsize} (H_kv from {heads_from}; KV-cache writes on their own op)"
     )
     return Cost(flops, q_o + k_v, q.precision, MATRIX, formula)

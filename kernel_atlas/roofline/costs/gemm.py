@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+from kernel_atlas.core.devices import VECTOR
 from kernel_atlas.ingest.recorded import Arg, dtypes, scalar_type
 from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
+    Formula,
     NoCost,
     broadcast_shape,
     concrete_int,
     gemm_precision,
+    optional_tensor_at,
     register,
     tensor_at,
     tensors_of,
@@ -165,3 +169,129 @@ def _small_m_gemm(call: Call) -> Cost:
     if len(tensors) >= 3:  # sgl-kernel passes (out, mat1, mat2)
         call = Call(call.launcher, call.op_mapping, tuple(tensors[1:]), call.rule)
     return _two_operand_gemm(call, 2, "DeepSeek-V3 small-M GEMM")
+
+
+def _scaled_gemm(call: Call, a_at: int, b_at: int, out: Arg | None, out_code: int | None, what: str) -> Cost:
+    """A library GEMM a [M, K] × b [K, N] (b column-major, recorded [K, N]) with its scales and
+    bias read as recorded; the output written at the recorded `out`'s dtype, else at the
+    `out_dtype` argument's (a ScalarType code), else not costed."""
+    a, b = tensor_at(call, a_at, "a"), tensor_at(call, b_at, "b")
+    if len(a.dims) != 2 or len(b.dims) != 2 or a.dims[1] != b.dims[0]:
+        raise NoCost(f"{call.what}: not a [M, K] × [K, N] pair ({list(a.dims)}, {list(b.dims)})")
+    (m, k), n = a.dims, b.dims[1]
+    others = [x for i, x in enumerate(call.args) if x.is_tensor and i not in (a_at, b_at) and x is not out]
+    if out is not None:
+        size, note = out.itemsize, f"{out.dtype} output recorded"
+    else:
+        name = scalar_type(out_code)
+        if name is None:
+            raise NoCost(f"{call.what}: output dtype (out_dtype code {out_code}) not recorded")
+        size, note = dtypes()[name].bytes, f"out_dtype code {out_code}: {name}"
+    return _gemm(call, 1, m, n, k, [a, b, *others], size, f" ({what}; scales and bias read; {note})")
+
+
+# Library ops launched from Python (vLLM `_C::`/`_moe_C::`, sgl-kernel), by launcher: their
+# argument orders are the libraries' own, so each has a formula here, reached through the call's
+# op_mapping (as the reductions' tables are); other launchers of these ops have no cost model.
+_LIBRARY_OPS: dict[str, Formula] = {}
+
+
+def _library(*launchers: str) -> Callable[[Formula], Formula]:
+    def wrap(func: Formula) -> Formula:
+        _LIBRARY_OPS.update(dict.fromkeys(launchers, func))
+        return func
+
+    return wrap
+
+
+@register(ops=("matmul", "bmm", "moe_reduce"))
+def _library_op(call: Call) -> Cost:
+    formula = _LIBRARY_OPS.get(call.launcher)
+    if formula is None:
+        raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
+    return formula(call)
+
+
+@_library("_C::cutlass_scaled_mm")
+def _cutlass_scaled_mm(call: Call) -> Cost:
+    """vLLM `cutlass_scaled_mm(out! [M, N], a [M, K], b [K, N], a_scales, b_scales, bias?)`."""
+    out = tensor_at(call, 0, "out")
+    return _scaled_gemm(call, 1, 2, out, None, "vLLM cutlass_scaled_mm")
+
+
+@_library("sgl_kernel::fp8_scaled_mm", "sgl_kernel::int8_scaled_mm", "sgl_kernel::fp8_blockwise_scaled_mm")
+def _sgl_scaled_mm(call: Call) -> Cost:
+    """sgl-kernel `fp8_scaled_mm` / `int8_scaled_mm(mat_a [M, K], mat_b [K, N], scales_a, scales_b,
+    out_dtype, bias?)`, `fp8_blockwise_scaled_mm(mat_a, mat_b, scales_a, scales_b, out_dtype)`:
+    the output [M, N] is returned (not recorded), of `out_dtype` (argument 4)."""
+    return _scaled_gemm(call, 0, 1, None, concrete_int(call, 4), "sgl-kernel scaled mm")
+
+
+@_library("sgl_kernel::bmm_fp8")
+def _bmm_fp8(call: Call) -> Cost:
+    """sgl-kernel / FlashInfer `bmm_fp8(A [b, M, K], B [b, K, N] column-major, D! [b, M, N],
+    A_scale, B_scale, workspace_buffer, cublas_handle, cuda_stream)`: A, B and the scales read, D
+    written (found by its shape [b, M, N]); the cuBLAS workspace is not traffic of the product."""
+    a, b = tensor_at(call, 0, "A"), tensor_at(call, 1, "B")
+    if len(a.dims) != 3 or len(b.dims) != 3 or a.dims[0] != b.dims[0] or a.dims[2] != b.dims[1]:
+        raise NoCost(f"{call.what}: not A [b, M, K] × B [b, K, N] ({list(a.dims)}, {list(b.dims)})")
+    (batch, m, k), n = a.dims, b.dims[2]
+    rest = [x for x in call.args[2:] if x.is_tensor]
+    out = next((x for x in rest if x.dims == (batch, m, n)), None)
+    if out is None:
+        raise NoCost(f"{call.what}: no output D [{batch}, {m}, {n}] recorded")
+    scales = [x for x in rest if x is not out and x.numel <= 1]
+    return _gemm(call, batch, m, n, k, [a, b, *scales], out.itemsize, " (scales read; workspace not counted)")
+
+
+@_library("_C::gptq_marlin_gemm", "sgl_kernel::gptq_marlin_gemm")
+def _marlin_gemm(call: Call) -> Cost:
+    """Marlin weight-only quantized GEMM: a [M, K] (fp16/bf16) × b_q_weight (4 or 8-bit values
+    packed into int32) → [M, N] at a's dtype. The argument order differs across versions (vLLM
+    0.6: `(a, b_q_weight, b_scales, b_zeros, g_idx, perm, workspace, b_q_type, size_m, size_n,
+    size_k, …)`; later `(a, c_or_none, b_q_weight, b_scales, global_scale, b_zeros, g_idx, perm,
+    workspace, b_q_type, size_m, size_n, size_k, …)`), so M, N and K are the recorded
+    `size_m, size_n, size_k` found as consecutive Concrete Inputs with M and K equal to a's axes,
+    and the packed weight is the tensor holding K·N values of 4 or 8 bits. FLOPs 2·M·N·K at a's
+    precision (the weights are dequantized into a's type: w4a16); bytes: every recorded tensor but
+    an output read once (weights as packed, scales, zero points, g_idx, perm, workspace), the output
+    [M, N] written."""
+    a = tensor_at(call, 0, "a")
+    if len(a.dims) != 2:
+        raise NoCost(f"{call.what}: a is not [M, K] ({list(a.dims)})")
+    m, k = a.dims
+    values = [x.value if isinstance(x.value, int) and not isinstance(x.value, bool) else None for x in call.args]
+    n = next((values[i + 1] for i in range(len(values) - 2) if (values[i], values[i + 2]) == (m, k)), None)
+    if not n:
+        raise NoCost(f"{call.what}: size_m, size_n, size_k not recorded beside a [{m}, {k}]")
+    tensors = [x for i, x in enumerate(call.args) if i > 0 and x.is_tensor]
+    packed = [x for x in tensors if x.precision == "int" and x.nbytes * 8 in (4 * k * n, 8 * k * n)]
+    if not packed:
+        raise NoCost(f"{call.what}: no packed weight of K·N = {k}·{n} 4- or 8-bit values recorded")
+    bits = packed[0].nbytes * 8 // (k * n)
+    c = optional_tensor_at(call, 1)  # the later order's c_or_none: an output buffer where recorded
+    out = c if c is not None and c.dims == (m, n) and c.dtype == a.dtype else None
+    read = [a, *(x for x in tensors if x is not out)]
+    precision, unit = gemm_precision(call, a)
+    flops = 2.0 * m * n * k
+    read_bytes = sum(x.nbytes for x in read)
+    written = m * n * a.itemsize
+    formula = (
+        f"2·M·N·K = 2·{m}·{n}·{k} (size_m, size_n, size_k recorded) at a's precision ({bits}-bit weights "
+        f"dequantized); bytes = a, packed weights, scales and the rest {read_bytes} read + output {m}·{n}·{a.itemsize}"
+    )
+    return Cost(flops, read_bytes + written, precision, unit, formula)
+
+
+@_library("_moe_C::moe_sum", "sgl_kernel::moe_sum", "sgl_kernel::moe_sum_reduce")
+def _moe_sum(call: Call) -> Cost:
+    """The weighted experts' outputs summed over top-k: vLLM `moe_sum(input [T, k, H], output! [T,
+    H])`, sgl-kernel `moe_sum(input, output!)`, `moe_sum_reduce(input, output!,
+    routed_scaling_factor)`: the input read, the output written; one FLOP per element read (the
+    reductions' convention)."""
+    x, out = tensor_at(call, 0, "input"), tensor_at(call, 1, "output")
+    if len(x.dims) != 3 or out.dims != (x.dims[0], x.dims[2]):
+        raise NoCost(f"{call.what}: not input [T, k, H] and output [T, H] ({list(x.dims)}, {list(out.dims)})")
+    tokens, k, hidden = x.dims
+    formula = f"sum over k = {k}: {x.numel} elements read ({x.nbytes}), [{tokens}, {hidden}] written ({out.nbytes})"
+    return Cost(float(x.numel), x.nbytes + out.nbytes, x.precision, VECTOR, formula)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from kernel_atlas.core.devices import VECTOR
-from kernel_atlas.ingest.recorded import Arg
+from kernel_atlas.ingest.recorded import Arg, dtypes, scalar_type
 from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
@@ -65,7 +65,10 @@ def _rotary(call: Call) -> Cost:
     the tensors they are rotated into (sgl-kernel's `apply_rope_pos_ids_cos_sin_cache(q, k, q_rope,
     k_rope, cos_sin_cache, pos_ids, …)`): counted once. Two are q and k, of one shape where the
     heads are equal (MHA), both rotated. Tensors after the cache (a fused KV-cache write's buffers)
-    are not rotated."""
+    are not rotated. The cache `[max_pos, rotary_dim]` narrower than a head (partial rotary,
+    rotary_dim < head_size): 3 FLOP per rotated element, rotary_dim of each head; FlashInfer's
+    [T, H, d] kernel still loads and stores whole heads, vLLM's flat one (below) touches only the
+    rotated part. The [T] positions are not counted (T·8 bytes beside the q/k traffic)."""
     tensors = tensors_of(call)
     cache_at = next((i for i, a in enumerate(tensors) if len(a.dims) == 2), len(tensors))
     cache = tensors[cache_at] if cache_at < len(tensors) else None
@@ -73,20 +76,30 @@ def _rotary(call: Call) -> Cost:
     half = len(rotated) // 2
     if half >= 2 and len(rotated) % 2 == 0 and all(rotated[i].dims == rotated[half + i].dims for i in range(half)):
         rotated = rotated[:half]
-    if not rotated:
-        rotated, cache = _rotary_2d(call)
+    whole_heads = bool(rotated)  # FlashInfer's [T, H, d] layout: every head element loaded and stored
+    if rotated:
+        head, note = rotated[0].dims[-1], ""
+    else:
+        rotated, cache, head, note = _rotary_2d(call)
     tokens = rotated[0].dims[0]
     row = cache.nbytes // cache.dims[0] if cache is not None and cache.dims[0] else 0
-    moved = sum(a.nbytes for a in rotated)
-    elements = sum(a.numel for a in rotated)
-    formula = f"3 FLOP × {elements} q/k elements; bytes = q/k {moved} read and written + {tokens} cache rows of {row}"
+    width = cache.dims[-1] if cache is not None else head
+    rot = width if 0 < width < head else head  # partial rotary: the cache's width, rotary_dim
+    elements = sum(a.numel for a in rotated) * rot // head
+    moved = sum(a.nbytes for a in rotated) * (1 if whole_heads else rot / head)
+    part = f" (partial rotary: {rot} of each head's {head})" if rot < head else ""
+    formula = (
+        f"3 FLOP × {elements} rotated q/k elements{part}; bytes = q/k {moved:.0f} read and written "
+        f"+ {tokens} cache rows of {row}{note}"
+    )
     return Cost(3.0 * elements, 2.0 * moved + tokens * row, rotated[0].precision, VECTOR, formula)
 
 
-def _rotary_2d(call: Call) -> tuple[list[Arg], Arg | None]:
+def _rotary_2d(call: Call) -> tuple[list[Arg], Arg | None, int, str]:
     """vLLM `_C::rotary_embedding` / sgl-kernel `rotary_embedding(positions [T], query [T, H_q·d],
-    key [T, H_kv·d], head_size, cos_sin_cache [max_pos, d], is_neox)`: the query and key (the
-    first two float [T, ·] tensors after the positions), and the cache (a 2-D tensor of other rows)."""
+    key [T, H_kv·d], head_size, cos_sin_cache [max_pos, rotary_dim], is_neox)`: the query and key
+    (the first two float [T, ·] tensors after the positions), the cache (a 2-D tensor of other
+    rows) and the head size (its Concrete Input; not recorded: the cache's width, whole heads)."""
     tensors = tensors_of(call)
     positions = next((a for a in tensors if len(a.dims) == 1 and a.precision == "int"), None)
     if positions is None:
@@ -97,4 +110,55 @@ def _rotary_2d(call: Call) -> tuple[list[Arg], Arg | None]:
     if len(rotated) < 2:
         raise NoCost(f"{call.what}: no [tokens, H·d] query and key recorded apart (a packed qkv cannot be split)")
     cache = next((a for a in flat if a.dims[0] != tokens), None)
-    return rotated, cache
+    head = concrete_int(call, 3)
+    if head is None or head <= 0 or any(a.dims[1] % head for a in rotated):
+        width = cache.dims[-1] if cache is not None else 0
+        return rotated, cache, width or rotated[0].dims[1], " (head_size not recorded: the cache's width taken)"
+    return rotated, cache, head, ""
+
+
+# aten::arange's overloads by recorded arity: the number of leading bounds (end; start, end;
+# start, end, step) and where the dtype argument is, without an `out=` tensor (arange(end, dtype,
+# layout, device, pin_memory), arange.start(start, end, dtype, …), arange.start_step(start, end,
+# step, dtype, …)) and with one (arange.out(end, *, out), arange.start_out(start, end, step, *, out))
+_ARANGE = {5: (1, 1), 6: (2, 2), 7: (3, 3)}
+_ARANGE_OUT = {2: 1, 4: 3}
+
+
+@register(launchers=("aten::arange",))
+def _arange(call: Call) -> Cost:
+    """arange writes ⌈(end − start) / step⌉ values and reads nothing. The count comes from its
+    recorded start, end and step (Concrete Inputs), not from an `out=` tensor, which is recorded
+    before the op resizes it (`[0]`: costed "writes 0 bytes", SOL 0 %); the dtype is the out
+    tensor's, else the dtype argument's (a ScalarType code), else int64 for integer bounds and
+    fp32 otherwise (torch's default dtype). Bounds not recorded: the out tensor as recorded
+    where it holds any element, else not costed."""
+    args = call.args
+    out = args[-1] if args and args[-1].is_tensor else None
+    if out is not None:
+        count, dtype_at = _ARANGE_OUT.get(len(args), 0), None
+    else:
+        count, dtype_at = _ARANGE.get(len(args), (0, None))
+    numbers = [a.value for a in args[:count]]
+    if not count or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in numbers):
+        if out is not None and out.numel:
+            return Cost(
+                0.0, out.nbytes, out.precision, VECTOR, f"writes {out.nbytes} bytes (start/end/step not recorded)"
+            )
+        raise NoCost(f"{call.what}: start, end and step not recorded (an out= tensor is recorded before it is resized)")
+    start, end, step = (0, numbers[0], 1) if count == 1 else (*numbers[:2], numbers[2] if count == 3 else 1)
+    if not step:
+        raise NoCost(f"{call.what}: step 0")
+    elements = max(0, math.ceil((end - start) / step))
+    if out is not None:
+        name, how = out.dtype, "the out tensor's dtype"
+    else:
+        name = scalar_type(concrete_int(call, dtype_at)) if dtype_at is not None else None
+        how = "dtype argument"
+        if name is None:
+            integral = all(isinstance(v, int) for v in numbers)
+            name, how = ("long int", "integer bounds: int64") if integral else ("float", "float bounds: fp32")
+    size = dtypes()[name].bytes
+    written = elements * size
+    formula = f"⌈({end} − {start}) / {step}⌉ = {elements} values written at {size} B ({how}): {written} bytes"
+    return Cost(0.0, written, dtypes()[name].precision, VECTOR, formula)

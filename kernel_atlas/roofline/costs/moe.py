@@ -17,6 +17,7 @@ from kernel_atlas.roofline.costs.base import (
     tensor_at,
     tensors_of,
 )
+from kernel_atlas.roofline.costs.pointwise import split_written, written_arguments
 
 
 @register(
@@ -30,14 +31,19 @@ from kernel_atlas.roofline.costs.base import (
 )
 def _fused_experts(call: Call) -> Cost:
     """hidden_states [T, D], w1 [E, N1, D], w2 [E, D, N2], topk_weights [T, k] (the argument order
-    of SGLang/vLLM's fused_experts and of the seed catalog's fused_moe_kernel params)."""
+    of SGLang/vLLM's fused_experts and of the seed catalog's fused_moe_kernel params). int4
+    weights (`use_int4_w4a16`) pack two values per byte along the reduced axis: w1 [E, N1, D/2],
+    w2 [E, D, N2/2] uint8, so N2 is twice the recorded axis, and the weight-only quantized GEMMs
+    run at the activations' precision (w4a16: the weights are dequantized into x's type)."""
     x, w1, w2 = tensor_at(call, 0, "hidden_states"), tensor_at(call, 1, "w1"), tensor_at(call, 2, "w2")
     topk = tensor_at(call, 3, "topk_weights")
     if (len(x.dims), len(w1.dims), len(w2.dims)) != (2, 3, 3):
         raise NoCost(f"{call.what}: not the fused_experts layout (hidden [T, D], w1 [E, N1, D], w2 [E, D, N2])")
     tokens, hidden = x.dims
-    experts, n1, _ = w1.dims
-    _, _, n2 = w2.dims
+    experts, n1, reduced = w1.dims
+    # two int4 values per byte: the reduced axes of a packed integer w1 [E, N1, D/2] and w2 [E, D, N2/2]
+    pack = 2 if w1.precision == "int" and reduced * 2 == hidden and w2.precision == "int" else 1
+    n2 = w2.dims[2] * pack
     k = topk.dims[-1]
     flops = 2.0 * tokens * k * n1 * hidden + 2.0 * tokens * k * hidden * n2
     touched = expected_experts(experts, k, tokens) / experts
@@ -47,9 +53,10 @@ def _fused_experts(call: Call) -> Cost:
     # [T·k, N1], the down-projection reads [T·k, N2] and writes [T·k, D], the sum over the k
     # experts reads that back (the activation between them is an op of its own)
     intermediates = tokens * k * (n1 + n2 + 2 * hidden) * x.itemsize
-    precision, unit = gemm_precision(call, w1)
+    precision, unit = gemm_precision(call, x if pack == 2 else w1)
+    packed = f" (int4 weights, two per byte: N2 = 2·{w2.dims[2]}; computed at x's {precision})" if pack == 2 else ""
     formula = (
-        f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}·{n1}·{hidden} + 2·{tokens}·{k}·{hidden}·{n2}; "
+        f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}·{n1}·{hidden} + 2·{tokens}·{k}·{hidden}·{n2}{packed}; "
         f"bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts E·(1−(1−k/E)^T)) "
         f"+ intermediates T·k·(N1 + N2 + 2·D)·{x.itemsize} = {intermediates}"
     )
@@ -204,12 +211,23 @@ def _moe_from_buffers(call: Call, x: Arg, logits: Arg, enclosed: dict) -> Cost:
 
 @register(ops=("moe_gate", "moe_align"))
 def _routing(call: Call) -> Cost:
-    """MoE routing (top-k of the router logits, sorting tokens by expert): an estimate, every
-    recorded input read once and as many bytes written (ids, weights, offsets); one op per element."""
+    """MoE routing (top-k of the router logits, sorting tokens by expert): an estimate, one op per
+    recorded element. A launcher whose recorded arguments include its outputs (costs.toml
+    `written_arguments`: vLLM's topk_softmax(topk_weights!, topk_ids!, token_expert_indices!,
+    gating_output)): its inputs read once and its outputs written once; others: every recorded
+    input read once and as many bytes written (ids, weights, offsets)."""
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
-    read = sum(a.nbytes for a in tensors)
     elements = sum(a.numel for a in tensors)
+    spec = written_arguments().get(call.launcher)
+    if spec is not None:
+        read_from, written_to, where = split_written(call, spec)
+        read, written = sum(a.nbytes for a in read_from), sum(a.nbytes for a in written_to)
+        formula = (
+            f"estimate: {elements} elements; bytes = inputs {read} read + outputs {written} written (arguments {where})"
+        )
+        return Cost(float(elements), read + written, tensors[0].precision, VECTOR, formula)
+    read = sum(a.nbytes for a in tensors)
     formula = f"estimate: {elements} elements; bytes = inputs {read} read + as many written"
     return Cost(float(elements), 2.0 * read, tensors[0].precision, VECTOR, formula)

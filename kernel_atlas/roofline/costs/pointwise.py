@@ -55,17 +55,26 @@ def written_arguments() -> dict[str, dict[str, list]]:
     return read_toml("costs.toml")["written_arguments"]
 
 
-def _with_written_arguments(call: Call, spec: dict[str, list]) -> Cost:
-    """A pointwise op whose recorded arguments include its outputs: every recorded tensor but the
-    `out` ones read once, the `out` and `inplace` ones written once; FLOPs per element of the
-    largest written tensor, the fused ops' added to the op's own."""
+def split_written(call: Call, spec: dict[str, list]) -> tuple[list[Arg], list[Arg], list[int]]:
+    """The recorded tensors a launcher with written arguments (costs.toml `written_arguments`)
+    reads and writes: every tensor but the `out` ones read once, the `out` and `inplace` ones
+    written once; with the positions written. None of them recorded: NoCost."""
     args = call.args
     out = [i for i in spec.get("out", []) if optional_tensor_at(call, i)]
     inplace = [i for i in spec.get("inplace", []) if optional_tensor_at(call, i)]
     if not out and not inplace:
         raise NoCost(f"{call.what}: the tensors it writes (arguments {spec}) are not recorded")
     read_from = [a for i, a in enumerate(args) if a.is_tensor and i not in out]
-    written_to = [args[i] for i in (*out, *inplace)]
+    return read_from, [args[i] for i in (*out, *inplace)], [*out, *inplace]
+
+
+def _with_written_arguments(call: Call, spec: dict[str, list]) -> Cost:
+    """A pointwise op whose recorded arguments include its outputs: every recorded tensor but the
+    `out` ones read once, the `out` and `inplace` ones written once; FLOPs per element of the
+    largest written tensor, the fused ops' added to the op's own."""
+    read_from, written_to, _ = split_written(call, spec)
+    out = [i for i in spec.get("out", []) if optional_tensor_at(call, i)]
+    inplace = [i for i in spec.get("inplace", []) if optional_tensor_at(call, i)]
     read = sum(a.nbytes for a in read_from)
     written = sum(a.nbytes for a in written_to)
     elements = max(a.numel for a in written_to)
@@ -243,9 +252,24 @@ def _gated(call: Call) -> Cost:
 
 @register(ops=("quantize",))
 def _quantize(call: Call) -> Cost:
+    """Two FLOPs (scale, convert) per element of the largest tensor. A launcher whose recorded
+    arguments include its outputs (costs.toml `written_arguments`: vLLM's `(out, input, scale)`,
+    sgl-kernel's `(input, output_q, output_s, …)`): its inputs read once, its quantized values
+    and the scales it computes written once at their recorded dtypes, the compute at the input's
+    precision. Other launchers: every recorded tensor read, a 1-byte value written per element."""
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
+    spec = written_arguments().get(call.launcher)
+    if spec is not None:
+        read_from, written_to, where = split_written(call, spec)
+        x = max(read_from or written_to, key=lambda a: a.numel)
+        read, written = sum(a.nbytes for a in read_from), sum(a.nbytes for a in written_to)
+        formula = (
+            f"2 FLOP × {x.numel} elements; bytes = inputs {read} read + outputs {written} written "
+            f"(arguments {where}: quantized values and computed scales)"
+        )
+        return Cost(2.0 * x.numel, read + written, x.precision, VECTOR, formula)
     x = max(tensors, key=lambda a: a.numel)
     out = x.numel  # one byte per fp8/int8 element; scales are small and counted as inputs
     read = sum(a.nbytes for a in tensors)
