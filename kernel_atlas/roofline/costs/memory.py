@@ -1,23 +1,25 @@
-"""Copies, gathers and concatenations: bytes moved."""
+"""Memory ops: copies, fills, gathers and scatters, KV-cache writes, concatenations, rotary
+embeddings, arange — the bytes they move."""
 
 from __future__ import annotations
 
 import math
 
 from kernel_atlas.core.devices import VECTOR
-from kernel_atlas.ingest.recorded import Arg, dtypes, scalar_type
+from kernel_atlas.ingest.recorded import SCALAR, TENSOR_LIST, Arg, dtypes, scalar_type
 from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
     NoCost,
     concrete_int,
+    no_tensors,
     register,
     tensor_lists,
     tensors_of,
 )
 
 
-def index_select_cost(call: Call, table: Arg, index: Arg) -> Cost:
+def _index_select(call: Call, table: Arg, index: Arg) -> Cost:
     """index_select(self, dim, index): the output is self with axis `dim` (negative: from the end)
     cut to the index's length; the slices selected are read, the output written, the index read.
     `dim` not recorded (Concrete Inputs): 0, the embedding case, assumed and said."""
@@ -39,7 +41,7 @@ def index_select_cost(call: Call, table: Arg, index: Arg) -> Cost:
     return Cost(0.0, index.nbytes + 2 * moved, table.precision, VECTOR, formula)
 
 
-def memory_lists_cost(call: Call) -> Cost:
+def _memory_lists(call: Call) -> Cost:
     """foreach copies and fills: the first list is written, the others read."""
     lists, size, precision, note = tensor_lists(call)
     written = lists[0].numel * size
@@ -47,6 +49,108 @@ def memory_lists_cost(call: Call) -> Cost:
     if call.op_mapping in ("fill_", "arange"):
         read = 0
     return Cost(0.0, read + written, precision, VECTOR, f"reads {read} + writes {written} bytes{note}")
+
+
+@register(
+    ops=(
+        "copy_",
+        "fill_",
+        "arange",
+        "index",
+        "index_select",
+        "index_put_",
+        "gather",
+        "scatter",
+        "kv_cache_write",
+    )
+)
+def _memory(call: Call) -> Cost:
+    if any(a.kind == TENSOR_LIST and a.dims for a in call.args):
+        return _memory_lists(call)
+    tensors = tensors_of(call)
+    if not tensors:
+        raise no_tensors(call)
+    op = call.op_mapping
+    if op in ("fill_", "arange"):
+        written = tensors[0].nbytes
+        return Cost(0.0, written, tensors[0].precision, VECTOR, f"writes {written} bytes")
+    if op == "copy_" and len(tensors) >= 2:
+        dst, src = tensors[0], tensors[1]
+        return Cost(0.0, src.nbytes + dst.nbytes, dst.precision, VECTOR, f"reads {src.nbytes} + writes {dst.nbytes}")
+    if call.launcher == "aten::index_select" and len(tensors) >= 2:
+        return _index_select(call, tensors[0], tensors[-1])
+    if op == "index_select" and len(tensors) >= 2:
+        table, index = tensors[0], tensors[-1]
+        row = table.nbytes // max(table.dims[0], 1) if table.dims else table.itemsize
+        moved = index.numel * row
+        return Cost(
+            0.0,
+            index.nbytes + 2 * moved,
+            table.precision,
+            VECTOR,
+            f"{index.numel} rows of {row} bytes read and written",
+        )
+    if op == "gather" and len(tensors) >= 2:
+        # gather(self, dim, index[, out]): one element of self read per index, the output written
+        source, index = tensors[0], next((a for a in tensors[1:] if a.precision == "int"), tensors[1])
+        moved = index.numel * source.itemsize
+        return Cost(
+            0.0,
+            index.nbytes + 2 * moved,
+            source.precision,
+            VECTOR,
+            f"{index.numel} elements of {source.itemsize} bytes read and written, index {index.nbytes} read",
+        )
+    if op == "kv_cache_write" and len(tensors) >= 2:
+        return _kv_cache_write(call, tensors)
+    if op in ("index_put_", "scatter") and len(tensors) >= 2:
+        # the destination (the largest tensor: a pool) is only touched where written
+        destination = max(tensors, key=lambda a: a.nbytes)
+        others = [a for a in tensors if a is not destination]
+        indices = sum(a.nbytes for a in others if a.precision == "int")
+        values = sum(a.nbytes for a in others if a.precision != "int")
+        return Cost(
+            0.0,
+            indices + 2.0 * values,
+            destination.precision,
+            VECTOR,
+            f"values {values} read and written into the destination, indices {indices} read",
+        )
+    read = sum(a.nbytes for a in tensors)
+    return Cost(0.0, 2.0 * read, tensors[0].precision, VECTOR, f"inputs {read} read and written once")
+
+
+# a KV cache's dtype argument (vLLM's `kv_cache_dtype`: "auto", "fp8", "fp8_e4m3", "fp8_e5m2") naming
+# the format a byte (uint8) cache holds
+_FP8_CACHE = ("fp8",)
+
+
+def _kv_cache_write(call: Call, tensors: list[Arg]) -> Cost:
+    """Keys/values written into a KV cache, which is touched only where written. The caches are the
+    largest tensor and those of as many elements: vLLM's `reshape_and_cache(key, value, key_cache
+    [blocks, H, d/x, page, x], value_cache [blocks, H, d, page], slot_mapping, kv_cache_dtype,
+    k_scale, v_scale)` holds K and V in caches of one size and two shapes (the V cache had been
+    counted as values, 1.3 GB). The values (the other float tensors of more than one element: key
+    and value, kv_c and k_pe) are read at their dtype and written at the cache's (an fp8 cache: one
+    byte each); slot indices and one-element scales read once. The precision is the cache's; a byte
+    cache's is the format its dtype argument names (fp8), else the values'."""
+    largest = max(tensors, key=lambda a: a.nbytes)
+    caches = [a for a in tensors if a.numel == largest.numel]
+    others = [a for a in tensors if not any(a is c for c in caches)]
+    values = [a for a in others if a.precision != "int" and a.numel > 1]
+    read_once = [a for a in others if not any(a is v for v in values)]  # slot indices, scales
+    read = sum(a.nbytes for a in values)
+    written = sum(a.numel for a in values) * largest.itemsize
+    small = sum(a.nbytes for a in read_once)
+    precision = largest.precision
+    if precision == "int" and largest.itemsize == 1:  # raw bytes: the format is the dtype argument's
+        named = any(a.kind == SCALAR and isinstance(a.value, str) and a.value.startswith(_FP8_CACHE) for a in call.args)
+        precision = "fp8" if named else (values[0].precision if values else precision)
+    formula = (
+        f"values {read} read, written into {len(caches)} cache(s) at {largest.itemsize} B per element "
+        f"({written}); slot indices and scales {small} read"
+    )
+    return Cost(0.0, read + written + small, precision, VECTOR, formula)
 
 
 @register(ops=("cat",))
