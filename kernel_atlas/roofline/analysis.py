@@ -459,18 +459,21 @@ def _say_what_is_missing(frame: pd.DataFrame, role: np.ndarray, note: np.ndarray
     without a byte count (its launching op records no size for it: a workspace), a kernel whose
     launcher is a Python frame or an annotation, which records no shapes. Their role stays "no
     shapes" (what the trace did not record); the note says what that is."""
-    empty = (role == "no shapes") & np.array([not isinstance(n, str) or n == "" for n in note], dtype=bool)
-    if not empty.any():
+    copies = (frame["kind"] != "kernel").to_numpy()
+    # copies and kernels no op launched (few: the others are costed or refused with a reason)
+    rows = np.flatnonzero((role == "no shapes") & (copies | ~has_call))
+    rows = rows[np.array([not isinstance(n, str) or n == "" for n in note[rows].tolist()], dtype=bool)]
+    if not len(rows):
         return
-    kind = frame["kind"].astype(object).to_numpy()
-    launcher = frame["launcher"].astype(object).to_numpy()
-    has_launcher = np.array([isinstance(x, str) and x != "" for x in launcher], dtype=bool)
-    copies = np.flatnonzero(empty & (kind != "kernel"))
-    note[copies] = [
+    kind = frame["kind"].astype(object).to_numpy()[rows]
+    launcher = frame["launcher"].astype(object).to_numpy()[rows]
+    has_launcher = np.array([isinstance(x, str) and x != "" for x in launcher.tolist()], dtype=bool)
+    copy = kind != "kernel"
+    note[rows[copy]] = [
         f"{k}: no byte count recorded, and {x if has else 'no launching op'} records no size for it"
-        for k, x, has in zip(kind[copies], launcher[copies], has_launcher[copies], strict=True)
+        for k, x, has in zip(kind[copy], launcher[copy], has_launcher[copy], strict=True)
     ]
-    framed = np.flatnonzero(empty & (kind == "kernel") & has_launcher & ~has_call)
+    framed = rows[~copy & has_launcher & ~has_call[rows]]
     note[framed] = "its launcher is a Python frame or an annotation, not an op: no shapes recorded"
 
 
