@@ -621,7 +621,7 @@ def analyse(
 
 
 # a cost that stands on what the trace did not record says so: its formula names what it assumed,
-# estimated or could not count (every formula does: docs/costs.md), or its row's shapes were
+# estimated or could not count (the formulas' convention: docs/costs.md), or its row's shapes were
 # borrowed (link "inferred: …")
 _ESTIMATE_WORDS = r"\bassumed\b|\bestimate\b|\bnot recorded\b"
 
@@ -634,7 +634,7 @@ def _estimates(kernels: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(kernels), dtype=bool)
     formula = kernels["formula"].astype("category")
     said = np.asarray(formula.cat.categories.astype(str).str.contains(_ESTIMATE_WORDS, regex=True), dtype=bool)
-    link = kernels["link"].astype("category")
+    link = kernels.get("link", pd.Series(None, index=kernels.index, dtype=object)).astype("category")
     borrowed = np.asarray(link.cat.categories.astype(str).str.startswith("inferred"), dtype=bool)
     codes_f, codes_l = formula.cat.codes.to_numpy(), link.cat.codes.to_numpy()
     estimate = np.append(said, False)[codes_f] | np.append(borrowed, False)[codes_l]  # code -1: the last
