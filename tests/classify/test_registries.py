@@ -40,7 +40,9 @@ def test_every_key_a_registry_names_exists() -> None:
             assert key in taxonomy.categories, key
         else:
             # a torch library's op: ATen's, or a serving engine's own (vLLM's `_C`/`_rocm_C`, sgl-kernel)
-            assert key.startswith(("aten::", "sglang::", "vllm::", "_C::", "_rocm_C::", "sgl_kernel::")), key
+            assert key.startswith(("aten::", "sglang::", "vllm::", "_C::", "_moe_C::", "_rocm_C::", "sgl_kernel::")), (
+                key
+            )
 
 
 def test_a_second_registration_is_refused() -> None:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 from kernel_atlas.core.devices import VECTOR
 from kernel_atlas.ingest.recorded import Arg, dtypes, scalar_type
 from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
-    Formula,
     NoCost,
     broadcast_shape,
     concrete_int,
@@ -191,35 +189,17 @@ def _scaled_gemm(call: Call, a_at: int, b_at: int, out: Arg | None, out_code: in
 
 
 # Library ops launched from Python (vLLM `_C::`/`_moe_C::`, sgl-kernel), by launcher: their
-# argument orders are the libraries' own, so each has a formula here, reached through the call's
-# op_mapping (as the reductions' tables are); other launchers of these ops have no cost model.
-_LIBRARY_OPS: dict[str, Formula] = {}
+# argument orders are the libraries' own, so each launcher has its formula here.
 
 
-def _library(*launchers: str) -> Callable[[Formula], Formula]:
-    def wrap(func: Formula) -> Formula:
-        _LIBRARY_OPS.update(dict.fromkeys(launchers, func))
-        return func
-
-    return wrap
-
-
-@register(ops=("matmul", "bmm", "moe_reduce"))
-def _library_op(call: Call) -> Cost:
-    formula = _LIBRARY_OPS.get(call.launcher)
-    if formula is None:
-        raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
-    return formula(call)
-
-
-@_library("_C::cutlass_scaled_mm")
+@register(launchers=("_C::cutlass_scaled_mm",))
 def _cutlass_scaled_mm(call: Call) -> Cost:
     """vLLM `cutlass_scaled_mm(out! [M, N], a [M, K], b [K, N], a_scales, b_scales, bias?)`."""
     out = tensor_at(call, 0, "out")
     return _scaled_gemm(call, 1, 2, out, None, "vLLM cutlass_scaled_mm")
 
 
-@_library("sgl_kernel::fp8_scaled_mm", "sgl_kernel::int8_scaled_mm", "sgl_kernel::fp8_blockwise_scaled_mm")
+@register(launchers=("sgl_kernel::fp8_scaled_mm", "sgl_kernel::int8_scaled_mm", "sgl_kernel::fp8_blockwise_scaled_mm"))
 def _sgl_scaled_mm(call: Call) -> Cost:
     """sgl-kernel `fp8_scaled_mm` / `int8_scaled_mm(mat_a [M, K], mat_b [K, N], scales_a, scales_b,
     out_dtype, bias?)`, `fp8_blockwise_scaled_mm(mat_a, mat_b, scales_a, scales_b, out_dtype)`:
@@ -227,7 +207,7 @@ def _sgl_scaled_mm(call: Call) -> Cost:
     return _scaled_gemm(call, 0, 1, None, concrete_int(call, 4), "sgl-kernel scaled mm")
 
 
-@_library("sgl_kernel::bmm_fp8")
+@register(launchers=("sgl_kernel::bmm_fp8",))
 def _bmm_fp8(call: Call) -> Cost:
     """sgl-kernel / FlashInfer `bmm_fp8(A [b, M, K], B [b, K, N] column-major, D! [b, M, N],
     A_scale, B_scale, workspace_buffer, cublas_handle, cuda_stream)`: A, B and the scales read, D
@@ -244,7 +224,7 @@ def _bmm_fp8(call: Call) -> Cost:
     return _gemm(call, batch, m, n, k, [a, b, *scales], out.itemsize, " (scales read; workspace not counted)")
 
 
-@_library("_C::gptq_marlin_gemm", "sgl_kernel::gptq_marlin_gemm")
+@register(launchers=("_C::gptq_marlin_gemm", "sgl_kernel::gptq_marlin_gemm"))
 def _marlin_gemm(call: Call) -> Cost:
     """Marlin weight-only quantized GEMM: a [M, K] (fp16/bf16) × b_q_weight (4 or 8-bit values
     packed into int32) → [M, N] at a's dtype. The argument order differs across versions (vLLM
@@ -283,7 +263,7 @@ def _marlin_gemm(call: Call) -> Cost:
     return Cost(flops, read_bytes + written, precision, unit, formula)
 
 
-@_library("_moe_C::moe_sum", "sgl_kernel::moe_sum", "sgl_kernel::moe_sum_reduce")
+@register(launchers=("_moe_C::moe_sum", "sgl_kernel::moe_sum", "sgl_kernel::moe_sum_reduce"))
 def _moe_sum(call: Call) -> Cost:
     """The weighted experts' outputs summed over top-k: vLLM `moe_sum(input [T, k, H], output! [T,
     H])`, sgl-kernel `moe_sum(input, output!)`, `moe_sum_reduce(input, output!,
