@@ -356,7 +356,6 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     role[helper_rows] = "helper"
     call_of_row = np.full(n, -1, dtype=np.int64)
     call_of_row[call_rows] = call
-    note[helper_rows] = _helper_notes(frame, main_of_call[call_of_row[helper_rows]], helper_rows)
 
     # one cost per distinct (op, recorded inputs, label); the label's rule picks kernel-family
     # formulas and says which GEMMs run on TF32 tensor cores
@@ -442,10 +441,9 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         note[copies] = ""
         op_time[copies] = frame["dur_us"].to_numpy()[copies]
     _say_what_is_missing(frame, role, note, has_call)
-    uncosted_call = helper_rows[role[main_of_call[call_of_row[helper_rows]]] != "main"]
-    if len(uncosted_call):  # "cost counted on" a kernel that has none: say it has none
-        mains = main_of_call[call_of_row[uncosted_call]]
-        note[uncosted_call] = _helper_notes(frame, mains, uncosted_call, costed=False)
+    # once the calls' costs are known: a helper of a call without one does not point at a cost
+    mains = main_of_call[call_of_row[helper_rows]]
+    note[helper_rows] = _helper_notes(frame, mains, helper_rows, role[mains] == "main")
     texts = {"role": role, "precision": precision, "unit": unit, "note": note, "formula": formula}
     columns = {key: _texts(values, frame.index) for key, values in texts.items()}
     return pd.DataFrame(
@@ -571,21 +569,25 @@ def _first_seen_groups(columns: list[pd.Series], empty_is_missing: bool = True) 
 
 
 def _helper_notes(
-    frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.ndarray, costed: bool = True
+    frame: pd.DataFrame, main_of_helper: np.ndarray, helpers: np.ndarray, costed: np.ndarray
 ) -> list[str]:
-    """ "cost counted on <main kernel> (same <op> call)" for the helper rows of each call; with
-    `costed` False (the call has no cost), "same <op> call as <main kernel>, which has no cost"."""
+    """ "cost counted on <main kernel> (same <op> call)" for the helper rows of each call whose
+    main kernel has a cost (`costed`, per helper), else "same <op> call as <main kernel>, which
+    has no cost"; one text per distinct (main kernel, op, costed), not per row."""
     names = frame["name"].astype("category")
     ops = frame["cpu_op"].astype("category")
     main_name = names.cat.codes.to_numpy(np.int64)[main_of_helper]
     op = ops.cat.codes.to_numpy(np.int64)[helpers]
-    pairs, which = np.unique(main_name * (len(ops.cat.categories) + 1) + op + 1, return_inverse=True)
+    width = len(ops.cat.categories) + 1
+    keys = (main_name * width + op + 1) * 2 + costed.astype(np.int64)
+    triples, which = np.unique(keys, return_inverse=True)
     texts = []
-    for pair in pairs.tolist():
-        n, o = divmod(pair, len(ops.cat.categories) + 1)
+    for triple in triples.tolist():
+        pair, has_cost = divmod(triple, 2)
+        n, o = divmod(pair, width)
         op_name = ops.cat.categories[o - 1] if o > 0 else np.nan
         main = str(names.cat.categories[n])[:60]
-        if costed:
+        if has_cost:
             texts.append(f"cost counted on {main} (same {op_name} call)")
         else:
             texts.append(f"same {op_name} call as {main}, which has no cost")
@@ -892,7 +894,6 @@ def _facts(kernels: pd.DataFrame, device: Device | None) -> dict[str, Any]:
     # kernels went uncounted where its cost was missing (a two-rank NCCL trace: 55 of 330 ms)
     for fact, role in (("costed_time_us", "main"), ("no_shape_time_us", "no shapes"), ("no_model_time_us", "no model")):
         facts[fact] = float(kernels.loc[kernels["role"] == role, "op_time_us"].sum())
-    # of the costed time, that of calls whose cost is an estimate (`_estimates`)
-    estimated = kernels["estimate"] if "estimate" in kernels else pd.Series(False, index=kernels.index)
-    facts["estimated_time_us"] = float(kernels.loc[estimated.to_numpy(bool), "op_time_us"].sum())
+    # of the costed time, that of calls whose cost is an estimate (`_estimates`, set by `analyse`)
+    facts["estimated_time_us"] = float(kernels.loc[kernels["estimate"].to_numpy(bool), "op_time_us"].sum())
     return facts
