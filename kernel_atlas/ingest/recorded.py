@@ -49,6 +49,20 @@ def scalar_type(code: int | None) -> str | None:
     return name if name in dtypes() else None
 
 
+@lru_cache(maxsize=1)
+def _scalar_type_names() -> dict[str, str]:
+    return dict(read_toml("dtypes.toml").get("scalar_type_names", {}))
+
+
+def scalar_type_name(name: object) -> str | None:
+    """The dtype spelling (a key of `dtypes()`) of a c10::ScalarType name as `c10::toString`
+    writes it — NCCL's `dtype` field ("Float": float, "Float8_e4m3fn": c10::Float8_e4m3fn) —
+    or of a spelling `dtypes()` holds already; else None."""
+    text = str(name)
+    spelling = text if text in dtypes() else _scalar_type_names().get(text)
+    return spelling if spelling in dtypes() else None
+
+
 def _value(text: str) -> Any:
     """A `Concrete Inputs` entry as a Python value: "True" → True, "2" → 2, "[1, 2]" → [1, 2]."""
     text = text.strip()

@@ -26,7 +26,7 @@ from kernel_atlas.core.groups import group_numbers, lexical_codes
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import filled
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
-from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes, parse_call, type_names
+from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes, parse_call, scalar_type_name, type_names
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.roofline.costs import PARTNER_LAUNCHERS, Call, Cost, NoCost, cost_of
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
@@ -70,7 +70,6 @@ ROOFLINE_COLUMNS = [
 # a collective's recorded message past this many elements (a petabyte of bytes) is no size: a
 # doctored `In msg nelems` of 2^62 made 92 million TB/s and a SOL of 3·10^13 %
 MAX_MESSAGE_ELEMENTS = 2**48
-_COMM_DTYPES = {"Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Char": 1, "Byte": 1}
 
 
 @dataclass
@@ -98,9 +97,10 @@ def bus_factor(op: str, ranks: int) -> float:
 
 
 def comm_itemsize(dtype: object) -> int | None:
-    """Element size of a collective's `dtype` as NCCL kernels record it (`Float`, `BFloat16`…)."""
-    size = _COMM_DTYPES.get(str(dtype), dtypes().get(str(dtype), None))
-    return size if isinstance(size, int) else getattr(size, "bytes", None)
+    """Element size of a collective's `dtype` as NCCL kernels record it (`Float`, `BFloat16`,
+    `Float8_e4m3fn`: c10::ScalarType names, catalogs/dtypes.toml `scalar_type_names`)."""
+    spelling = scalar_type_name(dtype)
+    return None if spelling is None else dtypes()[spelling].bytes
 
 
 def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:

@@ -348,6 +348,26 @@ def test_flashinfer_ragged_prefill_reads_mask_mode() -> None:
     assert cost.bytes == 16_777_216 + 16_777_216
 
 
+def test_flashinfer_ragged_prefill_over_the_new_tokens_alone() -> None:
+    # SGLang's extend over a cached prefix: ragged_run over the 1024 new tokens (K [1024,8,128], causal),
+    # a paged_run over the 3072-token prefix, a merge. The ragged call had been costed over the step's
+    # 4096 keys: 4·32·128·(4,194,304 − 524,288) = 60,129,542,144 FLOPs.
+    # By hand: ½Σsq² = 1,048,576/2 = 524,288 pairs → 4·32·128·524,288 = 8,589,934,592 FLOPs;
+    # Q+O 2·1024·32·128·2 = 16,777,216 B, K+V 2·1024·8·128·2 = 4,194,304 B
+    args = [*WORKSPACE, _t([1024, 32, 128]), _t([1024, 8, 128]), _t([1024, 8, 128]), _t([2], I32), _t([2], I32)]
+    tail = [NONE, _s("0"), _s("-1"), _s("0.0"), _s("0.0883883")]
+    causal = cost_of(_call(FI_RAGGED, [*args, _t([1024, 32, 128]), NONE, _s("1"), *tail[1:]], EXTEND))
+    assert causal.flops == 8_589_934_592
+    assert causal.bytes == 16_777_216 + 4_194_304
+    # mask_mode 0: Σsq² = 1,048,576 pairs → 17,179,869,184 FLOPs
+    whole = cost_of(_call(FI_RAGGED, [*args, _t([1024, 32, 128]), NONE, _s("0"), *tail[1:]], EXTEND))
+    assert whole.flops == 17_179_869_184
+    # HND layout (1): K [8, 1024, 128], its keys on axis −2; same counts
+    hnd = [*WORKSPACE, _t([1024, 32, 128]), _t([8, 1024, 128]), _t([8, 1024, 128]), _t([2], I32), _t([2], I32)]
+    flipped = cost_of(_call(FI_RAGGED, [*hnd, _t([1024, 32, 128]), NONE, _s("1"), _s("1"), *tail[2:]], EXTEND))
+    assert (flipped.flops, flipped.bytes) == (8_589_934_592, 16_777_216 + 4_194_304)
+
+
 def test_merge_without_its_tensors_says_why() -> None:
     with pytest.raises(NoCost, match="v_a"):
         cost_of(_call("sgl_kernel::merge_state", [NONE] * 6))

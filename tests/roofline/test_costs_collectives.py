@@ -144,6 +144,31 @@ def test_a_message_of_more_than_2_to_the_48_elements_is_no_size(tmp_path: Path) 
     assert real["role"] == "main" and real["bytes"] == 7340032.0
 
 
+def test_collectives_of_fp8_and_other_scalar_types_are_costed(tmp_path: Path) -> None:
+    """NCCL records the message dtype as c10::ScalarType's name; fp8 (`Float8_e4m3fn`,
+    `Float8_e5m2`), `Bool` and `Short` had no size ("message dtype not recorded"). By hand, each
+    2^20 elements over 8 ranks: all_reduce fp8 2^20 · 1 B · 2·7/8 = 1,835,008 bytes; all_gather
+    fp8 e5m2 2^20 · 1 B · 7/8 = 917,504; all_reduce Short 2^20 · 2 B · 14/8 = 3,670,016; Bool
+    2^20 · 1 B · 14/8 = 1,835,008."""
+    cases = [
+        ("ncclDevKernel_AllReduce_Sum_f8e4m3_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allreduce", "Float8_e4m3fn"),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allgather", "Float8_e5m2"),
+        ("ncclDevKernel_AllReduce_Sum_i16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allreduce", "Short"),
+        ("ncclDevKernel_AllReduce_Sum_u8_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allreduce", "Bool"),
+    ]
+    events = []
+    for k, (kernel, collective, dtype) in enumerate(cases):
+        call = launch_and_kernel(100 * k, k + 1, k + 1, kernel, 100 * k + 10, 40)
+        fields = {"Collective name": collective, "dtype": dtype, "Group size": 8}
+        call[1]["args"] |= {**fields, "In msg nelems": 2**20, "Out msg nelems": 2**20}
+        events += call
+    path = tmp_path / "fp8.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rows = _analysis_of(tmp_path, path).kernels.sort_values("ts_us")
+    assert rows["role"].tolist() == ["main"] * 4
+    assert rows["bytes"].tolist() == [1_835_008.0, 917_504.0, 3_670_016.0, 1_835_008.0]
+
+
 def test_rocm_memset_without_a_byte_count_takes_its_fill_ops_tensor(tmp_path: Path) -> None:
     """A ROCm memset has no `bytes` (stop 57's schema campaign): under `aten::zero_` of [1024] float
     it writes 1024·4 = 4,096 bytes; under another op (a workspace) it stays uncosted."""

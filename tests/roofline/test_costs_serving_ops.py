@@ -107,6 +107,17 @@ def test_partial_rotary_rotates_only_the_caches_width_of_each_head() -> None:
     assert full.bytes == 2 * 256 * 5120 * 2 + 256 * 128 * 2 == 5_308_416
 
 
+def test_rotary_without_a_key_rotates_the_query_alone() -> None:
+    # vLLM rotary_embedding(positions [256] int64, query [256,4096], key None, head_size 128,
+    # cos_sin_cache [131072,128] bf16, is_neox): 32 heads of the query, every element rotated;
+    # was "no query and key recorded apart"
+    args = [T([256], I64), T([256, 4096], BF16), N, C(128), T([131072, 128], BF16), C(True)]
+    cost = cost_of(_call("_C::rotary_embedding", "rotary_embedding", args, "rule:rope-neox"))
+    assert cost.flops == 3 * 256 * 4096 == 3_145_728
+    # the query read and written + a 128·2-byte cache row per token
+    assert cost.bytes == 2 * 256 * 4096 * 2 + 256 * 128 * 2 == 4_259_840
+
+
 # ---- 4. MoE routing ------------------------------------------------------------------------------
 
 

@@ -9,7 +9,7 @@ from itertools import pairwise
 
 from kernel_atlas.core.devices import MATRIX, VECTOR
 from kernel_atlas.ingest.recorded import Arg
-from kernel_atlas.ingest.steps import is_native_step, parse_step
+from kernel_atlas.ingest.steps import StepLengths, is_native_step, parse_step
 from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
@@ -331,10 +331,11 @@ _FLASHINFER_LAYOUTS = {0: ("NHD", -2), 1: ("HND", -3)}  # QKVLayout: where H_kv 
 _FLASHINFER_MASKS = {0: False, 1: True}
 
 
-def _flashinfer(call: Call) -> tuple[tuple[Arg, int, int, int, Arg, str], _Mask] | None:
+def _flashinfer(call: Call) -> tuple[tuple[Arg, int, int, int, Arg, str], _Mask, int | None] | None:
     """Heads and mask of a FlashInfer run op whose arguments sit where its schema puts them
     (`_FLASHINFER`): H_kv from K's axis −2 (NHD) or −3 (HND) as `kv_layout_code` says; the
-    prefill's `mask_mode`; `window_left` (query at p sees keys p − window_left … p). None where
+    prefill's `mask_mode`; `window_left` (query at p sees keys p − window_left … p); and a ragged
+    run's key count (its K's token axis: every key it reads, None for the paged runs). None where
     the launcher is none of them or the positions hold something else."""
     at = next((where for pattern, where in _FLASHINFER if pattern.search(call.launcher)), None)
     if at is None:
@@ -353,13 +354,16 @@ def _flashinfer(call: Call) -> tuple[tuple[Arg, int, int, int, Arg, str], _Mask]
     if k.dims[-1] != d or h_kv <= 0 or h_q % h_kv:
         return None
     heads = (q, h_q, d, h_kv, k, f"K's axis {axis}, kv_layout {layout} ({name}) recorded")
+    # a ragged K is [keys, H_kv, d] (NHD) or [H_kv, keys, d] (HND)
+    keys = k.dims[-3 if axis == -2 else -2] if "ragged_run" in call.launcher and len(k.dims) == 3 else None
     window = (left, -1) if left >= 0 else None  # FlashInfer's window has no right side
     shown = [f"window_left {left}"] if window is not None else []
     if mode is None:  # decode: one query per request, which sees its whole context (or its window)
-        return heads, _Mask(True, window, f" ({shown[0]} recorded)" if shown else "")
+        return heads, _Mask(True, window, f" ({shown[0]} recorded)" if shown else ""), keys
     if mode not in _FLASHINFER_MASKS:
-        return heads, _Mask(True, window, f" (mask_mode {mode}: its mask not recorded, causal assumed)")
-    return heads, _Mask(_FLASHINFER_MASKS[mode], window, f" ({', '.join([f'mask_mode {mode}', *shown])} recorded)")
+        return heads, _Mask(True, window, f" (mask_mode {mode}: its mask not recorded, causal assumed)"), keys
+    said = f" ({', '.join([f'mask_mode {mode}', *shown])} recorded)"
+    return heads, _Mask(_FLASHINFER_MASKS[mode], window, said), keys
 
 
 @register(ops=("attention",))
@@ -477,7 +481,10 @@ def _reach(mask: _Mask) -> int | None:
 
 
 def _paged_attention(
-    call: Call, heads: tuple[Arg, int, int, int, Arg, str] | None = None, mask: _Mask | None = None
+    call: Call,
+    heads: tuple[Arg, int, int, int, Arg, str] | None = None,
+    mask: _Mask | None = None,
+    ragged_keys: int | None = None,
 ) -> Cost:
     """Attention over a batch of variable-length requests (paged KV cache, ragged/varlen
     layouts): sequence lengths from the step annotation enclosing the launch, heads from the
@@ -488,7 +495,12 @@ def _paged_attention(
     the cache's dtype). A sliding window where each query sees at most W keys: pairs at most
     Σ sq·W (causal context Σ sq·(W − ½), its diagonal's half as `window_pairs` counts) and keys read
     at most Σ sq·W, per part — exact for decode when every context is at least W (the step records
-    only sums, not each request's length: otherwise an upper bound, said)."""
+    only sums, not each request's length: otherwise an upper bound, said).
+
+    A ragged run whose K holds one key per query (`ragged_keys` = Σ sq of the step, fewer than its
+    Σ sk) attends each request's new tokens to themselves — SGLang's split of an extend over a
+    cached prefix: this call over the new tokens, a paged call over the prefix, then a merge —:
+    pairs ½ Σ sq² causal (Σ sq² not), keys read Σ sq."""
     mask = mask if mask is not None else _Mask()
     """Attention over a batch of variable-length requests (paged KV cache, ragged/varlen
     layouts): sequence lengths from the step annotation enclosing the launch, heads from the
@@ -508,6 +520,8 @@ def _paged_attention(
             "annotation with them (vLLM/SGLang detailed roofline annotations) encloses the launch"
         )
     q, h_q, d, h_kv, kv, heads_from = heads if heads is not None else _heads(call)
+    if ragged_keys is not None and ragged_keys == lengths.c_sq + lengths.g_sq < lengths.c_sk + lengths.g_sk:
+        return _new_tokens_attention(call, lengths, (q, h_q, d, h_kv, kv, heads_from), mask)
     context = lengths.c_sqsk - lengths.c_sqsq / 2 if mask.causal else float(lengths.c_sqsk)
     context_said = f"{lengths.c_sqsk}−{lengths.c_sqsq}/2 causal context" if mask.causal else f"{lengths.c_sqsk} context"
     said = mask.said or (" (no mask argument read: causal context assumed)" if lengths.c_sq else "")
@@ -536,3 +550,30 @@ def _paged_attention(
         f"+ K+V 2·{sk}·{h_kv}·{d}·{kv.itemsize} (H_kv from {heads_from}; KV-cache writes on their own op)"
     )
     return Cost(flops, q_o + k_v, q.precision, MATRIX, formula)
+
+
+def _new_tokens_attention(
+    call: Call, lengths: StepLengths, heads: tuple[Arg, int, int, int, Arg, str], mask: _Mask
+) -> Cost:
+    """A ragged run over each request's new tokens alone (see `_paged_attention`): every request's
+    sq queries see its own sq keys — ½ Σ sq² pairs causal (Σ sq² not), keys read Σ sq; a sliding
+    window of W keys bounds the pairs by Σ sq·W as in `_paged_attention`."""
+    q, h_q, d, h_kv, kv, heads_from = heads
+    sq = lengths.c_sq + lengths.g_sq
+    squares = lengths.c_sqsq + lengths.g_sqsq
+    pairs = squares / 2 if mask.causal else float(squares)
+    reach = _reach(mask)
+    bound = ""
+    if reach is not None and sq * (reach - 0.5 if mask.causal else reach) < pairs:
+        pairs = sq * (reach - 0.5 if mask.causal else reach)
+        bound = f"; sliding window of W = {reach}: ≤ Σsq·W pairs, an upper bound"
+    said = mask.said or " (no mask argument read: causal assumed)"
+    q_o = 2.0 * sq * h_q * d * q.itemsize
+    k_v = 2.0 * sq * h_kv * d * kv.itemsize
+    formula = (
+        f"4·H_q·d·({'½Σsq²' if mask.causal else 'Σsq²'}: the new tokens' keys alone, K holding Σsq = {sq} "
+        f"of the step's Σsk = {lengths.c_sk + lengths.g_sk}, a cached prefix attended on another call){said}{bound} "
+        f"= 4·{h_q}·{d}·{pairs:g} ({lengths.engine} step annotation); bytes = Q+O 2·{sq}·{h_q}·{d}·{q.itemsize} "
+        f"+ K+V 2·{sq}·{h_kv}·{d}·{kv.itemsize} (H_kv from {heads_from})"
+    )
+    return Cost(4.0 * h_q * d * pairs, q_o + k_v, q.precision, MATRIX, formula)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from kernel_atlas.core.devices import VECTOR
-from kernel_atlas.ingest.recorded import SCALAR, TENSOR_LIST, Arg, dtypes, scalar_type
+from kernel_atlas.ingest.recorded import NONE, SCALAR, TENSOR_LIST, Arg, dtypes, scalar_type
 from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
@@ -202,16 +202,20 @@ def _rotary(call: Call) -> Cost:
 def _rotary_2d(call: Call) -> tuple[list[Arg], Arg | None, int, str]:
     """vLLM `_C::rotary_embedding` / sgl-kernel `rotary_embedding(positions [T], query [T, H_q·d],
     key [T, H_kv·d], head_size, cos_sin_cache [max_pos, rotary_dim], is_neox)`: the query and key
-    (the first two float [T, ·] tensors after the positions), the cache (a 2-D tensor of other
-    rows) and the head size (its Concrete Input; not recorded: the cache's width, whole heads)."""
+    (the first two float [T, ·] tensors after the positions; the query alone where the key is
+    None), the cache (a 2-D tensor of other rows) and the head size (its Concrete Input; not
+    recorded: the cache's width, whole heads)."""
     tensors = tensors_of(call)
     positions = next((a for a in tensors if len(a.dims) == 1 and a.precision == "int"), None)
     if positions is None:
         raise NoCost(f"{call.what}: no [tokens, heads, dim] query/key or [tokens] positions recorded")
     tokens = positions.dims[0]
     flat = [a for a in tensors if len(a.dims) == 2 and a.precision != "int"]
-    rotated = [a for a in flat if a.dims[0] == tokens][:2]
-    if len(rotated) < 2:
+    # key=None (vLLM's Optional key, an MLA rope on the query alone): the query is all that turns
+    no_key = len(call.args) > 2 and call.args[2].kind == NONE and call.args[1].is_tensor
+    wanted = 1 if no_key else 2
+    rotated = [a for a in flat if a.dims[0] == tokens][:wanted]
+    if len(rotated) < wanted:
         raise NoCost(f"{call.what}: no [tokens, H·d] query and key recorded apart (a packed qkv cannot be split)")
     cache = next((a for a in flat if a.dims[0] != tokens), None)
     head = concrete_int(call, 3)
