@@ -177,6 +177,16 @@ def test_fa3_decode_counts_only_the_keys_its_window_keeps() -> None:
     assert (whole.flops, whole.bytes) == (DECODE_FLOPS, DECODE_BYTES)
 
 
+def test_sgl_kernel_fa3_reads_its_mask_and_window() -> None:
+    # sgl_kernel::fwd has fa3's schema (is_causal 24, window_size_left/right 25/26); read nothing before:
+    # a 1024+1024-token prefill not causal counts Σsq·sk = 2,097,152 pairs whole → 4·32·128·2,097,152
+    prefill = cost_of(_call("sgl_kernel::fwd", _fa3("False", "-1", "-1", q=2048, max_q="1024", max_k="1024"), PREFILL))
+    assert prefill.flops == 4 * 32 * 128 * 2_097_152 == 34_359_738_368
+    # the decode with window_size_left 127, as fa3's: 67,108,864 FLOPs, 17,301,504 B
+    decode = cost_of(_call("sgl_kernel::fwd", _fa3("True", "127", "0"), DECODE))
+    assert (decode.flops, decode.bytes) == (67_108_864, 17_301_504)
+
+
 def test_fa3_prefill_window_is_bounded_and_said() -> None:
     # two 1024-token prefills, causal, window_size_left 127 (W = 128): at most Σsq·(W − ½) = 2048·127.5 = 261,120
     # pairs (the causal square would be 2,097,152 − 2,097,152/2 = 1,048,576); FLOPs 4·32·128·261,120

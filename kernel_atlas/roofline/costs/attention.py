@@ -312,6 +312,7 @@ _FLASH_MASK_AT = {
     "_vllm_fa2_C::varlen_fwd": (15, 16),
     "vllm_flash_attn_c::varlen_fwd": (15, 16),
     "_vllm_fa3_C::fwd": (24, 25),
+    "sgl_kernel::fwd": (24, 25),  # sgl-kernel's FA3 (flash_extension.cc): fa3's schema up to sm_margin
 }
 
 # FlashInfer's run ops (their launchers are named after the JIT module: `batch_decode_with_kv_cache_
