@@ -139,6 +139,13 @@ def test_memory_efficient_attention_reads_its_mask_type() -> None:
     concrete[9] = "7"
     with pytest.raises(NoCost, match="none of 0, 1, 2"):
         _cost("aten::_efficient_attention_forward", "attention", dims, types, concrete)
+    # packed sequences: q/k/v [1, 4096, 8, 64] with cu_seqlens_q/k [3] (two sequences whose lengths are values)
+    # had been costed as one sequence of 4096: 4096² pairs (2·2048² at most); not costed, as its backward
+    packed = [[1, 4096, 8, 64]] * 3 + [[], [3], [3], [], [], [], []]
+    packed_types = [BF16] * 3 + ["", "int", "int", "Scalar", "Scalar", "Scalar", "Scalar"]
+    concrete[9] = "1"
+    with pytest.raises(NoCost, match="cumulative sequence lengths"):
+        _cost("aten::_efficient_attention_forward", "attention", packed, packed_types, concrete)
 
 
 def test_an_expanded_input_is_read_once() -> None:

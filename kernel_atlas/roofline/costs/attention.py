@@ -159,8 +159,9 @@ def _attention_backward(
     return Cost(flops, read + written, q.precision, MATRIX, formula)
 
 
-def _varlen_backward(call: Call, index: int) -> None:
-    """A backward with cumulative sequence lengths (a tensor at `index`): per-sequence lengths are values."""
+def _not_varlen(call: Call, index: int) -> None:
+    """A dense call with cumulative sequence lengths (a tensor at `index`) packs its sequences
+    into one: their lengths are values, not recorded, and the pack is no one sequence."""
     if optional_tensor_at(call, index) is not None:
         raise NoCost(f"{call.launcher} with cumulative sequence lengths (varlen): per-sequence lengths not recorded")
 
@@ -169,7 +170,7 @@ def _varlen_backward(call: Call, index: int) -> None:
 def _flash_backward(call: Call) -> Cost:
     # (grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
     # is_causal, rng_state, unused, scale, window_size_left, window_size_right), [B, S, H, D]
-    _varlen_backward(call, 6)
+    _not_varlen(call, 6)
     causal, assumed = _is_causal(call, 11, BOTTOM_RIGHT)
     return _attention_backward(call, "BSHD", causal, assumed, out_at=4, lse_at=5, window=_window(call, 15))
 
@@ -178,7 +179,7 @@ def _flash_backward(call: Call) -> Cost:
 def _sdpa_flash_backward(call: Call) -> Cost:
     # (grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
     # is_causal, philox_seed, philox_offset, scale), [B, H, S, D]
-    _varlen_backward(call, 6)
+    _not_varlen(call, 6)
     return _attention_backward(call, "BHSD", *_is_causal(call, 11), out_at=4, lse_at=5)
 
 
@@ -187,7 +188,7 @@ def _efficient_backward(call: Call) -> Cost:
     # (grad_out_, query, key, value, bias, out, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     # max_seqlen_k, logsumexp, dropout_p, philox_seed, philox_offset, custom_mask_type,
     # bias_requires_grad, …), [B, S, H, D]
-    _varlen_backward(call, 6)
+    _not_varlen(call, 6)
     recorded = call.args[14] if len(call.args) > 14 and call.args[14].text.strip() else None
     mask = recorded.value if recorded is not None else 0  # not recorded: no mask assumed (said)
     if isinstance(mask, bool) or mask not in _MASK_TYPES:
@@ -212,7 +213,7 @@ def _sdpa_efficient_backward(call: Call) -> Cost:
 def _sdpa_cudnn_backward(call: Call) -> Cost:
     # (grad_out, query, key, value, out, logsumexp, philox_seed, philox_offset, attn_bias,
     # cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, scale), [B, H, S, D]
-    _varlen_backward(call, 9)
+    _not_varlen(call, 9)
     return _attention_backward(call, "BHSD", *_is_causal(call, 14), out_at=4, lse_at=5, bias_at=8)
 
 
@@ -245,6 +246,7 @@ _MASK_TYPES = {0: None, 1: TOP_LEFT, 2: BOTTOM_RIGHT}
 @register(launchers=("aten::_efficient_attention_forward",))
 def _efficient_forward(call: Call) -> Cost:
     # (query, key, value, bias, cu_seqlens_q, cu_seqlens_k, max_q, max_k, dropout_p, custom_mask_type, ...)
+    _not_varlen(call, 4)  # packed sequences [1, Σs, H, D]: not one sequence of Σs (as its backward)
     recorded = call.args[9] if len(call.args) > 9 and call.args[9].text.strip() else None
     mask = recorded.value if recorded is not None else 0  # not recorded: no mask assumed (said)
     if isinstance(mask, bool) or mask not in _MASK_TYPES:
