@@ -29,6 +29,12 @@ _NO_SHAPES = (
     "recorded without shapes (record_shapes=False): op calls have no FLOPs or bytes; "
     "re-profile with torch.profiler.profile(record_shapes=True)"
 )
+# a Kineto trace of GPU activities alone (no CPU ops: ProfilerActivity.CPU left out) records no op to cost
+_NO_OPS = (
+    "recorded without the ops that launch its GPU activities (no CPU activity): op calls have no FLOPs or bytes; "
+    "re-profile with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], "
+    "record_shapes=True)"
+)
 # an Nsight Systems export has shapes only from PyTorch's NVTX ranges (`…, sizes = [[2, 3], …]`)
 _NO_SHAPES_NSYS = (
     "recorded without shapes (no NVTX ranges with `sizes`): op calls have no FLOPs or bytes; "
@@ -36,22 +42,29 @@ _NO_SHAPES_NSYS = (
 )
 
 
-def _launched(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The traces that launched GPU activities (only they can lack shapes)."""
-    return [t for t in summary.get("traces", []) if t.get("with_launcher")]
+def _with_activities(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The traces with GPU activities (only they can lack shapes): those that count them, else
+    (a summary without the count) those that launched some."""
+    traces = summary.get("traces", [])
+    return [t for t in traces if isinstance(t, dict) and (t.get("gpu_activities") or t.get("with_launcher"))]
 
 
 def _without_shapes_advice(summary: dict[str, Any]) -> str:
-    """What to re-profile with, by the format of the traces that lack shapes (Kineto first)."""
-    lacking = [t for t in _launched(summary) if not t.get("with_shapes")]
+    """What to re-profile with, by the format of the traces that lack shapes (Kineto first), and
+    whether they recorded any launching op at all."""
+    lacking = [t for t in _with_activities(summary) if not t.get("with_shapes")]
     nsys = [str(t.get("file", "")).lower().endswith(NSYS_SUFFIXES) for t in lacking]
-    return _NO_SHAPES_NSYS if nsys and all(nsys) else _NO_SHAPES
+    if nsys and all(nsys):
+        return _NO_SHAPES_NSYS
+    kineto = [t for t, is_nsys in zip(lacking, nsys, strict=True) if not is_nsys]
+    return _NO_OPS if kineto and not any(t.get("with_launcher") for t in kineto) else _NO_SHAPES
 
 
 def shapes_recorded(summary: dict[str, Any]) -> str:
-    """ "yes", "no" or "partly": whether the traces recorded op input shapes (`Input Dims`), from
-    the ingest summary's launched and shaped activity counts of each trace."""
-    traces = _launched(summary)
+    """ "yes", "no" or "partly": whether the traces with GPU activities recorded op input shapes
+    (`Input Dims`), from the ingest summary's activity, launched and shaped counts of each trace
+    (one whose activities no op launched recorded none)."""
+    traces = _with_activities(summary)
     without = sum(1 for t in traces if not t.get("with_shapes"))
     if not traces or without == 0:
         return "yes"

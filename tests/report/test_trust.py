@@ -57,6 +57,24 @@ def test_traces_without_shapes_are_named_with_what_to_reprofile() -> None:
     assert trust_lines(trust)[1].startswith("the trace was recorded without shapes (record_shapes=False)")
 
 
+def test_activities_no_op_launched_count_as_recorded_without_shapes() -> None:
+    # an Nsight export without NVTX, a Kineto trace of CUDA activity alone: 3 GPU activities, none launched by
+    # an op, none with shapes — "yes" before (only traces with launchers were looked at), no advice
+    nsys = {"file": "mock.sqlite", "gpu_activities": 3, "with_launcher": 0, "with_shapes": 0}
+    kineto = {"file": "gpu_only.json.gz", "gpu_activities": 3, "with_launcher": 0, "with_shapes": 0}
+    assert shapes_recorded({"traces": [nsys]}) == "no"
+    shaped = {"file": "a.json", "gpu_activities": 5, "with_launcher": 5, "with_shapes": 5}
+    assert shapes_recorded({"traces": [kineto, shaped]}) == "partly"
+    roofline = _roofline([("", "no shapes", "", 10.0)])
+    facts = {"gpu_time_us": 10.0, "costed_time_us": 0.0}
+    advice = trust_facts(roofline, facts, {"traces": [nsys]})["advice"]
+    assert advice[0].endswith("emit_nvtx(record_shapes=True)")
+    advice = trust_facts(roofline, facts, {"traces": [kineto]})["advice"]
+    assert "no CPU activity" in advice[0] and "ProfilerActivity.CPU" in advice[0]
+    # a trace with no GPU activity has nothing to lack
+    assert shapes_recorded({"traces": [{"gpu_activities": 0, "with_launcher": 0, "with_shapes": 0}, shaped]}) == "yes"
+
+
 def test_the_advice_for_traces_without_shapes_follows_their_format() -> None:
     # an Nsight export has shapes only from PyTorch's NVTX ranges; Kineto's option would not help it
     roofline = _roofline([("aten::mm", "no model", "aten::mm: input 0 (self) has no recorded shape", 10.0)])
