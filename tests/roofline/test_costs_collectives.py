@@ -149,12 +149,14 @@ def test_collectives_of_fp8_and_other_scalar_types_are_costed(tmp_path: Path) ->
     `Float8_e5m2`), `Bool` and `Short` had no size ("message dtype not recorded"). By hand, each
     2^20 elements over 8 ranks: all_reduce fp8 2^20 · 1 B · 2·7/8 = 1,835,008 bytes; all_gather
     fp8 e5m2 2^20 · 1 B · 7/8 = 917,504; all_reduce Short 2^20 · 2 B · 14/8 = 3,670,016; Bool
-    2^20 · 1 B · 14/8 = 1,835,008."""
+    2^20 · 1 B · 14/8 = 1,835,008 (UInt32 and ComplexHalf below)."""
     cases = [
         ("ncclDevKernel_AllReduce_Sum_f8e4m3_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allreduce", "Float8_e4m3fn"),
         ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allgather", "Float8_e5m2"),
         ("ncclDevKernel_AllReduce_Sum_i16_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allreduce", "Short"),
         ("ncclDevKernel_AllReduce_Sum_u8_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allreduce", "Bool"),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allgather", "UInt32"),
+        ("ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "allgather", "ComplexHalf"),
     ]
     events = []
     for k, (kernel, collective, dtype) in enumerate(cases):
@@ -165,8 +167,9 @@ def test_collectives_of_fp8_and_other_scalar_types_are_costed(tmp_path: Path) ->
     path = tmp_path / "fp8.json"
     path.write_text(json.dumps({"traceEvents": events}))
     rows = _analysis_of(tmp_path, path).kernels.sort_values("ts_us")
-    assert rows["role"].tolist() == ["main"] * 4
-    assert rows["bytes"].tolist() == [1_835_008.0, 917_504.0, 3_670_016.0, 1_835_008.0]
+    assert rows["role"].tolist() == ["main"] * 6
+    # UInt32 and ComplexHalf all_gathers: 2^20 · 4 B · 7/8 = 3,670,016 each
+    assert rows["bytes"].tolist() == [1_835_008.0, 917_504.0, 3_670_016.0, 1_835_008.0, 3_670_016.0, 3_670_016.0]
 
 
 def test_rocm_memset_without_a_byte_count_takes_its_fill_ops_tensor(tmp_path: Path) -> None:
