@@ -207,7 +207,8 @@ def side_of(run: Run, per_step: bool = False) -> Side:
             where = f"rank {rank}" if rank is not None and len(run.ranks) > 1 else "it"
             raise AtlasError(run.out_dir, f"{where} records no profiler steps: --per-step needs ProfilerStep ranges")
         kernels = run.kernels(rank)
-        inside = kernels["step"].notna()
+        kept = set().union(*steps.values()) if rank is None else steps.get(rank, set())
+        inside = kernels["step"].isin(kept).to_numpy(bool)
         outside += float(kernels.loc[~inside, "dur_us"].sum())
         part = _activities(kernels[inside])
         part["us"] = part["us"] / count
@@ -216,20 +217,37 @@ def side_of(run: Run, per_step: bool = False) -> Side:
     return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
 
 
+def _whole_steps(trace: dict[str, Any]) -> set[int] | None:
+    """The profiler steps a trace holds whole, as its efficiency (summary.json) counts them — a
+    last step the profiler cut short left out, a step without GPU work in; else (a summary
+    without them, or listing only its first steps) the steps its activities ran in; None where
+    it names none."""
+    efficiency = trace.get("efficiency")
+    rows = efficiency.get("steps") if isinstance(efficiency, dict) else None
+    if isinstance(rows, list) and not efficiency.get("steps_total"):  # type: ignore[union-attr]
+        numbers = {r["step"] for r in rows if isinstance(r, dict) and isinstance(r.get("step"), int)}
+        if numbers:
+            return numbers
+    listed = trace.get("steps")
+    return {s for s in listed if isinstance(s, int)} if isinstance(listed, list) else None
+
+
 def steps_by_rank(summary: dict[str, Any]) -> dict[int, set[int]]:
-    """The profiler steps each rank's traces recorded (summary.json's `steps`)."""
+    """The profiler steps each rank's traces hold whole (`_whole_steps`)."""
     steps: dict[int, set[int]] = {}
     for trace in summary.get("traces") or []:
-        if isinstance(trace, dict) and isinstance(trace.get("rank"), int) and isinstance(trace.get("steps"), list):
-            steps.setdefault(trace["rank"], set()).update(s for s in trace["steps"] if isinstance(s, int))
+        if isinstance(trace, dict) and isinstance(trace.get("rank"), int):
+            whole = _whole_steps(trace)
+            if whole is not None:
+                steps.setdefault(trace["rank"], set()).update(whole)
     return steps
 
 
 def window_of(summary: dict[str, Any], ranks: int) -> Window:
-    """A run's window: its ranks and the most profiler steps any of its traces recorded
-    (summary.json's `steps` of each trace; None where none recorded one)."""
-    traces = summary.get("traces")
-    counts = [len(t["steps"]) for t in traces or [] if isinstance(t, dict) and isinstance(t.get("steps"), list)]
+    """A run's window: its ranks and the most profiler steps any of its traces holds whole
+    (`_whole_steps`; None where none recorded one)."""
+    traces = [t for t in summary.get("traces") or [] if isinstance(t, dict)]
+    counts = [len(whole) for whole in map(_whole_steps, traces) if whole is not None]
     return Window(ranks=ranks, steps=max(counts) if counts and max(counts) > 0 else None)
 
 

@@ -87,8 +87,12 @@ def _us(us: float) -> str:
     return f"{us:,.1f} µs"
 
 
-def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
-    """Kernels with the most headroom over the roofline, each kernel once (all its shapes)."""
+def headroom_findings(roofline: pd.DataFrame, weighed: set[tuple[str, str]] | None = None) -> list[Finding]:
+    """Kernels with the most headroom over the roofline, each kernel once (all its shapes): the
+    `PER_KIND` largest, or with `weighed` (the (kernel, op) pairs a critical path's what-if
+    weighed) every one of those, to be ranked by what they save end to end — the largest
+    headroom may belong to kernels beside the path that save nothing, while the one kernel on it
+    that would had been cut before it was weighed."""
     if roofline.empty or "headroom_us" not in roofline:
         return []
     rows = roofline[roofline["headroom_us"].notna() & (roofline["headroom_us"] > 0)]
@@ -105,7 +109,13 @@ def headroom_findings(roofline: pd.DataFrame) -> list[Finding]:
         call_stack=("call_stack", "first"),
         likely_cause=("likely_cause", "first"),  # of its heaviest row with one (occupancy, waves)
     ).reset_index()
-    table = table.sort_values(["headroom_us", "name"], ascending=[False, True], kind="stable").head(PER_KIND)
+    table = table.sort_values(["headroom_us", "name"], ascending=[False, True], kind="stable")
+    if weighed is None:
+        table = table.head(PER_KIND)
+    else:
+        ops = table["op_mapping"].astype(object).where(table["op_mapping"].notna(), "").astype(str)
+        keys = pd.Series(list(zip(table["name"].astype(str), ops, strict=True)), index=table.index)
+        table = table[keys.isin(weighed)]
     found = []
     for row in table.itertuples(index=False):
         attainable = row.op_time_us - row.headroom_us  # headroom: time above the attainable time of every call
@@ -290,12 +300,15 @@ def report_findings(
     """The ranked findings of one report (`waits`: the report's Waits, or None; `waited`: per
     rank, its collectives' time waiting for the last arrival); kernel findings by their
     end-to-end saving where the report has a critical path."""
-    found = headroom_findings(roofline)
     pays = (facts.get("critical_path") or {}).get("where_optimisation_pays")
     if pays:
-        found = end_to_end(found, pays)
-    elif int(facts.get("ranks") or 1) > 1:
-        found = per_rank_mean(found, int(facts["ranks"]))
+        weighed = {(str(row["kernel"]), "" if row.get("op") is None else str(row["op"])) for row in pays}
+        found = end_to_end(headroom_findings(roofline, weighed), pays)
+        found = sorted((f for f in found if f.saving_us > 0), key=lambda f: (-f.saving_us, f.what))[:PER_KIND]
+    else:
+        found = headroom_findings(roofline)
+        if int(facts.get("ranks") or 1) > 1:
+            found = per_rank_mean(found, int(facts["ranks"]))
     if waits is not None:
         found += launch_findings(waits.candidates) + host_wait_findings(waits.causes)
     found += communication_findings(facts.get("devices", []), waited)

@@ -231,3 +231,44 @@ def test_per_step_compares_one_step_of_each(tmp_path: Path) -> None:
     result = runner.invoke(app, ["diff", str(a), str(bare), "--per-step"])
     assert result.exit_code == 2
     assert "records no profiler steps: --per-step needs ProfilerStep ranges" in " ".join(result.output.split())
+
+
+def _steps_of(kernels: list[int]) -> dict:
+    """ProfilerStep#i launching kernels[i] GEMMs of 40 µs each."""
+    events, correlation = [], 0
+    for i, count in enumerate(kernels):
+        base = 1000 * (i + 1)
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1,
+                       "ts": base, "dur": 900})  # fmt: skip
+        for j in range(count):
+            correlation += 1
+            events += [
+                {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": base + 10 + 100 * j,
+                 "dur": 50},
+                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                 "ts": base + 20 + 100 * j, "dur": 5, "args": {"correlation": correlation}},
+                {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7,
+                 "ts": base + 100 + 100 * j, "dur": 40, "args": {"correlation": correlation, "device": 0, "stream": 7}},
+            ]  # fmt: skip
+    return {"traceEvents": events}
+
+
+def test_per_step_counts_the_steps_the_report_counts(tmp_path: Path) -> None:
+    """--per-step divided by the steps that launched GPU work: a last step the profiler cut after
+    its first of two kernels counted as a whole step (+33 %, exit 3 under --fail-above 10), a step
+    without GPU work not at all. It counts the steps the report's efficiency counts."""
+    full, cut, idle = tmp_path / "full.json", tmp_path / "cut.json", tmp_path / "idle.json"
+    full.write_text(json.dumps(_steps_of([2, 2, 2])))
+    cut.write_text(json.dumps(_steps_of([2, 2, 2, 1])))  # the 4th step: 1 of 2 kernels, then the end
+    idle.write_text(json.dumps(_steps_of([1, 1, 0, 1])))  # step 2 launched nothing
+    result = runner.invoke(app, ["diff", str(full), str(cut), "--per-step", "--fail-above", "10", "--json"])
+    assert result.exit_code == 0, result.output
+    kernel = next(r for r in json.loads(result.stdout) if r["level"] == "kernel")
+    # 3 steps of 2·40 µs each: 80 µs a step in both (B's cut step, 40 µs, outside the steps counted)
+    assert (kernel["a_us"], kernel["b_us"]) == (80.0, 80.0)
+    said = " ".join(result.stderr.split())
+    assert "A 3 steps, B 3 steps; outside steps, left out: A 0.0 µs, B 40.0 µs" in said
+    # 3 kernels of 40 µs over 4 steps: 30 µs a step (was 120/3 = 40)
+    result = runner.invoke(app, ["diff", str(full), str(idle), "--per-step", "--json"])
+    kernel = next(r for r in json.loads(result.stdout) if r["level"] == "kernel")
+    assert (kernel["a_us"], kernel["b_us"]) == (80.0, 30.0)

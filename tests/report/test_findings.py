@@ -74,6 +74,32 @@ def test_kernel_findings_take_the_critical_paths_end_to_end_saving() -> None:
     assert rank([zero, weighed]) == [weighed]
 
 
+def test_the_kernel_that_saves_end_to_end_is_weighed_however_small_its_headroom() -> None:
+    """Five kernels beside the path (17.9 µs of headroom each, nothing saved end to end) took the
+    five slots of the largest headroom before the critical path weighed them: the one kernel on
+    the path (5.6 µs of headroom, 5.606 µs saved by the what-if) was cut, and the report said
+    "nothing found that would save time". By hand: one finding, `main`, 5.606 µs."""
+    from kernel_atlas.analysis.findings import report_findings
+
+    names = ["main", "side0", "side1", "side2", "side3", "side4"]
+    roofline = pd.DataFrame(
+        {
+            "name": names,
+            "op_mapping": ["matmul"] * 6,
+            "op_time_us": [2060.0] + [50.0] * 5,
+            "headroom_us": [5.6] + [17.9] * 5,
+            "count": [1] * 6,
+            "bound": ["compute"] * 6,
+            "call_stack": [None] * 6,
+        }
+    )
+    pays = [{"kernel": "main", "op": "matmul", "end_to_end_saving_us": 5.606}]
+    pays += [{"kernel": f"side{i}", "op": "matmul", "end_to_end_saving_us": 0.0} for i in range(5)]
+    facts = {"critical_path": {"where_optimisation_pays": pays, "total_us": 2100.0}}
+    found = report_findings(roofline, None, facts)
+    assert [(f.kernel, f.saving_us) for f in found] == [("main", 5.606)]
+
+
 def test_a_kernel_under_several_ops_takes_each_op_s_own_saving() -> None:
     """NCCL's SendRecv kernel runs all_reduce and all_to_all (a100_cudagraph_rank0): each finding
     takes the end-to-end saving of its own op's rows — 79.7 ms and 5.8 + 5.7 = 11.5 ms —, and a
