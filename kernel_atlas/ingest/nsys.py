@@ -34,7 +34,7 @@ import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import CUT_TAIL
-from kernel_atlas.core.texts import filled
+from kernel_atlas.core.texts import WAS, counted, filled
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     CPU_OP,
@@ -65,6 +65,8 @@ GPU_TABLES = (KERNEL, MEMCPY, MEMSET)
 _PID_SHIFT = 24  # globalTid / globalPid = (… << 48) | (pid << 24) | tid (nsys's documented layout)
 # a pid whose filter bounds leave int64 comes of damage (a REAL 1e300 globalPid reads as 2^63 − 1): no process
 _PID_LIMIT = (1 << (63 - _PID_SHIFT)) - 1
+# starts from 2^52 ns (52 days) on are absolute (epoch) ns, not nsys's session-relative ones: rebased (`time_base`)
+_ABSOLUTE_NS = 1 << 52
 _NVTX_RANGES = (59, 60)  # push/pop and start/end ranges (33 categories, 34 marks)
 # `aten::mm, seq = 3, op_id = 7, sizes = [[2, 3], [3, 4]], input_op_ids = …` (torch.autograd.profiler.emit_nvtx)
 _OP_NAME = re.compile(r"^[A-Za-z_][\w.]*(?:::[\w.]+)*$")  # `aten::mm`, `record_param_comms`, `detach_`
@@ -80,6 +82,10 @@ _COPY_KINDS = {
     8: "DtoD",
     9: "HtoH",
     10: "PtoP",
+    # nsys's own (ENUM_CUDA_MEMCPY_OPER, beyond CUPTI's): unified-memory migrations, `--cuda-um-*`
+    11: "Unified HtoD",
+    12: "Unified DtoH",
+    13: "Unified DtoD",
 }
 _MEM_KINDS = {
     0: "Pageable",
@@ -164,13 +170,19 @@ class _Export:
         self.not_utf8 = 0  # texts whose bytes are not UTF-8 (`_lenient`)
         self.cut = 0  # texts longer than MAX_TEXT, cut (`_cut_sql`)
         self.unnamed = 0  # kernels whose name id StringIds does not hold
+        # values of a wrong type (text) or beyond int64 in the integer columns read, per column: dropped, counted
+        self.bad: dict[str, int] = {}
+        self.suspect = False  # activities or calls without usable times: `refuse_if_damaged` looks
+        self.base = 0  # ns subtracted before µs (`time_base`): 0 for session-relative exports
         # the process read as rank 0: rows with no usable globalPid (the column missing, null or
         # text) are read as its own — with several processes, counted in `unattributed`
         self.first: int | None = None
         self.several = False
         self.unattributed = 0
         # views too: a table re-created as a view by a tool that post-processes exports
-        names = [r[0] for r in self._query("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")]
+        listed = self._query("SELECT name, type FROM sqlite_master WHERE type IN ('table', 'view')")
+        names = [r[0] for r in listed]
+        self.tables = {r[0] for r in listed if r[1] == "table"}
         self.columns = {n: {r[1] for r in self._query(f"PRAGMA table_info({_q(n)})")} for n in names}
         if "StringIds" not in self.columns or not any(t in self.columns for t in GPU_TABLES):
             raise AtlasError(path, "not an Nsight Systems export (no StringIds or CUPTI_ACTIVITY_KIND_KERNEL table)")
@@ -199,6 +211,55 @@ class _Export:
             self.not_utf8 += 1
             return raw.decode("utf-8", "replace")
 
+    def text(self, value: object) -> str | None:
+        """A text column's value as text (SQLite does not type its columns): a blob decoded, its
+        bytes that are not UTF-8 replaced by U+FFFD and counted as `_lenient` counts a text's."""
+        if isinstance(value, bytes):
+            return self._lenient(value)
+        return _as_text(value)
+
+    def refuse_if_damaged(self) -> None:
+        """One line where SQLite finds the tables read damaged: a file whose record pages are
+        overwritten reads its rows as NULLs (every activity without a time, the trace "empty")
+        rather than failing. Asked only where activities or calls came without usable times
+        (`suspect`): the check walks every page of the tables (0.2 s for a 76 MB export, a tenth
+        of reading one rank) and healthy exports show no such rows."""
+        read = (*GPU_TABLES, RUNTIME_TABLE, NVTX, SYNC, GRAPH_NODES, GRAPH_TRACE, "StringIds", "TARGET_INFO_GPU")
+        tables = [t for t in read if t in self.tables]
+        if sqlite3.sqlite_version_info < (3, 33, 0):  # no table argument before 3.33: the whole file
+            checks = ["PRAGMA quick_check"]
+        else:
+            checks = [f"PRAGMA quick_check({_q(t)})" for t in tables]
+        for check in checks:
+            found = [line for row in self._query(check) for line in str(row[0]).splitlines()]
+            problems = [line.strip() for line in found if line.strip() and not line.startswith("***")]
+            if problems and problems != ["ok"]:
+                more = f"; {len(problems) - 1:,} more" if len(problems) > 1 else ""
+                raise AtlasError(self.path, f"cannot read the export (damaged: {problems[0]}{more})")
+
+    def time_base(self) -> int:
+        """The ns subtracted from every time before it becomes µs: 0 for nsys's session-relative
+        times; for absolute (epoch) ns, ≥ 2^52, the export's earliest such start to the whole
+        second — 1.7e18 ns / 1000 is a double spaced 0.25 µs apart, while the ns relative to it
+        stay exact. The same for every rank of the export. The first 64 rows of each table say
+        whether times are absolute (all of them, in every table: one absolute row among
+        session-relative ones is damage, and leaves the others' times as they were); the
+        minimum is read only then."""
+        timed = (*GPU_TABLES, RUNTIME_TABLE, NVTX, SYNC, GRAPH_NODES)
+        tables = [t for t in timed if "start" in self.columns.get(t, ())]
+        integer = "typeof(start) = 'integer'"
+        first_rows = "SELECT min(CASE WHEN {integer} THEN start END) FROM (SELECT start FROM {table} LIMIT 64)"
+        probes = [self._query(first_rows.format(integer=integer, table=_q(t)))[0][0] for t in tables]
+        probed = [int(v) for v in probes if v is not None]
+        if not probed or min(probed) < _ABSOLUTE_NS:
+            return 0
+        lowest = [
+            self._query(f"SELECT min(start) FROM {_q(t)} WHERE {integer} AND start >= {_ABSOLUTE_NS}")[0][0]
+            for t in tables
+        ]
+        first = min(int(v) for v in lowest if v is not None)
+        return first - first % 1_000_000_000
+
     def usable(self, table: str) -> bool:
         cols = self.columns.get(table)
         if cols is None:
@@ -217,24 +278,30 @@ class _Export:
         wanted = [c for c in _WANTED.get(table, ()) if c in have]
         names = ["start", "end", *wanted]
         sql = f'SELECT {", ".join(f"{_q(c)}" for c in names)} FROM "{table}" {where}'
-        parts = self._column_parts(sql, args, len(names))
+        parts, bad = self._column_parts(sql, args, len(names))
         count = sum(len(part[0]) for part in parts)
         self.rows += count
+        for c, k in zip(names, bad, strict=True):  # times are counted as untimed rows, process ids said apart
+            if k and c not in {"start", "end", "globalPid"}:
+                self.bad[c] = self.bad.get(c, 0) + k
         if not count:  # an empty table feeds nothing: its columns are not missed
             return {c: np.empty(0, dtype=object) for c in names}
         self.missing += [f"{table}.{c}" for c in _WANTED.get(table, ()) if c not in have and not _optional(table, c)]
         return {c: _joined([part[i] for part in parts]) for i, c in enumerate(names)}
 
-    def _column_parts(self, sql: str, args: tuple, width: int) -> list[list[pd.arrays.IntegerArray]]:
-        """The query's columns as nullable integers, one list of them per SELECT_ROWS rows."""
+    def _column_parts(self, sql: str, args: tuple, width: int) -> tuple[list[list[pd.arrays.IntegerArray]], list[int]]:
+        """The query's columns as nullable integers, one list of them per SELECT_ROWS rows, and
+        per column the values that were not integers of int64 (text, beyond int64), now null."""
 
-        def pieces() -> list[list[pd.arrays.IntegerArray]]:
+        def pieces() -> tuple[list[list[pd.arrays.IntegerArray]], list[int]]:
             cursor = self.db.execute(sql, args)
-            parts = []
+            parts, bad = [], [0] * width
             while rows := cursor.fetchmany(SELECT_ROWS):
                 data = np.array(rows, dtype=object).reshape(len(rows), width)
-                parts.append([_int_array(data[:, i]) for i in range(width)])
-            return parts
+                columns = [_counted_int_array(data[:, i]) for i in range(width)]
+                parts.append([column for column, _ in columns])
+                bad = [b + k for b, (_, k) in zip(bad, columns, strict=True)]
+            return parts, bad
 
         return self._read(pieces)
 
@@ -243,7 +310,7 @@ class _Export:
         self.cut += sum(r[2] == 1 for r in rows)
         ids = _ints(np.array([r[0] for r in rows], dtype=object), len(rows))
         order = np.argsort(ids, kind="stable")
-        return _Strings(ids[order], np.array([cut_long(_as_text(r[1])) for r in rows], dtype=object)[order])
+        return _Strings(ids[order], np.array([cut_long(self.text(r[1])) for r in rows], dtype=object)[order])
 
 
 def _cut_sql(column: str) -> str:
@@ -303,24 +370,41 @@ def _joined(parts: list[pd.arrays.IntegerArray]) -> pd.arrays.IntegerArray:
 
 
 def _int_array(values: np.ndarray) -> pd.arrays.IntegerArray:
+    return _counted_int_array(values)[0]
+
+
+def _counted_int_array(values: np.ndarray) -> tuple[pd.arrays.IntegerArray, int]:
+    """Integer column values as nullable int64, and how many were given but are no int64 (text,
+    a fraction, beyond int64): null."""
     try:  # exact for any int64 (no float round trip): timestamps may be absolute ns
-        return pd.array(values, dtype="Int64")
+        return pd.array(values, dtype="Int64"), 0
     except (TypeError, ValueError, OverflowError):
-        numbers = pd.to_numeric(pd.Series(values, dtype=object), errors="coerce")
+        given = pd.Series(values, dtype=object)
+        numbers = pd.to_numeric(given, errors="coerce")
         whole = numbers.where(np.isfinite(numbers) & (numbers == np.round(numbers)) & (numbers.abs() < 2.0**63))
-        return pd.array(whole.to_numpy(dtype=np.float64, na_value=np.nan), dtype="Int64")
+        known = pd.array(whole.to_numpy(dtype=np.float64, na_value=np.nan), dtype="Int64")
+        return known, int((given.notna().to_numpy() & known.isna()).sum())
 
 
-def _times(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start (µs) and duration (µs) from ns columns, NaN where either is missing."""
+def _times(start: np.ndarray, end: np.ndarray, base: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Start (µs, from `base` ns: `_Export.time_base`) and duration (µs) from ns columns, NaN
+    where either is missing."""
     a, b = _int_array(start), _int_array(end)
     ok = ~(a.isna() | b.isna())
     ts = np.full(len(a), np.nan)
     dur = np.full(len(a), np.nan)
     first, last = a[ok].to_numpy(dtype=np.int64), b[ok].to_numpy(dtype=np.int64)
-    ts[ok] = first / 1000.0
-    dur[ok] = (last - first) / 1000.0  # in integers first: exact to the ns
+    ts[ok] = _micro(first, base)
+    dur[ok] = np.where(np.isnan(ts[ok]), np.nan, (last - first) / 1000.0)  # in integers first: exact to the ns
     return ts, dur
+
+
+def _micro(ns: np.ndarray, base: int) -> np.ndarray:
+    """int64 ns as µs from `base` ns, rebased in integers (exact); NaN where ns − base leaves int64."""
+    if not base:
+        return ns / 1000.0
+    low = ns < np.iinfo(np.int64).min + base
+    return np.where(low, np.nan, (np.where(low, base, ns) - base) / 1000.0)
 
 
 def _text_of(ids: np.ndarray, strings: _Strings) -> np.ndarray:
@@ -419,7 +503,8 @@ def _gpu_part(export: _Export, table: str, pid: int | None, strings: _Strings) -
     where, args = _process_filter(export, table, "globalPid", pid)
     raw = export.select(table, where, args)
     n = len(raw["start"])
-    ts, dur = _times(raw["start"], raw["end"])  # NULL times: dropped and counted by `sanity.usable_rows`
+    ts, dur = _times(raw["start"], raw["end"], export.base)  # NULL times: dropped and counted by `sanity.usable_rows`
+    export.suspect |= bool(np.isnan(dur).any())
     part: dict[str, Any] = {
         "ts": ts,
         "dur": dur,
@@ -433,10 +518,12 @@ def _gpu_part(export: _Export, table: str, pid: int | None, strings: _Strings) -
         "shared_memory": _shared_memory(raw, n),
     }
     if table == KERNEL:
-        name_id = _ints(raw.get("demangledName"), n)
-        short = _ints(raw.get("shortName"), n)
-        name_id = np.where(name_id >= 0, name_id, short)
-        names = _text_of(name_id, strings)
+        demangled = _ints(raw.get("demangledName"), n)
+        names = _text_of(demangled, strings)
+        names[demangled < 0] = None  # NULL (or no column)
+        # no demangled name (no id, or one StringIds does not hold): the short name, where it resolves
+        unresolved = np.flatnonzero(pd.isna(names))
+        names[unresolved] = _text_of(_ints(raw.get("shortName"), n)[unresolved], strings)
         nameless = np.flatnonzero(pd.isna(names))
         if len(nameless):  # a name id StringIds does not hold: the kernel kept, named as what is known
             names[nameless] = UNNAMED_KERNEL
@@ -543,6 +630,8 @@ class _HostPart:
     # emit_nvtx's `op_id` of an op range (-1 none): taken as the op starts, it orders two ranges
     # of one start and length as their External ids do in a Kineto trace (`link._enclosing_first`)
     external_id: np.ndarray
+    # emit_nvtx's `seq = N` of an op range: autograd's sequence number, Kineto's `Sequence number` (-1 none)
+    seq_nr: np.ndarray
 
 
 def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostPart | None:
@@ -556,8 +645,9 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
     # a name id StringIds does not hold: the call kept, named as what is known (it was "", and the
     # kernels it launched had a call stack beginning " <- aten::mm")
     clean = np.array([_API_VERSION.sub("", s) for s in distinct.tolist()] + [UNNAMED_CALL], dtype=object)
-    ts, dur = _times(raw["start"], raw["end"])
+    ts, dur = _times(raw["start"], raw["end"], export.base)
     timed = np.isfinite(dur)  # a call without both times cannot enclose or be enclosed
+    export.suspect |= not timed.all()
     return _HostPart(
         family=np.full(int(timed.sum()), RUNTIME, dtype=np.int8),
         names=clean[codes][timed],
@@ -567,29 +657,33 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
         correlation=_ints(raw.get("correlationId"), n)[timed],
         dims=np.full(int(timed.sum()), None, dtype=object),
         external_id=np.full(int(timed.sum()), -1, dtype=np.int64),
+        seq_nr=np.full(int(timed.sum()), -1, dtype=np.int64),
     )
 
 
 # emit_nvtx texts split in SQLite (C, not a Python loop per range): the name before the first ", ",
-# whether the text is tagged with `seq =` / `op_id =`, and what follows `, sizes = ` up to
-# `, input_op_ids = `. Texts are cut to MAX_TEXT first, in a materialised CTE: each reference to
-# `t` would otherwise re-read the whole text (a 50 MB one: 0.8 GB and seconds), and it is faster
-# on ordinary exports too (1M ranges: 2.1 against 2.5 s). SQLite before 3.35 (Python builds of
-# older distributions) has no MATERIALIZED: the same query, without the hint.
+# whether the text is tagged with `seq =` / `op_id =` (the number after `, seq = `, -1 for a tagged
+# text without one, NULL untagged: one column, not two — 0.13 s fewer on 600k ranges), what
+# follows `, sizes = ` up to `, input_op_ids = `, and the number after `, op_id = `. Texts are cut to MAX_TEXT
+# first, in a materialised CTE: each reference to `t` would otherwise re-read the whole text (a
+# 50 MB one: 0.8 GB and seconds), and it is faster on ordinary exports too (1M ranges: 2.1 against
+# 2.5 s). SQLite before 3.35 (Python builds of older distributions) has no MATERIALIZED: the same
+# query, without the hint.
 _MATERIALIZED = "MATERIALIZED" if sqlite3.sqlite_version_info >= (3, 35, 0) else ""
 _NVTX_SQL = """
 WITH ranges AS {materialized} (
     SELECT n.start, n."end", n.globalTid, {cut} AS t, length({text}) > {longest} AS long FROM NVTX_EVENTS n {join}
     WHERE n.start IS NOT NULL AND n."end" IS NOT NULL AND n.eventType IN (59, 60) {domain} {where}
 ), split AS (
-    SELECT start, "end", globalTid, t, long,
+    SELECT start, "end", globalTid, t, long, instr(t, ', seq = ') AS seq_at,
         instr(t, ', op_id = ') > 0 OR instr(t, ', seq = ') > 0 AS tagged,
         CASE WHEN instr(t, ', sizes = ') > 0 THEN substr(t, instr(t, ', sizes = ') + 10) END AS tail
     FROM ranges WHERE t IS NOT NULL
 )
 SELECT start, "end", globalTid,
     CASE WHEN tagged AND instr(t, ', ') > 0 THEN substr(t, 1, instr(t, ', ') - 1) ELSE t END,
-    tagged,
+    CASE WHEN seq_at > 0 AND substr(t, seq_at + 8, 1) GLOB '[0-9]' THEN CAST(substr(t, seq_at + 8) AS INTEGER)
+         WHEN tagged THEN -1 END,
     CASE WHEN instr(tail, ', input_op_ids = ') > 0 THEN substr(tail, 1, instr(tail, ', input_op_ids = ') - 1)
          ELSE tail END,
     long,
@@ -625,16 +719,19 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     n = len(rows)
     data = np.array(rows, dtype=object) if n else np.empty((0, 8), dtype=object)
     export.cut += int((data[:, 6] == 1).sum())  # a cut text's sizes are no longer JSON: not recorded
-    family, names, dims = _nvtx_ranges(data[:, 3], data[:, 4].astype(bool), data[:, 5])
+    seq = _ints(data[:, 4], n, -2)  # the `seq = ` number; -1 tagged without one; -2 untagged
+    family, names, dims = _nvtx_ranges(export, data[:, 3], seq >= -1, data[:, 5])
+    base = export.base
     return _HostPart(
         family=family,
         names=names,
         thread=_ints(data[:, 2], n, 0),
-        ts=_ints(data[:, 0], n, 0) / 1000.0,
-        end=_ints(data[:, 1], n, 0) / 1000.0,
+        ts=_micro(_ints(data[:, 0], n, base), base),
+        end=_micro(_ints(data[:, 1], n, base), base),
         correlation=np.full(n, -1, dtype=np.int64),
         dims=dims,
         external_id=_ints(data[:, 7], n),
+        seq_nr=np.where((family == CPU_OP) & (seq >= 0), seq, -1),  # CPU ops' only, as the JSON reader's
     )
 
 
@@ -670,11 +767,12 @@ def _graph_nodes(export: _Export, pid: int | None) -> tuple[_HostPart | None, np
         family=np.full(k, ANNOTATION, dtype=np.int8),
         names=filled(k, NODE_CREATION),
         thread=thread[created],
-        ts=start[created] / 1000.0,
-        end=start[created] / 1000.0,
+        ts=_micro(start[created], export.base),
+        end=_micro(start[created], export.base),
         correlation=np.full(k, -1, dtype=np.int64),
         dims=np.full(k, None, dtype=object),
         external_id=np.full(k, -1, dtype=np.int64),
+        seq_nr=np.full(k, -1, dtype=np.int64),
     )
     return part, node, root, node[created]
 
@@ -697,12 +795,12 @@ def _node_creation_rows(
     return out
 
 
-def _nvtx_ranges(names: np.ndarray, tagged: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
+def _nvtx_ranges(export: _Export, names: np.ndarray, tagged: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, ...]:
     """Family and input dims of each range: tagged ranges named like an op (`aten::mm`,
     `record_param_comms`) are CPU ops, `nn.Module: X` module frames, the rest annotations;
-    each distinct name and sizes text looked at once."""
+    each distinct name and sizes text looked at once (a blob that is not UTF-8 counted per range)."""
     codes, distinct_values = pd.factorize(pd.Series(names, dtype=object))
-    distinct = [cut_long(_as_text(x)) for x in distinct_values.tolist()]
+    distinct = _texts(export, distinct_values.tolist(), codes)
     names = np.array([*distinct, None], dtype=object)[codes]
     op_like = np.array([bool(_OP_NAME.match(x)) and not x.startswith("ProfilerStep#") for x in distinct], dtype=bool)
     module = np.array([x.startswith(MODULE_PREFIX) for x in distinct], dtype=bool)
@@ -715,8 +813,28 @@ def _nvtx_ranges(names: np.ndarray, tagged: np.ndarray, sizes: np.ndarray) -> tu
     has = is_op & pd.notna(pd.Series(sizes, dtype=object)).to_numpy()
     if has.any():
         size_codes, size_texts = pd.factorize(pd.Series(sizes[has], dtype=object))
-        dims[has] = np.array([_canonical(_as_text(t)) for t in size_texts], dtype=object)[size_codes]
+        texts = _texts(export, size_texts.tolist(), size_codes)
+        dims[has] = np.array([_canonical(t) for t in texts], dtype=object)[size_codes]
     return family, names, dims
+
+
+def _texts(export: _Export, distinct: list[Any], codes: np.ndarray) -> list[Any]:
+    """Distinct values of a text column (`codes` its rows) as texts, cut as `cut_long` cuts; a
+    blob that is not UTF-8 counted once per row that holds it (`_Export.not_utf8`)."""
+    counted = export.not_utf8
+    texts = [cut_long(export.text(x)) for x in distinct]
+    if export.not_utf8 > counted:  # counted once per distinct value: per row instead
+        bad = np.array([isinstance(x, bytes) and not _is_utf8(x) for x in distinct], dtype=bool)
+        export.not_utf8 = counted + int(bad[codes[codes >= 0]].sum())
+    return texts
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _canonical(sizes: str) -> str | None:
@@ -755,7 +873,7 @@ def _host_table(parts: list[_HostPart], ignored: dict[str, int]) -> HostTable:
         family=cat("family", np.dtype(np.int8)),
         name_code=name_codes.astype(np.int64),
         names=[str(s) for s in distinct.tolist()],
-        thread=cat("thread", np.dtype(np.int64)),
+        thread=_thread_numbers(cat("thread", np.dtype(np.int64)), ts),
         ts=ts,
         end=end,
         correlation=cat("correlation", np.dtype(np.int64)),
@@ -765,10 +883,25 @@ def _host_table(parts: list[_HostPart], ignored: dict[str, int]) -> HostTable:
         params=minus.copy(),
         param_sets=[],
         launch_kernel=minus.copy(),
-        seq_nr=minus.copy(),
+        seq_nr=cat("seq_nr", np.dtype(np.int64)),
         fwd_tid=minus.copy(),
         launch_kernels=[],
     )
+
+
+def _thread_numbers(thread: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Each host range's thread (nsys's globalTid) as the JSON reader numbers threads
+    (`events._numbering`): the index of the thread in order of first appearance — of its first
+    range's start, ties by globalTid —, so that the kernels table's `launch_thread` is 0, 1, … and
+    joins host_events' `thread` (the globalTid had been cut to int32 there: -1845489518)."""
+    if not len(thread):
+        return thread
+    codes, distinct = pd.factorize(thread)  # hashed: no sort of the rows
+    first = np.full(len(distinct), np.inf)
+    np.minimum.at(first, codes, ts)
+    number = np.empty(len(distinct), dtype=np.int64)
+    number[np.lexsort((distinct, first))] = np.arange(len(distinct))
+    return number[codes]
 
 
 def _device_properties(export: _Export, warnings: list[str]) -> list[dict[str, Any]]:
@@ -781,8 +914,9 @@ def _device_properties(export: _Export, warnings: list[str]) -> list[dict[str, A
     keys |= {"computeMajor": "computeMajor", "computeMinor": "computeMinor", "threadsPerWarp": "warpSize"}
     present = [k for k in keys if k in cols]
     rows = export._query(f'SELECT {", ".join(_cut_sql(_q(k)) for k in present)} FROM "TARGET_INFO_GPU"')
-    untyped = [[_as_text(v) if isinstance(v, bytes) else v for v in row] for row in rows]  # a blob as text
+    untyped = [[export.text(v) if isinstance(v, bytes) else v for v in row] for row in rows]  # a blob as text
     props = [{keys[k]: v for k, v in zip(present, row, strict=True) if v is not None} for row in untyped]
+    props = [prop for prop in props if prop]  # a row of NULLs names no GPU (it was `{}` in summary.json's gpus)
     seen: dict[Any, dict[str, Any]] = {}
     for prop in props:  # one row per (vm, GPU): keep each GPU id once
         seen.setdefault(prop.get("id"), prop)
@@ -806,7 +940,7 @@ def sync_facts(export: _Export, pid: int | None) -> dict[str, dict[str, float]]:
     n = len(raw["start"])
     if not n:
         return {}
-    dur = np.nan_to_num(_times(raw["start"], raw["end"])[1])
+    dur = np.nan_to_num(_times(raw["start"], raw["end"], export.base)[1])
     kind = _ints(raw.get("syncType"), n, 0)
     frame = pd.DataFrame({"kind": [_SYNC_TYPES.get(k, "unknown") for k in kind.tolist()], "dur": dur})
     grouped = frame.groupby("kind")["dur"].agg(["count", "sum"])
@@ -837,9 +971,12 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
         if len(processes) > 1 and process in processes:
             info.distributed_info = {"rank": processes.index(process), "world_size": len(processes)}
         export.first, export.several = (processes[0] if processes else None), len(processes) > 1
+        export.base = export.time_base()
         strings = export.strings()
         gpu_parts = [p for t in GPU_TABLES if (p := _gpu_part(export, t, process, strings)) is not None]
         host_parts = [p for p in (_runtime_part(export, process, strings), _nvtx_part(export, process)) if p]
+        if export.suspect:
+            export.refuse_if_damaged()
         nodes_part, nodes, roots, created = _graph_nodes(export, process)
         offset = sum(len(p.family) for p in host_parts)
         if nodes_part is not None:
@@ -869,13 +1006,15 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
             )
         if export.not_utf8:
             info.warnings.append(
-                f"{export.not_utf8:,} texts were not UTF-8: their undecodable bytes were replaced by U+FFFD"
+                f"{counted(export.not_utf8, 'text', 'texts')} {WAS[export.not_utf8 != 1]} not UTF-8: "
+                f"{('its', 'their')[export.not_utf8 != 1]} undecodable bytes were replaced by U+FFFD"
             )
         info.events = export.rows
     gpu = _gpu_table(gpu_parts)
     read.node_creation = _node_creation_rows(gpu.graph_node_id, nodes, roots, created, offset)
     empty = np.empty(0, dtype=np.int64)
-    ignored = {LONG_STRINGS: export.cut} if export.cut else {}
+    # as the JSON reader's: `N values out of range or of an unexpected type were ignored (deviceId 1)`
+    ignored = {**export.bad, **({LONG_STRINGS: export.cut} if export.cut else {})}
     cols = TraceColumns(
         gpu=gpu,
         host=_host_table(host_parts, ignored),

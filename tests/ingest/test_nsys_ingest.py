@@ -471,8 +471,10 @@ def test_texts_that_are_blobs_numbers_or_not_utf8(tmp_path: Path) -> None:
     assert kernel["name"] == "sgemm\ufffd_nt"
     assert kernel["module"] == "Lin\ufffdear_0"
     assert result.facts["gpus"][0]["name"] == "NVIDIA \ufffd"
-    said = [w for w in result.warnings if "not UTF-8" in w]  # the typed text; blobs are decoded by design
-    assert len(said) == 1 and "2 texts were not UTF-8" in said[0], result.warnings  # the two GPU rows
+    # the typed text of the two GPU rows, and the two blobs (StringIds 1, the module's NVTX text):
+    # blobs had been decoded unsaid (2)
+    said = [w for w in result.warnings if "not UTF-8" in w]
+    assert len(said) == 1 and "4 texts were not UTF-8" in said[0], result.warnings
 
 
 def test_numbers_beyond_int64_cost_their_field(tmp_path: Path) -> None:
@@ -544,8 +546,9 @@ def test_a_credential_the_sqlite_cut_would_end_is_redacted(tmp_path: Path) -> No
 def test_kernels_whose_name_is_not_in_string_ids_are_kept_unnamed(tmp_path: Path) -> None:
     """A kernel naming a string id StringIds does not hold was written without a name, and
     every reader then refused the output ("rows without a name"): it is kept as
-    `<unnamed kernel>`, said in one warning."""
-    path = _edited(_export(tmp_path / "unnamed.sqlite"), ("DELETE FROM StringIds WHERE id = 1", ()))
+    `<unnamed kernel>`, said in one warning. Neither its demangled name (1) nor its short name (2)
+    is held: a short name that is held names it (below)."""
+    path = _edited(_export(tmp_path / "unnamed.sqlite"), ("DELETE FROM StringIds WHERE id IN (1, 2)", ()))
     result = ingest_trace(path)
     kernels = result.frame.set_index("correlation")
     assert kernels.loc[[5, 7], "name"].tolist() == ["<unnamed kernel>"] * 2  # both kernels name string 1
@@ -648,3 +651,163 @@ def test_op_ranges_of_one_start_and_length_nest_by_their_op_id(tmp_path: Path, s
         row = ingest_trace(_two_ops_of_one_range(tmp_path / "tie.sqlite", swapped)).frame.iloc[0]
     assert row["launcher"] == "aten::addmm" and row["input_dims"] == "[[16],[4,8],[8,16]]"
     assert row["call_stack"] == "cudaLaunchKernel <- aten::addmm <- aten::linear"
+
+
+def test_launch_threads_are_numbered_as_the_json_reader_numbers_them(tmp_path: Path) -> None:
+    """Launching threads numbered 0, 1, … in order of first appearance (each thread's first host
+    range), as the JSON reader numbers (pid, tid): `_export`'s thread 301 begins with its
+    nn.Module range at 500 ns; a second thread, 299, whose globalTid is the lower, first appears
+    at 15000 ns with the launch (corr 9) of a kernel at [16000, 16500]. The kernels table's
+    launch_thread had been the globalTid cut to int32 (738197805 for 301: (300 << 24) + 301 −
+    2^32), which no host_events row's `thread` (the whole globalTid) held."""
+    second = PROC + 299
+    path = _edited(
+        _export(tmp_path / "threads.sqlite"),
+        ("INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (15000, 15500, ?, 9, 3)", (second,)),
+        (
+            f"INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL ({KERNEL_COLUMNS}) VALUES "
+            "(16000, 16500, 0, 7, 9, ?, 1, 2, 4, 1, 1, 128, 1, 1, 64, 0, 0, NULL, NULL)",
+            (PROC,),
+        ),
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["ingest", str(path), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    kernels = load_kernels(out).set_index("correlation")
+    assert kernels.loc[[5, 6, 9], "launch_thread"].tolist() == [0, 0, 1]  # thread 301, 301, 299
+    assert kernels.loc[[7, 8], "launch_thread"].isna().all()  # no launch in the export
+    from kernel_atlas.ingest.host_events import load_host_events
+
+    host = load_host_events(out, 0)
+    calls = host[host["kind"] == "runtime"].set_index("correlation")
+    assert calls.loc[[5, 6, 9], "thread"].tolist() == [0, 0, 1]  # the same numbers: the two tables join
+    assert sorted(set(host.loc[host["kind"] != "sync", "thread"])) == [0, 1]
+
+
+def test_unified_memory_copies_keep_their_direction(tmp_path: Path) -> None:
+    """copyKind 11, 12 and 13 are nsys's unified-memory migrations (ENUM_CUDA_MEMCPY_OPER: Unified
+    Host-to-Device, Device-to-Host, Device-to-Device), between managed memory (kind 4). All three
+    had been one name, `Memcpy Unknown (Managed -> Managed)`."""
+    insert = "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (?, ?, 0, 7, ?, ?, 4096, ?, 4, 4, NULL)"
+    path = _edited(
+        _export(tmp_path / "uvm.sqlite"),
+        (insert, (30000, 31000, 21, PROC, 11)),
+        (insert, (32000, 33000, 22, PROC, 12)),
+        (insert, (34000, 35000, 23, PROC, 13)),
+    )
+    names = ingest_trace(path).frame.set_index("correlation")["name"]
+    assert names.loc[[21, 22, 23]].tolist() == [
+        "Memcpy Unified HtoD (Managed -> Managed)",
+        "Memcpy Unified DtoH (Managed -> Managed)",
+        "Memcpy Unified DtoD (Managed -> Managed)",
+    ]
+    assert names.loc[6] == "Memcpy HtoD (Pageable -> Device)"  # the others as before
+
+
+def test_a_dangling_demangled_name_falls_back_to_the_short_name(tmp_path: Path) -> None:
+    """Both kernels name demangled string 1, which is gone, and short string 2 (`sgemm`), which
+    is held: they are `sgemm` (they had been `<unnamed kernel>`), and no kernel is said nameless."""
+    path = _edited(_export(tmp_path / "short.sqlite"), ("DELETE FROM StringIds WHERE id = 1", ()))
+    result = ingest_trace(path)
+    assert result.frame.set_index("correlation").loc[[5, 7], "name"].tolist() == ["sgemm", "sgemm"]
+    assert not any("without a name" in w for w in result.warnings), result.warnings
+
+
+def test_a_text_device_id_is_dropped_and_counted(tmp_path: Path) -> None:
+    """deviceId 'gpu0' on kernel 5: its device is null, and one warning counts the value, as the
+    JSON reader counts a value of the wrong type (it had been dropped unsaid)."""
+    path = _edited(
+        _export(tmp_path / "text_device.sqlite"),
+        ("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 'gpu0' WHERE correlationId = 5", ()),
+    )
+    result = ingest_trace(path)
+    frame = result.frame.set_index("correlation")
+    assert pd.isna(frame.loc[5, "device"]) and frame.loc[7, "device"] == 0
+    said = [w for w in result.warnings if "unexpected type" in w]
+    assert len(said) == 1 and said[0].endswith(
+        "text_device.sqlite: 1 value out of range or of an unexpected type was ignored (deviceId 1)"
+    ), result.warnings
+
+
+def test_blobs_that_are_not_utf8_are_counted(tmp_path: Path) -> None:
+    """Kernel name string 1 as a blob with byte 0xff, and the module range's text as a blob with
+    0xfe on two ranges (the one of `_export` and a copy at [30000, 31000]): 1 string and 2 ranges,
+    3 texts (blobs had been decoded unsaid)."""
+    path = _edited(
+        _export(tmp_path / "blobs.sqlite"),
+        ("UPDATE StringIds SET value = ? WHERE id = 1", (b"sgemm\xff",)),
+        ("UPDATE NVTX_EVENTS SET text = ? WHERE text = 'nn.Module: Linear_0'", (b"nn.Module: Lin\xfeear_0",)),
+        ("INSERT INTO NVTX_EVENTS VALUES (30000, 31000, 59, ?, ?, NULL, 0)", (b"nn.Module: Lin\xfeear_0", THREAD)),
+    )
+    result = ingest_trace(path)
+    assert result.frame.set_index("correlation").loc[5, "name"] == "sgemm\ufffd"
+    said = [w for w in result.warnings if "not UTF-8" in w]
+    assert len(said) == 1 and "3 texts were not UTF-8" in said[0], result.warnings
+
+
+def _damaged(path: Path) -> Path:
+    """192 bytes of 0xAB over the cell pointers of every page after the first (sqlite_master):
+    SQLite reads each row of those tables as NULLs rather than failing."""
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[16:18], "big")  # the page size, in the header
+    for page in range(size, len(data), size):
+        data[page + 8 : page + 200] = b"\xab" * 192
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_damaged_export_is_refused_in_one_line(tmp_path: Path) -> None:
+    """Every activity read as NULLs had ingested into empty tables with exit 0 (and `{}` as the
+    GPU); SQLite's quick_check, asked once rows without times show, names the damage."""
+    path = _damaged(_export(tmp_path / "damaged.sqlite"))
+    result = runner.invoke(app, ["ingest", str(path), "-o", str(tmp_path / "o")])
+    _one_line_error(result, "cannot read the export (damaged: ")
+    assert "damaged.sqlite" in result.output
+
+
+def test_an_export_with_rows_without_times_but_no_damage_is_read(tmp_path: Path) -> None:
+    """The check finds nothing in a sound file whose activity lacks an end: read as before."""
+    path = _edited(_export(tmp_path / "sound.sqlite"), ("UPDATE CUPTI_ACTIVITY_KIND_MEMSET SET end = NULL", ()))
+    result = ingest_trace(path)
+    assert sorted(result.frame["correlation"]) == [5, 6, 7]  # the memset (corr 8) left out
+    assert any("1 GPU activity without a usable ts or dur was left out" in w for w in result.warnings)
+
+
+def test_a_gpu_row_of_nulls_names_no_gpu(tmp_path: Path) -> None:
+    """TARGET_INFO_GPU holding one row, all NULL: no GPU (summary.json's gpus had been `[{}]`)."""
+    path = _edited(
+        _export(tmp_path / "null_gpu.sqlite"),
+        ("DELETE FROM TARGET_INFO_GPU", ()),
+        ("INSERT INTO TARGET_INFO_GPU VALUES (NULL, NULL, NULL, NULL, NULL, NULL, NULL)", ()),
+    )
+    assert ingest_trace(path).facts["gpus"] == []
+
+
+def test_absolute_nanoseconds_are_rebased_exactly(tmp_path: Path) -> None:
+    """Every time of `_export` plus 1,700,000,000,123,456,789 ns (epoch ns). The earliest start,
+    the sync's (100 ns), whole seconds: 1.7e18 ns, subtracted in integers. Kernel 5 then starts at
+    (123,456,789 + 5,000) ns = 123,461.789 µs (it had been 1700000000123461.75, a double 0.25 µs
+    apart), its launch at 123,459.789 µs, and the device is busy 2.5 + 0.8 + 0.1 + 0.25 = 3.65 µs:
+    nothing lost, no warning about coarse start times."""
+    shift = 1_700_000_000_123_456_789
+    tables = ("KERNEL", "MEMCPY", "MEMSET", "RUNTIME", "SYNCHRONIZATION")
+    path = _edited(
+        _export(tmp_path / "epoch.sqlite"),
+        *((f"UPDATE CUPTI_ACTIVITY_KIND_{t} SET start = start + ?, end = end + ?", (shift, shift)) for t in tables),
+        ("UPDATE NVTX_EVENTS SET start = start + ?, end = end + ?", (shift, shift)),
+    )
+    result = ingest_trace(path)
+    frame = result.frame.set_index("correlation")
+    assert frame.loc[5, "ts_us"] == 123461.789 and frame.loc[5, "dur_us"] == 2.5
+    assert frame.loc[5, "launch_ts_us"] == 123459.789 and frame.loc[5, "launcher"] == "aten::addmm"
+    assert frame.loc[6, "ts_us"] == 123468.789 and frame.loc[6, "dur_us"] == 0.8
+    assert round(result.facts["devices"][0]["busy_us"], 9) == 3.65
+    assert not any("start times near" in w for w in result.warnings), result.warnings
+
+
+def test_emit_nvtx_sequence_numbers_fill_sequence_number(tmp_path: Path) -> None:
+    """`aten::addmm, seq = 2, …` encloses kernel 5's launch: its sequence number is 2, as a Kineto
+    trace's `Sequence number` gives it (it had been empty); the memcpy's launch lies in no op."""
+    frame = ingest_trace(_export(tmp_path / "seq.sqlite")).frame.set_index("correlation")
+    assert frame.loc[[5], "sequence_number"].tolist() == [2]
+    assert pd.isna(frame.loc[6, "sequence_number"])
