@@ -329,12 +329,13 @@ def test_a_float_mean_keeps_its_dtype():
 
 def test_scalar_type_codes_read_through_the_dtypes_catalog():
     # c10/core/ScalarType.h's order: 0 Byte, 3 Int, 4 Long, 5 Half, 6 Float, 11 Bool,
-    # 15 BFloat16, 24 Float8_e4m3fn; 8 (ComplexHalf) and 16 (QUInt4x2) are not catalogued
+    # 15 BFloat16, 24 Float8_e4m3fn, 8 ComplexHalf (4 B), 27 UInt16, 29 UInt64 (stop 63); 16 (QUInt4x2) and
+    # 44 (Float8_e8m0fnu) are not catalogued
     from kernel_atlas.ingest.recorded import dtypes, scalar_type
 
-    expected = {0: 1, 3: 4, 4: 8, 5: 2, 6: 4, 11: 1, 15: 2, 24: 1}
+    expected = {0: 1, 3: 4, 4: 8, 5: 2, 6: 4, 8: 4, 11: 1, 15: 2, 24: 1, 27: 2, 29: 8}
     assert {code: dtypes()[scalar_type(code)].bytes for code in expected} == expected
-    assert scalar_type(8) is None and scalar_type(16) is None and scalar_type(None) is None
+    assert scalar_type(16) is None and scalar_type(44) is None and scalar_type(None) is None
     # _scaled_mm(fp8 [256, 512], fp8 [512, 1024], scales, …, out_dtype=15): a 2-byte output.
     # read 131,072 + 524,288 + two fp32 scalars 8; written 256·1024·2 = 524,288
     e4m3 = "c10::Float8_e4m3fn"
