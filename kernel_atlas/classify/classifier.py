@@ -93,6 +93,26 @@ def _applies(pattern, text: str) -> bool:
     return bool(text) and pattern.search(text) is not None
 
 
+FRAME_SEPARATOR = " <- "  # a call stack as ingest writes it, innermost frame first
+
+
+def callers(name: str, launcher: str, stack: str) -> tuple[str, str]:
+    """The launcher and call stack as context (`[[context]]`, `[[fallback]]`) reads them: what
+    called the kernel, without the kernel's own frames. Inductor launches a kernel from a Python
+    function named after it, so its stack holds the kernel's name as a frame
+    (`<string>(1): launcher <- triton_per_fused_topk_0 <- …/triton_heuristics.py(…): run`) and its
+    CPU op is that name: a stack pattern such as `fused_topk` had matched the kernel itself."""
+    own = {name, name_texts(name)[0]}
+    if launcher in own:
+        launcher = ""
+    if stack and any(text and text in stack for text in own):
+        frames = stack.split(FRAME_SEPARATOR)
+        kept = [frame for frame in frames if frame not in own and frame.rpartition("): ")[2] not in own]
+        if len(kept) != len(frames):
+            stack = FRAME_SEPARATOR.join(kept)
+    return launcher, stack
+
+
 class Classifier:
     def __init__(self, rules: RuleSet, launchers: LauncherTable, catalog: list[dict[str, Any]]):
         self.rules = rules
@@ -225,6 +245,7 @@ class Classifier:
 
     def _context(self, op: str, name: str, launcher: str, stack: str) -> tuple[Rule, Opinion] | None:
         category = self.taxonomy.category(op)
+        launcher, stack = callers(name, launcher, stack)
         for rule in self.rules.context:
             if op not in rule.refines and category not in rule.refines:
                 continue
@@ -282,7 +303,7 @@ class Classifier:
             context_rule, context = refined
             evidence += "+" + "+".join(k for k in ("launcher", "stack") if getattr(context_rule, k) is not None)
             op, confidence, detail = context.op, context.confidence, f"{detail}; {context.source}: {context.detail}"
-        known = self._known(name, launcher)
+        known = self._known(name, launcher, by_name=False)
         if known is not None and known[0] != op:
             # a kernel the catalog knows exactly keeps the catalog's label (the seed's facts)
             op, confidence, detail, evidence = known[0], 1.0, f"{known[1]}; the rules said {op}", f"catalog>{evidence}"
@@ -292,15 +313,19 @@ class Classifier:
         label = self._label(op, source, evidence, confidence, detail)
         return Explanation(label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None)
 
-    def _known(self, name: str, launcher: str) -> tuple[str, str] | None:
-        """(op, why) when the catalog has this exact kernel and launcher; else a name whose entries
-        all agree — unless this launcher says another op: the catalog's label is a fact about the
-        kernel under the launchers it was seen with (the int64 add kernel the catalog saw under
-        aten::sub, an NCCL broadcast kernel labelled all_gather under record_param_comms, had
-        overruled `aten::add` and `nccl:broadcast` at confidence 1.0)."""
+    def _known(self, name: str, launcher: str, by_name: bool = True) -> tuple[str, str] | None:
+        """(op, why) when the catalog has this exact kernel and launcher; else (`by_name`, for
+        kernels the rules do not recognise) a name whose entries all agree — unless this launcher
+        says another op. A catalog label is a fact about the kernel under the launcher it was seen
+        with: it overrules the rules there and nowhere else (the int64 add kernel the catalog saw
+        under aten::sub, an NCCL broadcast kernel labelled all_gather under record_param_comms,
+        had overruled `aten::add` and `nccl:broadcast` at confidence 1.0, and — matched by name
+        alone — every launch of them without a launcher: a graph replay, a GPU-only trace)."""
         op = self.exact.get((name, launcher))
         if op is not None:
             return op, f"kernel name and launcher equal {self.source[name]}"
+        if not by_name:
+            return None
         op = self.by_name.get(name)
         if op is None:
             return None
@@ -313,6 +338,7 @@ class Classifier:
         exact = self._catalog_exact(name, launcher)
         if exact is not None:
             return exact
+        launcher, stack = callers(name, launcher, stack)
         for rule in self.rules.fallback:
             op, detail = self._try(rule, name, launcher, stack)
             if op is not None:

@@ -28,7 +28,9 @@ SEED_TBD = [
     (5, "serving_metadata", "rule:sglang-compute-position"),  # compute_position_kernel
     (6, "serving_metadata", "rule:sglang-kv-indices"),  # create_flashinfer_kv_indices_triton
     (7, "fused_elementwise", "rule:compiled-fused-other"),  # fused_ge_lt___and____2266955281149801844
-    (8, "fused_elementwise", "rule:inductor-pointwise"),  # triton_poi_fused_clamp_sub_0
+    # an Inductor kernel of SGLang's clamp_position (its stack): position ids, taxonomy.md's metadata
+    # row (was fused_elementwise: no context rule read a serving engine's bookkeeping; campAD class 6)
+    (8, "serving_metadata", "rule:inductor-pointwise"),  # triton_poi_fused_clamp_sub_0
     (9, "rms_norm", "rule:rms-norm"),  # fused_rmsnorm_kernel
     (10, "rotary_embedding", "rule:rope-neox"),  # void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadPara
     (11, "rms_norm", "rule:rms-norm-dual-residual"),  # fused_dual_residual_rmsnorm_kernel
@@ -64,11 +66,17 @@ SEED_TBD = [
     (29, "moe_gate", "rule:inductor-index-put"),  # triton_poi_fused_index_put_lift_fresh_0
     (30, "moe_align", "rule:deepep-layout"),  # void deep_ep::internode::get_dispatch_layout<256, 32, 8>(lon
     (31, "quantize", "rule:quantize"),  # _tma_align_input_scale_kernel
-    (32, "moe_permute", "rule:sglang-ep-gather"),  # _fwd_kernel_ep_gather
+    # out[t] = Σ_k topk_weight[t,k] · expert_out[src(t,k)]: taxonomy.toml's moe_reduce, not a plain
+    # gather (was moe_permute; campAD class 5)
+    (32, "moe_reduce", "rule:sglang-ep-gather"),  # _fwd_kernel_ep_gather
     (33, "copy_", "rule:aten-copy"),  # memcpy_triton_kernel
-    (34, "moe_permute", "rule:sglang-ep-scatter-1"),  # _fwd_kernel_ep_scatter_1
+    # a prefix sum of tokens per expert and every row's expert id, no token moved: dispatch-layout
+    # computation, moe_align (was moe_permute; campAD class 5)
+    (34, "moe_align", "rule:sglang-ep-scatter-1"),  # _fwd_kernel_ep_scatter_1
     (35, "moe_permute", "rule:sglang-ep-scatter"),  # _fwd_kernel_ep_scatter_2
-    (151, "fused_elementwise", "rule:inductor-pointwise"),  # triton_poi_fused_index_lt_where_0
+    # SGLang's resolve_future_token_ids compiled by Inductor: serving bookkeeping (was
+    # fused_elementwise; campAD class 6)
+    (151, "serving_metadata", "rule:inductor-pointwise"),  # triton_poi_fused_index_lt_where_0
     (152, "moe_reduce", "rule:sglang-moe-sum-reduce"),  # _moe_sum_reduce_kernel
     (154, "moe_reduce", "rule:inductor-reduction"),  # triton_per_fused_mul_sum_0
     (155, "attention", "rule:flash-attention"),  # flash::prepare_varlen_num_blocks_kernel(int, int, int, int c
@@ -166,10 +174,11 @@ VARIANTS = [
         None,
         "matmul",
     ),
-    (  # grouped DeepGEMM runs a MoE layer's experts (issue 10: MoE GEMMs are moe)
+    (  # grouped DeepGEMM is gemm: taxonomy.md's gemm row names "DeepGEMM fp8 (normal and grouped)"
+        # and the seed labels grouped ones matmul (#133–#138); this had said fused_moe (campAD class 2)
         "void deep_gemm::fp8_gemm_kernel<2048u, 7168u, 128u, 112u, 128u, 0u, 32u, 1u, 4u, 128u, 128u, 2u, true, (deep_gemm::GemmType)1>(__nv_bfloat16*)",
         None,
-        "fused_moe",
+        "matmul",
     ),
     ("_w8a8_block_fp8_matmul_1", "<built-in function launch>", "matmul"),
     (
@@ -406,10 +415,10 @@ CATEGORY_VARIANTS = [
         None,
         "moe",
     ),
-    (
+    (  # grouped DeepGEMM: gemm by taxonomy.md's gemm row (this had said moe; campAD class 2)
         "void deep_gemm::sm100_fp8_gemm_1d1d_impl<0u, 4096u, 7168u, 128u, 128u, (deep_gemm::GemmType)1, float>(int*)",
         None,
-        "moe",
+        "gemm",
     ),
     # attention variants
     ("void ck_tile::FmhaFwdKernel<ck_tile::BlockFmhaPipelineQRKSVS<Problem> >(Kargs)", None, "attention"),
@@ -562,7 +571,14 @@ def test_a_catalog_label_by_name_alone_yields_to_a_launcher_that_says_otherwise(
     # the facts themselves hold: under their own launchers, and where no launcher says otherwise
     assert classifier.classify(add, "aten::sub").op_mapping == "sub"
     assert classifier.classify(broadcast, "record_param_comms").op_mapping == "all_gather"
-    assert classifier.classify(add, "").op_mapping == "sub"  # no launcher: the catalog's name fact
+    # without a launcher (a graph replay, a GPU-only trace) the kernel is not the one the catalog
+    # saw: its name decides (this had said sub and all_gather, the catalog's facts matched by name
+    # alone; campAD class 7); the catalog by name stays a fallback for names the rules miss
+    assert classifier.classify(add, "").op_mapping == "add"
+    assert classifier.classify(broadcast, "").op_mapping == "broadcast"
+    opaque = "void some_vendor::opaque_kernel<9>(int)"
+    fallback = Classifier(*load_rules(), [{"kernel_name": opaque, "kernel_implementation": "x", "op_mapping": "sub"}])
+    assert fallback.classify(opaque, "").op_mapping == "sub"
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ import pytest
 from tests.support.traces import GPU_TRACES, ingested
 
 LABELS = Path(__file__).resolve().parents[1] / "data" / "trace_kernels.csv"
-TRACES = [*GPU_TRACES, "mi300x_sglang_qwen3_8b_decode_capture_bs32"]
+TRACES = [*GPU_TRACES, "mi300x_sglang_qwen3_8b_decode_capture_bs32", "v100_resnet50_train_pt19"]
 
 
 def _attribution(stem: str) -> dict:
