@@ -6,7 +6,10 @@ queries over the kernels dataset, so the driver never holds the fleet's rows.
   sequence number: the `Seq` that PyTorch records on `record_param_comms` (copied to the kernel
   by newer Kineto; `collective_seq`), else the kernel's position among its rank's collectives
   of that process group (which assumes every rank's trace starts at the same collective —
-  ranks that disagree on what an instance is are counted as `mismatched`).
+  ranks that disagree on what an instance is are counted as `mismatched`). A group matched by
+  position whose ranks' ends, once the clocks are aligned, lie further apart than half the time
+  to the next instance (a trace lacks one collective of the others) is paired again by time, or
+  refused and counted as mismatched where that pairs too few or is ambiguous (`_pair_again`).
 * **Clocks.** Ranks on different hosts have different clocks. Every rank of an instance leaves
   it at (nearly) the same moment — nobody finishes an all-reduce before the last rank's data
   is in — so each rank's offset is estimated from end times: alternately, an instance's end is
@@ -196,17 +199,164 @@ def _load_rows(con: duckdb.DuckDBPyConnection, source: str) -> None:
     """)
 
 
-def _instances(con: duckdb.DuckDBPyConnection) -> None:
-    """`ok`: instances seen on two ranks or more whose ranks agree on what they are."""
-    con.execute("""
-        CREATE TEMP TABLE shape AS
+def _instances(con: duckdb.DuckDBPyConnection, refused: list[str] | None = None) -> None:
+    """`ok`: instances seen on two ranks or more whose ranks agree on what they are; those of the
+    `refused` process groups (`_pair_again`) are counted as mismatched."""
+    refusal = ""
+    if refused:
+        refusal = " OR process_group IN (" + ", ".join(f"'{_sql_text(g)}'" for g in refused) + ")"
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE shape AS
         SELECT process_group, seq, count(*) AS ranks,
-               count(DISTINCT collective) > 1 OR count(DISTINCT nelems) > 1 AS mismatched
+               count(DISTINCT collective) > 1 OR count(DISTINCT nelems) > 1{refusal} AS mismatched
         FROM inst GROUP BY process_group, seq
     """)
     con.execute("""
-        CREATE TEMP TABLE ok AS SELECT process_group, seq, ranks FROM shape WHERE ranks > 1 AND NOT mismatched
+        CREATE OR REPLACE TEMP TABLE ok AS
+        SELECT process_group, seq, ranks FROM shape WHERE ranks > 1 AND NOT mismatched
     """)
+
+
+# a rank whose count of collectives differs from the reference rank's by more is not paired again (refused)
+_MAX_SHIFTS = 64
+
+
+def _pair_again(con: duckdb.DuckDBPyConnection, notes: list[str]) -> tuple[bool, list[str]]:
+    """Process groups matched by position whose instances do not hold together once the clocks are
+    aligned — in some instance the ranks' ends lie further apart than half the time to the next
+    instance (a rank's trace lacks a collective, or has one more: every later one was paired with
+    the next instance, and the alignment took part of that shift for a clock offset) — are paired
+    again by time (`_pairs_by_time`) or refused (their instances counted as mismatched); `notes`
+    says which and why. Returns whether `inst` changed and the refused groups."""
+    flagged = con.execute(f"""
+        WITH a AS (
+            SELECT i.process_group, i.seq, i.end_local - c.c AS e
+            FROM inst i JOIN ok USING (process_group, seq) JOIN clock c USING (rank)
+        ), per AS (
+            SELECT process_group, seq, max(e) - min(e) AS spread, median(e) AS mid FROM a GROUP BY process_group, seq
+        ), spaced AS (
+            SELECT *, least(mid - lag(mid) OVER w, lead(mid) OVER w - mid) AS spacing
+            FROM per WINDOW w AS (PARTITION BY process_group ORDER BY mid, seq)
+        ), by_position AS (
+            SELECT process_group FROM inst GROUP BY process_group HAVING bool_and(seq_source = 'position')
+        )
+        SELECT process_group, count(*) AS instances,
+               count(*) FILTER (spread > greatest(coalesce(spacing, 'infinity'::DOUBLE) / 2, {MIN_NOISE_US})) AS bad,
+               max(spread) AS worst_us
+        FROM spaced JOIN by_position USING (process_group)
+        GROUP BY process_group HAVING bad > 0 ORDER BY process_group
+    """).df()
+    if not len(flagged):
+        return False, []
+    groups = ", ".join(f"'{_sql_text(g)}'" for g in flagged["process_group"])
+    rows = con.execute(f"""
+        SELECT rank, process_group, seq, start_local, end_local FROM inst WHERE process_group IN ({groups})
+    """).df()
+    updates, refused = [], []
+    for found in flagged.itertuples(index=False):
+        group = str(found.process_group)
+        part = rows[(rows["process_group"] == group).to_numpy()].reset_index(drop=True)
+        seen = (
+            f"process group {group}, matched by position: once the clocks are aligned its ranks' ends lie up "
+            f"to {found.worst_us:,.0f} µs apart in {found.bad:,} of its {found.instances:,} instances (more than "
+            "half the time to the next one)"
+        )
+        new_seq, ref, moved, why = _pairs_by_time(part)
+        if why is not None:
+            refused.append(group)
+            notes.append(
+                f"{seen}, and {why}: not paired — its instances are counted as mismatched (a trace lacks "
+                "collectives of the others or has more; the Seq that newer PyTorch records would match them)"
+            )
+        elif moved:
+            left = int((new_seq < 0).sum())
+            dropped = f"; {left:,} of their kernels fit no instance of rank {ref} and are left out" if left else ""
+            named = ", ".join(f"rank {r}" for r in moved)
+            notes.append(f"{seen}: {named} paired with rank {ref}'s instances by time, not by position{dropped}")
+            updates.append(part.assign(new_seq=new_seq)[["rank", "process_group", "seq", "new_seq"]])
+        else:
+            notes.append(f"{seen}; no pairing by time fits better than by position: kept")
+    if updates:
+        con.register("repaired", pd.concat(updates, ignore_index=True))
+        con.execute("""
+            CREATE OR REPLACE TEMP TABLE inst AS
+            SELECT i.* REPLACE (coalesce(n.new_seq, i.seq) AS seq)
+            FROM inst i LEFT JOIN repaired n
+                 ON n.rank = i.rank AND n.process_group = i.process_group AND n.seq = i.seq
+            WHERE coalesce(n.new_seq, 0) >= 0
+        """)
+        con.unregister("repaired")
+    return bool(updates or refused), refused
+
+
+def _pairs_by_time(part: pd.DataFrame) -> tuple[np.ndarray, int, list[int], str | None]:
+    """One process group's rows (`rank`, `seq` = position, `start_local`, `end_local`) paired by time
+    with a reference rank's — the one with the most, the lowest of those: for each shift of a
+    rank's positions against the reference's (up to the difference in their counts, and one more
+    either way), its clock offset is the median end difference of the rows the shift pairs; at that
+    offset each row is paired with the reference instance that ends nearest, when their kernels
+    overlap in time (every member of a collective is in it when the last one arrives). The pairing
+    that pairs the most rows is taken; kept by position where that is one of the best; refused
+    where fewer than half of a rank's rows pair, or two different pairings pair as many.
+    Returns each row's new seq (-1: left out), the reference, the ranks paired anew and why
+    refused (None: not)."""
+    sizes = part.groupby("rank").size()
+    ref = int(sizes[sizes == sizes.max()].index.min())
+    seq = part["seq"].to_numpy(np.int64)
+    starts, ends = part["start_local"].to_numpy(np.float64), part["end_local"].to_numpy(np.float64)
+    mine = np.flatnonzero(part["rank"].to_numpy() == ref)
+    mine = mine[np.argsort(seq[mine], kind="stable")]
+    q_start, q_end, q_seq = starts[mine], ends[mine], seq[mine]
+    new_seq = seq.copy()
+    moved = []
+    for rank, rows in sorted(part.groupby("rank").indices.items()):
+        if rank == ref:
+            continue
+        rows = rows[np.argsort(seq[rows], kind="stable")]
+        r_start, r_end = starts[rows], ends[rows]
+        gap = len(mine) - len(rows)
+        if abs(gap) > _MAX_SHIFTS:
+            return new_seq, ref, [], f"rank {rank} has {abs(gap):,} collectives more or fewer than rank {ref}"
+        found: dict[bytes, tuple[int, np.ndarray]] = {}
+        for shift in range(min(0, gap) - 1, max(0, gap) + 2):
+            j = np.arange(len(rows)) + shift
+            valid = (j >= 0) & (j < len(mine))
+            if not valid.any():
+                continue
+            offset = float(np.median(r_end[valid] - q_end[j[valid]]))
+            paired = _overlapping(r_start - offset, r_end - offset, q_start, q_end)
+            found[paired.tobytes()] = (int((paired >= 0).sum()), paired)
+        best = max((count for count, _ in found.values()), default=0)
+        if 2 * best < len(rows):
+            why = f"at best {best:,} of rank {rank}'s {len(rows):,} collectives pair with rank {ref}'s in time"
+            return new_seq, ref, [], why
+        top = [paired for count, paired in found.values() if count == best]
+        if any((q_seq[p[p >= 0]] == seq[rows][p >= 0]).all() for p in top):
+            continue  # the positions pair as well as any shift
+        if len(top) > 1:
+            return new_seq, ref, [], f"rank {rank}'s collectives pair with rank {ref}'s as well at two shifts"
+        paired = top[0]
+        new_seq[rows] = np.where(paired >= 0, q_seq[np.maximum(paired, 0)], -1)
+        moved.append(int(rank))
+    return new_seq, ref, moved, None
+
+
+def _overlapping(start: np.ndarray, end: np.ndarray, q_start: np.ndarray, q_end: np.ndarray) -> np.ndarray:
+    """Per kernel [start, end], the reference kernel (index) that ends nearest it, where the two
+    overlap in time (within MIN_NOISE_US) and no other kernel pairs with it more nearly; -1 none."""
+    by_end = np.argsort(q_end, kind="stable")
+    at = np.searchsorted(q_end[by_end], end)
+    below = by_end[np.clip(at - 1, 0, len(by_end) - 1)]
+    above = by_end[np.clip(at, 0, len(by_end) - 1)]
+    near = np.where(np.abs(q_end[below] - end) <= np.abs(q_end[above] - end), below, above)
+    fits = np.maximum(start, q_start[near]) <= np.minimum(end, q_end[near]) + MIN_NOISE_US
+    distance = np.where(fits, np.abs(q_end[near] - end), np.inf)
+    order = np.lexsort((distance, near))
+    first = np.r_[True, near[order][1:] != near[order][:-1]]
+    paired = np.full(len(end), -1, np.int64)
+    chosen = order[first & np.isfinite(distance[order])]
+    paired[chosen] = near[chosen]
+    return paired
 
 
 def _align_clocks(con: duckdb.DuckDBPyConnection) -> None:
@@ -216,7 +366,7 @@ def _align_clocks(con: duckdb.DuckDBPyConnection) -> None:
     rank's timestamps shifts its offset by as much and nothing else (from zeros, the other ranks'
     offsets moved by up to 0.23 µs and a critical-path segment changed rank)."""
     con.execute("""
-        CREATE TEMP TABLE clock_est AS
+        CREATE OR REPLACE TEMP TABLE clock_est AS
         WITH m AS (SELECT process_group, seq, rank, end_local FROM inst JOIN ok USING (process_group, seq)),
         ref AS (SELECT process_group, seq, end_local AS e FROM m WHERE rank = (SELECT min(rank) FROM inst))
         SELECT r.rank, coalesce(median(m.end_local - ref.e), 0.0)::DOUBLE AS c
@@ -240,7 +390,7 @@ def _align_clocks(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("DROP TABLE clock_est")
         con.execute("ALTER TABLE clock_next RENAME TO clock_est")
     con.execute("""
-        CREATE TEMP TABLE clock AS
+        CREATE OR REPLACE TEMP TABLE clock AS
         SELECT rank, c - (SELECT c FROM clock_est ORDER BY rank LIMIT 1) AS c FROM clock_est
     """)
 
@@ -331,14 +481,20 @@ def _cross_rank(
 ) -> CrossRank:
     _load_rows(con, source)
     _instances(con)
-    total, matched, mismatched, seen_once = con.execute("""
-        SELECT count(*), count(*) FILTER (ranks > 1 AND NOT mismatched), count(*) FILTER (mismatched),
-               count(*) FILTER (ranks = 1) FROM shape
-    """).fetchall()[0]
+    notes: list[str] = []  # how instances matched by position were paired again, or refused
+    if _counts(con)[1]:
+        _align_clocks(con)
+        changed, refused = _pair_again(con, notes)
+        if changed:
+            _instances(con, refused)
+            if _counts(con)[1]:
+                _align_clocks(con)
+    total, matched, mismatched, seen_once = _counts(con)
     if not matched:
         note = "no collective is seen on two ranks" if not total else "no collective instance matches across ranks"
-        return CrossRank(ranks=rank_count, note=note, facts={"collectives": {"instances": int(total or 0)}})
-    _align_clocks(con)
+        counts = {"instances": 0, "mismatched_instances": mismatched, "instances_on_one_rank": seen_once}
+        note = f"{note}: {'; '.join(notes)}" if notes else note
+        return CrossRank(ranks=rank_count, note=note, facts={"collectives": {**counts, "notes": notes}})
     noise, jitter = _rows(con)
     _bandwidth_tables(con)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -398,10 +554,20 @@ def _cross_rank(
             "median_skew_us": float(skew[0]),
             "max_skew_us": float(skew[1]),
             "total_wait_us": float(skew[2]),
+            "notes": notes,
         },
         "stragglers": stragglers,
     }
     return CrossRank(ranks=rank_count, facts=facts, per_rank=per_rank, heatmap=_heatmap(con, per_rank), path=target)
+
+
+def _counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int, int]:
+    """Instances in all, matched (on two ranks or more, agreeing), mismatched, seen on one rank."""
+    total, matched, mismatched, seen_once = con.execute("""
+        SELECT count(*), count(*) FILTER (ranks > 1 AND NOT mismatched), count(*) FILTER (mismatched),
+               count(*) FILTER (ranks = 1) FROM shape
+    """).fetchall()[0]
+    return int(total or 0), int(matched or 0), int(mismatched or 0), int(seen_once or 0)
 
 
 MATCH_US = 0.01  # a row's start back on its rank's clock finds its kernel within this (float rounding)

@@ -45,10 +45,11 @@ BUCKETS = (
     "data_loading",
 )
 # host calls that hold the thread until GPU work ends (their time is waiting, not CPU work)
-# (`hipMemcpyWithStream`: ROCm PyTorch's copy to or from the host, synchronous)
+# (`hipMemcpyWithStream`: ROCm PyTorch's copy to or from the host, synchronous). Not
+# `cudaEventQuery`: it polls and returns at once (cudaErrorNotReady) — CPU work, a polling loop's
+# whole time; HTA's list has it (`critical_hta.BLOCKING_HTA`, the `hta` convention)
 BLOCKING = re.compile(
-    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|EventQuery|Memcpy|MemcpyAsync)$"
-    r"|^hipMemcpyWithStream$"
+    r"^(cuda|hip)(DeviceSynchronize|StreamSynchronize|EventSynchronize|Memcpy|MemcpyAsync)$|^hipMemcpyWithStream$"
 )
 CONVENTIONS = ("exact", "hta")
 # blocking calls whose release is found from the GPU timeline when the trace has no cuda_sync events
@@ -413,8 +414,10 @@ def build_graph(
         _fallback_sync_edges(gpu, host, n_host, edges)
         if n_host:
             notes.append(
-                "no cuda_sync events in the trace: host syncs released by the GPU activity that ended last "
-                "(a device sync: by each stream's last)"
+                "no cuda_sync events in the trace: host syncs released by the GPU activity that ended last while "
+                "they ran, on the device their thread launched on last (a stream sync: on the streams it launched "
+                f"onto since its previous sync, a tie within {RELEASE_TIE_US:g} µs to the one it launched onto last; "
+                "a device sync: by each stream's last)"
             )
     limit = np.inf if hta else KERNEL_GAP_LIMIT_US  # HTA 0.5.0 chains a stream across any gap
     explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes, limit, queue_test=hta)
@@ -448,11 +451,17 @@ def _gpu_rows(
     kernels: pd.DataFrame, host: pd.DataFrame, n_host: int, start: float, stop: float, notes: list[str]
 ) -> pd.DataFrame:
     """The GPU activities of the window (launched in it; without a launch, started in it), with
-    the event index of their launch call (-1 none)."""
+    the event index of their launch call (-1 none) and, where activities were launched before the
+    window, `queued_until_us`: how long those kept each one's stream busy before it started (they
+    are no nodes, yet an activity queued behind one did not wait for its launch)."""
     launch_ts = kernels["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
     ts = kernels["ts_us"].to_numpy(np.float64)
     when = np.where(np.isnan(launch_ts), ts, launch_ts)
-    gpu = kernels.take(np.flatnonzero((when >= start) & (when <= stop)))
+    picked = np.flatnonzero((when >= start) & (when <= stop))
+    earlier = when < start
+    gpu = kernels.take(picked)
+    if earlier.any() and len(picked):
+        gpu["queued_until_us"] = _queued_until(kernels, ts, earlier)[picked]
     gpu["end_us"] = gpu["ts_us"] + gpu["dur_us"]
     gpu["device"] = gpu["device"].fillna(-1).astype(np.int64) if "device" in gpu else -1
     gpu["stream"] = gpu["stream"].fillna(-1).astype(np.int64)
@@ -467,6 +476,26 @@ def _gpu_rows(
     gpu = gpu.sort_values(["ts_us"], kind="stable").reset_index(drop=True)
     gpu["event"] = n_host + np.arange(len(gpu))
     return gpu
+
+
+def _stream_keys(table: pd.DataFrame) -> np.ndarray:
+    """Each activity's stream as one number (device, stream; -1 where missing)."""
+    device = table["device"].fillna(-1).to_numpy(np.int64) if "device" in table else np.full(len(table), -1)
+    return device * (1 << 32) + table["stream"].fillna(-1).to_numpy(np.int64)
+
+
+def _queued_until(kernels: pd.DataFrame, ts: np.ndarray, earlier: np.ndarray) -> np.ndarray:
+    """Per activity, the latest end of the `earlier` activities (launched before the window) that
+    started on its stream before it (at the same time: first) — -inf for none."""
+    key = _stream_keys(kernels)
+    end = ts + kernels["dur_us"].to_numpy(np.float64)
+    order = np.lexsort((~earlier, ts, key))  # by stream, start; an earlier activity first at a tie
+    reach = pd.Series(np.where(earlier[order], end[order], -np.inf))
+    held = reach.groupby(key[order]).cummax().to_numpy()  # by each activity, itself included
+    before = np.full(len(ts), -np.inf)
+    same = key[order[1:]] == key[order[:-1]]
+    before[order[1:][same]] = held[:-1][same]
+    return before
 
 
 def _in_stream_order(gpu: pd.DataFrame, host: pd.DataFrame, notes: list[str]) -> None:
@@ -545,9 +574,11 @@ def _gpu_edges(
     launch_ts = np.where(has_launch, host["ts_us"].to_numpy()[np.maximum(launch, 0)] if n_host else np.nan, np.nan)
     prev_end = np.where(prev >= 0, end[np.maximum(prev, 0)], -np.inf)
     wait_end = gpu["wait_end_us"].to_numpy() if "wait_end_us" in gpu else np.full(n, -np.inf)
-    # the queue was empty at the launch (and, HTA's queue-length test, nothing launched later on
-    # the stream was waiting behind it when it started)
-    by_launch = has_launch & (prev_end < launch_ts) & (wait_end < launch_ts)
+    # the queue was empty at the launch — activities launched before the window count (an
+    # activity queued behind one did not wait for its launch) — (and, HTA's queue-length test,
+    # nothing launched later on the stream was waiting behind it when it started)
+    busy = _busy_until(gpu, prev_end)
+    by_launch = has_launch & (busy < launch_ts) & (wait_end < launch_ts)
     if queue_test:
         nxt = np.full(n, -1, np.int64)
         nxt[order[:-1][same]] = order[1:][same]
@@ -573,6 +604,14 @@ def _gpu_edges(
         m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
         edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1, causal=True)
     return by_launch | by_gap | np.isfinite(wait_end)
+
+
+def _busy_until(gpu: pd.DataFrame, prev_end: np.ndarray) -> np.ndarray:
+    """Until when each activity's stream was busy before it: its previous activity in the window
+    (`prev_end`) or one launched before the window (`_gpu_rows`' `queued_until_us`)."""
+    if "queued_until_us" not in gpu:
+        return prev_end
+    return np.maximum(prev_end, gpu["queued_until_us"].to_numpy(np.float64))
 
 
 def _own_copy_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges) -> None:
@@ -614,7 +653,8 @@ def _fallback_stream_waits(
     launch_ts = np.full(n, -np.inf)
     if len(host):
         launch_ts = np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
-    keep = (stream[src] != stream[todo]) & (end[src] > np.maximum(prev_end[todo], launch_ts[todo]))
+    busy = _busy_until(gpu, prev_end)
+    keep = (stream[src] != stream[todo]) & (end[src] > np.maximum(busy[todo], launch_ts[todo]))
     if keep.any():
         notes.append(
             f"no cuda_sync events: {int(keep.sum())} activities that started long after their launch and their "
@@ -696,50 +736,113 @@ def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edge
     gpu["wait_end_us"] = wait_end
 
 
+# ends of two activities this close are a tie for a host sync's release (see `_fallback_sync_edges`)
+RELEASE_TIE_US = 1.0
+_DEVICE_SYNC = re.compile(r"^(cuda|hip)DeviceSynchronize$")
+_STREAM_SYNC = re.compile(r"^(cuda|hip)StreamSynchronize$")
+
+
 def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edges: _Edges) -> None:
     """Without cuda_sync events: a blocking call is released by the GPU activity that ended last
-    while it ran (between its start and its end)."""
+    while it ran (between its start and its end) among those it can have waited for, where the
+    trace shows them: the activities of the device its thread launched on last (a thread's current
+    device); for a stream sync, of the streams its thread launched onto since its previous stream
+    or device sync. Ends within RELEASE_TIE_US of that last one are a tie, given to the stream the
+    thread launched onto last (a stream sync returns right after its stream's work, and an
+    activity of another stream may end in between). A call whose thread launched nothing before
+    it is released by the activity of any device and stream that ended last while it ran."""
     if len(gpu) == 0 or n_host == 0:
         return
     calls = np.flatnonzero(name_mask(host["name"], _RELEASED_BY_GPU.match))
     if len(calls) == 0:
         return
-    end = gpu["end_us"].to_numpy()
+    h_ts, thread = host["ts_us"].to_numpy(), host["thread"].to_numpy(np.int64)
+    c_ts, c_thread = h_ts[calls], thread[calls]
+    c_stop = host["end_us"].to_numpy()[calls] + 1e-3
+    dev, end = gpu["device"].to_numpy(np.int64), gpu["end_us"].to_numpy()
+    key = dev * (1 << 32) + gpu["stream"].to_numpy(np.int64)
+    # the launches by thread, in time order; each call's thread's last launch at or before it
+    launched = np.flatnonzero(gpu["launch_event"].to_numpy() >= 0)
+    l_call = gpu["launch_event"].to_numpy()[launched]
+    by_thread = np.lexsort((h_ts[l_call], thread[l_call]))
+    l_rows, l_thread, l_ts = launched[by_thread], thread[l_call][by_thread], h_ts[l_call][by_thread]
+    last = _last_before(l_thread, l_ts, c_thread, c_ts)
+    known = last >= 0
+    last_row = l_rows[np.maximum(last, 0)] if len(l_rows) else np.zeros(len(calls), np.int64)
+    # released by: the last to end on the call's device (any device where its thread launched nothing)
+    src = _ended_last(dev, end, np.where(known, dev[last_row], 0), c_stop)
     order = np.argsort(end, kind="stable")
-    c_ts, c_end = host["ts_us"].to_numpy()[calls], host["end_us"].to_numpy()[calls]
-    idx = np.searchsorted(end[order], c_end + 1e-3, side="right") - 1
-    ok = idx >= 0
-    ok[ok] = end[order][idx[ok]] >= c_ts[ok]
-    src = gpu["event"].to_numpy()[order][idx[ok]]
-    edges.add(2 * src + 1, 2 * calls[ok] + 1, 0.0, SYNC, -1)
-    _device_sync_edges(gpu, host, calls, end[order], order, edges)
+    anywhere = np.searchsorted(end[order], c_stop, side="right") - 1
+    src[~known] = np.where(anywhere[~known] >= 0, order[np.maximum(anywhere[~known], 0)], -1)
+    # a stream sync: the last to end on the streams its thread launched onto since its previous sync
+    names = host["name"].iloc[calls]
+    streamed = name_mask(names, _STREAM_SYNC.match)
+    bounds = np.flatnonzero(streamed | name_mask(names, _DEVICE_SYNC.match))  # positions in `calls`
+    by_bound = np.lexsort((c_ts[bounds], c_thread[bounds]))
+    bound = _first_after(c_thread[bounds][by_bound], c_ts[bounds][by_bound], l_thread, l_ts)
+    pos = np.full(len(l_rows), -1, np.int64)  # each launch's next sync (position in `calls`)
+    pos[bound >= 0] = bounds[by_bound][bound[bound >= 0]]
+    mine = (pos >= 0) & streamed[np.maximum(pos, 0)]
+    pairs = pd.DataFrame({"call": pos[mine], "key": key[l_rows[mine]]}).drop_duplicates()
+    p_call, p_key = pairs["call"].to_numpy(), pairs["key"].to_numpy()
+    p_src = _ended_last(key, end, p_key, c_stop[p_call])
+    ok = p_src >= 0
+    p_call, p_src = p_call[ok], p_src[ok]
+    by_end = np.lexsort((end[p_src], p_call))
+    p_call, p_src = p_call[by_end], p_src[by_end]
+    final = np.r_[p_call[1:] != p_call[:-1], True] if len(p_call) else np.zeros(0, bool)
+    src[p_call[final]] = p_src[final]
+    # a tie: the last to end on the stream the thread launched onto last
+    own = np.where(known, _ended_last(key, end, key[last_row], c_stop), -1)
+    src_end = np.where(src >= 0, end[np.maximum(src, 0)], -np.inf)
+    own_end = np.where(own >= 0, end[np.maximum(own, 0)], -np.inf)
+    tie = (own >= 0) & (own_end >= src_end - RELEASE_TIE_US) & (own_end >= c_ts)
+    src[tie] = own[tie]
+    ok = src >= 0
+    ok[ok] = end[src[ok]] >= c_ts[ok]
+    event = gpu["event"].to_numpy()
+    edges.add(2 * event[src[ok]] + 1, 2 * calls[ok] + 1, 0.0, SYNC, -1)
+    device_syncs = ~streamed & name_mask(names, _DEVICE_SYNC.match)
+    _device_sync_edges(gpu, host, calls[device_syncs], np.where(known, dev[last_row], -1)[device_syncs], edges)
 
 
-_DEVICE_SYNC = re.compile(r"^(cuda|hip)DeviceSynchronize$")
+def _ended_last(keys: np.ndarray, end: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per query (`key`, `t`): the activity of that key (a device, a stream) that ended last by
+    `t` (-1: none)."""
+    order = np.lexsort((end, keys))
+    hit = _last_before(keys[order], end[order], key, t)
+    return np.where(hit >= 0, order[np.maximum(hit, 0)], -1)
 
 
 def _device_sync_edges(
-    gpu: pd.DataFrame, host: pd.DataFrame, calls: np.ndarray, ends: np.ndarray, order: np.ndarray, edges: _Edges
+    gpu: pd.DataFrame, host: pd.DataFrame, device_syncs: np.ndarray, devices: np.ndarray, edges: _Edges
 ) -> None:
-    """A device synchronisation waits for every stream, not only the activity that happened to end
-    last: it is also released by each stream's last activity ending while it ran, so that a what-if
-    speeding that one up still waits for the others (it let the call return before a kernel on
-    another stream ended). `ends` are the activities' ends in `order`."""
-    device_syncs = calls[name_mask(host["name"].iloc[calls], _DEVICE_SYNC.match)]
+    """A device synchronisation waits for every stream of its device (`devices`: the one its
+    thread launched on last, -1 where it launched nothing: every device), not only the activity
+    that happened to end last: it is also released by each stream's last activity ending while it
+    ran, so that a what-if speeding that one up still waits for the others (it let the call
+    return before a kernel on another stream ended)."""
     if len(device_syncs) == 0:
         return
-    key = (gpu["device"].to_numpy() * (1 << 32) + gpu["stream"].to_numpy())[order]
+    end = gpu["end_us"].to_numpy()
+    order = np.argsort(end, kind="stable")
+    ends = end[order]
+    dev = gpu["device"].to_numpy(np.int64)[order]
+    key = dev * (1 << 32) + gpu["stream"].to_numpy(np.int64)[order]
     event = gpu["event"].to_numpy()[order]
     starts = np.searchsorted(ends, host["ts_us"].to_numpy()[device_syncs], side="left")
     stops = np.searchsorted(ends, host["end_us"].to_numpy()[device_syncs] + 1e-3, side="right")
     sources, targets = [], []
-    for call, lo, hi in zip(device_syncs.tolist(), starts.tolist(), stops.tolist(), strict=True):
+    for call, device, lo, hi in zip(
+        device_syncs.tolist(), devices.tolist(), starts.tolist(), stops.tolist(), strict=True
+    ):
         if hi - lo < 2:
             continue  # none, or only the last activity (already an edge)
-        streams = key[lo:hi]
+        here = np.arange(lo, hi) if device < 0 else lo + np.flatnonzero(dev[lo:hi] == device)
+        streams = key[here]
         # each stream's last activity ending in the call: its last position in the end order
         _, last_from_end = np.unique(streams[::-1], return_index=True)
-        sources.append(event[lo:hi][hi - lo - 1 - last_from_end])
+        sources.append(event[here][len(here) - 1 - last_from_end])
         targets.append(np.full(len(last_from_end), call))
     if sources:
         edges.add(2 * np.concatenate(sources) + 1, 2 * np.concatenate(targets) + 1, 0.0, SYNC, -1)

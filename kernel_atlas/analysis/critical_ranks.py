@@ -12,7 +12,8 @@ keeps its rank.
 
 Point-to-point transfers (`send`/`recv`, left out of the cross-rank view) are joined the same
 way, as two-member instances: in a process group of two ranks, the k-th send of rank A to B and
-the k-th receive of B from A (in start order) are one transfer (`p2p_rows`, `p2p_instances`).
+the k-th receive of B from A (in start order) are one transfer (`p2p_rows`, `p2p_instances`);
+a rank no collective aligned has its clock aligned on its transfers' end times (`p2p_offsets`).
 """
 
 from __future__ import annotations
@@ -39,10 +40,10 @@ _SEND, _RECV = {"send", "_send", "isend"}, {"recv", "_recv", "irecv"}
 def p2p_rows(kernels: pd.DataFrame, rank: int) -> pd.DataFrame:
     """This rank's send and receive kernels whose peer is known (a process group of two ranks):
     `rank`, `process_group` (the group and the direction, `p2p:G:A->B`), `seq` (the k-th of that
-    direction, by start) and `local_ts`."""
+    direction, by start), `local_ts` and `local_end`."""
     cols = ("collective", "process_group", "process_group_ranks")
     if len(kernels) == 0 or any(c not in kernels for c in cols):
-        return pd.DataFrame({"rank": [], "process_group": [], "seq": [], "local_ts": []})
+        return pd.DataFrame({"rank": [], "process_group": [], "seq": [], "local_ts": [], "local_end": []})
     coll = kernels["collective"].astype(object).fillna("").astype(str).str.lower()
     comm = (kernels["category"].astype(str) == "communication").to_numpy()
     rows = kernels[comm & coll.isin(_SEND | _RECV).to_numpy()]
@@ -58,7 +59,8 @@ def p2p_rows(kernels: pd.DataFrame, rank: int) -> pd.DataFrame:
     group = rows["process_group"].astype(object).fillna("?").astype(str).to_numpy()
     key = pd.Series([f"p2p:{g}:{a}->{b}" for g, a, b in zip(group, sender, receiver, strict=True)], dtype=object)
     local_ts = rows["ts_us"].to_numpy(np.float64)
-    table = pd.DataFrame({"rank": rank, "process_group": key.to_numpy(), "local_ts": local_ts})
+    local_end = local_ts + rows["dur_us"].to_numpy(np.float64)
+    table = pd.DataFrame({"rank": rank, "process_group": key.to_numpy(), "local_ts": local_ts, "local_end": local_end})
     table = table.sort_values("local_ts", kind="stable")
     table["seq"] = table.groupby("process_group").cumcount()
     return table.reset_index(drop=True)
@@ -75,9 +77,12 @@ def _pair_peer(rank: int) -> Any:
     return peer
 
 
-def p2p_instances(rows: list[pd.DataFrame], collectives: pd.DataFrame | None) -> pd.DataFrame:
+def p2p_instances(
+    rows: list[pd.DataFrame], collectives: pd.DataFrame | None, notes: list[str] | None = None
+) -> pd.DataFrame:
     """Transfers seen from both ends (one send row, one receive row), as instance rows that
-    `join_ranks` reads: on the common clock of `collectives` (offset 0 for a rank it lacks)."""
+    `join_ranks` reads, on the common clock of `collectives`; a rank it lacks has its clock aligned
+    on its transfers' end times (`p2p_offsets`), said in `notes`."""
     table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
     if len(table) == 0:
         return pd.DataFrame(columns=["rank", "process_group", "seq", "start_us", "clock_offset_us"])
@@ -85,7 +90,8 @@ def p2p_instances(rows: list[pd.DataFrame], collectives: pd.DataFrame | None) ->
     table = table[both.to_numpy()]
     offsets = {}
     if collectives is not None and len(collectives):
-        offsets = collectives.groupby("rank")["clock_offset_us"].first().to_dict()
+        offsets = {int(r): float(c) for r, c in collectives.groupby("rank")["clock_offset_us"].first().items()}
+    offsets = p2p_offsets(table, offsets, notes)
     offset = table["rank"].map(lambda r: float(offsets.get(r, 0.0))).to_numpy(np.float64)
     return pd.DataFrame(
         {
@@ -96,6 +102,55 @@ def p2p_instances(rows: list[pd.DataFrame], collectives: pd.DataFrame | None) ->
             "clock_offset_us": offset,
         }
     )
+
+
+def p2p_offsets(table: pd.DataFrame, known: dict[int, float], notes: list[str] | None = None) -> dict[int, float]:
+    """Clock offsets (local − common) of the ranks of `table` (transfers seen from both ends) that
+    `known` (the collectives' alignment) lacks: a receive ends when its send ends, so two ranks'
+    offsets differ by the median, over their transfers, of the receiving end's end minus the sending
+    end's. Each rank not known is reached from a known one through its transfers (breadth first,
+    ranks in order); a group of ranks none of which is known is anchored at its lowest rank
+    (offset 0). Returns `known` with them added; `notes` (if given) says which were aligned."""
+    if len(table) == 0 or "local_end" not in table:
+        return dict(known)
+    ends = table.sort_values(["process_group", "seq", "rank"], kind="stable")
+    ends = ends.drop_duplicates(["process_group", "seq", "rank"])
+    ends = ends[(ends.groupby(["process_group", "seq"])["rank"].transform("size") == 2).to_numpy()]
+    first, second = ends.iloc[0::2], ends.iloc[1::2]  # two rows per transfer (one per rank)
+    pairs = pd.DataFrame(
+        {
+            "a": first["rank"].to_numpy(np.int64),
+            "b": second["rank"].to_numpy(np.int64),
+            "d": second["local_end"].to_numpy(np.float64) - first["local_end"].to_numpy(np.float64),
+        }
+    )
+    links = pairs.groupby(["a", "b"])["d"].median()  # offset of b − offset of a
+    neighbours: dict[int, list[tuple[int, float]]] = {}
+    for (a, b), d in links.items():
+        neighbours.setdefault(int(a), []).append((int(b), float(d)))
+        neighbours.setdefault(int(b), []).append((int(a), -float(d)))
+    offsets = dict(known)
+    aligned: dict[int, float] = {}
+    seeds = [r for r in sorted(neighbours) if r in offsets]
+    seeds += [r for r in sorted(neighbours) if r not in offsets]
+    for seed in seeds:
+        if seed not in offsets:  # a group no collective aligned: its lowest rank is the reference
+            offsets[seed] = aligned[seed] = 0.0
+        queue = [seed]
+        while queue:
+            rank = queue.pop(0)
+            for peer, d in neighbours[rank]:
+                if peer not in offsets:
+                    offsets[peer] = aligned[peer] = offsets[rank] + d
+                    queue.append(peer)
+    if notes is not None and aligned:
+        shown = ", ".join(f"rank {r} {aligned[r]:+,.1f} µs" for r in sorted(aligned)[:16])
+        more = f" and {len(aligned) - 16} more" if len(aligned) > 16 else ""
+        notes.append(
+            "clocks aligned on send/recv end times (a receive ends when its send ends; no collective aligns "
+            f"these ranks): {shown}{more}"
+        )
+    return offsets
 
 
 def _global_events(graphs: list[Graph]) -> tuple[list[np.ndarray], int]:

@@ -136,7 +136,8 @@ def solve_paths(
         if best is None or path.length_us > best[1].length_us:
             best = (rank, path, graph, kernels, host)
     if joint:
-        pairs = p2p_instances(p2p, collectives)
+        p2p_notes: list[str] = []  # said where the ranks are joined
+        pairs = p2p_instances(p2p, collectives, p2p_notes)
         parts = [c for c in (collectives, pairs) if c is not None and len(c)]
         joint = bool(parts)
         matched = pd.concat([c[list(pairs.columns)] for c in parts], ignore_index=True) if parts else None
@@ -146,6 +147,8 @@ def solve_paths(
         if not path.converged:  # collectives matched across ranks of other clocks or runs: cycles in time
             joint = False
             notes.append(NOT_JOINED_CYCLES)
+        else:
+            notes.extend(p2p_notes)
     if joint:
         segs, causal, rank = segments(graph, path), None, None
     else:

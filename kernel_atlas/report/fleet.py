@@ -55,6 +55,8 @@ def print_cross_rank(console: Console, cross: CrossRank | None, facts: dict[str,
         console.print(f"[bold]{TITLE}[/]: {esc(cross.note)}", highlight=False)
         return
     console.print(f"[bold]{TITLE}[/]: {esc(_headline(cross))}", highlight=False)
+    for note in cross.facts["collectives"].get("notes", []):  # instances matched by position paired again, or refused
+        console.print(f"[yellow]{esc(note)}[/]", highlight=False)
     if facts.get("ranks_missing"):
         console.print(f"[yellow]{esc(missing_line(facts['ranks_missing']))}[/]", highlight=False)
     ranks = per_rank_table(cross, facts)
@@ -156,6 +158,7 @@ def cross_rank_html(cross: CrossRank, facts: dict[str, Any]) -> str:
     if cross.note:
         return f"{head}<p>{html.escape(cross.note)}</p>"
     parts = [head, f"<p>{html.escape(_headline(cross))}</p>"]
+    parts += [f"<p><b>{html.escape(note)}</b></p>" for note in cross.facts["collectives"].get("notes", [])]
     if facts.get("ranks_missing"):
         parts.append(f"<p><b>{html.escape(missing_line(facts['ranks_missing']))}</b></p>")
     parts.append("<h3>Stragglers</h3>")
