@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pandas as pd
 from kernel_atlas.classify.classifier import UNLABELLED, default_classifier, rule_id
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import time_bound, user_pattern
 from kernel_atlas.ingest.recorded import Arg, from_params, parse_call
 from kernel_atlas.replay.inputs import NotReplayable, nbytes
@@ -64,6 +66,10 @@ class Target:
     launch_index: int = 0  # which launch of this kernel within its op call (0: the first)
     seq_len: int | None = None  # KV length per request, where the recording has only workspaces
     batch: int | None = None  # requests per call, likewise
+    # kernels.parquet's `launcher` of the calls replayed: the innermost CPU op or Python frame
+    # (`rmsnorm (pybind11)` inside `aiter::rmsnorm`), as roofline.parquet's; None: `launcher`
+    trace_launcher: str | None = None
+    kernels: str | None = None  # the kernels those calls launched, as a JSON list (trace targets)
 
     def __post_init__(self) -> None:
         # the seed catalog's unfilled labels (`TBD`): none (its silu_and_mul had "no replay implementation")
@@ -81,11 +87,15 @@ class Target:
 @dataclass
 class Result:
     kernel: str
-    launcher: str
+    launcher: str  # as kernels.parquet's and roofline.parquet's: the innermost CPU op or Python frame
+    cpu_op: str  # the op whose recorded call was replayed (its schema, its cost)
+    kernels: str | None  # the kernels the replayed calls launched in the trace, a JSON list
     op_mapping: str
     category: str
     input_dims: str | None
     input_types: str | None
+    input_strides: str | None
+    concrete_inputs: str | None
     implementation: str
     timed: str  # "kernel", "pipeline" or "stand-in" (see replay.aten), "" when not replayed
     config: str  # the launch configuration used (Triton kernels), and where it came from
@@ -111,18 +121,22 @@ _TARGET_COLUMNS = ("trace", "name", "kind", "dur_us", "cpu_op", "cpu_op_id", "op
 
 
 def targets_from_output(out_dir: str | Path) -> list[Target]:
-    """Replay targets of an ingest output: one per distinct ATen call (launching op and its
-    recorded inputs), timed as the mean of one op call (all of its kernels); other launchers
-    (Triton, custom ops) one per distinct (kernel, launch within the call, recorded inputs),
-    timed as the mean of that kernel launch, with its grid and block."""
+    """Replay targets of an ingest output: one per distinct ATen call (launching op, its
+    launcher and its recorded inputs), timed as the mean of one op call (all of its kernels);
+    other launchers (Triton, custom ops) one per distinct (kernel, launch within the call,
+    recorded inputs), timed as the mean of that kernel launch, with its grid and block. Each
+    names the kernels its calls launched (`kernels`), which `atlas report` joins it to."""
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
         frame = Run.open(out_dir, required=_TARGET_COLUMNS).kernels()
     frame = frame[(frame["kind"] == "kernel") & frame["cpu_op"].notna()].copy()
     if frame.empty:
         return []
     recorded = ("input_dims", "input_types", "input_strides", "concrete_inputs")
-    for column in ("name", "cpu_op", "label_rule", *recorded, "grid", "block"):
+    has_launcher = "launcher" in frame
+    for column in ("name", "cpu_op", "label_rule", *recorded, "grid", "block", "launcher"):
         frame[column] = frame[column].astype(object).fillna("") if column in frame else ""
+    if not has_launcher:  # an output written before launchers: the op itself
+        frame["launcher"] = frame["cpu_op"]
     frame = frame.reset_index(drop=True)
     aten = frame["cpu_op"].str.startswith("aten::").to_numpy()
     # a non-ATen kernel is its own unit; an ATen op call is one unit with all of its kernels
@@ -143,9 +157,15 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
         grid=("grid", "first"),
         block=("block", "first"),
         launch_index=("launch_index", "first"),
+        launcher=("launcher", "first"),
     )
     calls["kernel_key"] = calls["name"].where(~calls["cpu_op"].str.startswith("aten::"), "")
-    signature = ["cpu_op", "kernel_key", "launch_index", *recorded]
+    signature = ["cpu_op", "kernel_key", "launch_index", *recorded, "launcher"]
+    # the kernels each signature's calls launched (an ATen call's several; the others' own one)
+    calls["signature"] = calls.groupby(signature, sort=False).ngroup()
+    of_rows = calls["signature"].reindex(pd.MultiIndex.from_frame(frame[["trace", "rank", "unit"]])).to_numpy()
+    launched = pd.DataFrame({"signature": of_rows, "name": frame["name"].to_numpy()}).drop_duplicates()
+    kernels = launched.groupby("signature", sort=True)["name"].agg(lambda names: json.dumps(sorted(names)))
     grouped = (
         calls.groupby(signature, sort=False)
         .agg(
@@ -157,9 +177,11 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
             count=("call_us", "size"),
             grid=("grid", "first"),
             block=("block", "first"),
+            signature=("signature", "first"),
         )
         .reset_index()
     )
+    grouped["kernels"] = grouped["signature"].map(kernels)
     return [
         Target(
             str(r.name),
@@ -177,6 +199,8 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
             grid=r.grid or None,
             block=r.block or None,
             launch_index=int(r.launch_index),
+            trace_launcher=str(r.launcher),
+            kernels=r.kernels,
         )
         for r in grouped.itertuples(index=False)
     ]
@@ -348,11 +372,15 @@ def _start_thread_pools() -> None:
 def _fields(target: Target, device: str) -> dict[str, Any]:
     return {
         "kernel": target.kernel,
-        "launcher": target.launcher,
+        "launcher": target.launcher if target.trace_launcher is None else target.trace_launcher,
+        "cpu_op": target.launcher,
+        "kernels": target.kernels,
         "op_mapping": target.op_mapping,
         "category": target.category,
         "input_dims": target.input_dims,
         "input_types": target.input_types,
+        "input_strides": target.input_strides,
+        "concrete_inputs": target.concrete_inputs,
         "device": device,
     }
 
@@ -401,11 +429,51 @@ def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten
         from kernel_atlas.replay.aten import build_case
 
         return build_case(target.launcher, target.args, device, label_rule=target.label_rule)
+    computation = launcher_computation(target.launcher)
+    if computation is not None:
+        return _as_its_schema_says(target, device, scale, computation)
     special = find_implementation(target, device, scale)
     if special is not None:
         return special
     reason = not_replayable(target)
     raise NotReplayable(reason or f"no replay implementation for {target.launcher or 'this kernel'}")
+
+
+@lru_cache(maxsize=1)
+def _launcher_computations() -> dict[str, dict[str, Any]]:
+    table = read_toml("replay.toml").get("launchers", {})
+    for launcher, entry in table.items():
+        if not isinstance(entry.get("replay"), str) or not isinstance(entry.get("tensors"), int):
+            raise ValueError(f"replay.toml: [launchers] {launcher!r} needs `replay` (a rule id) and `tensors`")
+    return table
+
+
+def launcher_computation(launcher: str) -> dict[str, Any] | None:
+    """What a library op computes by its schema (catalogs/replay.toml [launchers]), or None."""
+    return _launcher_computations().get(launcher)
+
+
+def _as_its_schema_says(target: Target, device: str, scale: float, computation: dict[str, Any]):  # -> aten.Case
+    """The computation the launching op's schema names, replayed by the builder of the label rule
+    `computation["replay"]`, whatever rule the kernel's name matched (aiter's `rmsnorm` launches a
+    kernel whose name says add-RMSNorm); a stand-in for the library's own kernel."""
+    from kernel_atlas.replay.aten import STAND_IN
+    from kernel_atlas.replay.kernels import find_implementation
+
+    tensors = sum(1 for a in target.args if a.kind == "tensor")
+    if tensors != computation["tensors"]:
+        raise NotReplayable(
+            f"{target.launcher} records {tensors} tensors where its schema ({computation.get('schema', '?')}) "
+            f"takes {computation['tensors']}"
+        )
+    rule = f"rule:{computation['replay']}"
+    case = find_implementation(replace(target, label_rule=rule), device, scale)
+    if case is None:
+        raise NotReplayable(f"no replay implementation for {target.launcher} (rule {computation['replay']})")
+    said = f"{target.launcher}'s schema: {computation.get('schema', computation['replay'])}"
+    if rule_id(target.label_rule) not in (None, computation["replay"]):
+        said += f", not the kernel's label ({rule_id(target.label_rule)})"
+    return replace(case, implementation=f"{case.implementation}; {said}", timed=STAND_IN)
 
 
 _NO_MEMORY = (

@@ -3,12 +3,14 @@
 Tensors are filled on the replay device by a generator of that device, in the tensor's own
 dtype (fp8 through fp16): a GPU replay never builds an fp32 copy on the host first. Floating
 values come from each op's valid domain (`catalogs/replay.toml` [domains]; N(0, 0.5²) else),
-index tensors hold indices within the dimension they index, masks are random booleans, other
-integers small non-negative numbers.
+index tensors hold indices below what they index (`catalogs/replay.toml` [indices]: a loss's
+classes, an embedding's rows; else the dimension of `self` they index), masks are random
+booleans, other integers small non-negative numbers.
 """
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +30,30 @@ def _domains() -> dict[str, dict[str, str]]:
             if kind not in DOMAIN_KINDS:
                 raise ValueError(f"replay.toml: unknown domain {kind!r} for {op} {argument}")
     return table
+
+
+_BOUND = re.compile(r"(?P<argument>\w+)(?:\.size\((?P<axis>-?\d+|\w+)\))?")
+
+
+@lru_cache(maxsize=1)
+def _index_bounds() -> dict[str, dict[str, tuple[str, str | None]]]:
+    """catalogs/replay.toml [indices], each bound parsed: (argument, None) for a scalar
+    argument's value, (argument, axis) for a tensor argument's size along an axis (an integer or
+    a scalar argument's name)."""
+    table: dict[str, dict[str, tuple[str, str | None]]] = {}
+    for op, arguments in read_toml("replay.toml").get("indices", {}).items():
+        for argument, text in arguments.items():
+            found = _BOUND.fullmatch(str(text))
+            if found is None:
+                raise ValueError(f"replay.toml: [indices] {op} {argument} = {text!r} is no bound")
+            table.setdefault(op, {})[argument] = (found["argument"], found["axis"])
+    return table
+
+
+def index_bounds(op: str) -> dict[str, tuple[str, str | None]]:
+    """The arguments of an ATen op that index something, and what bounds their values
+    (catalogs/replay.toml [indices]; `aten::nll_loss_forward_` shares `aten::nll_loss_forward`'s)."""
+    return _index_bounds().get(op) or _index_bounds().get(op.rstrip("_")) or {}
 
 
 def comparable(op: str) -> bool:

@@ -64,13 +64,25 @@ class Report:
     memory: MemoryReport | None = None
 
 
+# what names a recorded call in both tables; roofline.parquet keys its rows by the first three
+# (and the kernel), so replays that differ only in the others (strides, Concrete Inputs) are
+# calls that one roofline row mixes
+_CALL_KEYS = ("launcher", "input_dims", "input_types", "input_strides", "concrete_inputs")
+
+
 def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
-    """Replayed times next to traced ones: per (launcher, input shapes, input dtypes), the
-    replay's median per call, its device, check, what it timed (`replay_timed`: kernel, pipeline
-    or stand-in), its `replay_ratio` to the traced time (only where the timed region was the
-    traced kernel itself, on a GPU) and the achieved throughput of the replay."""
-    timed = replay[replay["median_us"].notna()]
-    if timed.empty:
+    """Replayed times next to traced ones: each roofline row gets the replay of the call it
+    stands for, matched on the recorded call's keys both tables carry (launcher — the innermost
+    op or Python frame in both —, input shapes and dtypes; strides and Concrete Inputs where the
+    roofline has them) and on the kernel: a replay joins the rows of the kernels its calls
+    launched (replay.parquet `kernels`). A row that several replays match (calls of another
+    layout or other arguments, which its keys do not tell apart, or several launches of one
+    kernel per call) is left without one, as is a row whose replay ran smaller shapes than
+    recorded (`scale` < 1: its time is of another problem). Joined: the replay's median per call,
+    its device, check, what it timed (`replay_timed`: kernel, pipeline or stand-in), its
+    `replay_ratio` to the traced time (only where the timed region was the traced kernel itself,
+    on a GPU) and the achieved throughput of the replay (the row's FLOPs and bytes per call)."""
+    if replay["median_us"].notna().sum() == 0:
         return roofline
     columns = {
         "median_us": "replay_us",
@@ -80,17 +92,37 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
         "timed": "replay_timed",
         "ratio": "replay_ratio",
     }
-    # a replay.parquet written before dtypes were recorded joins on shapes alone
-    keys = ["launcher", "input_dims", *(["input_types"] if "input_types" in replay else [])]
-    keyed = timed.rename(columns=columns).reindex(columns=[*keys, *columns.values()])
+    # a replay.parquet written before dtypes (strides, arguments) were recorded joins on what it has
+    keys = [key for key in _CALL_KEYS if key in replay and key in roofline]
+    candidates = replay.reindex(columns=[*keys, *columns, "scale", "kernels"]).reset_index(drop=True)
     for key in keys:  # the roofline writes missing shapes as ""
-        keyed[key] = keyed[key].astype(object).fillna("")
-    keyed = keyed.drop_duplicates(keys)
+        candidates[key] = candidates[key].astype(object).fillna("")
+    candidates["replayed"] = candidates.index  # each replay.parquet row: one replayed call
+    if "kernels" in replay:  # the kernels each replayed call launched: the rows it joins
+        candidates["name"] = [_names(text) for text in candidates["kernels"]]
+        candidates = candidates.explode("name")
+        keys = [*keys, "name"]
+    # every replay counts, timed or not: a row matched by two calls is no one call's, even if one was skipped
+    matches = candidates.groupby(keys, dropna=False, sort=False)["replayed"].transform("nunique")
+    scale = pd.to_numeric(candidates["scale"], errors="coerce").fillna(1.0)
+    joined = candidates[(matches == 1) & candidates["median_us"].notna() & (scale >= 1.0)]
+    keyed = joined.rename(columns=columns).reindex(columns=[*keys, *columns.values()]).drop_duplicates(keys)
     merged = roofline.merge(keyed, on=keys, how="left")
     main = merged["role"] == "main"
     merged["replay_tflops"] = (merged["flops"] / (merged["replay_us"] * 1e6)).where(main)
     merged["replay_gbps"] = (merged["bytes"] / (merged["replay_us"] * 1e3)).where(main)
     return merged
+
+
+def _names(text: object) -> list[str | None]:
+    """replay.parquet's `kernels` (a JSON list); [None] where it has none (a catalog replay)."""
+    import json
+
+    try:
+        names = json.loads(text) if isinstance(text, str) and text else None
+    except ValueError:
+        names = None
+    return [str(n) for n in names] if isinstance(names, list) and names else [None]
 
 
 def _other_gpus(summary: dict[str, Any], device: Device | None) -> list[str]:
