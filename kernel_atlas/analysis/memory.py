@@ -7,11 +7,17 @@ Input: the allocator events of one trace in time order (`ingest.memory.memory_ev
   a block freed and allocated again at the same address is two allocations;
 * a free with no allocation before it at its address freed a block allocated before the window: a
   row with `alloc_ts_us` null, counted apart (`pre_window_frees`);
-* baseline = what was allocated before the device's first event: its `total_allocated` − its `bytes`;
-* the peak is the first event with the device's largest `total_allocated` (`total_reserved` apart);
-  live at the peak: allocations made at or before that event and freed after it (or never). Then
+* baseline = what was allocated before the device's first event: the first `total_allocated` − the
+  `bytes` of every event up to it (none where that is below zero or a size in it is unknown);
+* the peak is the first event with the device's largest `total_allocated` (`total_reserved` apart),
+  or the baseline, held from the window's start, where that is higher; live at the peak:
+  allocations made at or before that event and freed after it (or never). Then
   peak = baseline − pre-window frees up to the peak + live at the peak, whenever the trace's totals
-  are the running sum of its events (`unexplained_bytes` says by how much they are not).
+  are the running sum of its events (`unexplained_bytes` says by how much they are not; each event
+  whose total moved by other than its `bytes` is counted, `inconsistent_events`);
+* before any of it (`prepare_events`): an exact repeat of an event is read once, and an event whose
+  `Bytes` could not be read (`events.UNKNOWN_BYTES`) takes its size from the totals or from its
+  address's other events, else stays out of pairing and sums — each counted.
 
 All of it is sorts, cumulative sums and group-bys: linear in the events after one sort.
 """
@@ -27,7 +33,7 @@ import pandas as pd
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import read_toml
-from kernel_atlas.ingest.events import MAX_MEMORY_BYTES
+from kernel_atlas.ingest.events import MAX_MEMORY_BYTES, UNKNOWN_BYTES
 from kernel_atlas.ingest.memory import EVENT_KINDS, MEMORY_EVENTS
 from kernel_atlas.store.outputs import SUMMARY, load_checked, table_run
 
@@ -52,26 +58,34 @@ TOP = 10
 
 def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
     """One row per allocation (see the module docstring); `alloc_event` / `free_event` are the row
-    numbers of its events in `events` (-1: before the window / not freed). Events without an
-    address (PyTorch 1.9) cannot be paired and give no rows; nor do events of 0 bytes, which
-    neither hold nor release (between a block's allocation and its free they had split the pair:
-    the allocation never freed, the free a block from before the window), nor a free of a block
-    already freed in the window (a free counts as before the window only as its address's first
-    event)."""
+    numbers of its events in `events` (-1: before the window / not freed). An allocation is closed
+    by the next event at its (device, address) of its size when that is a free: a free of another
+    size there (damage, or events of one time written out of order) closes no block of another
+    size. Events without an address (PyTorch 1.9) cannot be paired and give no rows; nor do events
+    of 0 bytes or of a size unknown (`UNKNOWN_BYTES`), which neither hold nor release (between a
+    block's allocation and its free they had split the pair: the allocation never freed, the free a
+    block from before the window), nor a free that closes no allocation (a second free, a size no
+    block there had: `device_summary` counts them); a free counts as before the window only as its
+    address's first event."""
     nbytes = events["bytes"].to_numpy()
-    seq = np.flatnonzero((events["addr"].to_numpy() >= 0) & (nbytes != 0))
+    address = events["addr"].to_numpy()
+    seq = np.flatnonzero((address >= 0) & (nbytes != 0) & (nbytes != UNKNOWN_BYTES))
     nbytes = nbytes[seq]
     device = events["device"].cat.codes.to_numpy()[seq] if len(seq) else np.empty(0, np.int64)
-    order = seq[np.lexsort((seq, events["addr"].to_numpy()[seq], device))]
-    pos = np.searchsorted(seq, order)  # positions of `order` in the seq-indexed arrays
-    dev, addr, b = device[pos], events["addr"].to_numpy()[order], nbytes[pos]
-    same_next = np.r_[(dev[1:] == dev[:-1]) & (addr[1:] == addr[:-1]), False]
+    pos = np.lexsort((seq, np.abs(nbytes), address[seq], device))  # positions in the seq-indexed arrays
+    order = seq[pos]
+    dev, addr, b = device[pos], address[order], nbytes[pos]
+    same_addr = (dev[1:] == dev[:-1]) & (addr[1:] == addr[:-1])
+    same_next = np.r_[same_addr & (b[1:] == -b[:-1]), False]  # the next at its address is of its size, a free
     is_alloc, is_free = b > 0, b < 0
-    freed_next = is_alloc & same_next & np.r_[is_free[1:], False]
+    freed_next = is_alloc & same_next
     matched_free = np.r_[False, freed_next[:-1]]
     allocs = np.flatnonzero(is_alloc)
     free_event = np.where(freed_next[allocs], np.r_[order[1:], -1][allocs], -1)
-    first = np.r_[True, ~same_next[:-1]]  # its address's first event on its device
+    # its address's first event on its device (of any size): the least row number of the address
+    starts = np.flatnonzero(np.r_[True, ~same_addr]) if len(order) else np.empty(0, np.int64)
+    first_row = np.minimum.reduceat(order, starts) if len(order) else order
+    first = order == np.repeat(first_row, np.diff(np.r_[starts, len(order)]))
     early = np.flatnonzero(is_free & ~matched_free & first)  # frees of blocks allocated before the window
     alloc_event = np.r_[order[allocs], np.full(len(early), -1)]
     free_event = np.r_[free_event, order[early]]
@@ -94,6 +108,104 @@ def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
     frame["step"] = np.where(alloc_event >= 0, events["step"].to_numpy()[rows], -1)
     frame["alloc_event"], frame["free_event"] = alloc_event, free_event
     return frame[list(ALLOCATION_COLUMNS)].sort_values(["alloc_event", "free_event"], kind="stable", ignore_index=True)
+
+
+# columns `prepare_events` adds: an exact repeat of an earlier event; a size that could not be read,
+# worked out; one that could not be read and stays unknown
+REPEAT, SIZE_WORKED_OUT, SIZE_UNKNOWN = "repeat", "size_worked_out", "size_unknown"
+# what makes two events one event written twice (the attribution follows from the thread and time)
+_REPEAT_KEY = ("device", "ts_us", "addr", "bytes", "total_allocated", "total_reserved", "op", "module", "call_stack")
+_REPEAT_KEY += ("step",)
+
+
+def _repeats(events: pd.DataFrame) -> np.ndarray:
+    """Whether each event repeats an earlier one exactly (`_REPEAT_KEY`). Only events with an
+    address or a total can be told apart from another of their time (two allocations of one size
+    in one microsecond, written without either — PyTorch 1.9 — are two); only events sharing their
+    time with a neighbour are looked at (the events are in time order): none, in most traces."""
+    ts = events["ts_us"].to_numpy()
+    tied = np.zeros(len(ts), dtype=bool)
+    if len(ts) > 1:
+        equal = ts[1:] == ts[:-1]
+        tied[1:] |= equal
+        tied[:-1] |= equal
+    tied &= (events["addr"].to_numpy() >= 0) | (events["total_allocated"].to_numpy() >= 0)
+    candidates = np.flatnonzero(tied)
+    repeat = np.zeros(len(ts), dtype=bool)
+    if len(candidates) > 1:
+        keys = {}
+        for column in _REPEAT_KEY:
+            if column in events:
+                values = events[column]
+                codes = values.cat.codes if isinstance(values.dtype, pd.CategoricalDtype) else values
+                keys[column] = codes.to_numpy()[candidates]
+        repeat[candidates] = pd.DataFrame(keys).duplicated(keep="first").to_numpy()
+    return repeat
+
+
+def _work_out_sizes(events: pd.DataFrame, nbytes: np.ndarray, repeat: np.ndarray) -> np.ndarray:
+    """Sizes for the events whose `Bytes` could not be read (`nbytes` is changed in place); which
+    were worked out. First from the totals: where the event and the device's event before it both
+    record `Total Allocated`, its size is their difference. Then from its address: the free of the
+    allocation just before it there (that allocation's size, negated), else the allocation of the
+    free just after it there. Damage only: none of it runs on a trace without."""
+    unknown = (nbytes == UNKNOWN_BYTES) & ~repeat
+    worked_out = np.zeros(len(nbytes), dtype=bool)
+    if not unknown.any():
+        return worked_out
+    codes = events["device"].cat.codes.to_numpy()
+    total = events["total_allocated"].to_numpy()
+    kept = np.flatnonzero(~repeat)
+    order = kept[np.argsort(codes[kept], kind="stable")]  # each device's events in time order
+    at = np.flatnonzero(unknown[order])
+    at = at[at > 0]
+    row, before = order[at], order[at - 1]
+    known = (codes[row] == codes[before]) & (total[row] >= 0) & (total[before] >= 0)
+    row, before = row[known], before[known]
+    nbytes[row] = total[row] - total[before]
+    worked_out[row] = True
+    address = events["addr"].to_numpy()
+    if not (unknown & ~worked_out & (address >= 0)).any():
+        return worked_out
+    seq = np.flatnonzero(~repeat & (address >= 0) & (nbytes != 0))
+    order = seq[np.lexsort((seq, address[seq], codes[seq]))]
+    b = nbytes[order]
+    same = np.r_[False, (codes[order][1:] == codes[order][:-1]) & (address[order][1:] == address[order][:-1])]
+    still = b == UNKNOWN_BYTES
+    after_alloc = still & same & (np.r_[0, b[:-1]] > 0)  # UNKNOWN_BYTES is negative: never an allocation
+    next_b = np.r_[b[1:], 0]
+    before_free = still & ~after_alloc & np.r_[same[1:], False] & (next_b < 0) & (next_b != UNKNOWN_BYTES)
+    nbytes[order[after_alloc]] = -np.r_[0, b[:-1]][after_alloc]
+    nbytes[order[before_free]] = -next_b[before_free]
+    worked_out[order[after_alloc | before_free]] = True
+    return worked_out
+
+
+def prepare_events(events: pd.DataFrame) -> pd.DataFrame:
+    """The events as the analysis reads them (a copy; rows and their numbers unchanged): `repeat`
+    marks an exact repeat of an earlier event, read once (its `bytes` 0: no pairing, no sum; left
+    out of the device's events); `size_worked_out` an unreadable `Bytes` given a size
+    (`_work_out_sizes`); `size_unknown` one left unknown, its `bytes` 0: out of pairing and sums,
+    and no baseline where it lies before the first total."""
+    events = events.copy(deep=False)  # columns shared until one is replaced (copy on write)
+    repeat = _repeats(events)
+    nbytes = events["bytes"].to_numpy(np.int64).copy()
+    worked_out = _work_out_sizes(events, nbytes, repeat)
+    unknown = nbytes == UNKNOWN_BYTES
+    nbytes[unknown | repeat] = 0
+    events["bytes"] = nbytes
+    events[REPEAT], events[SIZE_WORKED_OUT], events[SIZE_UNKNOWN] = repeat, worked_out, unknown & ~repeat
+    return events
+
+
+def _flag(events: pd.DataFrame, column: str) -> np.ndarray:
+    """A `prepare_events` column (all False for events not prepared; there an unreadable size is
+    still UNKNOWN_BYTES)."""
+    if column in events:
+        return events[column].to_numpy(bool)
+    if column == SIZE_UNKNOWN:
+        return events["bytes"].to_numpy() == UNKNOWN_BYTES
+    return np.zeros(len(events), dtype=bool)
 
 
 def size_classes() -> list[tuple[str, float]]:
@@ -151,7 +263,8 @@ def _allocation_records(rows: pd.DataFrame, top: int = TOP) -> list[dict[str, An
 
 
 def _slack(ts: np.ndarray, reserved: np.ndarray, allocated: np.ndarray, peak: int) -> dict[str, Any]:
-    """Reserved − allocated after each event, held until the next one."""
+    """Reserved − allocated after each event, held until the next one (`peak` -1: the peak is the
+    level before the first event, with no slack known)."""
     ok = (reserved >= 0) & (allocated >= 0)
     if not ok.any():
         return {}
@@ -159,52 +272,103 @@ def _slack(ts: np.ndarray, reserved: np.ndarray, allocated: np.ndarray, peak: in
     span = t[-1] - t[0]
     at = int(np.argmax(slack))
     return {
-        "at_peak_bytes": int(reserved[peak] - allocated[peak]) if ok[peak] else None,
+        "at_peak_bytes": int(reserved[peak] - allocated[peak]) if peak >= 0 and ok[peak] else None,
         "max_bytes": int(slack[at]),
         "max_ts_us": float(t[at]),
         "mean_bytes": float((slack[:-1] * np.diff(t)).sum() / span) if span > 0 else float(slack[0]),
     }
 
 
-def _step_peaks(steps: np.ndarray, ts: np.ndarray, allocated: np.ndarray) -> list[dict[str, Any]]:
-    ok = (steps >= 0) & (allocated >= 0)
+def _level_before(allocated: np.ndarray, nbytes: np.ndarray, unknown: np.ndarray, baseline: int | None) -> np.ndarray:
+    """What the device held just before each event (-1: not known): the total after the event
+    before it; at the first event the baseline; where the event before records no total, the
+    event's own total less its size."""
+    before = np.r_[-1 if baseline is None else baseline, allocated[:-1]].astype(np.int64)
+    own = (before < 0) & (allocated >= 0) & ~unknown
+    before[own] = allocated[own] - nbytes[own]
+    return np.where(before >= 0, before, -1)
+
+
+def _step_peaks(steps: np.ndarray, ts: np.ndarray, allocated: np.ndarray, before: np.ndarray) -> list[dict[str, Any]]:
+    """Per step, the largest of the totals after its events and of the level carried into it (held
+    from the step's start until its first event: then the peak's time is that event's)."""
+    ok = steps >= 0
     if not ok.any():
         return []
-    frame = pd.DataFrame({"step": steps[ok], "ts": ts[ok], "allocated": allocated[ok]})
-    best = frame.loc[frame.groupby("step", sort=True)["allocated"].idxmax()]
+    frame = pd.DataFrame({"step": steps[ok], "at": np.flatnonzero(ok), "allocated": allocated[ok]})
+    per_step = frame.groupby("step", sort=True)
+    firsts = per_step["at"].min()
+    first = firsts.to_numpy()
+    best = per_step["allocated"].idxmax().to_numpy()  # labels of `frame`: its positions
+    top = frame["allocated"].to_numpy()[best]
+    best_at = frame["at"].to_numpy()[best]
+    carried = before[first]
+    use_carried = carried > top
+    peak = np.where(use_carried, carried, top)
+    at = np.where(use_carried, first, best_at)
     return [
-        {"step": int(r.step), "peak_allocated_bytes": int(r.allocated), "peak_ts_us": float(r.ts)}
-        for r in best.itertuples(index=False)
+        {"step": int(step), "peak_allocated_bytes": int(p), "peak_ts_us": float(ts[a])}
+        for step, p, a in zip(firsts.index.to_numpy(), peak.tolist(), at.tolist(), strict=True)
+        if p >= 0
     ]
+
+
+def _baseline(allocated: np.ndarray, nbytes: np.ndarray, unknown: np.ndarray) -> tuple[int | None, str | None]:
+    """What the device held before its first event — the first total less every size up to it
+    (events before it that record no total changed it too: 12 MiB had been said for 10) — or None
+    and why: a size up to it that could not be read, or totals that put it below zero."""
+    first = int(np.flatnonzero(allocated >= 0)[0])
+    if unknown[: first + 1].any():
+        return None, "a size before the first Total Allocated cannot be read"
+    baseline = int(allocated[first] - nbytes[: first + 1].sum())
+    if baseline < 0:
+        return None, (
+            f"the first Total Allocated less the sizes up to it is {baseline:,} bytes, below zero: "
+            "the totals and the sizes disagree"
+        )
+    return baseline, None
 
 
 def device_summary(
     events: pd.DataFrame, allocations: pd.DataFrame, device: str, top: int | None = TOP
 ) -> dict[str, Any]:
-    """report.json's entry of one device (see docs/memory.md)."""
+    """report.json's entry of one device (see docs/memory.md); `events` as `prepare_events`
+    makes them (repeats left out, unreadable sizes known or flagged)."""
     rows = np.flatnonzero((events["device"] == device).to_numpy())
+    repeat = _flag(events, REPEAT)[rows]
+    rows = rows[~repeat]
+    worked_out, unknown = _flag(events, SIZE_WORKED_OUT)[rows], _flag(events, SIZE_UNKNOWN)[rows]
     ev = events.iloc[rows]
     allocated, reserved = ev["total_allocated"].to_numpy(), ev["total_reserved"].to_numpy()
-    ts, nbytes = ev["ts_us"].to_numpy(), ev["bytes"].to_numpy()
+    ts, nbytes = ev["ts_us"].to_numpy(), np.where(unknown, 0, ev["bytes"].to_numpy())
+    has_addr = ev["addr"].to_numpy() >= 0
     mine = allocations[(allocations["device"] == device).to_numpy()]
     entry: dict[str, Any] = {
         "device": device,
         "host": device.split(":")[0] == "cpu",
         "events": len(ev),
         "allocations": int((mine["alloc_event"] >= 0).sum()),
-        "unpaired_events": int((ev["addr"] < 0).sum()),
+        "unpaired_events": int((~has_addr).sum()),
+        "duplicate_events": int(repeat.sum()),
+        "unreadable_size_events": int(worked_out.sum() + unknown.sum()),
+        "worked_out_size_events": int(worked_out.sum()),
     }
     early = mine[mine["alloc_event"] < 0]
-    entry["pre_window_frees"] = {"blocks": len(early), "bytes": int(early["bytes"].sum())}
     never = mine[(mine["alloc_event"] >= 0) & (mine["free_event"] < 0)]
-    entry["never_freed"] = {
-        "blocks": len(never),
-        "bytes": int(never["bytes"].sum()),
-        "largest": _allocation_records(never),
-    }
+    if has_addr.any():
+        entry["pre_window_frees"] = {"blocks": len(early), "bytes": int(early["bytes"].sum())}
+        entry["never_freed"] = {
+            "blocks": len(never),
+            "bytes": int(never["bytes"].sum()),
+            "largest": _allocation_records(never),
+        }
+        # frees that closed nothing: every free with an address less those that closed a block
+        entry["unmatched_frees"] = int(((nbytes < 0) & has_addr).sum() - (mine["free_event"] >= 0).sum())
+    else:  # no address at all: nothing can be paired, so whether blocks outlived the window is unknown
+        entry.update(pre_window_frees=None, never_freed=None, unmatched_frees=None)
     with_total = np.flatnonzero(allocated >= 0)
     if len(with_total) == 0:  # PyTorch 1.9: no totals, so no absolute peak
-        change = np.cumsum(nbytes)
+        change = np.cumsum(nbytes)  # sizes that cannot be read are left out of it (counted)
         at = int(np.argmax(change)) if len(change) else 0
         entry.update(peak_allocated_bytes=None, peak_reserved_bytes=None, peak_ts_us=None, baseline_bytes=None)
         # the largest rise over the window's start: none (0, at its start) where every running sum is below it
@@ -213,42 +377,51 @@ def device_summary(
         entry["peak_change_ts_us"] = float(ts[at]) if risen else None
         entry["note"] = "no Total Allocated in these events: only the change from the window's start is known"
         return entry
-    first = with_total[0]
+    baseline, baseline_note = _baseline(allocated, nbytes, unknown)
+    # each event whose total moved by other than its size, where it and the event before record totals
+    both = (allocated[1:] >= 0) & (allocated[:-1] >= 0) & ~unknown[1:]
+    inconsistent = int(np.count_nonzero(both & (np.diff(allocated) != nbytes[1:])))
     peak = int(with_total[np.argmax(allocated[with_total])])
-    # what was held before the first event: its total less every change up to it (events before it
-    # that record no total changed it too: 12 MiB had been said for 10)
-    baseline = int(allocated[first] - nbytes[: first + 1].sum())
-    event_at_peak = rows[peak]
+    at_start = bool(baseline is not None and baseline > allocated[peak])  # held from the window's start
+    peak_bytes = int(baseline) if at_start and baseline is not None else int(allocated[peak])
+    shown = 0 if at_start else peak  # the event whose time and step the peak takes
+    event_at_peak = -1 if at_start else rows[peak]  # -1: before every event, nothing of the window live
     live = mine[(mine["alloc_event"] >= 0) & (mine["alloc_event"] <= event_at_peak)]
     live = live[(live["free_event"] < 0) | (live["free_event"] > event_at_peak)]
     freed_before = int(early.loc[early["free_event"] <= event_at_peak, "bytes"].sum())
-    baseline_held = baseline - freed_before
-    peak_bytes = int(allocated[peak])
+    baseline_held = None if baseline is None else baseline - freed_before
     live_bytes = int(live["bytes"].sum())
+    running = None
+    if baseline is not None:  # what the sizes alone say: the baseline plus their running sum
+        levels = baseline + np.cumsum(nbytes)
+        running = max(baseline, int(levels.max()))
     # the host allocator reserves nothing (writes 0): no reserved memory known there
     has_reserved = reserved > 0
     reserved_at = int(np.flatnonzero(has_reserved)[np.argmax(reserved[has_reserved])]) if has_reserved.any() else -1
+    held = 0 if baseline_held is None else baseline_held
     entry.update(
         peak_allocated_bytes=peak_bytes,
         peak_reserved_bytes=int(reserved[reserved_at]) if reserved_at >= 0 else None,
-        peak_ts_us=float(ts[peak]),
-        peak_step=int(ev["step"].iloc[peak]) if ev["step"].iloc[peak] >= 0 else None,
+        peak_ts_us=float(ts[shown]),
+        peak_step=int(ev["step"].iloc[shown]) if ev["step"].iloc[shown] >= 0 else None,
+        peak_at_start=at_start,
         peak_reserved_ts_us=float(ts[reserved_at]) if reserved_at >= 0 else None,
         baseline_bytes=baseline,
+        baseline_note=baseline_note,
         baseline_freed_before_peak_bytes=freed_before,
         live_at_peak_bytes=live_bytes,
         live_at_peak_blocks=len(live),
-        unexplained_bytes=peak_bytes - baseline_held - live_bytes,
+        unexplained_bytes=None if baseline_held is None else peak_bytes - baseline_held - live_bytes,
+        inconsistent_events=inconsistent,
+        running_peak_bytes=running,
         holders={
-            "module": _holders(live, live["module"].astype(object).fillna(NO_MODULE), baseline_held, peak_bytes, top),
-            "op": _holders(live, live["op"].astype(object).fillna(NO_OP), baseline_held, peak_bytes, top),
-            "size_class": _holders(
-                live, pd.Series(size_class(live["bytes"].to_numpy())), baseline_held, peak_bytes, top
-            ),
+            "module": _holders(live, live["module"].astype(object).fillna(NO_MODULE), held, peak_bytes, top),
+            "op": _holders(live, live["op"].astype(object).fillna(NO_OP), held, peak_bytes, top),
+            "size_class": _holders(live, pd.Series(size_class(live["bytes"].to_numpy())), held, peak_bytes, top),
         },
         largest_at_peak=_allocation_records(live),
-        slack=_slack(ts, np.where(has_reserved, reserved, -1), allocated, peak),
-        steps=_step_peaks(ev["step"].to_numpy(), ts, allocated),
+        slack=_slack(ts, np.where(has_reserved, reserved, -1), allocated, -1 if at_start else peak),
+        steps=_step_peaks(ev["step"].to_numpy(), ts, allocated, _level_before(allocated, nbytes, unknown, baseline)),
     )
     return entry
 
@@ -312,7 +485,11 @@ def read_memory_events(
             raise AtlasError(path, f"listed in {SUMMARY} but missing or not a regular file: run `atlas ingest` again")
         if run_id is not None and table_run(path) != run_id:
             raise AtlasError(path, f"not from the ingest run that wrote {SUMMARY}: run `atlas ingest` again")
-        events = load_checked(path, EVENT_KINDS, "a memory events table").to_pandas()
+        table = load_checked(path, EVENT_KINDS, "a memory events table")
+        sizes = table.column("bytes")
+        events = table.to_pandas()
+        if sizes.null_count:  # a size ingest could not read: UNKNOWN_BYTES from here on
+            events["bytes"] = sizes.fill_null(UNKNOWN_BYTES).to_numpy()
         _check_sizes(path, events)
         stem = str(events["trace"].iloc[0]) if "trace" in events and len(events) else Path(name).stem
         found[(stem, int(trace.get("rank", 0)))] = events
@@ -320,11 +497,12 @@ def read_memory_events(
 
 
 def _check_sizes(path: Path, events: pd.DataFrame) -> None:
-    """Refuse, in one line, sizes ingest never writes (`events.MAX_MEMORY_BYTES`): with them in
-    bounds, no difference of two of them leaves int64."""
+    """Refuse, in one line, sizes ingest never writes (`events.MAX_MEMORY_BYTES`; UNKNOWN_BYTES
+    marks a size it could not read): with them in bounds, no difference of two of them leaves int64."""
     sizes = events["bytes"].to_numpy(np.float64)
     totals = np.concatenate([events[c].to_numpy(np.float64) for c in ("total_allocated", "total_reserved")])
-    bad = int(np.count_nonzero(np.abs(sizes) > MAX_MEMORY_BYTES) + np.count_nonzero(totals > MAX_MEMORY_BYTES))
+    beyond = (np.abs(sizes) > MAX_MEMORY_BYTES) & (sizes != UNKNOWN_BYTES)  # ingest's mark of an unreadable size
+    bad = int(np.count_nonzero(beyond) + np.count_nonzero(totals > MAX_MEMORY_BYTES))
     bad += int(np.count_nonzero(totals < -1))
     if bad:
         raise AtlasError(path, f"{bad} sizes beyond ±2^48 bytes or totals below -1, which `atlas ingest` never writes")
@@ -356,7 +534,7 @@ def analyse_memory(events_by_trace: dict[tuple[str, int], pd.DataFrame], top: in
         for column in ("device", "op", "module", "call_stack"):
             if not isinstance(events[column].dtype, pd.CategoricalDtype):
                 events[column] = events[column].astype("category")
-        events, over = _within_sum_limit(events)
+        events, over = _within_sum_limit(prepare_events(events))
         oversized += over
         events_by_trace[(stem, rank)] = events
         allocations = pair_allocations(events)
@@ -391,6 +569,16 @@ def _sorted_categories(column: pd.Series) -> pd.Categorical:
     return pd.Categorical.from_codes(codes, categories=uniques)
 
 
+def _on(entries: list[dict[str, Any]], shown: int = 4) -> str:
+    """`cuda:0, cuda:1` — the devices of `entries` (the first `shown`, then how many more)."""
+    names = [str(e["device"]) for e in entries]
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _count(entries: list[dict[str, Any]], key: str) -> int:
+    return sum(e.get(key) or 0 for e in entries)
+
+
 def memory_warnings(entries: list[dict[str, Any]], left_out: int = 0, oversized: int = 0) -> list[str]:
     """What the numbers cannot say, each kind in one line; `left_out`: devices without an entry,
     `oversized`: devices whose event sizes sum past SIZE_SUM_LIMIT."""
@@ -408,9 +596,45 @@ def memory_warnings(entries: list[dict[str, Any]], left_out: int = 0, oversized:
     no_total = [e["device"] for e in entries if e.get("peak_allocated_bytes") is None]
     if no_total:
         lines.append(f"no Total Allocated on {', '.join(no_total)}: only the change from the window's start is known")
-    early = sum(e["pre_window_frees"]["blocks"] for e in entries)
+    repeats = _count(entries, "duplicate_events")
+    if repeats:
+        lines.append(
+            f"{repeats:,} memory events repeat an earlier one exactly (time, device, address, size, totals): "
+            "each read once"
+        )
+    unreadable = _count(entries, "unreadable_size_events")
+    if unreadable:
+        worked_out = _count(entries, "worked_out_size_events")
+        lines.append(
+            f"{unreadable:,} memory events have a Bytes that cannot be read: {worked_out:,} sized from the totals "
+            f"or their address's other events, {unreadable - worked_out:,} left out of pairing and sums"
+        )
+    early = sum((e.get("pre_window_frees") or {}).get("blocks", 0) for e in entries)  # null: no addresses
     if early:
         lines.append(f"{early:,} frees of blocks allocated before the profiling window (counted apart)")
+    unmatched = [e for e in entries if e.get("unmatched_frees")]
+    if unmatched:
+        lines.append(
+            f"{_count(unmatched, 'unmatched_frees'):,} frees on {_on(unmatched)} close no allocation at their "
+            "address (a second free, or a size no block there had): not paired"
+        )
+    no_baseline = [e for e in entries if e.get("baseline_note")]
+    for entry in no_baseline[:4]:
+        lines.append(f"no baseline on {entry['device']}: {entry['baseline_note']}")
+    inconsistent = [e for e in entries if e.get("inconsistent_events")]
+    if inconsistent:
+        worst = max(inconsistent, key=lambda e: e["inconsistent_events"])
+        running = worst.get("running_peak_bytes")
+        said = (
+            f"; on {worst['device']} the sizes' running sum peaks at {running:,} bytes, the totals at "
+            f"{worst['peak_allocated_bytes']:,}"
+            if running is not None and running != worst["peak_allocated_bytes"]
+            else ""
+        )
+        lines.append(
+            f"{_count(inconsistent, 'inconsistent_events'):,} memory events on {_on(inconsistent)} moved Total "
+            f"Allocated by other than their Bytes (the totals and the sizes disagree: events lost?){said}"
+        )
     off = [e for e in entries if e.get("unexplained_bytes")]
     if off:
         worst = max(off, key=lambda e: abs(e["unexplained_bytes"]))
@@ -431,10 +655,12 @@ def live_by_module(
     others together, what was allocated before the window — for the events within `half_window`
     of the peak (all of them when fewer). Rows sum to `total_allocated` where the totals are the
     running sum of the events. Columns: `ts_us`, `total_allocated`, `total_reserved`, the holders."""
-    rows = np.flatnonzero((events["device"] == device).to_numpy())
+    rows = np.flatnonzero((events["device"] == device).to_numpy() & ~_flag(events, REPEAT))
     allocated = events["total_allocated"].to_numpy()[rows]
     if len(rows) == 0 or (allocated < 0).all():
         return pd.DataFrame()
+    unknown = _flag(events, SIZE_UNKNOWN)[rows]
+    sizes = np.where(unknown, 0, events["bytes"].to_numpy()[rows])
     peak = int(np.argmax(allocated))
     lo, hi = max(peak - half_window, 0), min(peak + half_window + 1, len(rows))
     mine = allocations[(allocations["device"] == device).to_numpy()]
@@ -454,8 +680,7 @@ def live_by_module(
         pos = np.searchsorted(rows, event)
         keep = (event >= 0) & (pos < hi)
         np.add.at(delta, (np.maximum(pos[keep] - lo + 1, 0), layer[keep]), sign * nbytes[keep])
-    first = int(np.flatnonzero(allocated >= 0)[0])
-    delta[0, 0] += allocated[first] - events["bytes"].to_numpy()[rows[first]]  # the baseline
+    delta[0, 0] += _baseline(allocated, sizes, unknown)[0] or 0  # as device_summary's (none where unknown)
     live = np.cumsum(delta, axis=0)[1:]
     frame = pd.DataFrame(live, columns=names)
     frame.insert(0, "ts_us", events["ts_us"].to_numpy()[rows[lo:hi]])

@@ -158,6 +158,10 @@ class Complete(_Fields, gc=False, tag_field="ph", tag="X"):
 # a memory event's `Bytes` or totals beyond it are damage (2^63 − 1 wrapped the report's sums), and
 # that field alone is ignored, counted. A total is never negative (-1: not recorded).
 MAX_MEMORY_BYTES = 1 << 48
+# A `Bytes` that cannot be read (absent, NaN, a text, a fraction, beyond the bound): the event's size is
+# unknown, never 0 (the analysis works it out from the totals or the address, else leaves the event out
+# of pairing and sums, counted: docs/memory.md). Far outside ±MAX_MEMORY_BYTES, so no size is taken for it.
+UNKNOWN_BYTES = -(1 << 62)
 _SIZE, _TOTAL = (-MAX_MEMORY_BYTES, MAX_MEMORY_BYTES), (-1, MAX_MEMORY_BYTES)
 _MEMORY_BOUNDS = {"bytes": _SIZE, "total_allocated": _TOTAL, "total_reserved": _TOTAL}  # by field
 MemoryBytes = Annotated[int, msgspec.Meta(ge=_SIZE[0], le=_SIZE[1])]
@@ -168,7 +172,7 @@ class MemoryArgs(msgspec.Struct, frozen=True, gc=False):
     """The `args` of a `[memory]` instant event (profile_memory=True); -1 when absent."""
 
     addr: Int = msgspec.field(default=-1, name="Addr")
-    bytes: MemoryBytes = msgspec.field(default=0, name="Bytes")  # signed: a free is negative
+    bytes: MemoryBytes = msgspec.field(default=UNKNOWN_BYTES, name="Bytes")  # signed: a free is negative
     total_allocated: MemoryTotal = msgspec.field(default=-1, name="Total Allocated")
     total_reserved: MemoryTotal = msgspec.field(default=-1, name="Total Reserved")
     device_type: Int = msgspec.field(default=-1, name="Device Type")
@@ -201,14 +205,22 @@ class Instant(msgspec.Struct, gc=False, tag_field="ph", tag="i"):
     args: msgspec.Raw = _EMPTY
 
 
+class LegacyInstant(Instant, tag="I"):
+    """An instant written with the Trace Event Format's older spelling ("I"): read as an "i" one
+    (a `[memory]` event so written is a memory event; a range's category in it is counted as for "i")."""
+
+
+INSTANT_PHASES = ("i", "I")
+
+
 # Every other phase of the Trace Event Format: `cat` is a class attribute so that one pass over
 # `e.cat` covers all events. Flows and metadata ("s", "t", "f", "M": one flow per kernel) have
 # no fields, so the decoder only skips them. Begin/end pairs ("B", "E") carry a category of their
 # own, so that counting them rides on the category pass: ingest reads complete events only, and
 # says how many pairs it left unread. The other phases, rare, have their category read (into
-# `category`): one a complete event would have (`kernel` written as an instant "I", an async
-# "b") is counted and said (`NOT_COMPLETE`), never dropped unsaid.
-_OTHER_PHASES = ("B", "E", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O", "D", "M")
+# `category`): one a complete event would have (`kernel` written as a counter "C", an async
+# "b") is counted and said (`NOT_COMPLETE`), never dropped unsaid. "I" is an instant (`LegacyInstant`).
+_OTHER_PHASES = ("B", "E", "C", "b", "n", "e", "S", "T", "p", "F", "s", "t", "f", "P", "N", "O", "D", "M")
 _OTHER_PHASES += ("V", "v", "R", "c", "(", ")", "=")
 _FIELDLESS_PHASES = frozenset("stfM")
 DURATION_PAIRS = "duration events"  # the `ignored` key counting "B"/"E" events
@@ -235,7 +247,7 @@ class Event(_Fields, gc=False):
     args: msgspec.Raw = _EMPTY
 
 
-_TAGGED_LIST = msgspec.json.Decoder(list[Union[(Complete, Instant, *_OTHERS)]])  # type: ignore[misc]
+_TAGGED_LIST = msgspec.json.Decoder(list[Union[(Complete, Instant, LegacyInstant, *_OTHERS)]])  # type: ignore[misc]
 _EVENT_LIST = msgspec.json.Decoder(list[Event])
 _RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _ARGS = msgspec.json.Decoder(Args)
@@ -428,7 +440,8 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         pairs = sum(e.ph in ("B", "E") for e in events)
         if pairs:
             ignored[DURATION_PAIRS] += pairs
-        family[np.fromiter([e.ph == "i" and e.name == MEMORY_EVENT for e in events], bool, len(events))] = _INSTANT
+        memory = [e.ph in INSTANT_PHASES and e.name == MEMORY_EVENT for e in events]
+        family[np.fromiter(memory, bool, len(events))] = _INSTANT
     _count_unknown_gpu(events, family, forgiving, ignored)
 
     def pick(mask: np.ndarray, unread: frozenset[str] = frozenset()) -> tuple[list[Any], list[Args], np.ndarray]:
@@ -965,16 +978,21 @@ def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
 def _memory_columns(
     events: Sequence[Any], instant: np.ndarray, forgiving: bool, ignored: Counter[str]
 ) -> tuple[dict[str, np.ndarray], list[tuple[int | str, int | str]]]:
-    """Columns of the `[memory]` instant events (an untimed one is left out, counted); their `args`
-    are decoded here, typed, else key by key."""
+    """Columns of the `[memory]` instant events ("i", or "I" as older writers spell it); one
+    without a usable ts — none, or beyond 2^53 µs, which no reader takes as a time — is left out,
+    counted, as ranges are (`within_time_bound`). Their `args` are decoded here, typed, else key by key."""
     chosen = [e for e in compress(events, instant.tolist()) if e.name == MEMORY_EVENT]
     # only instants are memory events (a complete event may share the category)
-    chosen = [e for e in chosen if e.ph == "i"] if forgiving else [e for e in chosen if type(e) is Instant]
+    if forgiving:
+        chosen = [e for e in chosen if e.ph in INSTANT_PHASES]
+    else:
+        chosen = [e for e in chosen if isinstance(e, Instant)]
     ts = np.fromiter([e.ts if type(e.ts) in (int, float) else NAN for e in chosen], np.float64, len(chosen))
-    if not np.isfinite(ts).all():
-        ignored["memory events without a ts"] += int((~np.isfinite(ts)).sum())
-        chosen = list(compress(chosen, np.isfinite(ts).tolist()))
-        ts = ts[np.isfinite(ts)]
+    timed = within_time_bound(ts, 0.0)
+    if not timed.all():
+        ignored["memory events without a ts"] += int((~timed).sum())
+        chosen = list(compress(chosen, timed.tolist()))
+        ts = ts[timed]
     n = len(chosen)
     args = _memory_args([e.args for e in chosen], ignored)
     values = np.fromiter(chain.from_iterable([_memory_fields(a) for a in args]), np.int64, n * len(MEMORY_FIELDS))
@@ -1001,8 +1019,24 @@ def _thread_id(value: object) -> int | str:
     return value if isinstance(value, (int, str)) and not isinstance(value, bool) else -1
 
 
+def _memory_int(value: object) -> int | None:
+    """A `[memory]` arg as an int64: an int, a float or text holding a whole number ("100",
+    100.0); None for anything else — a fraction (100.5 is no size: not cut to 100), NaN, inf, a
+    bool, null, a list."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 2.0**63 else None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    try:
+        number = int(value)
+    except (ValueError, OverflowError):
+        return None
+    return number if _INT64_MIN <= number <= _INT64_MAX else None
+
+
 def _forgiving_memory_args(raw: msgspec.Raw, ignored: Counter[str]) -> MemoryArgs:
-    """`[memory]` args key by key when the typed decode fails; an unusable key is counted."""
+    """`[memory]` args key by key when the typed decode fails; an unusable key is counted and
+    keeps its default (a size: UNKNOWN_BYTES, never 0; a total: -1, not recorded)."""
     if not raw:
         return _NO_MEMORY_ARGS
     try:
@@ -1015,9 +1049,12 @@ def _forgiving_memory_args(raw: msgspec.Raw, ignored: Counter[str]) -> MemoryArg
         return _NO_MEMORY_ARGS
     values = {}
     for info in msgspec.structs.fields(MemoryArgs):
-        value = _loose_int(loose.get(info.encode_name)) if info.encode_name in loose else info.default
+        if info.encode_name not in loose:
+            values[info.name] = info.default
+            continue
+        value = _memory_int(loose[info.encode_name])
         low, high = _MEMORY_BOUNDS.get(info.name, (_INT64_MIN, _INT64_MAX))
-        if info.encode_name in loose and ((value == -1 and loose[info.encode_name] != -1) or not low <= value <= high):
+        if value is None or not low <= value <= high:
             ignored[info.encode_name] += 1
             value = info.default
         values[info.name] = value

@@ -3,7 +3,10 @@
 torch.profiler(profile_memory=True) records every allocation and free of the caching allocator as
 an instant event on the allocating thread: `Addr`, `Bytes` (negative for a free), `Total
 Allocated` and `Total Reserved` after the event, `Device Type` (c10's enum: 0 CPU, 1 CUDA, 6 HIP)
-and `Device Id`. PyTorch 1.9 wrote only `Bytes` and the device; such events keep -1 elsewhere.
+and `Device Id`. PyTorch 1.9 wrote only `Bytes` and the device; such events keep -1 elsewhere. A
+`Bytes` that cannot be read is `events.UNKNOWN_BYTES` (never 0: the analysis works the size out or
+leaves the event out of its sums, counted), null in memory_events.parquet; an event without a
+usable time is not here (counted at decode).
 
 Attribution is a point-in-interval lookup on the event's thread, vectorised: the host range that
 started last at or before the event, then up the nesting (`HostNesting.parent`, as for kernel
@@ -23,6 +26,7 @@ import pyarrow as pa
 from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
+from kernel_atlas.ingest.events import UNKNOWN_BYTES
 from kernel_atlas.ingest.link import HostNesting, _call_stacks, take
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, by_thread_start_longest_first, first_matching
 from kernel_atlas.store.outputs import dataset_file, write_dataset_file
@@ -45,7 +49,8 @@ EVENT_COLUMNS = (
 # their kinds, as the report's reader checks them (`outputs.load_checked`)
 EVENT_KINDS = {
     **{"device": "string", "ts_us": "time", "op": "string", "module": "string", "call_stack": "string"},
-    **{name: "integer" for name in ("addr", "bytes", "total_allocated", "total_reserved", "step")},
+    **{name: "integer" for name in ("addr", "total_allocated", "total_reserved", "step")},
+    "bytes": "integer or null",  # null: a `Bytes` that could not be read (UNKNOWN_BYTES in memory)
 }
 
 
@@ -168,4 +173,9 @@ def write_memory_events(
     if memory is None or memory.empty:
         return None
     table = pa.Table.from_pandas(memory.drop(columns=["rank"], errors="ignore"), preserve_index=False)
+    sizes = table.column("bytes").to_numpy()
+    unknown = sizes == UNKNOWN_BYTES
+    if unknown.any():  # a size that could not be read is null in the file (a sum over it stays a size)
+        at = table.schema.get_field_index("bytes")
+        table = table.set_column(at, "bytes", pa.array(sizes, type=pa.int64(), mask=unknown))
     return write_dataset_file(table, out, memory_file(rank, stem), run_id)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from rich.console import Console
 
-from kernel_atlas.analysis.memory import BEFORE_WINDOW, MemoryReport, live_by_module
+from kernel_atlas.analysis.memory import BEFORE_WINDOW, MemoryReport, live_by_module, memory_warnings
 from kernel_atlas.report import plot
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
@@ -28,16 +29,21 @@ def peak_line(entry: dict[str, Any], origin_us: float | None = None, several: bo
     where = _where(entry, several)
     if entry.get("peak_allocated_bytes") is None:
         return f"{where}: {entry['note']}; largest rise {fmt_bytes(entry.get('peak_change_bytes'))}"
-    at = "" if origin_us is None else f" at {fmt_us(entry['peak_ts_us'] - origin_us)}"
+    if entry.get("peak_at_start"):  # the level held from the window's start until its first event
+        at = " before the first event"
+    else:
+        at = "" if origin_us is None else f" at {fmt_us(entry['peak_ts_us'] - origin_us)}"
     at += "" if entry.get("peak_step") is None else f" in step {entry['peak_step']}"
     reserved = entry.get("peak_reserved_bytes")
     text = f"{where} peak {fmt_bytes(entry['peak_allocated_bytes'])} allocated{at}"
     text += f", {fmt_bytes(reserved)} reserved" if reserved is not None else ""
-    text += (
-        f"; baseline {fmt_bytes(entry['baseline_bytes'])}, live at the peak {fmt_bytes(entry['live_at_peak_bytes'])}"
-    )
-    never = entry["never_freed"]
-    if never["blocks"]:
+    if entry.get("baseline_bytes") is None:
+        text += f"; baseline unknown ({entry.get('baseline_note') or 'not recorded'})"
+    else:
+        text += f"; baseline {fmt_bytes(entry['baseline_bytes'])}"
+    text += f", live at the peak {fmt_bytes(entry['live_at_peak_bytes'])}"
+    never = entry.get("never_freed")  # null: no addresses, so unknown
+    if never and never["blocks"]:
         text += f"; {never['blocks']:,} blocks ({fmt_bytes(never['bytes'])}) never freed in the window"
     return text
 
@@ -65,10 +71,34 @@ def brief_memory_lines(entries: list[dict[str, Any]] | None, shown: int = 2) -> 
     return lines
 
 
+_OTHERS = re.compile(r"\((\d+) others\)")
+
+
+def shown_holders(holders: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
+    """At most `top` holders: past it, the first `top` − 1 and the rest in one row `(N others)`
+    (N counts the holders folded into the analysis's own `(N others)` row too), so that the rows
+    shown still sum to what the list sums to."""
+    if len(holders) <= top:
+        return holders
+    kept, rest = holders[: top - 1], holders[top - 1 :]
+    folded = 0
+    for holder in rest:
+        others = _OTHERS.fullmatch(holder["name"])
+        folded += int(others.group(1)) if others else 1
+    pcts = [h["pct"] for h in rest]
+    other = {
+        "name": f"({folded} others)",
+        "bytes": sum(h["bytes"] for h in rest),
+        "blocks": sum(h["blocks"] or 0 for h in rest),
+        "pct": None if None in pcts else sum(pcts),
+    }
+    return [*kept, other]
+
+
 def _holder_rows(holders: list[dict[str, Any]], top: int) -> list[list[str]]:
     return [
         [fmt_bytes(h["bytes"]), fmt_pct(h["pct"]), "–" if h["blocks"] is None else f"{h['blocks']:,}", h["name"]]
-        for h in holders[:top]
+        for h in shown_holders(holders, top)
     ]
 
 
@@ -90,7 +120,7 @@ def print_memory(console: Console, entries: list[dict[str, Any]] | None, top: in
     for entry in gpus if wide else gpus[:_HOLDER_TABLES]:
         title = f"What holds the peak of {_where(entry, several)}, by nn.Module"
         print_table(console, HOLDER_COLUMNS, _holder_rows(entry["holders"]["module"], top), title, wide)
-        by_op = ", ".join(f"{h['name']} {fmt_bytes(h['bytes'])}" for h in entry["holders"]["op"][:4])
+        by_op = ", ".join(f"{h['name']} {fmt_bytes(h['bytes'])}" for h in shown_holders(entry["holders"]["op"], 4))
         console.print(esc(f"by op: {by_op}"), highlight=False)
         for line in _slack_and_steps(entry):
             console.print(esc(line), highlight=False)
@@ -195,6 +225,10 @@ def memory_html(memory: MemoryReport | None) -> str:
             f"<p>The {len(shown)} devices with the highest allocated peaks of {len(entries):,}, "
             f"{len(drawn)} of them drawn; every device is in report.json <code>memory</code>.</p>"
         )
+    warned = memory_warnings(entries, memory.left_out, memory.oversized)  # as report.json's memory_warnings
+    if warned:
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in warned)
+        parts.append(f"<div class='memory-warnings'><p>What these numbers cannot say:</p><ul>{items}</ul></div>")
     for n, entry in enumerate(entries):
         if n not in shown:
             continue

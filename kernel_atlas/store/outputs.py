@@ -763,7 +763,8 @@ def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atla
     """A table `atlas ingest` writes beside the kernels (host or memory events) read and checked
     as its readers rely on it, every refusal one line: each of `columns` present, of its kind
     ("string", "integer", "float"; a time "time": a float with no null, NaN or value beyond
-    2^53 µs), integer columns without nulls. `by`: the command that writes it."""
+    2^53 µs; "integer or null": an integer column whose nulls say "unknown"), integer columns
+    otherwise without nulls. `by`: the command that writes it."""
     table = load_table(path)
     missing = [name for name in columns if name not in table.column_names]
     if missing:
@@ -771,7 +772,8 @@ def load_checked(path: Path, columns: dict[str, str], what: str, by: str = "atla
     _refuse_credentials(path, table)
     for name, kind in columns.items():
         column = table.column(name)
-        _check_kind(path, name, _family(column.type), "float" if kind == "time" else kind)
+        expected = {"time": "float", "integer or null": "integer"}.get(kind, kind)
+        _check_kind(path, name, _family(column.type), expected)
         if kind in ("integer", "time") and column.null_count:
             raise AtlasError(path, f"{column.null_count} rows without a {name}, which `{by}` never writes")
         if kind == "time":

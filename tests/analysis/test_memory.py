@@ -290,8 +290,11 @@ def test_odd_instants_cost_nothing(tmp_path: Path) -> None:
         {**MEMORY[1], "args": {**MEMORY[1]["args"], "Addr": 2**70}},  # beyond int64: the address alone is lost
         {**MEMORY[2], "args": [1]},  # args not an object
     ]
+    from kernel_atlas.ingest.events import UNKNOWN_BYTES
+
     part = decode_slice(json.dumps([*RANGES, *odd]).encode())
-    assert part.memory["bytes"].tolist() == [200, 0] and part.memory["addr"].tolist() == [-1, -1]
+    # args not an object: the size is unknown, not 0 (a size of 0 had been analysed as real)
+    assert part.memory["bytes"].tolist() == [200, UNKNOWN_BYTES] and part.memory["addr"].tolist() == [-1, -1]
     assert part.ignored == {"memory events without a ts": 1, "Addr": 1, "args": 1}
     assert len(part.ts) == len(RANGES)  # the host ranges of the slice are all there
 
@@ -378,8 +381,9 @@ def test_allocation_columns_become_sorted_categoricals_of_the_values_used() -> N
 
 def test_sizes_no_allocator_writes_cost_their_field(tmp_path: Path) -> None:
     """`Bytes` beyond ±2^48 (2^63 − 1 wrapped the report's sums into a holder of 3·10^20 %) and
-    totals beyond 2^48 or below -1 are ignored, counted; 2^47 is kept."""
-    from kernel_atlas.ingest.events import decode_slice
+    totals beyond 2^48 or below -1 are ignored, counted; 2^47 is kept. An ignored size is unknown
+    (UNKNOWN_BYTES), not 0: a 0 had been analysed as a real size."""
+    from kernel_atlas.ingest.events import UNKNOWN_BYTES, decode_slice
 
     odd = [
         {**MEMORY[0], "args": {**MEMORY[0]["args"], "Bytes": 2**63 - 1}},
@@ -388,7 +392,7 @@ def test_sizes_no_allocator_writes_cost_their_field(tmp_path: Path) -> None:
         {**MEMORY[5], "args": {**MEMORY[5]["args"], "Total Allocated": 2**48}},
     ]
     part = decode_slice(json.dumps(odd).encode())
-    assert part.memory["bytes"].tolist() == [0, 0, 2**47, 50]
+    assert part.memory["bytes"].tolist() == [UNKNOWN_BYTES, UNKNOWN_BYTES, 2**47, 50]
     assert part.memory["total_allocated"].tolist() == [1100, -1, 1200, 2**48]
     assert part.memory["total_reserved"].tolist() == [2048, 2048, -1, 2048]
     assert part.ignored == {"Bytes": 2, "Total Allocated": 1, "Total Reserved": 1}
