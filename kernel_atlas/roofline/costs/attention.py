@@ -569,7 +569,7 @@ def _new_tokens_attention(
     bound = ""
     if reach is not None and sq * (reach - 0.5 if mask.causal else reach) < pairs:
         pairs = sq * (reach - 0.5 if mask.causal else reach)
-        bound = f"; sliding window of W = {reach}: ≤ Σsq·W pairs, an upper bound"
+        bound = f"; sliding window of W = {reach}: ≤ Σsq·W pairs — an estimate, an upper bound"
     said = mask.said or " (no mask argument read: causal assumed)"
     q_o = 2.0 * sq * h_q * d * q.itemsize
     k_v = 2.0 * sq * h_kv * d * kv.itemsize
