@@ -114,8 +114,10 @@ def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
 # worked out; one that could not be read and stays unknown
 REPEAT, SIZE_WORKED_OUT, SIZE_UNKNOWN = "repeat", "size_worked_out", "size_unknown"
 # what makes two events one event written twice (the attribution follows from the thread and time)
-_REPEAT_KEY = ("device", "ts_us", "addr", "bytes", "total_allocated", "total_reserved", "op", "module", "call_stack")
-_REPEAT_KEY += ("step",)
+_REPEAT_KEY = (
+    *("device", "ts_us", "addr", "bytes", "total_allocated", "total_reserved"),
+    *("op", "module", "call_stack", "step"),
+)
 
 
 def _repeats(events: pd.DataFrame) -> np.ndarray:
@@ -196,16 +198,6 @@ def prepare_events(events: pd.DataFrame) -> pd.DataFrame:
     events["bytes"] = nbytes
     events[REPEAT], events[SIZE_WORKED_OUT], events[SIZE_UNKNOWN] = repeat, worked_out, unknown & ~repeat
     return events
-
-
-def _flag(events: pd.DataFrame, column: str) -> np.ndarray:
-    """A `prepare_events` column (all False for events not prepared; there an unreadable size is
-    still UNKNOWN_BYTES)."""
-    if column in events:
-        return events[column].to_numpy(bool)
-    if column == SIZE_UNKNOWN:
-        return events["bytes"].to_numpy() == UNKNOWN_BYTES
-    return np.zeros(len(events), dtype=bool)
 
 
 def size_classes() -> list[tuple[str, float]]:
@@ -333,14 +325,14 @@ def device_summary(
     events: pd.DataFrame, allocations: pd.DataFrame, device: str, top: int | None = TOP
 ) -> dict[str, Any]:
     """report.json's entry of one device (see docs/memory.md); `events` as `prepare_events`
-    makes them (repeats left out, unreadable sizes known or flagged)."""
+    makes them (repeats left out, unreadable sizes worked out or 0 and flagged)."""
     rows = np.flatnonzero((events["device"] == device).to_numpy())
-    repeat = _flag(events, REPEAT)[rows]
+    repeat = events[REPEAT].to_numpy(bool)[rows]
     rows = rows[~repeat]
-    worked_out, unknown = _flag(events, SIZE_WORKED_OUT)[rows], _flag(events, SIZE_UNKNOWN)[rows]
+    worked_out, unknown = events[SIZE_WORKED_OUT].to_numpy(bool)[rows], events[SIZE_UNKNOWN].to_numpy(bool)[rows]
     ev = events.iloc[rows]
     allocated, reserved = ev["total_allocated"].to_numpy(), ev["total_reserved"].to_numpy()
-    ts, nbytes = ev["ts_us"].to_numpy(), np.where(unknown, 0, ev["bytes"].to_numpy())
+    ts, nbytes = ev["ts_us"].to_numpy(), ev["bytes"].to_numpy()  # an unknown size is 0 (`prepare_events`)
     has_addr = ev["addr"].to_numpy() >= 0
     mine = allocations[(allocations["device"] == device).to_numpy()]
     entry: dict[str, Any] = {
@@ -654,13 +646,14 @@ def live_by_module(
     """Bytes live after each event of `device` per holder — the `top` modules at the peak, the
     others together, what was allocated before the window — for the events within `half_window`
     of the peak (all of them when fewer). Rows sum to `total_allocated` where the totals are the
-    running sum of the events. Columns: `ts_us`, `total_allocated`, `total_reserved`, the holders."""
-    rows = np.flatnonzero((events["device"] == device).to_numpy() & ~_flag(events, REPEAT))
+    running sum of the events. Columns: `ts_us`, `total_allocated`, `total_reserved`, the holders.
+    `events` as `prepare_events` makes them."""
+    rows = np.flatnonzero((events["device"] == device).to_numpy() & ~events[REPEAT].to_numpy(bool))
     allocated = events["total_allocated"].to_numpy()[rows]
     if len(rows) == 0 or (allocated < 0).all():
         return pd.DataFrame()
-    unknown = _flag(events, SIZE_UNKNOWN)[rows]
-    sizes = np.where(unknown, 0, events["bytes"].to_numpy()[rows])
+    unknown = events[SIZE_UNKNOWN].to_numpy(bool)[rows]
+    sizes = events["bytes"].to_numpy()[rows]  # an unknown size is 0 (`prepare_events`)
     peak = int(np.argmax(allocated))
     lo, hi = max(peak - half_window, 0), min(peak + half_window + 1, len(rows))
     mine = allocations[(allocations["device"] == device).to_numpy()]

@@ -350,6 +350,7 @@ def test_devices_beyond_the_limit_are_left_out_and_said(ingested_run: Path, monk
     (events,) = _events(ingested_run).values()
     events = events.reset_index(drop=True)
     events["device"] = events["device"].astype("category")
+    events = memory_analysis.prepare_events(events)
     allocations = pair_allocations(events)
     # cuda:0 peaks at 1650 bytes, the host at 16: with room for one device, cuda:0 is kept
     entries, left_out = memory_analysis.memory_summary(events, allocations, limit=1)
