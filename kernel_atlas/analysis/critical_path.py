@@ -770,7 +770,8 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
     known = last >= 0
     last_row = l_rows[np.maximum(last, 0)] if len(l_rows) else np.zeros(len(calls), np.int64)
     # released by: the last to end on the call's device (any device where its thread launched nothing)
-    src = _ended_last(dev, end, np.where(known, dev[last_row], 0), c_stop)
+    by_stream = np.lexsort((end, key))  # the activities by stream, then end (`_ended_last`)
+    src = _ended_last(dev, end, np.lexsort((end, dev)), np.where(known, dev[last_row], 0), c_stop)
     order = np.argsort(end, kind="stable")
     anywhere = np.searchsorted(end[order], c_stop, side="right") - 1
     src[~known] = np.where(anywhere[~known] >= 0, order[np.maximum(anywhere[~known], 0)], -1)
@@ -785,7 +786,7 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
     mine = (pos >= 0) & streamed[np.maximum(pos, 0)]
     pairs = pd.DataFrame({"call": pos[mine], "key": key[l_rows[mine]]}).drop_duplicates()
     p_call, p_key = pairs["call"].to_numpy(), pairs["key"].to_numpy()
-    p_src = _ended_last(key, end, p_key, c_stop[p_call])
+    p_src = _ended_last(key, end, by_stream, p_key, c_stop[p_call])
     ok = p_src >= 0
     p_call, p_src = p_call[ok], p_src[ok]
     by_end = np.lexsort((end[p_src], p_call))
@@ -793,7 +794,7 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
     final = np.r_[p_call[1:] != p_call[:-1], True] if len(p_call) else np.zeros(0, bool)
     src[p_call[final]] = p_src[final]
     # a tie: the last to end on the stream the thread launched onto last
-    own = np.where(known, _ended_last(key, end, key[last_row], c_stop), -1)
+    own = np.where(known, _ended_last(key, end, by_stream, key[last_row], c_stop), -1)
     src_end = np.where(src >= 0, end[np.maximum(src, 0)], -np.inf)
     own_end = np.where(own >= 0, end[np.maximum(own, 0)], -np.inf)
     tie = (own >= 0) & (own_end >= src_end - RELEASE_TIE_US) & (own_end >= c_ts)
@@ -803,30 +804,33 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
     event = gpu["event"].to_numpy()
     edges.add(2 * event[src[ok]] + 1, 2 * calls[ok] + 1, 0.0, SYNC, -1)
     device_syncs = ~streamed & name_mask(names, _DEVICE_SYNC.match)
-    _device_sync_edges(gpu, host, calls[device_syncs], np.where(known, dev[last_row], -1)[device_syncs], edges)
+    devices = np.where(known, dev[last_row], -1)[device_syncs]
+    _device_sync_edges(gpu, host, calls[device_syncs], devices, order, edges)
 
 
-def _ended_last(keys: np.ndarray, end: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+def _ended_last(keys: np.ndarray, end: np.ndarray, order: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Per query (`key`, `t`): the activity of that key (a device, a stream) that ended last by
-    `t` (-1: none)."""
-    order = np.lexsort((end, keys))
+    `t` (-1: none). `order`: the activities by `keys`, then `end`."""
     hit = _last_before(keys[order], end[order], key, t)
     return np.where(hit >= 0, order[np.maximum(hit, 0)], -1)
 
 
 def _device_sync_edges(
-    gpu: pd.DataFrame, host: pd.DataFrame, device_syncs: np.ndarray, devices: np.ndarray, edges: _Edges
+    gpu: pd.DataFrame,
+    host: pd.DataFrame,
+    device_syncs: np.ndarray,
+    devices: np.ndarray,
+    order: np.ndarray,
+    edges: _Edges,
 ) -> None:
     """A device synchronisation waits for every stream of its device (`devices`: the one its
     thread launched on last, -1 where it launched nothing: every device), not only the activity
     that happened to end last: it is also released by each stream's last activity ending while it
     ran, so that a what-if speeding that one up still waits for the others (it let the call
-    return before a kernel on another stream ended)."""
+    return before a kernel on another stream ended). `order`: the activities by end."""
     if len(device_syncs) == 0:
         return
-    end = gpu["end_us"].to_numpy()
-    order = np.argsort(end, kind="stable")
-    ends = end[order]
+    ends = gpu["end_us"].to_numpy()[order]
     dev = gpu["device"].to_numpy(np.int64)[order]
     key = dev * (1 << 32) + gpu["stream"].to_numpy(np.int64)[order]
     event = gpu["event"].to_numpy()[order]
