@@ -202,16 +202,15 @@ def side_of(run: Run, per_step: bool = False) -> Side:
     steps = steps_by_rank(run.summary)
     parts, outside = [], 0.0
     for rank in run.ranks or [None]:
-        count = len(set().union(*steps.values())) if rank is None else len(steps.get(rank, ()))
-        if count == 0:
+        kept = set().union(*steps.values()) if rank is None else steps.get(rank, set())
+        if not kept:
             where = f"rank {rank}" if rank is not None and len(run.ranks) > 1 else "it"
             raise AtlasError(run.out_dir, f"{where} records no profiler steps: --per-step needs ProfilerStep ranges")
         kernels = run.kernels(rank)
-        kept = set().union(*steps.values()) if rank is None else steps.get(rank, set())
         inside = kernels["step"].isin(kept).to_numpy(bool)
         outside += float(kernels.loc[~inside, "dur_us"].sum())
         part = _activities(kernels[inside])
-        part["us"] = part["us"] / count
+        part["us"] = part["us"] / len(kept)
         parts.append(part)
     window = replace(window, per_step=True, outside_steps_us=outside)
     return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
