@@ -237,6 +237,8 @@ def display_name(name: str) -> str:
     generic launch wrappers (`cutlass::Kernel2<cutlass_80_tensorop_…>`,
     `vectorized_elementwise_kernel<CUDAFunctor_add>`)."""
     base = base_name(name)
+    if not base.strip():  # a name of template arguments or a parenthesis only: shown whole, not blank
+        return name
     if not base.rsplit("::", 1)[-1].endswith(_GENERIC_BASES):
         return base
     for arg in _template_args(name.replace(_ANON, "anon")):

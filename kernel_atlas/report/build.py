@@ -125,14 +125,19 @@ def _names(text: object) -> list[str | None]:
     return [str(n) for n in names] if isinstance(names, list) and names else [None]
 
 
-def _other_gpus(summary: dict[str, Any], device: Device | None) -> list[str]:
-    """GPUs of the run's traces whose peaks are not `device`'s (ranks of different machines, or
-    traces of different runs ingested together), each name once."""
+def _other_gpus(summary: dict[str, Any], traced: Device | None, traced_name: str | None) -> list[str]:
+    """GPUs of the run's traces other than the one its first trace ran on (`traced`, the catalog
+    entry of `traced_name`): ranks of different machines, or traces of different runs ingested
+    together, each name once. A projection (`--device`) is not one: the traced GPU is said apart."""
     names: dict[str, None] = {}
     for trace in summary.get("traces", []):
         for gpu in trace.get("gpus", []):
             matched = match_device(gpu.get("name"), gpu.get("numSms"))
-            if (matched.key if matched else None) != (device.key if device else None):
+            if traced is not None or matched is not None:
+                other = (matched.key if matched else None) != (traced.key if traced else None)
+            else:  # neither in the catalog: told apart by name
+                other = gpu.get("name") != traced_name
+            if other:
                 names[str(gpu.get("name"))] = None
     return list(names)
 
@@ -225,7 +230,8 @@ def _build_report(
             analysis.roofline = merge_replay(analysis.roofline, replay)
         job.roofline_ready(analysis.roofline)
         analysis.facts["traced_gpu"] = gpu_name
-        analysis.facts["other_gpus"] = _other_gpus(summary, device)  # costed against `device`'s peaks all the same
+        # costed against `device`'s peaks all the same
+        analysis.facts["other_gpus"] = _other_gpus(summary, match_device(gpu_name, sms), gpu_name)
         analysis.facts["shared_ranks"] = _shared_ranks(summary)
         analysis.facts["ranks_missing"] = ranks_missing(summary, ranks)
         analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)

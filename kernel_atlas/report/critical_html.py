@@ -72,7 +72,7 @@ def critical_path_figure(picture: PathPicture, facts: dict[str, Any]) -> Figure:
     path = {"type": "scatter", "x": mid, "y": lanes, "mode": "lines", "name": "path"}
     data.append({**path, "line": {"width": 1, "color": "black"}})
     shown = f"; the {len(drawn):,} longest of {picture.segments:,} segments" if len(drawn) < picture.segments else ""
-    window = trim(str(facts.get("window", {}).get("name", "")), 60)
+    window = label(trim(str(facts.get("window", {}).get("name", "")), 60))  # trace text, shown as written
     layout = {
         "title": title(f"Critical path of {window} ({fmt_us(facts.get('total_us'))}, ms from its start{shown})"),
         "barmode": "overlay",

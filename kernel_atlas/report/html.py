@@ -38,7 +38,10 @@ from kernel_atlas.report.units import (
     fmt_signed_us,
     fmt_tflops,
     fmt_us,
+    no_peaks_line,
+    other_gpus_line,
     peaks_line,
+    projection_note,
     shared_rank_line,
 )
 from kernel_atlas.report.waits_view import waits_html
@@ -60,10 +63,28 @@ def _stack_hint(call_stack: object, frames: int = 6) -> str:
     if not isinstance(call_stack, str) or not call_stack:
         return ""
     parts = call_stack.split(" <- ")[1 : frames + 1]
-    return "<br>".join(html.escape(_short(p, 90)) for p in parts)
+    # frames and ops as the terminal shows them (`linear.py(124): forward`): the kernel-name
+    # shortener would cut a frame at its `(` and blank `<built-in function linear>`
+    return "<br>".join(html.escape(trim(p, 90)) for p in parts)
 
 
 MAX_ROOFLINE_POINTS = 5_000  # points of the roofline figure (each ~350 bytes of page); the file has all
+
+
+def _estimated(rows: pd.DataFrame) -> np.ndarray:
+    """Rows whose cost is an estimate (roofline.parquet `estimate`), as booleans."""
+    if "estimate" not in rows:
+        return np.zeros(len(rows), dtype=bool)
+    return rows["estimate"].fillna(False).to_numpy(dtype=bool)
+
+
+def _assumed(row: object) -> str:
+    """What an estimated row's cost assumed: its formula names it (docs/costs.md), else its note."""
+    for field_name in ("formula", "note"):
+        text = getattr(row, field_name, None)
+        if isinstance(text, str) and text:
+            return text
+    return "what the trace did not record"
 
 
 def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
@@ -76,6 +97,7 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
     data = []
     for category, group in points.groupby("category", sort=True):
         size = np.sqrt(group["op_time_us"].to_numpy() / max(points["op_time_us"].max(), 1e-9)) * 40 + 6
+        estimated = _estimated(group)
         hover = [
             f"<b>{html.escape(_short(r.name))}</b><br>{html.escape(str(r.launcher))}"
             f"<br>shapes {html.escape(str(r.input_dims))}"
@@ -83,8 +105,9 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
             f"<br>{fmt_tflops(r.achieved_tflops)}, {fmt_gbps(r.achieved_gbps)}"
             f"<br>SOL {fmt_pct(r.sol_pct)} ({r.bound if isinstance(r.bound, str) else '–'}), "
             f"headroom {fmt_us(r.headroom_us)}"
-            f"<br><i>{_stack_hint(r.call_stack)}</i>"
-            for r in group.itertuples(index=False)
+            + (f"<br><b>estimate</b>: {html.escape(trim(_assumed(r), 120))}" if guess else "")
+            + f"<br><i>{_stack_hint(r.call_stack)}</i>"
+            for r, guess in zip(group.itertuples(index=False), estimated, strict=True)
         ]
         data.append(
             {
@@ -93,7 +116,12 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
                 "y": values(group["achieved_tflops"]),
                 "mode": "markers",
                 "name": label(category),
-                "marker": {"size": size, "opacity": 0.75},
+                # an open marker: a cost that stands on what the trace did not record
+                "marker": {
+                    "size": size,
+                    "opacity": 0.75,
+                    "symbol": np.where(estimated, "circle-open", "circle").tolist(),
+                },
                 "text": hover,
                 "hovertemplate": "%{text}<extra></extra>",
             }
@@ -118,17 +146,21 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
                 }
             )
     if device is not None and len(points):
-        lo = max(points["intensity"].min() / 4, 1e-3)
-        hi = max(points["intensity"].max() * 4, 10.0)
-        x = np.logspace(np.log10(lo), np.log10(hi), 200)
         bw_tflops = device.memory_gbps / 1e3
-        for roof, peak in sorted(
-            {(p, v) for p, v in device.tensor.items()} | {(p + " vector", v) for p, v in device.vector.items()}
-        ):
-            if roof not in ("bf16", "fp8", "fp32 vector", "tf32", "fp16") or (
-                roof == "fp16" and "bf16" in device.tensor
-            ):
-                continue
+        roofs = [
+            (roof, peak)
+            for roof, peak in sorted(
+                {(p, v) for p, v in device.tensor.items()} | {(p + " vector", v) for p, v in device.vector.items()}
+            )
+            if roof in ("bf16", "fp8", "fp32 vector", "tf32", "fp16")
+            and not (roof == "fp16" and "bf16" in device.tensor)
+        ]
+        # from below the points to past the points and every roof's ridge: each roof's flat part,
+        # at the peak its legend names, is drawn however low the points' intensities are
+        lo = max(points["intensity"].min() / 4, 1e-3)
+        hi = max(points["intensity"].max() * 4, max((peak / bw_tflops for _, peak in roofs), default=0.0) * 4, 10.0)
+        x = np.logspace(np.log10(lo), np.log10(hi), 200)
+        for roof, peak in roofs:
             data.append(
                 {
                     "type": "scatter",
@@ -154,6 +186,14 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
             }
         )
     heading = f"Roofline — {device.name if device else 'no device peaks'}"
+    if device is not None and projection_note(analysis.facts):
+        heading += f" ({label(projection_note(analysis.facts))})"
+    guessed = int(_estimated(points).sum())
+    if guessed:
+        heading += (
+            f"<br><sup>open markers: {guessed:,} estimated costs (standing on what the trace did not "
+            "record: the hover says what was assumed)</sup>"
+        )
     if plotted > len(points):
         heading += (
             f"<br><sup>the {len(points):,} kernel groups with the most time of {plotted:,} "
@@ -564,8 +604,19 @@ def _summary_section(page: Page) -> str:
     items = [f"<li>{html.escape(device_time_line(d))}</li>" for d in devices[:MAX_DEVICE_LINES]]
     if len(devices) > MAX_DEVICE_LINES:
         items.append(f"<li>… and {len(devices) - MAX_DEVICE_LINES:,} more devices (report.json `devices`)</li>")
-    if page.device is not None:
-        items.insert(0, f"<li>peaks of {html.escape(peaks_line(page.device))}</li>")
+    # whose peaks the roofline, SOL and headroom stand on, as the terminal says it
+    if page.device is None:
+        head = [f"<li><b>{html.escape(no_peaks_line(facts.get('traced_gpu')))}</b>: no roofline, SOL or headroom</li>"]
+    else:
+        projection = projection_note(facts)
+        head = [
+            f"<li>peaks of {html.escape(peaks_line(page.device))}"
+            + (f" <b>({html.escape(projection)})</b>" if projection else "")
+            + "</li>"
+        ]
+        if other_gpus_line(facts):
+            head.append(f"<li><b>{html.escape(other_gpus_line(facts))}</b></li>")
+    items = head + items
     items.append(f"<li>GPU time (all activities, overlaps counted in full) {fmt_us(facts['gpu_time_us'])}</li>")
     items += [f"<li><b>{html.escape(shared_rank_line(shared))}</b></li>" for shared in facts.get("shared_ranks", [])]
     trust = "".join(f"<p><b>{html.escape(line)}</b></p>" for line in trust_lines(facts.get("trust")))

@@ -37,7 +37,10 @@ from kernel_atlas.report.units import (
     fmt_shapes,
     fmt_signed_us,
     fmt_us,
+    no_peaks_line,
+    other_gpus_line,
     peaks_line,
+    projection_note,
     shared_rank_line,
 )
 from kernel_atlas.report.waits_view import print_waits
@@ -225,25 +228,17 @@ def _trust_section(console: Console, report: Report, view: ReportView) -> None:
 
 def _device_section(console: Console, report: Report, view: ReportView) -> None:
     device = report.device
+    facts = report.analysis.facts
     if device is None:
-        gpu = esc(repr(report.traced_gpu))
-        if report.traced_gpu is None:  # an export that names no GPU (an nsys slice without TARGET_INFO_GPU)
-            _text(console, "[yellow]the trace names no GPU: pass --device for peaks[/]")
-        else:
-            _text(console, f"[yellow]GPU {gpu} is not in catalogs/devices.toml: pass --device for peaks[/]")
+        _text(console, f"[yellow]{esc(no_peaks_line(report.traced_gpu))}[/]")
         _shared_rank_lines(console, report)
         return
-    projected = ""
-    if report.analysis.facts.get("projection"):
-        projected = f" [bold yellow](projection: the trace ran on {esc(report.traced_gpu)})[/]"
+    projection = projection_note(facts)
+    projected = f" [bold yellow]({esc(projection)})[/]" if projection else ""
     _text(console, f"[bold]device[/] {esc(peaks_line(device))}{projected}")
-    others = report.analysis.facts.get("other_gpus")
+    others = other_gpus_line(facts)
     if others:
-        _text(
-            console,
-            f"[yellow]some traces ran on another GPU ({esc(', '.join(others))}): their kernels are costed "
-            "against these peaks all the same — report them apart[/]",
-        )
+        _text(console, f"[yellow]{esc(others)}[/]")
     _shared_rank_lines(console, report)
 
 

@@ -158,6 +158,29 @@ def peaks_line(device: Any) -> str:
     return f"{device.name}: {fmt_gbps(device.memory_gbps)}" + (f", bf16 {fmt_tflops(bf16)}" if bf16 else "")
 
 
+def no_peaks_line(traced_gpu: str | None) -> str:
+    """Why a report has no roofline position: the GPU it names has no catalog entry, or it names none."""
+    if traced_gpu is None:  # an export that names no GPU (an nsys slice without TARGET_INFO_GPU)
+        return "the trace names no GPU: pass --device for peaks"
+    return f"GPU {traced_gpu!r} is not in catalogs/devices.toml: pass --device for peaks"
+
+
+def projection_note(facts: dict[str, Any]) -> str:
+    """`projection: the trace ran on X` where the peaks are another GPU's (`--device`), else ''."""
+    return f"projection: the trace ran on {facts.get('traced_gpu')}" if facts.get("projection") else ""
+
+
+def other_gpus_line(facts: dict[str, Any]) -> str:
+    """The run's traces of other GPUs than the one whose peaks cost them, else ''."""
+    others = facts.get("other_gpus")
+    if not others:
+        return ""
+    return (
+        f"some traces ran on another GPU ({', '.join(map(str, others))}): their kernels are costed "
+        "against these peaks all the same — report them apart"
+    )
+
+
 def fmt_bytes(n: Any) -> str:
     """A size in bytes with a binary unit: `512 B`, `1.50 KiB`, `96.6 MiB`, `141.39 GiB`."""
     if _missing(n):
