@@ -277,6 +277,9 @@ def _fold_small_kernels(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return pd.concat([top.assign(other=False), others.assign(other=True)], ignore_index=True), len(rest)
 
 
+HOVER_NAME_CHARS = 400  # a kernel's name (and shapes) in a bar's hover: whole but for pathological lengths
+
+
 def top_kernels_figure(analysis: Analysis, top: int = 20) -> Figure:
     share = analysis.timeshare[analysis.timeshare["level"] == "kernel"].head(top).iloc[::-1]
     bar = {
@@ -285,7 +288,9 @@ def top_kernels_figure(analysis: Analysis, top: int = 20) -> Figure:
         "y": [f"{len(share) - i}. {label(_short(key, 60))}" for i, key in enumerate(share["key"])],
         "orientation": "h",
         "text": [f"{p:.1f}%" if p == p else "–" for p in share["pct"]],  # NaN: no GPU time to share
-        "hovertemplate": "%{y}<br>%{x:.1f} µs<extra></extra>",
+        # the hover names the kernel whole: two kernels can share a cut label (template arguments apart)
+        "customdata": [label(trim(str(key), HOVER_NAME_CHARS)) for key in share["key"]],
+        "hovertemplate": "%{customdata}<br>%{x:.1f} µs<extra></extra>",
     }
     layout = {
         "title": title(f"Top {len(share)} kernels by GPU time"),
@@ -308,7 +313,8 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> Figure:
         "y": labels,
         "orientation": "h",
         "text": [f"SOL {fmt_pct(p, 0)}" for p in rows["sol_pct"]],
-        "hovertemplate": "%{y}<br>headroom %{x:.1f} µs<extra></extra>",
+        "customdata": [label(trim(f"{r.name} {r.input_dims}", HOVER_NAME_CHARS)) for r in rows.itertuples(index=False)],
+        "hovertemplate": "%{customdata}<br>headroom %{x:.1f} µs<extra></extra>",
     }
     layout = {
         "title": title("Headroom: time above the roofline-attainable time"),
@@ -357,8 +363,11 @@ def module_figure(modules: pd.DataFrame, ranks: int = 1) -> Figure:
         "hovertemplate": "%{customdata[0]}<br>%{value:.1f} µs, %{percentRoot:.1%} of GPU time<extra></extra>",
         "maxdepth": 3,
     }
-    covered = 100 * (1 - own.get(NO_MODULE, 0.0) / total)
-    heading = f"GPU time by nn.Module ({covered:.0f}% of GPU time inside a module{_summed(ranks)})"
+    if own.sum() > 0:
+        covered = 100 * (1 - own.get(NO_MODULE, 0.0) / total)
+        heading = f"GPU time by nn.Module ({covered:.0f}% of GPU time inside a module{_summed(ranks)})"
+    else:  # a share of nothing is no share
+        heading = f"GPU time by nn.Module (no GPU time{_summed(ranks)})"
     if folded:
         heading += f"; {folded:,} paths deeper than {MODULE_LEVELS} levels drawn at level {MODULE_LEVELS}"
     return figure([tree], {"title": title(heading), "height": 600})

@@ -170,3 +170,35 @@ def test_the_page_says_the_gpu_has_no_peaks(tmp_path: Path) -> None:
     summary = _summary_of_page(tmp_path / "run" / "report.html")
     assert re.search(r"GPU &#x27;Tesla V100-DGXS-32GB&#x27; is not in catalogs/devices.toml", summary)
     assert "no roofline, SOL or headroom" in summary
+
+
+def test_two_kernels_cut_alike_are_told_apart_in_the_hover() -> None:
+    from kernel_atlas.report.html import top_kernels_figure
+
+    stem = "cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_"
+    timeshare = pd.DataFrame(
+        {
+            "level": ["kernel", "kernel"],
+            "key": [stem + "128x64_64x3_tn_align8>(Params)", stem + "64x64_64x4_tn_align8>(Params)"],
+            "total_us": [399.136, 6.879],
+            "pct": [98.3, 1.7],
+        }
+    )
+    bar = top_kernels_figure(SimpleNamespace(timeshare=timeshare))["data"][0]  # type: ignore[arg-type]
+    assert "%{customdata}" in bar["hovertemplate"]
+    # bars bottom-up: the second kernel first
+    assert bar["customdata"] == [
+        "cutlass::Kernel2&lt;cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_64x4_tn_align8&gt;(Params)",
+        "cutlass::Kernel2&lt;cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_128x64_64x3_tn_align8&gt;(Params)",
+    ]
+
+
+def test_a_run_without_gpu_time_has_no_share_inside_modules() -> None:
+    from kernel_atlas.analysis.views import NO_MODULE
+    from kernel_atlas.report.html import module_figure
+
+    empty = module_figure(pd.DataFrame({"module": pd.Series([], dtype=object), "dur_us": pd.Series([], dtype=float)}))
+    assert empty["layout"]["title"]["text"] == "GPU time by nn.Module (no GPU time)"
+    # 65 µs in modules of 85 µs: 76 %
+    some = module_figure(pd.DataFrame({"module": ["Net_0.Linear_1", NO_MODULE], "dur_us": [65.0, 20.0]}), ranks=2)
+    assert some["layout"]["title"]["text"] == "GPU time by nn.Module (76% of GPU time inside a module, 2 ranks summed)"
