@@ -141,7 +141,14 @@ def headroom_findings(roofline: pd.DataFrame, weighed: set[tuple[str, str]] | No
     return found
 
 
-def launch_findings(candidates: pd.DataFrame) -> list[Finding]:
+def graph_word(runtimes: list[str]) -> str:
+    """What a graph of the run's runtime is called: `HIP` where every trace is ROCm's, `CUDA/HIP`
+    where the run mixes them, else `CUDA`."""
+    known = {r for r in runtimes if r in ("cuda", "rocm")}
+    return "HIP" if known == {"rocm"} else "CUDA/HIP" if len(known) > 1 else "CUDA"
+
+
+def launch_findings(candidates: pd.DataFrame, graph: str = "CUDA") -> list[Finding]:
     """Stretches of short kernels a CUDA graph would run without the waits between them. The waits
     are one stream's: while another stream keeps the device busy they hold nothing up, so the
     saving is at most the time the device was idle during them (graph_candidates'
@@ -158,7 +165,7 @@ def launch_findings(candidates: pd.DataFrame) -> list[Finding]:
         capped = f"; {_us(saving)} of them while the device was idle" if saving < waits else ""
         found.append(
             Finding(
-                what=f"CUDA-graph {int(row.kernels):,} short kernels",
+                what=f"{graph}-graph {int(row.kernels):,} short kernels",
                 where=_where(
                     row.module,
                     _frames(row.call_stack)[1] or row.frame,
@@ -295,11 +302,16 @@ def end_to_end(findings: list[Finding], pays: list[dict[str, Any]]) -> list[Find
 
 
 def report_findings(
-    roofline: pd.DataFrame, waits: Any, facts: dict[str, Any], waited: dict[int, float] | None = None
+    roofline: pd.DataFrame,
+    waits: Any,
+    facts: dict[str, Any],
+    waited: dict[int, float] | None = None,
+    graph: str = "CUDA",
 ) -> list[Finding]:
     """The ranked findings of one report (`waits`: the report's Waits, or None; `waited`: per
-    rank, its collectives' time waiting for the last arrival); kernel findings by their
-    end-to-end saving where the report has a critical path."""
+    rank, its collectives' time waiting for the last arrival; `graph`: what a graph of the run's
+    runtime is called, `graph_word`); kernel findings by their end-to-end saving where the report
+    has a critical path."""
     pays = (facts.get("critical_path") or {}).get("where_optimisation_pays")
     if pays:
         weighed = {(str(row["kernel"]), "" if row.get("op") is None else str(row["op"])) for row in pays}
@@ -310,7 +322,7 @@ def report_findings(
         if int(facts.get("ranks") or 1) > 1:
             found = per_rank_mean(found, int(facts["ranks"]))
     if waits is not None:
-        found += launch_findings(waits.candidates) + host_wait_findings(waits.causes)
+        found += launch_findings(waits.candidates, graph) + host_wait_findings(waits.causes)
     found += communication_findings(facts.get("devices", []), waited)
     found += straggler_findings(facts.get("stragglers") or [])
     return rank(within_the_run(found, run_length_us(facts)))

@@ -12,7 +12,7 @@ import pandas as pd
 from kernel_atlas.analysis.collectives import CrossRank, cross_rank_view, ranks_missing
 from kernel_atlas.analysis.critical_path import parse_window
 from kernel_atlas.analysis.critical_report import CriticalPathJob, CriticalPathResult, check_window_of_ranks
-from kernel_atlas.analysis.findings import report_findings
+from kernel_atlas.analysis.findings import graph_word, report_findings
 from kernel_atlas.analysis.idle import KERNEL_WAIT_US
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.memory import MemoryReport, analyse_memory, memory_warnings, read_memory_events
@@ -271,7 +271,8 @@ def _build_report(
                 int(r): float(w)
                 for r, w in zip(cross_rank.per_rank["rank"], cross_rank.per_rank["wait_us"], strict=True)
             }
-        found = report_findings(analysis.roofline, waits, analysis.facts, waited)
+        runtimes = [str(t.get("runtime")) for t in summary.get("traces", [])]
+        found = report_findings(analysis.roofline, waits, analysis.facts, waited, graph_word(runtimes))
         analysis.facts["findings"] = [f.to_json() for f in found]
         if cross_rank.path is not None:
             files["collectives"] = cross_rank.path
