@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from kernel_atlas.analysis.launches import clocks_found
+from kernel_atlas.ingest.link import UNLINKED_CAPTURED_NO_OP, UNLINKED_GRAPH
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES
 
 TOP_REASONS = 3
@@ -42,11 +43,27 @@ _NO_SHAPES_NSYS = (
 )
 
 
+def _replayed_unlaunched(trace: dict[str, Any]) -> int:
+    """A trace's graph-replayed activities without a launcher (summary.json `unlinked`): no op
+    launched them — the graph launch did, with or without CPU activity and recorded shapes — so
+    they say nothing of either (a `mode="reduce-overhead"` trace had been told to re-profile with
+    CPU activity and record_shapes, which changes nothing; `--capture` does)."""
+    unlinked = trace.get("unlinked")
+    if not isinstance(unlinked, dict):
+        return 0
+    return sum(int(unlinked.get(why) or 0) for why in (UNLINKED_GRAPH, UNLINKED_CAPTURED_NO_OP))
+
+
 def _with_activities(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The traces with GPU activities (only they can lack shapes): those that count them, else
-    (a summary without the count) those that launched some."""
-    traces = summary.get("traces", [])
-    return [t for t in traces if isinstance(t, dict) and (t.get("gpu_activities") or t.get("with_launcher"))]
+    """The traces with GPU activities that could carry shapes (only they can lack them): those
+    that count activities other than unlaunched graph replays, else (a summary without the
+    count) those that launched some."""
+    traces = [t for t in summary.get("traces", []) if isinstance(t, dict)]
+    return [
+        t
+        for t in traces
+        if (t.get("gpu_activities") and int(t["gpu_activities"]) > _replayed_unlaunched(t)) or t.get("with_launcher")
+    ]
 
 
 def _without_shapes_advice(summary: dict[str, Any]) -> str:
@@ -63,7 +80,8 @@ def _without_shapes_advice(summary: dict[str, Any]) -> str:
 def shapes_recorded(summary: dict[str, Any]) -> str:
     """ "yes", "no" or "partly": whether the traces with GPU activities recorded op input shapes
     (`Input Dims`), from the ingest summary's activity, launched and shaped counts of each trace
-    (one whose activities no op launched recorded none)."""
+    (one whose activities no op launched recorded none; graph replays no op launched are not
+    counted: a trace of nothing else says neither)."""
     traces = _with_activities(summary)
     without = sum(1 for t in traces if not t.get("with_shapes"))
     if not traces or without == 0:

@@ -8,7 +8,12 @@ Rules (see shared/kineto-format.md, checked on the shared traces):
   still name one (linked "by external id");
 * graph-replayed kernels keep the graph launch's stack but get no launcher and no shapes:
   the op around `cudaGraphLaunch` did not launch them (a profiled capture gives them theirs,
-  `capture.py`).
+  `capture.py`);
+* a compiled region (`CompiledFunction`, `Torch-Compiled Region: 0/0`: catalogs/launchers.toml
+  `[regions]`) is no kernel's CPU op: it records the compiled graph's inputs, not the arguments of
+  a kernel launched inside it without an op of its own. Such a kernel keeps the region (or the
+  annotation around its launch) as launcher, but takes no CPU op, shapes or op call from it, and
+  its `link` says why.
 """
 
 from __future__ import annotations
@@ -16,11 +21,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
 
 from kernel_atlas.core.groups import value_groups
+from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.autograd import autograd_links
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
@@ -55,6 +62,11 @@ UNLINKED_REASONS = (UNLINKED_NO_CORRELATION, UNLINKED_NO_LAUNCH, UNLINKED_NO_CPU
 UNLINKED_REASONS += (UNLINKED_CAPTURED_NO_OP, UNLINKED_LAUNCH_LOST, UNLINKED_NO_LAUNCHES)
 # the activities whose launch is missing, whatever the reason (`infer` borrows their shapes)
 NO_LAUNCH_REASONS = (UNLINKED_NO_LAUNCH, UNLINKED_LAUNCH_LOST, UNLINKED_NO_LAUNCHES)
+# linked by correlation, its innermost CPU op a compiled region (`[regions]`): why it has no shapes
+LINK_REGION = (
+    "no shapes: launched inside a compiled region (CompiledFunction, Torch-Compiled Region …) without an op "
+    "of its own; the region records the compiled graph's inputs, not this kernel's arguments"
+)
 
 _HASH_MULT = np.uint64(0x9E3779B97F4A7C15)
 
@@ -355,6 +367,28 @@ def _collective_shapes(host: HostTable, launcher_idx: np.ndarray, cpu_op_idx: np
     return np.where(borrow, launcher_idx, cpu_op_idx)
 
 
+@lru_cache(maxsize=1)
+def _regions() -> tuple[frozenset[str], re.Pattern[str] | None]:
+    """catalogs/launchers.toml `[regions]`: the exact names and one alternation of the patterns."""
+    regions = read_toml("launchers.toml").get("regions", {})
+    patterns = [f"(?:{p})" for p in regions.get("patterns", [])]
+    return frozenset(regions.get("names", [])), re.compile("|".join(patterns)) if patterns else None
+
+
+def region_names(host: HostTable) -> np.ndarray:
+    """Per name code, whether the range is a compiled region (`_regions`): judged once per
+    distinct name, not per launch."""
+    names, pattern = _regions()
+    return np.array(
+        [s in names or (pattern is not None and pattern.search(s) is not None) for s in host.names], dtype=bool
+    )
+
+
+def _in_region(host: HostTable, is_region: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """Per host index (-1 none), whether that range is a compiled region (`region_names`)."""
+    return take(is_region, take(host.name_code, idx, -1), False).astype(bool)
+
+
 def _launcher_and_op(host: HostTable, nest: HostNesting, launch_idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Host index of the launcher (innermost enclosing CPU op, Python frame or annotation, not a
     step range nor a runtime call — a driver call nested in its runtime call, or a launch nested
@@ -371,6 +405,8 @@ def describe_launches(host: HostTable, launch_idx: np.ndarray, nest: HostNesting
     """Launcher, CPU op with its shapes, call stack and module of host launches (by index)."""
     nest = nest or HostNesting.of(host)
     launcher_idx, cpu_op_idx = _launcher_and_op(host, nest, launch_idx)
+    # a compiled region is no kernel's op (as in `link`)
+    cpu_op_idx = np.where(_in_region(host, region_names(host), cpu_op_idx), -1, cpu_op_idx)
     stacks = _call_stacks(host, nest, launch_idx)
     stack_codes = stacks.code.tolist()
     shapes = [None if k < 0 else host.shapes[k] for k in take(host.shape, cpu_op_idx, -1).tolist()]
@@ -441,9 +477,17 @@ def link(cols: TraceColumns) -> LinkedColumns:
     # the correlation id there instead; those traces have nothing to cross-check.
     checked = (cpu_op_idx >= 0) & (gpu.external_id > 0) & (gpu.external_id != gpu.correlation) & ~graph
     mismatch = checked & (take(ext, cpu_op_idx, -1) != gpu.external_id)
-    fallback = (cpu_op_idx < 0) & (ext_match >= 0) & ~graph
+    # (an External id naming a compiled region names no op of the kernel's: no fallback to it)
+    is_region = region_names(host)
+    fallback = (cpu_op_idx < 0) & (ext_match >= 0) & ~graph & ~_in_region(host, is_region, ext_match)
     cpu_op_idx = np.where(fallback, ext_match, cpu_op_idx)
     launcher_idx = np.where((launcher_idx < 0) & fallback, ext_match, launcher_idx)
+    # A compiled region (CompiledFunction …) records the compiled graph's inputs: a kernel launched
+    # inside it without an op of its own takes no CPU op, shapes nor op call from it (campaign AJ:
+    # such kernels had been costed on the graph's inputs, all of one region call's kernels as one
+    # call — one row's cost over their summed time)
+    in_region = _in_region(host, is_region, cpu_op_idx) & ~graph
+    cpu_op_idx = np.where(in_region, -1, cpu_op_idx)
 
     # --- call stacks (graph replays keep the graph launch's), shapes of the launching op --
     stacks = _call_stacks(host, nest, np.where(fallback, ext_match, launch_idx))
@@ -474,7 +518,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         return categorical(take(host.name_code, idx, -1), names)
 
     launcher_final = np.where(graph, -1, launcher_idx)
-    reasons = ["correlation", "external id", *UNLINKED_REASONS]
+    reasons = ["correlation", "external id", *UNLINKED_REASONS, LINK_REGION]
     reason = np.zeros(n, dtype=np.int8)  # codes into `reasons`, the later rules winning
     # linked by External id where the launch is missing: so said (not "no launch"), and never
     # inferred over (`infer` borrows only for the launchless reasons)
@@ -487,6 +531,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         reason[unlaunched] = reasons.index(UNLINKED_NO_LAUNCH)
         reason[unlaunched & (gpu.correlation > corr_sorted[0])] = reasons.index(UNLINKED_LAUNCH_LOST)
     reason[has_launch & (launcher_idx < 0) & ~graph] = reasons.index(UNLINKED_NO_CPU_OP)
+    reason[in_region & (shape_source < 0)] = reasons.index(LINK_REGION)  # no annotation's tensors borrowed either
     reason[graph] = reasons.index(UNLINKED_GRAPH)
     link_reason = _reason_categorical(reason, reasons)
 
