@@ -141,7 +141,8 @@ def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str])
     rows = pd.DataFrame({key: np.repeat(source_keys[first, i], categories) for i, key in enumerate(keys)})
     rows["category"] = np.tile(np.asarray(CATEGORIES, dtype=object), len(first))
     rows["idle_us"], rows["count"] = idle, count
-    rows["pct"] = np.where(total > 0, 100.0 * idle / np.where(total > 0, total, 1.0), 0.0)
+    # null where the group has no idle time (0 of 0 µs is no share); HTA's negative totals 0 as before
+    rows["pct"] = np.where(total > 0, 100.0 * idle / np.where(total > 0, total, 1.0), np.where(total == 0, np.nan, 0.0))
     return rows
 
 

@@ -281,8 +281,10 @@ def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, flo
     """The TensorBoard plugin's GPU metrics of one device's kernels over [lo, hi] (µs), in %:
     utilization (merged kernel time / window), est. SM efficiency (Σ min(Σ running kernels'
     blocks per SM, 1) × time / window), est. achieved occupancy (mean of the kernels'
-    occupancy weighted by their time in the window), tensor-core share of kernel time."""
-    if hi - lo <= 0 or kernels.empty:
+    occupancy weighted by their time in the window), tensor-core share of kernel time. Where no
+    kernel ran in the window the first three are 0 (no SM held a block) and the share null; a
+    window of no length gives null for all."""
+    if hi - lo <= 0:
         return dict.fromkeys(METRICS)
     return DeviceKernels.of(kernels).metrics(lo, hi)
 
@@ -353,8 +355,10 @@ class DeviceKernels:
     def metrics(self, lo: float, hi: float) -> dict[str, float | None]:
         """`device_metrics` over [lo, hi]."""
         window = hi - lo
-        if window <= 0 or not len(self.start):
+        if window <= 0:  # 0/0
             return dict.fromkeys(METRICS)
+        if not len(self.start):
+            return {**dict.fromkeys(METRICS, 0.0), "tensor_core_time_pct": None}
         # only the kernels, busy ranges and level intervals that can reach into the window
         part = reaching(self.start, self.reach, lo, hi) if np.isfinite(self.reach[-1]) else slice(None)  # else: all
         inside = clipped_length(self.start[part], self.end[part], lo, hi)
@@ -364,18 +368,22 @@ class DeviceKernels:
         occupancy = self.occupancy[part]
         weighted = ~np.isnan(occupancy) & (occupancy >= 0) & (inside > 0)
         kernel_time = float(inside.sum())
+        if kernel_time <= 0:  # no kernel ran in the window: nothing held an SM, both are 0 as the utilization
+            return {
+                **dict.fromkeys(METRICS, 0.0),
+                "gpu_utilization_pct": 100.0 * busy / window,
+                "tensor_core_time_pct": None,
+            }
         # kernels without a grid (graph replays on ROCm, say) would count as 0 blocks: the estimate is
         # shown only where the grids of most of the kernel time are known
-        known = float(inside[self.bps[part] > 0].sum()) / kernel_time if kernel_time > 0 else 0.0
+        known = float(inside[self.bps[part] > 0].sum()) / kernel_time
         return {
             "gpu_utilization_pct": 100.0 * busy / window,
             "sm_efficiency_pct": 100.0 * self._sm_busy(lo, hi) / window if known >= MIN_KNOWN else None,
             "achieved_occupancy_pct": float(np.average(occupancy[weighted], weights=inside[weighted]))
             if weighted.any()
             else None,
-            "tensor_core_time_pct": 100.0 * float(inside[self.tensor[part]].sum()) / kernel_time
-            if kernel_time > 0
-            else None,
+            "tensor_core_time_pct": 100.0 * float(inside[self.tensor[part]].sum()) / kernel_time,
         }
 
     def _sm_busy(self, lo: float, hi: float) -> float:

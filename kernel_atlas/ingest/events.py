@@ -49,6 +49,13 @@ _HOST_FAMILY: dict[str, int] = {
     "cuda_runtime": RUNTIME,
     "cuda_driver": RUNTIME,
 }
+# the collectives whose ranges and kernels the TensorBoard plugin's step split counts as communication
+# (its NcclOpNameSet / GlooOpNameSet; ingest/step_split.py)
+COMM_OPS = frozenset(
+    f"{lib}:{op}"
+    for lib in ("nccl", "gloo")
+    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
+)
 _GPU_FAMILY = {name: 10 + i for i, name in enumerate(GPU_KINDS)}
 _GPU_STEP = 20
 _INSTANT = 30  # instant ("i") events; `[memory]` ones become `SlicePart.memory`
@@ -796,9 +803,14 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
     name_code = np.fromiter([names[e.name] for e in events], np.int32, n)
     thread = np.fromiter([threads[e.pid, e.tid] for e in events], np.int32, n)
     with_ids = (family == RUNTIME) | (family == CPU_OP)
+    # and the `nccl:*` / `gloo:*` annotations: the step split counts the kernels their External id
+    # names as communication (as the plugin does). Linking reads the ids of CPU ops only, so none
+    # of them becomes a kernel's op; the other annotations' ids are not read (most of some traces)
+    comm_name = np.fromiter([name in COMM_OPS for name in names], bool, len(names))
+    with_ids |= (family == ANNOTATION) & comm_name[name_code]
     correlation = np.full(n, -1, np.int64)
     external_id = np.full(n, -1, np.int64)
-    if with_ids.any():  # only these rows: Python frames and annotations (most of some traces) carry none
+    if with_ids.any():  # only these rows: Python frames and other annotations (most of some traces) carry none
         id_args = list(compress(args, with_ids.tolist()))
         correlation[with_ids] = np.fromiter([a.correlation for a in id_args], np.int64, len(id_args))
         ids = np.fromiter([a.external_id for a in id_args], np.int64, len(id_args))

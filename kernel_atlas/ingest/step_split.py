@@ -4,8 +4,8 @@
 Steps are the `ProfilerStep#N` ranges, stretched to the device (the plugin's
 `_update_steps_duration`): a step ends when the last GPU activity launched inside it ends, and
 starts no earlier than the previous step ends; trailing steps that launched (almost) nothing are
-dropped. Every µs of a step goes to the first of kernel, memcpy, memset, communication,
-runtime, data loading, CPU execution that covers it, else to "other".
+dropped (and said: `steps_left_out`). Every µs of a step goes to the first of kernel, memcpy,
+memset, communication, runtime, data loading, CPU execution that covers it, else to "other".
 """
 
 from __future__ import annotations
@@ -16,17 +16,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, step_number
 from kernel_atlas.ingest.efficiency import DeviceKernels
-from kernel_atlas.ingest.intervals import merge
+from kernel_atlas.ingest.events import COMM_OPS
+from kernel_atlas.ingest.intervals import clipped_length, merge
 from kernel_atlas.store.summary_schema import STEP_ROLES
 
 ROLES = STEP_ROLES  # the order is the precedence: earlier roles win an overlap
-_COMM_OPS = frozenset(
-    f"{lib}:{op}"
-    for lib in ("nccl", "gloo")
-    for op in ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter")
-)
 Ranges = tuple[np.ndarray, np.ndarray]
 # the most steps whose split and metrics summary.json lists (the first, by start); the metrics
 # over all steps cover every one. Profiles hold tens to thousands of steps; 400,000 steps of one
@@ -43,7 +40,9 @@ class HostRoles:
     communication: Ranges
     cpu_exec: Ranges
     steps: np.ndarray  # (k, 3): step number, start, end; sorted by start
-    comm_external_ids: np.ndarray  # External ids of the nccl:* / gloo:* ops: their kernels are communication
+    comm_external_ids: (
+        np.ndarray
+    )  # External ids of the nccl:* / gloo:* ops and annotations: their kernels are communication
     cpu_span: tuple[float, float] | None
 
 
@@ -57,7 +56,7 @@ def host_roles(host: HostTable) -> HostRoles:
         ],
         dtype=bool,
     )
-    comm = np.array([s in _COMM_OPS for s in names], dtype=bool)
+    comm = np.array([s in COMM_OPS for s in names], dtype=bool)
     code = host.name_code
     ops = (host.family == CPU_OP) | (host.family == ANNOTATION)
     is_step = ops & (step_of[code] >= 0)
@@ -76,17 +75,33 @@ def host_roles(host: HostTable) -> HostRoles:
         cpu_exec=ranges(ops & ~is_step & ~is_loader & ~is_comm),
         steps=steps.reshape(-1, 3),
         comm_external_ids=np.unique(host.external_id[is_comm & (host.external_id > 0)]),
-        cpu_span=(float(host.ts[ops].min()), float(host.end[ops].max())) if ops.any() else None,
+        cpu_span=_cpu_span(host),
     )
+
+
+def _cpu_span(host: HostTable) -> tuple[float, float] | None:
+    """The host span a trace without steps is measured over: the plugin's (`cpu_min_ts` ..
+    `cpu_max_ts`), that of the CPU ops — not of the annotations, which may reach past them (a
+    `forward` range around the ops; a100_alexnet_train: 76,727 µs) —; the annotations' only in a
+    trace without CPU ops, where the plugin has no span at all."""
+    for mask in (host.family == CPU_OP, host.family == ANNOTATION):
+        if mask.any():
+            return float(host.ts[mask].min()), float(host.end[mask].max())
+    return None
 
 
 def device_steps(frame: pd.DataFrame, roles: HostRoles) -> np.ndarray:
     """(k, 3) step number, start, end of the steps stretched to the device (module docstring);
     one row numbered -1 spanning the host activity when the trace has no steps."""
+    return _stretched(frame, roles)[0]
+
+
+def _stretched(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str | None]:
+    """`device_steps`, and why the trailing steps it leaves out were left out (None: none)."""
     steps = roles.steps
     if not len(steps):
         if roles.cpu_span is None:
-            return np.empty((0, 3))
+            return np.empty((0, 3)), None
         steps = np.array([[-1.0, *roles.cpu_span]])
     start = frame["ts_us"].to_numpy(np.float64)
     end = start + frame["dur_us"].to_numpy(np.float64)
@@ -99,7 +114,7 @@ def device_steps(frame: pd.DataFrame, roles: HostRoles) -> np.ndarray:
     last = np.full(len(steps), -np.inf)
     np.minimum.at(first, i[matched], start[matched])
     np.maximum.at(last, i[matched], end[matched])
-    out = steps.copy()
+    out, why = steps.copy(), None
     if matched.any():
         prev = steps[0, 1]
         if count[0]:  # activities launched before the first step that end before its first one starts
@@ -110,8 +125,10 @@ def device_steps(frame: pd.DataFrame, roles: HostRoles) -> np.ndarray:
             hi = max(steps[k, 2], last[k]) if count[k] else max(steps[k, 2], lo)
             out[k, 1:] = lo, max(hi, lo)
             prev = out[k, 2]
-        out = out[: _kept(count)] if len(steps) > 1 else out
-    return out
+        if len(steps) > 1:
+            kept = _kept(count)
+            out, why = out[:kept], _left_out_why(steps[:, 0].astype(np.int64), count, kept)
+    return out, why
 
 
 def _kept(count: np.ndarray) -> int:
@@ -122,6 +139,24 @@ def _kept(count: np.ndarray) -> int:
         return len(count)
     last = int(nonzero[-1])
     return last if last > 0 and count[last - 1] * 0.8 > count[last] else last + 1
+
+
+def _left_out_why(numbers: np.ndarray, count: np.ndarray, kept: int) -> str | None:
+    """Why the steps after the first `kept` were left out, in words (None: none were): the plugin
+    drops them silently ("Remove the last N steps from overview" in its log)."""
+    if kept >= len(count):
+        return None
+    parts = []
+    if count[kept]:  # the last step with GPU activity, cut short by the end of profiling
+        activities = "1 GPU activity" if count[kept] == 1 else f"{count[kept]:,} GPU activities"
+        parts.append(
+            f"step {numbers[kept]} launched {activities}, under 80 % of step {numbers[kept - 1]}'s {count[kept - 1]:,}"
+        )
+    idle = numbers[kept + (1 if count[kept] else 0) :]
+    if len(idle):
+        steps = f"step {idle[0]}" if len(idle) == 1 else f"steps {idle[0]}–{idle[-1]}"
+        parts.append(f"{steps} launched none")
+    return "; ".join(parts)
 
 
 def _role_ranges(frame: pd.DataFrame, roles: HostRoles) -> list[Ranges]:
@@ -179,7 +214,7 @@ def step_split(frame: pd.DataFrame, roles: HostRoles, steps: np.ndarray) -> np.n
 def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
     """summary.json's `efficiency` of one trace: per step its split and per-device metrics, and
     per device the metrics over all steps (the plugin's numbers)."""
-    steps = device_steps(frame, roles)
+    steps, left_out_why = _stretched(frame, roles)
     if not len(steps) or frame.empty:
         return {"steps": [], "devices": [], "window_us": None}
     split = step_split(frame, roles, steps)
@@ -207,4 +242,35 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
     facts: dict[str, Any] = {"steps": rows, "devices": per_device(lo, hi), "window_us": [lo, hi]}
     if len(steps) > MAX_STEP_ROWS:
         facts["steps_total"] = len(steps)
+    if left_out_why is not None:
+        facts["steps_left_out"] = len(roles.steps) - len(steps)
+        facts["steps_left_out_why"] = left_out_why
+    facts.update(_communication_rules(frame, roles, float(split[:, ROLES.index("communication")].sum()), lo, hi))
     return facts
+
+
+def _communication_rules(
+    frame: pd.DataFrame, roles: HostRoles, split_us: float, lo: float, hi: float
+) -> dict[str, float]:
+    """The split's communication (the plugin's rule: kernels whose External id names an
+    `nccl:*`/`gloo:*` op, and those ops' ranges) beside the kernels of category communication over
+    the window (report.json `devices[].communication_us`'s rule), and of those the ones the
+    plugin's rule misses — PyTorch 2.x launches NCCL kernels under `record_param_comms`, a CPU op,
+    so that on a100_nccl_8rank_rank0 the split finds 1,031 µs where the kernels take 46,876 µs.
+    Unions over all devices, clipped to the window (as the split)."""
+    if "category" not in frame:  # not labelled: no category to compare with
+        return {"communication_us": split_us}
+    start = frame["ts_us"].to_numpy(np.float64)
+    end = start + frame["dur_us"].to_numpy(np.float64)
+    by_category = ((frame["kind"] == "kernel") & (frame["category"] == COMMUNICATION)).to_numpy()
+    by_id = np.isin(frame["external_id"].to_numpy(np.float64, na_value=np.nan), roles.comm_external_ids)
+
+    def within(mask: np.ndarray) -> float:
+        merged_start, merged_end = merge(start[mask], end[mask])
+        return float(clipped_length(merged_start, merged_end, lo, hi).sum())
+
+    return {
+        "communication_us": split_us,
+        "communication_kernel_us": within(by_category),
+        "communication_kernel_other_op_us": within(by_category & ~by_id),
+    }

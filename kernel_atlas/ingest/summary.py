@@ -106,7 +106,8 @@ def gpu_time_facts(frame: pd.DataFrame) -> dict[str, Any]:
                 communication_us=comm_k,
                 compute_us=compute_k,
                 overlap_us=overlap,
-                overlap_pct_of_communication=100.0 * overlap / comm_k if comm_k else 0.0,
+                # null without communication: 0 of 0 µs overlapped is no share
+                overlap_pct_of_communication=100.0 * overlap / comm_k if comm_k else None,
             )
         devices.append(facts)
     return {"devices": devices, "by_kind": by_kind}

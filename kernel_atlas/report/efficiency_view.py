@@ -11,6 +11,7 @@ import pandas as pd
 
 from kernel_atlas.ingest.efficiency import METRICS
 from kernel_atlas.ingest.step_split import ROLES
+from kernel_atlas.report.units import fmt_us
 
 STEP_COLUMNS = (
     ["trace", "rank", "step", "device", "start_us", "end_us", "total_us"]
@@ -52,23 +53,85 @@ def step_count(efficiency: dict[str, Any]) -> int:
     return sum(1 for step in efficiency["steps"] if isinstance(step, dict) and step.get("step") is not None)
 
 
+# which kernels each "communication" number counts (report.json `efficiency.communication_rules`)
+COMMUNICATION_RULES = (
+    "steps.parquet and summary.json efficiency communication_us: the TensorBoard plugin's rule, kernels whose "
+    "External id names an nccl:*/gloo:* op and those ops' ranges, after the split's precedence (kernels, copies "
+    "first); report.json devices[].communication_us: kernels of category communication, whatever op launched them"
+)
+# a trace's note where the plugin's rule misses at least this share of its communication kernels' time
+MISSED_SHARE = 0.1
+
+
+def _left_out(eff: dict[str, Any]) -> dict[str, Any]:
+    """The trailing profiler steps left out of the window (summary.json), 0 and null when none."""
+    count = eff.get("steps_left_out")
+    return {
+        "steps_left_out": count if isinstance(count, int) else 0,
+        "steps_left_out_why": eff.get("steps_left_out_why"),
+    }
+
+
+def communication_note(trace: dict[str, Any]) -> str | None:
+    """Where the two communication numbers differ by much: the communication kernels the plugin's
+    rule (the step split) misses, launched under no `nccl:*`/`gloo:*` op (PyTorch 2.x:
+    `record_param_comms`); None where it misses under `MISSED_SHARE` of their time, or the
+    summary predates the comparison."""
+    eff = trace["efficiency"]
+    kernels, missed = eff.get("communication_kernel_us"), eff.get("communication_kernel_other_op_us")
+    if (
+        not isinstance(kernels, (int, float))
+        or not isinstance(missed, (int, float))
+        or missed <= MISSED_SHARE * kernels
+    ):
+        return None
+    split = eff.get("communication_us")
+    counted = (
+        f"the step split counts {fmt_us(split)} of communication (the plugin's rule); " if split is not None else ""
+    )
+    return (
+        f"{trace['file']} rank {trace.get('rank', 0)}: {counted}{fmt_us(missed)} of its {fmt_us(kernels)} of "
+        "communication kernels (by category, as report.json devices[].communication_us) were launched under no "
+        "nccl:*/gloo:* op and count as kernel_us in the split"
+    )
+
+
 def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
-    """report.json `efficiency`: per (trace, device) the metrics over all its steps."""
-    devices = []
+    """report.json `efficiency`: per (trace, device) the metrics over all its steps and the steps
+    left out; which rule each communication number follows, and where they differ by much a note."""
+    devices, notes = [], []
     for trace in _traces(summary):
         eff = trace["efficiency"]
         for device in eff["devices"]:
-            devices.append({"trace": trace["file"], "rank": trace.get("rank", 0), "steps": step_count(eff), **device})
-    return {"devices": devices, "definitions": "docs/efficiency.md (the TensorBoard plugin's)"}
+            devices.append(
+                {
+                    "trace": trace["file"],
+                    "rank": trace.get("rank", 0),
+                    "steps": step_count(eff),
+                    **_left_out(eff),
+                    **device,
+                }
+            )
+        note = communication_note(trace)
+        if note:
+            notes.append(note)
+    return {
+        "devices": devices,
+        "definitions": "docs/efficiency.md (the TensorBoard plugin's)",
+        "communication_rules": COMMUNICATION_RULES,
+        "notes": notes,
+    }
 
 
 def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}%"
 
 
-def device_line(device: dict[str, Any], steps: int) -> str:
+def device_line(device: dict[str, Any], steps: int, left_out: int = 0, why: str | None = None) -> str:
     metrics = ", ".join(f"{_LABELS[m]} {_pct(device.get(m))}" for m in METRICS)
     span = f"{steps:,} steps" if steps > 1 else ("1 step" if steps == 1 else "the whole trace (no steps recorded)")
+    if left_out:  # the plugin's tail rule: say what it dropped, it does not
+        span += f" ({left_out:,} more profiler step{'s' if left_out > 1 else ''} left out: {why or 'cut short'})"
     return f"  device {device['device']} efficiency over {span}: {metrics}"
 
 
@@ -77,16 +140,25 @@ def efficiency_lines(facts: dict[str, Any]) -> list[str]:
     eff = facts.get("efficiency")
     if not isinstance(eff, dict):
         return []
-    return [device_line(d, step_count(eff)) for d in eff["devices"]]
+    left_out = _left_out(eff)
+    lines = [device_line(d, step_count(eff), *left_out.values()) for d in eff["devices"]]
+    note = communication_note({"file": facts.get("file", "trace"), "rank": facts.get("rank", 0), "efficiency": eff})
+    return lines + ([f"  note: {note}"] if note else [])
 
 
 def report_lines(efficiency: dict[str, Any] | None, shown: int | None) -> list[str]:
-    """The terminal report's lines: one per (rank, device), the first `shown` (None: all)."""
+    """The terminal report's lines: one per (rank, device), the first `shown` (None: all), then
+    the notes on the communication numbers."""
     devices = (efficiency or {}).get("devices", [])
-    lines = [device_line(d, d["steps"]).replace("  device", f"rank {d['rank']} device", 1) for d in devices[:shown]]
+    lines = [
+        device_line(d, d["steps"], d.get("steps_left_out") or 0, d.get("steps_left_out_why")).replace(
+            "  device", f"rank {d['rank']} device", 1
+        )
+        for d in devices[:shown]
+    ]
     if shown is not None and len(devices) > shown:
         lines.append(f"… and {len(devices) - shown:,} more devices (report.json efficiency; --wide shows all)")
-    return lines
+    return lines + [f"note: {note}" for note in (efficiency or {}).get("notes", [])]
 
 
 def efficiency_html(efficiency: dict[str, Any]) -> str:
@@ -96,17 +168,27 @@ def efficiency_html(efficiency: dict[str, Any]) -> str:
         return ""
     head = "".join(f"<th>{html.escape(_LABELS[m])}</th>" for m in METRICS)
     rows = "".join(
-        f"<tr><td>{html.escape(str(d['trace']))}</td><td>{d['rank']}</td><td>{d['device']}</td><td>{d['steps']}</td>"
-        + "".join(f"<td>{_pct(d.get(m))}</td>" for m in METRICS)
-        + "</tr>"
+        f"<tr><td>{html.escape(str(d['trace']))}</td><td>{d['rank']}</td><td>{d['device']}</td>"
+        f"<td>{html.escape(_steps_cell(d))}</td>" + "".join(f"<td>{_pct(d.get(m))}</td>" for m in METRICS) + "</tr>"
         for d in devices
     )
     note = (
         "Read from the trace alone, with the PyTorch Profiler TensorBoard plugin's definitions over all "
-        "profiler steps (docs/efficiency.md); per step in steps.parquet."
+        "profiler steps (docs/efficiency.md); per step in steps.parquet. Communication: "
+        + efficiency.get("communication_rules", COMMUNICATION_RULES)
+        + "."
     )
+    notes = "".join(f"<p><b>{html.escape(n)}</b></p>" for n in efficiency.get("notes", []))
     return (
         "<h2 id='efficiency'>GPU efficiency</h2>"
-        f"<p>{html.escape(note)}</p><table><tr><th>trace</th><th>rank</th><th>device</th><th>steps</th>{head}</tr>"
+        f"<p>{html.escape(note)}</p>{notes}<table><tr><th>trace</th><th>rank</th><th>device</th><th>steps</th>{head}</tr>"
         f"{rows}</table>"
     )
+
+
+def _steps_cell(device: dict[str, Any]) -> str:
+    """The steps a device's metrics cover, and those the tail rule left out (with why)."""
+    left_out = device.get("steps_left_out") or 0
+    if not left_out:
+        return str(device["steps"])
+    return f"{device['steps']} ({left_out} more left out: {device.get('steps_left_out_why') or 'cut short'})"

@@ -66,6 +66,13 @@ class _Efficiency(msgspec.Struct):
     devices: list[_DeviceMetrics]
     window_us: list[Time] | None = None
     steps_total: Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)] | None = None  # where `steps` lists the first
+    # the trailing profiler steps the plugin's rule left out of the window, and why (in words)
+    steps_left_out: Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)] | None = None
+    steps_left_out_why: str | None = None
+    # the split's communication (External-id rule) beside the kernels of category communication
+    communication_us: Number | None = None
+    communication_kernel_us: Number | None = None
+    communication_kernel_other_op_us: Number | None = None
 
 
 class _Trace(msgspec.Struct):

@@ -339,10 +339,11 @@ def test_a_window_reads_only_the_kernels_that_reach_into_it() -> None:
             "tensor_core_time_pct": 0.0,
         }
     )
+    # no kernel in the window: no SM busy and none occupied (0, not unknown); no kernel time to share
     assert device.metrics(150, 190) == {
         "gpu_utilization_pct": 0.0,
-        "sm_efficiency_pct": None,
-        "achieved_occupancy_pct": None,
+        "sm_efficiency_pct": 0.0,
+        "achieved_occupancy_pct": 0.0,
         "tensor_core_time_pct": None,
     }
     assert device.metrics(95, 205) == pytest.approx(

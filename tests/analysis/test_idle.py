@@ -12,6 +12,7 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from rich.console import Console
@@ -486,6 +487,9 @@ def test_breakdown_of_a_hand_made_frame_keeps_keys_without_gaps_and_missing_devi
         assert by_key[(0, 1, stream, "kernel_wait")] == (1.0, 1, 100 * 1 / 6)
         assert by_key[(0, 1, stream, "other")] == (0.0, 0, 0.0)
         assert by_key[(1, 0, None if stream is None else 2, "other")] == (99.0, 1, 100.0)
+    # no idle time at all: each cause's share of it is 0/0, not 0 %
     assert all(
-        by_key[(0, None, s, c)] == (0.0, 0, 0.0) for s in (None, 3) for c in ("host_wait", "kernel_wait", "other")
+        by_key[(0, None, s, c)][:2] == (0.0, 0) and np.isnan(by_key[(0, None, s, c)][2])
+        for s in (None, 3)
+        for c in ("host_wait", "kernel_wait", "other")
     )
