@@ -25,7 +25,10 @@ def test_inductor_views_of_one_buffer_are_not_broadcast_into_a_bigger_output() -
         [BF16, BF16, BF16, '"Scalar"'],
     )
     assert cost.flops == 67_108_864
-    assert cost.bytes == 3 * 134_217_728 + 134_217_728  # three bf16 inputs read, one output written
+    # Inductor records every argument, outputs among them, and not which one is written: each of the
+    # three bf16 tensors moved once (a lower bound where the first is updated in place), an estimate
+    assert cost.bytes == 3 * 134_217_728
+    assert "assumed" in cost.formula
     # a real broadcast still broadcasts: [4,1,768] + [1,1,768] → 4·768 elements
     cost = _cost("aten::add", "add", "", "[[4,1,768],[1,1,768],[]]", ['"float"', '"float"', '"Scalar"'])
     assert cost.flops == 3072
@@ -83,4 +86,5 @@ def test_llama_block_inductor_kernel_costed_end_to_end() -> None:
     kernels = analyse(ingested("mi300x_torch_compile_llama_block").frame, get_device("mi300x")).kernels
     row = kernels[kernels["launcher"] == "triton_poi_fused__unsafe_view_add_3"].iloc[0]
     assert row["flops"] == 67_108_864
-    assert row["bytes"] == 536_870_912
+    assert row["bytes"] == 3 * 134_217_728  # each recorded argument once (see above)
+    assert bool(row["estimate"])

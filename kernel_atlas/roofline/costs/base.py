@@ -12,11 +12,13 @@ input read once, every output written once. Elementwise-style ops count `flops_p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from kernel_atlas.classify.classifier import rule_id, rule_precision
+from kernel_atlas.classify.rules import inductor_kernel_prefix
 from kernel_atlas.core.devices import MATRIX, VECTOR
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
@@ -90,10 +92,50 @@ def flops_per_element() -> dict[str, float]:
 
 def cost_of(call: Call) -> Cost:
     keys = (("rule", rule_id(call.rule) or ""), ("launcher", call.launcher), ("op", call.op_mapping))
+    return _first_formula(call, keys)
+
+
+def cost_by_launcher_or_op(call: Call) -> Cost:
+    """The formula of the call's launcher, else of its op_mapping, skipping its rule's: for a rule
+    formula that serves only some of its rule's kernels (an Inductor template that is a
+    convolution or flex attention, or one whose launch is not recorded under its own op)."""
+    return _first_formula(call, (("launcher", call.launcher), ("op", call.op_mapping)))
+
+
+def _first_formula(call: Call, keys: tuple[tuple[str, str], ...]) -> Cost:
     formula = next((REGISTRY[key] for key in keys if key in REGISTRY), None)
     if formula is None:
         raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
     return formula(call)
+
+
+@lru_cache(maxsize=1)
+def _inductor_prefix() -> re.Pattern[str]:
+    return inductor_kernel_prefix()  # `^triton_(?:<kinds>)_`, rules.toml [sets] inductor_kernels
+
+
+def inductor_launcher(launcher: str) -> bool:
+    """A call launched under Inductor's own record of a Triton kernel: the CPU op Inductor names
+    after the kernel, `triton_<kind>_…` for the kinds rules.toml `[sets] inductor_kernels` lists
+    (the templates `triton_mm` and `triton_bmm` are their kind alone). The op is the launcher
+    whether or not Python stacks were recorded (kernels.parquet's `launcher` then reads `<built-in
+    function launch>`, the op's shapes are still the call's). Its recorded Input Dims are every
+    argument of the kernel in Inductor's order — in_out_ptr* (read and written), in_ptr* (read),
+    out_ptr* (written), then the size scalars (xnumel, r0_numel) — without their names: its outputs
+    are among the recorded tensors, and which of them are written is not recorded."""
+    return _inductor_prefix().match(f"{launcher}_") is not None
+
+
+def inductor_bytes(tensors: list[Arg]) -> tuple[int, str]:
+    """Bytes of an Inductor kernel's call (`inductor_launcher`): each recorded tensor once — its
+    inputs read, its outputs (among them) written — with the formula's words for it. An in_out_ptr
+    (an input buffer the kernel writes back in place) is read and written, so its write is left
+    out: the trace does not say which argument that is, and the text says so (an estimate)."""
+    total = sum(a.nbytes for a in tensors)
+    return total, (
+        f"each of its {len(tensors)} recorded arguments once {total} (an Inductor kernel records its outputs "
+        "among its arguments, not which they are: none assumed updated in place, whose write would add its bytes)"
+    )
 
 
 def tensors_of(call: Call) -> list[Arg]:
@@ -147,10 +189,16 @@ def _why_not_tensor(args: Sequence[Arg], index: int) -> str:
 
 
 def gemm_precision(call: Call, arg: Arg) -> tuple[str, str]:
+    """The peak a GEMM-like call's math is held against: its inputs' precision on the matrix unit.
+    fp32 inputs run on TF32 tensor cores where the kernel's family says so (rules.toml
+    `precision`); other fp32 math takes the device's fp32 matrix peak where it has one — AMD CDNA's
+    fp32 MFMA (devices.toml `tensor.fp32`: MI210 45.3, MI300X/MI325X 163.4 TFLOP/s), which
+    rocBLAS/hipBLASLt, CK, MIOpen and Triton GEMMs use (Tensile names it: `_MI32x32x2_`) —, else
+    its fp32 vector peak (`Device.peak`'s fallback: NVIDIA has no fp32 tensor-core math, so no
+    NVIDIA entry lists one)."""
     precision = arg.precision
     if precision == "fp32":
-        # fp32 inputs run on TF32 tensor cores where the kernel's family says so (rules.toml `precision`)
-        return ("tf32", MATRIX) if rule_precision(call.rule) == "tf32" else ("fp32", VECTOR)
+        return ("tf32", MATRIX) if rule_precision(call.rule) == "tf32" else ("fp32", MATRIX)
     if precision == "int":
         return "int", VECTOR
     return precision, MATRIX

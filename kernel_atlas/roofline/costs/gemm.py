@@ -12,7 +12,10 @@ from kernel_atlas.roofline.costs.base import (
     NoCost,
     broadcast_shape,
     concrete_int,
+    cost_by_launcher_or_op,
     gemm_precision,
+    inductor_launcher,
+    no_tensors,
     optional_tensor_at,
     register,
     tensor_at,
@@ -108,6 +111,45 @@ def _two_operand_gemm(call: Call, out_itemsize: int, what: str) -> Cost:
                 extras = [t for t in tensors if t is not a and t is not b and t.numel < a.numel]
                 return _gemm(call, 1, m, n, k, [a, b, *extras], out_itemsize, f" ({what})")
     raise NoCost(f"{call.what}: no A [M, K] / B [N, K] pair among the recorded shapes")
+
+
+@register(rules=("inductor-template", "inductor-triton-bmm"))
+def _inductor_template(call: Call) -> Cost:
+    """An Inductor template GEMM (`triton_tem_fused_mm/addmm/bmm_…`, `triton_mm`, `triton_bmm`)
+    launched under its own record (`inductor_launcher`), which records every kernel argument: A
+    [(B,) M, K], B [(B,) K, N], the output [(B,) M, N] and any epilogue inputs (a bias, a residual),
+    in an order that varies (a bias may come first). A is a 2-D or 3-D tensor followed by one of
+    its rank whose inner dims agree (batches equal), with their product's shape among the other
+    tensors; the shapes must give one (B, M, N, K), else no cost and why. 2·(B·)M·N·K FLOPs;
+    every recorded tensor once (A, B, epilogue inputs read, the output written). The template's
+    other ops (a convolution, flex attention) and a launch under another op keep their formulas."""
+    if call.op_mapping not in ("matmul", "bmm") or not inductor_launcher(call.launcher):
+        return cost_by_launcher_or_op(call)
+    tensors = tensors_of(call)
+    if not tensors:
+        raise no_tensors(call)
+    fits: dict[tuple[int, int, int, int], tuple[int, int]] = {}  # (B, M, N, K) → positions of A, output
+    for i, a in enumerate(tensors):
+        for j in range(i + 1, len(tensors)):
+            b = tensors[j]
+            if len(a.dims) not in (2, 3) or len(b.dims) != len(a.dims):
+                continue
+            if a.dims[-1] != b.dims[-2] or a.dims[:-2] != b.dims[:-2]:
+                continue
+            product = (*a.dims[:-1], b.dims[-1])
+            out = next((o for o, t in enumerate(tensors) if o not in (i, j) and t.dims == product), None)
+            if out is not None:
+                batch = a.dims[0] if len(a.dims) == 3 else 1
+                fits.setdefault((batch, a.dims[-2], b.dims[-1], a.dims[-1]), (i, out))
+    shapes = [list(a.dims) for a in tensors]
+    if not fits:
+        raise NoCost(f"{call.what}: no A [M, K], B [K, N] and output [M, N] among the recorded shapes {shapes}")
+    if len(fits) > 1:
+        raise NoCost(f"{call.what}: the recorded shapes {shapes} fit more than one A·B product: M, N, K ambiguous")
+    (batch, m, n, k), (a_at, out_at) = next(iter(fits.items()))
+    inputs = [tensors[a_at], *(t for o, t in enumerate(tensors) if o not in (a_at, out_at))]  # A first: its precision
+    what = " (an Inductor template: every recorded argument once, A, B and epilogue inputs read, the output written)"
+    return _gemm(call, batch, m, n, k, inputs, tensors[out_at].itemsize, what)
 
 
 @register(rules=("deepgemm", "triton-block-fp8-gemm"))

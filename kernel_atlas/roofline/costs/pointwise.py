@@ -16,6 +16,8 @@ from kernel_atlas.roofline.costs.base import (
     broadcast_shape,
     concrete_int,
     flops_per_element,
+    inductor_bytes,
+    inductor_launcher,
     no_tensors,
     optional_tensor_at,
     register,
@@ -99,6 +101,8 @@ def pointwise_cost(call: Call, out_itemsize: int | None = None) -> Cost:
     spec = written_arguments().get(call.launcher)
     if spec is not None:
         return _with_written_arguments(call, spec)
+    if inductor_launcher(call.launcher):
+        return _inductor_pointwise(call, tensors)
     out_numel = _output_numel([a.dims for a in tensors])
     result, note = _result_dtype(call, tensors)
     size = out_itemsize if out_itemsize is not None else dtypes()[result].bytes
@@ -107,6 +111,24 @@ def pointwise_cost(call: Call, out_itemsize: int | None = None) -> Cost:
     written = out_numel * size
     formula = f"{per:g} FLOP × {out_numel} elements; bytes = inputs {read} + output {out_numel}·{size}{note}"
     return Cost(per * out_numel, read + written, dtypes()[result].precision, VECTOR, formula)
+
+
+def _inductor_pointwise(call: Call, tensors: list[Arg]) -> Cost:
+    """An Inductor pointwise, norm or softmax kernel (`inductor_launcher`): its recorded arguments
+    are its inputs and its outputs, so each is counted once and no output is added on top (one was:
+    +50 % bytes for `relu(in_ptr0, out_ptr0)`). A single recorded tensor is the op's input and
+    its output at once (in_out_ptr0: these ops read what they write; output-only kernels — fills,
+    arange — are labelled so and costed in memory.py): read and written. FLOPs per element of the
+    largest argument (`_output_numel`), at the first one's precision."""
+    out_numel = _output_numel([a.dims for a in tensors])
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    if len(tensors) == 1:
+        moved = 2 * tensors[0].nbytes
+        text = f"its one recorded argument read and written {tensors[0].nbytes}·2 (updated in place: in_out_ptr0)"
+    else:
+        moved, text = inductor_bytes(tensors)
+    formula = f"{per:g} FLOP × {out_numel} elements; bytes = {text}"
+    return Cost(per * out_numel, moved, tensors[0].precision, VECTOR, formula)
 
 
 # op_mappings of ATen's arithmetic, whose result takes the inputs' promoted dtype

@@ -10,6 +10,8 @@ from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
     concrete_int,
+    inductor_bytes,
+    inductor_launcher,
     no_tensors,
     optional_tensor_at,
     register,
@@ -146,6 +148,8 @@ def _reduction(call: Call) -> Cost:
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
+    if inductor_launcher(call.launcher):
+        return _inductor_reduction(tensors)
     x = tensors[0]
     launcher = call.launcher
     if launcher in ("aten::max", "aten::min") and len(tensors) >= 2 and optional_tensor_at(call, 1) is not None:
@@ -182,6 +186,18 @@ def _reduction(call: Call) -> Cost:
     written, what = _written(out_numel, x, outputs, size)
     formula = f"{x.numel} elements read; output {what}{note}{dtype_note}"
     return Cost(float(x.numel), x.nbytes + written, x.precision, VECTOR, formula)
+
+
+def _inductor_reduction(tensors: list[Arg]) -> Cost:
+    """An Inductor reduction (`triton_red_`/`triton_per_`, `inductor_launcher`): its recorded
+    arguments are its inputs, its outputs and then the sizes `xnumel`, `r0_numel` — no dim
+    argument (xnumel, read as one, picked an axis modulo the rank), and every input besides the
+    first (a fused `add`'s second operand) and the recorded output count. Each recorded tensor
+    once; one FLOP per element of the largest (the reduced input)."""
+    x = max(tensors, key=lambda a: a.numel)
+    moved, text = inductor_bytes(tensors)
+    formula = f"{x.numel} elements of the largest argument reduced; bytes = {text}"
+    return Cost(float(x.numel), moved, x.precision, VECTOR, formula)
 
 
 def _selection(call: Call, x: Arg) -> Cost:
