@@ -3,6 +3,11 @@
 Notebooks only call these functions: loading a run, filtering it, the figures, comparing two
 runs, and replayed-vs-traced tables. Everything works on the Parquet/JSON files that
 `atlas ingest` / `atlas report` / `atlas replay` write.
+
+Bad input met by the functions a notebook's loading cells call (`load_run`, `gpu_activities`,
+`findings_html`) is a `NotebookError`: the one line `error: …` that `atlas dashboard --html`
+prints, in JupyterLab and `jupyter nbconvert --execute` too, where an `AtlasError` was a
+traceback of 25 frames — and, an error, it stops the notebook there.
 """
 
 from __future__ import annotations
@@ -10,15 +15,18 @@ from __future__ import annotations
 import html
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from functools import wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels
+from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels, window_of
+from kernel_atlas.analysis.gate import Comparability, comparability
 from kernel_atlas.analysis.views import Timeline, module_times, timeline_of, timeline_rows
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.devices import Device, get_device, match_device
@@ -26,6 +34,7 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.ingest.summary import gpu_time_facts
+from kernel_atlas.report.diff_markdown import comparability_line
 from kernel_atlas.report.html import (
     diff_figure,
     headroom_figure,
@@ -43,6 +52,35 @@ from kernel_atlas.store.run import Run as StoredRun
 from kernel_atlas.store.run import gpu_names
 
 
+class NotebookError(AtlasError):
+    """An `AtlasError` as a notebook shows it: IPython draws an exception's `_render_traceback_`
+    instead of its traceback, so the cell's error is the one line the CLI prints (source and
+    problem redacted apart, as the CLI does). `notebooks.execute` turns it back into the CLI's
+    one line."""
+
+    def _render_traceback_(self) -> list[str]:
+        problem = redact_text(self.problem)
+        return [f"error: {redact_text(self.source)}: {problem}" if self.source else f"error: {problem}"]
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _one_line(func: F) -> F:
+    """What a notebook's loading cell calls: an `AtlasError` raised as a `NotebookError`."""
+
+    @wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except NotebookError:
+            raise
+        except AtlasError as exc:
+            raise NotebookError(exc.source, exc.problem) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
 @dataclass
 class Run:
     """One ingest output, loaded for exploration: its kernels (every rank) in memory."""
@@ -53,6 +91,7 @@ class Run:
     device: Device | None
     world_size: int | None
     replay: pd.DataFrame | None
+    ranks: int = 1  # ranks stored (what its times are totals over)
 
     @property
     def label(self) -> str:
@@ -72,6 +111,7 @@ def resolve_source(source: str | Path | None = None, suffix: str = "", default: 
     return run_folder(source)
 
 
+@_one_line
 def load_run(
     source: str | Path | None = None, device: str | None = None, suffix: str = "", default: str | Path | None = None
 ) -> Run:
@@ -80,9 +120,20 @@ def load_run(
         stored = StoredRun.open(out_dir)
         kernels = stored.kernels()
         replay = stored.replay()
+        ranks = len(stored.ranks) or 1
     gpu = stored.gpu
     found = get_device(device) if device else match_device(gpu.name, gpu.sms)
-    return Run(out_dir, kernels, stored.summary, found, gpu.world_size, replay)
+    return Run(out_dir, kernels, stored.summary, found, gpu.world_size, replay, ranks)
+
+
+@_one_line
+def gpu_activities(run: Run) -> Run:
+    """`run`, refused as `atlas report` refuses it where it holds no GPU activity (a CPU-only
+    trace): one statement, not a page of cards of 0 µs, shares of an empty span and a slider
+    whose maximum is NaN."""
+    if run.kernels.empty:
+        raise AtlasError(run.out_dir, "no GPU activities to report on")
+    return run
 
 
 def filter_kernels(
@@ -94,7 +145,8 @@ def filter_kernels(
     module: str | None = None,
     min_us: float = 0.0,
 ) -> pd.DataFrame:
-    """Rows matching every given filter; `module` matches a module path prefix."""
+    """Rows matching every given filter; `module` matches that module and its sub-modules
+    (`Net_0.Linear_1` and `Net_0.Linear_1.*`, never its sibling `Net_0.Linear_10`)."""
     mask = np.ones(len(kernels), dtype=bool)
     if step is not None:
         mask &= (kernels["step"] == step).fillna(False).to_numpy()
@@ -105,7 +157,8 @@ def filter_kernels(
     if category is not None:
         mask &= (kernels["category"].astype(str) == category).to_numpy()
     if module is not None:
-        mask &= kernels["module"].astype(str).str.startswith(module).to_numpy()
+        paths = kernels["module"].astype(str)
+        mask &= ((paths == module) | paths.str.startswith(module + ".")).to_numpy()
     if min_us:
         mask &= (kernels["dur_us"] >= min_us).to_numpy()
     return kernels[mask]
@@ -131,23 +184,51 @@ def choices(kernels: pd.DataFrame) -> dict[str, list[Any]]:
     }
 
 
-def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
-    """HTML cards: GPU, kernels, busy/idle, top category."""
+def _busy_span(kernels: pd.DataFrame) -> tuple[float, float, int]:
+    """Busy and span time summed over the devices of `kernels`, and how many devices."""
     devices = gpu_time_facts(kernels)["devices"] if len(kernels) else []  # no full analysis for the cards
-    busy = sum(d["busy_us"] for d in devices)
-    span = sum(d["span_us"] for d in devices)
+    return sum(d["busy_us"] for d in devices), sum(d["span_us"] for d in devices), len(devices)
+
+
+def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
+    """HTML cards: GPU, kernels, busy/idle, top category — of the run, or of `kernels` where it
+    is a filtered part of the run (fewer rows than `run.kernels`): then its time and share of the
+    run's GPU time, and the run's own busy, span and idle. The span of a part less its busy time
+    is no idle time: the GPU ran the other kernels then (a gemm filter called the elementwise
+    kernels between two gemms idle, more idle than the GPU ever had)."""
+    whole = getattr(run, "kernels", kernels)  # a stand-in of a run without kernels: `kernels` are the run
+    part = len(kernels) < len(whole)
+    busy, span, devices = _busy_span(whole)
     gpus = gpu_names(run.summary)
     # as the terminal and report.html write times; several devices' busy and span add up, said
-    summed = f" ({len(devices)} devices summed)" if len(devices) > 1 else ""
+    summed = f" ({devices} devices summed)" if devices > 1 else ""
     top = kernels.groupby("category", observed=True)["dur_us"].sum().sort_values(ascending=False)
+    time = float(kernels["dur_us"].sum())
+    utilisation = (f"busy / span{summed}", f"{fmt_us(busy)} / {fmt_us(span)} ({100 * busy / span if span else 0:.1f}%)")
+    if part:
+        total = float(whole["dur_us"].sum())
+        share = f" ({100 * time / total:.1f}%)" if total > 0 else ""
+        counts = [
+            ("GPU activities (selected)", f"{len(kernels):,} of {len(whole):,}"),
+            ("GPU time (selected)", f"{fmt_us(time)} of {fmt_us(total)}{share}"),
+            (f"run {utilisation[0]}", utilisation[1]),
+            (f"run idle{summed}", fmt_us(span - busy)),
+        ]
+    else:
+        counts = [
+            ("GPU activities", f"{len(kernels):,}"),
+            ("GPU time", fmt_us(time)),
+            utilisation,
+            (f"idle{summed}", fmt_us(span - busy)),
+        ]
     cards = [
         ("GPU", ", ".join(gpus) or "unknown"),
         ("peaks", run.device.name if run.device else "no device peaks"),
-        ("GPU activities", f"{len(kernels):,}"),
-        ("GPU time", fmt_us(float(kernels["dur_us"].sum()))),
-        (f"busy / span{summed}", f"{fmt_us(busy)} / {fmt_us(span)} ({100 * busy / span if span else 0:.1f}%)"),
-        (f"idle{summed}", fmt_us(span - busy)),
-        ("top category", f"{top.index[0]} {100 * top.iloc[0] / top.sum():.1f}%" if len(top) else "–"),
+        *counts,
+        (
+            "top category (selected)" if part else "top category",
+            f"{top.index[0]} {100 * top.iloc[0] / top.sum():.1f}%" if len(top) and top.sum() > 0 else "–",
+        ),
     ]
     style = "display:inline-block;margin:4px;padding:8px 12px;border:1px solid #ccc;border-radius:6px"
     body = "".join(
@@ -158,6 +239,7 @@ def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
     return inert(f"<div>{body}</div>")
 
 
+@_one_line
 def findings_html(run: Run) -> str:
     """The top of the dashboard: the costed share of GPU time and what to fix first — from the
     run's report.json where `atlas report` wrote one, else the kernel headroom of a fresh analysis."""
@@ -195,6 +277,10 @@ def _one_rank_timeline(kernels: pd.DataFrame) -> tuple[Timeline, str]:
     return timeline, f"rank {timeline.rank} of {ranks}: the most GPU time" if ranks > 1 else ""
 
 
+def _ranks(kernels: pd.DataFrame) -> int:
+    return int(kernels["rank"].nunique()) if "rank" in kernels and len(kernels) else 1
+
+
 def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
     analysis = run.analyse(kernels)
     drawn = {
@@ -202,7 +288,7 @@ def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
         "top-kernels": top_kernels_figure(analysis),
         "roofline": roofline_figure(analysis, run.device),
         "headroom": headroom_figure(analysis),
-        "modules": module_figure(module_times(kernels)),
+        "modules": module_figure(module_times(kernels), _ranks(kernels)),  # "N ranks summed", as report.html
         "timeline": timeline_figure(*_one_rank_timeline(kernels)),
     }
     return {key: widget(fig) for key, fig in drawn.items()}
@@ -239,12 +325,34 @@ def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
 # --- comparing two runs --------------------------------------------------------------------
 
 
+def _side(run: Run):  # -> analysis.diff.Side
+    """A run's side, with its window (ranks and profiler steps) as `atlas diff` reads it."""
+    side = side_of_kernels(run.label, run.kernels, gpu_names(run.summary))
+    return replace(side, window=window_of(run.summary, run.ranks))
+
+
 def compare_runs(a: Run, b: Run) -> Diff:
     """Time per category, op, module and kernel in both runs and the change (`atlas diff`)."""
-    return compare(
-        side_of_kernels(a.label, a.kernels, gpu_names(a.summary)),
-        side_of_kernels(b.label, b.kernels, gpu_names(b.summary)),
+    return compare(_side(a), _side(b))
+
+
+def compare_comparability(diff: Diff) -> Comparability:
+    """How comparable the two runs are, as `atlas diff` judges it (`gate.comparability`)."""
+    return comparability(diff.table, diff.a.gpus, diff.b.gpus, diff.a.window, diff.b.window)
+
+
+def comparability_html(diff: Diff) -> str:
+    """The comparability line `atlas diff` prints with every comparison: the two GPUs, what each
+    run's times are totals over (ranks, steps) where they differ, the share of GPU time in ops
+    and kernels both runs have."""
+    line = comparability_line(compare_comparability(diff))
+    a, b = diff.a, diff.b
+    runs = "".join(
+        f"<li>{name}: {html.escape(side.label)} on {html.escape(', '.join(side.gpus) or 'unknown GPU')}, "
+        f"GPU time {fmt_us(side.gpu_time_us)}</li>"
+        for name, side in (("A", a), ("B", b))
     )
+    return inert(f"<ul>{runs}<li><b>comparability:</b> {html.escape(line)}</li></ul>")
 
 
 def compare_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:
@@ -266,26 +374,62 @@ def replay_vs_traced(run: Run) -> pd.DataFrame | None:
     return table
 
 
+def on_cpu(table: pd.DataFrame) -> np.ndarray:
+    """Rows of replay.parquet replayed on the CPU: wall clock, no GPU time (`atlas replay`
+    leaves their `ratio` empty and says "CPU times are not GPU times")."""
+    device = table["device"].astype(str) if "device" in table else pd.Series("", index=table.index)
+    method = table["method"].astype(str) if "method" in table else pd.Series("", index=table.index)
+    return ((device == "cpu") | method.str.startswith("cpu")).to_numpy()
+
+
 def replay_figure(table: pd.DataFrame) -> go.Figure:
-    fig = go.Figure(
-        go.Scatter(
-            x=table["traced_us"],
-            y=table["median_us"],
-            mode="markers",
-            text=[
-                label(f"{display_name(str(k))} {d}") for k, d in zip(table["kernel"], table["input_dims"], strict=True)
-            ],
-            hovertemplate="%{text}<br>traced %{x:.2f} µs, replayed %{y:.2f} µs<extra></extra>",
+    """Replayed (median) against traced time per kernel and shape. Replays on a GPU are drawn
+    against the line replayed = traced; replays on the CPU (wall clock) apart, said, and never
+    against that line — their times are not GPU times."""
+    hover = [label(f"{display_name(str(k))} {d}") for k, d in zip(table["kernel"], table["input_dims"], strict=True)]
+    cpu = on_cpu(table)
+    fig = go.Figure()
+    for rows, name, what in ((~cpu, "replayed on the GPU", "replayed"), (cpu, "replayed on the CPU", "CPU wall clock")):
+        if rows.any():
+            fig.add_trace(
+                go.Scatter(
+                    x=table["traced_us"][rows],
+                    y=table["median_us"][rows],
+                    mode="markers",
+                    name=name,
+                    text=[t for t, keep in zip(hover, rows, strict=True) if keep],
+                    hovertemplate=f"%{{text}}<br>traced %{{x:.2f}} µs, {what} %{{y:.2f}} µs<extra></extra>",
+                )
+            )
+    heading = "Replayed vs traced time per kernel and shape"
+    gpu = table[~cpu]
+    if len(gpu):
+        top = float(np.nanmax([gpu["traced_us"].max(), gpu["median_us"].max(), 1.0]))
+        fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="replayed = traced", line={"dash": "dot"}))
+    if cpu.any():
+        heading += (
+            f"<br><sup>{int(cpu.sum()):,} replayed on the CPU: wall clock, not GPU time — not comparable with "
+            "the traced GPU times (no replayed = traced line for them)</sup>"
         )
-    )
-    top = float(np.nanmax([table["traced_us"].max(), table["median_us"].max(), 1.0]))
-    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="replayed = traced", line={"dash": "dot"}))
-    fig.update_layout(
-        title="Replayed vs traced time per kernel and shape",
-        xaxis_title="traced µs",
-        yaxis_title="replayed µs (median)",
-        height=500,
-    )
+    axis = "replayed µs (median)" if not cpu.any() else "replayed µs (median; CPU: wall clock)"
+    fig.update_layout(title=heading, xaxis_title="traced µs (GPU)", yaxis_title=axis, height=500)
+    return fig
+
+
+def replay_roofline(run: Run) -> go.Figure:
+    """The traced roofline with the replayed points (as report.html draws them: `merge_replay`,
+    the replay's throughput at the row's intensity), said where they ran on the CPU."""
+    from kernel_atlas.report.build import merge_replay  # the report's whole pipeline: loaded when asked
+
+    analysis = run.analyse()
+    replayed = run.replay is not None and not run.replay.empty
+    if replayed:
+        analysis.roofline = merge_replay(analysis.roofline, run.replay)
+    fig = widget(roofline_figure(analysis, run.device))
+    if replayed and on_cpu(run.replay).any():
+        fig.layout.title.text = (
+            f"{fig.layout.title.text}<br><sup>replayed points ran on the CPU: wall clock, not GPU time</sup>"
+        )
     return fig
 
 

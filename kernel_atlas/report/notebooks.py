@@ -55,7 +55,9 @@ def execute(name: str, env: dict[str, str], timeout: int = 600):  # -> nbformat.
         )
         client.execute()
     except CellExecutionError as exc:
-        if exc.ename == "AtlasError":  # bad input met inside the notebook: the same one line
+        # bad input met inside the notebook (`dashboard.NotebookError`: an AtlasError the notebook
+        # shows in one line): the same one line
+        if exc.ename in ("AtlasError", "NotebookError"):
             raise AtlasError(None, str(exc.evalue)) from None
         raise
     finally:
