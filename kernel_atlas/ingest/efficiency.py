@@ -131,6 +131,34 @@ def _volumes(column: pd.Series) -> np.ndarray:
     return table[values.cat.codes.to_numpy()]
 
 
+@lru_cache(maxsize=1)
+def _work_item_launches() -> frozenset[str]:
+    """Launch calls whose recorded grid counts work-items (catalogs/efficiency.toml `[grid]`)."""
+    return frozenset(read_toml("efficiency.toml").get("grid", {}).get("work_item_launches", []))
+
+
+def _grid_blocks(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's grid in blocks (`_volumes` of its grid), but for launches that record their grid
+    in work-items (`_work_item_launches`): there ⌈grid / block⌉ per axis, computed once per
+    distinct (grid, block) pair — NaN where an axis of either is missing or not positive."""
+    blocks = _volumes(frame["grid"])
+    if "launch" not in frame:
+        return blocks
+    rows = np.flatnonzero(frame["launch"].astype(object).isin(_work_item_launches()).to_numpy())
+    if not len(rows):
+        return blocks
+    pairs = pd.DataFrame({"grid": frame["grid"].iloc[rows].astype(str), "block": frame["block"].iloc[rows].astype(str)})
+    codes, uniques = pd.MultiIndex.from_frame(pairs).factorize()
+    per_pair = []
+    for grid_text, block_text in uniques:
+        grid = [int(d) for d in re.findall(r"-?\d+", grid_text)]
+        block = [int(d) for d in re.findall(r"-?\d+", block_text)]
+        usable = grid and len(grid) == len(block) and min(grid) > 0 and min(block) > 0
+        per_pair.append(float(math.prod(-(-g // b) for g, b in zip(grid, block, strict=True))) if usable else np.nan)
+    blocks[rows] = np.asarray(per_pair, dtype=np.float64)[codes]
+    return blocks
+
+
 def _max_blocks(limits: SmLimits, threads: np.ndarray, regs: np.ndarray, shared: np.ndarray) -> np.ndarray:
     """Blocks one SM holds at once (cuda_occupancy.h's limits: warps, blocks, registers per
     sub-partition, shared memory); NaN where registers or shared memory are not recorded."""
@@ -198,7 +226,7 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
         return out
     kernel = (frame["kind"] == "kernel").to_numpy()
     devices = frame["device"].to_numpy(dtype=np.float64, na_value=np.nan)
-    grid, threads = _volumes(frame["grid"]), _volumes(frame["block"])
+    grid, threads = _grid_blocks(frame), _volumes(frame["block"])
     regs = frame["registers_per_thread"].to_numpy(dtype=np.float64, na_value=np.nan)
     shared = frame["shared_mem_bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
     recorded = frame["recorded_occupancy_pct"].to_numpy(dtype=np.float64, na_value=np.nan)
