@@ -354,6 +354,9 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     main_rows = np.flatnonzero(is_main)
     helper_rows = np.flatnonzero(has_call & ~is_main)
     role[helper_rows] = "helper"
+    # a helper stands for no call (its call's time is counted on the call's main row): its own time,
+    # else a call's two layout transforms made a helper row of twice the call's time (campaign AH)
+    op_time[helper_rows] = frame["dur_us"].to_numpy()[helper_rows]
     call_of_row = np.full(n, -1, dtype=np.int64)
     call_of_row[call_rows] = call
 
