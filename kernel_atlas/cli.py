@@ -168,16 +168,8 @@ def _one_line_errors(func: F) -> F:
             stdout_to_null()
             raise typer.Exit(READER_GONE) from None
         except AtlasError as exc:
-            from kernel_atlas.core.redact import redact_text
-
             # the file and the problem redacted apart: `/etc/passwd` then `: listed …` is no `passwd: x`
-            problem = redact_text(exc.problem)
-            say(
-                err_console,
-                "[bold red]error:[/]",
-                f"{redact_text(exc.source)}: {problem}" if exc.source else problem,
-                redact=False,
-            )
+            say(err_console, "[bold red]error:[/]", exc.redacted(), redact=False)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")
@@ -291,7 +283,8 @@ def ingest(
     for warning in result.warnings:
         _say_later("[yellow]warning:[/]", warning)
     if result.failed:
-        say(err_console, "[bold red]error:[/]", _failures_line(result.failed, len(sources), out_dir, bool(result.done)))
+        line = _failures_line(result.failed, len(sources), out_dir, bool(result.done))
+        say(err_console, "[bold red]error:[/]", line, redact=False)  # each reason redacted apart
     if not result.done:
         raise typer.Exit(2)
     if quiet:
@@ -308,13 +301,27 @@ SHOWN_FAILURES = 3  # failed traces named in the one error line; summary.json li
 def _failures_line(failed: list[Any], sources: int, out_dir: object, any_done: bool) -> str:
     """The one error line of an ingest where traces failed: a trace that failed alone, its own
     reason; several, how many and the first SHOWN_FAILURES reasons (summary.json lists all)."""
-    reasons = [failure.reason for failure in failed]
+    from kernel_atlas.core.redact import redact_text
+
+    reasons = [_reason(failure) for failure in failed]
+    out_dir = redact_text(str(out_dir))
     if len(reasons) == 1:
         return reasons[0] + (f" (1 of {sources} traces failed; the others are in {out_dir})" if any_done else "")
     where = f"; the others are in {out_dir}, whose summary.json lists every failure" if any_done else ""
     shown = "; ".join(reasons[:SHOWN_FAILURES])
     more = f"; and {len(reasons) - SHOWN_FAILURES} more" if len(reasons) > SHOWN_FAILURES else ""
     return f"{len(reasons)} of {sources} traces failed{where}: {shown}{more}"
+
+
+def _reason(failure: Any) -> str:
+    """A failed trace's reason, `TRACE: PROBLEM`, redacted with the trace and the problem apart
+    (`AtlasError.redacted`); the rest of the line is ours."""
+    from kernel_atlas.core.redact import redact_message, redact_text
+
+    subject = f"{failure.source}: "
+    if not failure.reason.startswith(subject):  # another file named (an output, a catalog): as one text
+        return redact_text(failure.reason)
+    return redact_message(failure.source, failure.reason[len(subject) :])
 
 
 @app.command()

@@ -113,7 +113,9 @@ class Tools:
     # --- tools ------------------------------------------------------------------------------------
 
     def runs(self) -> dict[str, Any]:
-        """Run folders under the root (at most MAX_DEPTH deep), with traces, GPUs and GPU time."""
+        """The run folders under the root (at most 4 levels deep), each with its traces, its
+        GPUs and whether `atlas report` ran on it (`reported`); a run whose files cannot be
+        read carries an `error` instead."""
         found: list[dict[str, Any]] = []
         for folder, dirs, files in os.walk(self.root, followlinks=False):
             path = Path(folder)
@@ -126,20 +128,37 @@ class Tools:
                 found.append(self._run_entry(path))
                 if len(found) >= MAX_RUNS:
                     break
-        return _clean({"root": str(self.root), "runs": found, "truncated": len(found) >= MAX_RUNS})
+        # each entry cleaned already: an `error` redacted as one text loses words (`_run_entry`)
+        return {"root": _clean(str(self.root)), "runs": found, "truncated": len(found) >= MAX_RUNS}
 
     def _run_entry(self, path: Path) -> dict[str, Any]:
+        """One run of `runs`; a run whose summary.json or report.json cannot be read is listed
+        with an `error` (one damaged report.json failed the whole call: no run could be found)."""
         try:
-            summary = open_output(path).summary
+            output = open_output(path)
+            summary = output.summary
+            traces = summary.get("traces", [])
+            entry = {
+                "run": self._name(path),
+                "traces": [t.get("file") for t in traces],
+                "gpus": sorted({g.get("name", "?") for t in traces for g in t.get("gpus", [])}),
+                "reported": read_report(path, output.run_id) is not None,
+            }
         except AtlasError as exc:
-            return {"run": self._name(path), "error": str(exc)}
-        traces = summary.get("traces", [])
-        return {
-            "run": self._name(path),
-            "traces": [t.get("file") for t in traces],
-            "gpus": sorted({g.get("name", "?") for t in traces for g in t.get("gpus", [])}),
-            "reported": read_report(path, summary.get("run_id")) is not None,
-        }
+            return {"run": _clean(self._name(path)), "error": self.refusal(exc)}
+        return _clean(entry)
+
+    def refusal(self, exc: AtlasError) -> str:
+        """An `AtlasError` as the agent reads it: a path under the root said relative to it (the
+        server's own folders are none of the agent's business, and a run is named so), the file
+        and the problem redacted apart (`AtlasError.redacted`: a run named `secret` before `: not
+        a run folder` lost its `not`)."""
+        root = str(self.root)
+        source = exc.source
+        if source is not None and (source == root or source.startswith(root + os.sep)):
+            source = self._name(Path(source))
+        problem = exc.problem.replace(root + os.sep, "").replace(root, ".")
+        return AtlasError(source, problem).redacted()
 
     def summary(self, run: str) -> dict[str, Any]:
         """GPU time, busy/idle per device, GPUs, activity counts and — where `atlas report` ran —
@@ -179,20 +198,25 @@ class Tools:
         return _clean(answer)
 
     def top_kernels(self, run: str, limit: int = 20, rank: int | None = None) -> dict[str, Any]:
-        """The kernels (and memcpys/memsets) taking the most GPU time: name, category, op, calls,
-        total and share of GPU time."""
+        """The kernels (and memcpys/memsets) taking the most GPU time, one row per kernel name
+        and the op and category it ran for (a name launched by two ops is two rows): name,
+        category, op_mapping, calls, total_us and pct_of_gpu_time — its share of all ranks' GPU
+        time, or with `rank` of that rank's."""
         limit = _rows(limit)
         where = "" if rank is None else f"WHERE rank = {int(rank)}"
+        # by op and category too: grouped by name alone, one of them stood for all its calls
+        # (`add` for 3 calls of which 2, 82 % of the time, were `sub`)
         sql = (
-            "SELECT name, any_value(category) AS category, any_value(op_mapping) AS op_mapping, "
+            "SELECT name, category, op_mapping, "
             "count(*) AS calls, sum(dur_us) AS total_us, "
             "100.0 * sum(dur_us) / sum(sum(dur_us)) OVER () AS pct_of_gpu_time "
-            f"FROM kernels {where} GROUP BY name ORDER BY total_us DESC, name"
+            f"FROM kernels {where} GROUP BY name, category, op_mapping "
+            "ORDER BY total_us DESC, name, op_mapping NULLS LAST, category NULLS LAST"
         )
         return self._select(self.run_dir(run), sql, limit)
 
     def findings(self, run: str, limit: int = 10) -> dict[str, Any]:
-        """What to fix first. report.json's ranked findings where `atlas report` wrote them;
+        """What to fix first: report.json's ranked findings where `atlas report` wrote them;
         otherwise the kernels with the most headroom over the roofline (roofline.parquet)."""
         folder = self.run_dir(run)
         output = open_output(folder)
@@ -210,7 +234,9 @@ class Tools:
         return _clean({"run": self._name(folder), "source": "roofline.parquet headroom", "findings": rows["rows"]})
 
     def query(self, run: str, sql: str, limit: int = 200) -> dict[str, Any]:
-        """One read-only SQL SELECT over the run's tables (`kernels`, `roofline`, `idle`, …)."""
+        """One read-only SQL SELECT over the run's tables (`kernels`, `roofline`, `idle`, …):
+        its columns and rows (at most `limit`; `truncated` says when more matched), each text
+        cut to 10,000 characters."""
         return self._select(self.run_dir(run), sql, _rows(limit))
 
     def tables(self, run: str) -> dict[str, Any]:
@@ -219,7 +245,7 @@ class Tools:
 
     def explain(self, kernel: str, launcher: str | None = None, stack: list[str] | None = None) -> dict[str, Any]:
         """How Kernel Atlas labels a kernel: the op and category, the rule that decided, what the
-        name and the launcher say, and who won a conflict."""
+        name and the launcher say, and who won a conflict (each text cut to 10,000 characters)."""
         from kernel_atlas.classify.classifier import default_classifier
 
         default_classifier()  # loaded here, once: each explanation's process inherits it
@@ -231,15 +257,19 @@ class Tools:
     def diff(
         self, run_a: str, run_b: str, fail_above_pct: float | None = None, limit: int = 20, per_step: bool = False
     ) -> dict[str, Any]:
-        """Run B against run A: GPU time per category and the largest op changes, how comparable
-        the runs are and, with `fail_above_pct`, the verdict of `atlas diff --fail-above`;
-        `per_step`: one profiler step of each (`atlas diff --per-step`)."""
+        """Run B against run A: GPU time per category and the largest op changes (at most
+        `limit`), how comparable the runs are and, with `fail_above_pct`, the verdict of `atlas
+        diff --fail-above`; with `per_step`, the time of one profiler step of each run instead of
+        the whole run (`atlas diff --per-step`: both runs need ProfilerStep ranges)."""
         from kernel_atlas.analysis.diff import diff_runs
         from kernel_atlas.analysis.gate import MIN_SHARE, comparability, judge
 
         if fail_above_pct is not None and not float(fail_above_pct) >= 0.0:  # as `atlas diff --fail-above`
             raise AtlasError("fail_above_pct", f"{fail_above_pct}: give a percentage of 0 or more")
-        result = diff_runs(self.run_dir(run_a), self.run_dir(run_b), bool(per_step))
+        try:
+            result = diff_runs(self.run_dir(run_a), self.run_dir(run_b), bool(per_step))
+        except AtlasError as exc:  # said in this tool's words: its argument, not the command line's flag
+            raise AtlasError(exc.source, exc.problem.replace("--per-step", "`per_step`")) from None
         a, b = result.a, result.b
         limit = _rows(limit)
         keep = ["key", "a_us", "b_us", "delta_us", "status"]
@@ -267,8 +297,9 @@ class Tools:
         return _clean(answer)
 
     def critical_path(self, run: str, limit: int = 20) -> dict[str, Any]:
-        """The critical path `atlas report` found: its length, the breakdown by bound and the
-        largest segments."""
+        """The critical path `atlas report` found: its length, the breakdown by bound, its time
+        by category, op, kernel, module, frame and rank (`top`), where optimisation pays and
+        each rank's path; every list cut to `limit` items (`truncated` says when one was)."""
         rows = _rows(limit)
         folder = self.run_dir(run)
         report = read_report(folder, open_output(folder).run_id)
@@ -278,15 +309,25 @@ class Tools:
         if not path:
             raise AtlasError(run, "this report has no critical path (the Kernel Atlas that wrote it computes none)")
         answer = dict(path) if isinstance(path, dict) else {"critical_path": path}
-        for key, value in list(answer.items()):
-            if isinstance(value, list):
-                answer[key] = value[:rows]
-        return _clean(answer)
+        cut = _cut_lists(answer, rows)
+        cut["truncated"] = cut != answer
+        return _clean(cut)
 
     def _select(self, folder: Path, sql: str, limit: int) -> dict[str, Any]:
         if not isinstance(sql, str) or not sql.strip():
             raise AtlasError("query", "give one SQL SELECT statement")
         return _bounded(partial(_select, folder, sql, limit))
+
+
+def _cut_lists(value: Any, rows: int) -> Any:
+    """`value` with every list in it — also those inside objects and rows (`top.op`,
+    `top.frame`, a rank's own lists) — cut to its first `rows` items: `limit` cut only the lists
+    at the top, and `top` kept ten rows of each breakdown under `limit=2`."""
+    if isinstance(value, dict):
+        return {key: _cut_lists(item, rows) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_cut_lists(item, rows) for item in value[:rows]]
+    return value
 
 
 def _explanation(kernel: str, launcher: str | None, stack: list[str] | None) -> dict[str, Any]:
@@ -301,9 +342,11 @@ def _explanation(kernel: str, launcher: str | None, stack: list[str] | None) -> 
     def opinion(o: Any) -> dict[str, Any] | None:
         return None if o is None else {"op": o.op, "source": o.source, "detail": o.detail}
 
+    # every text of the answer cut as a query's are, with how long it was: the whole argument
+    # echoed made a 300,000-character name a 300 kB answer
     return _clean(
         {
-            "kernel": kernel,
+            "kernel": str(kernel),
             "op_mapping": label.op_mapping,
             "category": label.category,
             "rule": label.rule,
@@ -315,7 +358,8 @@ def _explanation(kernel: str, launcher: str | None, stack: list[str] | None) -> 
             "conflict": explanation.conflict,
             "winner": explanation.winner,
             "why": explanation.resolution_why,
-        }
+        },
+        MAX_TEXT,
     )
 
 
@@ -501,8 +545,14 @@ def build_server(root: str | Path) -> Any:
     read_only = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
     for name in TOOL_NAMES:
         method = getattr(tools, name)
-        server.tool(name=name, description=method.__doc__, annotations=read_only)(_guarded(method))
+        server.tool(name=name, description=_description(method), annotations=read_only)(_guarded(method))
     return server
+
+
+def _description(method: Any) -> str:
+    """A tool's description: its docstring as one paragraph (the docstring's indentation inside
+    the text was the agent's to read)."""
+    return " ".join((method.__doc__ or "").split())
 
 
 def _screen(arguments: dict[str, Any]) -> None:
@@ -531,7 +581,8 @@ def _guarded(method: Any) -> Any:
             _screen(kwargs)
             return method(*args, **kwargs)
         except AtlasError as exc:
-            raise ToolError(_clean(str(exc))) from None
+            refusal = method.__self__.refusal(exc) if hasattr(method, "__self__") else exc.redacted()
+            raise ToolError(refusal) from None
 
     return tool
 

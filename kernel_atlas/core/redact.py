@@ -226,6 +226,16 @@ def redact_text(text: str) -> str:
     return REDACTED if _hidden_credential(text) else text
 
 
+def redact_message(subject: str | None, problem: str) -> str:
+    """A message of ours about something from outside, `SUBJECT: PROBLEM`, with the subject (a
+    path, a run's name, a trace's text) and the problem redacted apart, then joined: redacted as
+    one text, a subject ending in a key (`/etc/passwd`, a run named `secret` or `my_api_key`) took
+    the problem's first word for its value — `secret: <redacted> a run folder` read as the
+    opposite of `secret: not a run folder`."""
+    said = redact_text(problem)
+    return f"{redact_text(subject)}: {said}" if subject else said
+
+
 def _redacted(match: re.Match[str]) -> str:
     """A match's replacement: `<redacted>`, after the key it keeps (see `_PATTERNS`)."""
     groups = match.groupdict()

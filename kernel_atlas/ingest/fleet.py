@@ -27,6 +27,7 @@ import pandas as pd
 
 from kernel_atlas.core.beside import on_a_thread, process_pool, submit_held
 from kernel_atlas.core.errors import AtlasError, system_refusal
+from kernel_atlas.core.redact import redact_text
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.core.signals import reraise_if_signalled
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
@@ -205,8 +206,17 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
 def default_output(first_source: str) -> str:
     """`<stem>.atlas` next to the first trace (also for URLs)."""
     head, _, name = first_source.rstrip("/").rpartition("/")
-    stem = file_stem(name) + ".atlas"
+    stem = _stem(name) + ".atlas"
     return f"{head}/{stem}" if head else stem
+
+
+def _stem(name: str) -> str:
+    """`file_stem(name)`, or `redacted` where redaction would change that stem again: `passwd: x`
+    becomes `passwd: redacted`, which still reads as a key and its value — summary.json (written
+    redacted) listed the rank file as `passwd: <redacted>` and the run's readers refused it, and
+    the output folder was named otherwise than `runs` and the dashboards say."""
+    stem = file_stem(name)
+    return stem if redact_text(stem) == stem else "redacted"
 
 
 def output_for(first_source: str, choose: str = "-o sets the output folder") -> tuple[str, str | None]:
@@ -244,7 +254,12 @@ def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
     out, note = output_for(str(source), "`atlas ingest TRACE -o OUT` chooses the output folder")
     result = ingest_fleet([str(source)], out)
     if result.failed:
-        raise AtlasError(None, result.failed[0].reason)
+        # the trace and the problem apart (`AtlasError.redacted`): `/etc/passwd: not JSON` redacted
+        # as one text read `/etc/passwd: <redacted> JSON`
+        reason, named = result.failed[0].reason, f"{source}: "
+        if reason.startswith(named):
+            raise AtlasError(source, reason[len(named) :])
+        raise AtlasError(None, reason)
     return Path(out), ([note] if note else []) + result.warnings
 
 
@@ -283,7 +298,7 @@ def plan(
     sources: Sequence[str], out: str, captures: Sequence[CapturedGraph] = (), run_id: str | None = None
 ) -> list[Task]:
     """One task per trace; traces with the same file name get distinct file names."""
-    stems = [file_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
+    stems = [_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
     clash = {s for s in stems if stems.count(s) > 1}
     return [
         Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures), run_id=run_id, process=process)
