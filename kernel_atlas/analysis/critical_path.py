@@ -8,7 +8,9 @@ and GPU activity — joined by edges that carry time (see docs/critical_path.md)
   a blocking call (synchronize, synchronous copy) weigh nothing — the thread was waiting;
 * launch → activity: the activity waited for its launch when its stream was empty at the
   launch (launch overhead = activity start − launch start); otherwise previous activity on the
-  stream → activity (kernel-kernel overhead = the gap), when under 1.5 ms;
+  stream → activity (kernel-kernel overhead = the gap), when under 1.5 ms; an activity without
+  that edge still follows its stream's previous one (zero weight: stream order, so that no path
+  is shorter than a stream's serial work; HTA's convention keeps HTA's graph, which has no such edge);
 * synchronisation (zero weight): the activity an event wait, a stream/device/event sync or a
   synchronous call waited for → the waiting kernel's start or the host call's end;
 * every activity's own duration, graph-replayed kernels included (each owns its launch's
@@ -420,7 +422,9 @@ def build_graph(
                 "a device sync: by each stream's last)"
             )
     limit = np.inf if hta else KERNEL_GAP_LIMIT_US  # HTA 0.5.0 chains a stream across any gap
-    explained = _gpu_edges(gpu, host, n_host, edges, zero_weight_launches, notes, limit, queue_test=hta)
+    explained = _gpu_edges(
+        gpu, host, n_host, edges, zero_weight_launches, notes, limit, queue_test=hta, stream_order=not hta
+    )
     if not hta:
         _own_copy_edges(gpu, host, edges)
         if not len(syncs):
@@ -550,6 +554,7 @@ def _gpu_edges(
     notes: list[str],
     limit: float = KERNEL_GAP_LIMIT_US,
     queue_test: bool = False,
+    stream_order: bool = True,
 ) -> np.ndarray:
     """Duration, launch and stream-order edges of the activities; returns which activities' starts
     they explain (a launch or kernel-kernel edge, or an event wait). A launch or stream gap of
@@ -557,7 +562,13 @@ def _gpu_edges(
     An activity launched onto an idle stream waited for its launch; `queue_test` (HTA's
     convention) asks besides that nothing launched later was queued behind it when it started —
     which the first activity of every burst the host runs ahead of fails, leaving it no launch
-    edge, or one from the stream's previous activity across the host's own wait."""
+    edge, or one from the stream's previous activity across the host's own wait.
+    `stream_order` (the exact convention): an activity without a kernel-kernel edge still follows
+    its stream's previous activity — a zero-weight `wait` edge (the stream idled: no overhead) —
+    so that no path is shorter than a stream's serial work. HTA keeps only the launch edge there:
+    where the launching thread has no recorded tie to earlier work (an autograd thread), a
+    stream's chain fell apart and the path was one piece of it (`mi210_gpu_only`: 3.27 ms
+    against 5.34 ms of kernels run one after another on one stream)."""
     n = len(gpu)
     if n == 0:
         return np.zeros(0, bool)
@@ -598,11 +609,15 @@ def _gpu_edges(
     edges.add(2 * launch[m], 2 * ev[m], np.maximum(ts[m] - launch_ts[m], 0.0), LAUNCH, ev[m])
     m = np.flatnonzero(by_gap)
     edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], np.maximum(ts[m] - prev_end[m], 0.0), GAP, ev[prev[m]])
+    if stream_order:  # a stream runs its activities in order, whatever explains each one's start
+        m = np.flatnonzero((prev >= 0) & ~by_gap)
+        edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1)
     if zero_launch:  # causality for what-if: every activity waits for its launch and its stream
         m = np.flatnonzero(has_launch & ~by_launch & ~stuck)
         edges.add(2 * launch[m], 2 * ev[m], 0.0, WAIT, -1, causal=True)
-        m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
-        edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1, causal=True)
+        if not stream_order:
+            m = np.flatnonzero((prev >= 0) & ~by_gap & ~by_launch)
+            edges.add(2 * ev[prev[m]] + 1, 2 * ev[m], 0.0, WAIT, -1, causal=True)
     return by_launch | by_gap | np.isfinite(wait_end)
 
 

@@ -22,7 +22,7 @@ from kernel_atlas.analysis.critical_ranks import (
     p2p_instances,
     p2p_rows,
 )
-from kernel_atlas.analysis.critical_segments import breakdown_pct, segments, top_entries
+from kernel_atlas.analysis.critical_segments import breakdown_pct, path_span, segments, top_entries
 from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, on_a_thread, process_pool
@@ -155,17 +155,19 @@ def solve_paths(
         rank, path, graph, kernels, host = best
         segs = segments(graph, path, rank, graph.path_weight())
         causal = graph if exact else build_graph(kernels, host, window, zero_weight_launches=True)
+    span, uncovered = path_span(graph, path)  # a path that leaves much of the window out says why
     facts = {
         "window": graph.window,
         "convention": convention,
         "rank": rank,
         "joint_ranks": len(graphs) if joint else 1,
         "total_us": round(path.length_us, 3),
+        "span": span,
         "breakdown_pct": breakdown_pct(segs),
         "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame", "rank")},
         "where_optimisation_pays": [],  # the what-if's, filled in by `analyse_output`
         "per_rank": per_rank,
-        "notes": notes + graph.notes,
+        "notes": notes + graph.notes + ([uncovered] if uncovered else []),
     }
     return SolvedPaths(CriticalPathResult(segs, facts), causal)
 

@@ -124,3 +124,66 @@ def top_entries(segs: pd.DataFrame, by: str, n: int = 10) -> list[dict[str, Any]
         }
         for k, r in grouped.head(n).iterrows()
     ]
+
+
+# a path that leaves more than this share of its window's events' time outside it is said in a note
+UNCOVERED_NOTE_PCT = 5.0
+
+
+def path_span(graph: Graph, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The part of the window the path covers — its first and last point against the first and
+    last point of the window's events (`covered_pct`) — and, where it leaves more than
+    UNCOVERED_NOTE_PCT of them out, a note that says where it starts and ends and why the rest is
+    not on it. None for an empty path or graph."""
+    if graph.n_nodes == 0 or len(path.edges) == 0:
+        return None, None
+    ts = graph.node_ts
+    lo, hi = float(np.min(ts)), float(np.max(ts))
+    first, last = int(graph.src[path.edges[0]]), int(graph.dst[path.edges[-1]])
+    start, end = float(ts[first]), float(ts[last])
+    extent = hi - lo
+    pct = 100.0 * (end - start) / extent if extent > 0 else 100.0
+    span = {
+        "start_us": round(start, 3),
+        "end_us": round(end, 3),
+        "events_start_us": round(lo, 3),
+        "events_end_us": round(hi, 3),
+        "covered_pct": round(min(pct, 100.0), 2),
+    }
+    if 100.0 - pct <= UNCOVERED_NOTE_PCT:
+        return span, None
+    note = (
+        f"the path covers {start - lo:.1f}–{end - lo:.1f} µs of the window's {extent:.1f} µs of events "
+        f"({pct:.1f} %). It starts at {_point(graph, first)}{_first_of_thread(graph, first, lo)}; it ends at "
+        f"{_point(graph, last)}. The time outside it is work that no recorded dependency ties to it (another "
+        "host thread or stream: a launch, a sync or stream order would), work lighter than it, or idle time"
+    )
+    return span, note
+
+
+def _point(graph: Graph, node: int) -> str:
+    """A node as words: the start or end of which event, where (host thread or GPU stream)."""
+    event, edge = node // 2, "end" if node % 2 else "start"
+    if event < graph.n_host:
+        row = graph.host.iloc[event]
+        return f"the {edge} of {str(row['name'])[:60]} (host thread {int(row['thread'])})"
+    row = graph.gpu.iloc[event - graph.n_host]
+    return f"the {edge} of {str(row['name'])[:60]} (stream {int(row['stream'])})"
+
+
+def _first_of_thread(graph: Graph, node: int, lo: float) -> str:
+    """Why the path starts late where its first point is its host thread's first recorded event."""
+    event = node // 2
+    if event >= graph.n_host or graph.node_ts[node] <= lo:
+        return ""
+    thread = graph.host["thread"].to_numpy()
+    mine = thread == thread[event]
+    if "rank" in graph.host:  # a joint graph of several ranks: their threads are numbered alike
+        rank = graph.host["rank"].to_numpy()
+        mine &= rank == rank[event]
+    if graph.host["ts_us"].to_numpy()[mine].min() < graph.host["ts_us"].to_numpy()[event]:
+        return ""
+    return (
+        ", its thread's first recorded event: nothing in the trace ties that thread to the work before it "
+        "(what it waited for is not recorded, e.g. an autograd thread in a trace without its ops)"
+    )

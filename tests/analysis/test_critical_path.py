@@ -642,7 +642,8 @@ def test_an_unexplained_start_waits_for_the_stream_that_ended_last(tmp_path: Pat
 #   aten::mm [0,10] ⊃ cudaLaunchKernel [1,3] → k1 [5,105]; cudaLaunchKernel [11,13] → k2
 #   [3105,3125] on the same stream, launched while k1 ran (so not its launch's doing).
 # Exact: the 3000 µs gap is no kernel-kernel overhead, nothing explains k2's start (no other
-#   stream): 1 (mm to its launch) + 4 (launch) + 100 (k1) = 105 µs.
+#   stream), but k2 runs after k1 on their stream (a 0 µs stream-order edge, stop 64: the path
+#   had ended at k1): 1 (mm to its launch) + 4 (launch) + 100 (k1) + 0 + 20 (k2) = 125 µs.
 # HTA: the gap is overhead: 1 + 4 + 100 + 3000 + 20 = 3125 µs — 96.0 % kernel-kernel (3000),
 #   3.84 % GPU (120), 0.13 % launch (4), 0.03 % CPU (1); HTA 0.5.0 on this trace: 3125, these edges.
 def test_hta_convention_chains_a_stream_across_any_gap(tmp_path: Path) -> None:
@@ -654,7 +655,7 @@ def test_hta_convention_chains_a_stream_across_any_gap(tmp_path: Path) -> None:
         kernel("k2", 3105, 20, 2),
     ]
     kernels, host = solved(tmp_path, events)
-    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(105.0)
+    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(125.0)
     hta = build_graph(kernels, host, convention="hta")
     path = longest_path(hta)
     assert path.length_us == pytest.approx(3125.0)
@@ -666,8 +667,10 @@ def test_hta_convention_chains_a_stream_across_any_gap(tmp_path: Path) -> None:
 # HTA's loader drops the last ProfilerStep (TraceAnalysis(include_last_profiler_step=False)):
 #   ProfilerStep#1 [0,50]: aten::mm [1,11] ⊃ cudaLaunchKernel [2,4] → k1 [5,25];
 #   ProfilerStep#2 [50,100]: aten::add [51,61] ⊃ cudaLaunchKernel [52,54] → k2 [60,160].
-# Exact (the whole trace): mm 1 (to its launch) + 2 (launch) + 7 (rest of mm) + 0 (entering add)
-#   + 1 (add to its launch) + 8 (launch overhead: 60 − 52) + 100 (k2) = 119 µs.
+# Exact (the whole trace): through the host, mm 1 (to its launch) + 2 (launch) + 7 (rest of mm) + 0
+#   (entering add) + 1 (add to its launch) + 8 (launch overhead: 60 − 52) + 100 (k2) = 119 µs; through
+#   the stream (k2 after k1, a 0 µs stream-order edge, stop 64), mm 1 + 3 (launch overhead: 5 − 2)
+#   + 20 (k1) + 0 + 100 (k2) = 124 µs, the longer.
 # HTA: everything from 50 on is gone (step #2, add, its launch and k2): 1 + 3 (launch overhead:
 #   5 − 2) + 20 (k1) = 24 µs (HTA 0.5.0 on this trace: 24). One step name alone cuts nothing.
 def test_hta_convention_drops_the_last_profiler_step(tmp_path: Path) -> None:
@@ -682,7 +685,7 @@ def test_hta_convention_drops_the_last_profiler_step(tmp_path: Path) -> None:
         kernel("k2", 60, 100, 2),
     ]
     kernels, host = solved(tmp_path, events)
-    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(119.0)
+    assert longest_path(build_graph(kernels, host)).length_us == pytest.approx(124.0)
     hta = build_graph(kernels, host, convention="hta")
     path = longest_path(hta)
     assert path.length_us == pytest.approx(24.0)
