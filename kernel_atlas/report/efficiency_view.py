@@ -110,6 +110,8 @@ def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
                     "steps": step_count(eff),
                     **_left_out(eff),
                     **device,
+                    # Kineto on ROCm records no registers or LDS per kernel: occupancy is the thread bound's
+                    "occupancy_upper_bound": trace.get("runtime") == "rocm",
                 }
             )
         note = communication_note(trace)
@@ -127,8 +129,23 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}%"
 
 
+UPPER_BOUND = " (an upper bound: the trace records no registers or LDS)"
+
+
+def _metric(device: dict[str, Any], metric: str) -> str:
+    """`label value` of one metric; an occupancy that is only the thread bound (ROCm) says so."""
+    text = f"{_LABELS[metric]} {_pct(device.get(metric))}"
+    bound = _bounded(device, metric) and device.get(metric) is not None
+    return text + UPPER_BOUND if bound else text
+
+
+def _bounded(device: dict[str, Any], metric: str) -> bool:
+    """Whether `metric` of `device` is only an upper bound (the occupancy of a ROCm trace)."""
+    return metric == "achieved_occupancy_pct" and bool(device.get("occupancy_upper_bound"))
+
+
 def device_line(device: dict[str, Any], steps: int, left_out: int = 0, why: str | None = None) -> str:
-    metrics = ", ".join(f"{_LABELS[m]} {_pct(device.get(m))}" for m in METRICS)
+    metrics = ", ".join(_metric(device, m) for m in METRICS)
     span = f"{steps:,} steps" if steps > 1 else ("1 step" if steps == 1 else "the whole trace (no steps recorded)")
     if left_out:  # the plugin's tail rule: say what it dropped, it does not
         span += f" ({left_out:,} more profiler step{'s' if left_out > 1 else ''} left out: {why or 'cut short'})"
@@ -169,7 +186,9 @@ def efficiency_html(efficiency: dict[str, Any]) -> str:
     head = "".join(f"<th>{html.escape(_LABELS[m])}</th>" for m in METRICS)
     rows = "".join(
         f"<tr><td>{html.escape(str(d['trace']))}</td><td>{d['rank']}</td><td>{d['device']}</td>"
-        f"<td>{html.escape(_steps_cell(d))}</td>" + "".join(f"<td>{_pct(d.get(m))}</td>" for m in METRICS) + "</tr>"
+        f"<td>{html.escape(_steps_cell(d))}</td>"
+        + "".join(f"<td>{'≤ ' if _bounded(d, m) else ''}{_pct(d.get(m))}</td>" for m in METRICS)
+        + "</tr>"
         for d in devices
     )
     note = (

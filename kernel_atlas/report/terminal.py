@@ -354,9 +354,12 @@ def brief_waits_lines(facts: dict[str, Any]) -> list[str]:
     lines = []
     if devices:
         idle = sum(d.get("idle_us", 0.0) for d in devices)
+        # shares of an idle time shown as none (a float's remainder: 0.011 µs between back-to-back
+        # kernels of a ROCm trace read "0.0 µs: kernel wait (100%)") are no shares
+        shared = fmt_us(idle) != fmt_us(0.0)
         parts = [
             f"{label} {fmt_us(sum(d.get(key, 0.0) for d in devices))}"
-            + (f" ({100 * sum(d.get(key, 0.0) for d in devices) / idle:.0f}%)" if idle else "")
+            + (f" ({100 * sum(d.get(key, 0.0) for d in devices) / idle:.0f}%)" if shared else "")
             for key, label in (("host_wait_us", "host wait"), ("kernel_wait_us", "kernel wait"), ("other_us", "other"))
         ]
         worst = max(devices, key=lambda d: d.get("host_wait_us", 0.0))
