@@ -39,6 +39,12 @@ _DISTINCT_FORMATS = [
     r"gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub
     r"github_pat_[A-Za-z0-9_]{20,}",
     r"glpat-[A-Za-z0-9_\-]{16,}",  # GitLab
+    # GitLab's other prefixes (its token overview's table: OAuth secret, deploy, runner, CI/CD
+    # job, trigger, feed, incoming mail, agent, SCIM, feature flags client), its runner
+    # registration token and session cookie
+    r"gl(?:oas|dt|rt|cbt|ptt|ft|imt|agent|soat|ffct)-[A-Za-z0-9_\-]{20,}",
+    r"GR1348941[A-Za-z0-9_\-]{20,}",
+    r"_gitlab_session=[0-9a-z]{32}",
     r"sk-(?:proj|ant|svcacct|admin)-[A-Za-z0-9_\-]{16,}",  # OpenAI's and Anthropic's own prefixes
     r"AIza[0-9A-Za-z_\-]{30,}",  # Google API key
     r"ya29\.[0-9A-Za-z_\-]{20,}",  # Google OAuth access token
@@ -46,12 +52,26 @@ _DISTINCT_FORMATS = [
     r"dapi[0-9a-f]{32}",  # Databricks
     r"wandb_v1_[A-Za-z0-9_]{20,}",
     r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",  # JSON Web Token
+    r"xapp-[0-9]-[A-Za-z0-9]{8,}-[0-9]{8,}-[A-Za-z0-9]{20,}",  # Slack app-level token
+    # webhook URLs: the path after the host is the secret (Slack: T…/B…/24 characters; Discord:
+    # the hook's id and its 68-character token)
+    r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_+/\-]{20,}",
+    r"discord(?:app)?\.com/api(?:/v[0-9]+)?/webhooks/[0-9]{17,20}/[A-Za-z0-9_\-]{30,}",
+    r"gsk_[A-Za-z0-9]{40,}",  # Groq (52)
+    r"hv[sbr]\.[A-Za-z0-9_\-]{24,}",  # HashiCorp Vault service, batch and recovery tokens
+    r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{20,}",  # Docker Hub personal and organisation tokens (27)
+    r"SG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}",  # SendGrid: two base64url parts
+    r"shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",  # Shopify access tokens and shared secret
+    # Telegram bot token: the bot's id, then 35 characters (34 in its documentation's example)
+    # that begin with AA
+    r"[0-9]{5,16}:AA[A-Za-z0-9_\-]{30,}",
 ]
 _WORD_FORMATS = [
     r"sk-[A-Za-z0-9_\-]{16,}",  # OpenAI, DeepSeek, …
     r"(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}",  # Stripe
     r"xox[abeprs]-[A-Za-z0-9\-]{10,}",  # Slack
     r"npm_[A-Za-z0-9]{30,}",  # npm
+    r"r8_[A-Za-z0-9]{37}",  # Replicate (`r8_` ends words: `…_tr8_…`)
 ]
 _FORMATS = [*_DISTINCT_FORMATS, *_WORD_FORMATS]
 # Keys whose value is a secret, in `key=value`, `key: value`, `"key": "value"` and `--key value`
@@ -61,8 +81,19 @@ _FORMATS = [*_DISTINCT_FORMATS, *_WORD_FORMATS]
 _SECRET_KEYS = (
     *("password", "passwd", "pwd", "secret", "secret_key", "client_secret", "private_key"),
     *("api_key", "apikey", "api-key", "access_key", "access_token", "auth_token", "refresh_token"),
+    # HTTP headers (`x-auth-token:`, `X-Access-Token:`, GitLab's `PRIVATE-TOKEN:`)
+    *("auth-token", "access-token", "private-token"),
+    # Azure connection strings (`AccountKey=…;`, Service Bus' `SharedAccessKey=`), `az --account-key`
+    *("accountkey", "account_key", "account-key", "sharedaccesskey", "sharedaccesssignature"),
+    # signed URLs' query parameters (S3's `X-Amz-Signature=`, `X-Amz-Security-Token=`, GCS')
+    *("amz-signature", "security-token", "goog-signature"),
 )
-_KEY = r"[\"']?(?i:" + "|".join(re.escape(key) for key in _SECRET_KEYS) + r")[\"']?"
+# An environment variable's name ending in one of these (`DB_PASS=`, `HF_TOKEN: `, `"SMTP_PW": `):
+# upper case only, the whole name, and right before its separator — in lower case they end
+# ordinary names (`post_grad_pass`, `compute_cache_key`, `…_token_ids_kernel`, `conv_pw`).
+_ENV_SECRETS = ("PASS", "PASSPHRASE", "PW", "TOKEN", "KEY")
+_ENV_KEY = r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]*_(?:" + "|".join(_ENV_SECRETS) + r")(?=[\"']?[ ]?[:=])"
+_KEY = r"[\"']?(?:(?i:" + "|".join(re.escape(key) for key in _SECRET_KEYS) + r")|" + _ENV_KEY + r")[\"']?"
 _TOKEN_KEY = r"(?i:token ?=|[\"']token[\"']\s*[:=])"
 _SEPARATOR = r"\s*[:=]\s*"
 # a URL's userinfo (`user:pass`): the user may be empty (redis://:pw@), the password hold / + @
@@ -82,7 +113,11 @@ _PATTERNS = [
     _B + r"(?i:bearer(?:\s+|%20|\+))[A-Za-z0-9._~+/=\-]{8,}",
     r"(?P<keep_auth>(?<![A-Za-z0-9])[\"']?(?i:(?:proxy-)?authorization)[\"']?" + _SEPARATOR + r"[\"']?"
     r"(?:(?i:basic|bearer|token|digest)\s+)?)[^\s&,;'\"]+",
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*)",
+    # PEM keys (`-----BEGIN RSA PRIVATE KEY-----`) and PGP's (`… PRIVATE KEY BLOCK-----`)
+    r"-----BEGIN [A-Z ]*PRIVATE KEY(?: BLOCK)?-----(?:.*?-----END [A-Z ]*PRIVATE KEY(?: BLOCK)?-----|.*)",
+    # an Azure SAS signature, only as a URL's query parameter (`?sv=…&sig=…`): `sig` alone is a
+    # common name
+    r"(?P<keep_sig>(?<=[?&])sig=)[^\s&#'\"]+",
     # a quoted value: its text up to the closing quote (spaces and all)
     r"(?P<keep_quoted>(?:" + _KEY + _SEPARATOR + "|" + _TOKEN_KEY + r"\s*)(?P<quote>[\"']))"
     r"(?:\\.|(?!(?P=quote))[^\\\r\n]){1,4096}(?=(?P=quote))",
@@ -90,7 +125,7 @@ _PATTERNS = [
     r"(?P<keep_flag>--(?i:" + "|".join(re.escape(key) for key in _SECRET_KEYS) + r")\s+)[^\s'\"-][^\s'\"]*",
 ]
 CREDENTIAL = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.DOTALL)
-_KEEP = ("keep_auth", "keep_quoted", "keep_plain", "keep_flag")
+_KEEP = ("keep_auth", "keep_sig", "keep_quoted", "keep_plain", "keep_flag")
 # Text every match of a pattern above contains, lower-cased (a format's prefix, `bearer`, a key's
 # name, a URL's `:/`). Searching CREDENTIAL costs ~400 ns a character (lookbehinds in every
 # alternative); ASCII text without any of these cannot match it and is passed over for ~1/10 of
@@ -101,11 +136,21 @@ _NEEDLES = (
     *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "sk_", "rk_", "pk_", "xox"),
     *("aiza", "ya29.", "npm_", "pypi-", "dapi", "wandb_v1_", "eyj", "bearer", "-----begin ", ":/"),
     *("authorization", "token=", "token =", 'token"', "token'", *_SECRET_KEYS),
+    *("gloas-", "gldt-", "glrt-", "glcbt-", "glptt-", "glft-", "glimt-", "glagent-", "glsoat-", "glffct-"),
+    *("gr1348941", "gitlab_session=", "xapp-", "hooks.slack.com/", "webhooks/", "gsk_", "hvs.", "hvb.", "hvr."),
+    *("dckr_pat_", "dckr_oat_", "sg.", "shpat_", "shpss_", "shpca_", "shppa_", "r8_", "sig=", ":aa"),
+    # an environment variable's key as `_ENV_KEY` takes it: right before its separator
+    *(f"{name.lower()}{tail}" for name in _ENV_SECRETS for tail in ("=", ":", '"', "'", " =", " :")),
 )
+# (A needle begins with a letter, `-` or `:` — not `_`, `/`, `&` or a digit, which fill kernel
+# names and paths: the scan tries its branches at every character that begins a needle, and those
+# doubled its time.)
 
 
 # the needles in one pass over a text (~2× faster than searching for each in turn)
 _NEEDLE_SCAN = re.compile(trie_pattern(sorted(_NEEDLES)))
+# ... and in JSON text, where a quote inside a string is written `\"` (`{\"token\": …}` in a string)
+_JSON_NEEDLE_SCAN = re.compile(trie_pattern(sorted({*_NEEDLES, *(needle.replace('"', '\\"') for needle in _NEEDLES)})))
 
 
 # the letters beyond ASCII that the expression's case-insensitive parts take for ASCII ones
@@ -177,10 +222,10 @@ def json_holds_credential(compact: str) -> bool:
     credential: exactly what `redact_document` would change, decided from the text without
     walking the document. Only the string literals that can hold one are decoded and searched:
     those a needle lands in and those with a `\\u` escape (text beyond ASCII or control
-    characters). A needle holds no quote, backslash or control character, so a string holding
-    one shows it in the text; outside strings (numbers, `true`, punctuation) no needle occurs.
-    Keys are strings like any other (redacted too)."""
-    hits = [hit.start() for hit in _NEEDLE_SCAN.finditer(compact.lower())]  # ASCII: offsets kept
+    characters). A needle holds no backslash or control character, and a quote in it is looked
+    for escaped too (`token\\"`), so a string holding one shows it in the text; outside strings
+    (numbers, `true`, punctuation) no needle occurs. Keys are strings like any other (redacted too)."""
+    hits = [hit.start() for hit in _JSON_NEEDLE_SCAN.finditer(compact.lower())]  # ASCII: offsets kept
     if "\\u" in compact:
         hits = sorted(hits + [hit.start() for hit in _ESCAPE.finditer(compact)])
     covered = -1  # end of the last literal decoded: a hit before it lies in that literal
