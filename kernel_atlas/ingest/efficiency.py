@@ -147,7 +147,8 @@ def _grid_blocks(frame: pd.DataFrame) -> np.ndarray:
     rows = np.flatnonzero(frame["launch"].astype(object).isin(_work_item_launches()).to_numpy())
     if not len(rows):
         return blocks
-    pairs = pd.DataFrame({"grid": frame["grid"].iloc[rows].astype(str), "block": frame["block"].iloc[rows].astype(str)})
+    # as texts, a missing one "" (a categorical's `astype(str)` keeps its NaN, which no pattern reads)
+    pairs = pd.DataFrame({k: frame[k].iloc[rows].astype(object).fillna("").astype(str) for k in ("grid", "block")})
     codes, uniques = pd.MultiIndex.from_frame(pairs).factorize()
     per_pair = []
     for grid_text, block_text in uniques:
