@@ -20,6 +20,7 @@ from kernel_atlas.ingest.events import (
     ANNOTATION,
     CPU_OP,
     CUT_MARK,
+    GPU_COMM_RANGE,
     GPU_KINDS,
     GPU_STRING_COLUMNS,
     KIND_NAMES,
@@ -180,6 +181,8 @@ class TraceColumns:
     ignored: dict[str, int] = field(default_factory=dict)  # what the decoder dropped (`SlicePart.ignored`)
     memory: MemoryEvents = field(default_factory=lambda: MemoryEvents())
     gpu_syncs: np.ndarray = field(default_factory=lambda: np.empty((0, 8)))  # `cuda_sync` rows (`SlicePart.syncs`)
+    # (start, end) rows of the GPU-side `nccl:*` / `gloo:*` annotations: communication in the step split
+    gpu_comm_ranges: np.ndarray = field(default_factory=lambda: np.empty((0, 2)))
 
 
 def categorical(codes: np.ndarray, values: list[str]) -> pd.Categorical:
@@ -338,6 +341,8 @@ class ColumnBuilder:
         host = self.host.arrays()
         gpu = self.gpu.arrays()
         steps = np.concatenate(self.steps) if self.steps else np.empty((0, 4))
+        comm = steps[:, 0] == GPU_COMM_RANGE
+        comm_ranges, steps = steps[comm][:, 2:], steps[~comm]
         strings = self.gpu_strings.values
         return TraceColumns(
             gpu=GpuTable(
@@ -359,6 +364,7 @@ class ColumnBuilder:
             ignored=dict(self.ignored + self._shortened()),
             memory=MemoryEvents(self.memory.arrays()),
             gpu_syncs=np.concatenate(self.syncs) if self.syncs else np.empty((0, 8)),
+            gpu_comm_ranges=comm_ranges,
         )
 
 

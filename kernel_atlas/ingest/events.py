@@ -58,6 +58,7 @@ COMM_OPS = frozenset(
 )
 _GPU_FAMILY = {name: 10 + i for i, name in enumerate(GPU_KINDS)}
 _GPU_STEP = 20
+GPU_COMM_RANGE = -1  # the "step" of a GPU-side `nccl:*` / `gloo:*` annotation's row in `SlicePart.steps`
 _INSTANT = 30  # instant ("i") events; `[memory]` ones become `SlicePart.memory`
 MEMORY_EVENT = "[memory]"
 _GPU_SYNC = 21  # `cuda_sync` events (newer Kineto): what a stream or the host waited for
@@ -92,16 +93,23 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 # forgiving one drops that field alone.
 Int = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
 NAN = float("nan")  # `ts` / `dur` not given
+# An id (correlation, External id, device, stream, autograd's sequence number and thread) not
+# given. Not -1, which a trace may write (`_ids` counts a negative id written, which would have
+# passed for "none" unsaid: a launch and its kernel unlinked); -2^63 itself is refused by the typed
+# decode (`Id`), so that the forgiving one counts it.
+ABSENT_ID = _INT64_MIN
+Id = Annotated[int, msgspec.Meta(ge=_INT64_MIN + 1, le=_INT64_MAX)]
 
 
 class Args(msgspec.Struct, frozen=True, gc=False):
-    """The `args` keys ingest uses; -1 / None / empty when absent. Other keys are skipped."""
+    """The `args` keys ingest uses; -1 / None / empty when absent (ids: ABSENT_ID, until `_ids`
+    makes them -1). Other keys are skipped."""
 
-    correlation: Int = -1
-    external_id: Int = msgspec.field(default=-1, name="External id")
-    external_id_lower: Int = msgspec.field(default=-1, name="external id")  # PyTorch <= 1.10: runtime, GPU
-    device: Int = -1
-    stream: Int = -1
+    correlation: Id = ABSENT_ID
+    external_id: Id = msgspec.field(default=ABSENT_ID, name="External id")
+    external_id_lower: Id = msgspec.field(default=ABSENT_ID, name="external id")  # PyTorch <= 1.10: runtime, GPU
+    device: Id = ABSENT_ID
+    stream: Id = ABSENT_ID
     grid: tuple[Int, ...] | None = None
     block: tuple[Int, ...] | None = None
     bytes: Int = -1
@@ -119,8 +127,8 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     seq: Int = msgspec.field(default=-1, name="Seq")
     # autograd: a forward op's sequence number, and its backward node's (with the forward thread's id,
     # which forward ops record as 0); one sequence number links the two (ingest/autograd.py)
-    seq_nr: Int = msgspec.field(default=-1, name="Sequence number")
-    fwd_tid: Int = msgspec.field(default=-1, name="Fwd thread id")
+    seq_nr: Id = msgspec.field(default=ABSENT_ID, name="Sequence number")
+    fwd_tid: Id = msgspec.field(default=ABSENT_ID, name="Fwd thread id")
     # `cuda_sync` events: the stream and the cudaEventRecord call an event wait or sync waits on
     wait_stream: Int = msgspec.field(default=-1, name="wait_on_stream")
     wait_correlation: Int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
@@ -330,7 +338,8 @@ class SlicePart:
     # GPU activities: numbers, and GPU_STRING_COLUMNS as int32 codes → gpu_strings (-1 none)
     gpu: dict[str, np.ndarray] = field(default_factory=dict)
     gpu_strings: list[str] = field(default_factory=list)
-    # GPU-side `ProfilerStep#N` annotations: rows of (step, device, ts, end)
+    # GPU-side `ProfilerStep#N` annotations: rows of (step, device, ts, end); `nccl:*` / `gloo:*`
+    # ones with step GPU_COMM_RANGE (`columns.ColumnBuilder.build` parts them)
     steps: np.ndarray = field(default_factory=lambda: np.empty((0, 4)))
     # `[memory]` events: MEMORY_FIELDS and "ts" as columns, "thread" codes → memory_threads
     memory: dict[str, np.ndarray] = field(default_factory=dict)
@@ -608,6 +617,7 @@ def _sanitized(framed: bytes | bytearray | memoryview, error: SliceError, ignore
         events = objects
     for event in events:
         _drop_bad_numbers(event, ("ts", "dur", "pid", "tid"), ignored, nulls=True)
+        _whole_ids(event)
         _drop_wrong_types(event, ignored)
         if isinstance(event.get("args"), dict):
             _drop_bad_numbers(event["args"], tuple(event["args"]), ignored)
@@ -649,6 +659,15 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "ts": (int, float),
     "dur": (int, float),
 }
+
+
+def _whole_ids(event: dict[str, Any]) -> None:
+    """A `pid` or `tid` written as a whole float (`"tid": 100.0`) read as that integer, as an id in
+    `args` is (`_loose_int`); a fraction stays a float, dropped and counted (`_drop_wrong_types`)."""
+    for key in ("pid", "tid"):
+        value = event.get(key)
+        if isinstance(value, float) and value.is_integer() and _INT64_MIN <= value <= _INT64_MAX:
+            event[key] = int(value)
 
 
 def _drop_wrong_types(event: dict[str, Any], ignored: Counter[str]) -> None:
@@ -812,10 +831,12 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
     external_id = np.full(n, -1, np.int64)
     if with_ids.any():  # only these rows: Python frames and other annotations (most of some traces) carry none
         id_args = list(compress(args, with_ids.tolist()))
-        correlation[with_ids] = np.fromiter([a.correlation for a in id_args], np.int64, len(id_args))
-        ids = np.fromiter([a.external_id for a in id_args], np.int64, len(id_args))
+        m = len(id_args)
+        correlation[with_ids] = _ids(np.fromiter([a.correlation for a in id_args], np.int64, m), "correlation", ignored)
+        ids = _ids(np.fromiter([a.external_id for a in id_args], np.int64, m), "External id", ignored)
         if (ids < 0).any():  # older runtime events: `external id`
-            ids = np.fmax(ids, np.fromiter([a.external_id_lower for a in id_args], np.int64, len(id_args)))
+            lower = _ids(np.fromiter([a.external_id_lower for a in id_args], np.int64, m), "external id", ignored)
+            ids = np.fmax(ids, lower)
         external_id[with_ids] = ids
     is_op = family == CPU_OP
     seq_nr = np.full(n, -1, np.int64)
@@ -826,8 +847,9 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
     param_sets: list[OpParams] = []
     if is_op.any():  # read from the CPU ops' args only, as the ids above
         op_args = list(compress(args, is_op.tolist()))
-        seq_nr[is_op] = np.fromiter([a.seq_nr for a in op_args], np.int64, len(op_args))
-        fwd_tid[is_op] = np.fromiter([a.fwd_tid for a in op_args], np.int64, len(op_args))
+        m = len(op_args)
+        seq_nr[is_op] = _ids(np.fromiter([a.seq_nr for a in op_args], np.int64, m), "Sequence number", ignored)
+        fwd_tid[is_op] = _ids(np.fromiter([a.fwd_tid for a in op_args], np.int64, m), "Fwd thread id", ignored)
         params[is_op], param_sets = _param_codes(op_args)
     # annotations too: older PyTorch records a collective's tensors on its `nccl:*` range
     shaped = is_op | (family == ANNOTATION)
@@ -860,6 +882,18 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
         param_sets=param_sets,
         launch_kernels=list(kernels),
     )
+
+
+def _ids(values: np.ndarray, key: str, ignored: Counter[str]) -> np.ndarray:
+    """An id column as read: -1 where none was given, and where a negative one was — no id is
+    negative (Kineto's and PyTorch's are unsigned counters and device and stream numbers), and
+    one so written read as none would unlink a launch from its kernels unsaid: counted under the
+    trace's `key`, as a value beyond int64 is. (A `cuda_sync`'s -1 stream or wait is Kineto's
+    "none": `_gpu_syncs` reads those as written.)"""
+    written = (values < 0) & (values != ABSENT_ID)
+    if written.any():
+        ignored[key] += int(np.count_nonzero(written))
+    return np.maximum(values, -1)
 
 
 def _shape_codes(args: list[Args]) -> tuple[np.ndarray, list[Shape]]:
@@ -929,6 +963,8 @@ def _canonical_json(raw: bytes, cache: dict[bytes, str | None]) -> str | None:
 
 _GPU_INTS = ("device", "stream", "correlation", "external_id", "bytes", "in_nelems", "out_nelems", "group_size", "seq")
 _GPU_INTS += ("external_id_lower", "registers", "shared_memory")  # the first folded into external_id
+_GPU_IDS = {"device": "device", "stream": "stream", "correlation": "correlation"}  # field: the trace's key
+_GPU_IDS |= {"external_id": "External id", "external_id_lower": "external id"}
 _GPU_FLOATS = ("blocks_per_sm", "occupancy")  # NaN: not recorded
 _gpu_floats = attrgetter(*_GPU_FLOATS)
 _gpu_ints = attrgetter(*_GPU_INTS)
@@ -948,6 +984,8 @@ def _gpu_columns(
         return _gpu_columns(*_keep(timed, events, args, family), ignored)
     ints = np.fromiter(chain.from_iterable([_gpu_ints(a) for a in args]), np.int64, n * len(_GPU_INTS))
     columns = dict(zip(_GPU_INTS, ints.reshape(n, len(_GPU_INTS)).T, strict=True))
+    for name, key in _GPU_IDS.items():
+        columns[name] = _ids(columns[name], key, ignored)
     columns["external_id"] = np.fmax(columns["external_id"], columns.pop("external_id_lower"))
     floats = np.fromiter(chain.from_iterable([_gpu_floats(a) for a in args]), np.float64, n * len(_GPU_FLOATS))
     columns.update(zip(_GPU_FLOATS, floats.reshape(n, len(_GPU_FLOATS)).T, strict=True))
@@ -975,12 +1013,16 @@ def _gpu_columns(
 
 
 def _gpu_steps(events: list[Any], args: list[Args]) -> np.ndarray:
-    """(step, device, ts, end) of `gpu_user_annotation` ranges named `ProfilerStep#N`."""
+    """(step, device, ts, end) of `gpu_user_annotation` ranges named `ProfilerStep#N`, and of those
+    named `nccl:*` / `gloo:*` (COMM_OPS) with step GPU_COMM_RANGE: the plugin's step split counts
+    them as communication, as the host-side ones (ingest/step_split.py)."""
     rows = []
     for event, arg in zip(events, args, strict=True):
         step = step_number(event.name)
         if step is None:
-            continue
+            if event.name not in COMM_OPS:
+                continue
+            step = GPU_COMM_RANGE
         device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
         if within_time_bound(event.ts, event.dur):
             rows.append((step, device, event.ts, event.ts + event.dur))
@@ -1027,7 +1069,10 @@ def _memory_args(raws: list[msgspec.Raw], ignored: Counter[str]) -> list[MemoryA
 
 
 def _thread_id(value: object) -> int | str:
-    """A pid or tid as the host ranges' (an int or a string; anything else: -1)."""
+    """A pid or tid as the host ranges' (an int or a string, a whole float as that int — as
+    `_whole_ids` reads a range's; anything else: -1)."""
+    if isinstance(value, float) and value.is_integer() and _INT64_MIN <= value <= _INT64_MAX:
+        return int(value)
     return value if isinstance(value, (int, str)) and not isinstance(value, bool) else -1
 
 
@@ -1096,8 +1141,9 @@ def _gpu_syncs(events: list[Any], args: list[Args], ignored: Counter[str]) -> np
                 ignored["cuda_sync time"] += 1
             continue
         device = arg.device if arg.device >= 0 else (event.pid if isinstance(event.pid, int) else -1)
-        rows.append((SYNC_KINDS.index(event.name), device, arg.stream, event.ts, event.ts + event.dur))
-        rows[-1] += (arg.correlation, arg.wait_stream, arg.wait_correlation)
+        stream, correlation = (-1 if i == ABSENT_ID else i for i in (arg.stream, arg.correlation))
+        rows.append((SYNC_KINDS.index(event.name), device, stream, event.ts, event.ts + event.dur))
+        rows[-1] += (correlation, arg.wait_stream, arg.wait_correlation)
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
@@ -1114,15 +1160,22 @@ def step_number(name: str) -> int | None:
     return None
 
 
-def _loose_int(value: object) -> int:
-    """An id or count written loosely ("7", 7.0) as an int64; -1 when it is none."""
-    if isinstance(value, bool):
-        return -1
+def _loose_int(value: object, none: int = -1) -> int:
+    """An id or count written loosely ("7", 7.0) as an int64; `none` when it is none — a fraction
+    too (`"correlation": 1000.5` is no id: never cut to 1000, which would link it to launch 1000)."""
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        return none
     try:
         number = int(value)  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
-        return -1
-    return number if _INT64_MIN <= number <= _INT64_MAX else -1
+        return none
+    return number if _INT64_MIN <= number <= _INT64_MAX else none
+
+
+def _loose_id(loose: dict[str, Any], key: str) -> int:
+    """An id of the forgiving path: ABSENT_ID when not given or not usable (a usable negative one
+    is kept, for `_ids` to count as the typed path's)."""
+    return _loose_int(loose.get(key), ABSENT_ID)  # -2^63 written: ABSENT_ID, counted as not usable
 
 
 def _loose_float(value: object) -> float:
@@ -1195,11 +1248,11 @@ def _forgiving_args(
             return _EMPTY
 
     args = Args(
-        correlation=_loose_int(loose.get("correlation")),
-        external_id=_loose_int(loose.get("External id")),
-        external_id_lower=_loose_int(loose.get("external id")),
-        device=_loose_int(loose.get("device")),
-        stream=_loose_int(loose.get("stream")),
+        correlation=_loose_id(loose, "correlation"),
+        external_id=_loose_id(loose, "External id"),
+        external_id_lower=_loose_id(loose, "external id"),
+        device=_loose_id(loose, "device"),
+        stream=_loose_id(loose, "stream"),
         grid=_loose_dims(loose.get("grid")),
         block=_loose_dims(loose.get("block")),
         bytes=_loose_int(loose.get("bytes")),
@@ -1212,8 +1265,8 @@ def _forgiving_args(
         process_group_desc=any_text("Process Group Description"),
         process_group_ranks=any_text("Process Group Ranks"),
         seq=_loose_int(loose.get("Seq")),
-        seq_nr=_loose_int(loose.get("Sequence number")),
-        fwd_tid=_loose_int(loose.get("Fwd thread id")),
+        seq_nr=_loose_id(loose, "Sequence number"),
+        fwd_tid=_loose_id(loose, "Fwd thread id"),
         kernel=text("kernel"),
         kernel_kwargs=text("kernel_kwargs"),
         dims=recorded("Input Dims"),
@@ -1230,7 +1283,10 @@ def _forgiving_args(
         for field_info in msgspec.structs.fields(Args):
             given = loose.get(field_info.encode_name)
             value = getattr(args, field_info.name)
-            unusable = given is not None and given != -1 and (value is None or value == -1 or value == _EMPTY)
+            if field_info.default == ABSENT_ID:  # an id: a negative one is counted where it is read (`_ids`)
+                unusable = given is not None and value == ABSENT_ID
+            else:
+                unusable = given is not None and given != -1 and (value is None or value == -1 or value == _EMPTY)
             if unusable and field_info.encode_name not in unread:
                 ignored[field_info.encode_name] += 1
     return args

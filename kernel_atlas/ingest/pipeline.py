@@ -308,7 +308,7 @@ def ingest_trace(
         memory.insert(0, "trace", stem)
         memory_redacted = redact_frame(memory)
         release_free_memory()
-    roles = host_roles(cols.host)
+    roles = host_roles(cols.host, cols.gpu_comm_ranges)
     host_events = {(stem, rank): host_events_table(cols, linked, release=True)}  # the last reader
     del cols
     release_free_memory()  # the host table

@@ -46,7 +46,11 @@ class HostRoles:
     cpu_span: tuple[float, float] | None
 
 
-def host_roles(host: HostTable) -> HostRoles:
+def host_roles(host: HostTable, gpu_communication: np.ndarray | None = None) -> HostRoles:
+    """The host ranges' roles; `gpu_communication`, (start, end) rows of the GPU-side `nccl:*` /
+    `gloo:*` annotations (`TraceColumns.gpu_comm_ranges`), joins the communication ranges: the
+    plugin reads a `gpu_user_annotation` as a user annotation, so counts those as communication
+    (a100_nccl_8rank_rank0: 3 µs a step, that were CPU execution)."""
     names = host.names
     step_of = np.array([step_number(s) if step_number(s) is not None else -1 for s in names], dtype=np.int64)
     loader = np.array(
@@ -68,10 +72,13 @@ def host_roles(host: HostTable) -> HostRoles:
     def ranges(mask: np.ndarray) -> Ranges:
         return merge(host.ts[mask], host.end[mask])
 
+    gpu_comm = np.empty((0, 2)) if gpu_communication is None else gpu_communication
     return HostRoles(
         runtime=ranges(host.family == RUNTIME),
         dataloader=ranges(is_loader),
-        communication=ranges(is_comm),
+        communication=merge(
+            np.concatenate([host.ts[is_comm], gpu_comm[:, 0]]), np.concatenate([host.end[is_comm], gpu_comm[:, 1]])
+        ),
         cpu_exec=ranges(ops & ~is_step & ~is_loader & ~is_comm),
         steps=steps.reshape(-1, 3),
         comm_external_ids=np.unique(host.external_id[is_comm & (host.external_id > 0)]),
@@ -256,7 +263,7 @@ def _communication_rules(
     `nccl:*`/`gloo:*` op, and those ops' ranges) beside the kernels of category communication over
     the window (report.json `devices[].communication_us`'s rule), and of those the ones the
     plugin's rule misses — PyTorch 2.x launches NCCL kernels under `record_param_comms`, a CPU op,
-    so that on a100_nccl_8rank_rank0 the split finds 1,031 µs where the kernels take 46,876 µs.
+    so that on a100_nccl_8rank_rank0 the split finds 1,040 µs where the kernels take 46,876 µs.
     Unions over all devices, clipped to the window (as the split)."""
     if "category" not in frame:  # not labelled: no category to compare with
         return {"communication_us": split_us}
