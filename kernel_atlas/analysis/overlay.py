@@ -1,54 +1,139 @@
 """`atlas report --overlay FILE`: the trace written back with its critical path, for Perfetto.
 
-Every event of the trace is kept; the ones the path runs through get `args.critical_path` = the
-bound bucket of their longest path segment (matched by name and start time); a process named
-`Critical path` holds one track per bucket with one slice per segment (name, kind and bound in
-its args), and flow arrows join consecutive segments across threads and streams. Values shaped
+Every event of the trace is kept (what ingest skips aside: below); the ones the path runs
+through get `args.critical_path` = the bound bucket of their longest path segment (matched by
+name and start time); a process named `Critical path` holds one track per bucket with one slice
+per segment (name, kind and bound in its args), and flow arrows join consecutive segments across
+threads and streams. Values shaped
 like credentials are written `<redacted>` (as in every output); of the trace's top-level fields
 only the events, `displayTimeUnit`, `schemaVersion`, `deviceProperties` and `distributedInfo`
 are copied. `.gz` in FILE's name compresses it.
+
+The trace is read as ingest read it (`reader.read_trace_with`: content sniffed, never its name;
+streamed in slices within ingest's bounds; what ingest skips for its nesting skipped here too),
+each slice's events copied to a spool file as they come (a 24 KB gzip of 8 million entries took
+1.4 GB as one document), then the document assembled around them. What is not an event — an
+entry that is no object or has no `ph` — is left out; a value that is no finite number (NaN,
+`1e400`) is written null: the overlay is strict JSON.
 """
 
 from __future__ import annotations
 
 import gzip
-import json
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+import msgspec
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.critical_path import BUCKETS
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import redact_value
-from kernel_atlas.core.safe_files import atomic_file
+from kernel_atlas.core.redact import redact_document
+from kernel_atlas.core.safe_files import atomic_file, os_problem
+from kernel_atlas.ingest.events import SliceError, bad_number, python_loads, without_surrogates
+from kernel_atlas.ingest.reader import read_trace_with
 
 _PID = "Critical path"
 _KEPT = ("displayTimeUnit", "schemaVersion", "deviceProperties", "distributedInfo")
+_SLICE_BYTES = 1 << 20  # text decoded at once: ~3k real events; Python objects ~10x their text
+# JSON values decoded at once (a value costs up to ~70 bytes as Python objects): a slice of more —
+# one event holding a long list, or a run of `[]` — is decoded event by event; an event of more
+# than this many values is left out (ingest reads only its fields; this would copy all of it)
+_MAX_VALUES = 1 << 20
+_VALUE_MARKS = np.zeros(256, bool)  # each value but the first of a container follows one of these
+_VALUE_MARKS[list(b",:[{")] = True
+_ANY = msgspec.json.Decoder()
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 
 
-def _read_trace(path: Path, size: int | None = None) -> Any:
-    """The trace's JSON document; with `size` (its text's, as ingest recorded it), refused where
-    its text is of another size: a trace profiled again under the name is not the one the path
-    was found in."""
+def _values_in(text: bytes | bytearray | memoryview) -> int:
+    """An upper bound on the JSON values in `text`, counted in steps (no copy of its size)."""
+    view = np.frombuffer(text, np.uint8)
+    step = 16 << 20
+    return sum(int(np.count_nonzero(_VALUE_MARKS[view[i : i + step]])) for i in range(0, len(view), step)) + 1
+
+
+def _loads(text: bytes | bytearray | memoryview) -> Any:
+    """JSON as ingest reads it: msgspec, else Python's parser (NaN, 1e400, integers beyond 64 bits,
+    lone surrogates, which are replaced). Raises `SliceError` where neither reads it (a cut the
+    reader redoes) and `RecursionError` for nesting."""
     try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rb") as handle:
-                text = handle.read()
-        elif path.name.endswith(".zst"):
-            import zstandard
+        return _ANY.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        try:
+            return without_surrogates(python_loads(bytes(text)), Counter())
+        except (ValueError, UnicodeDecodeError):
+            raise SliceError("json", str(exc)) from None
 
-            with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as handle:
-                text = handle.read()
-        else:
-            text = path.read_bytes()
-        if size is not None and len(text) != size:
-            raise AtlasError(
-                path, f"not the trace this run was ingested from ({len(text):,} bytes of text, {size:,} then)"
-            )
-        return json.loads(text)
-    except (OSError, ValueError, EOFError) as exc:
-        raise AtlasError(path, f"cannot read the trace for the overlay ({type(exc).__name__})") from None
+
+@dataclass
+class _Copied:
+    """One slice's events copied: `events` entries read, `text` their JSON (no brackets)."""
+
+    events: int
+    text: bytes
+
+
+class _Copier:
+    """The overlay's decode for the reader (`reader.Decode`) and the spool it writes to."""
+
+    def __init__(self, bound_of: dict[tuple[str, float], str], spool: IO[bytes]):
+        self.bound_of = bound_of
+        self.names = {name for name, _ in bound_of}
+        self.spool = spool
+        self.written = False
+
+    def decode(self, framed: bytes | bytearray | memoryview) -> list[_Copied]:
+        try:
+            if len(framed) <= _MAX_VALUES or _values_in(framed) <= _MAX_VALUES:
+                entries = _loads(framed)
+                return [_Copied(len(entries), self._copied(entries))]
+            return [self._dense(_RAWS.decode(framed))]
+        except RecursionError:  # the reader narrows it down to the event, then salvages or skips it
+            raise SliceError("deep", "JSON nested too deeply") from None
+        except msgspec.DecodeError as exc:
+            raise SliceError("json", str(exc)) from None
+
+    def _dense(self, raws: list[msgspec.Raw]) -> _Copied:
+        """The events of a slice of too many values, decoded in runs of at most _MAX_VALUES."""
+        texts, run, held = [], [], 0
+        for raw in raws:  # once per entry, only in such a slice
+            size = len(raw)
+            values = size if size <= _MAX_VALUES else _values_in(raw)
+            if values > _MAX_VALUES:
+                continue  # no profiler writes an event this large: left out
+            if held + values > _MAX_VALUES:
+                texts.append(self._copied(_loads(b"[" + b",".join(run) + b"]")))
+                run, held = [], 0
+            run.append(bytes(raw))
+            held += values
+        if run:
+            texts.append(self._copied(_loads(b"[" + b",".join(run) + b"]")))
+        return _Copied(len(raws), b",".join(text for text in texts if text))
+
+    def _copied(self, entries: list[Any]) -> bytes:
+        """The events among `entries`, redacted and flagged, as JSON without its brackets."""
+        events = redact_document([e for e in entries if isinstance(e, dict) and "ph" in e])
+        for event in events:  # the trace's events, once each (this output is the whole trace)
+            if event.get("ph") != "X" or str(event.get("name")) not in self.names:
+                continue
+            ts = event.get("ts")
+            if isinstance(ts, (int, float)) and not bad_number(ts):
+                bound = self.bound_of.get((str(event.get("name")), round(float(ts), 3)))
+                if bound is not None:
+                    args = event.get("args")
+                    event["args"] = {**(args if isinstance(args, dict) else {}), "critical_path": bound}
+        return msgspec.json.encode(events)[1:-1]  # NaN and infinities become null
+
+    def write(self, part: _Copied) -> None:
+        if part.text:
+            self.spool.write(b"," + part.text if self.written else part.text)
+            self.written = True
 
 
 def _path_events(segs: pd.DataFrame) -> list[dict[str, Any]]:
@@ -73,35 +158,32 @@ def _path_events(segs: pd.DataFrame) -> list[dict[str, Any]]:
 
 def write_overlay(trace: Path, segs: pd.DataFrame, target: Path, size: int | None = None) -> Path:
     """Write the overlay of `segs` (the critical path's segments) on `trace` to `target`; `size`:
-    the trace's text as ingested (see `_read_trace`)."""
-    doc = _read_trace(trace, size)
-    events = doc.get("traceEvents", []) if isinstance(doc, dict) else doc
-    if not isinstance(events, list):
-        raise AtlasError(trace, "not a trace (no traceEvents list): cannot write the overlay")
+    the trace's text as ingested (its uncompressed bytes), refused where its text is now of
+    another size: a trace profiled again under the name is not the one the path was found in."""
     flagged = segs.dropna(subset=["event_ts_us"]).sort_values("dur_us")
     bound_of = {(str(r.name), round(float(r.event_ts_us), 3)): str(r.bound) for r in flagged.itertuples(index=False)}
-    out = []
-    for event in events:  # the trace's events, once each (this output is the whole trace)
-        if not isinstance(event, dict):
-            continue
-        event = redact_value(event)
-        key = (
-            (str(event.get("name")), round(float(event["ts"]), 3))
-            if isinstance(event.get("ts"), (int, float))
-            else None
-        )
-        if key in bound_of and event.get("ph") == "X":
-            event["args"] = {**(event.get("args") or {}), "critical_path": bound_of[key]}
-        out.append(event)
-    kept = {k: redact_value(doc[k]) for k in _KEPT if isinstance(doc, dict) and k in doc}
-    document = {**kept, "traceEvents": out + _path_events(segs)}
-    opener = gzip.open if target.name.endswith(".gz") else open
-    with atomic_file(target) as handle:
-        if opener is gzip.open:
-            with gzip.GzipFile(fileobj=handle, mode="wb") as zipped:
-                zipped.write(json.dumps(document).encode())
-        else:
-            handle.write(json.dumps(document).encode())
+    try:
+        with tempfile.TemporaryFile() as spool:
+            copier = _Copier(bound_of, spool)
+            info, members = read_trace_with(trace, copier.decode, copier.write, _SLICE_BYTES, _KEPT)
+            if size is not None and info.size_bytes != size:
+                raise AtlasError(
+                    trace,
+                    f"not the trace this run was ingested from ({info.size_bytes:,} bytes of text, {size:,} then)",
+                )
+            kept = redact_document({k: members[k] for k in _KEPT if members.get(k) is not None})
+            head = msgspec.json.encode(kept)[:-1] + (b"," if kept else b"") + b'"traceEvents":['
+            path = msgspec.json.encode(_path_events(segs))[1:-1]
+            with atomic_file(target) as handle:
+                sink = gzip.GzipFile(fileobj=handle, mode="wb") if target.name.endswith(".gz") else handle
+                sink.write(head)
+                spool.seek(0)
+                shutil.copyfileobj(spool, sink, 1 << 20)
+                sink.write((b"," if copier.written and path else b"") + path + b"]}")
+                if sink is not handle:
+                    sink.close()
+    except OSError as exc:  # the spool (the target's own errors are atomic_file's)
+        raise AtlasError(target, f"cannot write: {os_problem(exc)}") from None
     return target
 
 

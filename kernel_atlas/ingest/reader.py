@@ -19,6 +19,10 @@ too (a cut inside nested args leaves unbalanced JSON), so the next slice's start
 A slice that fails is redone from its proven start with an exact structural scan
 (`_Walker`), which also finds the end of the array and tells truncated JSON from malformed
 JSON.
+
+`read_trace_with` streams the same text, slice by slice, to a decode of the caller's instead of
+ingest's columns (`atlas report --overlay` copies the events with it): one reader, one set of
+bounds, whatever reads the trace.
 """
 
 from __future__ import annotations
@@ -208,6 +212,26 @@ class _Source:
         for piece in self._pieces(start, end):
             framed[at : at + len(piece)] = piece
             at += len(piece)
+        return framed
+
+    def framed(self, start: int, end: int) -> bytearray | memoryview:
+        """The text [start, end) framed as a JSON list, read by this process (a decode of the
+        caller's own, `read_trace_with`): one copy of it, never two."""
+        if self.compressed:
+            self._fill(end)
+            return self._framed(start, end)
+        framed = bytearray(end - start + 2)
+        framed[0], framed[-1] = 0x5B, 0x5D  # "[" and "]"
+        view = memoryview(framed)[1:-1]
+        try:
+            self.raw.seek(start)
+            while len(view):
+                got = self.raw.readinto(view)
+                if not got:
+                    raise AtlasError(self.path, "cannot read file (it became shorter while it was read)")
+                view = view[got:]
+        except OSError as exc:
+            raise AtlasError(self.path, f"cannot read file ({exc.strerror or exc})") from None
         return framed
 
     def shared_task(self, start: int, end: int, slots: _SharedSlots) -> tuple[tuple, SharedMemory]:
@@ -460,6 +484,9 @@ class _Walker:
 
 
 Submit = Callable[[tuple], Future]
+# a slice's text framed as a JSON list → its parts (each with an `events` count); raises
+# `SliceError` ("deep" where it nests beyond the decoder's reach): a decode other than ingest's
+Decode = Callable[[bytes | bytearray | memoryview], list[Any]]
 
 
 class _Reader:
@@ -471,6 +498,8 @@ class _Reader:
         workers: int,
         slice_bytes: int,
         on_progress: Callable[[float], None] | None,
+        decode: Decode | None = None,
+        members: tuple[str, ...] = (),
     ):
         self.source = _Source(path)
         self.walk = _Walker(self.source)
@@ -490,6 +519,9 @@ class _Reader:
         self.source.limit = (self.depth + 2) * self.slice_bytes + MAX_EVENT_BYTES
         self.deep = 0  # events skipped for their nesting
         self.deep_values = 0  # values of events set to null for their nesting
+        self.decode = decode  # None: ingest's columns (`decode_task`)
+        self.extra = members  # top-level members read besides _WANTED (when no object or list)
+        self.members: dict[str, Any] = {}  # those of _WANTED and `extra` the document has, as read
 
     def fail(self, problem: str) -> AtlasError:
         return AtlasError(self.path, problem)
@@ -556,8 +588,11 @@ class _Reader:
                 pos = self._events(pos)
             else:
                 end = walk.value_end(pos)
-                value = self._value(pos, end, decode=key in _WANTED, what=f"'{key}'")
-                if key in _WANTED:
+                # an extra member is a text or a number (`displayTimeUnit`): a list or object
+                # there would be held whole as Python objects, which ingest never does
+                extra = key in self.extra and self.source.window(pos, 1) not in (b"{", b"[")
+                value = self._value(pos, end, decode=key in _WANTED or extra, what=f"'{key}'")
+                if key in _WANTED or extra:
                     wanted[key] = value
                 pos = end
                 self.source.release(pos)  # a member before the events is not held
@@ -568,6 +603,8 @@ class _Reader:
             if separator != ord(","):
                 raise self._unexpected(pos, "',' or '}'")
             pos = walk.skip_ws(pos + 1)
+        # as read, before `_metadata` cuts distributedInfo's long texts in place
+        self.members = {key: dict(value) if isinstance(value, dict) else value for key, value in wanted.items()}
         self._metadata(wanted)
         return pos + 1
 
@@ -697,11 +734,25 @@ class _Reader:
     def _decode(self, start: int, end: int) -> tuple:
         """(future or result, shared memory holding the text or None)."""
         if self.submit is None:
-            return decode_task(self.source.task(start, end)), None
+            return self._decode_here(start, end), None
         if self.slots is None:
             return self.submit(self.source.task(start, end)), None
         task, slot = self.source.shared_task(start, end, self.slots)
         return self.submit(task), slot
+
+    def _decode_here(self, start: int, end: int) -> list[Any] | SliceError:
+        """The parts of the text [start, end), decoded by this process."""
+        if self.decode is None:
+            return decode_task(self.source.task(start, end))
+        return self._decode_framed(self.source.framed(start, end))
+
+    def _decode_framed(self, framed: bytes | bytearray | memoryview) -> list[Any] | SliceError:
+        if self.decode is None:
+            return decode_task(("framed", framed))
+        try:
+            return self.decode(framed)
+        except SliceError as exc:
+            return exc
 
     def _done_with(self, piece: _Slice) -> None:
         if piece.slot is not None and self.slots is not None:
@@ -757,7 +808,7 @@ class _Reader:
         todo = [(start, end)]
         while todo:
             first, last = todo.pop()
-            result = decode_task(self.source.task(first, last))
+            result = self._decode_here(first, last)
             if not isinstance(result, SliceError):
                 self._deliver(result, last)
                 continue
@@ -773,7 +824,7 @@ class _Reader:
                     break
             if split is None:  # one event: its values nested too deeply become null, else it is skipped
                 salvaged = self._without_deep_values(first, last)
-                parts = decode_task(("framed", salvaged)) if salvaged is not None else None
+                parts = self._decode_framed(salvaged) if salvaged is not None else None
                 if parts is not None and not isinstance(parts, SliceError):
                     self._deliver(parts, last)
                 else:
@@ -849,6 +900,20 @@ def read_trace(
     submit = None if executor is None else (lambda task: executor.submit(decode_task, task))
     reader = _Reader(Path(path), on_part, submit, workers, slice_bytes or SLICE_BYTES, on_progress)
     return reader.read()
+
+
+def read_trace_with(
+    path: str | Path, decode: Decode, on_part: Callable[[Any], None], slice_bytes: int, members: tuple[str, ...] = ()
+) -> tuple[TraceInfo, dict[str, Any]]:
+    """Stream one trace as ingest reads it — content sniffed (plain, gzip, zstd), bounded, cut
+    into slices at event boundaries, an event nested too deeply salvaged or skipped as ingest
+    does — but with each slice's text decoded by `decode` (`Decode`), in this process, its parts
+    given to `on_part` in trace order. Returns the metadata and the top-level members of
+    `_WANTED` and `members` (texts or numbers) the document has, decoded (None where nested too
+    deeply). Every failure is an `AtlasError` naming the file. `atlas report --overlay` copies
+    the trace with it."""
+    reader = _Reader(Path(path), on_part, None, 1, max(slice_bytes, 1), None, decode=decode, members=members)
+    return reader.read(), reader.members
 
 
 META_TEXT = 256  # characters: a GPU name is ~30, a backend ~4; past this a metadata text is cut (counted)
