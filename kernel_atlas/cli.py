@@ -168,8 +168,10 @@ def _one_line_errors(func: F) -> F:
             stdout_to_null()
             raise typer.Exit(READER_GONE) from None
         except AtlasError as exc:
+            from kernel_atlas.core.redact import redacted_error
+
             # the file and the problem redacted apart: `/etc/passwd` then `: listed …` is no `passwd: x`
-            say(err_console, "[bold red]error:[/]", exc.redacted(), redact=False)
+            say(err_console, "[bold red]error:[/]", redacted_error(exc), redact=False)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             err_console.print("interrupted")

@@ -30,7 +30,7 @@ from typing import Any
 
 from kernel_atlas.core.beside import Beside, ChildLost, OverBound
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import CUT_TAIL, redact_cut, redact_text, redact_value
+from kernel_atlas.core.redact import CUT_TAIL, redact_cut, redact_text, redact_value, redacted_error
 from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_report
 
 MAX_ROWS = 500  # the most rows a tool returns
@@ -158,7 +158,7 @@ class Tools:
         if source is not None and (source == root or source.startswith(root + os.sep)):
             source = self._name(Path(source))
         problem = exc.problem.replace(root + os.sep, "").replace(root, ".")
-        return AtlasError(source, problem).redacted()
+        return redacted_error(AtlasError(source, problem))
 
     def summary(self, run: str) -> dict[str, Any]:
         """GPU time, busy/idle per device, GPUs, activity counts and — where `atlas report` ran —
@@ -581,7 +581,7 @@ def _guarded(method: Any) -> Any:
             _screen(kwargs)
             return method(*args, **kwargs)
         except AtlasError as exc:
-            refusal = method.__self__.refusal(exc) if hasattr(method, "__self__") else exc.redacted()
+            refusal = method.__self__.refusal(exc) if hasattr(method, "__self__") else redacted_error(exc)
             raise ToolError(refusal) from None
 
     return tool

@@ -20,13 +20,6 @@ class AtlasError(Exception):
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.source, self.problem))
 
-    def redacted(self, source: str | None = None) -> str:
-        """The one line with credentials redacted, the source (or `source` said in its place)
-        and the problem apart (`redact.redact_message`): `/etc/passwd: not JSON` keeps its `not`."""
-        from kernel_atlas.core.redact import redact_message
-
-        return redact_message(self.source if source is None else source, self.problem)
-
 
 OUT_OF_MEMORY = "out of memory (the machine's, or a limit such as `ulimit -v`)"
 TOO_MANY_FILES = "too many open files (a limit such as `ulimit -n`)"

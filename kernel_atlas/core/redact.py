@@ -23,6 +23,8 @@ from kernel_atlas.core.texts import strings_in, trie_pattern
 if TYPE_CHECKING:  # pandas is imported where a frame is redacted: saying an error never waits for it
     import pandas as pd
 
+    from kernel_atlas.core.errors import AtlasError
+
 REDACTED = "<redacted>"
 
 # A format whose prefix is common inside words (`sk-` in `risk-management-…`, `pk_test_`,
@@ -423,3 +425,9 @@ def _redact_texts(frame: pd.DataFrame, column: str) -> int:
         out[present] = lookup[codes[present]]
         frame[column] = pd.Series(out, index=series.index, dtype=object)
     return rows
+
+
+def redacted_error(exc: AtlasError, source: str | None = None) -> str:
+    """An AtlasError's one line with credentials redacted, its source (or `source` said in its
+    place) and its problem apart (`redact_message`): `/etc/passwd: not JSON` keeps its `not`."""
+    return redact_message(exc.source if source is None else source, exc.problem)

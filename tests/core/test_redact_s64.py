@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import REDACTED, redact_message
+from kernel_atlas.core.redact import REDACTED, redact_message, redacted_error
 from tests.support.hostile import assert_one_line_error, cli
 from tests.support.traces import EXAMPLE
 
@@ -36,7 +36,7 @@ TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"  # credential-shaped, sp
 )
 def test_a_message_is_redacted_subject_and_problem_apart(subject: str | None, problem: str, said: str) -> None:
     assert redact_message(subject, problem) == said
-    assert AtlasError(subject, problem).redacted() == said
+    assert redacted_error(AtlasError(subject, problem)) == said
 
 
 def test_the_error_line_of_a_file_named_passwd_keeps_not(tmp_path: Path) -> None:
