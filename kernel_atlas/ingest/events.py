@@ -362,22 +362,29 @@ def decode_task(task: tuple) -> list[SlicePart] | SliceError:
     reads the text from the file itself — the file the reader opened (`identity`: its device,
     inode, size and modification time), ("framed", "[" + text + "]") brings it. Its parts in
     order (`decode_parts`); errors are returned, not raised."""
-    if task[0] == "file":
-        _, path, start, end, identity = task
-        framed = bytearray(end - start + 2)
-        try:
-            _read_into(path, start, memoryview(framed)[1:-1], identity)
-        except OSError as exc:
-            return SliceError("read", exc.strerror or str(exc))
-        framed[0], framed[-1] = 0x5B, 0x5D  # "[" and "]"
-    elif task[0] == "shared":  # ("shared", shared memory name, length): the framed text
+    if task[0] == "shared":  # ("shared", shared memory name, length): the framed text
         return _decode_shared(task[1], task[2])
-    else:  # ("framed", text already framed as a list by the reader)
-        framed = task[1]
+    try:
+        framed = task_text(task)
+    except OSError as exc:
+        return SliceError("read", exc.strerror or str(exc))
     try:
         return decode_parts(framed)
     except SliceError as exc:
         return exc
+
+
+def task_text(task: tuple) -> bytes | bytearray | memoryview:
+    """The text of a ("file", …) or ("framed", …) decode task, framed as a JSON list: read from
+    the file (OSError where it cannot be, or is no longer the file the reader opened), or as the
+    reader framed it."""
+    if task[0] != "file":  # ("framed", text already framed as a list by the reader)
+        return task[1]
+    _, path, start, end, identity = task
+    framed = bytearray(end - start + 2)
+    _read_into(path, start, memoryview(framed)[1:-1], identity)
+    framed[0], framed[-1] = 0x5B, 0x5D  # "[" and "]"
+    return framed
 
 
 def _decode_shared(name: str, length: int) -> list[SlicePart] | SliceError:

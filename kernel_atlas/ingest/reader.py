@@ -57,6 +57,7 @@ from kernel_atlas.ingest.events import (
     file_identity,
     python_loads,
     schema_problem,
+    task_text,
     without_surrogates,
 )
 
@@ -212,26 +213,6 @@ class _Source:
         for piece in self._pieces(start, end):
             framed[at : at + len(piece)] = piece
             at += len(piece)
-        return framed
-
-    def framed(self, start: int, end: int) -> bytearray | memoryview:
-        """The text [start, end) framed as a JSON list, read by this process (a decode of the
-        caller's own, `read_trace_with`): one copy of it, never two."""
-        if self.compressed:
-            self._fill(end)
-            return self._framed(start, end)
-        framed = bytearray(end - start + 2)
-        framed[0], framed[-1] = 0x5B, 0x5D  # "[" and "]"
-        view = memoryview(framed)[1:-1]
-        try:
-            self.raw.seek(start)
-            while len(view):
-                got = self.raw.readinto(view)
-                if not got:
-                    raise AtlasError(self.path, "cannot read file (it became shorter while it was read)")
-                view = view[got:]
-        except OSError as exc:
-            raise AtlasError(self.path, f"cannot read file ({exc.strerror or exc})") from None
         return framed
 
     def shared_task(self, start: int, end: int, slots: _SharedSlots) -> tuple[tuple, SharedMemory]:
@@ -742,9 +723,14 @@ class _Reader:
 
     def _decode_here(self, start: int, end: int) -> list[Any] | SliceError:
         """The parts of the text [start, end), decoded by this process."""
+        task = self.source.task(start, end)
         if self.decode is None:
-            return decode_task(self.source.task(start, end))
-        return self._decode_framed(self.source.framed(start, end))
+            return decode_task(task)
+        try:
+            framed = task_text(task)  # one copy of the text, as a worker reads it
+        except OSError as exc:
+            raise self.fail(f"cannot read file ({exc.strerror or exc})") from None
+        return self._decode_framed(framed)
 
     def _decode_framed(self, framed: bytes | bytearray | memoryview) -> list[Any] | SliceError:
         if self.decode is None:
