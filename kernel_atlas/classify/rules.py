@@ -312,6 +312,7 @@ def rule_ids() -> frozenset[str]:
     return frozenset(load_rules()[0].by_id())
 
 
+@lru_cache(maxsize=1)
 def inductor_kernel_prefix() -> re.Pattern[str]:
     """`triton_<kind>_`, the prefix Inductor gives its Triton kernels, for the kinds that
     rules.toml's `[sets] inductor_kernels` lists (Inductor names a launch's CPU op after it)."""

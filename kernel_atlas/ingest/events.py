@@ -668,13 +668,19 @@ _FIELD_TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
+def _whole(value: object) -> object:
+    """A whole float within int64 (`100.0`) as that integer; any other value as it is."""
+    if isinstance(value, float) and value.is_integer() and _INT64_MIN <= value <= _INT64_MAX:
+        return int(value)
+    return value
+
+
 def _whole_ids(event: dict[str, Any]) -> None:
     """A `pid` or `tid` written as a whole float (`"tid": 100.0`) read as that integer, as an id in
     `args` is (`_loose_int`); a fraction stays a float, dropped and counted (`_drop_wrong_types`)."""
     for key in ("pid", "tid"):
-        value = event.get(key)
-        if isinstance(value, float) and value.is_integer() and _INT64_MIN <= value <= _INT64_MAX:
-            event[key] = int(value)
+        if key in event:
+            event[key] = _whole(event[key])
 
 
 def _drop_wrong_types(event: dict[str, Any], ignored: Counter[str]) -> None:
@@ -1078,8 +1084,7 @@ def _memory_args(raws: list[msgspec.Raw], ignored: Counter[str]) -> list[MemoryA
 def _thread_id(value: object) -> int | str:
     """A pid or tid as the host ranges' (an int or a string, a whole float as that int — as
     `_whole_ids` reads a range's; anything else: -1)."""
-    if isinstance(value, float) and value.is_integer() and _INT64_MIN <= value <= _INT64_MAX:
-        return int(value)
+    value = _whole(value)
     return value if isinstance(value, (int, str)) and not isinstance(value, bool) else -1
 
 

@@ -40,9 +40,8 @@ class HostRoles:
     communication: Ranges
     cpu_exec: Ranges
     steps: np.ndarray  # (k, 3): step number, start, end; sorted by start
-    comm_external_ids: (
-        np.ndarray
-    )  # External ids of the nccl:* / gloo:* ops and annotations: their kernels are communication
+    # External ids of the nccl:* / gloo:* ops and annotations: their kernels are communication
+    comm_external_ids: np.ndarray
     cpu_span: tuple[float, float] | None
 
 

@@ -12,7 +12,6 @@ input read once, every output written once. Elementwise-style ops count `flops_p
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -109,11 +108,6 @@ def _first_formula(call: Call, keys: tuple[tuple[str, str], ...]) -> Cost:
     return formula(call)
 
 
-@lru_cache(maxsize=1)
-def _inductor_prefix() -> re.Pattern[str]:
-    return inductor_kernel_prefix()  # `^triton_(?:<kinds>)_`, rules.toml [sets] inductor_kernels
-
-
 def inductor_launcher(launcher: str) -> bool:
     """A call launched under Inductor's own record of a Triton kernel: the CPU op Inductor names
     after the kernel, `triton_<kind>_…` for the kinds rules.toml `[sets] inductor_kernels` lists
@@ -123,7 +117,7 @@ def inductor_launcher(launcher: str) -> bool:
     argument of the kernel in Inductor's order — in_out_ptr* (read and written), in_ptr* (read),
     out_ptr* (written), then the size scalars (xnumel, r0_numel) — without their names: its outputs
     are among the recorded tensors, and which of them are written is not recorded."""
-    return _inductor_prefix().match(f"{launcher}_") is not None
+    return inductor_kernel_prefix().match(f"{launcher}_") is not None  # `^triton_(?:<kinds>)_`
 
 
 def inductor_bytes(tensors: list[Arg]) -> tuple[int, str]:
