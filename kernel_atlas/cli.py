@@ -21,7 +21,7 @@ import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 
 from kernel_atlas.core import signals  # noqa: E402
-from kernel_atlas.core.errors import OUT_OF_MEMORY, AtlasError, system_refusal  # noqa: E402
+from kernel_atlas.core.errors import OUT_OF_MEMORY, AtlasError, subject_and_problem, system_refusal  # noqa: E402
 from kernel_atlas.process_life import READER_GONE, leave, stdout_to_null, stop_workers  # noqa: E402
 from kernel_atlas.report.console import ReaderGone, terminal, write_stdout  # noqa: E402
 
@@ -317,13 +317,11 @@ def _failures_line(failed: list[Any], sources: int, out_dir: object, any_done: b
 
 def _reason(failure: Any) -> str:
     """A failed trace's reason, `TRACE: PROBLEM`, redacted with the trace and the problem apart
-    (`AtlasError.redacted`); the rest of the line is ours."""
-    from kernel_atlas.core.redact import redact_message, redact_text
+    (`redact.redacted_error`); the rest of the line is ours."""
+    from kernel_atlas.core.redact import redact_message
 
-    subject = f"{failure.source}: "
-    if not failure.reason.startswith(subject):  # another file named (an output, a catalog): as one text
-        return redact_text(failure.reason)
-    return redact_message(failure.source, failure.reason[len(subject) :])
+    # another file named (an output, a catalog), or none: the reason redacted as one text
+    return redact_message(*subject_and_problem(failure.source, failure.reason))
 
 
 @app.command()

@@ -151,7 +151,7 @@ class Tools:
     def refusal(self, exc: AtlasError) -> str:
         """An `AtlasError` as the agent reads it: a path under the root said relative to it (the
         server's own folders are none of the agent's business, and a run is named so), the file
-        and the problem redacted apart (`AtlasError.redacted`: a run named `secret` before `: not
+        and the problem redacted apart (`redact.redacted_error`: a run named `secret` before `: not
         a run folder` lost its `not`)."""
         root = str(self.root)
         source = exc.source

@@ -21,6 +21,14 @@ class AtlasError(Exception):
         return (type(self), (self.source, self.problem))
 
 
+def subject_and_problem(source: str | Path, said: str) -> tuple[str | None, str]:
+    """A one-line message (an AtlasError's text: a failed trace's reason) as its subject and its
+    problem: `(source, problem)` where it reads `SOURCE: problem`, else `(None, said)` — another
+    file named, or none."""
+    named = f"{source}: "
+    return (str(source), said[len(named) :]) if said.startswith(named) else (None, said)
+
+
 OUT_OF_MEMORY = "out of memory (the machine's, or a limit such as `ulimit -v`)"
 TOO_MANY_FILES = "too many open files (a limit such as `ulimit -n`)"
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pandas as pd
 
 from kernel_atlas.core.beside import on_a_thread, process_pool, submit_held
-from kernel_atlas.core.errors import AtlasError, system_refusal
+from kernel_atlas.core.errors import AtlasError, subject_and_problem, system_refusal
 from kernel_atlas.core.redact import redact_text
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.core.signals import reraise_if_signalled
@@ -254,12 +254,9 @@ def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
     out, note = output_for(str(source), "`atlas ingest TRACE -o OUT` chooses the output folder")
     result = ingest_fleet([str(source)], out)
     if result.failed:
-        # the trace and the problem apart (`AtlasError.redacted`): `/etc/passwd: not JSON` redacted
+        # the trace and the problem apart (`redact.redacted_error`): `/etc/passwd: not JSON` redacted
         # as one text read `/etc/passwd: <redacted> JSON`
-        reason, named = result.failed[0].reason, f"{source}: "
-        if reason.startswith(named):
-            raise AtlasError(source, reason[len(named) :])
-        raise AtlasError(None, reason)
+        raise AtlasError(*subject_and_problem(source, result.failed[0].reason))
     return Path(out), ([note] if note else []) + result.warnings
 
 
