@@ -31,7 +31,7 @@ from kernel_atlas.analysis.views import Timeline, module_times, timeline_of, tim
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.devices import Device, get_device, match_device
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import redact_text
+from kernel_atlas.core.redact import redact_text, redacted_error
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.report.diff_markdown import comparability_line
@@ -59,8 +59,7 @@ class NotebookError(AtlasError):
     one line."""
 
     def _render_traceback_(self) -> list[str]:
-        problem = redact_text(self.problem)
-        return [f"error: {redact_text(self.source)}: {problem}" if self.source else f"error: {problem}"]
+        return [f"error: {redacted_error(self)}"]
 
 
 F = TypeVar("F", bound=Callable[..., Any])
