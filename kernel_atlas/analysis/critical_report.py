@@ -155,7 +155,7 @@ def solve_paths(
         rank, path, graph, kernels, host = best
         segs = segments(graph, path, rank, graph.path_weight())
         causal = graph if exact else build_graph(kernels, host, window, zero_weight_launches=True)
-    span, uncovered = path_span(graph, path)  # a path that leaves much of the window out says why
+    span, span_notes = path_span(graph, path)  # a path that leaves much of the window out says why
     facts = {
         "window": graph.window,
         "convention": convention,
@@ -167,7 +167,7 @@ def solve_paths(
         "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame", "rank")},
         "where_optimisation_pays": [],  # the what-if's, filled in by `analyse_output`
         "per_rank": per_rank,
-        "notes": notes + graph.notes + ([uncovered] if uncovered else []),
+        "notes": notes + graph.notes + span_notes,
     }
     return SolvedPaths(CriticalPathResult(segs, facts), causal)
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from kernel_atlas.analysis.critical_path import BUCKETS, DATA_LOADING, GAP, KIND_NAMES, LAUNCH, Graph
 from kernel_atlas.analysis.longest_path import Path
+from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.texts import name_mask
 
 SEGMENT_COLUMNS = ("seq", "kind", "bound", "start_us", "dur_us", "name", "op", "kernel", "category", "module")
@@ -126,39 +127,60 @@ def top_entries(segs: pd.DataFrame, by: str, n: int = 10) -> list[dict[str, Any]
     ]
 
 
-# a path that leaves more than this share of its window's events' time outside it is said in a note
+# a path that leaves more than this share of its window's events' time outside it is said in a note;
+# so is a path on which more than this share of the time it spans is weighed by none of its edges
 UNCOVERED_NOTE_PCT = 5.0
 
 
-def path_span(graph: Graph, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+def path_span(graph: Graph, path: Path) -> tuple[dict[str, Any] | None, list[str]]:
     """The part of the window the path covers — its first and last point against the first and
-    last point of the window's events (`covered_pct`) — and, where it leaves more than
-    UNCOVERED_NOTE_PCT of them out, a note that says where it starts and ends and why the rest is
-    not on it. None for an empty path or graph."""
+    last point of the window's events (`covered_pct`) — and the time between those points that
+    none of its edges weighs (`unweighted_us`: a host thread between top-level ops — Python outside
+    any op, or idle — or blocked in a sync, an activity that started long after its launch on an
+    idle stream — waiting for what the trace does not record —, a stream idle between
+    activities); with a note where either leaves out more than
+    UNCOVERED_NOTE_PCT, saying where the path starts and ends and why the rest is not on it, or
+    which wait on it is the longest. None and no note for an empty path or graph."""
     if graph.n_nodes == 0 or len(path.edges) == 0:
-        return None, None
+        return None, []
     ts = graph.node_ts
     lo, hi = float(np.min(ts)), float(np.max(ts))
     first, last = int(graph.src[path.edges[0]]), int(graph.dst[path.edges[-1]])
     start, end = float(ts[first]), float(ts[last])
     extent = hi - lo
     pct = 100.0 * (end - start) / extent if extent > 0 else 100.0
+    # each edge's time less its weight: what the path spans that no edge on it accounts for
+    apart = ts[graph.dst[path.edges]] - ts[graph.src[path.edges]]
+    unweighted = np.maximum(apart - graph.weight[path.edges], 0.0)
     span = {
         "start_us": round(start, 3),
         "end_us": round(end, 3),
         "events_start_us": round(lo, 3),
         "events_end_us": round(hi, 3),
         "covered_pct": round(min(pct, 100.0), 2),
+        "unweighted_us": round(float(unweighted.sum()), 3),
     }
-    if 100.0 - pct <= UNCOVERED_NOTE_PCT:
-        return span, None
-    note = (
-        f"the path covers {start - lo:.1f}–{end - lo:.1f} µs of the window's {extent:.1f} µs of events "
-        f"({pct:.1f} %). It starts at {_point(graph, first)}{_first_of_thread(graph, first, lo)}; it ends at "
-        f"{_point(graph, last)}. The time outside it is work that no recorded dependency ties to it (another "
-        "host thread or stream: a launch, a sync or stream order would), work lighter than it, or idle time"
-    )
-    return span, note
+    notes = []
+    if 100.0 - pct > UNCOVERED_NOTE_PCT:
+        notes.append(
+            f"the path covers {start - lo:.1f}–{end - lo:.1f} µs of the window's {extent:.1f} µs of events "
+            f"({pct:.1f} %). It starts at {_point(graph, first)}{_first_of_thread(graph, first, lo)}; it ends at "
+            f"{_point(graph, last)}. The time outside it is work that no recorded dependency ties to it (another "
+            "host thread or stream: a launch, a sync or stream order would), work lighter than it, or idle time"
+        )
+    if end > start and 100.0 * float(unweighted.sum()) / (end - start) > UNCOVERED_NOTE_PCT:
+        worst = int(np.argmax(unweighted))
+        edge = int(path.edges[worst])
+        notes.append(
+            f"{float(unweighted.sum()):.1f} µs of the {end - start:.1f} µs the path spans "
+            f"({100.0 * float(unweighted.sum()) / (end - start):.1f} %) is time no edge on it weighs — a host "
+            "thread between top-level ops (running Python outside any op, or idle: the trace does not say) or "
+            "blocked in a sync, a stream waiting for what the trace does not record — and `total_us` and the "
+            "breakdown leave it out; the longest: "
+            f"{float(unweighted[worst]):.1f} µs from {_point(graph, int(graph.src[edge]))} to "
+            f"{_point(graph, int(graph.dst[edge]))}"
+        )
+    return span, notes
 
 
 def _point(graph: Graph, node: int) -> str:
@@ -168,7 +190,7 @@ def _point(graph: Graph, node: int) -> str:
         row = graph.host.iloc[event]
         return f"the {edge} of {str(row['name'])[:60]} (host thread {int(row['thread'])})"
     row = graph.gpu.iloc[event - graph.n_host]
-    return f"the {edge} of {str(row['name'])[:60]} (stream {int(row['stream'])})"
+    return f"the {edge} of {display_name(str(row['name']))[:60]} (stream {int(row['stream'])})"
 
 
 def _first_of_thread(graph: Graph, node: int, lo: float) -> str:

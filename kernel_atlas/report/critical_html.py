@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.names import display_name
+from kernel_atlas.report.critical_view import unweighted_words
 from kernel_atlas.report.fit import trim
 from kernel_atlas.report.plot import Figure, div, figure, label, title, values
 from kernel_atlas.report.units import fmt_us
@@ -88,6 +89,7 @@ def critical_path_html(picture: PathPicture, facts: dict[str, Any]) -> str:
     if not picture.segments:
         return f"{head}<p>No critical path (no events in the window).</p>"
     pct = ", ".join(f"{k} {v:.1f} %" for k, v in facts.get("breakdown_pct", {}).items() if v)
-    text = f"<p>{html.escape(fmt_us(facts.get('total_us')))}: {html.escape(pct)}</p>"
+    total = fmt_us(facts.get("total_us")) + unweighted_words(facts)
+    text = f"<p>{html.escape(total)}: {html.escape(pct)}</p>"
     drawn = div(critical_path_figure(picture, facts), "critical")
     return f"{head}{text}<div class='fig'>{drawn}</div>"

@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
+from kernel_atlas.analysis.critical_segments import UNCOVERED_NOTE_PCT
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
@@ -50,13 +51,27 @@ def _where(facts: dict[str, Any]) -> str:
     return f"{joint} ranks joined at their collectives" if joint > 1 else f"rank {facts.get('rank', 0)}"
 
 
+def unweighted_words(facts: dict[str, Any]) -> str:
+    """Where the path spans much more time than its edges weigh (`span.unweighted_us` over
+    UNCOVERED_NOTE_PCT of it): how long it spans and how much of that no edge weighs (a host
+    thread between top-level ops, a stream waiting for what the trace does not record) — a length
+    of 10 ms beside a window of 474 ms otherwise reads as a 10 ms run. Empty otherwise."""
+    span = facts.get("span") or {}
+    spanned = (span.get("end_us") or 0.0) - (span.get("start_us") or 0.0)
+    unweighted = span.get("unweighted_us") or 0.0
+    if spanned <= 0 or 100.0 * unweighted / spanned <= UNCOVERED_NOTE_PCT:
+        return ""
+    waited = f"{fmt_us(unweighted)} between host ops or waiting for what the trace does not record"
+    return f" of the {fmt_us(spanned)} it spans ({waited})"
+
+
 def print_critical_path(console: Console, facts: dict[str, Any] | None, top: int = 8, wide: bool = False) -> None:
     if not facts:
         return
     total = facts.get("total_us") or 0.0
     window = facts.get("window", {}).get("name", "whole trace")
     console.print(
-        f"[bold]Critical path[/] ({esc(window)}, {_where(facts)}): {fmt_us(total)} — "
+        f"[bold]Critical path[/] ({esc(window)}, {_where(facts)}): {fmt_us(total)}{unweighted_words(facts)} — "
         + ", ".join(f"{k} {v:.1f} %" for k, v in facts.get("breakdown_pct", {}).items() if v),
         highlight=False,
     )

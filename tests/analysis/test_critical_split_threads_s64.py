@@ -139,6 +139,7 @@ def test_the_path_says_what_part_of_the_window_it_covers(tmp_path: Path) -> None
         "events_start_us": 0.0,
         "events_end_us": 3530.0,
         "covered_pct": 56.94,
+        "unweighted_us": 0.0,  # its 2010 µs from 1000 to 3010 are all its edges' weight (stop 65)
     }
     (note,) = [n for n in facts["notes"] if n.startswith("the path covers")]
     assert "1000.0–3010.0 µs of the window's 3530.0 µs of events (56.9 %)" in note
@@ -155,3 +156,6 @@ def test_a_path_that_spans_its_window_has_no_coverage_note(tmp_path: Path) -> No
     assert facts["span"]["covered_pct"] == 100.0
     assert not [n for n in facts["notes"] if n.startswith("the path covers")]
     assert np.isclose(facts["span"]["end_us"] - facts["span"]["start_us"], 1390.0)
+    # 1390 µs spanned, 1330 weighed: 60 µs no edge weighs (4.3 %, under the 5 % a note takes)
+    assert facts["span"]["unweighted_us"] == 60.0
+    assert not [n for n in facts["notes"] if "no edge on it weighs" in n]
