@@ -466,6 +466,14 @@ def main() -> None:
     except typer.Abort:
         err_console.print("interrupted")
         code = 130
+    except ReaderGone:  # `atlas -V | true`: the version written after its reader left (an eager option)
+        stdout_to_null()
+        code = READER_GONE
+    except SystemExit as exc:  # rich ends a `--help` whose reader left with exit 1: that reader's quiet 141
+        if not isinstance(exc.__context__, BrokenPipeError):
+            raise
+        stdout_to_null()
+        code = READER_GONE
     except (MemoryError, SystemError) as exc:  # out of memory where no handler of ours could run
         if system_refusal(exc) != OUT_OF_MEMORY:  # another SystemError: a fault, as it is
             raise
@@ -673,7 +681,12 @@ def diff(
     a: Annotated[Path, typer.Argument(help="Run A, the baseline: a trace or an `atlas ingest` output.")],
     b: Annotated[Path, typer.Argument(help="Run B, compared with A: a trace or an `atlas ingest` output.")],
     out: Annotated[
-        Path | None, typer.Option("-o", "--out", help="Write the comparison table here (CSV); nothing by default.")
+        Path | None,
+        typer.Option(
+            "-o",
+            "--out",
+            help="Write the comparison table here, as its suffix says: .csv, .parquet or .json; nothing by default.",
+        ),
     ] = None,
     html: Annotated[Path | None, typer.Option("--html", help="Also write an interactive page here.")] = None,
     as_json: Annotated[
@@ -683,21 +696,21 @@ def diff(
         float | None,
         typer.Option(
             "--fail-above",
-            min=0.0,
-            help="Exit with code 3 when B's total GPU time, a category or an op is more than PCT percent slower "
-            "than in A (rows under --min-share of A's GPU time are not judged).",
+            help="Exit with code 3 when B's total GPU time, a category or an op is more than PCT percent (0 or "
+            "more) slower than in A (rows whose time in A and in B is under --min-share of A's GPU time are not "
+            "judged).",
             metavar="PCT",
         ),
     ] = None,
     min_share: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--min-share",
-            min=0.0,
-            max=1.0,
-            help="With --fail-above: judge only categories and ops holding at least this share of A's GPU time.",
+            help="With --fail-above: judge only categories and ops whose time in A or in B is at least this "
+            "share (0 to 1) of A's GPU time.  [default: 0.01]",
+            metavar="S",
         ),
-    ] = 0.01,
+    ] = None,
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Write a summary a CI system can post (Markdown) here.")
     ] = None,
@@ -718,12 +731,20 @@ def diff(
     --fail-above PCT it gates a CI job: exit code 3 when something regressed by more than PCT
     percent (named), 0 otherwise. Traces are ingested next to themselves; files are written
     only where asked (-o, --html, --markdown)."""
-    from kernel_atlas.analysis.diff import diff_runs
-    from kernel_atlas.analysis.gate import comparability, judge
+    from kernel_atlas.analysis.diff import TABLE_SUFFIXES, diff_runs, write_table
+    from kernel_atlas.analysis.gate import MIN_SHARE, comparability, judge
     from kernel_atlas.report.diff_markdown import comparability_line, verdict_line, write_markdown
     from kernel_atlas.report.terminal import print_diff, print_gate
-    from kernel_atlas.store.outputs import check_named_output, write_csv
+    from kernel_atlas.store.outputs import check_named_output
 
+    if fail_above is not None and not fail_above >= 0.0:  # NaN and inf are refused before (not finite)
+        raise AtlasError("--fail-above", f"{fail_above:g}: give a percentage of 0 or more")
+    if min_share is not None and fail_above is None:  # it says what the gate judges: nothing to say it to
+        raise AtlasError("--min-share", "only with --fail-above (it sets which rows the gate judges)")
+    if min_share is not None and not 0.0 <= min_share <= 1.0:
+        raise AtlasError("--min-share", f"{min_share:g}: give a share of A's GPU time from 0 to 1")
+    if out is not None and Path(str(out)).suffix.lower() not in TABLE_SUFFIXES:  # a CSV named .parquet, unsaid
+        raise AtlasError("-o", f"{out}: name a .csv, .parquet or .json file (the suffix says what is written)")
     named: dict[str, str] = {}  # each file named, by its real path: the first option naming it
     for option, target in (("-o", out), ("--html", html), ("--markdown", markdown)):
         if target is not None and str(target) == "-":
@@ -740,11 +761,12 @@ def diff(
             _say_later("[yellow]warning:[/]", f"{name} ({side.label}): {side.warnings[0]}{more}", wrapped=True)
     totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
     windows = (result.a.window, result.b.window)
-    verdict = judge(result.table, *totals, fail_above, min_share, *windows) if fail_above is not None else None
+    share = MIN_SHARE if min_share is None else min_share
+    verdict = judge(result.table, *totals, fail_above, share, *windows) if fail_above is not None else None
     comp = verdict.comparability if verdict is not None else comparability(result.table, *totals[2:], *windows)
     files: dict[str, Path] = {}
     if out is not None:
-        files["csv"] = write_csv(result.table, out)
+        files["table"] = write_table(result.table, out)
     if html is not None:
         from kernel_atlas.report.html import write_diff_html
 
@@ -935,3 +957,7 @@ for _command in app.registered_commands:  # before typer reads them, when the ap
     _doc = _command.help or (_command.callback.__doc__ if _command.callback else None)
     if _doc:
         _command.help = _unwrapped(_doc)
+
+
+if __name__ == "__main__":  # `python -m kernel_atlas.cli`, as `atlas`
+    main()
