@@ -80,17 +80,24 @@ def _pattern(pattern: str) -> re.Pattern[str]:
     return re.compile(_VENDOR + f"(?:{pattern})", re.IGNORECASE)
 
 
+# an SR-IOV virtual function of a GPU names it with " VF" after the model ("AMD Instinct MI300X
+# VF", every MI300X of TraceLens's traces): the same silicon and peaks, shared with no other tenant
+# the trace knows of
+_VIRTUAL_FUNCTION = re.compile(r"\s+VF$", re.IGNORECASE)
+
+
 def _model(gpu_name: str) -> str:
-    return " ".join(gpu_name.split())
+    return _VIRTUAL_FUNCTION.sub("", " ".join(gpu_name.split()))
 
 
 def match_device(gpu_name: str | None, sms: int | None = None) -> Device | None:
     """The catalog device one of whose `match` patterns is the whole deviceProperties name (after
-    leading vendor words, case and runs of spaces aside): a name that merely contains a known one
-    ("NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA GH200 480GB", "NVIDIA H200 NVL" without its own
-    entry) is not that GPU, and stays unknown rather than borrow a sibling's peaks. Where several
-    entries fit, the one whose SM count is `sms` wins, then the most specific (longest) pattern;
-    entries still tied are ambiguous and give None."""
+    leading vendor words, case, runs of spaces and a virtual function's trailing "VF" aside): a
+    name that merely contains a known one ("NVIDIA RTX A1000 6GB Laptop GPU", "NVIDIA GH200
+    480GB", "NVIDIA H200 NVL" without its own entry) is not that GPU, and stays unknown rather
+    than borrow a sibling's peaks. Where several entries fit, the one whose SM count is `sms`
+    wins, then the most specific (longest) pattern; entries still tied are ambiguous and give
+    None."""
     if not gpu_name:
         return None
     name = _model(gpu_name)
