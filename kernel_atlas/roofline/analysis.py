@@ -428,19 +428,22 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
             target[main_rows[chosen]] = values[chosen]
 
     # memcpy / memset: their own byte counts. Host<->device copies are bounded by the host
-    # link; a device-to-device copy reads and writes device memory.
+    # link and a peer copy by the GPU-to-GPU link, each moving its bytes once over it; a
+    # device-to-device copy reads and writes device memory (a peer copy had been costed so:
+    # twice its bytes against HBM bandwidth, campaign AR)
     recorded = frame["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
     estimated = _copied_bytes(frame, np.isnan(recorded))
     copies = np.flatnonzero((frame["kind"] != "kernel").to_numpy() & ~np.isnan(np.fmax(recorded, estimated)))
     if len(copies):
         moved = np.where(np.isnan(recorded), estimated, recorded)[copies]
         guessed = np.isnan(recorded[copies])
-        host = _over_host_link(frame["name"])[copies]
+        host, peer = _over_host_link(frame["name"])[copies], _between_gpus(frame["name"])[copies]
         memset = (frame["kind"] == "memset").to_numpy()[copies]
-        traffic = np.where(host | memset, moved, 2 * moved)
+        path = np.select([host, peer, memset], [_OVER_HOST, _OVER_PEER, _WRITTEN], _READ_WRITTEN)
+        traffic = np.where(path == _READ_WRITTEN, 2 * moved, moved)
         role[copies], flops[copies], nbytes[copies], precision[copies] = "main", 0.0, traffic, "int"
-        unit[copies] = np.array([VECTOR, "host"], dtype=object)[host.astype(np.int8)]  # references, not a text a row
-        formula[copies] = _copy_formulas(moved, np.where(host, 0, np.where(traffic == moved, 1, 2)), guessed)
+        unit[copies] = _COPY_UNITS[path]  # references, not a text a row
+        formula[copies] = _copy_formulas(moved, path, guessed)
         note[copies] = ""
         op_time[copies] = frame["dur_us"].to_numpy()[copies]
     _say_what_is_missing(frame, role, note, has_call)
@@ -478,7 +481,10 @@ def _say_what_is_missing(frame: pd.DataFrame, role: np.ndarray, note: np.ndarray
     note[framed] = "its launcher is a Python frame or an annotation, not an op: no shapes recorded"
 
 
-_COPY_PATHS = ("over the host link", "written", "read + written")
+# how a copy's bytes move (`_COPY_PATHS`, the formula's words) and the unit whose peak bounds it
+_OVER_HOST, _WRITTEN, _READ_WRITTEN, _OVER_PEER = 0, 1, 2, 3
+_COPY_PATHS = ("over the host link", "written", "read + written", "over the GPU-to-GPU link")
+_COPY_UNITS = np.array(["host", VECTOR, VECTOR, "peer"], dtype=object)
 
 
 def _copy_formulas(moved: np.ndarray, path: np.ndarray, guessed: np.ndarray) -> np.ndarray:
@@ -599,8 +605,21 @@ def _helper_notes(
 
 def _over_host_link(names: pd.Series) -> np.ndarray:
     """Copies whose name says they cross the host link (HtoD, DtoH, pinned/pageable memory)."""
+    return _names_saying(names, "HtoD|DtoH|HtoH|Pinned|Pageable")
+
+
+def _between_gpus(names: pd.Series) -> np.ndarray:
+    """Copies whose name says they go from one GPU to another: CUPTI's peer-to-peer kind (Kineto
+    and nsys `Memcpy PtoP (Device -> Device)`) and nsys's unified-memory migration between two
+    devices (`Memcpy Unified DtoD …`). A DtoD copy is on one device (ROCm names a peer copy
+    DtoD too: it cannot be told apart)."""
+    return _names_saying(names, r"\bPtoP\b|\bUnified DtoD\b")
+
+
+def _names_saying(names: pd.Series, pattern: str) -> np.ndarray:
+    """Per row (bool): its name contains `pattern`, tested once per distinct name."""
     kinds = names.astype("category")
-    tagged = pd.Series(kinds.cat.categories.astype(str)).str.contains("HtoD|DtoH|HtoH|Pinned|Pageable", regex=True)
+    tagged = pd.Series(kinds.cat.categories.astype(str)).str.contains(pattern, regex=True)
     per_name = np.append(tagged.to_numpy(bool), False)  # code -1 (missing): the last
     return per_name[kinds.cat.codes.to_numpy()]
 
@@ -686,7 +705,7 @@ def _drop_impossible_costs(kernels: pd.DataFrame) -> None:
     flops = np.nan_to_num(kernels["flops"].to_numpy(np.float64, na_value=np.nan)[main])
     nbytes = np.nan_to_num(kernels["bytes"].to_numpy(np.float64, na_value=np.nan)[main])
     unit = kernels["unit"].to_numpy(dtype=object)[main]
-    bandwidth = np.where(unit == "link", link, np.where(unit == "host", host, memory))
+    bandwidth = np.where(np.isin(unit, ["link", "peer"]), link, np.where(unit == "host", host, memory))
     least_us = np.maximum(flops / (tflops * 1e6), nbytes / (bandwidth * 1e3))
     took = kernels["op_time_us"].to_numpy(np.float64, na_value=np.nan)[main]
     impossible = (took >= CLOCK_RESOLUTION_US) & (least_us > IMPOSSIBLE_FACTOR * took)
@@ -799,6 +818,7 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     bound = np.where(compute_us > memory_us, "compute", "memory").astype(object)
     bound[(table["unit"] == "link").to_numpy()] = "communication"
     bound[(table["unit"] == "host").to_numpy()] = "host link"
+    bound[(table["unit"] == "peer").to_numpy()] = "peer link"
     bound[(table["attainable_us"] < LATENCY_US).to_numpy() & (table["sol_pct"] < 50).to_numpy()] = "latency"
     bound[table["attainable_us"].isna().to_numpy()] = None
     table["bound"] = bound
@@ -823,9 +843,10 @@ def _peaks(table: pd.DataFrame, device: Device | None) -> tuple[np.ndarray, np.n
         if role != "main" or pd.isna(precision):
             continue
         rows = number == group
-        if unit in ("link", "host"):
-            peak_g[rows] = device.link_gbps if unit == "link" else device.host_link_gbps
-            labels[rows] = f"{unit} bandwidth"
+        if unit in ("link", "host", "peer"):
+            # a peer copy crosses the GPU-to-GPU link one way: the catalog's per-direction figure
+            peak_g[rows] = device.host_link_gbps if unit == "host" else device.link_gbps
+            labels[rows] = "peer link bandwidth" if unit == "peer" else f"{unit} bandwidth"
             continue
         peak = device.peak(str(precision), "None" if pd.isna(unit) else str(unit))
         peak_t[rows], peak_g[rows], labels[rows] = peak.tflops, device.memory_gbps, peak.label
