@@ -32,7 +32,7 @@ import pandas as pd
 
 from kernel_atlas.analysis.critical_hta import BLOCKING_HTA, LAUNCH_HTA, like_hta
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.texts import name_mask
+from kernel_atlas.core.texts import counted, name_mask
 from kernel_atlas.ingest.nesting import first_matching
 
 # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US (from 0.6.0; 0.5.0, the `hta` convention, has no limit):
@@ -140,7 +140,13 @@ def window_range(host: pd.DataFrame, window: tuple[str, int] | None) -> tuple[fl
     ranges = host[_named_like(host, name)].sort_values("ts_us", kind="stable")
     check_window(len(ranges), window)
     row = ranges.iloc[k]
-    return float(row["ts_us"]), float(row["end_us"]), f"{row['name']} (instance {k} of {len(ranges)})"
+    label = f"{row['name']} (instance {k} of {len(ranges)}"
+    # K counts instances; a range that bears `NAME#K` as its own name (steps numbered from 4) is
+    # another one, said beside it: `ProfilerStep#1` of steps #4–#6 is the step named ProfilerStep#5
+    named = np.flatnonzero(ranges["name"].astype(str).to_numpy() == f"{name}#{k}")
+    if len(named) and named[0] != k:
+        label += f"; the range named {name}#{k} is instance {int(named[0])}: --window {name}#{int(named[0])}"
+    return float(row["ts_us"]), float(row["end_us"]), label + ")"
 
 
 def _named_like(host: pd.DataFrame, name: str) -> np.ndarray:
@@ -157,7 +163,12 @@ def check_window(count: int, window: tuple[str, int]) -> None:
     """The K of `window` is one of the `count` ranges named like its NAME; else refused."""
     name, k = window
     if k >= count:
-        raise AtlasError(None, f"--window {name}#{k}: the trace has {count} ranges named like {name!r}")
+        which = f"instances 0–{count - 1}" if count > 1 else ("instance 0" if count else "none")
+        raise AtlasError(
+            None,
+            f"--window {name}#{k}: K is the instance, counted from 0 in start order, not the number in a "
+            f"range's name; the trace has {counted(count, 'range', 'ranges')} named like {name!r} ({which})",
+        )
 
 
 # --- graph ----------------------------------------------------------------------------------------

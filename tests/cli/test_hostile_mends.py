@@ -1057,7 +1057,11 @@ def test_a_window_one_rank_lacks_is_refused_naming_the_rank(tmp_path: Path, exam
         (traces / f"r{rank}.json").write_text(json.dumps(doc))
     assert cli("ingest", traces, "-o", tmp_path / "out", "-q").code == 0
     refused = cli("report", tmp_path / "out", "--window", "ProfilerStep#0")
-    assert_one_line_error(refused, "rank 1: --window ProfilerStep#0: the trace has 0 ranges named like 'ProfilerStep'")
+    assert_one_line_error(
+        refused,
+        "rank 1: --window ProfilerStep#0: K is the instance, counted from 0 in start order, not the number in a "
+        "range's name; the trace has 0 ranges named like 'ProfilerStep' (none)",
+    )
 
 
 def test_an_integer_of_thousands_of_digits_costs_only_its_field(tmp_path: Path, example) -> None:
@@ -1331,7 +1335,7 @@ def test_a_window_the_trace_lacks_leaves_the_earlier_report_whole(tmp_path: Path
     assert cli("ingest", EXAMPLE, "-o", out, "-q").code == 0
     assert cli("report", out).code == 0
     before = {name: (out / name).read_bytes() for name in ("report.json", "roofline.parquet", "critical_path.parquet")}
-    assert_one_line_error(cli("report", out, "--window", "ProfilerStep#5"), "the trace has 1 ranges named like")
+    assert_one_line_error(cli("report", out, "--window", "ProfilerStep#5"), "the trace has 1 range named like")
     assert {name: (out / name).read_bytes() for name in before} == before
     assert cli("report", out, "--window", "ProfilerStep#0").code == 0
 
