@@ -84,8 +84,15 @@ _LEGACY_FAMILY = {
     "python": PYTHON,
     **{name.lower(): family for name, family in _FAMILY.items()},
 }
-# `ignored` key prefix: X events of an unknown category that look like GPU activities
+# `ignored` key prefix: X events of an unknown category that look like GPU activities ("" after it:
+# of no category)
 UNKNOWN_GPU = "unknown GPU category "
+# `ignored` key: the GPU ranges of the legacy autograd profiler's `export_chrome_trace` (PyTorch ≤ 1.8
+# without Kineto: no `cat`, pid "CUDA functions", tid the device). Each is one op's time between two
+# CUDA events, named after the op (`FunctionEvent.append_kernel(start.name(), …)`), not a kernel: an
+# op and the ops it calls each have one, overlapping. Counted and said, never read as kernels.
+LEGACY_GPU_RANGES = "legacy autograd GPU ranges"
+LEGACY_GPU_PID = "CUDA functions"
 
 _EMPTY = msgspec.Raw(b"")
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -137,6 +144,9 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     kernel_kwargs: str | None = None
     # what a CPU op recorded about its inputs, kept as JSON text
     dims: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Dims")
+    # early Kineto (PyTorch 1.8) spelled it `Input dims`, as the TensorBoard plugin still reads it;
+    # `Input type` was never spelled otherwise, `Input Strides` came later (2023)
+    dims_lower: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input dims")
     types: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input type")
     strides: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Strides")
     concrete: msgspec.Raw = msgspec.field(default=_EMPTY, name="Concrete Inputs")
@@ -733,7 +743,8 @@ def schema_problem(message: str, first_event: int) -> str:
     return _AT.sub(lambda m: f"`traceEvents[{first_event + int(m.group(1))}]", message)
 
 
-_shape_fields = attrgetter("dims", "types", "strides", "concrete")
+# `dims_lower` (`Input dims`, PyTorch 1.8) stands in for `dims` where that is not given (`_shape_codes`)
+_shape_fields = attrgetter("dims", "dims_lower", "types", "strides", "concrete")
 
 
 def _families(events: Sequence[Any], ignored: Counter[str]) -> np.ndarray:
@@ -785,8 +796,9 @@ def _count_not_complete(categories: list[Any], ignored: Counter[str]) -> None:
 
 
 def _count_unknown_gpu(events: Sequence[Any], family: np.ndarray, forgiving: bool, ignored: Counter[str]) -> None:
-    """Count, per category, the complete events of an unknown category that look like GPU
-    activities (a `device` or `stream` arg and a duration): `ignored[UNKNOWN_GPU + cat]`."""
+    """Count, per category, the complete events of an unknown category — or of none — that look
+    like GPU activities (a `device` or `stream` arg and a duration): `ignored[UNKNOWN_GPU + cat]`;
+    and the legacy autograd export's GPU ranges: `ignored[LEGACY_GPU_RANGES]`."""
     rows = np.flatnonzero(family < 0).tolist()
     if not rows:
         return
@@ -794,15 +806,22 @@ def _count_unknown_gpu(events: Sequence[Any], family: np.ndarray, forgiving: boo
         event = events[i]
         if event.cat in _NOT_GPU or (event.ph != "X" if forgiving else not isinstance(event, Complete)):
             continue
+        if not math.isfinite(event.dur):
+            continue
+        if event.pid == LEGACY_GPU_PID and not event.cat:
+            ignored[LEGACY_GPU_RANGES] += 1
+            continue
         args = _forgiving_args(event.args) if forgiving else event.args
-        if (args.device >= 0 or args.stream >= 0) and math.isfinite(event.dur):
+        if args.device >= 0 or args.stream >= 0:
             ignored[UNKNOWN_GPU + event.cat[:60]] += 1
 
 
 # Categories that are never GPU activities: flows, the profiler's span, and Kineto's other
-# activity types (markers, counters, host-side runtimes; libkineto/include/ActivityType.h).
+# activity types (markers, counters, host-side runtimes; libkineto/include/ActivityType.h). No
+# category ("") is not among them: a complete event without one that carries a device or stream is
+# counted (flows and metadata without one are no complete events).
 _NOT_GPU = frozenset(
-    {"", "ac2g", "async", "async_gpu", "async_cpu_to_gpu", "fwdbwd", "forward_backward", "fwd_bwd", "Trace"}
+    {"ac2g", "async", "async_gpu", "async_cpu_to_gpu", "fwdbwd", "forward_backward", "fwd_bwd", "Trace"}
     | {"external_correlation", "cpu_instant_event", "overhead", "cuda_sync", "cuda_event", "cuda_profiler_range"}
     | {"glow_runtime", "mtia_runtime", "mtia_ccp_events", "mtia_insight", "mtia_counters", "hardware_counters"}
     | {"xpu_runtime", "xpu_driver", "xpu_sync", "privateuse1_runtime", "privateuse1_driver"}
@@ -912,7 +931,7 @@ def _ids(values: np.ndarray, key: str, ignored: Counter[str]) -> np.ndarray:
 def _shape_codes(args: list[Args]) -> tuple[np.ndarray, list[Shape]]:
     """One code per distinct recorded (dims, types, strides, concrete inputs), and their
     canonical JSON texts (decoded and re-encoded, so spacing never splits a shape)."""
-    keys = _numbering()  # the four raw texts joined by NUL (never inside JSON text), numbered as met
+    keys = _numbering()  # the five raw texts (`Input dims` too) joined by NUL (never inside JSON text), numbered as met
     codes = np.fromiter([keys[b"\0".join(_shape_fields(a))] for a in args], np.int32, len(args))
     if len(_SHAPES) > _CACHE_LIMIT:
         _SHAPES.clear()
@@ -922,7 +941,9 @@ def _shape_codes(args: list[Args]) -> tuple[np.ndarray, list[Shape]]:
     for key in keys:  # in code order
         shape = _SHAPES.get(key)
         if shape is None:
-            shape = _SHAPES[key] = tuple(_canonical_json(raw, _CANONICAL) for raw in key.split(b"\0"))  # type: ignore[assignment]
+            dims, dims_lower, *rest = key.split(b"\0")
+            raws = (dims or dims_lower, *rest)  # `Input Dims`, else the older `Input dims`
+            shape = _SHAPES[key] = tuple(_canonical_json(raw, _CANONICAL) for raw in raws)  # type: ignore[assignment]
         shapes.append(shape)
     return codes, shapes
 
@@ -1282,6 +1303,7 @@ def _forgiving_args(
         kernel=text("kernel"),
         kernel_kwargs=text("kernel_kwargs"),
         dims=recorded("Input Dims"),
+        dims_lower=recorded("Input dims"),
         types=recorded("Input type"),
         strides=recorded("Input Strides"),
         concrete=recorded("Concrete Inputs"),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernel_atlas.ingest.columns import CPU_OP, HostTable
+from kernel_atlas.ingest.columns import CPU_OP, PYTHON, HostTable
 from kernel_atlas.ingest.frames import short_frame
 
 
@@ -34,23 +34,39 @@ def stack_key(host: HostTable, nodes: np.ndarray) -> np.ndarray:
 
 
 class StackWeaver:
-    """Builds one chain's frames: `add` each range innermost first, then `frames()`."""
+    """Builds one chain's frames: `add` each range innermost first, then `frames()`.
+
+    A trace may hold both forms (PyTorch 1.11 wrote `Call stack` strings and `python_function`
+    ranges; a TorchScript op still records its JIT stack today): a recorded frame that is also
+    one of the chain's Python ranges is that range, not woven a second time; the frames left
+    (the JIT's, or all of them where no ranges were recorded) go where the recorded stack says,
+    and at the latest just inside the innermost Python range enclosing the op — never outside
+    the program's outermost frame."""
 
     def __init__(self, host: HostTable, stacks: list[list[str] | None] | None):
         self.host, self.stacks = host, stacks
-        self.out: list[str] = []
-        self.pending: list[str] = []  # the last recorded stack, its frames not yet placed
+        self.chain: list[tuple[int, str]] = []
 
     def add(self, node: int, frame: str) -> None:
-        stack = self._stack(node)
-        if stack is not None:
-            extra = len(self.pending) - len(stack)
-            self.out.extend(self.pending[: max(extra, 0)])
-            self.pending = stack
-        self.out.append(frame)
+        self.chain.append((node, frame))
 
     def frames(self) -> list[str]:
-        return [*self.out, *self.pending]
+        python = self.host.family[[node for node, _ in self.chain]] == PYTHON if self.chain else []
+        ranges = {frame for (_, frame), is_python in zip(self.chain, python, strict=True) if is_python}
+        out: list[str] = []
+        pending: list[str] = []  # the last recorded stack, its frames not yet placed
+        for (node, frame), is_python in zip(self.chain, python, strict=True):
+            stack = self._stack(node)
+            if stack is not None:
+                stack = [f for f in stack if f not in ranges] if ranges else stack
+                extra = len(pending) - len(stack)
+                out.extend(pending[: max(extra, 0)])
+                pending = stack
+            elif is_python:  # the Python frame the op ran in: what the op recorded lies inside it
+                out.extend(pending)
+                pending = []
+            out.append(frame)
+        return [*out, *pending]
 
     def _stack(self, node: int) -> list[str] | None:
         if self.stacks is None or self.host.family[node] != CPU_OP:

@@ -190,7 +190,8 @@ def take(values: np.ndarray, idx: np.ndarray, fill: object) -> np.ndarray:
 
 
 def _enclosing_step(host: HostTable, is_profiler_step: np.ndarray, launch_idx: np.ndarray) -> np.ndarray:
-    """The `ProfilerStep#N` range on the launch's thread that contains the launch (-1 none).
+    """The `ProfilerStep#N` range on the launch's thread that contains the launch (-1 none);
+    `launch_idx` may name another host range placing the activity (`link`'s anchor: its op).
 
     Looked up by time, not through the nesting: the step range opens inside the Python frame
     of `profiler.step()` and outlives it, so it is not properly nested with the frames."""
@@ -250,7 +251,8 @@ def _step_by_launch_time(
     host: HostTable, is_profiler_step: np.ndarray, step_of_name: np.ndarray, launch_idx: np.ndarray, step: np.ndarray
 ) -> None:
     """Give activities without a step the `ProfilerStep#N` range, on any thread, that contains
-    their launch's start (launches of autograd's backward thread, which has no step ranges)."""
+    their launch's start (launches of autograd's backward thread, which has no step ranges), or
+    their op's where `launch_idx` names that (`link`'s anchor)."""
     steps = np.flatnonzero((host.family == ANNOTATION) & is_profiler_step[host.name_code])
     missing = np.flatnonzero((step < 0) & (launch_idx >= 0))
     if not len(steps) or not len(missing):
@@ -455,12 +457,6 @@ def link(cols: TraceColumns) -> LinkedColumns:
 
     # --- launch → enclosing ranges --------------------------------------------------------
     launcher_idx, cpu_op_idx = _launcher_and_op(host, nest, launch_idx)
-    step_idx = _enclosing_step(host, is_profiler_step, launch_idx)
-    # a serving engine's per-step annotation with the batch's sequence lengths (ingest/steps.py)
-    attention_step_idx = _enclosing_step(host, np.array([is_step(s) for s in names], dtype=bool), launch_idx)
-    # else its native annotation (tokens only), so that the attention call can say what it lacks
-    native_idx = _enclosing_step(host, np.array([is_native_step(s) for s in names], dtype=bool), launch_idx)
-    attention_step_idx = np.where(attention_step_idx >= 0, attention_step_idx, native_idx)
 
     # External id fallback / cross-check (0 and -1 mean "not recorded").
     ext = host.external_id
@@ -489,6 +485,16 @@ def link(cols: TraceColumns) -> LinkedColumns:
     in_region = _in_region(host, is_region, cpu_op_idx) & ~graph
     cpu_op_idx = np.where(in_region, -1, cpu_op_idx)
 
+    # --- the host range that places an activity in time and on a thread: its launch, else (linked
+    # by External id, the launch missing) its op, which lies in the same step ranges as its launch
+    anchor = np.where(has_launch, launch_idx, np.where(fallback, ext_match, -1))
+    step_idx = _enclosing_step(host, is_profiler_step, anchor)
+    # a serving engine's per-step annotation with the batch's sequence lengths (ingest/steps.py)
+    attention_step_idx = _enclosing_step(host, np.array([is_step(s) for s in names], dtype=bool), anchor)
+    # else its native annotation (tokens only), so that the attention call can say what it lacks
+    native_idx = _enclosing_step(host, np.array([is_native_step(s) for s in names], dtype=bool), anchor)
+    attention_step_idx = np.where(attention_step_idx >= 0, attention_step_idx, native_idx)
+
     # --- call stacks (graph replays keep the graph launch's), shapes of the launching op --
     stacks = _call_stacks(host, nest, np.where(fallback, ext_match, launch_idx))
     shape_source = np.where(graph, -1, _collective_shapes(host, launcher_idx, cpu_op_idx))
@@ -502,7 +508,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
     step[has_step] = step_of_name[host.name_code[step_idx[has_step]]]
     # a launch outside its thread's steps (autograd's backward thread has none): the step range
     # of any thread holding it — before the GPU-side annotation, which covers only part of a step
-    _step_by_launch_time(host, is_profiler_step, step_of_name, launch_idx, step)
+    _step_by_launch_time(host, is_profiler_step, step_of_name, anchor, step)
     gs = cols.gpu_steps
     if len(gs.step):
         missing = np.flatnonzero(step < 0)

@@ -27,11 +27,13 @@ from kernel_atlas.ingest.capture import (
     left_out_line,
     read_captures,
 )
-from kernel_atlas.ingest.columns import NAMES_TEXT, SHORT_NAME, SHORTENED_NAMES, build_columns
+from kernel_atlas.ingest.columns import NAMES_TEXT, RUNTIME, SHORT_NAME, SHORTENED_NAMES, HostTable, build_columns
 from kernel_atlas.ingest.comms import complete_collectives
 from kernel_atlas.ingest.efficiency import with_kernel_efficiency
 from kernel_atlas.ingest.events import (
     DURATION_PAIRS,
+    LEGACY_GPU_PID,
+    LEGACY_GPU_RANGES,
     LONG_STRINGS,
     MAX_TEXT,
     NOT_COMPLETE,
@@ -93,6 +95,21 @@ def _rank_of(path: Path, distributed: dict[str, Any], warnings: list[str] | None
     return int(match.group(1)) if match and int(match.group(1)) <= _MAX_RANK else None
 
 
+# the host API calls of each runtime (`cuda_runtime` / `cuda_driver` events; ROCm traces keep those
+# categories): `cudaLaunchKernel`, `cuLaunchKernelEx`; `hipLaunchKernel`, `hsa_signal_wait…`
+_RUNTIME_CALLS = {"cuda": re.compile(r"cuda|cu[A-Z]"), "rocm": re.compile(r"hip|hsa_")}
+
+
+def runtime_of_calls(host: HostTable) -> str:
+    """ "cuda" or "rocm" where the runtime calls the trace recorded are of that runtime's API alone
+    (for a trace that names no runtime itself); "unknown" where it recorded none of either's, or
+    calls of both (which runtime ran the GPU work is then not said)."""
+    codes = np.unique(host.name_code[host.family == RUNTIME])
+    names = [host.names[code] for code in codes.tolist()]
+    found = {runtime for name in names for runtime, calls in _RUNTIME_CALLS.items() if calls.match(name)}
+    return found.pop() if len(found) == 1 else "unknown"
+
+
 def unknown_gpu_categories(ignored: dict[str, int]) -> dict[str, int]:
     """Complete events that look like GPU activities (a device or stream, a duration) under
     categories ingest does not know, per category; removed from `ignored`."""
@@ -101,8 +118,42 @@ def unknown_gpu_categories(ignored: dict[str, int]) -> dict[str, int]:
 
 
 def unknown_gpu_text(unknown: dict[str, int]) -> str:
-    """`12 GPU-looking events under unknown categories ('Foo' 10, 'bar' 2)`."""
-    return f"{sum(unknown.values()):,} GPU-looking events under unknown categories ({_by_category(unknown)})"
+    """`12 GPU-looking events under unknown categories ('Foo' 10, 'bar' 2)`, and `… without a
+    category` for those of none (key "")."""
+    named = {cat: n for cat, n in unknown.items() if cat}
+    parts = [f"{sum(named.values()):,} GPU-looking events under unknown categories ({_by_category(named)})"]
+    parts = parts if named else []
+    if unknown.get(""):
+        parts.append(f"{unknown['']:,} GPU-looking events without a category")
+    return " and ".join(parts)
+
+
+def _legacy_ranges_text(count: int) -> str:
+    return (
+        f"{counted(count, 'GPU range', 'GPU ranges')} of the legacy autograd profiler's export (pid "
+        f"{LEGACY_GPU_PID!r}, no `cat`) {WAS[count != 1]} not read: that format records each op's time between "
+        "two CUDA events, named after the op, not kernels (an op and the ops it calls overlap); profile with "
+        "torch.profiler (Kineto) for the kernels"
+    )
+
+
+def empty_trace_text(ignored: dict[str, int]) -> str:
+    """Why a trace's tables are empty: it held no GPU events, or those it held were not read —
+    counted by why (each reason's warning says more)."""
+    ignored = dict(ignored)
+    unknown = unknown_gpu_categories(ignored)
+    left_out = {
+        "of unknown categories": sum(n for cat, n in unknown.items() if cat),
+        "without a category": unknown.get("", 0),
+        "of the legacy autograd profiler's export": ignored.get(LEGACY_GPU_RANGES, 0),
+        "without a usable ts or dur": ignored.get("untimed GPU activities", 0),
+    }
+    if not any(left_out.values()):
+        return "no GPU events (kernels, memcpys, memsets) in this trace; tables are empty"
+    if not any(n for why, n in left_out.items() if why != "of unknown categories"):
+        return "no GPU events of a known category (kernels, memcpys, memsets); tables are empty"
+    held = "; ".join(f"{n:,} {why}" for why, n in left_out.items() if n)
+    return f"no GPU events read, though the trace holds GPU events that were not ({held}); tables are empty"
 
 
 def _by_category(counts: dict[str, int], shown: int = 8) -> str:
@@ -129,7 +180,11 @@ def _decoder_warnings(path: Path, trace: TraceInfo, ignored: dict[str, int]) -> 
         warnings.append(f"{path}: {events} without a usable ts {WAS[untimed_memory != 1]} left out")
     unknown = unknown_gpu_categories(ignored)
     if unknown:
-        warnings.append(f"{path}: {unknown_gpu_text(unknown)} were not read (categories unknown to kernel_atlas)")
+        why = "categories unknown to kernel_atlas" + (", or none" if "" in unknown else "")
+        warnings.append(f"{path}: {unknown_gpu_text(unknown)} were not read ({why})")
+    legacy = ignored.pop(LEGACY_GPU_RANGES, 0)
+    if legacy:
+        warnings.append(f"{path}: {_legacy_ranges_text(legacy)}")
     not_objects = ignored.pop(NOT_OBJECTS, 0)
     if not_objects:
         one, many = "traceEvents entry that is not a JSON object", "traceEvents entries that are not JSON objects"
@@ -254,6 +309,8 @@ def ingest_trace(
         read, decoded_here = build_columns(path, None, 1, on_progress=decoding), True
     trace, cols = read
     del read  # `del cols` below frees the columns (the host ranges: ~130 MB for 1.5M ranges)
+    if trace.runtime == "unknown":  # Kineto before ~2023 wrote no runtime version: its calls tell
+        trace.runtime = runtime_of_calls(cols.host)
     release_free_memory()  # the reader's buffers (decompressed text, the slices' columns as they arrived)
     warnings = _decoder_warnings(path, trace, cols.ignored)
     if decoded_here:
@@ -324,11 +381,8 @@ def ingest_trace(
     unlinked = unlinked_counts(frame["link"]) if len(frame) else {}
     redacted = redact_frame(frame) + memory_redacted
     report("done", 1.0)
-    unknown_gpu = unknown_gpu_categories(dict(cols_ignored))
-    if frame.empty and unknown_gpu:
-        warnings.append(f"{path}: no GPU events of a known category (kernels, memcpys, memsets); tables are empty")
-    elif frame.empty:
-        warnings.append(f"{path}: no GPU events (kernels, memcpys, memsets) in this trace; tables are empty")
+    if frame.empty:
+        warnings.append(f"{path}: {empty_trace_text(cols_ignored)}")
     if unlinked:
         detail = ", ".join(f"{n} {why}" for why, n in unlinked.items())
         warnings.append(f"{path}: {sum(unlinked.values())} of {len(frame)} GPU activities have no launcher ({detail})")
