@@ -206,6 +206,7 @@ class CapturedGraphs(list[CapturedGraph]):
     """Captured graphs, and how many past a limit were not read (`left_out`)."""
 
     left_out: int = 0
+    events: int = 0  # the trace's host and GPU events (`read_capture`): 0 where the file is no trace
 
 
 def left_out_line(count: int) -> str:
@@ -359,33 +360,40 @@ def read_capture(path: str | Path, limit: int = MAX_CAPTURED_GRAPHS) -> Captured
     """The captured graphs of a capture trace (an `AtlasError` names the file if it is unusable)."""
     path = Path(path)
     cols = build_columns(path)[1]
-    return graphs_in_trace(cols, path.name, limit)
+    found = graphs_in_trace(cols, path.name, limit)
+    found.events = len(cols.host) + len(cols.gpu)
+    return found
 
 
-def capture_files(paths: Sequence[str | Path]) -> list[Path]:
-    """Capture traces: files as given, directories (vLLM's and SGLang's `capture_traces/`) as
-    every `*.json`, `*.json.gz` and `*.json.zst` in them."""
-    files: list[Path] = []
+def capture_files(paths: Sequence[str | Path]) -> list[tuple[Path, bool]]:
+    """Capture traces, each with whether it was found in a directory: files as given, directories
+    (vLLM's and SGLang's `capture_traces/`) as every `*.json`, `*.json.gz` and `*.json.zst` in them."""
+    files: list[tuple[Path, bool]] = []
     for path in map(Path, paths):
         if path.is_dir():
             found = sorted(p for p in path.iterdir() if p.name.endswith((".json", ".json.gz", ".json.zst")))
             if not found:
                 raise AtlasError(path, "no capture traces (*.json, *.json.gz, *.json.zst) in this directory")
-            files.extend(found)
+            files.extend((p, True) for p in found)
         else:
-            files.append(path)
+            files.append((path, False))
     return files
 
 
 def read_captures(paths: Sequence[str | Path]) -> tuple[list[CapturedGraph], list[str]]:
     """Captured graphs of several capture traces (or directories of them), and a warning for each
-    trace without one."""
+    trace without one. A file of a directory that holds no host or GPU event is no trace (TraceLens
+    writes its `execution_details.json` beside the capture traces): left out, named in one line."""
     graphs: list[CapturedGraph] = []
     warnings: list[str] = []
     left_out = 0
-    for path in capture_files(paths):
+    no_trace: list[str] = []
+    for path, in_folder in capture_files(paths):
         found = read_capture(path, MAX_CAPTURED_GRAPHS - len(graphs))
         left_out += found.left_out
+        if in_folder and not found.events:
+            no_trace.append(path.name)
+            continue
         if not found and not found.left_out:
             warnings.append(
                 f"{path}: no stream capture in this trace (no *StreamBeginCapture/*StreamEndCapture pair "
@@ -394,6 +402,9 @@ def read_captures(paths: Sequence[str | Path]) -> tuple[list[CapturedGraph], lis
         graphs.extend(found)
     if left_out:
         warnings.append(left_out_line(left_out))
+    if no_trace:
+        shown = ", ".join(no_trace[:5]) + (f" and {len(no_trace) - 5:,} more" if len(no_trace) > 5 else "")
+        warnings.append(f"capture folders: {shown} left out: no profiler events in them (not a trace)")
     return graphs, warnings
 
 
