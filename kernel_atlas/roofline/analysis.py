@@ -733,7 +733,7 @@ ROOFLINE_KEYS = ["name", "launcher", "input_dims", "role"]
 # were linked, or why they have no cost (kernels of one name without a launcher, some
 # graph-replayed and some launched before the window, were one row with the reason of whichever
 # came first in the trace)
-GROUP_KEYS = [*ROOFLINE_KEYS, "input_types", "note"]
+GROUP_KEYS = [*ROOFLINE_KEYS, "op_mapping", "input_types", "note"]
 
 
 def roofline_groups(kernels: pd.DataFrame) -> pd.DataFrame:
