@@ -61,7 +61,10 @@ GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
 NODE_CREATION = "graph node creation"  # the host range a graph node's creation becomes
 RUNTIME_TABLE, NVTX, SYNC = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-GPU_TABLES = (KERNEL, MEMCPY, MEMSET)
+# a whole graph replay (nsys's default `--cuda-graph-trace=graph`) is one GRAPH_TRACE range, and its
+# kernels are not in the export: the range is a GPU activity of its own, so that busy and idle time see it
+GPU_TABLES = (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE)
+WHOLE_GRAPH = "<CUDA graph {} replay>"  # a whole graph replay's name (`<CUDA graph replay>` without a graphId)
 _PID_SHIFT = 24  # globalTid / globalPid = (… << 48) | (pid << 24) | tid (nsys's documented layout)
 # a pid whose filter bounds leave int64 comes of damage (a REAL 1e300 globalPid reads as 2^63 − 1): no process
 _PID_LIMIT = (1 << (63 - _PID_SHIFT)) - 1
@@ -105,6 +108,7 @@ _WANTED: dict[str, tuple[str, ...]] = {
     KERNEL: (*_ACTIVITY, "demangledName", "shortName", *_GRID_BLOCK, *_RESOURCES, "graphId", "graphNodeId"),
     MEMCPY: (*_ACTIVITY, "bytes", "copyKind", "srcKind", "dstKind", "graphNodeId"),
     MEMSET: (*_ACTIVITY, "bytes", "memKind", "graphNodeId"),
+    GRAPH_TRACE: (*_ACTIVITY, "graphId"),
     RUNTIME_TABLE: ("globalTid", "correlationId", "nameId"),
     SYNC: ("globalPid", "syncType"),
 }
@@ -173,9 +177,13 @@ class _Export:
         # values of a wrong type (text) or beyond int64 in the integer columns read, per column: dropped, counted
         self.bad: dict[str, int] = {}
         self.suspect = False  # activities or calls without usable times: `refuse_if_damaged` looks
+        # runtime calls and NVTX ranges whose times could not be read as recorded, per what was
+        # done with them (`_host_times`): each said in one warning
+        self.host_times: dict[tuple[str, str], int] = {}
         self.base = 0  # ns subtracted before µs (`time_base`): 0 for session-relative exports
-        # the process read as rank 0: rows with no usable globalPid (the column missing, null or
-        # text) are read as its own — with several processes, counted in `unattributed`
+        # the process read as rank 0: GPU activities with no usable globalPid (the column missing,
+        # null or text) are read as its own, counted in `unattributed` (`_gpu_part`) — said where
+        # another process may own them (`read_nsys`)
         self.first: int | None = None
         self.several = False
         self.unattributed = 0
@@ -224,7 +232,7 @@ class _Export:
         rather than failing. Asked only where activities or calls came without usable times
         (`suspect`): the check walks every page of the tables (0.2 s for a 76 MB export, a tenth
         of reading one rank) and healthy exports show no such rows."""
-        read = (*GPU_TABLES, RUNTIME_TABLE, NVTX, SYNC, GRAPH_NODES, GRAPH_TRACE, "StringIds", "TARGET_INFO_GPU")
+        read = (*GPU_TABLES, RUNTIME_TABLE, NVTX, SYNC, GRAPH_NODES, "StringIds", "TARGET_INFO_GPU")
         tables = [t for t in read if t in self.tables]
         if sqlite3.sqlite_version_info < (3, 33, 0):  # no table argument before 3.33: the whole file
             checks = ["PRAGMA quick_check"]
@@ -236,6 +244,21 @@ class _Export:
             if problems and problems != ["ok"]:
                 more = f"; {len(problems) - 1:,} more" if len(problems) > 1 else ""
                 raise AtlasError(self.path, f"cannot read the export (damaged: {problems[0]}{more})")
+
+    def calls_elsewhere(self, pid: int | None) -> bool:
+        """Whether the runtime table holds calls of a process other than `pid` (None: of two
+        processes or more): a GPU activity without a process id then may be theirs, and its
+        correlation id may name their launch (correlation ids are per process). Stops at the first
+        such row; asked only where activities without a process id were read."""
+        if "globalTid" not in self.columns.get(RUNTIME_TABLE, ()):
+            return False
+        known = "typeof(\"globalTid\") IN ('integer', 'real')"
+        if pid is None:
+            distinct = f'SELECT DISTINCT "globalTid" >> {_PID_SHIFT} FROM "{RUNTIME_TABLE}" WHERE {known} LIMIT 2'
+            return self._query(f"SELECT count(*) FROM ({distinct})")[0][0] > 1
+        other = 'NOT ("globalTid" >= ? AND "globalTid" < ?)'
+        bounds = (pid << _PID_SHIFT, (pid + 1) << _PID_SHIFT)
+        return bool(self._query(f'SELECT 1 FROM "{RUNTIME_TABLE}" WHERE {known} AND {other} LIMIT 1', bounds))
 
     def time_base(self) -> int:
         """The ns subtracted from every time before it becomes µs: 0 for nsys's session-relative
@@ -277,7 +300,8 @@ class _Export:
         have = self.columns[table]
         wanted = [c for c in _WANTED.get(table, ()) if c in have]
         names = ["start", "end", *wanted]
-        sql = f'SELECT {", ".join(f"{_q(c)}" for c in names)} FROM "{table}" {where}'
+        columns = [_ns_sql(_q(c)) if c in {"start", "end"} else _q(c) for c in names]
+        sql = f'SELECT {", ".join(columns)} FROM "{table}" {where}'
         parts, bad = self._column_parts(sql, args, len(names))
         count = sum(len(part[0]) for part in parts)
         self.rows += count
@@ -311,6 +335,13 @@ class _Export:
         ids = _ints(np.array([r[0] for r in rows], dtype=object), len(rows))
         order = np.argsort(ids, kind="stable")
         return _Strings(ids[order], np.array([cut_long(self.text(r[1])) for r in rows], dtype=object)[order])
+
+
+def _ns_sql(column: str) -> str:
+    """A time column in whole ns: a REAL one (`26000.5`) rounded to the nearest ns in SQLite.
+    nsys writes integers; a fraction had made the time unusable, which dropped a runtime call
+    unsaid and left its kernel "launch not in the trace" though the call was there."""
+    return f"CASE WHEN typeof({column}) = 'real' THEN round({column}) ELSE {column} END"
 
 
 def _cut_sql(column: str) -> str:
@@ -399,6 +430,49 @@ def _times(start: np.ndarray, end: np.ndarray, base: int = 0) -> tuple[np.ndarra
     return ts, dur
 
 
+def _bounds(start: np.ndarray, end: np.ndarray, base: int = 0, summed: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (µs from `base` ns), each NaN where missing alone. `summed`: where both are
+    known the end is the start plus the duration taken in integers (`_times`), as runtime calls'
+    ends have been (an NVTX range's is its own end's µs)."""
+    known = [_int_array(x) for x in (start, end)]
+    ts, last = (np.where(a.isna(), np.nan, _micro(a.to_numpy(np.int64, na_value=base), base)) for a in known)
+    if summed:
+        first, dur = _times(start, end, base)
+        last = np.where(np.isnan(dur), last, first + dur)
+    return ts, last
+
+
+def _host_times(export: _Export, what: str, ts: np.ndarray, end: np.ndarray, call: bool) -> tuple[np.ndarray, ...]:
+    """Host ranges' start and end (µs, NaN where unusable) as read, the rows kept, and each case of
+    times that cannot be used as recorded counted in `export.host_times`, said in one warning each:
+
+    * an end before the start: an instant at the start, as the JSON reader makes a negative
+      `dur` (`events._host_columns`) — an NVTX range had been dropped unsaid (its kernels took
+      the op around it as launcher), a runtime call had given launch_dur_us −0.1 µs;
+    * a runtime call (`call`) with one time: an instant at it — its correlation id still links
+      the kernels it launched, which had been said "launch not in the trace" though it was there;
+    * otherwise, no usable start or end: left out (an NVTX range with one time encloses nothing)."""
+    no_start, no_end = np.isnan(ts), np.isnan(end)
+    backwards = end < ts  # NaN compares False
+    late = no_start & ~no_end & call  # placed at its end
+    early = ~no_start & no_end & call  # at its start
+    kept = ~(no_start | no_end) | late | early
+    cases = ((LEFT_OUT, ~kept), (AT_END, late), (NO_END, early), (BACKWARDS, backwards))
+    for why, rows in cases:
+        if count := int(rows.sum()):
+            export.host_times[what, why] = export.host_times.get((what, why), 0) + count
+    ts = np.where(late, end, ts)
+    end = np.where(early | backwards, ts, end)
+    return ts[kept], end[kept], kept
+
+
+# what `_host_times` did with host ranges whose times it could not use as recorded
+LEFT_OUT = "without a usable start or end: left out"
+AT_END = "without a usable start: given no duration, at the end (a launch's launch_ts_us is its call's end)"
+NO_END = "without a usable end: given no duration, at the start"
+BACKWARDS = "with an end before the start: given no duration, at the start"
+
+
 def _micro(ns: np.ndarray, base: int) -> np.ndarray:
     """int64 ns as µs from `base` ns, rebased in integers (exact); NaN where ns − base leaves int64."""
     if not base:
@@ -484,16 +558,12 @@ def _process_filter(export: _Export, table: str, column: str, pid: int | None) -
         return "", ()
     first = pid == export.first
     if column not in export.columns[table]:
-        if first and export.several and table in GPU_TABLES:
-            export.unattributed += export._query(f"SELECT count(*) FROM {_q(table)}")[0][0]
         return ("", ()) if first else ("WHERE 0", ())
     inside = f'"{column}" >= ? AND "{column}" < ?'
     bounds = (pid << _PID_SHIFT, (pid + 1) << _PID_SHIFT)
     if not first:
         return f"WHERE {inside}", bounds
     unknown = f"typeof(\"{column}\") NOT IN ('integer', 'real')"
-    if export.several and table in GPU_TABLES:
-        export.unattributed += export._query(f"SELECT count(*) FROM {_q(table)} WHERE {unknown}")[0][0]
     return f"WHERE ({inside}) OR {unknown}", bounds
 
 
@@ -503,9 +573,13 @@ def _gpu_part(export: _Export, table: str, pid: int | None, strings: _Strings) -
     where, args = _process_filter(export, table, "globalPid", pid)
     raw = export.select(table, where, args)
     n = len(raw["start"])
+    if pid is None or pid == export.first:  # rows of no known process are read here (`_process_filter`)
+        pids = raw.get("globalPid")
+        export.unattributed += n if pids is None else int(pd.isna(pids).sum())
     ts, dur = _times(raw["start"], raw["end"], export.base)  # NULL times: dropped and counted by `sanity.usable_rows`
     export.suspect |= bool(np.isnan(dur).any())
     part: dict[str, Any] = {
+        "table": table,
         "ts": ts,
         "dur": dur,
         "device": _ints(raw.get("deviceId"), n),
@@ -539,10 +613,35 @@ def _gpu_part(export: _Export, table: str, pid: int | None, strings: _Strings) -
             _ints(raw.get("copyKind"), n), _ints(raw.get("srcKind"), n), _ints(raw.get("dstKind"), n)
         )
         part["kind"] = "memcpy"
-    else:
+    elif table == MEMSET:
         part["name"] = _memset_names(_ints(raw.get("memKind"), n))
         part["kind"] = "memset"
+    else:  # a whole graph replay: the GPU ran the graph's kernels (and copies) from start to end
+        part["name"] = _graph_names(part["graph_id"])
+        part["kind"] = "kernel"
     return part
+
+
+def _graph_names(graph: np.ndarray) -> np.ndarray:
+    """`<CUDA graph 3 replay>` per whole graph replay, formatted once per distinct graph id."""
+    distinct, codes = np.unique(graph, return_inverse=True)
+    texts = np.array([WHOLE_GRAPH.format(g) if g >= 0 else WHOLE_GRAPH.replace("{} ", "") for g in distinct.tolist()])
+    return texts.astype(object)[codes.reshape(-1)] if len(graph) else np.empty(0, dtype=object)
+
+
+def _whole_graphs_apart(parts: list[dict[str, Any]]) -> int:
+    """In place: the whole graph replays (GRAPH_TRACE, the last part) left out where the export
+    holds the replay's own activities too (a GPU activity of the same correlation id: the
+    graph's kernels, which a node-level trace records), so that no GPU time is counted twice;
+    how many replays are kept."""
+    if not parts or parts[-1]["table"] != GRAPH_TRACE:
+        return 0
+    graphs = parts[-1]
+    others = np.concatenate([p["correlation"] for p in parts[:-1]]) if len(parts) > 1 else np.empty(0, np.int64)
+    keep = ~((graphs["correlation"] >= 0) & np.isin(graphs["correlation"], others))
+    if not keep.all():
+        parts[-1] = {k: v[keep] if isinstance(v, np.ndarray) else v for k, v in graphs.items()}
+    return int(keep.sum())
 
 
 def _shared_memory(raw: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -645,15 +744,15 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
     # a name id StringIds does not hold: the call kept, named as what is known (it was "", and the
     # kernels it launched had a call stack beginning " <- aten::mm")
     clean = np.array([_API_VERSION.sub("", s) for s in distinct.tolist()] + [UNNAMED_CALL], dtype=object)
-    ts, dur = _times(raw["start"], raw["end"], export.base)
-    timed = np.isfinite(dur)  # a call without both times cannot enclose or be enclosed
-    export.suspect |= not timed.all()
+    ts, end = _bounds(raw["start"], raw["end"], export.base, summed=True)
+    export.suspect |= bool(np.isnan(ts).any() or np.isnan(end).any())
+    ts, end, timed = _host_times(export, "runtime call", ts, end, call=True)
     return _HostPart(
         family=np.full(int(timed.sum()), RUNTIME, dtype=np.int8),
         names=clean[codes][timed],
         thread=_ints(raw.get("globalTid"), n, 0)[timed],
-        ts=ts[timed],
-        end=(ts + dur)[timed],
+        ts=ts,
+        end=end,
         correlation=_ints(raw.get("correlationId"), n)[timed],
         dims=np.full(int(timed.sum()), None, dtype=object),
         external_id=np.full(int(timed.sum()), -1, dtype=np.int64),
@@ -672,8 +771,8 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
 _MATERIALIZED = "MATERIALIZED" if sqlite3.sqlite_version_info >= (3, 35, 0) else ""
 _NVTX_SQL = """
 WITH ranges AS {materialized} (
-    SELECT n.start, n."end", n.globalTid, {cut} AS t, length({text}) > {longest} AS long FROM NVTX_EVENTS n {join}
-    WHERE n.start IS NOT NULL AND n."end" IS NOT NULL AND n.eventType IN (59, 60) {domain} {where}
+    SELECT {start} AS start, {end} AS "end", n.globalTid, {cut} AS t, length({text}) > {longest} AS long
+    FROM NVTX_EVENTS n {join} WHERE n.eventType IN (59, 60) {domain} {where}
 ), split AS (
     SELECT start, "end", globalTid, t, long, instr(t, ', seq = ') AS seq_at,
         instr(t, ', op_id = ') > 0 OR instr(t, ', seq = ') > 0 AS tagged,
@@ -712,22 +811,32 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     domain = "AND COALESCE(n.domainId, 0) = 0" if "domainId" in have else ""
     cut = _cut_sql(text_sql)
     sql = _NVTX_SQL.format(
-        materialized=_MATERIALIZED, text=text_sql, cut=cut, longest=MAX_TEXT, join=join, domain=domain, where=where
+        materialized=_MATERIALIZED,
+        start=_ns_sql("n.start"),
+        end=_ns_sql('n."end"'),
+        text=text_sql,
+        cut=cut,
+        longest=MAX_TEXT,
+        join=join,
+        domain=domain,
+        where=where,
     )
     rows = export._query(sql, args)
     export.rows += len(rows)
-    n = len(rows)
-    data = np.array(rows, dtype=object) if n else np.empty((0, 8), dtype=object)
+    data = np.array(rows, dtype=object) if rows else np.empty((0, 8), dtype=object)
+    # ranges without a usable start or end left out, those ending before they start instants: counted
+    ts, end, kept = _host_times(export, "NVTX range", *_bounds(data[:, 0], data[:, 1], export.base), call=False)
+    data = data[kept]
+    n = len(data)
     export.cut += int((data[:, 6] == 1).sum())  # a cut text's sizes are no longer JSON: not recorded
     seq = _ints(data[:, 4], n, -2)  # the `seq = ` number; -1 tagged without one; -2 untagged
     family, names, dims = _nvtx_ranges(export, data[:, 3], seq >= -1, data[:, 5])
-    base = export.base
     return _HostPart(
         family=family,
         names=names,
         thread=_ints(data[:, 2], n, 0),
-        ts=_micro(_ints(data[:, 0], n, base), base),
-        end=_micro(_ints(data[:, 1], n, base), base),
+        ts=ts,
+        end=end,
         correlation=np.full(n, -1, dtype=np.int64),
         dims=dims,
         external_id=_ints(data[:, 7], n),
@@ -923,14 +1032,6 @@ def _device_properties(export: _Export, warnings: list[str]) -> list[dict[str, A
     return device_entries(list(seen.values()), warnings)
 
 
-def _whole_graph_replays(export: _Export, pid: int | None) -> int:
-    """Graph replays nsys kept as one range each (its default `--cuda-graph-trace=graph`)."""
-    if GRAPH_TRACE not in export.columns:
-        return 0
-    where, args = _process_filter(export, GRAPH_TRACE, "globalPid", pid)
-    return int(export._query(f'SELECT count(*) FROM "{GRAPH_TRACE}" {where}', args)[0][0])
-
-
 def sync_facts(export: _Export, pid: int | None) -> dict[str, dict[str, float]]:
     """Host syncs (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) per type: count and total µs."""
     if not export.usable(SYNC):
@@ -982,11 +1083,13 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
         if nodes_part is not None:
             host_parts.append(nodes_part)
         info.device_properties = _device_properties(export, info.warnings)
-        whole_graphs = _whole_graph_replays(export, process)
+        whole_graphs = _whole_graphs_apart(gpu_parts)
         if whole_graphs:
+            replays = counted(whole_graphs, "CUDA-graph replay", "CUDA-graph replays", WAS)
             info.warnings.append(
-                f"{whole_graphs} CUDA-graph replays were recorded as whole graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): "
-                "their kernels are not in the export and not in the tables (profile with --cuda-graph-trace=node)"
+                f"{replays} recorded at the level of whole graphs (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): each is one "
+                f"kernel row named {WHOLE_GRAPH.format('N')}, which busy and idle time count; the kernels it ran, "
+                "their names, shapes and launchers are not in the export (profile with --cuda-graph-trace=node)"
             )
         read = NsysRead(processes=len(processes), syncs=sync_facts(export, process))
         if export.missing:
@@ -994,11 +1097,21 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
                 f"older or newer nsys schema: {len(export.missing)} columns missing "
                 f"({', '.join(sorted(set(export.missing)))}); what they feed is left empty"
             )
-        if export.unattributed:
+        # said where another process may own them: with several processes with GPU work, or with
+        # one whose calls are not the only ones (its kernel had taken the other process's launch
+        # of the same correlation id — launcher, shapes, launch time — unsaid)
+        if export.unattributed and (export.several or export.calls_elsewhere(process)):
+            n = export.unattributed
+            whose = "the first process's (rank 0)" if process is not None else "one process's"
+            calls = "its calls" if process is not None else "the calls of every process"
             info.warnings.append(
-                f"{export.unattributed:,} GPU activities without a usable process id (globalPid missing, null or "
-                "text) are read as the first process's (rank 0)"
+                f"{counted(n, 'GPU activity', 'GPU activities')} without a usable process id (globalPid missing, "
+                f"null or text) {('is', 'are')[n != 1]} read as {whose} and linked to {calls} by correlation id, "
+                "though the export holds other processes' calls: such an activity may be another process's, "
+                "linked to a launch not its own"
             )
+        for (what, why), count in export.host_times.items():
+            info.warnings.append(f"{counted(count, what, what + 's')} {why}")
         if export.unnamed:
             info.warnings.append(
                 f"{export.unnamed:,} kernels without a name in the export (no string id, or one StringIds "
