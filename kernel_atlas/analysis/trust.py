@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.launches import clocks_found
@@ -130,6 +131,29 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
         "estimated": _estimated(facts, gpu),
         "shapes_inferred": _inferred(summary, gpu),
         "traces_failed": _failed(summary),
+        "above_roof": _above_roof(roofline, gpu),
+    }
+
+
+def _above_roof(roofline: pd.DataFrame, gpu_time_us: float) -> dict[str, Any] | None:
+    """The costed rows that ran faster than their cost allows (SOL over 100 %: a cost that counts
+    more work than the kernel did — an estimate, an attention window the trace does not record —,
+    data served from cache, or a peak of the wrong precision): how many, their time and the
+    highest. Their SOL is no measure of the kernel and their headroom is 0. None where none is."""
+    if "sol_pct" not in roofline or not len(roofline):
+        return None
+    sol = pd.to_numeric(roofline["sol_pct"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    over = np.flatnonzero(sol > 100.0)
+    if not len(over):
+        return None
+    time_us = float(roofline["op_time_us"].to_numpy(np.float64)[over].sum())
+    top = int(over[np.argmax(sol[over])])
+    return {
+        "rows": len(over),
+        "time_us": time_us,
+        "pct": min(100.0 * time_us / gpu_time_us, 100.0) if gpu_time_us else None,
+        "max_sol_pct": float(sol[top]),
+        "max_name": str(roofline["name"].iloc[top]),
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernel_atlas.classify.names import display_name
 from kernel_atlas.report.units import fmt_us
 
 
@@ -40,6 +41,16 @@ def trust_lines(trust: dict[str, Any] | None, clocks: bool = True) -> list[str]:
             f"  estimated: {inferred['kernels']:,} kernels ({fmt_us(inferred['time_us'])}, {inferred['pct']:.1f} % of "
             "GPU time) had no launch in the window; their shapes, and so their costs, are borrowed from launches "
             "of the same kernel, grid and block"
+        )
+    above = trust.get("above_roof")
+    if above:
+        share = "" if above["pct"] is None else f", {above['pct']:.1f} % of GPU time"
+        rows = f"{above['rows']:,} roofline row{'s' if above['rows'] != 1 else ''}"
+        lines.append(
+            f"  above the roof: {rows} ({fmt_us(above['time_us'])}{share}) ran faster than their cost allows, "
+            f"up to SOL {above['max_sol_pct']:.1f} % ({display_name(above['max_name'])[:60]}): the cost counts more "
+            "work than the kernel did (an estimate; an attention window the trace does not record) or data came "
+            "from cache; their SOL measures no kernel and their headroom is 0"
         )
     failed = trust.get("traces_failed") or []
     if failed:
