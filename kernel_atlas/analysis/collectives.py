@@ -1,15 +1,18 @@
 """Collectives across ranks: which rank every collective waits for, and how long — DuckDB
 queries over the kernels dataset, so the driver never holds the fleet's rows.
 
-* **Instances.** A collective kernel (category `communication`, point-to-point excluded) is
-  one rank's part of one instance. Instances are matched across ranks by process group and
+* **Instances.** A collective kernel (category `communication`, point-to-point excluded; a
+  gather or scatter, whose SendRecv kernel is labelled `send_recv`, counts where its record names
+  it) is one rank's part of one instance. Instances are matched across ranks by process group and
   sequence number: the `Seq` that PyTorch records on `record_param_comms` (copied to the kernel
-  by newer Kineto; `collective_seq`), else the kernel's position among its rank's collectives
-  of that process group (which assumes every rank's trace starts at the same collective —
-  ranks that disagree on what an instance is are counted as `mismatched`). A group matched by
-  position whose ranks' ends, once the clocks are aligned, lie further apart than half the time
-  to the next instance (a trace lacks one collective of the others) is paired again by time, or
-  refused and counted as mismatched where that pairs too few or is ambiguous (`_pair_again`).
+  by newer Kineto; `collective_seq`) wherever a kernel has one — kernels without one in a group
+  where others have one are paired by time with the instances matched by Seq
+  (`_pair_unrecorded`) — else the kernel's position among its rank's collectives of that process
+  group (which assumes every rank's trace starts at the same collective — ranks that disagree on
+  what an instance is are counted as `mismatched`). A group matched by position whose ranks'
+  ends, once the clocks are aligned, lie further apart than half the time to the next instance
+  (a trace lacks one collective of the others) is paired again by time, or refused and counted
+  as mismatched where that pairs too few or is ambiguous (`_pair_again`).
 * **Clocks.** Ranks on different hosts have different clocks. Every rank of an instance leaves
   it at (nearly) the same moment — nobody finishes an all-reduce before the last rank's data
   is in — so each rank's offset is estimated from end times: alternately, an instance's end is
@@ -59,10 +62,27 @@ HEATMAP_COLUMNS = 200  # at most this many columns (instances, or bins of consec
 HEATMAP_ROWS = 512  # at most this many ranks (the latest on average when there are more)
 _ALIGN_ROUNDS = 4
 _MAD_SCALE = 3.0 * 1.4826  # three standard deviations, estimated from the median absolute deviation
-_P2P = ("send", "recv", "_send", "_recv", "sendrecv")
+# recorded collective names, letters only (`Collective name`, as catalogs/launchers.toml `[collectives]` reads them):
+# point-to-point transfers, not collectives
+_P2P = ("send", "recv", "sendrecv", "recvanysource")
+# collectives whose message differs per rank by design (uneven splits; a gather's or scatter's root holds all
+# the parts): their ranks' sizes never disagree
+_SIZE_PER_RANK = (
+    "alltoallv",
+    "gather",
+    "scatter",
+    "gatherv",
+    "scatterv",
+    "allgatherv",
+    "reducescatterv",
+)
+# recorded names whose nccl-tests bus factor is not their label's: a reduce is labelled reduce_scatter (the
+# taxonomy has no reduce) but crosses the bus once, as nccl-tests' Reduce (busBw = algBw)
+_COST_OPS = {"reduce": "reduce", "reduceoop": "reduce"}
 _OPTIONAL = {
     "collective": "VARCHAR",
     "process_group": "VARCHAR",
+    "process_group_desc": "VARCHAR",
     "process_group_ranks": "VARCHAR",
     "collective_seq": "BIGINT",
     "msg_in_nelems": "BIGINT",
@@ -161,54 +181,93 @@ def _source_columns(con: duckdb.DuckDBPyConnection, source: str) -> set[str]:
     return {row[0] for row in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
 
 
+def _letters(column: str) -> str:
+    """SQL: a recorded collective name in letters only, lower case (`_all_to_allv` → `alltoallv`)."""
+    return f"regexp_replace(lower(coalesce(CAST({column} AS VARCHAR), '')), '[^a-z]', '', 'g')"
+
+
 def _load_rows(con: duckdb.DuckDBPyConnection, source: str) -> None:
-    """`inst`: one row per rank per collective instance, on each rank's own clock."""
+    """`inst`: one row per rank per collective instance, on each rank's own clock; `loose`: the
+    kernels without a recorded Seq in a process group where other kernels have one, numbered by
+    their position (`_pair_unrecorded` pairs them by time)."""
     present = _source_columns(con, source)
     optional = ", ".join(
         f"{name}" if name in present else f"NULL::{kind} AS {name}" for name, kind in _OPTIONAL.items()
     )
     p2p = ", ".join(f"'{name}'" for name in _P2P)
+    cost_ops = " ".join(f"WHEN '{name}' THEN '{op}'" for name, op in _COST_OPS.items())
+    # gather and scatter keep their kernel name's send_recv label (NCCL runs them as sends and receives);
+    # the recorded name says they are collectives
     con.execute(f"""
         CREATE TEMP TABLE kern AS
         SELECT rank, CAST(trace AS VARCHAR) AS trace, ts_us, dur_us, CAST(op_mapping AS VARCHAR) AS op_mapping,
                {optional}
         FROM {source}
-        WHERE kind = 'kernel' AND category = '{COMMUNICATION}' AND op_mapping <> '{SEND_RECV}'
+        WHERE kind = 'kernel' AND category = '{COMMUNICATION}'
+              AND (op_mapping <> '{SEND_RECV}' OR {_letters("collective")} NOT IN ('', {p2p}))
     """)
+    # a Seq is used wherever recorded: a kernel whose record_param_comms fell before the profiling window
+    # lacks one, and had numbered its rank's whole group by position (matched against nothing);
+    # a message size not recorded is none (NULL), not 0 elements
     con.execute(f"""
-        CREATE TEMP TABLE inst AS
+        CREATE TEMP TABLE inst_all AS
         WITH named AS (
-            SELECT *, coalesce(CAST(process_group AS VARCHAR), '?' || op_mapping) AS pg,
-                   coalesce(CAST(collective AS VARCHAR), op_mapping) AS coll
-            FROM kern WHERE lower(coalesce(CAST(collective AS VARCHAR), '')) NOT IN ({p2p})
+            SELECT * FROM (
+                SELECT *, coalesce(CAST(process_group AS VARCHAR), '?' || op_mapping) AS pg,
+                       coalesce(CAST(collective AS VARCHAR), op_mapping) AS coll, {_letters("collective")} AS called
+                FROM kern
+            ) WHERE called NOT IN ({p2p})
         ), numbered AS (
-            SELECT *,
-                   count(collective_seq) OVER w = count(*) OVER w AS recorded,
+            SELECT *, collective_seq IS NOT NULL AS recorded,
+                   count(collective_seq) OVER (PARTITION BY pg) > 0 AS group_recorded,
                    row_number() OVER (PARTITION BY rank, pg ORDER BY ts_us) - 1 AS position
-            FROM named WINDOW w AS (PARTITION BY rank, pg)
+            FROM named
         )
         SELECT rank, pg AS process_group,
                CASE WHEN recorded THEN collective_seq ELSE position END AS seq,
-               CASE WHEN bool_and(recorded) THEN 'recorded' ELSE 'position' END AS seq_source,
+               CASE WHEN recorded THEN 'recorded' ELSE 'position' END AS seq_source,
+               group_recorded AND NOT recorded AS loose,
                first(coll ORDER BY ts_us) AS collective, first(op_mapping ORDER BY ts_us) AS op_mapping,
+               coalesce(CASE first(called ORDER BY ts_us) {cost_ops} END, first(op_mapping ORDER BY ts_us)) AS cost_op,
+               first(called ORDER BY ts_us) IN ({", ".join(f"'{n}'" for n in _SIZE_PER_RANK)}) AS size_per_rank,
                min(ts_us) AS start_local, max(ts_us + dur_us) AS end_local,
-               sum(greatest(coalesce(msg_in_nelems, 0), coalesce(msg_out_nelems, 0))) AS nelems,
+               CASE WHEN bool_and(msg_in_nelems IS NOT NULL OR msg_out_nelems IS NOT NULL)
+                    THEN sum(greatest(msg_in_nelems, msg_out_nelems)) END AS nelems,
                first(CAST(msg_dtype AS VARCHAR) ORDER BY ts_us) AS msg_dtype,
-               max(group_size) AS group_size, first(trace ORDER BY ts_us) AS trace
+               max(group_size) AS recorded_size,
+               first(CAST(process_group_ranks AS VARCHAR) ORDER BY ts_us) AS group_ranks,
+               first(CAST(process_group_desc AS VARCHAR) ORDER BY ts_us) AS group_desc,
+               first(trace ORDER BY ts_us) AS trace
         FROM numbered GROUP BY ALL
     """)
+    # the group's size: recorded, else the members `Process Group Ranks` lists (a list of rank numbers)
+    members = r"regexp_full_match(group_ranks, '\s*\[\s*\d+(\s*,\s*\d+)*\s*\]\s*')"
+    con.execute(f"""
+        CREATE OR REPLACE TEMP TABLE inst_all AS
+        SELECT * EXCLUDE (recorded_size, group_ranks),
+               coalesce(recorded_size, CASE WHEN {members} THEN len(string_split(group_ranks, ',')) END) AS group_size
+        FROM inst_all
+    """)
+    con.execute("CREATE TEMP TABLE loose AS SELECT * EXCLUDE (loose) FROM inst_all WHERE loose")
+    con.execute("CREATE TEMP TABLE inst AS SELECT * EXCLUDE (loose) FROM inst_all WHERE NOT loose")
+    con.execute("DROP TABLE inst_all")
 
 
 def _instances(con: duckdb.DuckDBPyConnection, refused: list[str] | None = None) -> None:
     """`ok`: instances seen on two ranks or more whose ranks agree on what they are; those of the
-    `refused` process groups (`_pair_again`) are counted as mismatched."""
+    `refused` process groups (`_pair_again`) are counted as mismatched. The ranks must name one
+    collective; their message sizes must agree only where the instance was not matched by a Seq
+    every rank recorded (a size that differs then says the positions are paired wrong) and the
+    collective's size is not per rank by design (all_to_allv's splits, a gather's root)."""
     refusal = ""
     if refused:
         refusal = " OR process_group IN (" + ", ".join(f"'{_sql_text(g)}'" for g in refused) + ")"
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE shape AS
         SELECT process_group, seq, count(*) AS ranks,
-               count(DISTINCT collective) > 1 OR count(DISTINCT nelems) > 1{refusal} AS mismatched
+               count(DISTINCT collective) > 1
+               OR (count(DISTINCT nelems) > 1 AND NOT bool_and(seq_source = 'recorded') AND NOT bool_or(size_per_rank))
+               {refusal} AS mismatched
         FROM inst GROUP BY process_group, seq
     """)
     con.execute("""
@@ -223,7 +282,9 @@ _MAX_SHIFTS = 64
 
 def _pair_again(con: duckdb.DuckDBPyConnection, notes: list[str]) -> tuple[bool, list[str]]:
     """Process groups matched by position whose instances do not hold together once the clocks are
-    aligned — in some instance the ranks' ends lie further apart than half the time to the next
+    aligned — in some instance seen on two ranks or more, agreeing or not (where message sizes or
+    collectives vary, a shift by one makes most later instances disagree, and those that still
+    agree can end close together), the ranks' ends lie further apart than half the time to the next
     instance (a rank's trace lacks a collective, or has one more: every later one was paired with
     the next instance, and the alignment took part of that shift for a clock offset) — are paired
     again by time (`_pairs_by_time`) or refused (their instances counted as mismatched); `notes`
@@ -231,7 +292,8 @@ def _pair_again(con: duckdb.DuckDBPyConnection, notes: list[str]) -> tuple[bool,
     flagged = con.execute(f"""
         WITH a AS (
             SELECT i.process_group, i.seq, i.end_local - c.c AS e
-            FROM inst i JOIN ok USING (process_group, seq) JOIN clock c USING (rank)
+            FROM inst i JOIN shape s USING (process_group, seq) JOIN clock c USING (rank)
+            WHERE s.ranks > 1
         ), per AS (
             SELECT process_group, seq, max(e) - min(e) AS spread, median(e) AS mid FROM a GROUP BY process_group, seq
         ), spaced AS (
@@ -250,7 +312,9 @@ def _pair_again(con: duckdb.DuckDBPyConnection, notes: list[str]) -> tuple[bool,
         return False, []
     groups = ", ".join(f"'{_sql_text(g)}'" for g in flagged["process_group"])
     rows = con.execute(f"""
-        SELECT rank, process_group, seq, start_local, end_local FROM inst WHERE process_group IN ({groups})
+        SELECT rank, process_group, seq, start_local, end_local,
+               collective || ' ' || coalesce(CAST(nelems AS VARCHAR), '?') AS shape
+        FROM inst WHERE process_group IN ({groups})
     """).df()
     updates, refused = [], []
     for found in flagged.itertuples(index=False):
@@ -290,14 +354,17 @@ def _pair_again(con: duckdb.DuckDBPyConnection, notes: list[str]) -> tuple[bool,
 
 
 def _pairs_by_time(part: pd.DataFrame) -> tuple[np.ndarray, int, list[int], str | None]:
-    """One process group's rows (`rank`, `seq` = position, `start_local`, `end_local`) paired by time
-    with a reference rank's — the one with the most, the lowest of those: for each shift of a
-    rank's positions against the reference's (up to the difference in their counts, and one more
-    either way), its clock offset is the median end difference of the rows the shift pairs; at that
-    offset each row is paired with the reference instance that ends nearest, when their kernels
-    overlap in time (every member of a collective is in it when the last one arrives). The pairing
-    that pairs the most rows is taken; kept by position where that is one of the best; refused
-    where fewer than half of a rank's rows pair, or two different pairings pair as many.
+    """One process group's rows (`rank`, `seq` = position, `start_local`, `end_local`, `shape` =
+    collective and message size) paired by time with a reference rank's — the one with the most,
+    the lowest of those: for each shift of a rank's positions against the reference's (up to the
+    difference in their counts, and one more either way), its clock offset is the median end
+    difference of the rows the shift pairs; at that offset each row is paired with the reference
+    instance that ends nearest, when their kernels overlap in time (every member of a collective is
+    in it when the last one arrives). The pairing that pairs the most rows is taken — of those, the
+    ones that pair the most rows with an instance of the same collective and size (a trace that
+    starts one collective later than the others' is told from a clock one instance apart where
+    the sizes vary); kept by position where that is one of the best; refused where fewer than half
+    of a rank's rows pair, or two different pairings pair as many.
     Returns each row's new seq (-1: left out), the reference, the ranks paired anew and why
     refused (None: not)."""
     sizes = part.groupby("rank").size()
@@ -307,6 +374,7 @@ def _pairs_by_time(part: pd.DataFrame) -> tuple[np.ndarray, int, list[int], str 
     mine = np.flatnonzero(part["rank"].to_numpy() == ref)
     mine = mine[np.argsort(seq[mine], kind="stable")]
     q_start, q_end, q_seq = starts[mine], ends[mine], seq[mine]
+    shape = part["shape"].to_numpy(object) if "shape" in part else np.zeros(len(part), dtype=object)
     new_seq = seq.copy()
     moved = []
     for rank, rows in sorted(part.groupby("rank").indices.items()):
@@ -317,20 +385,12 @@ def _pairs_by_time(part: pd.DataFrame) -> tuple[np.ndarray, int, list[int], str 
         gap = len(mine) - len(rows)
         if abs(gap) > _MAX_SHIFTS:
             return new_seq, ref, [], f"rank {rank} has {abs(gap):,} collectives more or fewer than rank {ref}"
-        found: dict[bytes, tuple[int, np.ndarray]] = {}
-        for shift in range(min(0, gap) - 1, max(0, gap) + 2):
-            j = np.arange(len(rows)) + shift
-            valid = (j >= 0) & (j < len(mine))
-            if not valid.any():
-                continue
-            offset = float(np.median(r_end[valid] - q_end[j[valid]]))
-            paired = _overlapping(r_start - offset, r_end - offset, q_start, q_end)
-            found[paired.tobytes()] = (int((paired >= 0).sum()), paired)
-        best = max((count for count, _ in found.values()), default=0)
+        best, top = _shifted(r_start, r_end, q_start, q_end)
         if 2 * best < len(rows):
             why = f"at best {best:,} of rank {rank}'s {len(rows):,} collectives pair with rank {ref}'s in time"
             return new_seq, ref, [], why
-        top = [paired for count, paired in found.values() if count == best]
+        agree = [int((shape[mine][p[p >= 0]] == shape[rows][p >= 0]).sum()) for p in top]
+        top = [p for p, a in zip(top, agree, strict=True) if a == max(agree)]
         if any((q_seq[p[p >= 0]] == seq[rows][p >= 0]).all() for p in top):
             continue  # the positions pair as well as any shift
         if len(top) > 1:
@@ -339,6 +399,135 @@ def _pairs_by_time(part: pd.DataFrame) -> tuple[np.ndarray, int, list[int], str 
         new_seq[rows] = np.where(paired >= 0, q_seq[np.maximum(paired, 0)], -1)
         moved.append(int(rank))
     return new_seq, ref, moved, None
+
+
+def _shifted(
+    r_start: np.ndarray, r_end: np.ndarray, q_start: np.ndarray, q_end: np.ndarray
+) -> tuple[int, list[np.ndarray]]:
+    """A rank's kernels (in time order) paired by time with reference instances (in time order) of
+    unknown clock offset: for each shift of the rank's positions against the reference's (up to
+    the difference in their counts, and one more either way), the offset is the median end
+    difference of the rows the shift pairs, and each kernel pairs at that offset (`_overlapping`).
+    Returns the most kernels any shift pairs and the distinct pairings that pair as many."""
+    gap = len(q_end) - len(r_end)
+    found: dict[bytes, tuple[int, np.ndarray]] = {}
+    for shift in range(min(0, gap) - 1, max(0, gap) + 2):
+        j = np.arange(len(r_end)) + shift
+        valid = (j >= 0) & (j < len(q_end))
+        if not valid.any():
+            continue
+        offset = float(np.median(r_end[valid] - q_end[j[valid]]))
+        paired = _overlapping(r_start - offset, r_end - offset, q_start, q_end)
+        found[paired.tobytes()] = (int((paired >= 0).sum()), paired)
+    best = max((count for count, _ in found.values()), default=0)
+    return best, [paired for count, paired in found.values() if count == best]
+
+
+def _pair_unrecorded(con: duckdb.DuckDBPyConnection, notes: list[str]) -> bool:
+    """Kernels without a recorded Seq in a process group where other kernels have one (`loose`: its
+    record_param_comms fell before the profiling window, or an older build traced that rank) are
+    paired by time with the group's instances matched by Seq, as the ranks with a known clock
+    offset (matched somewhere) saw them — the last of their arrivals and the median of their ends
+    on the common clock: a kernel of a rank whose offset is known pairs at that offset with the
+    instance that ends nearest where they overlap in time (`_overlapping`) and that the rank has
+    not recorded itself; a rank matched nowhere is shifted against the instances first
+    (`_shifted`), as `_pairs_by_time` does, and left out where fewer than half of its kernels pair
+    or two pairings pair as many. Kernels that pair join `inst` (seq_source `position`: no Seq);
+    the others are left out; `notes` says which. Returns whether `inst` changed."""
+    loose = con.execute("""
+        SELECT rank, process_group, seq, start_local, end_local FROM loose ORDER BY process_group, rank, start_local
+    """).df()
+    if not len(loose):
+        return False
+    known = con.execute("""
+        SELECT i.rank, i.process_group, i.seq, i.start_local - c.c AS s, i.end_local - c.c AS e
+        FROM inst i JOIN clock c USING (rank)
+        WHERE i.process_group IN (SELECT process_group FROM loose) AND i.seq_source = 'recorded'
+    """).df()
+    offsets = dict(con.execute("SELECT rank, c FROM clock").fetchall())
+    matched = {
+        int(r[0]) for r in con.execute("SELECT DISTINCT rank FROM inst JOIN ok USING (process_group, seq)").fetchall()
+    }
+    updates = []
+    for group, rows in loose.groupby("process_group", sort=True):
+        mine = known[(known["process_group"] == group).to_numpy()]
+        by_rank = mine.groupby("rank")["seq"]
+        reference = mine[mine["rank"].isin(matched).to_numpy()]
+        matched_here = len(reference) > 0
+        if not matched_here and len(mine):  # none of the group is matched: the rank that recorded most, alone
+            counts = by_rank.size()
+            reference = mine[(mine["rank"] == counts[counts == counts.max()].index.min()).to_numpy()]
+        inst = reference.groupby("seq").agg(s=("s", "max"), e=("e", "median")).sort_values("e")
+        paired_ranks, left, refused = [], 0, []
+        for rank, part in rows.groupby("rank", sort=True):
+            rank = int(rank)
+            offset = float(offsets.get(rank, 0.0)) if rank in matched and matched_here else None
+            own = by_rank.get_group(rank).to_numpy() if rank in by_rank.groups else np.zeros(0, np.int64)
+            paired, why = _pair_loose_rank(part, inst, offset, own)
+            if why is not None:
+                refused.append(f"rank {rank}'s {_collectives(len(part))}: {why}")
+                continue
+            hit = paired >= 0
+            left += int((~hit).sum())
+            paired_ranks.append(rank)
+            seqs = inst.index.to_numpy(np.int64)[paired[hit]]
+            seq = part["seq"].to_numpy()[hit]
+            updates.append(pd.DataFrame({"rank": rank, "process_group": group, "seq": seq, "new_seq": seqs}))
+        notes.extend(_unrecorded_note(str(group), len(rows), paired_ranks, left, refused))
+    if not updates:
+        return False
+    con.register("paired", pd.concat(updates, ignore_index=True))
+    con.execute("""
+        INSERT INTO inst
+        SELECT l.* REPLACE (p.new_seq AS seq) FROM loose l JOIN paired p USING (rank, process_group, seq)
+    """)
+    con.unregister("paired")
+    return True
+
+
+def _unrecorded_note(group: str, kernels: int, paired: list[int], left: int, refused: list[str]) -> list[str]:
+    """What `_pair_unrecorded` did with one process group's kernels without a Seq (the first 16
+    ranks named)."""
+    what = (
+        f"process group {group}: {_collectives(kernels)} without a recorded Seq (other kernels of the group have one)"
+    )
+    parts = []
+    if paired:
+        named = ", ".join(map(str, paired[:16])) + (" …" if len(paired) > 16 else "")
+        parts.append(
+            f"those of rank{'s' if len(paired) > 1 else ''} {named} paired by time with the instances matched by Seq"
+        )
+    if left:
+        parts.append(f"{_collectives(left)} of them fit no instance and are left out")
+    if refused:
+        more = f" (and {len(refused) - 3:,} ranks more)" if len(refused) > 3 else ""
+        parts.append("left out: " + "; ".join(refused[:3]) + more)
+    return [f"{what}: {'; '.join(parts)}"] if parts else []
+
+
+def _pair_loose_rank(
+    part: pd.DataFrame, inst: pd.DataFrame, offset: float | None, own: np.ndarray
+) -> tuple[np.ndarray, str | None]:
+    """One rank's kernels without a Seq (`start_local`, `end_local`, in time order) paired with a
+    group's instances (`s` last arrival, `e` end on the common clock, by seq, in end order): at
+    the rank's clock `offset` where known, else at the best shift (`_shifted`); an instance the
+    rank recorded itself (`own` seqs) takes none. Returns each kernel's instance (index, -1 none)
+    and why none pairs (None: they were paired)."""
+    start, end = part["start_local"].to_numpy(np.float64), part["end_local"].to_numpy(np.float64)
+    q_start, q_end = inst["s"].to_numpy(np.float64), inst["e"].to_numpy(np.float64)
+    if not len(q_end):
+        return np.full(len(part), -1, np.int64), "no instance of the group to pair with"
+    if offset is None:
+        best, top = _shifted(start, end, q_start, q_end)
+        if len(top) > 1:
+            return top[0], "two shifts pair as many with the instances"
+        if 2 * best < len(part):
+            return top[0], f"at best {best:,} pair with the instances in time"
+        return top[0], None
+    paired = _overlapping(start - offset, end - offset, q_start, q_end)
+    recorded = np.isin(inst.index.to_numpy(np.int64), own)
+    paired[(paired >= 0) & recorded[np.maximum(paired, 0)]] = -1
+    return paired, None
 
 
 def _overlapping(start: np.ndarray, end: np.ndarray, q_start: np.ndarray, q_end: np.ndarray) -> np.ndarray:
@@ -395,12 +584,17 @@ def _align_clocks(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
-def _rows(con: duckdb.DuckDBPyConnection) -> tuple[float, float]:
+def _rows(con: duckdb.DuckDBPyConnection, world_size: int | None = None) -> tuple[float, float]:
     """`rows`: the matched rows on the common clock with skew, wait, lateness and whether the
-    rank held the instance up; returns the alignment noise and the arrival jitter (µs)."""
-    con.execute("""
+    rank held the instance up, and `n`, the group size of the bus factor: recorded (or the members
+    `Process Group Ranks` lists), else the job's world size for the default group, else the ranks
+    seen (which is not the group's size where a rank is missing); returns the alignment noise and
+    the arrival jitter (µs)."""
+    world = f"CASE WHEN i.group_desc = 'default_pg' THEN {int(world_size)} END" if world_size else "NULL"
+    con.execute(f"""
         CREATE TEMP TABLE aligned AS
-        SELECT i.*, ok.ranks, i.start_local - o.c AS start_us, i.end_local - o.c AS end_us, o.c AS clock_offset_us
+        SELECT i.*, ok.ranks, i.start_local - o.c AS start_us, i.end_local - o.c AS end_us, o.c AS clock_offset_us,
+               coalesce(i.group_size, {world}, ok.ranks) AS n
         FROM inst i JOIN ok USING (process_group, seq) JOIN clock o USING (rank)
     """)
     con.execute("""
@@ -435,25 +629,31 @@ def _rows(con: duckdb.DuckDBPyConnection) -> tuple[float, float]:
 
 
 def _bandwidth_tables(con: duckdb.DuckDBPyConnection) -> None:
-    """Element sizes and bus factors for the dtypes and (op, group size) pairs present."""
+    """Element sizes and bus factors for the dtypes and (op, group size) pairs present: the op is
+    the label's, or the recorded collective's where its nccl-tests factor differs (`_COST_OPS`)."""
     dtypes = [r[0] for r in con.execute("SELECT DISTINCT msg_dtype FROM rows WHERE msg_dtype IS NOT NULL").fetchall()]
     sizes = pd.DataFrame({"msg_dtype": dtypes, "itemsize": [comm_itemsize(d) for d in dtypes]}, dtype=object)
     sizes["itemsize"] = pd.to_numeric(sizes["itemsize"])
-    pairs = con.execute("SELECT DISTINCT op_mapping, coalesce(group_size, ranks) FROM rows").fetchall()
+    pairs = con.execute("SELECT DISTINCT cost_op, n FROM rows").fetchall()
     factors = pd.DataFrame(
-        [(op, n, bus_factor(str(op), int(n))) for op, n in pairs], columns=["op_mapping", "n", "factor"]
+        [(op, n, bus_factor(str(op), int(n))) for op, n in pairs], columns=["cost_op", "n", "factor"]
     )
     con.register("itemsizes", sizes)
     con.register("bus_factors", factors)
 
 
 def cross_rank_view(
-    out_dir: str | Path, ranks: list[int], target: Path | None = None, run_id: str | None = None
+    out_dir: str | Path,
+    ranks: list[int],
+    target: Path | None = None,
+    run_id: str | None = None,
+    world_size: int | None = None,
 ) -> CrossRank:
     """Match collective instances across the ranks of an ingest output; write
     `collectives.parquet` (to `target`, default OUT/collectives.parquet, tied to the ingest run
     `run_id`) and return the facts, the per-rank waits and the lateness heatmap. With one rank
-    there is nothing to compare."""
+    there is nothing to compare. `world_size` (the traces' `distributedInfo`) is the size of the
+    default process group where its collectives record none."""
     target = target or Path(out_dir) / "collectives.parquet"
     remove(target)  # an earlier report's, when this run has none
     if len(ranks) < 2:
@@ -466,7 +666,7 @@ def cross_rank_view(
     with tempfile.TemporaryDirectory(prefix="atlas-duckdb-") as work:
         con = _connect(Path(work))
         try:
-            return _cross_rank(con, kernels_sql(out_dir), len(ranks), target, run_id)
+            return _cross_rank(con, kernels_sql(out_dir), len(ranks), target, run_id, world_size)
         except duckdb.Error as exc:
             for files in rank_files(out_dir).values():  # name the file DuckDB could not read, when one is
                 for file in files:
@@ -477,25 +677,37 @@ def cross_rank_view(
 
 
 def _cross_rank(
-    con: duckdb.DuckDBPyConnection, source: str, rank_count: int, target: Path, run_id: str | None
+    con: duckdb.DuckDBPyConnection,
+    source: str,
+    rank_count: int,
+    target: Path,
+    run_id: str | None,
+    world_size: int | None = None,
 ) -> CrossRank:
     _load_rows(con, source)
     _instances(con)
-    notes: list[str] = []  # how instances matched by position were paired again, or refused
-    if _counts(con)[1]:
+    notes: list[str] = []  # kernels paired by time (no Seq; matched by position, paired again), or refused
+    total, _, _, seen_once = _counts(con)
+    has_loose = bool(con.execute("SELECT count(*) FROM loose").fetchall()[0][0])
+    # not only where some instance matches: where every instance disagrees (a rank lacks the first
+    # collective, and sizes vary), the ranks' ends still say how to pair them
+    if total > seen_once or has_loose:
         _align_clocks(con)
+        if _pair_unrecorded(con, notes):
+            _instances(con)
+            _align_clocks(con)
         changed, refused = _pair_again(con, notes)
         if changed:
             _instances(con, refused)
-            if _counts(con)[1]:
-                _align_clocks(con)
+            _align_clocks(con)
     total, matched, mismatched, seen_once = _counts(con)
     if not matched:
         note = "no collective is seen on two ranks" if not total else "no collective instance matches across ranks"
         counts = {"instances": 0, "mismatched_instances": mismatched, "instances_on_one_rank": seen_once}
         note = f"{note}: {'; '.join(notes)}" if notes else note
         return CrossRank(ranks=rank_count, note=note, facts={"collectives": {**counts, "notes": notes}})
-    noise, jitter = _rows(con)
+    notes += _unmatched_ranks(con)  # counted among the ranks of the headline, in none of its figures
+    noise, jitter = _rows(con, world_size)
     _bandwidth_tables(con)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}.tmp"  # renamed when complete
@@ -512,7 +724,7 @@ def _cross_rank(
                    r.seq_source, r.trace
             FROM rows r
             LEFT JOIN itemsizes t USING (msg_dtype)
-            LEFT JOIN bus_factors f ON f.op_mapping = r.op_mapping AND f.n = coalesce(r.group_size, r.ranks)
+            LEFT JOIN bus_factors f ON f.cost_op = r.cost_op AND f.n = r.n
             ORDER BY r.process_group, r.seq, r.rank
         ) TO '{_sql_text(partial)}' (FORMAT PARQUET, COMPRESSION ZSTD{metadata})
     """)
@@ -559,6 +771,25 @@ def _cross_rank(
         "stragglers": stragglers,
     }
     return CrossRank(ranks=rank_count, facts=facts, per_rank=per_rank, heatmap=_heatmap(con, per_rank), path=target)
+
+
+def _unmatched_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """A line per rank whose collectives match no instance of another rank (its collectives are in
+    none of the cross-rank figures, though it is counted among the ranks)."""
+    found = con.execute("""
+        SELECT rank, count(*) AS collectives FROM (SELECT rank FROM inst UNION ALL SELECT rank FROM loose)
+        GROUP BY rank HAVING rank NOT IN (SELECT rank FROM inst JOIN ok USING (process_group, seq))
+        ORDER BY rank
+    """).fetchall()
+    return [
+        f"rank {int(rank)}: {_collectives(int(n))} matching no instance of the other ranks (it is in none of "
+        "the skews, waits and stragglers)"
+        for rank, n in found
+    ]
+
+
+def _collectives(count: int) -> str:
+    return f"{count:,} collective" + ("" if count == 1 else "s")
 
 
 def _counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int, int]:
