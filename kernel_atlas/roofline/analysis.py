@@ -152,6 +152,11 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     failed = why != ""
     role[rows[failed]], note[rows[failed]] = "no model", why[failed]
     ok = np.flatnonzero(~failed)
+    # the taxonomy has no `reduce`: NCCL's reduce is labelled reduce_scatter, but its message
+    # crosses the bus once (nccl-tests' factor 1), not (n-1)/n times — read from the recorded name
+    recorded_name = kernels["collective"].astype(object).to_numpy()[rows]
+    letters = np.array(["".join(filter(str.isalpha, str(c))).lower() if c is not None else "" for c in recorded_name])
+    op = np.where(np.isin(letters, ["reduce", "reduceoop"]), "reduce", op)
     factors = {key: bus_factor(*key) for key in {(str(op[i]), int(ranks[i])) for i in ok.tolist()}}
     factor = np.array([factors[str(op[i]), int(ranks[i])] for i in ok.tolist()], dtype=np.float64)
     done = rows[ok]
