@@ -37,7 +37,7 @@ BESIDE_MIN_EVENTS = 250_000
 GRAPH_COLUMNS = (
     *("trace", "rank", "name", "kind", "ts_us", "dur_us", "device", "stream", "step", "correlation"),
     *("launch_ts_us", "launch_dur_us", "launch_thread", "graph_launch", "launcher", "module"),
-    *("input_dims", "input_types", "op_mapping", "category"),
+    *("input_dims", "input_types", "op_mapping", "category", "cpu_op_id"),  # cpu_op_id: the what-if's op calls
     *("collective", "process_group", "process_group_ranks", "collective_seq"),
 )
 T = TypeVar("T")

@@ -11,8 +11,11 @@ save and why, gathered from the analyses of a report:
   idle during them (`device_idle_us`: a stream's waits hold nothing up while another stream keeps
   the device busy).
 - `host_wait`: GPU idle while the host ran a Python frame (idle_causes.parquet); the saving is
-  that idle time, an upper bound (a host that kept ahead of the GPU). It overlaps `launch_bound`
-  where the two name the same waits.
+  that idle time until the launch, an upper bound (a host that kept ahead of the GPU). The time
+  an activity enqueued long before its start waited after its launch is no host wait (`idle`):
+  a kernel launched 38 µs into an idle gap that started 463 ms later had made a 463 ms finding
+  of the frame whose copy sat waiting on the GPU. It overlaps `launch_bound` where the two name
+  the same waits.
 - `exposed_communication`: communication on a device not overlapped with compute (summary's
   per-device communication and overlap), less its time waiting for the last rank to arrive;
   the saving is that exposed time, if it were hidden.

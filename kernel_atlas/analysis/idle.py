@@ -10,6 +10,14 @@ its start. A gap is
 3. `other` (waiting on an event, another stream, a synchronisation...).
 Per device the same rules apply to the gaps of the union of its streams.
 
+A host wait lasts until the launch, not until the start: an activity that starts LATE_START_US or
+more after its launch call (no launch's latency: the critical path's limit too) had been
+enqueued while the stream sat idle, and waited for something else — an event, work the trace does
+not record. Exact mode splits such a gap at the launch: the host wait before it, and the rest
+judged as the gap of an activity already enqueued (`other`; `kernel_wait` if shorter than
+`kernel_wait_us`). A launch 0.04 ms into a run whose kernel started 463 ms later, while the host
+sat in a copy waiting on the GPU, had been a 463 ms host wait. HTA's convention keeps the gap whole.
+
 Exact mode (the default) uses the trace's timestamps and every activity; overlapping activities
 on one stream leave no gap. `hta=True` reproduces HTA's own numbers: timestamps rounded as HTA's
 parser rounds them (start up, end down to the µs), the previous activity is the one that started
@@ -26,11 +34,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.analysis.critical_path import KERNEL_GAP_LIMIT_US
 from kernel_atlas.core.groups import distinct_codes, group_numbers, group_sums
 from kernel_atlas.ingest.host_activity import BETWEEN_OPS
 
 CATEGORIES = ("host_wait", "kernel_wait", "other")
 KERNEL_WAIT_US = 30.0
+# a launch-to-start this long or longer is no launch's latency but a wait the trace does not show:
+# the critical path's limit (HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US), so that the two read one gap alike
+LATE_START_US = KERNEL_GAP_LIMIT_US
 NO_CAUSE = "(not recorded: re-run `atlas ingest`)"
 BREAKDOWN_COLUMNS = ["rank", "device", "stream", "category", "idle_us", "count", "pct"]
 CAUSE_COLUMNS = ["rank", "device", "frame", "module", "gaps", "idle_us", "pct"]
@@ -70,12 +82,18 @@ def gaps(
     frame: pd.DataFrame, per_stream: bool, kernel_wait_us: float = KERNEL_WAIT_US, hta: bool = False
 ) -> pd.DataFrame:
     """One row per activity that follows another on its stream (or device): `gap_us` (start
-    minus the previous end) and `category`, indexed like `frame`. Exact mode keeps only real
-    gaps (> 0) and measures from the latest end so far; HTA mode (per stream) measures from the
-    previous activity's end and keeps every pair, negative gaps included."""
+    minus the previous end), `category` and `host_us`, indexed like `frame`. Exact mode keeps
+    only real gaps (> 0) and measures from the latest end so far; HTA mode (per stream) measures
+    from the previous activity's end and keeps every pair, negative gaps included.
+
+    A gap split at its activity's launch (exact mode: the launch came LATE_START_US or more
+    before the start, see the module docstring) has the category of the part after the launch,
+    and `host_us` is the host wait before it; every other gap has `host_us` 0 (a `host_wait` gap
+    is host wait whole). A split gap is the activity's wait for what the trace does not show:
+    no launch-bound stretch runs through it (`launches.graph_candidates`)."""
     keys = ["rank", "device", "stream"] if per_stream else ["rank", "device"]
     if frame.empty:
-        return pd.DataFrame(columns=[*keys, "gap_us", "category"])
+        return pd.DataFrame(columns=[*keys, "gap_us", "category", "host_us"])
     start = frame["ts_us"].to_numpy(np.float64)
     end = start + frame["dur_us"].to_numpy(np.float64)
     if "end_us" in frame:  # HTA's rounded ends
@@ -89,11 +107,18 @@ def gaps(
     launch = frame["launch_ts_us"].to_numpy(np.float64)[order]
     host_wait = launch > prev  # NaN (no launch, first activity) compares False
     category = np.where(host_wait, 0, np.where(gap < kernel_wait_us, 1, 2))
+    host_us = np.zeros(len(gap))
+    if not hta:
+        queued = start[order] - launch  # launch call to start: the stream held the activity
+        split = host_wait & (queued >= LATE_START_US)
+        category = np.where(split, np.where(queued < kernel_wait_us, 1, 2), category)
+        host_us = np.where(split, launch - prev, 0.0)
     keep = ~np.isnan(gap) if like_hta else gap > 0
     rows = order[keep]
     out = frame[keys].iloc[rows].copy()  # the keys first: taking every column's rows costs far more
     out["gap_us"] = gap[keep]
     out["category"] = pd.Categorical.from_codes(category[keep], CATEGORIES)
+    out["host_us"] = host_us[keep]
     return out
 
 
@@ -120,6 +145,7 @@ def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str])
     compared as float64 (nullable ints → NaN keys equal to each other); sums are pandas' grouped
     sums (compensated, in table order). Worked on arrays: a report of 1,000 small ranks calls
     this 4,000 times."""
+    table = _pieces(table)
     source_keys, gap_keys = _float_keys(source, keys), _float_keys(table, keys)
     both = np.concatenate([source_keys, gap_keys])
     code = distinct_codes([both[:, i] for i in range(len(keys))], len(both))
@@ -144,6 +170,23 @@ def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str])
     # null where the group has no idle time (0 of 0 µs is no share); HTA's negative totals 0 as before
     rows["pct"] = np.where(total > 0, 100.0 * idle / np.where(total > 0, total, 1.0), np.where(total == 0, np.nan, 0.0))
     return rows
+
+
+def _pieces(table: pd.DataFrame) -> pd.DataFrame:
+    """A gap table with each gap split at its launch (`host_us` > 0, see `gaps`) as two gaps: the
+    part after the launch in its category, and the host wait before it — each counted once in
+    its category."""
+    if "host_us" not in table:
+        return table
+    host = table["host_us"].to_numpy(np.float64)
+    split = host > 0
+    if not split.any():
+        return table
+    after = table.assign(gap_us=table["gap_us"].to_numpy(np.float64) - host)
+    before = table[split].assign(
+        gap_us=host[split], category=pd.Categorical.from_codes(np.zeros(int(split.sum()), np.int8), CATEGORIES)
+    )
+    return pd.concat([after, before])
 
 
 def _float_keys(frame: pd.DataFrame, keys: list[str]) -> np.ndarray:
@@ -206,8 +249,10 @@ def idle_causes(frame: pd.DataFrame, device_gaps: pd.DataFrame | None = None) ->
     """idle_causes.parquet: the host waits of each device (exact gaps of the union of its streams)
     grouped by what the launching thread was executing during the wait (`wait_frame`,
     `wait_module`, recorded at ingest), largest first; `pct` is the share of the device's
-    host-wait time. `device_gaps`: the frame's exact per-device `gaps`, when already computed."""
+    host-wait time. `device_gaps`: the frame's exact per-device `gaps`, when already computed. A
+    gap split at its launch (`gaps`) counts its host wait, the part before the launch."""
     waits = gaps(frame, per_stream=False) if device_gaps is None else device_gaps
+    waits = _pieces(waits)
     waits = waits[waits["category"] == "host_wait"]
     if "wait_frame" in frame:
         waits["frame"] = frame.loc[waits.index, "wait_frame"].astype(object).fillna(NO_CAUSE)
@@ -263,7 +308,31 @@ def _keys(rows: pd.DataFrame, firsts: np.ndarray) -> tuple[list[int], list[int |
     return rows["rank"].to_numpy()[firsts].tolist(), [None if pd.isna(d) else int(d) for d in devices]
 
 
-def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[str, Any]]:
+def late_starts(device_gaps: pd.DataFrame) -> dict[tuple[int, int | None], tuple[float, int]]:
+    """Per (rank, device): the idle time between the launch and the start of activities enqueued
+    onto the idle device LATE_START_US or more before they started (the part after the launch of
+    the gaps `gaps` splits), and how many. The stream held the work and waited for what the trace
+    does not show; this time is in `other` (or `kernel_wait`), not the host's."""
+    split = (
+        device_gaps[device_gaps["host_us"].to_numpy(np.float64) > 0] if "host_us" in device_gaps else device_gaps[:0]
+    )
+    if split.empty:
+        return {}
+    after = split["gap_us"].to_numpy(np.float64) - split["host_us"].to_numpy(np.float64)
+    table = pd.DataFrame({"rank": split["rank"].to_numpy(), "device": split["device"].astype(object), "us": after})
+    summed = table.groupby(["rank", "device"], dropna=False, sort=False)["us"].agg(["sum", "size"])
+    return {
+        (int(r), None if pd.isna(d) else int(d)): (float(us), int(n))
+        for (r, d), us, n in zip(summed.index, summed["sum"], summed["size"], strict=True)
+    }
+
+
+def _device_facts(
+    breakdown: pd.DataFrame, causes: pd.DataFrame, late: dict[tuple[int, int | None], tuple[float, int]] | None = None
+) -> list[dict[str, Any]]:
+    """Per (rank, device) of `breakdown`: idle time, time and gaps per category, the share of
+    host-wait time a frame is named for, the top cause, and (`late`, exact basis only; None
+    under HTA's, which keeps a gap whole) the late starts (`late_starts`)."""
     rows = breakdown[breakdown["stream"].isna()].reset_index(drop=True)
     number, firsts = group_numbers(rows, ["rank", "device"])
     groups = len(firsts)
@@ -292,9 +361,19 @@ def _device_facts(breakdown: pd.DataFrame, causes: pd.DataFrame) -> list[dict[st
                 **per_category,
                 "host_wait_named_pct": 100.0 * of_it / done if done > 0 else None,
                 "top_cause": str(top[cause]) if cause is not None else None,
+                **_late_facts(late, ranks[k], devices[k]),
             }
         )
     return facts
+
+
+def _late_facts(
+    late: dict[tuple[int, int | None], tuple[float, int]] | None, rank: int, device: int | None
+) -> dict[str, Any]:
+    if late is None:
+        return {"late_start_us": None, "late_start_gaps": None}
+    us, count = late.get((int(rank), device), (0.0, 0))
+    return {"late_start_us": us, "late_start_gaps": count}
 
 
 def stream_facts(breakdown: pd.DataFrame) -> list[dict[str, Any]]:
@@ -329,7 +408,7 @@ def analyse_idle(
     facts = {
         "kernel_wait_us": kernel_wait_us,
         "basis": basis,
-        "devices": _device_facts(breakdown, causes),
+        "devices": _device_facts(breakdown, causes, None if hta else late_starts(exact.device)),
         other: {"convention": CONVENTIONS[other], "streams": stream_facts(alternate)},
     }
     facts["hta_window_end_us"] = {str(r): v for r, v in (last_step_start or {}).items() if v is not None}
