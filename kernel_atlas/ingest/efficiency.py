@@ -74,10 +74,31 @@ def tensor_core_rules() -> dict[str, Any]:
     return read_toml("efficiency.toml")["tensor_core"]
 
 
+def _is_amd(props: dict[str, Any]) -> bool:
+    name = str(props.get("name", ""))
+    return props.get("warpSize") == 64 or "AMD" in name or "Instinct" in name
+
+
+def describing(device_properties: list[dict[str, Any]], devices: Iterable[int]) -> dict[int, dict[str, Any]]:
+    """The entry of a trace's device table (Kineto's `deviceProperties`, nsys's TARGET_INFO_GPU)
+    that describes each of `devices`: the entry of its id (the last of several). A device no entry
+    has is an unknown GPU, left out: the table's other GPU is another device, whose name, SMs and
+    peaks are not this one's. The table's only entry describes every device of its trace where
+    nothing says it is another: without an id (none recorded, or one that was no number), or an
+    AMD GPU — ROCm numbers a kernel's device by its HSA agent (the first GPU behind two CPU agents
+    is 2; the MI300X traces' kernels run on 2 and 9), not by the HIP index of deviceProperties, and
+    the one GPU listed is the process's one visible GPU."""
+    by_id = {p.get("id"): p for p in device_properties}
+    single = device_properties[0] if len(device_properties) == 1 else {}
+    only = single if single and ("id" not in single or _is_amd(single)) else None
+    found = {device: by_id.get(device) or only for device in devices}
+    return {device: props for device, props in found.items() if props is not None}
+
+
 def _architecture(props: dict[str, Any]) -> dict[str, Any] | None:
     name = str(props.get("name", ""))
     compute = f"{props.get('computeMajor')}.{props.get('computeMinor')}"
-    amd = props.get("warpSize") == 64 or "AMD" in name or "Instinct" in name
+    amd = _is_amd(props)
     entries = [e for e in _catalog().values() if (e["vendor"] == "amd") == amd]
     by_name = [e for e in entries if any(re.search(p, name, re.IGNORECASE) for p in e.get("match", ()))]
     by_compute = [e for e in entries if compute in e.get("compute", ())]
@@ -217,8 +238,8 @@ def _tensor_core(frame: pd.DataFrame, device_tensor: list[tuple[np.ndarray, froz
 
 def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]]) -> dict[str, Any]:
     """The per-kernel columns of the module docstring (`COLUMNS`), aligned with `frame`; NaN /
-    None for memcpys, memsets and kernels whose device limits are unknown (but the occupancy
-    Kineto recorded for them)."""
+    None for memcpys, memsets and kernels whose device limits are unknown — a device the trace
+    does not number or describe among them — (but the occupancy Kineto recorded for them)."""
     n = len(frame)
     out: dict[str, Any] = {c: np.full(n, np.nan) for c in COLUMNS}
     out["occupancy_source"] = np.full(n, -1, np.int8)  # codes into SOURCES (-1: none)
@@ -233,10 +254,12 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
     recorded = frame["recorded_occupancy_pct"].to_numpy(dtype=np.float64, na_value=np.nan)
     recorded = np.where((recorded >= 0) & (recorded <= 100), recorded, np.nan)  # a share beyond 0–100 % is none
     device_tensor: list[tuple[np.ndarray, frozenset[str]]] = []  # rows of each device, its tensor precisions
-    by_id = {p.get("id"): p for p in device_properties}
+    # a kernel on a device the trace does not number, or does not describe (`describing`), has no
+    # limits: the one GPU the table lists may be another device
     known = np.flatnonzero(kernel & ~np.isnan(devices))
+    described = describing(device_properties, np.unique(devices[known]).astype(np.int64).tolist())
     for device, at in value_groups(devices[known]):
-        props = by_id.get(int(device)) or (device_properties[0] if len(device_properties) == 1 else None)
+        props = described.get(int(device))
         limits = sm_limits(props) if props else None
         rows = known[at]
         if limits is None:  # no limits to estimate from: Kineto's own estimate, where it wrote one, still holds

@@ -14,6 +14,7 @@ import pandas as pd
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.groups import group_numbers
 from kernel_atlas.core.redact import redact_text
+from kernel_atlas.ingest.efficiency import describing
 from kernel_atlas.ingest.intervals import union_lengths
 from kernel_atlas.ingest.reader import TraceInfo
 
@@ -148,9 +149,7 @@ def trace_fingerprint(path: Path) -> str | None:
 
 def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: dict[str, Any]) -> dict[str, Any]:
     """Per-trace facts: everything a reader checks before trusting the tables."""
-    used_devices = {int(d) for d in frame["device"].dropna().unique()} if len(frame) else set()
-    props = [safe_fields(p, _DEVICE_FIELDS) for p in trace.device_properties]
-    gpus = [p for p in props if not used_devices or p.get("id") in used_devices] or props
+    gpus, undescribed = _trace_gpus(trace.device_properties, frame)
     steps = sorted(int(s) for s in frame["step"].dropna().unique()) if len(frame) else []
     kernels = frame[frame["kind"] == "kernel"] if len(frame) else frame
     return {
@@ -162,6 +161,7 @@ def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: di
         "rank": rank,
         "distributed": safe_fields(trace.distributed_info, _DISTRIBUTED_FIELDS),
         "gpus": gpus,
+        **({"undescribed_devices": undescribed} if undescribed else {}),
         "steps": steps,
         "gpu_activities": len(frame),
         "kernels": len(kernels),
@@ -172,6 +172,30 @@ def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: di
         **link_facts,
         **(gpu_time_facts(frame) if len(frame) else {"devices": [], "by_kind": {}}),
     }
+
+
+def _trace_gpus(
+    device_properties: list[dict[str, Any]], frame: pd.DataFrame
+) -> tuple[list[dict[str, Any]], list[int | None]]:
+    """The device-table entries (safe fields) that describe the devices of the trace's GPU
+    activities (`efficiency.describing`), and those devices no entry describes, ascending, null
+    last for activities whose device the trace does not number. An unknown device borrows no
+    entry: the table's other GPU is another device (its name, SMs and peaks are not this one's).
+    Every entry for a trace without GPU activities (the GPUs of its machine)."""
+    props = [safe_fields(p, _DEVICE_FIELDS) for p in device_properties]
+    if not len(frame):
+        return props, []
+    device = frame["device"]
+    used = sorted(int(d) for d in device.dropna().unique())
+    described = describing(device_properties, used)
+    entries = {id(p) for p in described.values()}
+    gpus = [
+        safe
+        for raw, safe in zip(device_properties, props, strict=True)
+        if id(raw) in entries or safe.get("id") in described
+    ]
+    unknown: list[int | None] = [d for d in used if d not in described]
+    return gpus, unknown + ([None] if device.isna().any() else [])
 
 
 def kernel_time_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from kernel_atlas.ingest.efficiency import METRICS
 from kernel_atlas.ingest.step_split import ROLES
-from kernel_atlas.report.units import fmt_us
+from kernel_atlas.report.units import device_number, fmt_us, unknown_gpu_text
 
 STEP_COLUMNS = (
     ["trace", "rank", "step", "device", "start_us", "end_us", "total_us"]
@@ -96,6 +96,32 @@ def communication_note(trace: dict[str, Any]) -> str | None:
     )
 
 
+def unknown_device_notes(trace: dict[str, Any]) -> list[str]:
+    """What a trace's unknown devices lack, in words (summary.json `undescribed_devices`): a
+    device its device table does not describe has no GPU, so no occupancy, SM efficiency or peaks
+    of its own; the kernels of a device it does not number are in no device's efficiency at all."""
+    unknown = trace.get("undescribed_devices")
+    if not isinstance(unknown, list) or not unknown:
+        return []
+    where = f"{trace.get('file', 'trace')} rank {trace.get('rank', 0)}"
+    notes = []
+    numbered = [d for d in unknown if d is not None]
+    if numbered:
+        notes.append(
+            f"{where}: {unknown_gpu_text(numbered)}: no occupancy or SM efficiency is estimated there, and "
+            "the peaks a report costs its kernels against, if any, are another GPU's (--device chooses them)"
+        )
+    if len(numbered) < len(unknown):
+        devices = trace.get("devices") if isinstance(trace.get("devices"), list) else []
+        times = [d.get("kernel_busy_us") for d in devices if isinstance(d, dict) and d.get("device") is None]
+        kernel_us = sum(t for t in times if isinstance(t, (int, float)))
+        notes.append(
+            f"{where}: {fmt_us(kernel_us)} of kernels ran on a device the trace does not number (no `device`): "
+            "an unknown GPU, in no device's efficiency (GPU utilization, SM efficiency, occupancy)"
+        )
+    return notes
+
+
 def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
     """report.json `efficiency`: per (trace, device) the metrics over all its steps and the steps
     left out; which rule each communication number follows, and where they differ by much a note."""
@@ -117,6 +143,8 @@ def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
         note = communication_note(trace)
         if note:
             notes.append(note)
+    for trace in summary.get("traces", []):  # with efficiency or without (no step, no kernel in it)
+        notes.extend(unknown_device_notes(trace))
     return {
         "devices": devices,
         "definitions": "docs/efficiency.md (the TensorBoard plugin's)",
@@ -149,18 +177,19 @@ def device_line(device: dict[str, Any], steps: int, left_out: int = 0, why: str 
     span = f"{steps:,} steps" if steps > 1 else ("1 step" if steps == 1 else "the whole trace (no steps recorded)")
     if left_out:  # the plugin's tail rule: say what it dropped, it does not
         span += f" ({left_out:,} more profiler step{'s' if left_out > 1 else ''} left out: {why or 'cut short'})"
-    return f"  device {device['device']} efficiency over {span}: {metrics}"
+    return f"  device {device_number(device['device'])} efficiency over {span}: {metrics}"
 
 
 def efficiency_lines(facts: dict[str, Any]) -> list[str]:
     """The ingest summary's lines of one trace (`terminal.TRACE_LINES`)."""
+    unknown = [f"  note: {note}" for note in unknown_device_notes(facts)]
     eff = facts.get("efficiency")
     if not isinstance(eff, dict):
-        return []
+        return unknown
     left_out = _left_out(eff)
     lines = [device_line(d, step_count(eff), *left_out.values()) for d in eff["devices"]]
     note = communication_note({"file": facts.get("file", "trace"), "rank": facts.get("rank", 0), "efficiency": eff})
-    return lines + ([f"  note: {note}"] if note else [])
+    return lines + ([f"  note: {note}"] if note else []) + unknown
 
 
 def report_lines(efficiency: dict[str, Any] | None, shown: int | None) -> list[str]:
@@ -181,11 +210,11 @@ def report_lines(efficiency: dict[str, Any] | None, shown: int | None) -> list[s
 def efficiency_html(efficiency: dict[str, Any]) -> str:
     """The report.html section: the metrics per device."""
     devices = efficiency.get("devices", [])
-    if not devices:
+    if not devices and not efficiency.get("notes"):  # a note on an unknown device is said without a table
         return ""
     head = "".join(f"<th>{html.escape(_LABELS[m])}</th>" for m in METRICS)
     rows = "".join(
-        f"<tr><td>{html.escape(str(d['trace']))}</td><td>{d['rank']}</td><td>{d['device']}</td>"
+        f"<tr><td>{html.escape(str(d['trace']))}</td><td>{d['rank']}</td><td>{html.escape(device_number(d['device']))}</td>"
         f"<td>{html.escape(_steps_cell(d))}</td>"
         + "".join(f"<td>{'≤ ' if _bounded(d, m) else ''}{_pct(d.get(m))}</td>" for m in METRICS)
         + "</tr>"
@@ -198,11 +227,12 @@ def efficiency_html(efficiency: dict[str, Any]) -> str:
         + "."
     )
     notes = "".join(f"<p><b>{html.escape(n)}</b></p>" for n in efficiency.get("notes", []))
-    return (
-        "<h2 id='efficiency'>GPU efficiency</h2>"
-        f"<p>{html.escape(note)}</p>{notes}<table><tr><th>trace</th><th>rank</th><th>device</th><th>steps</th>{head}</tr>"
-        f"{rows}</table>"
+    table = (
+        f"<table><tr><th>trace</th><th>rank</th><th>device</th><th>steps</th>{head}</tr>{rows}</table>"
+        if devices
+        else ""
     )
+    return f"<h2 id='efficiency'>GPU efficiency</h2><p>{html.escape(note)}</p>{notes}{table}"
 
 
 def _steps_cell(device: dict[str, Any]) -> str:

@@ -31,6 +31,7 @@ from kernel_atlas.report.progress import progress_bar
 from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
     describe_key,
+    device_number,
     device_time_line,
     fmt_number,
     fmt_pct,
@@ -42,6 +43,7 @@ from kernel_atlas.report.units import (
     peaks_line,
     projection_note,
     shared_rank_line,
+    unknown_gpu_text,
 )
 from kernel_atlas.report.waits_view import print_waits
 
@@ -103,7 +105,10 @@ def progress(console: Console, paths: list[Path], disable: bool = False) -> Iter
 
 
 def _trace_header(facts: dict[str, Any]) -> list[str]:
-    gpus = ", ".join(sorted({str(g.get("name", "?")) for g in facts["gpus"]})) or "unknown GPU"
+    named = ", ".join(sorted({str(g.get("name", "?")) for g in facts["gpus"]}))
+    # the devices no entry of the trace's device table describes have no GPU name, said so
+    unknown = unknown_gpu_text(facts.get("undescribed_devices") or [])
+    gpus = "; ".join(part for part in (named, unknown) if part) or "unknown GPU"
     return [
         f"[bold]{esc(redact_text(facts['file']))}[/]  rank {facts['rank']}  {esc(gpus)}",
         f"  {facts['events']:,} events, {facts['kernels']:,} kernels, "
@@ -113,7 +118,7 @@ def _trace_header(facts: dict[str, Any]) -> list[str]:
 
 def _device_lines(facts: dict[str, Any]) -> list[str]:
     return [
-        f"  device {dev['device']}: span {fmt_us(dev['span_us'])}, busy {fmt_us(dev['busy_us'])} "
+        f"  device {device_number(dev['device'])}: span {fmt_us(dev['span_us'])}, busy {fmt_us(dev['busy_us'])} "
         f"({dev['busy_pct']:.1f}%), idle {fmt_us(dev['idle_us'])}, streams {dev['streams']}"
         for dev in facts["devices"]
     ]

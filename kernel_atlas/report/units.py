@@ -136,12 +136,38 @@ def shared_rank_line(shared: dict[str, Any], named: int = 5) -> str:
     )
 
 
+UNNUMBERED = "unknown (the trace does not number it)"
+_DEVICES_NAMED = 8  # device numbers an unknown-GPU text lists, the rest counted
+
+
+def device_number(device: Any) -> str:
+    """A device as the lines name it: its number, or for activities whose device the trace does
+    not record (Kineto's pid "CUDA" without a `device` arg) `UNNUMBERED` — never Python's None."""
+    return UNNUMBERED if _missing(device) else str(device)
+
+
+def unknown_gpu_text(devices: list[Any]) -> str:
+    """summary.json `undescribed_devices` in words: `unknown GPU on device 2 (…)`, '' for none."""
+    numbered = [str(d) for d in devices if not _missing(d)]
+    parts = []
+    if numbered:
+        more = len(numbered) - _DEVICES_NAMED
+        listed = ", ".join(numbered[:_DEVICES_NAMED]) + (f" and {more:,} more" if more > 0 else "")
+        parts.append(f"device{'s' if len(numbered) > 1 else ''} {listed}")
+    if len(numbered) < len(devices):
+        parts.append("a device the trace does not number")
+    if not parts:
+        return ""
+    described = "no entry of the trace's device table describes it: no name, SM count or peaks"
+    return f"unknown GPU on {' and '.join(parts)} ({described})"
+
+
 def device_time_line(device: dict[str, Any]) -> str:
     """One device's time as `report.json` has it: `rank 0 device 0: busy 1.23 ms of 7.56 ms
     (16.2%), idle 6.33 ms; communication 2.00 ms, 40% overlapped with compute`."""
     span, busy = device["span_us"], device["busy_us"]
     line = (
-        f"rank {device['rank']} device {device['device']}: busy {fmt_us(busy)} of {fmt_us(span)} "
+        f"rank {device['rank']} device {device_number(device['device'])}: busy {fmt_us(busy)} of {fmt_us(span)} "
         f"({100 * busy / span if span else 0.0:.1f}%), idle {fmt_us(device['idle_us'])}"
     )
     if device.get("communication_us"):

@@ -28,7 +28,10 @@ REPLAY = "replay.parquet"
 @dataclass(frozen=True)
 class TracedGpu:
     """The GPU the run's first trace ran on (name and SM count from `deviceProperties`) and the
-    world size of the first trace that names one (`distributedInfo`); None where none says."""
+    world size of the first trace that names one (`distributedInfo`); None where none says. A
+    trace's `gpus` hold only the entries that describe its activities' devices (a device its table
+    does not list is an unknown GPU, summary.json `undescribed_devices`), so a run whose devices no
+    trace describes has no GPU here, rather than its table's other one."""
 
     name: str | None = None
     sms: int | None = None
@@ -72,7 +75,10 @@ class Run:
         traces = self.summary.get("traces", [])
         sizes = (trace.get("distributed", {}).get("world_size") for trace in traces)
         world = next((size for size in sizes if size is not None), None)
-        for trace in traces:
+        # only the traces that ran GPU activities: one without any lists its machine's every GPU, none
+        # of which ran the run's kernels (a run without GPU activities at all keeps those)
+        ran = [t for t in traces if not isinstance(t.get("gpu_activities"), int) or t["gpu_activities"] > 0]
+        for trace in ran or traces:
             for gpu in trace.get("gpus", []):
                 return TracedGpu(gpu.get("name"), gpu.get("numSms"), world)
         return TracedGpu(world_size=world)
