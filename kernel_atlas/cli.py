@@ -743,8 +743,6 @@ def diff(
         raise AtlasError("--min-share", "only with --fail-above (it sets which rows the gate judges)")
     if min_share is not None and not 0.0 <= min_share <= 1.0:
         raise AtlasError("--min-share", f"{min_share:g}: give a share of A's GPU time from 0 to 1")
-    if out is not None and Path(str(out)).suffix.lower() not in TABLE_SUFFIXES:  # a CSV named .parquet, unsaid
-        raise AtlasError("-o", f"{out}: name a .csv, .parquet or .json file (the suffix says what is written)")
     named: dict[str, str] = {}  # each file named, by its real path: the first option naming it
     for option, target in (("-o", out), ("--html", html), ("--markdown", markdown)):
         if target is not None and str(target) == "-":
@@ -754,6 +752,8 @@ def diff(
             same = named.setdefault(os.path.realpath(target), option)
             if same != option:  # the second written over the first, exit 0
                 raise AtlasError(option, f"{target} is also {same}'s file: name one file for each")
+    if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:  # a CSV named .parquet had been written
+        raise AtlasError("-o", f"{out}: name a .csv, .parquet or .json file (the suffix says what is written)")
     result = diff_runs(a, b, per_step)
     for name, side in (("A", result.a), ("B", result.b)):  # what ingest could not read changes the comparison
         if side.warnings:

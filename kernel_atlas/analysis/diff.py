@@ -2,10 +2,17 @@
 module and kernel in both, and the change.
 
 Kernels are matched by name, except where both runs make the same op call — the same
-`op_mapping`, launching CPU op and recorded input shapes — with different kernels (two GPUs, or
-two library versions, run different kernels for the same op): those calls are compared as one
-group, `A kernels → B kernels`. What has no partner appeared or vanished. Every level covers
-all GPU activities, so each level's `a_us` and `b_us` sum to the GPU time of run A and run B.
+launching CPU op at the same recorded input shapes — with different kernels (two GPUs, or two
+library versions, run different kernels for the same op): those calls are compared as one
+group, `A kernels → B kernels`, keyed `op · cpu op · shapes`. The op of such a call is the label
+of A's heaviest kernel in it, and its category that kernel's: at the op and category levels
+every activity of the group counts there, in both runs — the labels are given per kernel, so one
+`aten::copy_` was op `copy_` on one GPU (a copy kernel) and `memcpy` on the other (a DtoD copy),
+and the gate failed on an op "new" in B that was the same call. A kernel name row holds the
+activities of that name outside such groups; its status says whether each run ran the kernel
+at all (`matched_by` `name (rest)` where some of its activities are in a group's row). What has
+no partner appeared or vanished. Every level covers all GPU activities, so each level's `a_us`
+and `b_us` sum to the GPU time of run A and run B.
 """
 
 from __future__ import annotations
@@ -95,10 +102,16 @@ def _activities(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _signature(table: pd.DataFrame) -> np.ndarray:
-    """`op · cpu op · input shapes`; '' where no shapes were recorded (nothing to match on)."""
-    sep = SIGNATURE_SEPARATOR
-    text = (table["op_mapping"] + sep + table["cpu_op"] + sep + table["input_dims"]).to_numpy()
-    return np.where(table["input_dims"].to_numpy() != "", text, "")
+    """`cpu op · input shapes` of the call that launched each activity; '' where no shape was
+    recorded, nothing to match on: no input dims, no launching op, or dims without one dimension
+    (`[[],[]]` — PyTorch records a TensorList argument as `[]`, so every `aten::cat` call of any
+    size had one signature and all of a run's cats were compared as one call). The op label is
+    no part of it: it is given per kernel, and differs where the GPUs run different kinds of
+    kernels for one call (`copy_` for a copy kernel, `memcpy` for a DtoD copy)."""
+    dims = table["input_dims"]
+    recorded = dims.str.contains(r"\d", regex=True).to_numpy(bool) & (table["cpu_op"] != "").to_numpy(bool)
+    text = (table["cpu_op"] + SIGNATURE_SEPARATOR + dims).to_numpy()
+    return np.where(recorded, text, "")
 
 
 def _names_by_signature(signature: np.ndarray, names: np.ndarray) -> dict[str, frozenset[str]]:
@@ -107,23 +120,71 @@ def _names_by_signature(signature: np.ndarray, names: np.ndarray) -> dict[str, f
     return {sig: frozenset(group) for sig, group in pairs.groupby("sig")["name"]}
 
 
-def kernel_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
-    """For the rows of two `_activities` tables: the key each kernel is compared under, and how
-    each key that both runs have was matched (`name`, or `op+shapes`).
+def _heaviest(table: pd.DataFrame, signature: np.ndarray, mask: np.ndarray) -> pd.DataFrame:
+    """Per signature of the rows in `mask`: the op and category of its heaviest kernel (ties:
+    the first label in order), indexed by signature."""
+    rows = table.loc[mask, ["name", "op_mapping", "category", "us"]].assign(sig=signature[mask])
+    per_name = rows.groupby(["sig", "name", "op_mapping", "category"], sort=True)["us"].sum().reset_index()
+    per_name = per_name.sort_values(["sig", "us"], ascending=[True, False], kind="stable")
+    return per_name.drop_duplicates("sig").set_index("sig")[["op_mapping", "category"]]
+
+
+@dataclass
+class Matching:
+    """How the kernels of two `_activities` tables are compared (`match_kernels`)."""
+
+    key_a: np.ndarray  # the kernel-level key of each row of A: its name, or `op · cpu op · shapes`
+    key_b: np.ndarray
+    how: dict[str, str]  # per key both runs have: `name`, `name (rest)` or `op+shapes`
+    a: pd.DataFrame  # A's rows, op and category of regrouped calls those of the group (`_heaviest`)
+    b: pd.DataFrame
+
+
+def match_kernels(a: pd.DataFrame, b: pd.DataFrame) -> Matching:
+    """For the rows of two `_activities` tables: the key each kernel is compared under, how each
+    key that both runs have was matched, and the rows relabelled for the op and category levels.
 
     An op call at recorded shapes that both runs make, with other kernel names in A than in B,
-    is compared as one group keyed `op · cpu op · shapes`; every other kernel by its name."""
+    is compared as one group keyed `op · cpu op · shapes` (op: A's heaviest kernel's); every
+    other kernel by its name."""
     name_a, name_b = a["name"].to_numpy(), b["name"].to_numpy()
     sig_a, sig_b = _signature(a), _signature(b)
     names_a, names_b = _names_by_signature(sig_a, name_a), _names_by_signature(sig_b, name_b)
     regrouped = {sig for sig in names_a.keys() & names_b.keys() if names_a[sig] != names_b[sig]}
-    by_sig_a = np.array([s in regrouped for s in sig_a], dtype=bool)
-    by_sig_b = np.array([s in regrouped for s in sig_b], dtype=bool)
-    key_a = np.where(by_sig_a, sig_a, name_a)
-    key_b = np.where(by_sig_b, sig_b, name_b)
-    how = {str(k): "name" for k in set(key_a[~by_sig_a]) & set(key_b[~by_sig_b])}
-    how.update({sig: "op+shapes" for sig in regrouped})
-    return key_a, key_b, how
+    by_sig_a = pd.Series(sig_a).isin(regrouped).to_numpy(bool)
+    by_sig_b = pd.Series(sig_b).isin(regrouped).to_numpy(bool)
+    labels = _heaviest(a, sig_a, by_sig_a)  # every regrouped signature has rows in A
+    group_key = {sig: f"{op}{SIGNATURE_SEPARATOR}{sig}" for sig, op in labels["op_mapping"].items()}
+
+    def relabelled(table: pd.DataFrame, sig: np.ndarray, by_sig: np.ndarray) -> pd.DataFrame:
+        if not by_sig.any():
+            return table
+        table = table.copy()
+        for column in ("op_mapping", "category"):
+            values = table[column].to_numpy(object)
+            values[by_sig] = labels[column].reindex(sig[by_sig]).to_numpy(object)
+            table[column] = values.astype(str)
+        return table
+
+    key_a = np.where(by_sig_a, pd.Series(sig_a).map(group_key).to_numpy(object), name_a)
+    key_b = np.where(by_sig_b, pd.Series(sig_b).map(group_key).to_numpy(object), name_b)
+    # a name some of whose activities went into a group: its name row holds the rest
+    split = set(name_a[by_sig_a]) | set(name_b[by_sig_b])
+    ran_a, ran_b = set(name_a), set(name_b)
+    how = {
+        str(k): "name (rest)" if k in split else "name"
+        for k in (set(key_a[~by_sig_a]) | set(key_b[~by_sig_b]))
+        if k in ran_a and k in ran_b
+    }
+    how.update({group_key[sig]: "op+shapes" for sig in regrouped})
+    return Matching(key_a, key_b, how, relabelled(a, sig_a, by_sig_a), relabelled(b, sig_b, by_sig_b))
+
+
+def kernel_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
+    """The kernel-level keys of the rows of two `_activities` tables and how each key both runs
+    have was matched (`match_kernels`)."""
+    matching = match_kernels(a, b)
+    return matching.key_a, matching.key_b, matching.how
 
 
 def _level_keys(table: pd.DataFrame, level: str) -> np.ndarray:
@@ -170,7 +231,8 @@ def _folded(parts: list[pd.DataFrame]) -> pd.DataFrame:
 def diff_activities(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """The comparison table (COLUMNS) of two `_activities` tables."""
     parts = []
-    key_a, key_b, how = kernel_keys(a, b)
+    matching = match_kernels(a, b)
+    key_a, key_b, how = matching.key_a, matching.key_b, matching.how
     for level in LEVELS:
         if level == "kernel":
             table = _compare(key_a, a, key_b, b)
@@ -180,8 +242,13 @@ def diff_activities(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
             table["matched_by"] = [how.get(k, "") for k in keys]
             table["a_kernels"] = [names_a.get(k, "") for k in keys]
             table["b_kernels"] = [names_b.get(k, "") for k in keys]
-        else:
-            table = _compare(_level_keys(a, level), a, _level_keys(b, level), b)
+            # a name row is the kernel's activities outside op+shapes groups: whether it appeared
+            # or vanished is whether a run ran the kernel at all (A's sgemm regrouped with B's
+            # other kernel read "appeared in B" beside B's own sgemm calls)
+            matched = table["matched_by"] != ""
+            table["status"] = np.where(matched, "both", table["status"])
+        else:  # the op and category of a regrouped call: the group's (`match_kernels`)
+            table = _compare(_level_keys(matching.a, level), matching.a, _level_keys(matching.b, level), matching.b)
             table["matched_by"] = table["a_kernels"] = table["b_kernels"] = ""
         table["level"] = level
         parts.append(table.sort_values(["delta_us", "key"], ascending=[False, True], kind="stable"))
@@ -189,17 +256,25 @@ def diff_activities(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
 
 
 def side_of(run: Run, per_step: bool = False) -> Side:
-    """A run's side of a comparison, read one rank at a time (memory: one rank's kernels).
+    """A run's side of a comparison, read one rank at a time (memory: one rank's kernels), with
+    its window: its ranks, whole steps and the GPU time outside them.
 
     `per_step`: each rank's GPU time inside its profiler steps divided by its step count, summed
     over ranks — one step's time — where a rank recording no steps is refused."""
     said = run.summary.get("warnings")
     warnings = [str(w) for w in said if isinstance(w, str)] if isinstance(said, list) else []
     window = window_of(run.summary, len(run.ranks) or 1)
-    if not per_step:
-        parts = [_activities(run.kernels(rank)) for rank in run.ranks] or [_activities(run.kernels())]
-        return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
     steps = steps_by_rank(run.summary)
+    if not per_step:  # totals: the time outside the whole steps is said (a cut-short last step's too)
+        parts, outside = [], 0.0
+        for rank in run.ranks or [None]:
+            kernels = run.kernels(rank)
+            parts.append(_activities(kernels))
+            if window.steps is not None:
+                kept = set().union(*steps.values()) if rank is None else steps.get(rank, set())
+                outside += float(kernels.loc[~kernels["step"].isin(kept).to_numpy(bool), "dur_us"].sum())
+        window = replace(window, outside_steps_us=outside)
+        return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
     parts, outside = [], 0.0
     for rank in run.ranks or [None]:
         kept = set().union(*steps.values()) if rank is None else steps.get(rank, set())
@@ -248,6 +323,34 @@ def window_of(summary: dict[str, Any], ranks: int) -> Window:
     traces = [t for t in summary.get("traces") or [] if isinstance(t, dict)]
     counts = [len(whole) for whole in map(_whole_steps, traces) if whole is not None]
     return Window(ranks=ranks, steps=max(counts) if counts and max(counts) > 0 else None)
+
+
+TABLE_SUFFIXES = (".csv", ".parquet", ".json")
+
+
+def write_table(table: pd.DataFrame, path: str | Path) -> Path:
+    """`atlas diff -o FILE`: the comparison table as FILE's suffix says (TABLE_SUFFIXES) — CSV
+    (`write_csv`), Parquet, or JSON (a list of rows, `ratio` null where A has none); whole or not
+    at all. (`-o d.parquet` had written CSV text under that name.)"""
+    import json
+
+    from kernel_atlas.core import safe_files
+    from kernel_atlas.store.outputs import write_csv
+
+    suffix = Path(path).suffix.lower()
+    if suffix == ".csv":
+        return write_csv(table, path)
+    if suffix == ".parquet":
+        with safe_files.atomic_file(path, "wb") as handle:
+            table.to_parquet(handle, index=False)
+        return Path(path)
+    if suffix == ".json":
+        rows = table.astype(object).where(table.notna(), None).to_dict(orient="records")
+        with safe_files.atomic_file(path, "w") as handle:
+            json.dump(rows, handle, indent=1, ensure_ascii=False)
+            handle.write("\n")
+        return Path(path)
+    raise AtlasError(path, f"name a {', '.join(TABLE_SUFFIXES[:-1])} or {TABLE_SUFFIXES[-1]} file")
 
 
 def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:

@@ -8,12 +8,15 @@ time (1 % by default), so that a 3 µs kernel doubling never fails a build. An o
 that appears in B above that size counts as a regression (its rise over A's zero is unbounded).
 
 A rise of exactly `pct` is no regression: the rise is compared with `pct` % of A's time within
-float rounding (100 µs → 115 µs at `--fail-above 15` had failed: 100 · 1.15 = 114.99999999999999).
+float rounding (100 µs → 115 µs at `--fail-above 15` had failed: 100 · 1.15 = 114.99999999999999);
+likewise a row of exactly `min_share` of A's time is judged (0.07 · 100 µs = 7.000000000000001
+had left a 7 µs row out).
 
 Comparability says whether such a verdict means anything: the same GPU on both sides (unknown
 where a run records none), the share of GPU time (A and B together) in ops and in kernels that
-both runs have, and what each run's times are totals over — its ranks and profiler steps: 3
-steps against 6 of the same program doubled every time.
+both runs have (none where neither run has GPU time), and what each run's times are totals over —
+its ranks, whole profiler steps and the GPU time outside them: 3 steps against 6 of the same
+program doubled every time, and a cut-short 4th step added its time to B's total unsaid.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from kernel_atlas.classify.taxonomy import UNKNOWN_OP
 
 GATED_LEVELS = ("category", "op_mapping")
 MIN_SHARE = 0.01
@@ -34,24 +39,33 @@ class Regression:
     key: str
     a_us: float
     b_us: float
+    appeared: bool = False  # A ran nothing in it ("new"), not: A's activities in it took 0 µs
 
     @property
     def pct(self) -> float | None:
-        """The rise in percent of A's time; None where A had none (appeared)."""
+        """The rise in percent of A's time; None where A had none (appeared, or 0 µs)."""
         return 100.0 * (self.b_us - self.a_us) / self.a_us if self.a_us > 0 else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"level": self.level, "key": self.key, "a_us": self.a_us, "b_us": self.b_us, "pct": self.pct}
+        return {
+            "level": self.level,
+            "key": self.key,
+            "a_us": self.a_us,
+            "b_us": self.b_us,
+            "pct": self.pct,
+            "appeared": self.appeared,
+        }
 
 
 @dataclass(frozen=True)
 class Window:
-    """What a run's times are totals over: its ranks and profiler steps (None: none recorded)."""
+    """What a run's times are totals over: its ranks and whole profiler steps (None: none
+    recorded), and the GPU time outside those steps (in its totals; with per_step, left out)."""
 
     ranks: int = 1
     steps: int | None = None
     per_step: bool = False  # times divided by each rank's steps, kernels outside every step left out
-    outside_steps_us: float = 0.0  # with per_step: the GPU time left out
+    outside_steps_us: float = 0.0  # GPU time outside the whole steps: a cut-short last step, warm-up
 
 
 @dataclass(frozen=True)
@@ -59,26 +73,32 @@ class Comparability:
     same_device: bool | None  # None: a run records no GPU
     a_gpus: list[str]
     b_gpus: list[str]
-    ops_matched_share: float  # GPU time (A + B) in ops both runs have / all GPU time (A + B)
-    kernels_matched_share: float  # the same for kernels (by name, or op+shapes)
+    ops_matched_share: float | None  # GPU time (A + B) in ops both runs have / all (None: no GPU time)
+    kernels_matched_share: float | None  # the same for kernels (by name, or op+shapes)
     a_window: Window | None = None
     b_window: Window | None = None
 
     @property
     def same_window(self) -> bool | None:
-        """Whether both runs' times are totals over as many ranks and steps (None: not known)."""
+        """Whether both runs' times are totals over as many ranks and whole steps, with as much
+        GPU time outside those steps (per step: as many ranks); None where not known — a run
+        records no profiler steps (3 steps against 6 unmarked iterations were "the same")."""
         a, b = self.a_window, self.b_window
         if a is None or b is None:
             return None
-        steps_known = a.steps is not None and b.steps is not None
-        steps_apart = steps_known and a.steps != b.steps and not (a.per_step and b.per_step)
-        return a.ranks == b.ranks and not steps_apart
+        if a.ranks != b.ranks:
+            return False
+        if a.per_step and b.per_step:  # one step of each; what lies outside is left out (and said)
+            return True
+        if a.steps is None or b.steps is None:
+            return None
+        return a.steps == b.steps and bool(np.isclose(a.outside_steps_us, b.outside_steps_us, rtol=1e-9, atol=0.0))
 
     def to_json(self) -> dict[str, Any]:
         windows = {
             f"{side}_{key}": getattr(window, key) if window is not None else None
             for side, window in (("a", self.a_window), ("b", self.b_window))
-            for key in ("ranks", "steps")
+            for key in ("ranks", "steps", "outside_steps_us")
         }
         per_step = bool(self.a_window and self.a_window.per_step and self.b_window and self.b_window.per_step)
         return {
@@ -118,11 +138,11 @@ class Verdict:
         }
 
 
-def _matched_share(rows: pd.DataFrame) -> float:
-    """Share of A + B time in rows that both runs have."""
+def _matched_share(rows: pd.DataFrame) -> float | None:
+    """Share of A + B time in rows that both runs have; None where neither has any (0/0)."""
     total = float(rows["a_us"].sum() + rows["b_us"].sum())
     if total <= 0:
-        return 1.0
+        return None
     both = rows[rows["status"] == "both"]
     return float(both["a_us"].sum() + both["b_us"].sum()) / total
 
@@ -136,7 +156,10 @@ def comparability(
 ) -> Comparability:
     """How comparable two runs are, from a diff table (analysis of `atlas diff`, COLUMNS)."""
     ops = table[table["level"] == "op_mapping"]
-    ops = ops[ops["key"] != "(none)"]  # activities without an op label match nothing by op
+    # activities without an op label match nothing by op — unattributed ones are labelled
+    # `unknown` (two unrelated custom kernels were "an op both runs have"): their time is in
+    # the whole, never in the part both runs have
+    ops = ops.assign(status=ops["status"].where(~ops["key"].isin(["(none)", UNKNOWN_OP]), "unlabelled"))
     kernels = table[table["level"] == "kernel"]
     return Comparability(
         same_device=sorted(a_gpus) == sorted(b_gpus) if a_gpus and b_gpus else None,
@@ -162,17 +185,24 @@ def regressions(
     table: pd.DataFrame, total_a_us: float, total_b_us: float, pct: float, min_share: float
 ) -> list[Regression]:
     """Total, categories and ops of B above A by more than `pct` % of A's time, largest rise
-    first; rows below `min_share` of A's GPU time on both sides are not judged."""
+    first; rows below `min_share` of A's GPU time on both sides are not judged (one of exactly
+    `min_share` is, within float rounding)."""
     found: list[Regression] = []
     if bool(_rises(total_a_us, total_b_us, pct)) and total_b_us > 0:
-        found.append(Regression("total", "GPU time", total_a_us, total_b_us))
+        status = table.loc[table["level"] == "category", "status"]
+        nothing_in_a = bool(len(status)) and bool((status == "appeared").all())
+        found.append(Regression("total", "GPU time", total_a_us, total_b_us, nothing_in_a))
     floor = min_share * total_a_us
     rows = table[table["level"].isin(GATED_LEVELS)]
     a_us, b_us = rows["a_us"].to_numpy(float), rows["b_us"].to_numpy(float)
-    big = np.maximum(a_us, b_us) >= floor
+    largest = np.maximum(a_us, b_us)
+    big = (largest >= floor) | np.isclose(largest, floor, rtol=1e-9, atol=0.0)
     hit = rows[big & _rises(a_us, b_us, pct) & (b_us > 0)]
     hit = hit.assign(_rise=hit["b_us"] - hit["a_us"]).sort_values(["_rise", "key"], ascending=[False, True])
-    found.extend(Regression(str(r.level), str(r.key), float(r.a_us), float(r.b_us)) for r in hit.itertuples())
+    found.extend(
+        Regression(str(r.level), str(r.key), float(r.a_us), float(r.b_us), r.status == "appeared")
+        for r in hit.itertuples()
+    )
     return found
 
 

@@ -3,6 +3,7 @@ comment — the verdict, how comparable the runs are, the total and the largest 
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -27,10 +28,25 @@ def _cell(text: object) -> str:
     return _PUNCTUATION.sub(r"\\\1", plain(text))
 
 
-def _pct(a_us: float, b_us: float) -> str:
+def _pct(a_us: float, b_us: float, in_a: bool | None = None, in_b: bool | None = None) -> str:
+    """The change in percent of A; `new` / `gone` where a run has no activity in the row (`in_a`,
+    `in_b`: by presence, not time — a row A ran at 0 µs is no "new" one; not given: by time)."""
+    if in_a is None:
+        in_a = a_us > 0
+    if in_b is None:
+        in_b = in_a or b_us > 0
+    if not in_a:
+        return "new" if in_b else "–"
+    if not in_b:
+        return "gone"
     if a_us > 0:  # the minus sign of every signed number here (`fmt_signed_us`)
         return f"{100.0 * (b_us - a_us) / a_us:+.1f} %".replace("-", "−")
-    return "new" if b_us > 0 else "–"  # no time on either side: no change to put in percent
+    return "–"  # A ran it in 0 µs: no change to put in percent
+
+
+def _present_us(us: float, count: int) -> str:
+    """A run's time in a row; `–` where it has no activity there (as the terminal)."""
+    return fmt_us(us) if count else "–"
 
 
 def _device(comp: Comparability) -> str:
@@ -45,60 +61,99 @@ def _device(comp: Comparability) -> str:
 
 
 def _window(comp: Comparability) -> str:
-    """What the runs' times are: per step (and what that left out), or — where they differ —
-    totals over each run's window (nothing where the same or unknown)."""
+    """What the runs' times are: per step (and what that left out; ranks where they differ), or
+    totals over each run's window — said where the windows differ (ranks, whole steps, GPU time
+    outside them: a cut-short last step) or cannot be told (a run records no profiler steps)."""
     a, b = comp.a_window, comp.b_window
-    if a is not None and b is not None and a.per_step and b.per_step:
+    if a is None or b is None:
+        return ""
+    ranks = (
+        f"A {counted(a.ranks, 'rank', 'ranks')}, B {counted(b.ranks, 'rank', 'ranks')}" if a.ranks != b.ranks else ""
+    )
+    if a.per_step and b.per_step:
         left = f"outside steps, left out: A {fmt_us(a.outside_steps_us)}, B {fmt_us(b.outside_steps_us)}"
         steps = f"A {counted(a.steps or 0, 'step', 'steps')}, B {counted(b.steps or 0, 'step', 'steps')}"
-        return f"; times per profiler step ({steps}; {left})"
-    if comp.same_window is not False or a is None or b is None:
+        together = f"; {ranks}: one step is its ranks' time together" if ranks else ""
+        return f"; times per profiler step ({steps}; {left}){together}"
+    parts = [ranks] if ranks else []
+    steps_apart = False  # what --per-step would put right: other step counts, other time outside them
+    if a.steps is None or b.steps is None:
+        if not ranks:  # (other rank counts already say the windows differ)
+            unstepped = "neither run" if a.steps == b.steps else "A" if a.steps is None else "B"
+            parts.append(f"{unstepped} records no profiler steps")
+    else:
+        steps_apart = a.steps != b.steps or not math.isclose(a.outside_steps_us, b.outside_steps_us, rel_tol=1e-9)
+        if a.steps != b.steps:
+            parts.append(f"A {counted(a.steps, 'step', 'steps')}, B {counted(b.steps, 'step', 'steps')}")
+        if not math.isclose(a.outside_steps_us, b.outside_steps_us, rel_tol=1e-9):
+            parts += [
+                f"{tag} {fmt_us(w.outside_steps_us)} outside its {counted(w.steps or 0, 'whole step', 'whole steps')}"
+                for tag, w in (("A", a), ("B", b))
+                if w.outside_steps_us > 0
+            ]
+    if not parts:
         return ""
-    parts = []
-    if a.ranks != b.ranks:
-        parts.append(f"A {counted(a.ranks, 'rank', 'ranks')}, B {counted(b.ranks, 'rank', 'ranks')}")
-    if a.steps is not None and b.steps is not None and a.steps != b.steps:
-        parts.append(f"A {counted(a.steps, 'step', 'steps')}, B {counted(b.steps, 'step', 'steps')}")
-    hint = " (--per-step compares one step of each)" if a.steps and b.steps and a.steps != b.steps else ""
+    if comp.same_window is None:
+        return f"; {', '.join(parts)}: windows unknown, times are totals"
+    hint = " (--per-step compares one step of each)" if steps_apart and a.steps and b.steps else ""
     return f"; {', '.join(parts)}: times are totals over each run's window{hint}"
 
 
+def _share(share: float | None) -> str:
+    return f"{100 * share:.1f} %" if share is not None else "–"
+
+
 def comparability_line(comp: Comparability) -> str:
-    return (
-        f"{_device(comp)}; {100 * comp.ops_matched_share:.1f} % of GPU time in ops both runs have, "
-        f"{100 * comp.kernels_matched_share:.1f} % in kernels both runs have{_window(comp)}"
-    )
+    if comp.ops_matched_share is None and comp.kernels_matched_share is None:  # 0/0: no share to give
+        shares = "no GPU time in either run"
+    else:
+        shares = (
+            f"{_share(comp.ops_matched_share)} of GPU time in ops both runs have, "
+            f"{_share(comp.kernels_matched_share)} in kernels both runs have"
+        )
+    return f"{_device(comp)}; {shares}{_window(comp)}"
 
 
 _LEVEL_NAMES = {"category": "category", "op_mapping": "op"}
+
+
+def _rise(regression: Any) -> str:
+    """How a judged row rose: in percent, `new` (A ran nothing in it) or from A's 0 µs."""
+    if regression.appeared or regression.a_us > 0:
+        return _pct(regression.a_us, regression.b_us, not regression.appeared)
+    return f"{fmt_us(regression.a_us)} → {fmt_us(regression.b_us)}"
 
 
 def verdict_line(verdict: Verdict) -> str:
     if not verdict.failed:
         return f"PASS: nothing regressed by more than {verdict.fail_above_pct:g} %"
     names = ", ".join(
-        f"{_LEVEL_NAMES[r.level] + ' ' if r.level in _LEVEL_NAMES else ''}{r.key} ({_pct(r.a_us, r.b_us)})"
+        f"{_LEVEL_NAMES[r.level] + ' ' if r.level in _LEVEL_NAMES else ''}{r.key} ({_rise(r)})"
         for r in verdict.regressions
     )
     return f"FAIL: regressed by more than {verdict.fail_above_pct:g} %: {names}"
 
 
 def _rows(diff: Any, level: str, top: int | None) -> list[Any]:
+    """Every category in the table's order (largest regression first), or the `top` ops of the
+    largest change either way — as the terminal orders them."""
     table = diff.level(level)
+    if top is None:
+        return list(table.itertuples(index=False))
     order = table["delta_us"].abs().sort_values(ascending=False, kind="stable").index
-    table = table.loc[order]
-    return list((table if top is None else table.head(top)).itertuples(index=False))
+    return list(table.loc[order].head(top).itertuples(index=False))
 
 
 def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int = 10) -> str:
     a, b = diff.a, diff.b
+    change = _pct(a.gpu_time_us, b.gpu_time_us, a.count > 0, b.count > 0)
     lines = ["## Kernel Atlas diff", ""]
     if verdict is not None:
         lines += [f"**{_cell(verdict_line(verdict))}**", ""]
     lines += [
         f"- A: {_cell(a.label)} on {_cell(', '.join(a.gpus) or 'unknown GPU')}: GPU time {fmt_us(a.gpu_time_us)}",
         f"- B: {_cell(b.label)} on {_cell(', '.join(b.gpus) or 'unknown GPU')}: GPU time {fmt_us(b.gpu_time_us)}",
-        f"- B − A: {fmt_signed_us(b.gpu_time_us - a.gpu_time_us)} ({_pct(a.gpu_time_us, b.gpu_time_us)})",
+        f"- B − A: {fmt_signed_us(b.gpu_time_us - a.gpu_time_us)} ({change})",
         f"- Comparability: {_cell(comparability_line(comp))}",
         "",
     ]
@@ -106,8 +161,8 @@ def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int =
         lines += [f"### {title}", "", "| key | A | B | B − A | change |", "|---|---:|---:|---:|---:|"]
         for row in _rows(diff, level, None if level == "category" else top):  # every category, as the terminal
             lines.append(
-                f"| {_cell(row.key)} | {fmt_us(row.a_us)} | {fmt_us(row.b_us)} | "
-                f"{fmt_signed_us(row.delta_us)} | {_pct(row.a_us, row.b_us)} |"
+                f"| {_cell(row.key)} | {_present_us(row.a_us, row.a_count)} | {_present_us(row.b_us, row.b_count)} | "
+                f"{fmt_signed_us(row.delta_us)} | {_pct(row.a_us, row.b_us, row.a_count > 0, row.b_count > 0)} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -787,8 +787,17 @@ DIFF_TABLE_COLUMNS = [
     TableColumn("b", "B", numeric=True),
     TableColumn("delta", "Δ (B − A)", numeric=True),
     TableColumn("ratio", "B / A", numeric=True),
-    TableColumn("calls", "calls A→B", wrap=False),
-    TableColumn("status", "status", title="both, appeared (B only) or vanished (A only)", wrap=False),
+    # GPU activities, not op calls: one addmm call is 1 kernel on one GPU, 2 (sgemm + epilogue) on another
+    TableColumn(
+        "calls", "activities A→B", title="GPU activities (kernels, copies, sets) in A and B, not op calls", wrap=False
+    ),
+    TableColumn(
+        "status",
+        "status",
+        title="both, appeared (B only) or vanished (A only): whether each run ran it — a kernel name's row holds "
+        "its activities outside op+shapes groups",
+        wrap=False,
+    ),
     TableColumn("matched", "matched by", wrap=False),
 ]
 
