@@ -9,13 +9,14 @@ Input: the allocator events of one trace in time order (`ingest.memory.memory_ev
   row with `alloc_ts_us` null, counted apart (`pre_window_frees`);
 * baseline = what was allocated before the device's first event: the first `total_allocated` − the
   `bytes` of every event up to it (none where that is below zero or a size in it is unknown);
-* the peak is the first event with the device's largest `total_allocated` (`total_reserved` apart),
-  or the baseline, held from the window's start, where that is higher; live at the peak:
+* the level after each event is its `total_allocated`, worked out from the sizes where it records
+  none (`_levels`); the peak is the first event with the device's largest level (`total_reserved`
+  apart), or the baseline, held from the window's start, where that is higher; live at the peak:
   allocations made at or before that event and freed after it (or never). Then
   peak = baseline − pre-window frees up to the peak + live at the peak, whenever the trace's totals
   are the running sum of its events (`unexplained_bytes` says by how much they are not; each event
   whose total moved by other than its `bytes` is counted, `inconsistent_events`);
-* before any of it (`prepare_events`): an exact repeat of an event is read once, and an event whose
+* before any of it (`prepare_events`): an exact repeat of the event before it is read once, and an event whose
   `Bytes` could not be read (`events.UNKNOWN_BYTES`) takes its size from the totals or from its
   address's other events, else stays out of pairing and sums — each counted.
 
@@ -66,7 +67,8 @@ def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
     block's allocation and its free they had split the pair: the allocation never freed, the free a
     block from before the window), nor a free that closes no allocation (a second free, a size no
     block there had: `device_summary` counts them); a free counts as before the window only as its
-    address's first event."""
+    address's first event, or the first of its size there with only events of its time before it
+    (an allocation at the address written before the free that made it available)."""
     nbytes = events["bytes"].to_numpy()
     address = events["addr"].to_numpy()
     seq = np.flatnonzero((address >= 0) & (nbytes != 0) & (nbytes != UNKNOWN_BYTES))
@@ -85,12 +87,16 @@ def pair_allocations(events: pd.DataFrame) -> pd.DataFrame:
     # its address's first event on its device (of any size): the least row number of the address
     starts = np.flatnonzero(np.r_[True, ~same_addr]) if len(order) else np.empty(0, np.int64)
     first_row = np.minimum.reduceat(order, starts) if len(order) else order
-    first = order == np.repeat(first_row, np.diff(np.r_[starts, len(order)]))
+    first_row = np.repeat(first_row, np.diff(np.r_[starts, len(order)]))
+    ts = events["ts_us"].to_numpy()
+    # or the first of its size there, with only events of its own time before it: the reuse of the
+    # block it freed, written first (its totals put it first; the allocator cannot have)
+    first_of_size = np.r_[True, ~(same_addr & (np.abs(b[1:]) == np.abs(b[:-1])))]
+    first = (order == first_row) | (first_of_size & (ts[order] == ts[first_row]))
     early = np.flatnonzero(is_free & ~matched_free & first)  # frees of blocks allocated before the window
     alloc_event = np.r_[order[allocs], np.full(len(early), -1)]
     free_event = np.r_[free_event, order[early]]
     rows = np.r_[order[allocs], order[early]]
-    ts = events["ts_us"].to_numpy()
     frame = pd.DataFrame(
         {
             "addr": addr[np.r_[allocs, early]],
@@ -121,27 +127,26 @@ _REPEAT_KEY = (
 
 
 def _repeats(events: pd.DataFrame) -> np.ndarray:
-    """Whether each event repeats an earlier one exactly (`_REPEAT_KEY`). Only events with an
-    address or a total can be told apart from another of their time (two allocations of one size
-    in one microsecond, written without either — PyTorch 1.9 — are two); only events sharing their
-    time with a neighbour are looked at (the events are in time order): none, in most traces."""
-    ts = events["ts_us"].to_numpy()
-    tied = np.zeros(len(ts), dtype=bool)
-    if len(ts) > 1:
-        equal = ts[1:] == ts[:-1]
-        tied[1:] |= equal
-        tied[:-1] |= equal
-    tied &= (events["addr"].to_numpy() >= 0) | (events["total_allocated"].to_numpy() >= 0)
-    candidates = np.flatnonzero(tied)
-    repeat = np.zeros(len(ts), dtype=bool)
-    if len(candidates) > 1:
-        keys = {}
-        for column in _REPEAT_KEY:
-            if column in events:
-                values = events[column]
-                codes = values.cat.codes if isinstance(values.dtype, pd.CategoricalDtype) else values
-                keys[column] = codes.to_numpy()[candidates]
-        repeat[candidates] = pd.DataFrame(keys).duplicated(keep="first").to_numpy()
+    """Whether each event repeats the event just before it on its device exactly (`_REPEAT_KEY`):
+    a copy written twice follows its original. One equal to an earlier event with others between
+    is another event — a block freed and allocated again within one µs is written alike twice,
+    with the free between (ingest puts events of one time in the order their totals require).
+    Only events with an address or a total can be told apart from another of their time (two
+    allocations of one size in one microsecond, written without either — PyTorch 1.9 — are two)."""
+    codes = events["device"].cat.codes.to_numpy()
+    seq = np.argsort(codes, kind="stable")  # each device's events in row (time) order
+    repeat = np.zeros(len(seq), dtype=bool)
+    if len(seq) < 2:
+        return repeat
+    ts = events["ts_us"].to_numpy()[seq]
+    alike = (codes[seq][1:] == codes[seq][:-1]) & (ts[1:] == ts[:-1])  # few events share a time: the rest is cheap
+    for column in _REPEAT_KEY:
+        if column in events and alike.any():
+            values = events[column]
+            values = (values.cat.codes if isinstance(values.dtype, pd.CategoricalDtype) else values).to_numpy()[seq]
+            alike &= values[1:] == values[:-1]
+    told = (events["addr"].to_numpy() >= 0) | (events["total_allocated"].to_numpy() >= 0)
+    repeat[seq[1:]] = alike & told[seq[1:]]
     return repeat
 
 
@@ -271,19 +276,39 @@ def _slack(ts: np.ndarray, reserved: np.ndarray, allocated: np.ndarray, peak: in
     }
 
 
-def _level_before(allocated: np.ndarray, nbytes: np.ndarray, unknown: np.ndarray, baseline: int | None) -> np.ndarray:
-    """What the device held just before each event (-1: not known): the total after the event
-    before it; at the first event the baseline; where the event before records no total, the
-    event's own total less its size."""
-    before = np.r_[-1 if baseline is None else baseline, allocated[:-1]].astype(np.int64)
-    own = (before < 0) & (allocated >= 0) & ~unknown
-    before[own] = allocated[own] - nbytes[own]
+def _levels(allocated: np.ndarray, nbytes: np.ndarray, unknown: np.ndarray) -> np.ndarray:
+    """What the device held after each event (-1: not known): its `Total Allocated`; where it
+    records none, the last total before it plus the sizes since — before the first total, that
+    total less the sizes after the event up to it — unless a size between cannot be read. A
+    device whose events all record a total: its totals. (A total left out of some events had hidden
+    a peak between two recorded ones: 1300 said for 1600.)"""
+    has = allocated >= 0
+    if has.all() or not has.any():
+        return allocated.astype(np.int64)
+    ran, unread = np.cumsum(nbytes), np.cumsum(unknown)
+    n = np.arange(len(has))
+    last = np.maximum.accumulate(np.where(has, n, -1))  # the last event with a total, at or before
+    at = np.maximum(last, 0)
+    first = int(np.flatnonzero(has)[0])
+    level = np.where(last >= 0, allocated[at] + ran - ran[at], allocated[first] - (ran[first] - ran))
+    known = np.where(last >= 0, unread == unread[at], unread[first] == unread)
+    return np.where(has, allocated, np.where(known & (level >= 0), level, -1)).astype(np.int64)
+
+
+def _level_before(level: np.ndarray, nbytes: np.ndarray, unknown: np.ndarray, baseline: int | None) -> np.ndarray:
+    """What the device held just before each event (-1: not known): the level after the event
+    before it (`_levels`); at the first event the baseline; where that is not known, the event's
+    own level less its size."""
+    before = np.r_[-1 if baseline is None else baseline, level[:-1]].astype(np.int64)
+    own = (before < 0) & (level >= 0) & ~unknown
+    before[own] = level[own] - nbytes[own]
     return np.where(before >= 0, before, -1)
 
 
 def _step_peaks(steps: np.ndarray, ts: np.ndarray, allocated: np.ndarray, before: np.ndarray) -> list[dict[str, Any]]:
-    """Per step, the largest of the totals after its events and of the level carried into it (held
-    from the step's start until its first event: then the peak's time is that event's)."""
+    """Per step, the largest of the levels after its events (`allocated`: `_levels`) and of the
+    level carried into it (held from the step's start until its first event: then the peak's time
+    is that event's)."""
     ok = steps >= 0
     if not ok.any():
         return []
@@ -349,10 +374,14 @@ def device_summary(
     never = mine[(mine["alloc_event"] >= 0) & (mine["free_event"] < 0)]
     if has_addr.any():
         entry["pre_window_frees"] = {"blocks": len(early), "bytes": int(early["bytes"].sum())}
+        # frees written without an address among events with one: any of them may have freed a
+        # block counted here (never_freed is then an upper bound)
+        blind = (nbytes < 0) & ~has_addr
         entry["never_freed"] = {
             "blocks": len(never),
             "bytes": int(never["bytes"].sum()),
             "largest": _allocation_records(never),
+            "frees_without_address": {"events": int(blind.sum()), "bytes": int(-nbytes[blind].sum())},
         }
         # frees that closed nothing: every free with an address less those that closed a block
         entry["unmatched_frees"] = int(((nbytes < 0) & has_addr).sum() - (mine["free_event"] >= 0).sum())
@@ -370,12 +399,15 @@ def device_summary(
         entry["note"] = "no Total Allocated in these events: only the change from the window's start is known"
         return entry
     baseline, baseline_note = _baseline(allocated, nbytes, unknown)
-    # each event whose total moved by other than its size, where it and the event before record totals
-    both = (allocated[1:] >= 0) & (allocated[:-1] >= 0) & ~unknown[1:]
-    inconsistent = int(np.count_nonzero(both & (np.diff(allocated) != nbytes[1:])))
-    peak = int(with_total[np.argmax(allocated[with_total])])
-    at_start = bool(baseline is not None and baseline > allocated[peak])  # held from the window's start
-    peak_bytes = int(baseline) if at_start and baseline is not None else int(allocated[peak])
+    level = _levels(allocated, nbytes, unknown)  # the totals, worked out where not recorded
+    # each event whose total moved by other than its size, where it records one and the level
+    # before it is known (recorded, or the last total plus the sizes since: events lost in a gap)
+    both = (allocated[1:] >= 0) & (level[:-1] >= 0) & ~unknown[1:]
+    inconsistent = int(np.count_nonzero(both & (allocated[1:] - level[:-1] != nbytes[1:])))
+    with_level = np.flatnonzero(level >= 0)
+    peak = int(with_level[np.argmax(level[with_level])])
+    at_start = bool(baseline is not None and baseline > level[peak])  # held from the window's start
+    peak_bytes = int(baseline) if at_start and baseline is not None else int(level[peak])
     shown = 0 if at_start else peak  # the event whose time and step the peak takes
     event_at_peak = -1 if at_start else rows[peak]  # -1: before every event, nothing of the window live
     live = mine[(mine["alloc_event"] >= 0) & (mine["alloc_event"] <= event_at_peak)]
@@ -413,7 +445,11 @@ def device_summary(
         },
         largest_at_peak=_allocation_records(live),
         slack=_slack(ts, np.where(has_reserved, reserved, -1), allocated, -1 if at_start else peak),
-        steps=_step_peaks(ev["step"].to_numpy(), ts, allocated, _level_before(allocated, nbytes, unknown, baseline)),
+        steps=_step_peaks(ev["step"].to_numpy(), ts, level, _level_before(level, nbytes, unknown, baseline)),
+        # the peak at an event that records no total (worked out: `_levels`); events with no total
+        # whose level cannot be worked out (an unreadable size between, or below zero), where it may lie
+        peak_worked_out=bool(not at_start and allocated[peak] < 0),
+        events_without_level=int(np.count_nonzero(level < 0)),
     )
     return entry
 
@@ -582,12 +618,42 @@ def memory_warnings(entries: list[dict[str, Any]], left_out: int = 0, oversized:
             f"{left_out:,} more devices have memory events: only the {MAX_MEMORY_DEVICES} of each trace with the "
             "highest allocated peak are analysed (memory.parquet holds every allocation)"
         )
-    unpaired = sum(e["unpaired_events"] for e in entries)
-    if unpaired:
-        lines.append(f"{unpaired:,} memory events carry no address (PyTorch < 1.10?): not paired into allocations")
+    # no address on a device: PyTorch 1.9; some only: events damaged or written by another writer
+    unaddressed = [e for e in entries if e["unpaired_events"] and e.get("never_freed") is None]
+    if unaddressed:
+        lines.append(
+            f"{_count(unaddressed, 'unpaired_events'):,} memory events carry no address (PyTorch < 1.10?): "
+            "not paired into allocations"
+        )
+    partly = [e for e in entries if e["unpaired_events"] and e.get("never_freed") is not None]
+    if partly:
+        blind = [e for e in partly if e["never_freed"]["frees_without_address"]["events"]]
+        said = (
+            f"; {_count([e['never_freed']['frees_without_address'] for e in blind], 'events'):,} of them are frees "
+            f"that may have freed blocks counted as never freed on {_on(blind)}"
+            if blind
+            else ""
+        )
+        lines.append(
+            f"{_count(partly, 'unpaired_events'):,} memory events on {_on(partly)} carry no address where the "
+            f"device's other events do (damaged events?): not paired into allocations{said}"
+        )
     no_total = [e["device"] for e in entries if e.get("peak_allocated_bytes") is None]
     if no_total:
         lines.append(f"no Total Allocated on {', '.join(no_total)}: only the change from the window's start is known")
+    worked = [e for e in entries if e.get("peak_worked_out")]
+    if worked:
+        lines.append(
+            f"the peak of {_on(worked)} lies at an event that records no Total Allocated: worked out as the "
+            "last total plus the sizes since"
+        )
+    blind = [e for e in entries if e.get("events_without_level")]
+    if blind:
+        lines.append(
+            f"{_count(blind, 'events_without_level'):,} memory events on {_on(blind)} record no Total Allocated "
+            "whose level cannot be worked out (a size that cannot be read, or totals below the sizes): the peak "
+            "may lie at one of them"
+        )
     repeats = _count(entries, "duplicate_events")
     if repeats:
         lines.append(
@@ -645,21 +711,27 @@ def live_by_module(
 ) -> pd.DataFrame:
     """Bytes live after each event of `device` per holder — the `top` modules at the peak, the
     others together, what was allocated before the window — for the events within `half_window`
-    of the peak (all of them when fewer). Rows sum to `total_allocated` where the totals are the
-    running sum of the events. Columns: `ts_us`, `total_allocated`, `total_reserved`, the holders.
-    `events` as `prepare_events` makes them."""
+    of the peak (all of them when fewer). Where the peak is the level held before the first event
+    (`peak_at_start`), a first row at the first event's time holds it: the baseline, nothing of the
+    window live. Rows sum to `total_allocated` where the totals are the running sum of the events.
+    Columns: `ts_us`, `total_allocated`, `total_reserved` (-1: not recorded), the holders.
+    `events` as `prepare_events` makes them; the peak is `device_summary`'s."""
     rows = np.flatnonzero((events["device"] == device).to_numpy() & ~events[REPEAT].to_numpy(bool))
     allocated = events["total_allocated"].to_numpy()[rows]
     if len(rows) == 0 or (allocated < 0).all():
         return pd.DataFrame()
     unknown = events[SIZE_UNKNOWN].to_numpy(bool)[rows]
     sizes = events["bytes"].to_numpy()[rows]  # an unknown size is 0 (`prepare_events`)
-    peak = int(np.argmax(allocated))
+    baseline = _baseline(allocated, sizes, unknown)[0]  # as device_summary's (none where unknown)
+    level = _levels(allocated, sizes, unknown)
+    peak = int(np.argmax(level))
+    at_start = baseline is not None and baseline > level[peak]
     lo, hi = max(peak - half_window, 0), min(peak + half_window + 1, len(rows))
     mine = allocations[(allocations["device"] == device).to_numpy()]
     modules = mine["module"].astype(object).fillna(NO_MODULE).to_numpy()
-    live_at_peak = (mine["alloc_event"] >= 0) & (mine["alloc_event"] <= rows[peak])
-    live_at_peak &= (mine["free_event"] < 0) | (mine["free_event"] > rows[peak])
+    event_at_peak = -1 if at_start else rows[peak]  # -1: before every event, nothing of the window live
+    live_at_peak = (mine["alloc_event"] >= 0) & (mine["alloc_event"] <= event_at_peak)
+    live_at_peak &= (mine["free_event"] < 0) | (mine["free_event"] > event_at_peak)
     ranked = pd.Series(mine["bytes"].to_numpy()[live_at_peak.to_numpy()]).groupby(modules[live_at_peak.to_numpy()])
     holders = ranked.sum().sort_values(ascending=False).index.tolist()[:top]
     names = [BEFORE_WINDOW, *holders, OTHER]
@@ -673,23 +745,52 @@ def live_by_module(
         pos = np.searchsorted(rows, event)
         keep = (event >= 0) & (pos < hi)
         np.add.at(delta, (np.maximum(pos[keep] - lo + 1, 0), layer[keep]), sign * nbytes[keep])
-    delta[0, 0] += _baseline(allocated, sizes, unknown)[0] or 0  # as device_summary's (none where unknown)
+    delta[0, 0] += baseline or 0
     live = np.cumsum(delta, axis=0)[1:]
     frame = pd.DataFrame(live, columns=names)
     frame.insert(0, "ts_us", events["ts_us"].to_numpy()[rows[lo:hi]])
     frame.insert(1, "total_allocated", allocated[lo:hi])
     frame.insert(2, "total_reserved", events["total_reserved"].to_numpy()[rows[lo:hi]])
+    if at_start:  # the level before the first event (lo is 0): the plot starts at the peak it reports
+        start = pd.DataFrame([[frame["ts_us"].iloc[0], baseline, -1, baseline, *[0] * (len(names) - 1)]])
+        start.columns = frame.columns
+        frame = pd.concat([start, frame], ignore_index=True)
+        frame.attrs["peak_at_start"] = True  # its first row is that level (`timeline_figure` draws it apart)
     return frame
 
 
-def _keyed(entries: list[dict[str, Any]]) -> dict[tuple[int, bool, int], dict[str, Any]]:
-    """Entries by (rank, host, n-th device of its kind on the rank): devices of two runs pair up
-    in order even when their names differ (cuda:0 and hip:0)."""
-    keyed: dict[tuple[int, bool, int], dict[str, Any]] = {}
-    for entry in entries:
-        n = sum(1 for k in keyed if k[:2] == (entry["rank"], entry["host"]))
-        keyed[(entry["rank"], entry["host"], n)] = entry
-    return keyed
+def _paired(
+    a: list[dict[str, Any]], b: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any] | None, dict[str, Any] | None, str]]:
+    """The entries of two runs in pairs (an absent side None) with how they were paired, per rank
+    and kind (GPU or host memory): by device name where the two runs share a name there (cuda:1
+    meets cuda:1, a device only one run has meets nothing), else in order (`cuda:0` of an A100
+    run meets `hip:0` of an MI300X run: "position")."""
+
+    def by_group(entries: list[dict[str, Any]]) -> dict[tuple[int, bool], list[dict[str, Any]]]:
+        groups: dict[tuple[int, bool], list[dict[str, Any]]] = {}
+        for entry in entries:
+            groups.setdefault((entry["rank"], entry["host"]), []).append(entry)
+        return groups
+
+    groups_a, groups_b = by_group(a), by_group(b)
+    pairs: list[tuple[dict[str, Any] | None, dict[str, Any] | None, str]] = []
+    for group in sorted(set(groups_a) | set(groups_b)):
+        side_a, side_b = groups_a.get(group, []), groups_b.get(group, [])
+        names_a = [str(e["device"]) for e in side_a]
+        names_b = [str(e["device"]) for e in side_b]
+        # one device name twice on a rank (traces of one rank) cannot be told apart by name
+        unique = len(set(names_a)) == len(names_a) and len(set(names_b)) == len(names_b)
+        if unique and set(names_a) & set(names_b):
+            named_b = dict(zip(names_b, side_b, strict=True))
+            pairs += [(e, named_b.get(n), "name") for e, n in zip(side_a, names_a, strict=True)]
+            pairs += [(None, e, "name") for e, n in zip(side_b, names_b, strict=True) if n not in names_a]
+        else:
+            for n in range(max(len(side_a), len(side_b))):
+                pairs.append(
+                    (side_a[n] if n < len(side_a) else None, side_b[n] if n < len(side_b) else None, "position")
+                )
+    return pairs
 
 
 def _holder_changes(a: dict[str, Any] | None, b: dict[str, Any] | None, top: int) -> list[dict[str, Any]]:
@@ -709,14 +810,16 @@ def _holder_changes(a: dict[str, Any] | None, b: dict[str, Any] | None, top: int
 
 
 def compare_memory(a: list[dict[str, Any]], b: list[dict[str, Any]], top: int = TOP) -> list[dict[str, Any]]:
-    """Per device of run A and run B: the peaks, the baselines and the change, and the modules
-    holding the peaks, largest change first."""
-    keyed_a, keyed_b = _keyed(a), _keyed(b)
+    """Per device of run A and run B (`_paired`; `paired_by` says how, a device of one run only has
+    None for the other's): the peaks, the baselines and the change, and the modules holding the
+    peaks, largest change first."""
     rows = []
-    for key in sorted(set(keyed_a) | set(keyed_b)):
-        ea, eb = keyed_a.get(key), keyed_b.get(key)
-        row: dict[str, Any] = {"rank": key[0], "host": key[1]}
+    for ea, eb, paired_by in _paired(a, b):
+        either = ea if ea is not None else eb
+        assert either is not None
+        row: dict[str, Any] = {"rank": either["rank"], "host": either["host"]}
         row["device_a"], row["device_b"] = (e["device"] if e else None for e in (ea, eb))
+        row["paired_by"] = paired_by
         for field_name in ("peak_allocated_bytes", "peak_reserved_bytes", "baseline_bytes"):
             va, vb = ((e or {}).get(field_name) for e in (ea, eb))
             row[f"a_{field_name}"], row[f"b_{field_name}"] = va, vb

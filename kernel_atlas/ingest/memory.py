@@ -17,6 +17,7 @@ CPU op, the call stack and `nn.Module` path come from `link`'s helpers, the step
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -125,11 +126,127 @@ def enclosing_steps(host: HostTable, nest: HostNesting, thread: np.ndarray, ts: 
     return found
 
 
-def memory_events(memory: MemoryEvents, host: HostTable, nest: HostNesting) -> pd.DataFrame:
-    """The allocator events in time order (ties in trace order), attributed (see the module
-    docstring); empty when the trace has none."""
-    m = memory.columns
+# steps of the search for the order of one device's events of one time (`_chain`): real ties are a
+# free and a reallocation in one µs; a search past this keeps the trace's order
+CHAIN_BUDGET = 10_000
+CHAIN_MAX_EVENTS = 64  # a longer tie keeps the trace's order (no search)
+
+
+def _chain(
+    need: list[int], give: list[int], key: list[tuple], start: int | None, end: set[int] | None
+) -> list[int] | None:
+    """An order of one device's events of one time in which each moves `Total Allocated` from the
+    level before it (`need`: its total less its size) to its own total (`give`): from `start` (the
+    total before them; None: unknown) and, where it can, to one of `end` (what the next events can
+    start from: the next event's total less its size, any of the next tie's; None: unknown). A
+    copy of the event just placed (same `key`: one event written twice) may follow it, moving
+    nothing. Tried in trace order first, so a consistent trace order is kept; None where no order
+    uses every event (the totals say nothing: damage, lost events) or the search runs past
+    CHAIN_BUDGET steps."""
+    n, used, path, found, steps = len(need), [False] * len(need), [], [], 0
+
+    def extend(level: int | None) -> bool:
+        nonlocal steps
+        if len(path) == n:
+            if not found:
+                found.append(path.copy())  # every event placed, though not to `end`: kept if no other does
+            return end is None or level in end
+        for i in range(n):
+            steps += 1
+            if used[i] or steps > CHAIN_BUDGET:
+                continue
+            if level is not None and need[i] != level and not (path and key[i] == key[path[-1]]):
+                continue
+            used[i] = True
+            path.append(i)
+            if extend(give[i]):
+                return True
+            path.pop()
+            used[i] = False
+        return False
+
+    if extend(start):
+        return path
+    return found[0] if found else None
+
+
+def tie_order(m: dict[str, np.ndarray]) -> np.ndarray:
+    """Row order of the events (`MemoryEvents.columns`): by time, and each device's events of one
+    time in the order their totals require — each `Total Allocated` its size away from the one
+    before (`_chain`). Profilers of PyTorch <= 1.13 wrote whole µs, so a free and the reuse of its
+    block share a time, and the trace may write them in either order; where the totals do not fix
+    an order (missing, unreadable sizes, none consistent) the trace's order is kept. Vectorised
+    down to the ties whose trace order the totals contradict: none in most traces."""
     order = np.argsort(m["ts"], kind="stable")
+    if len(order) < 2 or not (m["ts"][order][1:] == m["ts"][order][:-1]).any():
+        return order
+    # one key per device, as `device_names` makes them (values no device has: one unknown device)
+    device_type = np.where((m["device_type"] >= 0) & (m["device_type"] < 1 << 20), m["device_type"], -1)
+    device = device_type * (1 << 32) + np.where((m["device_id"] >= -1) & (m["device_id"] < 1 << 31), m["device_id"], -1)
+    seq = order[np.argsort(device[order], kind="stable")]  # each device's events in time order
+    same = device[seq][1:] == device[seq][:-1]
+    tie = same & (m["ts"][seq][1:] == m["ts"][seq][:-1])
+    if not tie.any():
+        return order
+    total, size = m["total_allocated"][seq], m["bytes"][seq]
+    readable = (total >= 0) & (size != UNKNOWN_BYTES)
+    keys = [m[c][seq] for c in ("addr", "bytes", "total_allocated", "total_reserved", "thread")]
+    copy = np.r_[False, tie & np.logical_and.reduce([k[1:] == k[:-1] for k in keys])]
+    # a link that the totals check (both recorded, the same device) and contradict
+    checked = np.r_[False, same & (total[:-1] >= 0) & readable[1:]]
+    bad = checked & ~copy & (np.r_[0, total[1:] - size[1:] - total[:-1]] != 0)
+    in_tie = np.r_[tie, False] | np.r_[False, tie]
+    starts = np.flatnonzero(in_tie & ~np.r_[False, tie])
+    label = np.full(len(seq), -1, dtype=np.int64)
+    label[in_tie] = np.cumsum(in_tie & ~np.r_[False, tie])[in_tie] - 1
+    at = np.flatnonzero(bad)
+    suspect = np.unique(np.r_[label[at], label[at - 1]])  # a tie's link from before, inside, or to after
+    groups = suspect[suspect >= 0]
+    if not len(groups):
+        return order
+    position = np.empty(len(order), dtype=np.int64)
+    position[order] = np.arange(len(order))
+    # plain lists for the search: a damaged trace may have a tie in every µs
+    last = np.flatnonzero(~np.r_[tie, False])  # the last event of each run of one device and time
+    starts_l, ends_l = starts.tolist(), (last[np.searchsorted(last, starts)] + 1).tolist()
+    total_l, size_l, readable_l, same_l = total.tolist(), size.tolist(), readable.tolist(), same.tolist()
+    key_l = list(zip(*(k.tolist() for k in keys), strict=True))
+    moved = []
+    queue = deque(groups.tolist())  # in time order; a tie right after one reordered joins it
+    while queue:
+        group = queue.popleft()
+        lo, hi = starts_l[group], ends_l[group]
+        if hi - lo > CHAIN_MAX_EVENTS or not all(readable_l[lo:hi]):
+            continue
+        # from the total before the tie (the last of a tie reordered here: the lists follow) to one
+        # that the next event, or any event of the next tie, starts from
+        start = total_l[lo - 1] if lo > 0 and same_l[lo - 1] and total_l[lo - 1] >= 0 else None
+        tied_next = group + 1 < len(starts_l) and starts_l[group + 1] == hi and same_l[hi - 1]
+        after = ends_l[group + 1] if tied_next else hi + 1 if hi < len(seq) and same_l[hi - 1] else hi
+        ahead = {t - b for t, b in zip(total_l[hi:after], size_l[hi:after], strict=True)}
+        end = ahead if after > hi and all(readable_l[hi:after]) else None
+        need = [t - b for t, b in zip(total_l[lo:hi], size_l[lo:hi], strict=True)]
+        chain = _chain(need, total_l[lo:hi], key_l[lo:hi], start, end)
+        if chain is None or chain == list(range(hi - lo)):
+            continue
+        moved += [(lo + k, lo + i) for k, i in enumerate(chain)]  # (place in `seq`, the event it now holds)
+        for column in (total_l, size_l, key_l):
+            column[lo:hi] = [column[lo + i] for i in chain]
+        if tied_next and (not queue or queue[0] != group + 1):
+            queue.appendleft(group + 1)  # its start moved with this tie's end
+    if moved:
+        # a device's events of one time hold increasing places in `order` (both sorts are stable)
+        place, held = np.array(moved, dtype=np.int64).T
+        order[position[seq[place]]] = seq[held]
+    return order
+
+
+def memory_events(memory: MemoryEvents, host: HostTable, nest: HostNesting) -> pd.DataFrame:
+    """The allocator events in time order, those of one device and time in the order their totals
+    require (`tie_order`; else in trace order), attributed (see the module docstring); empty when
+    the trace has none."""
+    m = memory.columns
+    order = tie_order(m)
     thread, ts = m["thread"][order], m["ts"][order]
     enclosing = enclosing_ranges(host, nest, thread, ts)
     op = first_matching(enclosing, nest.parent, host.family == CPU_OP)

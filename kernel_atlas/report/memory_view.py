@@ -21,7 +21,14 @@ HOLDER_COLUMNS = [Column("live"), Column("%"), Column("blocks", drop=1), Column(
 
 
 def _where(entry: dict[str, Any], several: bool) -> str:
-    return f"{entry['trace']} (rank {entry['rank']}) {entry['device']}" if several else str(entry["device"])
+    """`cuda:0`, `host cpu` (host memory said so: the section is headed "GPU memory"), with the
+    trace and rank where the run has several."""
+    device = ("host " if entry["host"] else "") + str(entry["device"])
+    return f"{entry['trace']} (rank {entry['rank']}) {device}" if several else device
+
+
+def _blocks(n: int) -> str:
+    return f"{n:,} block" + ("" if n == 1 else "s")
 
 
 def peak_line(entry: dict[str, Any], origin_us: float | None = None, several: bool = False) -> str:
@@ -44,7 +51,11 @@ def peak_line(entry: dict[str, Any], origin_us: float | None = None, several: bo
     text += f", live at the peak {fmt_bytes(entry['live_at_peak_bytes'])}"
     never = entry.get("never_freed")  # null: no addresses, so unknown
     if never and never["blocks"]:
-        text += f"; {never['blocks']:,} blocks ({fmt_bytes(never['bytes'])}) never freed in the window"
+        text += f"; {_blocks(never['blocks'])} ({fmt_bytes(never['bytes'])}) never freed in the window"
+        blind = never.get("frees_without_address") or {}
+        if blind.get("events"):  # a free without an address may have freed one of them
+            frees = f"{blind['events']:,} free" + ("" if blind["events"] == 1 else "s")
+            text += f", unless by the {frees} of {fmt_bytes(blind['bytes'])} written without an address"
     return text
 
 
@@ -113,7 +124,7 @@ def print_memory(console: Console, entries: list[dict[str, Any]] | None, top: in
     several = len({(e["trace"], e["rank"]) for e in entries}) > 1
     shown = entries if wide else entries[:_SHOWN]
     for entry in shown:
-        console.print(esc(("host " if entry["host"] else "") + peak_line(entry, several=several)), highlight=False)
+        console.print(esc(peak_line(entry, several=several)), highlight=False)
     if len(entries) > len(shown):
         console.print(f"… and {len(entries) - len(shown):,} more (report.json `memory`; --wide shows all)")
     gpus = [e for e in shown if not e["host"] and e.get("holders")]
@@ -163,6 +174,11 @@ def timeline_figure(frame: Any, device: str) -> plot.Figure:
     data = []
     origin = float(frame["ts_us"].iloc[0])
     x = (frame["ts_us"] - origin) / 1e3
+    if frame.attrs.get("peak_at_start") and len(x) > 1:
+        # the level held before the first event (the peak): drawn just left of it, as the trace
+        # does not say when the window began
+        x = x.copy()
+        x.iloc[0] = -0.02 * (float(x.iloc[-1]) or 1e-3)
     holders = [c for c in frame.columns if c not in ("ts_us", "total_allocated", "total_reserved")]
     for name in holders:
         if not frame[name].any():
@@ -257,8 +273,16 @@ def print_memory_diff(console: Console, rows: list[dict[str, Any]], top: int = 1
         return
     console.print(f"[bold]{TITLE}: A → B[/]", highlight=False)
     for row in rows:
-        names = row["device_a"] if row["device_a"] == row["device_b"] else f"{row['device_a']} → {row['device_b']}"
+        device_a = row["device_a"] if row["device_a"] is not None else "(none in A)"
+        device_b = row["device_b"] if row["device_b"] is not None else "(none in B)"
+        names = device_a if device_a == device_b else f"{device_a} → {device_b}"
         where = ("host " if row["host"] else "") + f"rank {row['rank']} {names}"
+        if (
+            row.get("paired_by") == "position"
+            and None not in (row["device_a"], row["device_b"])
+            and device_a != device_b
+        ):
+            where += " (paired by position: the runs name their devices apart)"
         parts = []
         for key, label in (
             ("peak_allocated_bytes", "peak"),
