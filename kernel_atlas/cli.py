@@ -888,6 +888,7 @@ def replay(
     from kernel_atlas.replay.runner import (
         check_device,
         default_device,
+        replayed,
         save_replay,
         select,
         targets_from_catalog,
@@ -912,6 +913,8 @@ def replay(
     if not (replay_all or all_shapes or shape is not None):
         targets = targets[:1]
     elif shape is not None:
+        if targets and shape >= len(targets):  # it had said "no kernel matches the filters"
+            raise AtlasError(None, f"--shape {shape}: only {len(targets):,} shapes match (0–{len(targets) - 1:,})")
         targets = targets[shape : shape + 1]
     if not targets:
         raise AtlasError(source or catalog, "no kernel matches the filters")
@@ -931,7 +934,7 @@ def replay(
         write_stdout(results.to_json(orient="records", indent=1) + "\n")
         return
     print_replay(console, results, device, wide=wide)
-    shrunk = results[(results["scale"] < 1) & (results["check"] != "skipped")]
+    shrunk = results[(results["scale"] < 1) & replayed(results)]
     if scale is None and len(shrunk):
         factors = ", ".join(f"{f:g}" for f in sorted(set(shrunk["scale"])))
         console.print(

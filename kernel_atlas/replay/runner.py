@@ -70,6 +70,9 @@ class Target:
     # (`rmsnorm (pybind11)` inside `aiter::rmsnorm`), as roofline.parquet's; None: `launcher`
     trace_launcher: str | None = None
     kernels: str | None = None  # the kernels those calls launched, as a JSON list (trace targets)
+    # why the trace holds no replayable call for these kernels (no CPU op, no shapes): counted
+    # and listed with the reason, never replayed; None: a replayable call
+    unreplayable: str | None = None
 
     def __post_init__(self) -> None:
         # the seed catalog's unfilled labels (`TBD`): none (its silu_and_mul had "no replay implementation")
@@ -115,6 +118,14 @@ class Result:
     achieved_gbps: float | None
     check: str
     reason: str
+    count: int = 1  # traced calls (non-ATen launchers, unreplayable kernels: launches) this row stands for
+
+
+def replayed(results: pd.DataFrame) -> pd.Series:
+    """Which results were replayed: timed (`median_us` set), whether or not their values could be
+    checked (dropout, an op returning nothing: check `skipped`, timed all the same). What
+    `N/M replayed` counts, and the rows a scaled-down-replay note is about."""
+    return results["median_us"].notna() if len(results) else pd.Series([], dtype=bool)
 
 
 _TARGET_COLUMNS = ("trace", "name", "kind", "dur_us", "cpu_op", "cpu_op_id", "op_mapping", "category")
@@ -125,39 +136,69 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
     launcher and its recorded inputs), timed as the mean of one op call (all of its kernels);
     other launchers (Triton, custom ops) one per distinct (kernel, launch within the call,
     recorded inputs), timed as the mean of that kernel launch, with its grid and block. Each
-    names the kernels its calls launched (`kernels`), which `atlas report` joins it to."""
+    names the kernels its calls launched (`kernels`), which `atlas report` joins it to; an ATen
+    call is named and labelled by its main kernel — the longest, as the roofline's `role` main
+    (a cuDNN convolution's `fprop` kernel, not the layout transform it launches first).
+
+    Kernels the trace records no replayable call for are targets too, never replayed and counted
+    with their reason (`unreplayable`): launched with no CPU op (a CUDA/HIP graph replay with no
+    matched capture, a launch outside every op), one per (kernel, grid, block); calls whose op
+    recorded no input shapes. A run whose ops recorded no shapes at all (a profiler run without
+    `record_shapes=True`) is refused in one line: nothing in it can be replayed."""
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
         frame = Run.open(out_dir, required=_TARGET_COLUMNS).kernels()
-    frame = frame[(frame["kind"] == "kernel") & frame["cpu_op"].notna()].copy()
+    frame = frame[frame["kind"] == "kernel"].copy()
     if frame.empty:
         return []
     recorded = ("input_dims", "input_types", "input_strides", "concrete_inputs")
     has_launcher = "launcher" in frame
-    for column in ("name", "cpu_op", "label_rule", *recorded, "grid", "block", "launcher"):
+    for column in ("name", "cpu_op", "label_rule", *recorded, "grid", "block", "launcher", "link"):
         frame[column] = frame[column].astype(object).fillna("") if column in frame else ""
     if not has_launcher:  # an output written before launchers: the op itself
         frame["launcher"] = frame["cpu_op"]
     frame = frame.reset_index(drop=True)
+    with_op = frame["cpu_op"] != ""
+    shaped = with_op & (frame["input_dims"] != "")
+    if with_op.any() and not shaped.any():
+        raise AtlasError(
+            out_dir,
+            "no input shapes recorded (the profiler ran without record_shapes=True): nothing to replay; "
+            "profile with record_shapes=True",
+        )
+    without = _unreplayable_kernels(frame[~with_op])
+    frame = frame[with_op].reset_index(drop=True)
+    if frame.empty:
+        return without
     aten = frame["cpu_op"].str.startswith("aten::").to_numpy()
     # a non-ATen kernel is its own unit; an ATen op call is one unit with all of its kernels
     frame["launch_index"] = frame.groupby(["trace", "rank", "cpu_op_id", "name"], observed=True).cumcount()
     frame.loc[aten, "launch_index"] = 0
     frame["unit"] = frame["cpu_op_id"].astype("int64").where(aten, -1 - frame.index.to_series())
-    calls = frame.groupby(["trace", "rank", "unit"], observed=True, sort=False).agg(
-        call_us=("dur_us", "sum"),
-        name=("name", "first"),
-        cpu_op=("cpu_op", "first"),
-        op_mapping=("op_mapping", "first"),
-        category=("category", "first"),
-        label_rule=("label_rule", "first"),
-        input_dims=("input_dims", "first"),
-        input_types=("input_types", "first"),
-        input_strides=("input_strides", "first"),
-        concrete_inputs=("concrete_inputs", "first"),
-        grid=("grid", "first"),
-        block=("block", "first"),
-        launch_index=("launch_index", "first"),
-        launcher=("launcher", "first"),
+    frame["row"] = frame.index
+    # each call's main kernel first: the longest, among equals the first to start, then by name (as
+    # roofline/analysis.py picks the row that carries a call's cost); the calls keep trace order
+    starts = frame["ts_us"] if "ts_us" in frame else frame["row"]
+    order = frame.assign(_start=starts, _dur=-frame["dur_us"]).sort_values(["_dur", "_start", "name"], kind="stable")
+    calls = (
+        order.groupby(["trace", "rank", "unit"], observed=True, sort=False)
+        .agg(
+            call_us=("dur_us", "sum"),
+            first_row=("row", "min"),
+            name=("name", "first"),
+            cpu_op=("cpu_op", "first"),
+            op_mapping=("op_mapping", "first"),
+            category=("category", "first"),
+            label_rule=("label_rule", "first"),
+            input_dims=("input_dims", "first"),
+            input_types=("input_types", "first"),
+            input_strides=("input_strides", "first"),
+            concrete_inputs=("concrete_inputs", "first"),
+            grid=("grid", "first"),
+            block=("block", "first"),
+            launch_index=("launch_index", "first"),
+            launcher=("launcher", "first"),
+        )
+        .sort_values("first_row", kind="stable")
     )
     calls["kernel_key"] = calls["name"].where(~calls["cpu_op"].str.startswith("aten::"), "")
     signature = ["cpu_op", "kernel_key", "launch_index", *recorded, "launcher"]
@@ -174,6 +215,7 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
             category=("category", "first"),
             label_rule=("label_rule", "first"),
             traced_us=("call_us", "mean"),
+            total_us=("call_us", "sum"),
             count=("call_us", "size"),
             grid=("grid", "first"),
             block=("block", "first"),
@@ -182,28 +224,93 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
         .reset_index()
     )
     grouped["kernels"] = grouped["signature"].map(kernels)
-    return [
-        Target(
-            str(r.name),
-            str(r.cpu_op),
-            str(r.op_mapping),
-            str(r.category),
-            r.input_dims or None,
-            r.input_types or None,
-            r.input_strides or None,
-            r.concrete_inputs or None,
-            float(r.traced_us),
-            int(r.count),
-            "trace",
-            str(r.label_rule or ""),
-            grid=r.grid or None,
-            block=r.block or None,
-            launch_index=int(r.launch_index),
-            trace_launcher=str(r.launcher),
-            kernels=r.kernels,
+    targets = []
+    for r in grouped.itertuples(index=False):
+        # an op that recorded no shapes: its calls cannot be told apart, nor their mean be any call's time
+        bare = not r.input_dims
+        why = (
+            f"shapes not recorded for this op (no Input Dims: the profiler ran without record_shapes=True); "
+            f"{int(r.count)} call(s), {r.total_us:,.1f} µs in all"
+            if bare
+            else None
         )
-        for r in grouped.itertuples(index=False)
-    ]
+        targets.append(
+            Target(
+                str(r.name),
+                str(r.cpu_op),
+                str(r.op_mapping),
+                str(r.category),
+                r.input_dims or None,
+                r.input_types or None,
+                r.input_strides or None,
+                r.concrete_inputs or None,
+                None if bare else float(r.traced_us),
+                int(r.count),
+                "trace",
+                str(r.label_rule or ""),
+                grid=r.grid or None,
+                block=r.block or None,
+                launch_index=int(r.launch_index),
+                trace_launcher=str(r.launcher),
+                kernels=r.kernels,
+                unreplayable=why,
+            )
+        )
+    return targets + without
+
+
+def _unreplayable_kernels(frame: pd.DataFrame) -> list[Target]:
+    """One target per (kernel, grid, block, how it was linked) of kernels launched with no CPU op:
+    no recorded call to replay them from, so they are listed and counted, with why (`link`) and
+    their traced time (the mean launch; the reason gives the total)."""
+    if frame.empty:
+        return []
+    graph = frame["graph_launch"].fillna(False).astype(bool) if "graph_launch" in frame else False
+    frame = frame.assign(graph=graph)
+    grouped = (
+        frame.groupby(["name", "grid", "block", "graph", "link", "launcher"], sort=False, dropna=False)
+        .agg(
+            traced_us=("dur_us", "mean"),
+            total_us=("dur_us", "sum"),
+            count=("dur_us", "size"),
+            op_mapping=("op_mapping", "first"),
+            category=("category", "first"),
+            label_rule=("label_rule", "first"),
+        )
+        .reset_index()
+    )
+    targets = []
+    for r in grouped.itertuples(index=False):
+        if r.graph:
+            why = (
+                "launched by a CUDA/HIP graph replay: no CPU op or shapes recorded for it "
+                "(ingest with --capture and the graph's capture trace to replay it)"
+            )
+        elif r.launcher:  # a Python frame launched it: frames record no input shapes
+            why = f"launched from {r.launcher}, with no CPU op: no input shapes recorded for it"
+        else:
+            why = f"no CPU op recorded for its launch ({r.link or 'not linked'})"
+        targets.append(
+            Target(
+                str(r.name),
+                "",
+                str(r.op_mapping or ""),
+                str(r.category or ""),
+                None,
+                None,
+                None,
+                None,
+                float(r.traced_us),
+                int(r.count),
+                "trace",
+                str(r.label_rule or ""),
+                grid=r.grid or None,
+                block=r.block or None,
+                kernels=json.dumps([str(r.name)]),
+                unreplayable=f"{why}; {int(r.count)} launch(es), {r.total_us:,.1f} µs in all",
+            )
+        )
+    return targets
 
 
 def save_replay(results: pd.DataFrame, out_dir: str | Path, run_id: str | None) -> Path:
@@ -248,15 +355,28 @@ def targets_from_catalog(path: str | Path) -> list[Target]:
 
 
 def select(targets: list[Target], kernel: str | None, op: str | None, category: str | None) -> list[Target]:
+    """The targets `--kernel` (a pattern found in any kernel the calls launched: a convolution by
+    its `fprop` kernel as by its layout transform), `--op` and `--category` (the call's main
+    kernel's label) select."""
     pattern = user_pattern(kernel, f"--kernel {kernel!r}") if kernel else None
     with time_bound(f"--kernel {kernel!r}"):
         return [
             t
             for t in targets
-            if (pattern is None or pattern.search(t.kernel))
+            if (pattern is None or any(pattern.search(name) for name in _launched(t)))
             and (op is None or t.op_mapping == op)
             and (category is None or t.category == category)
         ]
+
+
+def _launched(target: Target) -> list[str]:
+    """The kernel a target is named by and every kernel its calls launched."""
+    try:
+        names = json.loads(target.kernels) if target.kernels else []
+    except ValueError:
+        names = []
+    names = names if isinstance(names, list) else []
+    return [target.kernel, *(n for n in names if isinstance(n, str))]
 
 
 # the most work one ATen call may take in a CPU replay (it checks against a float64 reference too):
@@ -280,6 +400,8 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
 
     auto = scale is None
     scale = 1.0 if scale is None else scale
+    if target.unreplayable:
+        return _skipped(target, device, scale, target.unreplayable)
     for _ in range(6):
         try:
             with _bounded_memory(device):
@@ -382,6 +504,7 @@ def _fields(target: Target, device: str) -> dict[str, Any]:
         "input_strides": target.input_strides,
         "concrete_inputs": target.concrete_inputs,
         "device": device,
+        "count": target.count,
     }
 
 
@@ -508,6 +631,12 @@ def _replay_at(target: Target, device: str, max_gib: float, scale: float, auto: 
     except Exception as exc:  # torch's, the Triton interpreter's (OverflowError, InterpreterError): one target's
         if "allocate memory" in str(exc) or "out of memory" in str(exc).lower():
             return _skipped(target, device, scale, _NO_MEMORY)
+        if isinstance(exc, NotImplementedError) and "Could not run" in str(exc):
+            # a GPU-only op (cuDNN, MIOpen, CUTLASS attention) with no stand-in: one line, not torch's
+            where = "the CPU" if not device.startswith("cuda") else device
+            return _skipped(
+                target, device, scale, f"{target.launcher} has no kernel on {where} and no stand-in: replay it on a GPU"
+            )
         first = (str(exc).splitlines() or [""])[0][:160]
         return _skipped(target, device, scale, f"replay failed: {type(exc).__name__}: {first}")
     flops, nbytes_ = _cost(target)
@@ -559,6 +688,9 @@ def replay_all(
     **options: Any,
 ) -> pd.DataFrame:
     """Replay every target (`seq_len`/`batch`: lengths to assume where a recording has none)."""
+    max_gib = options.get("max_gib")
+    if max_gib is not None and not max_gib > 0:  # -1 skipped every ATen target, "more than --max-gib -1"
+        raise AtlasError(None, f"--max-gib {max_gib:g}: give a size in GiB above 0")
     rows = []
     for target in targets:
         if seq_len is not None or batch is not None:

@@ -70,7 +70,7 @@ class Report:
 _CALL_KEYS = ("launcher", "input_dims", "input_types", "input_strides", "concrete_inputs")
 
 
-def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
+def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame, device: Device | None = None) -> pd.DataFrame:
     """Replayed times next to traced ones: each roofline row gets the replay of the call it
     stands for, matched on the recorded call's keys both tables carry (launcher — the innermost
     op or Python frame in both —, input shapes and dtypes; strides and Concrete Inputs where the
@@ -79,9 +79,13 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
     layout or other arguments, which its keys do not tell apart, or several launches of one
     kernel per call) is left without one, as is a row whose replay ran smaller shapes than
     recorded (`scale` < 1: its time is of another problem). Joined: the replay's median per call,
-    its device, check, what it timed (`replay_timed`: kernel, pipeline or stand-in), its
-    `replay_ratio` to the traced time (only where the timed region was the traced kernel itself,
-    on a GPU) and the achieved throughput of the replay (the row's FLOPs and bytes per call)."""
+    its device, check, what it timed (`replay_timed`: kernel, pipeline or stand-in).
+
+    The roofline is `device`'s (the GPU whose peaks it draws): a replay's throughput
+    (`replay_tflops`, `replay_gbps`) and `replay_ratio` to the traced time are given only where it
+    ran on that GPU (`replay_same_device`); a CPU replay's wall clock, or another GPU's time, is
+    kept apart and `replay_note` says why. `device` None (unknown): no CPU replay is on it, and a
+    GPU replay's GPU is not checked."""
     if replay["median_us"].notna().sum() == 0:
         return roofline
     columns = {
@@ -94,7 +98,7 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
     }
     # a replay.parquet written before dtypes (strides, arguments) were recorded joins on what it has
     keys = [key for key in _CALL_KEYS if key in replay and key in roofline]
-    candidates = replay.reindex(columns=[*keys, *columns, "scale", "kernels"]).reset_index(drop=True)
+    candidates = replay.reindex(columns=[*keys, *columns, "scale", "kernels", "device"]).reset_index(drop=True)
     for key in keys:  # the roofline writes missing shapes as ""
         candidates[key] = candidates[key].astype(object).fillna("")
     candidates["replayed"] = candidates.index  # each replay.parquet row: one replayed call
@@ -105,13 +109,38 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame) -> pd.DataFrame:
     # every replay counts, timed or not: a row matched by two calls is no one call's, even if one was skipped
     matches = candidates.groupby(keys, dropna=False, sort=False)["replayed"].transform("nunique")
     scale = pd.to_numeric(candidates["scale"], errors="coerce").fillna(1.0)
-    joined = candidates[(matches == 1) & candidates["median_us"].notna() & (scale >= 1.0)]
-    keyed = joined.rename(columns=columns).reindex(columns=[*keys, *columns.values()]).drop_duplicates(keys)
+    joined = candidates[(matches == 1) & candidates["median_us"].notna() & (scale >= 1.0)].copy()
+    # the replay's device kind (cpu, cuda); a table without it (made by hand, or by other means): by its name
+    names = joined["device_name"].astype(object).fillna("").astype(str)
+    kinds = (
+        joined["device"]
+        .astype(object)
+        .where(joined["device"].notna(), names.str.startswith("CPU").map({True: "cpu", False: "cuda"}))
+    )
+    joined["replay_note"] = [
+        _off_roofline(str(kind or ""), name, device) for kind, name in zip(kinds, names, strict=True)
+    ]
+    joined["replay_same_device"] = joined["replay_note"].isna()
+    extra = ["replay_same_device", "replay_note"]
+    keyed = joined.rename(columns=columns).reindex(columns=[*keys, *columns.values(), *extra]).drop_duplicates(keys)
     merged = roofline.merge(keyed, on=keys, how="left")
-    main = merged["role"] == "main"
-    merged["replay_tflops"] = (merged["flops"] / (merged["replay_us"] * 1e6)).where(main)
-    merged["replay_gbps"] = (merged["bytes"] / (merged["replay_us"] * 1e3)).where(main)
+    on_roofline = (merged["role"] == "main") & merged["replay_same_device"].eq(True)
+    merged["replay_ratio"] = pd.to_numeric(merged["replay_ratio"], errors="coerce").where(on_roofline)
+    merged["replay_tflops"] = (merged["flops"] / (merged["replay_us"] * 1e6)).where(on_roofline)
+    merged["replay_gbps"] = (merged["bytes"] / (merged["replay_us"] * 1e3)).where(on_roofline)
     return merged
+
+
+def _off_roofline(kind: str, name: str, device: Device | None) -> str | None:
+    """Why a replay's time is not on the roofline of `device`, or None where it ran on that GPU."""
+    if not kind.startswith("cuda"):
+        return f"{name or kind or 'CPU'} wall clock: not GPU time, kept off the GPU roofline"
+    if device is None:
+        return None
+    ran_on = match_device(name.rsplit(" (CUDA/HIP", 1)[0])
+    if ran_on is None or ran_on.key != device.key:
+        return f"replayed on {name}, the roofline is {device.name}'s: kept off it"
+    return None
 
 
 def _names(text: object) -> list[str | None]:
@@ -193,7 +222,7 @@ def _build_report(
     summary = output.summary
     gpu_name, sms, world = run.gpu.name, run.gpu.sms, run.gpu.world_size
     device = get_device(device_key) if device_key else match_device(gpu_name, sms)
-    cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id)
+    cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id, world_size=world)
     stragglers = cross_rank.facts.get("stragglers") or []
     matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
     convention = "hta" if like_hta else "exact"
@@ -227,7 +256,7 @@ def _build_report(
         analysis.facts.update(cross_rank.facts)
         replay = run.replay()
         if replay is not None:
-            analysis.roofline = merge_replay(analysis.roofline, replay)
+            analysis.roofline = merge_replay(analysis.roofline, replay, device)
         job.roofline_ready(analysis.roofline)
         analysis.facts["traced_gpu"] = gpu_name
         # costed against `device`'s peaks all the same

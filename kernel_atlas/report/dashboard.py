@@ -416,14 +416,23 @@ def replay_figure(table: pd.DataFrame) -> go.Figure:
 
 
 def replay_roofline(run: Run) -> go.Figure:
-    """The traced roofline with the replayed points (as report.html draws them: `merge_replay`,
-    the replay's throughput at the row's intensity), said where they ran on the CPU."""
+    """The traced roofline with the replayed points (`merge_replay`: the replay's throughput at the
+    row's intensity), CPU replays among them — which report.html keeps off the GPU roofline — said
+    where they ran on the CPU."""
     from kernel_atlas.report.build import merge_replay  # the report's whole pipeline: loaded when asked
 
     analysis = run.analyse()
     replayed = run.replay is not None and not run.replay.empty
     if replayed:
-        analysis.roofline = merge_replay(analysis.roofline, run.replay)
+        merged = merge_replay(analysis.roofline, run.replay, run.device)
+        if "replay_same_device" in merged:
+            # the report keeps a CPU replay off the GPU roofline; this notebook shows the replays
+            # themselves, so draws them, under a title that says where they ran (below)
+            apart = (merged["role"] == "main") & merged["replay_same_device"].eq(False)
+            replay_us = merged["replay_us"]
+            merged["replay_tflops"] = merged["replay_tflops"].where(~apart, merged["flops"] / (replay_us * 1e6))
+            merged["replay_gbps"] = merged["replay_gbps"].where(~apart, merged["bytes"] / (replay_us * 1e3))
+        analysis.roofline = merged
     fig = widget(roofline_figure(analysis, run.device))
     if replayed and on_cpu(run.replay).any():
         fig.layout.title.text = (

@@ -575,7 +575,9 @@ def print_replay(console: Console, results: Any, device: str, wide: bool = False
     ]
     title = f"Replay on {device}" + (" (wall clock: CPU times are not GPU times)" if device == "cpu" else "")
     print_table(console, columns, rows, title, wide)
-    done = int((results["check"] != "skipped").sum()) if len(results) else 0
+    from kernel_atlas.replay.runner import replayed
+
+    done = int(replayed(results).sum())  # timed, checked or not (a skipped check is still a replay)
     methods = ", ".join(sorted(set(results["method"].dropna()) - {""})) or "–"
     _text(console, f"{done}/{len(results)} replayed; timing method: {esc(methods)}")
 

@@ -125,7 +125,9 @@ def test_flash_attention_forward_with_a_window_is_refused() -> None:
 
 
 def _replay_rows(rows: list[dict]) -> pd.DataFrame:
-    base = {"device_name": "CPU (x86_64)", "check": "pass", "implementation": "x", "timed": "kernel", "ratio": None}
+    # replays on a GPU: a CPU replay's wall clock is no point on the roofline (stop 65, campaign AS 6)
+    base = {"device_name": "NVIDIA H100 80GB HBM3", "device": "cuda", "check": "pass", "implementation": "x"}
+    base |= {"timed": "kernel", "ratio": None}
     return pd.DataFrame([{**base, **row} for row in rows])
 
 
@@ -207,6 +209,12 @@ def test_a_replay_names_the_launcher_the_roofline_names_and_joins_it(tmp_path: P
     )
     merged = merge_replay(roofline, results)
     assert merged["replay_us"].iloc[0] == result["median_us"] > 0  # had been NaN: launchers differed
+    # a CPU replay's time is joined but gives no GPU throughput (stop 65, campaign AS 6)
+    assert pd.isna(merged["replay_gbps"].iloc[0]) and not merged["replay_same_device"].iloc[0]
+    assert "wall clock: not GPU time" in merged["replay_note"].iloc[0]
+    # on a GPU the same join gives its rate: 1152 B / replay time
+    on_gpu = results.assign(device_name="NVIDIA H100 80GB HBM3", device="cuda")
+    merged = merge_replay(roofline, on_gpu)
     assert merged["replay_gbps"].iloc[0] == pytest.approx(1152.0 / (result["median_us"] * 1e3))
 
 

@@ -313,10 +313,62 @@ MUTANTS = [
         target=aten_target("aten::sub", [[], [64], []], ["double", "float", "Scalar"], ["", "", "1"]),
         scenario="aten",
     ),
+    # a replay of another problem than the recorded one: the float64 reference runs the same op on
+    # the same (wrong) inputs and agrees, so only a comparison with the recording catches these
+    Mutant(
+        "first tensor's leading dimension halved, recorded strides dropped",
+        "kernel_atlas.replay.aten",
+        "            value: Any = make_tensor(rec.dims, rec.dtype, device, rec.strides, bounds.get(i), gen, domain)",
+        "            halved = (max(1, rec.dims[0] // 2), *rec.dims[1:]) if rec.dims and i == 0 else rec.dims\n"
+        "            value: Any = make_tensor(halved, rec.dtype, device, None, bounds.get(i), gen, domain)",
+        target=replace(
+            aten_target("aten::mm", [[64, 32], [32, 48]], ["float", "float"]), input_strides="[[32,1],[1,32]]", args=()
+        ),
+        scenario="aten",
+    ),
+    Mutant(
+        "every float scalar replaced by 1.0 (layer-norm eps 0.5 → 1)",
+        "kernel_atlas.replay.aten",
+        "            value = None if rec.kind == NONE else rec.value\n",
+        "            value = None if rec.kind == NONE else (1.0 if isinstance(rec.value, float) else rec.value)\n",
+        target=aten_target(
+            "aten::native_layer_norm",
+            [[4, 10, 20], [], [20], [20], []],
+            ["float", "ScalarList", "float", "float", "Scalar"],
+            ["", "[20]", "", "", "0.5"],
+        ),
+        scenario="aten",
+    ),
+    Mutant(
+        "FlashAttention's causal mask at the top left (4 queries, 6 keys)",
+        "kernel_atlas.replay.aten",
+        "tril(s_k - s_q if bottom_right else 0)",
+        "tril(0)",
+        target=aten_target(
+            "aten::_flash_attention_forward",
+            [[1, 4, 2, 8], [1, 6, 2, 8], [1, 6, 2, 8], [], [], [], [], [], [], [], []],
+            ["float", "float", "float", "", "", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar", "Scalar"],
+            ["", "", "", "", "", "4", "6", "0.", "True", "False", "0.25"],
+        ),
+        scenario="aten",
+    ),
+    Mutant(
+        "attention stand-in's recorded scale replaced by 1",
+        "kernel_atlas.replay.aten",
+        '    scale, dropout = number("scale"), number("dropout_p") or 0.0',
+        '    scale, dropout = 1.0, number("dropout_p") or 0.0',
+        target=aten_target(
+            "aten::_scaled_dot_product_efficient_attention",
+            [[1, 2, 4, 8], [1, 2, 6, 8], [1, 2, 6, 8], [1, 2, 4, 6], [], [], [], []],
+            ["float", "float", "float", "float", "Scalar", "Scalar", "Scalar", "Scalar"],
+            ["", "", "", "", "False", "0.", "False", "0.3"],
+        ),
+        scenario="aten",
+    ),
 ]
 
 # The CI subset: one per kind of bug the issue names (masks, the timed launch, bounds, domains,
-# integers, tolerance).
+# integers, tolerance, another problem than the recorded one).
 CI = (
     "fused_moe_kernel: K masks dropped",
     "fused_moe_kernel: wrong top_k in the timed launch",
@@ -325,4 +377,6 @@ CI = (
     "rsqrt on negative inputs (domain ignored)",
     "integer output off by one in the timed call",
     "tolerance from the first input's dtype (a float64 scalar makes aten::sub fail)",
+    "first tensor's leading dimension halved, recorded strides dropped",
+    "every float scalar replaced by 1.0 (layer-norm eps 0.5 → 1)",
 )

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from kernel_atlas.classify.classifier import rule_id
-from kernel_atlas.ingest.recorded import positional_shapes
+from kernel_atlas.ingest.recorded import SCALAR, positional_shapes
 from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
 from kernel_atlas.replay.checks import combine, compare
 from kernel_atlas.replay.inputs import NotReplayable
@@ -270,14 +270,27 @@ def rope_layout(label_rule: str) -> tuple[bool, str]:
 def _rope(target: Any, device: str, scale: float) -> Case:
     tensors = [p for p in positional_shapes(target.args) if p]
     three = [p for p in tensors if len(p) == 3]
-    if len(three) < 2:
-        raise NotReplayable("needs q [tokens, heads, dim] and k [tokens, kv_heads, dim]")
-    (tokens, heads, dim), (_, kv_heads, _) = three[0], three[1]
-    cache_shape = next((p for p in tensors if len(p) == 2), (8192, dim))
+    two = [p for p in tensors if len(p) == 2]
+    flat = ""
+    if len(three) >= 2:
+        (tokens, heads, dim), (_, kv_heads, _) = three[0], three[1]
+        cache_shape = two[0] if two else (8192, dim)
+    else:
+        # vLLM's / sgl-kernel's rotary_embedding(positions, query [T, H·D], key [T, Hkv·D],
+        # head_size, cos_sin_cache, is_neox): the heads from the recorded head size
+        head = next((a.value for a in target.args if a.kind == SCALAR and type(a.value) is int and a.value > 0), None)
+        if len(two) < 2 or head is None or two[0][1] % head or two[1][1] % head:
+            raise NotReplayable(
+                "needs q [tokens, heads, dim] and k [tokens, kv_heads, dim], or q [tokens, heads·dim] and "
+                "k [tokens, kv_heads·dim] with the head size recorded"
+            )
+        tokens, heads, kv_heads, dim = two[0][0], two[0][1] // head, two[1][1] // head, head
+        cache_shape = two[2] if len(two) > 2 else (8192, dim)
+        flat = f"; q/k [T, H·D] as [T, {heads}, {dim}] and [T, {kv_heads}, {dim}] (head size {head})"
     max_pos, rot_dim = cache_shape[0], min(cache_shape[1], dim)
     tokens = scaled(tokens, scale)
     is_neox, layout = rope_layout(target.label_rule)
-    dtype = compute_dtype(device)
+    dtype = compute_dtype(device, target)
     gen = generator(device)
     q = randn((tokens, heads, dim), dtype, device, gen)
     k = randn((tokens, kv_heads, dim), dtype, device, gen)
@@ -297,21 +310,32 @@ def _rope(target: Any, device: str, scale: float) -> Case:
             )
             return q, k
 
-        implementation, timed = "flashinfer.rope.apply_rope_with_cos_sin_cache_inplace", KERNEL
+        # flashinfer's kernel is the traced one only where flashinfer's op launched it: the rope rules
+        # match vLLM's rotary_embedding_kernel too
+        implementation = "flashinfer.rope.apply_rope_with_cos_sin_cache_inplace"
+        timed = KERNEL if _flashinfer_launcher(target) else STAND_IN
+        implementation = implementation if timed == KERNEL else f"stand-in: {implementation}"
     else:
 
         def run() -> tuple[torch.Tensor, torch.Tensor]:
             return rope_reference(positions, q, k, cache, is_neox)
 
         implementation, timed = "stand-in: torch cos/sin-cache rotation", STAND_IN
-    implementation += f" ({'NeoX halves' if is_neox else 'interleaved pairs'}: {layout})"
+    implementation += f" ({'NeoX halves' if is_neox else 'interleaved pairs'}: {layout}{flat})"
 
     def check() -> tuple[str, str]:
         qq, kk = run()
         rq, rk = rope_reference(positions, q0.double(), k0.double(), cache.double(), is_neox)
         return combine(compare(qq, rq, "float64 rotation of q"), compare(kk, rk, "float64 rotation of k"))
 
-    return Case(run, label(implementation, device, scale, triton=False), check, timed=timed)
+    text = label(implementation, device, scale, triton=False, target=target, dtype=dtype)
+    return Case(run, text, check, timed=timed)
+
+
+def _flashinfer_launcher(target: Any) -> bool:
+    """flashinfer's RoPE op (or sgl-kernel's, which is flashinfer's kernel) launched the traced kernel."""
+    launcher = f"{target.launcher} {target.trace_launcher or ''}".lower()
+    return "flashinfer" in launcher or "apply_rope_pos_ids_cos_sin_cache" in launcher
 
 
 def merge_states(v_a, s_a, v_b, s_b) -> tuple[torch.Tensor, torch.Tensor]:

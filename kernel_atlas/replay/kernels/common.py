@@ -27,11 +27,43 @@ def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
-def compute_dtype(device: str) -> Any:
-    """bf16 on a GPU; fp32 under the Triton interpreter, whose bf16 tl.dot is wrong."""
+# the floating dtypes a replay computes in as recorded (fp8 inputs are cast by their builders)
+_ACTIVATION_DTYPES = ("float16", "bfloat16", "float32")
+
+
+def recorded_dtype(target: Any) -> Any | None:
+    """The torch dtype of the first floating fp16/bf16/fp32 tensor the target's call recorded (its
+    activations), or None where none is recorded (catalog entries without dtypes)."""
+    from kernel_atlas.ingest.recorded import TENSOR, dtypes
+    from kernel_atlas.replay.inputs import torch_dtype
+
+    for arg in getattr(target, "args", ()) or ():
+        if arg.kind == TENSOR and arg.dtype in dtypes():
+            dtype = torch_dtype(arg.dtype)
+            if str(dtype).rsplit(".", 1)[-1] in _ACTIVATION_DTYPES:
+                return dtype
+    return None
+
+
+def compute_dtype(device: str, target: Any = None) -> Any:
+    """The recorded activation dtype of `target` on a GPU (bf16 where none is recorded); fp32 on
+    the CPU, whose Triton interpreter computes bf16 tl.dot wrongly (the label says so)."""
     import torch
 
-    return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if not device.startswith("cuda"):
+        return torch.float32
+    return recorded_dtype(target) or torch.bfloat16
+
+
+def recorded_scalar(target: Any, default: float, what: str = "eps") -> tuple[float, str]:
+    """The call's recorded floating scalar (an RMSNorm's epsilon: the only float it takes), else
+    `default`; and a note for the label where the default was assumed."""
+    from kernel_atlas.ingest.recorded import SCALAR
+
+    for arg in getattr(target, "args", ()) or ():
+        if arg.kind == SCALAR and isinstance(arg.value, float):
+            return arg.value, ""
+    return default, f"{what}={default:g} assumed (not recorded)"
 
 
 def scaled(n: int, scale: float, multiple: int = 16) -> int:
@@ -72,10 +104,18 @@ def guard_cpu_bytes(device: str, nbytes: float, what: str, dims: int = 2) -> Non
     _refuse_on_cpu(device, nbytes, CPU_BYTES_LIMIT, dims, too_much)
 
 
-def label(implementation: str, device: str, scale: float, triton: bool = True) -> str:
+def label(
+    implementation: str, device: str, scale: float, triton: bool = True, *, target: Any = None, dtype: Any = None
+) -> str:
+    """The implementation label: what ran, where, at what scale, and — given the `target` and the
+    `dtype` it computed in — the recorded dtype where the replay ran another."""
     parts = [implementation]
     if not device.startswith("cuda"):
         parts.append("Triton interpreter (fp32)" if triton and interpreting() else "CPU")
+    recorded = recorded_dtype(target) if target is not None and dtype is not None else None
+    if recorded is not None and recorded != dtype:
+        name = str(dtype).rsplit(".", 1)[-1]
+        parts.append(f"run in {name}, recorded {str(recorded).rsplit('.', 1)[-1]}: bytes and time are of {name}")
     if scale < 1.0:
         parts.append(f"dimensions ≥ 64 scaled by {scale:g}")
     return ", ".join(parts)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -38,14 +39,27 @@ def _gated(kind: str, x: torch.Tensor) -> torch.Tensor:
 
 @register(ops=("silu_and_mul", "gelu_and_mul"))
 def _act_and_mul(target: Any, device: str, scale: float) -> Case:
-    found = [s for s in tensor_shapes(target.args) if len(s) == 2]
-    if not found:
-        raise NotReplayable("no [tokens, 2·d] input recorded")
-    rows, cols = max(found, key=lambda s: s[1])
+    rule = rule_id(target.label_rule)
+    found = [s for s in tensor_shapes(target.args) if s]
+    if rule == "inductor-gated-activation":
+        # Inductor's fused act(a) · b reads two whole operands (a [2, 8, 64] and b [16, 64]: 1024
+        # outputs), not the halves of one [T, 2·d] tensor: gate and up of the output's size each
+        if not found:
+            raise NotReplayable("no operand shapes recorded")
+        widest = max(found, key=math.prod)
+        rows, half = math.prod(widest[:-1]), widest[-1]
+        cols = 2 * half
+        what = f"act(a) · b over the whole recorded operands ({math.prod(widest)} outputs)"
+    else:
+        two = [s for s in found if len(s) == 2]
+        if not two:
+            raise NotReplayable("no [tokens, 2·d] input recorded")
+        rows, cols = max(two, key=lambda s: s[1])
+        what = "act(x[:, :d]) · x[:, d:]"
     rows, cols = scaled(rows, scale), scaled(cols, scale, 32)
-    gelu_tanh = rule_id(target.label_rule) == "act-and-mul-gelu-tanh"
+    gelu_tanh = rule == "act-and-mul-gelu-tanh"
     kind = "silu" if target.op_mapping == "silu_and_mul" else "gelu_tanh" if gelu_tanh else "gelu"
-    dtype = compute_dtype(device)
+    dtype = compute_dtype(device, target)
     x = randn((rows, cols), dtype, device, generator(device))
     out = guarded((rows, cols // 2), dtype, device)
     library = flashinfer_module(device)
@@ -55,16 +69,21 @@ def _act_and_mul(target: Any, device: str, scale: float) -> Case:
         def run() -> torch.Tensor:
             return function(x, out=out.tensor)
 
-        implementation, timed = f"flashinfer.activation.{kind}_and_mul", KERNEL
+        # flashinfer's kernel is the traced one only where the label says flashinfer: the act-and-mul
+        # rules match vLLM's, sgl-kernel's HIP and Inductor's kernels too
+        implementation = f"flashinfer.activation.{kind}_and_mul"
+        timed = KERNEL if (rule or "").startswith("flashinfer") else STAND_IN
+        implementation = implementation if timed == KERNEL else f"stand-in: {implementation}, {what}"
     else:
 
         def run() -> torch.Tensor:
             return out.tensor.copy_(_gated(kind, x.float()).to(x.dtype))
 
-        implementation, timed = f"stand-in: torch {kind}(x[:, :d]) · x[:, d:] (no flashinfer on {device})", STAND_IN
+        implementation, timed = f"stand-in: torch {kind}: {what} (no flashinfer on {device})", STAND_IN
 
     def check() -> tuple[str, str]:
         run()
         return out.check(compare(out.tensor, _gated(kind, x.double()), "float64 torch"))
 
-    return Case(run, label(implementation, device, scale, triton=False), check, timed=timed)
+    text = label(implementation, device, scale, triton=False, target=target, dtype=dtype)
+    return Case(run, text, check, timed=timed)

@@ -25,11 +25,12 @@ from kernel_atlas.replay.checks import Guarded, combine, compare, guarded, insid
 from kernel_atlas.replay.configs import traced_warps
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compute_dtype, guard_programs, label, scaled
+from kernel_atlas.replay.kernels.common import compute_dtype, guard_programs, label, recorded_scalar, scaled
 from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module
 from kernel_atlas.replay.values import generator, randn
 
 EPS = 1e-6
+TRITON_LAUNCH = "<built-in function launch>"  # the launcher Kineto records for a Triton kernel
 
 
 @triton.jit
@@ -105,6 +106,13 @@ def _flashinfer(target: Any) -> bool:
     return (rule_id(target.label_rule) or "").startswith("flashinfer")
 
 
+def _triton_launch(target: Any) -> bool:
+    """The traced kernel was launched by Triton's launcher (a Triton RMSNorm, as SGLang's), not by a
+    library op (vLLM's `_C::rms_norm`, aiter's, sgl-kernel's CUDA kernels)."""
+    launcher = target.trace_launcher or target.launcher or ""
+    return launcher == TRITON_LAUNCH or launcher.startswith("triton")
+
+
 def _rows_cols(target: Any, device: str, scale: float) -> tuple[int, int]:
     found = [s for s in tensor_shapes(target.args) if len(s) == 2]
     if not found:
@@ -114,10 +122,10 @@ def _rows_cols(target: Any, device: str, scale: float) -> tuple[int, int]:
     return rows, cols
 
 
-def _inputs(rows: int, cols: int, device: str, count: int) -> list[Guarded]:
-    """`count` guarded [rows, cols] tensors with N(0, 1) values."""
+def _inputs(rows: int, cols: int, device: str, count: int, target: Any = None) -> list[Guarded]:
+    """`count` guarded [rows, cols] tensors with N(0, 1) values, of the recorded dtype on a GPU."""
     gen = generator(device)
-    dtype = compute_dtype(device)
+    dtype = compute_dtype(device, target)
     out = []
     for _ in range(count):
         buffer = guarded((rows, cols), dtype, device)
@@ -126,28 +134,33 @@ def _inputs(rows: int, cols: int, device: str, count: int) -> list[Guarded]:
     return out
 
 
-def _weight(cols: int, device: str, seed: int) -> torch.Tensor:
-    return inside_guard(randn((cols,), compute_dtype(device), device, generator(device, seed)))
+def _weight(cols: int, device: str, seed: int, target: Any = None) -> torch.Tensor:
+    return inside_guard(randn((cols,), compute_dtype(device, target), device, generator(device, seed)))
+
+
+def _said(text: str, note: str) -> str:
+    return f"{text} ({note})" if note else text
 
 
 @register(rules=("flashinfer-rms-norm-fused-add", "rms-norm-fused-add"))
 def _fused_add(target: Any, device: str, scale: float) -> Case:
     rows, cols = _rows_cols(target, device, scale)
-    x, r = _inputs(rows, cols, device, 2)
-    w = _weight(cols, device, 1)
+    x, r = _inputs(rows, cols, device, 2, target)
+    w = _weight(cols, device, 1, target)
+    eps, assumed = recorded_scalar(target, EPS)
     x0, r0 = x.tensor.clone(), r.tensor.clone()  # the inputs of the first (checked) call
     library = flashinfer_module(device) if _flashinfer(target) else None
     if library is not None:
 
         def run() -> None:
-            library.norm.fused_add_rmsnorm(x.tensor, r.tensor, w, EPS)
+            library.norm.fused_add_rmsnorm(x.tensor, r.tensor, w, eps)
 
         config, text, timed = "flashinfer's launch", "flashinfer.norm.fused_add_rmsnorm", KERNEL
     else:
         launch, config = _launch(target, device, cols)
 
         def run() -> None:
-            fused_add_rmsnorm_kernel[(rows,)](x.tensor, r.tensor, w, cols, EPS, **launch)
+            fused_add_rmsnorm_kernel[(rows,)](x.tensor, r.tensor, w, cols, eps, **launch)
 
         text, timed = "Triton fused_add_rmsnorm_kernel", STAND_IN  # the traced kernels are CUDA ones
 
@@ -155,61 +168,70 @@ def _fused_add(target: Any, device: str, scale: float) -> Case:
         run()
         total = (x0.double() + r0.double()).to(r0.dtype)  # the residual is stored in its dtype
         return combine(
-            x.check(compare(x.tensor, rmsnorm_reference(total, w), "float64 RMSNorm of x + residual")),
+            x.check(compare(x.tensor, rmsnorm_reference(total, w, eps), "float64 RMSNorm of x + residual")),
             r.check(compare(r.tensor, total, "x + residual")),
         )
 
-    return Case(run, label(text, device, scale, triton=library is None), check, timed=timed, config=config)
+    text = label(_said(text, assumed), device, scale, triton=library is None, target=target, dtype=x.tensor.dtype)
+    return Case(run, text, check, timed=timed, config=config)
 
 
 @register(rules=("rms-norm-dual-residual",))
 def _dual(target: Any, device: str, scale: float) -> Case:
     rows, cols = _rows_cols(target, device, scale)
-    x, r = _inputs(rows, cols, device, 2)
-    w1, w2 = _weight(cols, device, 1), _weight(cols, device, 2)
+    x, r = _inputs(rows, cols, device, 2, target)
+    w1, w2 = _weight(cols, device, 1, target), _weight(cols, device, 2, target)
+    eps, assumed = recorded_scalar(target, EPS)
     out, mid = guarded((rows, cols), x.tensor.dtype, device), guarded((rows, cols), x.tensor.dtype, device)
     launch, config = _launch(target, device, cols)
 
     def run() -> torch.Tensor:
-        dual_residual_rmsnorm_kernel[(rows,)](out.tensor, mid.tensor, x.tensor, r.tensor, w1, w2, cols, EPS, **launch)
+        dual_residual_rmsnorm_kernel[(rows,)](out.tensor, mid.tensor, x.tensor, r.tensor, w1, w2, cols, eps, **launch)
         return out.tensor
 
     def check() -> tuple[str, str]:
         run()
-        ref_mid = (r.tensor.double() + rmsnorm_reference(x.tensor, w1).to(r.tensor.dtype).double()).to(r.tensor.dtype)
+        normed = rmsnorm_reference(x.tensor, w1, eps).to(r.tensor.dtype).double()
+        ref_mid = (r.tensor.double() + normed).to(r.tensor.dtype)
         return combine(
-            out.check(compare(out.tensor, rmsnorm_reference(ref_mid, w2), "float64 RMSNorm of the mid value")),
+            out.check(compare(out.tensor, rmsnorm_reference(ref_mid, w2, eps), "float64 RMSNorm of the mid value")),
             mid.check(compare(mid.tensor, ref_mid, "residual + RMSNorm(x)")),
         )
 
-    return Case(run, label("Triton fused_dual_residual_rmsnorm_kernel", device, scale), check, config=config)
+    text = _said("Triton fused_dual_residual_rmsnorm_kernel", assumed)
+    return Case(run, label(text, device, scale, target=target, dtype=x.tensor.dtype), check, config=config)
 
 
 @register(rules=("flashinfer-rms-norm", "rms-norm"))
 def _plain(target: Any, device: str, scale: float) -> Case:
     rows, cols = _rows_cols(target, device, scale)
-    (x,) = _inputs(rows, cols, device, 1)
-    w = _weight(cols, device, 1)
+    (x,) = _inputs(rows, cols, device, 1, target)
+    w = _weight(cols, device, 1, target)
+    eps, assumed = recorded_scalar(target, EPS)
     out = guarded((rows, cols), x.tensor.dtype, device)
     library = flashinfer_module(device) if _flashinfer(target) else None
     if library is not None:
 
         def run() -> torch.Tensor:
-            return library.norm.rmsnorm(x.tensor, w, EPS, out=out.tensor)
+            return library.norm.rmsnorm(x.tensor, w, eps, out=out.tensor)
 
         config, text, timed = "flashinfer's launch", "flashinfer.norm.rmsnorm", KERNEL
     else:
         launch, config = _launch(target, device, cols)
 
         def run() -> torch.Tensor:
-            rmsnorm_kernel[(rows,)](x.tensor, w, out.tensor, cols, EPS, **launch)
+            rmsnorm_kernel[(rows,)](x.tensor, w, out.tensor, cols, eps, **launch)
             return out.tensor
 
+        # the `rms-norm` rule matches vLLM's CUDA rms_norm_kernel, aiter's CK rmsnorm2d, Gemma's
+        # x·(1+w) and q/k norms as well as SGLang's Triton kernel: this re-implementation is the
+        # traced kernel only where a Triton launch launched it, else another implementation
         text = "Triton rmsnorm_kernel"
-        timed = STAND_IN if _flashinfer(target) else KERNEL
+        timed = KERNEL if _triton_launch(target) and not _flashinfer(target) else STAND_IN
 
     def check() -> tuple[str, str]:
         run()
-        return out.check(compare(out.tensor, rmsnorm_reference(x.tensor, w), "float64 RMSNorm"))
+        return out.check(compare(out.tensor, rmsnorm_reference(x.tensor, w, eps), "float64 RMSNorm"))
 
-    return Case(run, label(text, device, scale, triton=library is None), check, timed=timed, config=config)
+    text = label(_said(text, assumed), device, scale, triton=library is None, target=target, dtype=x.tensor.dtype)
+    return Case(run, text, check, timed=timed, config=config)
