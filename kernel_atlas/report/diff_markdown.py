@@ -11,7 +11,7 @@ from typing import Any
 from kernel_atlas.analysis.gate import Comparability, Verdict
 from kernel_atlas.core.texts import counted
 from kernel_atlas.report.markup import plain
-from kernel_atlas.report.units import fmt_signed_us, fmt_us
+from kernel_atlas.report.units import change_pct, fmt_signed_us, fmt_us
 
 # The punctuation that can open or close something inside a line of CommonMark or GitHub's
 # Markdown — emphasis, code spans, links and images, autolinks and HTML, entities,
@@ -26,22 +26,6 @@ def _cell(text: object) -> str:
     the punctuation that could start or end markup escaped (`_PUNCTUATION`) — no emphasis,
     link, image, HTML, code span or table cell can start or end inside it."""
     return _PUNCTUATION.sub(r"\\\1", plain(text))
-
-
-def _pct(a_us: float, b_us: float, in_a: bool | None = None, in_b: bool | None = None) -> str:
-    """The change in percent of A; `new` / `gone` where a run has no activity in the row (`in_a`,
-    `in_b`: by presence, not time — a row A ran at 0 µs is no "new" one; not given: by time)."""
-    if in_a is None:
-        in_a = a_us > 0
-    if in_b is None:
-        in_b = in_a or b_us > 0
-    if not in_a:
-        return "new" if in_b else "–"
-    if not in_b:
-        return "gone"
-    if a_us > 0:  # the minus sign of every signed number here (`fmt_signed_us`)
-        return f"{100.0 * (b_us - a_us) / a_us:+.1f} %".replace("-", "−")
-    return "–"  # A ran it in 0 µs: no change to put in percent
 
 
 def _present_us(us: float, count: int) -> str:
@@ -120,7 +104,7 @@ _LEVEL_NAMES = {"category": "category", "op_mapping": "op"}
 def _rise(regression: Any) -> str:
     """How a judged row rose: in percent, `new` (A ran nothing in it) or from A's 0 µs."""
     if regression.appeared or regression.a_us > 0:
-        return _pct(regression.a_us, regression.b_us, not regression.appeared)
+        return change_pct(regression.a_us, regression.b_us, not regression.appeared)
     return f"{fmt_us(regression.a_us)} → {fmt_us(regression.b_us)}"
 
 
@@ -146,7 +130,7 @@ def _rows(diff: Any, level: str, top: int | None) -> list[Any]:
 
 def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int = 10) -> str:
     a, b = diff.a, diff.b
-    change = _pct(a.gpu_time_us, b.gpu_time_us, a.count > 0, b.count > 0)
+    change = change_pct(a.gpu_time_us, b.gpu_time_us, a.count > 0, b.count > 0)
     lines = ["## Kernel Atlas diff", ""]
     if verdict is not None:
         lines += [f"**{_cell(verdict_line(verdict))}**", ""]
@@ -162,7 +146,7 @@ def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int =
         for row in _rows(diff, level, None if level == "category" else top):  # every category, as the terminal
             lines.append(
                 f"| {_cell(row.key)} | {_present_us(row.a_us, row.a_count)} | {_present_us(row.b_us, row.b_count)} | "
-                f"{fmt_signed_us(row.delta_us)} | {_pct(row.a_us, row.b_us, row.a_count > 0, row.b_count > 0)} |"
+                f"{fmt_signed_us(row.delta_us)} | {change_pct(row.a_us, row.b_us, row.a_count > 0, row.b_count > 0)} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -30,6 +30,7 @@ from kernel_atlas.report.markup import esc
 from kernel_atlas.report.progress import progress_bar
 from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
+    change_pct,
     describe_key,
     device_number,
     device_time_line,
@@ -617,14 +618,9 @@ def print_catalog_costs(
 # --- atlas diff ---------------------------------------------------------------------------------
 
 
-def _change_pct(a_us: float, b_us: float) -> str:
-    if not a_us and not b_us:  # no time on either side: no change to put in percent
-        return "–"
-    if not a_us:
-        return "new"
-    if not b_us:
-        return "gone"
-    return f"{100 * (b_us - a_us) / a_us:+.1f}%".replace("-", "−")
+def _change(a_us: float, b_us: float, a_count: int, b_count: int) -> str:
+    """`change_pct` by presence (as the Markdown says it), in the terminal's `+12.3%`."""
+    return change_pct(a_us, b_us, a_count > 0, b_count > 0).replace(" %", "%")
 
 
 def _present_us(us: float, count: int) -> str:
@@ -640,7 +636,7 @@ def _diff_table(console: Console, table: Any, header: str, title: str, wide: boo
     if table.empty:
         _text(console, f"[bold]{esc(title)}[/]: none")
         return
-    columns = [Column("Δ"), Column("A"), Column("B"), Column("Δ%", drop=2), Column("calls A→B", drop=3)]
+    columns = [Column("Δ"), Column("A"), Column("B"), Column("Δ%", drop=2), Column("activities A→B", drop=3)]
     if matched:
         columns.append(Column("matched", justify="left", drop=1))
     columns.append(Column(header, justify="left", flex=1, min_width=20, middle=True))
@@ -650,7 +646,7 @@ def _diff_table(console: Console, table: Any, header: str, title: str, wide: boo
             fmt_signed_us(row.delta_us),
             _present_us(row.a_us, row.a_count),
             _present_us(row.b_us, row.b_count),
-            _change_pct(row.a_us, row.b_us),
+            _change(row.a_us, row.b_us, row.a_count, row.b_count),
             f"{row.a_count:,}→{row.b_count:,}",
         ]
         if matched:
@@ -670,7 +666,8 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
             f"GPU time {fmt_us(side.gpu_time_us)} ({side.count:,} activities)",
         )
     change = b.gpu_time_us - a.gpu_time_us
-    _text(console, f"[bold]B − A[/] {fmt_signed_us(change)} ({_change_pct(a.gpu_time_us, b.gpu_time_us)})")
+    pct = _change(a.gpu_time_us, b.gpu_time_us, a.count, b.count)
+    _text(console, f"[bold]B − A[/] {fmt_signed_us(change)} ({pct})")
     _diff_table(console, diff.level("category"), "category", "GPU time by category", wide)
     _diff_table(console, _largest_first(diff.level("op_mapping")).head(top), "op", "Largest changes by op", wide)
     modules = _largest_first(diff.level("module")).head(top)

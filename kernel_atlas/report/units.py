@@ -231,3 +231,19 @@ def describe_key(row: Any) -> str:
         op, _, dims = str(row.key).split(SIGNATURE_SEPARATOR, 2)
         return f"{op} {fmt_shapes(dims)}: {first[0]} → {first[1]}"
     return display_name(str(row.key))
+
+
+def change_pct(a_us: float, b_us: float, in_a: bool | None = None, in_b: bool | None = None) -> str:
+    """The change in percent of A; `new` / `gone` where a run has no activity in the row (`in_a`,
+    `in_b`: by presence, not time — a row A ran at 0 µs is no "new" one; not given: by time)."""
+    if in_a is None:
+        in_a = a_us > 0
+    if in_b is None:
+        in_b = in_a or b_us > 0
+    if not in_a:
+        return "new" if in_b else "–"
+    if not in_b:
+        return "gone"
+    if a_us > 0:  # the minus sign of every signed number here (`fmt_signed_us`)
+        return f"{100.0 * (b_us - a_us) / a_us:+.1f} %".replace("-", "−")
+    return "–"  # A ran it in 0 µs: no change to put in percent

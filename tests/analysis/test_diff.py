@@ -177,14 +177,18 @@ def test_diff_html_sorts_in_headless_chromium(diff, tmp_path: Path) -> None:
 
 
 def test_no_time_on_either_side_is_no_change_in_percent() -> None:
-    """0 µs in A and in B read "new" (terminal and Markdown): there is nothing new and no percent."""
-    from kernel_atlas.report.diff_markdown import _pct
-    from kernel_atlas.report.terminal import _change_pct
+    """0 µs in A and in B read "new" (terminal and Markdown): there is nothing new and no percent.
+    Both say new and gone by presence (activities in the row), not time (campaign AM 9)."""
+    from kernel_atlas.report.terminal import _change
+    from kernel_atlas.report.units import change_pct
 
-    assert (_change_pct(0.0, 0.0), _pct(0.0, 0.0)) == ("–", "–")
-    assert (_change_pct(0.0, 40.0), _pct(0.0, 40.0)) == ("new", "new")
-    assert (_change_pct(10.0, 0.0), _pct(10.0, 0.0)) == ("gone", "−100.0 %")  # the minus sign of `fmt_signed_us`
-    assert (_change_pct(10.0, 12.5), _pct(10.0, 12.5)) == ("+25.0%", "+25.0 %")
+    assert (_change(0.0, 0.0, 0, 0), change_pct(0.0, 0.0, False, False)) == ("–", "–")
+    assert (_change(0.0, 40.0, 0, 2), change_pct(0.0, 40.0, False, True)) == ("new", "new")
+    assert (_change(10.0, 0.0, 1, 0), change_pct(10.0, 0.0, True, False)) == ("gone", "gone")
+    # ran in both, B in 0 µs: −100 % (the minus sign of `fmt_signed_us`), not gone
+    assert (_change(10.0, 0.0, 1, 1), change_pct(10.0, 0.0, True, True)) == ("−100.0%", "−100.0 %")
+    assert (_change(10.0, 12.5, 1, 1), change_pct(10.0, 12.5, True, True)) == ("+25.0%", "+25.0 %")
+    assert _change(0.0, 5.0, 3, 3) == "–"  # A ran it in 0 µs: no percent, and it is not new
 
 
 def test_diff_says_what_ingest_could_not_read(tmp_path: Path) -> None:
