@@ -563,11 +563,11 @@ def report(
     ] = None,
 ) -> None:
     """Where the GPU time goes and how far each kernel is from the roofline, and why the GPU
-    waits: writes roofline.parquet, timeshare.csv, idle.parquet, idle_hta.parquet, idle_causes.parquet,
-    launch_stats.parquet, graph_candidates.parquet, critical_path.parquet (what bounds the run),
-    report.json and report.html next to
-    kernels.parquet; for several ranks also collectives.parquet (skew and wait per rank per
-    collective) and the stragglers."""
+    waits: writes roofline.parquet, timeshare.csv, steps.parquet, idle.parquet,
+    idle_hta.parquet, idle_causes.parquet, launch_stats.parquet, graph_candidates.parquet,
+    critical_path.parquet (what bounds the run), report.json and report.html next to
+    kernels.parquet; memory.parquet where the trace recorded memory events; for several ranks
+    also collectives.parquet (skew and wait per rank per collective) and the stragglers."""
     from kernel_atlas.report.build import build_report
     from kernel_atlas.report.terminal import print_catalog_costs, print_report
 
@@ -726,11 +726,11 @@ def diff(
     wide: Wide = False,
 ) -> None:
     """Compare two runs: GPU time per category, op, nn.Module and kernel in A and B and the
-    change; kernels matched by name, or by op and shapes when the names differ (two GPUs);
-    appeared and vanished kernels; regressions ranked; how comparable the runs are. With
-    --fail-above PCT it gates a CI job: exit code 3 when something regressed by more than PCT
-    percent (named), 0 otherwise. Traces are ingested next to themselves; files are written
-    only where asked (-o, --html, --markdown)."""
+    change; kernels matched by name, or by their CPU op and shapes when the names differ (two
+    GPUs); appeared and vanished kernels; regressions ranked; how comparable the runs are.
+    With `--fail-above PCT` it gates a CI job: exit code 3 when something regressed by more
+    than PCT percent (named), 0 otherwise. Traces are ingested next to themselves; files are
+    written only where asked (-o, --html, --markdown)."""
     from kernel_atlas.analysis.diff import TABLE_SUFFIXES, diff_runs, write_table
     from kernel_atlas.analysis.gate import MIN_SHARE, comparability, judge
     from kernel_atlas.report.diff_markdown import comparability_line, verdict_line, write_markdown
