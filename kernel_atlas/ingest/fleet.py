@@ -40,13 +40,14 @@ from kernel_atlas.ingest.catalog import (
     merge_catalog,
     merged_entries,
 )
-from kernel_atlas.ingest.host_events import write_host_events
+from kernel_atlas.ingest.host_events import HOST_EVENTS, write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table, trace_fingerprint
 from kernel_atlas.store.outputs import (
     CATALOG,
     KERNELS,
     LAYOUT,
+    PARTITION,
     SUMMARY,
     file_stem,
     filesystem,
@@ -75,12 +76,15 @@ ENGINES = ("local", "ray")
 class Task:
     source: str  # path or URL of one trace
     out: str  # output folder (path or URL)
-    index: int  # position in the input list: the rank when the trace names none
+    index: int  # position in the input list (input order, also of the traces that declare no rank)
     stem: str  # file name of its rows in the dataset
     captures: tuple[CapturedGraph, ...] = ()  # profiled graph captures for its graph replays
     workers: int | None = None  # decode processes for the trace (None: as many as suit it)
     run_id: str | None = None  # the ingest run its file belongs to (`outputs.RUN_KEY`)
     process: int | None = None  # the process of a multi-process Nsight Systems export (its rank)
+    # the rank its files are written under where the trace declares none (None: `index`), until the
+    # run settles it (`RunFold.settle_ranks`): `plan` guesses from the file names
+    fallback: int | None = None
 
 
 @dataclass
@@ -92,6 +96,7 @@ class RankDone:
     warnings: list[str]
     catalog: Catalog
     kernel_time: pd.DataFrame
+    position: int | None = None  # its place among the inputs where the trace declares no rank (`rank` is a guess)
 
 
 @dataclass
@@ -294,13 +299,23 @@ def ingested_from(out_dir: Path, trace: Path) -> bool:
 def plan(
     sources: Sequence[str], out: str, captures: Sequence[CapturedGraph] = (), run_id: str | None = None
 ) -> list[Task]:
-    """One task per trace; traces with the same file name get distinct file names."""
+    """One task per trace; traces with the same file name get distinct file names. A trace whose
+    name declares no rank is written under one no name declares (`fallback`): the rank it is given
+    when its content declares none either, unless another trace's content declares that rank."""
+    from kernel_atlas.ingest.pipeline import free_ranks, rank_in_name
+
     stems = [_stem(s.rstrip("/").rsplit("/", 1)[-1]) for s in sources]
     clash = {s for s in stems if stems.count(s) > 1}
-    return [
+    tasks = [
         Task(source, out, i, f"{stem}.{i}" if stem in clash else stem, tuple(captures), run_id=run_id, process=process)
         for i, (source, stem, process) in enumerate(_with_processes(sources, stems))
     ]
+    named = [rank_in_name(task.source.rstrip("/").rsplit("/", 1)[-1]) for task in tasks]
+    unnamed = [task for task, rank in zip(tasks, named, strict=True) if rank is None]
+    guesses = free_ranks({rank for rank in named if rank is not None}, len(unnamed))
+    for task, guess in zip(unnamed, guesses, strict=True):
+        task.fallback = guess
+    return tasks
 
 
 def _with_processes(sources: Sequence[str], stems: list[str]) -> Iterator[tuple[str, str, int | None]]:
@@ -353,7 +368,7 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
             local = path
             result = ingest_trace(
                 path,
-                task.index,
+                task.index if task.fallback is None else task.fallback,
                 on_progress,
                 captures=task.captures,
                 workers=task.workers,
@@ -384,7 +399,8 @@ def ingest_task(task: Task, on_progress: Callable[[str, float], None] | None = N
         written, result.facts = _written_together(
             lambda: write_rank(result.frame, task.out, rank, task.stem, task.run_id), beside, task.out
         )
-        return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time)
+        position = None if result.rank_declared else task.index
+        return RankDone(task.source, rank, written, result.facts, result.warnings, catalog, kernel_time, position)
     except AtlasError as exc:
         problem = exc.problem if exc.source else str(exc)
         if exc.source and not _names_the_trace(exc.source, local):  # an output (disk full), a catalog, a capture
@@ -575,24 +591,58 @@ class RunFold:
     left_out: LeftOut = field(default_factory=LeftOut)  # kernels the ranks' catalogs did not list
     kernel_time: pd.DataFrame | None = None
     sources: list[str] = field(default_factory=list)  # the traces whose warnings `warnings` holds
-    # each trace's own warnings, by (rank, source): given in that order whatever order the traces end in
-    _said: list[tuple[int, str, list[str]]] = field(default_factory=list)
+    # each trace's own warnings, by (its entry of `traces`, source): given in the order of (rank,
+    # source) whatever order the traces end in
+    _said: list[tuple[dict[str, Any], str, list[str]]] = field(default_factory=list)
+    # the traces that declare no rank: (position among the inputs, source, entry of `traces`)
+    _unranked: list[tuple[int, str, dict[str, Any]]] = field(default_factory=list)
 
     def add(self, outcome: Outcome) -> None:
         if isinstance(outcome, RankFailed):
             self.failed.append(outcome)
             return
-        self.traces.append({**outcome.facts, "kernels_file": outcome.file})
+        entry = {**outcome.facts, "kernels_file": outcome.file}
+        self.traces.append(entry)
+        if outcome.position is not None:
+            self._unranked.append((outcome.position, outcome.source, entry))
         if outcome.warnings:
-            self._said.append((outcome.rank, outcome.source, outcome.warnings))
+            self._said.append((entry, outcome.source, outcome.warnings))
         self.sources.append(outcome.source)
         merge_catalog(self.catalog, outcome.catalog.entries, outcome.source)
         self.left_out.add(outcome.catalog.left_out)
         self.kernel_time = add_kernel_times(self.kernel_time, outcome.kernel_time)
 
+    def settle_ranks(self, out: str) -> None:
+        """The traces that declare no rank given the lowest ranks no trace declares, in input order
+        (`pipeline.free_ranks`), and said in one line: a trace's files written under a guess that
+        another trace's content turned out to declare are moved to the rank it is given. Their
+        position among the inputs had been their rank, and a rank another trace declares made
+        two traces one timeline. Before anything is named by rank in the run's summary."""
+        if len(self.traces) < 2 or not self._unranked:
+            return  # one trace alone: the rank it was given (0) is no other's
+        from kernel_atlas.ingest.pipeline import free_ranks, given_ranks_text, with_rank
+
+        unranked = sorted(self._unranked, key=lambda u: u[0])
+        mine = {id(entry) for *_, entry in unranked}
+        declared = {int(t["rank"]) for t in self.traces if id(t) not in mine}
+        given = list(zip(unranked, free_ranks(declared, len(unranked)), strict=True))
+        for (_, _, entry), rank in given:
+            if entry["rank"] == rank:
+                continue  # its guess (`plan`) stands: its files stay where they were written
+            _, folder, name = entry["kernels_file"].split("/")
+            host = f"{HOST_EVENTS}/{folder}/{name}"  # beside its kernels, of the same name, where it has any
+            if _dataset_file_exists(out, host):
+                _move_to_rank(out, host, rank)
+            for key in ("kernels_file", "memory_file"):
+                if entry.get(key):
+                    entry[key] = _move_to_rank(out, entry[key], rank)
+            with_rank(entry, rank)
+        self.warnings.append(given_ranks_text([(source, rank) for (_, source, _), rank in given]))
+
     def finish(self, out: str, run_id: str | None, engine: str) -> FleetResult:
         """catalog.json and, last, summary.json; nothing when every rank failed."""
-        said = [warning for *_, given in sorted(self._said, key=lambda s: s[:2]) for warning in given]
+        self.settle_ranks(out)
+        said = [warning for *_, given in sorted(self._said, key=lambda s: (s[0]["rank"], s[1])) for warning in given]
         warnings, traces = _folded(self.warnings + said, self.sources), self.traces
         self.failed.sort(key=lambda f: f.source)
         kernel_time = self.kernel_time if self.kernel_time is not None else kernel_time_table(pd.DataFrame())
@@ -630,6 +680,37 @@ class RunFold:
         files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
         files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
         return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
+
+
+def _dataset_file_exists(out: str, relative: str) -> bool:
+    if not is_url(out):
+        return (Path(out) / relative).is_file()
+    fs, root = filesystem(out)
+    return bool(fs.exists(f"{root}/{relative}"))
+
+
+def _move_to_rank(out: str, relative: str, rank: int) -> str:
+    """A file of a rank-partitioned table of the run (`outputs.dataset_file`) moved, its name
+    kept, into the folder of `rank`; its new relative path. Its files hold no rank (the folder
+    names it), so nothing else changes. The folder it leaves goes where it is left empty: a rank
+    folder without a file reads as a rank whose file is missing."""
+    dataset, _, name = relative.split("/")
+    moved = f"{dataset}/{PARTITION}={rank}/{name}"
+    if is_url(out):
+        fs, root = filesystem(out)
+        fs.mv(f"{root}/{relative}", f"{root}/{moved}")  # an object store has no folder to leave
+        return moved
+    source, target = Path(out) / relative, Path(out) / moved
+    try:
+        if target.parent.is_symlink():
+            raise AtlasError(target.parent, "is a symbolic link: refusing to write through it")
+        target.parent.mkdir(exist_ok=True)
+        os.replace(source, target)
+    except OSError as exc:
+        raise AtlasError(source, f"cannot move to {moved}: {os_problem(exc)}") from None
+    with suppress(OSError):
+        source.parent.rmdir()  # only where empty
+    return moved
 
 
 def _left_out_warning(listed: int, left_out: LeftOut, by_kind: dict[str, dict[str, float]], traces: int) -> str:

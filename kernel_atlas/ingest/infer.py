@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kernel_atlas.core.texts import counted
 from kernel_atlas.ingest.columns import GpuTable, set_rows
-from kernel_atlas.ingest.link import NO_LAUNCH_REASONS, LinkedColumns, call_positions
+from kernel_atlas.ingest.link import NO_LAUNCH_REASONS, UNLINKED_NO_LAUNCH, LinkedColumns, call_positions
 
 LINK_INFERRED = "inferred: same kernel, grid and block"
 LINK_BY_NEIGHBOURS = "inferred: same kernel, grid, block and neighbouring kernels"
@@ -47,6 +48,8 @@ WHY_SEVERAL = "the same kernel is linked with several shape signatures"
 WHY_NO_SHAPES = "the same kernel is linked but without recorded shapes"
 WHY_NO_GEOMETRY = "no grid/block recorded, and its name is linked with several or none"
 WHY_PARTIAL_CALL = "its op call launches several kernels and the others are not all there"
+# in the order summary.json's `not_inferred` lists them
+_WHY = (WHY_NO_GEOMETRY, WHY_NO_SOURCE, WHY_NO_SHAPES, WHY_SEVERAL, WHY_PARTIAL_CALL)
 
 _SIGNATURE = ["launcher", "cpu_op", "input_dims", "input_types", "input_strides", "concrete_inputs", "pos", "size"]
 _KEY = ["name", "grid", "block"]
@@ -55,8 +58,10 @@ _STACK = ["call_stack", "module"]
 
 @dataclass
 class InferredFacts:
-    kernels: int = 0
+    kernels: int = 0  # that borrowed, whatever kept their launch out of the trace
     time_us: float = 0.0
+    # why the kernels launched before the window that did not borrow did not (a kernel whose launch
+    # was lost inside the window, or of a trace that records no launches, is no such kernel)
     not_inferred: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self, kernel_time_us: float) -> dict[str, Any]:
@@ -77,6 +82,10 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     missing = np.flatnonzero(kernel & np.asarray(linked.link.isin(NO_LAUNCH_REASONS)))
     if len(missing) == 0:
         return facts
+    # each row's reason to be left without (an index in _WHY), the last one given standing: a
+    # reason counts only for kernels launched before the window (`not_inferred`), while those
+    # whose launch was lost inside it, or whose trace records no launches, borrow alike
+    why = np.full(len(kernel), -1, np.int8)
     targets = missing[geometry[missing]]
     unknown = missing[~geometry[missing]]  # ROCm records grid/block on the launch, absent here
     sources = np.flatnonzero(kernel & launched & geometry)
@@ -102,32 +111,28 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     prev, nxt = _neighbours(gpu)
     found["prev"], found["next"] = prev[sources], nxt[sources]
     guessed = _geometry_of_name(table(unknown).assign(prev=prev[unknown], next=nxt[unknown]), found)
-    if len(guessed) < len(unknown):
-        facts.not_inferred[WHY_NO_GEOMETRY] = len(unknown) - len(guessed)
+    why[np.setdiff1d(unknown, guessed["row"].to_numpy(np.int64))] = _WHY.index(WHY_NO_GEOMETRY)
     wanted = pd.concat([table(targets), guessed], ignore_index=True)
     wanted = wanted.merge(first.reset_index(), on=_KEY, how="left", suffixes=("", "_source"))
     no_source = wanted["signatures"].isna()
     several = ~no_source & (wanted["signatures"] > 1)
     no_shapes = ~no_source & ~several & ~wanted["has_shapes"].astype(bool)
-    _count(facts, WHY_NO_SOURCE, no_source)
-    _count(facts, WHY_NO_SHAPES, no_shapes)
+    wanted_rows = wanted["row"].to_numpy(np.int64)
+    for reason, mask in ((WHY_NO_SOURCE, no_source), (WHY_NO_SHAPES, no_shapes), (WHY_SEVERAL, several)):
+        why[wanted_rows[np.asarray(mask, dtype=bool)]] = _WHY.index(reason)
     resolved = _by_neighbours(wanted[several], found, prev, nxt)
-    _count(facts, WHY_SEVERAL, several)
-    if len(resolved):
-        facts.not_inferred[WHY_SEVERAL] -= len(resolved)
-        facts.not_inferred = {k: v for k, v in facts.not_inferred.items() if v}
     usable = pd.concat([wanted[~(no_source | several | no_shapes)], resolved], ignore_index=True)
     by_neighbours = set(resolved["row"].astype(int).tolist())
     left = np.setdiff1d(missing, usable["row"].to_numpy(np.int64))
     periodic = _by_period(gpu, left, found, usable.columns, prev, nxt)
     if len(periodic):
-        _uncount(facts, periodic["row"].to_numpy(np.int64), unknown, guessed, wanted)
         usable = pd.concat([usable, periodic], ignore_index=True)
     by_period = set(periodic["row"].astype(int).tolist())
     periodic_source = dict(zip(periodic["row"].astype(int), periodic.get("source", pd.Series()), strict=False))
     usable = usable.drop(columns="source", errors="ignore")
     calls = _form_calls(gpu, usable)
-    _count(facts, WHY_PARTIAL_CALL, usable["row"].map(lambda r: r not in calls).to_numpy(bool))
+    partial = usable["row"].map(lambda r: r not in calls).to_numpy(bool)
+    why[usable["row"].to_numpy(np.int64)[partial]] = _WHY.index(WHY_PARTIAL_CALL)
 
     next_id = int(linked.cpu_op_id.max(initial=-1)) + 1
     call_ids: dict[int, int] = {}
@@ -151,6 +156,10 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
         if rows:
             setattr(linked, column, set_rows(getattr(linked, column), rows, values))
     inferred_rows = borrowed["launcher"][0]
+    why[inferred_rows] = -1
+    before = missing[np.asarray(linked.link[missing] == UNLINKED_NO_LAUNCH)]  # the link as it was
+    counts = np.bincount(why[before][why[before] >= 0], minlength=len(_WHY))
+    facts.not_inferred = {reason: int(n) for reason, n in zip(_WHY, counts.tolist(), strict=True) if n}
     placed = [r for r in inferred_rows if r in by_period]
     if placed:
         _borrow_messages(gpu, np.array(placed, np.int64), np.array([periodic_source[r] for r in placed], np.int64))
@@ -288,35 +297,6 @@ def _borrow_messages(gpu: GpuTable, rows: np.ndarray, sources: np.ndarray) -> No
         getattr(gpu, name)[rows] = getattr(gpu, name)[sources]
 
 
-def _uncount(
-    facts: InferredFacts,
-    rows: np.ndarray,
-    unknown: np.ndarray,
-    guessed: pd.DataFrame,
-    wanted: pd.DataFrame,
-) -> None:
-    """Take the rows the repeating sequence resolved off the reasons they were counted under."""
-    no_geometry = np.isin(rows, unknown) & ~np.isin(rows, guessed["row"].to_numpy(np.int64))
-    by_reason = {WHY_NO_GEOMETRY: int(no_geometry.sum())}
-    left = wanted.set_index("row")
-    for row in rows[~no_geometry].tolist():
-        if row not in left.index:
-            continue
-        record = left.loc[row]
-        why = (
-            WHY_NO_SOURCE
-            if pd.isna(record["signatures"])
-            else WHY_SEVERAL
-            if record["signatures"] > 1
-            else WHY_NO_SHAPES
-        )
-        by_reason[why] = by_reason.get(why, 0) + 1
-    for why, count in by_reason.items():
-        if count:
-            facts.not_inferred[why] = facts.not_inferred.get(why, 0) - count
-    facts.not_inferred = {k: v for k, v in facts.not_inferred.items() if v > 0}
-
-
 def _geometry_of_name(unknown: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
     """Kernels without a grid/block take those of their name's linked kernels when all of them
     have one grid and block, else those of the linked occurrences between the same neighbouring
@@ -344,12 +324,6 @@ def _codes(values: pd.Categorical, rows: np.ndarray) -> np.ndarray:
 def _text(values: pd.Categorical, code: Any) -> str | None:
     """The text of a code of `values` (-1, or NaN where a join found no source: missing)."""
     return None if pd.isna(code) or code < 0 else str(values.categories[int(code)])
-
-
-def _count(facts: InferredFacts, why: str, mask: np.ndarray | pd.Series) -> None:
-    count = int(np.asarray(mask, dtype=bool).sum())
-    if count:
-        facts.not_inferred[why] = facts.not_inferred.get(why, 0) + count
 
 
 def _form_calls(gpu: GpuTable, usable: pd.DataFrame) -> dict[int, int]:
@@ -384,8 +358,10 @@ def inferred_summary_line(inferred: dict[str, Any] | None) -> str | None:
     if not inferred or not (inferred.get("kernels") or inferred.get("not_inferred")):
         return None
     left = sum(inferred["not_inferred"].values())
+    # `kernels` counts every kernel that borrowed, whatever kept its launch out of the trace (before
+    # the window, or lost inside it); `not_inferred` those launched before the window alone
     return (
-        f"launched before the window: shapes inferred for {inferred['kernels']:,} kernels "
+        f"launch not in the trace: shapes inferred for {counted(inferred['kernels'], 'kernel', 'kernels')} "
         f"({inferred['pct_of_kernel_time']:.1f}% of kernel time, same kernel, grid and block linked with one "
-        f"signature); {left:,} left without (ambiguous or never linked)"
+        f"signature); {left:,} launched before the window left without (ambiguous or never linked)"
     )

@@ -68,6 +68,9 @@ class IngestResult:
     warnings: list[str]
     memory: pd.DataFrame | None = None  # `[memory]` events (`ingest.memory`), None when the trace has none
     host_events: dict[tuple[str, int], pd.DataFrame] = field(default_factory=dict)  # (stem, rank) → host events
+    # False where the trace declares no rank (no distributedInfo.rank, no `rank<N>` in its name): its
+    # rank is the one it was given, settled against the ranks the other inputs declare (`free_ranks`)
+    rank_declared: bool = True
 
     @property
     def kernel_time(self) -> pd.DataFrame:
@@ -91,8 +94,48 @@ def _rank_of(path: Path, distributed: dict[str, Any], warnings: list[str] | None
             warnings.append(f"{path}: distributedInfo.rank {rank} is out of range (0…{_MAX_RANK}): ignored")
     elif rank is not None and warnings is not None:  # 1.5, "3", an integer of 5,000 digits (read as inf)
         warnings.append(f"{path}: distributedInfo.rank {str(rank)[:40]!r} is not an integer: ignored")
-    match = _RANK_IN_NAME.search(path.name)
+    return rank_in_name(path.name)
+
+
+def rank_in_name(name: str) -> int | None:
+    """The rank a trace's file name declares (`rank<N>`, `rank_N`, `rank-N`), None where none."""
+    match = _RANK_IN_NAME.search(name)
     return int(match.group(1)) if match and int(match.group(1)) <= _MAX_RANK else None
+
+
+def free_ranks(declared: set[int], count: int) -> list[int]:
+    """The `count` lowest ranks not in `declared`, ascending: the ranks of the traces that declare
+    none, given in input order. A trace's position among the inputs was its rank, and could be a
+    rank another trace declares — two traces then shared one timeline and the cross-rank view
+    was refused."""
+    ranks: list[int] = []
+    rank = 0
+    while len(ranks) < count:
+        if rank not in declared:
+            ranks.append(rank)
+        rank += 1
+    return ranks
+
+
+# traces named in the line saying which ranks were given; the rest are counted
+NAMED_FALLBACKS = 8
+
+
+def given_ranks_text(given: Sequence[tuple[str, int]]) -> str:
+    """One line naming the traces that declare no rank and the rank each was given."""
+    shown = [f"{source} rank {rank}" for source, rank in given[:NAMED_FALLBACKS]]
+    more = f" and {len(given) - NAMED_FALLBACKS:,} more" if len(given) > NAMED_FALLBACKS else ""
+    return (
+        f"{counted(len(given), 'trace declares', 'traces declare')} no rank (no distributedInfo.rank, no rank<N> "
+        f"in the file name): given the lowest ranks no trace declares, in input order: {', '.join(shown)}{more}"
+    )
+
+
+def with_rank(facts: dict[str, Any], rank: int) -> None:
+    """A trace's facts (`summary.trace_facts`) made those of `rank` (in place): its devices' too."""
+    facts["rank"] = rank
+    for device in facts.get("devices", []):
+        device["rank"] = rank
 
 
 # the host API calls of each runtime (`cuda_runtime` / `cuda_driver` events; ROCm traces keep those
@@ -339,6 +382,8 @@ def ingest_trace(
         release_free_memory()  # the table as read (~25 MB for 170k activities), before linking's peak
     cols_ignored = cols.ignored
     detected = _rank_of(path, trace.distributed_info, warnings)
+    # a trace that declares none takes the rank given (`free_ranks`: fleet's guess, settled when the
+    # run's results are folded), 0 alone
     rank = detected if detected is not None else (rank if rank is not None else 0)
     event_count = cols.event_count
     report("linking", 0.8)
@@ -421,7 +466,7 @@ def ingest_trace(
     if nsys_read is not None:
         nsys_facts = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}
         facts["nsys"] = {**nsys_facts, "graph_node_matched": len(exact)}
-    return IngestResult(frame=frame, facts=facts, warnings=warnings, memory=memory, host_events=host_events)
+    return IngestResult(frame, facts, warnings, memory, host_events, rank_declared=detected is not None)
 
 
 def _ingest_for_pool(args: tuple[str, int, Sequence[CapturedGraph]]) -> IngestResult:
@@ -454,6 +499,13 @@ def ingest_paths(
             if on_done:
                 on_done(Path(item[0]))
     warnings = capture_warnings + [w for r in results for w in r.warnings]
+    unranked = [k for k, r in enumerate(results) if not r.rank_declared]
+    if len(results) > 1 and unranked:
+        declared = {int(r.facts["rank"]) for r in results if r.rank_declared}
+        given = list(zip(unranked, free_ranks(declared, len(unranked)), strict=True))
+        for k, rank in given:
+            _given_rank(results[k], rank)
+        warnings.append(given_ranks_text([(str(paths[k]), rank) for k, rank in given]))
     ranks = [r.facts["rank"] for r in results]
     if len(set(ranks)) != len(ranks):
         warnings.append(f"several traces claim the same rank ({sorted(ranks)}); the `trace` column tells them apart")
@@ -465,6 +517,17 @@ def ingest_paths(
     memories = [r.memory for r in results if r.memory is not None]
     memory = concat_memory(memories) if memories else None
     return IngestResult(frame, facts, warnings, memory, host_events)
+
+
+def _given_rank(result: IngestResult, rank: int) -> None:
+    """The result of a trace that declares no rank made that of `rank` (in place)."""
+    if result.facts["rank"] == rank:
+        return
+    result.frame["rank"] = np.full(len(result.frame), rank, dtype=result.frame["rank"].dtype)
+    if result.memory is not None:
+        result.memory["rank"] = np.full(len(result.memory), rank, dtype=result.memory["rank"].dtype)
+    result.host_events = {(stem, rank): table for (stem, _), table in result.host_events.items()}
+    with_rank(result.facts, rank)
 
 
 def default_out_dir(first_trace: Path) -> Path:

@@ -532,6 +532,9 @@ class _Reader:
             pos = self._events(pos)
         elif first != ord("{"):
             packed = _packed_as(self.source.window(pos, 6))
+            scalar = None if packed else self._scalar(pos)
+            if scalar:  # `"hello"`, `123`: JSON, and no trace — "not JSON" was false
+                raise self.fail(f"not a Chrome/Kineto trace: the file is JSON, but {scalar}, not an object or a list")
             raise self.fail(packed or "not JSON: a Chrome/Kineto trace starts with '{' or '['")
         else:
             pos = self._members(pos + 1)
@@ -543,6 +546,29 @@ class _Reader:
         self.info.size_bytes = pos
         if self.on_progress:
             self.on_progress(1.0)
+
+    def _scalar(self, pos: int) -> str | None:
+        """What the document is where it is one JSON value other than an object or a list (`a
+        string`, `a number`, `true`, `false`, `null`), from `pos` to the end of the file; None
+        where the text is no JSON."""
+        walk = self.walk
+        try:
+            end = walk.value_end(pos)  # bounded: a string of more than MAX_EVENT_BYTES is refused
+        except AtlasError:  # a string never closed
+            return None
+        if end == pos or walk.byte(walk.skip_ws(end)) is not None:
+            return None
+        text = bytes(self.source.window(pos, end - pos))
+        try:
+            _ANY_RAW.decode(text)  # checked, not built
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            if text[:1] != b'"':  # NaN, `-`, `123abc`: no JSON
+                return None
+            try:  # a lone surrogate, which Python's parser reads (as the events' strings are read)
+                python_loads(text)
+            except (ValueError, UnicodeDecodeError):
+                return None
+        return {b'"': "a string", b"t": "`true`", b"f": "`false`", b"n": "`null`"}.get(text[:1], "a number")
 
     def _members(self, pos: int) -> int:
         """The members of the top-level object from `pos`; the offset after its '}'."""
