@@ -45,7 +45,7 @@ from kernel_atlas.report.html import (
     top_kernels_figure,
 )
 from kernel_atlas.report.plot import label, widget
-from kernel_atlas.report.units import fmt_us
+from kernel_atlas.report.units import fmt_us, nothing_found
 from kernel_atlas.roofline.analysis import Analysis, analyse
 from kernel_atlas.store.outputs import lock, read_report
 from kernel_atlas.store.run import Run as StoredRun
@@ -258,7 +258,7 @@ def findings_html(run: Run) -> str:
         f"<span style='color:#666'>({html.escape(str(f['evidence']))})</span></li>"
         for f in facts.get("findings", [])[:5]
     )
-    body = f"<ol>{rows}</ol>" if rows else "<p>nothing found that would save time</p>"
+    body = f"<ol>{rows}</ol>" if rows else f"<p>{html.escape(nothing_found(run.device is not None))}</p>"
     return inert(f"<div><p>{html.escape(share)}</p><h3>What to fix first{html.escape(note)}</h3>{body}</div>")
 
 

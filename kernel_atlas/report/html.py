@@ -39,6 +39,7 @@ from kernel_atlas.report.units import (
     fmt_tflops,
     fmt_us,
     no_peaks_line,
+    nothing_found,
     other_gpus_line,
     peaks_line,
     projection_note,
@@ -636,7 +637,7 @@ def _findings_section(page: Page) -> str:
     """What to fix first (report.json `findings`), right under the summary."""
     findings = page.analysis.facts.get("findings") or []
     if not findings:
-        return "<h2>What to fix first</h2><p>Nothing found that would save time.</p>"
+        return f"<h2>What to fix first</h2><p>{html.escape(nothing_found(page.device is not None).capitalize())}.</p>"
     rows = "".join(
         "<tr>"
         f"<td class='num'>{fmt_us(f['saving_us'])}</td><td>{html.escape(str(f['kind']))}</td>"

@@ -40,6 +40,7 @@ from kernel_atlas.report.units import (
     fmt_signed_us,
     fmt_us,
     no_peaks_line,
+    nothing_found,
     other_gpus_line,
     peaks_line,
     projection_note,
@@ -396,7 +397,7 @@ def _cross_rank_section(console: Console, report: Report, view: ReportView) -> N
 def _findings_section(console: Console, report: Report, view: ReportView) -> None:
     findings = report.analysis.facts.get("findings") or []
     if not findings:
-        _text(console, "[bold]What to fix first:[/] nothing found that would save time")
+        _text(console, f"[bold]What to fix first:[/] {nothing_found(report.device is not None)}")
         return
     shown = findings if view.full else findings[:BRIEF_ROWS]
     _text(console, "[bold]What to fix first[/] (estimated saving; see report.json findings for the evidence)")

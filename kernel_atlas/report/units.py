@@ -247,3 +247,12 @@ def change_pct(a_us: float, b_us: float, in_a: bool | None = None, in_b: bool | 
     if a_us > 0:  # the minus sign of every signed number here (`fmt_signed_us`)
         return f"{100.0 * (b_us - a_us) / a_us:+.1f} %".replace("-", "−")
     return "–"  # A ran it in 0 µs: no change to put in percent
+
+
+def nothing_found(peaks: bool) -> str:
+    """What "What to fix first" says of no finding: where the GPU has no peaks, kernel headroom
+    was not judged at all — "nothing found that would save time" had read as a verdict on a run
+    whose every kernel was left unjudged (vLLM on an MI300X named "" by its trace)."""
+    if peaks:
+        return "nothing found that would save time"
+    return "nothing found in the waits and launches; kernel headroom not judged: no peaks for this GPU (--device)"
