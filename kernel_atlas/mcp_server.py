@@ -532,9 +532,12 @@ def build_server(root: str | Path) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
+    from kernel_atlas import __version__
+
     tools = Tools(root)
     server = MCPServer(
         name="kernel-atlas",
+        version=__version__,  # serverInfo.version: `atlas -V`'s (it had been "")
         log_level="ERROR",
         instructions=(
             "Kernel Atlas run folders under "

@@ -487,3 +487,12 @@ def test_a_reported_runs_summary_gives_the_reports_gpu_time(tmp_path: Path) -> N
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     summary = Tools(tmp_path).summary("run")
     assert summary["gpu_time_us"] == report["gpu_time_us"] == pytest.approx(9778.614)
+
+
+def test_the_server_says_its_version(root: Path) -> None:
+    """`serverInfo.version` is `atlas -V`'s (campaign AP 9: the server said "")."""
+    from kernel_atlas import __version__
+
+    answers = _raw_session(root, [], last=1)
+    info = answers[1]["result"]["serverInfo"]
+    assert info["name"] == "kernel-atlas" and info["version"] == __version__ != ""
