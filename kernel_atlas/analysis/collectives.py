@@ -48,7 +48,7 @@ import pandas as pd
 from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.safe_files import remove
-from kernel_atlas.roofline.analysis import bus_factor, comm_itemsize
+from kernel_atlas.roofline.analysis import COST_OPS, bus_factor, comm_itemsize
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 from kernel_atlas.store.outputs import RUN_KEY, kernels_sql, load_table, rank_files
 
@@ -76,9 +76,6 @@ _SIZE_PER_RANK = (
     "allgatherv",
     "reducescatterv",
 )
-# recorded names whose nccl-tests bus factor is not their label's: a reduce is labelled reduce_scatter (the
-# taxonomy has no reduce) but crosses the bus once, as nccl-tests' Reduce (busBw = algBw)
-_COST_OPS = {"reduce": "reduce", "reduceoop": "reduce"}
 _OPTIONAL = {
     "collective": "VARCHAR",
     "process_group": "VARCHAR",
@@ -195,7 +192,7 @@ def _load_rows(con: duckdb.DuckDBPyConnection, source: str) -> None:
         f"{name}" if name in present else f"NULL::{kind} AS {name}" for name, kind in _OPTIONAL.items()
     )
     p2p = ", ".join(f"'{name}'" for name in _P2P)
-    cost_ops = " ".join(f"WHEN '{name}' THEN '{op}'" for name, op in _COST_OPS.items())
+    cost_ops = " ".join(f"WHEN '{name}' THEN '{op}'" for name, op in COST_OPS.items())
     # gather and scatter keep their kernel name's send_recv label (NCCL runs them as sends and receives);
     # the recorded name says they are collectives
     con.execute(f"""
@@ -630,7 +627,7 @@ def _rows(con: duckdb.DuckDBPyConnection, world_size: int | None = None) -> tupl
 
 def _bandwidth_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Element sizes and bus factors for the dtypes and (op, group size) pairs present: the op is
-    the label's, or the recorded collective's where its nccl-tests factor differs (`_COST_OPS`)."""
+    the label's, or the recorded collective's where its nccl-tests factor differs (`COST_OPS`)."""
     dtypes = [r[0] for r in con.execute("SELECT DISTINCT msg_dtype FROM rows WHERE msg_dtype IS NOT NULL").fetchall()]
     sizes = pd.DataFrame({"msg_dtype": dtypes, "itemsize": [comm_itemsize(d) for d in dtypes]}, dtype=object)
     sizes["itemsize"] = pd.to_numeric(sizes["itemsize"])

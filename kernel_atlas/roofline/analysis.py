@@ -81,6 +81,12 @@ class Analysis:
     groups: pd.DataFrame | None = None  # `roofline_groups` of `kernels`, before the metrics (one run)
 
 
+# recorded collective names (letters only, lower case, as catalogs/launchers.toml `[collectives]`
+# reads them) whose nccl-tests bus factor is not their label's: a reduce is labelled reduce_scatter
+# (the taxonomy has no reduce) but crosses the bus once, as nccl-tests' Reduce (busBw = algBw)
+COST_OPS = {"reduce": "reduce", "reduceoop": "reduce"}
+
+
 @lru_cache(maxsize=1)
 def _bus_factors() -> dict[str, str]:
     return read_toml("costs.toml")["bus_factor"]
@@ -152,11 +158,10 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     failed = why != ""
     role[rows[failed]], note[rows[failed]] = "no model", why[failed]
     ok = np.flatnonzero(~failed)
-    # the taxonomy has no `reduce`: NCCL's reduce is labelled reduce_scatter, but its message
-    # crosses the bus once (nccl-tests' factor 1), not (n-1)/n times — read from the recorded name
+    # the factor of the recorded collective where it is not its label's (`COST_OPS`: a reduce)
     recorded_name = kernels["collective"].astype(object).to_numpy()[rows]
-    letters = np.array(["".join(filter(str.isalpha, str(c))).lower() if c is not None else "" for c in recorded_name])
-    op = np.where(np.isin(letters, ["reduce", "reduceoop"]), "reduce", op)
+    letters = ["".join(filter(str.isalpha, str(c))).lower() if c is not None else "" for c in recorded_name]
+    op = np.array([COST_OPS.get(name, o) for name, o in zip(letters, op, strict=True)], dtype=object)
     factors = {key: bus_factor(*key) for key in {(str(op[i]), int(ranks[i])) for i in ok.tolist()}}
     factor = np.array([factors[str(op[i]), int(ranks[i])] for i in ok.tolist()], dtype=np.float64)
     done = rows[ok]
