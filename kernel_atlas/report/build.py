@@ -70,7 +70,9 @@ class Report:
 _CALL_KEYS = ("launcher", "input_dims", "input_types", "input_strides", "concrete_inputs")
 
 
-def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame, device: Device | None = None) -> pd.DataFrame:
+def merge_replay(
+    roofline: pd.DataFrame, replay: pd.DataFrame, device: Device | None = None, rates_apart: bool = False
+) -> pd.DataFrame:
     """Replayed times next to traced ones: each roofline row gets the replay of the call it
     stands for, matched on the recorded call's keys both tables carry (launcher — the innermost
     op or Python frame in both —, input shapes and dtypes; strides and Concrete Inputs where the
@@ -85,7 +87,8 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame, device: Device | 
     (`replay_tflops`, `replay_gbps`) and `replay_ratio` to the traced time are given only where it
     ran on that GPU (`replay_same_device`); a CPU replay's wall clock, or another GPU's time, is
     kept apart and `replay_note` says why. `device` None (unknown): no CPU replay is on it, and a
-    GPU replay's GPU is not checked."""
+    GPU replay's GPU is not checked. `rates_apart`: the throughput of the replays kept apart too
+    (the replay notebook draws them under a title that says where they ran; never a ratio)."""
     if replay["median_us"].notna().sum() == 0:
         return roofline
     columns = {
@@ -124,10 +127,12 @@ def merge_replay(roofline: pd.DataFrame, replay: pd.DataFrame, device: Device | 
     extra = ["replay_same_device", "replay_note"]
     keyed = joined.rename(columns=columns).reindex(columns=[*keys, *columns.values(), *extra]).drop_duplicates(keys)
     merged = roofline.merge(keyed, on=keys, how="left")
-    on_roofline = (merged["role"] == "main") & merged["replay_same_device"].eq(True)
+    main = merged["role"] == "main"
+    on_roofline = main & merged["replay_same_device"].eq(True)
+    rated = main if rates_apart else on_roofline
     merged["replay_ratio"] = pd.to_numeric(merged["replay_ratio"], errors="coerce").where(on_roofline)
-    merged["replay_tflops"] = (merged["flops"] / (merged["replay_us"] * 1e6)).where(on_roofline)
-    merged["replay_gbps"] = (merged["bytes"] / (merged["replay_us"] * 1e3)).where(on_roofline)
+    merged["replay_tflops"] = (merged["flops"] / (merged["replay_us"] * 1e6)).where(rated)
+    merged["replay_gbps"] = (merged["bytes"] / (merged["replay_us"] * 1e3)).where(rated)
     return merged
 
 

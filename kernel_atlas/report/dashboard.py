@@ -424,15 +424,9 @@ def replay_roofline(run: Run) -> go.Figure:
     analysis = run.analyse()
     replayed = run.replay is not None and not run.replay.empty
     if replayed:
-        merged = merge_replay(analysis.roofline, run.replay, run.device)
-        if "replay_same_device" in merged:
-            # the report keeps a CPU replay off the GPU roofline; this notebook shows the replays
-            # themselves, so draws them, under a title that says where they ran (below)
-            apart = (merged["role"] == "main") & merged["replay_same_device"].eq(False)
-            replay_us = merged["replay_us"]
-            merged["replay_tflops"] = merged["replay_tflops"].where(~apart, merged["flops"] / (replay_us * 1e6))
-            merged["replay_gbps"] = merged["replay_gbps"].where(~apart, merged["bytes"] / (replay_us * 1e3))
-        analysis.roofline = merged
+        # the report keeps a CPU replay off the GPU roofline; this notebook shows the replays
+        # themselves, so draws them, under a title that says where they ran (below)
+        analysis.roofline = merge_replay(analysis.roofline, run.replay, run.device, rates_apart=True)
     fig = widget(roofline_figure(analysis, run.device))
     if replayed and on_cpu(run.replay).any():
         fig.layout.title.text = (
