@@ -48,6 +48,7 @@ import pandas as pd
 from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.safe_files import remove
+from kernel_atlas.core.texts import counted
 from kernel_atlas.roofline.analysis import COST_OPS, bus_factor, comm_itemsize
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 from kernel_atlas.store.outputs import RUN_KEY, kernels_sql, load_table, rank_files
@@ -462,7 +463,7 @@ def _pair_unrecorded(con: duckdb.DuckDBPyConnection, notes: list[str]) -> bool:
             own = by_rank.get_group(rank).to_numpy() if rank in by_rank.groups else np.zeros(0, np.int64)
             paired, why = _pair_loose_rank(part, inst, offset, own)
             if why is not None:
-                refused.append(f"rank {rank}'s {_collectives(len(part))}: {why}")
+                refused.append(f"rank {rank}'s {counted(len(part), 'collective', 'collectives')}: {why}")
                 continue
             hit = paired >= 0
             left += int((~hit).sum())
@@ -486,7 +487,8 @@ def _unrecorded_note(group: str, kernels: int, paired: list[int], left: int, ref
     """What `_pair_unrecorded` did with one process group's kernels without a Seq (the first 16
     ranks named)."""
     what = (
-        f"process group {group}: {_collectives(kernels)} without a recorded Seq (other kernels of the group have one)"
+        f"process group {group}: {counted(kernels, 'collective', 'collectives')} without a recorded Seq "
+        "(other kernels of the group have one)"
     )
     parts = []
     if paired:
@@ -495,7 +497,7 @@ def _unrecorded_note(group: str, kernels: int, paired: list[int], left: int, ref
             f"those of rank{'s' if len(paired) > 1 else ''} {named} paired by time with the instances matched by Seq"
         )
     if left:
-        parts.append(f"{_collectives(left)} of them fit no instance and are left out")
+        parts.append(f"{counted(left, 'collective', 'collectives')} of them fit no instance and are left out")
     if refused:
         more = f" (and {len(refused) - 3:,} ranks more)" if len(refused) > 3 else ""
         parts.append("left out: " + "; ".join(refused[:3]) + more)
@@ -779,14 +781,10 @@ def _unmatched_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
         ORDER BY rank
     """).fetchall()
     return [
-        f"rank {int(rank)}: {_collectives(int(n))} matching no instance of the other ranks (it is in none of "
-        "the skews, waits and stragglers)"
+        f"rank {int(rank)}: {counted(int(n), 'collective', 'collectives')} matching no instance of the other "
+        "ranks (it is in none of the skews, waits and stragglers)"
         for rank, n in found
     ]
-
-
-def _collectives(count: int) -> str:
-    return f"{count:,} collective" + ("" if count == 1 else "s")
 
 
 def _counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int, int]:

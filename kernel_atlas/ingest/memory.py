@@ -55,13 +55,18 @@ EVENT_KINDS = {
 }
 
 
+def _device_keys(device_type: np.ndarray, device_id: np.ndarray) -> np.ndarray:
+    """One int64 key per (type, id) — the type above 32 bits, the id + 1 below (-1: none) —;
+    values no device has (hostile input) become unknown (-1)."""
+    device_type = np.where((device_type >= 0) & (device_type < 1 << 20), device_type, -1)
+    device_id = np.where((device_id >= -1) & (device_id < 1 << 31), device_id, -1)
+    return device_type * (1 << 32) + (device_id + 1)
+
+
 def device_names(device_type: np.ndarray, device_id: np.ndarray) -> pd.Categorical:
     """`cuda:0`, `hip:1`, `cpu` … per event (c10 device types named in catalogs/memory.toml)."""
     kinds = {int(k): v for k, v in read_toml("memory.toml")["device_types"].items()}
-    # one int64 key per (type, id); values no device has (hostile input) become unknown (-1)
-    device_type = np.where((device_type >= 0) & (device_type < 1 << 20), device_type, -1)
-    device_id = np.where((device_id >= -1) & (device_id < 1 << 31), device_id, -1)
-    codes, unique = pd.factorize(device_type * (1 << 32) + (device_id + 1))
+    codes, unique = pd.factorize(_device_keys(device_type, device_id))
     labels = []
     for key in unique.tolist():
         kind, index = key >> 32, (key & 0xFFFFFFFF) - 1
@@ -180,9 +185,7 @@ def tie_order(m: dict[str, np.ndarray]) -> np.ndarray:
     order = np.argsort(m["ts"], kind="stable")
     if len(order) < 2 or not (m["ts"][order][1:] == m["ts"][order][:-1]).any():
         return order
-    # one key per device, as `device_names` makes them (values no device has: one unknown device)
-    device_type = np.where((m["device_type"] >= 0) & (m["device_type"] < 1 << 20), m["device_type"], -1)
-    device = device_type * (1 << 32) + np.where((m["device_id"] >= -1) & (m["device_id"] < 1 << 31), m["device_id"], -1)
+    device = _device_keys(m["device_type"], m["device_id"])  # one key per device, as `device_names` makes them
     seq = order[np.argsort(device[order], kind="stable")]  # each device's events in time order
     same = device[seq][1:] == device[seq][:-1]
     tie = same & (m["ts"][seq][1:] == m["ts"][seq][:-1])

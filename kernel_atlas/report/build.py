@@ -316,7 +316,7 @@ def _build_report(
                 efficiency_html(analysis.facts["efficiency"]),
                 cross_rank_html(cross_rank, analysis.facts),
                 critical_path_html(picture, critical.facts),
-                memory_html(memory),
+                memory_html(memory, warned),
             ],
         )
         # last, as the manifest of this report: the ingest run it was made from and its files

@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from kernel_atlas.analysis.memory import BEFORE_WINDOW, MemoryReport, live_by_module, memory_warnings
+from kernel_atlas.core.texts import counted
 from kernel_atlas.report import plot
 from kernel_atlas.report.fit import Column, print_table
 from kernel_atlas.report.markup import esc
@@ -25,10 +26,6 @@ def _where(entry: dict[str, Any], several: bool) -> str:
     trace and rank where the run has several."""
     device = ("host " if entry["host"] else "") + str(entry["device"])
     return f"{entry['trace']} (rank {entry['rank']}) {device}" if several else device
-
-
-def _blocks(n: int) -> str:
-    return f"{n:,} block" + ("" if n == 1 else "s")
 
 
 def peak_line(entry: dict[str, Any], origin_us: float | None = None, several: bool = False) -> str:
@@ -51,10 +48,12 @@ def peak_line(entry: dict[str, Any], origin_us: float | None = None, several: bo
     text += f", live at the peak {fmt_bytes(entry['live_at_peak_bytes'])}"
     never = entry.get("never_freed")  # null: no addresses, so unknown
     if never and never["blocks"]:
-        text += f"; {_blocks(never['blocks'])} ({fmt_bytes(never['bytes'])}) never freed in the window"
+        text += (
+            f"; {counted(never['blocks'], 'block', 'blocks')} ({fmt_bytes(never['bytes'])}) never freed in the window"
+        )
         blind = never.get("frees_without_address") or {}
         if blind.get("events"):  # a free without an address may have freed one of them
-            frees = f"{blind['events']:,} free" + ("" if blind["events"] == 1 else "s")
+            frees = counted(blind["events"], "free", "frees")
             text += f", unless by the {frees} of {fmt_bytes(blind['bytes'])} written without an address"
     return text
 
@@ -217,8 +216,9 @@ MAX_MEMORY_ENTRIES = 64  # devices described on the page
 MAX_MEMORY_FIGURES = 16  # of them, drawn over time (each ~10k events around its peak)
 
 
-def memory_html(memory: MemoryReport | None) -> str:
-    """The report.html section (plotly.js is already on the page)."""
+def memory_html(memory: MemoryReport | None, warned: list[str] | None = None) -> str:
+    """The report.html section (plotly.js is already on the page); `warned`: report.json's
+    memory_warnings where the report made them (else made here)."""
 
     head = f"<h2 id='memory'>{TITLE}</h2>"
     if memory is None or not memory.entries:
@@ -241,7 +241,8 @@ def memory_html(memory: MemoryReport | None) -> str:
             f"<p>The {len(shown)} devices with the highest allocated peaks of {len(entries):,}, "
             f"{len(drawn)} of them drawn; every device is in report.json <code>memory</code>.</p>"
         )
-    warned = memory_warnings(entries, memory.left_out, memory.oversized)  # as report.json's memory_warnings
+    if warned is None:  # report.json's memory_warnings, where the report has not made them already
+        warned = memory_warnings(entries, memory.left_out, memory.oversized)
     if warned:
         items = "".join(f"<li>{html.escape(line)}</li>" for line in warned)
         parts.append(f"<div class='memory-warnings'><p>What these numbers cannot say:</p><ul>{items}</ul></div>")
