@@ -180,13 +180,6 @@ def match_kernels(a: pd.DataFrame, b: pd.DataFrame) -> Matching:
     return Matching(key_a, key_b, how, relabelled(a, sig_a, by_sig_a), relabelled(b, sig_b, by_sig_b))
 
 
-def kernel_keys(a: pd.DataFrame, b: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, dict[str, str]]:
-    """The kernel-level keys of the rows of two `_activities` tables and how each key both runs
-    have was matched (`match_kernels`)."""
-    matching = match_kernels(a, b)
-    return matching.key_a, matching.key_b, matching.how
-
-
 def _level_keys(table: pd.DataFrame, level: str) -> np.ndarray:
     missing = NO_MODULE if level == "module" else "(none)"
     values = table[level].to_numpy()

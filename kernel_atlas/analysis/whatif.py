@@ -166,7 +166,9 @@ def call_rows(gpu: pd.DataFrame, rows: pd.DataFrame, main_of: np.ndarray | None 
     return matching_rows(gpu, rows, ATTAINABLE_KEYS)[main_of]
 
 
-def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) -> np.ndarray:
+def attainable_per_activity(
+    gpu: pd.DataFrame, roofline: pd.DataFrame | None, calls: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
     """Each activity's roofline-attainable time (NaN where it has no cost): its share of the
     attainable time of its op call — the call's `main` roofline row (by name, launcher, input
     shapes and types of the call's main activity) — in proportion to its own time in the call.
@@ -179,14 +181,15 @@ def attainable_per_activity(gpu: pd.DataFrame, roofline: pd.DataFrame | None) ->
     without shapes, attention over several steps) has the mean call's attainable time, which is
     no call's own: each of its activities is sped up by the row's factor (its calls' attainable
     time over their measured time), so that they save the row's `headroom_us` together — the
-    mean call's time as each call's saved 52.7 ms of copies whose headroom was 47.9 ms."""
+    mean call's time as each call's saved 52.7 ms of copies whose headroom was 47.9 ms. `calls`:
+    `op_calls(gpu)`, when already worked out."""
     out = np.full(len(gpu), np.nan)
     if roofline is None or roofline.empty or len(gpu) == 0:
         return out
     if not all(k in gpu for k in ATTAINABLE_KEYS):
         return out
     main = roofline[(roofline["role"] == "main") & roofline["attainable_us"].notna()]
-    main_of, share = op_calls(gpu)
+    main_of, share = op_calls(gpu) if calls is None else calls
     row = call_rows(gpu, main, main_of)
     matched = row >= 0
     out[matched] = main["attainable_us"].to_numpy(np.float64)[row[matched]] * share[matched]
@@ -273,7 +276,8 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
     if roofline is None or roofline.empty or len(graph.gpu) == 0:
         return []
     gpu = graph.gpu
-    attainable = attainable_per_activity(gpu, roofline)
+    calls = op_calls(gpu)  # read by the attainable times and by the candidates' calls
+    attainable = attainable_per_activity(gpu, roofline, calls)
     candidates = roofline[(roofline["role"] == "main") & (roofline["headroom_us"] > 0)]
     candidates = candidates.sort_values("headroom_us", ascending=False).head(top).reset_index(drop=True)
     if candidates.empty:
@@ -294,7 +298,7 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
         base, on_path = longest_path_length(graph, reference), np.ones(len(gpu), bool)
     # each activity's candidate (the first of those with its keys), matched once
     same_as = matching_rows(candidates, candidates, ATTAINABLE_KEYS)
-    which = call_rows(gpu, candidates)  # a row's op calls: their main activities and helpers
+    which = call_rows(gpu, candidates, calls[0])  # a row's op calls: their main activities and helpers
 
     def saving_of(hit: np.ndarray) -> float:
         new = np.where(hit, np.minimum(dur, attainable), dur)
