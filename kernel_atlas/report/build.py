@@ -226,7 +226,8 @@ def _build_report(
     safe_files.remove(out_dir / REPORT)  # the previous report's manifest first: files below replace its own
     summary = output.summary
     gpu_name, sms, world = run.gpu.name, run.gpu.sms, run.gpu.world_size
-    device = get_device(device_key) if device_key else match_device(gpu_name, sms)
+    traced = match_device(gpu_name, sms)  # the traced GPU's peaks, whatever `--device` projects onto
+    device = get_device(device_key) if device_key else traced
     cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id, world_size=world)
     stragglers = cross_rank.facts.get("stragglers") or []
     matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
@@ -265,10 +266,10 @@ def _build_report(
         job.roofline_ready(analysis.roofline)
         analysis.facts["traced_gpu"] = gpu_name
         # costed against `device`'s peaks all the same
-        analysis.facts["other_gpus"] = _other_gpus(summary, match_device(gpu_name, sms), gpu_name)
+        analysis.facts["other_gpus"] = _other_gpus(summary, traced, gpu_name)
         analysis.facts["shared_ranks"] = _shared_ranks(summary)
         analysis.facts["ranks_missing"] = ranks_missing(summary, ranks)
-        analysis.facts["projection"] = bool(device_key) and device is not None and device != match_device(gpu_name, sms)
+        analysis.facts["projection"] = bool(device_key) and device is not None and device != traced
         analysis.facts.update(waits.facts)
         analysis.facts["efficiency"] = efficiency_facts(summary)
         events = read_memory_events(out_dir, summary, output.run_id)

@@ -11,7 +11,7 @@ from typing import Any
 from kernel_atlas.analysis.gate import Comparability, Verdict
 from kernel_atlas.core.texts import counted
 from kernel_atlas.report.markup import plain
-from kernel_atlas.report.units import change_pct, fmt_signed_us, fmt_us
+from kernel_atlas.report.units import change_pct, fmt_signed_us, fmt_us, present_us
 
 # The punctuation that can open or close something inside a line of CommonMark or GitHub's
 # Markdown — emphasis, code spans, links and images, autolinks and HTML, entities,
@@ -26,11 +26,6 @@ def _cell(text: object) -> str:
     the punctuation that could start or end markup escaped (`_PUNCTUATION`) — no emphasis,
     link, image, HTML, code span or table cell can start or end inside it."""
     return _PUNCTUATION.sub(r"\\\1", plain(text))
-
-
-def _present_us(us: float, count: int) -> str:
-    """A run's time in a row; `–` where it has no activity there (as the terminal)."""
-    return fmt_us(us) if count else "–"
 
 
 def _device(comp: Comparability) -> str:
@@ -145,7 +140,7 @@ def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int =
         lines += [f"### {title}", "", "| key | A | B | B − A | change |", "|---|---:|---:|---:|---:|"]
         for row in _rows(diff, level, None if level == "category" else top):  # every category, as the terminal
             lines.append(
-                f"| {_cell(row.key)} | {_present_us(row.a_us, row.a_count)} | {_present_us(row.b_us, row.b_count)} | "
+                f"| {_cell(row.key)} | {present_us(row.a_us, row.a_count)} | {present_us(row.b_us, row.b_count)} | "
                 f"{fmt_signed_us(row.delta_us)} | {change_pct(row.a_us, row.b_us, row.a_count > 0, row.b_count > 0)} |"
             )
         lines.append("")

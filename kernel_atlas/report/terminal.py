@@ -43,6 +43,7 @@ from kernel_atlas.report.units import (
     nothing_found,
     other_gpus_line,
     peaks_line,
+    present_us,
     projection_note,
     shared_rank_line,
     unknown_gpu_text,
@@ -624,10 +625,6 @@ def _change(a_us: float, b_us: float, a_count: int, b_count: int) -> str:
     return change_pct(a_us, b_us, a_count > 0, b_count > 0).replace(" %", "%")
 
 
-def _present_us(us: float, count: int) -> str:
-    return fmt_us(us) if count else "–"
-
-
 def _largest_first(table: Any) -> Any:
     return table.reindex(table["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
 
@@ -645,8 +642,8 @@ def _diff_table(console: Console, table: Any, header: str, title: str, wide: boo
     for row in table.itertuples(index=False):
         cells = [
             fmt_signed_us(row.delta_us),
-            _present_us(row.a_us, row.a_count),
-            _present_us(row.b_us, row.b_count),
+            present_us(row.a_us, row.a_count),
+            present_us(row.b_us, row.b_count),
             _change(row.a_us, row.b_us, row.a_count, row.b_count),
             f"{row.a_count:,}→{row.b_count:,}",
         ]

@@ -256,3 +256,8 @@ def nothing_found(peaks: bool) -> str:
     if peaks:
         return "nothing found that would save time"
     return "nothing found in the waits and launches; kernel headroom not judged: no peaks for this GPU (--device)"
+
+
+def present_us(us: float, count: int) -> str:
+    """A run's time in a row of a diff; `–` where the run has no activity there (terminal and Markdown)."""
+    return fmt_us(us) if count else "–"
