@@ -690,7 +690,8 @@ def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0,
     written = [i for i, a in enumerate(schema.arguments[: len(recorded)]) if a.alias_info and a.alias_info.is_write]
 
     def check_op() -> tuple[str, str]:
-        wrong = differs_from_recording(names, recorded, _in_schema_order(schema, recorded, positional, keywords))
+        given = _in_schema_order(schema, recorded, positional, keywords)  # the tensors themselves, written in place
+        wrong = differs_from_recording(names, recorded, given)
         if wrong is not None:
             return "fail", f"not the recorded call: {wrong}"
         # the reference first, from the inputs as they are before the timed call (in-place ops
@@ -717,9 +718,8 @@ def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0,
         if not returned and written:
             # an in-place op returning nothing (`_foreach_add_`, `_foreach_copy_`): what it wrote,
             # against what the float64 call wrote into its copies
-            at = _in_schema_order(schema, recorded, positional, keywords)
             wide_at = _in_schema_order(schema, recorded, widened, wide_keywords)
-            produced, reference = [at[i] for i in written], [wide_at[i] for i in written]
+            produced, reference = [given[i] for i in written], [wide_at[i] for i in written]
         exact = any(not (t.is_floating_point() or t.is_complex()) for t in _tensors(produced))
         if exact and device != "cpu" and small and returned:
             reference = overload(*_widen(widened, "cpu"), **{k: _widen(v, "cpu") for k, v in wide_keywords.items()})

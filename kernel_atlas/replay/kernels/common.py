@@ -6,6 +6,7 @@ import math
 import os
 from typing import Any
 
+from kernel_atlas.replay.checks import dtype_name
 from kernel_atlas.replay.inputs import NotReplayable
 
 # The Triton interpreter runs kernels in NumPy at some 20 MFLOP/s (2 cores): keep a CPU replay
@@ -40,7 +41,7 @@ def recorded_dtype(target: Any) -> Any | None:
     for arg in getattr(target, "args", ()) or ():
         if arg.kind == TENSOR and arg.dtype in dtypes():
             dtype = torch_dtype(arg.dtype)
-            if str(dtype).rsplit(".", 1)[-1] in _ACTIVATION_DTYPES:
+            if dtype_name(dtype) in _ACTIVATION_DTYPES:
                 return dtype
     return None
 
@@ -114,8 +115,8 @@ def label(
         parts.append("Triton interpreter (fp32)" if triton and interpreting() else "CPU")
     recorded = recorded_dtype(target) if target is not None and dtype is not None else None
     if recorded is not None and recorded != dtype:
-        name = str(dtype).rsplit(".", 1)[-1]
-        parts.append(f"run in {name}, recorded {str(recorded).rsplit('.', 1)[-1]}: bytes and time are of {name}")
+        name = dtype_name(dtype)
+        parts.append(f"run in {name}, recorded {dtype_name(recorded)}: bytes and time are of {name}")
     if scale < 1.0:
         parts.append(f"dimensions ≥ 64 scaled by {scale:g}")
     return ", ".join(parts)

@@ -37,6 +37,11 @@ def _gated(kind: str, x: torch.Tensor) -> torch.Tensor:
     return act * up
 
 
+def traced_flashinfer(target: Any) -> bool:
+    """The traced kernel is flashinfer's (its label's rule is a flashinfer family)."""
+    return (rule_id(target.label_rule) or "").startswith("flashinfer")
+
+
 @register(ops=("silu_and_mul", "gelu_and_mul"))
 def _act_and_mul(target: Any, device: str, scale: float) -> Case:
     rule = rule_id(target.label_rule)
@@ -72,7 +77,7 @@ def _act_and_mul(target: Any, device: str, scale: float) -> Case:
         # flashinfer's kernel is the traced one only where the label says flashinfer: the act-and-mul
         # rules match vLLM's, sgl-kernel's HIP and Inductor's kernels too
         implementation = f"flashinfer.activation.{kind}_and_mul"
-        timed = KERNEL if (rule or "").startswith("flashinfer") else STAND_IN
+        timed = KERNEL if traced_flashinfer(target) else STAND_IN
         implementation = implementation if timed == KERNEL else f"stand-in: {implementation}, {what}"
     else:
 

@@ -18,7 +18,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_atlas.classify.classifier import rule_id
 from kernel_atlas.ingest.recorded import tensor_shapes
 from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
 from kernel_atlas.replay.checks import Guarded, combine, compare, guarded, inside_guard
@@ -26,7 +25,7 @@ from kernel_atlas.replay.configs import traced_warps
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
 from kernel_atlas.replay.kernels.common import compute_dtype, guard_programs, label, recorded_scalar, scaled
-from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module
+from kernel_atlas.replay.kernels.flashinfer_ops import flashinfer_module, traced_flashinfer
 from kernel_atlas.replay.values import generator, randn
 
 EPS = 1e-6
@@ -101,11 +100,6 @@ def _launch(target: Any, device: str, cols: int) -> tuple[dict[str, int], str]:
     return config, f"BLOCK={config['BLOCK']} num_warps={config['num_warps']} ({where})"
 
 
-def _flashinfer(target: Any) -> bool:
-    """The traced kernel is flashinfer's (its label's rule is a flashinfer family)."""
-    return (rule_id(target.label_rule) or "").startswith("flashinfer")
-
-
 def _triton_launch(target: Any) -> bool:
     """The traced kernel was launched by Triton's launcher (a Triton RMSNorm, as SGLang's), not by a
     library op (vLLM's `_C::rms_norm`, aiter's, sgl-kernel's CUDA kernels)."""
@@ -149,7 +143,7 @@ def _fused_add(target: Any, device: str, scale: float) -> Case:
     w = _weight(cols, device, 1, target)
     eps, assumed = recorded_scalar(target, EPS)
     x0, r0 = x.tensor.clone(), r.tensor.clone()  # the inputs of the first (checked) call
-    library = flashinfer_module(device) if _flashinfer(target) else None
+    library = flashinfer_module(device) if traced_flashinfer(target) else None
     if library is not None:
 
         def run() -> None:
@@ -209,7 +203,7 @@ def _plain(target: Any, device: str, scale: float) -> Case:
     w = _weight(cols, device, 1, target)
     eps, assumed = recorded_scalar(target, EPS)
     out = guarded((rows, cols), x.tensor.dtype, device)
-    library = flashinfer_module(device) if _flashinfer(target) else None
+    library = flashinfer_module(device) if traced_flashinfer(target) else None
     if library is not None:
 
         def run() -> torch.Tensor:
@@ -227,7 +221,7 @@ def _plain(target: Any, device: str, scale: float) -> Case:
         # x·(1+w) and q/k norms as well as SGLang's Triton kernel: this re-implementation is the
         # traced kernel only where a Triton launch launched it, else another implementation
         text = "Triton rmsnorm_kernel"
-        timed = KERNEL if _triton_launch(target) and not _flashinfer(target) else STAND_IN
+        timed = KERNEL if _triton_launch(target) and not traced_flashinfer(target) else STAND_IN
 
     def check() -> tuple[str, str]:
         run()
