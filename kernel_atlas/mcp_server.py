@@ -30,7 +30,7 @@ from typing import Any
 
 from kernel_atlas.core.beside import Beside, ChildLost, OverBound
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.redact import CUT_TAIL, redact_cut, redact_text, redact_value, redacted_error
+from kernel_atlas.core.redact import CUT_TAIL, redact_cut, redact_message, redact_text, redact_value
 from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_report
 
 MAX_ROWS = 500  # the most rows a tool returns
@@ -151,14 +151,14 @@ class Tools:
     def refusal(self, exc: AtlasError) -> str:
         """An `AtlasError` as the agent reads it: a path under the root said relative to it (the
         server's own folders are none of the agent's business, and a run is named so), the file
-        and the problem redacted apart (`redact.redacted_error`: a run named `secret` before `: not
+        and the problem redacted apart (`redact.redact_message`: a run named `secret` before `: not
         a run folder` lost its `not`)."""
         root = str(self.root)
         source = exc.source
         if source is not None and (source == root or source.startswith(root + os.sep)):
             source = self._name(Path(source))
         problem = exc.problem.replace(root + os.sep, "").replace(root, ".")
-        return redacted_error(AtlasError(source, problem))
+        return redact_message(source, problem)
 
     def summary(self, run: str) -> dict[str, Any]:
         """GPU time, busy/idle per device, GPUs, activity counts and — where `atlas report` ran —
@@ -584,8 +584,7 @@ def _guarded(method: Any) -> Any:
             _screen(kwargs)
             return method(*args, **kwargs)
         except AtlasError as exc:
-            refusal = method.__self__.refusal(exc) if hasattr(method, "__self__") else redacted_error(exc)
-            raise ToolError(refusal) from None
+            raise ToolError(method.__self__.refusal(exc)) from None  # every tool is a bound `Tools` method
 
     return tool
 

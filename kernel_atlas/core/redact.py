@@ -427,7 +427,7 @@ def _redact_texts(frame: pd.DataFrame, column: str) -> int:
     return rows
 
 
-def redacted_error(exc: AtlasError, source: str | None = None) -> str:
-    """An AtlasError's one line with credentials redacted, its source (or `source` said in its
-    place) and its problem apart (`redact_message`): `/etc/passwd: not JSON` keeps its `not`."""
-    return redact_message(exc.source if source is None else source, exc.problem)
+def redacted_error(exc: AtlasError) -> str:
+    """An AtlasError's one line with credentials redacted, its source and its problem apart
+    (`redact_message`): `/etc/passwd: not JSON` keeps its `not`."""
+    return redact_message(exc.source, exc.problem)
