@@ -252,6 +252,7 @@ DURATION_PAIRS = "duration events"  # the `ignored` key counting "B"/"E" events
 NOT_COMPLETE = "not complete "  # `ignored` key prefix: events of a range's category in another phase, by category
 _PAIR_CATEGORY = "\x00B/E"
 _OTHER_CATEGORY = "\x00other"  # the other phases whose category is read
+_FIELDLESS_CATEGORY = "\x00fieldless"  # flows and metadata: no category read, never a GPU activity
 _OTHERS = tuple(
     msgspec.defstruct(
         f"Phase{i}",
@@ -259,7 +260,9 @@ _OTHERS = tuple(
         tag_field="ph",
         tag=ph,
         gc=False,
-        namespace={"cat": _PAIR_CATEGORY if ph in "BE" else "" if ph in _FIELDLESS_PHASES else _OTHER_CATEGORY},
+        namespace={
+            "cat": _PAIR_CATEGORY if ph in "BE" else _FIELDLESS_CATEGORY if ph in _FIELDLESS_PHASES else _OTHER_CATEGORY
+        },
     )
     for i, ph in enumerate(_OTHER_PHASES)
 )
@@ -819,9 +822,11 @@ def _count_unknown_gpu(events: Sequence[Any], family: np.ndarray, forgiving: boo
 # Categories that are never GPU activities: flows, the profiler's span, and Kineto's other
 # activity types (markers, counters, host-side runtimes; libkineto/include/ActivityType.h). No
 # category ("") is not among them: a complete event without one that carries a device or stream is
-# counted (flows and metadata without one are no complete events).
+# counted. Flows and metadata (typed decode) carry `_FIELDLESS_CATEGORY`: skipped here at one set
+# lookup, as "" had skipped them (Kineto writes two flows a kernel).
 _NOT_GPU = frozenset(
-    {"ac2g", "async", "async_gpu", "async_cpu_to_gpu", "fwdbwd", "forward_backward", "fwd_bwd", "Trace"}
+    {_FIELDLESS_CATEGORY}
+    | {"ac2g", "async", "async_gpu", "async_cpu_to_gpu", "fwdbwd", "forward_backward", "fwd_bwd", "Trace"}
     | {"external_correlation", "cpu_instant_event", "overhead", "cuda_sync", "cuda_event", "cuda_profiler_range"}
     | {"glow_runtime", "mtia_runtime", "mtia_ccp_events", "mtia_insight", "mtia_counters", "hardware_counters"}
     | {"xpu_runtime", "xpu_driver", "xpu_sync", "privateuse1_runtime", "privateuse1_driver"}

@@ -96,14 +96,10 @@ def _cpu_span(host: HostTable) -> tuple[float, float] | None:
     return None
 
 
-def device_steps(frame: pd.DataFrame, roles: HostRoles) -> np.ndarray:
-    """(k, 3) step number, start, end of the steps stretched to the device (module docstring);
-    one row numbered -1 spanning the host activity when the trace has no steps."""
-    return _stretched(frame, roles)[0]
-
-
-def _stretched(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str | None]:
-    """`device_steps`, and why the trailing steps it leaves out were left out (None: none)."""
+def device_steps(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str | None]:
+    """(k, 3) step number, start, end of the steps stretched to the device (module docstring) —
+    one row numbered -1 spanning the host activity when the trace has no steps —, and why the
+    trailing steps it leaves out were left out (None: none)."""
     steps = roles.steps
     if not len(steps):
         if roles.cpu_span is None:
@@ -220,7 +216,7 @@ def step_split(frame: pd.DataFrame, roles: HostRoles, steps: np.ndarray) -> np.n
 def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
     """summary.json's `efficiency` of one trace: per step its split and per-device metrics, and
     per device the metrics over all steps (the plugin's numbers)."""
-    steps, left_out_why = _stretched(frame, roles)
+    steps, left_out_why = device_steps(frame, roles)
     if not len(steps) or frame.empty:
         return {"steps": [], "devices": [], "window_us": None}
     split = step_split(frame, roles, steps)
