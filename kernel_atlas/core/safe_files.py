@@ -252,6 +252,8 @@ def folder_lock(folder: str | Path, shared: bool = False) -> Iterator[None]:
                 folder,
                 f"{doing} by another atlas command{_holder(fd)}: wait for it to finish, or use another folder",
             ) from None
+        if not _still_linked(folder / LOCK_NAME, fd):  # the lock was removed with its folder meanwhile
+            raise AtlasError(folder, "in use by another atlas command, which removed it: run again")
         if not shared:
             with suppress(OSError):
                 os.ftruncate(fd, 0)
@@ -259,6 +261,16 @@ def folder_lock(folder: str | Path, shared: bool = False) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def _still_linked(path: Path, fd: int) -> bool:
+    """Whether `path` still names the file open as `fd`: a lock taken on a file another command
+    unlinked (with its folder) between our open and our lock holds nothing."""
+    try:
+        named, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def read_bytes(path: str | Path, limit: int = JSON_LIMIT) -> bytes:

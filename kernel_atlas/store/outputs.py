@@ -36,7 +36,7 @@ import stat
 import uuid
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -289,17 +289,26 @@ def lock(out: str | Path, shared: bool = False) -> Iterator[None]:
 def new_run(out: str | Path) -> Iterator[str]:
     """Hold `out` for a new ingest run: the folder is made and locked and the previous run's
     files removed; yields the new run's id. A folder this run made and left with nothing but
-    its lock (every trace failed) is removed: a failed `atlas ingest bad.json` left `bad.atlas/`
-    holding `.atlas.lock` alone."""
+    its lock (every trace failed) is removed, while the lock is held: a failed `atlas ingest
+    bad.json` left `bad.atlas/` holding `.atlas.lock` alone. A run refused the lock removes
+    nothing but a folder left empty — it had removed the lock and folder of the ingest holding
+    them, which then could not write its kernels ("No such file or directory")."""
     made = not is_url(out) and not Path(out).exists()
     check_output_path(out)
-    try:
-        with lock(out):
+    with ExitStack() as held:
+        try:
+            held.enter_context(lock(out))
+        except AtlasError:
+            if made:  # never the lock another command holds: only a folder left empty
+                with suppress(OSError):
+                    Path(out).rmdir()
+            raise
+        try:
             clear_previous_run(out)
             yield uuid.uuid4().hex
-    finally:
-        if made:
-            _remove_if_only_the_lock(Path(out))
+        finally:
+            if made:  # while the lock is still held: no other command is using the folder
+                _remove_if_only_the_lock(Path(out))
 
 
 def _remove_if_only_the_lock(folder: Path) -> None:

@@ -6,6 +6,8 @@ command does with it: work on one consistent run, or refuse in one line (exit co
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import json
 import os
@@ -22,7 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.safe_files import folder_lock
+from kernel_atlas.core.safe_files import LOCK_NAME, folder_lock
 from kernel_atlas.ingest.fleet import output_for
 from kernel_atlas.store import outputs
 from kernel_atlas.store.outputs import DERIVED, RUN_KEY, open_output
@@ -187,6 +189,45 @@ def test_two_ingests_at_once_leave_a_readable_dataset(tmp_path: Path) -> None:
         summary = json.loads((out / "summary.json").read_text())
         stem = summary["traces"][0]["file"].split(".json")[0]
         assert _kernel_rows(out) == _kernels(stem)
+
+
+def test_an_ingest_refused_the_lock_leaves_the_holders_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race CI met: both ingests see no folder, both make it, the other takes the lock first.
+    The one refused must not remove the lock and folder it never held (it had, as "a folder this
+    run made holding only its lock", and the holder then failed: "kernels.parquet: cannot create:
+    No such file or directory")."""
+    out = tmp_path / "run.atlas"
+    real_check = outputs.check_output_path
+    with contextlib.ExitStack() as other:
+
+        def made_and_taken(path: str | Path) -> None:  # the other ingest wins between mkdir and lock
+            real_check(path)
+            other.enter_context(folder_lock(path))
+
+        monkeypatch.setattr(outputs, "check_output_path", made_and_taken)
+        with pytest.raises(AtlasError, match="in use by another atlas command"), outputs.new_run(out):
+            pass
+        assert (out / LOCK_NAME).is_file()  # the holder's lock and folder are untouched
+    monkeypatch.setattr(outputs, "check_output_path", real_check)
+    with pytest.raises(AtlasError), outputs.new_run(tmp_path / "new"):
+        raise AtlasError(None, "x")  # every trace failed: the folder this run made and held goes
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_lock_on_a_file_removed_meanwhile_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock file unlinked with its folder between another command's open and its lock holds
+    nothing: the command is told in one line, not left writing into a folder that is gone."""
+    folder = tmp_path / "run.atlas"
+    folder.mkdir()
+    real_flock = fcntl.flock
+
+    def removed_first(fd: int, operation: int) -> None:
+        (folder / LOCK_NAME).unlink(missing_ok=True)  # the other command's clean-up wins the race
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", removed_first)
+    with pytest.raises(AtlasError, match="in use by another atlas command, which removed it"), folder_lock(folder):
+        pass
 
 
 def test_an_ingest_killed_at_any_moment_leaves_a_folder_that_reports_or_refuses(tmp_path: Path) -> None:
