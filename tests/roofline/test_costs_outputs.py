@@ -98,18 +98,34 @@ def test_flash_backward_aligns_a_non_square_causal_mask_bottom_right_as_its_forw
     assert cost.bytes == 21_004_288
 
 
-def test_sdpa_flash_backward_aligns_a_non_square_causal_mask_top_left() -> None:
+def test_sdpa_flash_backward_aligns_a_non_square_causal_mask_bottom_right() -> None:
     # _scaled_dot_product_flash_attention_backward(grad_out, query, key, value, out, logsumexp,
     # cum_seq_q, cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed, philox_offset, scale),
-    # [B, H, S, D]: q [1, 8, 1024, 64], k/v [1, 8, 4096, 64]; PyTorch's is_causal is top-left: Sq²/2 =
-    # 524,288 pairs; 2·1·8·524,288·(3·64+2·64) = 2,684,354,560; bytes as the flash case above: 21,004,288
+    # [B, H, S, D]: q [1, 8, 1024, 64], k/v [1, 8, 4096, 64]. The op runs FlashAttention's kernel,
+    # whose diagonal starts at the bottom right (torch/nn/attention/bias.py: "for this particular op
+    # it means lower right"; SDPA sends it no non-square causal call of its own, which would be top
+    # left): Sq·Skv − Sq²/2 = 3,670,016 pairs, as the flash case above: 18,790,481,920 FLOP (it had
+    # been costed top left: Sq²/2 = 524,288 pairs, 2,684,354,560 FLOP); bytes as above: 21,004,288
     q, kv = [1, 8, 1024, 64], [1, 8, 4096, 64]
     args = [(q, BF16, ""), (q, BF16, ""), (kv, BF16, ""), (kv, BF16, ""), (q, BF16, ""), ([1, 8, 1024], FP32, "")]
     args += [NONE, NONE, _scalar("1024"), _scalar("4096"), _scalar("0."), _scalar("True"), ([], I64, "")]
     args += [([], I64, ""), _scalar("0.125")]
     cost = _cost("aten::_scaled_dot_product_flash_attention_backward", "attention", args)
-    assert cost.flops == 2_684_354_560
+    assert cost.flops == 18_790_481_920
     assert cost.bytes == 21_004_288
+
+
+def test_sdpa_flash_forward_aligns_a_non_square_causal_mask_bottom_right() -> None:
+    # _scaled_dot_product_flash_attention(query, key, value, dropout_p, is_causal, return_debug_mask,
+    # scale), [B, H, S, D]: q [1, 8, 1024, 64], k/v [1, 8, 4096, 64], causal: FlashAttention's
+    # bottom-right diagonal keeps 3,670,016 pairs → 2·2·1·8·3,670,016·64 = 7,516,192,768 FLOP (top
+    # left, the dispatcher's own `aten::scaled_dot_product_attention`, keeps 524,288: 1,073,741,824)
+    q, kv = [1, 8, 1024, 64], [1, 8, 4096, 64]
+    args = [(q, BF16, ""), (kv, BF16, ""), (kv, BF16, ""), _scalar("0."), _scalar("True"), _scalar("False")]
+    flash = _cost("aten::_scaled_dot_product_flash_attention", "attention", args)
+    assert flash.flops == 7_516_192_768
+    sdpa = [(q, BF16, ""), (kv, BF16, ""), (kv, BF16, ""), NONE, _scalar("0."), _scalar("True")]
+    assert _cost("aten::scaled_dot_product_attention", "attention", sdpa).flops == 1_073_741_824
 
 
 def test_efficient_attention_backward_with_a_bias_gradient() -> None:

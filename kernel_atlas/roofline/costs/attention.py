@@ -24,7 +24,9 @@ from kernel_atlas.roofline.costs.base import (
 # Where a causal mask's diagonal starts when Sq ≠ Skv: PyTorch's `is_causal` (SDPA and its
 # backends) aligns it top-left (query i sees keys 0…i); FlashAttention ≥ 2.1, which
 # `aten::_flash_attention_forward` runs, bottom-right (query i sees keys 0…i + Skv − Sq, a decode
-# token its whole context). Square, both are one mask.
+# token its whole context), and so does `aten::_scaled_dot_product_flash_attention`, which calls it
+# (torch/nn/attention/bias.py: "for this particular op it means lower right"; SDPA never sends it a
+# non-square causal call of its own). Square, both are one mask.
 TOP_LEFT, BOTTOM_RIGHT = "top-left", "bottom-right"
 
 
@@ -180,7 +182,7 @@ def _sdpa_flash_backward(call: Call) -> Cost:
     # (grad_out, query, key, value, out, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, dropout_p,
     # is_causal, philox_seed, philox_offset, scale), [B, H, S, D]
     _not_varlen(call, 6)
-    return _attention_backward(call, "BHSD", *_is_causal(call, 11), out_at=4, lse_at=5)
+    return _attention_backward(call, "BHSD", *_is_causal(call, 11, BOTTOM_RIGHT), out_at=4, lse_at=5)
 
 
 @register(launchers=("aten::_efficient_attention_backward",))
@@ -268,7 +270,9 @@ def _sdpa(call: Call) -> Cost:
     index = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_cudnn_attention": 6}.get(
         call.launcher, 4
     )
-    return _attention(call, "BHSD", *_is_causal(call, index))
+    # the flash op runs FlashAttention's kernel: its diagonal at the bottom right (see TOP_LEFT)
+    flash = call.launcher == "aten::_scaled_dot_product_flash_attention"
+    return _attention(call, "BHSD", *_is_causal(call, index, BOTTOM_RIGHT if flash else TOP_LEFT))
 
 
 @register(launchers=("aten::_scaled_dot_product_efficient_attention",))
