@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
+from typing import Any
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import read_toml
@@ -34,6 +36,8 @@ class Device:
     vector: dict[str, float] = field(default_factory=dict)
     match: tuple[str, ...] = ()
     source: str = ""
+    compute: str = ""  # computeMajor.computeMinor: identifies a GPU the trace does not name
+    partition: int = 1  # n: this is 1/n of the entry (`partition_of`), its peaks divided by n
 
     def peak(self, precision: str, unit: str) -> Peak:
         """The dense peak for math in `precision` on `unit` (tensor or vector), with fallbacks
@@ -66,6 +70,7 @@ def load_devices() -> dict[str, Device]:
             vector={k: float(v) for k, v in raw.get("vector", {}).items()},
             match=tuple(raw.get("match", ())),
             source=raw.get("source", ""),
+            compute=str(raw.get("compute", "")),
         )
     return devices
 
@@ -90,6 +95,61 @@ def _model(gpu_name: str) -> str:
     return _VIRTUAL_FUNCTION.sub("", " ".join(gpu_name.split()))
 
 
+# a GPU's reported memory against its catalog size in GiB: a little less is reserved (H100 80 GB
+# reports 79.2 GiB, A100 40 GB 39.4, an MI300X VF 191.5 of 192)
+_MEMORY_FIT = (0.95, 1.005)
+
+
+@dataclass(frozen=True)
+class Properties:
+    """What deviceProperties says of a GPU beside its name (None: not recorded)."""
+
+    sms: int | None = None
+    compute: str | None = None  # computeMajor.computeMinor
+    memory_bytes: int | None = None
+
+    @classmethod
+    def of(cls, props: Mapping[str, Any]) -> Properties:
+        """From a deviceProperties entry (or summary.json's copy of one)."""
+        major, minor = props.get("computeMajor"), props.get("computeMinor")
+        known = all(isinstance(v, int) and not isinstance(v, bool) for v in (major, minor))
+        sms, memory = props.get("numSms"), props.get("totalGlobalMem")
+        return cls(
+            sms if isinstance(sms, int) and not isinstance(sms, bool) and sms > 0 else None,
+            f"{major}.{minor}" if known else None,
+            memory if isinstance(memory, int) and not isinstance(memory, bool) and memory > 0 else None,
+        )
+
+    def words(self) -> str:
+        """`compute 9.4, 304 SMs/CUs, 191.98 GiB`."""
+        memory = f"{self.memory_bytes / 2**30:.2f} GiB" if self.memory_bytes else "memory not recorded"
+        return f"compute {self.compute}, {self.sms} SMs/CUs, {memory}"
+
+
+def match_properties(name: str | None, props: Properties) -> Device | None:
+    """`match_device` by name; a GPU the trace does not name (an empty name: vLLM's ROCm graph
+    traces) by its properties alone — `by_properties`."""
+    if name is not None and name.strip():
+        return match_device(name, props.sms)
+    return by_properties(props)
+
+
+def by_properties(props: Properties) -> Device | None:
+    """The one catalog entry whose `compute` and SM count are the GPU's and whose memory its
+    reported memory fits (`_MEMORY_FIT`); None where not all three are recorded, or where none or
+    several fit (an unnamed H200 and H200 NVL are the same silicon and memory: unknown)."""
+    if props.sms is None or props.compute is None or props.memory_bytes is None:
+        return None
+    gib = props.memory_bytes / 2**30
+    low, high = _MEMORY_FIT
+    fits = [
+        d
+        for d in load_devices().values()
+        if d.compute == props.compute and d.sms == props.sms and low * d.memory_gb <= gib <= high * d.memory_gb
+    ]
+    return fits[0] if len(fits) == 1 else None
+
+
 def match_device(gpu_name: str | None, sms: int | None = None) -> Device | None:
     """The catalog device one of whose `match` patterns is the whole deviceProperties name (after
     leading vendor words, case, runs of spaces and a virtual function's trailing "VF" aside): a
@@ -111,7 +171,30 @@ def match_device(gpu_name: str | None, sms: int | None = None) -> Device | None:
     if len(hits) > 1:
         longest = max(length for _, length in hits)
         hits = [h for h in hits if h[1] == longest]
-    return hits[0][0] if len(hits) == 1 else None
+    return partition_of(hits[0][0], sms) if len(hits) == 1 else None
+
+
+def partition_of(device: Device, sms: int | None) -> Device:
+    """`device`, or the partition of it a trace's SM count says it ran on: an MI300X in CPX mode is
+    one of its 8 XCDs, named as the whole package with 38 of its 304 CUs (DPX 152, QPX 76). Where
+    the entry's SM count is a whole multiple n ≥ 2 of the trace's, the peaks are the partition's:
+    compute 1/n (the same CUs at the same clocks: exact), memory bandwidth and L2 1/n too — its
+    share of the package's HBM, an estimate (one partition alone may draw more). Other counts keep
+    the entry as it is."""
+    if not isinstance(sms, int) or isinstance(sms, bool) or not 0 < sms < device.sms or device.sms % sms:
+        return device
+    parts = device.sms // sms
+    return replace(
+        device,
+        key=f"{device.key}/{parts}",
+        name=f"{device.name} (1/{parts} partition: {sms} of {device.sms} SMs/CUs)",
+        sms=sms,
+        memory_gbps=device.memory_gbps / parts,
+        l2_mb=device.l2_mb / parts,
+        tensor={k: v / parts for k, v in device.tensor.items()},
+        vector={k: v / parts for k, v in device.vector.items()},
+        partition=parts,
+    )
 
 
 def get_device(key: str) -> Device:

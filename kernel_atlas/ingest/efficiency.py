@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.core.devices import match_device
+from kernel_atlas.core.devices import Properties, match_properties
 from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import name_mask
@@ -109,7 +109,7 @@ def sm_limits(props: dict[str, Any]) -> SmLimits | None:
     """The limits of the device a deviceProperties entry describes; None when its architecture is
     not in the catalog or its SM count is unknown (no estimate is then possible)."""
     arch = _architecture(props)
-    device = match_device(str(props.get("name", "")), props.get("numSms"))
+    device = match_properties(str(props.get("name", "")), Properties.of(props))
     sms = props.get("numSms") or (device.sms if device else None)
     if arch is None or not isinstance(sms, int) or sms <= 0:
         return None

@@ -21,7 +21,7 @@ from kernel_atlas.analysis.trust import trust_facts
 from kernel_atlas.analysis.views import KernelViews
 from kernel_atlas.analysis.waits import Waits, last_step_starts, write_waits
 from kernel_atlas.core import safe_files
-from kernel_atlas.core.devices import Device, get_device, match_device
+from kernel_atlas.core.devices import Device, Properties, get_device, match_device, match_properties
 from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
@@ -166,7 +166,7 @@ def _other_gpus(summary: dict[str, Any], traced: Device | None, traced_name: str
     names: dict[str, None] = {}
     for trace in summary.get("traces", []):
         for gpu in trace.get("gpus", []):
-            matched = match_device(gpu.get("name"), gpu.get("numSms"))
+            matched = match_properties(gpu.get("name"), Properties.of(gpu))
             if traced is not None or matched is not None:
                 other = (matched.key if matched else None) != (traced.key if traced else None)
             else:  # neither in the catalog: told apart by name
@@ -225,8 +225,8 @@ def _build_report(
     check_window_of_ranks(out_dir, ranks, window_spec)  # nor one the trace lacks
     safe_files.remove(out_dir / REPORT)  # the previous report's manifest first: files below replace its own
     summary = output.summary
-    gpu_name, sms, world = run.gpu.name, run.gpu.sms, run.gpu.world_size
-    traced = match_device(gpu_name, sms)  # the traced GPU's peaks, whatever `--device` projects onto
+    gpu_name, world = run.gpu.name, run.gpu.world_size
+    traced = run.gpu.catalog_device()  # the traced GPU's peaks, whatever `--device` projects onto
     device = get_device(device_key) if device_key else traced
     cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id, world_size=world)
     stragglers = cross_rank.facts.get("stragglers") or []
@@ -265,6 +265,7 @@ def _build_report(
             analysis.roofline = merge_replay(analysis.roofline, replay, device)
         job.roofline_ready(analysis.roofline)
         analysis.facts["traced_gpu"] = gpu_name
+        analysis.facts["traced_gpu_identified"] = run.gpu.identified()
         # costed against `device`'s peaks all the same
         analysis.facts["other_gpus"] = _other_gpus(summary, traced, gpu_name)
         analysis.facts["shared_ranks"] = _shared_ranks(summary)

@@ -29,7 +29,7 @@ from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels, window_of
 from kernel_atlas.analysis.gate import Comparability, comparability
 from kernel_atlas.analysis.views import Timeline, module_times, timeline_of, timeline_rows
 from kernel_atlas.classify.names import display_name
-from kernel_atlas.core.devices import Device, get_device, match_device
+from kernel_atlas.core.devices import Device, get_device
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text, redacted_error
 from kernel_atlas.ingest.fleet import run_folder
@@ -121,7 +121,7 @@ def load_run(
         replay = stored.replay()
         ranks = len(stored.ranks) or 1
     gpu = stored.gpu
-    found = get_device(device) if device else match_device(gpu.name, gpu.sms)
+    found = get_device(device) if device else gpu.catalog_device()
     return Run(out_dir, kernels, stored.summary, found, gpu.world_size, replay, ranks)
 
 

@@ -624,6 +624,8 @@ def _summary_section(page: Page) -> str:
             + (f" <b>({html.escape(projection)})</b>" if projection else "")
             + "</li>"
         ]
+        if facts.get("traced_gpu_identified"):
+            head.append(f"<li>{html.escape(facts['traced_gpu_identified'])}</li>")
         if other_gpus_line(facts):
             head.append(f"<li><b>{html.escape(other_gpus_line(facts))}</b></li>")
     items = head + items

@@ -244,6 +244,8 @@ def _device_section(console: Console, report: Report, view: ReportView) -> None:
     projection = projection_note(facts)
     projected = f" [bold yellow]({esc(projection)})[/]" if projection else ""
     _text(console, f"[bold]device[/] {esc(peaks_line(device))}{projected}")
+    if facts.get("traced_gpu_identified"):
+        _text(console, f"[yellow]{esc(facts['traced_gpu_identified'])}[/]")
     others = other_gpus_line(facts)
     if others:
         _text(console, f"[yellow]{esc(others)}[/]")

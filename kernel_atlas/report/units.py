@@ -188,6 +188,8 @@ def no_peaks_line(traced_gpu: str | None) -> str:
     """Why a report has no roofline position: the GPU it names has no catalog entry, or it names none."""
     if traced_gpu is None:  # an export that names no GPU (an nsys slice without TARGET_INFO_GPU)
         return "the trace names no GPU: pass --device for peaks"
+    if not traced_gpu.strip():  # named "" (vLLM's ROCm graph traces), its properties fitting no one entry
+        return "the trace's GPU has no name, and its properties fit no single catalog entry: pass --device for peaks"
     return f"GPU {traced_gpu!r} is not in catalogs/devices.toml: pass --device for peaks"
 
 

@@ -4,13 +4,14 @@ kernels one rank (or all) at a time — what report, diff, the dashboard and rep
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.core.devices import Device, Properties, match_properties
 from kernel_atlas.core.redact import redact_text
 from kernel_atlas.store.outputs import (
     REQUIRED_COLUMNS,
@@ -36,6 +37,29 @@ class TracedGpu:
     name: str | None = None
     sms: int | None = None
     world_size: int | None = None
+    properties: Properties = field(default_factory=Properties, compare=False)  # of the same entry as name
+
+    def catalog_device(self) -> Device | None:
+        """Its catalog entry: by name, or by its properties where the trace does not name it."""
+        return match_properties(self.name, self.properties)
+
+    def identified(self) -> str:
+        """How the GPU was identified where its name alone does not say, in words: an unnamed GPU by
+        its properties, a partition by its SM count ('' otherwise, or where it is not identified)."""
+        device = self.catalog_device()
+        if device is None:
+            return ""
+        said = []
+        if not (self.name or "").strip():
+            how = f"by its properties ({self.properties.words()})"
+            said.append(f"the trace names no GPU model: identified as {device.name} {how}")
+        if device.partition > 1:
+            said.append(
+                f"{device.sms} SMs/CUs of the {device.sms * device.partition} its model has: a 1/{device.partition} "
+                f"partition (an MI300X in CPX mode is 1/8); compute peaks 1/{device.partition} of the model's, "
+                f"memory bandwidth 1/{device.partition} of its HBM's (an estimate: one partition alone may draw more)"
+            )
+        return "; ".join(said)
 
 
 @dataclass
@@ -80,7 +104,7 @@ class Run:
         ran = [t for t in traces if not isinstance(t.get("gpu_activities"), int) or t["gpu_activities"] > 0]
         for trace in ran or traces:
             for gpu in trace.get("gpus", []):
-                return TracedGpu(gpu.get("name"), gpu.get("numSms"), world)
+                return TracedGpu(gpu.get("name"), gpu.get("numSms"), world, Properties.of(gpu))
         return TracedGpu(world_size=world)
 
     @property

@@ -450,8 +450,16 @@ def test_a_gpu_name_that_is_not_a_string(tmp_path: Path, example) -> None:
     _, _, summary = _ingest(_write(tmp_path, doc), tmp_path / "o")
     assert "name" not in summary["traces"][0]["gpus"][0] and summary["traces"][0]["gpus"][0]["numSms"] == 132
     report = cli("report", tmp_path / "o")
-    assert report.code == 0 and "the trace names no GPU: pass --device for peaks" in report.stdout
+    # the name unusable, the GPU is identified by its properties: compute 9.0, 132 SMs and 85,018,279,936 B
+    # (79.18 GiB of the H100 SXM's 80; the H100 NVL has 94 GB, the PCIe card 114 SMs) fit one entry alone
+    said = " ".join(report.stdout.split())
+    assert report.code == 0 and "device NVIDIA H100 SXM5 80GB" in said
+    assert "the trace names no GPU model: identified as NVIDIA H100 SXM5 80GB by its properties" in said
     assert cli("report", tmp_path / "o", "--device", "h100-sxm").code == 0
+    del doc["deviceProperties"][0]["computeMajor"]  # not all three recorded: nothing to identify it by
+    _ingest(_write(tmp_path, doc), tmp_path / "o2")
+    report = cli("report", tmp_path / "o2")
+    assert report.code == 0 and "the trace names no GPU: pass --device for peaks" in report.stdout
 
 
 def test_device_properties_that_are_neither_texts_nor_numbers(tmp_path: Path, example) -> None:
