@@ -865,8 +865,9 @@ def replay(
     scale: Annotated[
         float | None,
         typer.Option(
-            help="Shrink dimensions ≥ 64 by this factor (default: the recorded shapes on a GPU; on the CPU, "
-            "as much as the Triton interpreter needs, stated in the output)."
+            help="Shrink dimensions ≥ 64 of library and Triton kernel replays by this factor (default: the "
+            "recorded shapes on a GPU; on the CPU, as much as the Triton interpreter needs, stated in the output). "
+            "ATen ops always run their recorded shapes, said in the output."
         ),
     ] = None,
     max_gib: Annotated[float, typer.Option("--max-gib", help="Refuse shapes whose inputs exceed this.")] = 16.0,
@@ -941,6 +942,12 @@ def replay(
             f"{len(shrunk)} of {len(results)} replays ran with dimensions ≥ 64 scaled by {factors}, chosen "
             f"automatically so that the Triton interpreter finishes on the CPU (--scale sets it; a GPU runs the "
             f"recorded shapes)"
+        )
+    whole = results[(results["scale"] >= 1) & replayed(results) & results["cpu_op"].str.startswith("aten::", na=False)]
+    if scale is not None and scale < 1 and len(whole):  # --scale 0.25 had been silently ignored for them
+        console.print(
+            f"--scale {scale:g} left {len(whole)} of {len(results)} replays at their recorded shapes: ATen ops "
+            f"replay through their schema at the shapes the trace recorded (the scale column says 1)"
         )
 
 

@@ -569,3 +569,20 @@ def test_a_cpu_replay_past_its_memory_is_skipped_not_allocated() -> None:
         None, '["[1024]","6","","",""]', None, 1, "trace",
     )  # fmt: skip
     assert replay_one(small, "cpu").check != "skipped"
+
+
+def test_scale_says_which_replays_it_left_at_their_recorded_shapes(h100_outputs) -> None:
+    """`--scale` shrinks library and Triton kernel replays; ATen ops always run the recorded shapes.
+    `--scale 0.5` on BERT's add ([1, 141, 512] + [1, 141, 512]) had said nothing of it (campaign AP 5)."""
+    out = str(h100_outputs["h100_bert_small_infer"])
+    result = runner.invoke(
+        app, ["replay", "--from", out, "--kernel", "CUDAFunctor_add", "--device", "cpu", "--scale", "0.5"]
+    )
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "--scale 0.5 left 1 of 1 replays at their recorded shapes: ATen ops replay through their schema" in said
+    typed = runner.invoke(
+        app, ["replay", "--from", out, "--kernel", "CUDAFunctor_add", "--device", "cpu", "--scale", "0.5", "--json"]
+    )
+    row = json.loads(typed.output[typed.output.index("[") :])[0]
+    assert row["scale"] == 1 and row["input_dims"] == "[[1,141,512],[1,141,512],[]]"
