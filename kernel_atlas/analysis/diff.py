@@ -252,69 +252,92 @@ def side_of(run: Run, per_step: bool = False) -> Side:
     """A run's side of a comparison, read one rank at a time (memory: one rank's kernels), with
     its window: its ranks, whole steps and the GPU time outside them.
 
-    `per_step`: each rank's GPU time inside its profiler steps divided by its step count, summed
-    over ranks — one step's time — where a rank recording no steps is refused."""
+    `per_step`: each rank's GPU time inside its profiler steps divided by its step count — step
+    rows, as its efficiency counts them, not distinct numbers: a number may repeat —, summed over
+    ranks — one step's time — where a rank recording no steps is refused."""
     said = run.summary.get("warnings")
     warnings = [str(w) for w in said if isinstance(w, str)] if isinstance(said, list) else []
     window = window_of(run.summary, len(run.ranks) or 1)
     steps = steps_by_rank(run.summary)
+
+    def kept_of(rank: int | None) -> WholeSteps:
+        if rank is not None:
+            return steps.get(rank, WholeSteps())
+        return WholeSteps(set().union(*(s.numbers for s in steps.values())), sum(s.rows for s in steps.values()))
+
     if not per_step:  # totals: the time outside the whole steps is said (a cut-short last step's too)
         parts, outside = [], 0.0
         for rank in run.ranks or [None]:
             kernels = run.kernels(rank)
             parts.append(_activities(kernels))
             if window.steps is not None:
-                kept = set().union(*steps.values()) if rank is None else steps.get(rank, set())
+                kept = kept_of(rank).numbers
                 outside += float(kernels.loc[~kernels["step"].isin(kept).to_numpy(bool), "dur_us"].sum())
         window = replace(window, outside_steps_us=outside)
         return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
     parts, outside = [], 0.0
     for rank in run.ranks or [None]:
-        kept = set().union(*steps.values()) if rank is None else steps.get(rank, set())
-        if not kept:
+        kept = kept_of(rank)
+        if not kept.rows:
             where = f"rank {rank}" if rank is not None and len(run.ranks) > 1 else "it"
             raise AtlasError(run.out_dir, f"{where} records no profiler steps: --per-step needs ProfilerStep ranges")
         kernels = run.kernels(rank)
-        inside = kernels["step"].isin(kept).to_numpy(bool)
+        inside = kernels["step"].isin(kept.numbers).to_numpy(bool)
         outside += float(kernels.loc[~inside, "dur_us"].sum())
         part = _activities(kernels[inside])
-        part["us"] = part["us"] / len(kept)
+        part["us"] = part["us"] / kept.rows
         parts.append(part)
     window = replace(window, per_step=True, outside_steps_us=outside)
     return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
 
 
-def _whole_steps(trace: dict[str, Any]) -> set[int] | None:
+@dataclass
+class WholeSteps:
+    """The profiler steps a trace (or a rank's traces) holds whole: their numbers — what the
+    kernels' `step` column names — and how many step rows they are (a number may repeat: a
+    profiler restarted in one trace makes two steps #1, each a row of its own)."""
+
+    numbers: set[int] = field(default_factory=set)
+    rows: int = 0
+
+
+def _whole_steps(trace: dict[str, Any]) -> WholeSteps | None:
     """The profiler steps a trace holds whole, as its efficiency (summary.json) counts them — a
-    last step the profiler cut short left out, a step without GPU work in; else (a summary
-    without them, or listing only its first steps) the steps its activities ran in; None where
-    it names none."""
+    last step the profiler cut short left out, a step without GPU work in —, one per step row;
+    else (a summary without them, or listing only its first steps: then `steps_total` rows) the
+    steps its activities ran in; None where it names none."""
     efficiency = trace.get("efficiency")
     rows = efficiency.get("steps") if isinstance(efficiency, dict) else None
-    if isinstance(rows, list) and not efficiency.get("steps_total"):  # type: ignore[union-attr]
-        numbers = {r["step"] for r in rows if isinstance(r, dict) and isinstance(r.get("step"), int)}
+    total = efficiency.get("steps_total") if isinstance(efficiency, dict) else None
+    if isinstance(rows, list) and not total:
+        numbers = [r["step"] for r in rows if isinstance(r, dict) and isinstance(r.get("step"), int)]
         if numbers:
-            return numbers
+            return WholeSteps(set(numbers), len(numbers))
     listed = trace.get("steps")
-    return {s for s in listed if isinstance(s, int)} if isinstance(listed, list) else None
+    if not isinstance(listed, list):
+        return None
+    numbers = {s for s in listed if isinstance(s, int)}
+    return WholeSteps(numbers, total if isinstance(total, int) and total > 0 else len(numbers))
 
 
-def steps_by_rank(summary: dict[str, Any]) -> dict[int, set[int]]:
+def steps_by_rank(summary: dict[str, Any]) -> dict[int, WholeSteps]:
     """The profiler steps each rank's traces hold whole (`_whole_steps`)."""
-    steps: dict[int, set[int]] = {}
+    steps: dict[int, WholeSteps] = {}
     for trace in summary.get("traces") or []:
         if isinstance(trace, dict) and isinstance(trace.get("rank"), int):
             whole = _whole_steps(trace)
             if whole is not None:
-                steps.setdefault(trace["rank"], set()).update(whole)
+                kept = steps.setdefault(trace["rank"], WholeSteps())
+                kept.numbers |= whole.numbers
+                kept.rows += whole.rows
     return steps
 
 
 def window_of(summary: dict[str, Any], ranks: int) -> Window:
-    """A run's window: its ranks and the most profiler steps any of its traces holds whole
-    (`_whole_steps`; None where none recorded one)."""
+    """A run's window: its ranks and the most profiler steps (step rows) any of its traces holds
+    whole (`_whole_steps`; None where none recorded one)."""
     traces = [t for t in summary.get("traces") or [] if isinstance(t, dict)]
-    counts = [len(whole) for whole in map(_whole_steps, traces) if whole is not None]
+    counts = [whole.rows for whole in map(_whole_steps, traces) if whole is not None]
     return Window(ranks=ranks, steps=max(counts) if counts and max(counts) > 0 else None)
 
 

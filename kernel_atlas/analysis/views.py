@@ -84,23 +84,53 @@ class Timeline:
     rank: int | None
     rows: pd.DataFrame  # TIMELINE_COLUMNS of the `limit` longest activities
     total: int  # activities in the window drawn (before the limit)
-    steps: pd.DataFrame  # step, start, end: the profiler steps' spans (whole window only)
+    steps: pd.DataFrame  # step, start, end: the profiler steps' bands (whole window only; `steps_are`)
     step: int | None = None  # the one step drawn; None: the whole profiled window
     gpu_time_us: float = 0.0
+    steps_are: str = ""  # what the bands are, in words, for the page (empty: no bands)
 
 
-def timeline_of(kernels: pd.DataFrame, step: int | None = None, limit: int = TIMELINE_LIMIT) -> Timeline:
-    """One step of `kernels` (one rank), or the whole window with its steps' spans."""
+# what the bands of a timeline are, as the page says it (`KernelViews.timeline_note`)
+BANDS_STEPS = "steps shaded as steps.parquet's windows"
+BANDS_SPANS = (
+    "steps shaded from their first GPU activity's start to their last one's end, by step number — not "
+    "steps.parquet's windows, and they overlap where a step's work runs on while the next one's starts"
+)
+
+
+def step_windows(summary: dict, rank: int | None = None) -> pd.DataFrame:
+    """`step`, `start`, `end` of the step rows of summary.json `efficiency` — steps.parquet's
+    windows, in the order of their start — of the traces of `rank` (None: of every trace); a
+    trace without steps (its one row has no number) gives none."""
+    rows = []
+    for trace in summary.get("traces") or []:
+        if not isinstance(trace, dict) or (rank is not None and trace.get("rank", 0) != rank):
+            continue
+        efficiency = trace.get("efficiency")
+        for row in efficiency.get("steps") or [] if isinstance(efficiency, dict) else []:
+            if isinstance(row, dict) and isinstance(row.get("step"), int) and row.get("start_us") is not None:
+                rows.append((row["step"], float(row["start_us"]), float(row["end_us"])))
+    return pd.DataFrame(rows, columns=["step", "start", "end"]).sort_values("start", ignore_index=True)
+
+
+def timeline_of(
+    kernels: pd.DataFrame, step: int | None = None, limit: int = TIMELINE_LIMIT, windows: pd.DataFrame | None = None
+) -> Timeline:
+    """One step of `kernels` (one rank), or the whole window with its steps as bands: `windows`
+    (`step_windows`: steps.parquet's, one band per step row) where given, else each step number's
+    span of activities (`BANDS_SPANS`, which the page then says)."""
     rows = kernels
     if step is not None:
         rows = rows[(rows["step"] == step).fillna(False).to_numpy()]
     total = len(rows)
     if total > limit:
         rows = rows.nlargest(limit, "dur_us")
-    steps = pd.DataFrame(columns=["step", "start", "end"])
-    if step is None and len(rows) and kernels["step"].notna().any():
+    steps, steps_are = pd.DataFrame(columns=["step", "start", "end"]), ""
+    if step is None and len(rows) and windows is not None and len(windows):
+        steps, steps_are = windows[["step", "start", "end"]].reset_index(drop=True), BANDS_STEPS
+    elif step is None and len(rows) and kernels["step"].notna().any():
         spans = kernels.assign(end=kernels["ts_us"] + kernels["dur_us"]).groupby("step")
-        steps = spans.agg(start=("ts_us", "min"), end=("end", "max")).reset_index()
+        steps, steps_are = spans.agg(start=("ts_us", "min"), end=("end", "max")).reset_index(), BANDS_SPANS
     ranks = kernels["rank"].unique() if "rank" in kernels else []
     return Timeline(
         rank=int(ranks[0]) if len(ranks) == 1 else None,
@@ -109,6 +139,7 @@ def timeline_of(kernels: pd.DataFrame, step: int | None = None, limit: int = TIM
         steps=steps,
         step=step,
         gpu_time_us=float(kernels["dur_us"].sum()),
+        steps_are=steps_are,
     )
 
 
@@ -123,11 +154,17 @@ class KernelViews:
     timeline_note: str = ""  # which rank the timeline shows, and why (several ranks)
 
 
-def kernel_views(kernels: pd.DataFrame, timeline_rank: int | None = None) -> KernelViews:
+def kernel_views(kernels: pd.DataFrame, timeline_rank: int | None = None, summary: dict | None = None) -> KernelViews:
     """The views of the kernel rows of one rank, or of several analysed together: module and step
-    times over all of them, the timeline of one (`timeline_rows`)."""
+    times over all of them, the timeline of one (`timeline_rows`), its step bands steps.parquet's
+    windows where `summary` (summary.json, or the ranks' part of it) is given."""
     rows, _ = timeline_rows(kernels, timeline_rank)
-    return KernelViews(module_times(kernels), step_times(kernels), timeline_of(rows))
+    windows = None
+    if summary is not None and len(rows):
+        ranks = rows["rank"].unique() if "rank" in rows else []
+        windows = step_windows(summary, int(ranks[0]) if len(ranks) == 1 else None)
+    timeline = timeline_of(rows, windows=windows)
+    return KernelViews(module_times(kernels), step_times(kernels), timeline, timeline_note=timeline.steps_are)
 
 
 def timeline_rows(kernels: pd.DataFrame, timeline_rank: int | None = None) -> tuple[pd.DataFrame, int]:
@@ -181,9 +218,9 @@ class ViewsFold:
         if modules is None or steps is None:
             return None
         ranks = self._ranks
-        note = ""
+        note = self._timeline.steps_are if self._timeline is not None else ""
         if ranks > 1 and self._timeline is not None:
             rank = self._timeline.rank
             why = "the top straggler" if rank == self.timeline_rank else "the most GPU time"
-            note = f"rank {rank} of {ranks}: {why}"
+            note = f"rank {rank} of {ranks}: {why}" + (f"; {note}" if note else "")
         return KernelViews(modules, steps, self._timeline, ranks, note)

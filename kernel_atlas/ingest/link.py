@@ -247,20 +247,75 @@ def _enclosing_ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     return parent
 
 
-def _step_by_launch_time(
-    host: HostTable, is_profiler_step: np.ndarray, step_of_name: np.ndarray, launch_idx: np.ndarray, step: np.ndarray
-) -> None:
-    """Give activities without a step the `ProfilerStep#N` range, on any thread, that contains
-    their launch's start (launches of autograd's backward thread, which has no step ranges), or
-    their op's where `launch_idx` names that (`link`'s anchor)."""
-    steps = np.flatnonzero((host.family == ANNOTATION) & is_profiler_step[host.name_code])
-    missing = np.flatnonzero((step < 0) & (launch_idx >= 0))
-    if not len(steps) or not len(missing):
-        return
-    steps = steps[np.lexsort((-host.end[steps], host.ts[steps]))]
-    found = _innermost(host, steps, host.ts[launch_idx[missing]])
-    inside = found >= 0
-    step[missing[inside]] = step_of_name[host.name_code[found[inside]]]
+def step_rows(host: HostTable) -> np.ndarray:
+    """(k, 3) number, start, end of the trace's profiler steps, sorted by start and not
+    overlapping: the one list of steps that every output reads (docs/efficiency.md, "Which step").
+
+    A step is a `ProfilerStep#N` range of any thread, recorded as an annotation or a CPU op
+    (Kineto writes `user_annotation`, older PyTorch `Operator`, some writers `cpu_op`). Ranges of
+    one number that overlap — the step recorded on several threads, or by two profilers — are
+    one step, their union. A step range inside another's (a step marked by hand inside one, two
+    profilers numbering differently) is a step of its own and cuts the one around it: that one's
+    time before and after it are two rows of its number, so that every instant lies in one row
+    at most and the rows add up (the innermost range holding a launch is its step)."""
+    step_of = np.array([step_number(s) if step_number(s) is not None else -1 for s in host.names], np.int64)
+    ranges = (host.family == ANNOTATION) | (host.family == CPU_OP)
+    rows = np.flatnonzero(ranges & (step_of[host.name_code] >= 0)) if len(host) else np.empty(0, np.int64)
+    number, start, end = step_of[host.name_code[rows]], host.ts[rows], np.maximum(host.end[rows], host.ts[rows])
+    if not len(rows):
+        return np.empty((0, 3))
+    order = np.lexsort((start, number))
+    number, start, end = number[order], start[order], end[order]
+    # one number's overlapping ranges (by start) are one: a new step where the number changes or
+    # the range starts after all before it of its number ended
+    reach = pd.Series(end).groupby(number).cummax().to_numpy()
+    new = np.r_[True, (number[1:] != number[:-1]) | (start[1:] > reach[:-1] + NEST_TOLERANCE_US)]
+    first = np.flatnonzero(new)
+    steps = np.column_stack([number[first], start[first], np.maximum.reduceat(end, first)]).astype(np.float64)
+    steps = steps[np.lexsort((-steps[:, 2], steps[:, 1]))]
+    if not (steps[1:, 1] < steps[:-1, 2] - NEST_TOLERANCE_US).any():  # consecutive: the rule
+        return steps
+    return _cut_at_nested(steps)
+
+
+def _cut_at_nested(steps: np.ndarray) -> np.ndarray:
+    """`steps` (by start, the outer of equal starts first) as rows that do not overlap: each
+    instant in the range that started last among those open then; consecutive pieces of one range
+    merged. A Python pass over the steps: only traces whose steps overlap come here."""
+    bounds = np.unique(steps[:, 1:])
+    opened = np.searchsorted(bounds, steps[:, 1])
+    closed = np.searchsorted(bounds, steps[:, 2])
+    pieces: list[list[float]] = []
+    owner_of_last = -1
+    open_: list[int] = []  # open ranges, by start (the innermost last)
+    starting = 0
+    for b in range(len(bounds) - 1):
+        while starting < len(steps) and opened[starting] <= b:
+            open_.append(starting)
+            starting += 1
+        open_ = [k for k in open_ if closed[k] > b]
+        if not open_:
+            owner_of_last = -1
+            continue
+        owner = open_[-1]
+        if owner == owner_of_last:
+            pieces[-1][2] = float(bounds[b + 1])
+        else:
+            pieces.append([float(steps[owner, 0]), float(bounds[b]), float(bounds[b + 1])])
+        owner_of_last = owner
+    return np.array(pieces, dtype=np.float64).reshape(-1, 3)
+
+
+def step_row_of(steps: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time in `t` (a launch's start), the row of `steps` (`step_rows`) holding it, -1 none
+    (NaN: none): the last to start at or before it, where it has not ended — a launch where one
+    step ends and the next starts is the next one's (`NEST_TOLERANCE_US` either side)."""
+    t = np.asarray(t, dtype=np.float64)
+    if not len(steps):
+        return np.full(len(t), -1, np.int64)
+    p = np.searchsorted(steps[:, 1], t + NEST_TOLERANCE_US, side="right") - 1
+    held = (p >= 0) & (t <= steps[np.maximum(p, 0), 2] + NEST_TOLERANCE_US)
+    return np.where(held, p, -1)
 
 
 @dataclass
@@ -435,7 +490,6 @@ def link(cols: TraceColumns) -> LinkedColumns:
     n = len(gpu)
     names = host.names
     nest = HostNesting.of(host)
-    is_profiler_step = nest.is_profiler_step
 
     # --- activity → launch by correlation -------------------------------------------------
     runtime_idx = np.flatnonzero((host.family == RUNTIME) & (host.correlation >= 0))
@@ -488,7 +542,6 @@ def link(cols: TraceColumns) -> LinkedColumns:
     # --- the host range that places an activity in time and on a thread: its launch, else (linked
     # by External id, the launch missing) its op, which lies in the same step ranges as its launch
     anchor = np.where(has_launch, launch_idx, np.where(fallback, ext_match, -1))
-    step_idx = _enclosing_step(host, is_profiler_step, anchor)
     # a serving engine's per-step annotation with the batch's sequence lengths (ingest/steps.py)
     attention_step_idx = _enclosing_step(host, np.array([is_step(s) for s in names], dtype=bool), anchor)
     # else its native annotation (tokens only), so that the attention call can say what it lacks
@@ -501,23 +554,11 @@ def link(cols: TraceColumns) -> LinkedColumns:
     input_dims, input_types, input_strides, concrete = _shapes(host, shape_source)
     sequence_number, autograd_partner = autograd_links(host, nest.parent, np.where(graph, -1, cpu_op_idx))
 
-    # --- steps: ProfilerStep holding the launch (its thread, else any), else the GPU-side one -
-    step = np.full(n, -1, dtype=np.int64)
-    has_step = step_idx >= 0
-    step_of_name = np.array([step_number(s) if step_number(s) is not None else -1 for s in names], np.int64)
-    step[has_step] = step_of_name[host.name_code[step_idx[has_step]]]
-    # a launch outside its thread's steps (autograd's backward thread has none): the step range
-    # of any thread holding it — before the GPU-side annotation, which covers only part of a step
-    _step_by_launch_time(host, is_profiler_step, step_of_name, anchor, step)
-    gs = cols.gpu_steps
-    if len(gs.step):
-        missing = np.flatnonzero(step < 0)
-        order_s = np.argsort(gs.ts)
-        p = np.searchsorted(gs.ts[order_s], gpu.ts[missing], side="right") - 1
-        ok = p >= 0
-        cand = order_s[np.where(ok, p, 0)]
-        inside = ok & (gpu.ts[missing] <= gs.end[cand])
-        step[missing[inside]] = gs.step[cand[inside]]
+    # --- steps: the step row holding the launch (its op's start where linked by External id),
+    # whatever thread recorded it; GPU-side step annotations are no steps (docs/efficiency.md)
+    steps = step_rows(host)
+    row = step_row_of(steps, take(host.ts, anchor, np.nan))
+    step = np.where(row >= 0, steps[np.maximum(row, 0), 0] if len(steps) else -1, -1).astype(np.int64)
 
     # --- names and reasons ----------------------------------------------------------------
     def name_or_none(idx: np.ndarray) -> pd.Categorical:

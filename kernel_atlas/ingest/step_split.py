@@ -1,9 +1,11 @@
 """Each profiler step's time split the way the PyTorch Profiler TensorBoard plugin's overview does
 (docs/efficiency.md), and the efficiency metrics of each step and of all steps.
 
-Steps are the `ProfilerStep#N` ranges, stretched to the device (the plugin's
-`_update_steps_duration`): a step ends when the last GPU activity launched inside it ends, and
-starts no earlier than the previous step ends; trailing steps that launched (almost) nothing are
+Steps are the rows of `link.step_rows` — the `ProfilerStep#N` ranges, one row per step however
+many threads recorded it —, an activity's step the one its `step` column names (`link`: the row
+holding its launch), stretched to the device (the plugin's `_update_steps_duration`): a step ends
+when the last GPU activity launched inside it ends, and starts no earlier than the previous step
+ends; trailing steps that launched (almost) nothing are
 dropped (and said: `steps_left_out`). Every µs of a step goes to the first of kernel, memcpy,
 memset, communication, runtime, data loading, CPU execution that covers it, else to "other".
 """
@@ -21,6 +23,8 @@ from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, 
 from kernel_atlas.ingest.efficiency import DeviceKernels
 from kernel_atlas.ingest.events import COMM_OPS
 from kernel_atlas.ingest.intervals import clipped_length, merge
+from kernel_atlas.ingest.link import step_row_of, step_rows
+from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US
 from kernel_atlas.store.summary_schema import STEP_ROLES
 
 ROLES = STEP_ROLES  # the order is the precedence: earlier roles win an overlap
@@ -39,7 +43,7 @@ class HostRoles:
     dataloader: Ranges
     communication: Ranges
     cpu_exec: Ranges
-    steps: np.ndarray  # (k, 3): step number, start, end; sorted by start
+    steps: np.ndarray  # (k, 3): step number, start, end; sorted by start, not overlapping (`link.step_rows`)
     # External ids of the nccl:* / gloo:* ops and annotations: their kernels are communication
     comm_external_ids: np.ndarray
     cpu_span: tuple[float, float] | None
@@ -64,9 +68,6 @@ def host_roles(host: HostTable, gpu_communication: np.ndarray | None = None) -> 
     ops = (host.family == CPU_OP) | (host.family == ANNOTATION)
     is_step = ops & (step_of[code] >= 0)
     is_loader, is_comm = ops & loader[code] & ~is_step, ops & comm[code] & ~is_step
-    rows = np.flatnonzero(is_step)
-    rows = rows[np.argsort(host.ts[rows], kind="stable")]
-    steps = np.column_stack([step_of[code[rows]], host.ts[rows], host.end[rows]]).astype(np.float64)
 
     def ranges(mask: np.ndarray) -> Ranges:
         return merge(host.ts[mask], host.end[mask])
@@ -79,7 +80,7 @@ def host_roles(host: HostTable, gpu_communication: np.ndarray | None = None) -> 
             np.concatenate([host.ts[is_comm], gpu_comm[:, 0]]), np.concatenate([host.end[is_comm], gpu_comm[:, 1]])
         ),
         cpu_exec=ranges(ops & ~is_step & ~is_loader & ~is_comm),
-        steps=steps.reshape(-1, 3),
+        steps=step_rows(host),
         comm_external_ids=np.unique(host.external_id[is_comm & (host.external_id > 0)]),
         cpu_span=_cpu_span(host),
     )
@@ -100,17 +101,23 @@ def device_steps(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str
     """(k, 3) step number, start, end of the steps stretched to the device (module docstring) —
     one row numbered -1 spanning the host activity when the trace has no steps —, and why the
     trailing steps it leaves out were left out (None: none)."""
+    out, why, _ = _stretched(frame, roles)
+    return out, why
+
+
+def _stretched(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str | None, np.ndarray]:
+    """`device_steps`, and each activity's row of it (-1 none; a row left out: none)."""
     steps = roles.steps
-    if not len(steps):
-        if roles.cpu_span is None:
-            return np.empty((0, 3)), None
+    if len(steps):
+        i = activity_rows(frame, steps)
+    elif roles.cpu_span is None:
+        return np.empty((0, 3)), None, np.full(len(frame), -1, np.int64)
+    else:  # no steps: the activities launched in the host span (the plugin's), by their launch's start
         steps = np.array([[-1.0, *roles.cpu_span]])
+        i = step_row_of(steps, frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan))
     start = frame["ts_us"].to_numpy(np.float64)
     end = start + frame["dur_us"].to_numpy(np.float64)
-    launch = frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
-    launch_end = launch + frame["launch_dur_us"].to_numpy(np.float64, na_value=np.nan)
-    i = np.searchsorted(steps[:, 1], launch, side="right") - 1
-    matched = (i >= 0) & ~np.isnan(launch) & (launch_end <= steps[np.maximum(i, 0), 2])
+    matched = i >= 0
     count = np.bincount(i[matched], minlength=len(steps))
     first = np.full(len(steps), np.inf)
     last = np.full(len(steps), -np.inf)
@@ -130,7 +137,44 @@ def device_steps(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str
         if len(steps) > 1:
             kept = _kept(count)
             out, why = out[:kept], _left_out_why(steps[:, 0].astype(np.int64), count, kept)
-    return out, why
+    return out, why, np.where(i < len(out), i, -1)
+
+
+def activity_rows(frame: pd.DataFrame, steps: np.ndarray) -> np.ndarray:
+    """Per activity, its row of `steps` (`HostRoles.steps`), -1 none: the row of the number its
+    `step` column names (`link`: the row holding its launch) that holds its launch — of that
+    number the last to start by then: a number may repeat (a profiler restarted in one trace) —,
+    else (linked by External id, its launch not recorded: the op's start decided; the activity's
+    own start stands for it) the last of that number started before it runs, else the first."""
+    if "step" not in frame:  # a table not linked (`link` gives the column): the row holding the launch
+        return step_row_of(steps, frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan))
+    number = frame["step"].to_numpy(np.float64, na_value=np.nan)
+    rows = np.full(len(number), -1, np.int64)
+    has = np.flatnonzero(~np.isnan(number))
+    if not len(steps) or not len(has):
+        return rows
+    launch = frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)[has]
+    t = np.where(np.isnan(launch), frame["ts_us"].to_numpy(np.float64)[has], launch) + NEST_TOLERANCE_US
+    # the rows by (number, start), the activities among them: each takes the row before it
+    by_number = np.lexsort((steps[:, 1], steps[:, 0]))
+    keys = np.concatenate([steps[by_number, 0], number[has]])
+    times = np.concatenate([steps[by_number, 1], t])
+    order = np.lexsort((np.r_[np.zeros(len(steps)), np.ones(len(has))], times, keys))
+    is_row = order < len(steps)
+    before = np.maximum.accumulate(np.where(is_row, order, -1))[~is_row]
+    asked = order[~is_row] - len(steps)
+    found = np.full(len(has), -1, np.int64)
+    same = (before >= 0) & (steps[by_number[np.maximum(before, 0)], 0] == number[has][asked])
+    found[asked[same]] = by_number[before[same]]
+    # none of its number started by then: the first of it (where it is a step at all)
+    lost = np.flatnonzero(found < 0)
+    if len(lost):
+        sorted_numbers = steps[by_number, 0]
+        p = np.searchsorted(sorted_numbers, number[has][lost])
+        exists = (p < len(steps)) & (sorted_numbers[np.minimum(p, len(steps) - 1)] == number[has][lost])
+        found[lost[exists]] = by_number[p[exists]]
+    rows[has] = found
+    return rows
 
 
 def _kept(count: np.ndarray) -> int:
@@ -216,13 +260,18 @@ def step_split(frame: pd.DataFrame, roles: HostRoles, steps: np.ndarray) -> np.n
 def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
     """summary.json's `efficiency` of one trace: per step its split and per-device metrics, and
     per device the metrics over all steps (the plugin's numbers)."""
-    steps, left_out_why = device_steps(frame, roles)
+    steps, left_out_why, rows = _stretched(frame, roles)
     if not len(steps) or frame.empty:
         return {"steps": [], "devices": [], "window_us": None}
     split = step_split(frame, roles, steps)
     # the kernels' rows of the columns read below only (all ~60 columns of 1M kernels were ~400 MB)
-    kernels = frame.loc[(frame["kind"] == "kernel").to_numpy(), ["step", "device", *DeviceKernels.COLUMNS]]
-    launched = kernels.groupby("step", observed=True)["dur_us"].sum()
+    is_kernel = (frame["kind"] == "kernel").to_numpy()
+    kernels = frame.loc[is_kernel, ["device", *DeviceKernels.COLUMNS]]
+    # per step row, not per number: a number may repeat (`activity_rows`)
+    in_row = rows[is_kernel]
+    launched = np.bincount(
+        in_row[in_row >= 0], weights=kernels["dur_us"].to_numpy(np.float64)[in_row >= 0], minlength=len(steps)
+    )
     devices = [(int(device), DeviceKernels.of(group)) for device, group in kernels.groupby("device", observed=True)]
 
     def per_device(lo: float, hi: float) -> list[dict[str, Any]]:
@@ -237,7 +286,7 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
             "total_us": hi - lo,
         }
         row.update({f"{role}_us": float(split[k, j]) for j, role in enumerate(ROLES)})
-        row["kernel_us_launched"] = float(launched.get(int(number), 0.0)) if number >= 0 else None
+        row["kernel_us_launched"] = float(launched[k]) if number >= 0 else None
         row["devices"] = per_device(lo, hi)
         rows.append(row)
     lo, hi = float(steps[0, 1]), float(steps[-1, 2])

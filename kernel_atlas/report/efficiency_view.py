@@ -72,6 +72,21 @@ def _left_out(eff: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def between_steps_us(eff: dict[str, Any]) -> float:
+    """µs of the window (`window_us`, over which the metrics of all steps are taken: the plugin's)
+    that lies in no step row — between a step's end and the next one's later start —, so that the
+    rows' `total_us` and the window add up once these are counted; 0 where none, or where the
+    trace has no steps or lists only its first ones (`steps_total`)."""
+    window, rows = eff.get("window_us"), eff.get("steps")
+    if eff.get("steps_total") or not isinstance(window, list) or len(window) != 2 or not isinstance(rows, list):
+        return 0.0
+    totals = [r.get("total_us") for r in rows if isinstance(r, dict) and r.get("step") is not None]
+    if not totals or not all(isinstance(t, (int, float)) for t in totals):
+        return 0.0
+    gap = float(window[1]) - float(window[0]) - float(sum(totals))
+    return gap if gap > 1e-6 * max(1.0, float(window[1]) - float(window[0])) else 0.0
+
+
 def communication_note(trace: dict[str, Any]) -> str | None:
     """Where the two communication numbers differ by much: the communication kernels the plugin's
     rule (the step split) misses, launched under no `nccl:*`/`gloo:*` op (PyTorch 2.x:
@@ -135,6 +150,7 @@ def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
                     "rank": trace.get("rank", 0),
                     "steps": step_count(eff),
                     **_left_out(eff),
+                    "between_steps_us": between_steps_us(eff),
                     **device,
                     # Kineto on ROCm records no registers or LDS per kernel: occupancy is the thread bound's
                     "occupancy_upper_bound": trace.get("runtime") == "rocm",
@@ -172,9 +188,13 @@ def _bounded(device: dict[str, Any], metric: str) -> bool:
     return metric == "achieved_occupancy_pct" and bool(device.get("occupancy_upper_bound"))
 
 
-def device_line(device: dict[str, Any], steps: int, left_out: int = 0, why: str | None = None) -> str:
+def device_line(
+    device: dict[str, Any], steps: int, left_out: int = 0, why: str | None = None, between: float = 0.0
+) -> str:
     metrics = ", ".join(_metric(device, m) for m in METRICS)
     span = f"{steps:,} steps" if steps > 1 else ("1 step" if steps == 1 else "the whole trace (no steps recorded)")
+    if between > 0:  # the window's µs in no step row: the rows' total_us add up to the window with them
+        span += f" and the {fmt_us(between)} between them"
     if left_out:  # the plugin's tail rule: say what it dropped, it does not
         span += f" ({left_out:,} more profiler step{'s' if left_out > 1 else ''} left out: {why or 'cut short'})"
     return f"  device {device_number(device['device'])} efficiency over {span}: {metrics}"
@@ -187,7 +207,8 @@ def efficiency_lines(facts: dict[str, Any]) -> list[str]:
     if not isinstance(eff, dict):
         return unknown
     left_out = _left_out(eff)
-    lines = [device_line(d, step_count(eff), *left_out.values()) for d in eff["devices"]]
+    between = between_steps_us(eff)
+    lines = [device_line(d, step_count(eff), *left_out.values(), between) for d in eff["devices"]]
     note = communication_note({"file": facts.get("file", "trace"), "rank": facts.get("rank", 0), "efficiency": eff})
     return lines + ([f"  note: {note}"] if note else []) + unknown
 
@@ -197,9 +218,9 @@ def report_lines(efficiency: dict[str, Any] | None, shown: int | None) -> list[s
     the notes on the communication numbers."""
     devices = (efficiency or {}).get("devices", [])
     lines = [
-        device_line(d, d["steps"], d.get("steps_left_out") or 0, d.get("steps_left_out_why")).replace(
-            "  device", f"rank {d['rank']} device", 1
-        )
+        device_line(
+            d, d["steps"], d.get("steps_left_out") or 0, d.get("steps_left_out_why"), d.get("between_steps_us") or 0.0
+        ).replace("  device", f"rank {d['rank']} device", 1)
         for d in devices[:shown]
     ]
     if shown is not None and len(devices) > shown:
@@ -237,7 +258,8 @@ def efficiency_html(efficiency: dict[str, Any]) -> str:
 
 def _steps_cell(device: dict[str, Any]) -> str:
     """The steps a device's metrics cover, and those the tail rule left out (with why)."""
-    left_out = device.get("steps_left_out") or 0
+    left_out, between = device.get("steps_left_out") or 0, device.get("between_steps_us") or 0.0
+    cell = str(device["steps"]) + (f" and the {fmt_us(between)} between them" if between > 0 else "")
     if not left_out:
-        return str(device["steps"])
-    return f"{device['steps']} ({left_out} more left out: {device.get('steps_left_out_why') or 'cut short'})"
+        return cell
+    return f"{cell} ({left_out} more left out: {device.get('steps_left_out_why') or 'cut short'})"
