@@ -174,7 +174,7 @@ def analyse_batch(
     options = options or WaitOptions()
     analysis = analyse(frame, device, world_size, metrics=False)  # on the groups of every rank: `analyse_ranks`
     waits = analyse_waits(frame, options.kernel_wait_us, options.short_kernel_us, options.like_hta, summary)
-    views = kernel_views(frame, timeline_rank)
+    views = kernel_views(frame, timeline_rank, summary)  # bands: steps.parquet's windows
     kernels = analysis.kernels
     present = np.unique(kernels["rank"].to_numpy()).tolist()
     # one rank: the facts as they are (several: each rank's split out, `WaitsFold` combines them)

@@ -88,3 +88,16 @@ def test_the_timeline_bands_are_the_step_windows(tmp_path: Path) -> None:
     fold = ViewsFold()
     fold.add(0, views)
     assert fold.result().timeline_note == BANDS_STEPS
+
+
+def test_the_reports_timeline_draws_the_step_windows(tmp_path: Path) -> None:
+    """What `atlas report` draws, not only what `kernel_views` can: the report's views are built
+    with the run's summary, so the page's bands are steps.parquet's windows (they had been each
+    number's span of activities, which overlap on a100_cudagraph_rank0)."""
+    from kernel_atlas.report.build import build_report
+
+    out = _ingest(tmp_path, "three", THREE)
+    report = build_report(out)
+    bands = report.views.timeline.steps
+    assert bands[["start", "end"]].to_numpy().tolist() == [[0, 1400], [1400, 2300], [2300, 3000]]
+    assert report.views.timeline_note == BANDS_STEPS
