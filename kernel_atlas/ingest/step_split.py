@@ -112,9 +112,16 @@ def _stretched(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str |
         i = activity_rows(frame, steps)
     elif roles.cpu_span is None:
         return np.empty((0, 3)), None, np.full(len(frame), -1, np.int64)
-    else:  # no steps: the activities launched in the host span (the plugin's), by their launch's start
-        steps = np.array([[-1.0, *roles.cpu_span]])
-        i = step_row_of(steps, frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan))
+    else:  # no steps: the activities launched in the host span (the plugin's), by their launch's start —
+        # a span that reaches every launch: the plugin's CPU-op span left out a graph replay launched
+        # after the last CPU op (a `hipGraphLaunch` in an annotation) from "the whole trace"
+        launch = frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+        launched = launch[np.isfinite(launch)]
+        lo, hi = roles.cpu_span
+        if len(launched):
+            lo, hi = min(lo, float(launched.min())), max(hi, float(launched.max()))
+        steps = np.array([[-1.0, lo, hi]])
+        i = step_row_of(steps, launch)
     start = frame["ts_us"].to_numpy(np.float64)
     end = start + frame["dur_us"].to_numpy(np.float64)
     matched = i >= 0

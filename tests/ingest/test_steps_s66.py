@@ -176,3 +176,34 @@ def test_the_time_between_steps_is_said(tmp_path: Path) -> None:
     assert "efficiency over 2 steps and the 200.0 µs between them:" in line, line
     # utilization over the window: 200 µs of kernels in 2000 µs
     assert device["gpu_utilization_pct"] == pytest.approx(10.0)
+
+
+def test_a_run_without_steps_is_measured_over_every_launch(tmp_path: Path) -> None:
+    """Without steps the window is the CPU ops' span (the TensorBoard plugin's) stretched to what
+    was launched in it — and now reaching every launch: a graph replay launched after the last CPU
+    op, in an annotation, had been left out of "the whole trace" (campaign AZ 6). aten::mm [0, 30]
+    launches a 20 µs kernel at 20; an annotation [100, 140] holds a cudaGraphLaunch at 110 replaying
+    20 µs at 130 and 5 µs at 152. Window [0, 157]: 45 µs of kernels, 28.66 % (had been [0, 40]:
+    the eager kernel alone, 50 %)."""
+    mm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel"
+    events: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 30},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 5, "dur": 10,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": mm, "pid": 0, "tid": 7, "ts": 20, "dur": 20,
+         "args": {"correlation": 1, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "user_annotation", "name": "decode", "pid": 1, "tid": 1, "ts": 100, "dur": 40},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaGraphLaunch", "pid": 1, "tid": 1, "ts": 110, "dur": 15,
+         "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": mm, "pid": 0, "tid": 7, "ts": 130, "dur": 20,
+         "args": {"correlation": 2, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "rms_norm_kernel", "pid": 0, "tid": 7, "ts": 152, "dur": 5,
+         "args": {"correlation": 2, "device": 0, "stream": 7}},
+    ]  # fmt: skip
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    efficiency = ingest_trace(path).facts["efficiency"]
+    assert efficiency["window_us"] == [0.0, 157.0]
+    (row,) = efficiency["steps"]
+    assert row["step"] is None and row["kernel_us"] == 45.0 and row["total_us"] == 157.0
+    assert round(row["devices"][0]["gpu_utilization_pct"], 2) == 28.66
