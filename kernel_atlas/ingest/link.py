@@ -362,7 +362,7 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
             if not active.any():
                 break
             node = cur[active]
-            skip = (host.family[node] == ANNOTATION) & is_profiler_step[host.name_code[node]]
+            skip = is_profiler_step[host.name_code[node]]  # a step range, annotation or CPU op, is no frame
             code = (host.name_code[node] + 1).astype(np.uint64)
             if recorded is not None:
                 code += stack_key(host, node)
@@ -381,7 +381,7 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
         climbed = length = 0
         while node >= 0 and climbed < MAX_STACK_RANGES and length <= most:
             code = int(host.name_code[node])
-            if not (host.family[node] == ANNOTATION and is_profiler_step[code]):
+            if not is_profiler_step[code]:
                 weaver.add(node, nest.short[code])
                 length += len(nest.short[code]) + len(STACK_SEPARATOR)
             node, climbed = int(parent[node]), climbed + 1
@@ -452,9 +452,11 @@ def _launcher_and_op(host: HostTable, nest: HostNesting, launch_idx: np.ndarray)
     in another where rounding made one end where the other starts, named `cudaLaunchKernel` the
     launcher) and of the innermost enclosing CPU op of each launch; -1 none."""
     enclosing = take(nest.parent, launch_idx, -1)
-    wanted_launcher = ((host.family != ANNOTATION) | ~nest.is_profiler_step[host.name_code]) & (host.family != RUNTIME)
-    launcher_idx = first_matching(enclosing, nest.parent, wanted_launcher)
-    cpu_op_idx = first_matching(enclosing, nest.parent, host.family == CPU_OP)
+    # a step range is no launcher nor op, whether recorded as an annotation or as a CPU op (as the
+    # step rule reads both: `step_rows`)
+    not_step = ~nest.is_profiler_step[host.name_code]
+    launcher_idx = first_matching(enclosing, nest.parent, not_step & (host.family != RUNTIME))
+    cpu_op_idx = first_matching(enclosing, nest.parent, not_step & (host.family == CPU_OP))
     return launcher_idx, cpu_op_idx
 
 

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 from kernel_atlas.ingest.pipeline import ingest_trace
@@ -207,3 +208,28 @@ def test_a_run_without_steps_is_measured_over_every_launch(tmp_path: Path) -> No
     (row,) = efficiency["steps"]
     assert row["step"] is None and row["kernel_us"] == 45.0 and row["total_us"] == 157.0
     assert round(row["devices"][0]["gpu_utilization_pct"], 2) == 28.66
+
+
+def test_a_step_recorded_as_a_cpu_op_is_no_launcher_op_or_frame(tmp_path: Path) -> None:
+    """`ProfilerStep#1` recorded with cat `cpu_op` around a bare launch: the step rule reads it as a
+    step (above), and it is no kernel's launcher, CPU op or call-stack frame either — as a step
+    annotation is not (it had been the kernel's launcher and op, and its stack's outer frame)."""
+    events: list[dict[str, Any]] = [
+        {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "user_annotation", "name": "forward", "pid": 1, "tid": 1, "ts": 5, "dur": 50},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5,
+         "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20, "dur": 10,
+         "args": {"correlation": 1, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 70, "dur": 5,
+         "args": {"correlation": 2}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 80, "dur": 10,
+         "args": {"correlation": 2, "device": 0, "stream": 7}},
+    ]  # fmt: skip
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    frame = ingest_trace(path).frame.sort_values("ts_us")
+    assert frame["step"].tolist() == [1, 1]
+    assert frame["launcher"].iloc[0] == "forward" and pd.isna(frame["launcher"].iloc[1])  # no op around the second
+    assert frame["cpu_op"].isna().all()
+    assert frame["call_stack"].tolist() == ["cudaLaunchKernel <- forward", "cudaLaunchKernel"]
