@@ -49,7 +49,7 @@ from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.safe_files import remove
 from kernel_atlas.core.texts import counted
-from kernel_atlas.roofline.analysis import COST_OPS, bus_factor, comm_itemsize
+from kernel_atlas.roofline.analysis import COST_OPS, DEFAULT_GROUP, GROUP_RANKS_LIST, bus_factor, comm_itemsize
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 from kernel_atlas.store.outputs import RUN_KEY, kernels_sql, load_table, rank_files
 
@@ -238,8 +238,9 @@ def _load_rows(con: duckdb.DuckDBPyConnection, source: str) -> None:
                first(trace ORDER BY ts_us) AS trace
         FROM numbered GROUP BY ALL
     """)
-    # the group's size: recorded, else the members `Process Group Ranks` lists (a list of rank numbers)
-    members = r"regexp_full_match(group_ranks, '\s*\[\s*\d+(\s*,\s*\d+)*\s*\]\s*')"
+    # the group's size: recorded, else the members `Process Group Ranks` lists (a list of rank numbers:
+    # the rule the roofline's `listed_group_sizes` applies)
+    members = f"regexp_full_match(group_ranks, '{GROUP_RANKS_LIST}')"
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE inst_all AS
         SELECT * EXCLUDE (recorded_size, group_ranks),
@@ -589,7 +590,7 @@ def _rows(con: duckdb.DuckDBPyConnection, world_size: int | None = None) -> tupl
     `Process Group Ranks` lists), else the job's world size for the default group, else the ranks
     seen (which is not the group's size where a rank is missing); returns the alignment noise and
     the arrival jitter (µs)."""
-    world = f"CASE WHEN i.group_desc = 'default_pg' THEN {int(world_size)} END" if world_size else "NULL"
+    world = f"CASE WHEN i.group_desc = '{DEFAULT_GROUP}' THEN {int(world_size)} END" if world_size else "NULL"
     con.execute(f"""
         CREATE TEMP TABLE aligned AS
         SELECT i.*, ok.ranks, i.start_local - o.c AS start_us, i.end_local - o.c AS end_us, o.c AS clock_offset_us,

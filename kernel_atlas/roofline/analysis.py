@@ -26,7 +26,16 @@ from kernel_atlas.core.groups import group_numbers, lexical_codes
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import filled
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
-from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes, parse_call, scalar_type_name, type_names
+from kernel_atlas.ingest.recorded import (
+    SCALAR,
+    TENSOR,
+    TENSOR_LIST,
+    Arg,
+    dtypes,
+    parse_call,
+    scalar_type_name,
+    type_names,
+)
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.roofline.costs import PARTNER_LAUNCHERS, Call, Cost, NoCost, cost_of
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
@@ -83,8 +92,26 @@ class Analysis:
 
 # recorded collective names (letters only, lower case, as catalogs/launchers.toml `[collectives]`
 # reads them) whose nccl-tests bus factor is not their label's: a reduce is labelled reduce_scatter
-# (the taxonomy has no reduce) but crosses the bus once, as nccl-tests' Reduce (busBw = algBw)
-COST_OPS = {"reduce": "reduce", "reduceoop": "reduce"}
+# (the taxonomy has no reduce) but crosses the bus once, as nccl-tests' Reduce (busBw = algBw); a
+# gather or scatter runs as NCCL sends and receives (labelled send_recv, factor 1) but is nccl-tests'
+# Gather / Scatter, (n-1)/n of the gathered message (campaign AV 9)
+COST_OPS = {"reduce": "reduce", "reduceoop": "reduce", "gather": "gather", "scatter": "scatter"}
+
+# `Process Group Ranks` as PyTorch records it: the group's members as a list of rank numbers
+# ("[0, 1, 2, 3]"), their count the group's size. A list cut short ("[0, 1, ...]") or empty ("[]", on
+# a `wait`) names no size. Shared with the cross-rank view (analysis/collectives.py, in DuckDB's RE2)
+GROUP_RANKS_LIST = r"\s*\[\s*\d+(?:\s*,\s*\d+)*\s*\]\s*"
+# `Process Group Description` of the group every rank of the job is in: its size is the world size
+DEFAULT_GROUP = "default_pg"
+
+
+def listed_group_sizes(ranks: pd.Series) -> np.ndarray:
+    """Per row, the size of the group its `Process Group Ranks` lists (`GROUP_RANKS_LIST`: the
+    members counted); NaN where it lists none. Worked out once per distinct text."""
+    column = ranks.astype("category")
+    texts = pd.Series(column.cat.categories.astype(str))
+    members = np.where(texts.str.fullmatch(GROUP_RANKS_LIST), texts.str.count(",") + 1, np.nan)
+    return np.append(members.astype(np.float64), np.nan)[column.cat.codes.to_numpy()]  # code -1: NaN
 
 
 @lru_cache(maxsize=1)
@@ -111,9 +138,9 @@ def comm_itemsize(dtype: object) -> int | None:
 
 def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     """Collectives (communication kernels with NCCL's message parameters) are costed by their
-    bus bytes: message size · dtype size · the collective's bus factor for its group size. The
-    group size is the one NCCL records, else the one the recorded tensors imply (all_gather's
-    output holds n inputs), else the trace's world size — an assumption the formula names."""
+    bus bytes: message size · dtype size · the collective's bus factor for its group size (the
+    first the trace records: `_group_sizes`), else the trace's world size — an assumption the
+    formula names."""
     communication = (kernels["category"] == COMMUNICATION).to_numpy()
     shapes = _messages_from_shapes(kernels, communication)
     recorded = kernels["collective"].notna().to_numpy() | ~np.isnan(shapes.nelems)
@@ -128,7 +155,11 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     nelems = np.fmax(values("msg_in_nelems"), values("msg_out_nelems"))  # the larger one recorded
     dtype = kernels["msg_dtype"].astype(object).to_numpy()[rows]
     op = kernels["op_mapping"].astype(object).to_numpy()[rows]
-    ranks, group_source = _group_sizes(values("group_size"), op, shapes, rows, world_size)
+    # the factor of the recorded collective where it is not its label's (`COST_OPS`: a reduce, a gather)
+    recorded_name = kernels["collective"].astype(object).to_numpy()[rows]
+    letters = ["".join(filter(str.isalpha, str(c))).lower() if c is not None else "" for c in recorded_name]
+    cost_op = np.array([COST_OPS.get(name, o) for name, o in zip(letters, op, strict=True)], dtype=object)
+    ranks, group_source = _group_sizes(kernels, rows, cost_op, shapes, world_size)
     # no message fields on the kernel: the tensor recorded on its launch, the input of the collective
     borrowed = np.isnan(nelems) & ~np.isnan(shapes.nelems[rows])
     # one tensor recorded: the input (all_gather's is one rank's part); several: the largest is the output
@@ -158,10 +189,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     failed = why != ""
     role[rows[failed]], note[rows[failed]] = "no model", why[failed]
     ok = np.flatnonzero(~failed)
-    # the factor of the recorded collective where it is not its label's (`COST_OPS`: a reduce)
-    recorded_name = kernels["collective"].astype(object).to_numpy()[rows]
-    letters = ["".join(filter(str.isalpha, str(c))).lower() if c is not None else "" for c in recorded_name]
-    op = np.array([COST_OPS.get(name, o) for name, o in zip(letters, op, strict=True)], dtype=object)
+    op = cost_op
     factors = {key: bus_factor(*key) for key in {(str(op[i]), int(ranks[i])) for i in ok.tolist()}}
     factor = np.array([factors[str(op[i]), int(ranks[i])] for i in ok.tolist()], dtype=np.float64)
     done = rows[ok]
@@ -190,11 +218,15 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
         kernels[column] = _texts(target, kernels.index) if target.dtype == object else target
 
 
-# where a collective's group size n came from (formula text by source)
-_RECORDED, _FROM_TENSORS, _WORLD = 0, 1, 2
+# where a collective's group size n came from (formula text by source), in `_group_sizes`' order
+_RECORDED, _LISTED, _ARGUMENT, _FROM_MESSAGES, _FROM_TENSORS, _DEFAULT, _WORLD = range(7)
 _GROUP_SOURCES = {
     _RECORDED: "",
+    _LISTED: " from the process group's ranks",
+    _ARGUMENT: " from its op's group-size argument",
+    _FROM_MESSAGES: " from the recorded message sizes",
     _FROM_TENSORS: " from the recorded tensors",
+    _DEFAULT: ": the default process group's, the trace's world size",
     _WORLD: ": the trace's world size assumed, the process group's size not being recorded",
 }
 # (the trust line says what to re-profile with: Kineto's record_shapes, or nothing an Nsight export holds)
@@ -202,25 +234,82 @@ _SILENT = "collective message size not recorded: neither NCCL message fields on 
 
 
 def _group_sizes(
-    recorded: np.ndarray, op: np.ndarray, shapes: _Messages, rows: np.ndarray, world_size: int | None
+    kernels: pd.DataFrame, rows: np.ndarray, op: np.ndarray, shapes: _Messages, world_size: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Each collective's group size (0 where nothing gives one) and where it came from."""
-    ranks = recorded.copy()
-    source = np.full(len(rows), _RECORDED, dtype=np.int8)
-    # all_gather (output = n inputs) and reduce_scatter (input = n outputs) recorded with both tensors
-    largest, smallest = shapes.nelems[rows], shapes.smallest[rows]
-    ratio = np.divide(largest, smallest, out=np.full(len(rows), np.nan), where=smallest > 0)
-    implied = (
-        np.isnan(ranks)
-        & np.isin(op.astype(str), _group_from_tensors())
-        & (shapes.count[rows] >= 2)
-        & (ratio >= 2)
-        & (ratio == np.floor(ratio))
-    )
-    ranks[implied], source[implied] = ratio[implied], _FROM_TENSORS
+    """Each collective's group size (0 where nothing gives one) and where it came from: the first
+    of, in this order, (1) the `Group size` NCCL records; (2) the members `Process Group Ranks`
+    lists; (3) the size its launching op takes as an argument (`[group_size_argument]`:
+    FlashInfer's TRT-LLM all-reduces have no process group); for the collectives whose input and
+    output differ by the group size (`[group_from_tensors]`: all_gather's output holds n inputs,
+    reduce_scatter's input n outputs), the ratio of (4) the kernel's own `In msg nelems` and `Out
+    msg nelems`, else (5) the largest and smallest tensor recorded on its launch; (6) the world
+    size for the default process group (every rank is in it); else (7) the world size, assumed.
+    A size below 1 is none (the next source speaks)."""
+
+    def column(name: str) -> np.ndarray:
+        if name not in kernels:  # an output ingested before the column existed
+            return np.full(len(rows), np.nan)
+        return kernels[name].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+
+    def ratio(larger: np.ndarray, smaller: np.ndarray, where: np.ndarray) -> np.ndarray:
+        """larger / smaller where that is a whole number ≥ 2 of a collective that differs by n."""
+        implied = np.divide(larger, smaller, out=np.full(len(rows), np.nan), where=smaller > 0)
+        ok = where & np.isin(op.astype(str), _group_from_tensors()) & (implied >= 2) & (implied == np.floor(implied))
+        return np.where(ok, implied, np.nan)
+
+    sent, received = column("msg_in_nelems"), column("msg_out_nelems")
+    default = np.zeros(len(rows), dtype=bool)
+    if "process_group_desc" in kernels:
+        default = (kernels["process_group_desc"].astype(object).to_numpy()[rows] == DEFAULT_GROUP) & bool(world_size)
+    listed = listed_group_sizes(kernels["process_group_ranks"])[rows] if "process_group_ranks" in kernels else None
+    candidates = {
+        _RECORDED: column("group_size"),
+        _LISTED: np.full(len(rows), np.nan) if listed is None else listed,
+        _ARGUMENT: _argument_group_sizes(kernels, rows, world_size),
+        _FROM_MESSAGES: ratio(np.fmax(sent, received), np.fmin(sent, received), np.ones(len(rows), dtype=bool)),
+        _FROM_TENSORS: ratio(shapes.nelems[rows], shapes.smallest[rows], shapes.count[rows] >= 2),
+        _DEFAULT: np.where(default, float(world_size or 0), np.nan),
+    }
+    ranks = np.full(len(rows), np.nan)
+    source = np.full(len(rows), _WORLD, dtype=np.int8)
+    for where, sizes in candidates.items():
+        take = np.isnan(ranks) & (sizes >= 1)  # NaN compares false: not given by this source
+        ranks[take], source[take] = sizes[take], where
     assumed = np.isnan(ranks)
-    ranks[assumed], source[assumed] = world_size or 0, _WORLD
+    ranks[assumed] = world_size or 0
     return ranks, source
+
+
+@lru_cache(maxsize=1)
+def _group_size_arguments() -> dict[str, int]:
+    return {str(op): int(k) for op, k in read_toml("costs.toml").get("group_size_argument", {}).items()}
+
+
+def _argument_group_sizes(kernels: pd.DataFrame, rows: np.ndarray, world_size: int | None) -> np.ndarray:
+    """Per collective row: the group size its launching op takes as an argument — its k-th integer
+    argument (`[group_size_argument]`; bools are not integers) as `Concrete Inputs` records it —,
+    NaN where its op takes none, the value is not recorded, or it exceeds the trace's world size
+    (no group is larger than the job: another argument). Parsed once per distinct call."""
+    sizes = np.full(len(rows), np.nan)
+    ordinals = _group_size_arguments()
+    if "concrete_inputs" not in kernels or not ordinals:
+        return sizes
+    wanted = np.flatnonzero(kernels["cpu_op"].iloc[rows].isin(list(ordinals)).to_numpy())
+    if not len(wanted):
+        return sizes
+    columns = [kernels[c].iloc[rows[wanted]] for c in ("cpu_op", "input_dims", "input_types", "concrete_inputs")]
+    group, first = _first_seen_groups(columns, empty_is_missing=False)
+    found = []
+    for i in first.tolist():
+        launcher, dims, types, concrete = (c.iat[i] if isinstance(c.iat[i], str) else None for c in columns)
+        args = parse_call(dims, types, None, concrete)
+        integers = [a.value for a in args if a.kind == SCALAR and type(a.value) is int]
+        k = ordinals[str(launcher)]
+        found.append(float(integers[k - 1]) if 1 <= k <= len(integers) else np.nan)
+    sizes[wanted] = np.array(found, dtype=np.float64)[group]
+    if world_size:
+        sizes[sizes > world_size] = np.nan
+    return sizes
 
 
 @lru_cache(maxsize=1)
@@ -447,7 +536,8 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     if len(copies):
         moved = np.where(np.isnan(recorded), estimated, recorded)[copies]
         guessed = np.isnan(recorded[copies])
-        host, peer = _over_host_link(frame["name"])[copies], _between_gpus(frame["name"])[copies]
+        host = _over_host_link(frame["name"])[copies]
+        peer = _between_gpus(frame["name"], frame.get("launch"))[copies]
         memset = (frame["kind"] == "memset").to_numpy()[copies]
         path = np.select([host, peer, memset], [_OVER_HOST, _OVER_PEER, _WRITTEN], _READ_WRITTEN)
         traffic = np.where(path == _READ_WRITTEN, 2 * moved, moved)
@@ -618,12 +708,21 @@ def _over_host_link(names: pd.Series) -> np.ndarray:
     return _names_saying(names, "HtoD|DtoH|HtoH|Pinned|Pageable")
 
 
-def _between_gpus(names: pd.Series) -> np.ndarray:
-    """Copies whose name says they go from one GPU to another: CUPTI's peer-to-peer kind (Kineto
-    and nsys `Memcpy PtoP (Device -> Device)`) and nsys's unified-memory migration between two
-    devices (`Memcpy Unified DtoD …`). A DtoD copy is on one device (ROCm names a peer copy
-    DtoD too: it cannot be told apart)."""
-    return _names_saying(names, r"\bPtoP\b|\bUnified DtoD\b")
+def _between_gpus(names: pd.Series, launches: pd.Series | None) -> np.ndarray:
+    """Copies that go from one GPU to another: whose name says so — CUPTI's peer-to-peer kind
+    (Kineto and nsys `Memcpy PtoP (Device -> Device)`), nsys's unified-memory migration between
+    two devices (`Memcpy Unified DtoD …`) — or whose launch call does: a peer copy of the CUDA
+    runtime or driver or of HIP (`_PEER_COPY_CALLS`). ROCm names every device copy `Memcpy DtoD`,
+    a peer copy too (rocprofiler has no peer kind): only its launch tells them apart (campaign AZ
+    2). Another DtoD copy is on one device."""
+    peer = _names_saying(names, r"\bPtoP\b|\bUnified DtoD\b")
+    return peer if launches is None else peer | _names_saying(launches, _PEER_COPY_CALLS)
+
+
+# the launch calls of a copy between two GPUs: cudaMemcpyPeer(Async), cudaMemcpy3DPeer(Async),
+# cuMemcpyPeer(Async), cuMemcpy3DPeer(Async), hipMemcpyPeer(Async) — with the version or
+# per-thread-stream suffix nsys may write (`_v…`, `_ptsz`)
+_PEER_COPY_CALLS = r"^(?:cuda|cu|hip)Memcpy(?:3D)?Peer(?:Async)?(?:_v\d+|_pt(?:sz|ds))*$"
 
 
 def _names_saying(names: pd.Series, pattern: str) -> np.ndarray:

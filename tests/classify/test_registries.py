@@ -39,10 +39,19 @@ def test_every_key_a_registry_names_exists() -> None:
         elif kind == "category":
             assert key in taxonomy.categories, key
         else:
-            # a torch library's op: ATen's, or a serving engine's own (vLLM's `_C`/`_rocm_C`, sgl-kernel)
-            assert key.startswith(("aten::", "sglang::", "vllm::", "_C::", "_moe_C::", "_rocm_C::", "sgl_kernel::")), (
-                key
+            # a torch library's op: ATen's, a serving engine's own (vLLM's `_C`/`_rocm_C`, sgl-kernel) or
+            # an attention library's (flash-attn ≥ 2.6 registers `flash_attn::`)
+            libraries = (
+                "aten::",
+                "sglang::",
+                "vllm::",
+                "_C::",
+                "_moe_C::",
+                "_rocm_C::",
+                "sgl_kernel::",
+                "flash_attn::",
             )
+            assert key.startswith(libraries), key
 
 
 def test_a_second_registration_is_refused() -> None:

@@ -1,9 +1,11 @@
 """FLOPs and bytes of one op call from its recorded inputs: a registry of small formulas.
 
-A formula is registered for what it serves, and looked up from the call's label and launcher:
-first a label rule (a kernel family with its own argument layout, e.g. `deepgemm`, named by
-catalogs/rules.toml), then the launching op (an ATen op's schema says how to read its recorded
-arguments, e.g. `aten::addmm`), then the op_mapping. A key is registered once; a second
+A formula is registered for what it serves, and looked up from the call's launcher and label:
+first the launching op (its schema says how to read its recorded arguments, e.g. `aten::addmm`,
+`vllm::moe_forward`: the recorded arguments are always the launcher's), then a label rule (a
+kernel family with its own argument layout, e.g. `deepgemm`, named by catalogs/rules.toml, for
+launchers without a formula: a library's op, `cuLaunchKernelEx`, Inductor's record of the
+kernel), then the op_mapping. A key is registered once; a second
 registration is refused. Formulas return a `Cost` or raise `NoCost` with the reason (a missing
 input, an op whose recorded inputs are only workspaces). Bytes are the minimum traffic: every
 input read once, every output written once. Elementwise-style ops count `flops_per_element`
@@ -90,7 +92,10 @@ def flops_per_element() -> dict[str, float]:
 
 
 def cost_of(call: Call) -> Cost:
-    keys = (("rule", rule_id(call.rule) or ""), ("launcher", call.launcher), ("op", call.op_mapping))
+    # the launcher's formula first: a rule's formula reads the arguments in its kernel family's
+    # usual launcher's order, and a kernel launched by another op with a formula of its own
+    # (vLLM's `fused_moe_kernel` directly under `vllm::moe_forward`) was read in the wrong order
+    keys = (("launcher", call.launcher), ("rule", rule_id(call.rule) or ""), ("op", call.op_mapping))
     return _first_formula(call, keys)
 
 

@@ -100,16 +100,26 @@ def _scaled_mm(call: Call) -> Cost:
 
 
 def _two_operand_gemm(call: Call, out_itemsize: int, what: str) -> Cost:
-    """A [M, K] and the first later 2-D operand sharing K ([N, K] or [K, N]); other tensors
-    (scales, outputs) are read/written as recorded."""
+    """A [M, K] and the first later 2-D operand sharing K ([N, K] or [K, N]). The output is the
+    first other recorded tensor of the product's shape [M, N] (DeepGEMM's `d`, a Triton kernel's
+    C): written once at its dtype, never read; not recorded, it is written at `out_itemsize` and
+    the formula says so. Every other recorded tensor (block scales, an accumulator `c`) is read
+    once, whatever its size: a recorded output smaller than A had been counted as an input too,
+    and a scale larger than A (M = 1) left out."""
     tensors = [a for a in tensors_of(call) if len(a.dims) == 2]
     for i, a in enumerate(tensors):
         for b in tensors[i + 1 :]:
             m, k = a.dims
             if k in b.dims and b is not a:
                 n = b.dims[0] if b.dims[1] == k else b.dims[1]
-                extras = [t for t in tensors if t is not a and t is not b and t.numel < a.numel]
-                return _gemm(call, 1, m, n, k, [a, b, *extras], out_itemsize, f" ({what})")
+                rest = [t for t in tensors_of(call) if t is not a and t is not b]
+                out = next((t for t in rest if t.dims == (m, n)), None)
+                reads = [t for t in rest if t is not out]
+                if out is None:
+                    assumed = f" ({what}; output not recorded: {out_itemsize}-byte elements assumed)"
+                    return _gemm(call, 1, m, n, k, [a, b, *reads], out_itemsize, assumed)
+                written = f" ({what}; output [{m}, {n}] {out.dtype} recorded, written once)"
+                return _gemm(call, 1, m, n, k, [a, b, *reads], out.itemsize, written)
     raise NoCost(f"{call.what}: no A [M, K] / B [N, K] pair among the recorded shapes")
 
 
@@ -154,7 +164,7 @@ def _inductor_template(call: Call) -> Cost:
 
 @register(rules=("deepgemm", "triton-block-fp8-gemm"))
 def _block_fp8_gemm(call: Call) -> Cost:
-    return _two_operand_gemm(call, 2, "fp8 operands with block scales, bf16 output")
+    return _two_operand_gemm(call, 2, "fp8 operands with block scales")
 
 
 # DeepGEMM's m-grouped contiguous layout pads each expert's rows to this many (its
@@ -206,8 +216,9 @@ def _grouped_deepgemm(call: Call) -> Cost:
 @register(rules=("dsv3-small-gemm",))
 def _small_m_gemm(call: Call) -> Cost:
     tensors = [a for a in tensors_of(call) if len(a.dims) == 2]
-    if len(tensors) >= 3:  # sgl-kernel passes (out, mat1, mat2)
-        call = Call(call.launcher, call.op_mapping, tuple(tensors[1:]), call.rule)
+    if len(tensors) >= 3:  # sgl-kernel passes (out, mat1, mat2): out last, where it is found by its
+        # [M, N] shape and written at its dtype (the router GEMM's fp32), not paired as A
+        call = Call(call.launcher, call.op_mapping, (*tensors[1:], tensors[0]), call.rule)
     return _two_operand_gemm(call, 2, "DeepSeek-V3 small-M GEMM")
 
 

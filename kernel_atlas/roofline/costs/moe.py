@@ -4,9 +4,11 @@ op allocates; routing."""
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from kernel_atlas.core.devices import VECTOR
-from kernel_atlas.ingest.recorded import TENSOR, Arg, dtypes, scalar_type
+from kernel_atlas.core.paths import read_toml
+from kernel_atlas.ingest.recorded import NONE, SCALAR, TENSOR, Arg, dtypes, scalar_type
 from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
@@ -18,6 +20,41 @@ from kernel_atlas.roofline.costs.base import (
     tensors_of,
 )
 from kernel_atlas.roofline.costs.pointwise import split_written, written_arguments
+
+
+@lru_cache(maxsize=1)
+def _layouts() -> list[list[tuple[str, str]]]:
+    """catalogs/costs.toml `[fused_experts] layouts`: per known version, the (name, kind) of each
+    argument after topk_ids."""
+    layouts = read_toml("costs.toml")["fused_experts"]["layouts"]
+    return [[(slot.split(":")[0], slot.split(":")[1]) for slot in layout] for layout in layouts]
+
+
+def _fits(arg: Arg, kind: str) -> bool:
+    value = arg.value if arg.kind == SCALAR else None
+    if kind == "tensor?":
+        return arg.kind in (TENSOR, NONE) or (arg.kind == SCALAR and value is None)
+    if arg.kind != SCALAR:
+        return kind == "str?" and arg.kind == NONE
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, str) or (kind == "str?" and value is None)
+
+
+def _quantisation(call: Call) -> tuple[str | None, bool]:
+    """(the `use_…` flag set True, or "" for none, where every known layout that fits the recorded
+    arguments says the same; whether any fits). None: no layout fits, or they disagree."""
+    rest = call.args[5:]
+    said: set[str] = set()
+    for layout in _layouts():
+        if len(rest) < len(layout) or not all(_fits(a, kind) for a, (_, kind) in zip(rest, layout, strict=False)):
+            continue
+        named = zip(rest, layout, strict=False)
+        flags = (name for a, (name, _) in named if name.startswith("use_") and a.value is True)
+        said.add(next(flags, ""))
+    return (said.pop() if len(said) == 1 else None), bool(said)
 
 
 @register(
@@ -34,7 +71,13 @@ def _fused_experts(call: Call) -> Cost:
     of SGLang/vLLM's fused_experts and of the seed catalog's fused_moe_kernel params). int4
     weights (`use_int4_w4a16`) pack two values per byte along the reduced axis: w1 [E, N1, D/2],
     w2 [E, D, N2/2] uint8, so N2 is twice the recorded axis, and the weight-only quantized GEMMs
-    run at the activations' precision (w4a16: the weights are dequantized into x's type)."""
+    run at the activations' precision (w4a16: the weights are dequantized into x's type). The
+    quantisation flags (`_quantisation`, by the catalog's known layouts) say the same of int8
+    weights: `use_int8_w8a16` runs at x's precision, `use_int8_w8a8` at int8's; int8 weights whose
+    flags fit no known layout take int8's, an estimate the formula says. Expert parallelism (vLLM's
+    `expert_map`, a 1-D integer tensor [G] over G > E global experts: global id → local index or
+    −1): of the T·k picks only those landing on the E local experts are computed (the kernel
+    writes zeros for the others' rows), E/G of them under uniform routing, an estimate."""
     x, w1, w2 = tensor_at(call, 0, "hidden_states"), tensor_at(call, 1, "w1"), tensor_at(call, 2, "w2")
     topk = tensor_at(call, 3, "topk_weights")
     if (len(x.dims), len(w1.dims), len(w2.dims)) != (2, 3, 3):
@@ -45,20 +88,46 @@ def _fused_experts(call: Call) -> Cost:
     pack = 2 if w1.precision == "int" and reduced * 2 == hidden and w2.precision == "int" else 1
     n2 = w2.dims[2] * pack
     k = topk.dims[-1]
-    flops = 2.0 * tokens * k * n1 * hidden + 2.0 * tokens * k * hidden * n2
-    touched = expected_experts(experts, k, tokens) / experts
+    # expert parallelism: the global experts of vLLM's expert_map [G]
+    maps = [a.dims[0] for a in call.args[5:] if a.is_tensor and len(a.dims) == 1 and a.precision == "int"]
+    total = max((g for g in maps if g > experts), default=experts)
+    local = experts / total
+    picks = tokens * k * local  # the routed rows computed on this rank's experts
+    flops = 2.0 * picks * n1 * hidden + 2.0 * picks * hidden * n2
+    touched = expected_experts(total, k, tokens) * local / experts  # of the local experts: E·(1−(1−k/G)^T)
     read = x.nbytes + touched * (w1.nbytes + w2.nbytes)
     written = x.nbytes
     # the expert-ordered intermediates, at the activations' dtype: the up-projection writes
     # [T·k, N1], the down-projection reads [T·k, N2] and writes [T·k, D], the sum over the k
-    # experts reads that back (the activation between them is an op of its own)
-    intermediates = tokens * k * (n1 + n2 + 2 * hidden) * x.itemsize
-    precision, unit = gemm_precision(call, x if pack == 2 else w1)
+    # experts reads that back (the activation between them is an op of its own); under expert
+    # parallelism both GEMMs write every row (zeros for other ranks' picks), the down-projection
+    # reads only the local ones
+    intermediates = tokens * k * (n1 + local * n2 + 2 * hidden) * x.itemsize
+    mode, known = _quantisation(call)
+    # weight-only formats run at x's precision: packed int4, the flags' w8a16/w4a16, and unsigned
+    # 8-bit weights unpacked (GPTQ/AWQ-style storage; int8 w8a8 weights are signed)
+    dequantised = pack == 2 or w1.precision == "int" or mode in ("use_int8_w8a16", "use_int4_w4a16")
+    precision, unit = gemm_precision(call, x if dequantised else w1)
     packed = f" (int4 weights, two per byte: N2 = 2·{w2.dims[2]}; computed at x's {precision})" if pack == 2 else ""
+    if dequantised and pack == 1:
+        how = mode or "unsigned 8-bit weights"
+        packed += f" ({how}: weights dequantised, computed at x's {precision})"
+    elif w1.precision == "int8" and mode is None:
+        why = "fit no known layout" if not known else "are read differently by the layouts they fit"
+        packed += f" (quantisation flags {why}: int8 w8a8 assumed, an estimate; w8a16 would run at x's precision)"
+    if total > experts:
+        share = (
+            f"·{experts}/{total}",
+            f" (expert parallelism: {experts} of {total} experts local by expert_map [{total}], "
+            f"{experts}/{total} of the T·k picks under uniform routing, an estimate)",
+        )
+    else:
+        share = ("", "")
     formula = (
-        f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}·{n1}·{hidden} + 2·{tokens}·{k}·{hidden}·{n2}{packed}; "
-        f"bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts E·(1−(1−k/E)^T)) "
-        f"+ intermediates T·k·(N1 + N2 + 2·D)·{x.itemsize} = {intermediates}"
+        f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}{share[0]}·{n1}·{hidden} + 2·{tokens}·{k}{share[0]}·{hidden}·{n2}"
+        f"{packed}{share[1]}; bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts "
+        f"{'E·(1−(1−k/G)^T)' if total > experts else 'E·(1−(1−k/E)^T)'}) + intermediates "
+        f"T·k·(N1 + {'E/G·' if total > experts else ''}N2 + 2·D)·{x.itemsize} = {intermediates:.0f}"
     )
     return Cost(flops, read + written + intermediates, precision, unit, formula)
 
@@ -98,7 +167,8 @@ def _expert_weights(weights: list[tuple[list[int], str]], hidden: int) -> tuple[
 @register(launchers=("vllm::moe_forward", "vllm::moe_forward_shared"))
 def _moe_forward(call: Call) -> Cost:
     """vLLM's moe_forward(hidden_states [T, H], router_logits [T, E], ...): k and the experts'
-    weights from the ops it encloses (TopK's k; the weights viewed at their stored dtype)."""
+    weights from the ops it encloses (the k of its TopK ops over all E experts, ingest/composite.py
+    `_topk`; the weights viewed at their stored dtype)."""
     x, logits = tensor_at(call, 0, "hidden_states"), tensor_at(call, 1, "router_logits")
     if len(x.dims) != 2 or len(logits.dims) != 2:
         raise NoCost(f"{call.what}: not hidden_states [T, H] and router_logits [T, E]")
@@ -108,8 +178,13 @@ def _moe_forward(call: Call) -> Cost:
     weights = [(d, t) for d, t in enclosed.get("tensors", []) if d[0] == experts and t in dtypes()]
     if not weights and enclosed.get("allocated"):  # no weights recorded: the buffers it allocates
         return _moe_from_buffers(call, x, logits, enclosed)
+    if not k and enclosed.get("topk_candidates"):
+        raise NoCost(
+            f"{call.what}: top-k ambiguous: the TopK ops over the router's {experts} experts give "
+            f"k = {enclosed['topk_candidates']}"
+        )
     if not k:
-        raise NoCost(f"{call.what}: top-k not recorded inside the call (no TopK op with its k)")
+        raise NoCost(f"{call.what}: top-k not recorded inside the call (no TopK op over the router's scores)")
     try:
         w1, w2, inter, gated = _expert_weights(weights, hidden)
     except NoCost as exc:
