@@ -821,21 +821,42 @@ def dashboard(
     port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="Port of the JupyterLab server (default: a free one).")
     ] = None,
+    run_b: Annotated[
+        Path | None,
+        typer.Option(
+            "--run-b",
+            help="Run B of --notebook compare (an ingest output or a trace; default: $ATLAS_OUT_B or "
+            "$ATLAS_TRACE_B). SOURCE is run A.",
+        ),
+    ] = None,
 ) -> None:
     """Open the notebook dashboard for a run in JupyterLab (filters, roofline, time share,
-    timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page."""
+    timeline) until Ctrl-C, or with --html run it headless and save the result as one HTML page
+    (its figures and tables work offline; its widgets — filters, kernel picker — load from the web).
+    Relative paths in ATLAS_OUT_B / ATLAS_TRACE_B are read from the current directory."""
     from kernel_atlas.report.dashboard import resolve_source
     from kernel_atlas.report.markup import esc
     from kernel_atlas.report.notebooks import execute, notebook_path, open_in_jupyter, to_html
     from kernel_atlas.store.outputs import check_named_output, lock, open_output
 
     notebook_path(notebook)  # a notebook that is not shipped: said before the run is read
+    if run_b is not None and notebook != "compare":
+        raise AtlasError("--run-b", "only for --notebook compare (its run B)")
     if html is not None:
-        check_named_output(html, "--html", reads=[source])
+        check_named_output(html, "--html", reads=[source] + ([run_b] if run_b else []))
     out_dir = resolve_source(source)
     with lock(out_dir, shared=True):
         open_output(out_dir)  # a damaged or unfinished output is one line here, not a failed notebook
     env = {"ATLAS_OUT": str(out_dir.resolve())}
+    if notebook == "compare":
+        # B as A: resolved here, from this directory (the notebook's kernel runs in notebooks/),
+        # checked before the notebook runs; never the bundled example unsaid
+        if run_b is None and not (os.environ.get("ATLAS_OUT_B") or os.environ.get("ATLAS_TRACE_B")):
+            raise AtlasError("--notebook compare", "needs run B: --run-b OUT (or ATLAS_OUT_B / ATLAS_TRACE_B)")
+        out_b = resolve_source(run_b, suffix="_B")
+        with lock(out_b, shared=True):
+            open_output(out_b)
+        env["ATLAS_OUT_B"] = str(out_b.resolve())
     if html is None:
 
         def announce(url: str) -> None:

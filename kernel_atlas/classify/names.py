@@ -231,11 +231,55 @@ def _template_args(name: str) -> list[str]:
     return args
 
 
+# a `<` that opens a template argument list follows a name (`Kernel<`, `Sm80<`); the `>` that
+# closes one is followed by what follows a type in a signature, never by a name, a quote or
+# markup (`<script>alert`, `</b>`); operators (`operator<<`) and arrows are no brackets
+_OPENS_AFTER = re.compile(r"[A-Za-z0-9_]")
+_NOT_AFTER_CLOSE = re.compile(r"[A-Za-z0-9_<\"'/=!$]")
+_NO_BRACKETS = re.compile(r"operator\s*(?:<<=|>>=|<=>|<<|>>|<=|>=|->\*?|<|>)|->")
+_MARKER = "<redacted>"  # what ingest writes for a credential in a name (core.redact.REDACTED): text
+
+
+def _template_brackets(name: str) -> bool:
+    """Whether every `<` and `>` of `name` belongs to a template argument list (`<` after a
+    name, its `>` before a signature's punctuation or the end; an unclosed `<` is a name cut
+    short), so that stripping them leaves its qualified name; not so for text that only holds
+    angle brackets (`fake<script>alert("x")</script>_kernel`, `kernel & <b>bold</b>`)."""
+    # `operator()<T>`: a call operator's template arguments follow its parentheses
+    text = _NO_BRACKETS.sub("", name.replace(_MARKER, "").replace("operator()", "call"))
+    depth = 0
+    for bracket in _ANGLE.finditer(text):
+        at = bracket.start()
+        if text[at] == "<":
+            if at == 0 or not _OPENS_AFTER.match(text, at - 1):
+                return False
+            depth += 1
+        elif depth == 0 or _NOT_AFTER_CLOSE.match(text, at + 1):
+            return False
+        else:
+            depth -= 1
+    return True
+
+
 @lru_cache(maxsize=65536)
 def display_name(name: str) -> str:
     """A short readable name: the base name, plus the first informative template argument for
     generic launch wrappers (`cutlass::Kernel2<cutlass_80_tensorop_…>`,
-    `vectorized_elementwise_kernel<CUDAFunctor_add>`)."""
+    `vectorized_elementwise_kernel<CUDAFunctor_add>`). Only real template argument lists are
+    stripped: a name whose angle brackets are text (markup, `<redacted>`) is shown as written
+    — taken for templates, `fake<script>alert("x")</script>_kernel<float>(int)` had read
+    `fakealert` and `kernel_with_<redacted>` `kernel_with_`."""
+    if not _template_brackets(name):
+        return name.strip()
+    # the marker held as text while the name is taken apart: as a template it cut the name short
+    text = name.replace(_MARKER, _HELD)
+    return _display_name(text).replace(_HELD, _MARKER)
+
+
+_HELD = "\x00redacted\x00"  # `<redacted>` while a name is taken apart: no bracket, space or parenthesis
+
+
+def _display_name(name: str) -> str:
     base = base_name(name)
     if not base.strip():  # a name of template arguments or a parenthesis only: shown whole, not blank
         return name

@@ -15,6 +15,8 @@ from __future__ import annotations
 import html
 import json
 import os
+import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import wraps
@@ -25,6 +27,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from kernel_atlas.analysis.collectives import cross_rank_view, peer_waits
 from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels, window_of
 from kernel_atlas.analysis.gate import Comparability, comparability
 from kernel_atlas.analysis.views import Timeline, module_times, timeline_of, timeline_rows
@@ -44,10 +47,10 @@ from kernel_atlas.report.html import (
     timeshare_figure,
     top_kernels_figure,
 )
-from kernel_atlas.report.plot import label, widget
+from kernel_atlas.report.plot import label, numbered_alike, widget
 from kernel_atlas.report.units import fmt_us, nothing_found
 from kernel_atlas.roofline.analysis import Analysis, analyse
-from kernel_atlas.store.outputs import lock, read_report
+from kernel_atlas.store.outputs import lock, read_parquet, read_report, table_run
 from kernel_atlas.store.run import Run as StoredRun
 from kernel_atlas.store.run import gpu_names
 
@@ -91,38 +94,97 @@ class Run:
     world_size: int | None
     replay: pd.DataFrame | None
     ranks: int = 1  # ranks stored (what its times are totals over)
+    # the cross-rank view of several ranks (`cross_rank`): its collectives.parquet rows, whose
+    # waits for the last rank the report leaves out of the collectives' time, and its top straggler
+    collectives: pd.DataFrame | None = None
+    straggler: int | None = None
+    example: bool = False  # the bundled example, no run having been named
 
     @property
     def label(self) -> str:
         return redact_text(self.out_dir.name.removesuffix(".atlas"))  # drawn on the dashboards' pictures
 
+    @property
+    def where(self) -> str:
+        """The run folder's path as the CLI prints it: a credential in a folder name redacted."""
+        return redact_text(str(self.out_dir))
+
     def analyse(self, kernels: pd.DataFrame | None = None) -> Analysis:
-        return analyse(self.kernels if kernels is None else kernels, self.device, self.world_size)
+        """The analysis of the run (or of `kernels`, a part of it) as `atlas report` makes it: of
+        several ranks, a collective's time, rates, SOL and headroom are of its time after the
+        last rank arrived (`peer_wait_us`) — a fresh analysis without them counted the wait for
+        the other ranks as headroom (an AllReduce's 114,861 µs where the report said 97,097)."""
+        rows = self.kernels if kernels is None else kernels
+        if self.collectives is not None and len(self.collectives) and len(rows):
+            rows = rows.assign(peer_wait_us=peer_waits(rows, self.collectives))
+        return analyse(rows, self.device, self.world_size)
 
 
 def resolve_source(source: str | Path | None = None, suffix: str = "", default: str | Path | None = None) -> Path:
     """An ingest output directory: `source`, else $ATLAS_OUT<suffix>, else $ATLAS_TRACE<suffix>,
-    else `default` (a trace is ingested on first use, and again when it is newer than its output)."""
+    else `default` (a trace is ingested on first use, and again when it is newer than its output).
+    A relative path from the environment is the caller's (`callers_path`)."""
     if source is None:
-        source = os.environ.get(f"ATLAS_OUT{suffix}") or os.environ.get(f"ATLAS_TRACE{suffix}") or default
+        named = os.environ.get(f"ATLAS_OUT{suffix}") or os.environ.get(f"ATLAS_TRACE{suffix}")
+        source = callers_path(named) if named else default
     if source is None:
         raise AtlasError(None, f"no run given: set ATLAS_OUT{suffix} (an ingest output) or ATLAS_TRACE{suffix}")
     return run_folder(source)
+
+
+def callers_path(path: str | Path) -> Path:
+    """A path set in the environment, relative to the directory of whoever set it: a notebook's
+    kernel runs in the notebook's folder (notebooks/), not in the shell's that started Jupyter
+    (`ATLAS_OUT=runs/a.atlas jupyter lab notebooks/dashboard.ipynb` read notebooks/runs/a.atlas),
+    and keeps that shell's directory in $PWD, which it inherits and never changes."""
+    path = Path(path).expanduser()
+    caller = os.environ.get("PWD")
+    if path.is_absolute() or "ipykernel" not in sys.modules or not caller or not os.path.isabs(caller):
+        return path
+    return Path(caller) / path
 
 
 @_one_line
 def load_run(
     source: str | Path | None = None, device: str | None = None, suffix: str = "", default: str | Path | None = None
 ) -> Run:
+    example = source is None and not any(os.environ.get(f"{k}{suffix}") for k in ("ATLAS_OUT", "ATLAS_TRACE"))
     out_dir = resolve_source(source, suffix, default)
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
         stored = StoredRun.open(out_dir)
         kernels = stored.kernels()
         replay = stored.replay()
         ranks = len(stored.ranks) or 1
-    gpu = stored.gpu
+        gpu = stored.gpu
+        collectives, straggler = cross_rank(out_dir, stored.ranks, stored.summary.get("run_id"), gpu.world_size)
     found = get_device(device) if device else gpu.catalog_device()
-    return Run(out_dir, kernels, stored.summary, found, gpu.world_size, replay, ranks)
+    return Run(out_dir, kernels, stored.summary, found, gpu.world_size, replay, ranks, collectives, straggler, example)
+
+
+def cross_rank(
+    out_dir: Path, ranks: list[int], run_id: str | None, world_size: int | None
+) -> tuple[pd.DataFrame | None, int | None]:
+    """The cross-rank view `atlas report` holds a run of several ranks to: the matched
+    collectives (collectives.parquet's rows) and the top straggler (the rank report.html's
+    timeline draws) — the report's own where it wrote them for this ingest run, else made here
+    as `atlas report` makes them (in a private temporary folder: the run folder is not written);
+    none of one rank."""
+    if len(ranks) < 2:
+        return None, None
+    report = read_report(out_dir, run_id)
+    path = out_dir / "collectives.parquet"
+    if report is not None and path.is_file() and table_run(path) == run_id:
+        return read_parquet(path), _top_straggler(report.get("stragglers"))
+    with tempfile.TemporaryDirectory(prefix="atlas-dashboard-") as folder:
+        view = cross_rank_view(out_dir, ranks, Path(folder) / path.name, run_id, world_size)
+        rows = read_parquet(view.path) if view.path is not None else None
+    return rows, _top_straggler(view.facts.get("stragglers"))
+
+
+def _top_straggler(stragglers: object) -> int | None:
+    first = stragglers[0] if isinstance(stragglers, list) and stragglers else None
+    rank = first.get("rank") if isinstance(first, dict) else None
+    return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
 
 
 @_one_line
@@ -267,13 +329,15 @@ def first_step(kernels: pd.DataFrame) -> int | None:
     return int(steps.min()) if len(steps) else None
 
 
-def _one_rank_timeline(kernels: pd.DataFrame) -> tuple[Timeline, str]:
-    """The first step of one rank — of several, the one report.html draws (`timeline_rows`) — and
-    the note naming it (a first step taken over all ranks drew only the ranks that recorded it,
-    under no rank's name)."""
-    rows, ranks = timeline_rows(kernels)
+def _one_rank_timeline(kernels: pd.DataFrame, straggler: int | None = None) -> tuple[Timeline, str]:
+    """The first step of one rank — of several, the one report.html draws (`timeline_rows`): the
+    top straggler `straggler` where it has activities here, else the rank with the most GPU time
+    — and the note naming it (a first step taken over all ranks drew only the ranks that recorded
+    it, under no rank's name)."""
+    rows, ranks = timeline_rows(kernels, straggler)
     timeline = timeline_of(rows, first_step(rows))
-    return timeline, f"rank {timeline.rank} of {ranks}: the most GPU time" if ranks > 1 else ""
+    why = "the top straggler" if straggler is not None and timeline.rank == straggler else "the most GPU time"
+    return timeline, f"rank {timeline.rank} of {ranks}: {why}" if ranks > 1 else ""
 
 
 def _ranks(kernels: pd.DataFrame) -> int:
@@ -288,7 +352,7 @@ def figures(run: Run, kernels: pd.DataFrame) -> dict[str, go.Figure]:
         "roofline": roofline_figure(analysis, run.device),
         "headroom": headroom_figure(analysis),
         "modules": module_figure(module_times(kernels), _ranks(kernels)),  # "N ranks summed", as report.html
-        "timeline": timeline_figure(*_one_rank_timeline(kernels)),
+        "timeline": timeline_figure(*_one_rank_timeline(kernels, run.straggler)),
     }
     return {key: widget(fig) for key, fig in drawn.items()}
 
@@ -301,6 +365,13 @@ def kernel_details(kernels: pd.DataFrame, name: str) -> pd.DataFrame:
     return grouped.sort_values("sum", ascending=False).reset_index()
 
 
+def kernel_options(names: list[str], width: int = 90) -> list[tuple[str, str]]:
+    """(label, name) of a kernel picker: each kernel's short name, cut to `width` characters,
+    those that read alike numbered (`[2/3]`) — 37 of a run's 91 kernels had shared a label."""
+    shown = [display_name(str(name))[:width] for name in names]
+    return list(zip(numbered_alike(shown), names, strict=True))
+
+
 def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
     """Where one kernel's shapes sit on the roofline (its rows of the roofline table), the most
     time first (dynamic shapes give a kernel thousands of rows)."""
@@ -309,6 +380,7 @@ def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
         "input_dims",
         "role",
         "count",
+        "total_us",  # the kernel's own time, beside its op calls' (helper kernels too)
         "op_time_us",
         "achieved_tflops",
         "achieved_gbps",
@@ -317,8 +389,9 @@ def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
         "headroom_us",
         "note",
     ]
-    rows = table.loc[table["name"].astype(str) == name, columns]
-    return rows.sort_values("op_time_us", ascending=False, kind="stable")
+    # a roofline.parquet of an older report has no `total_us`: its op calls' time then
+    rows = table.loc[table["name"].astype(str) == name, [c for c in columns if c in table]]
+    return rows.sort_values("total_us" if "total_us" in rows else "op_time_us", ascending=False, kind="stable")
 
 
 # --- comparing two runs --------------------------------------------------------------------

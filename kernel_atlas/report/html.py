@@ -26,7 +26,7 @@ from kernel_atlas.core.safe_files import write_text
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
-from kernel_atlas.report.plot import Figure, div, figure, label, title, values
+from kernel_atlas.report.plot import Figure, apart, div, figure, label, numbered_alike, title, values
 from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
     MISSING,
@@ -88,6 +88,53 @@ def _assumed(row: object) -> str:
     return "what the trace did not record"
 
 
+def _own_us(row: object) -> float:
+    """A roofline row's kernel's own time (`total_us`; a table without it: its op calls' time)."""
+    total = getattr(row, "total_us", None)
+    return float(total) if total is not None and total == total else float(row.op_time_us)  # type: ignore[attr-defined]
+
+
+def _helpers_us(row: object) -> float:
+    """The time of a roofline row's op calls beyond its kernel's own (helper kernels of the
+    calls: a cuDNN convolution's transposes, a scan's init kernel); 0 where none."""
+    own, extra = _own_us(row), float(row.op_time_us) - _own_us(row)  # type: ignore[attr-defined]
+    return extra if extra > 1e-9 * max(abs(own), 1.0) else 0.0
+
+
+def _calls_time(row: object) -> str:
+    """A roofline row's calls and time for a hover: the kernel's own time, as the table's `time`
+    column gives it, and the op calls' time where helper kernels make it longer — the time the
+    rates and SOL are over (the hover had given that one alone, beside a table of the other)."""
+    calls = f"{row.count:,} calls, {fmt_us(_own_us(row))} of this kernel"  # type: ignore[attr-defined]
+    if _helpers_us(row):
+        calls += f"; the op calls {fmt_us(row.op_time_us)} with their helper kernels"  # type: ignore[attr-defined]
+    return calls
+
+
+def _rated_over(row: object) -> str:
+    return " over the op calls' time" if _helpers_us(row) else ""
+
+
+def _no_points(table: pd.DataFrame) -> str:
+    """Why a roofline has no point (no kernel group with FLOPs), from the roofline rows' roles."""
+    if not len(table):
+        return "no GPU activity to place"
+    roles = table["role"].astype(object)
+    times = table["total_us"] if "total_us" in table else table["op_time_us"]
+    shapeless = float(times[(roles == "no shapes").to_numpy()].sum())
+    if shapeless > 0 and not (roles == "main").any():
+        return (
+            f"no op call recorded its input shapes ({fmt_us(shapeless)} of kernels): a kernel's FLOPs come "
+            "from its op's shapes — profile with record_shapes=True (a GPU-only trace has no ops)"
+        )
+    if shapeless > 0:
+        return (
+            f"no costed kernel has FLOPs; {fmt_us(shapeless)} of kernels ran under ops that recorded no input "
+            "shapes (profile with record_shapes=True)"
+        )
+    return "no costed kernel has FLOPs (the ops' costs are bytes only, or have no model)"
+
+
 def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
     table = analysis.roofline
     points = table[(table["role"] == "main") & table["achieved_tflops"].notna() & (table["flops"] > 0)]
@@ -102,8 +149,8 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
         hover = [
             f"<b>{html.escape(_short(r.name))}</b><br>{html.escape(str(r.launcher))}"
             f"<br>shapes {html.escape(str(r.input_dims))}"
-            f"<br>{r.count} calls, {fmt_us(r.op_time_us)}"
-            f"<br>{fmt_tflops(r.achieved_tflops)}, {fmt_gbps(r.achieved_gbps)}"
+            f"<br>{_calls_time(r)}"
+            f"<br>{fmt_tflops(r.achieved_tflops)}, {fmt_gbps(r.achieved_gbps)}{_rated_over(r)}"
             f"<br>SOL {fmt_pct(r.sol_pct)} ({r.bound if isinstance(r.bound, str) else '–'}), "
             f"headroom {fmt_us(r.headroom_us)}"
             + (f"<br><b>estimate</b>: {html.escape(trim(_assumed(r), 120))}" if guess else "")
@@ -195,6 +242,8 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
             f"<br><sup>open markers: {guessed:,} estimated costs (standing on what the trace did not "
             "record: the hover says what was assumed)</sup>"
         )
+    if not plotted:
+        heading += f"<br><sup>no point drawn: {label(_no_points(table))}</sup>"
     if plotted > len(points):
         heading += (
             f"<br><sup>the {len(points):,} kernel groups with the most time of {plotted:,} "
@@ -233,16 +282,23 @@ def timeshare_figure(analysis: Analysis) -> Figure:
     )
     frame, folded = _fold_small_kernels(frame)
     frame = frame.sort_values(["category", "op", "kernel"], ignore_index=True)
-    ids, labels, parents, times = [], [], [], []
+    ids, labels, parents, times, names = [], [], [], [], []
     for category, g in frame.groupby("category"):
         ids.append(category), labels.append(category), parents.append(""), times.append(g["time"].sum())
+        names.append("")
         for op, h in g.groupby("op"):
             op_id = f"{category}/{op}"
             ids.append(op_id), labels.append(op), parents.append(category), times.append(h["time"].sum())
-            for row in h.itertuples(index=False):
-                shown = row.kernel if row.other else label(_short(row.kernel))  # `… N other kernels` as it is
-                ids.append(f"{op_id}/{label(row.kernel)}"), labels.append(shown)
-                parents.append(op_id), times.append(row.time)
+            names.append("")
+            # sibling kernels of one short name (template arguments apart) numbered, and each
+            # hover names its kernel whole: their tiles had read, and hovered, alike
+            kernels, other = h["kernel"].tolist(), h["other"].tolist()
+            shown = numbered_alike([k if o else _short(k) for k, o in zip(kernels, other, strict=True)])
+            hovers = apart(kernels, HOVER_NAME_CHARS)
+            for row, tile, hover in zip(h.itertuples(index=False), shown, hovers, strict=True):
+                # `… N other kernels` as it is
+                ids.append(f"{op_id}/{label(row.kernel)}"), labels.append(row.kernel if row.other else label(tile))
+                parents.append(op_id), times.append(row.time), names.append("" if row.other else f"<br>{label(hover)}")
     tree = {
         "type": "treemap",
         "ids": ids,
@@ -250,7 +306,8 @@ def timeshare_figure(analysis: Analysis) -> Figure:
         "parents": parents,
         "values": times,
         "branchvalues": "total",
-        "hovertemplate": "%{label}<br>%{value:.1f} µs (%{percentRoot:.1%})<extra></extra>",
+        "customdata": names,
+        "hovertemplate": "%{label}%{customdata}<br>%{value:.1f} µs (%{percentRoot:.1%})<extra></extra>",
     }
     heading = "GPU time: category → op → kernel"
     if folded:
@@ -289,8 +346,9 @@ def top_kernels_figure(analysis: Analysis, top: int = 20) -> Figure:
         "y": [f"{len(share) - i}. {label(_short(key, 60))}" for i, key in enumerate(share["key"])],
         "orientation": "h",
         "text": [f"{p:.1f}%" if p == p else "–" for p in share["pct"]],  # NaN: no GPU time to share
-        # the hover names the kernel whole: two kernels can share a cut label (template arguments apart)
-        "customdata": [label(trim(str(key), HOVER_NAME_CHARS)) for key in share["key"]],
+        # the hover names the kernel whole, or where it differs from another kernel's name: two
+        # kernels can share a cut label (template arguments apart), and a cut hover
+        "customdata": [label(text) for text in apart([str(key) for key in share["key"]], HOVER_NAME_CHARS)],
         "hovertemplate": "%{customdata}<br>%{x:.1f} µs<extra></extra>",
     }
     layout = {
@@ -314,15 +372,48 @@ def headroom_figure(analysis: Analysis, top: int = 20) -> Figure:
         "y": labels,
         "orientation": "h",
         "text": [f"SOL {fmt_pct(p, 0)}" for p in rows["sol_pct"]],
-        "customdata": [label(trim(f"{r.name} {r.input_dims}", HOVER_NAME_CHARS)) for r in rows.itertuples(index=False)],
+        "customdata": _headroom_hovers(rows),
         "hovertemplate": "%{customdata}<br>headroom %{x:.1f} µs<extra></extra>",
     }
+    heading = "Headroom: time above the roofline-attainable time"
+    if not len(rows):
+        heading += f"<br><sup>no bar: {label(_no_headroom(table))}</sup>"
     layout = {
-        "title": title("Headroom: time above the roofline-attainable time"),
+        "title": title(heading),
         "xaxis": {"title": title("µs")},
         "height": max(400, 24 * len(rows)),
     }
     return figure([bar], layout)
+
+
+def _headroom_hovers(rows: pd.DataFrame) -> list[str]:
+    """A headroom bar's hover: the kernel (whole, or where it differs from another's), the shapes
+    and dtypes, the launcher and the note — what tells the roofline's rows of one kernel apart
+    (rows launched by `aten::add_` and by `aten::sub_`, or told apart by their note alone, had
+    one hover, their shapes cut off a 400-character name)."""
+    names = apart([str(name) for name in rows["name"]], HOVER_NAME_CHARS)
+    hovers = []
+    for name, r in zip(names, rows.itertuples(index=False), strict=True):
+        parts = [label(name)]
+        for heading, value in (
+            ("shapes", r.input_dims),
+            ("dtypes", getattr(r, "input_types", None)),
+            ("launched by", r.launcher),
+            ("note:", getattr(r, "note", None)),
+        ):
+            if isinstance(value, str) and value:  # a 10,000-character shape list: its start and end
+                parts.append(f"{heading} {label(trim(value, HOVER_NAME_CHARS, middle=True))}")
+        hovers.append("<br>".join(parts))
+    return hovers
+
+
+def _no_headroom(table: pd.DataFrame) -> str:
+    """Why the headroom figure has no bar, from the roofline rows."""
+    if not len(table) or not (table["role"].astype(object) == "main").any():
+        return "no kernel has a cost (FLOPs or bytes) to hold against the roofline"
+    if "sol_pct" not in table or not table["sol_pct"].notna().any():
+        return "no roofline-attainable time: the GPU's peaks are not known (no SOL or headroom)"
+    return "no costed kernel takes longer than its roofline-attainable time"
 
 
 def _summed(ranks: int, before: str = ", ") -> str:
@@ -418,7 +509,10 @@ def timeline_figure(timeline: Timeline, note: str = "") -> Figure:
                 "hovertemplate": "%{text}<br>start %{base:.3f} " + unit + ", %{x:.4f} " + unit + "<extra></extra>",
             }
         )
-    what = f"step {step}" if step is not None else "all steps"
+    if step is not None:
+        what = f"step {step}"
+    else:  # a whole window without steps is no "all steps"
+        what = "all steps" if len(timeline.steps) else "the whole profile — no profiler steps in the trace"
     shown = f"; the {len(rows):,} longest of {timeline.total:,}" if timeline.total > len(rows) else ""
     layout = {
         "title": title(f"Timeline of {what} ({unit}, per stream{shown}{'; ' + note if note else ''})"),
@@ -817,7 +911,7 @@ def diff_figure(diff: Diff, level: str = "category", top: int = 20) -> Figure:
     ]
     layout = {
         "barmode": "group",
-        "title": title(f"GPU time per {level}: {diff.a.label} vs {diff.b.label}"),
+        "title": title(f"GPU time per {level}: {label(diff.a.label)} vs {label(diff.b.label)}"),
         "yaxis": {"title": title("ms")},
         "height": 450,
     }

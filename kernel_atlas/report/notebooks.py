@@ -3,8 +3,10 @@ JupyterLab (`atlas dashboard OUT`)."""
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import os
+import re
 import secrets
 import signal
 import socket
@@ -81,12 +83,78 @@ def _local_kernel(folder: Path):  # -> jupyter_client.KernelManager
     return KernelManager(kernel_name="python3", transport="ipc", ip=str(folder / "kernel"))
 
 
+# what the page says where it holds Jupyter widgets (the Explore filters, the kernel picker)
+WIDGETS_NEED_NETWORK = (
+    "The figures, tables and findings of this page work offline (plotly.js is inlined). The "
+    "interactive parts — the Explore filters and the one-kernel picker — are Jupyter widgets: the "
+    "page loads their manager (require.js from cdnjs.cloudflare.com, @jupyter-widgets/html-manager "
+    "from unpkg.com) when it is opened, and without a network they stay blank. Offline, use "
+    "`atlas dashboard OUT` (JupyterLab) or the self-contained report.html of `atlas report`."
+)
+
+# The page of `atlas dashboard --html`: nbconvert's lab template without MathJax (trace text is
+# shown as text, never typeset: nothing on the page needs it, and it was two more CDN scripts),
+# with the note above where widgets are drawn
+_TEMPLATE = (
+    """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block body_header -%}
+{{ super() }}
+{%- if "widgets" in nb.metadata -%}
+<div class="atlas-offline-note" style="margin:8px 0;padding:6px 10px;border:1px solid #ccc;border-radius:6px;
+font-size:13px;color:#444">"""
+    + html.escape(WIDGETS_NEED_NETWORK)
+    + """</div>
+{%- endif -%}
+{%- endblock body_header -%}
+"""
+)
+
+# plotly's notebook renderer puts MathJax 3 from a CDN before every figure
+_PLOTLY_MATHJAX = re.compile(r'<script src="https://cdnjs\.cloudflare\.com/ajax/libs/mathjax/[^"<>]*"></script>')
+
+
+def script_json(text: str) -> str:
+    """JSON text for a `<script>` element of the page (nbconvert's `escape_html_script`, which
+    escapes only `/`): `<`, `>` and `&` as JSON escapes. A trace's `<!--<script>` in a widget's
+    label (a kernel name) put the HTML parser in the script's double-escaped state, where the
+    element's `</script>` closes nothing: the widget state then ran to the end of the file, no
+    longer JSON, and no widget of the page was drawn. Only JSON goes through it (`json_dumps |
+    escape_html_script` in both of the template's uses), where the escapes read as the same text."""
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
 def to_html(notebook, path: Path) -> Path:  # notebook: nbformat.NotebookNode
+    """The executed notebook as one HTML page (`_TEMPLATE`), trace text safe in its scripts."""
+    from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    body, _ = HTMLExporter().from_notebook_node(notebook)
+    exporter = HTMLExporter(
+        extra_loaders=[DictLoader({"atlas_dashboard.html.j2": _TEMPLATE})],
+        template_file="atlas_dashboard.html.j2",
+        filters={"escape_html_script": script_json},
+        html_manager_semver_range=_html_manager_range(),
+    )
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            shown = output.get("data", {}).get("text/html")
+            if isinstance(shown, str) and "mathjax" in shown:
+                output["data"]["text/html"] = _PLOTLY_MATHJAX.sub("", shown)
+    body, _ = exporter.from_notebook_node(notebook)
     write_text(path, body)
     return path
+
+
+def _html_manager_range() -> str:
+    """The widget manager's versions that draw the widgets of the installed ipywidgets (the
+    page had asked unpkg for whatever was newest, `@*`)."""
+    try:
+        from importlib.metadata import version
+
+        major = int(version("ipywidgets").split(".", 1)[0])
+    except (ImportError, ValueError, LookupError):
+        return "*"
+    return {8: "^1.0.0", 7: "^0.20.0"}.get(major, "*")
 
 
 def _free_port() -> int:

@@ -12,11 +12,15 @@ from __future__ import annotations
 import html
 import json
 import pkgutil
+from collections import Counter
+from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+from kernel_atlas.report.fit import ELLIPSIS, trim
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -41,6 +45,52 @@ def label(value: object) -> str:
     its subset of HTML (`<a href>`, `<b>`, `<span style>`) and one between `$` as TeX, so they
     are escaped (`&lt;`, `&#36;`) and show as written."""
     return html.escape(str(value), quote=False).replace("$", "&#36;")
+
+
+def apart(texts: Sequence[str], width: int) -> list[str]:
+    """Each text on at most about `width` characters, cut in the middle (its start and its end
+    kept); texts that would then read alike but are not the same show, between their start and
+    end, the part where they first differ — two 500-character kernel names that differ only past
+    character 480 had one hover between them."""
+    cut = [trim(text, width, middle=True) for text in texts]
+    alike: dict[str, list[int]] = {}
+    for i, text in enumerate(cut):
+        alike.setdefault(text, []).append(i)
+    edge = max(width // 5, 1)
+    for rows in alike.values():
+        distinct = {texts[i] for i in rows}
+        if len(distinct) < 2:
+            continue
+        differ = _shared_start(min(distinct), max(distinct))  # where the first of them tells apart
+        for i in rows:
+            text = texts[i]
+            start = max(differ - edge, edge)
+            middle = text[start : start + width - 2 * edge]
+            head = text[:edge] + (ELLIPSIS if start > edge else "")
+            tail = text[start + len(middle) :]
+            cut[i] = head + middle + (ELLIPSIS + text[-edge:] if len(tail) > edge else tail)
+    return cut
+
+
+def _shared_start(a: str, b: str) -> int:
+    """How many characters `a` and `b` share at their start (of a sorted set of texts, its
+    first and last share no more than all of them do)."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def numbered_alike(labels: Sequence[str]) -> list[str]:
+    """`labels`, those that occur more than once numbered ` [i/n]` in their order: different
+    rows never share a label (the short name of two kernels that differ in their template
+    arguments is one)."""
+    counts = Counter(labels)
+    seen: Counter[str] = Counter()
+    out = []
+    for text in labels:
+        if counts[text] > 1:
+            seen[text] += 1
+            text = f"{text} [{seen[text]}/{counts[text]}]"
+        out.append(text)
+    return out
 
 
 def figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> Figure:
