@@ -18,7 +18,9 @@ save and why, gathered from the analyses of a report:
   the same waits.
 - `exposed_communication`: communication on a device not overlapped with compute (summary's
   per-device communication and overlap), less its time waiting for the last rank to arrive;
-  the saving is that exposed time, if it were hidden.
+  the saving is that exposed time, if it were hidden — where the report has a critical path, at
+  most the communication on it (no change saves more than the time it takes off the path: a
+  device whose communication is off the path saves nothing).
 - `straggler`: a rank that arrives last at its collectives more often than chance; the saving
   is its lead over the second-latest rank, summed over the instances it held up (an upper bound).
 
@@ -39,6 +41,11 @@ from kernel_atlas.ingest.frames import STACK_SEPARATOR
 
 MAX_FINDINGS = 10  # in report.json
 PER_KIND = 5  # at most this many findings of one kind
+# a saving under this prints as 0.0 µs: a float's remainder (4 short kernels "saving" 0.00195 µs,
+# the waits between them 0.0 µs) is no finding
+MIN_SAVING_US = 0.05
+# the critical path's bucket of communication kernels (`critical_path.BUCKETS`, report.json `breakdown_pct`)
+COMMUNICATION_BOUND = "gpu_communication_bound"
 MODULE_PREFIX = "nn.Module: "
 
 
@@ -185,7 +192,7 @@ def launch_findings(candidates: pd.DataFrame, graph: str = "CUDA") -> list[Findi
             )
         )
     found.sort(key=lambda f: -f.saving_us)
-    return [f for f in found if f.saving_us > 0][:PER_KIND]
+    return [f for f in found if f.saving_us >= MIN_SAVING_US][:PER_KIND]
 
 
 def host_wait_findings(causes: pd.DataFrame) -> list[Finding]:
@@ -211,30 +218,67 @@ def host_wait_findings(causes: pd.DataFrame) -> list[Finding]:
     ]
 
 
-def communication_findings(devices: Iterable[dict[str, Any]], waited: dict[int, float] | None = None) -> list[Finding]:
+def path_communication(critical_path: dict[str, Any] | None) -> tuple[float, set[int] | None] | None:
+    """The communication time on the report's critical path (its `gpu_communication_bound` share of
+    `total_us`: the communication kernels' own edges on it) and the ranks the path runs through
+    (None: every rank, a path of ranks joined at their collectives); None where the report has no
+    path. What hiding or removing a device's communication saves end to end is at most that time —
+    the old path, shortened by it, is still a path —, and nothing for a rank the path does not run
+    through (the run ends with the path's rank)."""
+    if not isinstance(critical_path, dict):
+        return None
+    total, share = critical_path.get("total_us"), (critical_path.get("breakdown_pct") or {}).get(COMMUNICATION_BOUND)
+    if not isinstance(total, int | float) or not isinstance(share, int | float) or not total > 0:
+        return None
+    rank = critical_path.get("rank")
+    ranks = {int(rank)} if isinstance(rank, int) and int(critical_path.get("joint_ranks") or 1) <= 1 else None
+    return float(total) * float(share) / 100.0, ranks
+
+
+def communication_findings(
+    devices: Iterable[dict[str, Any]],
+    waited: dict[int, float] | None = None,
+    critical_path: dict[str, Any] | None = None,
+) -> list[Finding]:
     """Devices whose communication is not hidden behind compute. `waited`: per rank, the time its
     collectives spent waiting for the last rank to arrive (collectives.parquet `wait_us`): part
     of the exposed time that no overlap can hide — it is the straggler's (`straggler_findings`);
-    three ranks waiting on a fourth had each been told to hide 53 ms, 49 ms of it waiting."""
+    three ranks waiting on a fourth had each been told to hide 53 ms, 49 ms of it waiting.
+    `critical_path`: report.json's, which weighs the exposed time end to end as it weighs the
+    kernel findings (`path_communication`): 500 µs of communication beside a host busy for 2 ms
+    more had ranked second, while `atlas whatif` saved 0.0 µs removing it, and 185.3 ms had been
+    claimed where removing the communication altogether saves 166.8 ms."""
+    on_path = path_communication(critical_path)
     found = []
     for device in devices:
         comm = float(device.get("communication_us") or 0.0)
         exposed = comm - float(device.get("overlap_us") or 0.0)
         waiting = min((waited or {}).get(device.get("rank"), 0.0), max(exposed, 0.0))
         exposed -= waiting
-        if exposed > 0:
+        unhidden, weighed = exposed, ""
+        if on_path is not None and exposed > 0:
+            path_us, ranks = on_path
+            if ranks is not None and device.get("rank") not in ranks:
+                path_us = 0.0  # the path runs through another rank
+            if path_us < exposed:
+                weighed = f"; end to end by the critical path: at most {_us(path_us)}, its communication on the path"
+                exposed = path_us
+        if exposed >= MIN_SAVING_US:
+            overlapped = device.get("overlap_pct_of_communication") or 0.0
             found.append(
                 Finding(
                     what="hide communication behind compute",
                     where=f"rank {device.get('rank')} device {device.get('device')}",
                     saving_us=exposed,
                     kind="exposed_communication",
-                    why=f"{device.get('overlap_pct_of_communication', 0.0):.0f} % overlapped",
+                    why=f"{overlapped:.0f} % overlapped",
                     evidence=(
-                        f"{_us(exposed)} of {_us(comm)} communication runs with no compute beside it "
-                        f"({device.get('overlap_pct_of_communication', 0.0):.0f} % overlapped"
+                        f"{_us(unhidden)} of the {_us(comm)} the "
+                        f"device had communication running (overlaps counted once) runs with no compute beside it "
+                        f"({overlapped:.0f} % overlapped"
                         + (f"; {_us(waiting)} more waiting for the last rank to arrive" if waiting > 0 else "")
                         + ")"
+                        + weighed
                     ),
                 )
             )
@@ -271,8 +315,9 @@ def straggler_findings(stragglers: Iterable[dict[str, Any]]) -> list[Finding]:
 
 def rank(findings: Iterable[Finding], limit: int = MAX_FINDINGS) -> list[Finding]:
     """Largest saving first (ties: kind, then where, so the order is stable); what would save
-    nothing (a kernel off the critical path) is no finding."""
-    kept = [f for f in findings if f.saving_us > 0]
+    nothing (a kernel off the critical path) or what prints as nothing (`MIN_SAVING_US`) is no
+    finding."""
+    kept = [f for f in findings if f.saving_us >= MIN_SAVING_US]
     return sorted(kept, key=lambda f: (-f.saving_us, f.kind, f.where, f.what))[:limit]
 
 
@@ -319,14 +364,15 @@ def report_findings(
     if pays:
         weighed = {(str(row["kernel"]), "" if row.get("op") is None else str(row["op"])) for row in pays}
         found = end_to_end(headroom_findings(roofline, weighed), pays)
-        found = sorted((f for f in found if f.saving_us > 0), key=lambda f: (-f.saving_us, f.what))[:PER_KIND]
+        found = [f for f in found if f.saving_us >= MIN_SAVING_US]
+        found = sorted(found, key=lambda f: (-f.saving_us, f.what))[:PER_KIND]
     else:
         found = headroom_findings(roofline)
         if int(facts.get("ranks") or 1) > 1:
             found = per_rank_mean(found, int(facts["ranks"]))
     if waits is not None:
         found += launch_findings(waits.candidates, graph) + host_wait_findings(waits.causes)
-    found += communication_findings(facts.get("devices", []), waited)
+    found += communication_findings(facts.get("devices", []), waited, facts.get("critical_path"))
     found += straggler_findings(facts.get("stragglers") or [])
     return rank(within_the_run(found, run_length_us(facts)))
 

@@ -26,6 +26,11 @@ def trust_lines(trust: dict[str, Any] | None, clocks: bool = True) -> list[str]:
     for r in trust["top_uncosted"]:
         share = "" if r["pct"] is None else f" ({r['pct']:.1f} %)"
         lines.append(f"  uncosted {fmt_us(r['time_us'])}{share}: {r['op']}: {r['reason']}")
+    more = trust.get("more_uncosted")
+    if more:  # the rest of the uncosted time: the lines account for all of the GPU time
+        share = "" if more["pct"] is None else f" ({more['pct']:.1f} %)"
+        groups = f"{more['groups']:,} more group{'s' if more['groups'] != 1 else ''}"
+        lines.append(f"  uncosted {fmt_us(more['time_us'])}{share}: {groups} (roofline.parquet `note`)")
     lines += [f"  to cost more: {a}" for a in trust["advice"][1 if trust["shapes_recorded"] != "yes" else 0 :]]
     estimated = trust.get("estimated")
     if estimated:

@@ -234,12 +234,24 @@ def _print_candidates(console: Console, waits: Waits, top: int, wide: bool) -> N
     if candidates.empty:
         return
     origin, cells = _origin(candidates, waits.candidates, wide, "(no common frame)")
-    columns = [Column("saving"), Column("stretches"), Column("kernels"), Column("stream"), *origin]
+    columns = [Column("waits"), Column("idle"), Column("stretches"), Column("kernels"), Column("stream"), *origin]
     rows = [
-        [fmt_us(row.saving_us), f"{row.stretches:,}", f"{row.kernels:,}", _text(_whole(row.stream), "?"), *more]
+        [
+            fmt_us(row.saving_us),
+            fmt_us(min(row.saving_us, row.device_idle_us)),
+            f"{row.stretches:,}",
+            f"{row.kernels:,}",
+            _text(_whole(row.stream), "?"),
+            *more,
+        ]
         for row, more in zip(candidates.itertuples(index=False), cells, strict=True)
     ]
-    title = "Graph this: stretches of short eager kernels separated by waits (saving = the waits)"
+    # a graph saves the waits only where nothing else kept the device busy (`device_idle_us`): a side
+    # stream's waits beside another stream's kernel hold nothing up
+    title = (
+        "Graph this: stretches of short eager kernels separated by waits (a graph saves at most the "
+        "idle: the waits while the device was idle)"
+    )
     print_table(console, columns, rows, title, wide)
 
 
@@ -329,7 +341,13 @@ CAUSE_COLUMNS = [
     TableColumn("module", "module", title="nn.Module path"),
 ]
 CANDIDATE_COLUMNS = [
-    TableColumn("saving", "saving", numeric=True, title="the waits inside the stretches: what a CUDA graph saves"),
+    TableColumn("saving", "waits", numeric=True, title="the waits inside the stretches"),
+    TableColumn(
+        "idle",
+        "idle",
+        numeric=True,
+        title="the waits while the device was idle: at most what a CUDA/HIP graph saves (another stream kept it busy)",
+    ),
     TableColumn("stretches", "stretches", numeric=True),
     TableColumn("kernels", "kernels", numeric=True),
     TableColumn("where", "where", wrap=False),
@@ -381,6 +399,7 @@ def _candidates_table(candidates: pd.DataFrame) -> str:
         cells.append(
             [
                 _us(row.saving_us),
+                _us(min(row.saving_us, row.device_idle_us)),
                 (f"{row.stretches:,}", row.stretches),
                 (f"{row.kernels:,}", row.kernels),
                 (_where(row.rank, row.device, row.stream), None),
@@ -390,7 +409,7 @@ def _candidates_table(candidates: pd.DataFrame) -> str:
             ]
         )
         details.append(_candidate_detail(row))
-    return data_table("candidates-table", CANDIDATE_COLUMNS, cells, details, sort=0)
+    return data_table("candidates-table", CANDIDATE_COLUMNS, cells, details, sort=1)  # by the idle
 
 
 def _launches_table(ops: pd.DataFrame) -> str:
