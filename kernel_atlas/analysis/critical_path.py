@@ -424,6 +424,7 @@ def build_graph(
     if len(syncs):
         _sync_edges(syncs, gpu, host, edges)  # first: an event wait decides how its kernel's start is explained
     elif not hta:  # HTA adds no sync edge without cuda_sync events
+        _runtime_wait_edges(gpu, host, edges, notes)  # first, as `_sync_edges`: it explains its kernels' starts
         _fallback_sync_edges(gpu, host, n_host, edges)
         if n_host:
             notes.append(
@@ -760,6 +761,63 @@ def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edge
     wait_end = np.full(n, -np.inf)
     np.maximum.at(wait_end, dest[keep], gpu["end_us"].to_numpy()[src[keep]])
     gpu["wait_end_us"] = wait_end
+
+
+# event waits and records as runtime calls: what a `Stream Wait Event` cuda_sync event says, where
+# the trace has none (ROCm's Kineto writes none; older CUDA Kineto neither)
+_EVENT_WAIT = re.compile(r"^(cuda|hip)StreamWaitEvent$")
+_EVENT_RECORD = re.compile(r"^(cuda|hip)EventRecord(WithFlags)?$")
+
+
+def _runtime_wait_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges, notes: list[str]) -> None:
+    """Without cuda_sync events: a `hipStreamWaitEvent` / `cudaStreamWaitEvent` call gives the edge
+    a `Stream Wait Event` gives (`_sync_edges`), the streams found from its thread's launches, which
+    the calls' args do not name: the waited-for activity is the last its thread launched before the
+    event's record call (its thread's last `hipEventRecord` / `cudaEventRecord` at or before the
+    wait; the wait itself where the trace records none), the waiting one the first its thread
+    launched after the wait. Kept where they are on different streams and the waiting activity
+    started no earlier than the other ended (what the GPU shows of a wait); that activity → the
+    waiting one's start (weight 0), which then is no launch overhead nor kernel gap (`wait_end_us`)."""
+    if len(gpu) == 0 or len(host) == 0:
+        return
+    waits = np.flatnonzero(name_mask(host["name"], _EVENT_WAIT.match))
+    launch = gpu["launch_event"].to_numpy()
+    launched = np.flatnonzero(launch >= 0)
+    if len(waits) == 0 or len(launched) == 0:
+        return
+    h_ts, thread = host["ts_us"].to_numpy(), host["thread"].to_numpy(np.int64)
+    records = np.flatnonzero(name_mask(host["name"], _EVENT_RECORD.match))
+    by_record = np.lexsort((h_ts[records], thread[records]))
+    hit = _last_before(thread[records][by_record], h_ts[records][by_record], thread[waits], h_ts[waits])
+    recorded_at = np.where(hit >= 0, h_ts[records][by_record][np.maximum(hit, 0)] if len(records) else 0.0, h_ts[waits])
+    # the activities by launching thread, then launch time, then start (a graph replay's kernels share one launch)
+    ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
+    l_thread, l_ts = thread[launch[launched]], h_ts[launch[launched]]
+    order = np.lexsort((ts[launched], l_ts, l_thread))
+    rows, t_sorted, ts_sorted = launched[order], l_thread[order], l_ts[order]
+    before = _last_before(t_sorted, ts_sorted, thread[waits], recorded_at)
+    after = _first_after(t_sorted, ts_sorted, thread[waits], h_ts[waits])
+    ok = (before >= 0) & (after >= 0)
+    src, dest = rows[before[ok]], rows[after[ok]]
+    key = _stream_keys(gpu)
+    keep = (key[src] != key[dest]) & (ts[dest] >= end[src])
+    src, dest = src[keep], dest[keep]
+    if not len(src):
+        return
+    ev = gpu["event"].to_numpy()
+    edges.add(2 * ev[src] + 1, 2 * ev[dest], 0.0, SYNC, -1)
+    # the wait explains the start it was followed by within KERNEL_GAP_LIMIT_US; a start longer
+    # after was held by something else (the wait is inferred, not recorded): the launch and stream
+    # rules, and `_fallback_stream_waits`, say what
+    near = ts[dest] - end[src] < KERNEL_GAP_LIMIT_US
+    wait_end = np.full(len(gpu), -np.inf)
+    np.maximum.at(wait_end, dest[near], end[src[near]])
+    gpu["wait_end_us"] = wait_end
+    notes.append(
+        f"no cuda_sync events: {counted(len(src), 'event wait', 'event waits')} recorded as runtime calls "
+        "(hipStreamWaitEvent, cudaStreamWaitEvent) taken as Stream Wait Event edges: the activity its thread "
+        "launched last before the event's record → the first it launched after the wait, on another stream"
+    )
 
 
 # ends of two activities this close are a tie for a host sync's release (see `_fallback_sync_edges`)

@@ -27,6 +27,7 @@ from kernel_atlas.ingest.events import (
     MEMORY_FIELDS,
     PYTHON,
     RUNTIME,
+    LaunchArgs,
     OpParams,
     Shape,
     SlicePart,
@@ -295,17 +296,23 @@ class ColumnBuilder:
     def __init__(self) -> None:
         self.names, self.threads, self.shapes, self.gpu_strings = _Table(True), _Table(), _Table(), _Table(True)
         self.param_sets, self.launch_kernels = _Table(), _Table(True)
+        self.launch_arg_sets = _Table()  # distinct `LaunchArgs` of runtime calls
+        self.launches: list[np.ndarray] = []  # rows of (host row, code into launch_arg_sets)
         self.host = _Columns(_HOST_DTYPES)
         self.gpu = _Columns(_GPU_DTYPES)
         self.memory = _Columns(_MEMORY_DTYPES)
         self.steps: list[np.ndarray] = []
         self.syncs: list[np.ndarray] = []
+        self.flows: list[tuple[np.ndarray, np.ndarray]] = []  # `SlicePart.flow_keys`, `flow_ts`
         self.events = 0
         self.ignored: Counter[str] = Counter()
 
     def add(self, part: SlicePart) -> None:
         self.events += part.events
         self.ignored.update(part.ignored)
+        if len(part.launches):
+            codes = self.launch_arg_sets.remap(part.launch_arg_sets)
+            self.launches.append(np.column_stack((part.launches[:, 0] + self.host.size, codes[part.launches[:, 1]])))
         self.host.extend(
             {
                 "family": part.family,
@@ -332,6 +339,8 @@ class ColumnBuilder:
             self.memory.extend({k: threads[v] if k == "thread" else v for k, v in part.memory.items()})
         if len(part.syncs):
             self.syncs.append(part.syncs)
+        if len(part.flow_ts):
+            self.flows.append((part.flow_keys, part.flow_ts))
 
     def _shortened(self) -> Counter[str]:
         count = sum(t.shortened for t in (self.names, self.gpu_strings, self.launch_kernels))
@@ -340,6 +349,10 @@ class ColumnBuilder:
     def build(self) -> TraceColumns:
         host = self.host.arrays()
         gpu = self.gpu.arrays()
+        if self.flows:  # only traces whose GPU activities carry no correlation (ROCm before 2024)
+            _from_flows(gpu, np.concatenate([k for k, _ in self.flows]), np.concatenate([t for _, t in self.flows]))
+        if self.launches and len(gpu["ts"]):  # only where launch calls record arguments (ROCm)
+            _from_launches(gpu, host, np.concatenate(self.launches), self.launch_arg_sets.values, self.gpu_strings)
         steps = np.concatenate(self.steps) if self.steps else np.empty((0, 4))
         comm = steps[:, 0] == GPU_COMM_RANGE
         comm_ranges, steps = steps[comm][:, 2:], steps[~comm]
@@ -366,6 +379,67 @@ class ColumnBuilder:
             gpu_syncs=np.concatenate(self.syncs) if self.syncs else np.empty((0, 8)),
             gpu_comm_ranges=comm_ranges,
         )
+
+
+def _from_flows(gpu: dict[str, np.ndarray], keys: np.ndarray, ts: np.ndarray) -> None:
+    """A correlation for each activity that records none, in place: the id of the launch flow
+    (`ac2g`) ending at it — the flow's pid and tid its device and stream, its ts its start
+    (`events._flow_links`); the first such flow where several do."""
+    import pandas as pd
+
+    rows = np.flatnonzero(gpu["correlation"] < 0)
+    flows = pd.DataFrame({"device": keys[:, 0], "stream": keys[:, 1], "ts": ts, "id": keys[:, 2]})
+    flows = flows.drop_duplicates(["device", "stream", "ts"], keep="first")
+    wanted = pd.DataFrame({"device": gpu["device"][rows], "stream": gpu["stream"][rows], "ts": gpu["ts"][rows]})
+    found = wanted.merge(flows, how="left", on=["device", "stream", "ts"])["id"]  # in `wanted`'s order
+    hit = found.notna().to_numpy()
+    gpu["correlation"][rows[hit]] = found.to_numpy()[hit].astype(np.int64)
+
+
+def _from_launches(
+    gpu: dict[str, np.ndarray],
+    host: dict[str, np.ndarray],
+    launches: np.ndarray,
+    sets: list[LaunchArgs],
+    strings: _Table,
+) -> None:
+    """Each activity's launch arguments where the activity lacks them, in place: what its launch
+    call (`launches`: host rows ascending, codes into `sets`) records — a kernel's grid, block
+    and shared memory (LDS), a copy's or a set's byte count. The launch is the one linking gives
+    it (`link.link`: the first runtime call, in trace order, with its correlation); a value the
+    activity records itself is kept. ROCm 6.2 traces record grid and block on the launch alone,
+    ROCm 7 traces the LDS (every kernel of `mi250_minitoy_train` had no grid, no block, no
+    occupancy; `attn_fwd`'s 16 KiB of LDS was left out of its occupancy)."""
+    runtime = np.flatnonzero((host["family"] == RUNTIME) & (host["correlation"] >= 0))
+    if not len(runtime):
+        return
+    corr = host["correlation"][runtime]
+    order = np.argsort(corr, kind="stable")
+    corr_sorted, runtime_sorted = corr[order], runtime[order]
+    wanted = gpu["correlation"]
+    pos = np.minimum(np.searchsorted(corr_sorted, wanted), len(corr_sorted) - 1)
+    launch = np.where((wanted >= 0) & (corr_sorted[pos] == wanted), runtime_sorted[pos], -1)
+    at = np.minimum(np.searchsorted(launches[:, 0], launch), len(launches) - 1)
+    code = np.where((launch >= 0) & (launches[at, 0] == launch), launches[at, 1], -1)  # -1: the table's last entry
+
+    def table(values: list[object]) -> np.ndarray:  # per set, then -1 for "no launch arguments"
+        return np.array([*values, -1], np.int64)
+
+    def text_codes(texts: list[str | None]) -> np.ndarray:  # texts as codes into the GPU string table
+        present = [t for t in texts if t is not None]
+        mapped = iter(strings.remap(present)[:-1].tolist())
+        return table([-1 if t is None else next(mapped) for t in texts])
+
+    kernel = gpu["kind"] == KIND_NAMES.index("kernel")
+    for column, values in (
+        ("grid", text_codes([s.grid for s in sets])),
+        ("block", text_codes([s.block for s in sets])),
+        ("shared_memory", table([s.shared_memory for s in sets])),
+    ):
+        rows = np.flatnonzero(kernel & (gpu[column] < 0) & (code >= 0))
+        gpu[column][rows] = values[code[rows]]
+    rows = np.flatnonzero(~kernel & (gpu["bytes"] < 0) & (code >= 0))  # copies and sets
+    gpu["bytes"][rows] = table([s.bytes for s in sets])[code[rows]]
 
 
 _HOST_DTYPES = {

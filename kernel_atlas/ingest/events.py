@@ -141,6 +141,10 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     wait_correlation: Int = msgspec.field(default=-1, name="wait_on_cuda_event_record_corr_id")
     # ROCm launches name the kernel they launch; Inductor's Triton ops record their tiles
     kernel: str | None = None
+    # ROCm's `hipMemcpy*` calls record their byte count as text ("4194304"); read on runtime calls
+    # only (`_launch_args`), any scalar accepted, so that no other event's `size` costs a slice the
+    # typed decode
+    size: str | Int | float | None = None
     kernel_kwargs: str | None = None
     # what a CPU op recorded about its inputs, kept as JSON text
     dims: msgspec.Raw = msgspec.field(default=_EMPTY, name="Input Dims")
@@ -314,6 +318,19 @@ class OpParams(NamedTuple):
     call_stack: str | None  # `Call stack` of older PyTorch, `;`-joined, innermost frame first
 
 
+class LaunchArgs(NamedTuple):
+    """What a runtime launch call records of the activity it launches (None / -1 when absent):
+    Kineto's roctracer writer puts a kernel's `grid`, `block` and `shared memory` (LDS) on the
+    `hip*Launch*` call and a copy's byte count on the `hipMemcpy*` call (`size`, ROCm 7 `bytes`),
+    not on the GPU activity. `columns.ColumnBuilder` hands them to the activities the launch's
+    correlation names, where these lack them."""
+
+    grid: str | None  # "[x, y, z]", as a GPU activity's
+    block: str | None
+    shared_memory: int  # bytes per block
+    bytes: int  # a copy's or a set's byte count
+
+
 class SliceError(Exception):
     """A slice that does not decode: `kind` is "json" (malformed or cut short), "schema"
     (valid JSON, not events) or "read" (the file could not be read)."""
@@ -348,6 +365,10 @@ class SlicePart:
     shapes: list[Shape]
     param_sets: list[OpParams]
     launch_kernels: list[str]
+    # runtime calls with a correlation that record a `LaunchArgs`: rows of (host row, code into
+    # `launch_arg_sets`), host rows ascending
+    launches: np.ndarray = field(default_factory=lambda: np.empty((0, 2), np.int64))
+    launch_arg_sets: list[LaunchArgs] = field(default_factory=list)
     # GPU activities: numbers, and GPU_STRING_COLUMNS as int32 codes → gpu_strings (-1 none)
     gpu: dict[str, np.ndarray] = field(default_factory=dict)
     gpu_strings: list[str] = field(default_factory=list)
@@ -357,6 +378,11 @@ class SlicePart:
     # `[memory]` events: MEMORY_FIELDS and "ts" as columns, "thread" codes → memory_threads
     memory: dict[str, np.ndarray] = field(default_factory=dict)
     memory_threads: list[tuple[int | str, int | str]] = field(default_factory=list)
+    # Kineto's launch flows ("f", cat `ac2g`) of a slice whose GPU activities lack a correlation
+    # (`_flow_links`): rows of (device, stream, flow id) — the pid, tid and id of the flow's end —
+    # and its ts
+    flow_keys: np.ndarray = field(default_factory=lambda: np.empty((0, 3), np.int64))
+    flow_ts: np.ndarray = field(default_factory=lambda: np.empty(0))
     # `cuda_sync` events: rows of (kind code in SYNC_KINDS, device, stream, ts, end, correlation,
     # wait_on_stream, wait_on_cuda_event_record_corr_id); -1 where absent
     syncs: np.ndarray = field(default_factory=lambda: np.empty((0, 8)))
@@ -489,6 +515,8 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         part = _host_columns(*pick((family >= 0) & (family < 10), _UNREAD_ON_HOST), ignored)
         part.events = len(events)
         part.gpu, part.gpu_strings = _gpu_columns(*pick((family >= 10) & (family < _GPU_STEP)), ignored)
+        if len(part.gpu.get("correlation", ())) and (part.gpu["correlation"] < 0).any():  # never in modern traces
+            part.flow_keys, part.flow_ts = _flow_links(framed)
         part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
         if (family == _INSTANT).any():
             part.memory, part.memory_threads = _memory_columns(events, family == _INSTANT, forgiving, ignored)
@@ -892,14 +920,10 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
     shaped = is_op | (family == ANNOTATION)
     if shaped.any():
         shape[shaped], shapes = _shape_codes(list(compress(args, shaped.tolist())))
-    is_runtime = family == RUNTIME
     launch_kernel = np.full(n, -1, np.int32)
     kernels = _numbering()
-    if is_runtime.any():
-        kernels[None] = -1
-        launch_kernel[is_runtime] = [kernels[a.kernel] for a in compress(args, is_runtime.tolist())]
-        del kernels[None]
-    return SlicePart(
+    launches, launch_arg_sets = _launch_columns(args, family == RUNTIME, correlation, launch_kernel, kernels)
+    part = SlicePart(
         events=0,
         family=family.astype(np.int8),
         name_code=name_code,
@@ -919,6 +943,73 @@ def _host_columns(events: list[Any], args: list[Args], family: np.ndarray, ignor
         param_sets=param_sets,
         launch_kernels=list(kernels),
     )
+    part.launches, part.launch_arg_sets = launches, launch_arg_sets
+    return part
+
+
+def _launch_columns(
+    args: list[Args], is_runtime: np.ndarray, correlation: np.ndarray, launch_kernel: np.ndarray, kernels: defaultdict
+) -> tuple[np.ndarray, list[LaunchArgs]]:
+    """Of the runtime calls: the kernel each names (`launch_kernel`, codes into `kernels`, in place),
+    and the rows of those with a correlation that record launch arguments (`SlicePart.launches`)
+    with their distinct `LaunchArgs`, read once per distinct combination. A CUDA trace's calls
+    record none: one scan says so (numbering every call's fields cost a CUDA slice 4 % of its
+    decode, the scan 1–2 %), and only then are they numbered."""
+    empty = np.empty((0, 2), np.int64), []
+    rows = np.flatnonzero(is_runtime)
+    if not len(rows):
+        return empty
+    calls = list(compress(args, is_runtime.tolist()))
+    kernels[None] = -1
+    launch_kernel[rows] = [kernels[a.kernel] for a in calls]
+    del kernels[None]
+    recorded = [
+        a.grid is not None or a.size is not None or a.shared_memory >= 0 or a.bytes >= 0 or a.block is not None
+        for a in calls
+    ]  # a list: faster than a generator over a CUDA slice's calls, all False
+    if not any(recorded):
+        return empty
+    keys = _numbering()
+    codes = np.fromiter([keys[a.grid, a.block, a.shared_memory, a.size, a.bytes] for a in calls], np.int64, len(rows))
+    if len(_LAUNCH_ARGS) > _CACHE_LIMIT:
+        _LAUNCH_ARGS.clear()
+    sets = [_cached_launch_args(key) for key in keys]
+    kept = np.array([a is not None for a in sets], bool)
+    renumbered = np.where(kept, np.cumsum(kept) - 1, -1)[codes]
+    with_args = (renumbered >= 0) & (correlation[rows] >= 0)
+    launches = np.column_stack((rows[with_args], renumbered[with_args])).astype(np.int64, copy=False)
+    return launches, [a for a in sets if a is not None]
+
+
+# `LaunchArgs` by what a call records, kept across the slices a process decodes (the same launch
+# configurations recur in every step); emptied past _CACHE_LIMIT
+_LAUNCH_ARGS: dict[tuple[Any, ...], LaunchArgs | None] = {}
+
+
+def _cached_launch_args(fields: tuple[Any, ...]) -> LaunchArgs | None:
+    found = _LAUNCH_ARGS.get(fields, _NO_LAUNCH_ARGS)
+    if found is _NO_LAUNCH_ARGS:
+        found = _LAUNCH_ARGS[fields] = _launch_args(*fields)
+    return found
+
+
+def _launch_args(
+    grid: tuple[int, ...] | None, block: tuple[int, ...] | None, shared: int, size: object, count: int
+) -> LaunchArgs | None:
+    """A runtime call's `LaunchArgs` (None: it records none). A byte count is `size` (ROCm's
+    `hipMemcpy*`, as text), else `bytes` (ROCm 7); a negative one is none."""
+    written = _loose_int(size) if size is not None else -1
+    nbytes = written if written >= 0 else max(count, -1)
+    launch = LaunchArgs(_dims_text(grid), _dims_text(block), max(shared, -1), nbytes)
+    return None if launch == _NO_LAUNCH_ARGS else launch
+
+
+_NO_LAUNCH_ARGS = LaunchArgs(None, None, -1, -1)
+
+
+def _dims_text(dims: tuple[int, ...] | None) -> str | None:
+    """Launch dimensions as a GPU activity's `grid` / `block` text: "[x, y, z]"."""
+    return None if dims is None else cut_long("[" + ", ".join(map(str, dims)) + "]")
 
 
 def _ids(values: np.ndarray, key: str, ignored: Counter[str]) -> np.ndarray:
@@ -1185,6 +1276,45 @@ def _gpu_syncs(events: list[Any], args: list[Args], ignored: Counter[str]) -> np
     return np.array(rows, dtype=np.float64).reshape(-1, 8)
 
 
+class _Flow(msgspec.Struct, gc=False):
+    """What a launch flow's end tells (any other event decodes to its defaults)."""
+
+    ph: _Scalar = ""
+    cat: _Scalar = ""
+    id: _Scalar = None
+    pid: _Scalar = 0
+    tid: _Scalar = 0
+    ts: _Scalar = NAN
+
+
+_FLOW_LIST = msgspec.json.Decoder(list[_Flow])
+_FLOW_CATEGORY = b'"ac2g"'
+
+
+def _flow_links(framed: bytes | bytearray | memoryview) -> tuple[np.ndarray, np.ndarray]:
+    """`SlicePart.flow_keys` and `flow_ts`: the ends ("f") of Kineto's `ac2g` launch flows, whose id
+    is the launch's correlation. Before pytorch/kineto#922 (May 2024: PyTorch ≤ 2.3 on ROCm) the
+    roctracer writer gave a GPU activity no `correlation`, `device` nor `stream` (pid the device,
+    tid the stream, `External id` alone): the flow ending at it (its pid, tid and ts) is what ties
+    it to its launch. Read only for slices holding an activity without a correlation (the typed
+    decode skips flows: Kineto writes two a kernel), by a second decode of the slice."""
+    text = framed if isinstance(framed, (bytes, bytearray)) else bytes(framed)
+    if _FLOW_CATEGORY not in text:
+        return np.empty((0, 3), np.int64), np.empty(0)
+    try:
+        events = _FLOW_LIST.decode(text)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return np.empty((0, 3), np.int64), np.empty(0)
+    ends = [e for e in events if e.ph == "f" and e.cat == "ac2g"]
+    keys = [
+        (_loose_int(_number(_thread_id(e.pid))), _loose_int(_number(_thread_id(e.tid))), _loose_int(e.id)) for e in ends
+    ]
+    ts = np.fromiter([_loose_float(e.ts) for e in ends], np.float64, len(ends))
+    rows = np.array(keys, np.int64).reshape(-1, 3)
+    usable = (rows >= 0).all(axis=1) & np.isfinite(ts)
+    return rows[usable], ts[usable]
+
+
 _STEP_LIMIT = 2**53  # step numbers travel as float64 (GPU-side steps) and int64: exact below this
 
 
@@ -1246,9 +1376,16 @@ def _loose_args(raw: msgspec.Raw) -> dict[str, Any] | None:
     return loose if isinstance(loose, dict) else None
 
 
-# Keys of `Args` that host events may carry but ingest reads only on GPU activities: ROCm runtime
-# calls write `stream` as "0x0", Inductor's Triton CPU ops `grid` as "grid(100,)" — not damage.
-_UNREAD_ON_HOST = frozenset({"device", "stream", "grid", "block", "bytes"})
+# Keys of `Args` whose unusable values on host events are not counted as damage: read there on
+# runtime calls only (`_launch_args`: a launch's grid, block, byte count) or not at all (device,
+# stream) — ROCm runtime calls write `stream` as "0x0", Inductor's Triton CPU ops `grid` as
+# "grid(100,)", neither is damage.
+_UNREAD_ON_HOST = frozenset({"device", "stream", "grid", "block", "bytes", "size"})
+
+
+def _scalar(value: object) -> str | int | float | None:
+    """A JSON scalar as the typed decode takes it (`Args.size`); None for anything else."""
+    return value if isinstance(value, (str, int, float)) and not isinstance(value, bool) else None
 
 
 def _forgiving_args(
@@ -1306,6 +1443,7 @@ def _forgiving_args(
         seq_nr=_loose_id(loose, "Sequence number"),
         fwd_tid=_loose_id(loose, "Fwd thread id"),
         kernel=text("kernel"),
+        size=_scalar(loose.get("size")),
         kernel_kwargs=text("kernel_kwargs"),
         dims=recorded("Input Dims"),
         dims_lower=recorded("Input dims"),

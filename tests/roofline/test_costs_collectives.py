@@ -4,6 +4,7 @@ values derived by hand from the shared traces' JSON."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -47,11 +48,24 @@ def test_all_to_all_and_all_reduce_take_the_recorded_input(tmp_path: Path) -> No
 
 
 def test_rocm_memcpy_without_a_byte_count_takes_its_copy_ops_tensor(tmp_path: Path) -> None:
-    # mi250_minitoy_train: "Memcpy HtoD (Host -> Device)" has no "bytes" arg; its launcher aten::copy_
-    # records Input Dims [[5,128],[5,128],[]] float: 5·128·4 = 2,560 bytes over the host link
+    # mi250_minitoy_train: "Memcpy HtoD (Host -> Device)" has no "bytes" arg; its launch
+    # hipMemcpyWithStream records size "2560" (stop 66: read), and its launcher aten::copy_ records
+    # Input Dims [[5,128],[5,128],[]] float: 5·128·4 = 2,560 bytes over the host link either way
     roofline = _analysis(tmp_path, "mi250_minitoy_train").roofline
     copy = roofline[roofline["name"].str.startswith("Memcpy HtoD")]
     assert copy["role"].tolist() == ["main"] and copy["bytes"].tolist() == [2560.0]
+    assert copy["formula"].iloc[0] == "2560 bytes over the host link"
+    # the launch's size taken away, the copy op's tensor gives the same bytes, said to be an estimate
+    doc = json.loads(gzip.open(trace_path("mi250_minitoy_train")).read())
+    for event in doc["traceEvents"]:
+        if event.get("name") == "hipMemcpyWithStream":
+            event["args"].pop("size", None)
+    (tmp_path / "bare").mkdir()
+    bare = tmp_path / "bare" / "mi250_bare.json"
+    bare.write_text(json.dumps(doc))
+    roofline = _analysis_of(tmp_path / "bare", bare).roofline
+    copy = roofline[roofline["name"].str.startswith("Memcpy HtoD")]
+    assert copy["bytes"].tolist() == [2560.0]
     assert "estimate: no byte count recorded" in copy["formula"].iloc[0]
 
 
