@@ -183,18 +183,20 @@ def _grid_blocks(frame: pd.DataFrame) -> np.ndarray:
 
 def _max_blocks(limits: SmLimits, threads: np.ndarray, regs: np.ndarray, shared: np.ndarray) -> np.ndarray:
     """Blocks one SM holds at once (cuda_occupancy.h's limits: warps, blocks, registers per
-    sub-partition, shared memory); NaN where registers or shared memory are not recorded."""
+    sub-partition, shared memory); NaN where registers or shared memory are not recorded. Where a
+    device records no registers (AMD's traces), the work-item bound and, where a launch records
+    it, the shared memory's (LDS: a 16 KiB block fits 4 to a 64 KiB CU)."""
     warps = np.ceil(threads / limits.warp_size)
     bound = np.minimum(np.floor(limits.max_warps / warps), limits.max_blocks)
+    need = np.ceil((shared + limits.reserved_shared) / limits.shared_unit) * limits.shared_unit
+    with np.errstate(divide="ignore", invalid="ignore"):
+        by_shared = np.where(need > 0, np.floor(limits.shared / need), np.inf)  # NaN: not recorded, no bound
     if not limits.registers_known:
-        return bound
+        return np.minimum(bound, by_shared)
     per_warp = np.ceil(regs * limits.warp_size / limits.register_unit) * limits.register_unit
     with np.errstate(divide="ignore", invalid="ignore"):
         warps_per_part = np.floor(limits.registers / limits.sub_partitions / per_warp)
         by_regs = np.where(regs > 0, np.floor(warps_per_part * limits.sub_partitions / warps), np.inf)
-    need = np.ceil((shared + limits.reserved_shared) / limits.shared_unit) * limits.shared_unit
-    with np.errstate(divide="ignore"):
-        by_shared = np.where(need > 0, np.floor(limits.shared / need), np.inf)
     out = np.minimum(bound, np.minimum(by_regs, by_shared))
     return np.where(np.isnan(regs) | np.isnan(shared), np.nan, out)
 

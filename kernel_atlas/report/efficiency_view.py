@@ -152,7 +152,8 @@ def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
                     **_left_out(eff),
                     "between_steps_us": between_steps_us(eff),
                     **device,
-                    # Kineto on ROCm records no registers or LDS per kernel: occupancy is the thread bound's
+                    # Kineto on ROCm records no registers per kernel: occupancy is the thread bound's (and the
+                    # LDS's, where a launch records it: docs/efficiency.md)
                     "occupancy_upper_bound": trace.get("runtime") == "rocm",
                 }
             )
@@ -173,7 +174,7 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.1f}%"
 
 
-UPPER_BOUND = " (an upper bound: the trace records no registers or LDS)"
+UPPER_BOUND = " (an upper bound: the trace records no registers)"
 
 
 def _metric(device: dict[str, Any], metric: str) -> str:

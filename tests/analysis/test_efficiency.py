@@ -461,3 +461,22 @@ def test_summary_lists_the_first_steps_of_many(tmp_path: Path, monkeypatch: pyte
     assert pd.read_parquet(out / "steps.parquet")["step"].tolist() == [0, 1]
     devices = json.loads((out / "report.json").read_text())["efficiency"]["devices"]
     assert [d["steps"] for d in devices] == [5]
+
+
+def test_amd_lds_bounds_the_occupancy_where_it_is_recorded(tmp_path: Path) -> None:
+    """MI300X as above, 4,864 blocks of 256 (16 per CU, 4 waves each): the thread bound holds 8
+    blocks, 100 %. With 16,384 B of LDS a block (recorded on the launch call, campaign AZ 1: taken
+    onto its kernel), 65,536 / 16,384 = 4 blocks fit a CU: 4·256/2048 = 50 %, waves 4,864/(304·4) = 4
+    (it had stayed at the thread bound's 100 %)."""
+    props = {"id": 0, "name": "AMD Instinct MI300X", "numSms": 304, "warpSize": 64, "maxThreadsPerMultiprocessor": 2048}
+    events = [
+        _x("user_annotation", "ProfilerStep#1", 0, 100, {}),
+        *_kernel("attn_fwd", 10, 10, 1, 4864, 256, **{"shared memory": 16384}),
+        *_kernel("attn_fwd", 30, 10, 2, 4864, 256),  # none recorded: the thread bound alone
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"deviceProperties": [props], "traceEvents": events}))
+    rows = ingest_trace(path, workers=1).frame.sort_values("ts_us")
+    assert rows["max_blocks_per_sm"].tolist() == [4.0, 8.0]
+    assert rows["est_occupancy_pct"].tolist() == [50.0, 100.0]
+    assert rows["waves"].tolist() == [4.0, 2.0]

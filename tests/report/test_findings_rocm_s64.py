@@ -47,7 +47,7 @@ def test_a_rocm_occupancy_is_said_to_be_an_upper_bound(tmp_path: Path) -> None:
     assert result.code == 0
     printed = " ".join(result.stdout.split())
     assert "est. achieved occupancy" in printed
-    assert "(an upper bound: the trace records no registers or LDS)" in printed
+    assert "(an upper bound: the trace records no registers)" in printed
     (device,) = json.loads((tmp_path / "run" / "report.json").read_text())["efficiency"]["devices"]
     assert device["occupancy_upper_bound"] is True
     # a CUDA trace's occupancy is no upper bound

@@ -56,7 +56,8 @@ def test_rocm_memcpy_without_a_byte_count_takes_its_copy_ops_tensor(tmp_path: Pa
     assert copy["role"].tolist() == ["main"] and copy["bytes"].tolist() == [2560.0]
     assert copy["formula"].iloc[0] == "2560 bytes over the host link"
     # the launch's size taken away, the copy op's tensor gives the same bytes, said to be an estimate
-    doc = json.loads(gzip.open(trace_path("mi250_minitoy_train")).read())
+    with gzip.open(trace_path("mi250_minitoy_train")) as handle:
+        doc = json.loads(handle.read())
     for event in doc["traceEvents"]:
         if event.get("name") == "hipMemcpyWithStream":
             event["args"].pop("size", None)
