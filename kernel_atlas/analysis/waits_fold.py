@@ -161,7 +161,13 @@ def combine_waits_facts(parts: list[tuple[int, dict[str, Any]]]) -> dict[str, An
         "count": sum(int(g["count"]) for g in graphs),
         "stretches": sum(int(g.get("stretches", 0)) for g in graphs),
         "saving_us": sum(float(g["saving_us"]) for g in graphs),
+        # the ranks' waits and the name of their graphs carried over (a fleet of ROCm ranks had said
+        # "CUDA graphs", and lost the uncapped waits its line shows beside the saving)
+        "waits_us": sum(float(g.get("waits_us", g["saving_us"])) for g in graphs),
     }
+    words = {str(g["graph"]) for g in graphs if g.get("graph")}
+    if words:
+        candidates["graph"] = words.pop() if len(words) == 1 else "CUDA/HIP"
     return {"idle": idle, "launches": combined, "graph_candidates": candidates}
 
 

@@ -292,9 +292,24 @@ def test_waits_facts_of_two_ranks_by_hand() -> None:
     assert launches["eager_activities"] == 40 and launches["graph_replayed"] == 4 and launches["launch_cpu_us"] == 200.0
     assert launches["launch_bound_pct"] == pytest.approx(100 * (5 + 3) / 40)  # 20 %, not (50 + 10) / 2
     assert launches["delay_p50_us"] is None and [r["delay_p50_us"] for r in launches["per_rank"]] == [7.0, 10.0]
-    assert combined["graph_candidates"] == {"short_kernel_us": 20.0, "count": 2, "stretches": 2, "saving_us": 11.0}
+    assert combined["graph_candidates"] == {
+        "short_kernel_us": 20.0,
+        "count": 2,
+        "stretches": 2,
+        "saving_us": 11.0,
+        "waits_us": 11.0,  # facts without their waits: the saving was all of them
+    }
     one = facts(0, 10, 50.0, None)
     assert combine_waits_facts([(0, one)]) == one
+    # ranks of ROCm traces: their graphs are HIP graphs, and their uncapped waits are summed
+    # (a fleet had said "CUDA graphs", its waits lost); ranks that differ are CUDA/HIP
+    rocm = [facts(r, 10, 50.0, None) for r in (0, 1)]
+    for part, waits in zip(rocm, (9.0, 7.0), strict=True):
+        part["graph_candidates"] |= {"graph": "HIP", "waits_us": waits}
+    hip = combine_waits_facts([(0, rocm[0]), (1, rocm[1])])["graph_candidates"]
+    assert hip["graph"] == "HIP" and hip["waits_us"] == 16.0 and hip["saving_us"] == 11.0
+    rocm[1]["graph_candidates"]["graph"] = "CUDA"
+    assert combine_waits_facts([(0, rocm[0]), (1, rocm[1])])["graph_candidates"]["graph"] == "CUDA/HIP"
 
 
 def _two_rank_trace(rank: int, gemm_us: float) -> dict:
