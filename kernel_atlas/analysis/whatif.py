@@ -24,6 +24,7 @@ from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MA
 from kernel_atlas.analysis.longest_path import longest_path, longest_path_length, solves_exactly
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import distinct_codes, lexical_codes
+from kernel_atlas.core.safe_files import LOCK_NAME
 from kernel_atlas.core.texts import name_mask, time_bound, user_pattern
 from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.store.outputs import (
@@ -430,7 +431,8 @@ def run_whatif(
         raise AtlasError(None, "nothing to change: give --speedup FIELD=VALUE:Nx (or :roofline) or --no-launch-gaps")
     window_spec = parse_window(window)
     out = Path(out_dir)
-    open_output(out)  # a folder that is not an ingest output is refused before the lock is taken
+    if not (out / LOCK_NAME).exists():  # a folder no atlas command wrote is refused before a lock is made in it;
+        open_output(out)  # one being written is told so by the lock, not "not an ingest output" (campaign AW 6)
     with lock(out, shared=True):
         output = open_output(out)
         ranks = sorted(output.files) or [0]
@@ -452,5 +454,8 @@ def run_whatif(
             kernels = load_kernels(out, ranks=[chosen]) if output.files else load_kernels(out)
             result = what_if(kernels, load_host_events(out, chosen), changes, no_launch_gaps, roofline, window_spec)
             result["rank"], result["joint_ranks"] = chosen, 1
-    write_json(out, "whatif.json", result)
+        # written while the folder is held, and naming its run: written after the lock was let go, an
+        # ingest of another trace in between had kept the old run's what-if in the new run (campaign AW 3)
+        result["run_id"] = output.run_id
+        write_json(out, "whatif.json", result)
     return result
