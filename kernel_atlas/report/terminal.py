@@ -95,7 +95,7 @@ def progress(console: Console, paths: list[Path], disable: bool = False) -> Iter
     """Progress for `atlas ingest`: per stage of one large trace (over 50 MB), per trace for several.
 
     Yields (on_done(path), on_progress(stage, fraction)) callbacks; silent unless `console` is a terminal."""
-    sizes = [p.stat().st_size if p.is_file() else 0 for p in paths]
+    sizes = [_size(p) for p in paths]
     if disable or (len(paths) == 1 and sizes[0] < 50 << 20):
         yield (lambda _p: None), None
         return
@@ -105,6 +105,16 @@ def progress(console: Console, paths: list[Path], disable: bool = False) -> Iter
     else:
         with progress_bar(console, f"ingesting {len(paths)} traces", total=len(paths)) as bar:
             yield (lambda p: bar.advance(detail=Path(p).name)), None
+
+
+def _size(path: Path) -> int:
+    """A trace's size for the progress bar, 0 where it is no file — or is no longer one: a trace
+    removed as `atlas ingest DIR` starts is that trace's failure, reported with the others
+    completed, not the whole ingest's (campaign AW 10)."""
+    try:
+        return path.stat().st_size if path.is_file() else 0
+    except OSError:
+        return 0
 
 
 def _trace_header(facts: dict[str, Any]) -> list[str]:

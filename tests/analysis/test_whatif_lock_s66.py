@@ -4,10 +4,12 @@ ingest output"."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from kernel_atlas.analysis import whatif
 from kernel_atlas.core.errors import AtlasError
@@ -51,3 +53,27 @@ def test_whatif_on_a_folder_being_written_says_so(tmp_path: Path) -> None:
     with pytest.raises(AtlasError, match="not an ingest output"):
         whatif.run_whatif(plain, [], True, None, None)
     assert list(plain.iterdir()) == []
+
+
+def test_a_trace_removed_as_the_ingest_starts_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress bar's sizes: a trace gone between its `is_file()` and its `stat()` had ended the
+    whole `atlas ingest DIR` before any trace was read (campaign AW 10); now it is that trace's
+    failure alone, told with the others (here: its size 0, the bar's choice unchanged)."""
+    from kernel_atlas.report import terminal
+
+    gone = tmp_path / "gone.json"
+    gone.write_text("{}")
+    real_is_file = Path.is_file
+
+    def is_file_then_removed(path: Path) -> bool:
+        answer = real_is_file(path)
+        if path == gone:
+            path.unlink(missing_ok=True)  # removed right after the check
+        return answer
+
+    kept = tmp_path / "kept.json"
+    kept.write_text("{}")
+    monkeypatch.setattr(Path, "is_file", is_file_then_removed)
+    with terminal.progress(Console(file=io.StringIO()), [gone, kept]) as (on_done, _):
+        on_done(kept)  # the bar for two traces is made: no FileNotFoundError escaped
+    assert not gone.exists()
