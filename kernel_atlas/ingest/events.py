@@ -515,7 +515,7 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
         part = _host_columns(*pick((family >= 0) & (family < 10), _UNREAD_ON_HOST), ignored)
         part.events = len(events)
         part.gpu, part.gpu_strings = _gpu_columns(*pick((family >= 10) & (family < _GPU_STEP)), ignored)
-        if len(part.gpu.get("correlation", ())) and (part.gpu["correlation"] < 0).any():  # never in modern traces
+        if part.gpu.pop("_writer_without_ids", False):  # never in modern traces
             part.flow_keys, part.flow_ts = _flow_links(framed)
         part.steps = _gpu_steps(*pick(family == _GPU_STEP)[:2])
         if (family == _INSTANT).any():
@@ -1121,6 +1121,11 @@ def _gpu_columns(
     columns.update(zip(_GPU_FLOATS, floats.reshape(n, len(_GPU_FLOATS)).T, strict=True))
     # device and stream fall back to pid and tid where those are numbers (older exporters)
     device, stream = columns["device"], columns["stream"]
+    # the roctracer writer before pytorch/kineto#922 recorded neither a correlation nor a device: its
+    # launch flows link such activities (`_flow_links`). Only activities missing both: one whose
+    # correlation alone is unusable stays unlinked, whatever slice its flow fell in (the flow of an
+    # activity ending a slice is in the next: a link that depended on where slices were cut)
+    columns["_writer_without_ids"] = bool(((columns["correlation"] < 0) & (device < 0)).any())
     if (device < 0).any() or (stream < 0).any():
         numbers = np.array([(_number(e.pid), _number(e.tid)) for e in events], dtype=np.int64).reshape(n, 2)
         columns["device"] = np.where(device >= 0, device, numbers[:, 0])
