@@ -3,9 +3,12 @@
 Read-only tools over the run folders (`atlas ingest` / `atlas report` outputs) under one root:
 `runs`, `summary`, `top_kernels`, `findings`, `query`, `explain`, `diff` and `critical_path`.
 Every run is named by its path relative to the root; a path that leaves the root (`..`, an
-absolute path, a symbolic link out of it) is refused. `query` runs one SQL SELECT through DuckDB
-over the run's tables, registered as Arrow datasets on a connection with file access disabled
-and its configuration locked, so that SQL can neither read other files nor write any; each
+absolute path, a symbolic link out of it) is refused. A run is read under its folder's shared
+lock, as the command line's readers read it: while an ingest or a report writes it, a tool is
+refused in one line ("being written by another atlas command"). `query` runs one SQL SELECT
+through DuckDB over the run's tables, registered as Arrow datasets on a connection with file
+access disabled and its configuration locked, so that SQL can neither read other files nor
+write any (a table made from another ingest run's kernels than the folder's is left out); each
 query runs in a process of its own, one at a time, killed past its time and memory bounds.
 Results have row, text, nesting and size limits (the size as the SDK writes an answer,
 indented), and every text that leaves the server goes through the credential redaction the rest
@@ -23,7 +26,8 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +35,8 @@ from typing import Any
 from kernel_atlas.core.beside import Beside, ChildLost, OverBound
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import CUT_TAIL, redact_cut, redact_message, redact_text, redact_value
-from kernel_atlas.store.outputs import KERNELS, SUMMARY, open_output, read_report
+from kernel_atlas.core.safe_files import LOCK_NAME, os_problem
+from kernel_atlas.store.outputs import KERNELS, SUMMARY, lock, open_output, read_report, table_run
 
 MAX_ROWS = 500  # the most rows a tool returns
 QUERY_SECONDS = 30  # the most time one `query` may take
@@ -101,10 +106,22 @@ class Tools:
             if resolved != self.root and self.root not in resolved.parents:
                 raise AtlasError(named, "outside the server's root")
             if not (resolved / SUMMARY).is_file() and not (resolved / KERNELS).exists():
+                if (resolved / LOCK_NAME).is_file():  # an ingest clears the run it replaces: say so
+                    with lock(resolved, shared=True):
+                        pass
                 raise AtlasError(named, "not a run folder (no summary.json): list them with the `runs` tool")
         except OSError as exc:  # a name longer than the system takes (ENAMETOOLONG), a loop of links
             raise AtlasError(named, f"not a run folder ({exc.strerror or exc})") from None
         return resolved
+
+    @contextmanager
+    def held(self, run: str) -> Iterator[Path]:
+        """The run folder `run`, under its shared lock for the block (`outputs.lock`), as `atlas
+        diff` and `dashboard` read: an ingest clearing it between two reads had a tool fail with
+        no reason given (pyarrow's FileNotFoundError) and a traceback on the server's stderr."""
+        folder = self.run_dir(run)
+        with lock(folder, shared=True):
+            yield folder
 
     def _name(self, path: Path) -> str:
         relative = path.relative_to(self.root).as_posix()
@@ -135,14 +152,16 @@ class Tools:
         """One run of `runs`; a run whose summary.json or report.json cannot be read is listed
         with an `error` (one damaged report.json failed the whole call: no run could be found)."""
         try:
-            output = open_output(path)
+            with lock(path, shared=True):
+                output = open_output(path)
+                reported = read_report(path, output.run_id) is not None
             summary = output.summary
             traces = summary.get("traces", [])
             entry = {
                 "run": self._name(path),
                 "traces": [t.get("file") for t in traces],
                 "gpus": sorted({g.get("name", "?") for t in traces for g in t.get("gpus", [])}),
-                "reported": read_report(path, output.run_id) is not None,
+                "reported": reported,
             }
         except AtlasError as exc:
             return {"run": _clean(self._name(path)), "error": self.refusal(exc)}
@@ -163,10 +182,13 @@ class Tools:
     def summary(self, run: str) -> dict[str, Any]:
         """GPU time, busy/idle per device, GPUs, activity counts and — where `atlas report` ran —
         the costed share and the reasons for the rest."""
-        folder = self.run_dir(run)
-        output = open_output(folder)
+        with self.held(run) as folder:
+            output = open_output(folder)
+            kinds = self._select(
+                folder, "SELECT kind, count(*) AS n, sum(dur_us) AS us FROM kernels GROUP BY kind", 100
+            )
+            report = read_report(folder, output.run_id)
         summary = output.summary
-        kinds = self._select(folder, "SELECT kind, count(*) AS n, sum(dur_us) AS us FROM kernels GROUP BY kind", 100)
         # a fleet (or a hostile trace) lists thousands: the first MAX_ROWS of each, and how many there are
         listed = {key: summary.get(key, []) for key in ("traces", "devices", "warnings")}
         answer: dict[str, Any] = {
@@ -181,7 +203,6 @@ class Tools:
             "warnings": listed["warnings"][:MAX_ROWS],
         }
         answer.update({f"{key}_total": len(rows) for key, rows in listed.items() if len(rows) > MAX_ROWS})
-        report = read_report(folder, output.run_id)
         if report is None:
             answer["report"] = "not reported yet: run `atlas report` on this folder for costs, findings and waits"
         else:
@@ -213,35 +234,38 @@ class Tools:
             f"FROM kernels {where} GROUP BY name, category, op_mapping "
             "ORDER BY total_us DESC, name, op_mapping NULLS LAST, category NULLS LAST"
         )
-        return self._select(self.run_dir(run), sql, limit)
+        with self.held(run) as folder:
+            return self._select(folder, sql, limit)
 
     def findings(self, run: str, limit: int = 10) -> dict[str, Any]:
         """What to fix first: report.json's ranked findings where `atlas report` wrote them;
         otherwise the kernels with the most headroom over the roofline (roofline.parquet)."""
-        folder = self.run_dir(run)
-        output = open_output(folder)
         limit = _rows(limit)
-        report = read_report(folder, output.run_id)
-        if report is not None and isinstance(report.get("findings"), list):
-            return _clean({"run": self._name(folder), "source": "report.json", "findings": report["findings"][:limit]})
-        if report is None or not (folder / "roofline.parquet").is_file():
-            raise AtlasError(run, "no report yet: run `atlas report` on this folder first")
-        sql = (
-            "SELECT name, op_mapping, category, input_dims, total_us, attainable_us, headroom_us, sol_pct, bound "
-            "FROM roofline WHERE headroom_us > 0 ORDER BY headroom_us DESC"
-        )
-        rows = self._select(folder, sql, limit)
+        with self.held(run) as folder:
+            report = read_report(folder, open_output(folder).run_id)
+            if report is not None and isinstance(report.get("findings"), list):
+                found = report["findings"][:limit]
+                return _clean({"run": self._name(folder), "source": "report.json", "findings": found})
+            if report is None or not (folder / "roofline.parquet").is_file():
+                raise AtlasError(run, "no report yet: run `atlas report` on this folder first")
+            sql = (
+                "SELECT name, op_mapping, category, input_dims, total_us, attainable_us, headroom_us, sol_pct, bound "
+                "FROM roofline WHERE headroom_us > 0 ORDER BY headroom_us DESC"
+            )
+            rows = self._select(folder, sql, limit)
         return _clean({"run": self._name(folder), "source": "roofline.parquet headroom", "findings": rows["rows"]})
 
     def query(self, run: str, sql: str, limit: int = 200) -> dict[str, Any]:
         """One read-only SQL SELECT over the run's tables (`kernels`, `roofline`, `idle`, …):
         its columns and rows (at most `limit`; `truncated` says when more matched), each text
         cut to 10,000 characters."""
-        return self._select(self.run_dir(run), sql, _rows(limit))
+        with self.held(run) as folder:
+            return self._select(folder, sql, _rows(limit))
 
     def tables(self, run: str) -> dict[str, Any]:
         """The tables `query` can read in a run, with their columns."""
-        return _bounded(partial(_tables, self.run_dir(run)))
+        with self.held(run) as folder:
+            return _bounded(partial(_tables, folder))
 
     def explain(self, kernel: str, launcher: str | None = None, stack: list[str] | None = None) -> dict[str, Any]:
         """How Kernel Atlas labels a kernel: the op and category, the rule that decided, what the
@@ -301,8 +325,8 @@ class Tools:
         by category, op, kernel, module, frame and rank (`top`), where optimisation pays and
         each rank's path; every list cut to `limit` items (`truncated` says when one was)."""
         rows = _rows(limit)
-        folder = self.run_dir(run)
-        report = read_report(folder, open_output(folder).run_id)
+        with self.held(run) as folder:
+            report = read_report(folder, open_output(folder).run_id)
         if report is None:
             raise AtlasError(run, "no report yet: run `atlas report` on this folder first")
         path = report.get("critical_path")
@@ -420,15 +444,29 @@ def _connect(folder: Path) -> tuple[Any, dict[str, str]]:
     connection = duckdb.connect(
         ":memory:", config={"autoload_known_extensions": False, "autoinstall_known_extensions": False}
     )
-    connection.register("kernels", ds.dataset(folder / KERNELS, format="parquet", partitioning="hive"))
+    try:
+        kernels = ds.dataset(folder / KERNELS, format="parquet", partitioning="hive")
+    except (OSError, ValueError, pa.ArrowException) as exc:  # changed since `open_output` read it
+        raise AtlasError(folder / KERNELS, f"cannot read: {_first_line(exc)}") from None
+    connection.register("kernels", kernels)
     unreadable: dict[str, str] = {}
     for path in sorted(folder.glob("*.parquet")):
         if path.name in TABLES_SKIPPED or path.is_symlink() or not path.is_file():
             continue
         try:  # one damaged table (`atlas report` rewrites them) costs only itself
+            # a table of another run (a report killed after it removed report.json left its
+            # steps.parquet) was served as this run's: left out, as `check_derived` refuses it
+            made_from = table_run(path)
+            if output.run_id is not None and made_from is not None and made_from != output.run_id:
+                unreadable[path.stem] = (
+                    f"{path.name}: made from another ingest run's kernels than this folder's: run `atlas report` again"
+                )
+                continue
             connection.register(path.stem, ds.dataset(path, format="parquet"))
+        except AtlasError as exc:
+            unreadable[path.stem] = f"{path.name}: {exc.problem}"
         except (OSError, ValueError, pa.ArrowException) as exc:
-            unreadable[path.stem] = f"{path.name}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            unreadable[path.stem] = f"{path.name}: {_first_line(exc)}"
     del output
     # an agent's query is bounded like any input: by DuckDB (memory, no spilling to disk; time,
     # in `_select`: `range(1e12)` ran for ever) and by `_bounded`'s process (what DuckDB misses)
@@ -438,6 +476,10 @@ def _connect(folder: Path) -> tuple[Any, dict[str, str]]:
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
     return connection, unreadable
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _rows(limit: int) -> int:
@@ -585,6 +627,9 @@ def _guarded(method: Any) -> Any:
             return method(*args, **kwargs)
         except AtlasError as exc:
             raise ToolError(method.__self__.refusal(exc)) from None  # every tool is a bound `Tools` method
+        except OSError as exc:  # the system refusing a read (a file gone meanwhile): one line, no traceback
+            refused = AtlasError(exc.filename, f"cannot read: {os_problem(exc)}")
+            raise ToolError(method.__self__.refusal(refused)) from None
 
     return tool
 

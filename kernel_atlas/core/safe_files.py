@@ -56,9 +56,21 @@ def os_problem(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
+NAME_BYTES = 255  # the longest file name Linux file systems take (NAME_MAX), in bytes
+
+
+def cut_to_bytes(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` bytes as the file system counts them (UTF-8), never in the
+    middle of a character: a name cut to 180 characters was 720 bytes of CJK, past NAME_BYTES."""
+    raw = os.fsencode(text)
+    if len(raw) <= limit:
+        return text
+    return raw[:limit].decode("utf-8", "ignore")
+
+
 def _temporary_name(name: str) -> str:
     # dotted (readers skip it), unique, and short enough for any file system's name limit
-    return f".{name[:180]}.{uuid.uuid4().hex[:12]}.tmp"
+    return f".{cut_to_bytes(name, 180)}.{uuid.uuid4().hex[:12]}.tmp"
 
 
 @contextmanager
@@ -217,31 +229,75 @@ def is_writable_folder(folder: str | Path) -> bool:
     return stat.S_ISDIR(mode) and bool(mode & 0o222) and os.access(folder, os.W_OK | os.X_OK)
 
 
-def _holder(fd: int) -> str:
-    with suppress(OSError):
-        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-        if pid.isdigit():
-            return f" (pid {pid})"
-    return ""
+def _holders(fd: int) -> str:
+    """The processes holding a lock on the file open as `fd`, as the kernel lists them
+    (/proc/locks), in words — " (pid N)" —, else "": a pid written into the lock file named
+    the last writer, long gone, when a reader (which wrote none) held the folder, or the writer
+    before when the one holding it had not written its own yet."""
+    try:
+        held = os.fstat(fd)
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return ""
+    # `N: FLOCK  ADVISORY  WRITE PID MAJ:MIN:INODE 0 EOF` (a waiter's line has `->` after `N:`)
+    on_inode: dict[int, bool] = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK" or not fields[4].isdigit():
+            continue
+        where = fields[5].split(":")
+        if len(where) != 3 or not where[2].isdigit() or int(where[2]) != held.st_ino or int(fields[4]) <= 0:
+            continue
+        try:
+            same_device = (int(where[0], 16), int(where[1], 16)) == (os.major(held.st_dev), os.minor(held.st_dev))
+        except ValueError:
+            continue
+        on_inode[int(fields[4])] = on_inode.get(int(fields[4]), False) or same_device
+    # the device as stat gives it differs from the one the kernel lists on some file systems
+    # (overlayfs): the inode alone is taken there, only where no entry matches both
+    pids = sorted(pid for pid, same in on_inode.items() if same) or sorted(on_inode)
+    if not pids:
+        return ""
+    return f" (pid {pids[0]})" if len(pids) == 1 else f" (pids {', '.join(map(str, pids))})"
 
 
 @contextmanager
 def folder_lock(folder: str | Path, shared: bool = False) -> Iterator[None]:
     """Hold `folder` for the block: exclusively for a writer, shared for a reader. A writer
-    meeting any other holder, or a reader meeting a writer, fails at once. A reader of a folder
-    it cannot write (read-only media) reads without a lock."""
+    meeting any other holder, or a reader meeting a writer, fails at once, naming the holders
+    the kernel knows (`_holders`). A folder whose permission bits forbid writing is read-only
+    for every user, root too (`is_writable_folder`, the rule `--html` and `-o` files follow): a
+    writer is refused there, and a reader reads it without a lock where it holds no lock file
+    (it had made one in a mode-555 run folder), as on read-only media."""
     folder = Path(folder)
     if fcntl is None:  # pragma: no cover
         yield
         return
+    path = folder / LOCK_NAME
+    if folder.is_dir() and not is_writable_folder(folder):
+        if not shared:
+            raise AtlasError(
+                folder,
+                "read-only (its permission bits forbid writing, root's too): make it writable or use another folder",
+            )
+        if not os.path.lexists(path):
+            yield
+            return
     try:
-        fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o666)
     except OSError as exc:
         if shared and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
             yield
             return
         if exc.errno == errno.ELOOP:
-            raise AtlasError(folder / LOCK_NAME, "is a symbolic link: not followed (remove it)") from None
+            raise AtlasError(path, "is a symbolic link: not followed (remove it)") from None
+        if exc.errno == errno.EISDIR:
+            raise AtlasError(
+                path, "is a folder where the lock file belongs: remove it (atlas makes the file itself)"
+            ) from None
+        if shared:  # a reader writes nothing: said as what it could not do
+            raise AtlasError(path, f"cannot open the folder's lock file: {os_problem(exc)}") from None
         raise AtlasError(folder, f"cannot write here: {os_problem(exc)}") from None
     try:
         try:
@@ -250,14 +306,10 @@ def folder_lock(folder: str | Path, shared: bool = False) -> Iterator[None]:
             doing = "being written" if shared else "in use"
             raise AtlasError(
                 folder,
-                f"{doing} by another atlas command{_holder(fd)}: wait for it to finish, or use another folder",
+                f"{doing} by another atlas command{_holders(fd)}: wait for it to finish, or use another folder",
             ) from None
-        if not _still_linked(folder / LOCK_NAME, fd):  # the lock was removed with its folder meanwhile
+        if not _still_linked(path, fd):  # the lock was removed with its folder meanwhile
             raise AtlasError(folder, "in use by another atlas command, which removed it: run again")
-        if not shared:
-            with suppress(OSError):
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
         os.close(fd)

@@ -55,6 +55,7 @@ from kernel_atlas.store.outputs import (
     new_run,
     remove_dataset_file,
     run_file_of,
+    short_name,
     write_json,
     write_rank,
 )
@@ -209,9 +210,10 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
 
 
 def default_output(first_source: str) -> str:
-    """`<stem>.atlas` next to the first trace (also for URLs)."""
+    """`<stem>.atlas` next to the first trace (also for URLs), cut as a file name is where the
+    trace's name is too long for it (`outputs.short_name`)."""
     head, _, name = first_source.rstrip("/").rpartition("/")
-    stem = _stem(name) + ".atlas"
+    stem = short_name(_stem(name), ".atlas")
     return f"{head}/{stem}" if head else stem
 
 
@@ -232,12 +234,17 @@ def output_for(first_source: str, choose: str = "-o sets the output folder") -> 
     if is_url(out) and not out.startswith("file://"):
         return out, None
     local = Path(out.removeprefix("file://"))
-    if local.exists() or is_writable_folder(local.parent):
+    # an existing folder is written again only where its permission bits allow it, root's too
+    # (`outputs.check_output_path`): root rewrote a mode-555 `<stem>.atlas`; else the fallback
+    usable = is_writable_folder(local) if local.is_dir() else local.exists() or is_writable_folder(local.parent)
+    if usable:
         return out, None
     fallback = Path(local.name)
+    read_only = local if local.is_dir() else local.parent
     if not is_writable_folder(Path.cwd()):
-        raise AtlasError(first_source, f"its folder {local.parent} and the current folder are read-only: {choose}")
-    return str(fallback), f"{local.parent} is read-only: writing to ./{fallback} instead ({choose})"
+        mine = "its folder" if read_only == local.parent else "its output folder"
+        raise AtlasError(first_source, f"{mine} {read_only} and the current folder are read-only: {choose}")
+    return str(fallback), f"{read_only} is read-only: writing to ./{fallback} instead ({choose})"
 
 
 def not_a_run_file(path: Path) -> None:

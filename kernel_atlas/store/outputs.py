@@ -28,6 +28,7 @@ report or a replay writes carry the same run id, so they are tied to the kernels
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -87,8 +88,11 @@ DERIVED = (
     "memory.parquet",
     "host_events.parquet",  # written by ingest beside the kernels (ingest/host_events.py)
     "critical_path.parquet",
+    "steps.parquet",  # a report killed after it removed report.json left it, served as the next run's steps
     "whatif.json",
 )
+# The rank-partitioned tables an ingest writes: their `rank=N` folders are made before a file is in them
+DATASETS = (KERNELS, "host_events.parquet", "memory_events.parquet")
 # Columns a kernels table must have for `atlas report`; the others are filled with nulls when absent
 # (outputs of earlier versions lack the newer ones).
 REQUIRED_COLUMNS = ("name", "kind", "ts_us", "dur_us", "op_mapping", "category")
@@ -136,7 +140,19 @@ def dataset_file(dataset: str, rank: int, stem: str) -> str:
     `_run.json` was ingested, then reported as having no GPU activity —, so such a name is
     written after `trace-`; the rows keep their trace's name."""
     name = f"trace-{stem}" if stem.startswith((".", "_")) else stem
-    return f"{dataset}/{PARTITION}={rank}/{name}.parquet"
+    return f"{dataset}/{PARTITION}={rank}/{short_name(name, '.parquet')}"
+
+
+def short_name(stem: str, suffix: str) -> str:
+    """`stem + suffix` as a file or folder name, within the file system's NAME_BYTES: a longer
+    one is the stem cut (at a character) followed by `-` and 16 hex digits of its SHA-256 — the
+    same name for the same stem, another for another. A legal 255-byte trace name made a
+    258-byte rank file and a 256-byte `.atlas` folder, which no file system takes."""
+    if len(os.fsencode(stem + suffix)) <= safe_files.NAME_BYTES:
+        return stem + suffix
+    digest = hashlib.sha256(os.fsencode(stem)).hexdigest()[:16]
+    room = safe_files.NAME_BYTES - len(os.fsencode(suffix)) - len(digest) - 1
+    return f"{safe_files.cut_to_bytes(stem, room)}-{digest}{suffix}"
 
 
 def rank_file(rank: int, stem: str) -> str:
@@ -148,7 +164,10 @@ def rank_file(rank: int, stem: str) -> str:
 
 
 def check_output_path(out: str | Path) -> None:
-    """`-o` names a folder that is (or can be made) ours: not empty, not a file."""
+    """`-o` names a folder that is (or can be made) ours: not empty, not a file, not one (or
+    under one) whose permission bits forbid writing — for root too, as for `--html` and `-o`
+    files (`check_named_output`): root rewrote a mode-555 run folder and made folders in a
+    mode-555 one."""
     if not str(out).strip():
         raise AtlasError(None, "-o: the output folder is an empty path")
     if str(out) == "-":  # a folder named `-` was made, where stdout was meant
@@ -159,6 +178,15 @@ def check_output_path(out: str | Path) -> None:
     try:
         if path.exists() and not path.is_dir():
             raise AtlasError(out, "output exists and is not a folder")
+        if path.is_dir() and not safe_files.is_writable_folder(path):
+            raise AtlasError(
+                out,
+                "read-only (its permission bits forbid writing, root's too): make it writable or use another folder",
+            )
+        if not path.is_dir():
+            above = next((p for p in path.absolute().parents if p.exists()), None)
+            if above is not None and above.is_dir() and not safe_files.is_writable_folder(above):
+                raise AtlasError(out, f"cannot create the output folder: {above} is read-only")
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise AtlasError(out, f"cannot create the output folder: {safe_files.os_problem(exc)}") from None
@@ -227,7 +255,10 @@ def _previous_report_files(root: Path, run_id: str | None) -> list[Path]:
 
 def clear_previous_run(out: str | Path) -> None:
     """Remove an earlier run's files from `out`: summary.json first (a folder without one is an
-    unfinished run), then everything made from its kernels, its catalog and its dataset."""
+    unfinished run), then everything made from its kernels, its catalog and its dataset. A
+    folder holding no run id but the dataset folders an ingest made before its first rank file
+    was in place (`_unfinished_dataset`) has those removed; any other file of an output's name
+    in a folder without a run is refused, and nothing removed."""
     if is_url(out):
         fs, root_url = filesystem(out)
         for name in (SUMMARY, *DERIVED, CATALOG, KERNELS):
@@ -238,10 +269,15 @@ def clear_previous_run(out: str | Path) -> None:
     root = Path(out)
     run_id = _run_of_folder(root)
     if run_id is None:
-        clashing = [name for name in (SUMMARY, CATALOG, KERNELS, *DERIVED) if (root / name).exists()]
+        unfinished = [name for name in DATASETS if _unfinished_dataset(root / name)]
+        clashing = [
+            name for name in (SUMMARY, CATALOG, KERNELS, *DERIVED) if (root / name).exists() and name not in unfinished
+        ]
         if clashing:  # never remove what no Kernel Atlas run wrote
             shown = ", ".join(clashing[:4]) + (f" and {len(clashing) - 4} more" if len(clashing) > 4 else "")
             raise AtlasError(root, f"holds {shown}, which no Kernel Atlas run wrote: name an empty or new folder")
+        for name in unfinished:  # an ingest's own folders, left before a file was in them
+            safe_files.remove(root / name)
         return
     safe_files.remove(root / SUMMARY)
     for path in [*_previous_report_files(root, run_id), *(root / name for name in DERIVED)]:
@@ -262,7 +298,7 @@ def _run_of_folder(root: Path) -> str | None:
     if isinstance(summary, dict) and isinstance(summary.get("run_id"), str):
         return summary["run_id"]
     written = [root / name for name in DERIVED if name.endswith(".parquet") and (root / name).is_file()]
-    for dataset in (KERNELS, "host_events.parquet", "memory_events.parquet"):  # a rank's, written first
+    for dataset in DATASETS:  # a rank's, written first
         if (root / dataset).is_dir():
             written += sorted((root / dataset).glob("rank=*/*.parquet"))[:1]
     for path in written:  # every table an ingest or report writes carries its run's id
@@ -273,6 +309,30 @@ def _run_of_folder(root: Path) -> str | None:
         if found is not None:
             return found
     return None
+
+
+# a writer's temporary file (`safe_files.atomic_file`), left where it was killed mid-write
+_TEMPORARY = re.compile(r"^\..*\.[0-9a-f]{12}\.tmp$", re.DOTALL)
+
+
+def _unfinished_dataset(path: Path) -> bool:
+    """Whether `path` is a dataset folder an ingest made and ended before a file was in it:
+    `rank=N` folders alone, holding nothing but a writer's temporary files. Killed (SIGKILL,
+    SIGTERM, Ctrl-C), or failed writing (disk full, a file-size limit), before its first rank
+    file was renamed into place, an ingest left `kernels.parquet/rank=0/` empty, and every later
+    ingest refused the folder as one "no Kernel Atlas run wrote"."""
+    try:
+        if path.is_symlink() or not path.is_dir():
+            return False
+        for folder in path.iterdir():
+            if not _RANK_DIR.match(folder.name) or folder.is_symlink() or not folder.is_dir():
+                return False
+            for entry in folder.iterdir():
+                if not _TEMPORARY.match(entry.name) or not _regular(entry):
+                    return False
+    except OSError:
+        return False
+    return True
 
 
 @contextmanager
@@ -312,8 +372,16 @@ def new_run(out: str | Path) -> Iterator[str]:
 
 
 def _remove_if_only_the_lock(folder: Path) -> None:
-    with suppress(OSError):
-        if [p.name for p in folder.iterdir()] == [safe_files.LOCK_NAME]:
+    """`folder` removed where it holds nothing but its lock and the dataset folders the run made
+    before a file was in them (a rank that failed writing its file: disk full, a name too long)."""
+    with suppress(OSError, AtlasError):
+        names = {p.name for p in folder.iterdir()}
+        left = names - {safe_files.LOCK_NAME}
+        if safe_files.LOCK_NAME in names and all(
+            name in DATASETS and _unfinished_dataset(folder / name) for name in left
+        ):
+            for name in left:
+                safe_files.remove(folder / name)
             (folder / safe_files.LOCK_NAME).unlink()
             folder.rmdir()
 
