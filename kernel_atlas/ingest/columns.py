@@ -32,6 +32,7 @@ from kernel_atlas.ingest.events import (
     Shape,
     SlicePart,
     step_number,
+    step_numbers,
 )
 from kernel_atlas.ingest.reader import TraceInfo, read_trace
 
@@ -54,6 +55,7 @@ __all__ = [
     "categorical",
     "set_rows",
     "step_number",
+    "step_numbers",
 ]
 
 

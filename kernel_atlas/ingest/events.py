@@ -1333,6 +1333,11 @@ def step_number(name: str) -> int | None:
     return None
 
 
+def step_numbers(names: Sequence[str]) -> np.ndarray:
+    """`step_number` of each name (a host table's, by name code), -1 where it names no step."""
+    return np.array([-1 if (n := step_number(s)) is None else n for s in names], dtype=np.int64)
+
+
 def _loose_int(value: object, none: int = -1) -> int:
     """An id or count written loosely ("7", 7.0) as an int64; `none` when it is none — a fraction
     too (`"correlation": 1000.5` is no id: never cut to 1000, which would link it to launch 1000)."""

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.columns import ANNOTATION, RUNTIME, TraceColumns, step_number
+from kernel_atlas.ingest.columns import ANNOTATION, RUNTIME, TraceColumns, step_numbers
 from kernel_atlas.ingest.events import MAX_TEXT
 from kernel_atlas.ingest.frames import MODULE_PREFIX, innermost_modules, short_frame
 from kernel_atlas.ingest.link import MAX_STACK_RANGES, SHORT_STACK_TEXT, STACKS_TEXT, LinkedColumns, take
@@ -163,7 +163,7 @@ def host_activity(cols: TraceColumns, linked: LinkedColumns) -> dict[str, Any]:
     waits = np.flatnonzero(host_wait)
     frames = modules = np.empty(0, dtype=object)  # the waits' (none: every row's is None)
     if len(waits) and len(parent) == len(host):
-        is_step = np.array([step_number(s) is not None for s in host.names], dtype=bool)
+        is_step = step_numbers(host.names) >= 0
         found = _enclosing_frames(cols, parent, launch[waits], since[waits], is_step)
         loose = np.flatnonzero(found < 0)  # no range encloses the whole wait
         if len(loose):

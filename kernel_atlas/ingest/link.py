@@ -37,7 +37,7 @@ from kernel_atlas.ingest.columns import (
     HostTable,
     TraceColumns,
     categorical,
-    step_number,
+    step_numbers,
 )
 from kernel_atlas.ingest.composite import enclosed_shapes
 from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT, cut_long
@@ -159,7 +159,7 @@ class HostNesting:
             parent = nesting_parents(host.thread, host.ts, host.end, _enclosing_first(host))
         return cls(
             parent=parent,
-            is_profiler_step=np.array([step_number(s) is not None for s in host.names], dtype=bool),
+            is_profiler_step=step_numbers(host.names) >= 0,
             short=[short_frame(s) for s in host.names],
         )
 
@@ -258,7 +258,7 @@ def step_rows(host: HostTable) -> np.ndarray:
     profilers numbering differently) is a step of its own and cuts the one around it: that one's
     time before and after it are two rows of its number, so that every instant lies in one row
     at most and the rows add up (the innermost range holding a launch is its step)."""
-    step_of = np.array([step_number(s) if step_number(s) is not None else -1 for s in host.names], np.int64)
+    step_of = step_numbers(host.names)
     ranges = (host.family == ANNOTATION) | (host.family == CPU_OP)
     rows = np.flatnonzero(ranges & (step_of[host.name_code] >= 0)) if len(host) else np.empty(0, np.int64)
     number, start, end = step_of[host.name_code[rows]], host.ts[rows], np.maximum(host.end[rows], host.ts[rows])

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
-from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_number
+from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, MemoryEvents, categorical, step_numbers
 from kernel_atlas.ingest.events import UNKNOWN_BYTES
 from kernel_atlas.ingest.link import HostNesting, _call_stacks, take
 from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, by_thread_start_longest_first, first_matching
@@ -121,7 +121,7 @@ def enclosing_steps(host: HostTable, nest: HostNesting, thread: np.ndarray, ts: 
     """`N` of the `ProfilerStep#N` range containing each point on its thread, else on any thread
     (the autograd thread has no step ranges of its own); -1 none."""
     is_step = np.flatnonzero((host.family == ANNOTATION) & nest.is_profiler_step[host.name_code])
-    steps = np.array([step_number(name) if step_number(name) is not None else -1 for name in host.names], np.int64)
+    steps = step_numbers(host.names)
     found = np.full(len(ts), -1, dtype=np.int64)
     for same_thread in (True, False):
         missing = np.flatnonzero(found < 0)

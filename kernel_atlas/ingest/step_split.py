@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
-from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, step_number
+from kernel_atlas.ingest.columns import ANNOTATION, CPU_OP, RUNTIME, HostTable, step_numbers
 from kernel_atlas.ingest.efficiency import DeviceKernels
 from kernel_atlas.ingest.events import COMM_OPS
 from kernel_atlas.ingest.intervals import clipped_length, merge
@@ -55,7 +55,7 @@ def host_roles(host: HostTable, gpu_communication: np.ndarray | None = None) -> 
     plugin reads a `gpu_user_annotation` as a user annotation, so counts those as communication
     (a100_nccl_8rank_rank0: 3 µs a step, that were CPU execution)."""
     names = host.names
-    step_of = np.array([step_number(s) if step_number(s) is not None else -1 for s in names], dtype=np.int64)
+    step_of = step_numbers(names)
     loader = np.array(
         [
             (s.startswith("enumerate(DataLoader)#") and s.endswith(".__next__")) or s.startswith("enumerate(DataPipe)#")
