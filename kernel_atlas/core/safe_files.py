@@ -18,6 +18,7 @@ import errno
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import sys
@@ -71,6 +72,12 @@ def cut_to_bytes(text: str, limit: int) -> str:
 def _temporary_name(name: str) -> str:
     # dotted (readers skip it), unique, and short enough for any file system's name limit
     return f".{cut_to_bytes(name, 180)}.{uuid.uuid4().hex[:12]}.tmp"
+
+
+# what `_temporary_name` makes: a writer's temporary file, left where it was killed mid-write
+TEMPORARY_NAME = re.compile(r"^\..*\.[0-9a-f]{12}\.tmp$", re.DOTALL)
+# a folder whose permission bits forbid writing, said to a writer (`folder_lock`, `-o`)
+READ_ONLY = "read-only (its permission bits forbid writing, root's too): make it writable or use another folder"
 
 
 @contextmanager
@@ -277,10 +284,7 @@ def folder_lock(folder: str | Path, shared: bool = False) -> Iterator[None]:
     path = folder / LOCK_NAME
     if folder.is_dir() and not is_writable_folder(folder):
         if not shared:
-            raise AtlasError(
-                folder,
-                "read-only (its permission bits forbid writing, root's too): make it writable or use another folder",
-            )
+            raise AtlasError(folder, READ_ONLY)
         if not os.path.lexists(path):
             yield
             return

@@ -179,10 +179,7 @@ def check_output_path(out: str | Path) -> None:
         if path.exists() and not path.is_dir():
             raise AtlasError(out, "output exists and is not a folder")
         if path.is_dir() and not safe_files.is_writable_folder(path):
-            raise AtlasError(
-                out,
-                "read-only (its permission bits forbid writing, root's too): make it writable or use another folder",
-            )
+            raise AtlasError(out, safe_files.READ_ONLY)
         if not path.is_dir():
             above = next((p for p in path.absolute().parents if p.exists()), None)
             if above is not None and above.is_dir() and not safe_files.is_writable_folder(above):
@@ -311,10 +308,6 @@ def _run_of_folder(root: Path) -> str | None:
     return None
 
 
-# a writer's temporary file (`safe_files.atomic_file`), left where it was killed mid-write
-_TEMPORARY = re.compile(r"^\..*\.[0-9a-f]{12}\.tmp$", re.DOTALL)
-
-
 def _unfinished_dataset(path: Path) -> bool:
     """Whether `path` is a dataset folder an ingest made and ended before a file was in it:
     `rank=N` folders alone, holding nothing but a writer's temporary files. Killed (SIGKILL,
@@ -328,7 +321,7 @@ def _unfinished_dataset(path: Path) -> bool:
             if not _RANK_DIR.match(folder.name) or folder.is_symlink() or not folder.is_dir():
                 return False
             for entry in folder.iterdir():
-                if not _TEMPORARY.match(entry.name) or not _regular(entry):
+                if not safe_files.TEMPORARY_NAME.match(entry.name) or not _regular(entry):
                     return False
     except OSError:
         return False
