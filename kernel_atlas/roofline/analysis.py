@@ -12,6 +12,7 @@ sizes NCCL records, memcpy/memset from their byte counts. Kernels without record
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
@@ -160,8 +161,10 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     letters = ["".join(filter(str.isalpha, str(c))).lower() if c is not None else "" for c in recorded_name]
     cost_op = np.array([COST_OPS.get(name, o) for name, o in zip(letters, op, strict=True)], dtype=object)
     ranks, group_source = _group_sizes(kernels, rows, cost_op, shapes, world_size)
-    # no message fields on the kernel: the tensor recorded on its launch, the input of the collective
-    borrowed = np.isnan(nelems) & ~np.isnan(shapes.nelems[rows])
+    # no message fields on the kernel: the tensor recorded on its launch, the input of the collective —
+    # unless those tensors are not what it sends (`[message_not_recorded]`: DeepEP's routed tokens)
+    unrelated = _names_saying(_kernel_names(kernels, rows), _message_not_recorded())
+    borrowed = np.isnan(nelems) & ~np.isnan(shapes.nelems[rows]) & ~unrelated
     # one tensor recorded: the input (all_gather's is one rank's part); several: the largest is the output
     alone = shapes.count[rows][borrowed] == 1
     scale = np.array(
@@ -183,6 +186,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     unknown_dtype = np.isnan(itemsize)
     why[unknown_dtype] = [f"unknown collective dtype {d!r}" for d in dtype[unknown_dtype]]
     why[np.isnan(nelems)] = "collective message size not recorded on the kernel"
+    why[np.isnan(nelems) & unrelated] = _UNRELATED
     why[nelems > MAX_MESSAGE_ELEMENTS] = "collective message of more than 2^48 elements recorded: not a size"
     role = kernels["role"].to_numpy(dtype=object, copy=True)
     note = kernels["note"].to_numpy(dtype=object, copy=True)
@@ -219,16 +223,21 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
 
 
 # where a collective's group size n came from (formula text by source), in `_group_sizes`' order
-_RECORDED, _LISTED, _ARGUMENT, _FROM_MESSAGES, _FROM_TENSORS, _DEFAULT, _WORLD = range(7)
+_RECORDED, _LISTED, _ARGUMENT, _TEMPLATE, _FROM_MESSAGES, _FROM_TENSORS, _DEFAULT, _WORLD = range(8)
 _GROUP_SOURCES = {
     _RECORDED: "",
     _LISTED: " from the process group's ranks",
     _ARGUMENT: " from its op's group-size argument",
+    _TEMPLATE: " from its kernel's template arguments",
     _FROM_MESSAGES: " from the recorded message sizes",
     _FROM_TENSORS: " from the recorded tensors",
     _DEFAULT: ": the default process group's, the trace's world size",
     _WORLD: ": the trace's world size assumed, the process group's size not being recorded",
 }
+_UNRELATED = (
+    "collective message size not recorded: the tensors on its launch are not what it sends (the tokens "
+    "routed to each rank, or their counts)"
+)
 # (the trust line says what to re-profile with: Kineto's record_shapes, or nothing an Nsight export holds)
 _SILENT = "collective message size not recorded: neither NCCL message fields on the kernel nor shapes on its launch"
 
@@ -239,11 +248,13 @@ def _group_sizes(
     """Each collective's group size (0 where nothing gives one) and where it came from: the first
     of, in this order, (1) the `Group size` NCCL records; (2) the members `Process Group Ranks`
     lists; (3) the size its launching op takes as an argument (`[group_size_argument]`:
-    FlashInfer's TRT-LLM all-reduces have no process group); for the collectives whose input and
-    output differ by the group size (`[group_from_tensors]`: all_gather's output holds n inputs,
-    reduce_scatter's input n outputs), the ratio of (4) the kernel's own `In msg nelems` and `Out
-    msg nelems`, else (5) the largest and smallest tensor recorded on its launch; (6) the world
-    size for the default process group (every rank is in it); else (7) the world size, assumed.
+    FlashInfer's TRT-LLM all-reduces have no process group); (4) the size its kernel takes as a
+    template argument (`[group_size_template]`: vLLM's and SGLang's custom all-reduces, DeepEP's
+    intranode kernels — no process group either); for the collectives whose input and output
+    differ by the group size (`[group_from_tensors]`: all_gather's output holds n inputs,
+    reduce_scatter's input n outputs), the ratio of (5) the kernel's own `In msg nelems` and `Out
+    msg nelems`, else (6) the largest and smallest tensor recorded on its launch; (7) the world
+    size for the default process group (every rank is in it); else (8) the world size, assumed.
     A size below 1 is none (the next source speaks)."""
 
     def column(name: str) -> np.ndarray:
@@ -266,6 +277,7 @@ def _group_sizes(
         _RECORDED: column("group_size"),
         _LISTED: np.full(len(rows), np.nan) if listed is None else listed,
         _ARGUMENT: _argument_group_sizes(kernels, rows, world_size),
+        _TEMPLATE: _template_group_sizes(_kernel_names(kernels, rows), world_size),
         _FROM_MESSAGES: ratio(np.fmax(sent, received), np.fmin(sent, received), np.ones(len(rows), dtype=bool)),
         _FROM_TENSORS: ratio(shapes.nelems[rows], shapes.smallest[rows], shapes.count[rows] >= 2),
         _DEFAULT: np.where(default, float(world_size or 0), np.nan),
@@ -307,6 +319,110 @@ def _argument_group_sizes(kernels: pd.DataFrame, rows: np.ndarray, world_size: i
         k = ordinals[str(launcher)]
         found.append(float(integers[k - 1]) if 1 <= k <= len(integers) else np.nan)
     sizes[wanted] = np.array(found, dtype=np.float64)[group]
+    if world_size:
+        sizes[sizes > world_size] = np.nan
+    return sizes
+
+
+@lru_cache(maxsize=1)
+def _message_not_recorded() -> str:
+    """`[message_not_recorded] kernels`: a pattern no name matches where the table is absent."""
+    return str(read_toml("costs.toml").get("message_not_recorded", {}).get("kernels", "(?!)"))
+
+
+@lru_cache(maxsize=1)
+def _group_size_templates() -> tuple[tuple[re.Pattern[str], int], ...]:
+    """`[group_size_template]`: (pattern ending at the `<` of the kernel's template arguments, k)."""
+    table = read_toml("costs.toml").get("group_size_template", {})
+    return tuple((re.compile(pattern), int(k)) for pattern, k in table.items())
+
+
+# a template argument that is a group size: a whole number, with the suffix a demangler writes
+# for an unsigned or long one (`8u`, `8ul`)
+_WHOLE_NUMBER = re.compile(r"(\d+)[uUlL]*")
+
+
+@lru_cache(maxsize=4096)
+def template_group_size(name: str) -> int | None:
+    """The group size a kernel's demangled `name` carries as its k-th template argument
+    (`[group_size_template]`: `cross_device_reduce_1stage<__nv_bfloat16, 8>` → 8); None where no
+    pattern finds the name or that argument is not a whole number ≥ 1."""
+    for pattern, k in _group_size_templates():
+        found = pattern.search(name)
+        if found is None:
+            continue
+        arguments = _template_arguments(name, found.end())
+        number = _WHOLE_NUMBER.fullmatch(arguments[k - 1]) if 1 <= k <= len(arguments) else None
+        return int(number.group(1)) if number and int(number.group(1)) >= 1 else None
+    return None
+
+
+def _template_arguments(name: str, start: int) -> list[str]:
+    """The top-level template arguments of `name` from `start` (just past their `<`) to the `>`
+    that closes them: nested ones (`Params<__nv_bfloat16>`, `(Pattern)1`) stay whole."""
+    arguments, depth, begin = [], 0, start
+    for i in range(start, len(name)):
+        c = name[i]
+        if c in "<([":
+            depth += 1
+        elif c in ")]" or (c == ">" and depth > 0):
+            depth -= 1
+        elif c == ">" or (c == "," and depth == 0):
+            arguments.append(name[begin:i].strip())
+            begin = i + 1
+            if c == ">":
+                return arguments
+    return []  # not closed: a name cut short names no argument
+
+
+def template_collective_cost(kernel: str, call: Call) -> Cost:
+    """The bus bytes of one collective call outside a trace (a catalog entry: its kernel's name and
+    example tensors, no world size), as `_collective_costs` counts a trace's: its largest recorded
+    tensor (the only one: its input, · `[input_to_message]`) · dtype size · the bus factor for the
+    group size its kernel's template arguments give (`template_group_size`). NoCost where either is
+    missing: a collective's size is not assumed without a world to assume it from."""
+    tensors = [a for a in call.args if a.is_tensor and a.numel]
+    if re.search(_message_not_recorded(), kernel):
+        raise NoCost(f"{call.what}: {_UNRELATED}")
+    if not tensors:
+        raise NoCost(f"{call.what}: collective message size not recorded")
+    ranks = template_group_size(kernel)
+    if ranks is None:
+        raise NoCost(f"{call.what}: group size unknown: not in its kernel's template arguments, and no world size")
+    largest = max(tensors, key=lambda a: a.numel)
+    itemsize = _itemsize(str(largest.dtype))
+    if np.isnan(itemsize):
+        raise NoCost(f"unknown collective dtype {largest.dtype!r}")
+    op = call.op_mapping
+    alone = len(tensors) == 1
+    nelems = largest.numel * (_input_scale(op, ranks) if alone else 1.0)
+    factor = bus_factor(op, ranks)
+    message = _BORROWED_INPUT if alone else _BORROWED_LARGEST
+    return Cost(
+        flops=0.0,
+        bytes=nelems * itemsize * factor,
+        precision="int",
+        unit="link",
+        formula=f"bus bytes = {int(nelems)}·{int(itemsize)} B · {factor:.3f} ({op}, n={ranks}"
+        f"{_GROUP_SOURCES[_TEMPLATE]}){message}",
+    )
+
+
+def _kernel_names(kernels: pd.DataFrame, rows: np.ndarray) -> pd.Series:
+    """The kernel names of `rows`; none where the table has no names (a hand-built one)."""
+    if "name" not in kernels:
+        return pd.Series([None] * len(rows), dtype=object)
+    return kernels["name"].iloc[rows]
+
+
+def _template_group_sizes(names: pd.Series, world_size: int | None) -> np.ndarray:
+    """Per collective row: `template_group_size` of its kernel's name (worked out once per distinct
+    name), NaN where none, or where it exceeds the trace's world size (no group is larger than
+    the job: another template argument)."""
+    kinds = names.astype("category")
+    found = [template_group_size(str(name)) for name in kinds.cat.categories]
+    per_name = np.array([np.nan if n is None else float(n) for n in found] + [np.nan])  # code -1: NaN
+    sizes = per_name[kinds.cat.codes.to_numpy()]
     if world_size:
         sizes[sizes > world_size] = np.nan
     return sizes

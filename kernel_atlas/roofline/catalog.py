@@ -8,9 +8,11 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier
+from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.devices import Device
 from kernel_atlas.ingest.recorded import TENSOR, from_params
-from kernel_atlas.roofline.costs import Call, NoCost, cost_of
+from kernel_atlas.roofline.analysis import template_collective_cost
+from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
 
 
 def entry_call(entry: dict[str, Any]) -> Call:
@@ -26,6 +28,16 @@ def entry_call(entry: dict[str, Any]) -> Call:
     return Call(entry.get("kernel_implementation", ""), entry.get("op_mapping", ""), args, rule, list_dtype)
 
 
+def _entry_cost(entry: dict[str, Any]) -> Cost:
+    """One call's cost at the entry's example shapes: a collective's bus bytes from its tensors
+    and the group size its kernel's template names (no trace, so no world size to assume one
+    from), any other op's from its op's formula."""
+    call = entry_call(entry)
+    if entry.get("category") == COMMUNICATION:
+        return template_collective_cost(str(entry.get("kernel_name", "")), call)
+    return cost_of(call)
+
+
 def catalog_costs(entries: list[dict[str, Any]], device: Device | None) -> pd.DataFrame:
     """One row per entry: FLOPs and bytes of one call at the example shapes, the formula, and
     the roofline-attainable time on `device` (or the reason there is no cost)."""
@@ -38,14 +50,17 @@ def catalog_costs(entries: list[dict[str, Any]], device: Device | None) -> pd.Da
             "category": entry.get("category", ""),
         }
         try:
-            cost = cost_of(entry_call(entry))
+            cost = _entry_cost(entry)
         except (NoCost, ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
             rows.append({**row, "note": str(exc) or type(exc).__name__})
             continue
         row.update(
             flops=cost.flops, bytes=cost.bytes, precision=cost.precision, unit=cost.unit, formula=cost.formula, note=""
         )
-        if device is not None:
+        if device is not None and cost.unit == "link":  # a collective's bus bytes cross the GPU link
+            row.update(peak_gbps=device.link_gbps, peak_label="link bandwidth", bound="communication")
+            row["attainable_us"] = cost.bytes / (device.link_gbps * 1e3)
+        elif device is not None:
             peak = device.peak(cost.precision, cost.unit)
             compute_us = cost.flops / (peak.tflops * 1e6) if peak.tflops else 0.0
             memory_us = cost.bytes / (device.memory_gbps * 1e3)
