@@ -21,7 +21,7 @@ import pandas as pd
 
 from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, parse_window
 from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
-from kernel_atlas.analysis.longest_path import longest_path, longest_path_length, solves_exactly
+from kernel_atlas.analysis.longest_path import Reweighing, longest_path, solves_exactly
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import distinct_codes, lexical_codes
 from kernel_atlas.core.safe_files import LOCK_NAME
@@ -333,14 +333,15 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
     # the baseline: every activity at its recorded duration; each candidate shortens only its own
     reference = graph.weight.copy()
     reference[own] = dur[index]
+    reweighing = Reweighing(graph, reference)  # each candidate re-weighs the few runs it changes
     if solves_exactly(graph):
-        path = longest_path(graph, reference)
+        path = reweighing.path()
         base = path.length_us
         on_path = np.zeros(len(gpu), bool)
         path_own = path.edges[graph.kind[path.edges] == GPU]
         on_path[graph.event[path_own] - graph.n_host] = True
     else:
-        base, on_path = longest_path_length(graph, reference), np.ones(len(gpu), bool)
+        base, on_path = reweighing.length(np.empty(0, np.int64), np.empty(0)), np.ones(len(gpu), bool)
     which, twin = _candidate_rows(gpu, candidates, calls[0])
     costed = np.isfinite(attainable)
     group = np.where((which >= 0) & costed, twin[np.maximum(which, 0)], -1)  # each activity's twin group
@@ -352,9 +353,8 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
         new = np.where(hit, np.minimum(dur, attainable), dur)
         if not (on_path & (new < dur)).any():
             return 0.0
-        weight = reference.copy()
-        weight[own] = new[index]
-        return float(base - longest_path_length(graph, weight))
+        lowered = np.flatnonzero(new[index] != dur[index])
+        return float(base - reweighing.length(own[lowered], new[index[lowered]]))
 
     headroom = candidates["headroom_us"].to_numpy(np.float64)
     groups = np.flatnonzero(twin == np.arange(len(candidates)))
