@@ -23,8 +23,9 @@ import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.devices import VECTOR, Device, load_devices
+from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import group_numbers, lexical_codes
-from kernel_atlas.core.paths import read_toml
+from kernel_atlas.core.paths import catalogs_dir, read_toml
 from kernel_atlas.core.texts import filled
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.ingest.recorded import (
@@ -163,7 +164,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     ranks, group_source = _group_sizes(kernels, rows, cost_op, shapes, world_size)
     # no message fields on the kernel: the tensor recorded on its launch, the input of the collective —
     # unless those tensors are not what it sends (`[message_not_recorded]`: DeepEP's routed tokens)
-    unrelated = _names_saying(_kernel_names(kernels, rows), _message_not_recorded())
+    unrelated = _names_matching(_kernel_names(kernels, rows), _message_not_recorded())
     borrowed = np.isnan(nelems) & ~np.isnan(shapes.nelems[rows]) & ~unrelated
     # one tensor recorded: the input (all_gather's is one rank's part); several: the largest is the output
     alone = shapes.count[rows][borrowed] == 1
@@ -292,9 +293,32 @@ def _group_sizes(
     return ranks, source
 
 
+def _costs_problem(problem: str) -> AtlasError:
+    """A costs.toml that cannot be used, said in one line naming the file (a user's own catalog)."""
+    return AtlasError(catalogs_dir() / "costs.toml", problem)
+
+
+def _position(table: str, key: str, k: object) -> int:
+    """A `[table]` entry's argument position: a whole number ≥ 1 (2.5 had been read as 2, 0 had
+    silently turned the entry off)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise _costs_problem(f"[{table}] {key!r} = {k!r}: a position is a whole number from 1")
+    return k
+
+
+def _costs_pattern(table: str, pattern: object) -> re.Pattern[str]:
+    """A regular expression of costs.toml's `[table]`, compiled (a broken one is said, not an
+    internal error)."""
+    try:
+        return re.compile(str(pattern))
+    except re.error as exc:
+        raise _costs_problem(f"[{table}] {pattern!r}: not a regular expression ({exc})") from None
+
+
 @lru_cache(maxsize=1)
 def _group_size_arguments() -> dict[str, int]:
-    return {str(op): int(k) for op, k in read_toml("costs.toml").get("group_size_argument", {}).items()}
+    table = read_toml("costs.toml").get("group_size_argument", {})
+    return {str(op): _position("group_size_argument", str(op), k) for op, k in table.items()}
 
 
 def _argument_group_sizes(kernels: pd.DataFrame, rows: np.ndarray, world_size: int | None) -> np.ndarray:
@@ -325,16 +349,30 @@ def _argument_group_sizes(kernels: pd.DataFrame, rows: np.ndarray, world_size: i
 
 
 @lru_cache(maxsize=1)
-def _message_not_recorded() -> str:
-    """`[message_not_recorded] kernels`: a pattern no name matches where the table is absent."""
-    return str(read_toml("costs.toml").get("message_not_recorded", {}).get("kernels", "(?!)"))
+def _message_not_recorded() -> re.Pattern[str] | None:
+    """`[message_not_recorded] kernels`; None where the table is absent."""
+    pattern = read_toml("costs.toml").get("message_not_recorded", {}).get("kernels")
+    return None if pattern is None else _costs_pattern("message_not_recorded", pattern)
 
 
 @lru_cache(maxsize=1)
 def _group_size_templates() -> tuple[tuple[re.Pattern[str], int], ...]:
     """`[group_size_template]`: (pattern ending at the `<` of the kernel's template arguments, k)."""
     table = read_toml("costs.toml").get("group_size_template", {})
-    return tuple((re.compile(pattern), int(k)) for pattern, k in table.items())
+    return tuple(
+        (_costs_pattern("group_size_template", pattern), _position("group_size_template", pattern, k))
+        for pattern, k in table.items()
+    )
+
+
+def _names_matching(names: pd.Series, pattern: re.Pattern[str] | None) -> np.ndarray:
+    """Per row (bool): `pattern` finds its name, searched once per distinct name (Python's regular
+    expressions: a catalog's pattern means what `re` reads, whatever stores the names)."""
+    if pattern is None:
+        return np.zeros(len(names), bool)
+    kinds = names.astype("category")
+    per_name = [pattern.search(str(name)) is not None for name in kinds.cat.categories]
+    return np.array([*per_name, False])[kinds.cat.codes.to_numpy()]  # code -1 (missing): the last
 
 
 # a template argument that is a group size: a whole number, with the suffix a demangler writes
@@ -382,7 +420,8 @@ def template_collective_cost(kernel: str, call: Call) -> Cost:
     group size its kernel's template arguments give (`template_group_size`). NoCost where either is
     missing: a collective's size is not assumed without a world to assume it from."""
     tensors = [a for a in call.args if a.is_tensor and a.numel]
-    if re.search(_message_not_recorded(), kernel):
+    not_recorded = _message_not_recorded()
+    if not_recorded is not None and not_recorded.search(kernel):
         raise NoCost(f"{call.what}: {_UNRELATED}")
     if not tensors:
         raise NoCost(f"{call.what}: collective message size not recorded")
