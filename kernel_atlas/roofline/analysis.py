@@ -419,7 +419,7 @@ def template_collective_cost(kernel: str, call: Call) -> Cost:
     tensor (the only one: its input, · `[input_to_message]`) · dtype size · the bus factor for the
     group size its kernel's template arguments give (`template_group_size`). NoCost where either is
     missing: a collective's size is not assumed without a world to assume it from."""
-    tensors = [a for a in call.args if a.is_tensor and a.numel]
+    tensors = [a for a in _without_buffer([a for a in call.args if a.is_tensor], call.launcher) if a.numel]
     not_recorded = _message_not_recorded()
     if not_recorded is not None and not_recorded.search(kernel):
         raise NoCost(f"{call.what}: {_UNRELATED}")
@@ -527,13 +527,15 @@ def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> _Message
     rows = np.flatnonzero(wanted & kernels["input_dims"].notna().to_numpy())
     if len(rows) == 0:
         return found
-    group, first = _first_seen_groups([kernels["input_dims"].iloc[rows], kernels["input_types"].iloc[rows]])
+    keys = [kernels[k].iloc[rows] for k in ("input_dims", "input_types", "cpu_op") if k in kernels]
+    group, first = _first_seen_groups(keys)
     seen: list[tuple[float, float, object, int]] = []
     listed: list[bool] = []
     list_dtype: str | None = None
+    has_op = "cpu_op" in kernels
     for row in rows[first].tolist():
         recorded = parse_call(kernels["input_dims"].iat[row], kernels["input_types"].iat[row])
-        args = [a for a in recorded if a.is_tensor]
+        args = _without_buffer([a for a in recorded if a.is_tensor], kernels["cpu_op"].iat[row] if has_op else None)
         lists = [a for a in recorded if a.kind == TENSOR_LIST and a.numel]
         from_lists = False
         if not args and lists:  # older c10d ops record their buckets as tensor lists, whose dtype is not recorded
@@ -553,6 +555,25 @@ def _messages_from_shapes(kernels: pd.DataFrame, wanted: np.ndarray) -> _Message
     found.count[rows] = np.array([c for _, _, _, c in seen], dtype=np.int64)[group]
     found.from_lists[rows] = np.array(listed, dtype=bool)[group]
     return found
+
+
+@lru_cache(maxsize=1)
+def _launch_buffers() -> dict[str, int]:
+    """`[launch_buffers]`: op → the position, among the tensors recorded on its launch, of one
+    that is a staging buffer, not the message."""
+    table = read_toml("costs.toml").get("launch_buffers", {})
+    return {str(op): _position("launch_buffers", str(op), k) for op, k in table.items()}
+
+
+def _without_buffer(tensors: list[Arg], op: object) -> list[Arg]:
+    """The tensors recorded on a collective's launch that may be its message: all but the staging
+    buffer its op records beside it (`[launch_buffers]`: vLLM's `all_reduce_unreg(fa, inp,
+    reg_buffer, out)` records its whole 8 MiB registered buffer, 512 times a [2, 4096] bf16
+    message, which had been taken for the message as the largest tensor)."""
+    k = _launch_buffers().get(str(op)) if isinstance(op, str) else None
+    if k is None or k > len(tensors):
+        return tensors
+    return tensors[: k - 1] + tensors[k:]
 
 
 def _itemsize(dtype: str) -> float:

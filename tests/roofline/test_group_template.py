@@ -132,3 +132,21 @@ def test_the_template_argument_that_is_the_rank_count(name: str, size: int | Non
     from kernel_atlas.roofline.analysis import template_group_size
 
     assert template_group_size(name) == size
+
+
+def test_the_registered_buffer_recorded_on_an_unregistered_all_reduce_is_not_its_message(tmp_path: Path) -> None:
+    """vLLM ≤ 0.6's `_C_custom_ar::all_reduce_unreg(fa, inp, reg_buffer, out)` records its whole
+    registered buffer, 8 MiB of uint8, beside inp and out [2, 4096] bf16 (campaign BB 3). The
+    message is inp: 2 · 4096 = 8192 bf16 = 16,384 B, n = 4 from the template, bus bytes 16,384 ·
+    2·3/4 = 24,576 — the buffer, as the largest tensor, had made 8,388,608 · 1 B · 1.5 =
+    12,582,912."""
+    kernel = (
+        "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 4>(vllm::RankData*, vllm::RankSignals, "
+        "vllm::Signal*, __nv_bfloat16*, int, int)"
+    )
+    bf16 = "c10::BFloat16"
+    args = {"External id": 1, "Input Dims": [[], [2, 4096], [8388608], [2, 4096]]}
+    args |= {"Input type": ["Scalar", bf16, "unsigned char", bf16], "Concrete Inputs": ["1", "", "", ""]}
+    row = _row(tmp_path, "_C_custom_ar::all_reduce_unreg", args, kernel, WORLD)
+    assert row["bytes"] == 24_576
+    assert "n=4 from its kernel's template arguments" in row["formula"]
