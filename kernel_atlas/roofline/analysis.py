@@ -26,7 +26,7 @@ from kernel_atlas.core.devices import VECTOR, Device, load_devices
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import group_numbers, lexical_codes
 from kernel_atlas.core.paths import catalogs_dir, read_toml
-from kernel_atlas.core.texts import filled
+from kernel_atlas.core.texts import filled, name_mask
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.ingest.recorded import (
     SCALAR,
@@ -164,7 +164,9 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     ranks, group_source = _group_sizes(kernels, rows, cost_op, shapes, world_size)
     # no message fields on the kernel: the tensor recorded on its launch, the input of the collective —
     # unless those tensors are not what it sends (`[message_not_recorded]`: DeepEP's routed tokens)
-    unrelated = _names_matching(_kernel_names(kernels, rows), _message_not_recorded())
+    not_recorded = _message_not_recorded()
+    names = _kernel_names(kernels, rows)
+    unrelated = name_mask(names, not_recorded.search) if not_recorded else np.zeros(len(rows), bool)
     borrowed = np.isnan(nelems) & ~np.isnan(shapes.nelems[rows]) & ~unrelated
     # one tensor recorded: the input (all_gather's is one rank's part); several: the largest is the output
     alone = shapes.count[rows][borrowed] == 1
@@ -208,8 +210,8 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
         "precision": "int",
         "unit": "link",
         "formula": [
-            f"bus bytes = {int(n)}·{int(b)} B · {f:.3f} ({o}, n={int(r)}{_GROUP_SOURCES[g]}){w}"
-            for n, b, f, o, r, g, w in zip(
+            _bus_formula(*values)
+            for values in zip(
                 nelems[ok], itemsize[ok], factor, op[ok], ranks[ok], group_source[ok], message[ok], strict=True
             )
         ],
@@ -239,6 +241,16 @@ _UNRELATED = (
     "collective message size not recorded: the tensors on its launch are not what it sends (the tokens "
     "routed to each rank, or their counts)"
 )
+
+
+def _bus_formula(
+    nelems: float, itemsize: float, factor: float, op: object, ranks: float, source: int, message: str
+) -> str:
+    """A collective's formula: its bus bytes, its group size and where each came from."""
+    group = f"n={int(ranks)}{_GROUP_SOURCES[source]}"
+    return f"bus bytes = {int(nelems)}·{int(itemsize)} B · {factor:.3f} ({op}, {group}){message}"
+
+
 # (the trust line says what to re-profile with: Kineto's record_shapes, or nothing an Nsight export holds)
 _SILENT = "collective message size not recorded: neither NCCL message fields on the kernel nor shapes on its launch"
 
@@ -365,16 +377,6 @@ def _group_size_templates() -> tuple[tuple[re.Pattern[str], int], ...]:
     )
 
 
-def _names_matching(names: pd.Series, pattern: re.Pattern[str] | None) -> np.ndarray:
-    """Per row (bool): `pattern` finds its name, searched once per distinct name (Python's regular
-    expressions: a catalog's pattern means what `re` reads, whatever stores the names)."""
-    if pattern is None:
-        return np.zeros(len(names), bool)
-    kinds = names.astype("category")
-    per_name = [pattern.search(str(name)) is not None for name in kinds.cat.categories]
-    return np.array([*per_name, False])[kinds.cat.codes.to_numpy()]  # code -1 (missing): the last
-
-
 # a template argument that is a group size: a whole number, with the suffix a demangler writes
 # for an unsigned or long one (`8u`, `8ul`)
 _WHOLE_NUMBER = re.compile(r"(\d+)[uUlL]*")
@@ -442,8 +444,7 @@ def template_collective_cost(kernel: str, call: Call) -> Cost:
         bytes=nelems * itemsize * factor,
         precision="int",
         unit="link",
-        formula=f"bus bytes = {int(nelems)}·{int(itemsize)} B · {factor:.3f} ({op}, n={ranks}"
-        f"{_GROUP_SOURCES[_TEMPLATE]}){message}",
+        formula=_bus_formula(nelems, itemsize, factor, op, ranks, _TEMPLATE, message),
     )
 
 
@@ -903,10 +904,7 @@ _PEER_COPY_CALLS = r"^(?:cuda|cu|hip)Memcpy(?:3D)?Peer(?:Async)?(?:_v\d+|_pt(?:s
 
 def _names_saying(names: pd.Series, pattern: str) -> np.ndarray:
     """Per row (bool): its name contains `pattern`, tested once per distinct name."""
-    kinds = names.astype("category")
-    tagged = pd.Series(kinds.cat.categories.astype(str)).str.contains(pattern, regex=True)
-    per_name = np.append(tagged.to_numpy(bool), False)  # code -1 (missing): the last
-    return per_name[kinds.cat.codes.to_numpy()]
+    return name_mask(names, re.compile(pattern).search)
 
 
 def analyse(
