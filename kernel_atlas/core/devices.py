@@ -13,6 +13,8 @@ from kernel_atlas.core.paths import read_toml
 
 MATRIX = "tensor"
 VECTOR = "vector"
+# units of work that cross a link rather than the GPU's memory, and the bound each names
+TRANSFER_BOUNDS = {"link": "communication", "host": "host link", "peer": "peer link"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,17 @@ class Device:
         fallback = self.vector.get("fp32") or max(self.vector.values(), default=0.0)
         why = f"no {precision} {unit} peak on {self.key}" if precision != "int" else "integer math"
         return Peak(fallback, f"fp32 vector ({why})")
+
+    def transfer_peak(self, unit: str) -> tuple[float, str] | None:
+        """The bandwidth (GB/s) and its label for work that crosses a link rather than the GPU's
+        memory — a collective's bus bytes (`link`), a copy to or from the host (`host`), a copy to
+        another GPU (`peer`, one way over the GPU-to-GPU link: the catalog's per-direction figure);
+        None for any other unit."""
+        if unit == "host":
+            return self.host_link_gbps, "host bandwidth"
+        if unit in ("link", "peer"):
+            return self.link_gbps, "peer link bandwidth" if unit == "peer" else "link bandwidth"
+        return None
 
 
 @lru_cache(maxsize=1)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
-from kernel_atlas.core.devices import VECTOR, Device, load_devices
+from kernel_atlas.core.devices import TRANSFER_BOUNDS, VECTOR, Device, load_devices
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import group_numbers, lexical_codes
 from kernel_atlas.core.paths import catalogs_dir, read_toml
@@ -1099,9 +1099,8 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     table["attainable_us"] = np.maximum(compute_us, memory_us)
     table["sol_pct"] = 100.0 * table["attainable_us"] * calls / timed
     bound = np.where(compute_us > memory_us, "compute", "memory").astype(object)
-    bound[(table["unit"] == "link").to_numpy()] = "communication"
-    bound[(table["unit"] == "host").to_numpy()] = "host link"
-    bound[(table["unit"] == "peer").to_numpy()] = "peer link"
+    for unit, limit in TRANSFER_BOUNDS.items():
+        bound[(table["unit"] == unit).to_numpy()] = limit
     bound[(table["attainable_us"] < LATENCY_US).to_numpy() & (table["sol_pct"] < 50).to_numpy()] = "latency"
     bound[table["attainable_us"].isna().to_numpy()] = None
     table["bound"] = bound
@@ -1126,10 +1125,9 @@ def _peaks(table: pd.DataFrame, device: Device | None) -> tuple[np.ndarray, np.n
         if role != "main" or pd.isna(precision):
             continue
         rows = number == group
-        if unit in ("link", "host", "peer"):
-            # a peer copy crosses the GPU-to-GPU link one way: the catalog's per-direction figure
-            peak_g[rows] = device.host_link_gbps if unit == "host" else device.link_gbps
-            labels[rows] = "peer link bandwidth" if unit == "peer" else f"{unit} bandwidth"
+        transfer = device.transfer_peak(str(unit))
+        if transfer is not None:
+            peak_g[rows], labels[rows] = transfer
             continue
         peak = device.peak(str(precision), "None" if pd.isna(unit) else str(unit))
         peak_t[rows], peak_g[rows], labels[rows] = peak.tflops, device.memory_gbps, peak.label

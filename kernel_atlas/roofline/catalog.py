@@ -9,7 +9,7 @@ import pandas as pd
 
 from kernel_atlas.classify.classifier import default_classifier
 from kernel_atlas.classify.taxonomy import COMMUNICATION
-from kernel_atlas.core.devices import Device
+from kernel_atlas.core.devices import TRANSFER_BOUNDS, Device
 from kernel_atlas.ingest.recorded import TENSOR, from_params
 from kernel_atlas.roofline.analysis import template_collective_cost
 from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
@@ -57,9 +57,11 @@ def catalog_costs(entries: list[dict[str, Any]], device: Device | None) -> pd.Da
         row.update(
             flops=cost.flops, bytes=cost.bytes, precision=cost.precision, unit=cost.unit, formula=cost.formula, note=""
         )
-        if device is not None and cost.unit == "link":  # a collective's bus bytes cross the GPU link
-            row.update(peak_gbps=device.link_gbps, peak_label="link bandwidth", bound="communication")
-            row["attainable_us"] = cost.bytes / (device.link_gbps * 1e3)
+        transfer = device.transfer_peak(cost.unit) if device is not None else None
+        if transfer is not None:  # a collective's bus bytes cross the GPU link (as a trace's rows)
+            gbps, label = transfer
+            row.update(peak_gbps=gbps, peak_label=label, bound=TRANSFER_BOUNDS[cost.unit])
+            row["attainable_us"] = cost.bytes / (gbps * 1e3)
         elif device is not None:
             peak = device.peak(cost.precision, cost.unit)
             compute_us = cost.flops / (peak.tflops * 1e6) if peak.tflops else 0.0
