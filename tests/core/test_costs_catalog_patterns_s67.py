@@ -18,7 +18,7 @@ from kernel_atlas.core.paths import SHIPPED
 from tests.support.hostile import ATLAS
 
 TEMPLATE_KEY = "'\\bcross_device_reduce_(?:1stage|2stage|half_butterfly)<' = 2"
-MESSAGE_KEY = "kernels = '\\bdeep_ep::'"
+MESSAGE_KEY = "kernels = '\\bdeep_ep::|\\bep::(?:intranode|internode(?:_ll)?)::'"
 
 
 @pytest.fixture
