@@ -775,9 +775,15 @@ def _runtime_wait_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges, no
     the calls' args do not name: the waited-for activity is the last its thread launched before the
     event's record call (its thread's last `hipEventRecord` / `cudaEventRecord` at or before the
     wait; the wait itself where the trace records none), the waiting one the first its thread
-    launched after the wait. Kept where they are on different streams and the waiting activity
-    started no earlier than the other ended (what the GPU shows of a wait); that activity → the
-    waiting one's start (weight 0), which then is no launch overhead nor kernel gap (`wait_end_us`)."""
+    launched after the wait. Where that last launch went to the waiting stream itself, the event
+    was recorded on another stream (a wait for an event recorded on the waiting stream itself is
+    a no-op, stream order holding it already): the waited-for activity is then its thread's latest
+    launch before it onto another stream of the same device — a guess that skips launches, kept
+    only where the GPU shows the wait: that activity ended after the waiting one's launch and its
+    stream's previous activity (`_held_by`). Kept where they are on different streams and the
+    waiting activity started no earlier than the other ended (what the GPU shows of a wait); that
+    activity → the waiting one's start (weight 0), which then is no launch overhead nor kernel
+    gap (`wait_end_us`)."""
     if len(gpu) == 0 or len(host) == 0:
         return
     waits = np.flatnonzero(name_mask(host["name"], _EVENT_WAIT.match))
@@ -800,8 +806,18 @@ def _runtime_wait_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges, no
     ok = (before >= 0) & (after >= 0)
     src, dest = rows[before[ok]], rows[after[ok]]
     key = _stream_keys(gpu)
+    # the thread's last launch before the record went to the waiting stream: its latest launch
+    # before that onto another stream of the device, where the GPU shows the wait
+    own = np.flatnonzero(key[src] == key[dest])
+    found = np.zeros(len(src), bool)
+    if len(own):
+        other = _earlier_on_another_stream(gpu, launched, l_thread, l_ts, key, src[own])
+        own, other = own[other >= 0], other[other >= 0]
+        held = _held_by(gpu, host, dest[own], end[other])
+        src[own[held]] = other[held]
+        found[own[held]] = True
     keep = (key[src] != key[dest]) & (ts[dest] >= end[src])
-    src, dest = src[keep], dest[keep]
+    src, dest, found = src[keep], dest[keep], found[keep]
     if not len(src):
         return
     ev = gpu["event"].to_numpy()
@@ -813,11 +829,60 @@ def _runtime_wait_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges, no
     wait_end = np.full(len(gpu), -np.inf)
     np.maximum.at(wait_end, dest[near], end[src[near]])
     gpu["wait_end_us"] = wait_end
+    skipped = (
+        f" (for {int(found.sum())} of them, whose last launch went to the waiting stream: its last onto another "
+        "stream of the device, the GPU showing the wait)"
+        if found.any()
+        else ""
+    )
     notes.append(
         f"no cuda_sync events: {counted(len(src), 'event wait', 'event waits')} recorded as runtime calls "
         "(hipStreamWaitEvent, cudaStreamWaitEvent) taken as Stream Wait Event edges: the activity its thread "
-        "launched last before the event's record → the first it launched after the wait, on another stream"
+        f"launched last before the event's record{skipped} → the first it launched after the wait, on another "
+        "stream"
     )
+
+
+def _earlier_on_another_stream(
+    gpu: pd.DataFrame,
+    launched: np.ndarray,
+    l_thread: np.ndarray,
+    l_ts: np.ndarray,
+    key: np.ndarray,
+    picked: np.ndarray,
+) -> np.ndarray:
+    """Per `picked` activity: the one its thread launched last before it onto another stream of
+    its device (-1: none). `launched`: the activities with a launch, `l_thread`/`l_ts` their
+    launches' thread and time; `key`: every activity's stream (`_stream_keys`)."""
+    device = gpu["device"].fillna(-1).to_numpy(np.int64) if "device" in gpu else np.full(len(gpu), -1)
+    # by thread, device, launch, start: the run of `picked`'s stream it is in begins right after
+    # the thread's last launch onto another stream of the device
+    order = np.lexsort((gpu["ts_us"].to_numpy()[launched], l_ts, device[launched], l_thread))
+    rows, thread = launched[order], l_thread[order]
+    run = np.r_[True, (thread[1:] != thread[:-1]) | (key[rows][1:] != key[rows][:-1])]
+    run_start = np.maximum.accumulate(np.where(run, np.arange(len(rows)), 0))
+    at = np.full(len(gpu), -1, np.int64)
+    at[rows] = np.arange(len(rows))
+    pos = at[picked]
+    prior = run_start[pos] - 1
+    ok = prior >= 0
+    ok[ok] = (thread[prior[ok]] == thread[pos[ok]]) & (device[rows[prior[ok]]] == device[picked[ok]])
+    return np.where(ok, rows[np.maximum(prior, 0)], -1)
+
+
+def _held_by(gpu: pd.DataFrame, host: pd.DataFrame, waiting: np.ndarray, until: np.ndarray) -> np.ndarray:
+    """Whether each `waiting` activity's start was held until `until` by something other than its
+    launch and its stream: `until` is after both its launch and its stream's previous activity
+    (in the window or launched before it, `_busy_until`)."""
+    key = _stream_keys(gpu)
+    ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
+    order = np.lexsort((np.arange(len(gpu)), ts, key))
+    prev_end = np.full(len(gpu), -np.inf)
+    same = key[order[1:]] == key[order[:-1]]
+    prev_end[order[1:][same]] = end[order[:-1][same]]
+    launch = gpu["launch_event"].to_numpy()[waiting]
+    launch_ts = np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
+    return until > np.maximum(_busy_until(gpu, prev_end)[waiting], launch_ts)
 
 
 # ends of two activities this close are a tie for a host sync's release (see `_fallback_sync_edges`)

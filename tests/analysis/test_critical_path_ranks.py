@@ -202,8 +202,9 @@ def test_ranks_whose_collectives_make_cycles_in_time_are_solved_alone(
     facts = report["critical_path"]
     per_rank = {entry["rank"]: entry["total_us"] for entry in facts["per_rank"]}
     # stop 66: the runtime's cudaStreamWaitEvent calls (106 and 104 of them) are sync edges in these traces
-    # without cuda_sync events — stream-7 kernels starting 1–2 µs after the SendRecv on stream 21 they waited for
-    assert per_rank == {1: 741_681.0, 3: 360_573.0}
+    # without cuda_sync events — stream-7 kernels starting 1–2 µs after the SendRecv on stream 21 they waited for;
+    # stop 68: six more of rank 3's (110), whose thread's last launch before the record was onto the waiting stream
+    assert per_rank == {1: 741_681.0, 3: 361_642.0}
     assert facts["joint_ranks"] == 1 and facts["total_us"] == 741_681.0 and facts["rank"] == 1
     monkeypatch.setattr(collectives, "_pair_again", lambda con, notes: (False, []))  # paired by position
     build_report(out)
