@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.core.devices import Properties, match_properties
+from kernel_atlas.core.devices import Device, Properties, match_properties
 from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import name_mask
@@ -61,7 +61,6 @@ class SmLimits:
     shared_unit: int
     reserved_shared: int
     registers_known: bool
-    tensor: frozenset[str]  # precisions with a tensor-core peak (catalogs/devices.toml)
 
 
 @lru_cache(maxsize=1)
@@ -109,7 +108,7 @@ def sm_limits(props: dict[str, Any]) -> SmLimits | None:
     """The limits of the device a deviceProperties entry describes; None when its architecture is
     not in the catalog or its SM count is unknown (no estimate is then possible)."""
     arch = _architecture(props)
-    device = match_properties(str(props.get("name", "")), Properties.of(props))
+    device = _catalog_device(props)
     sms = props.get("numSms") or (device.sms if device else None)
     if arch is None or not isinstance(sms, int) or sms <= 0:
         return None
@@ -135,8 +134,20 @@ def sm_limits(props: dict[str, Any]) -> SmLimits | None:
         shared_unit=int(arch.get("shared_unit", 1)),
         reserved_shared=int(arch.get("reserved_shared", 0)),
         registers_known=bool(known),
-        tensor=frozenset(device.tensor) if device else frozenset(),
     )
+
+
+def _catalog_device(props: dict[str, Any]) -> Device | None:
+    return match_properties(str(props.get("name", "")), Properties.of(props))
+
+
+def tensor_precisions(props: dict[str, Any] | None) -> frozenset[str] | None:
+    """The precisions the device of a device-table entry has a tensor-core peak for
+    (catalogs/devices.toml `tensor`; empty for a GPU without tensor cores); None where the entry
+    or its GPU is not known (not described, or not in the catalog): whether it runs a bf16 GEMM on
+    tensor cores is then not known either."""
+    device = _catalog_device(props) if props else None
+    return frozenset(device.tensor) if device else None
 
 
 def _volumes(column: pd.Series) -> np.ndarray:
@@ -215,33 +226,57 @@ def _precisions(types: pd.Series) -> tuple[np.ndarray, list[str | None]]:
     return codes, [*per_text, None]
 
 
-def _tensor_core(frame: pd.DataFrame, device_tensor: list[tuple[np.ndarray, frozenset[str]]]) -> np.ndarray:
-    """By name (catalogs/efficiency.toml patterns) or by category and recorded precision, where
-    the row's device has tensor cores of that precision (`device_tensor`: rows and precisions of
-    each device whose limits are known). Evaluated per distinct name, category, precision and
-    device."""
+@lru_cache(maxsize=2)
+def _tensor_core_names(key: str = "name_patterns") -> re.Pattern[str]:
+    """`[tensor_core]`'s list `key` as one search, case-insensitive: CUTLASS 3 writes `Gmma`/`GMMA`
+    (`MainloopSm90TmaGmmaWarpSpecialized`), cuBLAS `gmma`, hipBLASLt `MFMA` and `mfma`."""
+    patterns = tensor_core_rules().get(key, [])
+    return re.compile("|".join(re.escape(p) for p in patterns) or r"(?!)", re.IGNORECASE)  # (?!): none
+
+
+def _tensor_core(
+    frame: pd.DataFrame, device_tensor: list[tuple[np.ndarray, frozenset[str] | None]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, whether it runs on tensor cores and whether that is known: by name (catalogs/
+    efficiency.toml patterns; `no_mma_name_patterns` a known no), or by category and recorded
+    precision, where the row's device has tensor cores of that precision (`device_tensor`: rows
+    of each numbered device and its `tensor_precisions`). Unknown where the name says nothing and
+    the category is one that runs on tensor cores in some precision, but the rule's other inputs
+    are not in the trace: the op recorded no floating dtype (record_shapes off, or no op launched
+    it), or a dtype with tensor cores on some GPU for a device whose precisions are not known.
+    Evaluated per distinct name, category, precision and device."""
     rules = tensor_core_rules()
-    pattern = re.compile("|".join(re.escape(p) for p in rules["name_patterns"]))
-    hit = name_mask(frame["name"], pattern.search)
-    if "input_types" in frame and "category" in frame:
-        precision, texts = _precisions(frame["input_types"])
+    # a name known to run no MMA (`no_mma_name_patterns`) is a known False, whatever else it holds
+    no_mma = name_mask(frame["name"], _tensor_core_names("no_mma_name_patterns").search)
+    hit = name_mask(frame["name"], _tensor_core_names().search) & ~no_mma
+    known = np.ones(len(frame), bool)
+    if "category" not in frame:
+        return hit, known
+    types = frame["input_types"] if "input_types" in frame else pd.Series(None, index=frame.index, dtype=object)
+    precision, texts = _precisions(types)
 
-        def among(allowed: Iterable[str]) -> np.ndarray:  # per row: its precision is one of `allowed`
-            wanted = set(allowed)
-            return np.array([text in wanted for text in texts], bool)[precision]
+    def among(allowed: Iterable[str]) -> np.ndarray:  # per row: its precision is one of `allowed`
+        wanted = set(allowed)
+        return np.array([text in wanted for text in texts], bool)[precision]
 
-        eligible = name_mask(frame["category"], lambda category: category in rules["categories"])
-        on_device = np.zeros(len(frame), bool)
-        for rows, precisions in device_tensor:
+    eligible = name_mask(frame["category"], lambda category: category in rules["categories"]) & ~hit & ~no_mma
+    on_device, device_known = np.zeros(len(frame), bool), np.zeros(len(frame), bool)
+    for rows, precisions in device_tensor:
+        if precisions is not None:
             on_device[rows] = among(precisions)[rows]
-        hit |= eligible & among(rules["precisions"]) & on_device
-    return hit
+            device_known[rows] = True
+    tensor_precision = among(rules["precisions"])
+    unrecorded = np.array([text is None for text in texts], bool)[precision]
+    hit |= eligible & tensor_precision & on_device
+    known &= ~(eligible & (unrecorded | (tensor_precision & ~device_known)))
+    return hit, known
 
 
 def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]]) -> dict[str, Any]:
     """The per-kernel columns of the module docstring (`COLUMNS`), aligned with `frame`; NaN /
     None for memcpys, memsets and kernels whose device limits are unknown — a device the trace
-    does not number or describe among them — (but the occupancy Kineto recorded for them)."""
+    does not number or describe among them — (but the occupancy Kineto recorded for them);
+    `tensor_core` null for memcpys, memsets and kernels whose answer is not known (`_tensor_core`)."""
     n = len(frame)
     out: dict[str, Any] = {c: np.full(n, np.nan) for c in COLUMNS}
     out["occupancy_source"] = np.full(n, -1, np.int8)  # codes into SOURCES (-1: none)
@@ -255,7 +290,7 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
     shared = frame["shared_mem_bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
     recorded = frame["recorded_occupancy_pct"].to_numpy(dtype=np.float64, na_value=np.nan)
     recorded = np.where((recorded >= 0) & (recorded <= 100), recorded, np.nan)  # a share beyond 0–100 % is none
-    device_tensor: list[tuple[np.ndarray, frozenset[str]]] = []  # rows of each device, its tensor precisions
+    device_tensor: list[tuple[np.ndarray, frozenset[str] | None]] = []  # rows of each device, its tensor precisions
     # a kernel on a device the trace does not number, or does not describe (`describing`), has no
     # limits: the one GPU the table lists may be another device
     known = np.flatnonzero(kernel & ~np.isnan(devices))
@@ -264,13 +299,14 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
         props = described.get(int(device))
         limits = sm_limits(props) if props else None
         rows = known[at]
+        device_tensor.append((rows, tensor_precisions(props)))
         if limits is None:  # no limits to estimate from: Kineto's own estimate, where it wrote one, still holds
             _recorded_only(out, rows, recorded[rows])
             continue
-        device_tensor.append((rows, limits.tensor))
         _fill(out, rows, limits, grid[rows], threads[rows], regs[rows], shared[rows], recorded[rows])
-    tensor = _tensor_core(frame, device_tensor)
-    out["tensor_core"] = pd.arrays.BooleanArray(np.where(kernel, tensor, False), ~kernel)  # unknown off kernels
+    tensor, told = _tensor_core(frame, device_tensor)
+    # unknown off kernels, and where the trace cannot tell: a stored False would read as a measured 0 %
+    out["tensor_core"] = pd.arrays.BooleanArray(np.where(kernel & told, tensor, False), ~(kernel & told))
     return out
 
 
@@ -335,9 +371,11 @@ def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, flo
     """The TensorBoard plugin's GPU metrics of one device's kernels over [lo, hi] (µs), in %:
     utilization (merged kernel time / window), est. SM efficiency (Σ min(Σ running kernels'
     blocks per SM, 1) × time / window), est. achieved occupancy (mean of the kernels'
-    occupancy weighted by their time in the window), tensor-core share of kernel time. Where no
-    kernel ran in the window the first three are 0 (no SM held a block) and the share null; a
-    window of no length gives null for all."""
+    occupancy weighted by their time in the window), tensor-core share of the kernel time whose
+    answer is known — with, where some is not (`tensor_core` null), `TENSOR_CORE_UNKNOWN`: that
+    time's share of the kernel time, and the share null where it is all of it. Where no kernel ran
+    in the window the first three are 0 (no SM held a block) and the share null; a window of no
+    length gives null for all."""
     if hi - lo <= 0:
         return dict.fromkeys(METRICS)
     return DeviceKernels.of(kernels).metrics(lo, hi)
@@ -345,6 +383,9 @@ def device_metrics(kernels: pd.DataFrame, lo: float, hi: float) -> dict[str, flo
 
 MIN_KNOWN = 0.5  # share of kernel time with a known grid below which no SM efficiency is estimated
 METRICS = DEVICE_METRICS
+# beside the metrics, only where it is not 0: the share (%) of the window's kernel time whose
+# kernels' tensor-core answer is unknown (`_tensor_core`), left out of `tensor_core_time_pct`
+TENSOR_CORE_UNKNOWN = "tensor_core_unknown_pct"
 
 
 @dataclass
@@ -361,6 +402,7 @@ class DeviceKernels:
     bps: np.ndarray  # blocks per SM: recorded where positive, else estimated
     occupancy: np.ndarray
     tensor: np.ndarray
+    tensor_known: np.ndarray  # whether `tensor` is known (`tensor_core` not null)
     busy: tuple[np.ndarray, np.ndarray]  # merged (start, end)
     level_times: np.ndarray  # the times the blocks-per-SM level changes, sorted
     level: np.ndarray  # min(level, 1) between consecutive `level_times`
@@ -383,6 +425,7 @@ class DeviceKernels:
         bps = np.where(recorded_bps > 0, recorded_bps, kernels["blocks_per_sm"].to_numpy(np.float64, na_value=np.nan))
         occupancy = kernels["est_occupancy_pct"].to_numpy(np.float64, na_value=np.nan)
         tensor = kernels["tensor_core"].to_numpy(dtype=bool, na_value=False)
+        tensor_known = kernels["tensor_core"].notna().to_numpy()
         # ∫ min(Σ blocks per SM of the kernels running at t, 1) dt: kernels without a positive value
         # left out, as the plugin does
         ok = bps > 0
@@ -401,6 +444,7 @@ class DeviceKernels:
             bps=bps[by_start],
             occupancy=occupancy[by_start],
             tensor=tensor[by_start],
+            tensor_known=tensor_known[by_start],
             busy=merge(start, end),
             level_times=times,
             level=np.minimum(np.where(level > 1e-9, level, 0.0), 1.0)[:-1],
@@ -437,8 +481,22 @@ class DeviceKernels:
             "achieved_occupancy_pct": float(np.average(occupancy[weighted], weights=inside[weighted]))
             if weighted.any()
             else None,
-            "tensor_core_time_pct": 100.0 * float(inside[self.tensor[part]].sum()) / kernel_time,
+            **self._tensor_share(inside, part, kernel_time),
         }
+
+    def _tensor_share(
+        self, inside: np.ndarray, part: slice | np.ndarray, kernel_time: float
+    ) -> dict[str, float | None]:
+        """The tensor-core share of the kernel time whose answer is known (null where none is), and
+        where some is not, `TENSOR_CORE_UNKNOWN`: a share of the known time alone, not a 0 % for what
+        the trace cannot tell (an op recorded without its dtypes)."""
+        told = self.tensor_known[part]
+        known_time, unknown_time = float(inside[told].sum()), float(inside[~told].sum())
+        tensor_time = float(inside[self.tensor[part] & told].sum())
+        share = {"tensor_core_time_pct": min(100.0, 100.0 * tensor_time / known_time) if known_time > 0 else None}
+        if unknown_time > 0:
+            share[TENSOR_CORE_UNKNOWN] = min(100.0, 100.0 * unknown_time / kernel_time)
+        return share
 
     def _sm_busy(self, lo: float, hi: float) -> float:
         """∫ level over [lo, hi]: the level's intervals [times[k], times[k+1]) that reach into it."""
@@ -454,7 +512,7 @@ class DeviceKernels:
 # per-row products summed per roofline group (and across ranks), then divided: time-weighted means
 EFFICIENCY_SUMS = (
     *("occupancy_us", "occupancy_weight_us", "wave_used_us"),
-    *("waves_us", "wave_weight_us", "tensor_core_us"),
+    *("waves_us", "wave_weight_us", "tensor_core_us", "tensor_core_known_us"),
 )
 ROOFLINE_EFFICIENCY = ("est_occupancy_pct", "waves", "wave_efficiency_pct", "tensor_core_pct", "likely_cause")
 
@@ -477,6 +535,7 @@ def efficiency_sums(kernels: pd.DataFrame) -> pd.DataFrame:
             "waves_us": np.where(has_waves, waves * dur, 0.0),
             "wave_weight_us": np.where(has_waves, dur, 0.0),
             "tensor_core_us": np.where(tensor == 1, dur, 0.0),
+            "tensor_core_known_us": np.where(np.isnan(tensor), 0.0, dur),  # a null `tensor_core`: unknown
         },
         index=kernels.index,
     )
@@ -489,14 +548,14 @@ def roofline_efficiency(table: pd.DataFrame) -> pd.DataFrame:
         return table.assign(**{name: np.nan for name in ROOFLINE_EFFICIENCY[:-1]}, likely_cause=None)
     rules = read_toml("efficiency.toml")["likely_cause"]
     occ_w, wave_w = table["occupancy_weight_us"], table["wave_weight_us"]
+    known = table["tensor_core_known_us"]
     # time-weighted means of shares within 0–100 % stay there (summing in floats made 100.00000000000001)
     table = table.assign(
         est_occupancy_pct=(table["occupancy_us"] / occ_w.where(occ_w > 0)).clip(0.0, 100.0),
         waves=table["waves_us"] / wave_w.where(wave_w > 0),
         wave_efficiency_pct=(table["wave_used_us"] / wave_w.where(wave_w > 0)).clip(0.0, 100.0),
-        tensor_core_pct=(100.0 * table["tensor_core_us"] / table["total_us"].where(table["total_us"] > 0)).clip(
-            0.0, 100.0
-        ),
+        # of the group's time whose answer is known (null where none is: recorded without dtypes)
+        tensor_core_pct=(100.0 * table["tensor_core_us"] / known.where(known > 0)).clip(0.0, 100.0),
     )
     low = (table["sol_pct"] < rules["low_sol_pct"]).to_numpy() if "sol_pct" in table else np.zeros(len(table), bool)
     causes = []

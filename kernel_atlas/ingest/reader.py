@@ -80,7 +80,19 @@ _CUT = re.compile(rb'\}\s*(?:,\s*(\{)\s*["}]|(\]))')  # `}, {"` or `}, {}` (an e
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _SCALAR = re.compile(rb"[^\s,\]}]*")
 _WHITESPACE = b" \t\r\n"
-_WANTED = ("deviceProperties", "distributedInfo", "cuda_runtime_version", "hip_runtime_version", "roctracer_version")
+_WANTED = (
+    *("deviceProperties", "computeProperties", "distributedInfo"),
+    *("cuda_runtime_version", "hip_runtime_version", "roctracer_version"),
+)
+# the device table under its older key, `computeProperties` (kineto's tb_plugin test input
+# gpu_metrics_input.json), in CUDA's own cudaDeviceProp names: those Kineto renamed in
+# deviceProperties; the others (`name`, `totalGlobalMem`, `warpSize`, …) are the same
+COMPUTE_PROPERTIES = {
+    "multiProcessorCount": "numSms",
+    "major": "computeMajor",
+    "minor": "computeMinor",
+    "maxThreadsPerMultiProcessor": "maxThreadsPerMultiprocessor",
+}
 _ANY = msgspec.json.Decoder()
 _ANY_RAW = msgspec.json.Decoder(msgspec.Raw)
 
@@ -642,6 +654,8 @@ class _Reader:
     def _metadata(self, wanted: dict[str, Any]) -> None:
         info = self.info
         devices = wanted.get("deviceProperties")
+        if devices is None:  # the older key: read as deviceProperties, its names mapped
+            devices = _compute_properties(wanted.get("computeProperties"))
         if isinstance(devices, dict):
             devices = [devices]
         if isinstance(devices, list):
@@ -926,6 +940,21 @@ def read_trace_with(
     the trace with it."""
     reader = _Reader(Path(path), on_part, None, 1, max(slice_bytes, 1), None, decode=decode, members=members)
     return reader.read(), reader.members
+
+
+def _compute_properties(devices: Any) -> Any:
+    """A `computeProperties` table (an entry or a list) with each entry's CUDA names as
+    deviceProperties' (`COMPUTE_PROPERTIES`); where an entry has a value under both names, Kineto's
+    wins. Anything but entries is left as it is, for `_metadata` to ignore."""
+    entries = [devices] if isinstance(devices, dict) else devices
+    if not isinstance(entries, list):
+        return devices
+
+    def renamed(entry: dict[str, Any]) -> dict[str, Any]:
+        out = {COMPUTE_PROPERTIES.get(key, key): value for key, value in entry.items()}
+        return out | {key: entry[key] for key in COMPUTE_PROPERTIES.values() if key in entry}
+
+    return [renamed(entry) if isinstance(entry, dict) else entry for entry in entries]
 
 
 META_TEXT = 256  # characters: a GPU name is ~30, a backend ~4; past this a metadata text is cut (counted)

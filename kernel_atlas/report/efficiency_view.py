@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernel_atlas.ingest.efficiency import METRICS
+from kernel_atlas.ingest.efficiency import METRICS, TENSOR_CORE_UNKNOWN
 from kernel_atlas.ingest.step_split import ROLES
 from kernel_atlas.report.units import device_number, fmt_us, unknown_gpu_text
 
@@ -152,6 +152,7 @@ def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
                     **_left_out(eff),
                     "between_steps_us": between_steps_us(eff),
                     **device,
+                    TENSOR_CORE_UNKNOWN: tensor_core_unknown(device),
                     # Kineto on ROCm records no registers per kernel: occupancy is the thread bound's (and the
                     # LDS's, where a launch records it: docs/efficiency.md)
                     "occupancy_upper_bound": trace.get("runtime") == "rocm",
@@ -175,11 +176,37 @@ def _pct(value: float | None) -> str:
 
 
 UPPER_BOUND = " (an upper bound: the trace records no registers)"
+# why a kernel's tensor-core answer is unknown: its name says nothing, and its op recorded no dtype
+# (record_shapes off) or its GPU is not in catalogs/devices.toml (docs/efficiency.md)
+UNKNOWN_WHY = "no dtypes recorded, or a GPU not in the catalog"
+
+
+def tensor_core_unknown(device: dict[str, Any]) -> float | None:
+    """The share (%) of a device's kernel time whose tensor-core answer is unknown: summary.json
+    writes it only where some is, so 0 where it is absent beside a share, null where there was no
+    kernel time (no share either)."""
+    unknown = device.get(TENSOR_CORE_UNKNOWN)
+    if isinstance(unknown, (int, float)):
+        return float(unknown)
+    return 0.0 if device.get("tensor_core_time_pct") is not None else None
+
+
+def _unknown_words(device: dict[str, Any]) -> str:
+    """What the tensor-core share leaves out, in words: '' where nothing is unknown."""
+    unknown = tensor_core_unknown(device) or 0.0
+    if unknown <= 0:
+        return ""
+    if device.get("tensor_core_time_pct") is None:
+        return f" (the trace cannot tell: {UNKNOWN_WHY})"
+    return f" (of the kernel time it can tell; {unknown:.1f}% unknown: {UNKNOWN_WHY})"
 
 
 def _metric(device: dict[str, Any], metric: str) -> str:
-    """`label value` of one metric; an occupancy that is only the thread bound (ROCm) says so."""
+    """`label value` of one metric; an occupancy that is only the thread bound (ROCm) says so, a
+    tensor-core share what it leaves out."""
     text = f"{_LABELS[metric]} {_pct(device.get(metric))}"
+    if metric == "tensor_core_time_pct":
+        return text + _unknown_words(device)
     bound = _bounded(device, metric) and device.get(metric) is not None
     return text + UPPER_BOUND if bound else text
 
@@ -238,7 +265,7 @@ def efficiency_html(efficiency: dict[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{html.escape(str(d['trace']))}</td><td>{d['rank']}</td><td>{html.escape(device_number(d['device']))}</td>"
         f"<td>{html.escape(_steps_cell(d))}</td>"
-        + "".join(f"<td>{'≤ ' if _bounded(d, m) else ''}{_pct(d.get(m))}</td>" for m in METRICS)
+        + "".join(f"<td>{'≤ ' if _bounded(d, m) else ''}{_pct(d.get(m))}{_cell_note(d, m)}</td>" for m in METRICS)
         + "</tr>"
         for d in devices
     )
@@ -255,6 +282,12 @@ def efficiency_html(efficiency: dict[str, Any]) -> str:
         else ""
     )
     return f"<h2 id='efficiency'>GPU efficiency</h2><p>{html.escape(note)}</p>{notes}{table}"
+
+
+def _cell_note(device: dict[str, Any], metric: str) -> str:
+    """After the page's tensor-core share: how much kernel time it leaves out, unknown."""
+    unknown = (tensor_core_unknown(device) or 0.0) if metric == "tensor_core_time_pct" else 0.0
+    return f" ({unknown:.1f}% of kernel time unknown)" if unknown > 0 else ""
 
 
 def _steps_cell(device: dict[str, Any]) -> str:

@@ -80,7 +80,9 @@ def test_per_kernel_by_hand(small) -> None:
        estimate min(4, 2)·256/2048 = 25 %; waves 160/(80·4) = 0.5 → its one wave's slots 50 % used.
     B: 4 warps/block; 48 KiB shared → 98,304/49,152 = 2 blocks (registers allow 16): theoretical
        2·4/64 = 12.5 %; blocks/SM 5; estimate min(2, 5)·128/2048 = 12.5 %; waves 400/160 = 2.5 → 2.5/3.
-    C: the recorded 37 %."""
+    C: the recorded 37 %.
+    Tensor cores: B by name; A an fp32 SIMT `_sgemm_` by name, no; C, of category gemm (its op is
+    aten::mm) but a name that says nothing, under an op that recorded no dtype: unknown (null)."""
     k = small.frame.set_index("correlation")
     assert k.loc[1, ["blocks_per_sm", "warps_per_sm", "max_blocks_per_sm"]].tolist() == [2.0, 16.0, 4.0]
     assert k.loc[1, ["theoretical_occupancy_pct", "est_occupancy_pct", "waves", "wave_efficiency_pct"]].tolist() == [
@@ -100,13 +102,14 @@ def test_per_kernel_by_hand(small) -> None:
     assert k.loc[2, "waves"] == 2.5 and k.loc[2, "wave_efficiency_pct"] == pytest.approx(100 * 2.5 / 3)
     assert k.loc[3, "est_occupancy_pct"] == 37.0
     assert k["occupancy_source"].astype(str).tolist() == ["estimated", "estimated", "recorded"]
-    assert k["tensor_core"].tolist() == [False, True, False]
+    assert k["tensor_core"].tolist() == [False, True, pd.NA]
 
 
 def test_device_metrics_and_step_split_by_hand(small) -> None:
     """Step [0, 100] (nothing runs past it). Kernels [10,30], [40,50], [60,80]: busy 50 → 50 %.
     SM efficiency: min(2,1)·20 + min(5,1)·10 + 0.5·20 (C's recorded blocks/SM) = 40 → 40 %.
-    Occupancy: (25·20 + 12.5·10 + 37·20) / 50 = 27.3 %. Tensor cores: B's 10 of 50 µs = 20 %.
+    Occupancy: (25·20 + 12.5·10 + 37·20) / 50 = 27.3 %. Tensor cores: B's 10 of the 30 µs whose
+    answer is known (A, B) = 33.3 %; C's 20 of 50 µs unknown = 40 %.
     Split: kernel 50; runtime 3 launches × 2 = 6; CPU ops 3 × 5 minus the launches inside them = 9;
     data loading 10; other 100 − 75 = 25."""
     eff = small.facts["efficiency"]
@@ -114,7 +117,8 @@ def test_device_metrics_and_step_split_by_hand(small) -> None:
     assert device["gpu_utilization_pct"] == pytest.approx(50.0)
     assert device["sm_efficiency_pct"] == pytest.approx(40.0)
     assert device["achieved_occupancy_pct"] == pytest.approx(27.3)
-    assert device["tensor_core_time_pct"] == pytest.approx(20.0)
+    assert device["tensor_core_time_pct"] == pytest.approx(100 * 10 / 30)
+    assert device["tensor_core_unknown_pct"] == pytest.approx(40.0)
     (step,) = eff["steps"]
     assert (step["step"], step["start_us"], step["end_us"]) == (1, 0.0, 100.0)
     split = {k: step[f"{k}_us"] for k in ("kernel", "memcpy", "memset", "runtime", "dataloader", "cpu_exec", "other")}
@@ -249,7 +253,8 @@ def test_roofline_likely_cause_by_hand() -> None:
     """Group 1: kernels of 10 µs at 20 % occupancy and 30 µs at 40 % → (200 + 1200) / 40 = 35 %;
     waves 0.5 (a wave's slots 50 % used) over all 40 µs; SOL 30 % (< 50): partial wave only (35 ≥ 25).
     Group 2: 10 % occupancy, 2.2 waves (2.2/3 = 73.3 % of 3 waves' slots), SOL 20 %: both causes.
-    Group 3: the same as 2 at SOL 80 %: no cause named."""
+    Group 3: the same as 2 at SOL 80 %: no cause named.
+    Tensor cores: group 1's 10 µs of the 40 known = 25 %; groups 2 and 3 unknown only: null."""
     from kernel_atlas.ingest.efficiency import efficiency_sums, roofline_efficiency
 
     kernels = pd.DataFrame(
@@ -268,7 +273,8 @@ def test_roofline_likely_cause_by_hand() -> None:
     out = roofline_efficiency(table)
     assert out["est_occupancy_pct"].tolist() == pytest.approx([35.0, 10.0, 10.0])
     assert out["waves"].tolist() == pytest.approx([0.5, 2.2, 2.2])
-    assert out["tensor_core_pct"].tolist() == pytest.approx([25.0, 0.0, 0.0])
+    assert out["tensor_core_pct"].tolist()[0] == pytest.approx(25.0)
+    assert out["tensor_core_pct"].iloc[1:].isna().all()
     assert out["likely_cause"].tolist()[:2] == [
         "grid fills 50% of one wave",
         "low occupancy (est. 10%); 2.20 waves: 73% of their slots used",
