@@ -49,7 +49,14 @@ from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.safe_files import remove
 from kernel_atlas.core.texts import counted
-from kernel_atlas.roofline.analysis import COST_OPS, DEFAULT_GROUP, GROUP_RANKS_LIST, bus_factor, comm_itemsize
+from kernel_atlas.roofline.analysis import (
+    COST_OPS,
+    DEFAULT_GROUP,
+    GROUP_RANKS_LIST,
+    ProcessGroups,
+    bus_factor,
+    comm_itemsize,
+)
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 from kernel_atlas.store.outputs import RUN_KEY, kernels_sql, load_table, rank_files
 
@@ -584,18 +591,30 @@ def _align_clocks(con: duckdb.DuckDBPyConnection) -> None:
     """)
 
 
-def _rows(con: duckdb.DuckDBPyConnection, world_size: int | None = None) -> tuple[float, float]:
+def _rows(
+    con: duckdb.DuckDBPyConnection, world_size: int | None = None, process_groups: ProcessGroups | None = None
+) -> tuple[float, float]:
     """`rows`: the matched rows on the common clock with skew, wait, lateness and whether the
     rank held the instance up, and `n`, the group size of the bus factor: recorded (or the members
-    `Process Group Ranks` lists), else the job's world size for the default group, else the ranks
-    seen (which is not the group's size where a rank is missing); returns the alignment noise and
-    the arrival jitter (µs)."""
+    `Process Group Ranks` lists), else the size the rank's process-group table gives the group's
+    name (`process_groups`: `distributedInfo.pg_config`, as the roofline reads it), else the job's
+    world size for the default group, else the ranks seen (which is not the group's size where a
+    rank is missing); returns the alignment noise and the arrival jitter (µs)."""
     world = f"CASE WHEN i.group_desc = '{DEFAULT_GROUP}' THEN {int(world_size)} END" if world_size else "NULL"
+    entries = [
+        (int(rank), str(name), int(size))
+        for rank, groups in (process_groups or {}).items()
+        for name, size in groups.items()
+        if not world_size or size <= world_size  # as the roofline's `_table_group_sizes`
+    ]
+    table = pd.DataFrame(entries, columns=["rank", "process_group", "size"])
+    con.register("pg_sizes", table.astype({"rank": "int64", "size": "int64"}))
     con.execute(f"""
         CREATE TEMP TABLE aligned AS
         SELECT i.*, ok.ranks, i.start_local - o.c AS start_us, i.end_local - o.c AS end_us, o.c AS clock_offset_us,
-               coalesce(i.group_size, {world}, ok.ranks) AS n
+               coalesce(i.group_size, p.size, {world}, ok.ranks) AS n
         FROM inst i JOIN ok USING (process_group, seq) JOIN clock o USING (rank)
+        LEFT JOIN pg_sizes p ON p.rank = i.rank AND CAST(p.process_group AS VARCHAR) = i.process_group
     """)
     con.execute("""
         CREATE TEMP TABLE inst_stats AS
@@ -648,12 +667,14 @@ def cross_rank_view(
     target: Path | None = None,
     run_id: str | None = None,
     world_size: int | None = None,
+    process_groups: ProcessGroups | None = None,
 ) -> CrossRank:
     """Match collective instances across the ranks of an ingest output; write
     `collectives.parquet` (to `target`, default OUT/collectives.parquet, tied to the ingest run
     `run_id`) and return the facts, the per-rank waits and the lateness heatmap. With one rank
     there is nothing to compare. `world_size` (the traces' `distributedInfo`) is the size of the
-    default process group where its collectives record none."""
+    default process group where its collectives record none; `process_groups` (per rank, its
+    process groups' sizes by name: `store.run.process_group_sizes`) that of a named group."""
     target = target or Path(out_dir) / "collectives.parquet"
     remove(target)  # an earlier report's, when this run has none
     if len(ranks) < 2:
@@ -666,7 +687,7 @@ def cross_rank_view(
     with tempfile.TemporaryDirectory(prefix="atlas-duckdb-") as work:
         con = _connect(Path(work))
         try:
-            return _cross_rank(con, kernels_sql(out_dir), len(ranks), target, run_id, world_size)
+            return _cross_rank(con, kernels_sql(out_dir), len(ranks), target, run_id, world_size, process_groups)
         except duckdb.Error as exc:
             for files in rank_files(out_dir).values():  # name the file DuckDB could not read, when one is
                 for file in files:
@@ -683,6 +704,7 @@ def _cross_rank(
     target: Path,
     run_id: str | None,
     world_size: int | None = None,
+    process_groups: ProcessGroups | None = None,
 ) -> CrossRank:
     _load_rows(con, source)
     _instances(con)
@@ -707,7 +729,7 @@ def _cross_rank(
         note = f"{note}: {'; '.join(notes)}" if notes else note
         return CrossRank(ranks=rank_count, note=note, facts={"collectives": {**counts, "notes": notes}})
     notes += _unmatched_ranks(con)  # counted among the ranks of the headline, in none of its figures
-    noise, jitter = _rows(con, world_size)
+    noise, jitter = _rows(con, world_size, process_groups)
     _bandwidth_tables(con)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}.tmp"  # renamed when complete

@@ -10,13 +10,17 @@ its start. A gap is
 3. `other` (waiting on an event, another stream, a synchronisation...).
 Per device the same rules apply to the gaps of the union of its streams.
 
-A host wait lasts until the launch, not until the start: an activity that starts LATE_START_US or
-more after its launch call (no launch's latency: the critical path's limit too) had been
-enqueued while the stream sat idle, and waited for something else — an event, work the trace does
-not record. Exact mode splits such a gap at the launch: the host wait before it, and the rest
-judged as the gap of an activity already enqueued (`other`; `kernel_wait` if shorter than
-`kernel_wait_us`). A launch 0.04 ms into a run whose kernel started 463 ms later, while the host
-sat in a copy waiting on the GPU, had been a 463 ms host wait. HTA's convention keeps the gap whole.
+A host wait lasts until the launch, not until the start: an activity that a recorded event wait
+held past its launch (a `Stream Wait Event` cuda_sync event of the host events: `EVENT_WAIT_END`),
+or that starts LATE_START_US or more after its launch call (no launch's latency: the critical
+path's limit too), had been enqueued while the stream sat idle, and waited for something else —
+the event, or work the trace does not record. Exact mode splits such a gap at the launch: the
+host wait before it, and the rest judged as the gap of an activity already enqueued (`other`;
+`kernel_wait` if shorter than `kernel_wait_us`). A launch 0.04 ms into a run whose kernel started
+463 ms later, while the host sat in a copy waiting on the GPU, had been a 463 ms host wait; a
+kernel launched 20 µs after its stream went idle and held 250 µs by a recorded wait on another
+stream's GEMM, a 270 µs one. The threshold is for waits the trace does not record: a recorded
+one splits the gap at any length. HTA's convention keeps the gap whole.
 
 Exact mode (the default) uses the trace's timestamps and every activity; overlapping activities
 on one stream leave no gap. `hta=True` reproduces HTA's own numbers: timestamps rounded as HTA's
@@ -34,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import KERNEL_GAP_LIMIT_US
+from kernel_atlas.analysis.critical_path import KERNEL_GAP_LIMIT_US, _first_after, _last_before
 from kernel_atlas.core.groups import distinct_codes, group_numbers, group_sums
 from kernel_atlas.ingest.host_activity import BETWEEN_OPS
 
@@ -44,6 +48,11 @@ KERNEL_WAIT_US = 30.0
 # the critical path's limit (HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US), so that the two read one gap alike
 LATE_START_US = KERNEL_GAP_LIMIT_US
 NO_CAUSE = "(not recorded: re-run `atlas ingest`)"
+# A frame column (not in kernels.parquet: `with_event_waits` adds it from the host events): per
+# activity, the end of the activity a recorded event wait made it wait for, NaN where none is
+# recorded. An activity it held past its launch waited for the event from the launch on, not for
+# the host (`gaps`), and not in its stream's queue (`launches`).
+EVENT_WAIT_END = "event_wait_end_us"
 BREAKDOWN_COLUMNS = ["rank", "device", "stream", "category", "idle_us", "count", "pct"]
 CAUSE_COLUMNS = ["rank", "device", "frame", "module", "gaps", "idle_us", "pct"]
 # What each convention means, in report.json beside the breakdown of the other one.
@@ -86,11 +95,13 @@ def gaps(
     only real gaps (> 0) and measures from the latest end so far; HTA mode (per stream) measures
     from the previous activity's end and keeps every pair, negative gaps included.
 
-    A gap split at its activity's launch (exact mode: the launch came LATE_START_US or more
+    A gap split at its activity's launch (exact mode: a recorded event wait held the activity
+    past its launch — `EVENT_WAIT_END` after it —, or the launch came LATE_START_US or more
     before the start, see the module docstring) has the category of the part after the launch,
     and `host_us` is the host wait before it; every other gap has `host_us` 0 (a `host_wait` gap
-    is host wait whole). A split gap is the activity's wait for what the trace does not show:
-    no launch-bound stretch runs through it (`launches.graph_candidates`)."""
+    is host wait whole). A split gap is the activity's wait for something else than the host (an
+    event, or what the trace does not show): no launch-bound stretch runs through it
+    (`launches.graph_candidates`)."""
     keys = ["rank", "device", "stream"] if per_stream else ["rank", "device"]
     if frame.empty:
         return pd.DataFrame(columns=[*keys, "gap_us", "category", "host_us"])
@@ -110,7 +121,10 @@ def gaps(
     host_us = np.zeros(len(gap))
     if not hta:
         queued = start[order] - launch  # launch call to start: the stream held the activity
-        split = host_wait & (queued >= LATE_START_US)
+        late = queued >= LATE_START_US  # a wait the trace does not record, by its length alone
+        if EVENT_WAIT_END in frame:  # a recorded one: the activity was held past its launch, at any length
+            late |= frame[EVENT_WAIT_END].to_numpy(np.float64, na_value=np.nan)[order] > launch
+        split = host_wait & late
         category = np.where(split, np.where(queued < kernel_wait_us, 1, 2), category)
         host_us = np.where(split, launch - prev, 0.0)
     keep = ~np.isnan(gap) if like_hta else gap > 0
@@ -137,6 +151,77 @@ def hta_view(frame: pd.DataFrame, last_step_start: dict[int, float | None] | Non
     view["ts_us"] = np.ceil(view["ts_us"])
     view["launch_ts_us"] = launch[keep]
     return view
+
+
+def event_wait_ends(frame: pd.DataFrame, host: pd.DataFrame | None) -> np.ndarray:
+    """Per activity of `frame` (one rank's rows; `host` its host events, `load_host_events`), the
+    end of the activity a recorded event wait made it wait for, NaN where none is recorded. A
+    `Stream Wait Event` cuda_sync event read as `critical_path._sync_edges` reads it: the
+    activity waited for is the last launched onto the recorded stream (`wait_stream`, same
+    device) at or before the `cudaEventRecord` call (`wait_correlation`), the waiting one the
+    first that the wait call's thread launched onto the waiting stream at or after the call.
+    (`Event Sync` holds the host, not a stream: the launches after it are the host's waits.)"""
+    ends = np.full(len(frame), np.nan)
+    if host is None or not len(host) or not len(frame) or "launch_thread" not in frame:
+        return ends
+    corr = host["correlation"].to_numpy(np.int64)
+    is_call = (host["kind"] == "runtime").to_numpy() & (corr >= 0)
+    calls = pd.DataFrame(
+        {"ts": host["ts_us"].to_numpy(np.float64)[is_call], "thread": host["thread"].to_numpy(np.float64)[is_call]},
+        index=corr[is_call],
+    )
+    calls = calls[~calls.index.duplicated()]
+    waits = host[(host["kind"] == "sync").to_numpy() & (host["name"] == "Stream Wait Event").to_numpy()]
+    record = calls["ts"].reindex(waits["wait_correlation"].to_numpy()).to_numpy()
+    call = calls.reindex(waits["correlation"].to_numpy())
+    ok = ~np.isnan(record) & call["ts"].notna().to_numpy()
+    launch = frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    thread = frame["launch_thread"].to_numpy(np.float64, na_value=np.nan)
+    rows = np.flatnonzero(~np.isnan(launch) & ~np.isnan(thread))
+    if not ok.any() or not len(rows):
+        return ends
+    w_device = waits["device"].to_numpy(np.float64)[ok]
+    device = frame["device"].to_numpy(np.float64, na_value=np.nan)[rows]
+    stream = frame["stream"].to_numpy(np.float64, na_value=np.nan)[rows]
+    start = frame["ts_us"].to_numpy(np.float64)[rows]
+    end = start + frame["dur_us"].to_numpy(np.float64)[rows]
+    launch, thread = launch[rows], thread[rows]
+
+    def last_or_first(keys: list[np.ndarray], wait_keys: list[np.ndarray], at: np.ndarray, last: bool) -> np.ndarray:
+        """Per wait, the position in `rows` of the activity of its key launched last at or before
+        `at` (`last`) or first at or after it; -1 none (ties by start)."""
+        columns = [np.concatenate([k, w]) for k, w in zip(keys, wait_keys, strict=True)]
+        both = distinct_codes(columns, len(rows) + len(at))
+        code, wait_code = both[: len(rows)], both[len(rows) :]
+        by = np.lexsort((start, launch, code))
+        hit = (_last_before if last else _first_after)(code[by], launch[by], wait_code, at)
+        return np.where(hit >= 0, by[np.maximum(hit, 0)], -1)
+
+    w_from = waits["wait_stream"].to_numpy(np.float64)[ok]
+    source = last_or_first([device, stream], [w_device, w_from], record[ok], True)
+    waiting = last_or_first(
+        [thread, device, stream],
+        [call["thread"].to_numpy()[ok], w_device, waits["stream"].to_numpy(np.float64)[ok]],
+        call["ts"].to_numpy()[ok],
+        False,
+    )
+    keep = (source >= 0) & (waiting >= 0) & (source != waiting)
+    found = np.full(len(rows), np.nan)
+    np.fmax.at(found, waiting[keep], end[source[keep]])  # waits for several events: the last to end
+    ends[rows] = found
+    return ends
+
+
+def with_event_waits(frame: pd.DataFrame, host_events: dict[int, pd.DataFrame | None]) -> pd.DataFrame:
+    """`frame` (rows of one rank or several) with `EVENT_WAIT_END` from each rank's host events
+    (`host_events`, by rank: `load_host_events`; a rank missing or None has none recorded)."""
+    ends = np.full(len(frame), np.nan)
+    rank = frame["rank"].to_numpy() if "rank" in frame else np.zeros(len(frame), np.int64)
+    for r, rows in pd.Series(rank).groupby(rank, sort=False).indices.items():
+        host = host_events.get(int(r))
+        if host is not None:
+            ends[rows] = event_wait_ends(frame.iloc[rows], host)
+    return frame.assign(**{EVENT_WAIT_END: ends})
 
 
 def _sum_by_category(table: pd.DataFrame, source: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -310,9 +395,10 @@ def _keys(rows: pd.DataFrame, firsts: np.ndarray) -> tuple[list[int], list[int |
 
 def late_starts(device_gaps: pd.DataFrame) -> dict[tuple[int, int | None], tuple[float, int]]:
     """Per (rank, device): the idle time between the launch and the start of activities enqueued
-    onto the idle device LATE_START_US or more before they started (the part after the launch of
-    the gaps `gaps` splits), and how many. The stream held the work and waited for what the trace
-    does not show; this time is in `other` (or `kernel_wait`), not the host's."""
+    onto the idle device and held there — by a recorded event wait, or LATE_START_US or more —
+    (the part after the launch of the gaps `gaps` splits), and how many. The stream held the work
+    and waited for an event or what the trace does not show; this time is in `other` (or
+    `kernel_wait`), not the host's."""
     split = (
         device_gaps[device_gaps["host_us"].to_numpy(np.float64) > 0] if "host_us" in device_gaps else device_gaps[:0]
     )

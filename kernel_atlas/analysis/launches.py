@@ -2,8 +2,10 @@
 
 * Launch statistics, per kernel and per launching op, over eagerly launched activities (those
   with a launch call of their own; graph replays share one `cudaGraphLaunch` and are left out):
-  CPU time of the launch call, launch-to-start delay (queueing on the stream) and the share of
-  activities shorter on the GPU than their launch call on the CPU (launch-bound).
+  CPU time of the launch call, launch-to-start delay (queueing on the stream; for an activity a
+  recorded event wait held past its launch, from the end of what it waited for: the time held is
+  the event's, `other` idle time, no queueing) and the share of activities shorter on the GPU
+  than their launch call on the CPU (launch-bound).
 * Graph candidates: on each stream, stretches of consecutive short eager kernels where every gap
   between neighbours is a host wait or a kernel wait (or none). Captured in a CUDA graph, the
   stretch would be replayed by one launch and those waits would (at most) vanish: the saving is
@@ -18,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.idle import CATEGORIES, KERNEL_WAIT_US, gaps, start_order
+from kernel_atlas.analysis.idle import CATEGORIES, EVENT_WAIT_END, KERNEL_WAIT_US, gaps, start_order
 from kernel_atlas.ingest.frames import MODULE_PREFIX, STACK_SEPARATOR
 
 SHORT_KERNEL_US = 20.0
@@ -147,9 +149,22 @@ def clocks_found(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return facts.get("clocks") or [c for rank in facts.get("per_rank", []) for c in rank.get("clocks", [])]
 
 
+def _released(frame: pd.DataFrame) -> np.ndarray:
+    """Per activity, when the recorded event wait that held it let it go — the end of the activity
+    it waited for (`idle.EVENT_WAIT_END`), at most its start —; NaN where none is recorded."""
+    if EVENT_WAIT_END not in frame:
+        return np.full(len(frame), np.nan)
+    ends = frame[EVENT_WAIT_END].to_numpy(np.float64, na_value=np.nan)
+    return np.minimum(ends, frame["ts_us"].to_numpy(np.float64))  # NaN stays NaN (np.fmin would drop it)
+
+
 def _measured_delay(rows: pd.DataFrame, checks: dict[int, dict[str, float | int | str]]) -> pd.Series:
-    """Launch-to-start delays of eager `rows`, NaN on ranks whose clocks disagree (`clock_checks`)."""
-    delay = rows["ts_us"] - rows["launch_ts_us"]
+    """Launch-to-start delays of eager `rows`, NaN on ranks whose clocks disagree (`clock_checks`).
+    An activity a recorded event wait held past its launch is measured from its release
+    (`_released`): the time held was the event's, not a queue's (a kernel launched at 80 µs and
+    held by a wait on another stream's GEMM until 325 µs, started at 330 µs, queued 5 µs, not 250)."""
+    launch = rows["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    delay = rows["ts_us"] - np.fmax(launch, _released(rows))  # fmax: NaN release → the launch
     if checks:
         rank = rows["rank"] if "rank" in rows else pd.Series(0, index=rows.index)
         delay = delay.where(~rank.isin(list(checks)))

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.collectives import peer_waits
-from kernel_atlas.analysis.idle import KERNEL_WAIT_US
+from kernel_atlas.analysis.idle import KERNEL_WAIT_US, with_event_waits
 from kernel_atlas.analysis.launches import SHORT_KERNEL_US
 from kernel_atlas.analysis.views import KernelViews, ViewsFold, kernel_views
 from kernel_atlas.analysis.waits import Waits, analyse_waits, facts_by_rank
@@ -38,8 +38,10 @@ from kernel_atlas.core.devices import Device
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import BatchFold
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
+from kernel_atlas.ingest.host_events import host_events_with_stream_waits
 from kernel_atlas.roofline.analysis import GROUP_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
 from kernel_atlas.store.outputs import load_kernels
+from kernel_atlas.store.run import process_group_sizes
 
 # summed over ranks (`estimate`: how many ranks estimated the group, any of them making it one)
 _SUMMED = ["count", "total_us", "op_time_us", "peer_wait_us", "estimate", *EFFICIENCY_SUMS]
@@ -171,8 +173,13 @@ def analyse_batch(
         return None
     if waits is not None and len(waits):
         frame = frame.assign(peer_wait_us=peer_waits(frame, waits))
+    # a kernel a recorded event wait held past its launch waited for that event, not for the host
+    # nor its stream's queue (`idle.EVENT_WAIT_END`)
+    in_frame = np.unique(frame["rank"].to_numpy()).tolist()
+    frame = with_event_waits(frame, {r: host_events_with_stream_waits(out_dir, r) for r in in_frame})
     options = options or WaitOptions()
-    analysis = analyse(frame, device, world_size, metrics=False)  # on the groups of every rank: `analyse_ranks`
+    # on the groups of every rank (`analyse_ranks`); a collective's group size from its rank's process-group table
+    analysis = analyse(frame, device, world_size, metrics=False, process_groups=process_group_sizes(summary or {}))
     waits = analyse_waits(frame, options.kernel_wait_us, options.short_kernel_us, options.like_hta, summary)
     views = kernel_views(frame, timeline_rank, summary)  # bands: steps.parquet's windows
     kernels = analysis.kernels

@@ -179,7 +179,24 @@ def host_names(out: str | Path, rank: int) -> pd.DataFrame | None:
     files = _rank_files(out, rank)
     if not files:
         return None
+    for path in files:  # a file without them refused as its whole read refuses it, in one line
+        if not {"kind", "name"} <= set(pq.read_schema(path).names):
+            load_checked(path, COLUMNS, "a host events table")
     return pd.concat([pq.read_table(f, columns=["kind", "name"]).to_pandas() for f in files], ignore_index=True)
+
+
+STREAM_WAIT = SYNC_KINDS[3]  # a `cuda_sync` event holding a stream until another's activity ends
+
+
+def host_events_with_stream_waits(out: str | Path, rank: int) -> pd.DataFrame | None:
+    """A rank's host events where they record a stream held by an event wait (`STREAM_WAIT`),
+    else None — asked of the `kind` and `name` columns alone, so that a trace without such waits
+    (every trace before Kineto's cuda_sync events, most since) costs the report no second read of
+    its host events (the critical path reads them beside it)."""
+    names = host_names(out, rank)
+    if names is None or not ((names["kind"] == "sync") & (names["name"] == STREAM_WAIT)).any():
+        return None
+    return load_host_events(out, rank)
 
 
 def _rank_files(out: str | Path, rank: int) -> list[Path]:

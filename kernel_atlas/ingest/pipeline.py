@@ -460,7 +460,7 @@ def ingest_trace(
             f"{path}: {total_steps:,} steps: the split and metrics of the first {MAX_STEP_ROWS:,} are listed "
             "(summary.json, steps.parquet); the metrics over all steps cover every one"
         )
-    facts = trace_facts(trace, frame, rank, link_facts)
+    facts = trace_facts(trace, frame, rank, link_facts, warnings)
     release_free_memory()  # the efficiency columns' and the overview's temporaries, before the tables are written
     facts["memory_events"] = 0 if memory is None else len(memory)
     if nsys_read is not None:

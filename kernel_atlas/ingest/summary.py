@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +15,10 @@ import pandas as pd
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.groups import group_numbers
 from kernel_atlas.core.redact import redact_text
+from kernel_atlas.core.texts import counted
 from kernel_atlas.ingest.efficiency import describing
 from kernel_atlas.ingest.intervals import union_lengths
-from kernel_atlas.ingest.reader import TraceInfo
+from kernel_atlas.ingest.reader import META_TEXT, TraceInfo
 
 # Metadata keys that may hold credentials are never copied into any output.
 _SECRET_KEY = re.compile(r"token|secret|password|passwd|key|credential|auth|cookie", re.IGNORECASE)
@@ -32,6 +34,13 @@ _DEVICE_FIELDS = {
 }
 _DISTRIBUTED_FIELDS = {"backend": str, "rank": int, "world_size": int}
 _INT64 = 1 << 63
+# `distributedInfo.pg_config` (PyTorch's `_get_all_pg_configs`): per process group of the rank its
+# `pg_name` (what NCCL kernels record as `Process Group Name`), `pg_desc`, `backend_config`,
+# `pg_size` and `ranks`. Kept as name → size (`process_groups`): the kernels of some releases record
+# the group's name and no `Group size` nor `Process Group Ranks`. A rank is in a few groups; past
+# this many entries the rest are ignored (counted), as a doctored table of millions would fill
+# summary.json
+MAX_PROCESS_GROUPS = 4096
 
 
 def is_secret_key(key: str) -> bool:
@@ -147,8 +156,11 @@ def trace_fingerprint(path: Path) -> str | None:
     return digest.hexdigest()
 
 
-def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: dict[str, Any]) -> dict[str, Any]:
-    """Per-trace facts: everything a reader checks before trusting the tables."""
+def trace_facts(
+    trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: dict[str, Any], warnings: list[str] | None = None
+) -> dict[str, Any]:
+    """Per-trace facts: everything a reader checks before trusting the tables. `warnings`: the
+    ingest's, where what the metadata holds that cannot be used is counted."""
     gpus, undescribed = _trace_gpus(trace.device_properties, frame)
     steps = sorted(int(s) for s in frame["step"].dropna().unique()) if len(frame) else []
     kernels = frame[frame["kind"] == "kernel"] if len(frame) else frame
@@ -159,7 +171,7 @@ def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: di
         "events": link_facts.pop("events"),
         "runtime": trace.runtime,
         "rank": rank,
-        "distributed": safe_fields(trace.distributed_info, _DISTRIBUTED_FIELDS),
+        "distributed": _distributed(trace, warnings),
         "gpus": gpus,
         **({"undescribed_devices": undescribed} if undescribed else {}),
         "steps": steps,
@@ -172,6 +184,70 @@ def trace_facts(trace: TraceInfo, frame: pd.DataFrame, rank: int, link_facts: di
         **link_facts,
         **(gpu_time_facts(frame) if len(frame) else {"devices": [], "by_kind": {}}),
     }
+
+
+def _distributed(trace: TraceInfo, warnings: list[str] | None) -> dict[str, Any]:
+    """`distributedInfo`'s safe fields, with `process_groups` (`process_group_table`) where it lists any."""
+    distributed = safe_fields(trace.distributed_info, _DISTRIBUTED_FIELDS)
+    ignored: list[str] = []
+    groups = process_group_table(trace.distributed_info, ignored)
+    if warnings is not None:
+        warnings.extend(f"{trace.path}: {line}" for line in ignored)
+    return {**distributed, "process_groups": groups} if groups else distributed
+
+
+def process_group_table(distributed: dict[str, Any], warnings: list[str]) -> dict[str, int]:
+    """`distributedInfo.pg_config` as process-group name → size: `pg_size`, else the count of its
+    `ranks` list. An entry is ignored (counted in one warning, by reason) where it is no object,
+    its name no text (or longer than a metadata text), its size no whole number from 1 to the
+    world size, its `ranks` list not of `pg_size` members, or its name another entry's with
+    another size (both then). Names shaped like credentials are redacted as the kernels'
+    `process_group` column is, so that they still match."""
+    table = distributed.get("pg_config")
+    if table is None:
+        return {}
+    if not isinstance(table, list):
+        warnings.append("distributedInfo.pg_config is not a list: ignored")
+        return {}
+    world = distributed.get("world_size")
+    world = world if _fits(world, int) and world >= 1 else None
+    why: Counter[str] = Counter()
+    sizes: dict[str, int] = {}
+    entries: Counter[str] = Counter()  # usable entries per name: all of them ignored where they disagree
+    conflicting: set[str] = set()
+    for entry in table[:MAX_PROCESS_GROUPS]:
+        if not isinstance(entry, dict):
+            why["not an object"] += 1
+            continue
+        name = entry.get("pg_name")
+        if not isinstance(name, str) or not name or len(name) > META_TEXT:
+            why[f"no name (pg_name) of 1 to {META_TEXT} characters"] += 1
+            continue
+        size, ranks = entry.get("pg_size"), entry.get("ranks")
+        members = len(ranks) if isinstance(ranks, list) and all(_fits(r, int) and r >= 0 for r in ranks) else None
+        if size is None:
+            size = members
+        if not _fits(size, int) or size < 1 or (world is not None and size > world):
+            why["a size (pg_size) that is no whole number from 1 to the world size"] += 1
+            continue
+        if members is not None and members != size:
+            why["a ranks list of another size than pg_size"] += 1
+            continue
+        name = redact_text(name)
+        if sizes.get(name, size) != size:
+            conflicting.add(name)
+        sizes[name] = size
+        entries[name] += 1
+    for name in conflicting:
+        why["a name listed again with another size"] += entries[name]
+        del sizes[name]
+    if len(table) > MAX_PROCESS_GROUPS:
+        why[f"past the first {MAX_PROCESS_GROUPS:,}"] += len(table) - MAX_PROCESS_GROUPS
+    if why:
+        reasons = ", ".join(f"{n:,} {reason}" for reason, n in why.items())
+        groups = counted(sum(why.values()), "process group", "process groups")
+        warnings.append(f"distributedInfo.pg_config: {groups} of {len(table):,} ignored ({reasons})")
+    return sizes
 
 
 def _trace_gpus(

@@ -27,7 +27,7 @@ from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.store.outputs import REPORT, load_kernels, lock, read_parquet, write_csv, write_json, write_table
-from kernel_atlas.store.run import Run
+from kernel_atlas.store.run import Run, process_group_sizes
 
 if TYPE_CHECKING:
     from kernel_atlas.report.critical_html import PathPicture
@@ -228,7 +228,8 @@ def _build_report(
     gpu_name, world = run.gpu.name, run.gpu.world_size
     traced = run.gpu.catalog_device()  # the traced GPU's peaks, whatever `--device` projects onto
     device = get_device(device_key) if device_key else traced
-    cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id, world_size=world)
+    groups = process_group_sizes(summary)  # a collective's group size, by rank and group name
+    cross_rank = cross_rank_view(out_dir, ranks, run_id=output.run_id, world_size=world, process_groups=groups)
     stragglers = cross_rank.facts.get("stragglers") or []
     matched = read_parquet(cross_rank.path) if cross_rank.path is not None else None
     convention = "hta" if like_hta else "exact"

@@ -49,10 +49,10 @@ from kernel_atlas.report.html import (
 )
 from kernel_atlas.report.plot import label, numbered_alike, widget
 from kernel_atlas.report.units import fmt_us, nothing_found
-from kernel_atlas.roofline.analysis import Analysis, analyse
+from kernel_atlas.roofline.analysis import Analysis, ProcessGroups, analyse
 from kernel_atlas.store.outputs import lock, read_parquet, read_report, table_run
 from kernel_atlas.store.run import Run as StoredRun
-from kernel_atlas.store.run import gpu_names
+from kernel_atlas.store.run import gpu_names, process_group_sizes
 
 
 class NotebookError(AtlasError):
@@ -117,7 +117,7 @@ class Run:
         rows = self.kernels if kernels is None else kernels
         if self.collectives is not None and len(self.collectives) and len(rows):
             rows = rows.assign(peer_wait_us=peer_waits(rows, self.collectives))
-        return analyse(rows, self.device, self.world_size)
+        return analyse(rows, self.device, self.world_size, process_groups=process_group_sizes(self.summary))
 
 
 def resolve_source(source: str | Path | None = None, suffix: str = "", default: str | Path | None = None) -> Path:
@@ -156,13 +156,18 @@ def load_run(
         replay = stored.replay()
         ranks = len(stored.ranks) or 1
         gpu = stored.gpu
-        collectives, straggler = cross_rank(out_dir, stored.ranks, stored.summary.get("run_id"), gpu.world_size)
+        groups = process_group_sizes(stored.summary)
+        collectives, straggler = cross_rank(out_dir, stored.ranks, stored.summary.get("run_id"), gpu.world_size, groups)
     found = get_device(device) if device else gpu.catalog_device()
     return Run(out_dir, kernels, stored.summary, found, gpu.world_size, replay, ranks, collectives, straggler, example)
 
 
 def cross_rank(
-    out_dir: Path, ranks: list[int], run_id: str | None, world_size: int | None
+    out_dir: Path,
+    ranks: list[int],
+    run_id: str | None,
+    world_size: int | None,
+    process_groups: ProcessGroups | None = None,
 ) -> tuple[pd.DataFrame | None, int | None]:
     """The cross-rank view `atlas report` holds a run of several ranks to: the matched
     collectives (collectives.parquet's rows) and the top straggler (the rank report.html's
@@ -176,7 +181,7 @@ def cross_rank(
     if report is not None and path.is_file() and table_run(path) == run_id:
         return read_parquet(path), _top_straggler(report.get("stragglers"))
     with tempfile.TemporaryDirectory(prefix="atlas-dashboard-") as folder:
-        view = cross_rank_view(out_dir, ranks, Path(folder) / path.name, run_id, world_size)
+        view = cross_rank_view(out_dir, ranks, Path(folder) / path.name, run_id, world_size, process_groups)
         rows = read_parquet(view.path) if view.path is not None else None
     return rows, _top_straggler(view.facts.get("stragglers"))
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any
@@ -105,6 +105,8 @@ COST_OPS = {"reduce": "reduce", "reduceoop": "reduce", "gather": "gather", "scat
 GROUP_RANKS_LIST = r"\s*\[\s*\d+(?:\s*,\s*\d+)*\s*\]\s*"
 # `Process Group Description` of the group every rank of the job is in: its size is the world size
 DEFAULT_GROUP = "default_pg"
+# per rank, its process groups' sizes by `Process Group Name` (`store.run.process_group_sizes`)
+ProcessGroups = Mapping[int, Mapping[str, int]]
 
 
 def listed_group_sizes(ranks: pd.Series) -> np.ndarray:
@@ -138,11 +140,13 @@ def comm_itemsize(dtype: object) -> int | None:
     return None if spelling is None else dtypes()[spelling].bytes
 
 
-def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
+def _collective_costs(
+    kernels: pd.DataFrame, world_size: int | None, process_groups: ProcessGroups | None = None
+) -> None:
     """Collectives (communication kernels with NCCL's message parameters) are costed by their
     bus bytes: message size · dtype size · the collective's bus factor for its group size (the
-    first the trace records: `_group_sizes`), else the trace's world size — an assumption the
-    formula names."""
+    first the trace records: `_group_sizes`; `process_groups`: the traces' process-group table,
+    by rank), else the trace's world size — an assumption the formula names."""
     communication = (kernels["category"] == COMMUNICATION).to_numpy()
     shapes = _messages_from_shapes(kernels, communication)
     recorded = kernels["collective"].notna().to_numpy() | ~np.isnan(shapes.nelems)
@@ -161,7 +165,7 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
     recorded_name = kernels["collective"].astype(object).to_numpy()[rows]
     letters = ["".join(filter(str.isalpha, str(c))).lower() if c is not None else "" for c in recorded_name]
     cost_op = np.array([COST_OPS.get(name, o) for name, o in zip(letters, op, strict=True)], dtype=object)
-    ranks, group_source = _group_sizes(kernels, rows, cost_op, shapes, world_size)
+    ranks, group_source = _group_sizes(kernels, rows, cost_op, shapes, world_size, process_groups)
     # no message fields on the kernel: the tensor recorded on its launch, the input of the collective —
     # unless those tensors are not what it sends (`[message_not_recorded]`: DeepEP's routed tokens)
     not_recorded = _message_not_recorded()
@@ -226,10 +230,11 @@ def _collective_costs(kernels: pd.DataFrame, world_size: int | None) -> None:
 
 
 # where a collective's group size n came from (formula text by source), in `_group_sizes`' order
-_RECORDED, _LISTED, _ARGUMENT, _TEMPLATE, _FROM_MESSAGES, _FROM_TENSORS, _DEFAULT, _WORLD = range(8)
+_RECORDED, _LISTED, _TABLE, _ARGUMENT, _TEMPLATE, _FROM_MESSAGES, _FROM_TENSORS, _DEFAULT, _WORLD = range(9)
 _GROUP_SOURCES = {
     _RECORDED: "",
     _LISTED: " from the process group's ranks",
+    _TABLE: " from the trace's process-group table",  # distributedInfo.pg_config
     _ARGUMENT: " from its op's group-size argument",
     _TEMPLATE: " from its kernel's template arguments",
     _FROM_MESSAGES: " from the recorded message sizes",
@@ -256,18 +261,25 @@ _SILENT = "collective message size not recorded: neither NCCL message fields on 
 
 
 def _group_sizes(
-    kernels: pd.DataFrame, rows: np.ndarray, op: np.ndarray, shapes: _Messages, world_size: int | None
+    kernels: pd.DataFrame,
+    rows: np.ndarray,
+    op: np.ndarray,
+    shapes: _Messages,
+    world_size: int | None,
+    process_groups: ProcessGroups | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each collective's group size (0 where nothing gives one) and where it came from: the first
     of, in this order, (1) the `Group size` NCCL records; (2) the members `Process Group Ranks`
-    lists; (3) the size its launching op takes as an argument (`[group_size_argument]`:
-    FlashInfer's TRT-LLM all-reduces have no process group); (4) the size its kernel takes as a
+    lists; (3) the size its rank's `distributedInfo.pg_config` gives its `Process Group Name`
+    (`process_groups`; some releases record the name on the kernel and neither of the above);
+    (4) the size its launching op takes as an argument (`[group_size_argument]`:
+    FlashInfer's TRT-LLM all-reduces have no process group); (5) the size its kernel takes as a
     template argument (`[group_size_template]`: vLLM's and SGLang's custom all-reduces, DeepEP's
     intranode kernels — no process group either); for the collectives whose input and output
     differ by the group size (`[group_from_tensors]`: all_gather's output holds n inputs,
-    reduce_scatter's input n outputs), the ratio of (5) the kernel's own `In msg nelems` and `Out
-    msg nelems`, else (6) the largest and smallest tensor recorded on its launch; (7) the world
-    size for the default process group (every rank is in it); else (8) the world size, assumed.
+    reduce_scatter's input n outputs), the ratio of (6) the kernel's own `In msg nelems` and `Out
+    msg nelems`, else (7) the largest and smallest tensor recorded on its launch; (8) the world
+    size for the default process group (every rank is in it); else (9) the world size, assumed.
     A size below 1 is none (the next source speaks)."""
 
     def column(name: str) -> np.ndarray:
@@ -289,6 +301,7 @@ def _group_sizes(
     candidates = {
         _RECORDED: column("group_size"),
         _LISTED: np.full(len(rows), np.nan) if listed is None else listed,
+        _TABLE: _table_group_sizes(kernels, rows, process_groups, world_size),
         _ARGUMENT: _argument_group_sizes(kernels, rows, world_size),
         _TEMPLATE: _template_group_sizes(_kernel_names(kernels, rows), world_size),
         _FROM_MESSAGES: ratio(np.fmax(sent, received), np.fmin(sent, received), np.ones(len(rows), dtype=bool)),
@@ -303,6 +316,29 @@ def _group_sizes(
     assumed = np.isnan(ranks)
     ranks[assumed] = world_size or 0
     return ranks, source
+
+
+def _table_group_sizes(
+    kernels: pd.DataFrame, rows: np.ndarray, process_groups: ProcessGroups | None, world_size: int | None
+) -> np.ndarray:
+    """Per collective row: the size its rank's process-group table (`process_groups`: rank → group
+    name → size, from `distributedInfo.pg_config`) gives the `Process Group Name` it records; NaN
+    where the table or the name is not there, or the size is above the world size (a summary
+    edited by hand: ingest keeps none such). Looked up per distinct (rank, name) pair."""
+    sizes = np.full(len(rows), np.nan)
+    entries = [(r, n, s) for r, groups in (process_groups or {}).items() for n, s in groups.items()]
+    if not entries or "process_group" not in kernels or not len(rows):
+        return sizes
+    table = pd.Series([s for *_, s in entries], dtype=np.float64)
+    table.index = pd.MultiIndex.from_tuples([(int(r), str(n)) for r, n, _ in entries])
+    rank = kernels["rank"].to_numpy(dtype=np.int64)[rows] if "rank" in kernels else np.zeros(len(rows), np.int64)
+    name = kernels["process_group"].astype(object).to_numpy()[rows]
+    at = table.index.get_indexer(pd.MultiIndex.from_arrays([rank, name]))
+    found = at >= 0
+    sizes[found] = table.to_numpy()[at[found]]
+    if world_size:
+        sizes[sizes > world_size] = np.nan
+    return sizes
 
 
 def _costs_problem(problem: str) -> AtlasError:
@@ -908,16 +944,22 @@ def _names_saying(names: pd.Series, pattern: str) -> np.ndarray:
 
 
 def analyse(
-    frame: pd.DataFrame, device: Device | None, world_size: int | None = None, metrics: bool = True
+    frame: pd.DataFrame,
+    device: Device | None,
+    world_size: int | None = None,
+    metrics: bool = True,
+    process_groups: ProcessGroups | None = None,
 ) -> Analysis:
     """Costs, roofline, time shares and facts of kernel rows. `metrics=False` leaves the
     roofline table empty (its `groups` are there): a report of several parts (`analysis.ranks`)
-    works out the metrics once, on the groups of every part added up."""
+    works out the metrics once, on the groups of every part added up. `process_groups`: per rank,
+    its process groups' sizes by name (`store.run.process_group_sizes`), for collectives whose
+    kernels record a group's name and not its size."""
     kernels = frame.copy(deep=False)  # columns are added or replaced, never written in place
     costs = _call_costs(kernels)
     for column in costs.columns:
         kernels[column] = costs[column]
-    _collective_costs(kernels, world_size)
+    _collective_costs(kernels, world_size, process_groups)
     _drop_impossible_costs(kernels)
     kernels["estimate"] = _estimates(kernels)
     groups = roofline_groups(kernels)

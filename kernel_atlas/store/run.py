@@ -124,6 +124,24 @@ class Run:
         return read_parquet(path)
 
 
+def process_group_sizes(summary: dict[str, Any]) -> dict[int, dict[str, int]]:
+    """Per rank, its process groups' sizes by name (each trace's `distributed.process_groups`, from
+    `distributedInfo.pg_config`): what the roofline and the cross-rank view read a collective's
+    group size from where its kernel records none. Where several traces claim a rank, a name they
+    size differently is left out. Empty for a summary written before ingest kept them."""
+    sizes: dict[int, dict[str, int]] = {}
+    conflicting: set[tuple[int, str]] = set()
+    for trace in summary.get("traces", []):
+        rank = int(trace.get("rank", 0))
+        kept = sizes.setdefault(rank, {})
+        for name, size in (trace.get("distributed", {}).get("process_groups") or {}).items():
+            if kept.setdefault(name, size) != size:
+                conflicting.add((rank, name))
+    for rank, name in conflicting:
+        del sizes[rank][name]
+    return {rank: groups for rank, groups in sizes.items() if groups}
+
+
 def gpu_names(summary: dict[str, Any]) -> list[str]:
     """Every traced GPU's name in a summary, sorted, each once."""
     return sorted({g.get("name", "?") for t in summary.get("traces", []) for g in t.get("gpus", [])})

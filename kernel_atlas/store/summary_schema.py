@@ -4,8 +4,8 @@ does not hold — the field named by its path, what it should be in words. Field
 not read are not checked, nor those they read as hints whatever their value (the events, kinds,
 launched and shaped counts: where the critical path is solved, how ranks are batched, what the
 report advises); those they rely on are: each trace's file, rank, kernels and memory file, GPUs,
-world size, devices, the last step's start, and the efficiency ingest measured (its steps and
-per-device metrics, as `report/efficiency_view.py` turns them into tables).
+world size and process-group sizes, devices, the last step's start, and the efficiency ingest
+measured (its steps and per-device metrics, as `report/efficiency_view.py` turns them into tables).
 
 A doctored summary — a step that is a text, an efficiency without its devices, a last step's
 start of 400 digits, a trace without its file — was an internal error in the report
@@ -37,6 +37,8 @@ class _Gpu(msgspec.Struct):
 
 class _Distributed(msgspec.Struct, frozen=True):
     world_size: Int64 | None = None
+    # process-group name → size (`distributedInfo.pg_config`; a summary of before it has none)
+    process_groups: dict[str, Annotated[int, msgspec.Meta(ge=1, le=(1 << 63) - 1)]] | None = None
 
 
 # what ingest measures per step and device (`ingest/step_split.py`, `ingest/efficiency.py` write
