@@ -16,9 +16,12 @@ string ids resolved through `StringIds` by vectorised take:
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import sqlite3
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -128,6 +131,12 @@ def is_nsys(path: str | Path) -> bool:
     return str(path).lower().endswith(NSYS_SUFFIXES)
 
 
+# `nsys export`'s time bound: 10 minutes, and 1 s more per MB of report — generous, meant for a stuck
+# `nsys` (a damaged report), which had held ingest forever: there was no bound at all
+EXPORT_SECONDS = 600.0
+EXPORT_SECONDS_PER_MB = 1.0
+
+
 @contextmanager
 def exported(path: Path) -> Iterator[Path]:
     """The SQLite export of `path`: itself, or for a `.nsys-rep` a temporary export by `nsys`."""
@@ -142,25 +151,73 @@ def exported(path: Path) -> Iterator[Path]:
     folder = tempfile.mkdtemp(prefix="atlas-nsys-")
     out = Path(folder) / (path.stem + ".sqlite")
     try:
-        done = subprocess.run(
-            [nsys, "export", "--type", "sqlite", "--output", str(out), str(path)], capture_output=True, text=True
-        )
-        if done.returncode != 0 or not out.is_file():
-            last = (done.stderr or done.stdout).strip().splitlines()
-            raise AtlasError(path, f"`nsys export` failed: {last[-1] if last else f'exit {done.returncode}'}")
+        code, said = _run_export([nsys, "export", "--type", "sqlite", "--output", str(out), str(path)], path)
+        if code != 0 or not out.is_file():
+            last = said.strip().splitlines()
+            raise AtlasError(path, f"`nsys export` failed: {last[-1] if last else f'exit {code}'}")
         yield out
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    if not path.is_file():
-        raise AtlasError(path, "no such file")
+def _run_export(command: list[str], path: Path) -> tuple[int, str]:
+    """`nsys export`'s exit code and what it said (stderr, else stdout), within its time bound.
+    It runs in a session of its own, so that a stop (the bound, Ctrl-C) ends it and whatever it
+    started; one line past the bound."""
+    try:
+        size_mb = path.stat().st_size / 2**20
+    except OSError:  # no such report: `nsys` says so
+        size_mb = 0.0
+    limit = EXPORT_SECONDS + EXPORT_SECONDS_PER_MB * size_mb
+    child = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True
+    )
+    try:
+        out, err = child.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        _stop(child)
+        raise AtlasError(
+            path, f"`nsys export` was still running after {limit:,.0f} s: stopped (try `nsys export --type sqlite`)"
+        ) from None
+    except BaseException:
+        _stop(child)
+        raise
+    return child.returncode, err or out
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """`child` and its session's processes killed, `child` reaped."""
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):  # gone already; no process groups (Windows)
+        child.kill()
+    child.wait()
+    for pipe in (child.stdout, child.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
+def _connect(path: Path, shown: Path) -> sqlite3.Connection:
+    """`path` opened read-only; errors name `shown`: the file the user gave (a `.nsys-rep` for its
+    temporary export), worded as the JSON reader's (`reader._Source`)."""
+    exported_by_nsys = path != shown
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise AtlasError(shown, "no such file") from None
+    except OSError as exc:
+        raise AtlasError(shown, f"cannot read file ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise AtlasError(shown, "is a directory, not a trace file")
+    if not stat.S_ISREG(info.st_mode):  # a FIFO, or a link to /dev/zero: it had been "no such file"
+        raise AtlasError(shown, "is not a regular file (a pipe, socket or device); save the trace to a file first")
     try:
         db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
         db.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.Error as exc:
-        raise AtlasError(path, f"not a readable SQLite file ({exc})") from None
+        if exported_by_nsys:  # the temporary export's name said nothing: it is deleted
+            raise AtlasError(shown, f"`nsys export` wrote no readable SQLite file ({exc})") from None
+        raise AtlasError(shown, f"not a readable SQLite file ({exc})") from None
     return db
 
 
@@ -223,7 +280,7 @@ class _Export:
         """A text column's value as text (SQLite does not type its columns): a blob decoded, its
         bytes that are not UTF-8 replaced by U+FFFD and counted as `_lenient` counts a text's."""
         if isinstance(value, bytes):
-            return self._lenient(value)
+            return self._lenient(_whole_chars(value))
         return _as_text(value)
 
     def refuse_if_damaged(self) -> None:
@@ -330,11 +387,13 @@ class _Export:
         return self._read(pieces)
 
     def strings(self) -> _Strings:
-        rows = self._query(f"SELECT id, {_cut_sql('value')}, length(value) > {MAX_TEXT} FROM StringIds")
-        self.cut += sum(r[2] == 1 for r in rows)
+        rows = self._query(f"SELECT id, {_cut_sql('value')} FROM StringIds")
+        texts = [self.text(r[1]) for r in rows]
+        # counted here, not in SQLite: its length() counts no character past a NUL
+        self.cut += sum(isinstance(t, str) and len(t) > MAX_TEXT for t in texts)
         ids = _ints(np.array([r[0] for r in rows], dtype=object), len(rows))
         order = np.argsort(ids, kind="stable")
-        return _Strings(ids[order], np.array([cut_long(self.text(r[1])) for r in rows], dtype=object)[order])
+        return _Strings(ids[order], np.array([cut_long(t) for t in texts], dtype=object)[order])
 
 
 def _ns_sql(column: str) -> str:
@@ -344,13 +403,46 @@ def _ns_sql(column: str) -> str:
     return f"CASE WHEN typeof({column}) = 'real' THEN round({column}) ELSE {column} END"
 
 
+# What `events.cut_long` reads of a text — MAX_TEXT characters and the CUT_TAIL beyond, where a
+# credential the cut would end shows whole (`redact_cut`), and one more, which tells that the text
+# went on —, in UTF-8 bytes (at most 4 a character): texts are measured and cut in SQLite by their
+# bytes, as blobs. SQLite's length() and substr() on a text stop at its first NUL: "aten::mm\0" and
+# 200 MB more measured 8 characters and reached Python whole (2.5 GB, no long-strings warning).
+_CUT_BYTES = 4 * (MAX_TEXT - len(CUT_MARK) + CUT_TAIL + 1)
+
+
 def _cut_sql(column: str) -> str:
-    """`column` cut in SQLite to what `events.cut_long` reads of it — MAX_TEXT characters and the
-    CUT_TAIL beyond, where a credential the cut would end shows whole (`redact_cut`), and one
-    more, which tells that the text went on —, so that a 200 MB string never reaches Python
-    (a blob: cut to as many bytes, left a blob)."""
-    window = MAX_TEXT - len(CUT_MARK) + CUT_TAIL + 1
-    return f"CASE WHEN length({column}) <= {MAX_TEXT} THEN {column} ELSE substr({column}, 1, {window}) END"
+    """`column` (a text or a blob) as a blob of at most _CUT_BYTES + 1 bytes — one more than a kept
+    text can have: `_whole_chars` knows a cut one by its length —, so that a 200 MB string never
+    reaches Python; a number as it is. Every byte counts, a NUL's too: a NUL stays in the text, as
+    the JSON reader keeps a `\\u0000`. The value is read once (measured, then cut, a 200 MB text
+    was held twice at once: 0.4 GB); typeof() of a column reads no value."""
+    return f"CASE WHEN typeof({column}) IN ('integer', 'real') THEN {column} ELSE {_cut_blob_sql(column)} END"
+
+
+def _cut_blob_sql(column: str) -> str:
+    """`column` cut as `_cut_sql` cuts it, a number too (as its text): for an expression, whose
+    typeof() would read the value once more."""
+    return f"substr(CAST({column} AS BLOB), 1, {_CUT_BYTES + 1})"
+
+
+def _whole_chars(raw: bytes) -> bytes:
+    """A value `_cut_sql` cut without the UTF-8 sequence its last byte split (a character of the
+    cut is no undecodable byte of the text); any other value as it is. What is dropped lies past
+    the MAX_TEXT characters kept: _CUT_BYTES bytes hold more characters than that."""
+    if len(raw) <= _CUT_BYTES:
+        return raw
+    start = len(raw) - 1  # the last sequence's lead byte: back over its continuation bytes (10xxxxxx)
+    while start > len(raw) - 4 and raw[start] & 0xC0 == 0x80:
+        start -= 1
+    lead = raw[start]
+    size = 1 if lead < 0xC0 else 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4
+    return raw[:start] if start + size > len(raw) else raw
+
+
+def _chars(raw: bytes) -> int:
+    """Characters of a (cut) blob as `_Export.text` decodes it."""
+    return len(_whole_chars(raw).decode("utf-8", "replace"))
 
 
 @dataclass
@@ -515,8 +607,8 @@ def _pid(global_id: np.ndarray) -> np.ndarray:
 
 def gpu_processes(path: Path) -> list[int]:
     """Processes (globalPid >> 24) with GPU activities, ranked by their lowest device id, then pid."""
-    with exported(path) as sqlite_path, closing(_connect(sqlite_path)) as db:
-        export = _Export(sqlite_path, db)
+    with exported(path) as sqlite_path, closing(_connect(sqlite_path, path)) as db:
+        export = _Export(path, db)
         return export_processes(export)
 
 
@@ -763,30 +855,39 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
 # emit_nvtx texts split in SQLite (C, not a Python loop per range): the name before the first ", ",
 # whether the text is tagged with `seq =` / `op_id =` (the number after `, seq = `, -1 for a tagged
 # text without one, NULL untagged: one column, not two — 0.13 s fewer on 600k ranges), what
-# follows `, sizes = ` up to `, input_op_ids = `, and the number after `, op_id = `. Texts are cut to MAX_TEXT
-# first, in a materialised CTE: each reference to `t` would otherwise re-read the whole text (a
-# 50 MB one: 0.8 GB and seconds), and it is faster on ordinary exports too (1M ranges: 2.1 against
-# 2.5 s). SQLite before 3.35 (Python builds of older distributions) has no MATERIALIZED: the same
-# query, without the hint.
+# follows `, sizes = ` up to `, input_op_ids = `, and the number after `, op_id = `. Texts are cut
+# (`_cut_sql`) first, in a materialised CTE: each reference to `t` would otherwise re-read the whole
+# text (a 50 MB one: 0.8 GB and seconds), and it is faster on ordinary exports too (1M ranges: 2.1
+# against 2.5 s). SQLite before 3.35 (Python builds of older distributions) has no MATERIALIZED:
+# the same query, without the hint. `t` is a blob and so are the needles, so that instr() and
+# substr() count bytes alike and see past a NUL (on a text, substr() stops at it: `aten::mm\0x, seq
+# = 3` gave no `seq`); each part comes to Python a blob, decoded there (`_texts`). The texts of
+# more than MAX_TEXT bytes come whole (cut) too: whether they are longer than MAX_TEXT characters
+# is counted in Python. A cut text's sizes not followed by `, input_op_ids = ` are cut: not recorded.
 _MATERIALIZED = "MATERIALIZED" if sqlite3.sqlite_version_info >= (3, 35, 0) else ""
 _NVTX_SQL = """
 WITH ranges AS {materialized} (
-    SELECT {start} AS start, {end} AS "end", n.globalTid, {cut} AS t, length({text}) > {longest} AS long
+    SELECT {start} AS start, {end} AS "end", n.globalTid, {cut} AS t
     FROM NVTX_EVENTS n {join} WHERE n.eventType IN (59, 60) {domain} {where}
 ), split AS (
-    SELECT start, "end", globalTid, t, long, instr(t, ', seq = ') AS seq_at,
-        instr(t, ', op_id = ') > 0 OR instr(t, ', seq = ') > 0 AS tagged,
-        CASE WHEN instr(t, ', sizes = ') > 0 THEN substr(t, instr(t, ', sizes = ') + 10) END AS tail
+    SELECT start, "end", globalTid, t, instr(t, CAST(', seq = ' AS BLOB)) AS seq_at,
+        instr(t, CAST(', op_id = ' AS BLOB)) > 0 OR instr(t, CAST(', seq = ' AS BLOB)) > 0 AS tagged,
+        CASE WHEN instr(t, CAST(', sizes = ' AS BLOB)) > 0
+             THEN substr(t, instr(t, CAST(', sizes = ' AS BLOB)) + 10) END AS tail
     FROM ranges WHERE t IS NOT NULL
 )
 SELECT start, "end", globalTid,
-    CASE WHEN tagged AND instr(t, ', ') > 0 THEN substr(t, 1, instr(t, ', ') - 1) ELSE t END,
-    CASE WHEN seq_at > 0 AND substr(t, seq_at + 8, 1) GLOB '[0-9]' THEN CAST(substr(t, seq_at + 8) AS INTEGER)
+    CASE WHEN tagged AND instr(t, CAST(', ' AS BLOB)) > 0 THEN substr(t, 1, instr(t, CAST(', ' AS BLOB)) - 1)
+         ELSE t END,
+    CASE WHEN seq_at > 0 AND CAST(substr(t, seq_at + 8, 1) AS TEXT) GLOB '[0-9]'
+         THEN CAST(substr(t, seq_at + 8) AS INTEGER)
          WHEN tagged THEN -1 END,
-    CASE WHEN instr(tail, ', input_op_ids = ') > 0 THEN substr(tail, 1, instr(tail, ', input_op_ids = ') - 1)
-         ELSE tail END,
-    long,
-    CASE WHEN instr(t, ', op_id = ') > 0 THEN CAST(substr(t, instr(t, ', op_id = ') + 10) AS INTEGER) END
+    CASE WHEN instr(tail, CAST(', input_op_ids = ' AS BLOB)) > 0
+         THEN substr(tail, 1, instr(tail, CAST(', input_op_ids = ' AS BLOB)) - 1)
+         WHEN length(t) <= {cut_bytes} THEN tail END,
+    CASE WHEN length(t) > {longest} THEN t END,
+    CASE WHEN instr(t, CAST(', op_id = ' AS BLOB)) > 0
+         THEN CAST(substr(t, instr(t, CAST(', op_id = ' AS BLOB)) + 10) AS INTEGER) END
 FROM split
 """
 
@@ -809,13 +910,13 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     # the default domain only: PyTorch's and the program's ranges; libraries' own (NCCL's `ncclGroupEnd`)
     # are invisible to torch.profiler and would take the launch from the op that called them
     domain = "AND COALESCE(n.domainId, 0) = 0" if "domainId" in have else ""
-    cut = _cut_sql(text_sql)
+    cut = _cut_blob_sql(text_sql)
     sql = _NVTX_SQL.format(
         materialized=_MATERIALIZED,
         start=_ns_sql("n.start"),
         end=_ns_sql('n."end"'),
-        text=text_sql,
         cut=cut,
+        cut_bytes=_CUT_BYTES,
         longest=MAX_TEXT,
         join=join,
         domain=domain,
@@ -828,7 +929,7 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     ts, end, kept = _host_times(export, "NVTX range", *_bounds(data[:, 0], data[:, 1], export.base), call=False)
     data = data[kept]
     n = len(data)
-    export.cut += int((data[:, 6] == 1).sum())  # a cut text's sizes are no longer JSON: not recorded
+    export.cut += sum(_chars(t) > MAX_TEXT for t in data[:, 6] if t is not None)  # texts of over MAX_TEXT bytes
     seq = _ints(data[:, 4], n, -2)  # the `seq = ` number; -1 tagged without one; -2 untagged
     family, names, dims = _nvtx_ranges(export, data[:, 3], seq >= -1, data[:, 5])
     return _HostPart(
@@ -933,7 +1034,7 @@ def _texts(export: _Export, distinct: list[Any], codes: np.ndarray) -> list[Any]
     counted = export.not_utf8
     texts = [cut_long(export.text(x)) for x in distinct]
     if export.not_utf8 > counted:  # counted once per distinct value: per row instead
-        bad = np.array([isinstance(x, bytes) and not _is_utf8(x) for x in distinct], dtype=bool)
+        bad = np.array([isinstance(x, bytes) and not _is_utf8(_whole_chars(x)) for x in distinct], dtype=bool)
         export.not_utf8 = counted + int(bad[codes[codes >= 0]].sum())
     return texts
 
@@ -1052,8 +1153,8 @@ def read_nsys(path: str | Path, process: int | None = None) -> tuple[TraceInfo, 
     """One process of an export (`process`: its pid; default: the first of `gpu_processes`) as
     the JSON reader's (TraceInfo, TraceColumns). Raises `AtlasError` on unusable input."""
     path = Path(path)
-    with exported(path) as sqlite_path, closing(_connect(sqlite_path)) as db:
-        export = _Export(sqlite_path, db)
+    with exported(path) as sqlite_path, closing(_connect(sqlite_path, path)) as db:
+        export = _Export(path, db)
         processes, left_out, left_activities = _processes(export)
         info = TraceInfo(path=path, runtime="cuda", size_bytes=sqlite_path.stat().st_size)
         if left_out and (process is None or process == processes[0]):  # said once, by the first rank
