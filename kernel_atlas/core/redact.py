@@ -37,7 +37,11 @@ _B = r"(?<![A-Za-z])"
 _DISTINCT_FORMATS = [
     r"hf_[A-Za-z0-9]{20,}",  # Hugging Face
     r"api_org_[A-Za-z0-9]{20,}",  # Hugging Face organisation
-    r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{12,}",  # AWS key ids
+    r"(?:AKIA|ASIA|ABIA|AGPA|AIDA|AIPA|ANPA|ANVA|AROA|APKA)[A-Z0-9]{12,}",  # AWS key ids
+    # ... and the one prefix that is hex itself: not where the id would be all hex (0–9, A–F), as
+    # in an upper-case hash inside a kernel name (213 of 20,200 wide names lost their tail). AWS
+    # writes an id's 16 characters in base32 (A–Z, 2–7): all of them within A–F and 2–7 once in ~10^7.
+    r"ACCA(?=[0-9A-F]*[G-Z])[A-Z0-9]{12,}",
     r"gh[pousr]_[A-Za-z0-9]{20,}",  # GitHub
     r"github_pat_[A-Za-z0-9_]{20,}",
     r"glpat-[A-Za-z0-9_\-]{16,}",  # GitLab

@@ -54,6 +54,8 @@ from kernel_atlas.core.beside import side_by_side, usable_cpus
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_arrow_memory
 from kernel_atlas.core.redact import REDACTED, credential_count, json_holds_credential, redact_document, redact_text
+from kernel_atlas.core.texts import strings_in
+from kernel_atlas.ingest.events import MAX_TEXT
 from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.report_schemas import typed
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
@@ -928,6 +930,11 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
             summary_path,
             "holds texts shaped like credentials (tokens, keys), which `atlas ingest` never writes: run it again",
         )
+    # ingest cuts every text it writes (`events.MAX_TEXT`; metadata far shorter): a longer one was
+    # written by other means, and every reader (each MCP call) would read and copy it again
+    longest = max(map(len, strings_in(summary)), default=0)
+    if longest > MAX_TEXT:
+        raise AtlasError(summary_path, _too_long("a text", longest))
     _share_devices(summary)
     run_id = summary.get("run_id")
     if run_id is not None and required is REQUIRED_COLUMNS:
@@ -1011,17 +1018,18 @@ def _check_values(path: Path) -> None:
         for name in (*LABELLED, "ts_us", "dur_us", *RECORDED_CALL, *narrow, *exact, *shares)
         if name in schema.names
     ]
-    texts = _text_columns(schema)  # read in the same pass, for the credential screen
+    texts = _text_columns(schema)  # read in the same pass, for the credential screen (and their lengths)
+    blobs = _bytes_columns(schema)  # ingest writes none; their lengths are checked as the texts
     bad: dict[str, int] = {}  # per refusal below, the rows (or distinct texts) it counts
     bounds: dict[str, list[int]] = {}  # per narrow column, its least and greatest value
     deep_texts: dict[str, set[str]] = {name: set() for name in RECORDED_CALL}
-    screen = _CredentialScreen(texts)
+    screen = _CredentialScreen(texts, blobs)
 
     def count(key: str, n: int) -> None:
         if n:
             bad[key] = bad.get(key, 0) + int(n)
 
-    for batch in _batches(path, list(dict.fromkeys([*wanted, *texts]))):
+    for batch in _batches(path, list(dict.fromkeys([*wanted, *texts, *blobs]))):
         for name in LABELLED:  # every activity named and labelled
             if name in wanted:
                 count(name, batch.column(name).null_count)
@@ -1047,6 +1055,8 @@ def _check_values(path: Path) -> None:
         for name in RECORDED_CALL:
             if name in wanted:
                 distinct = pc.unique(batch.column(name).cast(pa.string())).drop_null()
+                # a text past MAX_TEXT is refused by the screen below, unparsed (json.loads of 100 MB)
+                distinct = distinct.filter(pc.less_equal(pc.utf8_length(distinct), MAX_TEXT))
                 # only a text with more than MAX_DEPTH brackets can nest that deep (`too_deep`'s own
                 # first test, here in Arrow: 200k distinct shapes are not 200k Python strings)
                 brackets = pc.add(pc.count_substring(distinct, "["), pc.count_substring(distinct, "{"))
@@ -1082,36 +1092,82 @@ def _check_values(path: Path) -> None:
     screen.refuse(path)
 
 
-def _text_columns(schema: pa.Schema) -> list[str]:
-    def is_text(kind: pa.DataType) -> bool:
-        kind = kind.value_type if pa.types.is_dictionary(kind) else kind
-        return pa.types.is_string(kind) or pa.types.is_large_string(kind)
+def _value_type(kind: pa.DataType) -> pa.DataType:
+    return kind.value_type if pa.types.is_dictionary(kind) else kind
 
-    return [field.name for field in schema if is_text(field.type)]
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(_value_type(kind)) or pa.types.is_large_string(_value_type(kind))
+
+
+def _is_bytes(kind: pa.DataType) -> bool:
+    return pa.types.is_binary(_value_type(kind)) or pa.types.is_large_binary(_value_type(kind))
+
+
+def _text_columns(schema: pa.Schema) -> list[str]:
+    return [field.name for field in schema if _is_text(field.type)]
+
+
+def _bytes_columns(schema: pa.Schema) -> list[str]:
+    return [field.name for field in schema if _is_bytes(field.type)]
+
+
+def _too_long(what: str, length: int) -> str:
+    return (
+        f"{what} of {length:,} characters, longer than any `atlas ingest` writes ({MAX_TEXT:,}): "
+        "run `atlas ingest` again"
+    )
+
+
+def _distinct_values(column: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    """A column's values, as its dictionaries where it has them (the distinct texts, not every row)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if pa.types.is_dictionary(column.type):
+        return pa.chunked_array([c.dictionary for c in chunks], column.type.value_type)
+    return pa.chunked_array(chunks, column.type)
 
 
 class _CredentialScreen:
     """`atlas ingest` redacts every credential-shaped text it writes; a file holding one was
     written by other means, and every reader would copy it into reports, tables and answers.
-    The distinct texts of `columns` are screened as the table's batches come, each text once."""
+    The distinct texts of `columns` are screened as the table's batches come, each text once.
 
-    def __init__(self, columns: list[str]) -> None:
+    Nor does ingest write a text (or bytes) longer than `events.MAX_TEXT` characters: one
+    longer is refused before anything else reads it — a kernel name of 100 MB sent the report
+    to 7.5 GB, `diff` to 1.7 GB — measured in Arrow on the dictionaries (or the values), never
+    turned into Python strings."""
+
+    def __init__(self, columns: list[str], binary: Sequence[str] = ()) -> None:
         self._seen: dict[str, set[str]] = {name: set() for name in columns}
+        self._binary = list(binary)
         self.found = 0
+        self.long: dict[str, int] = {}  # column → its longest value, where past MAX_TEXT
+
+    def _measure(self, name: str, values: pa.ChunkedArray) -> bool:
+        """Whether `values` of column `name` hold one longer than MAX_TEXT (recorded)."""
+        lengths = pc.utf8_length(values) if _is_text(values.type) else pc.binary_length(values)
+        longest = pc.max(lengths).as_py() or 0
+        if longest > MAX_TEXT:
+            self.long[name] = max(longest, self.long.get(name, 0))
+        return longest > MAX_TEXT
 
     def screen(self, batch: pa.Table | pa.RecordBatch) -> None:
+        for name in self._binary:
+            if name not in self.long:
+                self._measure(name, _distinct_values(batch.column(name)))
         for name, seen in self._seen.items():
-            column = batch.column(name)
-            chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
-            if pa.types.is_dictionary(column.type):  # the distinct texts are the chunks' dictionaries
-                texts = pa.chunked_array([c.dictionary for c in chunks], column.type.value_type)
-            else:
-                texts = pa.chunked_array(chunks, column.type)
+            if name in self.long:  # refused already: its texts are not read as Python strings
+                continue
+            texts = _distinct_values(batch.column(name))
+            if self._measure(name, texts):
+                continue
             new = [text for text in pc.unique(texts).drop_null().to_pylist() if text not in seen]
             seen.update(new)
             self.found += credential_count(new)
 
     def refuse(self, path: Path) -> None:
+        for name, length in self.long.items():
+            raise AtlasError(path, _too_long(f"column {name} holds a value", length))
         if self.found:
             raise AtlasError(
                 path,
@@ -1123,7 +1179,7 @@ class _CredentialScreen:
 def _refuse_credentials(path: Path, table: pa.Table) -> None:
     """A table read whole (with at least its text columns) refused if it holds a credential-shaped
     text (`_CredentialScreen`)."""
-    screen = _CredentialScreen(_text_columns(table.schema))
+    screen = _CredentialScreen(_text_columns(table.schema), _bytes_columns(table.schema))
     screen.screen(table)
     screen.refuse(path)
 
