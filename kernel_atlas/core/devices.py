@@ -9,7 +9,7 @@ from functools import cache, lru_cache
 from typing import Any
 
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.paths import read_toml
+from kernel_atlas.core.paths import CatalogMatching, catalog_number, catalog_pattern, read_toml
 
 MATRIX = "tensor"
 VECTOR = "vector"
@@ -64,28 +64,50 @@ class Device:
         return None
 
 
-@lru_cache(maxsize=1)
 def load_devices() -> dict[str, Device]:
+    return _loaded()[0]
+
+
+@lru_cache(maxsize=1)
+def _loaded() -> tuple[dict[str, Device], CatalogMatching]:
+    """The catalog's devices, and the time their `match` patterns may take in all
+    (`CatalogMatching`). Each entry is checked once here, so that every consumer gets safe values:
+    numbers finite and in range (`catalog_number`: a negative or zero peak gave negative or NaN
+    roofline numbers), `match` patterns that compile (`catalog_pattern`), texts redacted and cut as
+    a trace's own metadata texts are (`reader.META_TEXT`: a device name reaches the terminal and
+    report.html — a credential in it was printed, a 50 MB one took minutes to wrap)."""
+    from kernel_atlas.core.redact import redact_text
+    from kernel_atlas.core.texts import META_TEXT, cut_long
+
+    def text(value: object) -> str:
+        return redact_text(cut_long(str(value), META_TEXT))
+
     data = read_toml("devices.toml")
     devices = {}
     for key, raw in data["devices"].items():
+        match = tuple(raw.get("match", ()))
+        for pattern in match:  # a broken one is said here, in one line, not when a GPU is matched
+            where = f"`devices.{key}.match` {str(pattern)[:80]!r}"
+            catalog_pattern(pattern, data.path, where)  # alone first: the error's position is the user's
+            catalog_pattern(_VENDOR + f"(?:{pattern})", data.path, where, re.IGNORECASE)  # `(?i)` inside: no
+        tensor, vector = raw.get("tensor", {}), raw.get("vector", {})
         devices[key] = Device(
             key=key,
-            name=raw["name"],
-            sms=int(raw["sms"]),
-            memory_gbps=float(raw["memory_gbps"]),
-            link_gbps=float(raw["link_gbps"]),
-            host_link_gbps=float(raw["host_link_gbps"]),
-            memory_gb=float(raw["memory_gb"]),
-            l2_mb=float(raw["l2_mb"]),
-            boost_ghz=float(raw["boost_ghz"]),
-            tensor={k: float(v) for k, v in raw.get("tensor", {}).items()},
-            vector={k: float(v) for k, v in raw.get("vector", {}).items()},
-            match=tuple(raw.get("match", ())),
-            source=raw.get("source", ""),
-            compute=str(raw.get("compute", "")),
+            name=text(raw["name"]),
+            sms=int(catalog_number(raw, "sms", whole=True)),
+            memory_gbps=catalog_number(raw, "memory_gbps"),
+            link_gbps=catalog_number(raw, "link_gbps"),
+            host_link_gbps=catalog_number(raw, "host_link_gbps"),
+            memory_gb=catalog_number(raw, "memory_gb"),
+            l2_mb=catalog_number(raw, "l2_mb"),
+            boost_ghz=catalog_number(raw, "boost_ghz"),
+            tensor={k: catalog_number(tensor, k) for k in tensor},
+            vector={k: catalog_number(vector, k) for k in vector},
+            match=match,
+            source=text(raw.get("source", "")),
+            compute=text(raw.get("compute", "")),
         )
-    return devices
+    return devices, CatalogMatching(data.path)
 
 
 # Vendor words that may lead a deviceProperties name ("NVIDIA A100-SXM4-40GB", "Tesla V100-SXM2-16GB",
@@ -95,7 +117,7 @@ _VENDOR = r"(?:(?:NVIDIA|Tesla|AMD|Instinct)\s+)*"
 
 @cache
 def _pattern(pattern: str) -> re.Pattern[str]:
-    return re.compile(_VENDOR + f"(?:{pattern})", re.IGNORECASE)
+    return re.compile(_VENDOR + f"(?:{pattern})", re.IGNORECASE)  # compiled once already: `load_devices`
 
 
 # an SR-IOV virtual function of a GPU names it with " VF" after the model ("AMD Instinct MI300X
@@ -175,8 +197,10 @@ def match_device(gpu_name: str | None, sms: int | None = None) -> Device | None:
         return None
     name = _model(gpu_name)
     hits: list[tuple[Device, int]] = []
-    for device in load_devices().values():
-        fits = [len(p) for p in device.match if _pattern(p).fullmatch(name)]
+    devices, bound = _loaded()
+    for device in devices.values():
+        with bound.matching(f"`devices.{device.key}.match`"):  # a user's pattern may backtrack for hours
+            fits = [len(p) for p in device.match if _pattern(p).fullmatch(name)]
         if fits:
             hits.append((device, max(fits)))
     if sms is not None and len(hits) > 1:

@@ -294,7 +294,10 @@ def kernel_columns(frame: pd.DataFrame, device_properties: list[dict[str, Any]])
     # a kernel on a device the trace does not number, or does not describe (`describing`), has no
     # limits: the one GPU the table lists may be another device
     known = np.flatnonzero(kernel & ~np.isnan(devices))
-    described = describing(device_properties, np.unique(devices[known]).astype(np.int64).tolist())
+    # a device number past int64 (Nsight's deviceId 2^63 − 1 is 9.223372036854776e18 as a float)
+    # describes no device and is nulled later with other out-of-range ids: cast, it had numpy warn
+    ids = np.unique(devices[known])
+    described = describing(device_properties, ids[np.abs(ids) < 2.0**63].astype(np.int64).tolist())
     for device, at in value_groups(devices[known]):
         props = described.get(int(device))
         limits = sm_limits(props) if props else None

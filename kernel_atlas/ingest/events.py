@@ -35,6 +35,7 @@ from typing import Annotated, Any, ClassVar, NamedTuple, Union
 import msgspec
 import numpy as np
 
+from kernel_atlas.core.texts import CUT_MARK, MAX_TEXT, cut_long, cut_to  # noqa: F401 (read from here too)
 from kernel_atlas.store.limits import MAX_TIME_US, within_time_bound
 
 GPU_KINDS: dict[str, str] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
@@ -529,23 +530,7 @@ def decode_slice(framed: bytes | bytearray | memoryview) -> SlicePart:
 
 
 NOT_OBJECTS = "entries not objects"  # the `ignored` key counting traceEvents entries that are no JSON object
-MAX_TEXT = 16384  # characters: real kernel names reach ~5,000; past this a string is cut (counted)
-CUT_MARK = "…"
 LONG_STRINGS = "long strings"  # the `ignored` key counting them
-
-
-def cut_to(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, the last of them CUT_MARK (`text` is longer than `limit`);
-    a credential the cut would end is redacted first (`redact_cut`: once cut, it is no longer
-    recognisable as one)."""
-    from kernel_atlas.core.redact import redact_cut  # rare: decode workers never import pandas otherwise
-
-    return redact_cut(text, limit - len(CUT_MARK)) + CUT_MARK
-
-
-def cut_long(text: Any, limit: int = MAX_TEXT) -> Any:
-    """A name or label past `limit` characters cut to it (`cut_to`); anything else as it is."""
-    return cut_to(text, limit) if isinstance(text, str) and len(text) > limit else text
 
 
 def _cut(texts: list[Any], ignored: Counter[str]) -> list[Any]:

@@ -48,6 +48,7 @@ import numpy as np
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text
+from kernel_atlas.core.texts import META_TEXT
 from kernel_atlas.ingest.events import (
     SliceError,
     SlicePart,
@@ -955,9 +956,6 @@ def _compute_properties(devices: Any) -> Any:
         return out | {key: entry[key] for key in COMPUTE_PROPERTIES.values() if key in entry}
 
     return [renamed(entry) if isinstance(entry, dict) else entry for entry in entries]
-
-
-META_TEXT = 256  # characters: a GPU name is ~30, a backend ~4; past this a metadata text is cut (counted)
 
 
 def device_entries(entries: list[dict[str, Any]], warnings: list[str]) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from kernel_atlas.core.paths import read_toml
+from kernel_atlas.core.paths import CatalogMatching, catalog_pattern, read_toml
 
 FIELDS = ("c_sq", "c_sk", "c_sqsq", "c_sqsk", "g_sq", "g_sk", "g_sqsq", "g_sqsk")
 
@@ -35,9 +35,24 @@ class StepLengths:
 
 
 @lru_cache(maxsize=1)
-def _patterns() -> list[tuple[str, re.Pattern[str], list[re.Pattern[str]]]]:
-    entries = read_toml("costs.toml")["attention_steps"]
-    return [(e["engine"], re.compile(e["match"]), [re.compile(f) for f in e["fields"]]) for e in entries]
+def _patterns() -> tuple[list[tuple[str, re.Pattern[str], list[re.Pattern[str]]]], CatalogMatching]:
+    """`[[attention_steps]]`, compiled (a broken pattern is said in one line naming costs.toml and
+    its key, not blamed on the trace being read), and the time they may take in all."""
+    data = read_toml("costs.toml")
+    path, entries = data.path, data["attention_steps"]
+
+    def compiled(pattern: object, where: str) -> re.Pattern[str]:
+        return catalog_pattern(pattern, path, f"`attention_steps[{where}` {str(pattern)[:80]!r}")
+
+    steps = [
+        (
+            e["engine"],
+            compiled(e["match"], f"{i}].match"),
+            [compiled(f, f"{i}].fields[{j}]") for j, f in enumerate(e["fields"])],
+        )
+        for i, e in enumerate(entries)
+    ]
+    return steps, CatalogMatching(path)
 
 
 @lru_cache(maxsize=4096)
@@ -45,29 +60,52 @@ def parse_step(name: str | None) -> StepLengths | None:
     """The aggregates of a step annotation, None for any other name."""
     if not name or "sqsq" not in name:
         return None
-    for engine, match, fields in _patterns():
-        if not match.search(name):
-            continue
-        values: dict[str, int] = {}
-        for pattern in fields:
-            for found in pattern.finditer(name):
-                groups = found.groupdict()
-                if "key" in groups:
-                    values[groups["key"]] = int(groups["value"])
-                else:
-                    values.update({k: int(v) for k, v in groups.items() if v is not None and k in FIELDS})
-        return StepLengths(engine, **values)
+    steps, bound = _patterns()
+    with bound.matching("`attention_steps`"):  # a user's pattern may backtrack for hours
+        for engine, match, fields in steps:
+            if not match.search(name):
+                continue
+            values: dict[str, int] = {}
+            for pattern in fields:
+                for found in pattern.finditer(name):
+                    groups = found.groupdict()
+                    if "key" in groups:
+                        if _counts(groups["value"]):
+                            values[groups["key"]] = int(groups["value"])
+                    else:
+                        values.update({k: int(v) for k, v in groups.items() if k in FIELDS and _counts(v)})
+            return StepLengths(engine, **values)
     return None
 
 
+# a step's token or request count of more digits than this is damage, not a count (and past 4,300
+# digits `int` refuses it): the field is left unread, as if the annotation did not give it
+_COUNT_DIGITS = 18
+
+
+def _counts(value: str | None) -> bool:
+    """Whether a matched field's text is a count to read."""
+    return value is not None and len(value) <= _COUNT_DIGITS
+
+
 @lru_cache(maxsize=1)
-def _native() -> re.Pattern[str]:
-    return re.compile("|".join(f"(?:{p})" for p in read_toml("costs.toml")["native_steps"]))
+def _native() -> tuple[re.Pattern[str], CatalogMatching]:
+    """`native_steps` as one pattern (each compiled alone first: the one that is broken is named),
+    and the time it may take in all."""
+    data = read_toml("costs.toml")
+    path, patterns = data.path, data["native_steps"]
+    for i, p in enumerate(patterns):
+        catalog_pattern(p, path, f"`native_steps[{i}]` {str(p)[:80]!r}")
+    return catalog_pattern("|".join(f"(?:{p})" for p in patterns), path, "`native_steps`"), CatalogMatching(path)
 
 
 def is_native_step(name: str | None) -> bool:
     """A serving engine's native step annotation: tokens counted, no Σ sq·sk (catalogs/costs.toml)."""
-    return bool(name) and parse_step(name) is None and bool(_native().search(name or ""))
+    if not name or parse_step(name) is not None:
+        return False
+    native, bound = _native()
+    with bound.matching("`native_steps`"):  # a user's pattern may backtrack for hours
+        return bool(native.search(name))
 
 
 def is_step(name: str) -> bool:

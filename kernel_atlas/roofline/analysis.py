@@ -25,7 +25,7 @@ from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.devices import TRANSFER_BOUNDS, VECTOR, Device, load_devices
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import group_numbers, lexical_codes
-from kernel_atlas.core.paths import catalogs_dir, read_toml
+from kernel_atlas.core.paths import catalog_pattern, catalogs_dir, read_toml
 from kernel_atlas.core.texts import filled, name_mask
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
 from kernel_atlas.ingest.recorded import (
@@ -357,10 +357,7 @@ def _position(table: str, key: str, k: object) -> int:
 def _costs_pattern(table: str, pattern: object) -> re.Pattern[str]:
     """A regular expression of costs.toml's `[table]`, compiled (a broken one is said, not an
     internal error)."""
-    try:
-        return re.compile(str(pattern))
-    except re.error as exc:
-        raise _costs_problem(f"[{table}] {pattern!r}: not a regular expression ({exc})") from None
+    return catalog_pattern(pattern, catalogs_dir() / "costs.toml", f"[{table}] {str(pattern)[:80]!r}")
 
 
 @lru_cache(maxsize=1)

@@ -21,7 +21,7 @@ from functools import lru_cache
 from kernel_atlas.classify.classifier import rule_id, rule_precision
 from kernel_atlas.classify.rules import inductor_kernel_prefix
 from kernel_atlas.core.devices import MATRIX, VECTOR
-from kernel_atlas.core.paths import read_toml
+from kernel_atlas.core.paths import catalog_number, read_toml
 from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
 
 
@@ -87,8 +87,10 @@ def register(
 
 @lru_cache(maxsize=1)
 def flops_per_element() -> dict[str, float]:
-    data = read_toml("costs.toml")
-    return {k: float(v) for k, v in data["flops_per_element"].items()}
+    """`[flops_per_element]`: each a finite number from 0 (`catalog_number`: a negative one gave
+    negative FLOPs and achieved TFLOP/s)."""
+    table = read_toml("costs.toml")["flops_per_element"]
+    return {k: catalog_number(table, k, zero=True) for k in table}
 
 
 def cost_of(call: Call) -> Cost:
