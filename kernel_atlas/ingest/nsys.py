@@ -21,7 +21,6 @@ import re
 import shutil
 import signal
 import sqlite3
-import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -51,7 +50,7 @@ from kernel_atlas.ingest.columns import (
 )
 from kernel_atlas.ingest.events import CUT_MARK, LONG_STRINGS, MAX_TEXT, cut_long
 from kernel_atlas.ingest.frames import MODULE_PREFIX
-from kernel_atlas.ingest.reader import TraceInfo, device_entries
+from kernel_atlas.ingest.reader import TraceInfo, device_entries, regular_file
 from kernel_atlas.store.limits import MAX_TIME_US
 
 T = TypeVar("T")
@@ -201,16 +200,7 @@ def _connect(path: Path, shown: Path) -> sqlite3.Connection:
     """`path` opened read-only; errors name `shown`: the file the user gave (a `.nsys-rep` for its
     temporary export), worded as the JSON reader's (`reader._Source`)."""
     exported_by_nsys = path != shown
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise AtlasError(shown, "no such file") from None
-    except OSError as exc:
-        raise AtlasError(shown, f"cannot read file ({exc.strerror or exc})") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise AtlasError(shown, "is a directory, not a trace file")
-    if not stat.S_ISREG(info.st_mode):  # a FIFO, or a link to /dev/zero: it had been "no such file"
-        raise AtlasError(shown, "is not a regular file (a pipe, socket or device); save the trace to a file first")
+    regular_file(path, shown)  # a FIFO, or a link to /dev/zero: it had been "no such file"
     try:
         db = sqlite3.connect(f"file:{quote(str(path.resolve()))}?mode=ro", uri=True)
         db.execute("SELECT count(*) FROM sqlite_master").fetchone()

@@ -128,6 +128,24 @@ class TraceInfo:
     warnings: list[str] = field(default_factory=list)  # what was skipped, said once each
 
 
+def regular_file(path: Path, shown: Path | None = None) -> os.stat_result:
+    """`path`'s status where it is a regular file, else one line naming `shown` (the file the user
+    gave; `path` itself by default): missing, unreadable, a directory, or a pipe, socket or device
+    (a FIFO or a link to /dev/zero named like a trace)."""
+    shown = path if shown is None else shown
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise AtlasError(shown, "no such file") from None
+    except OSError as exc:
+        raise AtlasError(shown, f"cannot read file ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise AtlasError(shown, "is a directory, not a trace file")
+    if not stat.S_ISREG(info.st_mode):
+        raise AtlasError(shown, "is not a regular file (a pipe, socket or device); save the trace to a file first")
+    return info
+
+
 class _Source:
     """The uncompressed text of a trace, read forward in windows.
 
@@ -136,17 +154,7 @@ class _Source:
 
     def __init__(self, path: Path):
         self.path = path
-        try:
-            info = path.stat()
-        except FileNotFoundError:
-            raise AtlasError(path, "no such file") from None
-        except OSError as exc:
-            raise AtlasError(path, f"cannot read file ({exc.strerror or exc})") from None
-        if stat.S_ISDIR(info.st_mode):
-            raise AtlasError(path, "is a directory, not a trace file")
-        if not stat.S_ISREG(info.st_mode):
-            raise AtlasError(path, "is not a regular file (a pipe, socket or device); save the trace to a file first")
-        self.file_size = info.st_size
+        self.file_size = regular_file(path).st_size
         try:
             self.raw = path.open("rb")
         except OSError as exc:
