@@ -77,7 +77,7 @@ def _loaded() -> tuple[dict[str, Device], CatalogMatching]:
     a trace's own metadata texts are (`reader.META_TEXT`: a device name reaches the terminal and
     report.html — a credential in it was printed, a 50 MB one took minutes to wrap)."""
     from kernel_atlas.core.redact import redact_text
-    from kernel_atlas.core.texts import META_TEXT, cut_long
+    from kernel_atlas.core.text_limits import META_TEXT, cut_long
 
     def text(value: object) -> str:
         return redact_text(cut_long(str(value), META_TEXT))

@@ -35,7 +35,7 @@ from typing import Annotated, Any, ClassVar, NamedTuple, Union
 import msgspec
 import numpy as np
 
-from kernel_atlas.core.texts import CUT_MARK, MAX_TEXT, cut_long, cut_to  # noqa: F401 (read from here too)
+from kernel_atlas.core.text_limits import CUT_MARK, MAX_TEXT, cut_long, cut_to  # noqa: F401 (read from here too)
 from kernel_atlas.store.limits import MAX_TIME_US, within_time_bound
 
 GPU_KINDS: dict[str, str] = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}

@@ -48,7 +48,7 @@ import numpy as np
 
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text
-from kernel_atlas.core.texts import META_TEXT
+from kernel_atlas.core.text_limits import META_TEXT
 from kernel_atlas.ingest.events import (
     SliceError,
     SlicePart,

@@ -54,7 +54,8 @@ from kernel_atlas.core.beside import side_by_side, usable_cpus
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.heap import release_arrow_memory
 from kernel_atlas.core.redact import REDACTED, credential_count, json_holds_credential, redact_document, redact_text
-from kernel_atlas.core.texts import MAX_TEXT, strings_in
+from kernel_atlas.core.text_limits import MAX_TEXT
+from kernel_atlas.core.texts import strings_in
 from kernel_atlas.store.limits import FLOAT_EXACT, MAX_DEPTH, MAX_TIME_US, RECORDED_CALL, too_deep
 from kernel_atlas.store.report_schemas import typed
 from kernel_atlas.store.schema import KERNEL_COLUMNS, KERNEL_SCHEMA, to_arrow
