@@ -356,13 +356,13 @@ def _search(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, 
     return before[n:] - base, base, size
 
 
-def _last_before(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+def last_before(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Index (into the sorted arrays) of the last entry with the same key and time <= t; -1 none."""
     pos, base, _ = _search(keys_sorted, times_sorted, key, t, "right")
     return np.where(pos > 0, base + pos - 1, -1)
 
 
-def _first_after(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
+def first_after(keys_sorted: np.ndarray, times_sorted: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Index of the first entry with the same key and time >= t; -1 none."""
     pos, base, size = _search(keys_sorted, times_sorted, key, t, "left")
     return np.where(pos < size, base + pos, -1)
@@ -668,7 +668,7 @@ def _fallback_stream_waits(
     dev, stream = gpu["device"].to_numpy(), gpu["stream"].to_numpy()
     ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
     by_end = np.lexsort((end, dev))
-    hit = _last_before(dev[by_end], end[by_end], dev[todo], ts[todo])
+    hit = last_before(dev[by_end], end[by_end], dev[todo], ts[todo])
     ok = hit >= 0
     todo, src = todo[ok], by_end[hit[ok]]
     key = dev * (1 << 32) + stream
@@ -713,13 +713,13 @@ def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edge
     call = calls.reindex(syncs["correlation"].to_numpy()).fillna(-1).astype(np.int64).to_numpy()
     # Stream Sync: the last activity started on the stream by the sync's end → the call's end
     m = (name == "Stream Sync") & (call >= 0)
-    hit = _last_before(k_sorted, ts_sorted, s_dev[m] * (1 << 32) + syncs["stream"].to_numpy()[m], s_end[m])
+    hit = last_before(k_sorted, ts_sorted, s_dev[m] * (1 << 32) + syncs["stream"].to_numpy()[m], s_end[m])
     ok = hit >= 0
     edges.add(2 * ev[by_start[hit[ok]]] + 1, 2 * call[m][ok] + 1, 0.0, SYNC, -1)
     # Context Sync: the last activity of every stream of the device
     for i in np.flatnonzero((name == "Context Sync") & (call >= 0)):
         streams = np.unique(key[gpu["device"].to_numpy() == s_dev[i]])
-        hit = _last_before(k_sorted, ts_sorted, streams, np.full(len(streams), s_end[i]))
+        hit = last_before(k_sorted, ts_sorted, streams, np.full(len(streams), s_end[i]))
         hit = hit[hit >= 0]
         edges.add(2 * ev[by_start[hit]] + 1, np.full(len(hit), 2 * call[i] + 1), 0.0, SYNC, -1)
     # Event Sync / Stream Wait Event: the last activity launched on the recorded stream before the
@@ -737,7 +737,7 @@ def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edge
     lk, lt, lr = key[rows][lo], l_ts[rows][lo], rows[lo]
     rec_ts = host["ts_us"].to_numpy()[record[waits]]
     src_key = s_dev[waits] * (1 << 32) + syncs["wait_stream"].to_numpy()[waits]
-    hit = _last_before(lk, lt, src_key, rec_ts)
+    hit = last_before(lk, lt, src_key, rec_ts)
     source = np.where(hit >= 0, lr[np.maximum(hit, 0)], -1)
     is_event_sync = name[waits] == "Event Sync"
     m = is_event_sync & (source >= 0) & (call[waits] >= 0)
@@ -752,7 +752,7 @@ def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edge
     to = np.lexsort((l_ts[rows], tk))
     w_call = call[waits][m]
     w_key = thread[w_call] * (1 << 40) + s_dev[waits][m] * (1 << 32) + syncs["stream"].to_numpy()[waits][m]
-    hit = _first_after(tk[to], l_ts[rows][to], w_key, host["ts_us"].to_numpy()[w_call])
+    hit = first_after(tk[to], l_ts[rows][to], w_key, host["ts_us"].to_numpy()[w_call])
     ok = hit >= 0
     dest = rows[to][hit[ok]]
     src = source[m][ok]
@@ -794,15 +794,15 @@ def _runtime_wait_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges, no
     h_ts, thread = host["ts_us"].to_numpy(), host["thread"].to_numpy(np.int64)
     records = np.flatnonzero(name_mask(host["name"], _EVENT_RECORD.match))
     by_record = np.lexsort((h_ts[records], thread[records]))
-    hit = _last_before(thread[records][by_record], h_ts[records][by_record], thread[waits], h_ts[waits])
+    hit = last_before(thread[records][by_record], h_ts[records][by_record], thread[waits], h_ts[waits])
     recorded_at = np.where(hit >= 0, h_ts[records][by_record][np.maximum(hit, 0)] if len(records) else 0.0, h_ts[waits])
     # the activities by launching thread, then launch time, then start (a graph replay's kernels share one launch)
     ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
     l_thread, l_ts = thread[launch[launched]], h_ts[launch[launched]]
     order = np.lexsort((ts[launched], l_ts, l_thread))
     rows, t_sorted, ts_sorted = launched[order], l_thread[order], l_ts[order]
-    before = _last_before(t_sorted, ts_sorted, thread[waits], recorded_at)
-    after = _first_after(t_sorted, ts_sorted, thread[waits], h_ts[waits])
+    before = last_before(t_sorted, ts_sorted, thread[waits], recorded_at)
+    after = first_after(t_sorted, ts_sorted, thread[waits], h_ts[waits])
     ok = (before >= 0) & (after >= 0)
     src, dest = rows[before[ok]], rows[after[ok]]
     key = _stream_keys(gpu)
@@ -915,7 +915,7 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
     l_call = gpu["launch_event"].to_numpy()[launched]
     by_thread = np.lexsort((h_ts[l_call], thread[l_call]))
     l_rows, l_thread, l_ts = launched[by_thread], thread[l_call][by_thread], h_ts[l_call][by_thread]
-    last = _last_before(l_thread, l_ts, c_thread, c_ts)
+    last = last_before(l_thread, l_ts, c_thread, c_ts)
     known = last >= 0
     last_row = l_rows[np.maximum(last, 0)] if len(l_rows) else np.zeros(len(calls), np.int64)
     # released by: the last to end on the call's device (any device where its thread launched nothing)
@@ -929,7 +929,7 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
     streamed = name_mask(names, _STREAM_SYNC.match)
     bounds = np.flatnonzero(streamed | name_mask(names, _DEVICE_SYNC.match))  # positions in `calls`
     by_bound = np.lexsort((c_ts[bounds], c_thread[bounds]))
-    bound = _first_after(c_thread[bounds][by_bound], c_ts[bounds][by_bound], l_thread, l_ts)
+    bound = first_after(c_thread[bounds][by_bound], c_ts[bounds][by_bound], l_thread, l_ts)
     pos = np.full(len(l_rows), -1, np.int64)  # each launch's next sync (position in `calls`)
     pos[bound >= 0] = bounds[by_bound][bound[bound >= 0]]
     mine = (pos >= 0) & streamed[np.maximum(pos, 0)]
@@ -960,7 +960,7 @@ def _fallback_sync_edges(gpu: pd.DataFrame, host: pd.DataFrame, n_host: int, edg
 def _ended_last(keys: np.ndarray, end: np.ndarray, order: np.ndarray, key: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Per query (`key`, `t`): the activity of that key (a device, a stream) that ended last by
     `t` (-1: none). `order`: the activities by `keys`, then `end`."""
-    hit = _last_before(keys[order], end[order], key, t)
+    hit = last_before(keys[order], end[order], key, t)
     return np.where(hit >= 0, order[np.maximum(hit, 0)], -1)
 
 

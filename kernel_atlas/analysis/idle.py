@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import KERNEL_GAP_LIMIT_US, _first_after, _last_before
+from kernel_atlas.analysis.critical_path import KERNEL_GAP_LIMIT_US, first_after, last_before
 from kernel_atlas.core.groups import distinct_codes, group_numbers, group_sums
 from kernel_atlas.ingest.host_activity import BETWEEN_OPS
 
@@ -194,7 +194,7 @@ def event_wait_ends(frame: pd.DataFrame, host: pd.DataFrame | None) -> np.ndarra
         both = distinct_codes(columns, len(rows) + len(at))
         code, wait_code = both[: len(rows)], both[len(rows) :]
         by = np.lexsort((start, launch, code))
-        hit = (_last_before if last else _first_after)(code[by], launch[by], wait_code, at)
+        hit = (last_before if last else first_after)(code[by], launch[by], wait_code, at)
         return np.where(hit >= 0, by[np.maximum(hit, 0)], -1)
 
     w_from = waits["wait_stream"].to_numpy(np.float64)[ok]
