@@ -671,17 +671,7 @@ def _fallback_stream_waits(
     hit = last_before(dev[by_end], end[by_end], dev[todo], ts[todo])
     ok = hit >= 0
     todo, src = todo[ok], by_end[hit[ok]]
-    key = dev * (1 << 32) + stream
-    order = np.lexsort((np.arange(n), ts, key))
-    prev_end = np.full(n, -np.inf)
-    same = key[order[1:]] == key[order[:-1]]
-    prev_end[order[1:][same]] = end[order[:-1][same]]
-    launch = gpu["launch_event"].to_numpy()
-    launch_ts = np.full(n, -np.inf)
-    if len(host):
-        launch_ts = np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
-    busy = _busy_until(gpu, prev_end)
-    keep = (stream[src] != stream[todo]) & (end[src] > np.maximum(busy[todo], launch_ts[todo]))
+    keep = (stream[src] != stream[todo]) & _held_by(gpu, host, todo, end[src])
     if keep.any():
         notes.append(
             f"no cuda_sync events: {int(keep.sum())} activities that started long after their launch and their "
@@ -880,8 +870,10 @@ def _held_by(gpu: pd.DataFrame, host: pd.DataFrame, waiting: np.ndarray, until: 
     prev_end = np.full(len(gpu), -np.inf)
     same = key[order[1:]] == key[order[:-1]]
     prev_end[order[1:][same]] = end[order[:-1][same]]
-    launch = gpu["launch_event"].to_numpy()[waiting]
-    launch_ts = np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
+    launch_ts = np.full(len(waiting), -np.inf)
+    if len(host):  # a trace of no CPU side has no launch to wait for
+        launch = gpu["launch_event"].to_numpy()[waiting]
+        launch_ts = np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
     return until > np.maximum(_busy_until(gpu, prev_end)[waiting], launch_ts)
 
 
