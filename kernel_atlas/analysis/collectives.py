@@ -56,6 +56,7 @@ from kernel_atlas.roofline.analysis import (
     ProcessGroups,
     bus_factor,
     comm_itemsize,
+    process_group_entries,
 )
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 from kernel_atlas.store.outputs import RUN_KEY, kernels_sql, load_table, rank_files
@@ -601,14 +602,7 @@ def _rows(
     world size for the default group, else the ranks seen (which is not the group's size where a
     rank is missing); returns the alignment noise and the arrival jitter (µs)."""
     world = f"CASE WHEN i.group_desc = '{DEFAULT_GROUP}' THEN {int(world_size)} END" if world_size else "NULL"
-    entries = [
-        (int(rank), str(name), int(size))
-        for rank, groups in (process_groups or {}).items()
-        for name, size in groups.items()
-        if not world_size or size <= world_size  # as the roofline's `_table_group_sizes`
-    ]
-    table = pd.DataFrame(entries, columns=["rank", "process_group", "size"])
-    con.register("pg_sizes", table.astype({"rank": "int64", "size": "int64"}))
+    con.register("pg_sizes", process_group_entries(process_groups, world_size))  # as the roofline reads them
     con.execute(f"""
         CREATE TEMP TABLE aligned AS
         SELECT i.*, ok.ranks, i.start_local - o.c AS start_us, i.end_local - o.c AS end_us, o.c AS clock_offset_us,

@@ -326,19 +326,30 @@ def _table_group_sizes(
     where the table or the name is not there, or the size is above the world size (a summary
     edited by hand: ingest keeps none such). Looked up per distinct (rank, name) pair."""
     sizes = np.full(len(rows), np.nan)
-    entries = [(r, n, s) for r, groups in (process_groups or {}).items() for n, s in groups.items()]
-    if not entries or "process_group" not in kernels or not len(rows):
+    entries = process_group_entries(process_groups, world_size)
+    if not len(entries) or "process_group" not in kernels or not len(rows):
         return sizes
-    table = pd.Series([s for *_, s in entries], dtype=np.float64)
-    table.index = pd.MultiIndex.from_tuples([(int(r), str(n)) for r, n, _ in entries])
+    index = pd.MultiIndex.from_frame(entries[["rank", "process_group"]])
     rank = kernels["rank"].to_numpy(dtype=np.int64)[rows] if "rank" in kernels else np.zeros(len(rows), np.int64)
     name = kernels["process_group"].astype(object).to_numpy()[rows]
-    at = table.index.get_indexer(pd.MultiIndex.from_arrays([rank, name]))
+    at = index.get_indexer(pd.MultiIndex.from_arrays([rank, name]))
     found = at >= 0
-    sizes[found] = table.to_numpy()[at[found]]
-    if world_size:
-        sizes[sizes > world_size] = np.nan
+    sizes[found] = entries["size"].to_numpy(np.float64)[at[found]]
     return sizes
+
+
+def process_group_entries(process_groups: ProcessGroups | None, world_size: int | None) -> pd.DataFrame:
+    """The process-group tables as rows (`rank`, `process_group`, `size`), a size above the world
+    size left out (a summary edited by hand: ingest keeps none such) — what the roofline and the
+    cross-rank view look a collective's group up in."""
+    entries = [
+        (int(rank), str(name), int(size))
+        for rank, groups in (process_groups or {}).items()
+        for name, size in groups.items()
+        if not world_size or size <= world_size
+    ]
+    table = pd.DataFrame(entries, columns=["rank", "process_group", "size"])
+    return table.astype({"rank": "int64", "process_group": object, "size": "int64"})
 
 
 def _costs_problem(problem: str) -> AtlasError:
