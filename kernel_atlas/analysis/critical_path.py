@@ -83,6 +83,9 @@ class Graph:
     notes: list[str] = field(default_factory=list)
     node_tie: np.ndarray | None = None  # order among nodes of equal time (host: call-stack order)
     causal: np.ndarray | None = None  # per edge: only a what-if needs it (`zero_weight_launches`)
+    # each node's latest time over the nodes it is reached from, where some edge goes back in time
+    # (`_held_to_time`; None: every edge goes forward, the node's own time is that)
+    node_reached: np.ndarray | None = None
     # what longest_path works out once per graph (its contraction and relaxation order)
     solver: Any = field(default=None, init=False, repr=False, compare=False)
 
@@ -104,7 +107,13 @@ class Graph:
         keep = slice(None) if self.causal is None else ~self.causal
         picked = (a[keep] for a in (self.src, self.dst, self.weight, self.kind, self.event))
         notes = list(self.notes)
-        return Graph(self.node_ts, *picked, self.n_host, self.host, self.gpu, self.window, notes, self.node_tie)
+        graph = Graph(self.node_ts, *picked, self.n_host, self.host, self.gpu, self.window, notes, self.node_tie)
+        graph.node_reached = self.node_reached  # reached over the edges kept: causal ones carry no time
+        return graph
+
+    def reached_ts(self) -> np.ndarray:
+        """The time each node is reached at (`node_reached`, else its own)."""
+        return self.node_ts if self.node_reached is None else self.node_reached
 
 
 def take_text(values: pd.Series, rows: np.ndarray) -> np.ndarray:
@@ -451,8 +460,77 @@ def build_graph(
     window_facts["end_us"] = None if stop == np.inf else stop
     tie = np.zeros(len(node_ts), np.int64)
     tie[: 2 * n_host] = host_tie
+    weight, reached = _held_to_time(node_ts, src, dst, weight, causal, notes)
     host = host.reset_index(drop=True)
-    return Graph(node_ts, src, dst, weight, kind, event, n_host, host, gpu, window_facts, notes, tie, causal)
+    graph = Graph(node_ts, src, dst, weight, kind, event, n_host, host, gpu, window_facts, notes, tie, causal)
+    graph.node_reached = reached
+    return graph
+
+
+def _held_to_time(
+    node_ts: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    causal: np.ndarray,
+    notes: list[str],
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The weights, each held to the time its edge moves past what its source has reached, where
+    some edge goes back in time or weighs more than the time it spans — else as they are.
+
+    Ops that overlap a sibling on their thread without nesting in it (a Python range crossing an
+    op, a compiled region starting inside an op it outlives) put one thread in two places: its
+    call-stack walk goes back in time, and the time the two share would count twice — a path
+    longer than the run. Each node's reached time is the latest time of any node it can be
+    reached from (its own at least), and an edge weighs no more than it advances that time, so
+    the weights along any path sum to at most the run's span. Real traces have no such edge
+    (none in the 17 shared ones): this costs them one comparison. Returns the weights and each
+    node's reached time (None where nothing was held)."""
+    step = node_ts[dst] - node_ts[src]
+    if not len(src) or not ((step < 0) | (weight > step)).any():
+        return weight, None
+    reached = _reached(node_ts, src[~causal], dst[~causal])  # a what-if's causal edges move no time
+    held = np.minimum(weight, np.maximum(reached[dst] - reached[src], 0.0))
+    back = int(np.count_nonzero(step < 0))
+    notes.append(
+        f"{back} graph edges go back in time (ops overlapping a sibling on their thread without nesting in it): "
+        "each edge weighs at most the time it moves past the latest time its path has reached, so no time counts twice"
+    )
+    return held, reached
+
+
+def _reached(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Each node's latest time over the nodes it can be reached from, itself included: carried
+    along the edges in topological order (Kahn's), each edge once. Nodes on a cycle (clocks that
+    disagree; never a call stack) are left at what their edges from outside it carried, then
+    passed round it a bounded number of times."""
+    n = len(node_ts)
+    by_src = np.argsort(src, kind="stable")
+    first = np.searchsorted(src[by_src], np.arange(n + 1)).tolist()
+    targets = dst[by_src].tolist()
+    waiting = np.bincount(dst, minlength=n).tolist()
+    reached = node_ts.tolist()
+    ready = np.flatnonzero(np.bincount(dst, minlength=n) == 0).tolist()
+    while ready:
+        u = ready.pop()
+        at = reached[u]
+        for v in targets[first[u] : first[u + 1]]:
+            if at > reached[v]:
+                reached[v] = at
+            waiting[v] -= 1
+            if not waiting[v]:
+                ready.append(v)
+    left = np.asarray(waiting)[dst] > 0
+    cyclic = list(zip(src[left].tolist(), dst[left].tolist(), strict=True))
+    for _ in range(50 if cyclic else 0):
+        changed = False
+        for u, v in cyclic:
+            if reached[u] > reached[v]:
+                reached[v] = reached[u]
+                changed = True
+        if not changed:
+            break
+    return np.asarray(reached)
 
 
 def _empty_host() -> pd.DataFrame:

@@ -213,7 +213,12 @@ def join_ranks(graphs: dict[int, Graph], collectives: pd.DataFrame | None) -> Gr
     for nodes, tie in ties:
         node_tie[nodes] = tie
     kinds = kind_a.astype(np.int8)
-    return Graph(ts_all, src_a, dst_a, w_a, kinds, ev_a, n_host_total, host, gpu, window, notes, node_tie)
+    joint = Graph(ts_all, src_a, dst_a, w_a, kinds, ev_a, n_host_total, host, gpu, window, notes, node_tie)
+    if any(g.node_reached is not None for g in parts):  # a rank's ops overlapped a sibling (`_held_to_time`)
+        joint.node_reached = ts_all.copy()
+        for r, g, (nodes, _) in zip(ranks, parts, node_ts, strict=True):
+            joint.node_reached[nodes] = g.reached_ts() - offsets.get(r, 0.0)
+    return joint
 
 
 def _collective_edges(

@@ -149,8 +149,10 @@ def path_span(graph: Graph, path: Path) -> tuple[dict[str, Any] | None, list[str
     start, end = float(ts[first]), float(ts[last])
     extent = hi - lo
     pct = 100.0 * (end - start) / extent if extent > 0 else 100.0
-    # each edge's time less its weight: what the path spans that no edge on it accounts for
-    apart = ts[graph.dst[path.edges]] - ts[graph.src[path.edges]]
+    # each edge's time less its weight: what the path spans that no edge on it accounts for (the
+    # time reached: where ops overlap, the time their overlap shares is accounted for once)
+    reached = graph.reached_ts()
+    apart = reached[graph.dst[path.edges]] - reached[graph.src[path.edges]]
     unweighted = np.maximum(apart - graph.weight[path.edges], 0.0)
     span = {
         "start_us": round(start, 3),
