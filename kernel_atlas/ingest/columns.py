@@ -231,8 +231,11 @@ def set_rows(values: pd.Categorical, rows: Sequence[int] | np.ndarray, new: Sequ
 # 510 MB benchmark trace: 54 KB of kernel names, 7 KB of host names), each within ~5,000
 # characters; 9,000 distinct op names of 10 KB had made a 100 MB trace ingest in 36 s and
 # report in 3.8 GB (every later stage — classifying, redacting, the page — pays per character).
+# Every distinct name counts toward the budget, and past it SHORT_NAME is short enough that
+# names just under it cannot fill the budget again many times over: 80,000 distinct names of
+# 820 characters (under the 1,024 the shortening once kept) had taken `report` to 1.57 GB.
 NAMES_TEXT = 4 << 20
-SHORT_NAME = 1024
+SHORT_NAME = 256
 SHORTENED_NAMES = "shortened names"  # the `ignored` key counting them
 
 
@@ -249,13 +252,14 @@ def shortened(text: str) -> str:
 
 class _Table:
     """A trace-wide table of distinct values, growing as slices arrive; `names`: its texts are
-    names, shortened once they pass NAMES_TEXT characters in all (`shortened`, counted)."""
+    names, each new one longer than SHORT_NAME shortened once the distinct names kept pass
+    NAMES_TEXT characters in all (`shortened`, counted)."""
 
     def __init__(self, names: bool = False) -> None:
         self.index: dict = {}
         self.values: list = []
         self.names = names
-        self.chars = 0  # of the distinct texts kept whole
+        self.chars = 0  # of the distinct names kept whole
         self.shortened = 0
 
     def remap(self, local: list) -> np.ndarray:
@@ -264,13 +268,13 @@ class _Table:
         codes = np.empty(len(local) + 1, dtype=np.int64)
         for i, value in enumerate(local):
             code = index.get(value)
-            if code is None and self.names and isinstance(value, str) and len(value) > SHORT_NAME:
-                if self.chars > NAMES_TEXT:  # kept by its short form: a later slice's copy maps to it
+            if code is None and self.names and isinstance(value, str):
+                if self.chars <= NAMES_TEXT:  # every distinct name counts, short ones too
+                    self.chars += len(value)
+                elif len(value) > SHORT_NAME:  # kept by its short form: a later slice's copy maps to it
                     value = shortened(value)
                     code = index.get(value)
                     self.shortened += code is None
-                else:
-                    self.chars += len(value)
             if code is None:
                 code = index[value] = len(values)
                 values.append(value)

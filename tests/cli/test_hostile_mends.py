@@ -1345,9 +1345,9 @@ def test_distinct_long_names_past_the_budget_are_shortened_and_stay_distinct(
 ) -> None:
     """9,000 distinct op names of 10 KB (a 100 MB trace) took `atlas ingest` 36 s and `atlas
     report` 3.8 GB: every stage pays per character. Once a table's distinct names pass
-    NAMES_TEXT characters, each new one longer than SHORT_NAME is shortened to SHORT_NAME with a
-    digest of the whole. Here the budget is 3,000: of five distinct 2,000-character kernel names,
-    two are kept whole (2,000, then 4,000 > 3,000), three shortened; a name's second kernel
+    NAMES_TEXT characters, each new one longer than SHORT_NAME (256) is shortened to SHORT_NAME
+    with a digest of the whole. Here the budget is 3,000: of five distinct 2,000-character kernel
+    names, two are kept whole (2,000, then 4,000 > 3,000), three shortened; a name's second kernel
     keeps its first's short form."""
     from kernel_atlas.ingest import columns
     from kernel_atlas.ingest.pipeline import ingest_trace
@@ -1362,8 +1362,43 @@ def test_distinct_long_names_past_the_budget_are_shortened_and_stay_distinct(
     got = result.frame["name"].astype(str).tolist()[: len(kernels)]
     long = [name for name in dict.fromkeys(got) if name.startswith("kernel_")]
     assert long[:2] == names[:2]
-    assert [len(name) for name in long[2:]] == [1024, 1024, 1024]
-    assert [name[:1010] for name in long[2:]] == [name[:1010] for name in names[2:]]
-    assert all(name.endswith("…") and name[1010] == "#" for name in long[2:])
+    assert [len(name) for name in long[2:]] == [256, 256, 256]
+    assert [name[:242] for name in long[2:]] == [name[:242] for name in names[2:]]
+    assert all(name.endswith("…") and name[242] == "#" for name in long[2:])
     assert got.count(long[4]) == 2  # the fifth name's two kernels: one name
-    assert any("3 distinct names longer than 1,024 characters were shortened to 1,024" in w for w in result.warnings)
+    # the example's own kernel names past 256 characters that come after the budget is passed are
+    # shortened too: the warning counts every distinct name cut, in host and GPU tables alike
+    every = set(result.frame["name"].astype(str))
+    for host in result.host_events.values():
+        every |= set(host["name"].astype(str))
+    cut = sum(1 for name in every if len(name) == 256 and name.endswith("…") and name[242] == "#")
+    assert cut >= 3
+    assert any(f"{cut} distinct names longer than 256 characters were shortened to 256" in w for w in result.warnings)
+
+
+def test_short_names_count_toward_the_names_budget(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Names just under the shortening had never counted toward the budget: 80,000 distinct names
+    of 820 characters took `atlas report` to 1.57 GB. Every distinct name counts now. Budget 800,
+    five kernels (the only GPU texts) named with 300, 300, 300, 300 and 200 characters: the first
+    three kept whole (the count 0, 300, 600 when each came: at most 800), 900 after the third — the
+    fourth is shortened to 256 (its start, `#`, a digest, `…`), the fifth kept whole (no longer
+    than 256)."""
+    from kernel_atlas.ingest import columns
+    from kernel_atlas.ingest.pipeline import ingest_trace
+
+    monkeypatch.setattr(columns, "NAMES_TEXT", 800)
+    names = [f"kernel_{i}_" + "w" * 291 for i in range(4)] + ["kernel_4_" + "v" * 191]
+    events: list[dict[str, Any]] = []
+    for i, name in enumerate(names):
+        host = {"ph": "X", "pid": 1, "tid": 1, "ts": 10 * i, "dur": 2}
+        events.append({**host, "cat": "cuda_runtime", "name": "cudaLaunchKernel", "args": {"correlation": i + 1}})
+        args = {"correlation": i + 1, "device": 0, "stream": 7}
+        events.append(
+            {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": 10 * i + 5, "dur": 3, "args": args}
+        )
+    result = ingest_trace(_write(tmp_path, {"traceEvents": events}), workers=1)
+    got = result.frame.sort_values("ts_us")["name"].astype(str).tolist()
+    assert got[:3] == names[:3]
+    assert len(got[3]) == 256 and got[3][:242] == names[3][:242] and got[3][242] == "#" and got[3].endswith("…")
+    assert got[4] == names[4]
+    assert any("1 distinct name longer than 256 characters was shortened to 256" in w for w in result.warnings)
