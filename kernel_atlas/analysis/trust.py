@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.launches import clocks_found
-from kernel_atlas.ingest.link import UNLINKED_CAPTURED_NO_OP, UNLINKED_GRAPH
+from kernel_atlas.ingest.link import LINK_REGION, UNLINKED_CAPTURED_NO_OP, UNLINKED_GRAPH
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES
 
 TOP_REASONS = 3
@@ -28,6 +28,16 @@ _ROLE_REASON = {"no shapes": "no recorded shapes", "no model": "no cost model"}
 _ADVICE = (
     ("replayed from a CUDA/HIP graph", "profile the graph capture too and pass it with `atlas ingest --capture`"),
     ("before the profiling window", "open the profiling window before the first launch (a warm-up step first)"),
+    # a kernel the compiled code launched with no op of its own (an older PyTorch's Inductor, which
+    # records no op per Triton launch, or a user Triton kernel called in the compiled graph): no op
+    # records its arguments, so record_shapes=True gives it none
+    (
+        "launched inside a compiled region",
+        "profile with a PyTorch whose Inductor records each Triton launch as an op named after its kernel "
+        "(`triton_poi_fused_…`, with its inputs' shapes): kernels launched inside a compiled region "
+        "(CompiledFunction, Torch-Compiled Region) without an op of their own have no recorded arguments, "
+        "and record_shapes=True gives them none",
+    ),
 )
 _NO_SHAPES = (
     "recorded without shapes (record_shapes=False): op calls have no FLOPs or bytes; "
@@ -80,16 +90,41 @@ def _without_shapes_advice(summary: dict[str, Any]) -> str:
     return _NO_OPS if kineto and not any(t.get("with_launcher") for t in kineto) else _NO_SHAPES
 
 
-def shapes_recorded(summary: dict[str, Any]) -> str:
+def shapes_recorded(summary: dict[str, Any], in_regions: int = 0) -> str:
     """ "yes", "no" or "partly": whether the traces with GPU activities recorded op input shapes
     (`Input Dims`), from the ingest summary's activity, launched and shaped counts of each trace
     (one whose activities no op launched recorded none; graph replays no op launched are not
-    counted: a trace of nothing else says neither)."""
+    counted: a trace of nothing else says neither). `in_regions`: the run's activities launched
+    inside a compiled region without an op of their own (`compiled_region_kernels`); where they
+    account for every launched activity of the traces without shapes, those traces say neither —
+    a kernel the compiled code launched has no op to record its arguments, whatever
+    record_shapes was."""
     traces = _with_activities(summary)
-    without = sum(1 for t in traces if not t.get("with_shapes"))
-    if not traces or without == 0:
+    lacking = [t for t in traces if not t.get("with_shapes")]
+    if not traces or not lacking:
         return "yes"
-    return "no" if without == len(traces) else "partly"
+    if in_regions and sum(int(t.get("with_launcher") or 0) for t in lacking) <= in_regions:
+        return "yes"
+    return "no" if len(lacking) == len(traces) else "partly"
+
+
+def compiled_region_kernels(roofline: pd.DataFrame) -> int:
+    """The activities launched inside a compiled region without an op of their own (roofline rows
+    noted `ingest.link.LINK_REGION`, by `count`) — 0 where any other activity lacks its shapes
+    under a launching op (a row "no shapes" with a launcher and another note): that one's op
+    recorded no shapes, which record_shapes=True would give it. The roofline sums the traces of a
+    run: a trace of ops without shapes beside one of compiled regions reads as before."""
+    if not len(roofline) or "note" not in roofline or "count" not in roofline:
+        return 0
+    note = roofline["note"].astype(object).fillna("").astype(str).to_numpy()
+    region = note == LINK_REGION
+    if not region.any():
+        return 0
+    launcher = roofline["launcher"].astype(object).fillna("").astype(str).to_numpy() != ""
+    other = (roofline["role"].to_numpy(dtype=object) == "no shapes") & launcher & ~region
+    if other.any():
+        return 0
+    return int(np.nansum(pd.to_numeric(roofline["count"], errors="coerce").to_numpy(np.float64)[region]))
 
 
 def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +155,7 @@ def trust_facts(roofline: pd.DataFrame, facts: dict[str, Any], summary: dict[str
     # real run's)
     rest = timed.iloc[TOP_REASONS:]
     more = float(rest.sum())
-    shapes = shapes_recorded(summary)
+    shapes = shapes_recorded(summary, compiled_region_kernels(roofline))
     advice = [_without_shapes_advice(summary)] if shapes != "yes" else []
     texts = " ".join(grouped.index.get_level_values("reason")) if len(grouped) else ""
     advice += [what for key, what in _ADVICE if key in texts]

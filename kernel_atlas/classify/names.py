@@ -88,8 +88,44 @@ def base_name(name: str) -> str:
 
 @lru_cache(maxsize=65536)
 def family_key(name: str) -> str:
-    """Base name with generated suffixes (Triton indices, Inductor hashes) and digits collapsed."""
-    return _DIGITS.sub("#", _without_hash_suffix(base_name(name)))
+    """Base name with generated suffixes (Triton signatures and indices, Inductor hashes) and
+    digits collapsed."""
+    return _DIGITS.sub("#", _without_hash_suffix(without_triton_signature(base_name(name))))
+
+
+def _is_triton_signature(text: str) -> bool:
+    """Whether `text` is the argument signature Triton 2.0/2.1 appended to a kernel's name: each
+    argument's index, counting from 0, followed by `c` (equal to 1), `d` (divisible by 16) or `e`
+    (divisible by 8) as it was specialised (`0d1d2de`). One letter at least: a run of indices
+    alone (`_0`, `_12`) is an Inductor kernel index or a node's number."""
+    at = index = 0
+    lettered = False
+    while at < len(text):
+        digits = str(index)
+        if not text.startswith(digits, at):
+            return False
+        at += len(digits)
+        while at < len(text) and text[at] in "cde":
+            at += 1
+            lettered = True
+        index += 1
+    return lettered
+
+
+def without_triton_signature(name: str) -> str:
+    r"""An Inductor kernel's name without the argument signature Triton 2.0/2.1 appended to it:
+    `triton_poi_fused_relu_0_0d1d2de` → `triton_poi_fused_relu_0`, the name later Tritons (and
+    Inductor's own CPU op around the launch) give the same kernel, so that name rules anchored on
+    Inductor's index (`_\d+$`) read both spellings alike. Only a signature after an Inductor index
+    is cut: `triton__0d1d2de` (PyTorch 2.0's `triton_` kernel, whose index is its signature) and
+    every other name are returned as they are."""
+    if not name.startswith("triton_"):
+        return name
+    head, _, signature = name.rpartition("_")
+    index = head.rpartition("_")[2]
+    if not (index.isascii() and index.isdigit()) or not _is_triton_signature(signature):
+        return name
+    return head
 
 
 def _without_hash_suffix(base: str) -> str:
@@ -196,8 +232,10 @@ def name_texts(name: str) -> tuple[str, str, str]:
     """What name rules search, most specific first: the kernel function's own name, its
     qualified base name (namespaces), then the full name as written (template arguments and
     parameters included). `flashinfer::sampling::OnlineSoftmaxFusedKernel<…>` gives
-    `OnlineSoftmaxFusedKernel`, `flashinfer::sampling::OnlineSoftmaxFusedKernel`, and the name."""
-    base = base_name(name)
+    `OnlineSoftmaxFusedKernel`, `flashinfer::sampling::OnlineSoftmaxFusedKernel`, and the name.
+    The first two drop a Triton 2.0/2.1 argument signature (`without_triton_signature`): the
+    rules read `triton_poi_fused_relu_0_0d1d2de` as `triton_poi_fused_relu_0`."""
+    base = without_triton_signature(base_name(name))
     return base.rsplit("::", 1)[-1], base, name
 
 
