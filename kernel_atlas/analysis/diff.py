@@ -9,10 +9,13 @@ of A's heaviest kernel in it, and its category that kernel's: at the op and cate
 every activity of the group counts there, in both runs — the labels are given per kernel, so one
 `aten::copy_` was op `copy_` on one GPU (a copy kernel) and `memcpy` on the other (a DtoD copy),
 and the gate failed on an op "new" in B that was the same call. A kernel name row holds the
-activities of that name outside such groups; its status says whether each run ran the kernel
-at all (`matched_by` `name (rest)` where some of its activities are in a group's row). What has
-no partner appeared or vanished. Every level covers all GPU activities, so each level's `a_us`
-and `b_us` sum to the GPU time of run A and run B.
+activities of that name outside such groups — `matched_by` `name (rest)` where some of its
+activities are in a group's row, whether one run ran the kernel or both —; its status says
+whether each run ran the kernel at all. Every level covers all GPU activities, so each level's
+`a_us` and `b_us` sum to the GPU time of run A and run B. The kernels only one run ran, each
+with all its time, in groups and out, are `Diff.one_run_kernels` (the terminal's "Appeared in
+B" and "Vanished from A"): a name row that is the rest holds only part of it, and a kernel that
+ran only inside groups has no name row at all.
 """
 
 from __future__ import annotations
@@ -80,6 +83,10 @@ class Diff:
     def level(self, level: str) -> pd.DataFrame:
         return self.table[self.table["level"] == level]
 
+    def one_run_kernels(self) -> pd.DataFrame:
+        """The kernels only one run ran (`kernels_of_one_run`)."""
+        return kernels_of_one_run(self.a.activities, self.b.activities)
+
     def rows(self) -> list[dict[str, Any]]:
         """The `--json` rows: {level, key, a_us, b_us, delta_us}."""
         keep = self.table[["level", "key", "a_us", "b_us", "delta_us"]]
@@ -135,7 +142,7 @@ class Matching:
 
     key_a: np.ndarray  # the kernel-level key of each row of A: its name, or `op · cpu op · shapes`
     key_b: np.ndarray
-    how: dict[str, str]  # per key both runs have: `name`, `name (rest)` or `op+shapes`
+    how: dict[str, str]  # per key: `name` (both runs ran it), `name (rest)` or `op+shapes`
     a: pd.DataFrame  # A's rows, op and category of regrouped calls those of the group (`_heaviest`)
     b: pd.DataFrame
 
@@ -168,13 +175,15 @@ def match_kernels(a: pd.DataFrame, b: pd.DataFrame) -> Matching:
 
     key_a = np.where(by_sig_a, pd.Series(sig_a).map(group_key).to_numpy(object), name_a)
     key_b = np.where(by_sig_b, pd.Series(sig_b).map(group_key).to_numpy(object), name_b)
-    # a name some of whose activities went into a group: its name row holds the rest
+    # a name some of whose activities went into a group: its name row holds the rest — said
+    # also where one run only ran the kernel (B's sgemm in a group and at a shape A never ran
+    # read "appeared" with the rest, 50 of its 180 µs, unmarked)
     split = set(name_a[by_sig_a]) | set(name_b[by_sig_b])
     ran_a, ran_b = set(name_a), set(name_b)
     how = {
         str(k): "name (rest)" if k in split else "name"
         for k in (set(key_a[~by_sig_a]) | set(key_b[~by_sig_b]))
-        if k in ran_a and k in ran_b
+        if k in split or (k in ran_a and k in ran_b)
     }
     how.update({group_key[sig]: "op+shapes" for sig in regrouped})
     return Matching(key_a, key_b, how, relabelled(a, sig_a, by_sig_a), relabelled(b, sig_b, by_sig_b))
@@ -208,6 +217,21 @@ def _compare(keys_a: np.ndarray, a: pd.DataFrame, keys_b: np.ndarray, b: pd.Data
     return table.rename_axis("key").reset_index()
 
 
+def kernels_of_one_run(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """The kernels (by name) that only one run of two `_activities` tables ran, each with all its
+    GPU time and activities — those in op+shapes groups too —, as rows of the comparison table
+    (COLUMNS, level `kernel`, status `appeared` or `vanished`, `matched_by` empty), largest change
+    first. The table's name row of such a kernel holds only what lies outside the groups
+    (`name (rest)`), and one that ran only inside groups has none: their rows summed to too little
+    (on the A100/V100 pair, 286.24 of the 308.16 ms only the V100 ran)."""
+    table = _compare(a["name"].to_numpy(), a, b["name"].to_numpy(), b)
+    table = table[table["status"] != "both"].copy()
+    table["level"] = "kernel"
+    table["matched_by"] = table["a_kernels"] = table["b_kernels"] = ""
+    table = table.sort_values(["delta_us", "key"], ascending=[False, True], kind="stable")
+    return table[COLUMNS].reset_index(drop=True)
+
+
 def diff_kernels(kernels_a: pd.DataFrame, kernels_b: pd.DataFrame) -> pd.DataFrame:
     """The comparison table (COLUMNS) of two kernels tables (`kernels.parquet` of run A and B)."""
     return diff_activities(_activities(kernels_a), _activities(kernels_b))
@@ -238,8 +262,11 @@ def diff_activities(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
             # a name row is the kernel's activities outside op+shapes groups: whether it appeared
             # or vanished is whether a run ran the kernel at all (A's sgemm regrouped with B's
             # other kernel read "appeared in B" beside B's own sgemm calls)
-            matched = table["matched_by"] != ""
-            table["status"] = np.where(matched, "both", table["status"])
+            names = table["matched_by"] != "op+shapes"
+            in_a = table["key"].isin(pd.unique(a["name"])).to_numpy(bool)
+            in_b = table["key"].isin(pd.unique(b["name"])).to_numpy(bool)
+            ran = np.select([in_a & in_b, in_b], ["both", "appeared"], "vanished")
+            table["status"] = np.where(names, ran, table["status"])
         else:  # the op and category of a regrouped call: the group's (`match_kernels`)
             table = _compare(_level_keys(matching.a, level), matching.a, _level_keys(matching.b, level), matching.b)
             table["matched_by"] = table["a_kernels"] = table["b_kernels"] = ""

@@ -58,8 +58,10 @@ def _window(comp: Comparability) -> str:
     steps_apart = False  # what --per-step would put right: other step counts, other time outside them
     if a.steps is None or b.steps is None:
         if not ranks:  # (other rank counts already say the windows differ)
-            unstepped = "neither run" if a.steps == b.steps else "A" if a.steps is None else "B"
-            parts.append(f"{unstepped} records no profiler steps")
+            if a.steps == b.steps:  # ("neither run records no profiler steps" said the opposite)
+                parts.append("neither run records profiler steps")
+            else:
+                parts.append(f"{'A' if a.steps is None else 'B'} records no profiler steps")
     else:
         steps_apart = a.steps != b.steps or not math.isclose(a.outside_steps_us, b.outside_steps_us, rel_tol=1e-9)
         if a.steps != b.steps:
