@@ -5,7 +5,8 @@ save and why, gathered from the analyses of a report:
 
 - `kernel_headroom`: a kernel (all its calls) whose time is above its roofline-attainable time
   (roofline.parquet `headroom_us`); the saving is that headroom. It is the kernel's own time:
-  the run ends that much sooner only where the kernel is on the critical path.
+  the run ends that much sooner only where the kernel is on the critical path. Its SOL and
+  attainable time are the roofline's: of a collective, of its time after the last rank arrived.
 - `launch_bound`: a stretch of short eager kernels separated by waits that a CUDA graph would
   remove (graph_candidates.parquet); the saving is those waits, at most the time the device was
   idle during them (`device_idle_us`: a stream's waits hold nothing up while another stream keeps
@@ -110,10 +111,18 @@ def headroom_findings(roofline: pd.DataFrame, weighed: set[tuple[str, str]] | No
         return []
     if "likely_cause" not in rows:  # a roofline without the efficiency columns
         rows = rows.assign(likely_cause=None)
+    # a collective's time waiting for the last rank to arrive is the late rank's, not the transfer's:
+    # the roofline's SOL and headroom are of the time after it (`peer_wait_us`), and so are these —
+    # 223.7 µs attainable of 1,800 µs (12.4 %, as roofline.parquet) had read "2,563.7 µs attainable,
+    # 61.9 % SOL", the 2,340 µs of waiting counted as attainable
+    waited = rows["peer_wait_us"].fillna(0.0) if "peer_wait_us" in rows else 0.0
+    rows = rows.assign(peer_wait_us=waited, working_us=(rows["op_time_us"] - waited).clip(lower=0.0))
     grouped = rows.groupby(["name", "op_mapping"], observed=True, sort=False, dropna=False)
     table = grouped.agg(
         headroom_us=("headroom_us", "sum"),
         op_time_us=("op_time_us", "sum"),
+        peer_wait_us=("peer_wait_us", "sum"),
+        working_us=("working_us", "sum"),
         calls=("count", "sum"),
         bound=("bound", "first"),
         call_stack=("call_stack", "first"),
@@ -128,8 +137,14 @@ def headroom_findings(roofline: pd.DataFrame, weighed: set[tuple[str, str]] | No
         table = table[keys.isin(weighed)]
     found = []
     for row in table.itertuples(index=False):
-        attainable = row.op_time_us - row.headroom_us  # headroom: time above the attainable time of every call
-        sol = 100.0 * attainable / row.op_time_us if row.op_time_us else 0.0
+        # headroom: the time after the last arrival above the attainable time of every call
+        attainable = row.working_us - row.headroom_us
+        sol = 100.0 * attainable / row.working_us if row.working_us else 0.0
+        waiting = (
+            f" ({_us(row.peer_wait_us)} of it waiting for the last rank to arrive, left out)"
+            if row.peer_wait_us > 0
+            else ""
+        )
         module, frame = _frames(row.call_stack)
         found.append(
             Finding(
@@ -143,7 +158,7 @@ def headroom_findings(roofline: pd.DataFrame, weighed: set[tuple[str, str]] | No
                 + (f", {row.likely_cause}" if _given(row.likely_cause) else ""),
                 evidence=(
                     f"{row.bound}-bound at {sol:.1f} % of the roofline: {_us(row.op_time_us)} in "
-                    f"{int(row.calls):,} calls, {_us(attainable)} attainable (estimate: its own time)"
+                    f"{int(row.calls):,} calls{waiting}, {_us(attainable)} attainable (estimate: its own time)"
                     + (f"; likely cause: {row.likely_cause}" if _given(row.likely_cause) else "")
                 ),
             )
@@ -272,12 +287,18 @@ def communication_findings(
                     saving_us=exposed,
                     kind="exposed_communication",
                     why=f"{overlapped:.0f} % overlapped",
+                    # the time with no compute beside it is the waiting too: 1,700 µs of 1,800 had read
+                    # "500 µs … runs with no compute beside it (…; 1,200 µs more waiting …)", against the
+                    # page's 1.70 ms of communication exposed
                     evidence=(
-                        f"{_us(unhidden)} of the {_us(comm)} the "
-                        f"device had communication running (overlaps counted once) runs with no compute beside it "
-                        f"({overlapped:.0f} % overlapped"
-                        + (f"; {_us(waiting)} more waiting for the last rank to arrive" if waiting > 0 else "")
-                        + ")"
+                        f"{_us(unhidden + waiting)} of the {_us(comm)} the device had communication running "
+                        f"(overlaps counted once) ran with no compute beside it ({overlapped:.0f} % overlapped)"
+                        + (
+                            f": {_us(unhidden)} to hide, and {_us(waiting)} more waiting for the last rank to "
+                            "arrive, which no overlap hides"
+                            if waiting > 0
+                            else ""
+                        )
                         + weighed
                     ),
                 )

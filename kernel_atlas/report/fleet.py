@@ -35,11 +35,18 @@ def per_rank_table(cross: CrossRank, facts: dict[str, Any]) -> pd.DataFrame:
     return rows.sort_values(["rank", "device"], kind="stable").reset_index(drop=True)
 
 
+# how instances were matched (collectives.parquet `seq_source`), in words: matched by position, no
+# sequence number is involved ("matched by position sequence numbers" had said one was)
+_MATCHED_BY = {"recorded": "recorded sequence numbers (Seq)", "position": "position among each rank's collectives"}
+
+
 def _headline(cross: CrossRank) -> str:
     c = cross.facts["collectives"]
+    sources = sorted(str(c["matched_by"]).split(" and "), key=lambda s: s != "recorded")  # recorded first
+    matched = " and ".join(_MATCHED_BY.get(s, s) for s in sources)
     text = (
-        f"{c['instances']:,} collective instances on {cross.ranks} ranks, matched by {c['matched_by']} sequence "
-        f"numbers; clocks aligned on {c['clock_alignment']} (±{c['alignment_noise_us']:.1f} µs); "
+        f"{c['instances']:,} collective instances on {cross.ranks} ranks, matched by {matched}; "
+        f"clocks aligned on {c['clock_alignment']} (±{c['alignment_noise_us']:.1f} µs); "
         f"skew median {_fmt_us(c['median_skew_us'])}, max {_fmt_us(c['max_skew_us'])}; "
         f"{_fmt_us(c['total_wait_us'])} spent waiting for the last rank"
     )
