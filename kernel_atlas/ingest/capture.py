@@ -46,6 +46,7 @@ import numpy as np
 
 from kernel_atlas.classify.rules import inductor_kernel_prefix
 from kernel_atlas.core.errors import AtlasError
+from kernel_atlas.core.texts import counted
 from kernel_atlas.ingest.columns import (
     ANNOTATION,
     RUNTIME,
@@ -64,8 +65,12 @@ from kernel_atlas.ingest.link import (
     call_positions,
     describe_launches,
 )
+from kernel_atlas.ingest.nsys import WHOLE_GRAPH
 
 LINK_GRAPH_CAPTURE = "graph capture"
+LINK_GRAPH_NODE = "graph node id"  # matched exactly by its Nsight graph node id (`graph_nodes.py`)
+# an Nsight whole-graph replay (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): one row for all a replay ran
+_WHOLE_REPLAY = re.compile(re.escape(WHOLE_GRAPH).replace(re.escape("{} "), r"(?:-?\d+ )?") + r"\Z")
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 _GPU_KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
@@ -103,6 +108,8 @@ LOOKAHEAD = 2  # replayed kernels a stream may skip (profiler drops) in a multi-
 MERGE_CANDIDATES = 64
 
 WHY_NO_CAPTURE = "no captured graph given (pass --capture)"
+# a whole-graph replay is one row for every kernel the graph ran: no captured launch is its
+WHY_WHOLE = "replayed as a whole graph, whose kernels are not in the export (nsys --cuda-graph-trace=node records them)"
 WHY_NO_FIT = "no captured graph has the same kernels"
 WHY_AMBIGUOUS = "several captured graphs fit equally well with different shapes"
 WHY_UNPLACED = "kernel count differs and the capture records no kernel names to place the difference"
@@ -137,6 +144,7 @@ class CapturedGraph:
     correlation: np.ndarray  # int64 correlation of each launch in the capture trace
     op_call: np.ndarray  # int64 launching op call (host index in the capture trace), -1 none
     context: LaunchContext
+    given: bool = False  # from a capture trace given (`--capture`), not from the replay trace itself
 
     def __len__(self) -> int:
         return len(self.kind)
@@ -217,9 +225,11 @@ def left_out_line(count: int) -> str:
     )
 
 
-def graphs_in_trace(cols: TraceColumns, source: str, limit: int = MAX_CAPTURED_GRAPHS) -> CapturedGraphs:
+def graphs_in_trace(
+    cols: TraceColumns, source: str, limit: int = MAX_CAPTURED_GRAPHS, given: bool = False
+) -> CapturedGraphs:
     """Every stream capture of a trace (the first `limit`, by start), with what each captured
-    launch ran under."""
+    launch ran under; `given`: the trace is a capture trace given with `--capture`."""
     host, gpu = cols.host, cols.gpu
     ranges = _capture_ranges(host) if len(host) else []
     graphs = CapturedGraphs()
@@ -317,6 +327,7 @@ def graphs_in_trace(cols: TraceColumns, source: str, limit: int = MAX_CAPTURED_G
                 correlation=host.correlation[rows].copy(),
                 op_call=sub.cpu_op_idx.copy(),
                 context=sub,
+                given=given,
             )
         )
     return graphs
@@ -360,7 +371,7 @@ def read_capture(path: str | Path, limit: int = MAX_CAPTURED_GRAPHS) -> Captured
     """The captured graphs of a capture trace (an `AtlasError` names the file if it is unusable)."""
     path = Path(path)
     cols = build_columns(path)[1]
-    found = graphs_in_trace(cols, path.name, limit)
+    found = graphs_in_trace(cols, path.name, limit, given=True)
     found.events = len(cols.host) + len(cols.gpu)
     return found
 
@@ -830,10 +841,12 @@ class _Best:
 class GraphFacts:
     """What `attach_captures` did, for summary.json and the terminal."""
 
-    captured_graphs: int = 0  # captured graphs offered
+    captured_graphs: int = 0  # captured graphs offered (`--capture`)
+    in_trace_graphs: int = 0  # captured graphs of the replay trace itself
     launches: int = 0  # graph launches in the replay trace
     matched: int = 0
-    unmatched: dict[str, int] = field(default_factory=dict)  # why → launches
+    partly_matched: int = 0  # launches of which some activities, not all, were matched by node id
+    unmatched: dict[str, int] = field(default_factory=dict)  # why → launches (partly matched ones too)
     matched_to: dict[str, int] = field(default_factory=dict)  # captured graph title → launches
     kernel_time_us: float = 0.0  # of graph-replayed kernels
     with_launcher_us: float = 0.0
@@ -851,18 +864,31 @@ class GraphFacts:
         """Count in the graph launches whose kernels an Nsight export matched to their captured
         node by its id (`exact`, rows of `gpu`; kept from the capture alignment): they were left
         out of `launches`, `matched` and the graph-replayed kernel time (0 of 1 graphs matched,
-        0 % with launcher, where 4 of 5 kernels had theirs by node id)."""
+        0 % with launcher, where 4 of 5 kernels had theirs by node id). A launch matched so in
+        part (`attach_captures` leaves its other activities unaligned) is `partly_matched`, and
+        unmatched for the nodes not traced to a creation — not for what aligning its remnant
+        with a whole captured graph said ("kernel count differs")."""
         if not len(exact):
             return
         rows = np.flatnonzero(linked.graph_launch)
         by_node = np.zeros(len(gpu.ts), dtype=bool)
         by_node[exact] = True
         corr = gpu.correlation[rows]
-        whole = np.setdiff1d(np.unique(corr[by_node[rows]]), np.unique(corr[~by_node[rows]]))
+        node_matched, rest = np.unique(corr[by_node[rows]]), np.unique(corr[~by_node[rows]])
+        whole = np.setdiff1d(node_matched, rest)
         self.launches = len(np.unique(corr))
         self.matched += len(whole)
         if len(whole):
             self.matched_to["by graph node id"] = self.matched_to.get("by graph node id", 0) + len(whole)
+        left = rows[~by_node[rows] & np.isin(corr, node_matched)]  # the rest of partly matched launches
+        if len(left):
+            left = left[np.argsort(gpu.correlation[left], kind="stable")]
+            nodes = gpu.graph_node_id[left] if gpu.graph_node_id is not None else np.full(len(left), -1)
+            starts = np.flatnonzero(np.r_[True, np.diff(gpu.correlation[left]) != 0])
+            for launch_nodes in np.split(nodes, starts[1:]):  # one per partly matched launch
+                why = _why_partly(launch_nodes)
+                self.unmatched[why] = self.unmatched.get(why, 0) + 1
+            self.partly_matched += len(starts)
         self.measure(gpu, linked)
 
     def as_dict(self) -> dict[str, Any]:
@@ -872,20 +898,42 @@ class GraphFacts:
         return {
             "launches": self.launches,
             "matched": self.matched,
+            "partly_matched": self.partly_matched,
             "unmatched": self.unmatched,
             "matched_to": self.matched_to,
             "captured_graphs_offered": self.captured_graphs,
+            "captured_graphs_in_trace": self.in_trace_graphs,
             "kernel_time_us": self.kernel_time_us,
             "with_launcher_pct": pct(self.with_launcher_us),
             "with_shapes_pct": pct(self.with_shapes_us),
         }
 
     def warning(self) -> str | None:
-        """The line to warn with when captures were given and some graph stays unmatched."""
-        if not self.captured_graphs or self.matched == self.launches:
+        """The line to warn with when captures were given (or found in the trace) and some graph
+        stays unmatched."""
+        if not self.captured_graphs + self.in_trace_graphs or self.matched == self.launches:
             return None
         why = "; ".join(f"{count} {reason}" for reason, count in self.unmatched.items())
-        return f"{self.matched} of {self.launches} graphs matched a captured graph: {why}"
+        return f"{_matched_text(self.matched, self.launches, self.partly_matched)}: {why}"
+
+
+def _matched_text(matched: int, launches: int, partly: int) -> str:
+    partly_text = f" ({partly:,} partly, by graph node id)" if partly else ""
+    return f"{matched:,} of {launches:,} graphs matched a captured graph{partly_text}"
+
+
+def _why_partly(nodes: np.ndarray) -> str:
+    """Why the rest of a launch partly matched by graph node id has no captured launch: its
+    activities' graph nodes (as replayed: instantiated copies) not traced to a creation in the
+    export, the first three named."""
+    known = np.unique(nodes[nodes >= 0]).tolist()
+    parts = []
+    if known:
+        shown = ", ".join(map(str, known[:3])) + (f" and {len(known) - 3:,} more" if len(known) > 3 else "")
+        parts.append(f"graph node{'s' if len(known) > 1 else ''} {shown}, not traced to a creation in the export")
+    if (nodes < 0).any():
+        parts.append(counted(int((nodes < 0).sum()), "activity", "activities") + " without a graph node id")
+    return "matched by graph node id but for " + " and ".join(parts)
 
 
 def _replayed_kind(kind: str, name: str) -> int:
@@ -908,14 +956,42 @@ def _contradicted(kernels: list[str], launchers: list[str | None]) -> bool:
 
 def attach_captures(gpu: GpuTable, linked: LinkedColumns, graphs: Sequence[CapturedGraph]) -> GraphFacts:
     """Give graph-replayed kernels the launcher, shapes and stack of their captured launch
-    (in place on `linked`); each replayed op call gets a new `cpu_op_id`."""
-    facts = GraphFacts(captured_graphs=len(graphs))
+    (in place on `linked`); each replayed op call gets a new `cpu_op_id`.
+
+    Two kinds of launch are not aligned: an Nsight whole-graph replay (one row `<CUDA graph G
+    replay>` for all the graph ran: no captured launch is its — one of a one-launch graph had
+    been given that launch's op, shapes and category), counted unmatched as such; and the rest of
+    a launch partly matched by graph node id (`GraphFacts.include_node_matched` counts it: a
+    remnant aligned with the whole captured graph fails, or fits a smaller graph by chance)."""
+    given = sum(graph.given for graph in graphs)
+    facts = GraphFacts(captured_graphs=given, in_trace_graphs=len(graphs) - given)
     rows = np.flatnonzero(linked.graph_launch)
     if len(rows) == 0:
         return facts
-    _attach(gpu, linked, graphs, rows, facts)
+    whole = _whole_replays(gpu, rows)
+    node = np.flatnonzero(np.asarray(linked.link.categories) == LINK_GRAPH_NODE)
+    by_node = np.isin(np.asarray(linked.link.codes), node)
+    node_launches = np.unique(gpu.correlation[by_node])
+    partly = np.isin(gpu.correlation[rows], node_launches[node_launches >= 0])
+    aligned = rows[~whole & ~partly]
+    if len(aligned):
+        _attach(gpu, linked, graphs, aligned, facts)
+    whole_launches = len(np.unique(gpu.correlation[rows[whole]]))
+    if whole_launches:
+        facts.launches += whole_launches
+        facts.unmatched[WHY_WHOLE] = whole_launches
     facts.measure(gpu, linked)
     return facts
+
+
+def _whole_replays(gpu: GpuTable, rows: np.ndarray) -> np.ndarray:
+    """Per row of `rows`, whether it is an Nsight whole-graph replay: a kernel named
+    `<CUDA graph G replay>` of no graph node."""
+    named = np.array([bool(_WHOLE_REPLAY.match(str(c))) for c in gpu.name.categories] + [False], dtype=bool)
+    whole = named[np.asarray(gpu.name.codes)[rows]] & np.asarray(gpu.kind[rows] == "kernel")  # code -1: the False
+    if gpu.graph_node_id is not None:
+        whole &= gpu.graph_node_id[rows] < 0
+    return whole
 
 
 def _attach(
@@ -1031,14 +1107,21 @@ def graph_summary_line(graphs: dict[str, Any] | None) -> str | None:
     """One terminal line about a trace's graph replays (from summary.json's `graphs`)."""
     if not graphs or not graphs.get("launches"):
         return None
-    launches, matched = graphs["launches"], graphs["matched"]
-    if not graphs.get("captured_graphs_offered"):
+    launches, matched, partly = graphs["launches"], graphs["matched"], graphs.get("partly_matched", 0)
+    offered = graphs.get("captured_graphs_offered", 0) + graphs.get("captured_graphs_in_trace", 0)
+    if not offered and not matched and not partly:  # nothing attached anything
+        ms = graphs["kernel_time_us"] / 1e3
+        if graphs["unmatched"].get(WHY_WHOLE) == launches:  # a capture cannot help: say what can
+            return (
+                f"graphs: {launches:,} launches replay {ms:.2f} ms as whole graphs, whose kernels, launchers and "
+                "shapes are not in the export (profile with nsys --cuda-graph-trace=node)"
+            )
         return (
-            f"graphs: {launches:,} launches replay {graphs['kernel_time_us'] / 1e3:.2f} ms of kernels without "
+            f"graphs: {launches:,} launches replay {ms:.2f} ms of kernels without "
             "launcher or shapes; pass --capture CAPTURE_TRACE (a profile of the graph capture) to get them"
         )
     line = (
-        f"graphs: {matched:,} of {launches:,} graphs matched a captured graph; "
+        f"graphs: {_matched_text(matched, launches, partly)}; "
         f"{graphs['with_shapes_pct']:.1f}% of graph-replayed kernel time has launcher and shapes"
     )
     if graphs["unmatched"]:

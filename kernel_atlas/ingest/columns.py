@@ -91,7 +91,9 @@ class GpuTable:
     shared_memory: np.ndarray | None = None  # int64 bytes per block, static + dynamic
     blocks_per_sm: np.ndarray | None = None  # float64, Kineto's grid blocks / SMs
     occupancy: np.ndarray | None = None  # float64, Kineto's est. achieved occupancy %
-    graph_id: np.ndarray | None = None  # int64 (-1: not graph-launched or unknown), Nsight Systems
+    # int64 (-1: not graph-launched or unknown): Nsight Systems' graphId / graphNodeId, Kineto's
+    # `graph id` / `graph node id` (CUDA >= 12)
+    graph_id: np.ndarray | None = None
     graph_node_id: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -468,7 +470,7 @@ _GPU_DTYPES = {
     "dur": np.float64,
     **dict.fromkeys(("device", "stream", "correlation", "external_id", "bytes"), np.int64),
     **dict.fromkeys(("in_nelems", "out_nelems", "group_size", "seq"), np.int64),
-    **dict.fromkeys(("registers", "shared_memory"), np.int64),
+    **dict.fromkeys(("registers", "shared_memory", "graph_id", "graph_node_id"), np.int64),
     **dict.fromkeys(("blocks_per_sm", "occupancy"), np.float64),
     **dict.fromkeys(GPU_STRING_COLUMNS, np.int64),
 }

@@ -160,6 +160,10 @@ class Args(msgspec.Struct, frozen=True, gc=False):
     shared_memory: Int = msgspec.field(default=-1, name="shared memory")
     blocks_per_sm: float = msgspec.field(default=NAN, name="blocks per SM")
     occupancy: float = msgspec.field(default=NAN, name="est. achieved occupancy %")
+    # the CUDA graph and graph node that ran a kernel, memcpy or memset (libkineto writes both on
+    # every such activity with CUDA >= 12; CUPTI's 0: not launched from a graph)
+    graph_id: Int = msgspec.field(default=-1, name="graph id")
+    graph_node_id: Int = msgspec.field(default=-1, name="graph node id")
     # PyTorch <= 1.10: an op's Python stack, innermost frame first, `;`-joined
     call_stack: str | None = msgspec.field(default=None, name="Call stack")
 
@@ -1078,6 +1082,7 @@ def _canonical_json(raw: bytes, cache: dict[bytes, str | None]) -> str | None:
 
 _GPU_INTS = ("device", "stream", "correlation", "external_id", "bytes", "in_nelems", "out_nelems", "group_size", "seq")
 _GPU_INTS += ("external_id_lower", "registers", "shared_memory")  # the first folded into external_id
+_GPU_INTS += ("graph_id", "graph_node_id")  # 0 (CUPTI: not graph-launched) read as -1
 _GPU_IDS = {"device": "device", "stream": "stream", "correlation": "correlation"}  # field: the trace's key
 _GPU_IDS |= {"external_id": "External id", "external_id_lower": "external id"}
 _GPU_FLOATS = ("blocks_per_sm", "occupancy")  # NaN: not recorded
@@ -1102,6 +1107,8 @@ def _gpu_columns(
     for name, key in _GPU_IDS.items():
         columns[name] = _ids(columns[name], key, ignored)
     columns["external_id"] = np.fmax(columns["external_id"], columns.pop("external_id_lower"))
+    for key in ("graph_id", "graph_node_id"):  # CUPTI numbers graphs and nodes from 1; 0 is "none"
+        columns[key] = np.where(columns[key] > 0, columns[key], -1)
     floats = np.fromiter(chain.from_iterable([_gpu_floats(a) for a in args]), np.float64, n * len(_GPU_FLOATS))
     columns.update(zip(_GPU_FLOATS, floats.reshape(n, len(_GPU_FLOATS)).T, strict=True))
     # device and stream fall back to pid and tid where those are numbers (older exporters)
@@ -1450,6 +1457,8 @@ def _forgiving_args(
         shared_memory=_loose_int(loose.get("shared memory")),
         blocks_per_sm=_loose_float(loose.get("blocks per SM")),
         occupancy=_loose_float(loose.get("est. achieved occupancy %")),
+        graph_id=_loose_int(loose.get("graph id")),
+        graph_node_id=_loose_int(loose.get("graph node id")),
     )
     if ignored is not None:  # given but not usable: counted under the key the trace uses
         for field_info in msgspec.structs.fields(Args):

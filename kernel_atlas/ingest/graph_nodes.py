@@ -15,11 +15,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.ingest.capture import ATTACHED
+from kernel_atlas.ingest.capture import ATTACHED, LINK_GRAPH_NODE  # capture.py leaves such launches unaligned
 from kernel_atlas.ingest.columns import RUNTIME, HostTable, set_rows
 from kernel_atlas.ingest.link import LinkedColumns, describe_launches
-
-LINK_GRAPH_NODE = "graph node id"
 
 
 def attach_graph_nodes(host: HostTable, linked: LinkedColumns, node_creation: np.ndarray) -> np.ndarray:
