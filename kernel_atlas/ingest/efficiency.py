@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.core.devices import Device, Properties, match_properties
+from kernel_atlas.core.devices import TRANSFER_BOUNDS, Device, Properties, match_properties
 from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
-from kernel_atlas.core.texts import name_mask
+from kernel_atlas.core.texts import name_mask, trie_pattern
 from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
 from kernel_atlas.ingest.recorded import dtypes, type_names
 from kernel_atlas.store.summary_schema import DEVICE_METRICS
@@ -227,11 +227,17 @@ def _precisions(types: pd.Series) -> tuple[np.ndarray, list[str | None]]:
 
 
 @lru_cache(maxsize=2)
-def _tensor_core_names(key: str = "name_patterns") -> re.Pattern[str]:
-    """`[tensor_core]`'s list `key` as one search, case-insensitive: CUTLASS 3 writes `Gmma`/`GMMA`
-    (`MainloopSm90TmaGmmaWarpSpecialized`), cuBLAS `gmma`, hipBLASLt `MFMA` and `mfma`."""
-    patterns = tensor_core_rules().get(key, [])
-    return re.compile("|".join(re.escape(p) for p in patterns) or r"(?!)", re.IGNORECASE)  # (?!): none
+def _tensor_core_names(key: str = "name_patterns") -> Callable[[str], bool]:
+    """`[tensor_core]`'s list `key` as one test of a name, case-insensitive: CUTLASS 3 writes
+    `Gmma`/`GMMA` (`MainloopSm90TmaGmmaWarpSpecialized`), cuBLAS `gmma`, hipBLASLt `MFMA` and
+    `mfma`. The words, lower-cased, as a trie searched in the lower-cased name: an alternation
+    searched case-insensitively had cost 40 µs a 256-character name (80,000 distinct kernel names:
+    6.5 s of an ingest)."""
+    words = sorted({p.lower() for p in tensor_core_rules().get(key, [])})
+    if not words:
+        return lambda name: False
+    search = re.compile(trie_pattern(words)).search
+    return lambda name: search(name.lower()) is not None
 
 
 def _tensor_core(
@@ -247,8 +253,8 @@ def _tensor_core(
     Evaluated per distinct name, category, precision and device."""
     rules = tensor_core_rules()
     # a name known to run no MMA (`no_mma_name_patterns`) is a known False, whatever else it holds
-    no_mma = name_mask(frame["name"], _tensor_core_names("no_mma_name_patterns").search)
-    hit = name_mask(frame["name"], _tensor_core_names().search) & ~no_mma
+    no_mma = name_mask(frame["name"], _tensor_core_names("no_mma_name_patterns"))
+    hit = name_mask(frame["name"], _tensor_core_names()) & ~no_mma
     known = np.ones(len(frame), bool)
     if "category" not in frame:
         return hit, known
@@ -544,11 +550,16 @@ def efficiency_sums(kernels: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def roofline_efficiency(table: pd.DataFrame) -> pd.DataFrame:
+def roofline_efficiency(table: pd.DataFrame, read: Sequence[str | None] | None = None) -> pd.DataFrame:
     """`ROOFLINE_EFFICIENCY` columns of roofline groups from their `EFFICIENCY_SUMS` (time-weighted
-    means over the group's kernels), and where SOL is low the likely cause they point to."""
+    means over the group's kernels), and where SOL is low the likely cause they point to, after
+    `read`: per group, what the roofline itself says of its SOL (`roofline.analysis`), if anything.
+    A group bound by a link (`unit` a transfer's: collectives, copies) is named no occupancy or
+    wave cause: an NCCL kernel runs on a few blocks by design and its link sets its speed — "low
+    occupancy (est. 7%); grid fills 22% of one wave" had been a SendRecv's advice (campaign BH 6)."""
+    given = [None] * len(table) if read is None else list(read)
     if not all(name in table for name in EFFICIENCY_SUMS):
-        return table.assign(**{name: np.nan for name in ROOFLINE_EFFICIENCY[:-1]}, likely_cause=None)
+        return table.assign(**{name: np.nan for name in ROOFLINE_EFFICIENCY[:-1]}, likely_cause=given)
     rules = read_toml("efficiency.toml")["likely_cause"]
     occ_w, wave_w = table["occupancy_weight_us"], table["wave_weight_us"]
     known = table["tensor_core_known_us"]
@@ -561,10 +572,12 @@ def roofline_efficiency(table: pd.DataFrame) -> pd.DataFrame:
         tensor_core_pct=(100.0 * table["tensor_core_us"] / known.where(known > 0)).clip(0.0, 100.0),
     )
     low = (table["sol_pct"] < rules["low_sol_pct"]).to_numpy() if "sol_pct" in table else np.zeros(len(table), bool)
+    if "unit" in table:  # not the grid's doing where a link bounds the group
+        low = low & ~table["unit"].isin(list(TRANSFER_BOUNDS)).to_numpy()
     causes = []
     columns = (table["est_occupancy_pct"], table["waves"], table["wave_efficiency_pct"])
-    for slow, occ, waves, used in zip(low, *columns, strict=True):
-        found = []
+    for said, slow, occ, waves, used in zip(given, low, *columns, strict=True):
+        found = [said] if said else []
         if slow and occ < rules["low_occupancy_pct"]:
             found.append(f"low occupancy (est. {occ:.0f}%)")
         if slow and used < rules["partial_wave_pct"]:  # the slots of its waves the grid leaves empty

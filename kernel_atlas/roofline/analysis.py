@@ -42,8 +42,13 @@ from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.roofline.costs import PARTNER_LAUNCHERS, Call, Cost, NoCost, cost_of
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 
-# A call whose attainable time is this small is dominated by launch and latency, not by a roof.
+# A call whose attainable time is this small is dominated by launch and latency, not by a roof —
+# where its measured time is short too: at most this long a call (a few times LATENCY_US). A call
+# of milliseconds with a cost of nanoseconds is held up by no launch: its cost misses work, or the
+# trace does not show what it waited for (a 2,546 µs embedding lookup costed at 0.0006 µs had been
+# "latency-bound at 0.0 %" and led what to fix first, campaign BH 4)
 LATENCY_US = 4.0
+LATENCY_CALL_US = 4 * LATENCY_US
 
 ROOFLINE_COLUMNS = [
     "name",
@@ -140,6 +145,13 @@ def comm_itemsize(dtype: object) -> int | None:
     return None if spelling is None else dtypes()[spelling].bytes
 
 
+def comm_precision(dtype: object) -> str | None:
+    """The precision of a collective's `dtype` (as `comm_itemsize` reads it): a bf16 all_reduce's
+    is `bf16` — every collective's had been `int`, whatever it sent (campaign BH 6)."""
+    spelling = scalar_type_name(dtype)
+    return None if spelling is None else dtypes()[spelling].precision
+
+
 def _collective_costs(
     kernels: pd.DataFrame, world_size: int | None, process_groups: ProcessGroups | None = None
 ) -> None:
@@ -204,6 +216,7 @@ def _collective_costs(
     factors = {key: bus_factor(*key) for key in {(str(op[i]), int(ranks[i])) for i in ok.tolist()}}
     factor = np.array([factors[str(op[i]), int(ranks[i])] for i in ok.tolist()], dtype=np.float64)
     done = rows[ok]
+    precisions = {d: comm_precision(d) for d in set(dtype[ok].tolist())}  # of the message's dtype
     # how they were linked, as other costed calls say
     role[done] = "main"
     note[done] = _link_notes(kernels["link"])[done] if "link" in kernels else ""
@@ -211,7 +224,7 @@ def _collective_costs(
     columns = {
         "flops": 0.0,
         "bytes": nelems[ok] * itemsize[ok] * factor,
-        "precision": "int",
+        "precision": np.array([precisions[d] for d in dtype[ok].tolist()], dtype=object),
         "unit": "link",
         "formula": [
             _bus_formula(*values)
@@ -229,6 +242,8 @@ def _collective_costs(
         kernels[column] = _texts(target, kernels.index) if target.dtype == object else target
 
 
+# a collective's formula says so where its bus bytes rest on the world size taken for its group's
+WORLD_SIZE_ASSUMED = "the trace's world size assumed"
 # where a collective's group size n came from (formula text by source), in `_group_sizes`' order
 _RECORDED, _LISTED, _TABLE, _ARGUMENT, _TEMPLATE, _FROM_MESSAGES, _FROM_TENSORS, _DEFAULT, _WORLD = range(9)
 _GROUP_SOURCES = {
@@ -240,7 +255,7 @@ _GROUP_SOURCES = {
     _FROM_MESSAGES: " from the recorded message sizes",
     _FROM_TENSORS: " from the recorded tensors",
     _DEFAULT: ": the default process group's, the trace's world size",
-    _WORLD: ": the trace's world size assumed, the process group's size not being recorded",
+    _WORLD: f": {WORLD_SIZE_ASSUMED}, the process group's size not being recorded",
 }
 _UNRELATED = (
     "collective message size not recorded: the tensors on its launch are not what it sends (the tokens "
@@ -486,7 +501,7 @@ def template_collective_cost(kernel: str, call: Call) -> Cost:
     return Cost(
         flops=0.0,
         bytes=nelems * itemsize * factor,
-        precision="int",
+        precision=comm_precision(str(largest.dtype)) or "int",
         unit="link",
         formula=_bus_formula(nelems, itemsize, factor, op, ranks, _TEMPLATE, message),
     )
@@ -1151,13 +1166,46 @@ def roofline_metrics(table: pd.DataFrame, device: Device | None) -> pd.DataFrame
     bound = np.where(compute_us > memory_us, "compute", "memory").astype(object)
     for unit, limit in TRANSFER_BOUNDS.items():
         bound[(table["unit"] == unit).to_numpy()] = limit
-    bound[(table["attainable_us"] < LATENCY_US).to_numpy() & (table["sol_pct"] < 50).to_numpy()] = "latency"
+    tiny = (table["attainable_us"] < LATENCY_US).to_numpy() & (table["sol_pct"] < 50).to_numpy()
+    # latency where the measured call is short too (`LATENCY_CALL_US`); a long one keeps its roof
+    per_call = working / calls
+    short = (per_call <= LATENCY_CALL_US).to_numpy()
+    bound[tiny & short] = "latency"
     bound[table["attainable_us"].isna().to_numpy()] = None
     table["bound"] = bound
     table["headroom_us"] = (working - table["attainable_us"] * calls).clip(lower=0.0)
-    table = roofline_efficiency(table)
+    table = roofline_efficiency(table, _roofline_causes(table, per_call, tiny & ~short))
     table = table.sort_values(["headroom_us", "total_us"], ascending=False, na_position="last", kind="stable")
     return table[ROOFLINE_COLUMNS].reset_index(drop=True)
+
+
+# a collective's bus bytes (and so its SOL) resting on the world size taken for its group's
+ASSUMED_GROUP = "its bus bytes assume a group of the trace's world size (its group's size not recorded)"
+
+
+def _roofline_causes(table: pd.DataFrame, per_call: pd.Series, unexplained: np.ndarray) -> list[str | None]:
+    """Per group, what the roofline itself says of its SOL, before the efficiency columns' causes
+    (`roofline_efficiency`): a tiny cost in long calls (`unexplained`: attainable under
+    `LATENCY_US`, calls longer than `LATENCY_CALL_US`) explains neither a roof nor a launch's
+    latency, and a collective's bus bytes may rest on the world size taken for its group's (at any
+    SOL: the SOL is that estimate's — its finding had not said so, campaign BH 6). Worked out on
+    those rows only."""
+    formulas = table["formula"].astype(object).fillna("").astype(str)
+    collective = (table["unit"] == "link").to_numpy()
+    assumed = collective & formulas.str.contains(WORLD_SIZE_ASSUMED, regex=False).to_numpy()
+    causes: list[str | None] = [None] * len(table)
+    attainable, measured = table["attainable_us"].to_numpy(), per_call.to_numpy()
+    for row in np.flatnonzero(assumed | unexplained).tolist():
+        found = []
+        if unexplained[row]:
+            found.append(
+                f"{measured[row]:,.0f} µs a call for {attainable[row]:.2g} µs attainable: "
+                "work its cost misses, or time the trace does not explain"
+            )
+        if assumed[row]:
+            found.append(ASSUMED_GROUP)
+        causes[row] = "; ".join(found)
+    return causes
 
 
 def _peaks(table: pd.DataFrame, device: Device | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -254,11 +254,12 @@ def _dense_forward(causal: str, left: str = "-1", right: str = "-1") -> list[tup
 
 def test_flash_attn_dense_forward_and_backward_are_bshd() -> None:
     # causal, square 4096: pairs 4096²/2 = 8,388,608; FLOPs 2·B·H·pairs·(d+dv) = 2·2·32·8,388,608·256 =
-    # 274,877,906,944; bytes q 67,108,864 + k, v 16,777,216 each + out 67,108,864 = 167,772,160
+    # 274,877,906,944; bytes q 67,108,864 + k, v 16,777,216 each + out 67,108,864 = 167,772,160, + the
+    # logsumexp it writes, B·H·Sq fp32 = 2·32·4096·4 = 1,048,576: 168,820,736
     # (had been refused: "dense q/k/v … recorded, but not their layout")
     cost = cost_of(_call("flash_attn::_flash_attn_forward", [*_dense_forward("True"), NONE, _s("False")]))
     assert cost.flops == 2 * 2 * 32 * 8_388_608 * 256 == 274_877_906_944
-    assert cost.bytes == 67_108_864 * 2 + 16_777_216 * 2 == 167_772_160
+    assert cost.bytes == 67_108_864 * 2 + 16_777_216 * 2 + 1_048_576 == 168_820_736
     # causal with window_size_left 1023: row i sees min(i+1, 1024) keys: Σ_{i<1024}(i+1) = 524,800 plus
     # 3072·1024 = 3,145,728, less ½ per diagonal (2048): 3,668,480 pairs; 2·2·32·3,668,480·256 = 120,208,752,640
     cost = cost_of(_call("flash_attn::_flash_attn_forward", _dense_forward("True", "1023", "0")))

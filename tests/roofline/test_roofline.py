@@ -70,14 +70,15 @@ def test_attention_costs_by_hand(reports) -> None:
         "[[1,141,8,64],[1,141,8,64],[1,141,8,64],[],[],[],[],[],[],[],[],[],[],[],[]]",
     )
     assert row["flops"] == 2 * 1 * 8 * 141 * 141 * (64 + 64) == 40_716_288
-    assert row["bytes"] == 4 * (141 * 8 * 64 * 2) == 577_536  # q, k, v read, out written
+    # q, k, v read, out written (fp32: 577,536), and the logsumexp B·H·Sq fp32 (1·8·141·4 = 4,512)
+    assert row["bytes"] == 4 * (141 * 8 * 64 * 2) + 4 * (1 * 8 * 141) == 582_048
     row = _first(
         reports["h100_vit_image_classify_infer"],
         "aten::_flash_attention_forward",
         "[[4,197,12,64],[4,197,12,64],[4,197,12,64],[],[],[],[],[],[],[],[],[],[],[],[]]",
     )
     assert row["flops"] == 2 * 4 * 12 * 197 * 197 * 128 == 476_884_992
-    assert row["bytes"] == 4 * (4 * 197 * 12 * 64 * 2) == 4_841_472
+    assert row["bytes"] == 4 * (4 * 197 * 12 * 64 * 2) + 4 * (4 * 12 * 197) == 4_879_296  # + logsumexp 37,824
 
 
 def test_conv_and_elementwise_costs_by_hand(reports) -> None:

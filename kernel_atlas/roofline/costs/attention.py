@@ -106,20 +106,42 @@ def _attention_geometry(
 
 
 def _attention(
-    call: Call, layout: str, causal: str | None, assumed: str = "", window: tuple[int, int] | None = None
+    call: Call,
+    layout: str,
+    causal: str | None,
+    assumed: str = "",
+    window: tuple[int, int] | None = None,
+    lse: tuple[bool, str] = (False, ""),
 ) -> Cost:
     """QKᵀ and PV over the pairs kept of q, k, v (its first three arguments, `layout` BSHD or
     BHSD): 2 FLOP per MAC, Sq·Skv pairs (causal: `causal_pairs`; a sliding `window` (left,
-    right): `window_pairs`); `assumed`: what the formula says it assumed."""
+    right): `window_pairs`); `assumed`: what the formula says it assumed. `lse`: whether the op
+    writes a logsumexp — fp32, one per query row and head, B·H·Sq·4 bytes, which its backward
+    reads; it had been left out of the bytes, campaign BH 8 —, and what the formula says of it
+    (`_logsumexp`)."""
     q, k, v = tensor_at(call, 0, "query"), tensor_at(call, 1, "key"), tensor_at(call, 2, "value")
     b, h, sq, _, d, dv, pairs, kept = _attention_geometry(call, q, k, v, layout, causal, window)
     flops = 2.0 * b * h * pairs * (d + dv)
     out = b * h * sq * dv * q.itemsize
     read = q.nbytes + k.nbytes + v.nbytes
+    writes_lse, said = lse
+    stats = b * h * sq * 4 if writes_lse else 0
     formula = (
         f"2·B·H·pairs·(d+dv), pairs {kept}{assumed} = 2·{b}·{h}·{pairs:g}·({d}+{dv}); bytes = q+k+v {read} + out {out}"
+        + (f" + logsumexp {stats} (B·H·Sq fp32: {b}·{h}·{sq}·4)" if writes_lse else "")
+        + said
     )
-    return Cost(flops, read + out, q.precision, MATRIX, formula)
+    return Cost(flops, read + out + stats, q.precision, MATRIX, formula)
+
+
+def _logsumexp(call: Call, index: int) -> tuple[bool, str]:
+    """Whether an attention forward whose `compute_log_sumexp` flag is at `index` writes its
+    logsumexp (`_attention`'s `lse`), and what the formula says where the flag is not recorded
+    (none counted: an estimate). FlashAttention's forwards write one always."""
+    flag = call.args[index].flag() if index < len(call.args) else None
+    if flag is None:
+        return False, " (compute_log_sumexp not recorded: no logsumexp counted)"
+    return flag, ""
 
 
 def _attention_backward(
@@ -229,7 +251,7 @@ def _flash_forward(call: Call) -> Cost:
             "aten::_flash_attention_forward with cumulative sequence lengths (varlen): "
             "per-sequence lengths not recorded"
         )
-    return _attention(call, "BSHD", *_is_causal(call, 8, BOTTOM_RIGHT), window=_window(call, 11))
+    return _attention(call, "BSHD", *_is_causal(call, 8, BOTTOM_RIGHT), window=_window(call, 11), lse=(True, ""))
 
 
 # flash-attn ≥ 2.6's own torch.library ops (flash_attn/flash_attn_interface.py), q/k/v [B, S, H, D]
@@ -241,7 +263,7 @@ def _flash_forward(call: Call) -> Cost:
 # `_FLASH_MASK_AT`'s, costed from the step.
 @register(launchers=("flash_attn::_flash_attn_forward",))
 def _flash_attn_forward(call: Call) -> Cost:
-    return _attention(call, "BSHD", *_is_causal(call, 5, BOTTOM_RIGHT), window=_window(call, 6))
+    return _attention(call, "BSHD", *_is_causal(call, 5, BOTTOM_RIGHT), window=_window(call, 6), lse=(True, ""))
 
 
 @register(launchers=("flash_attn::_flash_attn_backward",))
@@ -272,7 +294,8 @@ def _efficient_forward(call: Call) -> Cost:
     if isinstance(mask, bool) or mask not in _MASK_TYPES:
         raise NoCost(f"{call.launcher}: custom_mask_type {recorded.text[:20]!r} is none of 0, 1, 2")  # type: ignore[union-attr]
     assumed = "" if recorded is not None else " (custom_mask_type not recorded: no mask assumed)"
-    return _attention(call, "BSHD", _MASK_TYPES[mask], assumed)
+    # compute_log_sumexp at 10 (the tensor is padded to a multiple of 32 rows; Sq of them written)
+    return _attention(call, "BSHD", _MASK_TYPES[mask], assumed, lse=_logsumexp(call, 10))
 
 
 @register(
@@ -288,14 +311,19 @@ def _sdpa(call: Call) -> Cost:
     index = {"aten::scaled_dot_product_attention": 5, "aten::_scaled_dot_product_cudnn_attention": 6}.get(
         call.launcher, 4
     )
-    # the flash op runs FlashAttention's kernel: its diagonal at the bottom right (see TOP_LEFT)
+    # the flash op runs FlashAttention's kernel: its diagonal at the bottom right (see TOP_LEFT),
+    # and writes its logsumexp always; cuDNN's where compute_log_sumexp (4) asks; SDPA itself
+    # returns none (its kernels run under the backend's own op, recorded beside it)
     flash = call.launcher == "aten::_scaled_dot_product_flash_attention"
-    return _attention(call, "BHSD", *_is_causal(call, index, BOTTOM_RIGHT if flash else TOP_LEFT))
+    cudnn = call.launcher == "aten::_scaled_dot_product_cudnn_attention"
+    lse = (True, "") if flash else _logsumexp(call, 4) if cudnn else (False, "")
+    return _attention(call, "BHSD", *_is_causal(call, index, BOTTOM_RIGHT if flash else TOP_LEFT), lse=lse)
 
 
 @register(launchers=("aten::_scaled_dot_product_efficient_attention",))
 def _sdpa_efficient(call: Call) -> Cost:
-    return _attention(call, "BHSD", *_is_causal(call, 6))
+    # (query, key, value, attn_bias, compute_log_sumexp, dropout_p, is_causal, scale)
+    return _attention(call, "BHSD", *_is_causal(call, 6), lse=_logsumexp(call, 4))
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ first the launching op (its schema says how to read its recorded arguments, e.g.
 `vllm::moe_forward`: the recorded arguments are always the launcher's), then a label rule (a
 kernel family with its own argument layout, e.g. `deepgemm`, named by catalogs/rules.toml, for
 launchers without a formula: a library's op, `cuLaunchKernelEx`, Inductor's record of the
-kernel), then the op_mapping. A key is registered once; a second
+kernel), then the op_mapping. A formula reading ATen's argument positions does not read a C++
+op of another namespace that catalogs/launchers.toml does not list under its op, and no rule or
+op formula reads an autograd node's (`unknown_layout`). A key is registered once; a second
 registration is refused. Formulas return a `Cost` or raise `NoCost` with the reason (a missing
 input, an op whose recorded inputs are only workspaces). Bytes are the minimum traffic: every
 input read once, every output written once. Elementwise-style ops count `flops_per_element`
@@ -14,14 +16,16 @@ input read once, every output written once. Elementwise-style ops count `flops_p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from kernel_atlas.classify.classifier import rule_id, rule_precision
-from kernel_atlas.classify.rules import inductor_kernel_prefix
+from kernel_atlas.classify.rules import LauncherTable, inductor_kernel_prefix, parse_launchers
 from kernel_atlas.core.devices import MATRIX, VECTOR
-from kernel_atlas.core.paths import catalog_number, read_toml
+from kernel_atlas.core.paths import catalog_number, catalogs_dir, read_toml
 from kernel_atlas.ingest.recorded import TENSOR, TENSOR_LIST, Arg, dtypes
 
 
@@ -59,6 +63,9 @@ REGISTRY: dict[tuple[str, str], Formula] = {}  # ("rule" | "launcher" | "op", ke
 # launchers whose formula reads `Call.partner`: only their calls are told it (one partner per call
 # would make every call of a training step a signature of its own)
 PARTNER_LAUNCHERS: set[str] = set()
+# op_mappings whose formula reads the arguments at the positions of the op's ATen schema
+# (`register(aten=True)`): not applied to a library op of another layout (`unknown_layout`)
+ATEN_LAYOUT: set[str] = set()
 
 
 def register(
@@ -67,14 +74,19 @@ def register(
     launchers: tuple[str, ...] = (),
     ops: tuple[str, ...] = (),
     partner: bool = False,
+    aten: bool = False,
 ) -> Callable[[Formula], Formula]:
     """Attach a formula to label rule ids (catalogs/rules.toml), launching ops, or op_mappings.
     Each key takes one formula: registering a second is an error, as in torch's flop_counter.
-    `partner`: the formula reads the call's autograd partner (its launchers' calls get it)."""
+    `partner`: the formula reads the call's autograd partner (its launchers' calls get it).
+    `aten`: the ops' formula reads ATen's argument positions (`self` first, `index_select(self,
+    dim, index)`), not a library's: see `unknown_layout`."""
 
     def wrap(func: Formula) -> Formula:
         if partner:
             PARTNER_LAUNCHERS.update(launchers)
+        if aten:
+            ATEN_LAYOUT.update(ops)
         for kind, keys in (("rule", rules), ("launcher", launchers), ("op", ops)):
             for key in keys:
                 if (kind, key) in REGISTRY:
@@ -109,10 +121,62 @@ def cost_by_launcher_or_op(call: Call) -> Cost:
 
 
 def _first_formula(call: Call, keys: tuple[tuple[str, str], ...]) -> Cost:
-    formula = next((REGISTRY[key] for key in keys if key in REGISTRY), None)
-    if formula is None:
-        raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
-    return formula(call)
+    refused = ""  # why a formula there was not applied to this launcher's arguments
+    for kind, key in keys:
+        if (kind, key) not in REGISTRY:
+            continue
+        why = unknown_layout(call.launcher, kind, key)
+        if not why:
+            return REGISTRY[kind, key](call)
+        refused = refused or why
+    if refused:
+        raise NoCost(f"no cost model for {call.launcher}: {refused}")
+    raise NoCost(f"no cost model for {call.launcher or call.op_mapping}")
+
+
+_NAMESPACED = re.compile(r"^\w+::")
+_AUTOGRAD_NODE = re.compile(r"autograd::|^\w+Backward\d*$")
+
+
+@lru_cache(maxsize=4)
+def _launcher_table(folder: str) -> LauncherTable:
+    return parse_launchers(Path(folder) / "launchers.toml")
+
+
+def unknown_layout(launcher: str, kind: str, key: str) -> str:
+    """`_unknown_layout` under the catalogs in use (ATLAS_CATALOGS may name another folder)."""
+    return _unknown_layout(launcher, kind, key, str(catalogs_dir()))
+
+
+@lru_cache(maxsize=4096)
+def _unknown_layout(launcher: str, kind: str, key: str, folder: str) -> str:
+    """Why the formula registered for (`kind`, `key`) may not read `launcher`'s recorded
+    arguments, or "" where it may. A launcher's own formula always may. An autograd node
+    (`torch::autograd::CppNode<…>`, a `…Backward0` node) records the gradients it receives, not
+    its kernels' arguments: no rule or op formula reads them (fbgemm's permute backward had been
+    costed 580 MB, its forward 15,696 B, for one kernel). An op's formula registered `aten` reads
+    the positions of ATen's schema (`index_select(self, dim, index)`): a C++ op of another
+    namespace lays its arguments out otherwise (fbgemm's embedding lookup records an empty `[0]`
+    placeholder first: costed as 123 rows of 0 bytes, 984 B for a 2.5 ms kernel), unless
+    catalogs/launchers.toml lists it under that op. Launchers that are no C++ op (Python frames,
+    Inductor's records of its kernels, JIT-compiled modules) and the ops' other formulas, written
+    for libraries' layouts (attention, KV-cache writes, rotary, norms), keep theirs."""
+    if kind == "launcher" or not launcher or launcher.startswith("aten::"):
+        return ""
+    if _AUTOGRAD_NODE.search(launcher):
+        return (
+            f"an autograd node: its recorded inputs are the gradients it receives, not its kernels' arguments "
+            f"(the {key} formula would read them as its own)"
+        )
+    if kind != "op" or key not in ATEN_LAYOUT or not _NAMESPACED.match(launcher):
+        return ""
+    hit = _launcher_table(folder).lookup(launcher)
+    if hit is not None and hit.op == key:
+        return ""
+    return (
+        f"a library op of unknown argument layout (catalogs/launchers.toml lists it under no op {key!r}): "
+        f"the {key} formula reads ATen's argument positions"
+    )
 
 
 def inductor_launcher(launcher: str) -> bool:

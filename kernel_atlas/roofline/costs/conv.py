@@ -69,21 +69,25 @@ def _conv(call: Call) -> Cost:
     macs_per_output = math.prod(w.dims[1:])  # C/groups · R · S
     outputs = n * k * math.prod(out_spatial)
     flops = 2.0 * outputs * macs_per_output
-    read, written = _conv_traffic(call, x, w, outputs)
+    read, written, inputs = _conv_traffic(call, x, w, outputs)
     precision, unit = gemm_precision(call, x)
     padded = f" (padding '{named}')" if named else ""
     formula = (
         f"2·N·K·out·(C/g·R·S) = 2·{n}·{k}·{'·'.join(map(str, out_spatial))}·{macs_per_output}{padded}; "
-        f"bytes = input {x.nbytes} + weight {w.nbytes} + output {written}"
+        f"bytes = {inputs} + output {written}"
     )
     return Cost(flops, read + written, precision, unit, formula)
 
 
-def _conv_traffic(call: Call, x: Arg, w: Arg, outputs: int) -> tuple[int, int]:
+def _conv_traffic(call: Call, x: Arg, w: Arg, outputs: int) -> tuple[int, int, str]:
     """A forward convolution's bytes: input, weight and bias (its third argument, where it is a
-    tensor) read, `outputs` elements of the input's type written."""
+    tensor) read, `outputs` elements of the input's type written; with the formula's words for
+    what is read (the bias named where it is counted: the formula had left it out, its terms
+    summing short of `bytes` by the bias's size, campaign BH 7)."""
     bias = [a for a in call.args[2:3] if a.is_tensor]
-    return x.nbytes + w.nbytes + sum(a.nbytes for a in bias), outputs * x.itemsize
+    read = x.nbytes + w.nbytes + sum(a.nbytes for a in bias)
+    words = f"input {x.nbytes} + weight {w.nbytes}" + "".join(f" + bias {a.nbytes}" for a in bias)
+    return read, outputs * x.itemsize, words
 
 
 def _named_padding(call: Call) -> str | None:
@@ -113,11 +117,11 @@ def _conv_transposed(call: Call, x: Arg, w: Arg, geometry: tuple[list[int], list
         raise NoCost(f"{call.launcher}: transposed, no output from input {list(x.dims)} and weight {list(w.dims)}")
     out = (x.dims[0], w.dims[1] * groups[0], *out_spatial)
     macs = x.numel * math.prod(w.dims[1:])
-    read, written = _conv_traffic(call, x, w, math.prod(out))
+    read, written, inputs = _conv_traffic(call, x, w, math.prod(out))
     precision, unit = gemm_precision(call, x)
     formula = (
         f"transposed: 2·N·C·in·(K/g·R·S) = 2·{'·'.join(map(str, x.dims))}·{math.prod(w.dims[1:])}; "
-        f"bytes = input {x.nbytes} + weight {w.nbytes} + output {list(out)} {written}"
+        f"bytes = {inputs} + output {list(out)} {written}"
     )
     return Cost(2.0 * macs, read + written, precision, unit, formula)
 
@@ -163,12 +167,12 @@ def _conv_from_backward(call: Call, x: Arg, w: Arg) -> Cost:
             "backward node with its sequence number gives the output's shape"
         )
     macs = _conv_macs(out, w.dims)
-    read, written = _conv_traffic(call, x, w, math.prod(out))
+    read, written, inputs = _conv_traffic(call, x, w, math.prod(out))
     precision, unit = gemm_precision(call, x)
     formula = (
         f"2·N·K·P·Q·(C/g·R·S) = 2·{'·'.join(map(str, out))}·{math.prod(w.dims[1:])} (input {list(x.dims)}, "
         f"weight {list(w.dims)} recorded; output {list(out)} from {_from(partner)}, its grad_output); "
-        f"bytes = input {x.nbytes} + weight {w.nbytes} + output {written}"
+        f"bytes = {inputs} + output {written}"
     )
     return Cost(2.0 * macs, read + written, precision, unit, formula)
 

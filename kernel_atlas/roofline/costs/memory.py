@@ -11,9 +11,13 @@ from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
     NoCost,
+    broadcast_shape,
     concrete_int,
+    inductor_launcher,
     no_tensors,
+    optional_tensor_at,
     register,
+    tensor_at,
     tensor_lists,
     tensors_of,
 )
@@ -51,19 +55,7 @@ def _memory_lists(call: Call) -> Cost:
     return Cost(0.0, read + written, precision, VECTOR, f"reads {read} + writes {written} bytes{note}")
 
 
-@register(
-    ops=(
-        "copy_",
-        "fill_",
-        "arange",
-        "index",
-        "index_select",
-        "index_put_",
-        "gather",
-        "scatter",
-        "kv_cache_write",
-    )
-)
+@register(ops=("copy_", "fill_", "arange", "index", "index_select", "index_put_", "gather", "scatter"), aten=True)
 def _memory(call: Call) -> Cost:
     if any(a.kind == TENSOR_LIST and a.dims for a in call.args):
         return _memory_lists(call)
@@ -88,7 +80,7 @@ def _memory(call: Call) -> Cost:
             index.nbytes + 2 * moved,
             table.precision,
             VECTOR,
-            f"{index.numel} rows of {row} bytes read and written",
+            f"{index.numel} rows of {row} bytes read and written + index {index.nbytes} read",
         )
     if op == "gather" and len(tensors) >= 2:
         # gather(self, dim, index[, out]): one element of self read per index, the output written
@@ -117,7 +109,179 @@ def _memory(call: Call) -> Cost:
             f"values {values} read and written into the destination, indices {indices} read",
         )
     read = sum(a.nbytes for a in tensors)
-    return Cost(0.0, 2.0 * read, tensors[0].precision, VECTOR, f"inputs {read} read and written once")
+    if len(tensors) == 1 and (call.launcher in _SAME_SIZE_COPIES or inductor_launcher(call.launcher)):
+        return Cost(0.0, 2.0 * read, tensors[0].precision, VECTOR, f"inputs {read} read and written once")
+    # what the op writes is not known here (bucketize writes int64 positions, repeat and pad more
+    # than they read, an index op with its indices unrecorded fewer): a guess, flagged
+    return Cost(
+        0.0,
+        2.0 * read,
+        tensors[0].precision,
+        VECTOR,
+        f"inputs {read} read and written once (an estimate: its outputs taken as large as its inputs)",
+    )
+
+
+# ops whose one recorded tensor is copied whole into an output of its size and dtype
+_SAME_SIZE_COPIES = (
+    "aten::clone",
+    "aten::contiguous",
+    "aten::reshape",
+    "aten::flatten",
+    "aten::transpose",
+    "aten::permute",
+    "aten::lift_fresh_copy",
+    "aten::roll",
+    "aten::flip",
+)
+
+
+# int64, the dtype torch gives index tensors: a TensorList records its elements' shapes, not dtypes
+_INDEX_ITEMSIZE = 8
+_MASK_DTYPES = ("bool", "unsigned char")  # a tensor of these dtypes indexes as a mask
+
+
+def _indexed(call: Call, table: Arg) -> tuple[int, int, str] | None:
+    """What ATen's advanced indexing (`index`, `index_put_`) selects of `self` (`table`) with the
+    recorded indices (argument 1, `Tensor?[]`): the elements selected, the indices' bytes and the
+    formula's words; None where the indices are not recorded (newer PyTorch records a `Tensor?[]`
+    as `[]`). Index tensors index self's axes from the first and broadcast together; the result
+    is their broadcast shape times self's axes they leave (torch's rule: the elements are as many
+    wherever the broadcast axes go). An empty shape in the list is a None (its axis kept whole).
+    A bool mask indexes as many axes as it has and selects its true elements, which the trace does
+    not hold: all of them are taken, an upper bound said as an estimate — and so for a list
+    element of a mask's shape (self's axes where it stands), whose dtype is not recorded."""
+    arg = call.args[1] if len(call.args) > 1 else None
+    if arg is not None and arg.kind == TENSOR_LIST and arg.dims:
+        elements: list[tuple[tuple[int, ...], str]] = [(shape, "") for shape in arg.dims]
+    elif arg is not None and arg.is_tensor:
+        elements = [(arg.dims, arg.dtype)]
+    else:
+        return None
+    dims = tuple(table.dims)
+    axis, kept, index_bytes = 0, 1, 0
+    shapes: list[tuple[int, ...]] = []  # each index's shape as it broadcasts (a mask: its elements)
+    notes = []
+    for shape, dtype in elements:
+        if not shape:  # None: the axis kept whole
+            kept *= dims[axis] if axis < len(dims) else 1
+            axis += 1
+            continue
+        span = len(shape)
+        mask = dtype in _MASK_DTYPES if dtype else tuple(dims[axis : axis + span]) == shape
+        if mask:
+            shapes.append((math.prod(shape),))
+            index_bytes += math.prod(shape) * (dtypes()[dtype].bytes if dtype else _INDEX_ITEMSIZE)
+            maybe = "a bool mask" if dtype else "a bool mask or int64 indices (a TensorList's dtypes are not recorded)"
+            notes.append(f"{list(shape)} is {maybe}: every position taken as selected, an upper bound")
+            axis += span
+        else:
+            shapes.append(shape)
+            index_bytes += math.prod(shape) * (dtypes()[dtype].bytes if dtype else _INDEX_ITEMSIZE)
+            axis += 1
+    if axis > len(dims):
+        raise NoCost(f"{call.what}: {len(elements)} indices recorded for a self of {len(dims)} axes")
+    broadcast = broadcast_shape(shapes)
+    rank = len(broadcast)
+    for i in range(rank):  # right-aligned, each axis of one size besides 1s
+        if len({s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0} - {1}) > 1:
+            raise NoCost(f"{call.what}: index shapes {shapes} do not broadcast together")
+    count = math.prod(broadcast) * kept * math.prod(dims[axis:])
+    words = f"indices {[list(s) for s, _ in elements]} (int64 unless recorded) select {count} elements of self"
+    if notes:
+        words += " (an estimate: " + "; ".join(notes) + ")"
+    return count, index_bytes, words
+
+
+@register(launchers=("aten::index", "aten::_unsafe_index"))
+def _index(call: Call) -> Cost:
+    """index(self, indices): the elements the indices select (`_indexed`) read from self and
+    written as the output, the indices read. Indices not recorded: not costed — the output's size
+    is theirs (it had been costed as self read and written whole: 50 MB at 500 % of the roofline)."""
+    table = tensor_at(call, 0, "self")
+    selected = _indexed(call, table)
+    if selected is None:
+        raise NoCost(
+            f"{call.what}: the indices are not recorded (a `Tensor?[]` recorded as `[]`): how many elements "
+            "of self are gathered is theirs"
+        )
+    count, index_bytes, words = selected
+    moved = count * table.itemsize
+    formula = f"{words}: {moved} read from self and {moved} written + indices {index_bytes} read"
+    return Cost(0.0, 2 * moved + index_bytes, table.precision, VECTOR, formula)
+
+
+@register(launchers=("aten::index_put_", "aten::index_put", "aten::_index_put_impl_", "aten::_unsafe_index_put"))
+def _index_put(call: Call) -> Cost:
+    """index_put_(self, indices, values, accumulate[, unsafe]): the values read, the elements the
+    indices select (`_indexed`) written into self — read too where `accumulate` adds into them —
+    and the indices read; self is touched only there. Indices not recorded (`[]`): the elements
+    written taken as the values' (they broadcast to them), the indices not counted, an estimate;
+    with a 0-d value as well, not costed.
+    (The indices had been taken for a foreach op's list, self read whole: 2,179,328 B for 262,656.)"""
+    table = tensor_at(call, 0, "self")
+    values = optional_tensor_at(call, 2)
+    if values is None:
+        raise NoCost(f"{call.what}: input 2 (values) has no recorded shape")
+    selected = _indexed(call, table)
+    if selected is None and not values.dims:  # a 0-d value (`x[idx] = 1`) fills as many as the indices select
+        raise NoCost(f"{call.what}: the indices are not recorded (a `Tensor?[]` recorded as `[]`) and the value is 0-d")
+    if selected is None:
+        count, index_bytes = values.numel, 0
+        words = (
+            f"indices not recorded (a `Tensor?[]` recorded as `[]`): not counted, the values' {values.numel} "
+            "elements taken for those written"
+        )
+    else:
+        count, index_bytes, words = selected
+    accumulate = call.args[3].flag() if len(call.args) > 3 else None
+    written = count * table.itemsize
+    updated = written if accumulate else 0  # accumulate: each element written is read first
+    how = {True: "accumulated: read and written", False: "written", None: "written (accumulate not recorded)"}
+    formula = f"{words}: values {values.nbytes} read, {written} {how[accumulate]} into self"
+    if selected is not None:
+        formula += f" + indices {index_bytes} read"
+    return Cost(0.0, values.nbytes + written + updated + index_bytes, table.precision, VECTOR, formula)
+
+
+# the dtype argument of a copy to another dtype (a ScalarType code in Concrete Inputs), by launcher
+# and recorded arity: _to_copy(self, dtype, layout, device, pin_memory, non_blocking, memory_format),
+# to.dtype(self, dtype, non_blocking, copy, memory_format), to.device(self, device, dtype, non_blocking,
+# copy, memory_format), to.dtype_layout(self, dtype, layout, device, pin_memory, non_blocking, copy,
+# memory_format); to.other(self, other, non_blocking, copy, memory_format) takes other's dtype
+_DTYPE_AT = {("aten::_to_copy", 7): 1, ("aten::to", 5): 1, ("aten::to", 6): 2, ("aten::to", 8): 1}
+
+
+@register(launchers=("aten::_to_copy", "aten::to"))
+def _to_dtype(call: Call) -> Cost:
+    """_to_copy / to: self read at its dtype, a copy of its elements written at the dtype argument's
+    (an fp32 → bf16 cast had been counted at fp32 both ways: 8,388,608 B for 6,291,456). A dtype
+    recorded as None beside other Concrete Inputs keeps self's; no Concrete Inputs recorded:
+    self's assumed, said. The precision is the output's."""
+    source = tensor_at(call, 0, "self")
+    args = call.args
+    other = args[1] if call.launcher == "aten::to" and len(args) == 5 and args[1].is_tensor else None
+    at = _DTYPE_AT.get((call.launcher, len(args)))
+    code = concrete_int(call, at) if at is not None else None
+    if other is not None:
+        name, how = other.dtype, "the other tensor's dtype"
+    elif scalar_type(code) is not None:
+        name, how = scalar_type(code), f"dtype argument {code}"
+    elif code is None and at is not None and any(a.text for a in args if a.kind == SCALAR):
+        name, how = source.dtype, "dtype None: self's"
+    else:
+        why = f"dtype {code} not in catalogs/dtypes.toml" if code is not None else "dtype not recorded"
+        name, how = source.dtype, f"{why}: self's assumed"
+    read = source.nbytes
+    size = dtypes()[str(name)].bytes
+    written = source.numel * size
+    formula = f"self {read} read + {source.numel} elements written at {size} B ({how}) {written}"
+    return Cost(0.0, read + written, dtypes()[str(name)].precision, VECTOR, formula)
+
+
+# KV-cache writes are libraries' ops (vLLM's `reshape_and_cache`, SGLang's `set_kv_buffer`): their
+# branch finds the caches by size, not by ATen's positions
+register(ops=("kv_cache_write",))(_memory)
 
 
 # a KV cache's dtype argument (vLLM's `kv_cache_dtype`: "auto", "fp8", "fp8_e4m3", "fp8_e5m2") naming

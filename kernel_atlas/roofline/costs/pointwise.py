@@ -92,6 +92,23 @@ def _with_written_arguments(call: Call, spec: dict[str, list]) -> Cost:
     return Cost(per * elements, read + written, written_to[0].precision, VECTOR, formula)
 
 
+def functional_tensors() -> dict[str, int]:
+    """ATen pointwise op → how many leading arguments its functional overloads may take a tensor
+    at (costs.toml `[functional_tensors]`): a tensor recorded at or past that count is the output
+    of its `out=` overload."""
+    table = read_toml("costs.toml").get("functional_tensors", {})
+    return {f"aten::{op}": int(count) for count, ops in table.items() for op in ops}
+
+
+def out_arguments(call: Call) -> list[int]:
+    """Positions of an ATen pointwise op's recorded `out=` tensors (`functional_tensors`): those at
+    or past the count of arguments its functional overloads may take a tensor at."""
+    first = functional_tensors().get(call.launcher)
+    if first is None:
+        return []
+    return [i for i in range(first, len(call.args)) if call.args[i].is_tensor]
+
+
 def pointwise_cost(call: Call, out_itemsize: int | None = None) -> Cost:
     if any(a.kind == TENSOR_LIST and a.dims for a in call.args):
         return _foreach(call, out_itemsize)
@@ -103,6 +120,9 @@ def pointwise_cost(call: Call, out_itemsize: int | None = None) -> Cost:
         return _with_written_arguments(call, spec)
     if inductor_launcher(call.launcher):
         return _inductor_pointwise(call, tensors)
+    outs = out_arguments(call)
+    if outs and len(outs) < len(tensors):
+        return _with_out(call, outs)
     out_numel = _output_numel([a.dims for a in tensors])
     result, note = _result_dtype(call, tensors)
     size = out_itemsize if out_itemsize is not None else dtypes()[result].bytes
@@ -110,6 +130,24 @@ def pointwise_cost(call: Call, out_itemsize: int | None = None) -> Cost:
     read = sum(a.nbytes for a in tensors)
     written = out_numel * size
     formula = f"{per:g} FLOP × {out_numel} elements; bytes = inputs {read} + output {out_numel}·{size}{note}"
+    return Cost(per * out_numel, read + written, dtypes()[result].precision, VECTOR, formula)
+
+
+def _with_out(call: Call, outs: list[int]) -> Cost:
+    """An ATen pointwise op's `out=` overload (`out_arguments`): its inputs read once, its recorded
+    output written once at its own dtype and size (ATen casts the result into it), never read.
+    FLOPs per element of the inputs' broadcast, at the precision the op computes in."""
+    inputs = [a for i, a in enumerate(call.args) if a.is_tensor and i not in outs]
+    out_numel = _output_numel([a.dims for a in inputs])
+    result, note = _result_dtype(call, inputs)
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    read = sum(a.nbytes for a in inputs)
+    written = sum(call.args[i].nbytes for i in outs)
+    where = ", ".join(str(i) for i in outs)
+    formula = (
+        f"{per:g} FLOP × {out_numel} elements; bytes = inputs {read} + output {written} written "
+        f"(the out= tensor, argument {where}: written, not read){note}"
+    )
     return Cost(per * out_numel, read + written, dtypes()[result].precision, VECTOR, formula)
 
 
@@ -220,12 +258,22 @@ def _elementwise(call: Call) -> Cost:
     return pointwise_cost(call)
 
 
-@register(launchers=("aten::native_layer_norm", "aten::layer_norm", "aten::native_group_norm", "aten::group_norm"))
+@register(
+    launchers=(
+        "aten::native_layer_norm",
+        "aten::layer_norm",
+        "aten::native_group_norm",
+        "aten::group_norm",
+        "aten::_fused_rms_norm",
+    )
+)
 def _norm_with_statistics(call: Call) -> Cost:
-    """A layer or group norm: its input, weight and bias read and its output written (as other
-    pointwise ops), plus the per-row mean and rstd ATen's kernels write (native_layer_norm's and
-    native_group_norm's second and third outputs) at the accumulation dtype — fp32 for
-    fp32/bf16/fp16 inputs, fp64 for fp64. Rows: layer norm, the input's elements over
+    """A layer, group or RMS norm: its input, weight and bias read and its output written (as
+    other pointwise ops), plus the per-row statistics ATen's kernels write at the accumulation
+    dtype — fp32 for fp32/bf16/fp16 inputs, fp64 for fp64: mean and rstd (native_layer_norm's and
+    native_group_norm's second and third outputs), rstd alone (_fused_rms_norm(input,
+    normalized_shape, weight, eps)'s second output, e.g. [8,16,1,1] for [8,16,32,32] over [32,32]:
+    it had been left out, campaign BH 8). Rows: layer and RMS norm, the input's elements over
     normalized_shape's (its argument 1; else the weight's shape; else the last axis, said); group
     norm, N·groups (native_group_norm(input, weight, bias, N, C, HxW, group, eps),
     group_norm(input, num_groups, …))."""
@@ -246,9 +294,89 @@ def _norm_with_statistics(call: Call) -> Cost:
         if shape is None:
             shape, note = list(x.dims[-1:]), " (normalized_shape not recorded: the last axis assumed)"
         rows = x.numel // max(math.prod(shape), 1)
-    written = 2 * rows * stat
-    formula = f"{base.formula} + mean and rstd 2·{rows}·{stat}{note}"
+    count, names = (1, "rstd") if "rms_norm" in call.launcher else (2, "mean and rstd")
+    written = count * rows * stat
+    formula = f"{base.formula} + {names} {count}·{rows}·{stat}{note}"
     return replace(base, bytes=base.bytes + written, formula=formula)
+
+
+@register(launchers=("aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm"))
+def _batch_norm(call: Call) -> Cost:
+    """A batch norm (input, weight, bias, running_mean, running_var, training, momentum, eps): its
+    tensors read and its output written (as other pointwise ops); training, also its saved mean
+    and inverse std (one per channel, C = the input's axis 1, at the accumulation dtype: fp32,
+    fp64 for fp64) and the running statistics it updates in place (written back where recorded).
+    Inference writes neither. They had been left out (campaign BH 8); cuDNN's reserve space, of
+    a size not recorded, is not counted."""
+    base = pointwise_cost(call)
+    x = tensor_at(call, 0, "input")
+    training = call.args[5].flag() if len(call.args) > 5 else None
+    if training is None:
+        return replace(base, formula=base.formula + " (training not recorded: saved statistics not counted)")
+    if not training or len(x.dims) < 2:
+        return base
+    stat = 8 if dtypes()[x.dtype].precision == "fp64" else 4
+    channels = x.dims[1]
+    running = [a for a in (optional_tensor_at(call, 3), optional_tensor_at(call, 4)) if a is not None]
+    updated = sum(a.nbytes for a in running)
+    written = 2 * channels * stat + updated
+    formula = f"{base.formula} + saved mean and invstd 2·{channels}·{stat}" + (
+        f" + running statistics {updated} written back" if running else ""
+    )
+    return replace(base, bytes=base.bytes + written, formula=formula)
+
+
+# A norm's backward, by launcher: where its output_mask (grad_input, grad_weight[, grad_bias]) is
+# (None: every gradient is written), its weight and its bias (None: no such argument; grad_bias is
+# the weight's shape and dtype). Its weight and bias gradients had been left out, one output at the
+# input's shape written (campaign BH 8: native_layer_norm_backward 1,704,000 B for 1,835,072).
+_NORM_BACKWARD: dict[str, tuple[int | None, int, int | None]] = {
+    # (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)
+    "aten::native_layer_norm_backward": (7, 5, 6),
+    # (grad_out, input, normalized_shape, rstd, weight, output_mask[2]): no bias
+    "aten::_fused_rms_norm_backward": (5, 4, None),
+    # (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask)
+    "aten::native_batch_norm_backward": (9, 2, None),
+    # (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask)
+    "aten::native_group_norm_backward": (9, 4, None),
+    # (input, grad_output, weight, running_mean, running_var, save_mean, save_var, epsilon[, reserveSpace])
+    "aten::cudnn_batch_norm_backward": (None, 2, None),
+    "aten::miopen_batch_norm_backward": (None, 2, None),
+}
+
+
+@register(launchers=tuple(_NORM_BACKWARD))
+def _norm_backward(call: Call) -> Cost:
+    """A norm's backward (`_NORM_BACKWARD`): every recorded tensor read once, and the gradients
+    its output_mask asks for written — grad_input at the first tensor's shape and dtype (grad_out,
+    or cuDNN's input), grad_weight at the weight's, grad_bias at the bias's, else the weight's
+    (one per channel or normalized element). A gradient asked for whose shape is not recorded is
+    not counted, and the formula says so; output_mask not recorded: every gradient assumed."""
+    tensors = tensors_of(call)
+    if not tensors:
+        raise no_tensors(call)
+    mask_at, weight_at, bias_at = _NORM_BACKWARD[call.launcher]
+    x = tensors[0]
+    weight = optional_tensor_at(call, weight_at)
+    bias = (optional_tensor_at(call, bias_at) if bias_at is not None else None) or weight
+    grads = [("grad_input", x), ("grad_weight", weight)]
+    if call.launcher != "aten::_fused_rms_norm_backward":
+        grads.append(("grad_bias", bias))
+    mask = call.args[mask_at].value if mask_at is not None and mask_at < len(call.args) else None
+    note = ""
+    if mask_at is not None and not (isinstance(mask, list) and len(mask) == len(grads)):
+        mask, note = [True] * len(grads), " (output_mask not recorded: every gradient assumed)"
+    asked = [(name, arg) for (name, arg), wanted in zip(grads, mask or [True] * len(grads), strict=True) if wanted]
+    counted = [(name, arg) for name, arg in asked if arg is not None]
+    missing = [name for name, arg in asked if arg is None]
+    if missing:
+        note += f" ({', '.join(missing)}: its shape not recorded, not counted)"
+    read = sum(a.nbytes for a in tensors)
+    written = sum(a.nbytes for _, a in counted)
+    per = flops_per_element().get(call.op_mapping, 1.0)
+    terms = " + ".join(f"{name} {a.nbytes}" for name, a in counted) or "nothing"
+    formula = f"{per:g} FLOP × {x.numel} elements; bytes = inputs {read} + {terms} written{note}"
+    return Cost(per * x.numel, read + written, x.precision, VECTOR, formula)
 
 
 @register(ops=("compare", "bitwise_not", "bitwise_and", "bitwise_or"))
