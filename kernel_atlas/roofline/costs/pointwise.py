@@ -7,7 +7,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from kernel_atlas.core.devices import VECTOR
-from kernel_atlas.core.paths import read_toml
+from kernel_atlas.core.paths import catalogs_dir, read_toml
 from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes, scalar_type
 from kernel_atlas.roofline.costs.base import (
     Call,
@@ -95,7 +95,13 @@ def _with_written_arguments(call: Call, spec: dict[str, list]) -> Cost:
 def functional_tensors() -> dict[str, int]:
     """ATen pointwise op → how many leading arguments its functional overloads may take a tensor
     at (costs.toml `[functional_tensors]`): a tensor recorded at or past that count is the output
-    of its `out=` overload."""
+    of its `out=` overload. Read once per catalogs folder (parsing costs.toml at every call had
+    taken 0.9 s of a report)."""
+    return _functional_tensors(str(catalogs_dir()))
+
+
+@lru_cache(maxsize=4)
+def _functional_tensors(folder: str) -> dict[str, int]:  # `folder`: the cache's key, the catalogs in use
     table = read_toml("costs.toml").get("functional_tensors", {})
     return {f"aten::{op}": int(count) for count, ops in table.items() for op in ops}
 
