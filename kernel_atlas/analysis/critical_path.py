@@ -508,9 +508,10 @@ def _reached(node_ts: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarra
     by_src = np.argsort(src, kind="stable")
     first = np.searchsorted(src[by_src], np.arange(n + 1)).tolist()
     targets = dst[by_src].tolist()
-    waiting = np.bincount(dst, minlength=n).tolist()
+    indegree = np.bincount(dst, minlength=n)
+    waiting = indegree.tolist()
     reached = node_ts.tolist()
-    ready = np.flatnonzero(np.bincount(dst, minlength=n) == 0).tolist()
+    ready = np.flatnonzero(indegree == 0).tolist()
     while ready:
         u = ready.pop()
         at = reached[u]

@@ -65,12 +65,10 @@ from kernel_atlas.ingest.link import (
     call_positions,
     describe_launches,
 )
-from kernel_atlas.ingest.nsys import WHOLE_GRAPH
+from kernel_atlas.ingest.nsys import WHOLE_GRAPH_NAME
 
 LINK_GRAPH_CAPTURE = "graph capture"
 LINK_GRAPH_NODE = "graph node id"  # matched exactly by its Nsight graph node id (`graph_nodes.py`)
-# an Nsight whole-graph replay (CUPTI_ACTIVITY_KIND_GRAPH_TRACE): one row for all a replay ran
-_WHOLE_REPLAY = re.compile(re.escape(WHOLE_GRAPH).replace(re.escape("{} "), r"(?:-?\d+ )?") + r"\Z")
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 _GPU_KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
@@ -987,7 +985,7 @@ def attach_captures(gpu: GpuTable, linked: LinkedColumns, graphs: Sequence[Captu
 def _whole_replays(gpu: GpuTable, rows: np.ndarray) -> np.ndarray:
     """Per row of `rows`, whether it is an Nsight whole-graph replay: a kernel named
     `<CUDA graph G replay>` of no graph node."""
-    named = np.array([bool(_WHOLE_REPLAY.match(str(c))) for c in gpu.name.categories] + [False], dtype=bool)
+    named = np.array([bool(WHOLE_GRAPH_NAME.match(str(c))) for c in gpu.name.categories] + [False], dtype=bool)
     whole = named[np.asarray(gpu.name.codes)[rows]] & np.asarray(gpu.kind[rows] == "kernel")  # code -1: the False
     if gpu.graph_node_id is not None:
         whole &= gpu.graph_node_id[rows] < 0

@@ -67,6 +67,8 @@ RUNTIME_TABLE, NVTX, SYNC = "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "CUPTI
 # kernels are not in the export: the range is a GPU activity of its own, so that busy and idle time see it
 GPU_TABLES = (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE)
 WHOLE_GRAPH = "<CUDA graph {} replay>"  # a whole graph replay's name (`<CUDA graph replay>` without a graphId)
+# any name WHOLE_GRAPH gives (with its graphId or without): a whole-graph replay's row
+WHOLE_GRAPH_NAME = re.compile(re.escape(WHOLE_GRAPH).replace(re.escape("{} "), r"(?:-?\d+ )?") + r"\Z")
 _PID_SHIFT = 24  # globalTid / globalPid = (… << 48) | (pid << 24) | tid (nsys's documented layout)
 # a pid whose filter bounds leave int64 comes of damage (a REAL 1e300 globalPid reads as 2^63 − 1): no process
 _PID_LIMIT = (1 << (63 - _PID_SHIFT)) - 1

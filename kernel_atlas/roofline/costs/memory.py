@@ -168,16 +168,15 @@ def _indexed(call: Call, table: Arg) -> tuple[int, int, str] | None:
             axis += 1
             continue
         span = len(shape)
+        index_bytes += math.prod(shape) * (dtypes()[dtype].bytes if dtype else _INDEX_ITEMSIZE)
         mask = dtype in _MASK_DTYPES if dtype else tuple(dims[axis : axis + span]) == shape
         if mask:
             shapes.append((math.prod(shape),))
-            index_bytes += math.prod(shape) * (dtypes()[dtype].bytes if dtype else _INDEX_ITEMSIZE)
             maybe = "a bool mask" if dtype else "a bool mask or int64 indices (a TensorList's dtypes are not recorded)"
             notes.append(f"{list(shape)} is {maybe}: every position taken as selected, an upper bound")
             axis += span
         else:
             shapes.append(shape)
-            index_bytes += math.prod(shape) * (dtypes()[dtype].bytes if dtype else _INDEX_ITEMSIZE)
             axis += 1
     if axis > len(dims):
         raise NoCost(f"{call.what}: {len(elements)} indices recorded for a self of {len(dims)} axes")

@@ -334,20 +334,21 @@ def _batch_norm(call: Call) -> Cost:
 
 # A norm's backward, by launcher: where its output_mask (grad_input, grad_weight[, grad_bias]) is
 # (None: every gradient is written), its weight and its bias (None: no such argument; grad_bias is
-# the weight's shape and dtype). Its weight and bias gradients had been left out, one output at the
-# input's shape written (campaign BH 8: native_layer_norm_backward 1,704,000 B for 1,835,072).
-_NORM_BACKWARD: dict[str, tuple[int | None, int, int | None]] = {
+# the weight's shape and dtype), and whether it has a bias gradient. Its weight and bias gradients
+# had been left out, one output at the input's shape written (campaign BH 8:
+# native_layer_norm_backward 1,704,000 B for 1,835,072).
+_NORM_BACKWARD: dict[str, tuple[int | None, int, int | None, bool]] = {
     # (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)
-    "aten::native_layer_norm_backward": (7, 5, 6),
+    "aten::native_layer_norm_backward": (7, 5, 6, True),
     # (grad_out, input, normalized_shape, rstd, weight, output_mask[2]): no bias
-    "aten::_fused_rms_norm_backward": (5, 4, None),
+    "aten::_fused_rms_norm_backward": (5, 4, None, False),
     # (grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, output_mask)
-    "aten::native_batch_norm_backward": (9, 2, None),
+    "aten::native_batch_norm_backward": (9, 2, None, True),
     # (grad_out, input, mean, rstd, weight, N, C, HxW, group, output_mask)
-    "aten::native_group_norm_backward": (9, 4, None),
+    "aten::native_group_norm_backward": (9, 4, None, True),
     # (input, grad_output, weight, running_mean, running_var, save_mean, save_var, epsilon[, reserveSpace])
-    "aten::cudnn_batch_norm_backward": (None, 2, None),
-    "aten::miopen_batch_norm_backward": (None, 2, None),
+    "aten::cudnn_batch_norm_backward": (None, 2, None, True),
+    "aten::miopen_batch_norm_backward": (None, 2, None, True),
 }
 
 
@@ -361,12 +362,12 @@ def _norm_backward(call: Call) -> Cost:
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
-    mask_at, weight_at, bias_at = _NORM_BACKWARD[call.launcher]
+    mask_at, weight_at, bias_at, has_bias = _NORM_BACKWARD[call.launcher]
     x = tensors[0]
     weight = optional_tensor_at(call, weight_at)
     bias = (optional_tensor_at(call, bias_at) if bias_at is not None else None) or weight
     grads = [("grad_input", x), ("grad_weight", weight)]
-    if call.launcher != "aten::_fused_rms_norm_backward":
+    if has_bias:
         grads.append(("grad_bias", bias))
     mask = call.args[mask_at].value if mask_at is not None and mask_at < len(call.args) else None
     note = ""
