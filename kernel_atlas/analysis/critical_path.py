@@ -5,7 +5,9 @@ and GPU activity — joined by edges that carry time (see docs/critical_path.md)
 
 * host threads: consecutive points of a thread in call-stack order; an edge inside an op is CPU
   time attributed to it (HTA's rules); the edge entering a top-level op and the edge that ends
-  a blocking call (synchronize, synchronous copy) weigh nothing — the thread was waiting;
+  a blocking call (synchronize, synchronous copy) weigh nothing — the thread was waiting; a
+  what-if weighs the edge entering a top-level op with the host's recorded time between the ops
+  (`Graph.whatif_weight`: the host keeps its recorded times);
 * launch → activity: the activity waited for its launch when its stream was empty at the
   launch (launch overhead = activity start − launch start); otherwise previous activity on the
   stream → activity (kernel-kernel overhead = the gap), when under 1.5 ms; an activity without
@@ -33,6 +35,7 @@ import pandas as pd
 from kernel_atlas.analysis.critical_hta import BLOCKING_HTA, LAUNCH_HTA, like_hta
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.texts import counted, name_mask
+from kernel_atlas.ingest.host_events import RUNTIME_STREAM_WAITS
 from kernel_atlas.ingest.nesting import first_matching
 
 # HTA's KERNEL_KERNEL_DELAY_THRESHOLD_US (from 0.6.0; 0.5.0, the `hta` convention, has no limit):
@@ -100,6 +103,23 @@ class Graph:
         if self.causal is None or not self.causal.any():
             return self.weight
         return np.where(self.causal, -np.inf, self.weight)
+
+    def whatif_weight(self) -> np.ndarray:
+        """The weights a what-if solves with: `weight`, but each edge entering a top-level op
+        (`DEPEND`, nothing on the path: HTA's rule) weighs the host's recorded time between the
+        ops — the Python between two ops runs whatever the GPU does. Weighing it nothing, a
+        GEMM sped up 1000× let the op after it launch its kernel 90 µs before the host did, and
+        the run end before the host had launched its work (campaign BJ 1). Held, as every edge,
+        to the time it moves past what its source has reached (`_held_to_time`)."""
+        enter = np.flatnonzero(self.kind == DEPEND)
+        if not len(enter):
+            return self.weight
+        src, dst = self.src[enter], self.dst[enter]
+        reached = self.reached_ts()
+        gap = np.minimum(self.node_ts[dst] - self.node_ts[src], reached[dst] - reached[src])
+        weight = self.weight.copy()
+        weight[enter] = np.maximum(gap, 0.0)
+        return weight
 
     def without_causal_edges(self) -> Graph:
         """The graph as built without `zero_weight_launches`: the same edges, in the same order,
@@ -435,7 +455,7 @@ def build_graph(
     elif not hta:  # HTA adds no sync edge without cuda_sync events
         _runtime_wait_edges(gpu, host, edges, notes)  # first, as `_sync_edges`: it explains its kernels' starts
         _fallback_sync_edges(gpu, host, n_host, edges)
-        if n_host:
+        if n_host and name_mask(host["name"], _RELEASED_BY_GPU.match).any():  # said where it has such a sync
             notes.append(
                 "no cuda_sync events in the trace: host syncs released by the GPU activity that ended last while "
                 "they ran, on the device their thread launched on last (a stream sync: on the streams it launched "
@@ -750,7 +770,7 @@ def _fallback_stream_waits(
     hit = last_before(dev[by_end], end[by_end], dev[todo], ts[todo])
     ok = hit >= 0
     todo, src = todo[ok], by_end[hit[ok]]
-    keep = (stream[src] != stream[todo]) & _held_by(gpu, host, todo, end[src])
+    keep = (stream[src] != stream[todo]) & _held_by(gpu, _launch_times(gpu, host), todo, end[src])
     if keep.any():
         notes.append(
             f"no cuda_sync events: {int(keep.sum())} activities that started long after their launch and their "
@@ -834,61 +854,25 @@ def _sync_edges(syncs: pd.DataFrame, gpu: pd.DataFrame, host: pd.DataFrame, edge
 
 # event waits and records as runtime calls: what a `Stream Wait Event` cuda_sync event says, where
 # the trace has none (ROCm's Kineto writes none; older CUDA Kineto neither)
-_EVENT_WAIT = re.compile(r"^(cuda|hip)StreamWaitEvent$")
 _EVENT_RECORD = re.compile(r"^(cuda|hip)EventRecord(WithFlags)?$")
 
 
 def _runtime_wait_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges, notes: list[str]) -> None:
     """Without cuda_sync events: a `hipStreamWaitEvent` / `cudaStreamWaitEvent` call gives the edge
-    a `Stream Wait Event` gives (`_sync_edges`), the streams found from its thread's launches, which
-    the calls' args do not name: the waited-for activity is the last its thread launched before the
-    event's record call (its thread's last `hipEventRecord` / `cudaEventRecord` at or before the
-    wait; the wait itself where the trace records none), the waiting one the first its thread
-    launched after the wait. Where that last launch went to the waiting stream itself, the event
-    was recorded on another stream (a wait for an event recorded on the waiting stream itself is
-    a no-op, stream order holding it already): the waited-for activity is then its thread's latest
-    launch before it onto another stream of the same device — a guess that skips launches, kept
-    only where the GPU shows the wait: that activity ended after the waiting one's launch and its
-    stream's previous activity (`_held_by`). Kept where they are on different streams and the
-    waiting activity started no earlier than the other ended (what the GPU shows of a wait); that
-    activity → the waiting one's start (weight 0), which then is no launch overhead nor kernel
-    gap (`wait_end_us`)."""
+    a `Stream Wait Event` gives (`_sync_edges`), its activities paired by `runtime_event_waits`:
+    the activity waited for → the waiting one's start (weight 0), which then is no launch overhead
+    nor kernel gap (`wait_end_us`)."""
     if len(gpu) == 0 or len(host) == 0:
         return
-    waits = np.flatnonzero(name_mask(host["name"], _EVENT_WAIT.match))
     launch = gpu["launch_event"].to_numpy()
-    launched = np.flatnonzero(launch >= 0)
-    if len(waits) == 0 or len(launched) == 0:
-        return
-    h_ts, thread = host["ts_us"].to_numpy(), host["thread"].to_numpy(np.int64)
-    records = np.flatnonzero(name_mask(host["name"], _EVENT_RECORD.match))
-    by_record = np.lexsort((h_ts[records], thread[records]))
-    hit = last_before(thread[records][by_record], h_ts[records][by_record], thread[waits], h_ts[waits])
-    recorded_at = np.where(hit >= 0, h_ts[records][by_record][np.maximum(hit, 0)] if len(records) else 0.0, h_ts[waits])
-    # the activities by launching thread, then launch time, then start (a graph replay's kernels share one launch)
-    ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
-    l_thread, l_ts = thread[launch[launched]], h_ts[launch[launched]]
-    order = np.lexsort((ts[launched], l_ts, l_thread))
-    rows, t_sorted, ts_sorted = launched[order], l_thread[order], l_ts[order]
-    before = last_before(t_sorted, ts_sorted, thread[waits], recorded_at)
-    after = first_after(t_sorted, ts_sorted, thread[waits], h_ts[waits])
-    ok = (before >= 0) & (after >= 0)
-    src, dest = rows[before[ok]], rows[after[ok]]
-    key = _stream_keys(gpu)
-    # the thread's last launch before the record went to the waiting stream: its latest launch
-    # before that onto another stream of the device, where the GPU shows the wait
-    own = np.flatnonzero(key[src] == key[dest])
-    found = np.zeros(len(src), bool)
-    if len(own):
-        other = _earlier_on_another_stream(gpu, launched, l_thread, l_ts, key, src[own])
-        own, other = own[other >= 0], other[other >= 0]
-        held = _held_by(gpu, host, dest[own], end[other])
-        src[own[held]] = other[held]
-        found[own[held]] = True
-    keep = (key[src] != key[dest]) & (ts[dest] >= end[src])
-    src, dest, found = src[keep], dest[keep], found[keep]
+    launched = launch >= 0
+    at = np.maximum(launch, 0)
+    launch_ts = np.where(launched, host["ts_us"].to_numpy(np.float64)[at], np.nan)
+    launch_thread = np.where(launched, host["thread"].to_numpy(np.int64)[at], -1)
+    src, dest, found = runtime_event_waits(gpu, launch_ts, launch_thread, host)
     if not len(src):
         return
+    ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
     ev = gpu["event"].to_numpy()
     edges.add(2 * ev[src] + 1, 2 * ev[dest], 0.0, SYNC, -1)
     # the wait explains the start it was followed by within KERNEL_GAP_LIMIT_US; a start longer
@@ -910,6 +894,65 @@ def _runtime_wait_edges(gpu: pd.DataFrame, host: pd.DataFrame, edges: _Edges, no
         f"launched last before the event's record{skipped} → the first it launched after the wait, on another "
         "stream"
     )
+
+
+def runtime_event_waits(
+    gpu: pd.DataFrame, launch_ts: np.ndarray, launch_thread: np.ndarray, host: pd.DataFrame
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The event waits a trace without cuda_sync events records only as runtime calls, paired with
+    the activities they join, as a `Stream Wait Event` would pair them: the positions in `gpu` of
+    the activity waited for and of the waiting one, one pair per wait kept, and per pair whether
+    the waited-for one was found on another stream than the thread's last launch (below). The
+    critical path's edges and the idle split's recorded waits (`idle.event_wait_ends`) read these
+    same pairs. `gpu`: `ts_us`, `end_us`, `device`, `stream` (and `queued_until_us`, see
+    `_busy_until`); `launch_ts` / `launch_thread`: each activity's launch call's time and thread
+    (NaN where it has none); `host`: the host events' `name`, `ts_us`, `thread`.
+
+    A `hipStreamWaitEvent` / `cudaStreamWaitEvent` call names neither stream in its args: they are
+    found from its thread's launches. The waited-for activity is the last its thread launched
+    before the event's record call (its thread's last `hipEventRecord` / `cudaEventRecord` at or
+    before the wait; the wait itself where the trace records none), the waiting one the first its
+    thread launched after the wait. Where that last launch went to the waiting stream itself, the
+    event was recorded on another stream (a wait for an event recorded on the waiting stream itself
+    is a no-op, stream order holding it already): the waited-for activity is then its thread's
+    latest launch before it onto another stream of the same device — a guess that skips launches,
+    kept only where the GPU shows the wait: that activity ended after the waiting one's launch and
+    its stream's previous activity (`_held_by`). Kept where they are on different streams and the
+    waiting activity started no earlier than the other ended (what the GPU shows of a wait)."""
+    none = np.zeros(0, np.int64)
+    if len(gpu) == 0 or len(host) == 0:
+        return none, none, np.zeros(0, bool)
+    waits = np.flatnonzero(name_mask(host["name"], RUNTIME_STREAM_WAITS.__contains__))
+    launched = np.flatnonzero(~np.isnan(launch_ts))
+    if len(waits) == 0 or len(launched) == 0:
+        return none, none, np.zeros(0, bool)
+    h_ts, thread = host["ts_us"].to_numpy(np.float64), host["thread"].to_numpy(np.int64)
+    records = np.flatnonzero(name_mask(host["name"], _EVENT_RECORD.match))
+    by_record = np.lexsort((h_ts[records], thread[records]))
+    hit = last_before(thread[records][by_record], h_ts[records][by_record], thread[waits], h_ts[waits])
+    recorded_at = np.where(hit >= 0, h_ts[records][by_record][np.maximum(hit, 0)] if len(records) else 0.0, h_ts[waits])
+    # the activities by launching thread, then launch time, then start (a graph replay's kernels share one launch)
+    ts, end = gpu["ts_us"].to_numpy(np.float64), gpu["end_us"].to_numpy(np.float64)
+    l_thread, l_ts = launch_thread[launched].astype(np.int64), launch_ts[launched]
+    order = np.lexsort((ts[launched], l_ts, l_thread))
+    rows, t_sorted, ts_sorted = launched[order], l_thread[order], l_ts[order]
+    before = last_before(t_sorted, ts_sorted, thread[waits], recorded_at)
+    after = first_after(t_sorted, ts_sorted, thread[waits], h_ts[waits])
+    ok = (before >= 0) & (after >= 0)
+    src, dest = rows[before[ok]], rows[after[ok]]
+    key = _stream_keys(gpu)
+    # the thread's last launch before the record went to the waiting stream: its latest launch
+    # before that onto another stream of the device, where the GPU shows the wait
+    own = np.flatnonzero(key[src] == key[dest])
+    found = np.zeros(len(src), bool)
+    if len(own):
+        other = _earlier_on_another_stream(gpu, launched, l_thread, l_ts, key, src[own])
+        own, other = own[other >= 0], other[other >= 0]
+        held = _held_by(gpu, np.where(np.isnan(launch_ts), -np.inf, launch_ts), dest[own], end[other])
+        src[own[held]] = other[held]
+        found[own[held]] = True
+    keep = (key[src] != key[dest]) & (ts[dest] >= end[src])
+    return src[keep], dest[keep], found[keep]
 
 
 def _earlier_on_another_stream(
@@ -939,21 +982,26 @@ def _earlier_on_another_stream(
     return np.where(ok, rows[np.maximum(prior, 0)], -1)
 
 
-def _held_by(gpu: pd.DataFrame, host: pd.DataFrame, waiting: np.ndarray, until: np.ndarray) -> np.ndarray:
+def _launch_times(gpu: pd.DataFrame, host: pd.DataFrame) -> np.ndarray:
+    """Each activity's launch call's time; -inf where it has none (a trace of no CPU side: none)."""
+    launch = gpu["launch_event"].to_numpy()
+    if not len(host):
+        return np.full(len(gpu), -np.inf)
+    return np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
+
+
+def _held_by(gpu: pd.DataFrame, launch_ts: np.ndarray, waiting: np.ndarray, until: np.ndarray) -> np.ndarray:
     """Whether each `waiting` activity's start was held until `until` by something other than its
-    launch and its stream: `until` is after both its launch and its stream's previous activity
-    (in the window or launched before it, `_busy_until`)."""
+    launch and its stream: `until` is after both its launch (`launch_ts`, per activity of `gpu`:
+    -inf none) and its stream's previous activity (in the window or launched before it,
+    `_busy_until`)."""
     key = _stream_keys(gpu)
     ts, end = gpu["ts_us"].to_numpy(), gpu["end_us"].to_numpy()
     order = np.lexsort((np.arange(len(gpu)), ts, key))
     prev_end = np.full(len(gpu), -np.inf)
     same = key[order[1:]] == key[order[:-1]]
     prev_end[order[1:][same]] = end[order[:-1][same]]
-    launch_ts = np.full(len(waiting), -np.inf)
-    if len(host):  # a trace of no CPU side has no launch to wait for
-        launch = gpu["launch_event"].to_numpy()[waiting]
-        launch_ts = np.where(launch >= 0, host["ts_us"].to_numpy()[np.maximum(launch, 0)], -np.inf)
-    return until > np.maximum(_busy_until(gpu, prev_end)[waiting], launch_ts)
+    return until > np.maximum(_busy_until(gpu, prev_end)[waiting], launch_ts[waiting])
 
 
 # ends of two activities this close are a tie for a host sync's release (see `_fallback_sync_edges`)

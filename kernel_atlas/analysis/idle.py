@@ -11,7 +11,9 @@ its start. A gap is
 Per device the same rules apply to the gaps of the union of its streams.
 
 A host wait lasts until the launch, not until the start: an activity that a recorded event wait
-held past its launch (a `Stream Wait Event` cuda_sync event of the host events: `EVENT_WAIT_END`),
+held past its launch (a `Stream Wait Event` cuda_sync event of the host events, or where the
+trace has none a `hipStreamWaitEvent` / `cudaStreamWaitEvent` call, as the critical path pairs
+it: `EVENT_WAIT_END`),
 or that starts LATE_START_US or more after its launch call (no launch's latency: the critical
 path's limit too), had been enqueued while the stream sat idle, and waited for something else —
 the event, or work the trace does not record. Exact mode splits such a gap at the launch: the
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import KERNEL_GAP_LIMIT_US, first_after, last_before
+from kernel_atlas.analysis.critical_path import KERNEL_GAP_LIMIT_US, first_after, last_before, runtime_event_waits
 from kernel_atlas.core.groups import distinct_codes, group_numbers, group_sums
 from kernel_atlas.ingest.host_activity import BETWEEN_OPS
 
@@ -60,8 +62,40 @@ CONVENTIONS = {
     "exact": "exact timestamps, every activity, gaps from the latest end so far on the stream (never negative)",
     "hta": "HTA 0.5.0's get_idle_time_breakdown: timestamps rounded to the µs (start up, end down), with two or "
     "more ProfilerSteps only activities launched before the last one, gaps from the end of the activity that "
-    "started last (negative when they overlap; count includes every consecutive pair)",
+    "started last (negative when they overlap; count includes every consecutive pair); per (rank, device, "
+    "stream), where HTA groups a trace's activities by stream alone (the two differ only where one trace runs "
+    "one stream id on several devices)",
 }
+# named in the `hta` convention's text, of the streams HTA would merge across devices (`hta_convention`)
+SHARED_STREAMS_SHOWN = 3
+
+
+def hta_convention(breakdown: pd.DataFrame) -> str:
+    """CONVENTIONS["hta"], and where one rank's streams of `breakdown` (HTA's: `idle_breakdown`
+    with hta=True, one row per stream and category) have one id on several devices, which: HTA,
+    grouping a trace by stream alone, would take them as one stream (a single-process multi-GPU
+    ROCm trace numbers each device's streams from 0), while idle_hta.parquet keeps them apart —
+    its numbers of those streams are then not HTA's."""
+    keys = breakdown.loc[breakdown["stream"].notna(), ["rank", "stream", "device"]].astype("float64")
+    keys = keys.drop_duplicates()  # a few rows per stream: the breakdown, not the activities
+    shared = keys.groupby(["rank", "stream"], sort=True)["device"].agg(list)
+    shared = shared[shared.map(len) > 1]
+    if shared.empty:
+        return CONVENTIONS["hta"]
+
+    def device(value: float) -> str:
+        return "unknown" if np.isnan(value) else str(int(value))
+
+    named = [
+        f"rank {int(rank)} stream {int(stream)} on devices {', '.join(device(d) for d in np.sort(devices))}"
+        for (rank, stream), devices in shared.head(SHARED_STREAMS_SHOWN).items()
+    ]
+    more = len(shared) - len(named)
+    return (
+        f"{CONVENTIONS['hta']}. Here one stream id runs on several devices ({'; '.join(named)}"
+        f"{f'; and {more:,} more' if more > 0 else ''}): HTA would merge each into one stream, these numbers "
+        "keep them apart"
+    )
 
 
 def other_basis(basis: str) -> str:
@@ -155,15 +189,50 @@ def hta_view(frame: pd.DataFrame, last_step_start: dict[int, float | None] | Non
 
 def event_wait_ends(frame: pd.DataFrame, host: pd.DataFrame | None) -> np.ndarray:
     """Per activity of `frame` (one rank's rows; `host` its host events, `load_host_events`), the
-    end of the activity a recorded event wait made it wait for, NaN where none is recorded. A
-    `Stream Wait Event` cuda_sync event read as `critical_path._sync_edges` reads it: the
-    activity waited for is the last launched onto the recorded stream (`wait_stream`, same
-    device) at or before the `cudaEventRecord` call (`wait_correlation`), the waiting one the
-    first that the wait call's thread launched onto the waiting stream at or after the call.
-    (`Event Sync` holds the host, not a stream: the launches after it are the host's waits.)"""
+    end of the activity a recorded event wait made it wait for, NaN where none is recorded. The
+    waits the critical path reads, as it reads them: a trace with cuda_sync events records each
+    one as a `Stream Wait Event` (`_sync_waits`); one without (ROCm's Kineto writes none, older
+    CUDA Kineto neither) records it only as a `hipStreamWaitEvent` / `cudaStreamWaitEvent` call,
+    paired with its activities by `critical_path.runtime_event_waits` (`_runtime_waits`)."""
     ends = np.full(len(frame), np.nan)
     if host is None or not len(host) or not len(frame) or "launch_thread" not in frame:
         return ends
+    if (host["kind"] == "sync").to_numpy().any():
+        return _sync_waits(frame, host, ends)
+    return _runtime_waits(frame, host, ends)
+
+
+def _runtime_waits(frame: pd.DataFrame, host: pd.DataFrame, ends: np.ndarray) -> np.ndarray:
+    """`event_wait_ends` of a trace without cuda_sync events, in `ends`: the end of the activity
+    each `runtime_event_waits` pair's waiting one waited for, where it started within
+    KERNEL_GAP_LIMIT_US of that end (a start longer after was held by something else: the wait is
+    inferred, not recorded — the critical path's rule; the gap is then split by its length alone)."""
+    launch_ts = frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
+    thread = frame["launch_thread"].to_numpy(np.float64, na_value=np.nan)
+    launch_ts = np.where(np.isnan(thread), np.nan, launch_ts)  # a launch is known by its time and thread
+    start = frame["ts_us"].to_numpy(np.float64)
+    gpu = pd.DataFrame(
+        {
+            "ts_us": start,
+            "end_us": start + frame["dur_us"].to_numpy(np.float64),
+            "device": frame["device"].to_numpy(np.float64, na_value=np.nan),
+            "stream": frame["stream"].to_numpy(np.float64, na_value=np.nan),
+        }
+    )
+    src, dest, _ = runtime_event_waits(gpu, launch_ts, np.nan_to_num(thread, nan=-1).astype(np.int64), host)
+    end = gpu["end_us"].to_numpy()
+    near = start[dest] - end[src] < KERNEL_GAP_LIMIT_US
+    np.fmax.at(ends, dest[near], end[src[near]])  # waits for several events: the last to end
+    return ends
+
+
+def _sync_waits(frame: pd.DataFrame, host: pd.DataFrame, ends: np.ndarray) -> np.ndarray:
+    """`event_wait_ends` of a trace with cuda_sync events, in `ends`: a `Stream Wait Event` read as
+    `critical_path._sync_edges` reads it: the activity waited for is the last launched onto the
+    recorded stream (`wait_stream`, same device) at or before the `cudaEventRecord` call
+    (`wait_correlation`), the waiting one the first that the wait call's thread launched onto the
+    waiting stream at or after the call. (`Event Sync` holds the host, not a stream: the launches
+    after it are the host's waits.)"""
     corr = host["correlation"].to_numpy(np.int64)
     is_call = (host["kind"] == "runtime").to_numpy() & (corr >= 0)
     calls = pd.DataFrame(
@@ -491,11 +560,12 @@ def analyse_idle(
     causes = idle_causes(frame, exact.device)
     basis = "hta" if hta else "exact"
     other = other_basis(basis)
+    convention = hta_convention(alternate) if other == "hta" else CONVENTIONS[other]
     facts = {
         "kernel_wait_us": kernel_wait_us,
         "basis": basis,
         "devices": _device_facts(breakdown, causes, None if hta else late_starts(exact.device)),
-        other: {"convention": CONVENTIONS[other], "streams": stream_facts(alternate)},
+        other: {"convention": convention, "streams": stream_facts(alternate)},
     }
     facts["hta_window_end_us"] = {str(r): v for r, v in (last_step_start or {}).items() if v is not None}
     return IdleAnalysis(breakdown, causes, facts, alternate)

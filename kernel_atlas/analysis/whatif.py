@@ -3,10 +3,11 @@
 A change selects GPU activities (`op=`, `category=`, `kernel=` a regular expression on the name,
 `module=` a substring of the `nn.Module` path, `launcher=`) and a new duration: `2x` (divided
 by 2) or `roofline` (its attainable time from `roofline.parquet`; activities without a cost keep
-theirs). `--no-launch-gaps` removes launch and kernel-to-kernel overheads. The graph is the
-critical path's plus the zero-weight edges that keep every activity after its launch and its
-stream's previous activity, so work moves earlier only as far as its dependencies allow; the
-host side keeps its recorded times (the CPU does not speed up).
+theirs, counted and said: their saving is unknown, not 0). `--no-launch-gaps` removes launch
+and kernel-to-kernel overheads. The graph is the critical path's plus the zero-weight edges that
+keep every activity after its launch and its stream's previous activity, so work moves earlier
+only as far as its dependencies allow; the host side keeps its recorded times (the CPU does not
+speed up), the time between its top-level ops included (`Graph.whatif_weight`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.critical_path import GAP, GPU, LAUNCH, Graph, build_graph, parse_window
+from kernel_atlas.analysis.critical_path import DEPEND, GAP, GPU, LAUNCH, Graph, build_graph, parse_window
 from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
 from kernel_atlas.analysis.longest_path import Reweighing, longest_path, solves_exactly
 from kernel_atlas.core.errors import AtlasError
@@ -206,16 +207,21 @@ def attainable_per_activity(
 def whatif_weights(
     graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: pd.DataFrame | None
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """New edge weights and, per change, the activities it touched and their time before/after."""
-    weight = graph.weight.copy()
+    """New edge weights and, per change, the activities it touched and their time before/after
+    (a change to the roofline: also how many of them have no roofline cost, `no_cost`: they keep
+    their time, and what speeding them would save is unknown, never a known 0)."""
+    base = graph.whatif_weight()
+    weight = base.copy()
     gpu = graph.gpu
     n_host = graph.n_host
     dur = gpu["dur_us"].to_numpy(np.float64)
     new = dur.copy()
     attainable = None
     touched = []
+    uncosted, sped = np.zeros(len(gpu), bool), np.zeros(len(gpu), bool)
     for change in changes:
         hit = _selected(gpu, change)
+        entry = {"change": change.describe(), "activities": int(hit.sum()), "gpu_us": float(dur[hit].sum())}
         if change.factor is None:
             if roofline is None:
                 raise AtlasError(
@@ -224,34 +230,82 @@ def whatif_weights(
             attainable = attainable_per_activity(gpu, roofline) if attainable is None else attainable
             costed = hit & np.isfinite(attainable)
             new[costed] = np.minimum(new[costed], attainable[costed])
+            # recorded without shapes (`record_shapes=False`), or an op the roofline has no formula
+            # for: counted and said, so that 18 uncosted convolutions read "saving unknown", not 0.0
+            entry["no_cost"] = int((hit & ~costed).sum())
+            entry["no_cost_gpu_us"] = float(dur[hit & ~costed].sum())
+            uncosted |= hit & ~costed
         else:
             new[hit] = np.minimum(new[hit], dur[hit] / change.factor)
-        touched.append({"change": change.describe(), "activities": int(hit.sum()), "gpu_us": float(dur[hit].sum())})
+            sped |= hit
+        touched.append(entry)
     # an activity's edges scale with it: its own edge and, across ranks, the collective transfer
     # ending it (which its own edge then weighs too, see critical_ranks)
     scale = np.divide(new, dur, out=np.ones_like(dur), where=dur > 0)
     timed = np.flatnonzero((graph.kind == GPU) | (graph.kind == COLLECTIVE))
-    weight[timed] = graph.weight[timed] * scale[graph.event[timed] - n_host]
+    weight[timed] = base[timed] * scale[graph.event[timed] - n_host]
     if no_launch_gaps:
         weight[(graph.kind == LAUNCH) | (graph.kind == GAP)] = 0.0
-    return weight, {"changes": touched, "gpu_us_saved_locally": float((dur - new).sum())}
+    # the selected activities no change could speed (no cost, and no factor of another change)
+    unknown = int((uncosted & ~sped).sum())
+    detail = {"changes": touched, "gpu_us_saved_locally": float((dur - new).sum()), "no_cost": unknown}
+    return weight, detail
 
 
 def solve(graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: pd.DataFrame | None) -> dict[str, Any]:
-    """Baseline and new end-to-end (critical path) time of a what-if graph, and the saving."""
-    baseline = longest_path(graph)
+    """Baseline and new end-to-end (critical path) time of a what-if graph, and the saving. The
+    baseline weighs the host's time between top-level ops (`Graph.whatif_weight`), which the
+    critical path leaves unweighted: where its path runs through that time it is the longer, said
+    in a note. Where the selected activities have no roofline cost (`no_cost`) and nothing else
+    changes, the new time and the saving are unknown (None), else the saving counts the rest."""
+    reference = graph.whatif_weight()
+    baseline = longest_path(graph, reference)
     weight, detail = whatif_weights(graph, changes, no_launch_gaps, roofline)
     after = longest_path(graph, weight)
+    notes = list(graph.notes)
+    on_path = baseline.edges[graph.kind[baseline.edges] == DEPEND]
+    host_gap = float(reference[on_path].sum())
+    if host_gap > 0:
+        notes.append(
+            f"the baseline counts {host_gap:,.1f} µs of the host's time between top-level ops on its path, which the "
+            "critical path leaves unweighted (HTA's rule): the host keeps its recorded times, so work sped up "
+            "moves no earlier than the host launched it"
+        )
+    unknown = detail["no_cost"] > 0 and not no_launch_gaps and detail["gpu_us_saved_locally"] == 0
+    notes.extend(_cost_notes(detail["changes"], unknown))
+    pct = round(100.0 * (1 - after.length_us / baseline.length_us), 2) if baseline.length_us else 0.0
     return {
         "window": graph.window["name"],
         "baseline_us": round(baseline.length_us, 3),
-        "new_us": round(after.length_us, 3),
-        "saving_us": round(baseline.length_us - after.length_us, 3),
-        "saving_pct": round(100.0 * (1 - after.length_us / baseline.length_us), 2) if baseline.length_us else 0.0,
+        "new_us": None if unknown else round(after.length_us, 3),
+        "saving_us": None if unknown else round(baseline.length_us - after.length_us, 3),
+        "saving_pct": None if unknown else pct,
         "no_launch_gaps": no_launch_gaps,
         **detail,
-        "notes": graph.notes,
+        "gpu_us_saved_locally": None if unknown else detail["gpu_us_saved_locally"],
+        "notes": notes,
     }
+
+
+def _cost_notes(changes: list[dict[str, Any]], unknown: bool) -> list[str]:
+    """Per change to the roofline, how many of its activities have no cost: their saving is unknown
+    (`unknown`: the whole what-if's), else left out of the saving."""
+    notes = []
+    for change in changes:
+        missing, selected = change.get("no_cost", 0), change["activities"]
+        if not missing:
+            continue
+        which = (
+            f"none of its {selected:,} selected activities has a"
+            if missing == selected
+            else f"{missing:,} of its {selected:,} selected activities have no"
+        )
+        notes.append(
+            f"{change['change']}: {which} roofline cost ({change['no_cost_gpu_us']:,.1f} µs of GPU time: "
+            "recorded without shapes, or an op the roofline has no formula for): they keep their recorded time, and "
+            "what speeding them up would save is unknown" + ("" if unknown else " (not in the saving)")
+        )
+    return notes
 
 
 def what_if(
@@ -331,7 +385,8 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
     index = graph.event[own] - graph.n_host
     dur = gpu["dur_us"].to_numpy(np.float64)
     # the baseline: every activity at its recorded duration; each candidate shortens only its own
-    reference = graph.weight.copy()
+    reference = graph.whatif_weight()  # the host's time between its top-level ops held (`solve`)
+    reference = reference.copy() if reference is graph.weight else reference
     reference[own] = dur[index]
     reweighing = Reweighing(graph, reference)  # each candidate re-weighs the few runs it changes
     if solves_exactly(graph):

@@ -5,9 +5,9 @@ Per GPU activity:
 * `wait_frame`, `wait_module`: when the activity ends a *host wait* of its device — the device
   (all streams) was idle before it and its launch began after the device went idle — the
   innermost CPU op, Python frame or annotation on the launching thread that encloses the whole
-  wait [device idle since, launch start]; where none does, the one of that thread that began
-  during the wait and covers the most of it, at least half ("between ops" when none does either),
-  and the `nn.Module` path enclosing that frame. Everything else gets null.
+  wait [device idle since, launch start]; where none does, the one of that thread that covers the
+  most of it (its overlap with the wait, whatever its start), at least half ("between ops" when
+  none does either), and the `nn.Module` path enclosing that frame. Everything else gets null.
 
 Also the trace fact `last_step_start_us` that HTA uses to cut its analysis window.
 Everything is vectorised: sorts, and walks up the nesting one depth level at a time.
@@ -66,42 +66,64 @@ def _enclosing_frames(
 def _mostly_in(
     cols: TraceColumns, launch: np.ndarray, since: np.ndarray, until: np.ndarray, is_step: np.ndarray
 ) -> np.ndarray:
-    """Per wait [since, until] no range encloses whole, the range of the launch's thread that began
-    during it and covers the most of it, where that is at least half; else -1. A GPU idle while
-    rank 3's DataLoader ran for 99 % of the gap was put "between ops" because the gap began inside
-    a synchronisation, before the DataLoader's range. Vectorised: the
-    ranges beginning in each wait, all waits' together, and each wait's best by a segment maximum."""
+    """Per wait [since, until] no range encloses whole, the range of the launch's thread that
+    covers the most of it — its overlap with the wait, whatever its start —, where that is at least
+    half; else -1. Among equals, one begun before the wait (the innermost: the last begun), else
+    the first to begin. A GPU idle while rank 3's DataLoader ran for 99 % of the gap was put
+    "between ops" because the gap began inside a synchronisation, before the DataLoader's range;
+    and a CPU-heavy op begun while queued kernels still ran (the commonest host wait) was missed
+    while only ranges beginning in the wait were looked at (campaign BK, class 2).
+    Vectorised: of the ranges begun before a wait, the one ending last covers the most of it, read
+    from a running maximum of the ends; of those beginning in it, all waits' together, each
+    wait's best by a segment maximum."""
     host = cols.host
     found = np.full(len(launch), -1, dtype=np.int64)
     wanted = np.flatnonzero((host.family != RUNTIME) & ~((host.family == ANNOTATION) & is_step[host.name_code]))
     if not len(wanted) or not len(launch):
         return found
     order = wanted[np.lexsort((host.ts[wanted], host.thread[wanted]))]
-    thread_of, start_of = host.thread[order], host.ts[order]
+    thread_of, start_of, end_of = host.thread[order], host.ts[order], host.end[order]
     threads = host.thread[launch]
     lo, hi = np.zeros(len(launch), np.int64), np.zeros(len(launch), np.int64)
+    before = np.full(len(launch), -1, np.int64)  # per wait, the range begun before it ending last
     for thread in np.unique(threads).tolist():  # a thread's ranges lie together, sorted by start
         first = int(np.searchsorted(thread_of, thread, side="left"))
         last = int(np.searchsorted(thread_of, thread, side="right"))
         mine = np.flatnonzero(threads == thread)
         lo[mine] = first + np.searchsorted(start_of[first:last], since[mine], side="left")
         hi[mine] = first + np.searchsorted(start_of[first:last], until[mine], side="left")
+        # of the ranges begun before `since`, the one ending last overlaps the wait the most
+        # ([since, min(end, until)]): the running maximum of the ends by start, and the last
+        # range reaching it (the innermost of nested ranges ending together). `records`: where
+        # the running maximum rises or is reached again; fmax: a range without an end is skipped
+        ends = end_of[first:last]
+        records = np.flatnonzero(ends == np.fmax.accumulate(ends))
+        prior = mine[lo[mine] > first]
+        latest = np.searchsorted(records, lo[prior] - first - 1, side="right") - 1
+        reached = latest >= 0  # not when the ranges before it have no end (NaN)
+        before[prior[reached]] = first + records[latest[reached]]
+    best = np.full(len(launch), -np.inf)  # the most any range covers of each wait
+    had = np.flatnonzero(before >= 0)
+    best[had] = np.minimum(end_of[before[had]], until[had]) - since[had]
+    found[had] = order[before[had]]
     counts = np.maximum(hi - lo, 0)
-    if not counts.any():
-        return found
-    starts = np.cumsum(counts) - counts  # each wait's first pair
-    wait = np.repeat(np.arange(len(launch)), counts)  # each (wait, range beginning in it) pair
-    offsets = np.arange(len(wait)) - np.repeat(starts, counts)
-    rows = order[np.repeat(lo, counts) + offsets]
-    cover = np.minimum(host.end[rows], until[wait]) - host.ts[rows]
-    # per wait (its pairs lie together), its largest cover, and the first range reaching it
-    largest = np.full(len(launch), -np.inf)
-    some = np.flatnonzero(counts)
-    largest[some] = np.maximum.reduceat(cover, starts[some])
-    reach = np.flatnonzero(cover == largest[wait])
-    firsts = reach[np.r_[True, wait[reach][1:] != wait[reach][:-1]]]
-    enough = cover[firsts] >= 0.5 * (until[wait[firsts]] - since[wait[firsts]])
-    found[wait[firsts][enough]] = rows[firsts][enough]
+    if counts.any():
+        starts = np.cumsum(counts) - counts  # each wait's first pair
+        wait = np.repeat(np.arange(len(launch)), counts)  # each (wait, range beginning in it) pair
+        offsets = np.arange(len(wait)) - np.repeat(starts, counts)
+        rows = order[np.repeat(lo, counts) + offsets]
+        cover = np.minimum(host.end[rows], until[wait]) - host.ts[rows]
+        # per wait (its pairs lie together), its largest cover, and the first range reaching it
+        largest = np.full(len(launch), -np.inf)
+        some = np.flatnonzero(counts)
+        largest[some] = np.maximum.reduceat(cover, starts[some])
+        reach = np.flatnonzero(cover == largest[wait])
+        firsts = reach[np.r_[True, wait[reach][1:] != wait[reach][:-1]]]
+        inside = wait[firsts]
+        more = cover[firsts] > best[inside]  # a tie goes to the range begun before the wait
+        best[inside[more]] = cover[firsts][more]
+        found[inside[more]] = rows[firsts][more]
+    found[~(best >= 0.5 * (until - since))] = -1
     return found
 
 

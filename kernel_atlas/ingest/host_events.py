@@ -188,13 +188,23 @@ def host_names(out: str | Path, rank: int) -> pd.DataFrame | None:
 STREAM_WAIT = SYNC_KINDS[3]  # a `cuda_sync` event holding a stream until another's activity ends
 
 
+# an event wait recorded only as a runtime call (ROCm's Kineto writes no cuda_sync events, older CUDA Kineto neither)
+RUNTIME_STREAM_WAITS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
+
+
 def host_events_with_stream_waits(out: str | Path, rank: int) -> pd.DataFrame | None:
-    """A rank's host events where they record a stream held by an event wait (`STREAM_WAIT`),
-    else None — asked of the `kind` and `name` columns alone, so that a trace without such waits
-    (every trace before Kineto's cuda_sync events, most since) costs the report no second read of
+    """A rank's host events where they record a stream held by an event wait (`STREAM_WAIT`, or
+    a `RUNTIME_STREAM_WAITS` call: `idle.event_wait_ends`), else None — asked of the `kind` and
+    `name` columns alone, so that a trace without such waits costs the report no second read of
     its host events (the critical path reads them beside it)."""
     names = host_names(out, rank)
-    if names is None or not ((names["kind"] == "sync") & (names["name"] == STREAM_WAIT)).any():
+    if names is None:
+        return None
+    kind = names["kind"]
+    waits = ((kind == "sync") & (names["name"] == STREAM_WAIT)) | (
+        (kind == "runtime") & names["name"].isin(RUNTIME_STREAM_WAITS)
+    )
+    if not waits.any():
         return None
     return load_host_events(out, rank)
 

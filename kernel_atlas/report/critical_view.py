@@ -114,22 +114,34 @@ def print_whatif(console: Console, result: dict[str, Any]) -> None:
     where = (
         f"{result['joint_ranks']} ranks joined" if result.get("joint_ranks", 1) > 1 else f"rank {result.get('rank')}"
     )
+    # no saving where the selected activities have no roofline cost: unknown, never a 0.0 read as known
+    known = result.get("saving_us") is not None
+    missing = result.get("no_cost") or 0
+    after = (
+        f"{fmt_us(result['new_us'])}, saving {fmt_us(result['saving_us'])} ({result['saving_pct']:.1f} %)"
+        + (f", not counting {missing:,} activities without a roofline cost (unknown)" if missing else "")
+        if known
+        else "? (saving unknown: no selected activity has a roofline cost)"
+    )
     console.print(
-        f"[bold]What if[/] ({esc(result['window'])}, {where}): critical path {fmt_us(result['baseline_us'])} → "
-        f"{fmt_us(result['new_us'])}, saving {fmt_us(result['saving_us'])} ({result['saving_pct']:.1f} %)",
+        f"[bold]What if[/] ({esc(result['window'])}, {where}): critical path {fmt_us(result['baseline_us'])} → {after}",
         highlight=False,
     )
     for change in result.get("changes", []):
+        missing = change.get("no_cost", 0)
+        costs = f", {change['activities'] - missing:,} with a roofline cost" if missing else ""
         console.print(
-            f"  {esc(change['change'])}: {change['activities']:,} activities, {fmt_us(change['gpu_us'])} of GPU time",
+            f"  {esc(change['change'])}: {change['activities']:,} activities{costs}, "
+            f"{fmt_us(change['gpu_us'])} of GPU time",
             highlight=False,
         )
     if result.get("no_launch_gaps"):
         console.print("  --no-launch-gaps: launch and kernel-to-kernel overheads removed", highlight=False)
-    console.print(
-        f"  GPU time saved where it runs: {fmt_us(result['gpu_us_saved_locally'])}; "
-        f"end to end: {fmt_us(result['saving_us'])}",
-        highlight=False,
-    )
+    if known:
+        console.print(
+            f"  GPU time saved where it runs: {fmt_us(result['gpu_us_saved_locally'])}; "
+            f"end to end: {fmt_us(result['saving_us'])}",
+            highlight=False,
+        )
     for note in result.get("notes", []):
         console.print(f"[dim]note: {esc(note)}[/]", highlight=False)

@@ -41,8 +41,9 @@ def on_thread(event: dict[str, Any], tid: int) -> dict[str, Any]:
 # is not in the window). Paths: k1 50 → the sync's end (0) → opC 10 = 60 µs; the host alone:
 # opB 2 + launch 2 + opB 6 + opC 10 = 20. So 60 µs: 50 GPU (83.33 %), 10 CPU (16.67 %), no launch
 # overhead (the bug: a 43 µs launch edge 107 → 150, a path of 105 µs, 40.95 % launch overhead).
-# What-if: the causal launch edge (0) lets k1 follow opB's first 2 µs: baseline 2 + 0 + 50 + 10 =
-# 62; without launch gaps it is still 62 — nothing to save (the bug: 43 µs saved).
+# What-if: the causal launch edge (0) lets k1 follow opB's first 2 µs, and the host's 9 µs between
+# the sync's return (201) and opC (210) hold: baseline 2 + 0 + 50 + 9 + 10 = 71; without launch
+# gaps it is still 71 — nothing to save (the bug: 43 µs saved).
 WINDOW_EVENTS = [
     op("ProfilerStep#0", 0, 100, "user_annotation"),
     op("ProfilerStep#1", 100, 200, "user_annotation"),
@@ -70,7 +71,7 @@ def test_a_kernel_queued_behind_the_previous_windows_kernel_has_no_launch_overhe
     pct = breakdown_pct(segs)
     assert (pct["gpu_compute_bound"], pct["cpu_bound"], pct["gpu_kernel_launch_overhead"]) == (83.33, 16.67, 0.0)
     result = what_if(kernels, host, [], no_launch_gaps=True, window=window)
-    assert (result["baseline_us"], result["new_us"], result["saving_us"]) == (62.0, 62.0, 0.0)
+    assert (result["baseline_us"], result["new_us"], result["saving_us"]) == (71.0, 71.0, 0.0)
 
 
 def test_the_whole_trace_still_chains_the_queued_kernel_to_the_one_before(tmp_path: Path) -> None:
@@ -116,8 +117,11 @@ def test_an_event_query_is_cpu_work_not_a_wait(tmp_path: Path) -> None:
 # The thread launched onto streams 7 and 8 (no earlier sync narrows them); both kernels end in the
 # call, 0.5 µs apart — a tie within 1 µs, given to the stream it launched onto last (8): the sync
 # waits for k_small. Paths: k_bg 2 + 4 + 1001.5 = 1007.5; opA 10 + opB 2 + launch 4 + k_small 101
-# + opC 500 = 617; so 1007.5 µs (the bug: k_bg → the sync → opC, 1507.5). k_bg 2× (500.75):
-# max(2 + 4 + 500.75, 617) = 617, saving 390.5 (the bug claimed 500.75).
+# + opC 500 = 617; so 1007.5 µs (the bug: k_bg → the sync → opC, 1507.5). The what-if holds the
+# host's recorded times, the 890 µs between opA and opB and the 2 µs around the sync included: the
+# host launches k_small at 902, so 902 + 4 + 101 → the sync's end (1008) → 2 → opC 500 = 1509;
+# k_bg 2× (500.75) changes nothing: 1509, saving 0 (the old rule, the gaps weighing nothing: 617,
+# saving 390.5; the bug claimed 500.75).
 STREAM_TIE = [
     op("opA", 0, 10),
     call("cudaLaunchKernel", 2, 2, 1),
@@ -137,7 +141,7 @@ def test_a_stream_sync_ties_go_to_the_stream_its_thread_launched_onto_last(tmp_p
     assert path.length_us == pytest.approx(1007.5)
     assert segments(graph, path)["name"].tolist() == ["opA", "k_bg", "k_bg"]
     result = what_if(kernels, host, [parse_speedup("kernel=^k_bg$:2x")])
-    assert (result["baseline_us"], result["new_us"], result["saving_us"]) == (1007.5, 617.0, 390.5)
+    assert (result["baseline_us"], result["new_us"], result["saving_us"]) == (1509.0, 1509.0, 0.0)
 
 
 # A cudaStreamSynchronize waits for the streams its thread launched onto since its previous sync:
@@ -183,8 +187,10 @@ def test_a_stream_sync_waits_for_the_streams_launched_onto_since_the_previous_sy
 #   opB [200,210] ⊃ cudaLaunchKernel [202,204] → k_dev0 on device 0 [206,300]
 #   cudaDeviceSynchronize [212,301] (device 0 current: the thread's last launch); opC [305,310].
 # The sync waits for k_dev0 alone: opA 10 + opB 2 + launch 4 + k_dev0 94 + opC 5 = 115; k_dev1's
-# branch 2 + 4 + 284 = 290 ends the path: 290 µs (the bug: k_dev1 released the sync, 295). k_dev1
-# 2× (142): max(2 + 4 + 142, 115) = 148, saving 142 (the bug: 153, saving 142 of 295).
+# branch 2 + 4 + 284 = 290 ends the path: 290 µs (the bug: k_dev1 released the sync, 295). The
+# what-if holds the host's recorded times (190 µs between opA and opB, 2 before the sync, 4 after
+# it): k_dev0 launched at 202, 202 + 4 + 94 → the sync's end → 4 → opC 5 = 309; k_dev1 2× (142)
+# changes nothing: 309 (the old rule: 148, saving 142; the bug: 153).
 def test_a_device_sync_waits_for_the_device_its_thread_launched_on(tmp_path: Path) -> None:
     events = [
         op("opA", 0, 10),
@@ -207,7 +213,7 @@ def test_a_device_sync_waits_for_the_device_its_thread_launched_on(tmp_path: Pat
     assert path.length_us == pytest.approx(290.0)
     assert segments(graph, path)["name"].tolist() == ["opA", "k_dev1", "k_dev1"]
     result = what_if(kernels, host, [parse_speedup("kernel=^k_dev1$:2x")])
-    assert (result["baseline_us"], result["new_us"]) == (290.0, 148.0)
+    assert (result["baseline_us"], result["new_us"]) == (309.0, 309.0)
 
 
 # A sync whose thread launched nothing keeps the documented fallback (the activity of any stream
