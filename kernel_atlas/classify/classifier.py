@@ -16,6 +16,7 @@ the catalog (catalogs/kernels.json), stack-only guesses and normalised catalog n
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -32,7 +33,6 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import catalogs_dir
 from kernel_atlas.core.texts import TooSlow, counted, interrupted_after, strings_in
 
-UNLABELLED = ("", "TBD", None)
 _HITS_KEPT = 1 << 16  # names whose needle hits are kept (`Classifier._needle_hits`)
 LAUNCHER_RULE = "launcher-table"
 
@@ -84,9 +84,18 @@ class Explanation:
 UNKNOWN = Label(UNKNOWN_OP, OTHER_CATEGORY, "none", "none", 0.0, "no rule, launcher or catalog entry matched")
 
 
-def _entry_op(entry: dict[str, Any]) -> str | None:
+def unlabelled(op: object) -> bool:
+    """Whether a catalog's `op_mapping` says "no label yet": missing, empty or TBD in any case or
+    padding (a hand-edited catalog's `tbd`, ` TBD ` had been kept as labels)."""
+    return op is None or (isinstance(op, str) and op.strip().upper() in ("", "TBD"))
+
+
+def _entry_op(entry: dict[str, Any], is_op: Callable[[str], bool]) -> str | None:
+    """The entry's label where it is evidence about its kernel: a taxonomy op other than
+    `unknown`. A label outside the taxonomy (`Softmax`, a typo) stays on its own entry but labels
+    no other: copied into a TBD sibling, it had spread a name no category holds."""
     op = entry.get("op_mapping")
-    return None if op in UNLABELLED or op == UNKNOWN_OP else op
+    return None if unlabelled(op) or op == UNKNOWN_OP or not is_op(op) else op
 
 
 def _applies(pattern, text: str) -> bool:
@@ -124,7 +133,7 @@ class Classifier:
         by_name: dict[str, set[str]] = {}
         by_family: dict[str, set[str]] = {}
         for index, entry in enumerate(catalog):
-            op = _entry_op(entry)
+            op = _entry_op(entry, self.taxonomy.is_op)
             if op is None:
                 continue
             name = entry["kernel_name"]
@@ -158,7 +167,9 @@ class Classifier:
         where = ""
         if rule.name is not None:
             texts, lowered = name_texts(name), lower_texts(name)
-            for index in range(len(texts)) if text is None else (text,):
+            # a rule with a wider `scope` reads no narrower text, as `_name_opinion` tries it: the
+            # name rules `explain` lists had said "function name" where the label's said "qualified"
+            for index in range(rule.scope, len(texts)) if text is None else (text,):
                 if rule.needles is not None and rule.needles.search(lowered[index]) is None:
                     continue  # none of the literals the pattern starts with: it cannot match
                 match = rule.name.search(texts[index])

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernel_atlas.classify.classifier import UNLABELLED, default_classifier, rule_id
+from kernel_atlas.classify.classifier import default_classifier, rule_id, unlabelled
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import read_toml
@@ -76,8 +76,8 @@ class Target:
 
     def __post_init__(self) -> None:
         # the seed catalog's unfilled labels (`TBD`): none (its silu_and_mul had "no replay implementation")
-        self.op_mapping = "" if self.op_mapping in UNLABELLED else self.op_mapping
-        self.category = "" if self.category in UNLABELLED else self.category
+        self.op_mapping = "" if unlabelled(self.op_mapping) else self.op_mapping
+        self.category = "" if unlabelled(self.category) else self.category
         if not self.label_rule or not self.op_mapping or not self.category:
             label = default_classifier().classify(self.kernel, self.launcher or None)
             self.label_rule = self.label_rule or label.rule
