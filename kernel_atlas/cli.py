@@ -417,13 +417,16 @@ def _not_inside_an_input(out: str, traces: list[str]) -> None:
 def _is_catalog(path: Path) -> bool:
     """Whether a `.json` file is a kernel catalog (a list of entries naming a `kernel_name`, or of
     no events: its refusal says why it is no catalog), not a trace written as a bare list of
-    events (it was costed as a catalog of 2,551 empty entries)."""
+    events (it was costed as a catalog of 2,551 empty entries). The reader's test, which refuses
+    a catalog given where a trace is read, and a list of no events besides."""
+    from kernel_atlas.ingest.reader import CATALOG_HEAD_BYTES, is_catalog_head
+
     try:
         with path.open("rb") as handle:
-            head = handle.read(1 << 16)
+            head = handle.read(CATALOG_HEAD_BYTES)
     except OSError:
         return False
-    return head.lstrip().startswith(b"[") and (b'"kernel_name"' in head or b'"ph"' not in head)
+    return is_catalog_head(head) or (head.lstrip().startswith(b"[") and b'"ph"' not in head)
 
 
 def _typed_command() -> str:
@@ -658,6 +661,22 @@ def whatif(
     from kernel_atlas.core.redact import redact_document
     from kernel_atlas.report.critical_view import print_whatif
 
+    # the folder's faults first: a missing one had been told "nothing to change" (no --speedup), a
+    # trace "no such ingest output folder" though the file is right there (campaign BJ 4)
+    if source.is_file():
+        from kernel_atlas.ingest.fleet import TRACE_SUFFIXES
+        from kernel_atlas.ingest.reader import NOT_A_TRACE_BUT_CATALOG
+
+        if _is_catalog(source):
+            raise AtlasError(source, NOT_A_TRACE_BUT_CATALOG)
+        what = "a trace" if source.name.lower().endswith(TRACE_SUFFIXES) else "a file"
+        raise AtlasError(
+            source,
+            f"{what}, not an ingest output folder: `atlas ingest` it and `atlas report` the output first, "
+            "then give that folder",
+        )
+    if not source.exists():
+        raise AtlasError(source, "no such ingest output folder")
     # printed as whatif.json holds it: the changes quote the --speedup values as typed
     result = redact_document(run_whatif(source, speedup or [], no_launch_gaps, window, rank))
     for change in result.get("changes", []):  # a typo (`category=GEMM`) saved 0 µs unsaid
@@ -844,7 +863,8 @@ def dashboard(
         raise AtlasError("--run-b", "only for --notebook compare (its run B)")
     if html is not None:
         check_named_output(html, "--html", reads=[source] + ([run_b] if run_b else []))
-    out_dir = resolve_source(source)
+    notes: list[str] = []  # what ingesting a trace here says, as `atlas report TRACE` says it
+    out_dir = resolve_source(source, notes=notes)
     with lock(out_dir, shared=True):
         open_output(out_dir)  # a damaged or unfinished output is one line here, not a failed notebook
     env = {"ATLAS_OUT": str(out_dir.resolve())}
@@ -853,10 +873,15 @@ def dashboard(
         # checked before the notebook runs; never the bundled example unsaid
         if run_b is None and not (os.environ.get("ATLAS_OUT_B") or os.environ.get("ATLAS_TRACE_B")):
             raise AtlasError("--notebook compare", "needs run B: --run-b OUT (or ATLAS_OUT_B / ATLAS_TRACE_B)")
-        out_b = resolve_source(run_b, suffix="_B")
+        out_b = resolve_source(run_b, suffix="_B", notes=notes)
         with lock(out_b, shared=True):
             open_output(out_b)
         env["ATLAS_OUT_B"] = str(out_b.resolve())
+    for note in notes:  # with the page written; before JupyterLab, which serves until Ctrl-C
+        if html is None:
+            say(err_console, "[yellow]warning:[/]", note)
+        else:
+            _say_later("[yellow]warning:[/]", note)
     if html is None:
 
         def announce(url: str) -> None:

@@ -56,6 +56,19 @@ MAX_RUNS = 1000  # the most runs `runs` lists
 MAX_DEPTH = 4  # how deep under the root `runs` looks
 MAX_RUN_NAME = 200  # the most characters of a run name a refusal repeats
 TABLES_SKIPPED = {KERNELS}  # registered apart (a partitioned dataset)
+# DuckDB's folders default to the server's home (`duckdb_settings()` showed `secret_directory =
+# /root/.duckdb/stored_secrets`; a refused `duckdb_secrets()` or `duckdb_extensions()` named the
+# folder it may not read): the server's own folders are none of the agent's business. Neither is
+# read — no secret is stored or loaded, no extension installed or loaded — so each is named by
+# what it is, not where it lies.
+NOT_USED = "(not used)"
+DUCKDB_CONFIG = {
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "allow_persistent_secrets": False,  # the user's stored secrets are never looked for
+    "secret_directory": NOT_USED,
+    "extension_directory": NOT_USED,
+}
 
 
 def _clean(value: Any, max_text: int | None = None) -> Any:
@@ -222,7 +235,7 @@ class Tools:
         """The kernels (and memcpys/memsets) taking the most GPU time, one row per kernel name
         and the op and category it ran for (a name launched by two ops is two rows): name,
         category, op_mapping, calls, total_us and pct_of_gpu_time — its share of all ranks' GPU
-        time, or with `rank` of that rank's."""
+        time, or with `rank` of that rank's (a rank the run has not is refused, naming those it has)."""
         limit = _rows(limit)
         where = "" if rank is None else f"WHERE rank = {int(rank)}"
         # by op and category too: grouped by name alone, one of them stood for all its calls
@@ -235,6 +248,8 @@ class Tools:
             "ORDER BY total_us DESC, name, op_mapping NULLS LAST, category NULLS LAST"
         )
         with self.held(run) as folder:
+            if rank is not None:  # a rank not here answered no rows, read as "no GPU time" (campaign BJ 5)
+                _check_rank(folder, int(rank))
             return self._select(folder, sql, limit)
 
     def findings(self, run: str, limit: int = 10) -> dict[str, Any]:
@@ -343,6 +358,21 @@ class Tools:
         return _bounded(partial(_select, folder, sql, limit))
 
 
+MAX_RANKS_NAMED = 20  # the most ranks a refusal lists (a fleet has thousands)
+
+
+def _check_rank(folder: Path, rank: int) -> None:
+    """Refuse a rank the run has not, naming those it has (as `atlas whatif --rank` does)."""
+    from kernel_atlas.store.outputs import output_ranks
+
+    ranks = output_ranks(folder)
+    if rank in ranks:
+        return
+    named = ", ".join(map(str, ranks[:MAX_RANKS_NAMED]))
+    more = f", … ({len(ranks):,} in all)" if len(ranks) > MAX_RANKS_NAMED else ""
+    raise AtlasError("rank", f"no rank {rank} in this run (ranks: {named or 'none'}{more})")
+
+
 def _cut_lists(value: Any, rows: int) -> Any:
     """`value` with every list in it — also those inside objects and rows (`top.op`,
     `top.frame`, a rank's own lists) — cut to its first `rows` items: `limit` cut only the lists
@@ -441,9 +471,7 @@ def _connect(folder: Path) -> tuple[Any, dict[str, str]]:
     import pyarrow.dataset as ds
 
     output = open_output(folder)
-    connection = duckdb.connect(
-        ":memory:", config={"autoload_known_extensions": False, "autoinstall_known_extensions": False}
-    )
+    connection = duckdb.connect(":memory:", config=DUCKDB_CONFIG)
     try:
         kernels = ds.dataset(folder / KERNELS, format="parquet", partitioning="hive")
     except (OSError, ValueError, pa.ArrowException) as exc:  # changed since `open_output` read it
@@ -451,18 +479,10 @@ def _connect(folder: Path) -> tuple[Any, dict[str, str]]:
     connection.register("kernels", kernels)
     unreadable: dict[str, str] = {}
     for path in sorted(folder.glob("*.parquet")):
-        if path.name in TABLES_SKIPPED or path.is_symlink() or not path.is_file():
+        if path.name in TABLES_SKIPPED:
             continue
         try:  # one damaged table (`atlas report` rewrites them) costs only itself
-            # a table of another run (a report killed after it removed report.json left its
-            # steps.parquet) was served as this run's: left out, as `check_derived` refuses it
-            made_from = table_run(path)
-            if output.run_id is not None and made_from is not None and made_from != output.run_id:
-                unreadable[path.stem] = (
-                    f"{path.name}: made from another ingest run's kernels than this folder's: run `atlas report` again"
-                )
-                continue
-            connection.register(path.stem, ds.dataset(path, format="parquet"))
+            connection.register(path.stem, _table(path, output.run_id))
         except AtlasError as exc:
             unreadable[path.stem] = f"{path.name}: {exc.problem}"
         except (OSError, ValueError, pa.ArrowException) as exc:
@@ -476,6 +496,42 @@ def _connect(folder: Path) -> tuple[Any, dict[str, str]]:
     connection.execute("SET enable_external_access = false")
     connection.execute("SET lock_configuration = true")
     return connection, unreadable
+
+
+def _table(path: Path, run_id: str | None) -> Any:
+    """One table of the run as an Arrow dataset: a Parquet file, or a rank-partitioned folder
+    (`host_events.parquet/rank=N/…`, as ingest writes the kernels; its `rank` column read from the
+    folder names) — those folders had been skipped unsaid, though every table is readable by its
+    stem. Refused (AtlasError) where it is a symbolic link, where a partitioned folder holds
+    anything but `rank=N` folders of regular Parquet files (what `open_output` refuses in the
+    kernels: nothing read through a link, nothing outside the folder), or where a file is of
+    another ingest run than the kernels."""
+    import pyarrow.dataset as ds
+
+    from kernel_atlas.store.outputs import _dataset_files  # the rule `open_output` reads the kernels by
+
+    if path.is_symlink():
+        raise AtlasError(path, "a symbolic link: not read (a run's tables are its own files)")
+    if path.is_dir():
+        files = _dataset_files(path)
+        if not files:
+            raise AtlasError(path, "no Parquet files in its rank folders")
+    elif path.is_file():
+        files = [path]
+    else:
+        raise AtlasError(path, "not a regular file or folder")
+    for file in files:
+        # a table of another run (a report killed after it removed report.json left its
+        # steps.parquet) was served as this run's: left out, as `check_derived` refuses it
+        made_from = table_run(file)
+        if run_id is not None and made_from is not None and made_from != run_id:
+            raise AtlasError(
+                file, "made from another ingest run's kernels than this folder's: run `atlas report` again"
+            )
+    if path.is_file():
+        return ds.dataset(path, format="parquet")
+    # the files listed and checked, not the folder walked again: what DuckDB reads is what was checked
+    return ds.dataset([str(f) for f in files], format="parquet", partitioning="hive", partition_base_dir=str(path))
 
 
 def _first_line(exc: BaseException) -> str:

@@ -134,7 +134,8 @@ def timeline_of(
     ranks = kernels["rank"].unique() if "rank" in kernels else []
     return Timeline(
         rank=int(ranks[0]) if len(ranks) == 1 else None,
-        rows=rows[TIMELINE_COLUMNS].reset_index(drop=True),
+        # the device too where the rows have it: one rank's two GPUs' stream 7 are two lanes
+        rows=rows[[*TIMELINE_COLUMNS, *(["device"] if "device" in rows else [])]].reset_index(drop=True),
         total=total,
         steps=steps,
         step=step,

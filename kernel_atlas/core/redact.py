@@ -106,13 +106,30 @@ _SEPARATOR = r"\s*[:=]\s*"
 # and ' (o'neil:it's@); it ends at whitespace or a double quote; `s3:/` is a URL whose // a
 # path collapsed
 _USERINFO = r"(?:(?<=://)|(?<=:/))[^/\s:@\"]*:[^\s\"]*"
+# ... and a userinfo without a scheme (`user:password@host`: a DSN, a file named
+# `run_user:s3cretpass@host.json` — a file name holds no `/`, so never a URL's `://`). Narrower than
+# a URL's, as nothing says it is one: the user begins a word (or a path's file name) with a letter
+# (not `a::b`, `12:30@…`, nor a scheme such as `mailto:`), the password holds 4 or more characters and no
+# white space, `:`, `/`, quote or bracket (not `file.py(10): fn`, `a:b@c`), and the host is a
+# host name, with a port or not, that ends there (not `image:tag@sha256:…`, whose digest follows
+# its `:`; a `.` or `:` before a space ends a sentence or a message's subject: `…@host.json: 11
+# values`). The user may hold what an earlier pass took for a token (`run_<redacted>_user`): a
+# message naming such a file is redacted as one text again, and had kept the password behind it.
+_HOST_NAME = r"[A-Za-z0-9][A-Za-z0-9_\-]*(?:\.[A-Za-z0-9_\-]+)*(?::[0-9]{1,5})?(?![A-Za-z0-9_\-@]|[.:][A-Za-z0-9])"
+_USER_PART = r"(?:[A-Za-z0-9_.%+\-]|" + re.escape(REDACTED) + ")"
+_BARE_USERINFO = (
+    r"(?<![A-Za-z0-9_.%+\-:@\\])(?!(?i:mailto|sips?|xmpp|tel|im|pres|urn|data):)"
+    r"(?:[A-Za-z]|" + re.escape(REDACTED) + ")" + _USER_PART + r"*"
+    r":[^\s:/\\\"'`<>()\[\]{},;]{4,}(?=@" + _HOST_NAME + ")"
+)
 # Each alternative is redacted whole, except what a `keep*` group matched (a key and its
-# separator: `password=<redacted>`, `"password": "<redacted>"`). The URL's userinfo comes first:
-# at the position after `://` it must win over a token format its user name may match
-# (`s3://AKIA…:pw@bucket` lost only the key id, and a second pass the password).
+# separator: `password=<redacted>`, `"password": "<redacted>"`). The userinfos come first: at the
+# position after `://` (or where a bare one begins) they must win over a token format its user
+# name may match (`s3://AKIA…:pw@bucket` lost only the key id, and a second pass the password).
 _PATTERNS = [
     # userinfo followed by @host (up to the token's last @); the host ends at a quote too
     _USERINFO + r"(?=@[^\s@\"']*(?:[\s\"']|$))",
+    _BARE_USERINFO,
     "(?:" + "|".join(_DISTINCT_FORMATS) + ")",
     _B + "(?:" + "|".join(_WORD_FORMATS) + ")",
     # an HTTP Authorization value (also after a _, or URL-encoded)
@@ -133,14 +150,14 @@ _PATTERNS = [
 CREDENTIAL = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.DOTALL)
 _KEEP = ("keep_auth", "keep_sig", "keep_quoted", "keep_plain", "keep_flag")
 # Text every match of a pattern above contains, lower-cased (a format's prefix, `bearer`, a key's
-# name, a URL's `:/`). Searching CREDENTIAL costs ~400 ns a character (lookbehinds in every
+# name, a URL's `:/`, a bare userinfo's `@`). Searching CREDENTIAL costs ~400 ns a character (lookbehinds in every
 # alternative); ASCII text without any of these cannot match it and is passed over for ~1/10 of
 # that. Text beyond ASCII always goes to the expression (its case-insensitive parts match
 # letters such as `ſ` that lower-casing keeps).
 _NEEDLES = (
     *("hf_", "api_org_", "akia", "asia", "abia", "acca", "agpa", "aida", "aipa", "anpa", "anva", "aroa", "apka"),
     *("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "sk-", "sk_", "rk_", "pk_", "xox"),
-    *("aiza", "ya29.", "npm_", "pypi-", "dapi", "wandb_v1_", "eyj", "bearer", "-----begin ", ":/"),
+    *("aiza", "ya29.", "npm_", "pypi-", "dapi", "wandb_v1_", "eyj", "bearer", "-----begin ", ":/", "@"),
     *("authorization", "token=", "token =", 'token"', "token'", *_SECRET_KEYS),
     *("gloas-", "gldt-", "glrt-", "glcbt-", "glptt-", "glft-", "glimt-", "glagent-", "glsoat-", "glffct-"),
     *("gr1348941", "gitlab_session=", "xapp-", "hooks.slack.com/", "webhooks/", "gsk_", "hvs.", "hvb.", "hvr."),
@@ -148,7 +165,7 @@ _NEEDLES = (
     # an environment variable's key as `_ENV_KEY` takes it: right before its separator
     *(f"{name.lower()}{tail}" for name in _ENV_SECRETS for tail in ("=", ":", '"', "'", " =", " :")),
 )
-# (A needle begins with a letter, `-` or `:` — not `_`, `/`, `&` or a digit, which fill kernel
+# (A needle begins with a letter, `-`, `:` or `@` — not `_`, `/`, `&` or a digit, which fill kernel
 # names and paths: the scan tries its branches at every character that begins a needle, and those
 # doubled its time.)
 

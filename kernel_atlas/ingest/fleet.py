@@ -14,6 +14,7 @@ import glob
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -229,7 +230,8 @@ def _stem(name: str) -> str:
 def output_for(first_source: str, choose: str = "-o sets the output folder") -> tuple[str, str | None]:
     """The output folder when `-o` is not given, and a note when it is not the default: next to
     the first trace, unless that folder is read-only (a shared traces folder) — then
-    `<stem>.atlas` in the current folder. `choose` tells how to choose another folder."""
+    `<stem>.atlas` in the caller's folder (`callers_folder`), named as the caller can read it.
+    `choose` tells how to choose another folder."""
     out = default_output(first_source)
     if is_url(out) and not out.startswith("file://"):
         return out, None
@@ -239,12 +241,29 @@ def output_for(first_source: str, choose: str = "-o sets the output folder") -> 
     usable = is_writable_folder(local) if local.is_dir() else local.exists() or is_writable_folder(local.parent)
     if usable:
         return out, None
-    fallback = Path(local.name)
+    caller = callers_folder()
+    # in a notebook an absolute path: a relative one is read from the kernel's folder, notebooks/
+    fallback = Path(local.name) if caller is None else caller / local.name
     read_only = local if local.is_dir() else local.parent
-    if not is_writable_folder(Path.cwd()):
+    if not is_writable_folder(caller or Path.cwd()):
         mine = "its folder" if read_only == local.parent else "its output folder"
         raise AtlasError(first_source, f"{mine} {read_only} and the current folder are read-only: {choose}")
-    return str(fallback), f"{read_only} is read-only: writing to ./{fallback} instead ({choose})"
+    shown = fallback if fallback.is_absolute() else f"./{fallback}"
+    return str(fallback), f"{read_only} is read-only: writing to {shown} instead ({choose})"
+
+
+def callers_folder() -> Path | None:
+    """The folder of the shell that started a notebook's kernel where this runs in one, else None
+    (the current folder is the caller's). A kernel runs in the notebook's folder (notebooks/) and
+    keeps that shell's directory in $PWD, which it inherits and never changes: a trace in a
+    read-only folder had been ingested into notebooks/<stem>.atlas, printed as a bare relative
+    path the user's shell could not find. A running kernel, not ipykernel imported: executing a
+    notebook imports it too (jupyter_client's kernel spec), in a process whose $PWD may be stale."""
+    kernel = sys.modules.get("ipykernel.kernelapp")
+    caller = os.environ.get("PWD")
+    if kernel is None or not kernel.IPKernelApp.initialized() or not caller or not os.path.isabs(caller):
+        return None
+    return Path(caller)
 
 
 def not_a_run_file(path: Path) -> None:
@@ -272,18 +291,25 @@ def ingest_one(source: str | Path) -> tuple[Path, list[str]]:
     return Path(out), ([note] if note else []) + result.warnings
 
 
-def run_folder(source: str | Path, reuse: bool = True) -> Path:
+def run_folder(source: str | Path, reuse: bool = True, notes: list[str] | None = None) -> Path:
     """The ingest output for `source`: a folder as it is; a trace's default output folder,
-    ingested now unless `reuse` and that folder is this trace's run (`ingested_from`)."""
+    ingested now unless `reuse` and that folder is this trace's run (`ingested_from`). `notes`,
+    where given, receives what that ingest says (`ingest_one`: a read-only folder's fallback, the
+    credentials redacted, the unlinked kernels), for the caller to print as `atlas report TRACE`
+    prints them — dropped, `atlas dashboard TRACE` and the notebooks had said none of them."""
     path = Path(source)
     if path.is_dir():
         return path
-    if not reuse:
-        return ingest_one(source)[0]
-    if not path.exists():
-        raise AtlasError(path, why_missing(path))
-    out_dir = Path(output_for(str(path))[0])
-    return out_dir if ingested_from(out_dir, path) else ingest_one(path)[0]
+    if reuse:
+        if not path.exists():
+            raise AtlasError(path, why_missing(path))
+        out_dir = Path(output_for(str(path))[0])
+        if ingested_from(out_dir, path):
+            return out_dir
+    out_dir, said = ingest_one(path if reuse else source)  # a URL as given
+    if notes is not None:
+        notes.extend(said)
+    return out_dir
 
 
 def ingested_from(out_dir: Path, trace: Path) -> bool:

@@ -115,6 +115,23 @@ def _packed_as(head: bytes) -> str | None:
     return next((problem for magic, problem in _PACKED if bytes(head).startswith(magic)), None)
 
 
+CATALOG_HEAD_BYTES = 1 << 16  # the text a kernel catalog is told from a trace by (`is_catalog_head`)
+NOT_A_TRACE_BUT_CATALOG = (
+    "a kernel catalog (a JSON list of entries naming a `kernel_name`), not a trace: "
+    "give it to `atlas classify` or `atlas report`"
+)
+
+
+def is_catalog_head(head: bytes) -> bool:
+    """Whether a JSON document starting with `head` (its first `CATALOG_HEAD_BYTES`, as text) is a
+    kernel catalog in the seed's format — a list of entries naming a `kernel_name` — not a trace:
+    every trace event has a `ph`, no catalog entry does. A catalog read as a trace was ingested as
+    an empty one ("167 events, 0 kernels", exit 0, files written); `atlas report` routes a
+    catalog to its costs by the same test."""
+    text = bytes(head).removeprefix(_BOM).lstrip()
+    return text.startswith(b"[") and b'"kernel_name"' in text and b'"ph"' not in text
+
+
 @dataclass
 class TraceInfo:
     """What the reader learnt about a trace besides its events."""
@@ -549,6 +566,10 @@ class _Reader:
         if first is None:
             raise self.fail("file is empty")
         if first == ord("["):
+            if is_catalog_head(self.source.window(pos, CATALOG_HEAD_BYTES)):  # before any output is written
+                # classify and report read a catalog as plain JSON only
+                unpack = " (decompressed: they read plain `.json`)" if self.source.compressed else ""
+                raise self.fail(NOT_A_TRACE_BUT_CATALOG + unpack)
             self.bare_array = True
             pos = self._events(pos)
         elif first != ord("{"):

@@ -309,7 +309,9 @@ def _build_report(
                 for r, w in zip(cross_rank.per_rank["rank"], cross_rank.per_rank["wait_us"], strict=True)
             }
         runtimes = [str(t.get("runtime")) for t in summary.get("traces", [])]
-        found = report_findings(analysis.roofline, waits, analysis.facts, waited, graph_word(runtimes))
+        found = report_findings(
+            analysis.roofline, waits, analysis.facts, waited, graph_word(runtimes), kernels=analysis.kernels
+        )
         analysis.facts["findings"] = [f.to_json() for f in found]
         if cross_rank.path is not None:
             files["collectives"] = cross_rank.path

@@ -18,10 +18,10 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -48,7 +48,7 @@ from kernel_atlas.report.html import (
     top_kernels_figure,
 )
 from kernel_atlas.report.plot import label, numbered_alike, widget
-from kernel_atlas.report.units import fmt_us, nothing_found
+from kernel_atlas.report.units import device_number, fmt_us, nothing_found
 from kernel_atlas.roofline.analysis import Analysis, ProcessGroups, analyse
 from kernel_atlas.store.outputs import lock, read_parquet, read_report, table_run
 from kernel_atlas.store.run import Run as StoredRun
@@ -99,6 +99,7 @@ class Run:
     collectives: pd.DataFrame | None = None
     straggler: int | None = None
     example: bool = False  # the bundled example, no run having been named
+    notes: list[str] = field(default_factory=list)  # what ingesting a trace on first use said (`load_run`)
 
     @property
     def label(self) -> str:
@@ -120,16 +121,22 @@ class Run:
         return analyse(rows, self.device, self.world_size, process_groups=process_group_sizes(self.summary))
 
 
-def resolve_source(source: str | Path | None = None, suffix: str = "", default: str | Path | None = None) -> Path:
+def resolve_source(
+    source: str | Path | None = None,
+    suffix: str = "",
+    default: str | Path | None = None,
+    notes: list[str] | None = None,
+) -> Path:
     """An ingest output directory: `source`, else $ATLAS_OUT<suffix>, else $ATLAS_TRACE<suffix>,
-    else `default` (a trace is ingested on first use, and again when it is newer than its output).
-    A relative path from the environment is the caller's (`callers_path`)."""
+    else `default` (a trace is ingested on first use, and again when it is newer than its output;
+    what that ingest says is added to `notes`, where given: `fleet.run_folder`). A relative path
+    from the environment is the caller's (`callers_path`)."""
     if source is None:
         named = os.environ.get(f"ATLAS_OUT{suffix}") or os.environ.get(f"ATLAS_TRACE{suffix}")
         source = callers_path(named) if named else default
     if source is None:
         raise AtlasError(None, f"no run given: set ATLAS_OUT{suffix} (an ingest output) or ATLAS_TRACE{suffix}")
-    return run_folder(source)
+    return run_folder(source, notes=notes)
 
 
 def callers_path(path: str | Path) -> Path:
@@ -149,7 +156,10 @@ def load_run(
     source: str | Path | None = None, device: str | None = None, suffix: str = "", default: str | Path | None = None
 ) -> Run:
     example = source is None and not any(os.environ.get(f"{k}{suffix}") for k in ("ATLAS_OUT", "ATLAS_TRACE"))
-    out_dir = resolve_source(source, suffix, default)
+    notes: list[str] = []
+    out_dir = resolve_source(source, suffix, default, notes)
+    for note in notes:  # as `atlas report TRACE` says them: in a notebook, the loading cell's output
+        print(f"warning: {redact_text(note)}", file=sys.stderr)
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
         stored = StoredRun.open(out_dir)
         kernels = stored.kernels()
@@ -159,7 +169,9 @@ def load_run(
         groups = process_group_sizes(stored.summary)
         collectives, straggler = cross_rank(out_dir, stored.ranks, stored.summary.get("run_id"), gpu.world_size, groups)
     found = get_device(device) if device else gpu.catalog_device()
-    return Run(out_dir, kernels, stored.summary, found, gpu.world_size, replay, ranks, collectives, straggler, example)
+    return Run(
+        out_dir, kernels, stored.summary, found, gpu.world_size, replay, ranks, collectives, straggler, example, notes
+    )
 
 
 def cross_rank(
@@ -202,22 +214,40 @@ def gpu_activities(run: Run) -> Run:
     return run
 
 
+class Stream(NamedTuple):
+    """A stream of one device, as the stream filter offers it where a run holds several devices
+    (one process driving two GPUs): stream 7 of two devices is two streams, as timeshare.csv and
+    the timeline's lanes say — a bare 7 had selected both. Shown as its lane is named."""
+
+    device: int | None
+    stream: int
+
+    def __str__(self) -> str:
+        return f"device {device_number(self.device)} stream {self.stream}"
+
+
 def filter_kernels(
     kernels: pd.DataFrame,
     step: int | None = None,
     rank: int | None = None,
-    stream: int | None = None,
+    stream: int | Stream | tuple[int | None, int] | None = None,
     category: str | None = None,
     module: str | None = None,
     min_us: float = 0.0,
 ) -> pd.DataFrame:
     """Rows matching every given filter; `module` matches that module and its sub-modules
-    (`Net_0.Linear_1` and `Net_0.Linear_1.*`, never its sibling `Net_0.Linear_10`)."""
+    (`Net_0.Linear_1` and `Net_0.Linear_1.*`, never its sibling `Net_0.Linear_10`); `stream` a
+    (device, stream) pair (`Stream`, what `choices` offers of several devices) or a stream number
+    (that stream of every device)."""
     mask = np.ones(len(kernels), dtype=bool)
     if step is not None:
         mask &= (kernels["step"] == step).fillna(False).to_numpy()
     if rank is not None:
         mask &= (kernels["rank"] == rank).to_numpy()
+    if isinstance(stream, tuple):
+        device, stream = stream
+        on = kernels["device"].isna() if device is None else (kernels["device"] == device).fillna(False)
+        mask &= on.to_numpy(dtype=bool)
     if stream is not None:
         mask &= (kernels["stream"] == stream).fillna(False).to_numpy()
     if category is not None:
@@ -244,10 +274,23 @@ def choices(kernels: pd.DataFrame) -> dict[str, list[Any]]:
     return {
         "step": [int(v) for v in values("step")],
         "rank": [int(v) for v in values("rank")],
-        "stream": [int(v) for v in values("stream")],
+        "stream": streams(kernels),
         "category": [str(v) for v in values("category")],
         "module": top_modules,
     }
+
+
+def streams(kernels: pd.DataFrame) -> list[int] | list[Stream]:
+    """The streams of `kernels`, the lowest MAX_CHOICES: their numbers where the rows hold one
+    device (the plain label `7`), else one `Stream` per device and stream (`device 1 stream 7`)."""
+    pairs = kernels[["device", "stream"]] if "device" in kernels else kernels[["stream"]].assign(device=0)
+    pairs = pairs[pairs["stream"].notna().to_numpy()].drop_duplicates()
+    if pairs["device"].nunique(dropna=False) < 2:
+        return sorted(int(v) for v in pairs["stream"].unique())[:MAX_CHOICES]
+    found = [
+        Stream(None if pd.isna(d) else int(d), int(s)) for d, s in zip(pairs["device"], pairs["stream"], strict=True)
+    ]
+    return sorted(found, key=lambda p: (p.device is None, p.device or 0, p.stream))[:MAX_CHOICES]
 
 
 def _busy_span(kernels: pd.DataFrame) -> tuple[float, float, int]:
@@ -308,15 +351,33 @@ def summary_cards(run: Run, kernels: pd.DataFrame) -> str:
 @_one_line
 def findings_html(run: Run) -> str:
     """The top of the dashboard: the costed share of GPU time and what to fix first — from the
-    run's report.json where `atlas report` wrote one, else the kernel headroom of a fresh analysis."""
+    run's report.json where `atlas report` wrote one with this page's peaks, else the kernel
+    headroom of a fresh analysis. One device per page: a report projected on another GPU
+    (`atlas report --device mi300x`) costed its findings with that GPU's peaks, and beside this
+    page's cards, roofline and headroom (the traced H100's) had put a kernel at 0.3 % of the
+    roofline above a table that said 0.5 %."""
     from kernel_atlas.analysis.findings import headroom_findings
 
     facts = read_report(run.out_dir, run.summary.get("run_id"))
-    note = ""
+    note = " (kernel headroom only: run `atlas report` for waits, launch-bound stretches and communication)"
+    if facts is not None and not _same_device(facts.get("device"), run.device):
+        reported = facts.get("device")
+        other = str(reported.get("name")) if isinstance(reported, dict) else "no device peaks"
+        theirs = f"a projection on {other}" if facts.get("projection") else f"costed with {other}"
+        mine = run.device.name if run.device is not None else "no device peaks"
+        note = (
+            f" (kernel headroom with {mine}: report.json's findings are {theirs}; `atlas report` with "
+            "this page's device adds waits, launch-bound stretches and communication)"
+        )
+        facts = None
+    elif facts is not None:
+        note = ""
     if facts is None:
         analysis = run.analyse()
-        facts = {**analysis.facts, "findings": [f.to_json() for f in headroom_findings(analysis.roofline)]}
-        note = " (kernel headroom only: run `atlas report` for waits, launch-bound stretches and communication)"
+        facts = {
+            **analysis.facts,
+            "findings": [f.to_json() for f in headroom_findings(analysis.roofline, kernels=analysis.kernels)],
+        }
     gpu, costed = facts.get("gpu_time_us") or 0.0, facts.get("costed_time_us") or 0.0
     share = f"{100 * costed / gpu:.1f} % of {fmt_us(gpu)} of GPU time has a cost (FLOPs or bytes)" if gpu else ""
     rows = "".join(
@@ -327,6 +388,13 @@ def findings_html(run: Run) -> str:
     )
     body = f"<ol>{rows}</ol>" if rows else f"<p>{html.escape(nothing_found(run.device is not None))}</p>"
     return inert(f"<div><p>{html.escape(share)}</p><h3>What to fix first{html.escape(note)}</h3>{body}</div>")
+
+
+def _same_device(reported: object, device: Device | None) -> bool:
+    """Whether report.json's `device` (its key, name and source; null without peaks) is `device`,
+    the peaks this page costs with."""
+    key = reported.get("key") if isinstance(reported, dict) else None
+    return key == (device.key if device is not None else None)
 
 
 def first_step(kernels: pd.DataFrame) -> int | None:

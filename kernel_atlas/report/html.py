@@ -30,6 +30,7 @@ from kernel_atlas.report.plot import Figure, apart, div, figure, label, numbered
 from kernel_atlas.report.trust_view import trust_lines
 from kernel_atlas.report.units import (
     MISSING,
+    device_number,
     device_time_line,
     fmt_gbps,
     fmt_number,
@@ -495,13 +496,14 @@ def timeline_figure(timeline: Timeline, note: str = "") -> Figure:
     data = []
     origin = float(rows["ts_us"].min()) if len(rows) else 0.0
     scale, unit = (1e3, "ms") if step is None else (1.0, "µs")
+    lanes, devices = timeline_lanes(rows)
     for category, group in rows.groupby("category", observed=True):
         data.append(
             {
                 "type": "bar",
                 "base": values((group["ts_us"] - origin) / scale),
                 "x": values(group["dur_us"] / scale),
-                "y": [str(s) for s in group["stream"]],
+                "y": lanes.loc[group.index].tolist(),
                 "orientation": "h",
                 "name": label(category),
                 "text": [label(display_name(str(n))) for n in group["name"]],
@@ -518,12 +520,25 @@ def timeline_figure(timeline: Timeline, note: str = "") -> Figure:
         "title": title(f"Timeline of {what} ({unit}, per stream{shown}{'; ' + note if note else ''})"),
         "barmode": "overlay",
         "xaxis": {"title": title(unit)},
-        "yaxis": {"title": title("stream")},
+        "yaxis": {"title": title("device and stream" if devices > 1 else "stream")},
         "height": 420,
     }
     if step is None and len(rows):
         layout.update(_step_shading(timeline.steps, origin, scale))
     return figure(data, layout)
+
+
+def timeline_lanes(rows: pd.DataFrame) -> tuple[pd.Series, int]:
+    """Each activity's lane on a timeline (`rows`' index) and how many devices the rows hold: its
+    stream, or where one rank drives several GPUs `device D stream S`, as timeshare.csv keys
+    streams — stream 7 of two devices is two streams (one lane `7` had drawn two GPUs' kernels
+    overlapping, a stream that seemed to run two kernels at once)."""
+    streams = rows["stream"].astype(str)
+    devices = rows.get("device")  # None: a Timeline made without it, of one device
+    count = int(devices.nunique(dropna=False)) if devices is not None else 1
+    if count < 2:
+        return streams, count
+    return "device " + devices.map(device_number).astype(str) + " stream " + streams, count
 
 
 def _step_shading(steps: pd.DataFrame, origin: float, scale: float) -> dict[str, list[dict]]:

@@ -174,10 +174,9 @@ def test_the_report_opens_with_findings_and_fits_60_lines(example_out: Path) -> 
     assert all(set(f) >= {"what", "where", "saving_us", "kind", "evidence"} for f in findings)
     # report.html and the dashboard show each finding's `what` as report.json has it: a phrase
     # such as "CUDA-graph 51 short kernels" had been shortened as a kernel name, to "kernels"
-    from kernel_atlas.report.dashboard import findings_html
-    from kernel_atlas.store.run import Run
+    from kernel_atlas.report.dashboard import findings_html, load_run
 
-    page, dash = (example_out / "report.html").read_text(), findings_html(Run.open(example_out))
+    page, dash = (example_out / "report.html").read_text(), findings_html(load_run(example_out))
     phrases = [f["what"] for f in findings if f["kind"] != "kernel_headroom"]
     assert any(w.startswith("CUDA-graph ") and w.endswith(" short kernels") for w in phrases), phrases
     for what in phrases:
