@@ -111,7 +111,8 @@ def main() -> None:
     with _timed(times, "link"):
         linked = link(cols)
     with _timed(times, "attribute"):
-        events = memory_events(cols.memory, cols.host, HostNesting.of(cols.host, linked.host_parent))
+        nest = HostNesting.of(cols.host, (linked.host_parent, linked.host_crossed))
+        events = memory_events(cols.memory, cols.host, nest)
     with _timed(times, "pair"):
         allocations = pair_allocations(events)
     with _timed(times, "summary"):

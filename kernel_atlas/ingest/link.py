@@ -43,7 +43,12 @@ from kernel_atlas.ingest.composite import enclosed_shapes
 from kernel_atlas.ingest.events import CUT_MARK, MAX_TEXT, cut_long
 from kernel_atlas.ingest.frames import STACK_SEPARATOR, innermost_modules, module_path, short_frame
 from kernel_atlas.ingest.legacy_stacks import StackWeaver, recorded_stacks, stack_key
-from kernel_atlas.ingest.nesting import NEST_TOLERANCE_US, first_matching, nesting_parents
+from kernel_atlas.ingest.nesting import (
+    NEST_TOLERANCE_US,
+    containers_above,
+    first_matching,
+    nesting_parents_crossed,
+)
 from kernel_atlas.ingest.steps import is_native_step, is_step
 
 GRAPH_LAUNCH_PREFIXES = ("cudaGraphLaunch", "hipGraphLaunch", "cuGraphLaunch")
@@ -99,6 +104,7 @@ class LinkedColumns:
     # `TraceColumns.host` (-1 none) and every host range's enclosing range (`nesting_parents`).
     launch_idx: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     host_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    host_crossed: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # `HostNesting.crossed`
     step_annotation: pd.Categorical | None = None  # the enclosing per-step attention annotation (ingest/steps.py)
     enclosed_shapes: pd.Categorical | None = None  # what a composite MoE op encloses (ingest/composite.py)
     # autograd: the launch's sequence number and its forward op's / backward node's shapes (ingest/autograd.py)
@@ -151,14 +157,18 @@ class HostNesting:
     parent: np.ndarray
     is_profiler_step: np.ndarray  # per name code
     short: list[str]  # per name code
+    # per range whose ancestors skip a range open where it starts, the nearest such range, -1 for
+    # the others (`nesting_parents_crossed`): where a call stack climbs past them (`containers_above`)
+    crossed: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
 
     @classmethod
-    def of(cls, host: HostTable, parent: np.ndarray | None = None) -> HostNesting:
-        """`parent`: the ranges' `nesting_parents`, when already known."""
-        if parent is None:
-            parent = nesting_parents(host.thread, host.ts, host.end, _enclosing_first(host))
+    def of(cls, host: HostTable, known: tuple[np.ndarray, np.ndarray] | None = None) -> HostNesting:
+        """`known`: the ranges' `nesting_parents_crossed`, when already found (`LinkedColumns`'
+        `host_parent` and `host_crossed`: the tree alone does not tell the crossings)."""
+        parent, crossed = known or nesting_parents_crossed(host.thread, host.ts, host.end, _enclosing_first(host))
         return cls(
             parent=parent,
+            crossed=crossed,
             is_profiler_step=step_numbers(host.names) >= 0,
             short=[short_frame(s) for s in host.names],
         )
@@ -353,6 +363,14 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     MAX_STACK_RANGES ranges and MAX_TEXT characters at most, its outer end cut with CUT_MARK."""
     n = len(chain_nodes)
     parent, is_profiler_step = nest.parent, nest.is_profiler_step
+    # a stack lists every range holding its first one, a range that another crosses included (the
+    # frame a `ProfilerStep#N` outlives): the walk climbs past a crossing range by what it holds
+    crossed = nest.crossed if len(nest.crossed) else np.full(len(parent), -1, np.int64)
+    first_end = take(host.end, chain_nodes, 0.0)
+
+    def above(nodes: np.ndarray, ends: np.ndarray) -> np.ndarray:
+        return containers_above(nodes, ends, parent, crossed, host.ts, host.end)
+
     stack_hash = np.zeros(n, dtype=np.uint64)
     cur = chain_nodes.copy()
     active = cur >= 0
@@ -367,7 +385,7 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
             if recorded is not None:
                 code += stack_key(host, node)
             stack_hash[active] = np.where(skip, stack_hash[active], stack_hash[active] * _HASH_MULT + code)
-            cur[active] = parent[node]
+            cur[active] = above(node, first_end[active])
             active = cur >= 0
     # one text per distinct chain, built from the first chain start that has it
     with_chain = np.flatnonzero(chain_nodes >= 0)
@@ -376,6 +394,7 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
     modules: list[str | None] = []
     spent = shortened = 0
     for node in chain_nodes[with_chain[first]].tolist():
+        ends = host.end[[node]]
         most = MAX_TEXT if spent <= STACKS_TEXT else SHORT_STACK_TEXT
         weaver = StackWeaver(host, recorded)
         climbed = length = 0
@@ -384,7 +403,8 @@ def _call_stacks(host: HostTable, nest: HostNesting, chain_nodes: np.ndarray) ->
             if not is_profiler_step[code]:
                 weaver.add(node, nest.short[code])
                 length += len(nest.short[code]) + len(STACK_SEPARATOR)
-            node, climbed = int(parent[node]), climbed + 1
+            up = parent[node] if crossed[node] < 0 else above(np.array([node]), ends)[0]
+            node, climbed = int(up), climbed + 1
         frames = weaver.frames()
         text = STACK_SEPARATOR.join(frames) + (STACK_SEPARATOR + CUT_MARK if node >= 0 else "")
         text = cut_long(text, most)
@@ -604,6 +624,7 @@ def link(cols: TraceColumns) -> LinkedColumns:
         external_id_mismatch=int(mismatch.sum()),
         launch_idx=launch_idx,
         host_parent=nest.parent,
+        host_crossed=nest.crossed,
         step_annotation=name_or_none(attention_step_idx),
         enclosed_shapes=enclosed_shapes(host, np.where(graph, -1, cpu_op_idx), gpu.name),
         sequence_number=sequence_number,

@@ -31,10 +31,25 @@ def nesting_parents(
     that the file's order never decides (`aten::item` and its `aten::_local_scalar_dense`, both
     31 µs from one instant, swapped launcher and stack when the trace was written in another
     order); among equal ties, the file's order. Asked only of the rows that tie (few)."""
+    return nesting_parents_crossed(thread, start, end, tie)[0]
+
+
+def nesting_parents_crossed(
+    thread: np.ndarray, start: np.ndarray, end: np.ndarray, tie: Callable[[np.ndarray], np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(`nesting_parents`, crossed): per range whose ancestors skip a range still open where it
+    starts (a range it outlives, or that one of the ranges it lies in outlives), the nearest such
+    range before it on its thread (in start order, longest first); -1 for the ranges that nest.
+
+    A parent tree cannot hold ranges that cross: a range's parent holds it whole, so a range it
+    outlived is no ancestor of its own nor of the ranges inside it, though it may hold those
+    (`train.py(10): <module>` [1, 999] and the last `ProfilerStep#2` [500, 1000], which outlives
+    it: `<module>` holds a launch at 565 under the step). `containers_above` walks up past them."""
     n = len(start)
     parent = np.full(n, -1, dtype=np.int64)
+    crossed = np.full(n, -1, dtype=np.int64)
     if n == 0:
-        return parent
+        return parent, crossed
     # Work relative to the first timestamp: absolute µs near 1.7e15 leave float64 a
     # resolution of 0.25 µs, too coarse for the ns tolerance below. Each thread shifts its own
     # ranges (`_thread_parents`): the same values, never a second copy of the whole trace's.
@@ -50,15 +65,17 @@ def nesting_parents(
     # Threads are independent and numpy's sorts and searches release the GIL: the large ones
     # run side by side. Each thread's parents are filled in as they come, not held for all.
     large = [g for g in groups if len(g) >= _PARALLEL_MIN]
-    for child, parent_of_child in side_by_side(
+    for child, parent_of_child, crossing, open_range in side_by_side(
         lambda idx: _thread_parents(idx, start, end, origin), large, os.cpu_count() or 1
     ):
         parent[child] = parent_of_child
+        crossed[crossing] = open_range
     for group in groups:
         if len(group) < _PARALLEL_MIN:
-            child, parent_of_child = _thread_parents(group, start, end, origin)
+            child, parent_of_child, crossing, open_range = _thread_parents(group, start, end, origin)
             parent[child] = parent_of_child
-    return parent
+            crossed[crossing] = open_range
+    return parent, crossed
 
 
 _CHUNK = 1 << 18  # ranges checked at a time for a parent that ends first
@@ -66,8 +83,9 @@ _CHUNK = 1 << 18  # ranges checked at a time for a parent that ends first
 
 def _thread_parents(
     idx: np.ndarray, start: np.ndarray, end: np.ndarray, origin: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """(ranges, their parents) of one thread's ranges `idx`, sorted by start, longest first;
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ranges, their parents, ranges whose ancestors skip a range open where they start, the
+    nearest such range of each) of one thread's ranges `idx`, sorted by start, longest first;
     times relative to `origin`.
 
     A thread may hold most of a trace's ranges (2M in a 500 MB trace): every temporary is
@@ -121,16 +139,44 @@ def _thread_parents(
             break
         local_parent[bad] = local_parent[local_parent[bad]]
         bad = _ends_first(bad, local_parent, child_end, eps)
+    crossing = open_range = climbed
     if len(climbed):
         child_start = start[idx]
         child_start -= origin
-        _nearest_containers(
-            _after_crossings(climbed, crossed, child_start, child_end), local_parent, child_start, child_end, eps
-        )
+        touched = _after_crossings(climbed, crossed, child_start, child_end)
+        _nearest_containers(touched, local_parent, child_start, child_end, eps)
+        crossing, open_range = _open_between(touched, local_parent, child_start, child_end, eps)
     has = local_parent >= 0
-    return idx[has], idx[local_parent[has]]
+    return idx[has], idx[local_parent[has]], idx[crossing], idx[open_range]
 
 
+def _open_between(
+    rows: np.ndarray, parent: np.ndarray, start: np.ndarray, end: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Of the ranges a crossing may have mis-parented (`rows`, positions), those with a range
+    still open where they start between their parent and them, and the nearest such range: found
+    by climbing from the range just before each (the ranges a climb passes end before the one it
+    climbs from) until one is open or the parent is reached. Most rows follow their parent or a
+    closed sibling: a step or two."""
+    at = rows - 1
+    found = np.full(len(rows), -1, dtype=np.int64)
+    looking = np.arange(len(rows))
+    for _ in range(LOOK_UP):  # each step climbs to an earlier range
+        looking = looking[at[looking] > parent[rows[looking]]]
+        if not len(looking):
+            break
+        is_open = end[at[looking]] > start[rows[looking]] + eps
+        found[looking[is_open]] = at[looking[is_open]]
+        looking = looking[~is_open]
+        at[looking] = parent[at[looking]]
+    has = found >= 0
+    return rows[has], found[has]
+
+
+# The most ranges climbed past looking for a range a crossing skipped (`_open_between`,
+# `containers_above`): real ones are a few frames away; 50,000 ranges of one thread, each crossing
+# the one before, would climb all of them from each.
+LOOK_UP = 256
 _SCAN_WORK = 1 << 24  # positions looked back at, over all climbed ranges of a thread
 
 
@@ -175,6 +221,53 @@ def _ends_first(rows: np.ndarray, parent: np.ndarray, end: np.ndarray, eps: floa
     parent_end = end[parent[rows]]
     parent_end += eps
     return rows[parent_end < end[rows]]
+
+
+def containers_above(
+    nodes: np.ndarray,
+    first_end: np.ndarray,
+    parent: np.ndarray,
+    crossed: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+) -> np.ndarray:
+    """The next range up from each of `nodes` (host indices, all ≥ 0) on a walk that lists every
+    range holding the walk's first range, which ends at `first_end`, innermost first; -1 past
+    the outermost.
+
+    The next is the nearest range before the node (in start order, longest first) that ends no
+    earlier than the first range: for ranges that nest, `parent`. Above a node whose ancestors
+    skip a range open where it starts (`nesting_parents_crossed`), it is looked for from that
+    range, going on to the parent of one that ends too early — or, where its own ancestors skip
+    one, to that — (the ranges passed end earlier still). `train.py(10): <module>` [1, 999]
+    outlived by the last `ProfilerStep#2` [500, 1000]: the step's parent is the root, yet a
+    launch at 565 under the step has `<module>` above the step (the walk had stopped at the
+    step). Only those few ranges look; the rest take `parent`."""
+    eps = NEST_TOLERANCE_US
+    up = parent[nodes]
+    rows = np.flatnonzero(crossed[nodes] >= 0)
+    if not len(rows):
+        return up
+    held, wanted = crossed[nodes[rows]], first_end[rows]
+    looking = np.arange(len(rows))
+    for _ in range(LOOK_UP):  # each look moves to an earlier range; past LOOK_UP, the parent
+        looking = looking[held[looking] >= 0]
+        looking = looking[end[held[looking]] - wanted[looking] < -eps]  # ends before the first range
+        if not len(looking):
+            break
+        at = held[looking]
+        held[looking] = np.where(crossed[at] >= 0, crossed[at], parent[at])
+    else:
+        held[looking] = -1
+    # where the tree missed a tighter container (`_nearest_containers` looks a bounded way
+    # back) the climb can pass the parent: the inner of the two
+    now = up[rows]
+    at = np.maximum(now, 0)
+    inside = (held >= 0) & (
+        (now < 0) | (start[held] > start[at]) | ((start[held] == start[at]) & (end[held] < end[at]))
+    )
+    up[rows[inside]] = held[inside]
+    return up
 
 
 def by_thread_start_longest_first(

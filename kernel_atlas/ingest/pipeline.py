@@ -405,7 +405,8 @@ def ingest_trace(
     last_step = last_step_start(cols)
     memory, memory_redacted = None, 0
     if len(cols.memory):
-        memory = memory_events(cols.memory, cols.host, HostNesting.of(cols.host, linked.host_parent))
+        nest = HostNesting.of(cols.host, (linked.host_parent, linked.host_crossed))
+        memory = memory_events(cols.memory, cols.host, nest)
         memory.insert(0, "rank", rank)
         memory.insert(0, "trace", stem)
         memory_redacted = redact_frame(memory)
