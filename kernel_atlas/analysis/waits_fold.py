@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.idle import other_basis
+from kernel_atlas.analysis.idle import hta_convention, other_basis
 from kernel_atlas.analysis.launches import LAUNCH_COLUMNS
 from kernel_atlas.analysis.waits import Waits
 from kernel_atlas.core.groups import BatchFold
@@ -205,11 +205,16 @@ class WaitsFold:
             candidates = candidates.sort_values("saving_us", ascending=False, kind="stable").reset_index(drop=True)
         sums = self._launch_sums.result()
         launches = _launch_table(sums) if sums is not None else pd.DataFrame(columns=LAUNCH_COLUMNS)
+        alternate = _joined(self._alternate)
+        facts = combine_waits_facts(self._facts)
+        hta = facts["idle"].get("hta")
+        if hta is not None and facts["idle"]["basis"] != "hta":  # said of every rank's streams, not one batch's
+            hta["convention"] = hta_convention(alternate)
         return Waits(
             breakdown=_joined(self._breakdown),
             causes=_joined(self._causes),
             launches=launches,
             candidates=candidates,
-            facts=combine_waits_facts(self._facts),
-            alternate=_joined(self._alternate),
+            facts=facts,
+            alternate=alternate,
         )
