@@ -157,14 +157,17 @@ def write_host_events(frame: pd.DataFrame, out: str | Path, rank: int, stem: str
     return write_dataset_file(table, out, host_events_file(rank, stem), run_id)
 
 
-def load_host_events(out: str | Path, rank: int) -> pd.DataFrame | None:
-    """A rank's host events (its traces' tables concatenated), None when not recorded."""
+def load_host_events(out: str | Path, rank: int, columns: tuple[str, ...] | None = None) -> pd.DataFrame | None:
+    """A rank's host events (its traces' tables concatenated), None when not recorded; `columns`:
+    those alone (no `parent`: the nesting's checks are then the critical path's read's)."""
     files = _rank_files(out, rank)
     if not files:
         return None
-    frames = [_checked(f) for f in files]
+    frames = [_checked(f) if columns is None else _columns(f, columns) for f in files]
     if len(frames) == 1:
         return frames[0]
+    if columns is not None and "parent" not in columns:
+        return pd.concat(frames, ignore_index=True)
     offsets = np.cumsum([0] + [len(f) for f in frames[:-1]])
     for frame, offset in zip(frames, offsets, strict=True):
         frame["parent"] = np.where(frame["parent"] >= 0, frame["parent"] + offset, -1)
@@ -192,6 +195,20 @@ STREAM_WAIT = SYNC_KINDS[3]  # a `cuda_sync` event holding a stream until anothe
 RUNTIME_STREAM_WAITS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
 
 
+# what `idle.event_wait_ends` reads of the host events (a Stream Wait Event's, or a runtime call's)
+EVENT_WAIT_COLUMNS = (
+    "kind",
+    "name",
+    "ts_us",
+    "thread",
+    "correlation",
+    "device",
+    "stream",
+    "wait_stream",
+    "wait_correlation",
+)
+
+
 def host_events_with_stream_waits(out: str | Path, rank: int) -> pd.DataFrame | None:
     """A rank's host events where they record a stream held by an event wait (`STREAM_WAIT`, or
     a `RUNTIME_STREAM_WAITS` call: `idle.event_wait_ends`), else None — asked of the `kind` and
@@ -206,7 +223,7 @@ def host_events_with_stream_waits(out: str | Path, rank: int) -> pd.DataFrame | 
     )
     if not waits.any():
         return None
-    return load_host_events(out, rank)
+    return load_host_events(out, rank, EVENT_WAIT_COLUMNS)
 
 
 def _rank_files(out: str | Path, rank: int) -> list[Path]:
@@ -228,6 +245,12 @@ COLUMNS = {
     **{name: "integer" for name in ("thread", "correlation", "parent", "device", "stream")},
     **{name: "integer" for name in ("wait_stream", "wait_correlation")},
 }
+
+
+def _columns(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """`columns` of one host events file, their kinds checked as `_checked` checks them."""
+    checked = load_checked(path, {name: COLUMNS[name] for name in columns}, "a host events table")
+    return checked.select(list(columns)).to_pandas()
 
 
 def _checked(path: Path) -> pd.DataFrame:
