@@ -358,19 +358,13 @@ class Tools:
         return _bounded(partial(_select, folder, sql, limit))
 
 
-MAX_RANKS_NAMED = 20  # the most ranks a refusal lists (a fleet has thousands)
-
-
 def _check_rank(folder: Path, rank: int) -> None:
     """Refuse a rank the run has not, naming those it has (as `atlas whatif --rank` does)."""
-    from kernel_atlas.store.outputs import output_ranks
+    from kernel_atlas.store.outputs import output_ranks, ranks_named
 
     ranks = output_ranks(folder)
-    if rank in ranks:
-        return
-    named = ", ".join(map(str, ranks[:MAX_RANKS_NAMED]))
-    more = f", … ({len(ranks):,} in all)" if len(ranks) > MAX_RANKS_NAMED else ""
-    raise AtlasError("rank", f"no rank {rank} in this run (ranks: {named or 'none'}{more})")
+    if rank not in ranks:
+        raise AtlasError("rank", f"no rank {rank} in this run ({ranks_named(ranks)})")
 
 
 def _cut_lists(value: Any, rows: int) -> Any:
@@ -508,12 +502,12 @@ def _table(path: Path, run_id: str | None) -> Any:
     another ingest run than the kernels."""
     import pyarrow.dataset as ds
 
-    from kernel_atlas.store.outputs import _dataset_files  # the rule `open_output` reads the kernels by
+    from kernel_atlas.store.outputs import dataset_files  # the rule `open_output` reads the kernels by
 
     if path.is_symlink():
         raise AtlasError(path, "a symbolic link: not read (a run's tables are its own files)")
     if path.is_dir():
-        files = _dataset_files(path)
+        files = dataset_files(path)
         if not files:
             raise AtlasError(path, "no Parquet files in its rank folders")
     elif path.is_file():

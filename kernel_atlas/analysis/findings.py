@@ -39,8 +39,9 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.names import display_name
-from kernel_atlas.core.groups import distinct_codes
+from kernel_atlas.core.groups import distinct_codes, key_codes
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
+from kernel_atlas.roofline.analysis import GROUP_KEYS
 
 MAX_FINDINGS = 10  # in report.json
 PER_KIND = 5  # at most this many findings of one kind
@@ -100,8 +101,6 @@ def _us(us: float) -> str:
     return f"{us:,.1f} µs"
 
 
-# a roofline row's keys (`roofline.analysis.GROUP_KEYS`): a kernel call is of the row whose keys it shares
-_ROW_KEYS = ["name", "launcher", "input_dims", "role", "op_mapping", "input_types", "note"]
 NO_MODULE = "no nn.Module"  # the place of calls outside any `nn.Module`, where a kernel's calls have several
 
 
@@ -158,16 +157,6 @@ def _texts(column: pd.Series) -> pd.Series:
     return column.astype(object).where(column.notna(), "").astype(str)
 
 
-def _key_codes(column: pd.Series) -> np.ndarray:
-    """A key column's codes, a missing value and \"\" one code (as the roofline groups them)."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        codes, texts = column.cat.codes.to_numpy(np.int64), column.cat.categories
-    else:
-        codes, texts = pd.factorize(column.astype(object), use_na_sentinel=True)
-    empty = np.flatnonzero(np.asarray(texts, dtype=object) == "")
-    return np.where(codes == (empty[0] if len(empty) else -2), -1, codes)
-
-
 def _call_stacks(rows: pd.DataFrame, kernels: pd.DataFrame | None, names: set[str]) -> pd.DataFrame:
     """The time of each (kernel, op, call stack) of the kernels `names` in the roofline `rows`:
     of their calls (`kernels`, the analysed kernel rows), where those are at hand with their
@@ -177,20 +166,20 @@ def _call_stacks(rows: pd.DataFrame, kernels: pd.DataFrame | None, names: set[st
         rows = rows.assign(call_stack=None)
     frame = rows[_texts(rows["name"]).isin(list(names)).to_numpy()]
     if kernels is not None and (
-        {*_ROW_KEYS, "call_stack", "op_time_us"} <= set(kernels.columns) and set(_ROW_KEYS) <= set(rows.columns)
+        {*GROUP_KEYS, "call_stack", "op_time_us"} <= set(kernels.columns) and set(GROUP_KEYS) <= set(rows.columns)
     ):
-        calls = kernels[[*_ROW_KEYS, "call_stack", "op_time_us"]]  # only these: rows of ~80 columns copied 0.7 s
+        calls = kernels[[*GROUP_KEYS, "call_stack", "op_time_us"]]  # only these: rows of ~80 columns copied 0.7 s
         calls = calls[calls["name"].isin(list(names)).to_numpy()]
         # summed per distinct (row keys, stack) on codes: a group-by on the object columns of
         # 10^6 calls took 0.65 s
-        code = distinct_codes([_key_codes(calls[key]) for key in [*_ROW_KEYS, "call_stack"]], len(calls))
+        code = distinct_codes([key_codes(calls[key]) for key in [*GROUP_KEYS, "call_stack"]], len(calls))
         _, first = np.unique(code, return_index=True)
         times = np.bincount(code, weights=calls["op_time_us"].fillna(0.0).to_numpy(float), minlength=len(first))
-        calls = calls.iloc[first][[*_ROW_KEYS, "call_stack"]].assign(op_time_us=times[code[first]])
+        calls = calls.iloc[first][[*GROUP_KEYS, "call_stack"]].assign(op_time_us=times[code[first]])
         # only the calls of the rows with headroom: the place's time is of the finding's time
-        keys = pd.DataFrame({key: _texts(calls[key]) for key in _ROW_KEYS})
-        kept = pd.DataFrame({key: _texts(rows[key]) for key in _ROW_KEYS}).drop_duplicates()
-        inside = keys.merge(kept.assign(_kept=True), how="left", on=_ROW_KEYS)["_kept"].notna().to_numpy()
+        keys = pd.DataFrame({key: _texts(calls[key]) for key in GROUP_KEYS})
+        kept = pd.DataFrame({key: _texts(rows[key]) for key in GROUP_KEYS}).drop_duplicates()
+        inside = keys.merge(kept.assign(_kept=True), how="left", on=GROUP_KEYS)["_kept"].notna().to_numpy()
         frame = calls[inside]
     return pd.DataFrame(
         {
@@ -241,7 +230,7 @@ def headroom_findings(
     if weighed is None:
         table = table.head(PER_KIND)
     else:
-        ops = table["op_mapping"].astype(object).where(table["op_mapping"].notna(), "").astype(str)
+        ops = _texts(table["op_mapping"])
         keys = pd.Series(list(zip(table["name"].astype(str), ops, strict=True)), index=table.index)
         table = table[keys.isin(weighed)]
     places = _places(_call_stacks(rows, kernels, set(table["name"].astype(str))))

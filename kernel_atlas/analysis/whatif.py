@@ -35,6 +35,7 @@ from kernel_atlas.store.outputs import (
     load_kernels,
     lock,
     open_output,
+    ranks_named,
     read_parquet,
     write_json,
 )
@@ -205,12 +206,17 @@ def attainable_per_activity(
 
 
 def whatif_weights(
-    graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: pd.DataFrame | None
+    graph: Graph,
+    changes: list[Speedup],
+    no_launch_gaps: bool,
+    roofline: pd.DataFrame | None,
+    base: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """New edge weights and, per change, the activities it touched and their time before/after
     (a change to the roofline: also how many of them have no roofline cost, `no_cost`: they keep
-    their time, and what speeding them would save is unknown, never a known 0)."""
-    base = graph.whatif_weight()
+    their time, and what speeding them would save is unknown, never a known 0). `base`: the
+    graph's `whatif_weight()`, where the caller has it already."""
+    base = graph.whatif_weight() if base is None else base
     weight = base.copy()
     gpu = graph.gpu
     n_host = graph.n_host
@@ -260,7 +266,7 @@ def solve(graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: 
     changes, the new time and the saving are unknown (None), else the saving counts the rest."""
     reference = graph.whatif_weight()
     baseline = longest_path(graph, reference)
-    weight, detail = whatif_weights(graph, changes, no_launch_gaps, roofline)
+    weight, detail = whatif_weights(graph, changes, no_launch_gaps, roofline, reference)
     after = longest_path(graph, weight)
     notes = list(graph.notes)
     on_path = baseline.edges[graph.kind[baseline.edges] == DEPEND]
@@ -493,7 +499,7 @@ def run_whatif(
         ranks = sorted(output.files) or [0]
         chosen = ranks[0] if rank is None else rank
         if chosen not in ranks:
-            raise AtlasError(out, f"no rank {chosen} here (ranks: {', '.join(map(str, ranks))})")
+            raise AtlasError(out, f"no rank {chosen} here ({ranks_named(ranks)})")
         roof_path, matched_path = out / "roofline.parquet", out / "collectives.parquet"
         roofline = _roofline(roof_path, output) if roof_path.is_file() else None
         matched = read_parquet(matched_path) if matched_path.is_file() and len(ranks) > 1 else None

@@ -49,6 +49,18 @@ def distinct_codes(columns: Sequence[np.ndarray], rows: int) -> np.ndarray:
     return code
 
 
+def key_codes(column: pd.Series, empty_is_missing: bool = True) -> np.ndarray:
+    """A key column's category codes, -1 for a missing value — and for "" too where
+    `empty_is_missing` (a text key written "" or null is one key: the roofline's rows, and the
+    calls a finding reads by those rows' keys)."""
+    values = column if isinstance(column.dtype, pd.CategoricalDtype) else column.astype("category")
+    code = values.cat.codes.to_numpy(np.int64)
+    if empty_is_missing:
+        empty = np.flatnonzero(values.cat.categories == "")
+        code = np.where(code == (empty[0] if len(empty) else -2), -1, code)
+    return code
+
+
 def lexical_codes(codes: np.ndarray, texts: Sequence[object]) -> np.ndarray:
     """Per row, the rank of its text in lexical order (`codes` index `texts`; -1, a missing text,
     ranks after every one): an order of the texts themselves, where codes follow the order texts

@@ -24,7 +24,7 @@ import pandas as pd
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.devices import TRANSFER_BOUNDS, VECTOR, Device, load_devices
 from kernel_atlas.core.errors import AtlasError
-from kernel_atlas.core.groups import group_numbers, lexical_codes
+from kernel_atlas.core.groups import group_numbers, key_codes, lexical_codes
 from kernel_atlas.core.paths import catalog_pattern, catalogs_dir, read_toml
 from kernel_atlas.core.texts import filled, name_mask
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS, ROOFLINE_EFFICIENCY, efficiency_sums, roofline_efficiency
@@ -902,14 +902,7 @@ def _groups(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _first_seen_groups(columns: list[pd.Series], empty_is_missing: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """`_groups` of category codes: missing values form one group, together with "" when
     `empty_is_missing`."""
-    codes = []
-    for column in columns:
-        values = column.astype("category")
-        code = values.cat.codes.to_numpy(np.int64)
-        if empty_is_missing:
-            empty = np.flatnonzero(values.cat.categories == "")
-            code = np.where(code == (empty[0] if len(empty) else -2), -1, code)
-        codes.append(code + 1)
+    codes = [key_codes(column, empty_is_missing) + 1 for column in columns]
     return _groups(np.stack(codes, axis=1))
 
 

@@ -675,6 +675,17 @@ def folder_files(folder: Path) -> list[Path] | None:
     return sorted(f for f in folder.glob("*.parquet") if not f.name.startswith((".", "_")))
 
 
+MAX_RANKS_NAMED = 20  # the most ranks a refusal of a missing rank lists (a fleet has thousands)
+
+
+def ranks_named(ranks: list[int]) -> str:
+    """The ranks a run has, as a refusal of a rank it has not names them: the first
+    MAX_RANKS_NAMED, then how many in all."""
+    named = ", ".join(map(str, ranks[:MAX_RANKS_NAMED]))
+    more = f", … ({len(ranks):,} in all)" if len(ranks) > MAX_RANKS_NAMED else ""
+    return f"ranks: {named or 'none'}{more}"
+
+
 def output_ranks(out_dir: str | Path) -> list[int]:
     """Ranks present in an ingest output, without reading the tables."""
     path = kernels_path(out_dir)
@@ -873,7 +884,7 @@ def _regular(path: Path) -> bool:
         return False
 
 
-def _dataset_files(kernels: Path) -> list[Path]:
+def dataset_files(kernels: Path) -> list[Path]:
     """Every entry of a partitioned dataset (temporary files of a running writer aside); what is
     not a rank folder holding regular Parquet files is refused."""
     files = []
@@ -948,7 +959,7 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
         check(kernels)
         release_arrow_memory()  # the batches the check read
         return Output(root, summary, run_id)
-    files = _dataset_files(kernels)
+    files = dataset_files(kernels)
     # on up to CHECK_THREADS CPUs: reading a file's columns and Arrow's kernels run without the GIL
     # (a fleet's 1,000 tiny rank files took ~8 ms each); the first file in order that fails is refused
     for _ in side_by_side(check, files, min(usable_cpus(), CHECK_THREADS)):
