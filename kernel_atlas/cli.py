@@ -261,7 +261,15 @@ def ingest(
 
     if address is not None and engine != "ray":
         raise AtlasError(None, "--address needs --engine ray")
-    sources = expand_sources(traces)
+    catalogs: list[str] = []
+    sources = expand_sources(traces, catalogs)
+    if catalogs:
+        shown = ", ".join(os.path.basename(c) for c in catalogs[:SHOWN_FAILURES])
+        more = f" and {len(catalogs) - SHOWN_FAILURES} more" if len(catalogs) > SHOWN_FAILURES else ""
+        _say_later(
+            "[yellow]note:[/]",
+            f"{len(catalogs)} kernel catalog(s) in the input folders left out, not traces: {shown}{more}",
+        )
     if out is not None:
         _not_inside_an_input(out, traces)
     if engine == "local" and jobs is None:  # folders and globs: known once expanded
@@ -414,21 +422,6 @@ def _not_inside_an_input(out: str, traces: list[str]) -> None:
             raise AtlasError("-o", f"{out} is inside the input folder {source}: the outputs would mix with its traces")
 
 
-def _is_catalog(path: Path) -> bool:
-    """Whether a `.json` file is a kernel catalog (a list of entries naming a `kernel_name`, or of
-    no events: its refusal says why it is no catalog), not a trace written as a bare list of
-    events (it was costed as a catalog of 2,551 empty entries). The reader's test, which refuses
-    a catalog given where a trace is read, and a list of no events besides."""
-    from kernel_atlas.ingest.reader import CATALOG_HEAD_BYTES, is_catalog_head
-
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(CATALOG_HEAD_BYTES)
-    except OSError:
-        return False
-    return is_catalog_head(head) or (head.lstrip().startswith(b"[") and b'"ph"' not in head)
-
-
 def _typed_command() -> str:
     """`atlas COMMAND` as typed, where click's error names no context (a missing option value)."""
     typed = sys.argv[1] if len(sys.argv) > 1 else ""
@@ -571,10 +564,11 @@ def report(
     critical_path.parquet (what bounds the run), report.json and report.html next to
     kernels.parquet; memory.parquet where the trace recorded memory events; for several ranks
     also collectives.parquet (skew and wait per rank per collective) and the stragglers."""
+    from kernel_atlas.ingest.reader import is_catalog_file
     from kernel_atlas.report.build import build_report
     from kernel_atlas.report.terminal import print_catalog_costs, print_report
 
-    if source.is_file() and source.suffix == ".json" and _is_catalog(source):
+    if source.is_file() and source.suffix.lower() == ".json" and is_catalog_file(source):
         # a kernel catalog: costs of every entry at its example shapes, written next to it
         from kernel_atlas.classify.classifier import load_catalog
         from kernel_atlas.core.devices import get_device
@@ -665,9 +659,9 @@ def whatif(
     # trace "no such ingest output folder" though the file is right there (campaign BJ 4)
     if source.is_file():
         from kernel_atlas.ingest.fleet import TRACE_SUFFIXES
-        from kernel_atlas.ingest.reader import NOT_A_TRACE_BUT_CATALOG
+        from kernel_atlas.ingest.reader import NOT_A_TRACE_BUT_CATALOG, is_catalog_file
 
-        if _is_catalog(source):
+        if is_catalog_file(source):
             raise AtlasError(source, NOT_A_TRACE_BUT_CATALOG)
         what = "a trace" if source.name.lower().endswith(TRACE_SUFFIXES) else "a file"
         raise AtlasError(
@@ -890,7 +884,7 @@ def dashboard(
         raise typer.Exit(open_in_jupyter(notebook, env, browser=browser, port=port, announce=announce))
     with console.status(esc(f"running notebooks/{notebook}.ipynb on {out_dir}")):
         executed = execute(notebook, env)
-    to_html(executed, html)
+    to_html(executed, html, title=f"Kernel Atlas {notebook}: {out_dir.name}")
     say(console, "", f"wrote {html}")
 
 

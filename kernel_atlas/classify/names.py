@@ -318,6 +318,10 @@ _HELD = "\x00redacted\x00"  # `<redacted>` while a name is taken apart: no brack
 
 
 def _display_name(name: str) -> str:
+    if "(" not in name and "<" not in name and not name.startswith("_Z"):
+        # no signature, no template: its spaces part no return type from a function name
+        # (`a/b/c kernel` had read `kernel`, a Python-made name its last word)
+        return name.strip()
     base = base_name(name)
     if not base.strip():  # a name of template arguments or a parenthesis only: shown whole, not blank
         return name

@@ -43,6 +43,7 @@ from kernel_atlas.ingest.catalog import (
 )
 from kernel_atlas.ingest.host_events import HOST_EVENTS, write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
+from kernel_atlas.ingest.reader import NOT_A_TRACE_BUT_CATALOG, is_catalog_file
 from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table, trace_fingerprint
 from kernel_atlas.store.outputs import (
     CATALOG,
@@ -129,7 +130,7 @@ OUTPUT_JSON = frozenset({"summary.json", "catalog.json", "report.json", "whatif.
 
 
 def _is_trace_name(name: str) -> bool:
-    return name.endswith(TRACE_SUFFIXES) and not name.startswith(".")
+    return name.lower().endswith(TRACE_SUFFIXES) and not name.startswith(".")
 
 
 def outside_outputs(files: Sequence[str], sep: str = "/") -> list[str]:
@@ -157,9 +158,12 @@ def _parents(files: Sequence[str], sep: str) -> set[str]:
     return found
 
 
-def expand_sources(sources: Sequence[str | Path]) -> list[str]:
+def expand_sources(sources: Sequence[str | Path], catalogs: list[str] | None = None) -> list[str]:
     """Trace files from paths, folders (their trace files, recursively), shell globs and fsspec
-    URLs or URL globs (`s3://bucket/run/*.json.gz`), in order, each once."""
+    URLs or URL globs (`s3://bucket/run/*.json.gz`), in order, each once. A local folder's kernel
+    catalogs (`.json` lists of entries naming a `kernel_name`) are not its traces: they are left
+    out and, where `catalogs` is given, listed there (a catalog kept beside the traces had been
+    reported as a failed trace and the run's exit code made 2)."""
     found: list[str] = []
     for source in map(str, sources):
         if is_url(source) and not source.startswith("file://"):
@@ -185,7 +189,12 @@ def expand_sources(sources: Sequence[str | Path]) -> list[str]:
             found += matches
         elif local.is_dir():
             every = [str(p) for p in local.rglob("*") if p.is_file()]
-            matches = sorted(f for f in outside_outputs(every, os.sep) if _is_trace_name(os.path.basename(f)))
+            named = sorted(f for f in outside_outputs(every, os.sep) if _is_trace_name(os.path.basename(f)))
+            matches = [f for f in named if not (f.lower().endswith(".json") and is_catalog_file(Path(f)))]
+            if catalogs is not None:
+                catalogs += sorted(set(named) - set(matches))
+            if named and not matches:
+                raise AtlasError(source, f"holds kernel catalogs, no trace: {NOT_A_TRACE_BUT_CATALOG}")
             if not matches:
                 names = (os.path.basename(f) for f in every)
                 if any(_is_trace_name(name) and name not in OUTPUT_JSON for name in names):

@@ -132,6 +132,20 @@ def is_catalog_head(head: bytes) -> bool:
     return text.startswith(b"[") and b'"kernel_name"' in text and b'"ph"' not in text
 
 
+def is_catalog_file(path: Path) -> bool:
+    """Whether a local `.json` file is a kernel catalog (a list of entries naming a `kernel_name`,
+    or of no events: its refusal says why it is no catalog), not a trace written as a bare list of
+    events (it was costed as a catalog of 2,551 empty entries). `atlas report` routes such a file
+    to its costs, `atlas ingest DIR` leaves it out of a folder's traces, and every command that
+    reads a trace refuses it (`is_catalog_head`)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(CATALOG_HEAD_BYTES)
+    except OSError:
+        return False
+    return is_catalog_head(head) or (head.removeprefix(_BOM).lstrip().startswith(b"[") and b'"ph"' not in head)
+
+
 @dataclass
 class TraceInfo:
     """What the reader learnt about a trace besides its events."""

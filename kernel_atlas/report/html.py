@@ -71,6 +71,7 @@ def _stack_hint(call_stack: object, frames: int = 6) -> str:
 
 
 MAX_ROOFLINE_POINTS = 5_000  # points of the roofline figure (each ~350 bytes of page); the file has all
+_OPS_NAMED = 3  # ops named in the roofline title's line on the groups it cannot draw
 
 
 def _estimated(rows: pd.DataFrame) -> np.ndarray:
@@ -250,11 +251,17 @@ def roofline_figure(analysis: Analysis, device: Device | None) -> Figure:
             f"<br><sup>the {len(points):,} kernel groups with the most time of {plotted:,} "
             "(each one in roofline.parquet)</sup>"
         )
-    # costed with bytes and no FLOPs (copies, memsets, collectives): no place on a FLOP/s axis
+    # costed with bytes and no FLOPs (copies, gathers, memsets, collectives): no place on a FLOP/s
+    # axis; named by their ops, most time first (a fixed "copies, memsets, collectives" had named
+    # index_select gathers as one of those)
     moved = table[(table["role"] == "main") & table["achieved_gbps"].notna() & ~(table["flops"] > 0)]
     if len(moved):
+        op = moved["op_mapping"].fillna(moved["name"]) if "op_mapping" in moved else moved["name"]
+        ops = moved.groupby(op, sort=False)["op_time_us"].sum()
+        named = [trim(str(name), 40) for name in ops.sort_values(ascending=False, kind="stable").index[:_OPS_NAMED]]
+        more = f" and {len(ops) - _OPS_NAMED:,} more ops" if len(ops) > _OPS_NAMED else ""
         heading += (
-            f"<br><sup>not drawn: {len(moved):,} costed groups without FLOPs (copies, memsets, collectives; "
+            f"<br><sup>not drawn: {len(moved):,} costed groups without FLOPs ({label(', '.join(named))}{more}; "
             f"{fmt_us(float(moved['op_time_us'].sum()))}), in the table below and roofline.parquet</sup>"
         )
     layout = {
@@ -363,10 +370,15 @@ def top_kernels_figure(analysis: Analysis, top: int = 20) -> Figure:
 def headroom_figure(analysis: Analysis, top: int = 20) -> Figure:
     table = analysis.roofline
     rows = table[table["headroom_us"] > 0].head(top).iloc[::-1]
-    labels = [
-        label(f"{len(rows) - i}. {_short(str(r.name), 50)} {r.input_dims}"[:90])
-        for i, r in enumerate(rows.itertuples(index=False))
+    # rows alike in kernel and shapes are told apart by their launcher on the bar itself
+    # (`aten::add` and `aten::add_` read as one bar twice, but for the hover)
+    shown = [f"{_short(str(r.name), 50)} {r.input_dims}" for r in rows.itertuples(index=False)]
+    twice = pd.Series(shown).duplicated(keep=False).to_numpy()
+    texts = [
+        f"{_short(str(r.name), 50)} · {r.launcher} {r.input_dims}" if alike else text
+        for r, text, alike in zip(rows.itertuples(index=False), shown, twice, strict=True)
     ]
+    labels = [label(f"{len(rows) - i}. {text}"[:90]) for i, text in enumerate(texts)]
     bar = {
         "type": "bar",
         "x": values(rows["headroom_us"]),

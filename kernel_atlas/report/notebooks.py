@@ -124,8 +124,9 @@ def script_json(text: str) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-def to_html(notebook, path: Path) -> Path:  # notebook: nbformat.NotebookNode
-    """The executed notebook as one HTML page (`_TEMPLATE`), trace text safe in its scripts."""
+def to_html(notebook, path: Path, title: str | None = None) -> Path:  # notebook: nbformat.NotebookNode
+    """The executed notebook as one HTML page (`_TEMPLATE`), trace text safe in its scripts,
+    under `title` (redacted; the page had nbconvert's default, the notebook's name "Notebook")."""
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
@@ -140,6 +141,10 @@ def to_html(notebook, path: Path) -> Path:  # notebook: nbformat.NotebookNode
             shown = output.get("data", {}).get("text/html")
             if isinstance(shown, str) and "mathjax" in shown:
                 output["data"]["text/html"] = _PLOTLY_MATHJAX.sub("", shown)
+    if title is not None:
+        from kernel_atlas.core.redact import redact_text
+
+        notebook.metadata["title"] = redact_text(title)
     body, _ = exporter.from_notebook_node(notebook)
     write_text(path, body)
     return path

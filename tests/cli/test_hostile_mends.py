@@ -291,6 +291,31 @@ def test_a_folder_whose_only_traces_lie_in_an_output_says_so(tmp_path: Path) -> 
     assert_one_line_error(cli("ingest", bare, "-o", tmp_path / "o2"), f"error: {bare}: ", "holds no trace files")
 
 
+def test_a_catalog_kept_beside_the_traces_is_left_out_not_failed(tmp_path: Path) -> None:
+    """A folder holding one trace and a kernel catalog: the catalog had been ingested as a trace,
+    reported as a failed one and the run's exit code made 2. It is left out, said in one note;
+    a folder of catalogs alone is one line naming what to do with them; upper-case suffixes are
+    still a trace (`T.JSON.GZ`) and a catalog (`atlas report c.JSON` costs it)."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "T.JSON.GZ").write_bytes(EXAMPLE.read_bytes())
+    entry = {"kernel_name": "k", "op_mapping": "TBD"}
+    (folder / "cat.json").write_text(json.dumps([entry]))
+    result = cli("ingest", folder, "-o", tmp_path / "o", "-q")
+    assert result.code == 0, result.output
+    assert result.stderr.strip() == "note: 1 kernel catalog(s) in the input folders left out, not traces: cat.json"
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert [Path(t["file"]).name for t in summary["traces"]] == ["T.JSON.GZ"]
+    assert summary["failed"] == []
+    (folder / "T.JSON.GZ").unlink()
+    assert_one_line_error(cli("ingest", folder, "-o", tmp_path / "o2"), "holds kernel catalogs, no trace", "classify")
+    upper = tmp_path / "c.JSON"
+    upper.write_text(json.dumps([entry]))
+    costed = cli("report", upper, "--device", "h200")
+    assert costed.code == 0, costed.output
+    assert (tmp_path / "c.costs.csv").exists()
+
+
 # --- credentials -----------------------------------------------------------------------------------
 
 TOKEN = "ghp_" + "Zz09" * 9

@@ -166,13 +166,17 @@ def test_the_dashboard_command_prints_the_notes_of_its_ingest(tmp_path: Path, mo
     monkeypatch.chdir(work)
     # the notebook itself is not what is tested here (tests/report/test_notebooks.py runs it)
     monkeypatch.setattr(notebooks, "execute", lambda name, env: {"env": env})
-    monkeypatch.setattr(notebooks, "to_html", lambda executed, html: Path(html).write_text("page"))
+    titles: list[str] = []
+    monkeypatch.setattr(
+        notebooks, "to_html", lambda executed, html, title: titles.append(title) or Path(html).write_text("page")
+    )
     try:
         result = cli("dashboard", trace, "--html", work / "page.html")
     finally:
         trace.parent.chmod(0o755)
     assert result.code == 0, result.output
     assert f"warning: {trace.parent} is read-only: writing to ./ro.atlas instead" in " ".join(result.stderr.split())
+    assert titles == ["Kernel Atlas dashboard: ro.atlas"]  # the page's <title> had been "Notebook"
 
 
 def test_in_a_notebook_the_fallback_folder_is_the_callers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

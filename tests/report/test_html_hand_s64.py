@@ -99,6 +99,10 @@ def test_a_name_of_template_arguments_only_is_shown_whole() -> None:
     assert display_name("<lambda>") == "<lambda>"
     assert display_name("(anonymous)") == "(anonymous)"
     assert display_name("void flash_fwd<float, 128>(float*)") == "flash_fwd"
+    # a name with no signature and no template: its spaces part no return type (it had read `kernel`)
+    assert display_name("a/b/c kernel") == "a/b/c kernel"
+    assert display_name(" my fused kernel ") == "my fused kernel"
+    assert display_name("void flash_bwd(float*)") == "flash_bwd"
 
 
 def test_the_critical_path_title_shows_trace_text_as_written() -> None:

@@ -162,7 +162,9 @@ def test_the_dashboard_page_keeps_its_widgets_whole_and_says_what_needs_a_networ
     out = folder / "t.atlas"
     assert CliRunner().invoke(app, ["ingest", str(trace), "-o", str(out), "-q"]).exit_code == 0
     notebook = execute("dashboard", {"ATLAS_OUT": str(out)})
-    page = to_html(notebook, tmp_path / "dash.html").read_text()
+    page = to_html(notebook, tmp_path / "dash.html", title=f"Kernel Atlas dashboard: tok_{TOKEN}").read_text()
+    # the page's title names the run, redacted (it had been nbconvert's default, "Notebook")
+    assert "<title>Kernel Atlas dashboard: tok_&lt;redacted&gt;</title>" in page
     # 3: the state is the element's whole text and JSON; `<` in it only as an escape
     state = _widget_state(page)
     assert "<" not in state and ">" not in state
@@ -306,6 +308,12 @@ def test_headroom_and_top_kernel_hovers_tell_rows_apart() -> None:
     )
     assert "launched by aten::sub_" in hovers[1]
     assert hovers[3].endswith("<br>note: inferred: same kernel, grid and block")
+    # the bars themselves: rows alike in kernel and shapes name their launcher (add_ and sub_ had
+    # read as one bar twice)
+    assert bar["y"][::-1][:2] == [
+        "1. at::native::unrolled_elementwise_kernel&lt;CUDAFunct… · aten::add_ [[1], [1], []]",
+        "2. at::native::unrolled_elementwise_kernel&lt;CUDAFunct… · aten::sub_ [[1], [1], []]",
+    ]
     # two 503-character names that differ only at character 480: their hovers had been one (cut at 400)
     first, second = "a" * 480 + "xyz" + "b" * 20, "a" * 480 + "qrs" + "b" * 20
     timeshare = pd.DataFrame(

@@ -157,7 +157,19 @@ def test_the_roofline_figure_plots_the_heaviest_groups(monkeypatch) -> None:
     copy.update(intensity=0.0, achieved_tflops=0.0, achieved_gbps=4.0)
     fig = widget(html.roofline_figure(SimpleNamespace(roofline=pd.concat([roofline, pd.DataFrame([copy])])), None))
     assert len(fig.data[0].x) == 3
-    assert "not drawn: 1 costed groups without FLOPs (copies, memsets, collectives; 2.5 µs)" in fig.layout.title.text
+    assert "not drawn: 1 costed groups without FLOPs (Memcpy DtoD; 2.5 µs)" in fig.layout.title.text
+    # named by their ops, most time first: a gather is no copy, memset or collective (the line
+    # had said "copies, memsets, collectives" whatever the groups were)
+    moved = pd.DataFrame([copy] * 5).assign(
+        name=["Memcpy DtoD", "indexSelectLargeIndex", "indexSelectSmallIndex", "Memset", "ncclKernel"],
+        op_mapping=[None, "aten::index_select", "aten::index_select", "memset", "nccl:all_reduce"],
+        op_time_us=[2.5, 3.0, 1.5, 1.0, 4.0],
+    )
+    fig = widget(html.roofline_figure(SimpleNamespace(roofline=pd.concat([roofline, moved])), None))
+    assert (
+        "not drawn: 5 costed groups without FLOPs (aten::index_select, nccl:all_reduce, Memcpy DtoD and 1 more ops;"
+        " 12.0 µs)" in fig.layout.title.text
+    )
     # no device peaks: no bound, said as the table says it (the hover read "(None)")
     fig = widget(html.roofline_figure(SimpleNamespace(roofline=roofline.assign(bound=None)), None))
     assert "(–), headroom" in fig.data[0].text[0] and "None" not in fig.data[0].text[0]
