@@ -975,19 +975,27 @@ def replay(
         write_stdout(results.to_json(orient="records", indent=1) + "\n")
         return
     print_replay(console, results, device, wide=wide)
+    # the rows print_replay gives a scale column for (it is there only when one of them is)
     shrunk = results[(results["scale"] < 1) & replayed(results)]
-    if scale is None and len(shrunk):
+    if len(shrunk):  # an explicit --scale had no line: the table showed the recorded shapes unqualified
         factors = ", ".join(f"{f:g}" for f in sorted(set(shrunk["scale"])))
+        why = (
+            "chosen automatically so that the Triton interpreter finishes on the CPU (--scale sets it; a GPU "
+            "runs the recorded shapes)"
+            if scale is None
+            else f"as --scale {scale:g} asks"
+        )
         console.print(
-            f"{len(shrunk)} of {len(results)} replays ran with dimensions ≥ 64 scaled by {factors}, chosen "
-            f"automatically so that the Triton interpreter finishes on the CPU (--scale sets it; a GPU runs the "
-            f"recorded shapes)"
+            f"{len(shrunk)} of {len(results)} replays ran with dimensions ≥ 64 scaled by {factors} (the scale "
+            f"column), {why}; the shapes column shows the recorded shapes, and their times are of the smaller "
+            f"problem (no ratio, TFLOP/s or GB/s)"
         )
     whole = results[(results["scale"] >= 1) & replayed(results) & results["cpu_op"].str.startswith("aten::", na=False)]
     if scale is not None and scale < 1 and len(whole):  # --scale 0.25 had been silently ignored for them
+        column = " (the scale column says 1)" if len(shrunk) else ""  # no column where no row ran scaled
         console.print(
             f"--scale {scale:g} left {len(whole)} of {len(results)} replays at their recorded shapes: ATen ops "
-            f"replay through their schema at the shapes the trace recorded (the scale column says 1)"
+            f"replay through their schema at the shapes the trace recorded{column}"
         )
 
 

@@ -1,18 +1,19 @@
 """Collectives across ranks: which rank every collective waits for, and how long — DuckDB
 queries over the kernels dataset, so the driver never holds the fleet's rows.
 
-* **Instances.** A collective kernel (category `communication`, point-to-point excluded; a
-  gather or scatter, whose SendRecv kernel is labelled `send_recv`, counts where its record names
-  it) is one rank's part of one instance. Instances are matched across ranks by process group and
-  sequence number: the `Seq` that PyTorch records on `record_param_comms` (copied to the kernel
-  by newer Kineto; `collective_seq`) wherever a kernel has one — kernels without one in a group
-  where others have one are paired by time with the instances matched by Seq
-  (`_pair_unrecorded`) — else the kernel's position among its rank's collectives of that process
-  group (which assumes every rank's trace starts at the same collective — ranks that disagree on
-  what an instance is are counted as `mismatched`). A group matched by position whose ranks'
-  ends, once the clocks are aligned, lie further apart than half the time to the next instance
-  (a trace lacks one collective of the others) is paired again by time, or refused and counted
-  as mismatched where that pairs too few or is ambiguous (`_pair_again`).
+* **Instances.** A collective kernel (category `communication`, point-to-point excluded; a gather
+  or scatter, whose SendRecv kernel is labelled `send_recv`, counts where its record names it) is
+  one rank's part of one instance. Instances are matched across ranks by process group (its name,
+  and its members where ranks list different ones under one name) and sequence number: the `Seq`
+  that PyTorch records on `record_param_comms` (copied to the kernel by newer Kineto;
+  `collective_seq`) wherever a kernel has one — kernels without one in a group where others have
+  one are paired by time with the instances matched by Seq (`_pair_unrecorded`) — else the
+  kernel's position among its rank's collectives of that process group (which assumes every rank's
+  trace starts at the same collective — ranks that disagree on what an instance is are counted as
+  `mismatched`). A group matched by position whose ranks' ends, once the clocks are aligned, lie
+  further apart than half the time to the next instance (a trace lacks one collective of the
+  others) is paired again by time, or refused and counted as mismatched where that pairs too few
+  or is ambiguous (`_pair_again`).
 * **Clocks.** Ranks on different hosts have different clocks. Every rank of an instance leaves
   it at (nearly) the same moment — nobody finishes an all-reduce before the last rank's data
   is in — so each rank's offset is estimated from end times: alternately, an instance's end is
@@ -58,6 +59,7 @@ from kernel_atlas.roofline.analysis import (
     bus_factor,
     comm_itemsize,
     process_group_entries,
+    sizes_from_messages,
 )
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 from kernel_atlas.store.outputs import RUN_KEY, kernels_sql, load_table, rank_files
@@ -135,26 +137,55 @@ class CrossRank:
 def ranks_missing(summary: dict[str, Any], ranks: list[int]) -> dict[str, Any] | None:
     """The ranks of the job that are not in this run, where every trace names one world size
     (`distributedInfo.world_size`) and at least two ranks are here — a cross-rank view that covers
-    part of a job, said (a missing or failed rank went unmentioned); None otherwise (one rank
-    profiled alone is the usual case, traces of different jobs name no one job)."""
+    part of a job, said (a missing or failed rank went unmentioned) — with, under `outside`, the
+    ranks here that a job of that size cannot hold (rank 5 of 4: another job's trace, or a wrong
+    rank); where the traces name different world sizes, `world_sizes` says so and no rank is
+    named missing (which job's?). None otherwise (one rank profiled alone is the usual case)."""
+    if len(ranks) < 2:
+        return None
     sizes = {t.get("distributed", {}).get("world_size") for t in summary.get("traces", []) if isinstance(t, dict)}
-    if len(ranks) < 2 or len(sizes) != 1:
+    named = sorted(s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and 0 < s <= 1 << 20)
+    if len(named) > 1:  # traces of different jobs, or a wrong distributedInfo: said, not guessed at
+        return {"world_size": None, "ranks": [], "count": 0, "world_sizes": named}
+    if len(sizes) != 1 or not named:
         return None
-    (world,) = sizes
-    if not isinstance(world, int) or isinstance(world, bool) or world <= len(ranks) or world > 1 << 20:
-        return None
+    (world,) = named
     missing = sorted(set(range(world)) - set(ranks))
-    return {"world_size": world, "ranks": missing, "count": len(missing)} if missing else None
+    outside = sorted(r for r in ranks if r >= world)
+    if not missing and not outside:
+        return None
+    found: dict[str, Any] = {"world_size": world, "ranks": missing, "count": len(missing)}
+    if outside:
+        found["outside"] = outside
+    return found
 
 
 def missing_line(missing: dict[str, Any]) -> str:
-    """`ranks 2, 5 of the job's 8 not in this run (…): …`, the first 16 ranks named."""
-    named = ", ".join(map(str, missing["ranks"][:16])) + (" …" if missing["count"] > 16 else "")
-    which = "rank" if missing["count"] == 1 else "ranks"
-    return (
-        f"{which} {named} of the job's {missing['world_size']:,} not in this run (not given, or failed to "
-        "ingest): collectives, skew and stragglers cover the ranks here"
-    )
+    """`ranks 2, 5 of the job's 8 not in this run (…): …`, the first 16 ranks named; what the
+    traces say that one job cannot be (different world sizes, a rank beyond the world size)."""
+    if missing.get("world_sizes"):
+        sizes = ", ".join(f"{s:,}" for s in missing["world_sizes"])
+        return (
+            f"the traces name different world sizes ({sizes}; distributedInfo.world_size): traces of different "
+            "jobs, or a wrong distributedInfo — no one job to say which of its ranks are not in this run"
+        )
+    parts = []
+    if missing["count"]:
+        named = ", ".join(map(str, missing["ranks"][:16])) + (" …" if missing["count"] > 16 else "")
+        which = "rank" if missing["count"] == 1 else "ranks"
+        parts.append(
+            f"{which} {named} of the job's {missing['world_size']:,} not in this run (not given, or failed to "
+            "ingest): collectives, skew and stragglers cover the ranks here"
+        )
+    outside = missing.get("outside") or []
+    if outside:
+        named = ", ".join(map(str, outside[:16])) + (" …" if len(outside) > 16 else "")
+        which, verb = ("rank", "is") if len(outside) == 1 else ("ranks", "are")
+        parts.append(
+            f"{which} {named} {verb} beyond the job's world size, {missing['world_size']:,} (ranks 0 to "
+            f"{missing['world_size'] - 1:,}): traces of another job, or a wrong rank — counted among the ranks here"
+        )
+    return "; ".join(parts)
 
 
 def binomial_tail(k: int, n: int, p: float) -> float:
@@ -216,21 +247,37 @@ def _load_rows(con: duckdb.DuckDBPyConnection, source: str) -> None:
     # a Seq is used wherever recorded: a kernel whose record_param_comms fell before the profiling window
     # lacks one, and had numbered its rank's whole group by position (matched against nothing);
     # a message size not recorded is none (NULL), not 0 elements
+    # a process group is its name and, where ranks list different members under one name, those
+    # members: two tensor-parallel groups [0, 1] and [2, 3] both named "1" had made one 4-rank
+    # instance of each pair of theirs, no rank of either ever last (campaign BN 3). A list cut
+    # short names no members; a rank's list is any its kernels of that name record
+    listed = f"regexp_full_match(CAST(process_group_ranks AS VARCHAR), '{GROUP_RANKS_LIST}')"
+    member_list = "replace(regexp_replace(CAST(process_group_ranks AS VARCHAR), '\\s', '', 'g'), ',', ', ')"
     con.execute(f"""
         CREATE TEMP TABLE inst_all AS
-        WITH named AS (
+        WITH called AS (
             SELECT * FROM (
-                SELECT *, coalesce(CAST(process_group AS VARCHAR), '?' || op_mapping) AS pg,
+                SELECT *, coalesce(CAST(process_group AS VARCHAR), '?' || op_mapping) AS pg_name,
+                       CASE WHEN {listed} THEN {member_list} END AS listed_members,
                        coalesce(CAST(collective AS VARCHAR), op_mapping) AS coll, {_letters("collective")} AS called
                 FROM kern
             ) WHERE called NOT IN ({p2p})
+        ), lists AS (
+            SELECT rank, pg_name, max(listed_members) AS rank_members FROM called GROUP BY rank, pg_name
+        ), split AS (
+            SELECT pg_name FROM lists GROUP BY pg_name HAVING count(DISTINCT rank_members) > 1
+        ), named AS (
+            SELECT c.* EXCLUDE (listed_members),
+                   CASE WHEN s.pg_name IS NOT NULL AND l.rank_members IS NOT NULL
+                        THEN c.pg_name || ' ' || l.rank_members ELSE c.pg_name END AS pg
+            FROM called c JOIN lists l USING (rank, pg_name) LEFT JOIN split s USING (pg_name)
         ), numbered AS (
             SELECT *, collective_seq IS NOT NULL AS recorded,
                    count(collective_seq) OVER (PARTITION BY pg) > 0 AS group_recorded,
                    row_number() OVER (PARTITION BY rank, pg ORDER BY ts_us) - 1 AS position
             FROM named
         )
-        SELECT rank, pg AS process_group,
+        SELECT rank, pg AS process_group, pg_name,
                CASE WHEN recorded THEN collective_seq ELSE position END AS seq,
                CASE WHEN recorded THEN 'recorded' ELSE 'position' END AS seq_source,
                group_recorded AND NOT recorded AS loose,
@@ -240,6 +287,8 @@ def _load_rows(con: duckdb.DuckDBPyConnection, source: str) -> None:
                min(ts_us) AS start_local, max(ts_us + dur_us) AS end_local,
                CASE WHEN bool_and(msg_in_nelems IS NOT NULL OR msg_out_nelems IS NOT NULL)
                     THEN sum(greatest(msg_in_nelems, msg_out_nelems)) END AS nelems,
+               CASE WHEN bool_and(msg_in_nelems IS NOT NULL AND msg_out_nelems IS NOT NULL)
+                    THEN sum(least(msg_in_nelems, msg_out_nelems)) END AS smaller_nelems,
                first(CAST(msg_dtype AS VARCHAR) ORDER BY ts_us) AS msg_dtype,
                max(group_size) AS recorded_size,
                first(CAST(process_group_ranks AS VARCHAR) ORDER BY ts_us) AS group_ranks,
@@ -266,7 +315,10 @@ def _instances(con: duckdb.DuckDBPyConnection, refused: list[str] | None = None)
     `refused` process groups (`_pair_again`) are counted as mismatched. The ranks must name one
     collective; their message sizes must agree only where the instance was not matched by a Seq
     every rank recorded (a size that differs then says the positions are paired wrong) and the
-    collective's size is not per rank by design (all_to_allv's splits, a gather's root)."""
+    collective's size is not per rank by design (all_to_allv's splits, a gather's root). Where a
+    Seq every rank recorded matched them, sizes that differ are kept and counted (`sizes_differ`:
+    an all-reduce of 1 Mi elements on two ranks and 2 Mi on the third had given its rows busbw
+    32 / 65 / 32 GB/s, nothing said — campaign BN 4)."""
     refusal = ""
     if refused:
         refusal = " OR process_group IN (" + ", ".join(f"'{_sql_text(g)}'" for g in refused) + ")"
@@ -275,7 +327,8 @@ def _instances(con: duckdb.DuckDBPyConnection, refused: list[str] | None = None)
         SELECT process_group, seq, count(*) AS ranks,
                count(DISTINCT collective) > 1
                OR (count(DISTINCT nelems) > 1 AND NOT bool_and(seq_source = 'recorded') AND NOT bool_or(size_per_rank))
-               {refusal} AS mismatched
+               {refusal} AS mismatched,
+               count(DISTINCT nelems) > 1 AND NOT bool_or(size_per_rank) AS sizes_differ
         FROM inst GROUP BY process_group, seq
     """)
     con.execute("""
@@ -599,17 +652,25 @@ def _rows(
     """`rows`: the matched rows on the common clock with skew, wait, lateness and whether the
     rank held the instance up, and `n`, the group size of the bus factor: recorded (or the members
     `Process Group Ranks` lists), else the size the rank's process-group table gives the group's
-    name (`process_groups`: `distributedInfo.pg_config`, as the roofline reads it), else the job's
-    world size for the default group, else the ranks seen (which is not the group's size where a
-    rank is missing); returns the alignment noise and the arrival jitter (µs)."""
+    name (`process_groups`: `distributedInfo.pg_config`, as the roofline reads it), else the size
+    its message sizes say (all_gather's Out / In: `roofline.analysis.sizes_from_messages`, the
+    roofline's rule — the ranks seen had made 2 of a 4-rank all_gather's busbw 80 GB/s where
+    roofline.parquet gave 120), else the job's world size for the default group, else the ranks
+    seen (at most the group's size: where a rank is missing, less; `known_n` is null then);
+    returns the alignment noise and the arrival jitter (µs)."""
     world = f"CASE WHEN i.group_desc = '{DEFAULT_GROUP}' THEN {int(world_size)} END" if world_size else "NULL"
     con.register("pg_sizes", process_group_entries(process_groups, world_size))  # as the roofline reads them
+    con.register("message_sizes", _message_sizes(con))
     con.execute(f"""
         CREATE TEMP TABLE aligned AS
-        SELECT i.*, ok.ranks, i.start_local - o.c AS start_us, i.end_local - o.c AS end_us, o.c AS clock_offset_us,
-               coalesce(i.group_size, p.size, {world}, ok.ranks) AS n
-        FROM inst i JOIN ok USING (process_group, seq) JOIN clock o USING (rank)
-        LEFT JOIN pg_sizes p ON p.rank = i.rank AND CAST(p.process_group AS VARCHAR) = i.process_group
+        SELECT *, coalesce(known_n, ranks) AS n FROM (
+            SELECT i.*, ok.ranks, i.start_local - o.c AS start_us, i.end_local - o.c AS end_us,
+                   o.c AS clock_offset_us, coalesce(i.group_size, p.size, m.size, {world}) AS known_n
+            FROM inst i JOIN ok USING (process_group, seq) JOIN clock o USING (rank)
+            LEFT JOIN pg_sizes p ON p.rank = i.rank AND CAST(p.process_group AS VARCHAR) = i.pg_name
+            LEFT JOIN message_sizes m
+                 ON m.cost_op = i.cost_op AND m.nelems = i.nelems AND m.smaller_nelems = i.smaller_nelems
+        )
     """)
     con.execute("""
         CREATE TEMP TABLE inst_stats AS
@@ -649,6 +710,19 @@ def _rows(
         FROM aligned a JOIN inst_stats s USING (process_group, seq)
     """)
     return noise, jitter
+
+
+def _message_sizes(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+    """The group size the message sizes say (`sizes_from_messages`, the roofline's rule) per
+    distinct (op, larger, smaller element count) of the matched rows that give one."""
+    found = con.execute("""
+        SELECT DISTINCT cost_op, nelems, smaller_nelems FROM inst JOIN ok USING (process_group, seq)
+        WHERE nelems IS NOT NULL AND smaller_nelems IS NOT NULL
+    """).df()
+    ops = found["cost_op"].astype(object).to_numpy()
+    larger, smaller = found["nelems"].to_numpy(np.float64), found["smaller_nelems"].to_numpy(np.float64)
+    found["size"] = sizes_from_messages(ops, larger, smaller)
+    return found[found["size"].notna()].astype({"size": "int64"})
 
 
 def _bandwidth_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -734,6 +808,7 @@ def _cross_rank(
         return CrossRank(ranks=rank_count, note=note, facts={"collectives": {**counts, "notes": notes}})
     notes += _unmatched_ranks(con)  # counted among the ranks of the headline, in none of its figures
     noise, jitter = _rows(con, world_size, process_groups)
+    notes += _group_size_notes(con, world_size)
     _bandwidth_tables(con)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.parent / f".{target.name}.{uuid.uuid4().hex[:12]}.tmp"  # renamed when complete
@@ -785,6 +860,7 @@ def _cross_rank(
             "instances": int(matched),
             "mismatched_instances": int(mismatched),
             "instances_on_one_rank": int(seen_once),
+            "instances_of_differing_sizes": _differing_sizes(con),
             "matched_by": " and ".join(seq_sources),
             "clock_alignment": "collective end times",
             "alignment_noise_us": round(noise, 3),
@@ -797,6 +873,41 @@ def _cross_rank(
         "stragglers": stragglers,
     }
     return CrossRank(ranks=rank_count, facts=facts, per_rank=per_rank, heatmap=_heatmap(con, per_rank), path=target)
+
+
+def _group_size_notes(con: duckdb.DuckDBPyConnection, world_size: int | None) -> list[str]:
+    """A line per process group whose instances are seen on more ranks than its group size (ranks
+    of different groups recorded under one name, their members not recorded to tell them apart:
+    the instance mixes them), and one per group whose size nothing recorded gives — its bus
+    factor takes the ranks seen (at most its size), where roofline.parquet, costing each kernel
+    alone, assumes the job's world size: the two bandwidths differ, and this says why."""
+    found = con.execute("""
+        SELECT process_group, count(*) FILTER (ranks > known_n) AS over, max(ranks) FILTER (ranks > known_n) AS seen,
+               max(known_n) FILTER (ranks > known_n) AS size,
+               count(*) FILTER (known_n IS NULL AND nelems IS NOT NULL) AS unsized,
+               min(ranks) FILTER (known_n IS NULL AND nelems IS NOT NULL) AS fewest,
+               max(ranks) FILTER (known_n IS NULL AND nelems IS NOT NULL) AS most
+        FROM (SELECT process_group, seq, any_value(ranks) AS ranks, max(known_n) AS known_n, max(nelems) AS nelems
+              FROM aligned GROUP BY process_group, seq)
+        GROUP BY process_group ORDER BY process_group
+    """).fetchall()
+    notes = []
+    for group, over, seen, size, unsized, fewest, most in found:
+        if over:
+            notes.append(
+                f"process group {group}: {counted(int(over), 'instance', 'instances')} seen on up to {int(seen):,} "
+                f"ranks, more than its group size, {int(size):,}: ranks of different groups recorded under one "
+                "name without their members — those instances mix the groups (skew, waits, stragglers)"
+            )
+        if unsized and world_size and int(most) < world_size:
+            ranks = f"{int(fewest):,}" if fewest == most else f"{int(fewest):,}–{int(most):,}"
+            notes.append(
+                f"process group {group}: the group size of {counted(int(unsized), 'instance', 'instances')} is not "
+                f"recorded (nor its members, its process-group table entry, or message sizes that say it): their "
+                f"busbw takes the ranks seen, {ranks}, at most the group's size — roofline.parquet assumes the "
+                f"job's world size, {world_size:,}, for the same kernels"
+            )
+    return notes
 
 
 def _unmatched_ranks(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -821,6 +932,13 @@ def _counts(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int, int]:
                count(*) FILTER (ranks = 1) FROM shape
     """).fetchall()[0]
     return int(total or 0), int(matched or 0), int(mismatched or 0), int(seen_once or 0)
+
+
+def _differing_sizes(con: duckdb.DuckDBPyConnection) -> int:
+    """Matched instances whose ranks record different message sizes (a Seq every rank recorded
+    matched them; one collective has one size on every rank, or NCCL hangs)."""
+    found = con.execute("SELECT count(*) FILTER (ranks > 1 AND NOT mismatched AND sizes_differ) FROM shape")
+    return int(found.fetchall()[0][0] or 0)
 
 
 MATCH_US = 0.01  # a row's start back on its rank's clock finds its kernel within this (float rounding)

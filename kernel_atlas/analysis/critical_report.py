@@ -22,7 +22,7 @@ from kernel_atlas.analysis.critical_ranks import (
     p2p_instances,
     p2p_rows,
 )
-from kernel_atlas.analysis.critical_segments import breakdown_pct, path_span, segments, top_entries
+from kernel_atlas.analysis.critical_segments import breakdown_pct, breakdown_us, path_span, segments, top_entries
 from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, on_a_thread, process_pool
@@ -164,6 +164,7 @@ def solve_paths(
         "total_us": round(path.length_us, 3),
         "span": span,
         "breakdown_pct": breakdown_pct(segs),
+        "breakdown_us": breakdown_us(segs),
         "top": {level: top_entries(segs, level) for level in ("category", "op", "kernel", "module", "frame", "rank")},
         "where_optimisation_pays": [],  # the what-if's, filled in by `analyse_output`
         "per_rank": per_rank,

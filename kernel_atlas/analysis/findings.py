@@ -7,6 +7,10 @@ save and why, gathered from the analyses of a report:
   (roofline.parquet `headroom_us`); the saving is that headroom. It is the kernel's own time:
   the run ends that much sooner only where the kernel is on the critical path. Its SOL and
   attainable time are the roofline's: of a collective, of its time after the last rank arrived.
+  Where its cost is an estimate (roofline.parquet `estimate`: an assumed argument, layout or
+  group size), it says how much of its time (`estimated_pct`) and what was assumed. Calls bound
+  by `latency` (a short call its roof does not explain) are said as what they are: per-call
+  latency that no faster kernel removes, saved only by fewer calls (fused, batched, dropped).
 - `launch_bound`: a stretch of short eager kernels separated by waits that a CUDA graph would
   remove (graph_candidates.parquet); the saving is those waits, at most the time the device was
   idle during them (`device_idle_us`: a stream's waits hold nothing up while another stream keeps
@@ -31,6 +35,7 @@ Savings are estimates and of different kinds may overlap: they are not additive.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -41,7 +46,7 @@ import pandas as pd
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.groups import distinct_codes, key_codes
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
-from kernel_atlas.roofline.analysis import GROUP_KEYS
+from kernel_atlas.roofline.analysis import ESTIMATE_WORDS, GROUP_KEYS
 
 MAX_FINDINGS = 10  # in report.json
 PER_KIND = 5  # at most this many findings of one kind
@@ -63,9 +68,16 @@ class Finding:
     why: str = ""  # the reason in a few words, for one-line displays
     kernel: str = ""  # the kernel's full name, for kernel findings
     op: str = ""  # and the op it runs under (one kernel may run under several: NCCL's SendRecv)
+    # of a kernel finding, the share of its time (%) whose cost is an estimate (roofline.parquet
+    # `estimate`); None: no kernel finding, or a roofline that does not say
+    estimated_pct: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "op" and (k != "kernel" or v)}
+        return {
+            k: v
+            for k, v in asdict(self).items()
+            if k != "op" and (k != "kernel" or v) and (k != "estimated_pct" or v is not None)
+        }
 
 
 def _frames(stack: object) -> tuple[str | None, str | None]:
@@ -191,6 +203,51 @@ def _call_stacks(rows: pd.DataFrame, kernels: pd.DataFrame | None, names: set[st
     )
 
 
+# the roofline's bound of a short call its roof does not explain (roofline.analysis `LATENCY_US`)
+LATENCY = "latency"
+_ASSUMED = re.compile(ESTIMATE_WORDS)
+
+
+def _assumption(formula: object) -> str | None:
+    """What an estimated cost assumed, in the formula's own words: the innermost clause (between
+    brackets, `;` and `,`) naming it — `NHD layout assumed` of paged attention's "(H_kv from the KV
+    cache's axis −2, NHD layout assumed; …)", `dim not recorded: 0 assumed` of an index_select.
+    None where the formula does not say (shapes borrowed from another launch: its link does)."""
+    if not isinstance(formula, str):
+        return None
+    for clause in re.split(r"[();]", formula):
+        for part in clause.split(", "):
+            if _ASSUMED.search(part):
+                return part.strip()
+    return None
+
+
+def _estimated_clause(pct: float, assumed: object) -> tuple[str, str]:
+    """The words of a kernel finding whose cost is an estimate for `pct` % of its time: for its
+    `why` and its `evidence` (empty where none of it is)."""
+    if not pct > 0:
+        return "", ""
+    share = "estimated cost" if pct >= 99.95 else f"cost estimated for {max(pct, 1.0):.0f} % of its time"
+    said = f": {assumed}" if isinstance(assumed, str) and assumed else ""
+    return f", {share}", (
+        f"; its cost is an estimate for {pct:.1f} % of its time (roofline.parquet `estimate`{said}): "
+        "its SOL and saving are only as good as what was assumed"
+    )
+
+
+def _latency_clause(latency_us: float, headroom_us: float) -> str:
+    """The evidence of a kernel finding whose headroom is, in part or all, of `latency`-bound calls
+    (their time is not explained by their roof: a 1-byte copy of 2.24 µs, attainable 0.00002 µs,
+    had offered its whole time as headroom to reach the roofline)."""
+    if not latency_us > 0:
+        return ""
+    share = "all of its headroom" if latency_us >= headroom_us - 1e-9 else f"{_us(latency_us)} of its headroom"
+    return (
+        f"; {share} is in latency-bound calls: per-call latency (launch, DMA setup) that their roof does not "
+        "explain and no faster kernel removes — only fewer calls (fused, batched or dropped) save it"
+    )
+
+
 def headroom_findings(
     roofline: pd.DataFrame,
     weighed: set[tuple[str, str]] | None = None,
@@ -216,15 +273,31 @@ def headroom_findings(
     # 61.9 % SOL", the 2,340 µs of waiting counted as attainable
     waited = rows["peer_wait_us"].fillna(0.0) if "peer_wait_us" in rows else 0.0
     rows = rows.assign(peer_wait_us=waited, working_us=(rows["op_time_us"] - waited).clip(lower=0.0))
+    # the time of rows whose cost is an estimate (an assumed argument: "dim 0 assumed") and the
+    # headroom of rows bound by latency, summed per finding as its time and headroom are: a finding
+    # resting on an assumed layout had read as a plain "memory-bound, 43.0 % SOL"
+    known = "estimate" in rows
+    estimated = rows["estimate"].astype("boolean").fillna(False).to_numpy(bool) if known else np.zeros(len(rows), bool)
+    latency = (rows["bound"] == LATENCY).to_numpy(bool) if "bound" in rows else np.zeros(len(rows), bool)
+    formula = rows["formula"] if "formula" in rows else pd.Series(None, index=rows.index, dtype=object)
+    rows = rows.assign(
+        estimated_us=np.where(estimated, rows["op_time_us"].fillna(0.0).to_numpy(float), 0.0),
+        latency_us=np.where(latency, rows["headroom_us"].to_numpy(float), 0.0),
+        # what its estimated row of most headroom assumed (the roofline ranks its rows by headroom)
+        assumed=formula.astype(object).where(pd.Series(estimated, index=rows.index), None),
+    )
     grouped = rows.groupby(["name", "op_mapping"], observed=True, sort=False, dropna=False)
     table = grouped.agg(
         headroom_us=("headroom_us", "sum"),
         op_time_us=("op_time_us", "sum"),
         peer_wait_us=("peer_wait_us", "sum"),
         working_us=("working_us", "sum"),
+        estimated_us=("estimated_us", "sum"),
+        latency_us=("latency_us", "sum"),
         calls=("count", "sum"),
         bound=("bound", "first"),
         likely_cause=("likely_cause", "first"),  # of its heaviest row with one (occupancy, waves)
+        assumed=("assumed", "first"),
     ).reset_index()
     table = table.sort_values(["headroom_us", "name"], ascending=[False, True], kind="stable")
     if weighed is None:
@@ -246,6 +319,17 @@ def headroom_findings(
         )
         op = "" if pd.isna(row.op_mapping) else str(row.op_mapping)
         place = places.get((str(row.name), op))
+        pct = 100.0 * row.estimated_us / row.op_time_us if known and row.op_time_us > 0 else 0.0
+        estimated_why, estimated_evidence = _estimated_clause(pct, _assumption(row.assumed))
+        if _given(row.likely_cause) and _ASSUMED.search(str(row.likely_cause)):
+            estimated_why = ""  # its likely cause says what was assumed already (a group's world size)
+        # a latency-bound call's time is no headroom to its roofline: the finding says what saves it
+        # (fewer calls); its saving stays the time above the roof, what dropping the calls saves
+        bound = (
+            f"{row.bound}-bound: fewer calls, not a faster kernel"
+            if row.bound == LATENCY
+            else f"{row.bound}-bound, {sol:.1f} % SOL"
+        )
         found.append(
             Finding(
                 what=display_name(str(row.name)),
@@ -254,13 +338,15 @@ def headroom_findings(
                 where=place.where(row.op_mapping) if place is not None else _where(row.op_mapping),
                 saving_us=float(row.headroom_us),
                 kind="kernel_headroom",
-                why=f"{row.bound}-bound, {sol:.1f} % SOL"
-                + (f", {row.likely_cause}" if _given(row.likely_cause) else ""),
+                why=bound + estimated_why + (f", {row.likely_cause}" if _given(row.likely_cause) else ""),
                 evidence=(
                     f"{row.bound}-bound at {sol:.1f} % of the roofline: {_us(row.op_time_us)} in "
                     f"{int(row.calls):,} calls{waiting}, {_us(attainable)} attainable (estimate: its own time)"
+                    + _latency_clause(float(row.latency_us), float(row.headroom_us))
+                    + estimated_evidence
                     + (f"; likely cause: {row.likely_cause}" if _given(row.likely_cause) else "")
                 ),
+                estimated_pct=round(pct, 1) if known else None,
             )
         )
     return found
@@ -333,21 +419,36 @@ def host_wait_findings(causes: pd.DataFrame) -> list[Finding]:
     ]
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def path_communication(critical_path: dict[str, Any] | None) -> tuple[float, set[int] | None] | None:
-    """The communication time on the report's critical path (its `gpu_communication_bound` share of
-    `total_us`: the communication kernels' own edges on it) and the ranks the path runs through
-    (None: every rank, a path of ranks joined at their collectives); None where the report has no
-    path. What hiding or removing a device's communication saves end to end is at most that time —
-    the old path, shortened by it, is still a path —, and nothing for a rank the path does not run
-    through (the run ends with the path's rank)."""
+    """The communication time on the report's critical path (the communication kernels' own edges
+    on it, `gpu_communication_bound`) and the ranks the path runs through (None: every rank, a path
+    of ranks joined at their collectives); None where the report has no path. What hiding or
+    removing a device's communication saves end to end is at most that time — the old path,
+    shortened by it, is still a path —, and nothing for a rank the path does not run through (the
+    run ends with the path's rank). The time is the segments' sum (`breakdown_us`) where the path
+    gives it: its share `breakdown_pct` is rounded to 0.01 %, and 3,140 µs × 9.55 % had capped at
+    299.87 µs a path whose communication segments sum to 300.0 µs; a path without it, its share of
+    `total_us`."""
     if not isinstance(critical_path, dict):
         return None
-    total, share = critical_path.get("total_us"), (critical_path.get("breakdown_pct") or {}).get(COMMUNICATION_BOUND)
-    if not isinstance(total, int | float) or not isinstance(share, int | float) or not total > 0:
+    total = critical_path.get("total_us")
+    if not _number(total) or not total > 0:
+        return None
+    summed = (critical_path.get("breakdown_us") or {}).get(COMMUNICATION_BOUND)
+    share = (critical_path.get("breakdown_pct") or {}).get(COMMUNICATION_BOUND)
+    if _number(summed):
+        on_path = float(summed)
+    elif _number(share):
+        on_path = float(total) * float(share) / 100.0
+    else:
         return None
     rank = critical_path.get("rank")
     ranks = {int(rank)} if isinstance(rank, int) and int(critical_path.get("joint_ranks") or 1) <= 1 else None
-    return float(total) * float(share) / 100.0, ranks
+    return on_path, ranks
 
 
 def communication_findings(

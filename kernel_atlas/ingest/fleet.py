@@ -31,6 +31,7 @@ from kernel_atlas.core.errors import AtlasError, subject_and_problem, system_ref
 from kernel_atlas.core.redact import redact_text
 from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.core.signals import reraise_if_signalled
+from kernel_atlas.core.texts import counted
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
 from kernel_atlas.ingest.catalog import (
     CATALOG_ENTRIES,
@@ -686,6 +687,7 @@ class RunFold:
         self.settle_ranks(out)
         said = [warning for *_, given in sorted(self._said, key=lambda s: (s[0]["rank"], s[1])) for warning in given]
         warnings, traces = _folded(self.warnings + said, self.sources), self.traces
+        warnings += world_size_contradictions(list(zip(self.sources, traces, strict=True)))
         self.failed.sort(key=lambda f: f.source)
         kernel_time = self.kernel_time if self.kernel_time is not None else kernel_time_table(pd.DataFrame())
         if not traces:
@@ -722,6 +724,54 @@ class RunFold:
         files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
         files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
         return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
+
+
+def _world_size(entry: dict[str, Any]) -> int | None:
+    """The world size a trace declares (`distributedInfo.world_size`, as summary.json keeps it), None
+    where it declares none or one no rank fits (0, negative)."""
+    size = entry.get("distributed", {}).get("world_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
+def world_size_contradictions(traces: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
+    """What the traces' `distributedInfo` says that cannot all be true of one job, one line per kind
+    naming the traces (`source`, its summary entry; ranks as settled): traces declaring different
+    world sizes (traces of different jobs, or one wrong), and a trace whose rank its world size
+    does not hold — its own, else the one world size the run's traces declare (rank 5 beside a
+    world of 4: a trace of another job, or a wrong rank). Either went unsaid, and the report counted
+    ranks 1–3 of "the job's 4" missing beside a rank 5."""
+    ordered = sorted(traces, key=lambda t: (t[1]["rank"], t[0]))  # whatever order the traces ended in
+    by_size: dict[int, list[str]] = {}
+    for source, entry in ordered:
+        size = _world_size(entry)
+        if size is not None:
+            by_size.setdefault(size, []).append(source)
+    lines = []
+    if len(by_size) > 1:
+        sizes = "; ".join(f"{size:,} ({_named(sources)})" for size, sources in sorted(by_size.items()))
+        lines.append(
+            f"the traces declare different world sizes (distributedInfo.world_size): {sizes} — traces of "
+            "different jobs, or a wrong world size"
+        )
+    run_size = next(iter(by_size)) if len(by_size) == 1 else None
+    outside = [
+        f"{source} rank {entry['rank']:,} of {size:,}"
+        for source, entry in ordered
+        if (size := _world_size(entry) or run_size) is not None and entry["rank"] >= size
+    ]
+    if outside:
+        lines.append(
+            f"{counted(len(outside), 'trace has a rank', 'traces have ranks')} beyond the world size "
+            f"(distributedInfo.world_size; a job of N ranks has ranks 0 to N − 1): {_named(outside)} — "
+            "traces of another job, or a wrong rank"
+        )
+    return lines
+
+
+def _named(items: Sequence[str]) -> str:
+    """The first NAMED_TRACES of `items`, then how many more."""
+    more = len(items) - NAMED_TRACES
+    return ", ".join(items[:NAMED_TRACES]) + (f" and {more:,} more" if more > 0 else "")
 
 
 def _dataset_file_exists(out: str, relative: str) -> bool:

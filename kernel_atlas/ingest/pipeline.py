@@ -58,7 +58,10 @@ from kernel_atlas.store.outputs import file_stem, load_kernels
 
 __all__ = ["IngestResult", "default_out_dir", "ingest_paths", "ingest_trace", "load_kernels"]
 
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+# `rank<N>`, `rank_N`, `rank-N` where `rank` starts a part of the name: at its start, after a
+# non-letter (`trace_rank_3`, `node1_rank7`, `worker.rank-12`) or as a camel-case word (`workerRank0`)
+# — not inside a word: `frank2_trace.json` declares no rank 2
+_RANK_IN_NAME = re.compile(r"(?:(?<![a-z])|(?<=(?-i:[a-z]))(?=(?-i:R)))rank[-_]?(\d+)", re.IGNORECASE)
 
 
 @dataclass
@@ -98,7 +101,8 @@ def _rank_of(path: Path, distributed: dict[str, Any], warnings: list[str] | None
 
 
 def rank_in_name(name: str) -> int | None:
-    """The rank a trace's file name declares (`rank<N>`, `rank_N`, `rank-N`), None where none."""
+    """The rank a trace's file name declares (`rank<N>`, `rank_N`, `rank-N` starting a part of the
+    name: `_RANK_IN_NAME`), None where none."""
     match = _RANK_IN_NAME.search(name)
     return int(match.group(1)) if match and int(match.group(1)) <= _MAX_RANK else None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -100,6 +100,10 @@ class Arg:
     strides: Any = None  # like dims, or None when not recorded
     text: str = ""
     value: Any = None
+    name: str = ""  # the argument's name where recorded (a catalog entry's `description`)
+    # a catalog's tensor whose shape was not recorded (`example_dim` "TBD", "N/A"): UNRECORDED;
+    # a NONE of a known dtype without it is a recorded shape that was impossible (`_arg`)
+    missing: str = ""
 
     @property
     def is_tensor(self) -> bool:
@@ -233,18 +237,44 @@ def type_names(types: str | None) -> list[str]:
     return [t for t in _loads(types) if isinstance(t, str)]
 
 
+UNRECORDED = "not recorded"
+# the reasons a call is not replayed for its tensors' shapes: the ATen path and every builder
+IMPOSSIBLE_SHAPE = "a recorded input shape is impossible (negative, or beyond any GPU's memory)"
+UNRECORDED_SHAPE = "shapes not recorded"
+# `example_dtype` spellings of a non-tensor: its `example_dim` ("N/A", "TBD") says nothing
+_SCALAR_SPELLINGS = (*NOT_TENSORS[1:], "double", "bool")
+
+
+def _param(p: dict[str, Any]) -> Arg:
+    dims, dtype = p.get("example_dim"), p.get("example_dtype")
+    name = p.get("description") if isinstance(p.get("description"), str) else ""
+    if not isinstance(dims, list) and dtype not in _SCALAR_SPELLINGS and (dims is not None or dtype in dtypes()):
+        # "TBD", "N/A" (or no `example_dim` for a tensor dtype): a shape not recorded — not a
+        # scalar (it had been one: "no overload of aten::mm takes the recorded argument kinds
+        # ['scalar', 'scalar']"), nor the 0-d tensor `[]`
+        return Arg(NONE, None, dtype if isinstance(dtype, str) else "", name=name, missing=UNRECORDED)
+    value = str(p["example_value"]) if p.get("example_value") not in (None, "") else ""
+    arg = _arg(dims, dtype, None, value)
+    return replace(arg, name=name) if name else arg
+
+
 def from_params(params: list[dict[str, Any]]) -> tuple[Arg, ...]:
     """The arguments of a catalog entry (seed schema: `example_dim`, `example_dtype`,
-    `example_value`)."""
-    return tuple(
-        _arg(
-            p.get("example_dim"),
-            p.get("example_dtype"),
-            None,
-            str(p["example_value"]) if p.get("example_value") not in (None, "") else "",
-        )
-        for p in params
-    )
+    `example_value`, the name in `description`); an argument whose `example_dim` is no list
+    ("TBD", "N/A") and whose dtype is no scalar's is NONE, `missing` UNRECORDED."""
+    return tuple(_param(p) for p in params)
+
+
+def shape_refusal(args: tuple[Arg, ...]) -> str | None:
+    """Why a call cannot be replayed at its recorded shapes — a tensor whose recorded shape is
+    impossible (IMPOSSIBLE_SHAPE) or not recorded (UNRECORDED_SHAPE, naming them) — else None.
+    A replay of such a call would invent the shape."""
+    unrecorded = [a.name or f"argument {i}" for i, a in enumerate(args) if a.kind == NONE and a.missing]
+    if unrecorded:
+        return f"{UNRECORDED_SHAPE}: {', '.join(unrecorded)} (the catalog gives no example_dim list)"
+    if any(a.kind == NONE and a.dtype in dtypes() for a in args):
+        return IMPOSSIBLE_SHAPE
+    return None
 
 
 def example_dim(arg: Arg) -> list[Any]:
@@ -255,7 +285,9 @@ def example_dim(arg: Arg) -> list[Any]:
 
 
 def tensor_shapes(args: tuple[Arg, ...]) -> list[tuple[int, ...]]:
-    """The non-empty tensor shapes of a call, in order (scalars, lists and 0-d tensors skipped)."""
+    """The non-empty tensor shapes of a call, in order (scalars, lists and 0-d tensors skipped).
+    A tensor whose shape is impossible or not recorded has none here: its call is refused first
+    (`shape_refusal`, replay's `find_implementation`), never replayed with the others."""
     return [a.dims for a in args if a.kind == TENSOR and a.dims]
 
 

@@ -19,10 +19,11 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 from kernel_atlas.classify.classifier import rule_precision
-from kernel_atlas.ingest.recorded import NONE, TENSOR, TENSOR_LIST, Arg, dtypes
+from kernel_atlas.ingest.recorded import NONE, TENSOR, TENSOR_LIST, Arg, dtypes, shape_refusal
 from kernel_atlas.replay.checks import combine, compare
 from kernel_atlas.replay.inputs import NotReplayable, nbytes, torch_dtype
 from kernel_atlas.replay.values import comparable, domain_of, generator, index_bounds, make_tensor
@@ -174,20 +175,92 @@ def _indexes(schema: Any) -> bool:
 
 
 def _assumed(arg: Any, shape: tuple[int, ...], indexes: bool = False) -> Any:
-    """A value for a required argument the recording has no value for (catalog shapes carry no
-    `Concrete Inputs`): the last dimension for shape lists; for `dim`, 0 where the op takes index
-    tensors (an embedding's `index_select`; `_bounds` sizes its indices by that dimension), else
-    the last; 0 for other ints, 1 for numbers."""
+    """A value for an argument the recording has no value for (catalog shapes and PyTorch 1.x
+    traces carry no `Concrete Inputs`): the last dimension for shape lists; for `dim` (an int or a
+    list), 0 where the op takes index tensors (an embedding's `index_select`; `_bounds` sizes its
+    indices by that dimension), else the last; PyTorch's defaults for a normalisation's `eps`
+    (1e-5) and `momentum` (0.1: a 1 was a guess no model uses); `training` True (a dropout in eval
+    launches no kernel at all); 0 for other ints, False for other bools, 1 for other numbers."""
     kind = str(arg.type)
     if arg.name == "kernel_size":  # a pooling window: a guess would time another problem (it was [112])
         raise NotReplayable("its kernel_size is not recorded (no Concrete Inputs)")
     if "[]" in kind or "List" in kind:
+        if arg.name == "dim":  # `int[1] dim`, `int[1]? dim`: [] or None would reduce every dimension
+            return [0 if indexes else -1]
         return list(shape[-1:]) if "shape" in arg.name or "size" in arg.name else []
     if kind in ("int", "SymInt"):
         return -1 if arg.name == "dim" and not indexes else 0
     if kind == "bool":
-        return False
+        return arg.name in ("training", "train")
+    if arg.name in ("eps", "epsilon"):
+        return 1e-5
+    if arg.name in ("momentum", "exponential_average_factor"):
+        return 0.1
     return 1
+
+
+def _concrete(recorded: tuple[Arg, ...]) -> bool:
+    """Whether the call was recorded with its `Concrete Inputs` (PyTorch ≥ 1.10 writes each
+    scalar's value, and `""` for None): then an argument written as `""` was None. Without them (a
+    catalog entry, PyTorch 1.x) an argument without a value is one not recorded."""
+    return any(r.text for r in recorded if r.kind != TENSOR)
+
+
+def _reduced(source: tuple[int, ...], out: tuple[int, ...], keepdim: bool | None) -> tuple[list, bool] | None:
+    """The dimensions a reduction of `source` to `out` may have reduced (each candidate a tuple,
+    in order; several where sizes repeat: [4, 4] → [4]) and its keepdim, or None where the shapes
+    are no reduction (alike: a reduction over size-1 dimensions, or none at all)."""
+    n, m = len(source), len(out)
+    if m == n and keepdim is not False:  # keepdim: the reduced dimensions are the 1s that differ
+        dims = tuple(k for k in range(n) if out[k] != source[k])
+        return ([dims], True) if dims and all(out[k] == 1 for k in dims) else None
+    if m < n <= 16 and keepdim is not True:  # at most C(16, 8) = 12,870 candidates: a doctored rank is not
+        kept = list(out)
+        candidates = [
+            dropped
+            for dropped in combinations(range(n), n - m)
+            if [size for k, size in enumerate(source) if k not in dropped] == kept
+        ]
+        return (candidates, False) if candidates else None
+    return None
+
+
+def _fitted(schema: Any, recorded: tuple[Arg, ...]) -> dict[str, tuple[Any, str]]:
+    """Values the call's recorded shapes fix for arguments recorded without theirs, by name, each
+    with why: a reduction's `dim` and `keepdim` from its recorded out= tensor (the seed's sum
+    [1024,8,4096] with out [1024,4096]: dim [1], keepdim False — `dim=-1` would time another
+    reduction, and an unfilled `int[1]? dim` is None, every element to one); a loss's `reduction`
+    from a 0-d grad_output (or out): only a reduced loss has one, so mean (1), not "none" (0)."""
+    arguments = schema.arguments[: len(recorded)]
+    at = {a.name: i for i, a in enumerate(arguments)}
+
+    def shape(i: int | None) -> tuple[int, ...] | None:
+        return tuple(recorded[i].dims) if i is not None and recorded[i].kind == TENSOR else None
+
+    source = shape(next((at[n] for n in ("self", "input") if n in at), None))
+    out_at = next((i for i, a in enumerate(arguments) if a.is_out), None)
+    out = shape(out_at)
+    fitted: dict[str, tuple[Any, str]] = {}
+    if "dim" in at and source is not None and out is not None:
+        keepdim = recorded[at["keepdim"]].flag() if "keepdim" in at else None
+        found = _reduced(source, out, keepdim)
+        if found is not None:
+            candidates, keep = found
+            dims = candidates[-1]  # where several fit, the last: the side `dim=-1` takes
+            listed = "[]" in str(arguments[at["dim"]].type) or "List" in str(arguments[at["dim"]].type)
+            why = f"from its {arguments[out_at].name}'s shape {list(out)}"
+            if len(candidates) > 1:
+                why = f"the last of {len(candidates)} that its {arguments[out_at].name}'s shape {list(out)} allows"
+            if listed or len(dims) == 1:
+                fitted["dim"] = (list(dims) if listed else dims[0], why)
+            fitted["keepdim"] = (keep, f"from its {arguments[out_at].name}'s shape {list(out)}")
+    if "reduction" in at and source:
+        grad_at = next((at[n] for n in ("grad_output", "grad_out", "grad") if n in at), None)
+        given_at = grad_at if shape(grad_at) is not None else out_at
+        given = shape(given_at)
+        if given_at is not None and given is not None and not given:
+            fitted["reduction"] = (1, f"mean: its {arguments[given_at].name} is 0-d")
+    return fitted
 
 
 def _materialise(
@@ -199,6 +272,8 @@ def _materialise(
     keywords: dict[str, Any] = {}
     source_shape = next((r.dims for r in recorded if r.kind == "tensor"), ())
     indexes = _indexes(schema)
+    concrete = _concrete(recorded)
+    fitted = _fitted(schema, recorded)
     for i, (arg, rec) in enumerate(zip(schema.arguments, recorded, strict=False)):
         listed = _is_tensor_list_type(str(arg.type))
         if listed and ((rec.kind == NONE and not _optional(arg)) or (rec.kind == TENSOR_LIST and not rec.dims)):
@@ -229,10 +304,15 @@ def _materialise(
                     f"{name}: its {arg.name} is not recorded (a string: the profiler writes no value), and "
                     f"each value it may take{' (None too)' if _optional(arg) else ''} is another computation"
                 )
+            # no value, and not one recorded as None (its type "None", or "" among Concrete Inputs)
+            unrecorded = value is None and rec.dtype != "None" and not (concrete and rec.kind == NONE)
             joined = _joined_dim(recorded) if value is None and arg.name == "dim" else None
             if joined is not None:  # a concatenation's dim not recorded: the one its inputs differ in
                 value = joined
                 assumed.append(f"dim={joined} (the one its inputs differ in)")
+            elif unrecorded and arg.name in fitted:  # what the call's recorded shapes fix
+                value, why = fitted[arg.name]
+                assumed.append(f"{arg.name}={value!r} ({why})")
             elif value is None and arg.has_default_value() and arg.default_value is None and rec.dtype == "Scalar":
                 value = 1  # a number was passed (`clamp`'s min), its value not recorded (PyTorch 1.9)
                 assumed.append(f"{arg.name}=1")
@@ -240,7 +320,8 @@ def _materialise(
                 value = arg.default_value  # e.g. gelu's `approximate`, recorded without a value
                 if rec.dtype != "None":  # passed, its value not recorded (a string's type is ""): a guess
                     assumed.append(f"{arg.name}={value!r}")
-            elif value is None and not _optional(arg):
+            elif value is None and (not _optional(arg) or (unrecorded and arg.name == "dim")):
+                # `int[1]? dim` (sum, mean) left None reduces every element to one: another kernel
                 value = _assumed(arg, source_shape, indexes)
                 assumed.append(f"{arg.name}={value!r}")
         if arg.kwarg_only:
@@ -420,6 +501,9 @@ class StandIn:
     label: str
     run: Callable[..., Any]
     values: bool = True
+    # False where `run` reads the call's numbers off the recording itself (attention, convolution),
+    # so that what its unrecorded arguments are filled with is not what it computes, and not said
+    scalars: bool = True
 
 
 def _attention_stand_in(name: str, recorded: tuple[Arg, ...]) -> StandIn:
@@ -506,7 +590,7 @@ def _attention_stand_in(name: str, recorded: tuple[Arg, ...]) -> StandIn:
     ]
     view = " on [B,H,S,D] views of the [B,S,H,D] inputs" if layout == "bshd" else ""
     note = f"; assumed {', '.join(assumed)} (not recorded)" if assumed else ""
-    return StandIn(f"stand-in: SDPA (math){view}, {', '.join(read)}{note}", run, values=dropout == 0.0)
+    return StandIn(f"stand-in: SDPA (math){view}, {', '.join(read)}{note}", run, values=dropout == 0.0, scalars=False)
 
 
 def _causal(name: str, given: Callable[[str], Arg | None], defaults: dict, alignment: str, assumed: list[str]):
@@ -610,7 +694,7 @@ def _stand_in(name: str, recorded: tuple[Arg, ...], device: str) -> StandIn | No
             bias = rest[0] if has_bias and rest and isinstance(rest[0], torch.Tensor) else None
             return torch.ops.aten.convolution(x, w, bias, stride, padding, dilation, False, [0], groups)
 
-        return StandIn("stand-in: aten::convolution", run)
+        return StandIn("stand-in: aten::convolution", run, scalars=False)
     if name in ("aten::cudnn_batch_norm", "aten::miopen_batch_norm") and device == "cpu":
         # the same arguments in the same order (input, weight, bias, running stats, training,
         # momentum, eps); cuDNN's fourth output (its reserve space) has no counterpart
@@ -639,23 +723,51 @@ def _argument_names(name: str, count: int) -> list[str]:
     return [arguments[i].name if i < len(arguments) else f"arg{i}" for i in range(count)]
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether torch failed for want of memory: its CPU allocator's "[enforce fail at
+    alloc_cpu.cpp] … can't allocate memory", a GPU's `OutOfMemoryError` ("CUDA out of memory")."""
+    text = str(exc)
+    return type(exc).__name__ == "OutOfMemoryError" or "allocate memory" in text or "out of memory" in text.lower()
+
+
+def _stand_in_arguments(name: str, recorded: tuple[Arg, ...], device: str, gen: Any, assumed: list[str]) -> list[Any]:
+    """The arguments a stand-in's `run` takes, one per recorded argument in the op's schema order:
+    `_materialise`'s values for the op's default schema (tensors of the recorded shapes, what was
+    not recorded from the schema's defaults or stated assumptions); past the schema, as recorded."""
+    import torch
+
+    packet = getattr(torch.ops.aten, name.split("::", 1)[1], None)
+    schema = packet.default._schema if packet is not None and "default" in packet.overloads() else None
+    filled: list[Any] = []
+    if schema is not None:
+        positional, keywords = _materialise(name, schema, recorded, device, gen, assumed)
+        filled = _in_schema_order(schema, recorded, positional, keywords)
+    names = _argument_names(name, len(recorded))
+    return filled + [
+        make_tensor(r.dims, r.dtype, device, r.strides, None, gen, domain_of(name, n)) if r.kind == TENSOR else r.value
+        for r, n in zip(recorded[len(filled) :], names[len(filled) :], strict=True)
+    ]
+
+
 def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0, *, label_rule: str = "") -> Case:
     """An ATen op (`name`) replayed with its recorded arguments; `label_rule` is the traced
     kernel's label rule (a TF32 kernel family is replayed with TF32 allowed)."""
-    if any(r.kind == "none" and r.dtype in dtypes() for r in recorded):  # a tensor whose shape was impossible
-        raise NotReplayable(f"{name}: a recorded input shape is impossible (negative, or beyond any GPU's memory)")
+    refusal = shape_refusal(recorded)  # a tensor whose shape is impossible or not recorded: as every builder
+    if refusal:
+        raise NotReplayable(f"{name}: {refusal}")
     gen = generator(device, seed)
     small = nbytes(recorded) <= CPU_REFERENCE_BYTES
     stand_in = _stand_in(name, recorded, device)
     if stand_in is not None:
-        label, fn = stand_in.label, stand_in.run
+        fn = stand_in.run
         names = _argument_names(name, len(recorded))
-        args = [
-            make_tensor(r.dims, r.dtype, device, r.strides, None, gen, domain_of(name, n))
-            if r.kind == "tensor"
-            else r.value
-            for r, n in zip(recorded, names, strict=True)
-        ]
+        # the op's own schema fills what was not recorded, as for any ATen op (PyTorch 1.9's
+        # cudnn_batch_norm records training, momentum and eps without values: None failed
+        # native_batch_norm's schema), said where the stand-in computes with it
+        assumed: list[str] = []
+        args = _stand_in_arguments(name, recorded, device, gen, assumed)
+        said = [a for a in assumed if stand_in.scalars]
+        label = f"{stand_in.label}; assumed {', '.join(said)} (not recorded)" if said else stand_in.label
 
         def run() -> Any:
             return fn(*args)
@@ -701,6 +813,8 @@ def build_case(name: str, recorded: tuple[Arg, ...], device: str, seed: int = 0,
         try:
             reference = overload(*widened, **wide_keywords)
         except (RuntimeError, TypeError, NotImplementedError) as exc:
+            if _out_of_memory(exc):  # the float64 copies did not fit: the replay's memory reason, not "no kernel"
+                raise MemoryError(str(exc)) from exc
             # no float64 kernel for this op here (flash attention on a GPU): the CPU stand-in's
             # computation in float64 checks the first output
             try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ctypes
+import gc
 import json
 import os
 import re
@@ -20,7 +22,7 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import time_bound, user_pattern
 from kernel_atlas.ingest.recorded import Arg, from_params, parse_call
-from kernel_atlas.replay.inputs import NotReplayable, nbytes
+from kernel_atlas.replay.inputs import NotReplayable, counting_allocations, nbytes, size_text
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
 from kernel_atlas.store.outputs import lock, write_table
 from kernel_atlas.store.run import REPLAY, Run
@@ -68,6 +70,7 @@ class Target:
     batch: int | None = None  # requests per call, likewise
     # kernels.parquet's `launcher` of the calls replayed: the innermost CPU op or Python frame
     # (`rmsnorm (pybind11)` inside `aiter::rmsnorm`), as roofline.parquet's; None: `launcher`
+    # (None too for a trace's kernel launched with no CPU op and no launcher: kernels.parquet's null)
     trace_launcher: str | None = None
     kernels: str | None = None  # the kernels those calls launched, as a JSON list (trace targets)
     # why the trace holds no replayable call for these kernels (no CPU op, no shapes): counted
@@ -90,7 +93,7 @@ class Target:
 @dataclass
 class Result:
     kernel: str
-    launcher: str  # as kernels.parquet's and roofline.parquet's: the innermost CPU op or Python frame
+    launcher: str | None  # as kernels.parquet's and roofline.parquet's: the innermost CPU op or Python frame
     cpu_op: str  # the op whose recorded call was replayed (its schema, its cost)
     kernels: str | None  # the kernels the replayed calls launched in the trace, a JSON list
     op_mapping: str
@@ -148,10 +151,12 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
         frame = Run.open(out_dir, required=_TARGET_COLUMNS).kernels()
     frame = frame[frame["kind"] == "kernel"].copy()
-    if frame.empty:
-        return []
+    if frame.empty:  # it had said "no kernel matches the filters", with no filter given
+        raise AtlasError(out_dir, "no GPU kernels in this run (a CPU-only profile?): nothing to replay")
     recorded = ("input_dims", "input_types", "input_strides", "concrete_inputs")
     has_launcher = "launcher" in frame
+    # kernels.parquet's launcher as it is, null kept, for the kernels launched with no CPU op
+    launchers = frame["launcher"].astype(object).to_numpy() if has_launcher else [None] * len(frame)
     for column in ("name", "cpu_op", "label_rule", *recorded, "grid", "block", "launcher", "link"):
         frame[column] = frame[column].astype(object).fillna("") if column in frame else ""
     if not has_launcher:  # an output written before launchers: the op itself
@@ -165,7 +170,7 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
             "no input shapes recorded (the profiler ran without record_shapes=True): nothing to replay; "
             "profile with record_shapes=True",
         )
-    without = _unreplayable_kernels(frame[~with_op])
+    without = _unreplayable_kernels(frame[~with_op].assign(launcher=pd.Series(launchers)[~with_op].to_numpy()))
     frame = frame[with_op].reset_index(drop=True)
     if frame.empty:
         return without
@@ -262,7 +267,8 @@ def targets_from_output(out_dir: str | Path) -> list[Target]:
 def _unreplayable_kernels(frame: pd.DataFrame) -> list[Target]:
     """One target per (kernel, grid, block, how it was linked) of kernels launched with no CPU op:
     no recorded call to replay them from, so they are listed and counted, with why (`link`) and
-    their traced time (the mean launch; the reason gives the total)."""
+    their traced time (the mean launch; the reason gives the total). Their `launcher` is
+    kernels.parquet's (a Triton launch's `<built-in function launch>`, null for a graph replay's)."""
     if frame.empty:
         return []
     graph = frame["graph_launch"].fillna(False).astype(bool) if "graph_launch" in frame else False
@@ -281,12 +287,13 @@ def _unreplayable_kernels(frame: pd.DataFrame) -> list[Target]:
     )
     targets = []
     for r in grouped.itertuples(index=False):
+        launcher = None if pd.isna(r.launcher) else str(r.launcher)
         if r.graph:
             why = (
                 "launched by a CUDA/HIP graph replay: no CPU op or shapes recorded for it "
                 "(ingest with --capture and the graph's capture trace to replay it)"
             )
-        elif r.launcher:  # a Python frame launched it: frames record no input shapes
+        elif launcher:  # a Python frame launched it: frames record no input shapes
             why = f"launched from {r.launcher}, with no CPU op: no input shapes recorded for it"
         else:
             why = f"no CPU op recorded for its launch ({r.link or 'not linked'})"
@@ -306,6 +313,7 @@ def _unreplayable_kernels(frame: pd.DataFrame) -> list[Target]:
                 str(r.label_rule or ""),
                 grid=r.grid or None,
                 block=r.block or None,
+                trace_launcher=launcher,
                 kernels=json.dumps([str(r.name)]),
                 unreplayable=f"{why}; {int(r.count)} launch(es), {r.total_us:,.1f} µs in all",
             )
@@ -413,17 +421,40 @@ def replay_one(target: Target, device: str, max_gib: float = 16.0, scale: float 
     return _skipped(target, device, scale, f"too large for the CPU even at scale {scale:g}")
 
 
-# what a replay on the CPU may allocate beyond what the process holds: recorded shapes name any
-# size, and an op's output and temporaries are not its inputs (`--max-gib`): `aten::zeros` of
-# 1 GiB from its Concrete Inputs, a `repeat` to 5.5 GB, a tall matmul to 7 GB were allocated
+# what a replay on the CPU may allocate beyond what the process holds when it starts: recorded
+# shapes name any size, and an op's output and temporaries are not its inputs (`--max-gib`):
+# `aten::zeros` of 1 GiB from its Concrete Inputs, a `repeat` to 5.5 GB, a tall matmul to 7 GB
+# were allocated. The same for every replay, whatever ran before it: the allowance had been what
+# kept the process within 960 MiB of resident memory, and as the Triton interpreter, torch's caches
+# and earlier replays grew it later targets got less (128 MiB), so that `--all` skipped "for
+# memory" rows that passed alone (17 of a ResNet-50 run's, 64 of the seed catalog's 167); what
+# earlier replays freed is given back before each one instead (`_release_memory`), and the room a
+# replay gets is measured once, at the process's first CPU replay (`cpu_room`)
 CPU_REPLAY_BYTES = 600 << 20
-# ... and what a command's process may hold in all while it does: a large run's tables (its
-# kernel rows, torch) took 330–450 MB, so 600 MiB more passed 1 GB. Near it, a replay still gets
+# ... and a command's process stays within CPU_REPLAY_PROCESS_BYTES of resident memory: a large
+# run's tables and torch took 330–450 MB, so 600 MiB more passed 1 GB. Near it a replay still gets
 # CPU_REPLAY_MIN_BYTES (a limit at what the process holds fails every allocation, its own
-# bookkeeping's too: a segmentation fault); a process already past it is no command (a notebook,
-# a test session: the bound is not its own) and gets CPU_REPLAY_BYTES, as before the bound
+# bookkeeping's too); a process already past it is no command (a notebook, a test session: the
+# bound is not its own) and gets CPU_REPLAY_BYTES
 CPU_REPLAY_PROCESS_BYTES = 960 << 20
 CPU_REPLAY_MIN_BYTES = 128 << 20
+
+
+@lru_cache(maxsize=1)
+def cpu_room() -> int:
+    """What every CPU replay of this process may add to its data segment: CPU_REPLAY_BYTES, or
+    less where that would take the process past CPU_REPLAY_PROCESS_BYTES — measured once, at the
+    first replay, with every builder's module (the Triton interpreter) imported and what earlier
+    work freed given back, so that a row's verdict is the same whatever ran before it in the
+    command (a Triton replay first had left an ATen one after it less room)."""
+    from kernel_atlas.replay.kernels import load
+
+    load()
+    _release_memory()
+    held = _status_bytes("VmRSS") or 0
+    if held >= CPU_REPLAY_PROCESS_BYTES:
+        return CPU_REPLAY_BYTES
+    return min(CPU_REPLAY_BYTES, max(CPU_REPLAY_PROCESS_BYTES - held, CPU_REPLAY_MIN_BYTES))
 
 
 def _status_bytes(field: str) -> int | None:
@@ -445,26 +476,24 @@ def _data_bytes() -> int | None:
 
 @contextmanager
 def _bounded_memory(device: str) -> Iterator[None]:
-    """On the CPU, the process's data segment may grow by CPU_REPLAY_BYTES while a replay runs,
-    and by no more than keeps the process within CPU_REPLAY_PROCESS_BYTES: past it an allocation
-    fails (torch raises, and the replay is skipped, saying so) instead of taking the machine's
-    memory. The CPU's thread pools are started first: a worker thread's stack counts against the
-    limit, and OpenMP ends the process when it cannot start one (`libgomp: Thread creation
+    """On the CPU, the process's data segment may grow by CPU_REPLAY_BYTES while a replay runs:
+    past it an allocation fails (torch raises, and the replay is skipped, saying so) instead of
+    taking the machine's memory. What earlier replays freed is given back first, so that the
+    process holds what it keeps (its tables, torch, the Triton interpreter), not what the replay
+    before used. The CPU's thread pools are started first: a worker thread's stack counts against
+    the limit, and OpenMP ends the process when it cannot start one (`libgomp: Thread creation
     failed`, exit 1). Elsewhere, or where the limit cannot be set, nothing changes."""
-    used = _data_bytes() if device.startswith("cpu") and hasattr(resource, "RLIMIT_DATA") else None
+    cpu = device.startswith("cpu") and hasattr(resource, "RLIMIT_DATA")
+    if cpu:
+        _start_thread_pools()
+        _release_memory()
+    used = _data_bytes() if cpu else None
     assert resource is not None or used is None
     if used is None:
         yield
         return
-    _start_thread_pools()
-    held = _resident_bytes()
-    room = (
-        max(CPU_REPLAY_PROCESS_BYTES - held, CPU_REPLAY_MIN_BYTES)
-        if held < CPU_REPLAY_PROCESS_BYTES
-        else CPU_REPLAY_BYTES
-    )
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
-    limit = min(x for x in (used + min(CPU_REPLAY_BYTES, room), soft, hard) if x != resource.RLIM_INFINITY)
+    limit = min(x for x in (used + cpu_room(), soft, hard) if x != resource.RLIM_INFINITY)
     try:
         resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
     except (ValueError, OSError):
@@ -476,9 +505,21 @@ def _bounded_memory(device: str) -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
 
 
-def _resident_bytes() -> int:
-    """The process's resident set now (VmRSS), 0 where unknown."""
-    return _status_bytes("VmRSS") or 0
+def _release_memory() -> None:
+    """Give back what earlier replays freed: the reference cycles that hold their buffers, and
+    the free pages glibc's malloc keeps (malloc_trim; not on other C libraries)."""
+    gc.collect()
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS), or no C library to load
+        return None
 
 
 def _start_thread_pools() -> None:
@@ -492,9 +533,12 @@ def _start_thread_pools() -> None:
 
 
 def _fields(target: Target, device: str) -> dict[str, Any]:
+    launcher = target.launcher if target.trace_launcher is None else target.trace_launcher
+    if target.source == "trace" and not target.launcher and target.trace_launcher is None:
+        launcher = None  # launched with no CPU op, and kernels.parquet has no launcher for it (it had read "")
     return {
         "kernel": target.kernel,
-        "launcher": target.launcher if target.trace_launcher is None else target.trace_launcher,
+        "launcher": launcher,
         "cpu_op": target.launcher,
         "kernels": target.kernels,
         "op_mapping": target.op_mapping,
@@ -534,15 +578,42 @@ def _skipped(target: Target, device: str, scale: float, reason: str) -> Result:
 
 
 def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten.Case
-    """The replay case of a target (raises NotReplayable with the reason)."""
+    """The replay case of a target (raises NotReplayable with the reason). `--max-gib` bounds what
+    every builder allocates before the replay runs (its inputs, outputs and what its check keeps),
+    counted as it allocates it (it had bounded ATen ops' recorded inputs only: a Triton RMSNorm of
+    24 MiB ran under --max-gib 0.001)."""
+    limit = max_gib * (1 << 30)
+    if target.launcher.startswith("aten::"):
+        # an ATen op's inputs are made at their recorded shapes: refused before any is allocated
+        size = nbytes(target.args)
+        if size > limit:
+            raise NotReplayable(_over_max_gib("inputs need", size, max_gib))
+        if not device.startswith("cuda") and size > cpu_room():  # would fail at the CPU's bound
+            raise NotReplayable(no_memory())
+    else:
+        from kernel_atlas.replay.kernels import load
+
+        load()  # the builders' modules (triton) imported before their allocations are counted
+    allocations = counting_allocations(limit, lambda peak: _over_max_gib("its buffers reach", peak, max_gib))
+    with allocations:
+        case = _build(target, device, scale)
+    if allocations.peak > limit:  # a builder that caught the refusal (a library fallback) is refused all the same
+        raise NotReplayable(_over_max_gib("its buffers reach", allocations.peak, max_gib))
+    return case
+
+
+def _over_max_gib(what: str, size: float, max_gib: float) -> str:
+    """`inputs need 24.0 MiB, more than --max-gib 0.001 (1.00 MiB)` (it had been "0.0 GiB, more than
+    --max-gib 1e-06")."""
+    return f"{what} {size_text(size)}, more than --max-gib {max_gib:g} ({size_text(max_gib * (1 << 30))})"
+
+
+def _build(target: Target, device: str, scale: float):  # -> aten.Case
     from kernel_atlas.replay.kernels import find_implementation
 
     # ATen ops replay through their schema; other launchers by kernel family (these
     # implementations allocate only what they replay, not the recorded pools)
     if target.launcher.startswith("aten::"):
-        size = nbytes(target.args)
-        if size > max_gib * (1 << 30):
-            raise NotReplayable(f"inputs need {size / (1 << 30):.1f} GiB, more than --max-gib {max_gib:g}")
         flops = _cost(target)[0] if not device.startswith("cuda") else None
         if flops is not None and flops > CPU_MAX_FLOPS:  # ATen ops run at their recorded shape: no scale
             raise NotReplayable(
@@ -599,10 +670,10 @@ def _as_its_schema_says(target: Target, device: str, scale: float, computation: 
     return replace(case, implementation=f"{case.implementation}; {said}", timed=STAND_IN)
 
 
-_NO_MEMORY = (
-    f"needs more memory than a CPU replay may take ({CPU_REPLAY_BYTES >> 20} MiB more, "
-    f"{CPU_REPLAY_PROCESS_BYTES >> 20} MiB in all): replay it on a GPU"
-)
+def no_memory() -> str:
+    """Why a CPU replay past its room (`cpu_room`) is skipped."""
+    room = cpu_room() >> 20
+    return f"needs more memory than a CPU replay may take ({room} MiB more than the process holds): replay it on a GPU"
 
 
 def _replay_at(target: Target, device: str, max_gib: float, scale: float, auto: bool) -> Result:
@@ -625,12 +696,12 @@ def _replay_at(target: Target, device: str, max_gib: float, scale: float, auto: 
     except NotReplayable as exc:
         return _skipped(target, device, scale, str(exc))
     except MemoryError:
-        return _skipped(target, device, scale, _NO_MEMORY)
+        return _skipped(target, device, scale, no_memory())
     except AtlasError:
         raise
     except Exception as exc:  # torch's, the Triton interpreter's (OverflowError, InterpreterError): one target's
         if "allocate memory" in str(exc) or "out of memory" in str(exc).lower():
-            return _skipped(target, device, scale, _NO_MEMORY)
+            return _skipped(target, device, scale, no_memory())
         if isinstance(exc, NotImplementedError) and "Could not run" in str(exc):
             # a GPU-only op (cuDNN, MIOpen, CUTLASS attention) with no stand-in: one line, not torch's
             where = "the CPU" if not device.startswith("cuda") else device

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kernel_atlas.analysis.collectives import CrossRank, missing_line
+from kernel_atlas.core.texts import counted
 from kernel_atlas.report import plot
 from kernel_atlas.report.markup import esc
 from kernel_atlas.report.units import fmt_us as _fmt_us
@@ -52,6 +53,13 @@ def _headline(cross: CrossRank) -> str:
     )
     if c["mismatched_instances"]:
         text += f"; {c['mismatched_instances']} instances whose ranks disagree were left out"
+    differ = c.get("instances_of_differing_sizes")  # absent from a report.json written before it was counted
+    if differ:
+        text += (
+            f"; {counted(differ, 'instance', 'instances')} matched by Seq whose ranks record different message "
+            "sizes (one collective has one size on every rank: a rank's record is wrong, or the traces are of "
+            "different runs) — each rank's bandwidth is of its own size"
+        )
     return text
 
 

@@ -22,6 +22,7 @@ from rich.console import Console
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text
+from kernel_atlas.core.texts import counted
 from kernel_atlas.ingest.capture import graph_summary_line
 from kernel_atlas.ingest.infer import inferred_summary_line
 from kernel_atlas.report.efficiency_view import efficiency_lines, report_lines
@@ -472,7 +473,10 @@ def finding_line(i: int, finding: dict[str, Any], wide: bool = False) -> str:
         text += f" ({finding['why']})"
     if wide:
         text += f"; {finding['evidence']}"
-    return f"{i}. {fmt_us(finding['saving_us']):>9} {kind:<12} {text}"
+    # a saving on an estimated cost (report.json `estimated_pct`) is marked where the line starts:
+    # its `why` says so at the line's end, which 80 columns cut
+    saving = ("~" if (finding.get("estimated_pct") or 0) > 0 else "") + fmt_us(finding["saving_us"])
+    return f"{i}. {saving:>9} {kind:<12} {text}"
 
 
 def _cut(line: str, width: int) -> str:
@@ -571,9 +575,17 @@ def print_report(
 
 
 def print_replay(console: Console, results: Any, device: str, wide: bool = False) -> None:
+    from kernel_atlas.replay.runner import replayed
+
+    done = replayed(results)  # timed, checked or not (a skipped check is still a replay)
+    # dimensions ≥ 64 shrunk by `scale` (the CPU's Triton interpreter, --scale): the shapes column
+    # shows the recorded shapes, so a row that ran smaller says so next to them, never dropped
+    # (the label saying "scaled by" is cut on a narrow terminal); no column where none ran scaled
+    scaled = bool((done & (results["scale"] < 1)).any()) if len(results) and "scale" in results else False
     columns = [
         KERNEL,
         SHAPES,
+        *([Column("scale")] if scaled else []),
         Column("implementation", justify="left", flex=1, min_width=12, drop=2),
         Column("timed", justify="left", drop=1),  # kernel / pipeline / stand-in: ratio only for kernel
         Column("config", justify="left", flex=1, min_width=12, drop=6),
@@ -589,6 +601,8 @@ def print_replay(console: Console, results: Any, device: str, wide: bool = False
         [
             str(row.kernel) if wide else display_name(str(row.kernel)),
             str(row.input_dims or "") if wide else fmt_shapes(row.input_dims),
+            # a skipped row ran at no scale: "–" as its median
+            *([f"{row.scale:g}" if ran else "–"] if scaled else []),
             str(row.implementation),
             str(getattr(row, "timed", "") or ""),
             str(getattr(row, "config", "") or ""),
@@ -600,15 +614,12 @@ def print_replay(console: Console, results: Any, device: str, wide: bool = False
             fmt_number(row.achieved_gbps),
             f"{row.check}: {row.reason}" if row.reason else str(row.check),
         ]
-        for row in results.itertuples(index=False)
+        for row, ran in zip(results.itertuples(index=False), done, strict=True)
     ]
     title = f"Replay on {device}" + (" (wall clock: CPU times are not GPU times)" if device == "cpu" else "")
     print_table(console, columns, rows, title, wide)
-    from kernel_atlas.replay.runner import replayed
-
-    done = int(replayed(results).sum())  # timed, checked or not (a skipped check is still a replay)
     methods = ", ".join(sorted(set(results["method"].dropna()) - {""})) or "–"
-    _text(console, f"{done}/{len(results)} replayed; timing method: {esc(methods)}")
+    _text(console, f"{int(done.sum())}/{len(results)} replayed; timing method: {esc(methods)}")
 
 
 # --- atlas report CATALOG -----------------------------------------------------------------------
@@ -619,6 +630,13 @@ def print_catalog_costs(
 ) -> None:
     costed = table[table["flops"].notna()] if "flops" in table else table.iloc[0:0]
     _text(console, f"{len(costed)}/{len(table)} catalog entries costed at their example shapes on {esc(device)}")
+    if "labelled_by" in table:  # some entry had no op_mapping (TBD/empty): the classifier's label costed it
+        classified = int((table["labelled_by"] != "catalog").sum())
+        _text(
+            console,
+            f"{counted(classified, 'entry', 'entries')} without a label costed by the op the classifier gives "
+            "(as `atlas classify` fills it; column labelled_by)",
+        )
     if len(costed):
         columns = [
             Column("attainable"),

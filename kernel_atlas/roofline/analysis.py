@@ -303,10 +303,7 @@ def _group_sizes(
         return kernels[name].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
 
     def ratio(larger: np.ndarray, smaller: np.ndarray, where: np.ndarray) -> np.ndarray:
-        """larger / smaller where that is a whole number ≥ 2 of a collective that differs by n."""
-        implied = np.divide(larger, smaller, out=np.full(len(rows), np.nan), where=smaller > 0)
-        ok = where & np.isin(op.astype(str), _group_from_tensors()) & (implied >= 2) & (implied == np.floor(implied))
-        return np.where(ok, implied, np.nan)
+        return np.where(where, sizes_from_messages(op, larger, smaller), np.nan)
 
     sent, received = column("msg_in_nelems"), column("msg_out_nelems")
     default = np.zeros(len(rows), dtype=bool)
@@ -331,6 +328,18 @@ def _group_sizes(
     assumed = np.isnan(ranks)
     ranks[assumed] = world_size or 0
     return ranks, source
+
+
+def sizes_from_messages(op: np.ndarray, larger: np.ndarray, smaller: np.ndarray) -> np.ndarray:
+    """Per collective, the group size its message sizes say (`[group_from_tensors]`): `larger` /
+    `smaller` (element counts) where that is a whole number ≥ 2 and its op's input and output
+    differ by the group size (all_gather's output holds n inputs, reduce_scatter's input n
+    outputs); NaN otherwise. One rule for the roofline (`_group_sizes`) and the cross-rank view
+    (analysis/collectives.py), so the two give one busbw for one kernel (campaign BN 2)."""
+    larger, smaller = np.asarray(larger, dtype=np.float64), np.asarray(smaller, dtype=np.float64)
+    implied = np.divide(larger, smaller, out=np.full(len(larger), np.nan), where=smaller > 0)
+    ok = np.isin(np.asarray(op).astype(str), _group_from_tensors()) & (implied >= 2) & (implied == np.floor(implied))
+    return np.where(ok, implied, np.nan)
 
 
 def _table_group_sizes(
@@ -988,17 +997,17 @@ def analyse(
 # a cost that stands on what the trace did not record says so: its formula names what it assumed,
 # estimated or could not count (the formulas' convention: docs/costs.md), or its row's shapes were
 # borrowed (link "inferred: …")
-_ESTIMATE_WORDS = r"\bassumed\b|\bestimate\b|\bnot recorded\b"
+ESTIMATE_WORDS = r"\bassumed\b|\bestimate\b|\bnot recorded\b"
 
 
 def _estimates(kernels: pd.DataFrame) -> np.ndarray:
-    """Per row (bool): a costed call whose cost is an estimate (`_ESTIMATE_WORDS`), worked out on
+    """Per row (bool): a costed call whose cost is an estimate (`ESTIMATE_WORDS`), worked out on
     the distinct formulas and links, not per row."""
     costed = (kernels["role"] == "main").to_numpy()
     if not costed.any():
         return np.zeros(len(kernels), dtype=bool)
     formula = kernels["formula"].astype("category")
-    said = np.asarray(formula.cat.categories.astype(str).str.contains(_ESTIMATE_WORDS, regex=True), dtype=bool)
+    said = np.asarray(formula.cat.categories.astype(str).str.contains(ESTIMATE_WORDS, regex=True), dtype=bool)
     link = kernels.get("link", pd.Series(None, index=kernels.index, dtype=object)).astype("category")
     borrowed = np.asarray(link.cat.categories.astype(str).str.startswith("inferred"), dtype=bool)
     codes_f, codes_l = formula.cat.codes.to_numpy(), link.cat.codes.to_numpy()

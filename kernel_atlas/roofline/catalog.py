@@ -7,7 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.classify.classifier import default_classifier
+from kernel_atlas.classify.classifier import default_classifier, unlabelled
+from kernel_atlas.classify.fill import fill_catalog
 from kernel_atlas.classify.taxonomy import COMMUNICATION
 from kernel_atlas.core.devices import TRANSFER_BOUNDS, Device
 from kernel_atlas.ingest.recorded import TENSOR, from_params
@@ -16,8 +17,9 @@ from kernel_atlas.roofline.costs import Call, Cost, NoCost, cost_of
 
 
 def entry_call(entry: dict[str, Any]) -> Call:
-    """A catalog entry as a call: its example params, its op_mapping, and the rule that
-    identifies its kernel family (from the classifier, the one reader of kernel names)."""
+    """A catalog entry as a call: its example params, its op_mapping (as it stands: `catalog_costs`
+    passes entries filled by `fill_catalog`), and the rule that identifies its kernel family (from
+    the classifier, the one reader of kernel names)."""
     args = from_params(entry.get("params", []))
     rule = (
         default_classifier()
@@ -29,28 +31,44 @@ def entry_call(entry: dict[str, Any]) -> Call:
 
 
 def _entry_cost(entry: dict[str, Any]) -> Cost:
-    """One call's cost at the entry's example shapes: a collective's bus bytes from its tensors
-    and the group size its kernel's template names (no trace, so no world size to assume one
-    from), any other op's from its op's formula."""
+    """One call's cost at the entry's example shapes (a filled entry: its `category` is its op's):
+    a collective's bus bytes from its tensors and the group size its kernel's template names (no
+    trace, so no world size to assume one from), any other op's from its op's formula."""
     call = entry_call(entry)
     if entry.get("category") == COMMUNICATION:
         return template_collective_cost(str(entry.get("kernel_name", "")), call)
     return cost_of(call)
 
 
+def _labelled_by(label: dict[str, Any]) -> str:
+    """Where an unlabelled entry's op came from: `fill_catalog`'s provenance, in one cell."""
+    return f"classifier: {label.get('rule')} ({label.get('evidence')}, {label.get('confidence')})"
+
+
 def catalog_costs(entries: list[dict[str, Any]], device: Device | None) -> pd.DataFrame:
     """One row per entry: FLOPs and bytes of one call at the example shapes, the formula, and
-    the roofline-attainable time on `device` (or the reason there is no cost)."""
+    the roofline-attainable time on `device` (or the reason there is no cost).
+
+    Each entry is costed by its op as `atlas classify` fills it (`fill_catalog`, the same rules
+    and catalog lookups): a seed entry whose `op_mapping` is TBD or empty, or that has no
+    `category`, had been costed by that — "no cost model for sgl_kernel::rmsnorm" on a kernel the
+    classifier labels `rms_norm` (27 of the seed's 167, campaign BM 1). A given taxonomy label is
+    kept, and its category is its op's. Where some entry's op came from the classifier, the
+    `labelled_by` column says so on every row ("catalog" for a given label)."""
     rows = []
-    for entry in entries:
+    classified = False
+    for entry, filled in zip(entries, fill_catalog(entries), strict=True):
         row: dict[str, Any] = {
             "kernel_name": entry.get("kernel_name", ""),
             "kernel_implementation": entry.get("kernel_implementation", ""),
-            "op_mapping": entry.get("op_mapping", ""),
-            "category": entry.get("category", ""),
+            "op_mapping": filled["op_mapping"],
+            "category": filled["category"],
         }
+        if unlabelled(entry.get("op_mapping")):
+            row["labelled_by"] = _labelled_by(filled["label"])
+            classified = True
         try:
-            cost = _entry_cost(entry)
+            cost = _entry_cost(filled)
         except (NoCost, ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
             rows.append({**row, "note": str(exc) or type(exc).__name__})
             continue
@@ -75,6 +93,8 @@ def catalog_costs(entries: list[dict[str, Any]], device: Device | None) -> pd.Da
             )
         rows.append(row)
     table = pd.DataFrame(rows)
+    if classified:  # a catalog of given labels (catalogs/kernels.json) keeps the columns it had
+        table.insert(3, "labelled_by", table.pop("labelled_by").fillna("catalog"))  # beside op_mapping
     if "flops" in table:
         table["intensity"] = table["flops"] / table["bytes"].where(table["bytes"] > 0)
     else:

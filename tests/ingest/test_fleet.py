@@ -194,11 +194,12 @@ def test_a_report_of_part_of_a_job_names_the_ranks_it_lacks(fleet: tuple[Path, d
     assert "ranks 2, 4, 5, 6, 7 of the job's 8 not in this run (not given, or failed to ingest)" in report.output
     facts = json.loads((out / "report.json").read_text())
     assert facts["ranks_missing"] == {"world_size": 8, "ranks": [2, 4, 5, 6, 7], "count": 5}
-    # one rank profiled alone, or traces of several jobs: nothing to say
+    # one rank profiled alone: nothing to say; traces naming different world sizes: said, no rank
+    # counted missing (campaign BN 5: it had been null, silent)
     one = {"traces": [{"distributed": {"world_size": 8}}]}
     assert ranks_missing(one, [0]) is None
     two_jobs = {"traces": [{"distributed": {"world_size": 8}}, {"distributed": {"world_size": 2}}]}
-    assert ranks_missing(two_jobs, [0, 1]) is None
+    assert ranks_missing(two_jobs, [0, 1]) == {"world_size": None, "ranks": [], "count": 0, "world_sizes": [2, 8]}
 
 
 def test_shifting_one_rank_s_clock_moves_its_offset_and_nothing_else(

@@ -155,22 +155,32 @@ def test_a_replay_that_fails_in_torch_or_triton_costs_only_its_target(
 
 def test_a_cpu_replay_keeps_the_process_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """The data segment may grow by 600 MiB, and by no more than keeps the process within 960
-    MiB: a process holding 700 MiB may add 260, one holding 900 still 128; one past the bound is no
-    command's (a test session) and may add 600, as before. The CPU's thread pools start before the limit
-    (OpenMP ended the process, `libgomp: Thread creation failed`, when the replay had used it up)."""
+    MiB: a process holding 700 MiB at its first replay may add 260, one holding 900 still 128; one
+    past the bound is no command's (a test session) and may add 600. The room is measured once, so
+    every replay of a command gets the same. The CPU's thread pools start before the limit (OpenMP
+    ended the process, `libgomp: Thread creation failed`, when the replay had used it up)."""
     import resource
 
     from kernel_atlas.replay import runner
 
     started = []
     monkeypatch.setattr(runner, "_start_thread_pools", lambda: started.append(True))
-    # 700 MiB held: 260 more; 900: 128, never nothing; 2,048 (no command: a test session): 600
-    for held, more in ((700, 260), (900, 128), (2048, 600)):
-        monkeypatch.setattr(runner, "_resident_bytes", lambda held=held: held << 20)
-        used = runner._data_bytes()
-        with runner._bounded_memory("cpu"):
-            soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
-        assert used is not None and used + (more << 20) <= soft <= runner._data_bytes() + (more << 20)
+    real = runner._status_bytes
+    try:
+        for held, more in ((700, 260), (900, 128), (2048, 600)):
+            runner.cpu_room.cache_clear()
+            monkeypatch.setattr(
+                runner, "_status_bytes", lambda field, held=held: held << 20 if field == "VmRSS" else real(field)
+            )
+            assert runner.cpu_room() == more << 20
+            monkeypatch.setattr(runner, "_status_bytes", lambda field: 4000 << 20 if field == "VmRSS" else real(field))
+            assert runner.cpu_room() == more << 20  # measured once: what the process holds later changes nothing
+            with runner._bounded_memory("cpu"):
+                soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+                used = runner._data_bytes()
+            assert used is not None and soft <= used + (more << 20)
+    finally:
+        runner.cpu_room.cache_clear()
     assert started == [True, True, True]
 
 
@@ -549,7 +559,7 @@ def test_a_cpu_replay_past_its_memory_is_skipped_not_allocated() -> None:
     skipped saying why, and the limit is as it was after."""
     import resource
 
-    from kernel_atlas.replay.runner import CPU_REPLAY_BYTES
+    from kernel_atlas.replay.runner import CPU_REPLAY_BYTES, cpu_room
 
     before = resource.getrlimit(resource.RLIMIT_DATA)
     target = Target(
@@ -559,7 +569,8 @@ def test_a_cpu_replay_past_its_memory_is_skipped_not_allocated() -> None:
     result = replay_one(target, "cpu")
     assert result.check == "skipped", result.reason
     assert result.reason == (
-        "needs more memory than a CPU replay may take (600 MiB more, 960 MiB in all): replay it on a GPU"
+        f"needs more memory than a CPU replay may take ({cpu_room() >> 20} MiB more than the process holds): "
+        "replay it on a GPU"
     )
     assert CPU_REPLAY_BYTES == 600 << 20
     assert resource.getrlimit(resource.RLIMIT_DATA) == before

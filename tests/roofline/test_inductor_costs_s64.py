@@ -39,7 +39,7 @@ from kernel_atlas.core.devices import load_devices
 from kernel_atlas.ingest.fleet import write_outputs
 from kernel_atlas.ingest.pipeline import ingest_paths
 from kernel_atlas.ingest.recorded import parse_call
-from kernel_atlas.roofline.analysis import _ESTIMATE_WORDS
+from kernel_atlas.roofline.analysis import ESTIMATE_WORDS
 from kernel_atlas.roofline.costs import Call, NoCost, cost_of
 from tests.support.traces import trace_path
 
@@ -56,7 +56,7 @@ def _call(launcher: str, op: str, rule: str, tensors: list[tuple[list[int], str]
 
 
 def _estimate(formula: str) -> bool:
-    return re.search(_ESTIMATE_WORDS, formula) is not None
+    return re.search(ESTIMATE_WORDS, formula) is not None
 
 
 # --- A: Inductor pointwise, norm and softmax kernels ----------------------------------------------

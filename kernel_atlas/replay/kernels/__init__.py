@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kernel_atlas.classify.classifier import rule_id
+from kernel_atlas.ingest.recorded import shape_refusal
 from kernel_atlas.replay.aten import Case
+from kernel_atlas.replay.inputs import NotReplayable
 
 Builder = Callable[..., Case]
 REGISTRY: dict[tuple[str, str], Builder] = {}  # ("rule" | "op", key) → builder
@@ -32,9 +34,16 @@ def register(*, rules: tuple[str, ...] = (), ops: tuple[str, ...] = ()) -> Calla
 
 
 def find_implementation(target, device: str, scale: float = 1.0) -> Case | None:  # target: runner.Target
+    """The builder's case for `target`; refused (NotReplayable, ATen's reason) where a recorded
+    tensor's shape is impossible or not recorded: builders read the shapes that are there
+    (`tensor_shapes`), and a call with one missing had been replayed as another problem — a
+    [1024, 2] top-k tensor taken for the hidden states, a (1024, 7168) input made up."""
     load()
     for key in (("rule", rule_id(target.label_rule) or ""), ("op", target.op_mapping)):
         if key in REGISTRY:
+            refusal = shape_refusal(target.args)
+            if refusal is not None:
+                raise NotReplayable(refusal)
             return REGISTRY[key](target, device, scale)
     return None
 

@@ -112,7 +112,7 @@ def _batch_attention(target: Any, device: str, scale: float) -> Case:
         kv_heads, dim_v = k_shape[1], v_shape[2]
     batch, kind, causal = shape["batch"], shape["kind"], shape["causal"]
     q_len, kv_len = scaled(shape["q_len"], scale), scaled(shape["kv_len"], scale)
-    dtype = compute_dtype(device)
+    dtype = compute_dtype(device, target)
     gen = generator(device)
     q = randn((batch * q_len, heads, dim), dtype, device, gen)
     pool = batch * kv_len + 7  # a KV pool with pages in shuffled order, page size 1
@@ -159,7 +159,7 @@ def _batch_attention(target: Any, device: str, scale: float) -> Case:
     def check() -> tuple[str, str]:
         return compare(run(), reference(), "a float64 loop over requests")
 
-    return Case(run, label(implementation, device, scale, triton=False), check, timed=timed)
+    return Case(run, label(implementation, device, scale, triton=False, target=target, dtype=dtype), check, timed=timed)
 
 
 def _flashinfer_paged(
@@ -208,7 +208,7 @@ def _mla(target: Any, device: str, scale: float) -> Case:
     if not kv_len:
         raise NotReplayable("KV length not recorded: pass --seq-len")
     kv_len = scaled(kv_len, scale)
-    dtype = compute_dtype(device)
+    dtype = compute_dtype(device, target)
     gen = generator(device)
     q_nope = randn((batch, heads, d_ckv), dtype, device, gen)
     q_pe = randn((batch, heads, d_pe), dtype, device, gen)
@@ -233,7 +233,7 @@ def _mla(target: Any, device: str, scale: float) -> Case:
 
     assumed = f"{batch} request(s) × {kv_len} KV tokens, absorbed MLA (latent {d_ckv} + rope {d_pe})"
     text = f"stand-in: torch MLA decode; assumed {assumed}"
-    return Case(run, label(text, device, scale, triton=False), check, timed=STAND_IN)
+    return Case(run, label(text, device, scale, triton=False, target=target, dtype=dtype), check, timed=STAND_IN)
 
 
 def rope_reference(positions, q, k, cos_sin_cache, is_neox: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -274,7 +274,7 @@ def _rope(target: Any, device: str, scale: float) -> Case:
     flat = ""
     if len(three) >= 2:
         (tokens, heads, dim), (_, kv_heads, _) = three[0], three[1]
-        cache_shape = two[0] if two else (8192, dim)
+        cache_shape = two[0] if two else None
     else:
         # vLLM's / sgl-kernel's rotary_embedding(positions, query [T, H·D], key [T, Hkv·D],
         # head_size, cos_sin_cache, is_neox): the heads from the recorded head size
@@ -285,8 +285,11 @@ def _rope(target: Any, device: str, scale: float) -> Case:
                 "k [tokens, kv_heads·dim] with the head size recorded"
             )
         tokens, heads, kv_heads, dim = two[0][0], two[0][1] // head, two[1][1] // head, head
-        cache_shape = two[2] if len(two) > 2 else (8192, dim)
+        cache_shape = two[2] if len(two) > 2 else None
         flat = f"; q/k [T, H·D] as [T, {heads}, {dim}] and [T, {kv_heads}, {dim}] (head size {head})"
+    if cache_shape is None:  # the positions' range only: assumed, and said
+        cache_shape = (8192, dim)
+        flat += f"; cos/sin cache [8192, {dim}] assumed (not recorded)"
     max_pos, rot_dim = cache_shape[0], min(cache_shape[1], dim)
     tokens = scaled(tokens, scale)
     is_neox, layout = rope_layout(target.label_rule)
@@ -354,7 +357,7 @@ def _merge(target: Any, device: str, scale: float) -> Case:
         raise NotReplayable("needs v_a [tokens, heads, dim]")
     tokens, heads, dim = three[0]
     tokens = scaled(tokens, scale)
-    dtype = compute_dtype(device)
+    dtype = compute_dtype(device, target)
     gen = generator(device)
     v_a, v_b = (randn((tokens, heads, dim), dtype, device, gen) for _ in range(2))
     s_a, s_b = (randn((tokens, heads), torch.float32, device, gen, 3.0) for _ in range(2))
@@ -371,4 +374,4 @@ def _merge(target: Any, device: str, scale: float) -> Case:
         return combine(merged, compare(lse, lse_ref, "float64 log-sum-exp"))
 
     text = "stand-in: torch merge_state (LSE-weighted)"
-    return Case(run, label(text, device, scale, triton=False), check, timed=STAND_IN)
+    return Case(run, label(text, device, scale, triton=False, target=target, dtype=dtype), check, timed=STAND_IN)

@@ -13,6 +13,14 @@ from kernel_atlas.replay.inputs import NotReplayable
 # of a GEMM-like kernel to a few seconds per launch.
 INTERPRETER_FLOP_LIMIT = 6e7
 INTERPRETER_PROGRAM_LIMIT = 256  # the interpreter runs programs one after another, ~1-10 ms each
+# ... and what a tiled GEMM's launch costs there is its programs, not its FLOPs: each program's
+# ops are dispatched one by one (fused_moe_kernel, 2 cores: some 12 ms a program plus 2 ms per
+# step of its K loop, at most; 384 programs of K = 2 took 5.2 s for 2 MFLOP). A launch estimated
+# beyond INTERPRETER_SECONDS is shrunk: a fused MoE of hidden size 2 and 2,560 programs passed the
+# FLOP limit and took 21 s a launch, 98 s a replay (a replay runs a launch 4-5 times).
+INTERPRETER_PROGRAM_S = 0.012
+INTERPRETER_STEP_S = 0.002
+INTERPRETER_SECONDS = 3.0
 CPU_BYTES_LIMIT = 256 << 20  # buffers one CPU replay may allocate
 
 
@@ -46,14 +54,27 @@ def recorded_dtype(target: Any) -> Any | None:
     return None
 
 
-def compute_dtype(device: str, target: Any = None) -> Any:
-    """The recorded activation dtype of `target` on a GPU (bf16 where none is recorded); fp32 on
-    the CPU, whose Triton interpreter computes bf16 tl.dot wrongly (the label says so)."""
+def activation_dtype(arg: Any) -> Any | None:
+    """The torch dtype of one recorded tensor where it is fp16, bf16 or fp32, else None."""
+    from kernel_atlas.ingest.recorded import TENSOR, dtypes
+    from kernel_atlas.replay.inputs import torch_dtype
+
+    if arg is None or arg.kind != TENSOR or arg.dtype not in dtypes():
+        return None
+    dtype = torch_dtype(arg.dtype)
+    return dtype if dtype_name(dtype) in _ACTIVATION_DTYPES else None
+
+
+def compute_dtype(device: str, target: Any = None, recorded: Any = None) -> Any:
+    """The recorded activation dtype on a GPU — `recorded` where the builder knows which tensor's
+    dtype the kernel computes in (the MoE's hidden states, a GEMM's output), else `target`'s
+    first activation's; bf16 where none is recorded — and fp32 on the CPU, whose Triton
+    interpreter computes bf16 tl.dot wrongly (the label says so)."""
     import torch
 
     if not device.startswith("cuda"):
         return torch.float32
-    return recorded_dtype(target) or torch.bfloat16
+    return recorded or recorded_dtype(target) or torch.bfloat16
 
 
 def recorded_scalar(target: Any, default: float, what: str = "eps") -> tuple[float, str]:
@@ -86,11 +107,24 @@ def _refuse_on_cpu(device: str, cost: float, limit: float, dims: int, too_much: 
         raise TooLargeForCPU(f"{too_much}; --scale {fit:g} shrinks it", fit)
 
 
-def guard_interpreter(device: str, flops: float, what: str, dims: int = 3) -> None:
+def guard_interpreter(
+    device: str, flops: float, what: str, dims: int = 3, *, programs: int | None = None, steps: int = 1, idle: int = 0
+) -> None:
     """Refuse more than INTERPRETER_FLOP_LIMIT on the CPU; the exception carries the scale that fits
-    (`dims`: how many of the problem's scaled dimensions the FLOP count grows with)."""
+    (`dims`: how many of the problem's scaled dimensions the FLOP count grows with). Given the
+    launch's `programs` (each `steps` iterations of its inner loop; `idle` more that return at
+    once, counted as one step), refuse too a launch the interpreter would take more than
+    INTERPRETER_SECONDS for, whatever its FLOPs (programs grow with two scaled dimensions)."""
     too_much = f"{what}: {flops / 1e9:.1f} GFLOP is too much for the Triton interpreter on the CPU"
     _refuse_on_cpu(device, flops, INTERPRETER_FLOP_LIMIT, dims, too_much)
+    if programs is None:
+        return
+    seconds = programs * (INTERPRETER_PROGRAM_S + steps * INTERPRETER_STEP_S) + idle * INTERPRETER_STEP_S
+    too_long = (
+        f"{what}: {programs} programs of {steps} step(s) would take some {seconds:.0f} s a launch in the "
+        "Triton interpreter on the CPU"
+    )
+    _refuse_on_cpu(device, seconds, INTERPRETER_SECONDS, 2, too_long)
 
 
 def guard_programs(device: str, programs: int, what: str, dims: int = 1) -> None:
@@ -106,15 +140,24 @@ def guard_cpu_bytes(device: str, nbytes: float, what: str, dims: int = 2) -> Non
 
 
 def label(
-    implementation: str, device: str, scale: float, triton: bool = True, *, target: Any = None, dtype: Any = None
+    implementation: str,
+    device: str,
+    scale: float,
+    triton: bool = True,
+    *,
+    target: Any = None,
+    dtype: Any = None,
+    recorded: Any = None,
 ) -> str:
-    """The implementation label: what ran, where, at what scale, and — given the `target` and the
-    `dtype` it computed in — the recorded dtype where the replay ran another."""
+    """The implementation label: what ran, where, at what scale, and — given the `target` (or the
+    `recorded` dtype the builder read) and the `dtype` it computed in — the recorded dtype where
+    the replay ran another."""
     parts = [implementation]
     if not device.startswith("cuda"):
         parts.append("Triton interpreter (fp32)" if triton and interpreting() else "CPU")
-    recorded = recorded_dtype(target) if target is not None and dtype is not None else None
-    if recorded is not None and recorded != dtype:
+    if recorded is None and target is not None and dtype is not None:
+        recorded = recorded_dtype(target)
+    if recorded is not None and dtype is not None and recorded != dtype:
         name = dtype_name(dtype)
         parts.append(f"run in {name}, recorded {dtype_name(recorded)}: bytes and time are of {name}")
     if scale < 1.0:

@@ -24,12 +24,15 @@ import triton
 import triton.language as tl
 
 from kernel_atlas.classify.classifier import rule_id
-from kernel_atlas.ingest.recorded import tensor_shapes
+from kernel_atlas.ingest.recorded import TENSOR, tensor_shapes
 from kernel_atlas.replay.aten import KERNEL, Case
 from kernel_atlas.replay.checks import combine, compare, guarded, inside_guard
 from kernel_atlas.replay.configs import Config, candidates, pick, traced_warps
+from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
 from kernel_atlas.replay.kernels.common import (
+    activation_dtype,
+    compute_dtype,
     guard_cpu_bytes,
     guard_programs,
     interpreting,
@@ -119,7 +122,9 @@ def ep_gather_kernel(
 
 def _routing(target: Any, device: str, scale: float) -> dict[str, Any]:
     found = [s for s in tensor_shapes(target.args) if len(s) == 2]
-    tokens, hidden = found[0] if found else (1024, 7168)
+    if not found:  # no layout of a made-up (1024, 7168)
+        raise NotReplayable("needs the tokens [T, hidden] recorded")
+    tokens, hidden = found[0]
     rows = next((s[0] for s in found[1:] if s[1] == hidden and s[0] >= tokens), None)
     top_k = max(1, min(8, rows // tokens)) if rows else 8
     tokens, hidden = scaled(tokens, scale), scaled(hidden, scale, GROUP)
@@ -216,14 +221,17 @@ def _scatter(target: Any, device: str, scale: float) -> Case:
     if interpreting():
         text += " (fp8 values in fp32)"
     config = f"num_warps={warps}"
-    return Case(run, label(text, device, scale), check, timed=KERNEL, config=config, reset=reset)
+    # it copies fp8 rows; a recording of another dtype (bf16 DeepEP) is said, as every builder's
+    recorded = activation_dtype(next((a for a in target.args if a.kind == TENSOR and a.dims), None))
+    text = label(text, device, scale, dtype=torch.float8_e4m3fn, recorded=recorded)
+    return Case(run, text, check, timed=KERNEL, config=config, reset=reset)
 
 
 @register(rules=("sglang-ep-gather",))
 def _gather(target: Any, device: str, scale: float) -> Case:
     r = _routing(target, device, scale)
     tokens, hidden, top_k, ids, gen = r["tokens"], r["hidden"], r["top_k"], r["ids"], r["gen"]
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    dtype = compute_dtype(device, target)  # the gathered rows' recorded dtype on a GPU
     slots = tokens * top_k
     inputs = inside_guard(randn((slots, hidden), dtype, device, gen))
     index = torch.randperm(slots, device=device, generator=gen).view(tokens, top_k).to(torch.int32)
@@ -254,5 +262,5 @@ def _gather(target: Any, device: str, scale: float) -> Case:
         reference = (inputs.double()[index.long()] * valid[..., None]).sum(1)
         return out.check(compare(produced, reference, "float64 weighted gather"))
 
-    text = f"Triton _fwd_kernel_ep_gather; {r['assumed']}"
-    return Case(run, label(text, device, scale), check, timed=KERNEL, config=config_text)
+    text = label(f"Triton _fwd_kernel_ep_gather; {r['assumed']}", device, scale, target=target, dtype=dtype)
+    return Case(run, text, check, timed=KERNEL, config=config_text)

@@ -26,13 +26,14 @@ import triton
 import triton.language as tl
 
 from kernel_atlas.classify.classifier import rule_id
-from kernel_atlas.ingest.recorded import tensor_shapes
+from kernel_atlas.ingest.recorded import TENSOR, Arg, tensor_shapes
 from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
 from kernel_atlas.replay.checks import compare, guarded, inside_guard
 from kernel_atlas.replay.configs import Config, candidates, pick
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
 from kernel_atlas.replay.kernels.common import (
+    activation_dtype,
     compute_dtype,
     guard_cpu_bytes,
     guard_interpreter,
@@ -302,22 +303,66 @@ def expert_gemm_reference(a, w, ids, weights=None, rows_per_token: int = 1) -> t
     return out
 
 
+# the fused_experts arguments a seed catalog names (`description`): their role in the problem
+_MOE_ROLES = {"hidden_states": "hidden", "w1": "w1", "w2": "w2", "topk_ids": "topk", "topk_weights": "topk"}
+_MOE_NEEDS = "needs hidden_states [T, D], w1 [E, N, D], w2 [E, D, I] and topk ids [T, k]"
+
+
+def _agree(hidden: tuple[int, ...], w1: tuple[int, ...], w2: tuple[int, ...], topk: tuple[int, ...]) -> bool:
+    """hidden [T, D], w1 [E, N, D], w2 [E, D, I], topk [T, k]: E, D and T the same wherever they recur."""
+    return (
+        (len(hidden), len(w1), len(w2), len(topk)) == (2, 3, 3, 2)
+        and w1[0] == w2[0]
+        and hidden[1] == w1[2] == w2[1]
+        and topk[0] == hidden[0]
+    )
+
+
+def moe_tensors(args: tuple[Arg, ...]) -> tuple[Arg, Arg, Arg, Arg, str]:
+    """The recorded hidden states, w1, w2 and top-k tensor of a fused MoE call, and how they were
+    found: by their names where the recording names them (a seed catalog's `description`), else
+    by the shapes that agree — w1 and w2 of one expert count whose D agree, the hidden states the
+    [T, D] of that D, the top-k tensor a [T, k] of its T. Never by rank alone: a [1024, 2] top-k
+    tensor had been taken for the hidden states (D = 2) of a call whose hidden states were
+    impossible. NotReplayable where they are not there or disagree."""
+    named: dict[str, Arg] = {}
+    for arg in args:
+        role = _MOE_ROLES.get(arg.name)
+        if role is not None and arg.kind == TENSOR and role not in named:
+            named[role] = arg
+    if len(named) == 4:
+        shapes = [named[r].dims for r in ("hidden", "w1", "w2", "topk")]
+        if not _agree(*shapes):
+            raise NotReplayable(
+                "the recorded hidden_states {}, w1 {}, w2 {} and top-k {} disagree ({})".format(
+                    *(list(s) for s in shapes), _MOE_NEEDS.removeprefix("needs ")
+                )
+            )
+        return named["hidden"], named["w1"], named["w2"], named["topk"], "by name"
+    tensors = [a for a in args if a.kind == TENSOR and a.dims]
+    three = [a for a in tensors if len(a.dims) == 3]
+    two = [a for a in tensors if len(a.dims) == 2]
+    pairs = [(a, b) for i, a in enumerate(three) for b in three[i + 1 :]]  # in the recorded order first
+    for w1, w2 in [*pairs, *((b, a) for a, b in pairs)]:
+        for hidden in two:
+            topk = next((t for t in two if t is not hidden and _agree(hidden.dims, w1.dims, w2.dims, t.dims)), None)
+            if topk is not None:
+                return hidden, w1, w2, topk, "by their shapes"
+    raise NotReplayable(f"{_MOE_NEEDS} whose sizes agree (E, D and T)")
+
+
 def _moe_problem(target: Any, device: str, scale: float, gemm: bool = True) -> dict[str, Any]:
-    found = tensor_shapes(target.args)
-    three = [s for s in found if len(s) == 3]
-    two = [s for s in found if len(s) == 2]
-    if len(three) < 2 or not two:
-        raise NotReplayable("needs hidden_states [T, D], w1 [E, 2I, D], w2 [E, D, I] and topk ids [T, k]")
-    (tokens, hidden), (experts, n1, _), (_, _, inter) = two[0], three[0], three[1]
-    top_k = next((s[1] for s in two[1:] if s[0] == tokens), 2)
+    hidden_arg, w1, w2, topk, found_by = moe_tensors(target.args)
+    (tokens, hidden), (experts, n1, _), (_, _, inter), top_k = hidden_arg.dims, w1.dims, w2.dims, topk.dims[1]
     recorded = {"tokens": tokens, "hidden": hidden, "n1": n1, "inter": inter, "experts": experts, "top_k": top_k}
+    # each launch is replayed at its own recorded N (gate/up: w1's, down: w2's D), not forced to 2·I
     tokens, hidden, n1, inter = (scaled(v, scale) for v in (tokens, hidden, n1, inter))
-    n1 = 2 * inter if n1 != 2 * inter else n1
     if gemm:
         guard_interpreter(device, 2.0 * tokens * top_k * max(n1 * hidden, hidden * inter), "fused_moe_kernel launch")
     else:
         guard_cpu_bytes(device, 4.0 * tokens * top_k * hidden, "moe_sum_reduce input")
-    dtype = compute_dtype(device)
+    recorded_dtype = activation_dtype(hidden_arg)  # the hidden states': the kernel's a and b
+    dtype = compute_dtype(device, target, recorded_dtype)
     gen = generator(device)
     weights, ids = route(randn((tokens, experts), torch.float32, device, gen), top_k)
     return {
@@ -328,11 +373,24 @@ def _moe_problem(target: Any, device: str, scale: float, gemm: bool = True) -> d
         "experts": experts,
         "top_k": top_k,
         "dtype": dtype,
+        "recorded_dtype": recorded_dtype,
         "generator": gen,
         "weights": weights,
         "ids": ids,
         "recorded": recorded,
+        "found_by": found_by,
     }
+
+
+def interpreter_programs(numel: int, experts: int, n: int, k: int, config: Config) -> dict[str, int]:
+    """fused_moe_kernel's programs under the interpreter: those whose row block holds slots (at
+    most numel + min(E, numel)·(BLOCK_SIZE_M − 1) padded slots), each over the K loop, and the
+    rest of the grid, which returns at once (experts without tokens pad nothing)."""
+    block_m, block_n = config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"]
+    columns = triton.cdiv(n, block_n)
+    grid = triton.cdiv(max_padded(numel, experts, block_m), block_m) * columns
+    active = min(grid, triton.cdiv(numel + min(experts, numel) * (block_m - 1), block_m) * columns)
+    return {"programs": active, "steps": triton.cdiv(k, config["BLOCK_SIZE_K"]), "idle": grid - active}
 
 
 @register(rules=("triton-fused-moe",))
@@ -360,6 +418,8 @@ def _fused_moe(target: Any, device: str, scale: float) -> Case:
     alignments: dict[int, Alignment] = {}
 
     def make_run(config: Config):
+        work = interpreter_programs(slots, experts, w.shape[1], w.shape[2], config)
+        guard_interpreter(device, 0.0, "fused_moe_kernel launch", **work)  # the programs the CPU runs
         block_m = config["BLOCK_SIZE_M"]
         if block_m not in alignments:  # routing is sorted once per block size, before any timing
             alignments[block_m] = Alignment(p["ids"], block_m, experts)
@@ -383,8 +443,9 @@ def _fused_moe(target: Any, device: str, scale: float) -> Case:
         return out.check(compare(produced, reference, "float64 per-expert GEMM"))
 
     launch = "down projection" if down else "gate/up projection"
-    text = f"Triton fused_moe_kernel ({launch} launch, {experts} experts, top-{top_k})"
-    return Case(run, label(text, device, scale), check, timed=KERNEL, config=config_text)
+    text = f"Triton fused_moe_kernel ({launch} launch, {experts} experts, top-{top_k}), tensors found {p['found_by']}"
+    text = label(text, device, scale, target=target, dtype=dtype, recorded=p["recorded_dtype"])
+    return Case(run, text, check, timed=KERNEL, config=config_text)
 
 
 @register(rules=("sglang-moe-sum-reduce",))
@@ -404,7 +465,10 @@ def _sum_reduce(target: Any, device: str, scale: float) -> Case:
     def check() -> tuple[str, str]:
         return out.check(compare(run(), x.double().sum(1), "float64 sum over k"))
 
-    return Case(run, label("Triton moe_sum_reduce_kernel", device, scale), check, timed=KERNEL, config=config_text)
+    text = label(
+        "Triton moe_sum_reduce_kernel", device, scale, target=target, dtype=p["dtype"], recorded=p["recorded_dtype"]
+    )
+    return Case(run, text, check, timed=KERNEL, config=config_text)
 
 
 def _alignment_of(args: tuple[Any, ...], shapes: list[tuple[int, ...]]) -> tuple[int, int, str]:
@@ -426,7 +490,9 @@ def _alignment_of(args: tuple[Any, ...], shapes: list[tuple[int, ...]]) -> tuple
 @register(rules=("sglang-moe-align", "sglang-moe-align-small-batch", "sglang-moe-sort"))
 def _align(target: Any, device: str, scale: float) -> Case:
     found = tensor_shapes(target.args)
-    ids_shape = found[0] if found and len(found[0]) == 2 else (1024, 8)
+    if not found or len(found[0]) != 2:
+        raise NotReplayable("needs topk_ids [T, k] recorded first")  # no made-up routing size
+    ids_shape = found[0]
     tokens, top_k = scaled(ids_shape[0], scale), ids_shape[1]
     experts, block_m, said = _alignment_of(target.args, found)
     gen = generator(device)

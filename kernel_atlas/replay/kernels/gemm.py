@@ -15,13 +15,20 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_atlas.ingest.recorded import tensor_shapes
+from kernel_atlas.ingest.recorded import TENSOR, tensor_shapes
 from kernel_atlas.replay.aten import KERNEL, STAND_IN, Case
 from kernel_atlas.replay.checks import compare, guarded, inside_guard
 from kernel_atlas.replay.configs import Config, candidates, pick
 from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
-from kernel_atlas.replay.kernels.common import compute_dtype, guard_interpreter, interpreting, label, scaled
+from kernel_atlas.replay.kernels.common import (
+    activation_dtype,
+    compute_dtype,
+    guard_interpreter,
+    interpreting,
+    label,
+    scaled,
+)
 from kernel_atlas.replay.values import generator, randn
 
 GROUP = 128  # fp8 quantisation group
@@ -101,13 +108,19 @@ def _block_fp8_matmul(target: Any, device: str, scale: float) -> Case:
     a, b = inside_guard(fp8_values((m, k), device, gen)), inside_guard(fp8_values((n, k), device, gen))
     a_s = torch.rand(m, triton.cdiv(k, GROUP), device=device, generator=gen) + 0.5
     b_s = torch.rand(triton.cdiv(n, GROUP), triton.cdiv(k, GROUP), device=device, generator=gen) + 0.5
-    c = guarded((m, n), torch.bfloat16 if device.startswith("cuda") else torch.float32, device)
+    # the output's recorded dtype (C [M, N]: the Triton launch's c, DeepGEMM's out) is what it writes
+    out = next((a for a in target.args if a.kind == TENSOR and a.dims == (m0, n0) and activation_dtype(a)), None)
+    recorded = activation_dtype(out)
+    dtype = compute_dtype(device, recorded=recorded or torch.bfloat16)  # SGLang's bf16 where not recorded
+    c = guarded((m, n), dtype, device)
 
     def programs(config: Config) -> int:
         return triton.cdiv(m0, config["BLOCK_SIZE_M"]) * triton.cdiv(n0, config["BLOCK_SIZE_N"])
 
     def make_run(config: Config):
         grid = (triton.cdiv(m, config["BLOCK_SIZE_M"]) * triton.cdiv(n, config["BLOCK_SIZE_N"]),)
+        steps = triton.cdiv(k, config["BLOCK_SIZE_K"])
+        guard_interpreter(device, 0.0, "block-fp8 GEMM", programs=grid[0], steps=steps)  # the programs the CPU runs
 
         def run() -> torch.Tensor:
             w8a8_block_fp8_matmul_kernel[grid](a, b, c.tensor, a_s, b_s, m, n, k, GROUP, GROUP, **config.kwargs())
@@ -124,7 +137,10 @@ def _block_fp8_matmul(target: Any, device: str, scale: float) -> Case:
         return c.check(compare(produced, a_full @ b_full.T, "dequantised float64 GEMM"))
 
     text = "Triton w8a8 block-fp8 matmul" + (" (fp8 values in fp32)" if interpreting() else "")
-    return Case(run, label(text, device, scale), check, timed=KERNEL, config=config_text)
+    if recorded is None and device.startswith("cuda"):
+        text += " (output dtype not recorded: bfloat16 assumed)"
+    text = label(text, device, scale, dtype=dtype, recorded=recorded)
+    return Case(run, text, check, timed=KERNEL, config=config_text)
 
 
 @register(rules=("dsv3-small-gemm",))
@@ -138,7 +154,7 @@ def _small_gemm(target: Any, device: str, scale: float) -> Case:
     (m, k), w = found[0], found[1]
     n = w[1] if w[0] == k else w[0]
     m, n, k = scaled(m, scale), scaled(n, scale), scaled(k, scale)
-    dtype = compute_dtype(device)
+    dtype = compute_dtype(device, target)
     gen = generator(device)
     a = randn((m, k), dtype, device, gen)
     b = randn((k, n), dtype, device, gen, k**-0.5)
@@ -151,4 +167,4 @@ def _small_gemm(target: Any, device: str, scale: float) -> Case:
         return compare(run(), a.double() @ b.double(), "float64 GEMM")
 
     text = f"stand-in: torch.mm [{m}×{k}]·[{k}×{n}]"
-    return Case(run, label(text, device, scale, triton=False), check, timed=STAND_IN)
+    return Case(run, label(text, device, scale, triton=False, target=target, dtype=dtype), check, timed=STAND_IN)

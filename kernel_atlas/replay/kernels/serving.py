@@ -17,12 +17,14 @@ import torch
 import triton
 import triton.language as tl
 
-from kernel_atlas.ingest.recorded import tensor_shapes
+from kernel_atlas.ingest.recorded import TENSOR, tensor_shapes
 from kernel_atlas.replay.aten import KERNEL, PIPELINE, Case
 from kernel_atlas.replay.checks import combine, compare, guarded, inside_guard
 from kernel_atlas.replay.configs import traced_warps
+from kernel_atlas.replay.inputs import NotReplayable
 from kernel_atlas.replay.kernels import register
 from kernel_atlas.replay.kernels.common import (
+    activation_dtype,
     compute_dtype,
     guard_cpu_bytes,
     guard_programs,
@@ -128,7 +130,9 @@ def _split(total: int, parts: int) -> list[int]:
 def _pool(target: Any, device: str, scale: float) -> dict[str, Any]:
     """The req_to_token pool (recorded shape, scaled), sentinel-filled, and the request count."""
     found = tensor_shapes(target.args)
-    pool = next((s for s in found if len(s) == 2), (4096, 163844))
+    pool = next((s for s in found if len(s) == 2), None)
+    if pool is None:  # no pool of a made-up size
+        raise NotReplayable("needs the req_to_token pool [rows, stride] recorded")
     rows, stride = scaled(pool[0], scale), scaled(pool[1], scale)
     guard_cpu_bytes(device, 4.0 * rows * stride, "req_to_token pool")
     vectors = [s[0] for s in found if len(s) == 1]
@@ -240,7 +244,9 @@ def _positions(target: Any, device: str, scale: float) -> Case:
 @register(rules=("per-token-group-quant",))
 def _group_quant(target: Any, device: str, scale: float) -> Case:
     found = tensor_shapes(target.args)
-    shape = found[0] if found else (1024, 7168)
+    if not found:  # it had been replayed as a (1024, 7168) input, said nowhere
+        raise NotReplayable("needs the input [tokens, hidden] recorded")
+    shape = found[0]
     # the group: the input's columns over its scales' (sgl-kernel records y_s [1024, 12] for
     # [1024, 1536]); else 128, SGLang's, assumed (the Triton launch records no scales)
     scales = [s for s in found[1:] if s[:-1] == shape[:-1] and 0 < s[-1] < shape[-1] and shape[-1] % s[-1] == 0]
@@ -250,7 +256,8 @@ def _group_quant(target: Any, device: str, scale: float) -> Case:
     group = recorded_group or (128 if cols % 128 == 0 else cols)
     groups = math.prod(lead) * cols // group
     guard_programs(device, groups, "per-token-group quantisation (one program per group)", dims=2)
-    dtype = compute_dtype(device)
+    recorded = activation_dtype(next(a for a in target.args if a.kind == TENSOR and a.dims == shape))
+    dtype = compute_dtype(device, target, recorded)  # the kernel reads any float input, computes in fp32
     y = inside_guard(randn((*lead, cols), dtype, device, generator(device), 3.0))
     fp8 = torch.float8_e4m3fn
     y_q = guarded((*lead, cols), fp8, device)
@@ -291,4 +298,4 @@ def _group_quant(target: Any, device: str, scale: float) -> Case:
         text += " (fp8 cast by torch)"
         timed = PIPELINE
     config = f"BLOCK={block} num_warps={warps}" + (" (from the traced block)" if traced else " (SGLang's rule)")
-    return Case(run, label(text, device, scale), check, timed=timed, config=config)
+    return Case(run, label(text, device, scale, dtype=dtype, recorded=recorded), check, timed=timed, config=config)

@@ -191,14 +191,32 @@ def inductor_launcher(launcher: str) -> bool:
     return inductor_kernel_prefix().match(f"{launcher}_") is not None  # `^triton_(?:<kinds>)_`
 
 
-def inductor_bytes(tensors: list[Arg]) -> tuple[int, str]:
-    """Bytes of an Inductor kernel's call (`inductor_launcher`): each recorded tensor once — its
-    inputs read, its outputs (among them) written — with the formula's words for it. An in_out_ptr
-    (an input buffer the kernel writes back in place) is read and written, so its write is left
-    out: the trace does not say which argument that is, and the text says so (an estimate)."""
+# the launcher Kineto records for a Triton kernel launched by Triton's own runtime (a hand-written
+# `@triton.jit` kernel: SGLang's norms, MoE routing), the Python frame `<built-in function launch>`
+TRITON_LAUNCH = "<built-in function launch>"
+
+
+def triton_launcher(launcher: str) -> bool:
+    """A call whose recorded arguments are a Triton kernel's own: Inductor's record of its kernel
+    (`inductor_launcher`), or Triton's launch itself (`TRITON_LAUNCH`: a catalog entry of a
+    hand-written kernel, SGLang's `fused_dual_residual_rmsnorm_kernel(output, mid, x, residual,
+    weight1, weight2)`). A Triton kernel returns nothing and writes through its pointer arguments,
+    so its outputs are among the recorded tensors: each is counted once (`inductor_bytes`), no
+    output is added on top (one was: +25 % bytes for the dual-residual norm, +50 % for
+    `fused_rmsnorm_kernel(output, activ, weight)`, campaign BM 5)."""
+    return launcher == TRITON_LAUNCH or inductor_launcher(launcher)
+
+
+def inductor_bytes(tensors: list[Arg], launcher: str = "") -> tuple[int, str]:
+    """Bytes of a Triton kernel's call (`triton_launcher`; Inductor's unless `launcher` is
+    `TRITON_LAUNCH`): each recorded tensor once — its inputs read, its outputs (among them)
+    written — with the formula's words for it. An in_out_ptr (an input buffer the kernel writes
+    back in place) is read and written, so its write is left out: the trace does not say which
+    argument that is, and the text says so (an estimate)."""
     total = sum(a.nbytes for a in tensors)
+    kernel = "a Triton kernel" if launcher == TRITON_LAUNCH else "an Inductor kernel"
     return total, (
-        f"each of its {len(tensors)} recorded arguments once {total} (an Inductor kernel records its outputs "
+        f"each of its {len(tensors)} recorded arguments once {total} ({kernel} records its outputs "
         "among its arguments, not which they are: none assumed updated in place, whose write would add its bytes)"
     )
 

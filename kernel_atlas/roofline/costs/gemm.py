@@ -178,7 +178,8 @@ def _grouped_deepgemm(call: Call) -> Cost:
     expert GEMMs of SGLang's DeepEP MoE): lhs [M, K] holds every expert's rows back to back, each
     expert's segment padded to a multiple of 128 rows; rhs [G, N, K] the G local experts' weights;
     out [M, N] bf16. Which rows belong to which expert (`m_indices`, −1 on padding) is a value the
-    trace does not record, so both numbers are upper bounds: the FLOPs count the padding rows,
+    trace does not record, so both numbers are upper bounds, and the formula says it is an
+    estimate (the roofline's `estimate` column, the trust line): the FLOPs count the padding rows,
     whose 128-row blocks the kernel skips, and the bytes count the weights of every expert the
     layout can hold (each non-empty segment takes at least 128 rows: at most min(G, ⌈M/128⌉)).
     The masked layout (lhs [G, M_max, K], each expert's row count `masked_m` a value) and the
@@ -205,7 +206,8 @@ def _grouped_deepgemm(call: Call) -> Cost:
     out_itemsize = out.itemsize if out is not None else 2  # bf16
     precision, unit = gemm_precision(call, lhs)
     formula = (
-        f"an upper bound: 2·M·N·K = 2·{m}·{n}·{k}, M counting each expert's padding to "
+        "an upper bound, an estimate (the rows' experts, m_indices' values, not recorded): "
+        f"2·M·N·K = 2·{m}·{n}·{k}, M counting each expert's padding to "
         f"{_DEEPGEMM_CONTIGUOUS_ALIGNMENT} rows (blocks the kernel skips); bytes = lhs and its row-wise "
         f"inputs {row_bytes} + weights and scales of at most min(G, ⌈M/{_DEEPGEMM_CONTIGUOUS_ALIGNMENT}⌉) "
         f"= {touched} of {groups} experts {weight_bytes:.0f} + output {m}·{n}·{out_itemsize}"

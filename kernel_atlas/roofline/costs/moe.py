@@ -123,10 +123,11 @@ def _fused_experts(call: Call) -> Cost:
         )
     else:
         share = ("", "")
+    expected = "E·(1−(1−k/G)^T)" if total > experts else "E·(1−(1−k/E)^T)"
     formula = (
         f"2·T·k·N1·D + 2·T·k·D·N2 = 2·{tokens}·{k}{share[0]}·{n1}·{hidden} + 2·{tokens}·{k}{share[0]}·{hidden}·{n2}"
-        f"{packed}{share[1]}; bytes = x + out + {touched:.3f} of the expert weights (expected distinct experts "
-        f"{'E·(1−(1−k/G)^T)' if total > experts else 'E·(1−(1−k/E)^T)'}) + intermediates "
+        f"{packed}{share[1]}; bytes = x + out + {touched:.3f} of the expert weights "
+        f"({experts_read(experts, total, k, tokens, expected)}) + intermediates "
         f"T·k·(N1 + {'E/G·' if total > experts else ''}N2 + 2·D)·{x.itemsize} = {intermediates:.0f}"
     )
     return Cost(flops, read + written + intermediates, precision, unit, formula)
@@ -136,6 +137,26 @@ def expected_experts(experts: int, k: int, tokens: int) -> float:
     """Distinct experts a batch touches when each of T tokens picks k of E experts uniformly and
     independently: E·(1 − (1 − k/E)^T)."""
     return experts * (1.0 - (1.0 - min(k, experts) / experts) ** tokens)
+
+
+def experts_read(experts: int, total: int, k: int, tokens: int, expected: str) -> str:
+    """The formula's words for the experts whose weights a call reads, of its E local experts (of G
+    = `total` global ones): which were picked is a value the trace does not record, so the count
+    is the uniform-routing expectation (`expected_experts`), an estimate, between the fewest the
+    recorded shapes allow (every token picks the same k: k, or under expert parallelism
+    max(0, k − (G − E)) of them local) and the most (min(E, T·k)). Only where the two meet is the
+    count exact: k ≥ G (every expert picked), or one token without expert parallelism (exactly k)
+    — T·k ≥ E is not enough, as the tokens may all pick the same experts."""
+    picks = min(k, total)
+    most = min(experts, tokens * picks)
+    fewest = min(max(0, picks - (total - experts)), most)
+    if fewest == most:
+        why = f"k ≥ {'G' if total > experts else 'E'}: every expert" if picks == total else "one token: exactly its k"
+        return f"experts read: {most} of {experts}, {why}"
+    return (
+        f"experts read: not recorded, an estimate: the expected distinct experts under uniform routing "
+        f"{expected}; between {fewest} and {most} of {experts} whatever the routing"
+    )
 
 
 def moe_flops(tokens: int, k: int, hidden: int, inter: int, up: int) -> float:
@@ -197,7 +218,8 @@ def _moe_forward(call: Call) -> Cost:
     formula = (
         f"2·T·k·H·I{'·2 (gated)' if gated else ''} + 2·T·k·I·H = 2·{tokens}·{k}·{hidden}·{inter}·{up} + "
         f"2·{tokens}·{k}·{inter}·{hidden} (I as the weights record it; TraceLens takes I = H); "
-        f"bytes = {touched:.2f} of {experts} experts (E·(1−(1−k/E)^T)) × w1 {list(w1.dims)} + w2 {list(w2.dims)} "
+        f"bytes = {touched:.2f} of {experts} experts ({experts_read(experts, experts, k, tokens, 'E·(1−(1−k/E)^T)')}) "
+        f"× w1 {list(w1.dims)} + w2 {list(w2.dims)} "
         f"{w1.dtype} as stored (block scales not recorded, not counted) + x, out, router logits {activations}"
     )
     precision, unit = gemm_precision(call, x)
@@ -284,13 +306,108 @@ def _moe_from_buffers(call: Call, x: Arg, logits: Arg, enclosed: dict) -> Cost:
     return Cost(flops, weight_bytes + activations, precision, unit, formula)
 
 
+@lru_cache(maxsize=1)
+def _topk_catalog() -> tuple[dict[str, int], dict[str, str]]:
+    """catalogs/costs.toml `[moe]`: the TopK ops whose k is their n-th integer argument
+    (`topk_integer`, as ingest reads it), and those that return their top-k weights and ids
+    (`topk_returned`: the weights' dtype)."""
+    moe = read_toml("costs.toml")["moe"]
+    return {str(op): int(n) for op, n in moe.get("topk_integer", {}).items()}, dict(moe.get("topk_returned", {}))
+
+
+def _nth_integer(call: Call, nth: int) -> int | None:
+    """The call's n-th integer Concrete Input, counted among the integers (bools are not), as
+    ingest/composite.py `_topk` reads a fused top-k's k; None where fewer were recorded."""
+    values = [a.value for a in call.args if a.kind == SCALAR and type(a.value) is int]
+    return values[nth - 1] if 0 < nth <= len(values) else None
+
+
+# the top-k ids a routing op returns: int32 (sgl-kernel's moe_fused_gate, SGLang's Triton router)
+_TOPK_ID_BYTES = 4
+
+
+def _returned_topk(call: Call, elements: int, weights_dtype: str) -> Cost:
+    """A TopK op that returns its top-k (costs.toml `[moe] topk_returned`: sgl-kernel's
+    `moe_fused_gate(input [T, E], bias [E], num_expert_group, topk_group, topk, …)` → weights
+    [T, k] fp32, ids [T, k] int32): its inputs read once, the two [T, k] outputs written once, k
+    its catalogued integer (`topk_integer`). k not recorded (a catalog entry records no values):
+    counted at 1, the least, and the formula says so."""
+    tensors = tensors_of(call)
+    scores = next((a for a in tensors if len(a.dims) == 2), None)
+    if scores is None:
+        raise NoCost(f"{call.what}: no router scores [T, E] recorded ({[list(a.dims) for a in tensors]})")
+    rows, experts = scores.dims
+    read = sum(a.nbytes for a in tensors)
+    per_row = dtypes()[weights_dtype].bytes + _TOPK_ID_BYTES
+    nth = _topk_catalog()[0].get(call.launcher, 0)
+    k = _nth_integer(call, nth)
+    if k is not None and 1 <= k <= experts:
+        said = f"k = {k}, the recorded topk: its integer no. {nth}"
+    else:
+        k = 1
+        said = f"k not recorded: counted at 1, the least; at most E = {experts}: {rows * experts * per_row}"
+    written = rows * k * per_row
+    sizes = f"{dtypes()[weights_dtype].bytes} + {_TOPK_ID_BYTES}"
+    formula = (
+        f"estimate: {elements} elements; bytes = inputs {read} read + top-k weights and ids returned "
+        f"[T, k]·({sizes}) = {rows}·{k}·{per_row} = {written} written ({said})"
+    )
+    return Cost(float(elements), read + written, scores.precision, VECTOR, formula)
+
+
+def _router_gemm(call: Call, tensors: list[Arg]) -> Cost | None:
+    """A routing op that computes the router's logits itself: its first two tensors x [T, D] and the
+    router's weight [E, D] (one last axis, 1 < E < D, the two not alike) — SGLang's Triton
+    `fused_moe_router_kernel(input, moe_router_weight, topk_weights!, topk_ids!, …)` (grok). A GEMM,
+    2·T·E·D FLOPs in fp32 (both operands upcast, summed without tl.dot: the fp32 vector peak; its
+    large-batch top-1 variant's tl.dot would take TF32's, a kernel name the call does not carry;
+    either way these calls are memory-bound at E ≪ D), the logits kept on chip: x and the weight
+    read once, only the top-k weights [T, k] fp32 and ids [T, k] int32 written. k from those
+    outputs where recorded among the arguments (a Triton kernel writes through them), else not
+    recorded: counted at 1, the least. None: not this layout."""
+    if len(tensors) < 2:
+        return None
+    x, weight = tensors[0], tensors[1]
+    floats = x.precision not in ("int", "int8") and weight.precision not in ("int", "int8")
+    if not floats or len(x.dims) != 2 or len(weight.dims) != 2 or x.dims == weight.dims:
+        return None
+    (tokens, hidden), experts = x.dims, weight.dims[0]
+    if weight.dims[1] != hidden or not 1 < experts < hidden:
+        return None
+    outputs = tensors[2:]  # the top-k weights and ids [T, k], where recorded: one k below E
+    widths = {a.dims[1] if len(a.dims) == 2 and a.dims[0] == tokens else 0 for a in outputs}
+    if outputs and (len(widths) != 1 or not 1 <= min(widths) < experts):
+        return None
+    read = x.nbytes + weight.nbytes
+    if outputs:
+        k = widths.pop()
+        written = sum(a.nbytes for a in outputs)
+        said = f"outputs [T, k] recorded: k = {k}, written {written}"
+    else:
+        k, per_row = 1, 4 + _TOPK_ID_BYTES
+        written = tokens * per_row
+        said = (
+            f"top-k weights fp32 + ids int32 [T, k]·8, k not recorded: counted at 1, the least, "
+            f"{tokens}·{per_row} = {written} (at most k = E: {tokens * experts * per_row})"
+        )
+    formula = (
+        f"router GEMM 2·T·E·D = 2·{tokens}·{experts}·{hidden} (fp32 math, the logits kept on chip); bytes = "
+        f"x {x.nbytes} + router weight {weight.nbytes} read + {said}"
+    )
+    return Cost(2.0 * tokens * experts * hidden, read + written, "fp32", VECTOR, formula)
+
+
 @register(ops=("moe_gate", "moe_align"))
 def _routing(call: Call) -> Cost:
     """MoE routing (top-k of the router logits, sorting tokens by expert): an estimate, one op per
     recorded element. A launcher whose recorded arguments include its outputs (costs.toml
     `written_arguments`: vLLM's topk_softmax(topk_weights!, topk_ids!, token_expert_indices!,
-    gating_output)): its inputs read once and its outputs written once; others: every recorded
-    input read once and as many bytes written (ids, weights, offsets)."""
+    gating_output)): its inputs read once and its outputs written once; one that returns its
+    top-k (`[moe] topk_returned`: sgl-kernel's moe_fused_gate): its inputs and the [T, k] weights
+    and ids (`_returned_topk`; as many bytes as it read had been written, 8× the outputs at T 512,
+    E 256, k 8); the router's own GEMM fused with its top-k (`_router_gemm`: it had been one FLOP
+    per element and its inputs written back, 2× the bytes); others: every recorded input read
+    once and as many bytes written (ids, weights, offsets), an estimate said in the formula."""
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
@@ -303,6 +420,12 @@ def _routing(call: Call) -> Cost:
             f"estimate: {elements} elements; bytes = inputs {read} read + outputs {written} written (arguments {where})"
         )
         return Cost(float(elements), read + written, tensors[0].precision, VECTOR, formula)
+    returned = _topk_catalog()[1].get(call.launcher)
+    if returned is not None:
+        return _returned_topk(call, elements, returned)
+    router = _router_gemm(call, tensors)
+    if router is not None:
+        return router
     read = sum(a.nbytes for a in tensors)
     formula = f"estimate: {elements} elements; bytes = inputs {read} read + as many written"
     return Cost(float(elements), 2.0 * read, tensors[0].precision, VECTOR, formula)

@@ -17,13 +17,13 @@ from kernel_atlas.roofline.costs.base import (
     concrete_int,
     flops_per_element,
     inductor_bytes,
-    inductor_launcher,
     no_tensors,
     optional_tensor_at,
     register,
     tensor_at,
     tensor_lists,
     tensors_of,
+    triton_launcher,
 )
 
 
@@ -55,6 +55,17 @@ def written_arguments() -> dict[str, dict[str, list]]:
     """Launcher → the positions of the arguments it writes (`out`: written only; `inplace`: read
     and written back) and the ops fused into it (costs.toml `written_arguments`)."""
     return read_toml("costs.toml")["written_arguments"]
+
+
+def written_arguments_of(call: Call) -> dict[str, list] | None:
+    """The call's `written_arguments` entry: its launcher's; for a Triton launch (`triton_launcher`,
+    whose launcher names no kernel: every hand-written kernel's reads `<built-in function launch>`)
+    its label rule's (`rule:<id>`), where the rule names one kernel's argument layout."""
+    table = written_arguments()
+    spec = table.get(call.launcher)
+    if spec is None and call.rule and triton_launcher(call.launcher):
+        spec = table.get(call.rule)
+    return spec
 
 
 def split_written(call: Call, spec: dict[str, list]) -> tuple[list[Arg], list[Arg], list[int]]:
@@ -121,11 +132,11 @@ def pointwise_cost(call: Call, out_itemsize: int | None = None) -> Cost:
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
-    spec = written_arguments().get(call.launcher)
+    spec = written_arguments_of(call)
     if spec is not None:
         return _with_written_arguments(call, spec)
-    if inductor_launcher(call.launcher):
-        return _inductor_pointwise(call, tensors)
+    if triton_launcher(call.launcher):
+        return _triton_pointwise(call, tensors)
     outs = out_arguments(call)
     if outs and len(outs) < len(tensors):
         return _with_out(call, outs)
@@ -157,20 +168,22 @@ def _with_out(call: Call, outs: list[int]) -> Cost:
     return Cost(per * out_numel, read + written, dtypes()[result].precision, VECTOR, formula)
 
 
-def _inductor_pointwise(call: Call, tensors: list[Arg]) -> Cost:
-    """An Inductor pointwise, norm or softmax kernel (`inductor_launcher`): its recorded arguments
-    are its inputs and its outputs, so each is counted once and no output is added on top (one was:
-    +50 % bytes for `relu(in_ptr0, out_ptr0)`). A single recorded tensor is the op's input and
-    its output at once (in_out_ptr0: these ops read what they write; output-only kernels — fills,
-    arange — are labelled so and costed in memory.py): read and written. FLOPs per element of the
-    largest argument (`_output_numel`), at the first one's precision."""
+def _triton_pointwise(call: Call, tensors: list[Arg]) -> Cost:
+    """A Triton pointwise, norm or softmax kernel (`triton_launcher`: Inductor's, or a hand-written
+    one under Triton's launch): its recorded arguments are its inputs and its outputs, so each is
+    counted once and no output is added on top (one was: +50 % bytes for Inductor's `relu(in_ptr0,
+    out_ptr0)`, +50 % for SGLang's `fused_rmsnorm_kernel(output, activ, weight)`). A single
+    recorded tensor is the op's input and its output at once (in_out_ptr0: these ops read what
+    they write; output-only kernels — fills, arange — are labelled so and costed in memory.py):
+    read and written. FLOPs per element of the largest argument (`_output_numel`), at the first
+    one's precision."""
     out_numel = _output_numel([a.dims for a in tensors])
     per = flops_per_element().get(call.op_mapping, 1.0)
     if len(tensors) == 1:
         moved = 2 * tensors[0].nbytes
         text = f"its one recorded argument read and written {tensors[0].nbytes}·2 (updated in place: in_out_ptr0)"
     else:
-        moved, text = inductor_bytes(tensors)
+        moved, text = inductor_bytes(tensors, call.launcher)
     formula = f"{per:g} FLOP × {out_numel} elements; bytes = {text}"
     return Cost(per * out_numel, moved, tensors[0].precision, VECTOR, formula)
 
@@ -417,7 +430,7 @@ def _quantize(call: Call) -> Cost:
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
-    spec = written_arguments().get(call.launcher)
+    spec = written_arguments_of(call)
     if spec is not None:
         read_from, written_to, where = split_written(call, spec)
         x = max(read_from or written_to, key=lambda a: a.numel)

@@ -11,11 +11,11 @@ from kernel_atlas.roofline.costs.base import (
     Cost,
     concrete_int,
     inductor_bytes,
-    inductor_launcher,
     no_tensors,
     optional_tensor_at,
     register,
     tensors_of,
+    triton_launcher,
 )
 from kernel_atlas.roofline.costs.pointwise import pointwise_cost
 
@@ -90,7 +90,13 @@ _PROMOTED_TO_INT64 = frozenset(("aten::sum", "aten::nansum", "aten::prod", "aten
 def _without_out(call: Call) -> tuple[Arg, ...]:
     """The call's arguments but a last tensor after self (an `out=` overload's output: sum.out,
     sum.IntList_out), so its arity names the overload it writes like."""
-    return call.args[:-1] if len(call.args) > 1 and call.args[-1].is_tensor else call.args
+    return call.args[:-1] if _recorded_out(call) is not None else call.args
+
+
+def _recorded_out(call: Call) -> Arg | None:
+    """A last tensor after self (an `out=` overload's output: sum.IntList_out(self, dim, keepdim,
+    dtype, *, out)), else None."""
+    return call.args[-1] if len(call.args) > 1 and call.args[-1].is_tensor else None
 
 
 def _values_dtype(call: Call, x: Arg) -> tuple[int, str]:
@@ -144,12 +150,13 @@ def _reduction(call: Call) -> Cost:
     """Every input element read once (one FLOP each), every output written once: a reduction's
     output keeps the axes not reduced, and what it writes per element — values at the input's
     dtype, int64 indices (argmax, max.dim, sort, topk), 1-byte bools (all, any) — follows the
-    op's schema; a full reduction writes one element."""
+    op's schema; a full reduction writes one element. A recorded `out=` tensor (`_recorded_out`)
+    of a one-output reduction is what it writes, whether or not its dims were recorded."""
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
-    if inductor_launcher(call.launcher):
-        return _inductor_reduction(tensors)
+    if triton_launcher(call.launcher):
+        return _inductor_reduction(tensors, call.launcher)
     x = tensors[0]
     launcher = call.launcher
     if launcher in ("aten::max", "aten::min") and len(tensors) >= 2 and optional_tensor_at(call, 1) is not None:
@@ -178,24 +185,31 @@ def _reduction(call: Call) -> Cost:
                 break
         if reduced is None and len(x.dims) > 1:
             note = " (dims not recorded: output not counted)"
-    if reduced is None:
+    size, dtype_note = _values_dtype(call, x)
+    out = _recorded_out(call) if launcher in _DIM_REDUCTIONS else None
+    if out is not None and len(outputs) == 1:
+        # the out= tensor is what it writes, at its own size and dtype (ATen casts into it): the
+        # dims need not be recorded (sum(self [1024,8,4096], dim, keepdim, dtype, out [1024,4096])
+        # had written 0 bytes, "dims not recorded", campaign BM 6)
+        out_numel, size, note, dtype_note = out.numel, out.itemsize, "", " (the out= tensor, written)"
+    elif reduced is None:
         out_numel = 1 if len(x.dims) <= 1 else 0  # unknown reduced dims: output counted as 0 bytes
     else:
         out_numel = math.prod(s for i, s in enumerate(x.dims) if i not in reduced)
-    size, dtype_note = _values_dtype(call, x)
     written, what = _written(out_numel, x, outputs, size)
     formula = f"{x.numel} elements read; output {what}{note}{dtype_note}"
     return Cost(float(x.numel), x.nbytes + written, x.precision, VECTOR, formula)
 
 
-def _inductor_reduction(tensors: list[Arg]) -> Cost:
-    """An Inductor reduction (`triton_red_`/`triton_per_`, `inductor_launcher`): its recorded
-    arguments are its inputs, its outputs and then the sizes `xnumel`, `r0_numel` — no dim
-    argument (xnumel, read as one, picked an axis modulo the rank), and every input besides the
-    first (a fused `add`'s second operand) and the recorded output count. Each recorded tensor
-    once; one FLOP per element of the largest (the reduced input)."""
+def _inductor_reduction(tensors: list[Arg], launcher: str) -> Cost:
+    """A Triton reduction (`triton_launcher`: Inductor's `triton_red_`/`triton_per_`, or a
+    hand-written kernel under Triton's launch): its recorded arguments are its inputs, its outputs
+    and then the sizes `xnumel`, `r0_numel` — no dim argument (xnumel, read as one, picked an axis
+    modulo the rank), and every input besides the first (a fused `add`'s second operand) and the
+    recorded output count. Each recorded tensor once; one FLOP per element of the largest (the
+    reduced input)."""
     x = max(tensors, key=lambda a: a.numel)
-    moved, text = inductor_bytes(tensors)
+    moved, text = inductor_bytes(tensors, launcher)
     formula = f"{x.numel} elements of the largest argument reduced; bytes = {text}"
     return Cost(float(x.numel), moved, x.precision, VECTOR, formula)
 
