@@ -68,13 +68,14 @@ def test_a_rows_memory_verdict_is_the_same_in_either_order() -> None:
     600 MiB): with 250 MiB of tables held, the add replayed first was skipped "for memory" and
     passed after the RMSNorm. The room is now measured once, at the first replay, with the
     builders (the Triton interpreter) imported and what was freed given back: the add gets the
-    same verdict in either order — with 250 MiB held it passes, with 450 held (less room: the
-    process stays within 960 MiB) it is the same in both orders too."""
-    for ballast in (250, 450):
+    same verdict in either order — with nothing more held it passes (the process, torch and the
+    interpreter, holds about 500 MiB: 450 MiB of room), with 250 or 450 MiB held (less room: the
+    process stays within 960 MiB) it is the same in both orders too, whichever it is."""
+    for ballast in (0, 250, 450):
         first = _verdicts("add,rms", ballast)
         second = _verdicts("rms,add", ballast)
         assert first == second, (ballast, first, second)
-        if ballast == 250:
+        if ballast == 0:
             assert first["aten::add"].startswith("pass: "), first
         assert first[TRITON_LAUNCH].startswith("pass: ")
 
