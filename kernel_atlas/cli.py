@@ -256,7 +256,7 @@ def ingest(
         jobs = local_jobs(given)
     if engine == "local":  # decode processes boot, and the first trace is read, while the pipeline is imported
         start_early(given, jobs or 1)
-    from kernel_atlas.ingest.fleet import expand_sources, ingest_fleet, output_for
+    from kernel_atlas.ingest.fleet import expand_sources, ingest_fleet, named_first, output_for
     from kernel_atlas.report.terminal import print_ingest_summary, progress
 
     if address is not None and engine != "ray":
@@ -264,12 +264,9 @@ def ingest(
     catalogs: list[str] = []
     sources = expand_sources(traces, catalogs)
     if catalogs:
-        shown = ", ".join(os.path.basename(c) for c in catalogs[:SHOWN_FAILURES])
-        more = f" and {len(catalogs) - SHOWN_FAILURES} more" if len(catalogs) > SHOWN_FAILURES else ""
-        _say_later(
-            "[yellow]note:[/]",
-            f"{len(catalogs)} kernel catalog(s) in the input folders left out, not traces: {shown}{more}",
-        )
+        shown = named_first([os.path.basename(c) for c in catalogs])
+        left_out = f"{len(catalogs)} kernel catalog(s) in the input folders left out, not traces: {shown}"
+        _say_later("[yellow]note:[/]", left_out)
     if out is not None:
         _not_inside_an_input(out, traces)
     if engine == "local" and jobs is None:  # folders and globs: known once expanded

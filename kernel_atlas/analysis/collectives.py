@@ -51,6 +51,7 @@ from kernel_atlas.classify.taxonomy import COMMUNICATION, SEND_RECV
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.safe_files import remove
 from kernel_atlas.core.texts import counted
+from kernel_atlas.ingest.summary import declared_world_size
 from kernel_atlas.roofline.analysis import (
     COST_OPS,
     DEFAULT_GROUP,
@@ -143,8 +144,9 @@ def ranks_missing(summary: dict[str, Any], ranks: list[int]) -> dict[str, Any] |
     named missing (which job's?). None otherwise (one rank profiled alone is the usual case)."""
     if len(ranks) < 2:
         return None
-    sizes = {t.get("distributed", {}).get("world_size") for t in summary.get("traces", []) if isinstance(t, dict)}
-    named = sorted(s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and 0 < s <= 1 << 20)
+    traces = [t for t in summary.get("traces", []) if isinstance(t, dict)]
+    sizes = {t.get("distributed", {}).get("world_size") for t in traces}
+    named = sorted({s for t in traces if (s := declared_world_size(t)) is not None and s <= 1 << 20})
     if len(named) > 1:  # traces of different jobs, or a wrong distributedInfo: said, not guessed at
         return {"world_size": None, "ranks": [], "count": 0, "world_sizes": named}
     if len(sizes) != 1 or not named:

@@ -47,6 +47,7 @@ from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.groups import distinct_codes, key_codes
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.roofline.analysis import ESTIMATE_WORDS, GROUP_KEYS
+from kernel_atlas.store.outputs import is_number
 
 MAX_FINDINGS = 10  # in report.json
 PER_KIND = 5  # at most this many findings of one kind
@@ -419,10 +420,6 @@ def host_wait_findings(causes: pd.DataFrame) -> list[Finding]:
     ]
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def path_communication(critical_path: dict[str, Any] | None) -> tuple[float, set[int] | None] | None:
     """The communication time on the report's critical path (the communication kernels' own edges
     on it, `gpu_communication_bound`) and the ranks the path runs through (None: every rank, a path
@@ -436,13 +433,13 @@ def path_communication(critical_path: dict[str, Any] | None) -> tuple[float, set
     if not isinstance(critical_path, dict):
         return None
     total = critical_path.get("total_us")
-    if not _number(total) or not total > 0:
+    if not is_number(total) or not total > 0:
         return None
     summed = (critical_path.get("breakdown_us") or {}).get(COMMUNICATION_BOUND)
     share = (critical_path.get("breakdown_pct") or {}).get(COMMUNICATION_BOUND)
-    if _number(summed):
+    if is_number(summed):
         on_path = float(summed)
-    elif _number(share):
+    elif is_number(share):
         on_path = float(total) * float(share) / 100.0
     else:
         return None
@@ -608,7 +605,7 @@ def run_length_us(facts: dict[str, Any]) -> float | None:
     5 ms data-loader wait had capped a 40 µs finding at "the run's 36 µs". None: neither known."""
     lengths = [(facts.get("critical_path") or {}).get("total_us")]
     lengths += [d.get("span_us") for d in facts.get("devices") or [] if isinstance(d, dict)]
-    known = [float(x) for x in lengths if isinstance(x, int | float) and not isinstance(x, bool) and x > 0]
+    known = [float(x) for x in lengths if is_number(x) and x > 0]
     return max(known) if known else None
 
 
@@ -631,7 +628,7 @@ def per_rank_mean(findings: list[Finding], ranks: int) -> list[Finding]:
 
 def within_the_run(findings: list[Finding], total_us: object) -> list[Finding]:
     """No finding saves more than the run's end-to-end time (`run_length_us`)."""
-    if not isinstance(total_us, int | float) or isinstance(total_us, bool) or not total_us > 0:
+    if not is_number(total_us) or not total_us > 0:
         return findings
     return [
         replace(f, saving_us=float(total_us), evidence=f"{f.evidence}; at most the run's {_us(float(total_us))}")

@@ -45,7 +45,7 @@ from kernel_atlas.ingest.catalog import (
 from kernel_atlas.ingest.host_events import HOST_EVENTS, write_host_events
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES, gpu_processes
 from kernel_atlas.ingest.reader import NOT_A_TRACE_BUT_CATALOG, is_catalog_file
-from kernel_atlas.ingest.summary import add_kernel_times, kernel_time_table, trace_fingerprint
+from kernel_atlas.ingest.summary import add_kernel_times, declared_world_size, kernel_time_table, trace_fingerprint
 from kernel_atlas.store.outputs import (
     CATALOG,
     KERNELS,
@@ -726,13 +726,6 @@ class RunFold:
         return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
 
 
-def _world_size(entry: dict[str, Any]) -> int | None:
-    """The world size a trace declares (`distributedInfo.world_size`, as summary.json keeps it), None
-    where it declares none or one no rank fits (0, negative)."""
-    size = entry.get("distributed", {}).get("world_size")
-    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
-
-
 def world_size_contradictions(traces: Sequence[tuple[str, dict[str, Any]]]) -> list[str]:
     """What the traces' `distributedInfo` says that cannot all be true of one job, one line per kind
     naming the traces (`source`, its summary entry; ranks as settled): traces declaring different
@@ -743,12 +736,12 @@ def world_size_contradictions(traces: Sequence[tuple[str, dict[str, Any]]]) -> l
     ordered = sorted(traces, key=lambda t: (t[1]["rank"], t[0]))  # whatever order the traces ended in
     by_size: dict[int, list[str]] = {}
     for source, entry in ordered:
-        size = _world_size(entry)
+        size = declared_world_size(entry)
         if size is not None:
             by_size.setdefault(size, []).append(source)
     lines = []
     if len(by_size) > 1:
-        sizes = "; ".join(f"{size:,} ({_named(sources)})" for size, sources in sorted(by_size.items()))
+        sizes = "; ".join(f"{size:,} ({named_first(sources)})" for size, sources in sorted(by_size.items()))
         lines.append(
             f"the traces declare different world sizes (distributedInfo.world_size): {sizes} — traces of "
             "different jobs, or a wrong world size"
@@ -757,19 +750,19 @@ def world_size_contradictions(traces: Sequence[tuple[str, dict[str, Any]]]) -> l
     outside = [
         f"{source} rank {entry['rank']:,} of {size:,}"
         for source, entry in ordered
-        if (size := _world_size(entry) or run_size) is not None and entry["rank"] >= size
+        if (size := declared_world_size(entry) or run_size) is not None and entry["rank"] >= size
     ]
     if outside:
         lines.append(
             f"{counted(len(outside), 'trace has a rank', 'traces have ranks')} beyond the world size "
-            f"(distributedInfo.world_size; a job of N ranks has ranks 0 to N − 1): {_named(outside)} — "
+            f"(distributedInfo.world_size; a job of N ranks has ranks 0 to N − 1): {named_first(outside)} — "
             "traces of another job, or a wrong rank"
         )
     return lines
 
 
-def _named(items: Sequence[str]) -> str:
-    """The first NAMED_TRACES of `items`, then how many more."""
+def named_first(items: Sequence[str]) -> str:
+    """The first NAMED_TRACES of `items`, then how many more (`a, b, c and 4 more`)."""
     more = len(items) - NAMED_TRACES
     return ", ".join(items[:NAMED_TRACES]) + (f" and {more:,} more" if more > 0 else "")
 

@@ -43,6 +43,13 @@ _INT64 = 1 << 63
 MAX_PROCESS_GROUPS = 4096
 
 
+def declared_world_size(entry: dict[str, Any]) -> int | None:
+    """The world size a trace declares (`distributedInfo.world_size`, as summary.json's entry of
+    it keeps it), None where it declares none or one no rank fits (0, negative, not an integer)."""
+    size = entry.get("distributed", {}).get("world_size")
+    return size if isinstance(size, int) and not isinstance(size, bool) and size > 0 else None
+
+
 def is_secret_key(key: str) -> bool:
     return bool(_SECRET_KEY.search(key))
 

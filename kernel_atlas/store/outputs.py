@@ -1239,7 +1239,7 @@ def _check_report(report: dict[str, Any], path: Path) -> None:
 
     for key in ("gpu_time_us", "costed_time_us", "no_shape_time_us", "no_model_time_us"):
         value = report.get(key)
-        if value is not None and not (_is_number(value) and math.isfinite(value)):
+        if value is not None and not (is_number(value) and math.isfinite(value)):
             raise wrong(key, "a number")
     for key in ("trust", "critical_path", "efficiency"):
         if report.get(key) is not None and not isinstance(report[key], dict):
@@ -1250,14 +1250,15 @@ def _check_report(report: dict[str, Any], path: Path) -> None:
     for i, finding in enumerate(findings):
         if not isinstance(finding, dict):
             raise wrong(f"findings[{i}]", "an object")
-        if not (_is_number(finding.get("saving_us")) and math.isfinite(finding["saving_us"])):
+        if not (is_number(finding.get("saving_us")) and math.isfinite(finding["saving_us"])):
             raise wrong(f"findings[{i}].saving_us", "a number")
         missing = [key for key in _FINDING_FIELDS if key not in finding]
         if missing:
             raise wrong(f"findings[{i}]", f"a finding (no {', '.join(missing)})")
 
 
-def _is_number(value: Any) -> bool:
+def is_number(value: Any) -> bool:
+    """A JSON number: an int or float, not a bool (which Python counts as an int)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
