@@ -155,7 +155,8 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         yield pool
         pool.shutdown(wait=True)  # here: Ctrl-C while it waits is the exception below too
     except BaseException:
-        processes = list((getattr(pool, "_processes", None) or {}).values())  # a private name, guarded
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # private names, guarded
+        manager = getattr(pool, "_executor_manager_thread", None)  # `shutdown` forgets it: read first
         _give_back_lost_locks(pool)
         pool.shutdown(wait=False, cancel_futures=True)  # first: nothing more is sent to them
         for process in processes:
@@ -164,7 +165,6 @@ def process_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
         # its manager thread let wind down (it sees the processes gone): at the interpreter's exit,
         # waking a manager thread that is closing its pipe meanwhile printed "OSError: Bad file
         # descriptor" (CPython 3.11's `_python_exit`)
-        manager = getattr(pool, "_executor_manager_thread", None)
         if isinstance(manager, threading.Thread):
             manager.join(MANAGER_JOIN_S)
         raise
