@@ -26,6 +26,7 @@ from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import name_mask, trie_pattern
 from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
+from kernel_atlas.ingest.nsys import WHOLE_GRAPH_NAME
 from kernel_atlas.ingest.recorded import dtypes, type_names
 from kernel_atlas.store.summary_schema import DEVICE_METRICS
 
@@ -255,7 +256,11 @@ def _tensor_core(
     # a name known to run no MMA (`no_mma_name_patterns`) is a known False, whatever else it holds
     no_mma = name_mask(frame["name"], _tensor_core_names("no_mma_name_patterns"))
     hit = name_mask(frame["name"], _tensor_core_names()) & ~no_mma
-    known = np.ones(len(frame), bool)
+    # an Nsight whole-graph replay's row (`<CUDA graph 3 replay>`): the kernels it ran are not in
+    # the export, so neither is whether they used tensor cores (it had counted as a known no)
+    whole_graph = name_mask(frame["name"], WHOLE_GRAPH_NAME.match)
+    hit &= ~whole_graph
+    known = ~whole_graph
     if "category" not in frame:
         return hit, known
     types = frame["input_types"] if "input_types" in frame else pd.Series(None, index=frame.index, dtype=object)
@@ -266,6 +271,7 @@ def _tensor_core(
         return np.array([text in wanted for text in texts], bool)[precision]
 
     eligible = name_mask(frame["category"], lambda category: category in rules["categories"]) & ~hit & ~no_mma
+    eligible &= ~whole_graph
     on_device, device_known = np.zeros(len(frame), bool), np.zeros(len(frame), bool)
     for rows, precisions in device_tensor:
         if precisions is not None:
