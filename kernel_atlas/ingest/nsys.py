@@ -555,6 +555,10 @@ LEFT_OUT = "without a usable start or end: left out"
 AT_END = "without a usable start: given no duration, at the end (a launch's launch_ts_us is its call's end)"
 NO_END = "without a usable end: given no duration, at the start"
 BACKWARDS = "with an end before the start: given no duration, at the start"
+CROSSED = (
+    "started on one thread and ended on another (nvtxRangeStart/End): read as the starting thread's, as "
+    "nsys draws it; launches on the ending thread do not see it"
+)
 
 
 def _micro(ns: np.ndarray, base: int) -> np.ndarray:
@@ -859,10 +863,10 @@ def _runtime_part(export: _Export, pid: int | None, strings: _Strings) -> _HostP
 _MATERIALIZED = "MATERIALIZED" if sqlite3.sqlite_version_info >= (3, 35, 0) else ""
 _NVTX_SQL = """
 WITH ranges AS {materialized} (
-    SELECT {start} AS start, {end} AS "end", n.globalTid, {cut} AS t
+    SELECT {start} AS start, {end} AS "end", n.globalTid, {cut} AS t, {crossed} AS crossed
     FROM NVTX_EVENTS n {join} WHERE n.eventType IN (59, 60) {domain} {where}
 ), split AS (
-    SELECT start, "end", globalTid, t, instr(t, CAST(', seq = ' AS BLOB)) AS seq_at,
+    SELECT start, "end", globalTid, t, crossed, instr(t, CAST(', seq = ' AS BLOB)) AS seq_at,
         instr(t, CAST(', op_id = ' AS BLOB)) > 0 OR instr(t, CAST(', seq = ' AS BLOB)) > 0 AS tagged,
         CASE WHEN instr(t, CAST(', sizes = ' AS BLOB)) > 0
              THEN substr(t, instr(t, CAST(', sizes = ' AS BLOB)) + 10) END AS tail
@@ -879,7 +883,8 @@ SELECT start, "end", globalTid,
          WHEN length(t) <= {cut_bytes} THEN tail END,
     CASE WHEN length(t) > {longest} THEN t END,
     CASE WHEN instr(t, CAST(', op_id = ' AS BLOB)) > 0
-         THEN CAST(substr(t, instr(t, CAST(', op_id = ' AS BLOB)) + 10) AS INTEGER) END
+         THEN CAST(substr(t, instr(t, CAST(', op_id = ' AS BLOB)) + 10) AS INTEGER) END,
+    crossed
 FROM split
 """
 
@@ -903,7 +908,16 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     # are invisible to torch.profiler and would take the launch from the op that called them
     domain = "AND COALESCE(n.domainId, 0) = 0" if "domainId" in have else ""
     cut = _cut_blob_sql(text_sql)
+    # a start/end range (eventType 60) may end on another thread (`endGlobalTid`): nsys draws it on
+    # the thread that started it, and so is it read here — which launches it encloses on the other
+    # thread is not known — counted, said
+    crossed = (
+        "(n.eventType = 60 AND n.endGlobalTid IS NOT NULL AND n.endGlobalTid != n.globalTid)"
+        if "endGlobalTid" in have
+        else "0"
+    )
     sql = _NVTX_SQL.format(
+        crossed=crossed,
         materialized=_MATERIALIZED,
         start=_ns_sql("n.start"),
         end=_ns_sql('n."end"'),
@@ -916,11 +930,13 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     )
     rows = export._query(sql, args)
     export.rows += len(rows)
-    data = np.array(rows, dtype=object) if rows else np.empty((0, 8), dtype=object)
+    data = np.array(rows, dtype=object) if rows else np.empty((0, 9), dtype=object)
     # ranges without a usable start or end left out, those ending before they start instants: counted
     ts, end, kept = _host_times(export, "NVTX range", *_bounds(data[:, 0], data[:, 1], export.base), call=False)
     data = data[kept]
     n = len(data)
+    if count := sum(bool(c) for c in data[:, 8]):
+        export.host_times["NVTX range", CROSSED] = export.host_times.get(("NVTX range", CROSSED), 0) + count
     export.cut += sum(_chars(t) > MAX_TEXT for t in data[:, 6] if t is not None)  # texts of over MAX_TEXT bytes
     seq = _ints(data[:, 4], n, -2)  # the `seq = ` number; -1 tagged without one; -2 untagged
     family, names, dims = _nvtx_ranges(export, data[:, 3], seq >= -1, data[:, 5])

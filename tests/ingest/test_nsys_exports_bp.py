@@ -1,4 +1,4 @@
-"""Campaign BP classes 1 and 2: cuBLAS/cuDNN `xmma` kernels whose names give a SIMT math
+"""Campaign BP classes 1–3 (Nsight exports): cuBLAS/cuDNN `xmma` kernels whose names give a SIMT math
 instruction (`_ffma_`, `_hfma2_`, `_dfma_`) run no MMA although "xmma_gemm" is a tensor-core
 pattern (nsys-ai's h100_2gpu_1s export: 320 `…_ffma_…` GEMMs read "tensor cores 87.1%", where
 none is one); and an Nsight whole-graph replay's row (`<CUDA graph 1 replay>`), whose kernels
@@ -52,3 +52,25 @@ def test_a_whole_graph_replay_is_unknown_tensor_core(tmp_path: Path) -> None:
     (device,) = efficiency_facts({"traces": [{**result.facts, "file": path.name}]})["devices"]
     assert device["tensor_core_time_pct"] == 0.0
     assert device["tensor_core_unknown_pct"] == pytest.approx(100 * 10 / 21, abs=0.05)
+
+
+def test_start_end_ranges_ended_on_another_thread_are_said(tmp_path: Path) -> None:
+    """Campaign BP 3: an nvtxRangeStart/End range (eventType 60) that ends on another thread
+    (`endGlobalTid`) is read as the starting thread's, as nsys draws it, and counted in one
+    warning: `user_span` [3500, 4500] ns begun on thread TA + 1 and ended on TA does not become
+    the launcher of TA's sgemm (its launch at [4000, 5000] stays aten::addmm's); a type-60 range
+    ended on its own thread is not counted."""
+    columns = "(start, end, eventType, text, globalTid, textId, domainId, endGlobalTid)"
+    path = _export(
+        tmp_path / "crossed.sqlite",
+        ("ALTER TABLE NVTX_EVENTS ADD COLUMN endGlobalTid", ()),
+        (f"INSERT INTO NVTX_EVENTS {columns} VALUES (3500, 4500, 60, 'user_span', ?, NULL, 0, ?)", (TA + 1, TA)),
+        (f"INSERT INTO NVTX_EVENTS {columns} VALUES (25500, 25600, 60, 'own_span', ?, NULL, 0, ?)", (TA, TA)),
+    )
+    result = ingest_trace(path, workers=1)
+    frame = result.frame.set_index("correlation")
+    assert frame.loc[10, "launcher"] == "aten::addmm"
+    said = [w for w in result.warnings if "ended on another" in w]
+    assert (
+        len(said) == 1 and ": 1 NVTX range started on one thread and ended on another (nvtxRangeStart/End)" in said[0]
+    )
