@@ -45,6 +45,9 @@ class Label:
     evidence: str  # what settled the op: name, launcher, stack, catalog; "a+b" agree/refine, "a>b" a won over b
     confidence: float
     detail: str = ""
+    # what produced the op where another than `rule` did: a `[[context]]` rule ("rule:<id>"), the
+    # launcher table over the name, the catalog ("catalog:exact"); "" where `rule` did
+    produced_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,18 @@ def _entry_op(entry: dict[str, Any], is_op: Callable[[str], bool]) -> str | None
     return None if unlabelled(op) or op == UNKNOWN_OP or not is_op(op) else op
 
 
+def given_label(entry: dict[str, Any]) -> bool:
+    """Whether an entry's label was given by its catalog's source (a seed or user label: no `label`
+    object, or one whose `rule` is "given"), not produced by the rules — `atlas classify` writes
+    `rule:<id>`, `launcher-table`, `catalog:…`, a trace's catalog.json its `label_rule`. Only a given
+    label is a fact about the kernel: a label the rules made says what they made of that entry's
+    stack and launcher, and the shipped catalog's `triton_per_fused_mul_sum_0` (`moe_reduce`, from
+    a MoE sum-reduce stack) under `<built-in function launch>` — every Triton launch's launcher —
+    had labelled any compiled mul+sum `moe_reduce` at confidence 1.0."""
+    label = entry.get("label")
+    return not isinstance(label, dict) or label.get("rule") in (None, "given")
+
+
 def _applies(pattern, text: str) -> bool:
     return bool(text) and pattern.search(text) is not None
 
@@ -128,23 +143,29 @@ class Classifier:
         self.launchers = launchers
         self.taxonomy = load_taxonomy()
         self.catalog = catalog
-        self.exact: dict[tuple[str, str], str] = {}
-        self.source: dict[str, str] = {}  # kernel name → where the catalog's label came from
+        # the catalog's facts: its given labels (`given_label`), by (name, launcher), by name and
+        # by normalised name, each with the first entry that says it (cited in the label's detail)
+        exact: dict[tuple[str, str], set[str]] = {}
         by_name: dict[str, set[str]] = {}
         by_family: dict[str, set[str]] = {}
+        first: dict[tuple[str, str] | str, int] = {}
         for index, entry in enumerate(catalog):
             op = _entry_op(entry, self.taxonomy.is_op)
-            if op is None:
+            if op is None or not given_label(entry):
                 continue
             name = entry["kernel_name"]
-            self.exact[(name, entry.get("kernel_implementation") or "")] = op
-            origin = (entry.get("label") or {}).get("rule", "given")
-            self.source.setdefault(name, f"catalog entry #{index}, labelled by {origin}")
+            key = (name, entry.get("kernel_implementation") or "")
+            exact.setdefault(key, set()).add(op)
             by_name.setdefault(name, set()).add(op)
             by_family.setdefault(family_key(name), set()).add(op)
-        # Name-only and family matches are used only where the catalog is unambiguous.
+            first.setdefault(key, index)
+            first.setdefault(name, index)
+        # Every match is used only where the catalog is unambiguous: two entries of one kernel and
+        # launcher labelled sum and mean had given the last one's at confidence 1.0, citing the first.
+        self.exact = {k: next(iter(v)) for k, v in exact.items() if len(v) == 1}
         self.by_name = {k: next(iter(v)) for k, v in by_name.items() if len(v) == 1}
         self.by_family = {k: next(iter(v)) for k, v in by_family.items() if len(v) == 1}
+        self.source = {k: f"catalog entry #{i} (a given label)" for k, i in first.items()}  # name or (name, launcher)
         # the name rules a name can match, by their needles (`needles.py`), as bit masks
         self._needles = NeedleIndex(rules.rules)
         self._strong = sum(1 << i for i, rule in enumerate(rules.rules) if not rule.weak)
@@ -155,8 +176,8 @@ class Classifier:
         self._hits: dict[str, tuple[int, ...]] = {}
         self._by_launcher: dict[str, Opinion | None] = {}  # `_launcher_opinion`, once per launcher
 
-    def _label(self, op: str, rule: str, evidence: str, confidence: float, detail: str) -> Label:
-        return Label(op, self.taxonomy.category(op), rule, evidence, confidence, detail)
+    def _label(self, op: str, rule: str, evidence: str, confidence: float, detail: str, produced_by: str = "") -> Label:
+        return Label(op, self.taxonomy.category(op), rule, evidence, confidence, detail, produced_by)
 
     # --- the three kinds of evidence -----------------------------------------------------------
 
@@ -306,7 +327,7 @@ class Classifier:
             label = self._fallback(name, launcher, stack)
             return Explanation(label, steps, None, None, None, None, "", None)
         refined = None if final else self._context(chosen.op, name, launcher, stack)
-        op, confidence, detail = chosen.op, chosen.confidence, chosen.detail
+        op, confidence, detail, producer = chosen.op, chosen.confidence, chosen.detail, chosen.source
         if conflict:
             loser = by_launcher if winner == "name" else by_name
             detail += f"; {loser.source} said {loser.op} ({conflict}: {winner} wins)"
@@ -314,27 +335,30 @@ class Classifier:
             context_rule, context = refined
             evidence += "+" + "+".join(k for k in ("launcher", "stack") if getattr(context_rule, k) is not None)
             op, confidence, detail = context.op, context.confidence, f"{detail}; {context.source}: {context.detail}"
+            producer = context.source
         known = self._known(name, launcher, by_name=False)
         if known is not None and known[0] != op:
             # a kernel the catalog knows exactly keeps the catalog's label (the seed's facts)
             op, confidence, detail, evidence = known[0], 1.0, f"{known[1]}; the rules said {op}", f"catalog>{evidence}"
+            producer = "catalog:exact"
         # the rule is the kernel's family as its name says (what costs and replay look up), the
-        # evidence says what settled the op
+        # evidence says what settled the op, `produced_by` who (a catalog's provenance names it)
         source = by_name.source if by_name is not None else chosen.source
-        label = self._label(op, source, evidence, confidence, detail)
+        label = self._label(op, source, evidence, confidence, detail, "" if producer == source else producer)
         return Explanation(label, steps, by_name, by_launcher, conflict, winner, why, refined[1] if refined else None)
 
     def _known(self, name: str, launcher: str, by_name: bool = True) -> tuple[str, str] | None:
-        """(op, why) when the catalog has this exact kernel and launcher; else (`by_name`, for
-        kernels the rules do not recognise) a name whose entries all agree — unless this launcher
-        says another op. A catalog label is a fact about the kernel under the launcher it was seen
-        with: it overrules the rules there and nowhere else (the int64 add kernel the catalog saw
-        under aten::sub, an NCCL broadcast kernel labelled all_gather under record_param_comms,
-        had overruled `aten::add` and `nccl:broadcast` at confidence 1.0, and — matched by name
-        alone — every launch of them without a launcher: a graph replay, a GPU-only trace)."""
+        """(op, why) when the catalog's given labels (`given_label`) of this exact kernel and
+        launcher all agree; else (`by_name`, for kernels the rules do not recognise) a name whose
+        entries all agree — unless this launcher says another op. A catalog label is a fact about
+        the kernel under the launcher it was seen with: it overrules the rules there and nowhere
+        else (the int64 add kernel the catalog saw under aten::sub, an NCCL broadcast kernel
+        labelled all_gather under record_param_comms, had overruled `aten::add` and
+        `nccl:broadcast` at confidence 1.0, and — matched by name alone — every launch of them
+        without a launcher: a graph replay, a GPU-only trace)."""
         op = self.exact.get((name, launcher))
         if op is not None:
-            return op, f"kernel name and launcher equal {self.source[name]}"
+            return op, f"kernel name and launcher equal {self.source[(name, launcher)]}"
         if not by_name:
             return None
         op = self.by_name.get(name)

@@ -15,8 +15,10 @@ _NAMED = 10  # the entries a note about labels outside the taxonomy names, the r
 def fill_catalog(
     entries: list[dict[str, Any]], classifier: Classifier | None = None, notes: list[str] | None = None
 ) -> list[dict[str, Any]]:
-    """A copy of `entries` where every entry has `op_mapping`, `category`, `operation` and
-    `label` (rule, evidence, confidence). Existing labels are facts and are kept as they are;
+    """A copy of `entries` where every entry has `op_mapping`, `category` and `label` (rule,
+    evidence, confidence), and every newly labelled one an `operation` where it had none (its
+    op's generic formula, `_generic_operation`). Existing labels are facts and are kept as they are
+    (their `operation` too: a given matmul's empty one had been written "C = A @ B …");
     one outside catalogs/taxonomy.toml labels no other entry and `notes` gets a line naming it.
     An `op_mapping` that is missing, empty or `TBD` (any case, any padding) is unlabelled.
     The rules match within a time (`BoundedMatching`; `notes` gets a line when some went without)."""
@@ -37,6 +39,8 @@ def fill_catalog(
             )
             entry["op_mapping"] = label.op_mapping
             entry["label"] = _provenance(label)
+            if unlabelled(entry.get("operation")):
+                entry["operation"] = _generic_operation(label.op_mapping, taxonomy)
         else:
             given = taxonomy.is_op(entry["op_mapping"])
             if not given:
@@ -52,8 +56,6 @@ def fill_catalog(
                 },
             )
         entry["category"] = taxonomy.category(entry["op_mapping"])
-        if unlabelled(entry.get("operation")):
-            entry["operation"] = taxonomy.operation_of.get(entry["op_mapping"], "")
         filled.append(entry)
     if outside and notes is not None:
         notes.append(_outside_note(entries, outside, taxonomy))
@@ -62,14 +64,25 @@ def fill_catalog(
     return filled
 
 
+def _generic_operation(op: str, taxonomy: Taxonomy) -> str:
+    """A newly labelled entry's `operation`: its op's formula (catalogs/taxonomy.toml), said to be
+    the op's, not the kernel's — `_tma_align_input_scale_kernel`, `quantize`, re-lays out scales
+    and casts nothing, which "q = cast(x / scale) …" alone had said it does."""
+    formula = taxonomy.operation_of.get(op, "")
+    return f"generic {op}: {formula}" if formula else ""
+
+
 def _provenance(label: Label) -> dict[str, Any]:
-    """The `label` object of a filled entry: what produced its op. Where a sibling's given label
-    (same kernel name and launcher) overruled the rules (`catalog>…`), the catalog produced it:
-    the classifier's `rule` names the family the rules recognised (what costs and replay look up
-    in a trace), which as this provenance had read `rule:gemm` on a `layer_norm`."""
-    rule, detail = label.rule, label.detail
+    """The `label` object of a filled entry: what produced its op (`Label.produced_by`), with the
+    family the name's rule recognised in the detail. The classifier's `rule` names that family
+    (what costs and replay look up in a trace): as this provenance it had read `rule:gemm` on a
+    `layer_norm` a sibling's given label (same kernel name and launcher) set (`catalog>…`), and
+    `rule:inductor-pointwise` on a `serving_metadata` a `[[context]]` rule made of its stack."""
+    rule, detail = label.produced_by or label.rule, label.detail
     if label.evidence.startswith("catalog>"):
-        rule, detail = "catalog:exact", f"{detail} ({label.rule})"
+        detail = f"{detail} ({label.rule})"
+    elif label.produced_by and label.rule not in detail:  # the context's detail follows the name's
+        detail = f"{label.rule}: {detail}"
     return {"rule": rule, "evidence": label.evidence, "confidence": round(label.confidence, 2), "detail": detail}
 
 

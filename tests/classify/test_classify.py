@@ -30,7 +30,7 @@ SEED_TBD = [
     (7, "fused_elementwise", "rule:compiled-fused-other"),  # fused_ge_lt___and____2266955281149801844
     # an Inductor kernel of SGLang's clamp_position (its stack): position ids, taxonomy.md's metadata
     # row (was fused_elementwise: no context rule read a serving engine's bookkeeping; campAD class 6)
-    (8, "serving_metadata", "rule:inductor-pointwise"),  # triton_poi_fused_clamp_sub_0
+    (8, "serving_metadata", "rule:compiled-in-serving-bookkeeping"),  # triton_poi_fused_clamp_sub_0
     (9, "rms_norm", "rule:rms-norm"),  # fused_rmsnorm_kernel
     (10, "rotary_embedding", "rule:rope-neox"),  # void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadPara
     (11, "rms_norm", "rule:rms-norm-dual-residual"),  # fused_dual_residual_rmsnorm_kernel
@@ -63,7 +63,7 @@ SEED_TBD = [
     (26, "moe_gate", "rule:moe-gate"),  # void moe_fused_gate_kernel<cutlass::bfloat16_t, 32, 256, 8,
     (27, "quantize", "rule:per-token-group-quant"),  # void per_token_group_quant_8bit_kernel<__nv_bfloat16, c10::F
     (28, "kv_cache_write", "rule:kv-cache-write"),  # set_mla_kv_buffer_kernel
-    (29, "moe_gate", "rule:inductor-index-put"),  # triton_poi_fused_index_put_lift_fresh_0
+    (29, "moe_gate", "rule:compiled-in-moe-topk"),  # triton_poi_fused_index_put_lift_fresh_0
     (30, "moe_align", "rule:deepep-layout"),  # void deep_ep::internode::get_dispatch_layout<256, 32, 8>(lon
     (31, "quantize", "rule:quantize"),  # _tma_align_input_scale_kernel
     # out[t] = Σ_k topk_weight[t,k] · expert_out[src(t,k)]: taxonomy.toml's moe_reduce, not a plain
@@ -76,9 +76,9 @@ SEED_TBD = [
     (35, "moe_permute", "rule:sglang-ep-scatter"),  # _fwd_kernel_ep_scatter_2
     # SGLang's resolve_future_token_ids compiled by Inductor: serving bookkeeping (was
     # fused_elementwise; campAD class 6)
-    (151, "serving_metadata", "rule:inductor-pointwise"),  # triton_poi_fused_index_lt_where_0
+    (151, "serving_metadata", "rule:compiled-in-serving-bookkeeping"),  # triton_poi_fused_index_lt_where_0
     (152, "moe_reduce", "rule:sglang-moe-sum-reduce"),  # _moe_sum_reduce_kernel
-    (154, "moe_reduce", "rule:inductor-reduction"),  # triton_per_fused_mul_sum_0
+    (154, "moe_reduce", "rule:compiled-in-moe-sum-reduce"),  # triton_per_fused_mul_sum_0
     (155, "attention", "rule:flash-attention"),  # flash::prepare_varlen_num_blocks_kernel(int, int, int, int c
     (157, "moe_gate", "rule:moe-gate"),  # fused_moe_router_large_bs_kernel
     (159, "compare", "rule:aten-compare"),  # void at::native::vectorized_elementwise_kernel<4, at::native
