@@ -728,7 +728,12 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
             text[k] for text, k in zip(texts, row, strict=True)
         )
         # no shapes, or shapes without their dtypes (PyTorch 1.8): the trace lacks what a cost needs
-        shapeless.append(any(not v or str(v).strip() in ("[]", "null") for v in (dims, types)))
+        shapeless.append(any(_unrecorded(v) for v in (dims, types)))
+        # a call that recorded no `Input Dims` at all is told apart once, here: each formula's
+        # refusal names one argument ("input 0 (self) has no recorded shape or a dtype not in
+        # catalogs/dtypes.toml") and sent the reader to the dtype table (campaign BQ 3)
+        no_dims = _unrecorded(dims)
+        what = str(launcher or rule or op)  # as `Call.what` names it
         try:
             args = parse_call(dims, types, strides, concrete)
             call = Call(
@@ -743,7 +748,7 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
             )
             results.append((cost_of(call), ""))
         except NoCost as exc:
-            results.append((None, str(exc)))
+            results.append((None, _no_dims_reason(what, str(exc)) if no_dims else str(exc)))
         except (ValueError, IndexError, TypeError, ZeroDivisionError) as exc:
             results.append((None, f"unexpected recorded shapes for {launcher} ({type(exc).__name__})"))
     if results:  # each call row takes its signature's result
@@ -801,6 +806,20 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         {**columns, "flops": flops, "bytes": nbytes, "op_time_us": op_time},
         index=frame.index,
     )[["role", "flops", "bytes", "precision", "unit", "note", "formula", "op_time_us"]]
+
+
+def _unrecorded(value: object) -> bool:
+    """Whether a call's recorded `Input Dims` / `Input type` text is absent or empty."""
+    return not value or str(value).strip() in ("[]", "null")
+
+
+def _no_dims_reason(what: str, refusal: str) -> str:
+    """Why a call that recorded no `Input Dims` has no cost: that, not its formula's refusal of one
+    argument; a launcher with no cost model says that too (shapes alone would not cost it). The
+    formulas still run first: a call costed without shapes (its sequence lengths, its enclosed
+    ops' shapes) keeps its cost."""
+    said = f"{what}: the call recorded no shapes (Input Dims)"
+    return f"{said}, and {refusal}" if refusal.startswith("no cost model for ") else said
 
 
 def _say_what_is_missing(frame: pd.DataFrame, role: np.ndarray, note: np.ndarray, has_call: np.ndarray) -> None:

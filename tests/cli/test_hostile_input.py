@@ -302,7 +302,8 @@ def test_impossible_input_dims_count_as_not_recorded(tmp_path: Path, example, di
     roofline = pq.read_table(tmp_path / "o" / "roofline.parquet").to_pandas()
     addmm = roofline[roofline["launcher"] == "aten::addmm"]
     assert len(addmm) and addmm["flops"].isna().all() and addmm["bytes"].isna().all()
-    assert addmm["note"].str.contains("no recorded shape").all()
+    # dims dropped at ingest (not a list) leave the call with none recorded (campaign BQ 3)
+    assert addmm["note"].str.contains("no recorded shape|the call recorded no shapes").all()
 
 
 def test_replay_on_a_missing_gpu_is_one_line() -> None:

@@ -24,16 +24,29 @@ from kernel_atlas.roofline.costs.base import (
 
 
 def _gemm(
-    call: Call, batch: int, m: int, n: int, k: int, inputs: list[Arg], out_itemsize: int, extra: str = ""
+    call: Call,
+    batch: int,
+    m: int,
+    n: int,
+    k: int,
+    inputs: list[Arg],
+    out_itemsize: int,
+    extra: str = "",
+    out: Arg | None = None,
+    runs_at: tuple[str, str] | None = None,
 ) -> Cost:
-    precision, unit = gemm_precision(call, inputs[0])
+    """2·(B·)M·N·K FLOPs; `inputs` read once and the output written once: the recorded `out` at
+    its stored bytes (`Arg.nbytes`), else (B·)M·N elements of `out_itemsize`. `runs_at`: the
+    precision and unit it runs at, where not the inputs' on the matrix unit (`gemm_precision`)."""
+    precision, unit = runs_at or gemm_precision(call, inputs[0])
     flops = 2.0 * batch * m * n * k
-    written = batch * m * n * out_itemsize
+    written = out.nbytes if out is not None else batch * m * n * out_itemsize
     # an empty output (M, N or the batch 0) asks for no element: no operand is read
-    read = sum(a.nbytes for a in inputs) if written else 0
+    read = sum(a.nbytes for a in inputs) if batch * m * n else 0
     b = f"{batch}·" if batch != 1 else ""
-    formula = f"2·{b}M·N·K = 2·{b}{m}·{n}·{k}; bytes = inputs {read} + output {b}{m}·{n}·{out_itemsize}{extra}"
-    if not written:
+    output = f"{written} recorded" if out is not None else f"{b}{m}·{n}·{out_itemsize}"
+    formula = f"2·{b}M·N·K = 2·{b}{m}·{n}·{k}; bytes = inputs {read} + output {output}{extra}"
+    if not batch * m * n:
         formula += " (an empty output: no operand read)"
     return Cost(flops, read + written, precision, unit, formula)
 
@@ -123,34 +136,53 @@ def _two_operand_gemm(call: Call, out_itemsize: int, what: str) -> Cost:
     raise NoCost(f"{call.what}: no A [M, K] / B [N, K] pair among the recorded shapes")
 
 
+Product = tuple[int, int, int, int]  # (B, M, N, K)
+
+
+def _products(tensors: list[Arg], as_stored: bool = False) -> dict[Product, tuple[int, int]]:
+    """The A·B products an Inductor kernel's recorded tensors fit, each (B, M, N, K) with the
+    positions of A and of its output: A a 2-D or 3-D tensor followed by a B of its rank whose
+    batch agrees and whose inner dim is A's last, B [(B,) K, N] — or, `as_stored`, B [(B,) N, K],
+    a weight as stored that the kernel reads transposed (a linear's `W`: Inductor passes the
+    buffer, not the view) — with another tensor of the product's shape [(B,) M, N]: the output,
+    the LAST such tensor, since Inductor orders in_ptr… before out_ptr… (an epilogue input of
+    that shape — an expanded bias [M, N] of strides [0, 1], a residual — comes before it; the
+    first had been taken, the bias written at M·N elements and the output read: +28 % bytes,
+    campaign BR 3)."""
+    fits: dict[Product, tuple[int, int]] = {}
+    for i, a in enumerate(tensors):
+        for j in range(i + 1, len(tensors)):
+            b = tensors[j]
+            if len(a.dims) not in (2, 3) or len(b.dims) != len(a.dims) or a.dims[:-2] != b.dims[:-2]:
+                continue
+            ns = [b.dims[-1]] if a.dims[-1] == b.dims[-2] else []
+            if as_stored and a.dims[-1] == b.dims[-1]:
+                ns.append(b.dims[-2])
+            for n in ns:
+                product = (*a.dims[:-1], n)
+                outs = [o for o, t in enumerate(tensors) if o not in (i, j) and t.dims == product]
+                if outs:
+                    batch = a.dims[0] if len(a.dims) == 3 else 1
+                    fits.setdefault((batch, a.dims[-2], n, a.dims[-1]), (i, outs[-1]))
+    return fits
+
+
 @register(rules=("inductor-template", "inductor-triton-bmm"))
 def _inductor_template(call: Call) -> Cost:
     """An Inductor template GEMM (`triton_tem_fused_mm/addmm/bmm_…`, `triton_mm`, `triton_bmm`)
     launched under its own record (`inductor_launcher`), which records every kernel argument: A
-    [(B,) M, K], B [(B,) K, N], the output [(B,) M, N] and any epilogue inputs (a bias, a residual),
-    in an order that varies (a bias may come first). A is a 2-D or 3-D tensor followed by one of
-    its rank whose inner dims agree (batches equal), with their product's shape among the other
-    tensors; the shapes must give one (B, M, N, K), else no cost and why. 2·(B·)M·N·K FLOPs;
-    every recorded tensor once (A, B, epilogue inputs read, the output written). The template's
-    other ops (a convolution, flex attention) and a launch under another op keep their formulas."""
+    [(B,) M, K], B [(B,) K, N], any epilogue inputs (a bias, a residual) and the output [(B,) M,
+    N], in an order that varies (a bias may come first; the output comes after the inputs).
+    `_products` finds them; the shapes must give one (B, M, N, K), else no cost and why.
+    2·(B·)M·N·K FLOPs; every recorded tensor once at its stored bytes (A, B, epilogue inputs read,
+    the output written). The template's other ops (a convolution, flex attention) and a launch
+    under another op keep their formulas."""
     if call.op_mapping not in ("matmul", "bmm") or not inductor_launcher(call.launcher):
         return cost_by_launcher_or_op(call)
     tensors = tensors_of(call)
     if not tensors:
         raise no_tensors(call)
-    fits: dict[tuple[int, int, int, int], tuple[int, int]] = {}  # (B, M, N, K) → positions of A, output
-    for i, a in enumerate(tensors):
-        for j in range(i + 1, len(tensors)):
-            b = tensors[j]
-            if len(a.dims) not in (2, 3) or len(b.dims) != len(a.dims):
-                continue
-            if a.dims[-1] != b.dims[-2] or a.dims[:-2] != b.dims[:-2]:
-                continue
-            product = (*a.dims[:-1], b.dims[-1])
-            out = next((o for o, t in enumerate(tensors) if o not in (i, j) and t.dims == product), None)
-            if out is not None:
-                batch = a.dims[0] if len(a.dims) == 3 else 1
-                fits.setdefault((batch, a.dims[-2], b.dims[-1], a.dims[-1]), (i, out))
+    fits = _products(tensors)
     shapes = [list(a.dims) for a in tensors]
     if not fits:
         raise NoCost(f"{call.what}: no A [M, K], B [K, N] and output [M, N] among the recorded shapes {shapes}")
@@ -159,7 +191,63 @@ def _inductor_template(call: Call) -> Cost:
     (batch, m, n, k), (a_at, out_at) = next(iter(fits.items()))
     inputs = [tensors[a_at], *(t for o, t in enumerate(tensors) if o not in (a_at, out_at))]  # A first: its precision
     what = " (an Inductor template: every recorded argument once, A, B and epilogue inputs read, the output written)"
-    return _gemm(call, batch, m, n, k, inputs, tensors[out_at].itemsize, what)
+    return _gemm(call, batch, m, n, k, inputs, tensors[out_at].itemsize, what, out=tensors[out_at])
+
+
+def _reduction_sizes(call: Call) -> tuple[int, int] | None:
+    """An Inductor reduction kernel's recorded `xnumel, r0_numel` (its last two arguments, after
+    the tensors and any size symbols `ks0`…), else None (not recorded)."""
+    last = max((i for i, a in enumerate(call.args) if a.is_tensor), default=-1)
+    sizes = [concrete_int(call, i) for i in range(last + 1, len(call.args))][-2:]
+    xnumel, r0_numel = sizes if len(sizes) == 2 else (None, None)
+    return (xnumel, r0_numel) if xnumel is not None and r0_numel is not None else None
+
+
+@register(rules=("inductor-gemv",))
+def _inductor_gemv(call: Call) -> Cost:
+    """An Inductor GEMV (`triton_red_fused_mm_…`, `triton_per_fused_bmm_…`): with coordinate-descent
+    tuning Inductor decomposes an mm/bmm with M = 1 or N = 1 into a multiply and a sum over K, one
+    reduction kernel under its own record (`inductor_launcher`), which records every argument —
+    A, B (a weight as stored, [N, K], read transposed), epilogue inputs, the output — then
+    `xnumel` (B·M·N outputs) and `r0_numel` (K). (B, M, N, K) as a template's (`_products`, B
+    [K, N] or as stored [N, K]), held to the recorded xnumel and r0_numel where recorded: shapes
+    that fit no product, or more than one, or whose product the sizes contradict (a split
+    reduction's partial sums over part of K), are not costed, and say so. 2·(B·)M·N·K FLOPs;
+    every recorded tensor once at its stored bytes (A, B and epilogue inputs read, the output
+    written). Its math runs on the vector unit (tl.sum of products, no tl.dot) in fp32: the
+    decomposition upcasts bf16/fp16 (`pw_cast_for_opmath`); fp64 stays fp64, integers integer
+    math. A launch under another op keeps its formula."""
+    if call.op_mapping not in ("matmul", "bmm") or not inductor_launcher(call.launcher):
+        return cost_by_launcher_or_op(call)
+    tensors = tensors_of(call)
+    if not tensors:
+        raise no_tensors(call)
+    fits = _products(tensors, as_stored=True)
+    shapes = [list(a.dims) for a in tensors]
+    if not fits:
+        raise NoCost(
+            f"{call.what}: no A [M, K], B [K, N] (or [N, K] as stored) and output [M, N] among the recorded "
+            f"shapes {shapes}"
+        )
+    sizes = _reduction_sizes(call)
+    if sizes is not None:
+        xnumel, r0_numel = sizes
+        agreed = {key: at for key, at in fits.items() if key[0] * key[1] * key[2] == xnumel and key[3] == r0_numel}
+        if not agreed:
+            raise NoCost(
+                f"{call.what}: the recorded shapes {shapes} give (B, M, N, K) {sorted(fits)}, which its recorded "
+                f"xnumel {xnumel} (B·M·N) and r0_numel {r0_numel} (K) contradict (a split reduction's partial sums?)"
+            )
+        fits = agreed
+    if len(fits) > 1:
+        raise NoCost(f"{call.what}: the recorded shapes {shapes} fit more than one A·B product: M, N, K ambiguous")
+    (batch, m, n, k), (a_at, out_at) = next(iter(fits.items()))
+    a = tensors[a_at]
+    inputs = [a, *(t for o, t in enumerate(tensors) if o not in (a_at, out_at))]
+    precision = a.precision if a.precision in ("fp64", "int") else "int" if a.precision == "int8" else "fp32"
+    what = " (an Inductor GEMV: every recorded argument once, A, B and epilogue inputs read, the output written)"
+    out = tensors[out_at]
+    return _gemm(call, batch, m, n, k, inputs, out.itemsize, what, out=out, runs_at=(precision, VECTOR))
 
 
 @register(rules=("deepgemm", "triton-block-fp8-gemm"))
