@@ -764,7 +764,12 @@ def diff(
                 raise AtlasError(option, f"{target} is also {same}'s file: name one file for each")
     if out is not None and out.suffix.lower() not in TABLE_SUFFIXES:  # a CSV named .parquet had been written
         raise AtlasError("-o", f"{out}: name a .csv, .parquet or .json file (the suffix says what is written)")
-    result = diff_runs(a, b, per_step)
+    notes: list[str] = []  # what ingesting a trace here says, as `atlas report TRACE` says it
+    result = diff_runs(a, b, per_step, notes)
+    said = set(result.a.warnings + result.b.warnings)  # an ingest's warnings: said below, by side
+    for note in notes:
+        if note not in said:
+            _say_later("[yellow]warning:[/]", note)
     for name, side in (("A", result.a), ("B", result.b)):  # what ingest could not read changes the comparison
         if side.warnings:
             more = f" ({len(side.warnings)} ingest warnings: summary.json)" if len(side.warnings) > 1 else ""
@@ -772,8 +777,9 @@ def diff(
     totals = (result.a.gpu_time_us, result.b.gpu_time_us, result.a.gpus, result.b.gpus)
     windows = (result.a.window, result.b.window)
     share = MIN_SHARE if min_share is None else min_share
-    verdict = judge(result.table, *totals, fail_above, share, *windows) if fail_above is not None else None
-    comp = verdict.comparability if verdict is not None else comparability(result.table, *totals[2:], *windows)
+    calls = (result.a.activities, result.b.activities)  # the share at shapes both runs record
+    verdict = judge(result.table, *totals, fail_above, share, *windows, calls) if fail_above is not None else None
+    comp = verdict.comparability if verdict is not None else comparability(result.table, *totals[2:], *windows, calls)
     files: dict[str, Path] = {}
     if out is not None:
         files["table"] = write_table(result.table, out)

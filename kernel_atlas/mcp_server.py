@@ -319,7 +319,9 @@ class Tools:
             "b": {"run": run_b, "gpus": b.gpus, "gpu_time_us": b.gpu_time_us},
             "categories": result.level("category")[keep].to_dict(orient="records"),
             "ops": ops[keep].head(limit).to_dict(orient="records"),
-            "comparability": comparability(result.table, a.gpus, b.gpus, a.window, b.window).to_json(),
+            "comparability": comparability(
+                result.table, a.gpus, b.gpus, a.window, b.window, (a.activities, b.activities)
+            ).to_json(),
         }
         if fail_above_pct is not None:
             answer["verdict"] = judge(
@@ -332,6 +334,7 @@ class Tools:
                 MIN_SHARE,
                 a.window,
                 b.window,
+                (a.activities, b.activities),
             ).to_json()
         return _clean(answer)
 

@@ -20,6 +20,7 @@ ran only inside groups has no name row at all.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -282,26 +283,12 @@ def side_of(run: Run, per_step: bool = False) -> Side:
     `per_step`: each rank's GPU time inside its profiler steps divided by its step count — step
     rows, as its efficiency counts them, not distinct numbers: a number may repeat —, summed over
     ranks — one step's time — where a rank recording no steps is refused."""
-    said = run.summary.get("warnings")
-    warnings = [str(w) for w in said if isinstance(w, str)] if isinstance(said, list) else []
-    window = window_of(run.summary, len(run.ranks) or 1)
-    steps = steps_by_rank(run.summary)
-
-    def kept_of(rank: int | None) -> WholeSteps:
-        if rank is not None:
-            return steps.get(rank, WholeSteps())
-        return WholeSteps(set().union(*(s.numbers for s in steps.values())), sum(s.rows for s in steps.values()))
-
     if not per_step:  # totals: the time outside the whole steps is said (a cut-short last step's too)
-        parts, outside = [], 0.0
-        for rank in run.ranks or [None]:
-            kernels = run.kernels(rank)
-            parts.append(_activities(kernels))
-            if window.steps is not None:
-                kept = kept_of(rank).numbers
-                outside += float(kernels.loc[~kernels["step"].isin(kept).to_numpy(bool), "dur_us"].sum())
-        window = replace(window, outside_steps_us=outside)
-        return Side(run.label, _folded(parts), run.gpu_names, warnings, window)
+        by_rank = ((rank, run.kernels(rank)) for rank in run.ranks or [None])
+        return _totals_side(run.label, run.gpu_names, run.summary, len(run.ranks) or 1, by_rank)
+    warnings = _warnings(run.summary)
+    window = window_of(run.summary, len(run.ranks) or 1)
+    kept_of = _kept_steps(run.summary)
     parts, outside = [], 0.0
     for rank in run.ranks or [None]:
         kept = kept_of(rank)
@@ -396,9 +383,59 @@ def write_table(table: pd.DataFrame, path: str | Path) -> Path:
     raise AtlasError(path, f"name a {', '.join(TABLE_SUFFIXES[:-1])} or {TABLE_SUFFIXES[-1]} file")
 
 
-def side_of_kernels(label: str, kernels: pd.DataFrame, gpus: list[str]) -> Side:
-    """The side of a kernels table already in memory (the dashboard's filtered runs)."""
-    return Side(label, _activities(kernels), gpus)
+def side_of_kernels(
+    label: str, kernels: pd.DataFrame, gpus: list[str], summary: dict[str, Any] | None = None, ranks: int = 1
+) -> Side:
+    """The side of a kernels table already in memory (every rank's: the dashboard's runs), as
+    `side_of` makes a stored run's totals: with `summary`, its ingest warnings and its window —
+    `ranks`, whole steps and the GPU time outside them, by each row's `rank`. Without, no window."""
+    if summary is None:
+        return Side(label, _activities(kernels), gpus)
+    if "rank" in kernels and ranks > 1:
+        by_rank = ((int(rank), part) for rank, part in kernels.groupby("rank", sort=True, observed=True))
+    else:
+        by_rank = iter([(None, kernels)])
+    return _totals_side(label, gpus, summary, ranks, by_rank)
+
+
+def _warnings(summary: dict[str, Any]) -> list[str]:
+    said = summary.get("warnings")
+    return [str(w) for w in said if isinstance(w, str)] if isinstance(said, list) else []
+
+
+def _kept_steps(summary: dict[str, Any]) -> Callable[[int | None], WholeSteps]:
+    """Per rank (None: the run's only one), the profiler steps its traces hold whole."""
+    steps = steps_by_rank(summary)
+
+    def kept_of(rank: int | None) -> WholeSteps:
+        if rank is not None:
+            return steps.get(rank, WholeSteps())
+        return WholeSteps(set().union(*(s.numbers for s in steps.values())), sum(s.rows for s in steps.values()))
+
+    return kept_of
+
+
+def _totals_side(
+    label: str,
+    gpus: list[str],
+    summary: dict[str, Any],
+    ranks: int,
+    by_rank: Iterable[tuple[int | None, pd.DataFrame]],
+) -> Side:
+    """A side of totals from each rank's kernels, taken one at a time: their activities, and the
+    time outside the rank's whole steps said in the window (one rule for `atlas diff`, which reads
+    the ranks from disk one by one, and the compare notebook, which holds them: its side had left
+    that time at 0 — 40 µs of warm-up read "comparable" beside a run without)."""
+    window = window_of(summary, ranks)
+    kept_of = _kept_steps(summary)
+    parts, outside = [], 0.0
+    for rank, kernels in by_rank:
+        parts.append(_activities(kernels))
+        if window.steps is not None:
+            kept = kept_of(rank).numbers
+            outside += float(kernels.loc[~kernels["step"].isin(kept).to_numpy(bool), "dur_us"].sum())
+    window = replace(window, outside_steps_us=outside)
+    return Side(label, _folded(parts), gpus, _warnings(summary), window)
 
 
 def compare(a: Side, b: Side) -> Diff:
@@ -407,8 +444,8 @@ def compare(a: Side, b: Side) -> Diff:
     return Diff(a, b, diff_activities(a.activities, b.activities))
 
 
-def _side(source: str | Path, per_step: bool) -> Side:
-    out_dir = run_folder(source)
+def _side(source: str | Path, per_step: bool, notes: list[str] | None = None) -> Side:
+    out_dir = run_folder(source, notes=notes)
     with lock(out_dir, shared=True):  # not while an ingest or a report writes it
         return side_of(Run.open(out_dir), per_step)
 
@@ -439,13 +476,18 @@ def _one_folder_for_two(source_a: str | Path, source_b: str | Path) -> None:
     )
 
 
-def diff_runs(source_a: str | Path, source_b: str | Path, per_step: bool = False) -> Diff:
+def diff_runs(
+    source_a: str | Path, source_b: str | Path, per_step: bool = False, notes: list[str] | None = None
+) -> Diff:
     """Compare two runs, each a trace (ingested on first use, next to it) or an ingest output;
-    `per_step`: the time of one profiler step of each (`side_of`)."""
+    `per_step`: the time of one profiler step of each (`side_of`). `notes`, where given, receives
+    what ingesting a trace here says (`fleet.run_folder`: a read-only folder's fallback folder
+    first), for the caller to print as `atlas report TRACE` does — dropped, `atlas diff` had
+    written `./a.atlas` for `../ro/a.json` without a word."""
     from kernel_atlas.analysis.memory import compare_memory, run_memory
 
     _one_folder_for_two(source_a, source_b)
-    result = compare(_side(source_a, per_step), _side(source_b, per_step))
+    result = compare(_side(source_a, per_step, notes), _side(source_b, per_step, notes))
     memories = []
     for source in (source_a, source_b):
         out_dir = run_folder(source)  # already ingested by `_side`

@@ -16,7 +16,11 @@ Comparability says whether such a verdict means anything: the same GPU on both s
 where a run records none), the share of GPU time (A and B together) in ops and in kernels that
 both runs have (none where neither run has GPU time), and what each run's times are totals over —
 its ranks, whole profiler steps and the GPU time outside them: 3 steps against 6 of the same
-program doubled every time, and a cut-short 4th step added its time to B's total unsaid.
+program doubled every time, and a cut-short 4th step added its time to B's total unsaid. And
+whether the runs did the same work: the share of the GPU time of op calls at recorded shapes that
+lies in calls at shapes both runs record (the diff's call signatures, `cpu op · input shapes`) —
+two runs of one model at batch 32 and 64 share every op and kernel, and had read "100 % in ops
+both runs have" at +100 % everywhere; not known where a run records no shapes.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from kernel_atlas.classify.taxonomy import UNKNOWN_OP
 
 GATED_LEVELS = ("category", "op_mapping")
 MIN_SHARE = 0.01
+# Under this share of the time at recorded shapes in calls at shapes both runs record, most of the
+# work is at shapes one run only ran: another batch size or sequence length, said as such (the
+# shapes of data-dependent ops — an embedding lookup's indices — differ between any two runs, so
+# a share a little under 100 % says nothing)
+SHAPES_LOW = 0.5
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,25 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Shapes:
+    """GPU time (A and B together) in op calls with recorded shapes, and the part of it in calls
+    at shapes both runs record (`analysis.diff._signature`: `cpu op · input shapes`)."""
+
+    recorded_us: float
+    matched_us: float
+    a_records: bool  # whether run A records the shapes of any op call with GPU time
+    b_records: bool
+
+    @property
+    def share(self) -> float | None:
+        """matched / recorded; None where not known — a run records no shapes (`record_shapes`
+        off: its time is at no shape, and B's calls at A's shapes had read 0 %)."""
+        if not (self.a_records and self.b_records) or self.recorded_us <= 0:
+            return None
+        return self.matched_us / self.recorded_us
+
+
+@dataclass(frozen=True)
 class Comparability:
     same_device: bool | None  # None: a run records no GPU
     a_gpus: list[str]
@@ -77,6 +105,12 @@ class Comparability:
     kernels_matched_share: float | None  # the same for kernels (by name, or op+shapes)
     a_window: Window | None = None
     b_window: Window | None = None
+    shapes: Shapes | None = None  # None: not measured (the caller gave no activities)
+
+    @property
+    def shapes_matched_share(self) -> float | None:
+        """`Shapes.share`; None where not known or not measured."""
+        return self.shapes.share if self.shapes is not None else None
 
     @property
     def same_window(self) -> bool | None:
@@ -107,6 +141,7 @@ class Comparability:
             "b_gpus": self.b_gpus,
             "ops_matched_share": self.ops_matched_share,
             "kernels_matched_share": self.kernels_matched_share,
+            "shapes_matched_share": self.shapes_matched_share,
             **windows,
             "per_step": per_step,
             "same_window": self.same_window,
@@ -147,14 +182,35 @@ def _matched_share(rows: pd.DataFrame) -> float | None:
     return float(both["a_us"].sum() + both["b_us"].sum()) / total
 
 
+def shapes_matched(a: pd.DataFrame, b: pd.DataFrame) -> Shapes:
+    """How much of two runs' GPU time at recorded shapes is in op calls at shapes both runs
+    record, from their `_activities` tables (`analysis.diff.Side.activities`): the call
+    signatures the diff matches op+shapes groups by, so that both say the same of a call."""
+    from kernel_atlas.analysis.diff import _signature  # diff imports this module (Window)
+
+    sig_a, sig_b = _signature(a), _signature(b)
+    both = np.intersect1d(sig_a[sig_a != ""], sig_b[sig_b != ""])
+    us_a, us_b = a["us"].to_numpy(float), b["us"].to_numpy(float)
+    recorded_a, recorded_b = (sig_a != "") & (us_a > 0), (sig_b != "") & (us_b > 0)
+    return Shapes(
+        recorded_us=float(us_a[recorded_a].sum() + us_b[recorded_b].sum()),
+        matched_us=float(us_a[np.isin(sig_a, both)].sum() + us_b[np.isin(sig_b, both)].sum()),
+        a_records=bool(recorded_a.any()),
+        b_records=bool(recorded_b.any()),
+    )
+
+
 def comparability(
     table: pd.DataFrame,
     a_gpus: list[str],
     b_gpus: list[str],
     a_window: Window | None = None,
     b_window: Window | None = None,
+    activities: tuple[pd.DataFrame, pd.DataFrame] | None = None,
 ) -> Comparability:
-    """How comparable two runs are, from a diff table (analysis of `atlas diff`, COLUMNS)."""
+    """How comparable two runs are, from a diff table (analysis of `atlas diff`, COLUMNS) and —
+    for the share at shapes both runs record — the runs' activities (`Side.activities`, A and B;
+    without them that share is not measured, and not said)."""
     ops = table[table["level"] == "op_mapping"]
     # activities without an op label match nothing by op — unattributed ones are labelled
     # `unknown` (two unrelated custom kernels were "an op both runs have"): their time is in
@@ -169,6 +225,7 @@ def comparability(
         kernels_matched_share=_matched_share(kernels),
         a_window=a_window,
         b_window=b_window,
+        shapes=shapes_matched(*activities) if activities is not None else None,
     )
 
 
@@ -216,8 +273,11 @@ def judge(
     min_share: float = MIN_SHARE,
     a_window: Window | None = None,
     b_window: Window | None = None,
+    activities: tuple[pd.DataFrame, pd.DataFrame] | None = None,
 ) -> Verdict:
-    """The verdict of `atlas diff --fail-above pct` on a diff table."""
+    """The verdict of `atlas diff --fail-above pct` on a diff table (`activities`: as
+    `comparability`). It judges the totals whatever the windows: where they differ
+    (`Comparability.same_window`), its line says so (`report.diff_markdown.verdict_line`)."""
     pct = pct + 0.0  # -0 is 0 (said as "more than 0 %")
     return Verdict(
         fail_above_pct=pct,
@@ -225,5 +285,5 @@ def judge(
         total_a_us=total_a_us,
         total_b_us=total_b_us,
         regressions=regressions(table, total_a_us, total_b_us, pct, min_share),
-        comparability=comparability(table, a_gpus, b_gpus, a_window, b_window),
+        comparability=comparability(table, a_gpus, b_gpus, a_window, b_window, activities),
     )

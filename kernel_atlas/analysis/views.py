@@ -9,6 +9,7 @@ cross-rank view found one, else the rank with the most GPU time — and says whi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.core.groups import BatchFold
+from kernel_atlas.store.outputs import is_number
 
 NO_MODULE = "(no module)"
 TIMELINE_LIMIT = 4000  # activities drawn on a timeline of the whole window: the longest ones
@@ -67,6 +69,79 @@ def step_times(kernels: pd.DataFrame) -> pd.DataFrame:
     return summed.sort_values(["step", "category"], na_position="last", ignore_index=True)
 
 
+# the bar of the GPU time in no step row of steps.parquet: launched outside every step, in a
+# trailing step the tail rule left out, or in a step past the rows summary.json lists
+OUTSIDE_STEPS = "outside the steps"
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+@dataclass
+class StepRowTimes:
+    """GPU time per step row of steps.parquet and category (`step_row_times`)."""
+
+    # `row` (the label's first row's place in its trace's list; null: OUTSIDE_STEPS), `label`, `category`, `dur_us`
+    table: pd.DataFrame
+    left_out: int = 0  # trailing steps the tail rule left out, over the traces (summary.json `steps_left_out`)
+    left_out_why: str | None = None  # why, of the first trace that left some out
+    unlisted: int = 0  # steps past the first MAX_STEP_ROWS, which summary.json and steps.parquet do not list
+
+
+def step_row_times(kernels: pd.DataFrame, summary: dict | None) -> StepRowTimes | None:
+    """GPU time per step row and category: steps.parquet's rows, each as summary.json lists its
+    activities' time by category (`ingest/step_split.py`: the rule of docs/efficiency.md "Which
+    step", the one `kernel_us_launched` reads), so that #1 #2 #1 #2 are four bars, not two of two
+    steps each (grouping the `step` column, a number, had merged them). A row is labelled by its
+    number, and the second row of a number `step 1 (2nd)`. The GPU time of `kernels` in no listed
+    row — outside every step, in a step the tail rule left out, in a trace without steps — is
+    OUTSIDE_STEPS, so that the bars add up to the GPU time. None without a summary, or of an
+    ingest that did not list the time by category (the chart is then by step number)."""
+    if summary is None:
+        return None
+    rows: list[tuple[int, str, str, float]] = []
+    left_out, why, unlisted = 0, None, 0
+    for trace in summary.get("traces") or []:
+        efficiency = trace.get("efficiency") if isinstance(trace, dict) else None
+        listed = efficiency.get("steps") if isinstance(efficiency, dict) else None
+        if not isinstance(listed, list):
+            continue
+        seen: dict[int, int] = {}
+        for k, row in enumerate(listed):
+            times = row.get("gpu_us_by_category") if isinstance(row, dict) else None
+            if not isinstance(times, dict):
+                return None
+            number = row.get("step")
+            if not isinstance(number, int) or isinstance(number, bool):  # the one row of a trace without steps
+                continue
+            seen[number] = seen.get(number, 0) + 1
+            label = f"step {number}" + (f" ({ordinal(seen[number])})" if seen[number] > 1 else "")
+            rows.extend((k, label, str(c), float(t)) for c, t in times.items() if is_number(t) and math.isfinite(t))
+        count = efficiency.get("steps_left_out")
+        if is_number(count) and count > 0:
+            left_out += int(count)
+            text = efficiency.get("steps_left_out_why")
+            why = why if why is not None else (text if isinstance(text, str) else None)
+        total = efficiency.get("steps_total")
+        unlisted += int(total) - len(listed) if is_number(total) and total > len(listed) else 0
+    table = pd.DataFrame(rows, columns=["row", "label", "category", "dur_us"])
+    # the rest of each category's GPU time is in no listed row (never below 0: a summary of other kernels)
+    codes, texts = text_codes(kernels["category"])  # a null category (code -1) is in no bar, as by number
+    known = codes >= 0
+    totals = np.bincount(codes[known], weights=kernels["dur_us"].to_numpy(np.float64)[known], minlength=len(texts))
+    in_rows = table.groupby("category")["dur_us"].sum().reindex(texts.astype(str)).fillna(0.0).to_numpy()
+    rest = totals - in_rows
+    kept = rest > 1e-9 * np.maximum(totals, 1.0)  # not the rounding of equal sums
+    outside = pd.DataFrame(
+        {"row": None, "label": OUTSIDE_STEPS, "category": texts[kept].astype(str), "dur_us": rest[kept]}
+    )
+    table = _sum_step_rows([table.astype({"row": "Int64"}), outside.astype({"row": "Int64"})])
+    return StepRowTimes(table, left_out, why, unlisted)
+
+
 def _sum_modules(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True).groupby("module", sort=True)["dur_us"].sum().reset_index()
 
@@ -75,6 +150,17 @@ def _sum_steps(table: pd.DataFrame) -> pd.DataFrame:
     summed = table.groupby(["step", "category"], dropna=False, sort=True)["dur_us"].sum().reset_index()
     summed["step"] = summed["step"].astype("Int64")
     return summed
+
+
+def _sum_step_rows(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Step-row times of several traces added up by label: `step 6` of every rank is one bar, as
+    their numbers had been, and `step 1 (2nd)` too; in the order of each label's first row
+    (OUTSIDE_STEPS, `row` null, last)."""
+    table = pd.concat(tables, ignore_index=True)
+    first = table.groupby("label", sort=False)["row"].min()
+    summed = table.groupby(["label", "category"], sort=False)["dur_us"].sum().reset_index()
+    summed.insert(0, "row", summed["label"].map(first).astype("Int64"))
+    return summed.sort_values(["row", "label", "category"], na_position="last", ignore_index=True)
 
 
 @dataclass
@@ -149,10 +235,12 @@ class KernelViews:
     """The module, step and timeline views of a report (of one rank or of a fleet)."""
 
     modules: pd.DataFrame  # module_times
-    steps: pd.DataFrame  # step_times
+    steps: pd.DataFrame  # step_times: by step number
     timeline: Timeline | None
     ranks: int = 1
     timeline_note: str = ""  # which rank the timeline shows, and why (several ranks)
+    # by step row, as steps.parquet (`step_row_times`): what the per-step chart draws; None: by number
+    step_rows: StepRowTimes | None = None
 
 
 def kernel_views(kernels: pd.DataFrame, timeline_rank: int | None = None, summary: dict | None = None) -> KernelViews:
@@ -165,7 +253,10 @@ def kernel_views(kernels: pd.DataFrame, timeline_rank: int | None = None, summar
         ranks = rows["rank"].unique() if "rank" in rows else []
         windows = step_windows(summary, int(ranks[0]) if len(ranks) == 1 else None)
     timeline = timeline_of(rows, windows=windows)
-    return KernelViews(module_times(kernels), step_times(kernels), timeline, timeline_note=timeline.steps_are)
+    step_rows = step_row_times(kernels, summary)
+    return KernelViews(
+        module_times(kernels), step_times(kernels), timeline, timeline_note=timeline.steps_are, step_rows=step_rows
+    )
 
 
 def timeline_rows(kernels: pd.DataFrame, timeline_rank: int | None = None) -> tuple[pd.DataFrame, int]:
@@ -194,6 +285,9 @@ class ViewsFold:
         self.timeline_rank = timeline_rank
         self._modules = BatchFold(_sum_modules, single_as_is=True)
         self._steps = BatchFold(lambda tables: _sum_steps(pd.concat(tables, ignore_index=True)), single_as_is=True)
+        self._step_rows = BatchFold(_sum_step_rows, single_as_is=True)
+        self._by_row = True  # every part had its step rows (else the chart is by number)
+        self._left_out, self._left_out_why, self._unlisted = 0, None, 0
         self._timeline: Timeline | None = None
         self._ranks = 0
 
@@ -203,6 +297,13 @@ class ViewsFold:
         self._ranks += ranks
         self._modules.add(views.modules)
         self._steps.add(views.steps)
+        rows = views.step_rows
+        self._by_row = self._by_row and rows is not None
+        if rows is not None:
+            self._step_rows.add(rows.table)
+            self._left_out += rows.left_out
+            self._left_out_why = self._left_out_why if self._left_out_why is not None else rows.left_out_why
+            self._unlisted += rows.unlisted
         if views.timeline is not None and self._keeps(rank, views.timeline):
             self._timeline = views.timeline
 
@@ -224,4 +325,7 @@ class ViewsFold:
             rank = self._timeline.rank
             why = "the top straggler" if rank == self.timeline_rank else "the most GPU time"
             note = f"rank {rank} of {ranks}: {why}" + (f"; {note}" if note else "")
-        return KernelViews(modules, steps, self._timeline, ranks, note)
+        step_rows, rows = None, self._step_rows.result()
+        if self._by_row and rows is not None:
+            step_rows = StepRowTimes(rows, self._left_out, self._left_out_why, self._unlisted)
+        return KernelViews(modules, steps, self._timeline, ranks, note, step_rows)

@@ -11,6 +11,7 @@ is listed with its reason; the other ranks complete.
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import os
 import shutil
@@ -240,8 +241,9 @@ def _stem(name: str) -> str:
 def output_for(first_source: str, choose: str = "-o sets the output folder") -> tuple[str, str | None]:
     """The output folder when `-o` is not given, and a note when it is not the default: next to
     the first trace, unless that folder is read-only (a shared traces folder) — then
-    `<stem>.atlas` in the caller's folder (`callers_folder`), named as the caller can read it.
-    `choose` tells how to choose another folder."""
+    `<stem>.atlas` in the caller's folder (`callers_folder`), named as the caller can read it, or
+    `<stem>-2.atlas`, `-3`… where that one holds the run of another trace (`_holds_another_run`),
+    said in the note. `choose` tells how to choose another folder."""
     out = default_output(first_source)
     if is_url(out) and not out.startswith("file://"):
         return out, None
@@ -252,14 +254,52 @@ def output_for(first_source: str, choose: str = "-o sets the output folder") -> 
     if usable:
         return out, None
     caller = callers_folder()
-    # in a notebook an absolute path: a relative one is read from the kernel's folder, notebooks/
-    fallback = Path(local.name) if caller is None else caller / local.name
     read_only = local if local.is_dir() else local.parent
     if not is_writable_folder(caller or Path.cwd()):
         mine = "its folder" if read_only == local.parent else "its output folder"
         raise AtlasError(first_source, f"{mine} {read_only} and the current folder are read-only: {choose}")
-    shown = fallback if fallback.is_absolute() else f"./{fallback}"
-    return str(fallback), f"{read_only} is read-only: writing to {shown} instead ({choose})"
+    trace = Path(first_source.removeprefix("file://"))
+    this = (trace.name, trace_fingerprint(trace))
+    # in a notebook an absolute path: a relative one is read from the kernel's folder, notebooks/
+    named = (Path(name) if caller is None else caller / name for name in _fallback_names(local.name))
+    first = fallback = next(named)
+    while _holds_another_run(fallback, *this):
+        fallback = next(named)
+    taken = "" if fallback == first else f", as {_shown(first)} holds the run of another trace"
+    return str(fallback), f"{read_only} is read-only: writing to {_shown(fallback)} instead{taken} ({choose})"
+
+
+def _fallback_names(default: str) -> Iterator[str]:
+    """`default` (`<stem>.atlas`), then `<stem>-2.atlas`, `<stem>-3.atlas`…: the names a trace in
+    a read-only folder may take in the caller's folder (`output_for`), each within NAME_BYTES
+    (`short_name`; a cut stem ends in its digest, then the number)."""
+    yield default
+    stem = default.removesuffix(".atlas")
+    for n in itertools.count(2):
+        yield short_name(stem, f"-{n}.atlas")
+
+
+def _holds_another_run(folder: Path, file: str, fingerprint: str | None) -> bool:
+    """Whether `folder` holds a run none of whose traces is this one (its file name and
+    fingerprint, as `ingested_from` tells them): the caller's own `./a.atlas`, the run of
+    `./a.json` with its report, had been ingested over by `atlas diff ../ro/a.json` without a
+    word, and taken back by the next `atlas diff a.json`. A folder holding no readable run is no
+    other trace's: ingest writes into it, or refuses it, as it would the default folder."""
+    try:
+        summary = json.loads((folder / SUMMARY).read_bytes())
+    except (OSError, ValueError):
+        return False
+    traces = summary.get("traces") if isinstance(summary, dict) else None
+    if not isinstance(traces, list):
+        return False
+    return fingerprint is None or not any(
+        isinstance(t, dict) and t.get("file") == file and t.get("fingerprint") == fingerprint for t in traces
+    )
+
+
+def _shown(folder: Path) -> str:
+    """A fallback folder as a note names it: `./NAME` where it is relative to the current folder."""
+    return str(folder) if folder.is_absolute() else f"./{folder}"
 
 
 def callers_folder() -> Path | None:

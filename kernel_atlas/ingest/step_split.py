@@ -279,6 +279,7 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
     launched = np.bincount(
         in_row[in_row >= 0], weights=kernels["dur_us"].to_numpy(np.float64)[in_row >= 0], minlength=len(steps)
     )
+    by_category = _launched_by_category(frame, rows, min(len(steps), MAX_STEP_ROWS))
     devices = [(int(device), DeviceKernels.of(group)) for device, group in kernels.groupby("device", observed=True)]
 
     def per_device(lo: float, hi: float) -> list[dict[str, Any]]:
@@ -293,7 +294,10 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
             "total_us": hi - lo,
         }
         row.update({f"{role}_us": float(split[k, j]) for j, role in enumerate(ROLES)})
-        row["kernel_us_launched"] = float(launched[k]) if number >= 0 else None
+        # the row's rule whether or not it has a number: a trace without steps launched its kernels in its one row
+        row["kernel_us_launched"] = float(launched[k])
+        if by_category is not None:
+            row["gpu_us_by_category"] = by_category[k]
         row["devices"] = per_device(lo, hi)
         rows.append(row)
     lo, hi = float(steps[0, 1]), float(steps[-1, 2])
@@ -305,6 +309,25 @@ def overview(frame: pd.DataFrame, roles: HostRoles) -> dict[str, Any]:
         facts["steps_left_out_why"] = left_out_why
     facts.update(_communication_rules(frame, roles, float(split[:, ROLES.index("communication")].sum()), lo, hi))
     return facts
+
+
+def _launched_by_category(frame: pd.DataFrame, rows: np.ndarray, listed: int) -> list[dict[str, float]] | None:
+    """Per step row of the first `listed`, Σ duration of the GPU activities of every kind launched
+    in it (`rows`: each activity's row, `_stretched`), by category: the report's per-step chart, so
+    that its bars are steps.parquet's rows — a number repeated (a profiler restarted: #1 #2 #1 #2)
+    is two bars, not one of both (`views.step_row_times`). None where the rows are not labelled."""
+    if "category" not in frame:
+        return None
+    codes, names = pd.factorize(frame["category"], use_na_sentinel=True)  # a null category: in no bar, as the chart
+    ok = (rows >= 0) & (rows < listed) & (codes >= 0)
+    sums = np.bincount(
+        rows[ok] * len(names) + codes[ok],
+        weights=frame["dur_us"].to_numpy(np.float64)[ok],
+        minlength=listed * len(names),
+    ).reshape(listed, len(names))
+    present = np.bincount(rows[ok] * len(names) + codes[ok], minlength=listed * len(names)).reshape(listed, len(names))
+    texts = [str(name) for name in names]
+    return [{texts[c]: float(sums[k, c]) for c in np.flatnonzero(present[k])} for k in range(listed)]
 
 
 def _communication_rules(

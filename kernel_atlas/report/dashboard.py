@@ -18,7 +18,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import wraps
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -28,7 +28,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from kernel_atlas.analysis.collectives import cross_rank_view, peer_waits
-from kernel_atlas.analysis.diff import Diff, compare, side_of_kernels, window_of
+from kernel_atlas.analysis.diff import Diff, Side, compare, side_of_kernels
 from kernel_atlas.analysis.gate import Comparability, comparability
 from kernel_atlas.analysis.views import Timeline, module_times, timeline_of, timeline_rows
 from kernel_atlas.classify.names import display_name
@@ -470,12 +470,16 @@ def kernel_roofline(analysis: Analysis, name: str) -> pd.DataFrame:
 # --- comparing two runs --------------------------------------------------------------------
 
 
-def _side(run: Run):  # -> analysis.diff.Side
-    """A run's side, with its window (ranks and profiler steps) as `atlas diff` reads it."""
-    side = side_of_kernels(run.label, run.kernels, gpu_names(run.summary))
-    return replace(side, window=window_of(run.summary, run.ranks))
+def _side(run: Run) -> Side:
+    """A run's side as `atlas diff` reads it (`diff.side_of_kernels`, one rule with `side_of`), from
+    the kernels in memory: its activities, its ingest warnings and its window — ranks, profiler
+    steps and the GPU time outside them. A side without its summary left that time at 0: a run
+    with 40 µs of warm-up before its 3 steps read "comparable" beside one without, where `atlas
+    diff` said the windows differ."""
+    return side_of_kernels(run.label, run.kernels, gpu_names(run.summary), run.summary, run.ranks)
 
 
+@_one_line
 def compare_runs(a: Run, b: Run) -> Diff:
     """Time per category, op, module and kernel in both runs and the change (`atlas diff`)."""
     return compare(_side(a), _side(b))
@@ -483,7 +487,8 @@ def compare_runs(a: Run, b: Run) -> Diff:
 
 def compare_comparability(diff: Diff) -> Comparability:
     """How comparable the two runs are, as `atlas diff` judges it (`gate.comparability`)."""
-    return comparability(diff.table, diff.a.gpus, diff.b.gpus, diff.a.window, diff.b.window)
+    calls = (diff.a.activities, diff.b.activities)  # the share at shapes both runs record, as `atlas diff`
+    return comparability(diff.table, diff.a.gpus, diff.b.gpus, diff.a.window, diff.b.window, calls)
 
 
 def comparability_html(diff: Diff) -> str:
@@ -497,7 +502,39 @@ def comparability_html(diff: Diff) -> str:
         f"GPU time {fmt_us(side.gpu_time_us)}</li>"
         for name, side in (("A", a), ("B", b))
     )
-    return inert(f"<ul>{runs}<li><b>comparability:</b> {html.escape(line)}</li></ul>")
+    warned = "".join(f"<li><b>warning:</b> {html.escape(said)}</li>" for said in ingest_warnings(diff))
+    return inert(f"<ul>{runs}<li><b>comparability:</b> {html.escape(line)}</li>{warned}</ul>")
+
+
+def ingest_warnings(diff: Diff) -> list[str]:
+    """What ingest said of each run (its summary.json's warnings) as `atlas diff` prints it after
+    loading them, since it changes the comparison: a run's first warning and how many there are
+    ("5291 of 15632 GPU activities have no launcher" on the V100 of the A100/V100 pair)."""
+    said = []
+    for name, side in (("A", diff.a), ("B", diff.b)):
+        if side.warnings:
+            more = f" ({len(side.warnings)} ingest warnings: summary.json)" if len(side.warnings) > 1 else ""
+            said.append(redact_text(f"{name} ({side.label}): {side.warnings[0]}{more}"))
+    return said
+
+
+ONE_RUN_COLUMNS = ["key", "a_us", "b_us", "delta_us", "a_count", "b_count"]
+
+
+def one_run_kernels(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
+    """The kernels that appeared in B and those that vanished from A, as `atlas diff` counts and
+    prints them (`Diff.one_run_kernels`): each kernel with all its GPU time, in op+shapes groups
+    too, largest first, under a title giving how many and how long. The kernel level's rows with
+    status appeared or vanished hold only a kernel's time outside groups, and a kernel that ran
+    only inside them has none: counted there, the A100/V100 pair had 61 vanished, not 66."""
+    one_run = diff.one_run_kernels()
+    said = []
+    for status, title in (("appeared", "appeared in B"), ("vanished", "vanished from A")):
+        rows = one_run[one_run["status"] == status]
+        rows = rows.reindex(rows["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+        total = fmt_us(rows["delta_us"].abs().sum())
+        said.append((f"{title}: {len(rows):,} kernels, {total} (all their time)", rows[ONE_RUN_COLUMNS]))
+    return said
 
 
 def compare_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:

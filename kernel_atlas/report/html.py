@@ -18,11 +18,20 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.views import NO_MODULE, KernelViews, Timeline, kernel_views, text_codes
+from kernel_atlas.analysis.views import (
+    NO_MODULE,
+    OUTSIDE_STEPS,
+    KernelViews,
+    StepRowTimes,
+    Timeline,
+    kernel_views,
+    text_codes,
+)
 from kernel_atlas.analysis.waits import Waits
 from kernel_atlas.classify.names import display_name
 from kernel_atlas.core.devices import Device
 from kernel_atlas.core.safe_files import write_text
+from kernel_atlas.core.texts import counted
 from kernel_atlas.ingest.frames import STACK_SEPARATOR
 from kernel_atlas.report.datatable import TableColumn, data_table, table_assets
 from kernel_atlas.report.fit import trim
@@ -478,18 +487,27 @@ def module_figure(modules: pd.DataFrame, ranks: int = 1) -> Figure:
     return figure([tree], {"title": title(heading), "height": 600})
 
 
-def step_figure(steps: pd.DataFrame, ranks: int = 1) -> Figure:
-    """GPU time of every profiler step (`views.step_times`), stacked by category (activities
-    outside any step apart)."""
-    step = steps["step"].astype(str).where(steps["step"].notna(), "no step").to_numpy()
-    table = steps.groupby([step, steps["category"].to_numpy()])["dur_us"].sum().unstack(fill_value=0.0)
-    order = sorted(table.index, key=lambda s: (s == "no step", int(s) if s != "no step" else 0))
-    table = table.loc[order]
-    labels = [f"step {s}" if s != "no step" else s for s in table.index]
+def step_figure(steps: pd.DataFrame, ranks: int = 1, rows: StepRowTimes | None = None) -> Figure:
+    """GPU time of every step row of steps.parquet (`rows`, `views.step_row_times`: a repeated
+    number's rows are bars of their own, `step 1 (2nd)`; the GPU time in no listed row one bar,
+    OUTSIDE_STEPS), stacked by category. Without `rows` — a run ingested before summary.json
+    listed each row's time by category, a page drawn without the summary — of every step number
+    (`views.step_times`, activities outside any step apart), and the title says that a number's
+    rows are one bar there."""
+    if rows is not None:
+        order = rows.table.drop_duplicates("label")["label"].tolist()  # by row, OUTSIDE_STEPS last
+        table = rows.table.pivot_table(index="label", columns="category", values="dur_us", aggfunc="sum")
+        table = table.reindex(order).fillna(0.0)
+        labels = order
+    else:
+        step = steps["step"].astype(str).where(steps["step"].notna(), "no step").to_numpy()
+        table = steps.groupby([step, steps["category"].to_numpy()])["dur_us"].sum().unstack(fill_value=0.0)
+        table = table.loc[sorted(table.index, key=lambda s: (s == "no step", int(s) if s != "no step" else 0))]
+        labels = [f"step {s}" if s != "no step" else s for s in table.index]
     bars = [
         {
             "type": "bar",
-            "x": labels,
+            "x": [label(x) for x in labels],
             "y": values(table[category] / 1e3),
             "name": label(category),
             "hovertemplate": "%{x}: %{y:.3f} ms<extra>" + label(category) + "</extra>",
@@ -497,8 +515,31 @@ def step_figure(steps: pd.DataFrame, ranks: int = 1) -> Figure:
         for category in table.columns
     ]
     heading = "GPU time per step by category" + (f" ({_summed(ranks, '')})" if ranks > 1 else "")
+    heading += f"<br><sup>{label(_step_rows_note(rows))}</sup>"
     layout = {"title": title(heading), "barmode": "stack", "yaxis": {"title": title("ms")}, "height": 420}
     return figure(bars, layout)
+
+
+def _step_rows_note(rows: StepRowTimes | None) -> str:
+    """Which steps the per-step chart's bars are, in words: steps.parquet's rows, and where the GPU
+    time of the steps it leaves out went (docs/efficiency.md "Which step")."""
+    if rows is None:
+        return "by step number: a repeated number's rows, apart in steps.parquet, are one bar here"
+    if (rows.table["label"] == OUTSIDE_STEPS).all():
+        return "no profiler steps in steps.parquet"
+    parts = ["the step rows of steps.parquet, each the GPU activities launched in it"]
+    if rows.table["label"].str.endswith(")").any():
+        parts.append("a repeated number's later rows as 'step N (2nd)'")
+    # where their time went, where they had any (a step left out for launching none had none)
+    under = f": under '{OUTSIDE_STEPS}'" if (rows.table["label"] == OUTSIDE_STEPS).any() else ""
+    if rows.left_out:
+        steps = counted(rows.left_out, "trailing step", "trailing steps")
+        why = f" ({rows.left_out_why})" if rows.left_out_why else ""
+        them = "it" if rows.left_out == 1 else "them"
+        parts.append(f"{steps} left out as steps.parquet leaves {them}{why}{under}")
+    if rows.unlisted:
+        parts.append(f"{counted(rows.unlisted, 'step', 'steps')} past those summary.json lists{under}")
+    return "; ".join(parts)
 
 
 def timeline_figure(timeline: Timeline, note: str = "") -> Figure:
@@ -806,7 +847,7 @@ def _module_section(page: Page) -> str:
 def _steps_section(page: Page) -> str:
     if page.views is None:
         return ""
-    return page.figure(step_figure(page.views.steps, page.views.ranks), "steps")
+    return page.figure(step_figure(page.views.steps, page.views.ranks, page.views.step_rows), "steps")
 
 
 def _timeline_section(page: Page) -> str:
@@ -1002,8 +1043,40 @@ def diff_table(diff: Diff) -> str:
 def write_diff_html(diff: Diff, path: Path, comparability: str | None = None) -> Path:
     """One self-contained page: both runs, the change with its sign, how comparable they are
     (`comparability`: `diff_markdown.comparability_line`'s), time per category and op side by
-    side, the table of rows (`diff_table`)."""
+    side, the kernels only one run ran (`Diff.one_run_kernels`, as the terminal counts them), the
+    table of rows (`diff_table`)."""
+    from kernel_atlas.report.units import describe_key
+
     a, b = diff.a, diff.b
+    # the kernels only one run ran, each with all its time, in op+shapes groups too: the table's
+    # kernel rows hold only a kernel's time outside groups (61 vanished of the 66 on the A100/V100 pair)
+    one_run = diff.one_run_kernels()
+    one_run = one_run.reindex(one_run["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+    said = []
+    for status, heading in (("appeared", "Appeared in B"), ("vanished", "Vanished from A")):
+        rows = one_run[one_run["status"] == status]
+        said.append(
+            f"<li>{heading}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())} (all their time)</li>"
+        )
+    shown = one_run.head(MAX_TABLE_ROWS)
+    note = (
+        f"<p>The {len(shown):,} of {len(one_run):,} with the largest changes.</p>" if len(shown) < len(one_run) else ""
+    )
+    cells = [
+        [
+            (row.status, None),
+            (describe_key(row), None),
+            (fmt_us(row.a_us), row.a_us),
+            (fmt_us(row.b_us), row.b_us),
+            (fmt_signed_us(row.delta_us), row.delta_us),
+            (f"{row.a_count:,}→{row.b_count:,}", None),
+        ]
+        for row in shown.itertuples(index=False)
+    ]
+    by_key = {column.key: column for column in DIFF_TABLE_COLUMNS}
+    only = TableColumn("status", "status", title="appeared (B only) or vanished (A only)", wrap=False)
+    columns = [only, *(by_key[key] for key in ("key", "a", "b", "delta", "calls"))]
+    one_run_table = data_table("diff-one-run", columns, cells, [str(k) for k in shown["key"]]) if len(shown) else ""
     change = b.gpu_time_us - a.gpu_time_us
     summary = "".join(
         f"<li>{tag} {html.escape(side.label)} ({html.escape(', '.join(side.gpus) or 'unknown GPU')}): "
@@ -1020,6 +1093,8 @@ def write_diff_html(diff: Diff, path: Path, comparability: str | None = None) ->
         f"<h1>{html.escape(title)}</h1><ul>{summary}<li>B − A: {fmt_signed_us(change)} ({pct})</li></ul>",
         figures.html(diff_figure(diff, "category"), "diff-category"),
         figures.html(diff_figure(diff, "op_mapping"), "diff-op"),
+        "<h2>Kernels only one run ran (all their time, in op+shapes groups too)</h2>",
+        f"<ul>{''.join(said)}</ul>{note}{one_run_table}",
         "<h2>Each category, op, module and kernel (largest regression first)</h2>",
         diff_table(diff),
     ]

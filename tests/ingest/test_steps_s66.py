@@ -143,8 +143,9 @@ def test_gpu_side_steps_alone_give_no_steps_anywhere(tmp_path: Path) -> None:
         trace.kernel(launch, ts, dur)
     steps, rows, eff = trace.ingest(tmp_path)
     assert steps == [None, None, None]
-    # one row without a number: the CPU ops' span [49, 1503) stretched to the last kernel's end
-    assert _rows(rows) == [(None, 49.0, 1700.0, 500.0, None)]
+    # one row without a number: the CPU ops' span [49, 1503) stretched to the last kernel's end;
+    # its kernels launched in it, 100 + 300 + 100 µs (campaign BQ 2: had been null)
+    assert _rows(rows) == [(None, 49.0, 1700.0, 500.0, 500.0)]
     assert "the whole trace (no steps recorded)" in efficiency_lines({"file": "t.json", "efficiency": eff})[0]
 
 
