@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.analysis.launches import clocks_found
+from kernel_atlas.ingest.capture import LINK_MISORDERED, LINK_NOT_PAIRED, LINK_UNMATCHED_PREFIX
 from kernel_atlas.ingest.link import LINK_REGION, UNLINKED_CAPTURED_NO_OP, UNLINKED_GRAPH
 from kernel_atlas.ingest.nsys import NSYS_SUFFIXES
 
@@ -24,9 +25,27 @@ TOP_REASONS = 3
 
 _ROLE_REASON = {"no shapes": "no recorded shapes", "no model": "no cost model"}
 
+# what a warm-up run in the capture trace does for a CUDA capture, whose launches name no kernel
+_WARM_UP = (
+    "on CUDA, profile the warm-up run before the capture in the same trace: its kernels name the captured "
+    "launches, which are otherwise paired by order and count alone"
+)
 # a reason (substring of its note) → what to do about it, said once
 _ADVICE = (
-    ("replayed from a CUDA/HIP graph", "profile the graph capture too and pass it with `atlas ingest --capture`"),
+    # no capture given (or none in the trace): the one case where passing one is the advice
+    (UNLINKED_GRAPH, "profile the graph capture too and pass it with `atlas ingest --capture`"),
+    # a capture was given and did not place these (ingest/capture.py says which way): not "pass one"
+    (
+        LINK_UNMATCHED_PREFIX,
+        "pass the capture of the graphs that were replayed (the same model, batch sizes and code path; "
+        f"summary.json `graphs.unmatched` says why the given one matched none); {_WARM_UP}",
+    ),
+    (LINK_MISORDERED, _WARM_UP),
+    (
+        LINK_NOT_PAIRED,
+        "profile the capture and the replay of the same code path (a replayed kernel no captured launch pairs "
+        f"with was not captured, or could not be placed without its name); {_WARM_UP}",
+    ),
     ("before the profiling window", "open the profiling window before the first launch (a warm-up step first)"),
     # a kernel the compiled code launched with no op of its own (an older PyTorch's Inductor, which
     # records no op per Triton launch, or a user Triton kernel called in the compiled graph): no op
@@ -62,9 +81,12 @@ def _replayed_unlaunched(trace: dict[str, Any]) -> int:
     they say nothing of either (a `mode="reduce-overhead"` trace had been told to re-profile with
     CPU activity and record_shapes, which changes nothing; `--capture` does)."""
     unlinked = trace.get("unlinked")
-    if not isinstance(unlinked, dict):
-        return 0
-    return sum(int(unlinked.get(why) or 0) for why in (UNLINKED_GRAPH, UNLINKED_CAPTURED_NO_OP))
+    unlinked = unlinked if isinstance(unlinked, dict) else {}
+    # and those a capture given did not place (their graph unmatched, not in it: ingest/capture.py
+    # LINK_*), which summary.json's graphs count (a trace of them had been told it lacked CPU activity)
+    graphs = trace.get("graphs")
+    unpaired = int(graphs.get("unpaired") or 0) if isinstance(graphs, dict) else 0
+    return unpaired + sum(int(unlinked.get(why) or 0) for why in (UNLINKED_GRAPH, UNLINKED_CAPTURED_NO_OP))
 
 
 def _with_activities(summary: dict[str, Any]) -> list[dict[str, Any]]:

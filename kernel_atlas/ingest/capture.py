@@ -119,6 +119,30 @@ WHY_GRIDS = "the grids its Inductor launches imply are not the replayed ones (an
 # launches aligns by order and count alone. A helper kernel of an op (a fill, a reduction) is a
 # minority of its pairs.
 WHY_CONTRADICTED = "the captured launches' ops name other work than most replayed kernels they pair with"
+# A graph whose pairs by order show the order is off: a kernel paired with one op's launch is named
+# after the op of another launch there, whose own kernel is named after other work (a Mul kernel
+# ← aten::add while the Add kernel ← aten::mul). Such a crossing says the capture ran these ops in
+# another order than the replay; the other pairs placed by the same order (between the same two
+# name-verified pairs) rest on that order alone, and go with it. A single disagreement is not
+# enough: the classifier also reports one for a kernel that is its op's own (an add kernel under
+# aten::sub, a Mul kernel under aten::div by a scalar, a GEMM under aten::bmm or aten::convolution,
+# clamp under aten::relu).
+WHY_MISORDERED = (
+    "the captured launches ran in another order than the replayed kernels (a kernel paired by order is "
+    "named after another launch's op) and no kernel names pair them"
+)
+# Why a graph-replayed activity got no captured launch, where a capture was given (the roofline's
+# note, report's uncosted reasons; `UNLINKED_GRAPH` stays for replays with no capture to match)
+LINK_UNMATCHED_PREFIX = "replayed from a CUDA/HIP graph that matched no captured graph"
+LINK_UNMATCHED = LINK_UNMATCHED_PREFIX + ": {why}"
+LINK_NOT_PAIRED = (
+    "replayed from a CUDA/HIP graph: no launch of its matched captured graph pairs with it (not in that "
+    "graph, or not placed there without a kernel name)"
+)
+LINK_MISORDERED = (
+    "replayed from a CUDA/HIP graph: left unpaired in its matched captured graph, whose launches ran in "
+    "another order here (a kernel paired by order is named after another launch's op)"
+)
 
 
 def canonical_kernel_name(name: str) -> str:
@@ -846,6 +870,11 @@ class GraphFacts:
     partly_matched: int = 0  # launches of which some activities, not all, were matched by node id
     unmatched: dict[str, int] = field(default_factory=dict)  # why → launches (partly matched ones too)
     matched_to: dict[str, int] = field(default_factory=dict)  # captured graph title → launches
+    # replayed activities of the launches aligned that got no captured launch, as often as
+    # replayed (each with why as its link: `LINK_UNMATCHED`, `LINK_NOT_PAIRED`, `LINK_MISORDERED`),
+    # and of them those of matched launches paired by an order another pair shows is off
+    unpaired: int = 0
+    misordered: int = 0
     kernel_time_us: float = 0.0  # of graph-replayed kernels
     with_launcher_us: float = 0.0
     with_shapes_us: float = 0.0
@@ -899,6 +928,8 @@ class GraphFacts:
             "partly_matched": self.partly_matched,
             "unmatched": self.unmatched,
             "matched_to": self.matched_to,
+            "unpaired": self.unpaired,
+            "misordered": self.misordered,
             "captured_graphs_offered": self.captured_graphs,
             "captured_graphs_in_trace": self.in_trace_graphs,
             "kernel_time_us": self.kernel_time_us,
@@ -909,10 +940,23 @@ class GraphFacts:
     def warning(self) -> str | None:
         """The line to warn with when captures were given (or found in the trace) and some graph
         stays unmatched."""
-        if not self.captured_graphs + self.in_trace_graphs or self.matched == self.launches:
+        if not self.captured_graphs + self.in_trace_graphs:
             return None
+        matched, misordered = (
+            _matched_text(self.matched, self.launches, self.partly_matched),
+            _misordered_text(self.misordered),
+        )
+        if self.matched == self.launches:
+            return f"{matched}, but {misordered}" if misordered else None
         why = "; ".join(f"{count} {reason}" for reason, count in self.unmatched.items())
-        return f"{_matched_text(self.matched, self.launches, self.partly_matched)}: {why}"
+        return f"{matched}: {why}" + (f"; {misordered}" if misordered else "")
+
+
+def _misordered_text(count: int) -> str:
+    if not count:
+        return ""
+    activities = counted(count, "replayed activity", "replayed activities")
+    return f"{activities} of matched graphs left without a captured launch: {WHY_MISORDERED}"
 
 
 def _matched_text(matched: int, launches: int, partly: int) -> str:
@@ -942,14 +986,69 @@ def _replayed_kind(kind: str, name: str) -> int:
     return _GPU_KIND.get(kind, KERNEL)
 
 
-def _contradicted(kernels: list[str], launchers: list[str | None]) -> bool:
-    """Whether most judged pairs (a launcher known) disagree across categories: the kernel's
-    name labels it as one kind of work, its paired launcher another (`name>launcher`)."""
-    from kernel_atlas.classify.classifier import default_classifier  # loaded by the ingest already
+@dataclass(frozen=True)
+class _Disagreement:
+    """A kernel's name and its paired launcher name different ops (the classifier's conflict)."""
 
-    classify = default_classifier().classify
-    judged = [classify(name, launcher).evidence for name, launcher in zip(kernels, launchers, strict=True) if launcher]
-    return bool(judged) and 2 * sum(e.startswith("name>launcher") for e in judged) > len(judged)
+    name_op: str
+    launcher_op: str
+    other_category: bool
+
+
+class _PairOps(dict):
+    """(kernel name, launcher) → their `_Disagreement`, None where they agree or either says
+    nothing of the op (a generic elementwise wrapper, a launcher that runs a whole layer): each
+    distinct pair is classified once per ingest, and explained (every rule tried, ~6x slower)
+    only where its label says the two disagreed."""
+
+    def of(self, name: str, launcher: str) -> _Disagreement | None:
+        key = (name, launcher)
+        if key not in self:
+            from kernel_atlas.classify.classifier import default_classifier  # loaded by the ingest already
+
+            classifier = default_classifier()
+            evidence = classifier.classify(name, launcher).evidence
+            said = classifier.explain(name, launcher) if ">launcher" in evidence or ">name" in evidence else None
+            if said is None or said.conflict not in ("same-category", "other-category"):
+                self[key] = None
+            else:
+                assert said.name is not None and said.launcher is not None  # a conflict has both
+                self[key] = _Disagreement(said.name.op, said.launcher.op, said.conflict == "other-category")
+        return self[key]
+
+
+def _left_out(
+    pairs: Sequence[tuple[int, int]], kernels: Sequence[str], graph: CapturedGraph, ops: _PairOps
+) -> tuple[frozenset[int], str | None]:
+    """Of a fit's pairs (positions in `pairs`; `kernels`: each pair's replayed name), those placed
+    by order alone (their launch names no kernel) that are left out, and why the whole fit is
+    refused (None where it is not). A name-verified pair is the kernel's own launch, whatever the
+    labels say; only pairs by order are judged:
+
+    * most of them disagree across categories (a GEMM kernel ← aten::mul): a capture of other
+      ops with as many launches — refused (`WHY_CONTRADICTED`);
+    * two of them cross (a kernel named after the op of another launch, whose own kernel is named
+      after other work): the order they were placed by is not the replayed one, so every pair
+      placed by it — between the same two name-verified pairs — is left out; a fit with no other
+      pair is refused (`WHY_MISORDERED`)."""
+    by_order = [p for p, (_, j) in enumerate(pairs) if graph.name[j] is None]
+    if not by_order:
+        return frozenset(), None
+    # the name-verified pairs up to each pair: the stretch of order it was placed by
+    stretch = np.cumsum([graph.name[j] is not None for _, j in pairs])
+    launcher = graph.context.launcher
+    said = {
+        p: ops.of(kernels[p], str(launcher[pairs[p][1]]))
+        for p in by_order
+        if graph.kind[pairs[p][1]] == KERNEL and launcher[pairs[p][1]]
+    }
+    if said and 2 * sum(d is not None and d.other_category for d in said.values()) > len(said):
+        return frozenset(by_order), WHY_CONTRADICTED
+    disagreeing = [(int(stretch[p]), d) for p, d in said.items() if d is not None]
+    launcher_ops = {(s, d.launcher_op) for s, d in disagreeing}
+    crossed = {s for s, d in disagreeing if (s, d.name_op) in launcher_ops}
+    left_out = frozenset(p for p in by_order if stretch[p] in crossed)
+    return left_out, WHY_MISORDERED if len(left_out) == len(pairs) else None
 
 
 def attach_captures(gpu: GpuTable, linked: LinkedColumns, graphs: Sequence[CapturedGraph]) -> GraphFacts:
@@ -1047,12 +1146,15 @@ def _attach(
     }
     kind_of_row = {r: _replayed_kind(str(k), str(replayed["name"][r])) for r, k in replayed["kind"].items()}
     results: dict[bytes, _Choice] = {}
-    contradicted: dict[tuple[bytes, int], bool] = {}
+    judged: dict[tuple[bytes, int], tuple[frozenset[int], str | None]] = {}
+    ops = _PairOps()
     sequences, decided = _Sequences(captured), {}
     last_matched: dict[str, int] = {}
     next_op_id = int(linked.cpu_op_id.max(initial=-1)) + 1
     attached: list[int] = []  # rows given a captured launch, and what they get
     texts: dict[str, list[str | None]] = {column: [] for column in ATTACHED}
+    unpaired: list[int] = []  # rows of launches aligned but given none, and why (their link)
+    why_unpaired: list[str] = []
     for group in groups:
         members = group.tolist()
         r = _Items(
@@ -1066,24 +1168,34 @@ def _attach(
         if key not in results:
             results[key] = _fits(r, stream, captured, sequences, decided)
         choice = results[key]
-        if not choice.fits:
-            facts.unmatched[choice.why] = facts.unmatched.get(choice.why, 0) + 1
-            continue
-        fit = choice.next_in_order(graphs, last_matched)
-        graph = graphs[fit.graph]
-        if (key, fit.graph) not in contradicted:
-            names_of = [str(replayed["name"][members[i]]) for i, _ in fit.pairs]
-            contradicted[key, fit.graph] = _contradicted(names_of, [graph.context.launcher[j] for _, j in fit.pairs])
-        if contradicted[key, fit.graph]:
-            facts.unmatched[WHY_CONTRADICTED] = facts.unmatched.get(WHY_CONTRADICTED, 0) + 1
+        why = choice.why
+        if choice.fits:
+            fit = choice.next_in_order(graphs, last_matched)
+            graph = graphs[fit.graph]
+            if (key, fit.graph) not in judged:
+                names_of = [str(replayed["name"][members[i]]) for i, _ in fit.pairs]
+                judged[key, fit.graph] = _left_out(fit.pairs, names_of, graph, ops)
+            left_out, refused = judged[key, fit.graph]
+            why = refused or why
+        if why:
+            facts.unmatched[why] = facts.unmatched.get(why, 0) + 1
+            unpaired += members
+            why_unpaired += [LINK_UNMATCHED.format(why=why)] * len(members)
             continue
         last_matched[graph.source] = graph.number
         facts.matched += 1
         facts.matched_to[graph.title] = facts.matched_to.get(graph.title, 0) + 1
+        facts.misordered += len(left_out)
         op_ids: dict[int, int] = {}
         ctx = graph.context
-        for i, j in fit.pairs:
+        paired = np.zeros(len(members), dtype=bool)
+        for p, (i, j) in enumerate(fit.pairs):
             row = members[i]
+            paired[i] = True
+            if p in left_out:
+                unpaired.append(row)
+                why_unpaired.append(LINK_MISORDERED)
+                continue
             attached.append(row)
             for column in ATTACHED:
                 texts[column].append(getattr(ctx, column)[j])
@@ -1094,11 +1206,16 @@ def _attach(
                     op_ids[op] = next_op_id
                     next_op_id += 1
                 linked.cpu_op_id[row] = op_ids[op]
+        # the launch's activities no captured launch pairs with: not in the graph, or not placeable
+        rest = [members[i] for i in np.flatnonzero(~paired).tolist()]
+        unpaired += rest
+        why_unpaired += [LINK_NOT_PAIRED] * len(rest)
+    facts.unpaired = len(unpaired)
     for column, values in texts.items():
         setattr(linked, column, set_rows(getattr(linked, column), attached, values))
     # a captured launch outside every op gives its kernel no launcher: counted as such, with why
     links = [LINK_GRAPH_CAPTURE if op is not None else UNLINKED_CAPTURED_NO_OP for op in texts["launcher"]]
-    linked.link = set_rows(linked.link, attached, links)
+    linked.link = set_rows(linked.link, attached + unpaired, links + why_unpaired)
 
 
 def graph_summary_line(graphs: dict[str, Any] | None) -> str | None:
@@ -1124,4 +1241,5 @@ def graph_summary_line(graphs: dict[str, Any] | None) -> str | None:
     )
     if graphs["unmatched"]:
         line += " (unmatched: " + "; ".join(f"{n} {why}" for why, n in graphs["unmatched"].items()) + ")"
-    return line
+    misordered = _misordered_text(int(graphs.get("misordered") or 0))
+    return line + (f"; {misordered}" if misordered else "")

@@ -644,6 +644,13 @@ def _reason_categorical(codes: np.ndarray, texts: list[str]) -> pd.Categorical:
 
 
 def unlinked_counts(link_reason: Sequence[str] | np.ndarray | pd.Categorical) -> dict[str, int]:
-    """How many activities have no launcher, by reason (for summary.json)."""
+    """How many activities have no launcher, by reason (for summary.json): the reasons above, then
+    why a graph-replayed activity got no captured launch where a capture was given (ingest/capture.py
+    `LINK_UNMATCHED`, `LINK_NOT_PAIRED`, `LINK_MISORDERED`: each begins like `UNLINKED_GRAPH`)."""
     counts = pd.Categorical(link_reason).value_counts()
-    return {reason: int(counts[reason]) for reason in UNLINKED_REASONS if counts.get(reason, 0)}
+    found = {reason: int(counts[reason]) for reason in UNLINKED_REASONS if counts.get(reason, 0)}
+    replayed = UNLINKED_GRAPH.split(" (")[0]  # "replayed from a CUDA/HIP graph"
+    found.update(
+        {str(why): int(n) for why, n in counts.items() if n and str(why).startswith(replayed) and why not in found}
+    )
+    return found
