@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kernel_atlas.analysis.gate import Window
+from kernel_atlas.analysis.gate import SIGNATURE_SEPARATOR, Window, call_signatures
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.ingest.fleet import ingested_from, output_for, run_folder
 from kernel_atlas.store.outputs import is_url, lock
@@ -36,7 +36,6 @@ from kernel_atlas.store.run import Run
 
 LEVELS = ("category", "op_mapping", "module", "kernel")
 NO_MODULE = "(no module)"
-SIGNATURE_SEPARATOR = " · "
 COLUMNS = [
     "level",
     "key",
@@ -109,20 +108,7 @@ def _activities(kernels: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _signature(table: pd.DataFrame) -> np.ndarray:
-    """`cpu op · input shapes` of the call that launched each activity; '' where no shape was
-    recorded, nothing to match on: no input dims, no launching op, or dims without one dimension
-    (`[[],[]]` — PyTorch records a TensorList argument as `[]`, so every `aten::cat` call of any
-    size had one signature and all of a run's cats were compared as one call). The op label is
-    no part of it: it is given per kernel, and differs where the GPUs run different kinds of
-    kernels for one call (`copy_` for a copy kernel, `memcpy` for a DtoD copy)."""
-    dims = table["input_dims"]
-    recorded = dims.str.contains(r"\d", regex=True).to_numpy(bool) & (table["cpu_op"] != "").to_numpy(bool)
-    text = (table["cpu_op"] + SIGNATURE_SEPARATOR + dims).to_numpy()
-    return np.where(recorded, text, "")
-
-
-def _names_by_signature(signature: np.ndarray, names: np.ndarray) -> dict[str, frozenset[str]]:
+def _names_bycall_signatures(signature: np.ndarray, names: np.ndarray) -> dict[str, frozenset[str]]:
     pairs = pd.DataFrame({"sig": signature, "name": names}).drop_duplicates()
     pairs = pairs[pairs["sig"] != ""]
     return {sig: frozenset(group) for sig, group in pairs.groupby("sig")["name"]}
@@ -156,8 +142,8 @@ def match_kernels(a: pd.DataFrame, b: pd.DataFrame) -> Matching:
     is compared as one group keyed `op · cpu op · shapes` (op: A's heaviest kernel's); every
     other kernel by its name."""
     name_a, name_b = a["name"].to_numpy(), b["name"].to_numpy()
-    sig_a, sig_b = _signature(a), _signature(b)
-    names_a, names_b = _names_by_signature(sig_a, name_a), _names_by_signature(sig_b, name_b)
+    sig_a, sig_b = call_signatures(a), call_signatures(b)
+    names_a, names_b = _names_bycall_signatures(sig_a, name_a), _names_bycall_signatures(sig_b, name_b)
     regrouped = {sig for sig in names_a.keys() & names_b.keys() if names_a[sig] != names_b[sig]}
     by_sig_a = pd.Series(sig_a).isin(regrouped).to_numpy(bool)
     by_sig_b = pd.Series(sig_b).isin(regrouped).to_numpy(bool)

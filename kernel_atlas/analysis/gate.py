@@ -33,6 +33,8 @@ import pandas as pd
 
 from kernel_atlas.classify.taxonomy import UNKNOWN_OP
 
+SIGNATURE_SEPARATOR = " · "  # between a call's op and its input shapes (`call_signatures`)
+
 GATED_LEVELS = ("category", "op_mapping")
 MIN_SHARE = 0.01
 # Under this share of the time at recorded shapes in calls at shapes both runs record, most of the
@@ -80,7 +82,7 @@ class Window:
 @dataclass(frozen=True)
 class Shapes:
     """GPU time (A and B together) in op calls with recorded shapes, and the part of it in calls
-    at shapes both runs record (`analysis.diff._signature`: `cpu op · input shapes`)."""
+    at shapes both runs record (`call_signatures`: `cpu op · input shapes`)."""
 
     recorded_us: float
     matched_us: float
@@ -182,13 +184,24 @@ def _matched_share(rows: pd.DataFrame) -> float | None:
     return float(both["a_us"].sum() + both["b_us"].sum()) / total
 
 
+def call_signatures(table: pd.DataFrame) -> np.ndarray:
+    """`cpu op · input shapes` of the call that launched each activity; '' where no shape was
+    recorded, nothing to match on: no input dims, no launching op, or dims without one dimension
+    (`[[],[]]` — PyTorch records a TensorList argument as `[]`, so every `aten::cat` call of any
+    size had one signature and all of a run's cats were compared as one call). The op label is
+    no part of it: it is given per kernel, and differs where the GPUs run different kinds of
+    kernels for one call (`copy_` for a copy kernel, `memcpy` for a DtoD copy)."""
+    dims = table["input_dims"]
+    recorded = dims.str.contains(r"\d", regex=True).to_numpy(bool) & (table["cpu_op"] != "").to_numpy(bool)
+    text = (table["cpu_op"] + SIGNATURE_SEPARATOR + dims).to_numpy()
+    return np.where(recorded, text, "")
+
+
 def shapes_matched(a: pd.DataFrame, b: pd.DataFrame) -> Shapes:
     """How much of two runs' GPU time at recorded shapes is in op calls at shapes both runs
     record, from their `_activities` tables (`analysis.diff.Side.activities`): the call
     signatures the diff matches op+shapes groups by, so that both say the same of a call."""
-    from kernel_atlas.analysis.diff import _signature  # diff imports this module (Window)
-
-    sig_a, sig_b = _signature(a), _signature(b)
+    sig_a, sig_b = call_signatures(a), call_signatures(b)
     both = np.intersect1d(sig_a[sig_a != ""], sig_b[sig_b != ""])
     us_a, us_b = a["us"].to_numpy(float), b["us"].to_numpy(float)
     recorded_a, recorded_b = (sig_a != "") & (us_a > 0), (sig_b != "") & (us_b > 0)

@@ -11,7 +11,7 @@ import math
 from functools import lru_cache
 from typing import Any
 
-from kernel_atlas.analysis.diff import SIGNATURE_SEPARATOR
+from kernel_atlas.analysis.gate import SIGNATURE_SEPARATOR
 from kernel_atlas.classify.names import display_name
 
 MISSING = "–"
