@@ -910,9 +910,11 @@ def _nvtx_part(export: _Export, pid: int | None) -> _HostPart | None:
     cut = _cut_blob_sql(text_sql)
     # a start/end range (eventType 60) may end on another thread (`endGlobalTid`): nsys draws it on
     # the thread that started it, and so is it read here — which launches it encloses on the other
-    # thread is not known — counted, said
+    # thread is not known — counted, said (an end thread that is no thread id — text, a real, ≤ 0 —
+    # says nothing: not counted)
     crossed = (
-        "(n.eventType = 60 AND n.endGlobalTid IS NOT NULL AND n.endGlobalTid != n.globalTid)"
+        "(n.eventType = 60 AND typeof(n.endGlobalTid) = 'integer' AND n.endGlobalTid > 0 "
+        "AND n.endGlobalTid != n.globalTid)"
         if "endGlobalTid" in have
         else "0"
     )

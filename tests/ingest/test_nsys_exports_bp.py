@@ -74,3 +74,18 @@ def test_start_end_ranges_ended_on_another_thread_are_said(tmp_path: Path) -> No
     assert (
         len(said) == 1 and ": 1 NVTX range started on one thread and ended on another (nvtxRangeStart/End)" in said[0]
     )
+
+
+@pytest.mark.parametrize("end_tid", ["'TA'", "1e300", "-1", "X'00'", "NULL"])
+def test_an_end_thread_that_is_no_thread_id_is_not_counted(tmp_path: Path, end_tid: str) -> None:
+    """Campaign BT 6: an `endGlobalTid` that is no thread id (the start thread's id as text, a
+    real, a negative number, a blob, null) says nothing of another thread: no warning."""
+    value = {"'TA'": f"'{TA}'"}.get(end_tid, end_tid)
+    columns = "(start, end, eventType, text, globalTid, textId, domainId, endGlobalTid)"
+    path = _export(
+        tmp_path / "odd_end.sqlite",
+        ("ALTER TABLE NVTX_EVENTS ADD COLUMN endGlobalTid", ()),
+        (f"INSERT INTO NVTX_EVENTS {columns} VALUES (3500, 4500, 60, 'span', ?, NULL, 0, {value})", (TA,)),
+    )
+    result = ingest_trace(path, workers=1)
+    assert not [w for w in result.warnings if "ended on another" in w]
