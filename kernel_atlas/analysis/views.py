@@ -9,7 +9,6 @@ cross-rank view found one, else the rank with the most GPU time — and says whi
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.core.groups import BatchFold
+from kernel_atlas.store.limits import MAX_TIME_US
 from kernel_atlas.store.outputs import is_number
 
 NO_MODULE = "(no module)"
@@ -89,6 +89,9 @@ class StepRowTimes:
     left_out: int = 0  # trailing steps the tail rule left out, over the traces (summary.json `steps_left_out`)
     left_out_why: str | None = None  # why, of the first trace that left some out
     unlisted: int = 0  # steps past the first MAX_STEP_ROWS, which summary.json and steps.parquet do not list
+    # why the chart is by step number though summary.json lists the rows' time (`table` then empty):
+    # the rows hold time the kernels do not — a doctored or damaged summary.json, not drawn as it is
+    by_number_why: str | None = None
 
 
 def step_row_times(kernels: pd.DataFrame, summary: dict | None) -> StepRowTimes | None:
@@ -99,7 +102,10 @@ def step_row_times(kernels: pd.DataFrame, summary: dict | None) -> StepRowTimes 
     number, and the second row of a number `step 1 (2nd)`. The GPU time of `kernels` in no listed
     row — outside every step, in a step the tail rule left out, in a trace without steps — is
     OUTSIDE_STEPS, so that the bars add up to the GPU time. None without a summary, or of an
-    ingest that did not list the time by category (the chart is then by step number)."""
+    ingest that did not list the time by category (the chart is then by step number). Where the
+    rows hold time the kernels cannot — a time that is no number ≥ 0, a category the kernels do
+    not have, more of a category than the kernels hold — the chart is by step number too, and
+    `by_number_why` says why (the bars had drawn a −1000 ms step, or lost a row without a word)."""
     if summary is None:
         return None
     rows: list[tuple[int, str, str, float]] = []
@@ -119,7 +125,10 @@ def step_row_times(kernels: pd.DataFrame, summary: dict | None) -> StepRowTimes 
                 continue
             seen[number] = seen.get(number, 0) + 1
             label = f"step {number}" + (f" ({ordinal(seen[number])})" if seen[number] > 1 else "")
-            rows.extend((k, label, str(c), float(t)) for c, t in times.items() if is_number(t) and math.isfinite(t))
+            bad = next((c for c, t in times.items() if not (is_number(t) and 0 <= t <= MAX_TIME_US)), None)
+            if bad is not None:  # NaN fails both bounds
+                return _by_number(f"summary.json's {label} has a {bad!s:.40} time that is not a number ≥ 0")
+            rows.extend((k, label, str(c), float(t)) for c, t in times.items())
         count = efficiency.get("steps_left_out")
         if is_number(count) and count > 0:
             left_out += int(count)
@@ -132,14 +141,32 @@ def step_row_times(kernels: pd.DataFrame, summary: dict | None) -> StepRowTimes 
     codes, texts = text_codes(kernels["category"])  # a null category (code -1) is in no bar, as by number
     known = codes >= 0
     totals = np.bincount(codes[known], weights=kernels["dur_us"].to_numpy(np.float64)[known], minlength=len(texts))
-    in_rows = table.groupby("category")["dur_us"].sum().reindex(texts.astype(str)).fillna(0.0).to_numpy()
+    by_category = table.groupby("category")["dur_us"].sum()
+    unknown = by_category.index.difference(texts.astype(str))
+    if len(unknown):
+        return _by_number(f"summary.json's step rows list {unknown[0]:.40}, a category kernels.parquet does not have")
+    in_rows = by_category.reindex(texts.astype(str)).fillna(0.0).to_numpy()
     rest = totals - in_rows
-    kept = rest > 1e-9 * np.maximum(totals, 1.0)  # not the rounding of equal sums
+    rounding = 1e-9 * np.maximum(totals, 1.0)  # of equal sums added in another order
+    over = np.flatnonzero(-rest > rounding)
+    if len(over):  # a row's time is some of its kernels': the rows of a category never hold more than they
+        c = over[0]
+        return _by_number(
+            f"summary.json's step rows hold {in_rows[c] / 1e3:.3f} ms of {texts[c]!s:.40}, "
+            f"more than kernels.parquet's {totals[c] / 1e3:.3f} ms"
+        )
+    kept = rest > rounding  # not the rounding of equal sums
     outside = pd.DataFrame(
         {"row": None, "label": OUTSIDE_STEPS, "category": texts[kept].astype(str), "dur_us": rest[kept]}
     )
     table = _sum_step_rows([table.astype({"row": "Int64"}), outside.astype({"row": "Int64"})])
     return StepRowTimes(table, left_out, why, unlisted)
+
+
+def _by_number(why: str) -> StepRowTimes:
+    """Step-row times not drawn, and why: the chart is by step number (`StepRowTimes.by_number_why`)."""
+    empty = pd.DataFrame({"row": pd.Series(dtype="Int64"), "label": [], "category": [], "dur_us": []})
+    return StepRowTimes(empty.astype({"label": object, "category": object, "dur_us": "float64"}), by_number_why=why)
 
 
 def _sum_modules(tables: list[pd.DataFrame]) -> pd.DataFrame:
@@ -287,6 +314,7 @@ class ViewsFold:
         self._steps = BatchFold(lambda tables: _sum_steps(pd.concat(tables, ignore_index=True)), single_as_is=True)
         self._step_rows = BatchFold(_sum_step_rows, single_as_is=True)
         self._by_row = True  # every part had its step rows (else the chart is by number)
+        self._by_number_why: str | None = None  # of the first part whose rows disagree with its kernels
         self._left_out, self._left_out_why, self._unlisted = 0, None, 0
         self._timeline: Timeline | None = None
         self._ranks = 0
@@ -298,6 +326,9 @@ class ViewsFold:
         self._modules.add(views.modules)
         self._steps.add(views.steps)
         rows = views.step_rows
+        if rows is not None and rows.by_number_why is not None:  # one part by number: the whole chart
+            self._by_number_why = self._by_number_why or rows.by_number_why
+            rows = None
         self._by_row = self._by_row and rows is not None
         if rows is not None:
             self._step_rows.add(rows.table)
@@ -326,6 +357,8 @@ class ViewsFold:
             why = "the top straggler" if rank == self.timeline_rank else "the most GPU time"
             note = f"rank {rank} of {ranks}: {why}" + (f"; {note}" if note else "")
         step_rows, rows = None, self._step_rows.result()
-        if self._by_row and rows is not None:
+        if self._by_number_why is not None:
+            step_rows = _by_number(self._by_number_why)
+        elif self._by_row and rows is not None:
             step_rows = StepRowTimes(rows, self._left_out, self._left_out_why, self._unlisted)
         return KernelViews(modules, steps, self._timeline, ranks, note, step_rows)

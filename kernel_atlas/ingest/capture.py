@@ -667,7 +667,7 @@ class _Sequences:
     A sequence whose launches all name their kernels pairs only with replayed items of those
     names (`_same`), so a replayed sequence on one stream is aligned only with the sequences that
     share a kernel name with it or have an unnamed launch (`may_pair`); the others would cost
-    all their edits and place nothing (`shortest_other`). 1,000 replayed one-kernel graphs were
+    all their edits and place nothing (`_fits`: WHY_NO_FIT). 1,000 replayed one-kernel graphs were
     each aligned with all 35,000 distinct sequences of 50,000 named one-launch graphs."""
 
     def __init__(self, captured: list[_Captured]):
@@ -677,7 +677,6 @@ class _Sequences:
         self.position = {key: p for p, key in enumerate(self.groups)}
         self.unnamed: list[bytes] = []  # a launch names no kernel (or none at all): any replay may pair
         self.by_name: dict[int, list[bytes]] = {}
-        self.named: list[tuple[int, int, bytes]] = []  # (length, position, key), shortest first
         for key, members in self.groups.items():
             names = captured[members[0]].items.name
             if not names or min(names) < 0:
@@ -685,8 +684,6 @@ class _Sequences:
                 continue
             for name in set(names):
                 self.by_name.setdefault(name, []).append(key)
-            self.named.append((len(names), self.position[key], key))
-        self.named.sort()
 
     def may_pair(self, names: Iterable[int]) -> list[bytes]:
         """The sequences a replayed sequence of these kernel names may pair items with, in order."""
@@ -694,10 +691,6 @@ class _Sequences:
         for name in names:
             keys.update(self.by_name.get(name, ()))
         return sorted(keys, key=self.position.__getitem__)
-
-    def shortest_other(self, tried: set[bytes]) -> int | None:
-        """The length of the shortest named sequence not `tried`, None when every one was."""
-        return next((length for length, _, key in self.named if key not in tried), None)
 
 
 Aligned = tuple[bytes, int, tuple[tuple[int, int], ...]]  # a captured sequence, its edits, its trusted pairs
@@ -742,14 +735,13 @@ def _fits(
         if found is None:
             continue
         if not pairs:
-            unplaced = True
+            # within the bound and nothing placed: for lack of names where the capture records
+            # none; where it names every launch, because none is a replayed kernel (WHY_NO_FIT, as
+            # for the named sequences sharing no name, never aligned) — a ROCm capture of other
+            # kernels, as many as replayed, had read "kernel count differs … no kernel names"
+            unplaced |= not cap.all_kernels_named
             continue
         aligned.append((key, found[0], tuple(pairs)))
-    if not several_streams and not unplaced:
-        # a sequence sharing no kernel name aligns as all edits (n + m): within the bound, one
-        # that places nothing, as the shortest such sequence says
-        m = sequences.shortest_other(set(tried))
-        unplaced = m is not None and n + m <= min(_max_edits(n, m), MAX_ALIGN_EDITS)
     if not aligned:
         # graph by graph, a sequence none of whose launches could be placed said so last; graphs
         # on several streams that name no kernels said so only if nothing had been said before

@@ -26,6 +26,7 @@ from kernel_atlas.core.groups import value_groups
 from kernel_atlas.core.paths import read_toml
 from kernel_atlas.core.texts import name_mask, trie_pattern
 from kernel_atlas.ingest.intervals import clipped_length, merge, reaching
+from kernel_atlas.ingest.link import GRAPH_LAUNCH_PREFIXES
 from kernel_atlas.ingest.nsys import WHOLE_GRAPH_NAME
 from kernel_atlas.ingest.recorded import dtypes, type_names
 from kernel_atlas.store.summary_schema import DEVICE_METRICS
@@ -173,13 +174,16 @@ def _work_item_launches() -> frozenset[str]:
 def _grid_blocks(frame: pd.DataFrame) -> np.ndarray:
     """Each row's grid in blocks (`_volumes` of its grid), but for launches that record their grid
     in work-items (`_work_item_launches`): there ⌈grid / block⌉ per axis, computed once per
-    distinct (grid, block) pair — NaN where an axis of either is missing or not positive."""
+    distinct (grid, block) pair — NaN where an axis of either is missing or not positive. A kernel
+    whose launch is not in the trace counts its grid as the launched kernels of its name, grid and
+    block all do (`_work_items_unlaunched`)."""
     blocks = _volumes(frame["grid"])
     if "launch" not in frame:
         return blocks
-    rows = np.flatnonzero(frame["launch"].astype(object).isin(_work_item_launches()).to_numpy())
-    if not len(rows):
+    work = frame["launch"].astype(object).isin(_work_item_launches()).to_numpy()
+    if not work.any():
         return blocks
+    rows = np.flatnonzero(work | _work_items_unlaunched(frame, work))
     # as texts, a missing one "" (a categorical's `astype(str)` keeps its NaN, which no pattern reads)
     pairs = pd.DataFrame({k: frame[k].iloc[rows].astype(object).fillna("").astype(str) for k in ("grid", "block")})
     codes, uniques = pd.MultiIndex.from_frame(pairs).factorize()
@@ -191,6 +195,29 @@ def _grid_blocks(frame: pd.DataFrame) -> np.ndarray:
         per_pair.append(float(math.prod(-(-g // b) for g, b in zip(grid, block, strict=True))) if usable else np.nan)
     blocks[rows] = np.asarray(per_pair, dtype=np.float64)[codes]
     return blocks
+
+
+def _work_items_unlaunched(frame: pd.DataFrame, work: np.ndarray) -> np.ndarray:
+    """Per row, whether its launch is not in the trace and the launched kernels of its name, grid
+    and block (one at least) were all launched by a work-item launch (`work`): ROCm writes grid and
+    block from the launch, so a kernel launched before the window has them only as borrowed from
+    those kernels (`infer.py`) — in work-items, which read as blocks had made a Tensile GEMM's 256
+    blocks 65,536 — or, where it records them itself, as the same launch records them."""
+    out = np.zeros(len(frame), bool)
+    if "name" not in frame:
+        return out
+    launched = frame["launch"].notna().to_numpy()
+    orphans = np.flatnonzero(~launched & frame["grid"].notna().to_numpy() & (frame["kind"] == "kernel").to_numpy())
+    if not len(orphans):
+        return out
+    keys = ["name", "grid", "block"]
+    names = frame["name"].iloc[orphans].unique()
+    peers = np.flatnonzero(launched & frame["name"].isin(names).to_numpy())  # only the names wanted
+    by_key = frame[keys].iloc[peers].astype(object).assign(work=work[peers]).groupby(keys, dropna=False)["work"].all()
+    wanted = frame[keys].iloc[orphans].astype(object)
+    found = wanted.merge(by_key.reset_index(), on=keys, how="left")["work"]
+    out[orphans] = found.eq(True).to_numpy(bool)  # NaN: no launched kernel of that key
+    return out
 
 
 def _max_blocks(limits: SmLimits, threads: np.ndarray, regs: np.ndarray, shared: np.ndarray) -> np.ndarray:
@@ -241,6 +268,22 @@ def _tensor_core_names(key: str = "name_patterns") -> Callable[[str], bool]:
     return lambda name: search(name.lower()) is not None
 
 
+def _whole_graph_rows(frame: pd.DataFrame) -> np.ndarray:
+    """Per row, whether it is an Nsight whole-graph replay (`nsys.py` GRAPH_TRACE rows): named
+    `<CUDA graph 3 replay>`, of no graph node, and launched as a graph — a graph id, or a
+    `cudaGraphLaunch`. By the name alone a Kineto kernel so named (an ordinary `cudaLaunchKernel`
+    under an `aten::mm` that records bf16) had been made unknown too."""
+    whole = name_mask(frame["name"], WHOLE_GRAPH_NAME.match)
+    if not whole.any():
+        return whole
+    n = len(frame)
+    nodeless = frame["graph_node_id"].isna().to_numpy() if "graph_node_id" in frame else np.ones(n, bool)
+    graph = frame["graph_id"].notna().to_numpy() if "graph_id" in frame else np.zeros(n, bool)
+    if "launch" in frame:
+        graph = graph | name_mask(frame["launch"], lambda launch: launch.startswith(GRAPH_LAUNCH_PREFIXES))
+    return whole & nodeless & graph
+
+
 def _tensor_core(
     frame: pd.DataFrame, device_tensor: list[tuple[np.ndarray, frozenset[str] | None]]
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -258,7 +301,7 @@ def _tensor_core(
     hit = name_mask(frame["name"], _tensor_core_names()) & ~no_mma
     # an Nsight whole-graph replay's row (`<CUDA graph 3 replay>`): the kernels it ran are not in
     # the export, so neither is whether they used tensor cores (it had counted as a known no)
-    whole_graph = name_mask(frame["name"], WHOLE_GRAPH_NAME.match)
+    whole_graph = _whole_graph_rows(frame)
     hit &= ~whole_graph
     known = ~whole_graph
     if "category" not in frame:

@@ -12,15 +12,15 @@ are one call, costed once). A kernel linked with several signatures takes the on
 occurrences that ran between the same kernels on their stream, when they have exactly one
 (`link = "inferred: same kernel, grid, block and neighbouring kernels"`). A kernel without a
 grid/block (ROCm records them on the launch, which is missing) is matched on its name when
-every linked kernel of that name has one grid and block. Left ambiguous by these, a kernel
-takes its place in the repeating sequence of its stream: when the linked kernels of its name on
-its device and stream repeat one period of signatures (grid, block and the signature above) at
-least twice through the whole window, and the kernels before the window precede them all, the
-j-th before the first linked one takes the signature j places before it in that period — only
-when every kernel of that name before the window agrees with its place (grid and block where
-recorded, the kernels before and after it on the stream) (`link = "inferred: same kernel, its
-stream's repeating sequence"`: a training loop's step issued its kernels in the same order
-before the window opened).
+every linked kernel of that name has one grid and block, and takes them (`_take_geometry`).
+Left ambiguous by these, a kernel takes its place in the repeating sequence of its stream: when
+the linked kernels of its name on its device and stream repeat one period of signatures (grid,
+block and the signature above) at least twice through the whole window, and the kernels before
+the window precede them all, the j-th before the first linked one takes the signature j places
+before it in that period — only when every kernel of that name before the window agrees with
+its place (grid and block where recorded, the kernels before and after it on the stream) (`link
+= "inferred: same kernel, its stream's repeating sequence"`: a training loop's step issued its
+kernels in the same order before the window opened).
 
 Every text column is handled as its categorical's codes (-1: missing) — a categorical's categories
 are distinct, so equal codes are equal texts — and turned back into text only for the kernels that
@@ -161,6 +161,15 @@ def infer_shapes(gpu: GpuTable, linked: LinkedColumns) -> InferredFacts:
     counts = np.bincount(why[before][why[before] >= 0], minlength=len(_WHY))
     facts.not_inferred = {reason: int(n) for reason, n in zip(_WHY, counts.tolist(), strict=True) if n}
     placed = [r for r in inferred_rows if r in by_period]
+    # the grid and block a kernel without them was matched on are written onto it (docs/costs.md):
+    # its name's (`_geometry_of_name`), or, placed by its stream's sequence, its place's (which the
+    # signature it borrowed holds) — its occupancy, waves and SM efficiency had counted none. As
+    # recorded, in work-items where the name's kernels were launched by a work-item launch: its
+    # launch is not in the trace, and `efficiency._grid_blocks` reads it as those kernels'
+    usable_rows = usable["row"].to_numpy(np.int64)
+    in_sequence = usable[np.isin(usable_rows, placed) & ~geometry[usable_rows]]
+    taken = pd.concat([guessed[~guessed["row"].isin(in_sequence["row"])], in_sequence], ignore_index=True)
+    _take_geometry(*(taken[c].to_numpy(np.int64) for c in ("row", "grid", "block")), gpu=gpu)
     if placed:
         _borrow_messages(gpu, np.array(placed, np.int64), np.array([periodic_source[r] for r in placed], np.int64))
     if inferred_rows:
@@ -314,6 +323,17 @@ def _geometry_of_name(unknown: pd.DataFrame, found: pd.DataFrame) -> pd.DataFram
     one = by_row[["grid", "block"]].nunique().max(axis=1) == 1
     chosen = by_row[["name", "grid", "block"]].first()[one].reset_index()
     return pd.concat([known[columns], chosen[columns]], ignore_index=True)
+
+
+def _take_geometry(rows: np.ndarray, grid: np.ndarray, block: np.ndarray, gpu: GpuTable) -> None:
+    """`rows` given the grid and block codes (into `gpu.grid`'s and `gpu.block`'s own categories), in place."""
+    if not len(rows):
+        return
+    for column, codes in (("grid", grid), ("block", block)):
+        values = getattr(gpu, column)
+        new = np.asarray(values.codes, dtype=np.int64).copy()
+        new[rows] = codes
+        setattr(gpu, column, pd.Categorical.from_codes(new, categories=values.categories))
 
 
 def _codes(values: pd.Categorical, rows: np.ndarray) -> np.ndarray:

@@ -90,7 +90,8 @@ def _cpu_span(host: HostTable) -> tuple[float, float] | None:
     """The host span a trace without steps is measured over: the plugin's (`cpu_min_ts` ..
     `cpu_max_ts`), that of the CPU ops — not of the annotations, which may reach past them (a
     `forward` range around the ops; a100_alexnet_train: 76,727 µs) —; the annotations' only in a
-    trace without CPU ops, where the plugin has no span at all."""
+    trace without CPU ops, where the plugin has no span at all. None without either: `_stretched`
+    then measures over the launches (a GPU-only trace, mi210_gpu_only, had had no efficiency)."""
     for mask in (host.family == CPU_OP, host.family == ANNOTATION):
         if mask.any():
             return float(host.ts[mask].min()), float(host.end[mask].max())
@@ -108,22 +109,27 @@ def device_steps(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str
 def _stretched(frame: pd.DataFrame, roles: HostRoles) -> tuple[np.ndarray, str | None, np.ndarray]:
     """`device_steps`, and each activity's row of it (-1 none; a row left out: none)."""
     steps = roles.steps
+    start = frame["ts_us"].to_numpy(np.float64)
+    end = start + frame["dur_us"].to_numpy(np.float64)
     if len(steps):
         i = activity_rows(frame, steps)
-    elif roles.cpu_span is None:
+    elif roles.cpu_span is None and frame.empty:
         return np.empty((0, 3)), None, np.full(len(frame), -1, np.int64)
     else:  # no steps: the activities launched in the host span (the plugin's), by their launch's start —
         # a span that reaches every launch: the plugin's CPU-op span left out a graph replay launched
         # after the last CPU op (a `hipGraphLaunch` in an annotation) from "the whole trace"
         launch = frame["launch_ts_us"].to_numpy(np.float64, na_value=np.nan)
         launched = launch[np.isfinite(launch)]
-        lo, hi = roles.cpu_span
+        if roles.cpu_span is not None:
+            lo, hi = roles.cpu_span
+        elif len(launched):  # no CPU op or annotation (a GPU-only trace, mi210_gpu_only): the launches' span
+            lo, hi = float(launched.min()), float(launched.max())
+        else:  # nothing on the host at all: the GPU activities' own span (they are in no row: none was launched)
+            lo, hi = float(start.min()), float(end.max())
         if len(launched):
             lo, hi = min(lo, float(launched.min())), max(hi, float(launched.max()))
         steps = np.array([[-1.0, lo, hi]])
         i = step_row_of(steps, launch)
-    start = frame["ts_us"].to_numpy(np.float64)
-    end = start + frame["dur_us"].to_numpy(np.float64)
     matched = i >= 0
     count = np.bincount(i[matched], minlength=len(steps))
     first = np.full(len(steps), np.inf)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from kernel_atlas.ingest.capture import WHY_WHOLE
 from kernel_atlas.ingest.efficiency import METRICS, TENSOR_CORE_UNKNOWN
 from kernel_atlas.ingest.step_split import ROLES
 from kernel_atlas.report.units import device_number, fmt_us, unknown_gpu_text
@@ -153,6 +154,7 @@ def efficiency_facts(summary: dict[str, Any]) -> dict[str, Any]:
                     "between_steps_us": between_steps_us(eff),
                     **device,
                     TENSOR_CORE_UNKNOWN: tensor_core_unknown(device),
+                    UNKNOWN_WHY_KEY: unknown_why(trace, device),
                     # Kineto on ROCm records no registers per kernel: occupancy is the thread bound's (and the
                     # LDS's, where a launch records it: docs/efficiency.md)
                     "occupancy_upper_bound": trace.get("runtime") == "rocm",
@@ -179,6 +181,24 @@ UPPER_BOUND = " (an upper bound: the trace records no registers)"
 # why a kernel's tensor-core answer is unknown: its name says nothing, and its op recorded no dtype
 # (record_shapes off) or its GPU is not in catalogs/devices.toml (docs/efficiency.md)
 UNKNOWN_WHY = "no dtypes recorded, or a GPU not in the catalog"
+# … and in an Nsight export of whole-graph replays (summary.json graphs.unmatched counts them under
+# WHY_WHOLE), each replay's row: the kernels it ran are not in the export (`efficiency._tensor_core`)
+WHOLE_GRAPH_WHY = (
+    "CUDA graphs replayed whole, whose kernels the export does not hold; "
+    "no dtypes recorded; or a GPU not in the catalog"
+)
+UNKNOWN_WHY_KEY = "tensor_core_unknown_why"  # report.json: the reason, where some share is unknown
+
+
+def unknown_why(trace: dict[str, Any], device: dict[str, Any]) -> str | None:
+    """Why some of a device's tensor-core answer is unknown (null where none is): the whole-graph
+    replays named among the reasons where the trace has any, which no dtype or catalog would tell."""
+    if not (tensor_core_unknown(device) or 0.0) > 0:
+        return None
+    graphs = trace.get("graphs")
+    unmatched = graphs.get("unmatched") if isinstance(graphs, dict) else None
+    whole = unmatched.get(WHY_WHOLE) if isinstance(unmatched, dict) else None
+    return WHOLE_GRAPH_WHY if isinstance(whole, int) and whole > 0 else UNKNOWN_WHY
 
 
 def tensor_core_unknown(device: dict[str, Any]) -> float | None:
@@ -196,9 +216,10 @@ def _unknown_words(device: dict[str, Any]) -> str:
     unknown = tensor_core_unknown(device) or 0.0
     if unknown <= 0:
         return ""
+    why = device.get(UNKNOWN_WHY_KEY) or UNKNOWN_WHY
     if device.get("tensor_core_time_pct") is None:
-        return f" (the trace cannot tell: {UNKNOWN_WHY})"
-    return f" (of the kernel time it can tell; {unknown:.1f}% unknown: {UNKNOWN_WHY})"
+        return f" (the trace cannot tell: {why})"
+    return f" (of the kernel time it can tell; {unknown:.1f}% unknown: {why})"
 
 
 def _metric(device: dict[str, Any], metric: str) -> str:
@@ -236,7 +257,10 @@ def efficiency_lines(facts: dict[str, Any]) -> list[str]:
         return unknown
     left_out = _left_out(eff)
     between = between_steps_us(eff)
-    lines = [device_line(d, step_count(eff), *left_out.values(), between) for d in eff["devices"]]
+    lines = [
+        device_line({**d, UNKNOWN_WHY_KEY: unknown_why(facts, d)}, step_count(eff), *left_out.values(), between)
+        for d in eff["devices"]
+    ]
     note = communication_note({"file": facts.get("file", "trace"), "rank": facts.get("rank", 0), "efficiency": eff})
     return lines + ([f"  note: {note}"] if note else []) + unknown
 
@@ -285,9 +309,13 @@ def efficiency_html(efficiency: dict[str, Any]) -> str:
 
 
 def _cell_note(device: dict[str, Any], metric: str) -> str:
-    """After the page's tensor-core share: how much kernel time it leaves out, unknown."""
+    """After the page's tensor-core share: how much kernel time it leaves out, unknown, and why
+    where whole-graph replays are among the reasons (the terminal's words)."""
     unknown = (tensor_core_unknown(device) or 0.0) if metric == "tensor_core_time_pct" else 0.0
-    return f" ({unknown:.1f}% of kernel time unknown)" if unknown > 0 else ""
+    if unknown <= 0:
+        return ""
+    why = f": {WHOLE_GRAPH_WHY}" if device.get(UNKNOWN_WHY_KEY) == WHOLE_GRAPH_WHY else ""
+    return f" ({unknown:.1f}% of kernel time unknown{why})"
 
 
 def _steps_cell(device: dict[str, Any]) -> str:

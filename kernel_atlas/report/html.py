@@ -494,7 +494,7 @@ def step_figure(steps: pd.DataFrame, ranks: int = 1, rows: StepRowTimes | None =
     listed each row's time by category, a page drawn without the summary — of every step number
     (`views.step_times`, activities outside any step apart), and the title says that a number's
     rows are one bar there."""
-    if rows is not None:
+    if rows is not None and rows.by_number_why is None:
         order = rows.table.drop_duplicates("label")["label"].tolist()  # by row, OUTSIDE_STEPS last
         table = rows.table.pivot_table(index="label", columns="category", values="dur_us", aggfunc="sum")
         table = table.reindex(order).fillna(0.0)
@@ -525,6 +525,8 @@ def _step_rows_note(rows: StepRowTimes | None) -> str:
     time of the steps it leaves out went (docs/efficiency.md "Which step")."""
     if rows is None:
         return "by step number: a repeated number's rows, apart in steps.parquet, are one bar here"
+    if rows.by_number_why is not None:  # the rows disagree with the kernels: not drawn as they are
+        return f"by step number: {rows.by_number_why}"
     if (rows.table["label"] == OUTSIDE_STEPS).all():
         return "no profiler steps in steps.parquet"
     parts = ["the step rows of steps.parquet, each the GPU activities launched in it"]

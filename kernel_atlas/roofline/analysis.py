@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from kernel_atlas.classify.taxonomy import COMMUNICATION
-from kernel_atlas.core.devices import TRANSFER_BOUNDS, VECTOR, Device, load_devices
+from kernel_atlas.core.devices import TRANSFER_BOUNDS, Device, load_devices
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import group_numbers, key_codes, lexical_codes
 from kernel_atlas.core.paths import catalog_pattern, catalogs_dir, read_toml
@@ -40,6 +40,7 @@ from kernel_atlas.ingest.recorded import (
 )
 from kernel_atlas.ingest.summary import gpu_time_facts
 from kernel_atlas.roofline.costs import PARTNER_LAUNCHERS, Call, Cost, NoCost, cost_of
+from kernel_atlas.roofline.costs.pointwise import BATCH_NORM_FORWARD, with_kernel_mode
 from kernel_atlas.store.limits import CLOCK_RESOLUTION_US
 
 # A call whose attainable time is this small is dominated by launch and latency, not by a roof —
@@ -714,6 +715,10 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     partner = _optional(frame, "autograd_partner").iloc[main_rows]  # its forward op / backward node
     columns.append(partner.where(frame["cpu_op"].iloc[main_rows].isin(PARTNER_LAUNCHERS)))
     columns.append(_optional(frame, "input_strides").iloc[main_rows])  # an expanded input is read once
+    # a batch norm forward's kernel names its mode where the call records no `training` flag
+    # (`with_kernel_mode`); no other call's kernel name splits its signature
+    batch_norm = frame["cpu_op"].iloc[main_rows].isin(BATCH_NORM_FORWARD)
+    columns.append(frame["name"].iloc[main_rows].astype("category").where(batch_norm))
     stacked = [c.cat.codes.to_numpy(np.int64) for c in columns]
     codes = np.stack(stacked, axis=1) if len(main_rows) else np.empty((0, len(columns)))
     inverse, first = _groups(codes + 1)
@@ -724,7 +729,7 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     results: list[tuple[Cost | None, str]] = []
     shapeless: list[bool] = []  # a refused call whose op recorded no input shapes: "no shapes", not "no model"
     for row in unique.tolist():
-        launcher, op, dims, types, concrete, rule, step, enclosed, partner, strides = (
+        launcher, op, dims, types, concrete, rule, step, enclosed, partner, strides, kernel = (
             text[k] for text, k in zip(texts, row, strict=True)
         )
         # no shapes, or shapes without their dtypes (PyTorch 1.8): the trace lacks what a cost needs
@@ -735,7 +740,7 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         no_dims = _unrecorded(dims)
         what = str(launcher or rule or op)  # as `Call.what` names it
         try:
-            args = parse_call(dims, types, strides, concrete)
+            args = with_kernel_mode(str(launcher or ""), parse_call(dims, types, strides, concrete), str(kernel or ""))
             call = Call(
                 str(launcher or ""),
                 str(op),
@@ -781,7 +786,7 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
     # device-to-device copy reads and writes device memory (a peer copy had been costed so:
     # twice its bytes against HBM bandwidth, campaign AR)
     recorded = frame["bytes"].to_numpy(dtype=np.float64, na_value=np.nan)
-    estimated = _copied_bytes(frame, np.isnan(recorded))
+    estimated, data_precision = _copied_data(frame, np.isnan(recorded))
     copies = np.flatnonzero((frame["kind"] != "kernel").to_numpy() & ~np.isnan(np.fmax(recorded, estimated)))
     if len(copies):
         moved = np.where(np.isnan(recorded), estimated, recorded)[copies]
@@ -791,7 +796,9 @@ def _call_costs(frame: pd.DataFrame) -> pd.DataFrame:
         memset = (frame["kind"] == "memset").to_numpy()[copies]
         path = np.select([host, peer, memset], [_OVER_HOST, _OVER_PEER, _WRITTEN], _READ_WRITTEN)
         traffic = np.where(path == _READ_WRITTEN, 2 * moved, moved)
-        role[copies], flops[copies], nbytes[copies], precision[copies] = "main", 0.0, traffic, "int"
+        # no math: the precision is the data's where its launching op records it, else none (it had
+        # been "int", which named an integer-math FLOP peak, campaign BU 6)
+        role[copies], flops[copies], nbytes[copies], precision[copies] = "main", 0.0, traffic, data_precision[copies]
         unit[copies] = _COPY_UNITS[path]  # references, not a text a row
         formula[copies] = _copy_formulas(moved, path, guessed)
         note[copies] = ""
@@ -845,10 +852,12 @@ def _say_what_is_missing(frame: pd.DataFrame, role: np.ndarray, note: np.ndarray
     note[framed] = "its launcher is a Python frame or an annotation, not an op: no shapes recorded"
 
 
-# how a copy's bytes move (`_COPY_PATHS`, the formula's words) and the unit whose peak bounds it
+# how a copy's bytes move (`_COPY_PATHS`, the formula's words) and the unit whose peak bounds it:
+# a copy or fill on the device is held against memory bandwidth alone (`MEMORY`; `_peaks`)
 _OVER_HOST, _WRITTEN, _READ_WRITTEN, _OVER_PEER = 0, 1, 2, 3
 _COPY_PATHS = ("over the host link", "written", "read + written", "over the GPU-to-GPU link")
-_COPY_UNITS = np.array(["host", VECTOR, VECTOR, "peer"], dtype=object)
+MEMORY = "memory"
+_COPY_UNITS = np.array(["host", MEMORY, MEMORY, "peer"], dtype=object)
 
 
 def _copy_formulas(moved: np.ndarray, path: np.ndarray, guessed: np.ndarray) -> np.ndarray:
@@ -884,18 +893,22 @@ _FILL_OPS = ("aten::zero_", "aten::fill_")  # a memset they launch writes all of
 _COPY_ESTIMATE = " (estimate: no byte count recorded; the launching op's largest tensor)"
 
 
-def _copied_bytes(frame: pd.DataFrame, wanted: np.ndarray) -> np.ndarray:
-    """Bytes of memcpy and memset rows without a recorded byte count (ROCm writes none): the
-    largest tensor recorded on their launching copy or fill op, NaN elsewhere (a memset inside
-    another op — a batch norm's workspace — has no size the op records)."""
+def _copied_data(frame: pd.DataFrame, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Of memcpy and memset rows, the largest tensor recorded on their launching copy or fill op:
+    its bytes where `wanted` (rows without a recorded byte count: ROCm writes none), and its
+    dtype's precision (objects) on every such row; NaN and None elsewhere (a memset inside another
+    op — a batch norm's workspace — has no size or dtype the op records)."""
     kind, launcher = frame["kind"], frame["launcher"]
     copy = ((kind == "memcpy") & launcher.isin(_COPY_OPS)) | ((kind == "memset") & launcher.isin(_FILL_OPS))
-    copy = wanted & copy.to_numpy()
-    tensors = _messages_from_shapes(frame, copy)
+    tensors = _messages_from_shapes(frame, copy.to_numpy())
     itemsize = np.full(len(frame), np.nan)
+    precision = np.full(len(frame), None, dtype=object)
     rows = np.flatnonzero(~np.isnan(tensors.nelems))
-    itemsize[rows] = [_itemsize(str(d)) for d in tensors.dtype[rows]]
-    return tensors.nelems * itemsize
+    distinct, which = np.unique(tensors.dtype[rows].astype(str), return_inverse=True)  # a few dtypes
+    known = dtypes()
+    itemsize[rows] = np.array([_itemsize(d) for d in distinct], dtype=np.float64)[which]
+    precision[rows] = np.array([known[d].precision if d in known else None for d in distinct], dtype=object)[which]
+    return np.where(wanted, tensors.nelems * itemsize, np.nan), precision
 
 
 def _lexical_ranks(texts: pd.Series) -> np.ndarray:
@@ -1241,12 +1254,18 @@ def _peaks(table: pd.DataFrame, device: Device | None) -> tuple[np.ndarray, np.n
     number, firsts = group_numbers(table[keys], keys)
     for group, first in enumerate(firsts.tolist()):
         role, precision, unit = (table[key].iat[first] for key in keys)
-        if role != "main" or pd.isna(precision):
+        if role != "main":
             continue
         rows = number == group
+        # bandwidth alone, whatever the precision (a copy's data may have none recorded)
         transfer = device.transfer_peak(str(unit))
         if transfer is not None:
             peak_g[rows], labels[rows] = transfer
+            continue
+        if unit == MEMORY:  # a copy or fill on the device: no math, held against memory bandwidth
+            peak_g[rows], labels[rows] = device.memory_gbps, "memory bandwidth"
+            continue
+        if pd.isna(precision):
             continue
         peak = device.peak(str(precision), "None" if pd.isna(unit) else str(unit))
         peak_t[rows], peak_g[rows], labels[rows] = peak.tflops, device.memory_gbps, peak.label

@@ -5,12 +5,14 @@ not read are not checked, nor those they read as hints whatever their value (the
 launched and shaped counts: where the critical path is solved, how ranks are batched, what the
 report advises); those they rely on are: each trace's file, rank, kernels and memory file, GPUs,
 world size and process-group sizes, devices, the last step's start, and the efficiency ingest
-measured (its steps and per-device metrics, as `report/efficiency_view.py` turns them into tables).
+measured (its steps and per-device metrics, as `report/efficiency_view.py` turns them into tables;
+each step's GPU time by category, the per-step chart's bars).
 
 A doctored summary — a step that is a text, an efficiency without its devices, a last step's
 start of 400 digits, a trace without its file — was an internal error in the report
 (TypeError, KeyError, OverflowError). Numbers are finite and within what ingest writes: times
-within 2^53 µs (`limits.MAX_TIME_US`), integers within int64, ranks within int32.
+within 2^53 µs (`limits.MAX_TIME_US`), sums of durations not below 0 either, integers within
+int64, ranks within int32.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from kernel_atlas.store.limits import MAX_TIME_US
 
 Time = Annotated[float, msgspec.Meta(ge=-MAX_TIME_US, le=MAX_TIME_US)]
 Number = Annotated[float, msgspec.Meta(ge=-1e300, le=1e300)]  # finite (JSON's 1e999 reads as inf)
+Duration = Annotated[float, msgspec.Meta(ge=0, le=MAX_TIME_US)]  # a sum of activities' durations: never below 0
 Int64 = Annotated[int, msgspec.Meta(ge=-(1 << 63), le=(1 << 63) - 1)]
 Rank = Annotated[int, msgspec.Meta(ge=0, le=(1 << 31) - 1)]  # int32, as ingest writes ranks (column, partition)
 
@@ -59,6 +62,10 @@ _Step = msgspec.defstruct(
         ("total_us", Time | None, None),
         *((f"{role}_us", Number | None, None) for role in STEP_ROLES),
         ("kernel_us_launched", Number | None, None),
+        # category → GPU time launched in the row (`ingest/step_split.py`), the per-step chart's bars
+        # (`analysis/views.step_row_times`): a −1e6 was drawn as a −1000 ms bar, a text dropped the
+        # row from the chart; null or absent in a summary of before it (the chart is then by number)
+        ("gpu_us_by_category", dict[str, Duration] | None, None),
     ],
 )
 
@@ -118,6 +125,8 @@ def _words(message: str) -> tuple[str, str]:
         return where, f"has no {missing['field']}"
     expected = _EXPECTED.match(text)
     if expected:
+        if expected["bound"] == " >= 0.0":
+            return where, "is negative"
         if expected["bound"]:
             return where, "is out of range" + (" (not a finite number)" if expected["type"] == "float" else "")
         return where, f"is not {_TYPE_WORDS.get(expected['type'], expected['type'])}"

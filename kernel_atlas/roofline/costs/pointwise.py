@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from kernel_atlas.core.devices import VECTOR
 from kernel_atlas.core.paths import catalogs_dir, read_toml
-from kernel_atlas.ingest.recorded import TENSOR_LIST, Arg, dtypes, scalar_type
+from kernel_atlas.ingest.recorded import SCALAR, TENSOR_LIST, Arg, dtypes, scalar_type
 from kernel_atlas.roofline.costs.base import (
     Call,
     Cost,
@@ -319,21 +319,54 @@ def _norm_with_statistics(call: Call) -> Cost:
     return replace(base, bytes=base.bytes + written, formula=formula)
 
 
-@register(launchers=("aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm"))
+BATCH_NORM_FORWARD = ("aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm")
+# The forward kernels of cuDNN and MIOpen name their mode: cuDNN's `cudnn::bn_fw_tr_…` (forward
+# training) and `cudnn::bn_fw_inf_…`; MIOpen's `MIOpenBatchNormFwdTrain…` (Spatial, PerActivation
+# and the multi-pass Spatial…MeanVariance / …Norm kernels: ROCm/MIOpen src/kernels/
+# MIOpenBatchNormFwdTrain*.cl) and `MIOpenBatchNormFwdInfer…` (MIOpenBatchNormFwdInfer*.cl).
+# PyTorch before 2.0 records no Concrete Inputs, so its `training` flag is read there (campaign BU 4:
+# 34 ms of a V100 ResNet-50 step had been costed "training not recorded"). ATen's own kernels
+# (native_batch_norm) use the same transform kernel in both modes: not read.
+_MODE_IN_KERNEL = (
+    ("bn_fw_tr_", True),
+    ("bn_fw_inf_", False),
+    ("MIOpenBatchNormFwdTrain", True),
+    ("MIOpenBatchNormFwdInfer", False),
+)
+_FROM_KERNEL = "its kernel's name "  # `Arg.name` of a flag read from the kernel's name, not recorded
+
+
+def with_kernel_mode(launcher: str, args: tuple[Arg, ...], kernel: str) -> tuple[Arg, ...]:
+    """A batch norm forward's arguments with its `training` flag (argument 5) read from its main
+    kernel's name (`_MODE_IN_KERNEL`) where the call did not record it; any other call's, and a
+    name that says nothing, as they are. The flag's `name` says where it came from."""
+    if launcher not in BATCH_NORM_FORWARD or len(args) <= 5 or args[5].flag() is not None:
+        return args
+    said = next(((marker, training) for marker, training in _MODE_IN_KERNEL if marker in kernel), None)
+    if said is None:
+        return args
+    flag = Arg(SCALAR, None, args[5].dtype, None, "", said[1], _FROM_KERNEL + said[0])
+    return (*args[:5], flag, *args[6:])
+
+
+@register(launchers=BATCH_NORM_FORWARD)
 def _batch_norm(call: Call) -> Cost:
     """A batch norm (input, weight, bias, running_mean, running_var, training, momentum, eps): its
     tensors read and its output written (as other pointwise ops); training, also its saved mean
     and inverse std (one per channel, C = the input's axis 1, at the accumulation dtype: fp32,
     fp64 for fp64) and the running statistics it updates in place (written back where recorded).
     Inference writes neither. They had been left out (campaign BH 8); cuDNN's reserve space, of
-    a size not recorded, is not counted."""
+    a size not recorded, is not counted. The mode is the recorded `training` flag, else the one
+    its kernel's name says (`with_kernel_mode`), which the formula names."""
     base = pointwise_cost(call)
     x = tensor_at(call, 0, "input")
-    training = call.args[5].flag() if len(call.args) > 5 else None
+    flag = call.args[5] if len(call.args) > 5 else None
+    training = flag.flag() if flag is not None else None
     if training is None:
         return replace(base, formula=base.formula + " (training not recorded: saved statistics not counted)")
+    source = f" ({'training' if training else 'inference'}: {flag.name})" if flag.name.startswith(_FROM_KERNEL) else ""
     if not training or len(x.dims) < 2:
-        return base
+        return replace(base, formula=base.formula + source)
     stat = 8 if dtypes()[x.dtype].precision == "fp64" else 4
     channels = x.dims[1]
     running = [a for a in (optional_tensor_at(call, 3), optional_tensor_at(call, 4)) if a is not None]
@@ -342,14 +375,17 @@ def _batch_norm(call: Call) -> Cost:
     formula = f"{base.formula} + saved mean and invstd 2·{channels}·{stat}" + (
         f" + running statistics {updated} written back" if running else ""
     )
-    return replace(base, bytes=base.bytes + written, formula=formula)
+    return replace(base, bytes=base.bytes + written, formula=formula + source)
 
 
 # A norm's backward, by launcher: where its output_mask (grad_input, grad_weight[, grad_bias]) is
 # (None: every gradient is written), its weight and its bias (None: no such argument; grad_bias is
 # the weight's shape and dtype), and whether it has a bias gradient. Its weight and bias gradients
 # had been left out, one output at the input's shape written (campaign BH 8:
-# native_layer_norm_backward 1,704,000 B for 1,835,072).
+# native_layer_norm_backward 1,704,000 B for 1,769,536). The bias is never read: the backward of
+# x̂·w + b needs no b — ATen's layer_norm_backward_cuda (aten/src/ATen/native/cuda/
+# layer_norm_kernel.cu) uses it only to allocate grad_bias (empty_like(beta)) and passes it to no
+# kernel; it had been counted as read (campaign BU 5: +65,536 B of 1,835,072).
 _NORM_BACKWARD: dict[str, tuple[int | None, int, int | None, bool]] = {
     # (grad_out, input, normalized_shape, mean, rstd, weight, bias, output_mask)
     "aten::native_layer_norm_backward": (7, 5, 6, True),
@@ -367,8 +403,8 @@ _NORM_BACKWARD: dict[str, tuple[int | None, int, int | None, bool]] = {
 
 @register(launchers=tuple(_NORM_BACKWARD))
 def _norm_backward(call: Call) -> Cost:
-    """A norm's backward (`_NORM_BACKWARD`): every recorded tensor read once, and the gradients
-    its output_mask asks for written — grad_input at the first tensor's shape and dtype (grad_out,
+    """A norm's backward (`_NORM_BACKWARD`): every recorded tensor but the bias read once, and the
+    gradients its output_mask asks for written — grad_input at the first tensor's shape and dtype (grad_out,
     or cuDNN's input), grad_weight at the weight's, grad_bias at the bias's, else the weight's
     (one per channel or normalized element). A gradient asked for whose shape is not recorded is
     not counted, and the formula says so; output_mask not recorded: every gradient assumed."""
@@ -391,7 +427,9 @@ def _norm_backward(call: Call) -> Cost:
     missing = [name for name, arg in asked if arg is None]
     if missing:
         note += f" ({', '.join(missing)}: its shape not recorded, not counted)"
-    read = sum(a.nbytes for a in tensors)
+    read = sum(
+        a.nbytes for i, a in enumerate(call.args) if a.is_tensor and i != bias_at
+    )  # the bias sizes grad_bias only
     written = sum(a.nbytes for _, a in counted)
     per = flops_per_element().get(call.op_mapping, 1.0)
     terms = " + ".join(f"{name} {a.nbytes}" for name, a in counted) or "nothing"
