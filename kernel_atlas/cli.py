@@ -273,7 +273,7 @@ def ingest(
         jobs = local_jobs([Path(s) for s in sources])
     out_dir = out
     if out_dir is None:
-        out_dir, note = output_for(sources[0])
+        out_dir, note = output_for(sources[0], sources=sources)  # a fallback folder is theirs alone
         if note:
             _say_later("[yellow]note:[/]", note)
     with progress(err_console, [Path(s) for s in sources], disable=quiet) as (on_done, on_progress):

@@ -30,7 +30,7 @@ import pandas as pd
 from kernel_atlas.core.beside import on_a_thread, process_pool, submit_held
 from kernel_atlas.core.errors import AtlasError, subject_and_problem, system_refusal
 from kernel_atlas.core.redact import redact_text
-from kernel_atlas.core.safe_files import check_utf8, is_writable_folder, os_problem, why_missing
+from kernel_atlas.core.safe_files import LOCK_NAME, check_utf8, is_writable_folder, os_problem, why_missing
 from kernel_atlas.core.signals import reraise_if_signalled
 from kernel_atlas.core.texts import counted
 from kernel_atlas.ingest.capture import CapturedGraph, read_captures
@@ -49,9 +49,11 @@ from kernel_atlas.ingest.reader import NOT_A_TRACE_BUT_CATALOG, is_catalog_file
 from kernel_atlas.ingest.summary import add_kernel_times, declared_world_size, kernel_time_table, trace_fingerprint
 from kernel_atlas.store.outputs import (
     CATALOG,
+    DATASETS,
     KERNELS,
     LAYOUT,
     PARTITION,
+    RUN_FILE_NAMES,
     SUMMARY,
     file_stem,
     filesystem,
@@ -238,12 +240,16 @@ def _stem(name: str) -> str:
     return stem if redact_text(stem) == stem else "redacted"
 
 
-def output_for(first_source: str, choose: str = "-o sets the output folder") -> tuple[str, str | None]:
+def output_for(
+    first_source: str, choose: str = "-o sets the output folder", sources: Sequence[str] = ()
+) -> tuple[str, str | None]:
     """The output folder when `-o` is not given, and a note when it is not the default: next to
     the first trace, unless that folder is read-only (a shared traces folder) — then
     `<stem>.atlas` in the caller's folder (`callers_folder`), named as the caller can read it, or
-    `<stem>-2.atlas`, `-3`… where that one holds the run of another trace (`_holds_another_run`),
-    said in the note. `choose` tells how to choose another folder."""
+    `<stem>-2.atlas`, `-3`… where that one is not this ingest's to write (`_taken`: the run of
+    other traces, outputs whose summary cannot be read, not a folder), said in the note.
+    `sources`: every trace being ingested (none: the first alone). `choose` tells how to choose
+    another folder."""
     out = default_output(first_source)
     if is_url(out) and not out.startswith("file://"):
         return out, None
@@ -258,14 +264,15 @@ def output_for(first_source: str, choose: str = "-o sets the output folder") -> 
     if not is_writable_folder(caller or Path.cwd()):
         mine = "its folder" if read_only == local.parent else "its output folder"
         raise AtlasError(first_source, f"{mine} {read_only} and the current folder are read-only: {choose}")
-    trace = Path(first_source.removeprefix("file://"))
-    this = (trace.name, trace_fingerprint(trace))
+    these = list(sources or [first_source])
     # in a notebook an absolute path: a relative one is read from the kernel's folder, notebooks/
     named = (Path(name) if caller is None else caller / name for name in _fallback_names(local.name))
     first = fallback = next(named)
-    while _holds_another_run(fallback, *this):
+    why = why_first = _taken(fallback, these)
+    while why is not None:
         fallback = next(named)
-    taken = "" if fallback == first else f", as {_shown(first)} holds the run of another trace"
+        why = _taken(fallback, these)
+    taken = "" if fallback == first else f", as {_shown(first)} {why_first}"
     return str(fallback), f"{read_only} is read-only: writing to {_shown(fallback)} instead{taken} ({choose})"
 
 
@@ -279,22 +286,85 @@ def _fallback_names(default: str) -> Iterator[str]:
         yield short_name(stem, f"-{n}.atlas")
 
 
-def _holds_another_run(folder: Path, file: str, fingerprint: str | None) -> bool:
-    """Whether `folder` holds a run none of whose traces is this one (its file name and
-    fingerprint, as `ingested_from` tells them): the caller's own `./a.atlas`, the run of
-    `./a.json` with its report, had been ingested over by `atlas diff ../ro/a.json` without a
-    word, and taken back by the next `atlas diff a.json`. A folder holding no readable run is no
-    other trace's: ingest writes into it, or refuses it, as it would the default folder."""
+# A trace as a run's summary.json names it: its file name as ingest wrote it there (redacted:
+# `run_ghp_….json` is `run_<redacted>.json`, `outputs.write_json`) and its fingerprint
+# (`summary.trace_fingerprint`; None for a URL or an unreadable file, which matches no run)
+Identity = tuple[str, str | None]
+
+
+def _identity(source: str, fingerprint: bool = True) -> Identity:
+    """`source` as its run's summary.json names it; its file name alone unless `fingerprint`."""
+    if is_url(source) and not source.startswith("file://"):
+        return redact_text(source.rstrip("/").rsplit("/", 1)[-1]), None
+    local = Path(source.removeprefix("file://"))
+    return redact_text(local.name), trace_fingerprint(local) if fingerprint else None
+
+
+def _listed(folder: Path) -> tuple[set[Identity], set[str]] | None:
+    """The traces a run folder's summary.json lists (`Identity`) and the file names of those that
+    failed; None where it cannot be read as a run's summary (missing, truncated, a folder)."""
     try:
         summary = json.loads((folder / SUMMARY).read_bytes())
     except (OSError, ValueError):
-        return False
+        return None
     traces = summary.get("traces") if isinstance(summary, dict) else None
-    if not isinstance(traces, list):
+    failed = summary.get("failed", []) if isinstance(summary, dict) else None
+    if not isinstance(traces, list) or not isinstance(failed, list):
+        return None
+    if not all(isinstance(t, dict) for t in traces) or not all(isinstance(f, dict) for f in failed):
+        return None
+    # a value not a string (a doctored summary) names no trace: it matches none
+    listed = {(_text(t.get("file")), _text(t.get("fingerprint"))) for t in traces}
+    failed_names = {_text(f.get("source")).rstrip("/").rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1] for f in failed}
+    return listed, failed_names
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _is_run_of(listed: tuple[set[Identity], set[str]], sources: Sequence[str | Path]) -> bool:
+    """Whether a run's traces (`_listed`) are exactly `sources` — each listed, or listed as
+    failed by file name — and no other: a run of several traces is not the run of one of them, which
+    would replace it alone (b's rank gone without a word), and the run of `a.json` and `b.json`
+    is theirs to write again. A trace of no fingerprint (a URL, unreadable) is no run's. The
+    names compared first: a trace's fingerprint costs two reads of 1 MiB."""
+    traces, failed = listed
+    names = {_identity(source, fingerprint=False)[0] for source in map(str, sources)}
+    if {name for name, _ in traces} | failed != names:
         return False
-    return fingerprint is None or not any(
-        isinstance(t, dict) and t.get("file") == file and t.get("fingerprint") == fingerprint for t in traces
-    )
+    these = {_identity(source) for source in map(str, sources)}
+    if any(fingerprint is None for _, fingerprint in these) or not traces <= these:
+        return False
+    return all(identity in traces or identity[0] in failed for identity in these)
+
+
+def _taken(folder: Path, these: Sequence[str]) -> str | None:
+    """Why the fallback folder `folder` is not this ingest's of `these` traces to write (said in
+    the note), or None: free, or the run of exactly these traces (`_is_run_of`). A folder holding
+    Kernel Atlas outputs is not known to be theirs unless its summary.json says so: one whose
+    summary was truncated or is a folder had been written over without a word, its report and
+    another trace's kernels gone; the caller's own `./a.atlas`, the run of `./a.json` with its
+    report, had been ingested over by `atlas diff ../ro/a.json`. A folder holding none of a run's
+    files is ingest's to write, or to refuse, as the default folder is. A file (or a dangling
+    link) of the name is passed over too: ingest would refuse it, not try the next name."""
+    if not folder.is_dir():
+        return "is not a folder" if folder.is_symlink() or folder.exists() else None
+    listed = _listed(folder)
+    if listed is not None:
+        runs = len(listed[0]) + len(listed[1])
+        if _is_run_of(listed, these):
+            return None
+        return "holds the run of another trace" if runs <= 1 else f"holds the run of {runs:,} traces"
+    try:
+        outputs = {p.name for p in folder.iterdir()} & (RUN_FILE_NAMES - {LOCK_NAME} | set(DATASETS))
+    except OSError as exc:
+        return f"cannot be read ({os_problem(exc)})"
+    if not outputs:
+        return None
+    if SUMMARY in outputs:  # truncated, not JSON, a folder
+        return f"holds a run whose {SUMMARY} cannot be read"
+    return f"holds Kernel Atlas outputs but no {SUMMARY}"  # an ingest that ended early, or its files moved
 
 
 def _shown(folder: Path) -> str:
@@ -363,20 +433,15 @@ def run_folder(source: str | Path, reuse: bool = True, notes: list[str] | None =
 
 
 def ingested_from(out_dir: Path, trace: Path) -> bool:
-    """Whether `out_dir` holds the run of `trace` alone, as ingested: its summary.json lists one
-    trace, of this file name and fingerprint (`summary.trace_fingerprint`). A summary newer than
-    the trace was taken for its run, and the run of another trace of the same stem (`m.json.gz`
-    and `m.json` share `m.atlas`), or of a file copied over the trace keeping its older time, was
-    compared as if it were this one."""
-    try:
-        summary = json.loads((out_dir / SUMMARY).read_bytes())
-    except (OSError, ValueError):
-        return False
-    traces = summary.get("traces") if isinstance(summary, dict) else None
-    if not isinstance(traces, list) or len(traces) != 1 or not isinstance(traces[0], dict) or summary.get("failed"):
-        return False
-    recorded = traces[0].get("fingerprint")
-    return traces[0].get("file") == trace.name and recorded is not None and recorded == trace_fingerprint(trace)
+    """Whether `out_dir` holds the run of `trace` alone, as ingested: its summary.json lists this
+    trace — its file name as ingest wrote it there (redacted) and its fingerprint
+    (`summary.trace_fingerprint`) — and no other, and no failure. A summary newer than the trace
+    was taken for its run, and the run of another trace of the same stem (`m.json.gz` and
+    `m.json` share `m.atlas`), or of a file copied over the trace keeping its older time, was
+    compared as if it were this one; a trace whose file name holds a credential, compared by its
+    raw name, was ingested again by every `diff`, `report TRACE` and `dashboard TRACE`."""
+    listed = _listed(out_dir)
+    return listed is not None and not listed[1] and _is_run_of(listed, [str(trace)])
 
 
 def plan(
