@@ -108,7 +108,7 @@ def _activities(kernels: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _names_bycall_signatures(signature: np.ndarray, names: np.ndarray) -> dict[str, frozenset[str]]:
+def _names_by_signature(signature: np.ndarray, names: np.ndarray) -> dict[str, frozenset[str]]:
     pairs = pd.DataFrame({"sig": signature, "name": names}).drop_duplicates()
     pairs = pairs[pairs["sig"] != ""]
     return {sig: frozenset(group) for sig, group in pairs.groupby("sig")["name"]}
@@ -143,7 +143,7 @@ def match_kernels(a: pd.DataFrame, b: pd.DataFrame) -> Matching:
     other kernel by its name."""
     name_a, name_b = a["name"].to_numpy(), b["name"].to_numpy()
     sig_a, sig_b = call_signatures(a), call_signatures(b)
-    names_a, names_b = _names_bycall_signatures(sig_a, name_a), _names_bycall_signatures(sig_b, name_b)
+    names_a, names_b = _names_by_signature(sig_a, name_a), _names_by_signature(sig_b, name_b)
     regrouped = {sig for sig in names_a.keys() & names_b.keys() if names_a[sig] != names_b[sig]}
     by_sig_a = pd.Series(sig_a).isin(regrouped).to_numpy(bool)
     by_sig_b = pd.Series(sig_b).isin(regrouped).to_numpy(bool)

@@ -37,6 +37,7 @@ from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.redact import redact_text, redacted_error
 from kernel_atlas.ingest.fleet import run_folder
 from kernel_atlas.ingest.summary import gpu_time_facts
+from kernel_atlas.report import units
 from kernel_atlas.report.diff_markdown import comparability_line
 from kernel_atlas.report.html import (
     diff_figure,
@@ -527,14 +528,10 @@ def one_run_kernels(diff: Diff) -> list[tuple[str, pd.DataFrame]]:
     too, largest first, under a title giving how many and how long. The kernel level's rows with
     status appeared or vanished hold only a kernel's time outside groups, and a kernel that ran
     only inside them has none: counted there, the A100/V100 pair had 61 vanished, not 66."""
-    one_run = diff.one_run_kernels()
-    said = []
-    for status, title in (("appeared", "appeared in B"), ("vanished", "vanished from A")):
-        rows = one_run[one_run["status"] == status]
-        rows = rows.reindex(rows["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
-        total = fmt_us(rows["delta_us"].abs().sum())
-        said.append((f"{title}: {len(rows):,} kernels, {total} (all their time)", rows[ONE_RUN_COLUMNS]))
-    return said
+    # the terminal's titles, begun in lower case as the notebook's other lines are
+    return [
+        (title[0].lower() + title[1:], rows[ONE_RUN_COLUMNS]) for _, title, rows in units.one_run_kernels(diff).sections
+    ]
 
 
 def compare_figure(diff: Diff, level: str = "category", top: int = 20) -> go.Figure:

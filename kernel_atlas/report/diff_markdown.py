@@ -11,7 +11,7 @@ from typing import Any
 from kernel_atlas.analysis.gate import SHAPES_LOW, Comparability, Verdict
 from kernel_atlas.core.texts import counted
 from kernel_atlas.report.markup import plain
-from kernel_atlas.report.units import change_pct, fmt_signed_us, fmt_us, present_us
+from kernel_atlas.report.units import change_pct, fmt_signed_us, fmt_us, one_run_kernels, present_us
 
 # The punctuation that can open or close something inside a line of CommonMark or GitHub's
 # Markdown — emphasis, code spans, links and images, autolinks and HTML, entities,
@@ -199,14 +199,10 @@ def markdown(diff: Any, verdict: Verdict | None, comp: Comparability, top: int =
         lines.append("")
     # the kernels only one run ran, with all their time, as the terminal and the page count them
     # (`Diff.one_run_kernels`): the Markdown had no such section
-    one_run = diff.one_run_kernels()
-    for status, title in (("appeared", "Appeared in B"), ("vanished", "Vanished from A")):
-        rows = one_run[one_run["status"] == status]
+    for _, title, rows in one_run_kernels(diff).sections:
         if not len(rows):
             continue
-        rows = rows.loc[rows["delta_us"].abs().sort_values(ascending=False, kind="stable").index]
-        total = fmt_us(rows["delta_us"].abs().sum())
-        lines += [f"### {title}: {len(rows):,} kernels, {total} (all their time)", ""]
+        lines += [f"### {title}", ""]
         lines += ["| kernel | A | B | B − A |", "|---|---:|---:|---:|"]
         for row in rows.head(top).itertuples(index=False):
             lines.append(

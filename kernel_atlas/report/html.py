@@ -1047,19 +1047,14 @@ def write_diff_html(diff: Diff, path: Path, comparability: str | None = None) ->
     (`comparability`: `diff_markdown.comparability_line`'s), time per category and op side by
     side, the kernels only one run ran (`Diff.one_run_kernels`, as the terminal counts them), the
     table of rows (`diff_table`)."""
-    from kernel_atlas.report.units import describe_key
+    from kernel_atlas.report.units import describe_key, one_run_kernels
 
     a, b = diff.a, diff.b
     # the kernels only one run ran, each with all its time, in op+shapes groups too: the table's
     # kernel rows hold only a kernel's time outside groups (61 vanished of the 66 on the A100/V100 pair)
-    one_run = diff.one_run_kernels()
-    one_run = one_run.reindex(one_run["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
-    said = []
-    for status, heading in (("appeared", "Appeared in B"), ("vanished", "Vanished from A")):
-        rows = one_run[one_run["status"] == status]
-        said.append(
-            f"<li>{heading}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())} (all their time)</li>"
-        )
+    only_one = one_run_kernels(diff)
+    one_run = only_one.rows
+    said = [f"<li>{html.escape(title)}</li>" for _, title, _ in only_one.sections]
     shown = one_run.head(MAX_TABLE_ROWS)
     note = (
         f"<p>The {len(shown):,} of {len(one_run):,} with the largest changes.</p>" if len(shown) < len(one_run) else ""

@@ -42,6 +42,7 @@ from kernel_atlas.report.units import (
     fmt_us,
     no_peaks_line,
     nothing_found,
+    one_run_kernels,
     other_gpus_line,
     peaks_line,
     present_us,
@@ -731,11 +732,8 @@ def print_diff(console: Console, diff: Any, files: dict[str, Path], top: int = 1
         )
     # the kernels only one run ran with all their time: a kernel row holds only what lies outside
     # op+shapes groups, and these sections summed it (286.24 of the 308.16 ms only a V100 ran)
-    one_run = diff.one_run_kernels()
-    for status, title in (("appeared", "Appeared in B"), ("vanished", "Vanished from A")):
-        rows = _largest_first(one_run[one_run["status"] == status])
+    for _, title, rows in one_run_kernels(diff).sections:
         if len(rows):
-            title = f"{title}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())} (all their time)"
             _diff_table(console, rows.head(top), "kernel", title, wide)
     from kernel_atlas.report.memory_view import print_memory_diff
 

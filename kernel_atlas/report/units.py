@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -233,6 +234,33 @@ def describe_key(row: Any) -> str:
         op, _, dims = str(row.key).split(SIGNATURE_SEPARATOR, 2)
         return f"{op} {fmt_shapes(dims)}: {first[0]} → {first[1]}"
     return display_name(str(row.key))
+
+
+@dataclass(frozen=True)
+class OneRunKernels:
+    """The kernels only one run ran (`Diff.one_run_kernels`: each with all its GPU time, in
+    op+shapes groups too) as every view of a diff shows them — terminal, Markdown, page, notebook:
+    a kernel row of the diff holds only a kernel's time outside groups, and counted there the
+    A100/V100 pair had 61 vanished, not 66 (`one_run_kernels`)."""
+
+    rows: Any  # every one, largest change first (ties in the order `atlas diff` gives them)
+    sections: list[tuple[str, str, Any]]  # appeared, vanished: heading, title (how many, how long), rows
+
+
+ONE_RUN_HEADINGS = (("appeared", "Appeared in B"), ("vanished", "Vanished from A"))
+
+
+def one_run_kernels(diff: Any) -> OneRunKernels:
+    """`OneRunKernels` of a diff (`analysis.diff.Diff`): each section's title says how many and how
+    long ("Appeared in B: 3 kernels, 82.0 µs (all their time)")."""
+    every = diff.one_run_kernels()
+    every = every.reindex(every["delta_us"].abs().sort_values(ascending=False, kind="stable").index)
+    sections = []
+    for status, heading in ONE_RUN_HEADINGS:
+        rows = every[every["status"] == status]
+        title = f"{heading}: {len(rows):,} kernels, {fmt_us(rows['delta_us'].abs().sum())} (all their time)"
+        sections.append((heading, title, rows))
+    return OneRunKernels(every, sections)
 
 
 def change_pct(a_us: float, b_us: float, in_a: bool | None = None, in_b: bool | None = None) -> str:
