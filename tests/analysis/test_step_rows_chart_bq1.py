@@ -57,15 +57,21 @@ def _report(tmp_path: Path, name: str, doc: dict[str, Any]) -> Path:
     return out
 
 
-def _step_chart(out: Path) -> tuple[dict[str, float], list[str], str]:
-    """report.html's per-step chart: µs per bar (summed over the categories), the bars in order,
-    and the title."""
+def steps_plot(out: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """report.html's per-step chart as drawn: its plotly traces and layout."""
     html = (out / "report.html").read_text()
     start = html.index('Plotly.newPlot(                        "steps",')
     decoder = json.JSONDecoder()
     text = html[html.index("[", start) :]
     data, end = decoder.raw_decode(text)
     layout, _ = decoder.raw_decode(text[end:].lstrip(", "))
+    return data, layout
+
+
+def _step_chart(out: Path) -> tuple[dict[str, float], list[str], str]:
+    """report.html's per-step chart: µs per bar (summed over the categories), the bars in order,
+    and the title."""
+    data, layout = steps_plot(out)
     bars: dict[str, float] = {}
     order: list[str] = []
     for trace in data:

@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from kernel_atlas.analysis.views import KernelViews, ViewsFold, step_row_times
 from kernel_atlas.cli import app
+from tests.analysis.test_step_rows_chart_bq1 import steps_plot
 
 runner = CliRunner()
 # (step index, op, kernel, µs)
@@ -83,12 +84,7 @@ def _doctor(out: Path, value: Any, *, absent: bool = False) -> None:
 
 def _step_chart(out: Path) -> tuple[dict[tuple[str, str], float], str]:
     """report.html's per-step chart: µs per (bar, category), and the title."""
-    html = (out / "report.html").read_text()
-    start = html.index('Plotly.newPlot(                        "steps",')
-    decoder = json.JSONDecoder()
-    text = html[html.index("[", start) :]
-    data, end = decoder.raw_decode(text)
-    layout, _ = decoder.raw_decode(text[end:].lstrip(", "))
+    data, layout = steps_plot(out)
     bars = {(x, trace["name"]): 1e3 * y for trace in data for x, y in zip(trace["x"], trace["y"], strict=True) if y}
     return bars, layout["title"]["text"]
 

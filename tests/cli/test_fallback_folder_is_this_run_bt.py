@@ -21,28 +21,11 @@ from typing import Any
 import pytest
 
 from kernel_atlas.ingest.fleet import ingested_from
+from tests.cli.test_diff_read_only_fallback_bo import _state, _trace
 from tests.support.hostile import cli
 
-H100 = {"name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85520809984, "computeMajor": 9, "numSms": 132}
-GEMM = "ampere_sgemm_128x64_nn"
 TOKEN_NAME = "run_ghp_abcdefghijklmnopqrstuvwxyz0123456789.json"  # a GitHub token's shape in the file name
 CHOOSE = "(-o sets the output folder)"
-
-
-def _trace(path: Path, dur: float) -> Path:
-    """One aten::mm on an H100: its launch and one kernel of `dur` µs on stream 7."""
-    ids = {"correlation": 100, "External id": 1000}
-    op_args = {"External id": 1000, "Input Dims": [[64, 128], [128, 256]], "Input type": ["float", "float"]}
-    events: list[dict[str, Any]] = [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 8, "dur": 8, "args": op_args},
-        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 2}
-        | {"args": ids},
-        {"ph": "X", "cat": "kernel", "name": GEMM, "pid": 0, "tid": 7, "ts": 20, "dur": dur}
-        | {"args": {**ids, "device": 0, "stream": 7}},
-    ]
-    doc = {"schemaVersion": 1, "traceEvents": events, "deviceProperties": [{"id": 0, **H100}]}
-    path.write_text(json.dumps(doc))
-    return path
 
 
 def _summary(run: Path) -> dict[str, Any]:
@@ -51,11 +34,6 @@ def _summary(run: Path) -> dict[str, Any]:
 
 def _kernel_times(run: Path) -> dict[str, float]:
     return {t["file"]: t["kernel_time_us"] for t in _summary(run)["traces"]}
-
-
-def _state(run: Path) -> dict[str, int]:
-    """Each file of a run folder and when it was last written: a folder written again shows."""
-    return {p.name: p.stat().st_mtime_ns for p in run.iterdir() if p.is_file()}
 
 
 @pytest.fixture
