@@ -72,12 +72,15 @@ class Finding:
     # of a kernel finding, the share of its time (%) whose cost is an estimate (roofline.parquet
     # `estimate`); None: no kernel finding, or a roofline that does not say
     estimated_pct: float | None = None
+    # of a kernel finding, what bounds its heaviest row (roofline.parquet `bound`): `latency` is
+    # no headroom to a roofline, and a one-line display says so instead of "headroom"
+    bound: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
             k: v
             for k, v in asdict(self).items()
-            if k != "op" and (k != "kernel" or v) and (k != "estimated_pct" or v is not None)
+            if k != "op" and (k not in ("kernel", "bound") or v) and (k != "estimated_pct" or v is not None)
         }
 
 
@@ -348,6 +351,7 @@ def headroom_findings(
                     + (f"; likely cause: {row.likely_cause}" if _given(row.likely_cause) else "")
                 ),
                 estimated_pct=round(pct, 1) if known else None,
+                bound=str(row.bound) if _given(row.bound) else "",
             )
         )
     return found

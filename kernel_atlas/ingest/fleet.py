@@ -777,11 +777,7 @@ class RunFold:
         for (_, _, entry), rank in given:
             if entry["rank"] == rank:
                 continue  # its guess (`plan`) stands: its files stay where they were written
-            _, folder, name = entry["kernels_file"].split("/")
-            host = f"{HOST_EVENTS}/{folder}/{name}"  # beside its kernels, of the same name, where it has any
-            if _dataset_file_exists(out, host):
-                _move_to_rank(out, host, rank)
-            for key in ("kernels_file", "memory_file"):
+            for key in ("kernels_file", "memory_file", "host_events_file"):
                 if entry.get(key):
                     entry[key] = _move_to_rank(out, entry[key], rank)
             with_rank(entry, rank)
@@ -826,7 +822,14 @@ class RunFold:
                 "calls": left_out.calls,
                 "total_us": round(left_out.total_us, 3),
             }
-        files = {"kernels": f"{out}/{KERNELS}", "catalog": write_json(out, CATALOG, entries)}
+        from kernel_atlas.ingest.memory import MEMORY_EVENTS
+
+        files = {"kernels": f"{out}/{KERNELS}"}
+        # the tables beside the kernels, where a trace wrote one (summary.json names each file)
+        for key, dataset in (("host_events_file", HOST_EVENTS), ("memory_file", MEMORY_EVENTS)):
+            if any(t.get(key) for t in traces):
+                files[dataset.removesuffix(".parquet")] = f"{out}/{dataset}"
+        files["catalog"] = write_json(out, CATALOG, entries)
         files["summary"] = write_json(out, SUMMARY, summary)  # last: its presence says the run completed
         return FleetResult(out, summary, warnings, self.failed, kernel_time, files)
 
@@ -870,13 +873,6 @@ def named_first(items: Sequence[str]) -> str:
     """The first NAMED_TRACES of `items`, then how many more (`a, b, c and 4 more`)."""
     more = len(items) - NAMED_TRACES
     return ", ".join(items[:NAMED_TRACES]) + (f" and {more:,} more" if more > 0 else "")
-
-
-def _dataset_file_exists(out: str, relative: str) -> bool:
-    if not is_url(out):
-        return (Path(out) / relative).is_file()
-    fs, root = filesystem(out)
-    return bool(fs.exists(f"{root}/{relative}"))
 
 
 def _move_to_rank(out: str, relative: str, rank: int) -> str:
@@ -947,13 +943,14 @@ def write_beside(
     memory: pd.DataFrame | None, host: pd.DataFrame | None, out: str, facts: dict[str, Any], stem: str, run_id: str
 ) -> dict[str, Any]:
     """The tables ingest writes beside a rank's kernels — its `[memory]` events and its host
-    events (the critical path's host side) — and the trace's facts with `memory_file` added."""
+    events (the critical path's host side) — and the trace's facts with `memory_file` and
+    `host_events_file` added where each was written (summary.json names every file of the run)."""
     from kernel_atlas.ingest.memory import write_memory_events
 
     written = write_memory_events(memory, out, facts["rank"], stem, run_id)
-    if host is not None:
-        write_host_events(host, out, facts["rank"], stem, run_id)
-    return {**facts, "memory_file": written} if written else facts
+    host_written = write_host_events(host, out, facts["rank"], stem, run_id) if host is not None else None
+    files = {"memory_file": written, "host_events_file": host_written}
+    return {**facts, **{key: path for key, path in files.items() if path}}
 
 
 def write_outputs(result: IngestResult, out_dir: str | Path) -> dict[str, Path]:

@@ -366,6 +366,8 @@ def _no_cost_section(console: Console, report: Report, view: ReportView) -> None
             f"{fmt_us(missing)} of GPU time has no cost (no recorded shapes or no cost model); "
             "see `note` in roofline.parquet",
         )
+    elif view.full:  # asked for (`--section costs`, `--full`): said, not an empty section
+        _text(console, "no GPU time lacks a cost for want of recorded shapes or a cost model")
 
 
 def _waits_section(console: Console, report: Report, view: ReportView) -> None:
@@ -465,6 +467,8 @@ def _short_where(where: str) -> str:
 def finding_line(i: int, finding: dict[str, Any], wide: bool = False) -> str:
     """`3.  347.5 µs headroom     cutlass…align8> @ matmul / Linear_0 (latency-bound, 12.9 % SOL)`."""
     kind = _KIND.get(str(finding.get("kind")), str(finding.get("kind")))
+    if finding.get("bound") == "latency":  # per-call latency is no headroom to a roofline (docs/findings.md)
+        kind = "latency"
     what = str(finding["what"])
     if not wide and finding.get("kind") == "kernel_headroom" and cell_len(what) > 30:  # a kernel name
         what = what[:14] + "…" + what[-15:]

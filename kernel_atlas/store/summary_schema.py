@@ -89,6 +89,7 @@ class _Trace(msgspec.Struct):
     rank: Rank = 0
     kernels_file: str | None = None
     memory_file: str | None = None
+    host_events_file: str | None = None
     gpus: list[_Gpu] = []
     distributed: _Distributed = _Distributed()
     devices: list[dict[str, Any]] = []
