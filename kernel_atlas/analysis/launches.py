@@ -7,10 +7,12 @@
   the event's, `other` idle time, no queueing) and the share of activities shorter on the GPU
   than their launch call on the CPU (launch-bound).
 * Graph candidates: on each stream, stretches of consecutive short eager kernels where every gap
-  between neighbours is a host wait or a kernel wait (or none). Captured in a CUDA graph, the
-  stretch would be replayed by one launch and those waits would (at most) vanish: the saving is
-  the waits inside the stretch. Stretches are grouped by the call stack all their launches share
-  (the code to capture), ranked by the total saving.
+  between neighbours is a host wait or a kernel wait (or none), and none is split at its kernel's
+  launch (`idle.gaps`: an event wait, or one the trace does not show, held the kernel past its
+  launch — a wait for something else than the host, that a graph keeps). Captured in a CUDA
+  graph, the stretch would be replayed by one launch and those waits would (at most) vanish: the
+  saving is the waits inside the stretch. Stretches are grouped by the call stack all their
+  launches share (the code to capture), ranked by the total saving.
 """
 
 from __future__ import annotations
@@ -118,13 +120,13 @@ def clock_checks(frame: pd.DataFrame) -> dict[int, dict[str, float | int | str]]
                 "gpu_clock": "behind",
                 "activities": int(early_count),
                 "of": int(count),
-                "by_us": float(-lowest),
+                "by_us": round(float(-lowest), 3),
             }
         elif r in idle_delay.index and idle_delay.loc[r, "size"] >= CLOCK_AHEAD_MIN:
             least = float(idle_delay.loc[r, "min"])
             if least >= CLOCK_AHEAD_US:
                 size = int(idle_delay.loc[r, "size"])
-                checks[int(r)] = {"gpu_clock": "ahead", "activities": size, "of": int(count), "by_us": least}
+                checks[int(r)] = {"gpu_clock": "ahead", "activities": size, "of": int(count), "by_us": round(least, 3)}
     return checks
 
 
@@ -216,6 +218,12 @@ def launch_stats(frame: pd.DataFrame, checks: dict[int, dict[str, float | int | 
     return pd.concat(tables, ignore_index=True)[LAUNCH_COLUMNS]
 
 
+def _us(value: float) -> float:
+    """A time in µs for report.json, to the nanosecond as its other times: a median of two
+    timestamp differences is 21.55, not 21.550000000000068."""
+    return round(float(value), 3)
+
+
 def launch_facts(frame: pd.DataFrame, checks: dict[int, dict[str, float | int | str]] | None = None) -> dict[str, Any]:
     """Totals for report.json; the delay left out (null) where clocks disagree, and `clocks` says
     where and why (`clock_checks`)."""
@@ -227,9 +235,9 @@ def launch_facts(frame: pd.DataFrame, checks: dict[int, dict[str, float | int | 
     facts: dict[str, Any] = {
         "eager_activities": len(rows),
         "graph_replayed": graph,
-        "launch_cpu_us": float(rows["launch_dur_us"].sum()),
-        "launch_p50_us": float(rows["launch_dur_us"].median()),
-        "delay_p50_us": float(delay.median()) if delay.notna().any() else None,
+        "launch_cpu_us": _us(rows["launch_dur_us"].sum()),
+        "launch_p50_us": _us(rows["launch_dur_us"].median()),
+        "delay_p50_us": _us(delay.median()) if delay.notna().any() else None,
         "launch_bound_pct": float(100.0 * (rows["dur_us"] < rows["launch_dur_us"]).mean()),
     }
     if checks:
@@ -273,9 +281,9 @@ def launch_facts_by_rank(
         facts[int(r)].update(
             {
                 "eager_activities": int(count),
-                "launch_cpu_us": float(launch_sum),
-                "launch_p50_us": float(launch_p50),
-                "delay_p50_us": None if np.isnan(delay_p50) else float(delay_p50),
+                "launch_cpu_us": _us(launch_sum),
+                "launch_p50_us": _us(launch_p50),
+                "delay_p50_us": None if np.isnan(delay_p50) else _us(delay_p50),
                 "launch_bound_pct": float(100.0 * bound),
             }
         )
@@ -364,8 +372,9 @@ def graph_candidates(
     device_gaps: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """graph_candidates.parquet: stretches of short eager kernels separated by host or kernel
-    waits, grouped by (rank, device, stream, shared call stack), largest saving first; activities
-    on no known stream are left out. `stream_gaps`: the frame's exact per-stream `gaps` with this
+    waits (a gap split at its kernel's launch ends a stretch, `idle.gaps`), grouped by (rank,
+    device, stream, shared call stack), largest saving first; activities on no known stream are
+    left out. `stream_gaps`: the frame's exact per-stream `gaps` with this
     `kernel_wait_us`, and `device_gaps` its exact per-device ones, when already computed."""
     device_idle = _DeviceIdle(frame, device_gaps)  # every activity keeps its device busy, on a known stream or not
     if frame["stream"].isna().any():  # activities on no known stream are no stream's stretch
@@ -377,6 +386,8 @@ def graph_candidates(
         stream_gaps = gaps(frame, per_stream=True, kernel_wait_us=kernel_wait_us)
     gap_of = np.zeros(len(frame))
     gap_of[stream_gaps.index] = stream_gaps["gap_us"].to_numpy()
+    host_of = np.zeros(len(frame))  # the host wait before a split gap's launch (0: not split)
+    host_of[stream_gaps.index] = stream_gaps["host_us"].to_numpy(np.float64)
     category_of = np.full(len(frame), -1, np.int64)  # codes of the gap's category (-1: no gap before)
     named = pd.Categorical(stream_gaps["category"], categories=CATEGORIES)
     category_of[stream_gaps.index] = named.codes
@@ -385,7 +396,12 @@ def graph_candidates(
     start = frame["ts_us"].to_numpy(np.float64)[order]
     end = start + frame["dur_us"].to_numpy(np.float64)[order]
     gap = gap_of[order]
-    host_wait = category_of[order] == CATEGORIES.index("host_wait")
+    # The host wait in each gap, as `gaps` gives it: a host_wait gap whole, else a split gap's part
+    # before the launch. A split gap (host part > 0) ends a stretch whatever its category: the kernel
+    # waited past its launch for an event (or what the trace does not show), which a graph replay
+    # waits for too — its kernel_wait category names only the queue after the launch.
+    split = host_of[order] > 0
+    host = np.where(category_of[order] == CATEGORIES.index("host_wait"), gap, host_of[order])
     other = category_of[order] == CATEGORIES.index("other")
     short = (
         (frame["kind"] == "kernel").to_numpy()[order]
@@ -396,7 +412,7 @@ def graph_candidates(
     same_stream[1:] = group[1:] == group[:-1]
     joined = np.zeros(len(order), dtype=bool)  # row i continues the stretch of row i-1
     joined[1:] = short[1:] & short[:-1]
-    joined &= same_stream & ~other
+    joined &= same_stream & ~other & ~split
     if "step" in frame:  # a graph is captured within one step: the host's wait between steps
         # (a data loader's 5 ms) is no launch overhead a graph removes
         step = frame["step"].to_numpy(np.float64, na_value=np.nan)[order]
@@ -409,7 +425,7 @@ def graph_candidates(
         {
             "stretch": stretch[member],
             "wait": wait,
-            "host": np.where(joined[member] & host_wait[member], gap[member], 0.0),
+            "host": np.where(joined[member], host[member], 0.0),
             "gpu": end[member] - start[member],
             "stack": stack_code[order][member],
             "row": order[member],

@@ -434,7 +434,7 @@ def ingest_trace(
     if frame.empty:
         warnings.append(f"{path}: {empty_trace_text(cols_ignored)}")
     if unlinked:
-        detail = ", ".join(f"{n} {why}" for why, n in unlinked.items())
+        detail = ", ".join(_unlinked_detail(n, why) for why, n in unlinked.items())
         warnings.append(f"{path}: {sum(unlinked.values())} of {len(frame)} GPU activities have no launcher ({detail})")
     if redacted:
         warnings.append(f"{path}: {redacted} values shaped like credentials (tokens, keys) written as <redacted>")
@@ -472,6 +472,19 @@ def ingest_trace(
         nsys_facts = {"processes": nsys_read.processes, "host_syncs": nsys_read.syncs}
         facts["nsys"] = {**nsys_facts, "graph_node_matched": len(exact)}
     return IngestResult(frame, facts, warnings, memory, host_events, rank_declared=detected is not None)
+
+
+def _unlinked_detail(n: int, why: str) -> str:
+    """`n` activities with no launcher for `why`, in words: the reasons (`link.UNLINKED_*`, also
+    summary.json's `unlinked` keys and kernels.parquet's `link` values, left as they are) name one
+    launch ("launch has no enclosing CPU op…"), the count's noun and verb agree with it here
+    ("1 launch has", "23 launches have", "2 launches not in the trace", "3 with no correlation id")."""
+    for one, many in (("launch has", "launches have"), ("launch", "launches")):
+        if why.startswith(one + " "):
+            return counted(n, one, many) + why[len(one) :]
+    if why.startswith("no "):  # "no correlation id on the GPU event"
+        return f"{n:,} with {why}"
+    return f"{n:,} {why}"  # "replayed from a CUDA/HIP graph…": no noun to agree
 
 
 def _ingest_for_pool(args: tuple[str, int, Sequence[CapturedGraph]]) -> IngestResult:
