@@ -48,7 +48,9 @@ def _critical_outputs(result: CriticalPathResult, out_dir: Path, run_id: str | N
     from kernel_atlas.report.critical_html import path_picture
 
     written = write_table(result.segments, out_dir / "critical_path.parquet", run_id)
-    return written, path_picture(result.segments)
+    span = result.facts.get("span")
+    start = span.get("start_us") if isinstance(span, dict) else None
+    return written, path_picture(result.segments, float(start) if isinstance(start, (int, float)) else None)
 
 
 @dataclass

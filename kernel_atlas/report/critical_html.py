@@ -31,9 +31,13 @@ class PathPicture:
     segments: int
 
 
-def path_picture(segs: pd.DataFrame) -> PathPicture:
+def path_picture(segs: pd.DataFrame, start_us: float | None = None) -> PathPicture:
+    """`start_us`: where the path starts (report.json `span.start_us`): a path may begin with an
+    edge that weighs nothing (a sync whose wait is not the path's), before its first timed segment
+    — the figure's times had been counted from that segment, 219 µs early on the example trace."""
     drawn = segs.nlargest(MAX_BARS, "dur_us").sort_values("seq") if len(segs) > MAX_BARS else segs
-    origin = float(segs["start_us"].min()) if len(segs) else 0.0
+    first = float(segs["start_us"].min()) if len(segs) else 0.0
+    origin = min(start_us, first) if start_us is not None and np.isfinite(start_us) else first
     return PathPicture(drawn[PICTURE_COLUMNS].reset_index(drop=True), origin, len(segs))
 
 
