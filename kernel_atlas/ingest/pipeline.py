@@ -435,7 +435,8 @@ def ingest_trace(
         warnings.append(f"{path}: {empty_trace_text(cols_ignored)}")
     if unlinked:
         detail = ", ".join(_unlinked_detail(n, why) for why, n in unlinked.items())
-        warnings.append(f"{path}: {sum(unlinked.values())} of {len(frame)} GPU activities have no launcher ({detail})")
+        unlinked_n = sum(unlinked.values())
+        warnings.append(f"{path}: {unlinked_n:,} of {len(frame):,} GPU activities have no launcher ({detail})")
     if redacted:
         warnings.append(f"{path}: {redacted} values shaped like credentials (tokens, keys) written as <redacted>")
     if linked.stacks_shortened:

@@ -974,7 +974,33 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
             )
         for name in sorted(present - listed):  # every rank's time would be counted again
             raise AtlasError(root / name, f"not listed in {SUMMARY} (not written by this ingest run): remove it")
+        _check_listed_host_events(root, summary)
     return Output(root, summary, run_id, rank_files(root))
+
+
+def _check_listed_host_events(root: Path, summary: dict[str, Any]) -> None:
+    """The host events files are those summary.json lists (`host_events_file`; a run written before
+    summary.json listed them is read by its folder as before): one listed but
+    missing had read as a trace without host events — a critical path of the GPU timeline alone,
+    611 times shorter, with a note that none were recorded — and a copy beside them was read too,
+    its host doubling the path's CPU side. The files' run is checked where they are read."""
+    listed = {t["host_events_file"] for t in summary.get("traces", []) if isinstance(t.get("host_events_file"), str)}
+    if not listed:
+        return
+    folder = root / DATASETS[1]
+    present = set()
+    if folder.is_dir() and not folder.is_symlink():
+        present = {file.relative_to(root).as_posix() for file in dataset_files(folder)}
+    elif folder.exists() or folder.is_symlink():
+        raise AtlasError(folder, "not a regular folder (ingest writes one)")
+    for name in sorted(listed - present):
+        raise AtlasError(
+            root / name if not Path(name).is_absolute() else Path(name),
+            f"listed in {SUMMARY} as a host events file but not among the files of {DATASETS[1]}: run `atlas ingest` "
+            "again",
+        )
+    for name in sorted(present - listed):
+        raise AtlasError(root / name, f"not listed in {SUMMARY} (not written by this ingest run): remove it")
 
 
 LABELLED = ("name", "kind", "category", "op_mapping")  # never null as `atlas ingest` writes them

@@ -144,6 +144,16 @@ def check_summary(summary: Any, path: Path) -> None:
     except msgspec.ValidationError as error:
         where, what = _words(str(error))
         raise AtlasError(path, f"not a summary of `atlas ingest`: {where} {what} (re-run `atlas ingest`)") from None
+    seen: set[str] = set()
+    for trace in summary.get("traces", []):  # each a dict with a `file` (converted above)
+        for key in ("kernels_file", "host_events_file", "memory_file"):
+            name = trace.get(key)
+            if isinstance(name, str) and name in seen:  # a trace listed twice had its devices, efficiency
+                # and rank counted twice ("2 traces claim rank 0"): the files' set had hidden it
+                twice = f"{name} is listed twice"
+                raise AtlasError(path, f"not a summary of `atlas ingest`: {twice} (re-run `atlas ingest`)")
+            if isinstance(name, str):
+                seen.add(name)
     run_id = summary.get("run_id", "0")
     if not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", run_id):
         raise AtlasError(path, "not a summary of `atlas ingest`: run_id is not a run id (re-run `atlas ingest`)")

@@ -781,6 +781,13 @@ def test_host_events_of_another_run_are_refused(tmp_path: Path) -> None:
     run, other = _ingest(EXAMPLE, tmp_path / "run"), _ingest(trace_path(A100), tmp_path / "other")
     (stray,) = (other / "host_events.parquet").glob("rank=*/*.parquet")
     shutil.copy(stray, run / "host_events.parquet" / "rank=0" / stray.name)
+    for command in (("report", run), ("whatif", run, "--no-launch-gaps")):  # summary.json lists the run's own
+        assert_one_line_error(cli(*command), f"{stray.name}: not listed in summary.json (not written by this ingest")
+    # a run whose summary.json lists no host events files (written before it did): held by their run id
+    summary = json.loads((run / "summary.json").read_text())
+    for trace in summary["traces"]:
+        trace.pop("host_events_file")
+    (run / "summary.json").write_text(json.dumps(summary))
     for command in (("report", run), ("whatif", run, "--no-launch-gaps")):
         assert_one_line_error(cli(*command), f"{stray.name}: not from the ingest run that wrote summary.json")
 
