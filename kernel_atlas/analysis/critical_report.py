@@ -22,7 +22,15 @@ from kernel_atlas.analysis.critical_ranks import (
     p2p_instances,
     p2p_rows,
 )
-from kernel_atlas.analysis.critical_segments import breakdown_pct, breakdown_us, path_span, segments, top_entries
+from kernel_atlas.analysis.critical_segments import (
+    breakdown_pct,
+    breakdown_us,
+    path_span,
+    point_words,
+    segments,
+    top_entries,
+)
+from kernel_atlas.analysis.longest_path import Path as CriticalPath
 from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, on_a_thread, process_pool
@@ -156,6 +164,7 @@ def solve_paths(
         segs = segments(graph, path, rank, graph.path_weight())
         causal = graph if exact else build_graph(kernels, host, window, zero_weight_launches=True)
     span, span_notes = path_span(graph, path)  # a path that leaves much of the window out says why
+    span_notes.extend(ends_later(graph, path))  # a chain that starts late may hold the end: said
     facts = {
         "window": graph.window,
         "convention": convention,
@@ -171,6 +180,33 @@ def solve_paths(
         "notes": notes + graph.notes + span_notes,
     }
     return SolvedPaths(CriticalPathResult(segs, facts), causal)
+
+
+def ends_later(graph: Graph, path: CriticalPath) -> list[str]:
+    """A note where, measured from the window's start (`Graph.origin_us`: every chain — a host
+    thread, an activity of no launch — starting at its own time), another chain reaches the end
+    later than the path's first point plus its weight: the path is the heaviest chain, compared by
+    weight alone (HTA's rule, which keeps a stream's serial work on it where a thread nothing ties
+    to it launches late), so it need not be what holds the run's end; the what-if and the
+    end-to-end savings measure from the window's start and follow the chain that does. One
+    relaxation pass more (the solver is the path's)."""
+    origin = graph.origin_us()
+    if origin is None or not len(path.edges):
+        return []
+    timed = longest_path(graph, graph.path_weight(), origin=origin)
+    own = max(float(graph.node_ts[graph.src[path.edges[0]]]) - origin, 0.0) + path.length_us
+    later = timed.end_us - own
+    if later <= 1e-6 * max(1.0, abs(own)) or not len(timed.edges):
+        return []
+    first, last = int(graph.src[timed.edges[0]]), int(graph.dst[timed.edges[-1]])
+    return [
+        f"measured from the window's start, another chain reaches the end {later:,.1f} µs later than this path's "
+        f"start and weight: {timed.length_us:,.1f} µs of work from {point_words(graph, first)}, "
+        f"{timed.lead_us:,.1f} µs in, to {point_words(graph, last)}. The path is the heaviest chain, each chain "
+        "counted from 0 wherever it starts (HTA's rule), so speeding its work up need not move the run's end: the "
+        "what-if and the end-to-end savings (where optimisation pays, the kernel findings) follow the chain that ends "
+        "last"
+    ]
 
 
 NOT_JOINED_CYCLES = (

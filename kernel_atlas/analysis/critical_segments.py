@@ -178,8 +178,8 @@ def path_span(graph: Graph, path: Path) -> tuple[dict[str, Any] | None, list[str
     if 100.0 - pct > UNCOVERED_NOTE_PCT:
         notes.append(
             f"the path covers {start - lo:.1f}–{end - lo:.1f} µs of the window's {extent:.1f} µs of events "
-            f"({pct:.1f} %). It starts at {_point(graph, first)}{_first_of_thread(graph, first, lo)}; it ends at "
-            f"{_point(graph, last)}. The time outside it is work that no recorded dependency ties to it (another "
+            f"({pct:.1f} %). It starts at {point_words(graph, first)}{_first_of_thread(graph, first, lo)}; it ends at "
+            f"{point_words(graph, last)}. The time outside it is work that no recorded dependency ties to it (another "
             "host thread or stream: a launch, a sync or stream order would), work lighter than it, or idle time"
         )
     if end > start and 100.0 * float(unweighted.sum()) / (end - start) > UNCOVERED_NOTE_PCT:
@@ -191,13 +191,13 @@ def path_span(graph: Graph, path: Path) -> tuple[dict[str, Any] | None, list[str
             "thread between top-level ops (running Python outside any op, or idle: the trace does not say) or "
             "blocked in a sync, a stream waiting for what the trace does not record — and `total_us` and the "
             "breakdown leave it out; the longest: "
-            f"{float(unweighted[worst]):.1f} µs from {_point(graph, int(graph.src[edge]))} to "
-            f"{_point(graph, int(graph.dst[edge]))}"
+            f"{float(unweighted[worst]):.1f} µs from {point_words(graph, int(graph.src[edge]))} to "
+            f"{point_words(graph, int(graph.dst[edge]))}"
         )
     return span, notes
 
 
-def _point(graph: Graph, node: int) -> str:
+def point_words(graph: Graph, node: int) -> str:
     """A node as words: the start or end of which event, where (host thread or GPU stream)."""
     event, edge = node // 2, "end" if node % 2 else "start"
     if event < graph.n_host:

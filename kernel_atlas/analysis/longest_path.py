@@ -21,6 +21,14 @@ class Path:
     # never settles, its distances grow with every pass, and `length_us` is the weight of the
     # path walked back from the farthest node (cycle cut), not a longest path
     converged: bool = True
+    # solved from an origin (`origin_us`): the time from the origin to the path's first node, where
+    # its chain starts (0 without one); `lead_us + length_us` is when the path ends, from the origin
+    lead_us: float = 0.0
+
+    @property
+    def end_us(self) -> float:
+        """When the path ends, from the origin it was solved from (its length without one)."""
+        return self.lead_us + self.length_us
 
 
 def _node_order(graph: Graph, nodes: np.ndarray) -> np.ndarray:
@@ -119,6 +127,8 @@ class _Solver:
     dst: list[int]
     n_compact: int
     backward: int
+    nodes: np.ndarray  # the graph's node of each compact node
+    dst_array: np.ndarray  # `dst` as an array (which nodes a run enters: `_starts`)
 
 
 def _solver(graph: Graph) -> _Solver:
@@ -137,7 +147,9 @@ def _solver(graph: Graph) -> _Solver:
     position = _node_order(graph, nodes)
     order = np.argsort(position[c_dst], kind="stable")
     backward = int(np.count_nonzero(position[c_src] >= position[c_dst]))
-    solver = _Solver(runs, order, c_src[order].tolist(), c_dst[order].tolist(), len(nodes), backward)
+    solver = _Solver(
+        runs, order, c_src[order].tolist(), c_dst[order].tolist(), len(nodes), backward, nodes, c_dst[order]
+    )
     graph.solver = solver
     return solver
 
@@ -148,17 +160,44 @@ def _run_weights(solver: _Solver, w: np.ndarray) -> np.ndarray:
     return np.bincount(runs.run_of, weights=w[runs.on_run], minlength=len(runs.heads))[solver.order]
 
 
+def _starts(graph: Graph, solver: _Solver, ws: np.ndarray, origin: float | None) -> list[float]:
+    """Each compact node's distance before any run reaches it: 0 without an origin (HTA's graph:
+    every chain starts at 0, wherever it starts in time); from `origin`, a chain's first node —
+    one no run of finite weight enters: a host thread's first point, an activity of no launch first
+    on its stream — starts at its time after the origin, as if a source at the origin had an edge
+    to it weighing that offset. Chains that start late are then compared by when they end, not by
+    their weight alone: a thread starting at 100 µs with 100 µs of work holds the end of a run
+    over one starting at 0 with 150 (campaign BV 1)."""
+    if origin is None:
+        return [0.0] * solver.n_compact
+    entered = np.zeros(solver.n_compact, bool)
+    entered[solver.dst_array[np.isfinite(ws)]] = True
+    lead = np.maximum(graph.node_ts[solver.nodes] - origin, 0.0)
+    return np.where(entered, 0.0, lead).tolist()
+
+
 def _relax(
-    graph: Graph, w: np.ndarray, max_passes: int, with_pred: bool, run_weights: list[float] | None = None
-) -> tuple[list[float], list[int], _Solver, bool]:
+    graph: Graph,
+    w: np.ndarray,
+    max_passes: int,
+    with_pred: bool,
+    run_weights: list[float] | None = None,
+    origin: float | None = None,
+    start: list[float] | None = None,
+) -> tuple[list[float], list[int], _Solver, bool, list[float]]:
     """The heaviest distance to every compact node over the contracted graph, each node's
     incoming run with `with_pred` (index into the solver's order, -1 none; see `longest_path`),
-    and whether the distances settled (a last pass changed nothing). `run_weights`: the runs'
-    weights under `w`, in relaxation order, where the caller has them (`Reweighing`)."""
+    whether the distances settled (a last pass changed nothing), and each node's distance before
+    the pass (`_starts`: its time after `origin` where it starts a chain, else 0). `run_weights`:
+    the runs' weights under `w`, in relaxation order, where the caller has them (`Reweighing`);
+    `start`: the nodes' starting distances, where the caller has them (`Reweighing`)."""
     solver = _solver(graph)
-    ws = _run_weights(solver, w).tolist() if run_weights is None else run_weights
+    weights = _run_weights(solver, w) if run_weights is None else None
+    ws: list[float] = weights.tolist() if weights is not None else list(run_weights or [])
     src, dst = solver.src, solver.dst
-    dist = [0.0] * solver.n_compact
+    if start is None:
+        start = _starts(graph, solver, weights if weights is not None else np.asarray(ws), origin)
+    dist = list(start)
     pred = [-1] * solver.n_compact if with_pred else []
     changed = True
     for _ in range(min(solver.backward, max_passes) + 1):
@@ -184,7 +223,7 @@ def _relax(
             if note not in graph.notes:
                 graph.notes.append(note)
     # one pass orders everything when nothing goes back; else a pass that changed nothing settles it
-    return dist, pred, solver, not (changed and solver.backward)
+    return dist, pred, solver, not (changed and solver.backward), start
 
 
 def solves_exactly(graph: Graph) -> bool:
@@ -193,12 +232,15 @@ def solves_exactly(graph: Graph) -> bool:
     return graph.n_nodes == 0 or len(graph.src) == 0 or _solver(graph).backward == 0
 
 
-def longest_path_length(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> float:
-    """`longest_path(graph, weight).length_us` without building the path (what-if savings need
-    only the length)."""
+def longest_path_length(
+    graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50, origin: float | None = None
+) -> float:
+    """`longest_path(graph, weight, origin=origin).end_us` without building the path (what-if
+    savings need only the length): from `origin`, the time from it to the end the path reaches."""
     if graph.n_nodes == 0 or len(graph.src) == 0:
         return 0.0
-    dist, _, _, _ = _relax(graph, graph.weight if weight is None else weight, max_passes, with_pred=False)
+    w = graph.weight if weight is None else weight
+    dist = _relax(graph, w, max_passes, with_pred=False, origin=origin)[0]
     return float(max(dist, default=0.0))
 
 
@@ -208,28 +250,35 @@ class Reweighing:
     only the runs holding an edge it changes — its solve is then the relaxation pass alone, where
     summing 2.8 M edges into their runs again had cost a third of it. A changed run's weight is
     summed afresh from its edges, in the order a full weighing sums them, so every length equals
-    `longest_path_length` under the whole weighting to the last bit."""
+    `longest_path_length` under the whole weighting to the last bit. `origin`: solved from it
+    (`longest_path`), every length then the time from it to the path's end."""
 
-    def __init__(self, graph: Graph, weight: np.ndarray) -> None:
-        self.graph, self.weight = graph, weight
+    def __init__(self, graph: Graph, weight: np.ndarray, origin: float | None = None) -> None:
+        self.graph, self.weight, self.origin = graph, weight, origin
         if graph.n_nodes == 0 or len(graph.src) == 0:
             return
         solver = _solver(graph)
         runs = solver.runs
-        self._run_weights = _run_weights(solver, weight).tolist()
+        weights = _run_weights(solver, weight)
+        self._run_weights = weights.tolist()
+        # where each chain starts, from the origin: a candidate's weights are finite, so the runs
+        # that enter a node stay those of the weighting it changes (a list's copy per solve)
+        self._start = _starts(graph, solver, weights, origin)
         self._place = np.empty(len(solver.order), np.int64)  # each run's place in relaxation order
         self._place[solver.order] = np.arange(len(solver.order))
         self._run = np.full(len(graph.src), -1, np.int64)  # per edge: its run (-1: on none)
         self._run[runs.on_run] = runs.run_of
 
     def path(self, max_passes: int = 50) -> Path:
-        """`longest_path(graph, weight)`, from the runs as weighed."""
+        """`longest_path(graph, weight, origin=origin)`, from the runs as weighed."""
         if self.graph.n_nodes == 0 or len(self.graph.src) == 0:
             return Path(0.0, np.empty(0, np.int64))
-        return _walked(self.weight, *_relax(self.graph, self.weight, max_passes, True, self._run_weights))
+        solved = _relax(self.graph, self.weight, max_passes, True, self._run_weights, self.origin, self._start)
+        return _walked(self.weight, *solved)
 
     def length(self, edges: np.ndarray, weights: np.ndarray, max_passes: int = 50) -> float:
-        """The longest path's length with each of `edges` (distinct) weighing `weights` instead."""
+        """The longest path's length (from the origin: its end) with each of `edges` (distinct)
+        weighing `weights` instead."""
         graph = self.graph
         if graph.n_nodes == 0 or len(graph.src) == 0:
             return 0.0
@@ -246,27 +295,38 @@ class Reweighing:
         run_weights = list(self._run_weights)
         for place, total in zip(self._place[changed].tolist(), sums.tolist(), strict=True):
             run_weights[place] = total
-        dist, _, _, _ = _relax(graph, self.weight, max_passes, with_pred=False, run_weights=run_weights)
+        dist = _relax(graph, self.weight, max_passes, False, run_weights, self.origin, self._start)[0]
         return float(max(dist, default=0.0))
 
 
-def longest_path(graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50) -> Path:
+def longest_path(
+    graph: Graph, weight: np.ndarray | None = None, max_passes: int = 50, origin: float | None = None
+) -> Path:
     """The heaviest path over the contracted graph: runs relaxed in the time order of their
     heads' ends (one pass when every run goes forward in that order; one going back — clocks
-    that disagree — takes another pass, until nothing changes)."""
+    that disagree — takes another pass, until nothing changes). `origin` (a time, µs): every
+    chain starts at its first node's time after it (`_starts`), so the path found is the one that
+    ends last; its `length_us` is still its edges' weight, `lead_us` its start after the origin.
+    None: every chain starts at 0 (HTA's graph: the heaviest chain, wherever it starts)."""
     if graph.n_nodes == 0 or len(graph.src) == 0:
         return Path(0.0, np.empty(0, np.int64))
     w = graph.weight if weight is None else weight
-    return _walked(w, *_relax(graph, w, max_passes, with_pred=True))
+    return _walked(w, *_relax(graph, w, max_passes, with_pred=True, origin=origin))
 
 
-def _walked(w: np.ndarray, dist: list[float], pred: list[int], solver: _Solver, converged: bool) -> Path:
+def _walked(
+    w: np.ndarray, dist: list[float], pred: list[int], solver: _Solver, converged: bool, start: list[float]
+) -> Path:
     """The path a relaxation under weights `w` found, walked back from the first node of largest
-    distance."""
+    distance; its length is that distance less the one its first node started at (`start`)."""
     if not dist:
         return Path(0.0, np.empty(0, np.int64))
     dist_a = np.asarray(dist)
-    node = int(np.argmax(dist_a))
+    # the first node of largest distance that a run reaches: a chain's first node, started at its
+    # time after the origin, ties with the end of its own chain where that adds nothing (else the first)
+    top = dist_a == dist_a.max()
+    reached = top & (np.asarray(pred) >= 0) if pred else top
+    node = int(np.argmax(reached if reached.any() else top))
     chosen, seen = [], set()
     while pred[node] >= 0 and node not in seen:
         seen.add(node)
@@ -275,9 +335,10 @@ def _walked(w: np.ndarray, dist: list[float], pred: list[int], solver: _Solver, 
         node = solver.src[i]
     chosen.reverse()
     edges = _run_members(solver.runs, np.asarray(chosen, np.int64))
+    lead = float(start[node])  # where the walk back stopped: no run improved it
     if converged:
-        return Path(float(dist_a.max()), edges)
-    return Path(float(w[edges].sum()) if len(edges) else 0.0, edges, converged=False)
+        return Path(float(dist_a.max()) - lead, edges, lead_us=lead)
+    return Path(float(w[edges].sum()) if len(edges) else 0.0, edges, converged=False, lead_us=lead)
 
 
 def _run_members(runs: _Runs, chosen: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ import pandas as pd
 
 from kernel_atlas.analysis.critical_path import DEPEND, GAP, GPU, LAUNCH, Graph, build_graph, parse_window
 from kernel_atlas.analysis.critical_ranks import COLLECTIVE, MAX_JOINT_NODES, MAX_JOINT_RANKS, join_ranks
+from kernel_atlas.analysis.critical_segments import point_words
 from kernel_atlas.analysis.longest_path import Reweighing, longest_path, solves_exactly
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import distinct_codes, lexical_codes
@@ -265,10 +266,18 @@ def solve(graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: 
     in a note. Where the selected activities have no roofline cost (`no_cost`) and nothing else
     changes, the new time and the saving are unknown (None), else the saving counts the rest."""
     reference = graph.whatif_weight()
-    baseline = longest_path(graph, reference)
+    origin = graph.origin_us()  # every chain starts at its own time: the baseline is when the run ends
+    baseline = longest_path(graph, reference, origin=origin)
     weight, detail = whatif_weights(graph, changes, no_launch_gaps, roofline, reference)
-    after = longest_path(graph, weight)
+    after = longest_path(graph, weight, origin=origin)
     notes = list(graph.notes)
+    if baseline.lead_us > 0 and len(baseline.edges):
+        first = int(graph.src[baseline.edges[0]])
+        notes.append(
+            f"the baseline is measured from the window's start: its path starts {baseline.lead_us:,.1f} µs in, at "
+            f"{point_words(graph, first)} (chains that start late — another host thread, an activity of no launch — "
+            "count from where they start, so a saving is a change of when the run ends)"
+        )
     on_path = baseline.edges[graph.kind[baseline.edges] == DEPEND]
     host_gap = float(reference[on_path].sum())
     if host_gap > 0:
@@ -279,12 +288,12 @@ def solve(graph: Graph, changes: list[Speedup], no_launch_gaps: bool, roofline: 
         )
     unknown = detail["no_cost"] > 0 and not no_launch_gaps and detail["gpu_us_saved_locally"] == 0
     notes.extend(_cost_notes(detail["changes"], unknown))
-    pct = round(100.0 * (1 - after.length_us / baseline.length_us), 2) if baseline.length_us else 0.0
+    pct = round(100.0 * (1 - after.end_us / baseline.end_us), 2) if baseline.end_us else 0.0
     return {
         "window": graph.window["name"],
-        "baseline_us": round(baseline.length_us, 3),
-        "new_us": None if unknown else round(after.length_us, 3),
-        "saving_us": None if unknown else round(baseline.length_us - after.length_us, 3),
+        "baseline_us": round(baseline.end_us, 3),
+        "new_us": None if unknown else round(after.end_us, 3),
+        "saving_us": None if unknown else round(baseline.end_us - after.end_us, 3),
         "saving_pct": None if unknown else pct,
         "no_launch_gaps": no_launch_gaps,
         **detail,
@@ -394,10 +403,11 @@ def where_optimisation_pays(graph: Graph, roofline: pd.DataFrame | None, top: in
     reference = graph.whatif_weight()  # the host's time between its top-level ops held (`solve`)
     reference = reference.copy() if reference is graph.weight else reference
     reference[own] = dur[index]
-    reweighing = Reweighing(graph, reference)  # each candidate re-weighs the few runs it changes
+    # each candidate re-weighs the few runs it changes; from the window's start, as `solve`
+    reweighing = Reweighing(graph, reference, graph.origin_us())
     if solves_exactly(graph):
         path = reweighing.path()
-        base = path.length_us
+        base = path.end_us
         on_path = np.zeros(len(gpu), bool)
         path_own = path.edges[graph.kind[path.edges] == GPU]
         on_path[graph.event[path_own] - graph.n_host] = True
