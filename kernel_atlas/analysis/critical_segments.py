@@ -202,9 +202,24 @@ def point_words(graph: Graph, node: int) -> str:
     event, edge = node // 2, "end" if node % 2 else "start"
     if event < graph.n_host:
         row = graph.host.iloc[event]
-        return f"the {edge} of {str(row['name'])[:60]} (host thread {int(row['thread'])})"
+        return f"the {edge} of {str(row['name'])[:60]} (host thread {_thread_ordinal(graph, event)})"
     row = graph.gpu.iloc[event - graph.n_host]
     return f"the {edge} of {display_name(str(row['name']))[:60]} (stream {int(row['stream'])})"
+
+
+def _thread_ordinal(graph: Graph, event: int) -> int:
+    """The host thread of host event `event`, numbered from 0 by when each thread's first event
+    starts (of its rank, in a joint graph of several ranks): the host table's `thread` is a code in
+    the order ingest met the threads in the file, so a note had named the same thread 1 of the
+    trace as written and 0 of its events shuffled."""
+    thread = graph.host["thread"].to_numpy()
+    mine = np.ones(len(thread), bool)
+    if "rank" in graph.host:  # a joint graph of several ranks: their threads are numbered alike
+        rank = graph.host["rank"].to_numpy()
+        mine = rank == rank[event]
+    firsts = pd.Series(graph.host["ts_us"].to_numpy(np.float64)[mine]).groupby(thread[mine]).min()
+    own = firsts.loc[thread[event]]
+    return int(np.count_nonzero(firsts.to_numpy() < own))
 
 
 def _first_of_thread(graph: Graph, node: int, lo: float) -> str:
