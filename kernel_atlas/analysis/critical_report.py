@@ -31,7 +31,7 @@ from kernel_atlas.analysis.critical_segments import (
     top_entries,
 )
 from kernel_atlas.analysis.longest_path import Path as CriticalPath
-from kernel_atlas.analysis.longest_path import longest_path, solves_exactly
+from kernel_atlas.analysis.longest_path import longest_path, longest_path_length, solves_exactly
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, on_a_thread, process_pool
 from kernel_atlas.core.errors import AtlasError
@@ -189,14 +189,17 @@ def ends_later(graph: Graph, path: CriticalPath) -> list[str]:
     weight alone (HTA's rule, which keeps a stream's serial work on it where a thread nothing ties
     to it launches late), so it need not be what holds the run's end; the what-if and the
     end-to-end savings measure from the window's start and follow the chain that does. One
-    relaxation pass more (the solver is the path's)."""
+    relaxation pass more (the solver is the path's), without predecessors; a second, walking the
+    later chain back for the note's words, only where there is one."""
     origin = graph.origin_us()
     if origin is None or not len(path.edges):
         return []
-    timed = longest_path(graph, graph.path_weight(), origin=origin)
     own = max(float(graph.node_ts[graph.src[path.edges[0]]]) - origin, 0.0) + path.length_us
+    if longest_path_length(graph, graph.path_weight(), origin=origin) - own <= 1e-6 * max(1.0, abs(own)):
+        return []
+    timed = longest_path(graph, graph.path_weight(), origin=origin)
     later = timed.end_us - own
-    if later <= 1e-6 * max(1.0, abs(own)) or not len(timed.edges):
+    if not len(timed.edges):
         return []
     first, last = int(graph.src[timed.edges[0]]), int(graph.dst[timed.edges[-1]])
     return [
