@@ -386,8 +386,8 @@ def graph_candidates(
         stream_gaps = gaps(frame, per_stream=True, kernel_wait_us=kernel_wait_us)
     gap_of = np.zeros(len(frame))
     gap_of[stream_gaps.index] = stream_gaps["gap_us"].to_numpy()
-    host_of = np.zeros(len(frame))  # the host wait before a split gap's launch (0: not split)
-    host_of[stream_gaps.index] = stream_gaps["host_us"].to_numpy(np.float64)
+    split_of = np.zeros(len(frame), bool)  # a gap split at its launch (`gaps`: its host part > 0)
+    split_of[stream_gaps.index] = stream_gaps["host_us"].to_numpy(np.float64) > 0
     category_of = np.full(len(frame), -1, np.int64)  # codes of the gap's category (-1: no gap before)
     named = pd.Categorical(stream_gaps["category"], categories=CATEGORIES)
     category_of[stream_gaps.index] = named.codes
@@ -396,12 +396,12 @@ def graph_candidates(
     start = frame["ts_us"].to_numpy(np.float64)[order]
     end = start + frame["dur_us"].to_numpy(np.float64)[order]
     gap = gap_of[order]
-    # The host wait in each gap, as `gaps` gives it: a host_wait gap whole, else a split gap's part
-    # before the launch. A split gap (host part > 0) ends a stretch whatever its category: the kernel
-    # waited past its launch for an event (or what the trace does not show), which a graph replay
-    # waits for too — its kernel_wait category names only the queue after the launch.
-    split = host_of[order] > 0
-    host = np.where(category_of[order] == CATEGORIES.index("host_wait"), gap, host_of[order])
+    # A split gap ends a stretch whatever its category: the kernel waited past its launch for an
+    # event (or what the trace does not show), which a graph replay waits for too — its kernel_wait
+    # category names only the queue after the launch. Every other gap's host wait is the whole gap
+    # where it is a host_wait one (`gaps`: only a split gap has a host part of its own).
+    split = split_of[order]
+    host_wait = category_of[order] == CATEGORIES.index("host_wait")
     other = category_of[order] == CATEGORIES.index("other")
     short = (
         (frame["kind"] == "kernel").to_numpy()[order]
@@ -425,7 +425,7 @@ def graph_candidates(
         {
             "stretch": stretch[member],
             "wait": wait,
-            "host": np.where(joined[member], host[member], 0.0),
+            "host": np.where(joined[member] & host_wait[member], gap[member], 0.0),
             "gpu": end[member] - start[member],
             "stack": stack_code[order][member],
             "row": order[member],

@@ -192,8 +192,11 @@ def _relax(
     the runs' weights under `w`, in relaxation order, where the caller has them (`Reweighing`);
     `start`: the nodes' starting distances, where the caller has them (`Reweighing`)."""
     solver = _solver(graph)
-    weights = _run_weights(solver, w) if run_weights is None else None
-    ws: list[float] = weights.tolist() if weights is not None else list(run_weights or [])
+    if run_weights is None:
+        weights: np.ndarray | None = _run_weights(solver, w)
+        ws = weights.tolist()
+    else:  # the caller's list, read, never written: no copy of 0.5 M weights per solve
+        weights, ws = None, run_weights
     src, dst = solver.src, solver.dst
     if start is None:
         start = _starts(graph, solver, weights if weights is not None else np.asarray(ws), origin)

@@ -29,6 +29,7 @@ from kernel_atlas.ingest.events import SYNC_KINDS
 from kernel_atlas.ingest.link import LinkedColumns
 from kernel_atlas.ingest.nesting import first_matching
 from kernel_atlas.store.outputs import (
+    HOST_EVENTS,
     KERNELS,
     PARTITION,
     dataset_file,
@@ -40,7 +41,6 @@ from kernel_atlas.store.outputs import (
     write_dataset_file,
 )
 
-HOST_EVENTS = "host_events.parquet"
 KINDS = ("cpu_op", "annotation", "runtime", "sync")
 _KIND_OF_FAMILY = {CPU_OP: 0, ANNOTATION: 1, RUNTIME: 2}
 

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     import fsspec
 
 KERNELS = "kernels.parquet"
+HOST_EVENTS = "host_events.parquet"  # written by ingest beside the kernels (ingest/host_events.py)
 CATALOG = "catalog.json"
 SUMMARY = "summary.json"
 REPORT = "report.json"  # the report's facts; written last by `atlas report`, lists its files
@@ -88,13 +89,13 @@ DERIVED = (
     "collectives.parquet",
     "memory_events.parquet",  # written by ingest itself, after the previous run's is removed
     "memory.parquet",
-    "host_events.parquet",  # written by ingest beside the kernels (ingest/host_events.py)
+    HOST_EVENTS,
     "critical_path.parquet",
     "steps.parquet",  # a report killed after it removed report.json left it, served as the next run's steps
     "whatif.json",
 )
 # The rank-partitioned tables an ingest writes: their `rank=N` folders are made before a file is in them
-DATASETS = (KERNELS, "host_events.parquet", "memory_events.parquet")
+DATASETS = (KERNELS, HOST_EVENTS, "memory_events.parquet")
 # Columns a kernels table must have for `atlas report`; the others are filled with nulls when absent
 # (outputs of earlier versions lack the newer ones).
 REQUIRED_COLUMNS = ("name", "kind", "ts_us", "dur_us", "op_mapping", "category")
@@ -966,41 +967,38 @@ def open_output(out_dir: str | Path, required: Sequence[str] = REQUIRED_COLUMNS)
         pass
     release_arrow_memory()  # the batches the checks read
     if run_id is not None:
-        present = {file.relative_to(root).as_posix() for file in files}
-        listed = {t["kernels_file"] for t in summary.get("traces", []) if "kernels_file" in t}
-        for name in sorted(listed - present):
-            raise AtlasError(
-                root / name, f"listed in {SUMMARY} but not among the files of {KERNELS}: run `atlas ingest` again"
-            )
-        for name in sorted(present - listed):  # every rank's time would be counted again
-            raise AtlasError(root / name, f"not listed in {SUMMARY} (not written by this ingest run): remove it")
-        _check_listed_host_events(root, summary)
+        traces = summary.get("traces", [])
+        _files_as_listed(root, files, {t["kernels_file"] for t in traces if "kernels_file" in t}, KERNELS, "")
+        # the host events files are those summary.json lists (`host_events_file`; a run written before
+        # it listed them is read by its folder as before): one listed but missing had read as a trace
+        # without host events — a critical path of the GPU timeline alone, 611 times shorter — and a
+        # copy beside them was read too. Their run is checked where they are read.
+        listed = {t["host_events_file"] for t in traces if isinstance(t.get("host_events_file"), str)}
+        if listed:
+            host_files = _dataset_files_if_any(root / HOST_EVENTS)
+            _files_as_listed(root, host_files, listed, HOST_EVENTS, " as a host events file")
     return Output(root, summary, run_id, rank_files(root))
 
 
-def _check_listed_host_events(root: Path, summary: dict[str, Any]) -> None:
-    """The host events files are those summary.json lists (`host_events_file`; a run written before
-    summary.json listed them is read by its folder as before): one listed but
-    missing had read as a trace without host events — a critical path of the GPU timeline alone,
-    611 times shorter, with a note that none were recorded — and a copy beside them was read too,
-    its host doubling the path's CPU side. The files' run is checked where they are read."""
-    listed = {t["host_events_file"] for t in summary.get("traces", []) if isinstance(t.get("host_events_file"), str)}
-    if not listed:
-        return
-    folder = root / DATASETS[1]
-    present = set()
-    if folder.is_dir() and not folder.is_symlink():
-        present = {file.relative_to(root).as_posix() for file in dataset_files(folder)}
-    elif folder.exists() or folder.is_symlink():
-        raise AtlasError(folder, "not a regular folder (ingest writes one)")
+def _files_as_listed(root: Path, files: list[Path], listed: set[str], dataset: str, role: str) -> None:
+    """A dataset's files are exactly those summary.json lists (relative paths): one listed and
+    missing, or one there and not listed (its rank's time would be counted again), is refused."""
+    present = {file.relative_to(root).as_posix() for file in files}
     for name in sorted(listed - present):
-        raise AtlasError(
-            root / name if not Path(name).is_absolute() else Path(name),
-            f"listed in {SUMMARY} as a host events file but not among the files of {DATASETS[1]}: run `atlas ingest` "
-            "again",
+        raise AtlasError(  # an absolute name stays itself (`root / name`)
+            root / name, f"listed in {SUMMARY}{role} but not among the files of {dataset}: run `atlas ingest` again"
         )
     for name in sorted(present - listed):
         raise AtlasError(root / name, f"not listed in {SUMMARY} (not written by this ingest run): remove it")
+
+
+def _dataset_files_if_any(folder: Path) -> list[Path]:
+    """`dataset_files` of a dataset folder that may be absent (none); one that is not a folder is refused."""
+    if folder.is_dir() and not folder.is_symlink():
+        return dataset_files(folder)
+    if folder.exists() or folder.is_symlink():
+        raise AtlasError(folder, "not a regular folder (ingest writes one)")
+    return []
 
 
 LABELLED = ("name", "kind", "category", "op_mapping")  # never null as `atlas ingest` writes them
