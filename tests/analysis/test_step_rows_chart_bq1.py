@@ -15,6 +15,7 @@ import pandas as pd
 from typer.testing import CliRunner
 
 from kernel_atlas.cli import app
+from tests.analysis.test_steps_views_s66 import _ingest
 
 runner = CliRunner()
 MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>"
@@ -47,11 +48,7 @@ def _trace(steps: list[tuple[int, float, float]], kernels: list[tuple[float | No
 
 
 def _report(tmp_path: Path, name: str, doc: dict[str, Any]) -> Path:
-    path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(doc))
-    out = tmp_path / f"{name}.atlas"
-    result = runner.invoke(app, ["ingest", str(path), "-o", str(out), "-q"])
-    assert result.exit_code == 0, result.output
+    out = _ingest(tmp_path, name, doc)
     result = runner.invoke(app, ["report", str(out)])
     assert result.exit_code == 0, result.output
     return out

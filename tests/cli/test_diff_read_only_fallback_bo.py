@@ -7,6 +7,7 @@ took it back, again without a word."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,20 @@ def _state(run: Path) -> dict[str, int]:
 def folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """shared/a.json (a 30 µs kernel) in a read-only folder; work/a.json (45 µs) and work/b.json
     (40 µs) in the current folder."""
+    yield from read_only_shared(tmp_path, monkeypatch, {"a.json": 30.0}, {"a.json": 45.0, "b.json": 40.0})
+
+
+def read_only_shared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_traces: dict[str, float], work_traces: dict[str, float]
+) -> Iterator[tuple[Path, Path]]:
+    """shared/ (read-only) and work/ (the current folder), each holding a trace of one kernel of the
+    given µs per file name; shared/ made writable again afterwards."""
     shared, work = tmp_path / "shared", tmp_path / "work"
     shared.mkdir()
     work.mkdir()
-    _trace(shared / "a.json", 30.0)
-    _trace(work / "a.json", 45.0)
-    _trace(work / "b.json", 40.0)
+    for folder, traces in ((shared, shared_traces), (work, work_traces)):
+        for name, dur in traces.items():
+            _trace(folder / name, dur)
     shared.chmod(0o555)  # read-only, for root too (the mode says: not here)
     monkeypatch.chdir(work)
     try:

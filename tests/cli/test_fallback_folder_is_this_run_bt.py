@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from kernel_atlas.ingest.fleet import ingested_from
-from tests.cli.test_diff_read_only_fallback_bo import _state, _trace
+from tests.cli.test_diff_read_only_fallback_bo import _state, _trace, read_only_shared
 from tests.support.hostile import cli
 
 TOKEN_NAME = "run_ghp_abcdefghijklmnopqrstuvwxyz0123456789.json"  # a GitHub token's shape in the file name
@@ -40,19 +40,9 @@ def _kernel_times(run: Path) -> dict[str, float]:
 def folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """shared/ (read-only): a.json (a 30 µs kernel), b.json (40 µs) and run_ghp_….json (25 µs);
     work/ (the current folder): a.json (45 µs)."""
-    shared, work = tmp_path / "shared", tmp_path / "work"
-    shared.mkdir()
-    work.mkdir()
-    _trace(shared / "a.json", 30.0)
-    _trace(shared / "b.json", 40.0)
-    _trace(shared / TOKEN_NAME, 25.0)
-    _trace(work / "a.json", 45.0)
-    shared.chmod(0o555)  # read-only, for root too (the mode says: not here)
-    monkeypatch.chdir(work)
-    try:
-        yield shared, work
-    finally:
-        shared.chmod(0o755)
+    yield from read_only_shared(
+        tmp_path, monkeypatch, {"a.json": 30.0, "b.json": 40.0, TOKEN_NAME: 25.0}, {"a.json": 45.0}
+    )
 
 
 def test_a_trace_named_with_a_credential_finds_its_own_run(folders) -> None:

@@ -40,6 +40,8 @@ from kernel_atlas.analysis.diff import diff_runs
 from kernel_atlas.report import dashboard as dash
 from kernel_atlas.report.html import write_diff_html
 from kernel_atlas.report.notebooks import execute
+from tests.analysis.test_diff_hand_s65 import _trace as hand_trace
+from tests.analysis.test_diff_hand_s65 import _write
 
 A100 = "NVIDIA A100-SXM4-80GB"
 V100 = "Tesla V100-SXM2-16GB"
@@ -52,43 +54,10 @@ SGEMM = "ampere_sgemm_64x64_nn"
 
 
 def _trace(path: Path, calls: list[dict[str, Any]], gpu: str = A100) -> Path:
-    """Kineto JSON: per call a cpu_op (its Input Dims) launching its kernels (name, µs) one after
-    another on stream 7, inside ProfilerStep#`step` where it has one; `launch` False: the
-    kernels without a cpu_op or a launch."""
-    events: list[dict[str, Any]] = []
-    t, gpu_t, correlation = 1000.0, 500_000.0, 1
-    steps: dict[int, tuple[float, float]] = {}
-    for external, call in enumerate(calls, start=1):
-        span = 40.0 + 10 * len(call["kernels"])
-        launch = call.get("launch", True)
-        if launch:
-            args = {"External id": external, "Input Dims": call["dims"]}
-            events.append({"ph": "X", "cat": "cpu_op", "name": call["op"], "pid": 1, "tid": 1, "ts": t, "dur": span})
-            events[-1]["args"] = args
-        for i, (name, us) in enumerate(call["kernels"]):
-            ids = {"correlation": correlation, "External id": external}
-            if launch:
-                events.append(
-                    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1}
-                    | {"ts": t + 1 + 8 * i, "dur": 5, "args": ids}
-                )
-            events.append(
-                {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": gpu_t, "dur": us}
-                | {"args": ids | {"device": 0, "stream": 7}}
-            )
-            gpu_t, correlation = gpu_t + us + 2, correlation + 1
-        if call.get("step") is not None:
-            low, high = steps.get(call["step"], (t, t + span))
-            steps[call["step"]] = (min(low, t), max(high, t + span))
-        t += span + 10
-    for step, (low, high) in steps.items():
-        events.append(
-            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1}
-            | {"ts": low - 0.2, "dur": high - low + 0.4}
-        )
-    device = {"id": 0, "name": gpu, "totalGlobalMem": 85e9, "numSms": 108}
-    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events, "deviceProperties": [device]}))
-    return path
+    """Kineto JSON at `path` (`test_diff_hand_s65._trace`): per call a cpu_op (its Input Dims)
+    launching its kernels (name, µs) one after another on stream 7, inside ProfilerStep#`step`
+    where it has one; `launch` False: the kernels without a cpu_op or a launch."""
+    return _write(path.parent, path.name, hand_trace(calls, gpu))
 
 
 def _call(op: str, dims: list[list[int]], *kernels: tuple[str, float], step: int | None = 1) -> dict[str, Any]:
