@@ -32,6 +32,7 @@ from kernel_atlas.analysis.critical_segments import (
 )
 from kernel_atlas.analysis.longest_path import Path as CriticalPath
 from kernel_atlas.analysis.longest_path import longest_path, longest_path_length, solves_exactly
+from kernel_atlas.analysis.relaxation import COMPILED_MIN_RUNS, warm_up
 from kernel_atlas.analysis.whatif import where_optimisation_pays
 from kernel_atlas.core.beside import Beside, ChildLost, Receiver, can_fork, on_a_thread, process_pool
 from kernel_atlas.core.errors import AtlasError
@@ -41,6 +42,9 @@ from kernel_atlas.store.outputs import load_kernels
 # traces of at least this many events (summary.json, all ranks) have their critical path solved in
 # a process beside the report's own work (`CriticalPathJob`); below, the fork would cost more than it saves
 BESIDE_MIN_EVENTS = 250_000
+# a trace this large makes a graph of more runs than COMPILED_MIN_RUNS (~4 events a run: the
+# 510 MB benchmark's 1.96 M events, 516,798 runs): the process beside compiles its relaxation at once
+WARM_MIN_EVENTS = 4 * COMPILED_MIN_RUNS
 # the kernel columns the graphs, their segments and the what-if read (all but these are left unread)
 GRAPH_COLUMNS = (
     *("trace", "rank", "name", "kind", "ts_us", "dur_us", "device", "stream", "step", "correlation"),
@@ -425,6 +429,7 @@ class CriticalPathJob(Generic[T]):
         self._finish = finish
         self._roofline: pd.DataFrame | None = None
         self._beside: Beside[Finished[T]] | None = None
+        self._warm = events >= WARM_MIN_EVENTS  # the relaxation compiled while the graph is built
         if events >= BESIDE_MIN_EVENTS and can_fork():
             try:
                 self._beside = Beside(self._solve_beside, may_fork=True)
@@ -437,6 +442,8 @@ class CriticalPathJob(Generic[T]):
         this one walks and describes the path and writes its files (the two took 1.2 s after
         the report's own work had ended, on a 510 MB trace)."""
         early = _ForkedWhatIf(receive)
+        if self._warm:
+            warm_up()
         try:
             return self._work(receive, early)
         finally:

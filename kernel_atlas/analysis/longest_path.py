@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernel_atlas.analysis.critical_path import Graph
+from kernel_atlas.analysis.relaxation import Passes, python_passes, use_compiled
 
 
 @dataclass
@@ -43,6 +44,11 @@ def _node_order(graph: Graph, nodes: np.ndarray) -> np.ndarray:
     position = np.empty(len(nodes), np.int64)
     position[np.lexsort((tie, cls, graph.node_ts[nodes]))] = np.arange(len(nodes))
     return position
+
+
+# the distances and predecessors of a relaxation: lists, or arrays where it ran compiled
+Distances = list[float] | np.ndarray
+Predecessors = list[int] | np.ndarray
 
 
 @dataclass
@@ -118,17 +124,19 @@ def _run_heads(prev: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 @dataclass
 class _Solver:
     """What every solve of one graph shares, worked out once: the contracted runs in the order
-    they are relaxed, their ends as compact node numbers (only nodes some run touches), and how
-    many runs go back in time."""
+    they are relaxed, their ends as compact node numbers (only nodes some run touches), how
+    many runs go back in time, and the compiled relaxation where the graph is large enough for it
+    (`relaxation`): then the runs' ends, weights and distances are arrays, else Python lists."""
 
     runs: _Runs
     order: np.ndarray  # runs in relaxation order (the time order of their ends)
-    src: list[int]  # per run in that order: compact start and end node
-    dst: list[int]
+    src: list[int] | np.ndarray  # per run in that order: compact start and end node
+    dst: list[int] | np.ndarray
     n_compact: int
     backward: int
     nodes: np.ndarray  # the graph's node of each compact node
     dst_array: np.ndarray  # `dst` as an array (which nodes a run enters: `_starts`)
+    compiled: Passes | None = None  # the compiled passes, None: the Python loop over lists
 
 
 def _solver(graph: Graph) -> _Solver:
@@ -147,9 +155,13 @@ def _solver(graph: Graph) -> _Solver:
     position = _node_order(graph, nodes)
     order = np.argsort(position[c_dst], kind="stable")
     backward = int(np.count_nonzero(position[c_src] >= position[c_dst]))
-    solver = _Solver(
-        runs, order, c_src[order].tolist(), c_dst[order].tolist(), len(nodes), backward, nodes, c_dst[order]
-    )
+    compiled = use_compiled(k)  # compiled here, once per process: before a what-if's process is forked
+    src, dst = c_src[order], c_dst[order]
+    if compiled is None:
+        solver = _Solver(runs, order, src.tolist(), dst.tolist(), len(nodes), backward, nodes, dst)
+    else:
+        src, dst = np.ascontiguousarray(src, np.int64), np.ascontiguousarray(dst, np.int64)
+        solver = _Solver(runs, order, src, dst, len(nodes), backward, nodes, dst, compiled)
     graph.solver = solver
     return solver
 
@@ -160,7 +172,12 @@ def _run_weights(solver: _Solver, w: np.ndarray) -> np.ndarray:
     return np.bincount(runs.run_of, weights=w[runs.on_run], minlength=len(runs.heads))[solver.order]
 
 
-def _starts(graph: Graph, solver: _Solver, ws: np.ndarray, origin: float | None) -> list[float]:
+def _weights_as_used(solver: _Solver, weights: np.ndarray) -> list[float] | np.ndarray:
+    """The runs' weights as the relaxation reads them: an array for the compiled loop, else a list."""
+    return weights.tolist() if solver.compiled is None else np.ascontiguousarray(weights, np.float64)
+
+
+def _starts(graph: Graph, solver: _Solver, ws: np.ndarray, origin: float | None) -> list[float] | np.ndarray:
     """Each compact node's distance before any run reaches it: 0 without an origin (HTA's graph:
     every chain starts at 0, wherever it starts in time); from `origin`, a chain's first node —
     one no run of finite weight enters: a host thread's first point, an activity of no launch first
@@ -169,11 +186,12 @@ def _starts(graph: Graph, solver: _Solver, ws: np.ndarray, origin: float | None)
     their weight alone: a thread starting at 100 µs with 100 µs of work holds the end of a run
     over one starting at 0 with 150 (campaign BV 1)."""
     if origin is None:
-        return [0.0] * solver.n_compact
+        return [0.0] * solver.n_compact if solver.compiled is None else np.zeros(solver.n_compact)
     entered = np.zeros(solver.n_compact, bool)
     entered[solver.dst_array[np.isfinite(ws)]] = True
     lead = np.maximum(graph.node_ts[solver.nodes] - origin, 0.0)
-    return np.where(entered, 0.0, lead).tolist()
+    start = np.where(entered, 0.0, lead).astype(np.float64)
+    return start.tolist() if solver.compiled is None else start
 
 
 def _relax(
@@ -181,50 +199,40 @@ def _relax(
     w: np.ndarray,
     max_passes: int,
     with_pred: bool,
-    run_weights: list[float] | None = None,
+    run_weights: list[float] | np.ndarray | None = None,
     origin: float | None = None,
-    start: list[float] | None = None,
-) -> tuple[list[float], list[int], _Solver, bool, list[float]]:
+    start: list[float] | np.ndarray | None = None,
+) -> tuple[Distances, Predecessors, _Solver, bool, Distances]:
     """The heaviest distance to every compact node over the contracted graph, each node's
     incoming run with `with_pred` (index into the solver's order, -1 none; see `longest_path`),
     whether the distances settled (a last pass changed nothing), and each node's distance before
     the pass (`_starts`: its time after `origin` where it starts a chain, else 0). `run_weights`:
     the runs' weights under `w`, in relaxation order, where the caller has them (`Reweighing`);
-    `start`: the nodes' starting distances, where the caller has them (`Reweighing`)."""
+    `start`: the nodes' starting distances, where the caller has them (`Reweighing`). Lists, or
+    arrays where the solver relaxes compiled (`_Solver.compiled`)."""
     solver = _solver(graph)
     if run_weights is None:
         weights: np.ndarray | None = _run_weights(solver, w)
-        ws = weights.tolist()
-    else:  # the caller's list, read, never written: no copy of 0.5 M weights per solve
+        ws = _weights_as_used(solver, weights)
+    else:  # the caller's, read, never written: no copy of 0.5 M weights per solve
         weights, ws = None, run_weights
-    src, dst = solver.src, solver.dst
     if start is None:
         start = _starts(graph, solver, weights if weights is not None else np.asarray(ws), origin)
-    dist = list(start)
-    pred = [-1] * solver.n_compact if with_pred else []
-    changed = True
-    for _ in range(min(solver.backward, max_passes) + 1):
-        changed = False
-        if with_pred:
-            for i, (u, v, wi) in enumerate(zip(src, dst, ws, strict=True)):
-                d = dist[u] + wi
-                if d > dist[v]:
-                    dist[v] = d
-                    pred[v] = i
-                    changed = True
-        else:
-            for u, v, wi in zip(src, dst, ws, strict=True):
-                d = dist[u] + wi
-                if d > dist[v]:
-                    dist[v] = d
-                    changed = True
-        if not changed:
-            break
+    passes = min(solver.backward, max_passes) + 1
+    dist: Distances
+    pred: Predecessors
+    if solver.compiled is None:
+        dist, pred = list(start), ([-1] * solver.n_compact if with_pred else [])
+        changed = python_passes(solver.src, solver.dst, ws, dist, pred, with_pred, passes)
     else:
-        if solver.backward:
-            note = f"{solver.backward} edges go back in time (clock disagreements); the path may be inexact"
-            if note not in graph.notes:
-                graph.notes.append(note)
+        dist = np.array(start, np.float64)
+        pred = np.full(solver.n_compact if with_pred else 1, -1, np.int64)
+        changed = bool(solver.compiled(solver.src, solver.dst, ws, dist, pred, with_pred, passes))
+        pred = pred if with_pred else np.empty(0, np.int64)
+    if changed and solver.backward:  # the passes ran out before a pass changed nothing
+        note = f"{solver.backward} edges go back in time (clock disagreements); the path may be inexact"
+        if note not in graph.notes:
+            graph.notes.append(note)
     # one pass orders everything when nothing goes back; else a pass that changed nothing settles it
     return dist, pred, solver, not (changed and solver.backward), start
 
@@ -243,8 +251,12 @@ def longest_path_length(
     if graph.n_nodes == 0 or len(graph.src) == 0:
         return 0.0
     w = graph.weight if weight is None else weight
-    dist = _relax(graph, w, max_passes, with_pred=False, origin=origin)[0]
-    return float(max(dist, default=0.0))
+    return _farthest(_relax(graph, w, max_passes, with_pred=False, origin=origin)[0])
+
+
+def _farthest(dist: Distances) -> float:
+    """The largest distance (0 where no node has one)."""
+    return float(np.max(dist)) if len(dist) else 0.0
 
 
 class Reweighing:
@@ -263,7 +275,7 @@ class Reweighing:
         solver = _solver(graph)
         runs = solver.runs
         weights = _run_weights(solver, weight)
-        self._run_weights = weights.tolist()
+        self._run_weights = _weights_as_used(solver, weights)
         # where each chain starts, from the origin: a candidate's weights are finite, so the runs
         # that enter a node stay those of the weighting it changes (a list's copy per solve)
         self._start = _starts(graph, solver, weights, origin)
@@ -295,11 +307,13 @@ class Reweighing:
         given = edges[by_edge][at] == members
         w[given] = np.asarray(weights, np.float64)[by_edge][at[given]]
         sums = np.bincount(np.searchsorted(changed, self._run[members]), weights=w, minlength=len(changed))
-        run_weights = list(self._run_weights)
-        for place, total in zip(self._place[changed].tolist(), sums.tolist(), strict=True):
-            run_weights[place] = total
-        dist = _relax(graph, self.weight, max_passes, False, run_weights, self.origin, self._start)[0]
-        return float(max(dist, default=0.0))
+        run_weights = self._run_weights.copy()
+        if isinstance(run_weights, np.ndarray):
+            run_weights[self._place[changed]] = sums
+        else:
+            for place, total in zip(self._place[changed].tolist(), sums.tolist(), strict=True):
+                run_weights[place] = total
+        return _farthest(_relax(graph, self.weight, max_passes, False, run_weights, self.origin, self._start)[0])
 
 
 def longest_path(
@@ -318,26 +332,29 @@ def longest_path(
 
 
 def _walked(
-    w: np.ndarray, dist: list[float], pred: list[int], solver: _Solver, converged: bool, start: list[float]
+    w: np.ndarray, dist: Distances, pred: Predecessors, solver: _Solver, converged: bool, start: Distances
 ) -> Path:
     """The path a relaxation under weights `w` found, walked back from the first node of largest
     distance; its length is that distance less the one its first node started at (`start`)."""
-    if not dist:
+    if not len(dist):
         return Path(0.0, np.empty(0, np.int64))
     dist_a = np.asarray(dist)
     # the first node of largest distance that a run reaches: a chain's first node, started at its
     # time after the origin, ties with the end of its own chain where that adds nothing (else the first)
     top = dist_a == dist_a.max()
-    reached = top & (np.asarray(pred) >= 0) if pred else top
+    reached = top & (np.asarray(pred) >= 0) if len(pred) else top
     node = int(np.argmax(reached if reached.any() else top))
-    chosen, seen = [], set()
-    while pred[node] >= 0 and node not in seen:
+    back = pred.tolist() if isinstance(pred, np.ndarray) else pred  # a walk of ~10^5 steps: over lists
+    src = solver.src.tolist() if isinstance(solver.src, np.ndarray) else solver.src
+    walked: list[int] = []  # the runs walked back, in relaxation order's numbers
+    seen: set[int] = set()
+    while back[node] >= 0 and node not in seen:
         seen.add(node)
-        i = pred[node]
-        chosen.append(int(solver.order[i]))
-        node = solver.src[i]
-    chosen.reverse()
-    edges = _run_members(solver.runs, np.asarray(chosen, np.int64))
+        i = back[node]
+        walked.append(i)
+        node = src[i]
+    walked.reverse()
+    edges = _run_members(solver.runs, solver.order[np.asarray(walked, np.int64)])
     lead = float(start[node])  # where the walk back stopped: no run improved it
     if converged:
         return Path(float(dist_a.max()) - lead, edges, lead_us=lead)
