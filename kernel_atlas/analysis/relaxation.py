@@ -9,11 +9,14 @@ has it) and a graph has at least COMPILED_MIN_RUNS runs, the same loop runs comp
 the same additions and comparisons in the same order, so every distance and predecessor is the
 one the Python loop gives, to the last bit (tests/analysis/test_relaxation.py). Compiling costs
 about a second once per process (numba's import and the loop's compile), which a small graph's
-few passes would not repay; a process forked after it (the what-if's) inherits it.
+few passes would not repay; a process forked after it (the what-if's) inherits it, and a fork
+waits for a compile in progress on another thread (`warm_up`), so that no child starts with
+numba half imported or the compile's lock held by a thread it does not have.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 
@@ -28,7 +31,7 @@ Passes = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, b
 
 _compiled: Passes | None = None
 _tried = False
-_compiling = threading.Lock()  # held while numba is imported and the loop compiled (`warm_up`'s thread)
+_compiling = threading.RLock()  # held while numba is imported and the loop compiled, and across a fork
 
 
 def python_passes(
@@ -114,17 +117,28 @@ def _compile() -> Passes | None:
 def warm_up() -> None:
     """numba imported and the loop compiled on a thread of its own, from where a large trace's
     graph is about to be built (the process beside the report): much of the build runs in numpy
-    and Arrow without the GIL, so the compile's second mostly overlaps it. `use_compiled` waits
-    for it to end, whatever the graph's size (a process may be forked next)."""
+    and Arrow without the GIL, so the compile's second mostly overlaps it. A fork meanwhile
+    waits for it to end (`_hold_for_fork`)."""
     threading.Thread(target=compiled_passes, name="atlas-compile-relaxation", daemon=True).start()
 
 
 def use_compiled(runs: int) -> Passes | None:
     """The compiled loop where a graph of `runs` contracted runs is to be relaxed by it: large
     enough to repay compiling it, and numba able to (compiled now, where it was not yet in this
-    process); else None, and the Python loop serves. Waits for a `warm_up` still compiling either
-    way: no thread of it is left running when the caller forks."""
-    if runs >= COMPILED_MIN_RUNS:
-        return compiled_passes()
-    with _compiling:
-        return None
+    process); else None, and the Python loop serves."""
+    return compiled_passes() if runs >= COMPILED_MIN_RUNS else None
+
+
+def _hold_for_fork() -> None:
+    """Before any fork of this process: a compile in progress (`warm_up`'s thread) ends first,
+    and the lock is held across the fork, so that parent and child each release a lock no
+    missing thread holds (a pool forked for many ranks, the what-if's process)."""
+    _compiling.acquire()
+
+
+def _release_after_fork() -> None:
+    _compiling.release()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which never forks
+    os.register_at_fork(before=_hold_for_fork, after_in_parent=_release_after_fork, after_in_child=_release_after_fork)

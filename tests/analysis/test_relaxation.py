@@ -4,6 +4,7 @@ distances, predecessors and settling on any graph, and the same hand-derived pat
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from pathlib import Path
@@ -95,9 +96,10 @@ def test_a_small_graph_is_not_worth_compiling() -> None:
     assert relaxation.use_compiled(relaxation.COMPILED_MIN_RUNS - 1) is None
 
 
-def test_no_warm_up_thread_outlives_the_graphs_solver_set_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The process beside the report compiles on a thread while it builds its graph, then forks the
-    # what-if's process: whatever the graph's size, the solver's set-up waits for that thread.
+def test_a_fork_waits_for_a_compile_in_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The process beside the report compiles on a thread while it builds its graph; it may fork
+    # meanwhile (the what-if's process, a pool for many ranks). The fork waits for the compile,
+    # and the child can take the compile's lock (no thread it lacks holds it).
     compiles: list[str] = []
 
     def slow_compile() -> None:
@@ -110,9 +112,15 @@ def test_no_warm_up_thread_outlives_the_graphs_solver_set_up(monkeypatch: pytest
     monkeypatch.setattr(relaxation, "_compile", slow_compile)
     relaxation.warm_up()
     time.sleep(0.05)  # the thread holds the lock by now
-    assert relaxation.use_compiled(1) is None  # a small graph: the Python loop, after the compile ended
-    assert compiles == ["done"]
-    for thread in threading.enumerate():  # its compile done, the thread only returns
+    assert relaxation.use_compiled(1) is None  # a small graph: the Python loop, at once
+    assert compiles == []
+    pid = os.fork()
+    if pid == 0:  # the child: the lock is free, the compile was tried
+        os._exit(0 if relaxation._compiling.acquire(timeout=2.0) and relaxation._tried else 1)
+    assert compiles == ["done"]  # the fork waited for it
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    for thread in threading.enumerate():
         if thread.name == "atlas-compile-relaxation":
             thread.join(timeout=1.0)
             assert not thread.is_alive()
