@@ -71,6 +71,13 @@ def saving(out: Path, spec: str) -> float:
     return what_if(kernels, host, [parse_speedup(spec)])["saving_us"]
 
 
+def path_breakdown(out: Path) -> tuple[float, dict[str, float]]:
+    """The exact critical path's length and its µs by category (`breakdown_us`)."""
+    graph = build_graph(load_kernels(out), load_host_events(out, 0))
+    path = longest_path(graph)
+    return path.length_us, breakdown_us(segments(graph, path))
+
+
 def reported(out: Path) -> dict[str, Any]:
     build_report(out)
     return json.loads((out / "report.json").read_text())
@@ -224,11 +231,8 @@ C10 = [
 
 
 def test_a_pinned_async_copy_call_is_cpu_work(tmp_path: Path) -> None:
-    out = ingested(tmp_path, C10, "c10")
-    graph = build_graph(load_kernels(out), load_host_events(out, 0))
-    path = longest_path(graph)
-    assert path.length_us == pytest.approx(110.0)
-    by = breakdown_us(segments(graph, path))
+    length, by = path_breakdown(ingested(tmp_path, C10, "c10"))
+    assert length == pytest.approx(110.0)
     assert (by["cpu_bound"], by["gpu_kernel_launch_overhead"], by["gpu_compute_bound"]) == (92.0, 8.0, 10.0)
 
 
@@ -254,10 +258,7 @@ C4 = [
 
 
 def test_a_pageable_copy_call_still_waits_for_its_copy(tmp_path: Path) -> None:
-    out = ingested(tmp_path, C4, "c4")
-    graph = build_graph(load_kernels(out), load_host_events(out, 0))
-    path = longest_path(graph)
-    assert path.length_us == pytest.approx(145.0)
-    by = breakdown_us(segments(graph, path))
+    length, by = path_breakdown(ingested(tmp_path, C4, "c4"))
+    assert length == pytest.approx(145.0)
     assert (by["cpu_bound"], by["gpu_kernel_launch_overhead"]) == (6.0, 18.0)
     assert (by["gpu_kernel_kernel_overhead"], by["gpu_compute_bound"]) == (1.0, 120.0)
