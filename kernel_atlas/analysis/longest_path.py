@@ -190,7 +190,7 @@ def _starts(graph: Graph, solver: _Solver, ws: np.ndarray, origin: float | None)
     entered = np.zeros(solver.n_compact, bool)
     entered[solver.dst_array[np.isfinite(ws)]] = True
     lead = np.maximum(graph.node_ts[solver.nodes] - origin, 0.0)
-    start = np.where(entered, 0.0, lead).astype(np.float64)
+    start = np.where(entered, 0.0, lead)  # float64, as node_ts
     return start.tolist() if solver.compiled is None else start
 
 
