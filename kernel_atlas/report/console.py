@@ -102,7 +102,16 @@ class StandardStream:
 
 
 class FittedConsole(Console):
-    """A rich console never narrower than MIN_WIDTH cells."""
+    """A rich console never narrower than MIN_WIDTH cells, whose size, unless given, is the
+    terminal's and `COLUMNS`/`LINES`'s at each use, not at its making (the command line's consoles
+    are made at import: a width fixed then outlived a change of the environment)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None:
+            self._width = None
+        if kwargs.get("height") is None:
+            self._height = None
 
     @property
     def size(self) -> ConsoleDimensions:

@@ -131,6 +131,23 @@ def test_substitutes_and_width_floor() -> None:
     assert FittedConsole(width=120).width == 120
 
 
+def test_the_command_consoles_take_the_width_of_the_moment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line's consoles are made at import: made while COLUMNS said 80, they printed at
+    80 columns after COLUMNS said 200 (a test runner's worker sets COLUMNS before the import; a
+    notebook or a long-lived process may change it after). A width given when made is kept."""
+    from kernel_atlas.report.console import FittedConsole, terminal
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("LINES", "24")
+    console, fixed = terminal("stdout"), FittedConsole(width=100, height=30)
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("LINES", "50")
+    assert (console.width, console.height) == (200, 50)
+    assert (fixed.width, fixed.height) == (100, 30)
+    monkeypatch.setenv("COLUMNS", "7")
+    assert console.width == 40  # the floor holds
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
 def test_a_failed_command_says_only_its_error(tmp_path: Path) -> None:
     """A trace that earns a warning (a credential-shaped name, written redacted), then an
