@@ -63,18 +63,30 @@ def _verdicts(order: str, ballast_mib: int) -> dict[str, str]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _verdict(text: str) -> str:
+    """A row's verdict without the room it names: the room is measured (the process's resident
+    memory at the first replay, which moves by a MiB or two with what was imported first), the
+    verdict is not."""
+    return re.sub(r"\(\d+ MiB more than", "(N MiB more than", text)
+
+
 def test_a_rows_memory_verdict_is_the_same_in_either_order() -> None:
     """The allowance had been 960 MiB less the process's resident memory at each replay (at most
     600 MiB): with 250 MiB of tables held, the add replayed first was skipped "for memory" and
     passed after the RMSNorm. The room is now measured once, at the first replay, with the
     builders (the Triton interpreter) imported and what was freed given back: the add gets the
     same verdict in either order — with nothing more held it passes (the process, torch and the
-    interpreter, holds about 500 MiB: 450 MiB of room), with 250 or 450 MiB held (less room: the
-    process stays within 960 MiB) it is the same in both orders too, whichever it is."""
-    for ballast in (0, 250, 450):
+    interpreter, holds about 500 MiB: 450 MiB of room), with 250 MiB held (about 220 MiB of room:
+    the process stays within 960 MiB) it is the same in both orders, whichever it is; the room a
+    skip names is measured in each process and may differ by a MiB or two."""
+    for ballast in (0, 250):
         first = _verdicts("add,rms", ballast)
         second = _verdicts("rms,add", ballast)
-        assert first == second, (ballast, first, second)
+        assert {op: _verdict(v) for op, v in first.items()} == {op: _verdict(v) for op, v in second.items()}, (
+            ballast,
+            first,
+            second,
+        )
         if ballast == 0:
             assert first["aten::add"].startswith("pass: "), first
         assert first[TRITON_LAUNCH].startswith("pass: ")
