@@ -109,7 +109,7 @@ def test_one_bad_trace_among_several_is_named_the_same_by_every_engine(tmp_path:
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X", "cat": "kernel"')
     lines = set()
-    for jobs in ("1", "2"):
+    for jobs in ("1", "2") if engine == "local" else ("2",):  # Ray takes 15–30 s to start, whatever -j says
         result = atlas("ingest", EXAMPLE, bad, "-j", jobs, "--engine", engine, "-o", tmp_path / f"o{jobs}", "-q")
         assert result.code == 2, result.output
         assert "Traceback" not in result.output and "internal error" not in result.output

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -56,6 +57,19 @@ def fleet_out(fleet: tuple[Path, dict]) -> Path:
     assert report.exit_code == 0, report.output
     (out / "report.out").write_text(report.output)
     return out
+
+
+@pytest.fixture(scope="module")
+def ray_started() -> Iterator[None]:
+    """One embedded Ray for the module's Ray tests (starting one takes 10–20 s here): `_run_ray`
+    joins a Ray already running and leaves it running; starting its own for a run is tested
+    from the command line, in tests/cli/test_hostile_input.py."""
+    ray = pytest.importorskip("ray")
+    ray.init(
+        num_cpus=2, object_store_memory=256 << 20, include_dashboard=False, log_to_driver=False, logging_level="ERROR"
+    )
+    yield
+    ray.shutdown()
 
 
 def _planted(truth: dict) -> dict[int, dict]:
@@ -277,8 +291,7 @@ def test_sources_expand_folders_globs_and_report_missing(fleet: tuple[Path, dict
     assert result.exit_code == 2 and "matches no file" in result.output
 
 
-def test_ray_engine_eight_ranks(fleet: tuple[Path, dict], fleet_out: Path, tmp_path: Path) -> None:
-    pytest.importorskip("ray")
+def test_ray_engine_eight_ranks(fleet: tuple[Path, dict], fleet_out: Path, tmp_path: Path, ray_started: None) -> None:
     root, _ = fleet
     out = tmp_path / "ray.atlas"
     result = runner.invoke(app, ["ingest", str(root / "ranks"), "--engine", "ray", "-j", "2", "-o", str(out), "-q"])
@@ -294,8 +307,7 @@ def test_ray_engine_eight_ranks(fleet: tuple[Path, dict], fleet_out: Path, tmp_p
     assert json.loads((out / "catalog.json").read_text()) == json.loads((fleet_out / "catalog.json").read_text())
 
 
-def test_a_dying_ray_worker_fails_only_its_own_trace() -> None:
-    pytest.importorskip("ray")
+def test_a_dying_ray_worker_fails_only_its_own_trace(ray_started: None) -> None:
     tasks = [Task(f"t{i}", "unused", i, f"t{i}") for i in range(4)]
     outcomes: list[RankFailed] = []
     _run_ray(tasks, 2, None, outcomes.append, work=_crash_on_rank_1)

@@ -38,15 +38,21 @@ def h100_outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return outs
 
 
-def test_aten_signatures_of_the_h100_traces_replay_on_cpu(h100_outputs) -> None:
-    # as a user runs it: `atlas replay` in a process of its own, whose memory the CPU replay's
-    # budget is measured against (a test session holds more than a command does)
+@pytest.fixture(scope="module")
+def h100_replayed(h100_outputs: dict[str, Path]) -> dict[str, Path]:
+    """`atlas replay --from OUT --device cpu --all` of both outputs, as a user runs it: in a process
+    of its own, whose memory the CPU replay's budget is measured against (a test session holds
+    more than a command does). Each writes OUT/replay.parquet."""
     from tests.support.hostile import atlas
 
     for out in h100_outputs.values():
         done = atlas("replay", "--from", out, "--device", "cpu", "--all")
         assert done.code == 0, done.output
-    results = pd.concat([pd.read_parquet(out / "replay.parquet") for out in h100_outputs.values()])
+    return h100_outputs
+
+
+def test_aten_signatures_of_the_h100_traces_replay_on_cpu(h100_replayed) -> None:
+    results = pd.concat([pd.read_parquet(out / "replay.parquet") for out in h100_replayed.values()])
     aten = results[results["launcher"].str.startswith("aten::")]
     replayed = aten[aten["check"] != "skipped"]
     assert len(aten) >= 25
@@ -370,10 +376,8 @@ def test_a_kernel_pattern_that_is_no_regular_expression_is_one_line(h100_outputs
         ]
 
 
-def test_replay_all_writes_parquet_that_the_report_merges(h100_outputs) -> None:
-    out = h100_outputs["h100_bert_small_infer"]
-    result = runner.invoke(app, ["replay", "--from", str(out), "--all", "--device", "cpu"])
-    assert result.exit_code == 0, result.output
+def test_replay_all_writes_parquet_that_the_report_merges(h100_replayed) -> None:
+    out = h100_replayed["h100_bert_small_infer"]
     replay = pd.read_parquet(out / "replay.parquet")
     assert len(replay) == len(targets_from_output(out))
     assert {"input_types", "timed", "config", "scale"} <= set(replay.columns)

@@ -173,7 +173,11 @@ def test_replay_notebook_with_replay_results(tmp_path: Path) -> None:
 
     out = tmp_path / "bert.atlas"
     write_outputs(ingested("h100_bert_small_infer"), out)
-    replay_all(targets_from_output(out), "cpu").to_parquet(out / "replay.parquet", index=False)
+    # every op but the GEMMs (four addmm of 5–290 ms each on the CPU, timed ten times or more:
+    # the replay's own tests time them); the notebook draws what was replayed
+    targets = [t for t in targets_from_output(out) if t.launcher != "aten::addmm"]
+    assert len(targets) >= 10
+    replay_all(targets, "cpu").to_parquet(out / "replay.parquet", index=False)
     notebook = execute("replay", {"ATLAS_OUT": str(out)})
     titles = _figure_titles(notebook)
     assert any("Replayed vs traced" in t for t in titles), titles
