@@ -584,12 +584,21 @@ def _case(target: Target, device: str, max_gib: float, scale: float):  # -> aten
     24 MiB ran under --max-gib 0.001)."""
     limit = max_gib * (1 << 30)
     if target.launcher.startswith("aten::"):
-        # an ATen op's inputs are made at their recorded shapes: refused before any is allocated
+        # an ATen op's inputs are made at its recorded shape: refused before any is allocated,
+        # first past --max-gib, then (on the CPU) past a check's work and past the process's room —
+        # the verdicts that do not depend on what the process holds before the one that does
         size = nbytes(target.args)
         if size > limit:
             raise NotReplayable(_over_max_gib("inputs need", size, max_gib))
-        if not device.startswith("cuda") and size > cpu_room():  # would fail at the CPU's bound
-            raise NotReplayable(no_memory())
+        if not device.startswith("cuda"):
+            flops = _cost(target)[0]
+            if flops is not None and flops > CPU_MAX_FLOPS:
+                raise NotReplayable(
+                    f"{flops / 1e9:,.0f} GFLOP at the recorded shape: more than a CPU check runs "
+                    f"({CPU_MAX_FLOPS / 1e9:,.0f} GFLOP); replay it on a GPU"
+                )
+            if size > cpu_room():  # would fail at the CPU's bound
+                raise NotReplayable(no_memory())
     else:
         from kernel_atlas.replay.kernels import load
 
@@ -613,13 +622,7 @@ def _build(target: Target, device: str, scale: float):  # -> aten.Case
 
     # ATen ops replay through their schema; other launchers by kernel family (these
     # implementations allocate only what they replay, not the recorded pools)
-    if target.launcher.startswith("aten::"):
-        flops = _cost(target)[0] if not device.startswith("cuda") else None
-        if flops is not None and flops > CPU_MAX_FLOPS:  # ATen ops run at their recorded shape: no scale
-            raise NotReplayable(
-                f"{flops / 1e9:,.0f} GFLOP at the recorded shape: more than a CPU check runs "
-                f"({CPU_MAX_FLOPS / 1e9:,.0f} GFLOP); replay it on a GPU"
-            )
+    if target.launcher.startswith("aten::"):  # its work on the CPU checked by `_case`
         from kernel_atlas.replay.aten import build_case
 
         return build_case(target.launcher, target.args, device, label_rule=target.label_rule)

@@ -19,6 +19,7 @@ pytest.importorskip("triton")
 from kernel_atlas.cli import app  # noqa: E402
 from kernel_atlas.ingest.fleet import write_outputs  # noqa: E402
 from kernel_atlas.ingest.recorded import parse_call  # noqa: E402
+from kernel_atlas.replay import runner as runner_module  # noqa: E402
 from kernel_atlas.replay.runner import Target, replay_all, replay_one, targets_from_output  # noqa: E402
 from kernel_atlas.replay.timing import measure  # noqa: E402
 from kernel_atlas.replay.values import make_tensor  # noqa: E402
@@ -114,9 +115,14 @@ def test_shapes_over_the_memory_limit_are_refused() -> None:
     assert result.check == "skipped" and "--max-gib" in result.reason
 
 
-def test_calls_beyond_a_cpu_checks_work_are_refused_on_the_cpu() -> None:
+@pytest.mark.parametrize("room_mib", [None, 128])
+def test_calls_beyond_a_cpu_checks_work_are_refused_on_the_cpu(monkeypatch: pytest.MonkeyPatch, room_mib) -> None:
     """An mm of 32768×2048 by 2048×8192 is 2·32768·2048·8192 = 1,099.5 GFLOP: within --max-gib
-    (its inputs 335.5 MB in float32) but minutes and gigabytes on two CPU cores."""
+    (its inputs 335.5 MB in float32) but minutes and gigabytes on two CPU cores. The same reason
+    whatever room the process has (a test worker holding ~760 MB had 200 MiB, less than the
+    inputs, and the row read "needs more memory" instead)."""
+    if room_mib is not None:
+        monkeypatch.setattr(runner_module, "cpu_room", lambda: room_mib << 20)
     target = Target(
         "k",
         "aten::mm",
