@@ -19,9 +19,25 @@ import sys
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 _here = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.machinery.PathFinder.find_spec(
-    "sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here]
-)
+
+
+def _elsewhere() -> list[str]:
+    """sys.path without this folder (an entry whose place cannot be told — the current folder,
+    removed — is left out: a test starts commands in a folder that no longer exists)."""
+    others = []
+    for entry in sys.path:
+        try:
+            if os.path.abspath(entry or os.curdir) != _here:
+                others.append(entry)
+        except OSError:
+            continue
+    return others
+
+
+try:
+    _spec = importlib.machinery.PathFinder.find_spec("sitecustomize", _elsewhere())
+except OSError:
+    _spec = None
 if _spec is not None and _spec.loader is not None:
     _shadowed = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_shadowed)
