@@ -12,7 +12,8 @@ import pytest
 # Every process the tests start runs tests/support/startup/sitecustomize.py (see there: a 2.7 s
 # import that no test needs, left out); this one leaves it out the same way.
 _SITE = str(Path(__file__).resolve().parent / "support" / "startup")
-os.environ["PYTHONPATH"] = os.pathsep.join([_SITE, *filter(None, [os.environ.get("PYTHONPATH")])])
+_OTHERS = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != _SITE]
+os.environ["PYTHONPATH"] = os.pathsep.join([_SITE, *_OTHERS])  # once: a worker inherits it from the runner
 sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 
