@@ -103,13 +103,15 @@ def solve_paths(
     graph_ready: Callable[[Graph], None] | None = None,
     jobs: int = 1,
     batches: list[list[int]] | None = None,
+    host_loaded: dict[int, pd.DataFrame | None] | None = None,
 ) -> SolvedPaths:
     """`analyse_output` but the what-if, which alone needs the roofline. `graph_ready(graph)`: told
     of the what-if's graph (one rank, the exact convention) as soon as it is built and its solver
     set up, before its path is walked and described. `jobs`: processes that solve ranks that are
     each solved alone (more than MAX_JOINT_RANKS), each its length; the longest is then solved
     again here for its path. `batches`: those ranks in order, in groups whose kernel rows are read
-    together (`ranks.rank_batches`: small ranks), else each alone."""
+    together (`ranks.rank_batches`: small ranks), else each alone. `host_loaded`: host events of
+    ranks already read, by rank (None: none recorded), not read again."""
     joint = 1 < len(ranks) <= MAX_JOINT_RANKS
     exact = convention == "exact"
     per_rank, graphs, best, notes, p2p = [], {}, None, [], []
@@ -129,7 +131,7 @@ def solve_paths(
             kernels = load_kernels(out_dir, [rank] if len(ranks) > 1 else None, GRAPH_COLUMNS)
         if joint:
             p2p.append(p2p_rows(kernels, rank))
-        host = load_host_events(out_dir, rank)
+        host = host_loaded[rank] if host_loaded and rank in host_loaded else load_host_events(out_dir, rank)
         cut = (last_step_start or {}).get(rank)
         # the exact graph is built once with the what-if's causal edges, then solved as if without
         # them (they weigh -inf in `path_weight`): one graph, one solver set-up for the path and the what-if
@@ -336,6 +338,7 @@ class _PathQuestion:
     loaded: dict[int, pd.DataFrame] | None  # kernel rows read before the question was asked
     jobs: int = 1  # processes for ranks solved alone
     batches: list[list[int]] | None = None  # those ranks in groups read together (`solve_paths`)
+    host_loaded: dict[int, pd.DataFrame | None] | None = None  # host events read before it, likewise
 
     def solve(self, graph_ready: Callable[[Graph], None] | None = None) -> SolvedPaths:
         return solve_paths(
@@ -349,6 +352,7 @@ class _PathQuestion:
             graph_ready,
             self.jobs,
             self.batches,
+            self.host_loaded,
         )
 
 
@@ -402,12 +406,12 @@ class _ForkedWhatIf:
 class CriticalPathJob(Generic[T]):
     """`analyse_output` for `atlas report`, started before the roofline exists, with `finish` (what
     the report makes of the solved paths: files, what its page draws), run where the paths are solved.
-    On a large trace (BESIDE_MIN_EVENTS) with a second CPU that is a forked process: it reads its
-    host events and the kernel rows not `loaded` already (those it inherits at the fork), solves
+    On a large trace (BESIDE_MIN_EVENTS) with a second CPU that is a forked process: it reads the
+    host events and kernel rows not `host_loaded` and `loaded` already (those it inherits at the fork), solves
     the paths, runs `finish` on a thread while it waits for the roofline and solves the what-if,
     and hands back `finish`'s value (which must pickle) and the facts — never the path's segments
     (a 500 MB trace's are ~60 MB). Else, and if that process is lost, the same is done here when
-    `result` is asked for, from the same `loaded` rows."""
+    `result` is asked for, from the same rows."""
 
     def __init__(
         self,
@@ -422,9 +426,10 @@ class CriticalPathJob(Generic[T]):
         loaded: dict[int, pd.DataFrame] | None = None,
         jobs: int = 1,
         batches: list[list[int]] | None = None,
+        host_loaded: dict[int, pd.DataFrame | None] | None = None,
     ) -> None:
         self._question = _PathQuestion(
-            out_dir, ranks, window, collectives, convention, last_step_start, loaded, jobs, batches
+            out_dir, ranks, window, collectives, convention, last_step_start, loaded, jobs, batches, host_loaded
         )
         self._finish = finish
         self._roofline: pd.DataFrame | None = None

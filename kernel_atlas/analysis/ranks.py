@@ -38,7 +38,7 @@ from kernel_atlas.core.devices import Device
 from kernel_atlas.core.errors import AtlasError
 from kernel_atlas.core.groups import BatchFold
 from kernel_atlas.ingest.efficiency import EFFICIENCY_SUMS
-from kernel_atlas.ingest.host_events import host_events_with_stream_waits
+from kernel_atlas.ingest.host_events import host_events_with_stream_waits, with_stream_waits
 from kernel_atlas.roofline.analysis import GROUP_KEYS, Analysis, analyse, roofline_groups, roofline_metrics
 from kernel_atlas.store.outputs import load_kernels
 from kernel_atlas.store.run import process_group_sizes
@@ -161,13 +161,16 @@ def analyse_batch(
     frame: pd.DataFrame | None = None,
     timeline_rank: int | None = None,
     waits: pd.DataFrame | None = None,
+    host: dict[int, pd.DataFrame | None] | None = None,
 ) -> RankPart | None:
     """The part of one rank, or of a batch of ranks analysed together (`rank_batches`); None
     when none has GPU activity. `summary`: their part of summary.json (`rank_summary`);
     `keep_rows` keeps the analysed kernel rows; `frame`: their kernel rows when already read
     (else read here); `timeline_rank`: the rank whose timeline the views carry when it is one of
     them; `waits`: their collectives.parquet rows (`peer_waits`: the roofline's collectives are
-    held against their time after the last rank arrived)."""
+    held against their time after the last rank arrived); `host`: host events already read, by
+    rank (`load_host_events`; None: none recorded), the others read here where they record an
+    event wait."""
     frame = load_kernels(out_dir, ranks=ranks) if frame is None else frame
     if frame.empty:
         return None
@@ -176,7 +179,11 @@ def analyse_batch(
     # a kernel a recorded event wait held past its launch waited for that event, not for the host
     # nor its stream's queue (`idle.EVENT_WAIT_END`)
     in_frame = np.unique(frame["rank"].to_numpy()).tolist()
-    frame = with_event_waits(frame, {r: host_events_with_stream_waits(out_dir, r) for r in in_frame})
+    host = host or {}
+    frame = with_event_waits(
+        frame,
+        {r: with_stream_waits(host[r]) if r in host else host_events_with_stream_waits(out_dir, r) for r in in_frame},
+    )
     options = options or WaitOptions()
     # on the groups of every rank (`analyse_ranks`); a collective's group size from its rank's process-group table
     analysis = analyse(frame, device, world_size, metrics=False, process_groups=process_group_sizes(summary or {}))
@@ -253,6 +260,7 @@ def analyse_ranks(
     timeline_rank: int | None = None,
     loaded: dict[int, pd.DataFrame] | None = None,
     collectives: pd.DataFrame | None = None,
+    host: dict[int, pd.DataFrame | None] | None = None,
 ) -> RanksAnalysis:
     """The analysis of every rank together, built a rank (or a batch of small ranks) at a time.
 
@@ -262,7 +270,8 @@ def analyse_ranks(
     `timeline_rank`'s when it has GPU activity, else the rank with the most GPU time's.
     `loaded`: kernel rows of ranks already read, by rank (analysed in this process);
     `collectives`: the cross-rank view's rows (collectives.parquet), whose waits for the last rank
-    the roofline leaves out of its collectives' time."""
+    the roofline leaves out of its collectives' time; `host`: host events of ranks already read,
+    by rank (None: none recorded)."""
     kernels = None
     groups_fold = sum_fold(GROUP_KEYS, _SUMMED)
     timeshare_fold = sum_fold(["level", "key"], ["total_us", "count"])
@@ -300,6 +309,7 @@ def analyse_ranks(
             "frame": frame,
             "timeline_rank": timeline_rank,
             "waits": None if collectives is None else collectives[collectives["rank"].isin(batch)],
+            "host": {r: host[r] for r in batch if r in host} if host else None,
         }
 
     batches = rank_batches(summary or {}, ranks)

@@ -215,15 +215,23 @@ def host_events_with_stream_waits(out: str | Path, rank: int) -> pd.DataFrame | 
     `name` columns alone, so that a trace without such waits costs the report no second read of
     its host events (the critical path reads them beside it)."""
     names = host_names(out, rank)
-    if names is None:
-        return None
-    kind = names["kind"]
-    waits = ((kind == "sync") & (names["name"] == STREAM_WAIT)) | (
-        (kind == "runtime") & names["name"].isin(RUNTIME_STREAM_WAITS)
-    )
-    if not waits.any():
+    if names is None or not records_stream_waits(names):
         return None
     return load_host_events(out, rank, EVENT_WAIT_COLUMNS)
+
+
+def with_stream_waits(host: pd.DataFrame | None) -> pd.DataFrame | None:
+    """`host` (a rank's host events, already read: `load_host_events`) where it records a stream
+    held by an event wait, else None — what `host_events_with_stream_waits` reads, without a read."""
+    return host if host is not None and records_stream_waits(host) else None
+
+
+def records_stream_waits(host: pd.DataFrame) -> bool:
+    """Whether host events (their `kind` and `name` at least) record an event wait: a
+    `STREAM_WAIT`, or a `RUNTIME_STREAM_WAITS` call."""
+    kind, name = host["kind"], host["name"]
+    waits = ((kind == "sync") & (name == STREAM_WAIT)) | ((kind == "runtime") & name.isin(RUNTIME_STREAM_WAITS))
+    return bool(waits.any())
 
 
 def _rank_files(out: str | Path, rank: int) -> list[Path]:

@@ -21,9 +21,11 @@ from kernel_atlas.analysis.trust import trust_facts
 from kernel_atlas.analysis.views import KernelViews
 from kernel_atlas.analysis.waits import Waits, last_step_starts, write_waits
 from kernel_atlas.core import safe_files
+from kernel_atlas.core.beside import on_a_thread, usable_cpus
 from kernel_atlas.core.devices import Device, Properties, get_device, match_device, match_properties
 from kernel_atlas.core.redact import redact_text
 from kernel_atlas.ingest.fleet import run_folder
+from kernel_atlas.ingest.host_events import load_host_events
 from kernel_atlas.report.efficiency_view import efficiency_facts, efficiency_html, steps_table
 from kernel_atlas.roofline.analysis import Analysis
 from kernel_atlas.store.outputs import REPORT, load_kernels, lock, read_parquet, write_csv, write_json, write_table
@@ -237,15 +239,20 @@ def _build_report(
     convention = "hta" if like_hta else "exact"
     steps_cut = last_step_starts(summary)  # where HTA's loader cuts each rank (its convention only)
     # on a large trace the critical path is solved beside the rest: started first, it waits for
-    # the roofline only for its what-if; one rank's kernel rows are read once, before the process
-    # beside is forked (it inherits them)
+    # the roofline only for its what-if; one rank's kernel rows and host events are read once,
+    # before the process beside is forked (it inherits them: the report's event waits read the
+    # same host events)
     trace_events = _trace_events(summary)
     finish = partial(_critical_outputs, out_dir=out_dir, run_id=output.run_id)
-    loaded = {ranks[0]: load_kernels(out_dir, ranks=ranks)} if len(ranks) == 1 else None
+    loaded, host = None, None
+    if len(ranks) == 1:  # the host events on a thread while the kernel rows are read (Arrow decodes without the GIL)
+        host_read = on_a_thread(load_host_events, out_dir, ranks[0], here=usable_cpus() < 2)
+        loaded = {ranks[0]: load_kernels(out_dir, ranks=ranks)}
+        host = {ranks[0]: host_read.result()}
     jobs = default_jobs(summary, ranks) if jobs is None else jobs  # for the analyses and the paths of small ranks
     batches = rank_batches(summary, ranks)  # small ranks' kernel rows read together, as the analyses read them
     job = CriticalPathJob(
-        out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, loaded, jobs, batches
+        out_dir, ranks, window_spec, matched, convention, steps_cut, trace_events, finish, loaded, jobs, batches, host
     )
     with job:
         # a rank, or a batch of small ranks, at a time: the memory of one rank whatever the fleet's size
@@ -260,6 +267,7 @@ def _build_report(
             timeline_rank=stragglers[0]["rank"] if stragglers else None,
             loaded=loaded,
             collectives=matched,
+            host=host,
         )
         analysis, waits, views = ranked.analysis, ranked.waits, ranked.views
         analysis.facts.update(cross_rank.facts)
