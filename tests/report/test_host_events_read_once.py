@@ -44,3 +44,29 @@ def test_one_ranks_host_events_are_read_once(tmp_path: Path, monkeypatch: pytest
     # both readers had it: the path runs through the host's launch (5 → 10) and the kernel (12 → 22)
     assert report.analysis.facts["critical_path"]["total_us"] == pytest.approx(22.0)
     assert report.files["critical_path"].is_file()
+
+
+def test_a_damaged_host_events_table_is_refused_before_any_report_file(tmp_path: Path) -> None:
+    """Read before the analyses, the table refuses the report before it writes anything: the
+    critical path had refused it after roofline.parquet, the wait files and timeshare.csv were written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from kernel_atlas.core.errors import AtlasError
+    from kernel_atlas.ingest.fleet import write_outputs
+    from kernel_atlas.ingest.pipeline import ingest_paths
+
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": EVENTS}))
+    out = tmp_path / "t.atlas"
+    write_outputs(ingest_paths([trace]), out)
+    (path,) = (out / "host_events.parquet").rglob("*.parquet")
+    table = pq.read_table(path)
+    ends = table["end_us"].to_pylist()
+    ends[0] = table["ts_us"][0].as_py() - 1e6  # a range ending 1 s before it starts
+    doctored = table.set_column(table.schema.get_field_index("end_us"), "end_us", pa.array(ends, pa.float64()))
+    pq.write_table(doctored.replace_schema_metadata(pq.read_schema(path).metadata), path)
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(AtlasError, match="1 rows that end before they start"):
+        build_report(out)
+    assert sorted(p.name for p in out.iterdir()) == before
